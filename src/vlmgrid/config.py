@@ -1,0 +1,203 @@
+"""Load a grid config, validate it against the JSON schema, and check every name it uses.
+
+Every problem becomes one VlmgridError sentence naming the file, the key and the closest valid name.
+Importing this module must stay cheap: the Snakefile imports it on every run, including no-op runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import sha256_json
+from vlmgrid.registry import closest
+
+DEFAULT_CONFIG = Path("config/config.yaml")
+
+_TOP_LEVEL_DEFAULTS: dict[str, Any] = {
+    "data_dir": "data",
+    "results_dir": "results",
+    "title": "vlmgrid results",
+    "bootstrap": {"samples": 1000, "seed": 0},
+    "infer": {"part_size": 256, "threads": 2},
+}
+
+
+def load_schema() -> dict:
+    text = resources.files("vlmgrid").joinpath("schemas/config.schema.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    benchmark: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.benchmark}"
+
+
+@dataclass
+class Config:
+    """A validated grid config with defaults filled in."""
+
+    path: Path
+    data: dict = field(repr=False)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.data["data_dir"])
+
+    @property
+    def results_dir(self) -> Path:
+        return Path(self.data["results_dir"])
+
+    @property
+    def title(self) -> str:
+        return self.data["title"]
+
+    @property
+    def bootstrap(self) -> dict:
+        return self.data["bootstrap"]
+
+    @property
+    def infer(self) -> dict:
+        return self.data["infer"]
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.data["grid"]["models"])
+
+    @property
+    def benchmarks(self) -> list[str]:
+        return list(self.data["grid"]["benchmarks"])
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [Cell(m, b) for m in self.models for b in self.benchmarks]
+
+    def model(self, name: str) -> dict:
+        return self._entry("models", name)
+
+    def benchmark(self, name: str) -> dict:
+        return self._entry("benchmarks", name)
+
+    def model_fingerprint(self, name: str) -> str:
+        """Changes exactly when the model's settings change: predictions made with other settings are stale."""
+        return sha256_json(self.model(name))
+
+    def _entry(self, section: str, name: str) -> dict:
+        entries = self.data[section]
+        if name not in entries:
+            raise VlmgridError(
+                f'{self.path}: no {section[:-1]} named "{name}"{closest(name, entries)}; '
+                f"defined: {', '.join(sorted(entries))}"
+            )
+        return entries[name]
+
+
+def load_config(path: str | Path = DEFAULT_CONFIG) -> Config:
+    path = Path(path)
+    if not path.is_file():
+        raise VlmgridError(
+            f"config file {path} not found; pass --config with the path of a grid config "
+            f"(config/config.yaml is the default grid)"
+        )
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise VlmgridError(f"{path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except UnicodeDecodeError:
+        raise VlmgridError(f"{path} is not UTF-8 text; save it as UTF-8") from None
+    return validate_config(data, source=path)
+
+
+def validate_config(data: Any, source: str | Path = "<config>") -> Config:
+    """Schema check, then name checks, then capability checks; returns the config with defaults filled."""
+    import jsonschema
+
+    if not isinstance(data, dict):
+        raise VlmgridError(f"{source}: the config must be a mapping of keys (benchmarks, models, grid, ...)")
+    schema = load_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        raise VlmgridError(f"{source}: {_describe(error)}")
+    filled = _with_defaults(data)
+    _check_names(filled, source)
+    return Config(path=Path(source), data=filled)
+
+
+def _with_defaults(data: dict) -> dict:
+    filled = copy.deepcopy(data)
+    for key, default in _TOP_LEVEL_DEFAULTS.items():
+        if isinstance(default, dict):
+            filled[key] = {**default, **filled.get(key, {})}
+        else:
+            filled.setdefault(key, default)
+    return filled
+
+
+def _location(error) -> str:
+    return ".".join(str(part) for part in error.absolute_path) or "the top level"
+
+
+def _describe(error) -> str:
+    """One sentence for a jsonschema error, with the closest valid name where one exists."""
+    where = _location(error)
+    if error.validator == "additionalProperties":
+        allowed = set(error.schema.get("properties", {}))
+        unexpected = sorted(set(error.instance) - allowed)
+        key = unexpected[0] if unexpected else "?"
+        hint = closest(key, allowed)
+        valid = ", ".join(sorted(allowed))
+        return f'unknown key "{key}" in {where}{hint}; valid keys: {valid}'
+    if error.validator == "enum":
+        hint = closest(str(error.instance), [str(v) for v in error.validator_value])
+        valid = ", ".join(str(v) for v in error.validator_value)
+        return f'{where}: "{error.instance}" is not a valid value{hint}; valid values: {valid}'
+    if error.validator == "type":
+        return f"{where}: expected {error.validator_value}, got {error.instance!r}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    if error.validator in ("pattern", "not") and error.absolute_schema_path and "propertyNames" in error.absolute_schema_path:
+        return f'{where}: "{error.instance}" is not a valid name (lowercase letters, digits, ".", "_", "-"; not "models")'
+    return f"{where}: {error.message}"
+
+
+def _check_names(data: dict, source) -> None:
+    # Imported here: the registries pull in pandas, and schema errors should not wait for that.
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.protocols import runnable
+
+    for name, entry in data["benchmarks"].items():
+        if entry["kind"] not in BENCHMARKS:
+            raise VlmgridError(
+                f'{source}: benchmarks.{name}.kind "{entry["kind"]}" is not a known benchmark kind'
+                f"{closest(entry['kind'], BENCHMARKS)}; known kinds: {', '.join(BENCHMARKS)}"
+            )
+    for section in ("models", "benchmarks"):
+        for name in data["grid"][section]:
+            if name not in data[section]:
+                raise VlmgridError(
+                    f'{source}: grid.{section} names "{name}", which is not defined under {section}'
+                    f"{closest(name, data[section])}; defined: {', '.join(sorted(data[section]))}"
+                )
+    for model in data["grid"]["models"]:
+        backend = data["models"][model]["backend"]
+        for bench in data["grid"]["benchmarks"]:
+            protocol = BENCHMARKS.get(data["benchmarks"][bench]["kind"]).protocol
+            if not runnable(protocol, backend):
+                raise VlmgridError(
+                    f'{source}: model "{model}" ({backend} backend) cannot run benchmark "{bench}" '
+                    f"({protocol} protocol); put them in separate grid configs"
+                )

@@ -1,0 +1,110 @@
+import copy
+
+import pytest
+
+from vlmgrid.config import load_config, validate_config
+from vlmgrid.errors import VlmgridError
+
+
+def test_default_config_is_valid_and_has_six_cells(default_config_data):
+    config = validate_config(default_config_data, source="config/config.yaml")
+    assert [c.name for c in config.cells][:2] == ["clip-tiny-flowers102-fixture", "clip-tiny-pope-fixture"]
+    assert len(config.cells) == 6
+    assert config.bootstrap == {"samples": 1000, "seed": 0}
+    assert config.infer["part_size"] == 64
+
+
+def test_defaults_are_filled(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    del data["bootstrap"], data["results_dir"]
+    config = validate_config(data)
+    assert config.bootstrap == {"samples": 1000, "seed": 0}
+    assert str(config.results_dir) == "results"
+
+
+def _error(data) -> str:
+    with pytest.raises(VlmgridError) as info:
+        validate_config(data, source="cfg.yaml")
+    return str(info.value)
+
+
+def test_unknown_top_level_key_names_closest(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["bootstrapp"] = {"samples": 10}
+    message = _error(data)
+    assert message.startswith("cfg.yaml: ")
+    assert 'unknown key "bootstrapp"' in message and 'did you mean "bootstrap"' in message
+
+
+def test_unknown_model_key_names_closest(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["models"]["clip-tiny"]["batchsize"] = 8
+    message = _error(data)
+    assert 'unknown key "batchsize" in models.clip-tiny' in message
+    assert 'did you mean "batch_size"' in message
+
+
+def test_wrong_type_names_the_key(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["models"]["clip-tiny"]["batch_size"] = "big"
+    assert "models.clip-tiny.batch_size: expected integer, got 'big'" in _error(data)
+
+
+def test_backend_typo_names_closest(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["models"]["clip-tiny"]["backend"] = "open-clip"
+    message = _error(data)
+    assert "models.clip-tiny.backend" in message and 'did you mean "open_clip"' in message
+
+
+def test_grid_name_that_does_not_exist(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["grid"]["models"] = ["clip-tny", "random"]
+    message = _error(data)
+    assert 'grid.models names "clip-tny"' in message and 'did you mean "clip-tiny"' in message
+
+
+def test_unknown_benchmark_kind(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["benchmarks"]["pope-fixture"]["kind"] = "popes"
+    message = _error(data)
+    assert 'benchmarks.pope-fixture.kind "popes"' in message and 'did you mean "pope"' in message
+
+
+def test_source_key_unknown_for_its_type(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["benchmarks"]["pope-fixture"]["source"]["revision"] = "abc"
+    assert 'unknown key "revision" in benchmarks.pope-fixture.source' in _error(data)
+
+
+def test_hub_source_needs_a_pinned_revision(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["benchmarks"]["pope-fixture"]["source"] = {"type": "hf_hub"}
+    assert "'revision' is a required property" in _error(data)
+
+
+def test_reserved_benchmark_name(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["benchmarks"]["models"] = data["benchmarks"].pop("pope-fixture")
+    assert '"models" is not a valid name' in _error(data)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(VlmgridError, match=r"config file .*nope.yaml not found; pass --config"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("models:\n  a: [1, 2\n")
+    with pytest.raises(VlmgridError, match=r"bad.yaml is not valid YAML at line \d+"):
+        load_config(path)
+
+
+def test_model_fingerprint_changes_only_with_that_model(default_config_data):
+    base = validate_config(copy.deepcopy(default_config_data))
+    data = copy.deepcopy(default_config_data)
+    data["models"]["random"]["seed"] = 1
+    changed = validate_config(data)
+    assert base.model_fingerprint("random") != changed.model_fingerprint("random")
+    assert base.model_fingerprint("clip-tiny") == changed.model_fingerprint("clip-tiny")
