@@ -1,0 +1,81 @@
+"""Benchmark kinds: what a benchmark is (protocol, metric, raw layout, real source) as one declarative entry.
+
+Each kind module (flowers102.py, pope.py, scienceqa.py) builds one `BenchmarkKind` and registers it in
+`BENCHMARKS`; adding a benchmark is one new module plus its tests, never an edit to an if-chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from vlmgrid.registry import Registry
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """What an adapter returns: canonical records (formats.md) and, for classification, the class names."""
+
+    records: pd.DataFrame
+    classes: list[str] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class BenchmarkKind:
+    """One kind of benchmark.
+
+    name:            registry name ("pope")
+    protocol:        "classification" | "yes_no" | "multiple_choice"
+    metric:          "classification" | "pope" | "accuracy"
+    breakdown_by:    record columns the score is broken down by (("split",) for POPE)
+    description:     one line
+    templates:       classification: CLIP prompt templates holding "{c}"; () otherwise
+    expected_count:  the number of items the real benchmark has (checked for every non-fixture source)
+    raw_files:       glob patterns, relative to the raw folder, of the files the adapter reads (the real layout)
+    write_fixture:   write_fixture(raw_dir, source_settings): writes a small fake copy in the real raw format
+    adapt:           adapt(raw_dir, bench_dir) -> Adapted: reads raw files, writes bench_dir/images/..
+    fixture_defaults: default fixture settings (seed, size, classes, corrupt)
+    url_files:       the real files for a `url` source: ({"url", "md5" or "sha256", "name"}, ...)
+    hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin), "config", "split"}
+    """
+
+    name: str
+    protocol: str
+    metric: str
+    breakdown_by: tuple[str, ...]
+    description: str
+    templates: tuple[str, ...]
+    expected_count: int
+    raw_files: tuple[str, ...]
+    write_fixture: Callable[[Path, Mapping[str, Any]], None] = field(repr=False)
+    adapt: Callable[[Path, Path], Adapted] = field(repr=False)
+    fixture_defaults: Mapping[str, Any] = field(default_factory=dict)
+    url_files: tuple[Mapping[str, str], ...] = ()
+    hub: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol == "classification" and not all("{c}" in t for t in self.templates):
+            raise ValueError(f"benchmark kind {self.name!r}: every template must hold '{{c}}'")
+        if not self.url_files and not self.hub:
+            raise ValueError(f"benchmark kind {self.name!r}: needs a real source (url_files or hub)")
+
+    @property
+    def default_source(self) -> dict[str, Any]:
+        """The real source as config settings (hub sources carry the known-good pinned revision)."""
+        if self.hub:
+            source = {"type": "hf_hub", "repo": self.hub["repo"], "revision": self.hub["revision"]}
+            for key in ("config", "split"):
+                if self.hub.get(key):
+                    source[key] = self.hub[key]
+            return source
+        return {"type": "url"}
+
+
+BENCHMARKS: Registry[BenchmarkKind] = Registry("benchmark kind")
+
+
+def register(kind: BenchmarkKind) -> BenchmarkKind:
+    return BENCHMARKS.register(kind.name, kind)

@@ -1,0 +1,273 @@
+"""prepare / load / verify a benchmark folder (data/<bench>/, see docs/formats.md).
+
+prepare_benchmark is idempotent: a folder whose manifest matches the settings and whose files all match
+their hashes is left untouched; a tampered folder is an error (never a silent re-download); changed settings
+rebuild from scratch. manifest.json is written last, so a present manifest means a complete prepare.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import vlmgrid
+from vlmgrid import fileio
+from vlmgrid.benchmarks.kinds import BENCHMARKS, BenchmarkKind
+from vlmgrid.benchmarks.sources import check_source, fetch_source
+from vlmgrid.errors import VlmgridError
+
+MANIFEST = "manifest.json"
+RECORDS = "records.parquet"
+CLASSES = "classes.json"
+DERIVED = ("images", RECORDS, CLASSES)
+CANONICAL = pa.schema(
+    [
+        ("id", pa.string()),
+        ("image", pa.string()),
+        ("question", pa.string()),
+        ("options", pa.list_(pa.string())),
+        ("answer", pa.string()),
+        ("answer_index", pa.int64()),
+    ]
+)
+
+
+@dataclass
+class Benchmark:
+    name: str
+    kind: BenchmarkKind
+    root: Path
+    records: pd.DataFrame
+    classes: list[str] | None
+    manifest: dict
+
+    def image_path(self, image: str) -> Path:
+        """The absolute path of a record's `image` (which is relative to the benchmark folder)."""
+        return self.root / image
+
+
+# ---------------------------------------------------------------------------------------------- manifest
+
+def fingerprint(files: Mapping[str, str]) -> str:
+    """sha256 over the sorted (path, sha256) pairs (as the canonical JSON [[path, sha256], ...])."""
+    return fileio.sha256_json([[path, files[path]] for path in sorted(files)])
+
+
+def _hash_tree(bench_dir: Path) -> dict[str, str]:
+    files = {}
+    for path in sorted(bench_dir.rglob("*")):
+        rel = path.relative_to(bench_dir).as_posix()
+        if path.is_file() and rel != MANIFEST:
+            files[rel] = fileio.sha256_file(path)
+    return files
+
+
+def _resolve(bench_dir: Path, key: str) -> Path:
+    """Manifest keys are paths relative to the benchmark folder, or absolute for a local source's raw files."""
+    return Path(key) if Path(key).is_absolute() else bench_dir / key
+
+
+def _read_manifest(bench_dir: Path) -> dict | None:
+    path = bench_dir / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise VlmgridError(f"{path}: not readable JSON ({exc}); delete {bench_dir} and run prepare again") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise VlmgridError(f"{path}: has no `files` table, so it is not a vlmgrid manifest; delete {bench_dir} and run prepare again")
+    return manifest
+
+
+def _require_manifest(bench_dir: Path) -> dict:
+    manifest = _read_manifest(bench_dir)
+    if manifest is None:
+        raise VlmgridError(
+            f"{bench_dir / MANIFEST}: missing, so {bench_dir} is not a prepared benchmark (or its prepare was "
+            f"interrupted); run `vlmgrid prepare` for it"
+        )
+    return manifest
+
+
+def verify_benchmark(bench_dir: Path, full: bool = True) -> None:
+    """Check every file listed in the manifest: present (and, when `full`, matching its sha256).
+
+    Without `full`, only records.parquet and classes.json are hashed (cheap) and the rest checked for presence.
+    Raises VlmgridError naming the first missing or mismatching file.
+    """
+    bench_dir = Path(bench_dir)
+    manifest = _require_manifest(bench_dir)
+    files = manifest["files"]
+    fix = f"restore it, or delete {bench_dir} and run prepare again"
+    for key in sorted(files):
+        path = _resolve(bench_dir, key)
+        if not path.is_file():
+            raise VlmgridError(f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {fix}")
+        if full or key in (RECORDS, CLASSES):
+            got = fileio.sha256_file(path)
+            if got != files[key]:
+                raise VlmgridError(f"{path}: does not match its manifest (sha256 {got}, expected {files[key]}); {fix}")
+    if full and manifest.get("fingerprint") != fingerprint(files):
+        raise VlmgridError(f"{bench_dir / MANIFEST}: its fingerprint does not match its file list (edited by hand?); delete {bench_dir} and run prepare again")
+
+
+# ---------------------------------------------------------------------------------------------- records
+
+def _records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str] | None, bench_dir: Path, label: str) -> pa.Table:
+    """Validate canonical records (formats.md) and give them their exact column types."""
+    missing = [f.name for f in CANONICAL if f.name not in records.columns]
+    if missing:
+        raise VlmgridError(f"{label}: the {kind.name} adapter gave records without a `{missing[0]}` column; the adapter needs a fix")
+    records = records.reset_index(drop=True)
+    if len(records) == 0:
+        raise VlmgridError(f"{label}: the raw files hold no items; check the source")
+    ids = records["id"].astype(str)
+    duplicated = ids[ids.duplicated()]
+    if len(duplicated):
+        example = duplicated.iloc[0]
+        raise VlmgridError(
+            f"{label}: item id {example!r} appears {int((ids == example).sum())} times; ids must be unique (the raw "
+            f"files repeat an item: re-download them, or fix the {kind.name} adapter)"
+        )
+    for n, row in enumerate(records.itertuples(index=False)):
+        options, index, answer = list(row.options), int(row.answer_index), row.answer
+        where = f"{label}: item {row.id!r}"
+        if kind.protocol == "classification":
+            labels = classes or []
+            if options:
+                raise VlmgridError(f"{where} has options, but classification items keep their classes in classes.json")
+        elif kind.protocol == "yes_no":
+            labels = options
+            if options != ["yes", "no"]:
+                raise VlmgridError(f"{where} has options {options!r}; yes/no items must have ['yes', 'no']")
+        else:
+            labels = options
+            if len(options) < 2:
+                raise VlmgridError(f"{where} has {len(options)} option(s); multiple-choice items need at least 2")
+        if index != -1 and not 0 <= index < len(labels):
+            raise VlmgridError(f"{where} has answer_index {index}, outside 0..{len(labels) - 1}; the raw file is damaged or the adapter needs a fix")
+        if index != -1 and labels[index] != answer:
+            raise VlmgridError(f"{where}: answer {answer!r} is not option {index} ({labels[index]!r}); the adapter needs a fix")
+        if row.image is not None and not (bench_dir / row.image).is_file():
+            raise VlmgridError(f"{bench_dir / row.image}: missing, though item {row.id!r} points at it; the adapter needs a fix")
+    arrays, fields = [], []
+    for field in CANONICAL:
+        column = records[field.name]
+        if field.name == "options":
+            values = [[str(o) for o in v] for v in column]
+        elif field.name == "answer_index":
+            values = [int(v) for v in column]
+        else:
+            values = [None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v) for v in column]
+        arrays.append(pa.array(values, type=field.type))
+        fields.append(field)
+    for name in records.columns:
+        if name not in CANONICAL.names:
+            array = pa.array(records[name].tolist())
+            arrays.append(array)
+            fields.append(pa.field(name, array.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+# ---------------------------------------------------------------------------------------------- prepare
+
+def _clear(bench_dir: Path, keep_raw: bool) -> None:
+    """Remove what a prepare writes (never anything else: bench_dir may be a user's folder by mistake)."""
+    (bench_dir / MANIFEST).unlink(missing_ok=True)
+    for name in DERIVED + (() if keep_raw else ("raw",)):
+        path = bench_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
+def _json_plain(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -> dict:
+    """Fetch, adapt, validate and hash one benchmark into bench_dir; returns its manifest."""
+    bench_dir = Path(bench_dir)
+    label = f"benchmark {name}"
+    if not isinstance(settings, Mapping) or "kind" not in settings:
+        raise VlmgridError(f"{label}: `kind` is missing; set it to one of {', '.join(BENCHMARKS)}")
+    kind = BENCHMARKS.get(settings["kind"])
+    if "source" not in settings:
+        raise VlmgridError(f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or {json.dumps(kind.default_source)})")
+    source = _json_plain(check_source(kind, settings["source"], label))
+
+    old = _read_manifest(bench_dir)
+    if old is not None and old.get("source") == source and old.get("kind") == kind.name:
+        verify_benchmark(bench_dir, full=True)
+        if old.get("benchmark") != name:  # same data under a new name: only the manifest changes
+            old["benchmark"] = name
+            fileio.write_json(bench_dir / MANIFEST, old)
+        return old
+    # Settings changed (or no complete prepare): start from scratch. Downloads left by an interrupted prepare
+    # are kept: the url and hf_hub sources re-verify their checksums before reusing them. A local source never
+    # writes raw/, and its `path` may point there: leave raw/ alone.
+    keep_raw = source["type"] == "local" or (old is None and source["type"] in ("url", "hf_hub"))
+    _clear(bench_dir, keep_raw=keep_raw)
+    bench_dir.mkdir(parents=True, exist_ok=True)
+
+    fetched = fetch_source(kind, source, bench_dir, label)
+    adapted = kind.adapt(fetched.raw_dir, bench_dir)
+    table = _records_table(adapted.records, kind, adapted.classes, bench_dir, label)
+    if source["type"] != "fixture" and table.num_rows != kind.expected_count:
+        raise VlmgridError(
+            f"{fetched.raw_dir}: holds {table.num_rows} {kind.name} items, but the published benchmark has "
+            f"{kind.expected_count}; the copy is incomplete or another version: fix the source, or re-download it"
+        )
+    with fileio.atomic_path(bench_dir / RECORDS) as tmp:
+        pq.write_table(table, tmp)
+    if kind.protocol == "classification":
+        fileio.write_json(bench_dir / CLASSES, list(adapted.classes or []))
+
+    files = _hash_tree(bench_dir)
+    if fetched.external:
+        from vlmgrid.benchmarks.rawio import find_raw
+
+        for pattern in kind.raw_files:
+            for path in find_raw(fetched.raw_dir, pattern):
+                files[str(path.resolve())] = fileio.sha256_file(path)
+    files = dict(sorted(files.items()))
+    manifest = {
+        "benchmark": name,
+        "kind": kind.name,
+        "source": source,
+        "n_items": table.num_rows,
+        "files": files,
+        "fingerprint": fingerprint(files),
+        "vlmgrid_version": vlmgrid.__version__,
+    }
+    fileio.write_json(bench_dir / MANIFEST, manifest)
+    return manifest
+
+
+def load_benchmark(bench_dir: Path) -> Benchmark:
+    """A prepared benchmark: its records, classes and manifest (files are checked for presence, records hashed)."""
+    bench_dir = Path(bench_dir)
+    manifest = _require_manifest(bench_dir)
+    kind = BENCHMARKS.get(manifest.get("kind", ""))
+    verify_benchmark(bench_dir, full=False)
+    records = pd.read_parquet(bench_dir / RECORDS)
+    classes = None
+    if kind.protocol == "classification":
+        classes = json.loads((bench_dir / CLASSES).read_text("utf-8"))
+    return Benchmark(
+        name=manifest.get("benchmark", bench_dir.name),
+        kind=kind,
+        root=bench_dir,
+        records=records,
+        classes=classes,
+        manifest=manifest,
+    )

@@ -1,0 +1,105 @@
+"""Reading raw benchmark files (and writing hub-style parquet for fixtures), with errors that name the file."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vlmgrid import fileio
+from vlmgrid.errors import VlmgridError
+
+# The `datasets` Image feature as stored in hub parquet files.
+IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
+def find_raw(raw_dir: Path, pattern: str) -> list[Path]:
+    """The files under raw_dir matching one of a kind's raw_files patterns; none -> a VlmgridError naming it."""
+    found = sorted(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
+    if not found:
+        raise VlmgridError(
+            f"{Path(raw_dir) / pattern}: missing from the raw files; put the benchmark's files there in their "
+            f"published layout, or delete the benchmark folder and run prepare again"
+        )
+    return found
+
+
+def raw_file(raw_dir: Path, name: str) -> Path:
+    return find_raw(raw_dir, name)[0]
+
+
+def _features_metadata(features: Mapping[str, Any]) -> dict[bytes, bytes]:
+    return {b"huggingface": json.dumps({"info": {"features": dict(features)}}).encode("utf-8")}
+
+
+def write_hub_parquet(path: Path, schema: pa.Schema, rows: Sequence[Mapping[str, Any]], features: Mapping[str, Any]) -> None:
+    """Write rows the way `datasets` does (image = struct {bytes, path}, features in the schema metadata)."""
+    table = pa.Table.from_pylist(list(rows), schema=schema.with_metadata(_features_metadata(features)))
+    with fileio.atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def iter_parquet_rows(path: Path, columns: Sequence[str], batch_size: int = 256) -> Iterator[dict[str, Any]]:
+    """Rows of a parquet file as dicts, batch by batch (hub files can be large)."""
+    try:
+        handle = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise VlmgridError(f"{path}: not a readable parquet file ({exc}); delete it and run prepare again") from None
+    missing = [c for c in columns if c not in handle.schema_arrow.names]
+    if missing:
+        raise VlmgridError(
+            f"{path}: has no column {missing[0]!r} (it has {', '.join(handle.schema_arrow.names)}); "
+            f"the file is not this benchmark's published format: check the source's repo and revision"
+        )
+    try:
+        for batch in handle.iter_batches(batch_size=batch_size, columns=list(columns)):
+            yield from batch.to_pylist()
+    except (OSError, pa.ArrowException) as exc:
+        raise VlmgridError(f"{path}: could not be read to the end ({exc}); delete it and run prepare again") from None
+
+
+def _extension(data: bytes, hint: str | None) -> str:
+    if data.startswith(b"\xff\xd8"):
+        return ".jpg"
+    if data.startswith(b"\x89PNG"):
+        return ".png"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return ".gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return ".webp"
+    if hint and Path(hint).suffix:
+        return Path(hint).suffix.lower()
+    return ".bin"
+
+
+class ImageStore:
+    """Writes embedded image bytes unchanged to images/<sha256><ext>, one file per distinct image."""
+
+    def __init__(self, bench_dir: Path, folder: str = "images") -> None:
+        self.bench_dir = Path(bench_dir)
+        self.folder = folder
+        self._written: dict[str, str] = {}
+
+    def add(self, image: Mapping[str, Any] | None, where: str) -> str | None:
+        """Store one `datasets` image struct; returns the path relative to bench_dir (None: no image)."""
+        if image is None:
+            return None
+        data = image.get("bytes") if isinstance(image, Mapping) else None
+        if data is None:
+            if isinstance(image, Mapping) and image.get("path"):
+                raise VlmgridError(
+                    f"{where}: the image holds only a path ({image['path']!r}), not its bytes; use a copy of the "
+                    f"dataset with embedded images (the hub parquet files)"
+                )
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        if digest not in self._written:
+            rel = f"{self.folder}/{digest}{_extension(data, image.get('path'))}"
+            fileio.write_bytes(self.bench_dir / rel, data)
+            self._written[digest] = rel
+        return self._written[digest]

@@ -1,0 +1,328 @@
+"""Where a benchmark's raw files come from: a fixture generator, URLs with checksums, the HF hub at a pinned
+revision, or a local folder that already holds them in the published layout.
+
+Source settings (the `source:` entry of a benchmark in the config), by type:
+  fixture: seed (int, 0), size (int, per class / per split / total), classes (int, classification only),
+           corrupt (int, 0: images written deliberately unreadable)
+  url:     files (optional list of {url, md5 or sha256, name}; default: the kind's published files)
+  hf_hub:  revision (required: a commit or tag), repo (default: the kind's repo), config, split (only the
+           kind's own config/split are supported; they may be written out for clarity)
+  local:   path (a folder holding the raw files; read in place, hashed into the manifest by absolute path)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import posixpath
+import shutil
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from vlmgrid import fileio
+from vlmgrid.benchmarks.kinds import BenchmarkKind
+from vlmgrid.errors import VlmgridError
+from vlmgrid.registry import Registry, closest
+
+
+@dataclass(frozen=True)
+class Fetched:
+    raw_dir: Path
+    external: bool  # True: raw_dir lies outside the benchmark folder (a local source)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    keys: tuple[str, ...]
+    check: Callable[[BenchmarkKind, dict, str], None]
+    fetch: Callable[[BenchmarkKind, dict, Path, str], Fetched]
+
+
+SOURCES: Registry[Source] = Registry("source type")
+
+
+def check_source(kind: BenchmarkKind, source: Any, label: str) -> dict:
+    """Validate a source entry (type, keys, values); returns it as a plain dict."""
+    if not isinstance(source, Mapping):
+        raise VlmgridError(f"{label}: `source` must be a mapping with a `type` ({', '.join(SOURCE_TYPES)}); fix the config")
+    source = dict(source)
+    kind_of_source = source.get("type")
+    if kind_of_source not in SOURCES:
+        raise VlmgridError(
+            f"{label}: source type {kind_of_source!r} is unknown{closest(str(kind_of_source), SOURCES)}; "
+            f"use one of {', '.join(SOURCE_TYPES)}"
+        )
+    spec = SOURCES.get(kind_of_source)
+    keys = ("type",) + spec.keys
+    if kind_of_source == "fixture" and kind.protocol != "classification":
+        keys = tuple(k for k in keys if k != "classes")
+    for key in source:
+        if key not in keys:
+            raise VlmgridError(
+                f"{label}: source key `{key}` is not valid for a {kind_of_source} source of a {kind.name} "
+                f"benchmark{closest(str(key), keys)}; valid keys: {', '.join(keys)}"
+            )
+    spec.check(kind, source, label)
+    return source
+
+
+def fetch_source(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -> Fetched:
+    return SOURCES.get(source["type"]).fetch(kind, source, Path(bench_dir), label)
+
+
+def _prune(raw_dir: Path, keep: set[str]) -> None:
+    """Remove files under raw_dir that are not in `keep` (relative posix paths), then empty folders."""
+    if not raw_dir.is_dir():
+        return
+    for path in sorted(raw_dir.rglob("*"), reverse=True):
+        rel = path.relative_to(raw_dir).as_posix()
+        if path.is_file() or path.is_symlink():
+            if rel not in keep:
+                path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+
+
+def _file_hash(path: Path, algorithm: str) -> str:
+    if algorithm == "sha256":
+        return fileio.sha256_file(path)
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _safe_relative(name: Any, label: str, what: str) -> str:
+    if not isinstance(name, str) or not name or name.startswith("/") or ".." in Path(name).parts:
+        raise VlmgridError(f"{label}: {what} {name!r} must be a relative path inside raw/; fix the source")
+    return posixpath.normpath(name)
+
+
+# ---------------------------------------------------------------------------------------------- fixture
+
+def _check_fixture(kind: BenchmarkKind, source: dict, label: str) -> None:
+    for key in ("seed", "size", "classes", "corrupt"):
+        if key in source:
+            value = source[key]
+            minimum = 0 if key in ("seed", "corrupt") else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise VlmgridError(f"{label}: source key `{key}` must be an integer >= {minimum}, not {value!r}; fix the config")
+
+
+def _fetch_fixture(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -> Fetched:
+    settings = {**kind.fixture_defaults, **{k: v for k, v in source.items() if k != "type"}}
+    raw_dir = bench_dir / "raw"
+    kind.write_fixture(raw_dir, settings)
+    return Fetched(raw_dir, external=False)
+
+
+# ---------------------------------------------------------------------------------------------- url
+
+def download_url(url: str, dest: Path) -> None:
+    """Stream `url` into `dest` (the caller verifies the checksum). Tests replace this function."""
+    import requests
+
+    with requests.get(url, stream=True, timeout=60) as response:
+        response.raise_for_status()
+        with open(dest, "wb") as handle:
+            for block in response.iter_content(1 << 20):
+                handle.write(block)
+
+
+def _url_files(kind: BenchmarkKind, source: dict) -> list[Mapping[str, str]]:
+    return list(source["files"]) if "files" in source else list(kind.url_files)
+
+
+def _check_url(kind: BenchmarkKind, source: dict, label: str) -> None:
+    if "files" in source and (not isinstance(source["files"], list) or not source["files"]):
+        raise VlmgridError(f"{label}: source key `files` must be a non-empty list of {{url, md5 or sha256, name}}; fix the config")
+    files = _url_files(kind, source)
+    if not files:
+        raise VlmgridError(f"{label}: {kind.name} has no published URL list; set `files` in the source, or use another source type")
+    for spec in files:
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("url"), str) or not (spec.get("md5") or spec.get("sha256")):
+            raise VlmgridError(f"{label}: every entry of `files` needs `url`, `name` and `md5` or `sha256`, not {spec!r}; fix the config")
+        extra = set(spec) - {"url", "md5", "sha256", "name"}
+        if extra:
+            raise VlmgridError(f"{label}: `files` entry key `{sorted(extra)[0]}` is unknown; valid keys: url, md5, sha256, name")
+        _safe_relative(spec.get("name"), label, "`files` name")
+
+
+def _fetch_url(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -> Fetched:
+    import requests
+
+    raw_dir = bench_dir / "raw"
+    names = set()
+    for spec in _url_files(kind, source):
+        name = _safe_relative(spec["name"], label, "`files` name")
+        names.add(name)
+        algorithm = "sha256" if spec.get("sha256") else "md5"
+        expected = str(spec[algorithm]).lower()
+        dest = raw_dir / name
+        if dest.is_file() and _file_hash(dest, algorithm) == expected:
+            continue  # left by an interrupted prepare, and verified
+        with fileio.atomic_path(dest) as tmp:
+            try:
+                download_url(spec["url"], tmp)
+            except requests.RequestException as exc:
+                raise VlmgridError(
+                    f"{dest}: could not download {spec['url']} ({exc}); check the network, or download the files "
+                    f"by hand into a folder and point a `local` source at it"
+                ) from None
+            got = _file_hash(tmp, algorithm)
+            if got != expected:
+                raise VlmgridError(
+                    f"{dest}: the download from {spec['url']} has {algorithm} {got}, expected {expected}; the download "
+                    f"is damaged or the file changed upstream: run prepare again, or fix `files` in the source"
+                )
+    _prune(raw_dir, names)
+    return Fetched(raw_dir, external=False)
+
+
+# ---------------------------------------------------------------------------------------------- hf_hub
+
+def _hub_settings(kind: BenchmarkKind, source: dict) -> tuple[str, str]:
+    return source.get("repo") or kind.hub["repo"], source["revision"]
+
+
+def _check_hub(kind: BenchmarkKind, source: dict, label: str) -> None:
+    if not kind.hub:
+        raise VlmgridError(f"{label}: {kind.name} has no hub copy; use a {', '.join(t for t in SOURCE_TYPES if t != 'hf_hub')} source")
+    revision = source.get("revision")
+    if not isinstance(revision, str) or not revision.strip():
+        raise VlmgridError(
+            f"{label}: source key `revision` is required for an hf_hub source; pin a commit or tag "
+            f"(e.g. revision: {kind.hub['revision']})"
+        )
+    if "repo" in source and (not isinstance(source["repo"], str) or source["repo"].count("/") != 1):
+        raise VlmgridError(f"{label}: source key `repo` must look like owner/name, not {source['repo']!r}; fix the config")
+    for key in ("config", "split"):
+        if key in source and source[key] != kind.hub.get(key):
+            raise VlmgridError(
+                f"{label}: source key `{key}: {source[key]}` is not supported; {kind.name} reads "
+                f"{key} {kind.hub.get(key)!r} of the hub copy: remove the key or set it to that"
+            )
+
+
+@contextlib.contextmanager
+def _hub_errors(repo: str, revision: str, label: str) -> Iterator[None]:
+    """Turn huggingface_hub's exceptions into one-sentence VlmgridErrors with the fix."""
+    from huggingface_hub import errors
+
+    page = f"https://huggingface.co/datasets/{repo}"
+    try:
+        yield
+    except errors.GatedRepoError:
+        raise VlmgridError(
+            f"{label}: the hub dataset {repo} is gated; accept its licence on {page} and set HF_TOKEN to a token "
+            f"of that account, or point a `local` source at a copy"
+        ) from None
+    except errors.RevisionNotFoundError:
+        raise VlmgridError(f"{label}: revision {revision!r} does not exist in the hub dataset {repo}; set `revision` to one of its commits or tags") from None
+    except errors.DisabledRepoError:
+        raise VlmgridError(f"{label}: the hub dataset {repo} is disabled; point a `local` source at a copy") from None
+    except errors.RepositoryNotFoundError:
+        raise VlmgridError(
+            f"{label}: the hub dataset {repo} was not found or this account may not read it; check `repo`, set "
+            f"HF_TOKEN if it is private, or point a `local` source at a copy"
+        ) from None
+    except errors.LocalEntryNotFoundError:
+        raise VlmgridError(
+            f"{label}: cannot reach the Hugging Face hub for {repo} (offline, or HF_HUB_OFFLINE is set); connect "
+            f"to the network, or point a `local` source at a copy"
+        ) from None
+    except errors.EntryNotFoundError as exc:
+        raise VlmgridError(f"{label}: a file is missing from {repo} at revision {revision} ({exc}); check `revision`") from None
+    except errors.HfHubHTTPError as exc:
+        raise VlmgridError(f"{label}: the Hugging Face hub refused a request for {repo} ({exc}); try again later, or point a `local` source at a copy") from None
+    except (errors.HTTPError, OSError) as exc:
+        raise VlmgridError(
+            f"{label}: cannot reach the Hugging Face hub for {repo} ({exc}); check the network, or point a "
+            f"`local` source at a copy"
+        ) from None
+
+
+def hub_listing(repo: str, revision: str, folders: set[str]) -> dict[str, str | None]:
+    """{path: LFS sha256 or None} for the files under `folders` ("" = the repo root) at `revision`."""
+    import huggingface_hub
+
+    api = huggingface_hub.HfApi()
+    listing: dict[str, str | None] = {}
+    for folder in sorted(folders):
+        for item in api.list_repo_tree(repo, path_in_repo=folder or None, recursive=False, repo_type="dataset", revision=revision):
+            if isinstance(item, huggingface_hub.hf_api.RepoFile):
+                listing[item.path] = item.lfs.sha256 if item.lfs else None
+    return listing
+
+
+def hub_download(repo: str, revision: str, filename: str, raw_dir: Path) -> Path:
+    import huggingface_hub
+
+    return Path(
+        huggingface_hub.hf_hub_download(
+            repo_id=repo, filename=filename, repo_type="dataset", revision=revision, local_dir=raw_dir
+        )
+    )
+
+
+def _fetch_hub(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -> Fetched:
+    repo, revision = _hub_settings(kind, source)
+    raw_dir = bench_dir / "raw"
+    with _hub_errors(repo, revision, label):
+        listing = hub_listing(repo, revision, {posixpath.dirname(p) for p in kind.raw_files})
+    wanted: dict[str, str | None] = {}
+    for pattern in kind.raw_files:
+        matches = {path: sha for path, sha in listing.items() if fnmatch(path, pattern)}
+        if not matches:
+            raise VlmgridError(
+                f"{label}: the hub dataset {repo} at revision {revision} has no file matching {pattern}; check "
+                f"`revision` and `repo` (the layout differs there)"
+            )
+        wanted.update(matches)
+    for path, sha in sorted(wanted.items()):
+        dest = raw_dir / path
+        if sha and dest.is_file() and fileio.sha256_file(dest) == sha:
+            continue  # left by an interrupted prepare, and verified
+        with _hub_errors(repo, revision, label):
+            got_path = hub_download(repo, revision, path, raw_dir)
+        if got_path.resolve() != dest.resolve():
+            shutil.move(str(got_path), dest)
+        if sha and fileio.sha256_file(dest) != sha:
+            dest.unlink()
+            raise VlmgridError(
+                f"{dest}: the download of {path} from {repo}@{revision} does not match the hub's sha256 {sha}; the "
+                f"download is damaged: run prepare again"
+            )
+    shutil.rmtree(raw_dir / ".cache", ignore_errors=True)  # huggingface_hub's local_dir bookkeeping
+    _prune(raw_dir, set(wanted))
+    return Fetched(raw_dir, external=False)
+
+
+# ---------------------------------------------------------------------------------------------- local
+
+def _check_local(kind: BenchmarkKind, source: dict, label: str) -> None:
+    path = source.get("path")
+    if not isinstance(path, str) or not path:
+        raise VlmgridError(f"{label}: source key `path` is required for a local source; set it to the folder holding the raw files")
+
+
+def _fetch_local(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -> Fetched:
+    raw_dir = Path(source["path"]).expanduser().resolve()
+    if not raw_dir.is_dir():
+        raise VlmgridError(f"{source['path']}: not a folder ({label}, local source `path`); point `path` at the folder holding the raw files")
+    return Fetched(raw_dir, external=True)
+
+
+for _source in (
+    Source("fixture", ("seed", "size", "classes", "corrupt"), _check_fixture, _fetch_fixture),
+    Source("url", ("files",), _check_url, _fetch_url),
+    Source("hf_hub", ("repo", "revision", "config", "split"), _check_hub, _fetch_hub),
+    Source("local", ("path",), _check_local, _fetch_local),
+):
+    SOURCES.register(_source.name, _source)
+
+SOURCE_TYPES: tuple[str, ...] = ("fixture", "url", "hf_hub", "local")
