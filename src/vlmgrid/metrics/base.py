@@ -1,0 +1,77 @@
+"""What a metric is, and the column helpers the metrics share.
+
+A metric turns one variant's predictions, aligned to the records (row i of each is item i), into
+per-item arrays (`prepare`), and per-item arrays plus a matrix of resampled item positions into one
+value per resample for each of its numbers (`compute`). The same `compute` gives the point estimate
+(the identity resample) and the bootstrap draws, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import numpy as np
+import pandas as pd
+
+from vlmgrid.errors import VlmgridError
+
+
+class Metric:
+    """Base class. Values are percent (0-100)."""
+
+    name: ClassVar[str]
+    #: the metric reported as the score's `metric`/`value`; first of `names`
+    headline: ClassVar[str]
+    #: every number the metric reports, headline first
+    names: ClassVar[tuple[str, ...]]
+    #: records column whose groups the headline averages over (resampled within each group), if present
+    stratify_by: ClassVar[str | None] = None
+    #: records columns the metric reads
+    record_columns: ClassVar[tuple[str, ...]] = ()
+    #: predictions columns the metric reads (besides id, variant, error)
+    prediction_columns: ClassVar[tuple[str, ...]] = ()
+
+    def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
+        """Per row: True when the row is not a format error (no `error`, a non-null `prediction`)."""
+        return no_error(preds) & preds["prediction"].notna().to_numpy()
+
+    def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Per-item arrays (first axis = item, records order) that `compute` reads."""
+        raise NotImplementedError
+
+    def compute(
+        self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice]
+    ) -> dict[str, np.ndarray]:
+        """Each of `names` -> one value (percent) per row of the (rows, n) index matrix `idx`.
+
+        `slices` gives the columns of each stratum (a single slice over all columns when unstratified).
+        """
+        raise NotImplementedError
+
+
+def no_error(preds: pd.DataFrame) -> np.ndarray:
+    """Per row: True when `error` is null (or there is no `error` column)."""
+    if "error" not in preds.columns:
+        return np.ones(len(preds), dtype=bool)
+    return preds["error"].isna().to_numpy()
+
+
+def int_column(frame: pd.DataFrame, column: str, missing: int = -1) -> np.ndarray:
+    """An integer column as int64, nulls as `missing`."""
+    col = frame[column]
+    try:
+        return pd.to_numeric(col).fillna(missing).to_numpy(dtype=np.int64)
+    except (TypeError, ValueError) as exc:
+        raise VlmgridError(f"column {column!r} must hold integers ({exc})") from None
+
+
+def count_true(mask: np.ndarray) -> np.ndarray:
+    """Number of True per row of a 2-D boolean matrix, as float."""
+    return np.count_nonzero(mask, axis=1).astype(float)
+
+
+def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den elementwise, with 0/0 (and x/0) defined as 0."""
+    num = np.asarray(num, dtype=float)
+    den = np.asarray(den, dtype=float)
+    return np.divide(num, den, out=np.zeros(np.broadcast(num, den).shape), where=den != 0)
