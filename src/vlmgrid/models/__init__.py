@@ -1,0 +1,12 @@
+"""Model backends, found by name. Importing this package does not import torch."""
+
+from vlmgrid.models.base import Backend, OptionRequest
+from vlmgrid.models.baseline import Baseline
+from vlmgrid.models.open_clip_backend import OpenClip
+from vlmgrid.registry import Registry
+
+BACKENDS: Registry[type[Backend]] = Registry("model backend")
+for _backend in (Baseline, OpenClip):
+    BACKENDS.register(_backend.name, _backend)
+
+__all__ = ["BACKENDS", "Backend", "OptionRequest"]

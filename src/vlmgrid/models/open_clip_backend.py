@@ -1,0 +1,170 @@
+"""open_clip contrastive models: image and text embeddings.
+
+Every source ends as a folder in open_clip's hub layout (open_clip_config.json + weights), and `load` always
+goes through open_clip's own `local-dir:` loading path, so a fixture model and a real checkpoint are loaded
+by the same code and inference never needs the network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import atomic_path, write_json
+from vlmgrid.models.base import Backend
+
+CONFIG_NAME = "open_clip_config.json"
+WEIGHTS_NAME = "open_clip_model.safetensors"
+_WEIGHT_CANDIDATES = ("open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
+                      "open_clip_pytorch_model.bin")
+_OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+_OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def _fetch_fixture(source: dict, model_dir: Path) -> dict[str, Path]:
+    import open_clip
+    import torch
+    from safetensors.torch import save_file
+
+    config = {
+        "model_cfg": source["model_cfg"],
+        "preprocess_cfg": {"mean": list(_OPENAI_MEAN), "std": list(_OPENAI_STD),
+                           "interpolation": "bicubic", "resize_mode": "shortest"},
+    }
+    config_path = model_dir / CONFIG_NAME
+    write_json(config_path, config)
+    torch.manual_seed(int(source.get("seed", 0)))
+    model = open_clip.create_model(f"local-dir:{model_dir}", device="cpu")
+    state = {key: value.detach().contiguous() for key, value in model.state_dict().items()}
+    weights_path = model_dir / WEIGHTS_NAME
+    with atomic_path(weights_path) as tmp:
+        save_file(state, str(tmp))
+    return {CONFIG_NAME: config_path, WEIGHTS_NAME: weights_path}
+
+
+def _hub_download(repo: str, revision: str, model_dir: Path, filenames: Sequence[str]) -> dict[str, Path]:
+    """Download the first of `filenames` that the repo has (and its config if present) at a pinned revision."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, RepositoryNotFoundError
+
+    fetched: dict[str, Path] = {}
+    for filename in (CONFIG_NAME, *filenames):
+        try:
+            path = hf_hub_download(repo_id=repo, filename=filename, revision=revision, local_dir=model_dir)
+        except EntryNotFoundError:
+            continue
+        except GatedRepoError:
+            raise VlmgridError(
+                f"the hub repo {repo} is gated; accept its licence on its hub page and set HF_TOKEN"
+            ) from None
+        except RepositoryNotFoundError:
+            raise VlmgridError(f"the hub repo {repo} (revision {revision}) was not found; check repo and revision") from None
+        except OSError as exc:
+            raise VlmgridError(f"could not download {filename} from the hub repo {repo}: {exc}") from None
+        fetched[filename] = Path(path)
+        if filename != CONFIG_NAME:
+            break
+    if not set(fetched) - {CONFIG_NAME}:
+        raise VlmgridError(f"the hub repo {repo}@{revision} has none of the weight files {', '.join(filenames)}")
+    return fetched
+
+
+def _fetch_pretrained(source: dict, model_dir: Path) -> dict[str, Path]:
+    import open_clip
+
+    arch, tag = source["arch"], source["tag"]
+    model_cfg = open_clip.get_model_config(arch)
+    if model_cfg is None:
+        raise VlmgridError(f'open_clip has no architecture "{arch}"; `python -m open_clip list` shows them')
+    pretrained = open_clip.get_pretrained_cfg(arch, tag)
+    hub = (pretrained or {}).get("hf_hub", "")
+    if not hub:
+        raise VlmgridError(f'open_clip has no hub-hosted pretrained tag "{tag}" for {arch}; see open_clip.list_pretrained()')
+    parts = hub.strip("/").split("/")
+    repo, filename = "/".join(parts[:2]), "/".join(parts[2:]) or None
+    fetched = _hub_download(repo, source["revision"], model_dir, (filename,) if filename else _WEIGHT_CANDIDATES)
+    if CONFIG_NAME not in fetched:
+        preprocess = {key: pretrained[key] for key in ("mean", "std", "interpolation", "resize_mode") if key in pretrained}
+        write_json(model_dir / CONFIG_NAME, {"model_cfg": model_cfg, "preprocess_cfg": preprocess})
+        fetched[CONFIG_NAME] = model_dir / CONFIG_NAME
+    return fetched
+
+
+def _fetch_hf_hub(source: dict, model_dir: Path) -> dict[str, Path]:
+    fetched = _hub_download(source["repo"], source["revision"], model_dir, _WEIGHT_CANDIDATES)
+    if CONFIG_NAME not in fetched:
+        raise VlmgridError(f"the hub repo {source['repo']} has no {CONFIG_NAME}; it is not in open_clip's layout")
+    return fetched
+
+
+_FETCHERS = {"fixture": _fetch_fixture, "pretrained": _fetch_pretrained, "hf_hub": _fetch_hf_hub}
+
+
+class OpenClip(Backend):
+    name = "open_clip"
+    capabilities = frozenset({"embed"})
+    uses_gpu = True
+    defaults = {"batch_size": 64, "precision": "fp32", "device": "auto"}
+
+    def __init__(self, settings: dict, model, preprocess, tokenizer, device: str, dtype) -> None:
+        super().__init__(settings)
+        self.model = model
+        self.preprocess = preprocess
+        self.tokenizer = tokenizer
+        self.device = device
+        self.dtype = dtype
+
+    @classmethod
+    def fetch(cls, settings: dict, model_dir: Path) -> dict[str, Path]:
+        source = settings["source"]
+        return _FETCHERS[source["type"]](source, model_dir)
+
+    @classmethod
+    def load(cls, settings: dict, model_dir: Path, device: str) -> "OpenClip":
+        import open_clip
+        import torch
+
+        settings = {**cls.defaults, **settings}
+        if not (model_dir / CONFIG_NAME).is_file():
+            raise VlmgridError(f"{model_dir / CONFIG_NAME} is missing; run `vlmgrid fetch-model` for this model first")
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[settings["precision"]]
+        if device == "cpu":
+            dtype = torch.float32  # half precision on the CPU is slow and not what a reference run uses
+        name = f"local-dir:{model_dir}"
+        model, _, preprocess = open_clip.create_model_and_transforms(name, device=device)
+        model = model.to(dtype=dtype).eval()
+        tokenizer = open_clip.get_tokenizer(name)
+        return cls(settings, model, preprocess, tokenizer, device, dtype)
+
+    def describe(self) -> str:
+        return f"open_clip on {self.device} ({self.settings['precision'] if self.device != 'cpu' else 'fp32'})"
+
+    def _batches(self, items: Sequence) -> list[Sequence]:
+        size = int(self.settings["batch_size"])
+        return [items[start:start + size] for start in range(0, len(items), size)]
+
+    def embed_images(self, images: Sequence) -> np.ndarray:
+        import torch
+
+        outputs = []
+        with torch.inference_mode():
+            for batch in self._batches(images):
+                pixels = torch.stack([self.preprocess(image) for image in batch]).to(self.device, self.dtype)
+                features = self.model.encode_image(pixels, normalize=True)
+                outputs.append(features.float().cpu().numpy())
+        return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        outputs = []
+        with torch.inference_mode():
+            for batch in self._batches(list(texts)):
+                tokens = self.tokenizer(list(batch)).to(self.device)
+                features = self.model.encode_text(tokens, normalize=True)
+                outputs.append(features.float().cpu().numpy())
+        return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)

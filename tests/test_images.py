@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+from PIL import Image
+
+from vlmgrid import images
+from vlmgrid.images import ImageError, open_rgb
+
+
+def _save(tmp_path, image, name):
+    path = tmp_path / name
+    image.save(path)
+    return path
+
+
+@pytest.mark.parametrize("mode", ["L", "P", "RGBA", "CMYK", "LA", "I;16", "1"])
+def test_unusual_modes_become_rgb(tmp_path, mode):
+    source = Image.new("RGB", (8, 6), (200, 100, 50)).convert(mode)
+    name = "x.tiff" if mode == "CMYK" else "x.png"
+    result = open_rgb(_save(tmp_path, source, name))
+    assert result.mode == "RGB" and result.size == (8, 6)
+
+
+def test_sixteen_bit_grey_is_scaled_not_clipped(tmp_path):
+    grey = Image.fromarray(np.full((4, 4), 32768, dtype=np.uint16))
+    result = open_rgb(_save(tmp_path, grey, "g.png"))
+    assert result.getpixel((0, 0)) == (128, 128, 128)
+
+
+def test_transparent_pixels_become_white(tmp_path):
+    clear = Image.new("RGBA", (2, 2), (0, 0, 0, 0))
+    assert open_rgb(_save(tmp_path, clear, "a.png")).getpixel((0, 0)) == (255, 255, 255)
+
+
+def test_truncated_jpeg_is_an_image_error(tmp_path):
+    path = _save(tmp_path, Image.new("RGB", (64, 64), (1, 2, 3)), "t.jpg")
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ImageError, match="image unreadable: .*t.jpg"):
+        open_rgb(path)
+
+
+def test_missing_image(tmp_path):
+    with pytest.raises(ImageError, match="image missing"):
+        open_rgb(tmp_path / "none.png")
+
+
+def test_decompression_bomb_is_refused(tmp_path, monkeypatch):
+    path = _save(tmp_path, Image.new("L", (100, 100)), "big.png")
+    monkeypatch.setattr(images, "MAX_PIXELS", 1000)
+    with pytest.raises(ImageError, match="too large"):
+        open_rgb(path)

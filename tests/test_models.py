@@ -1,0 +1,92 @@
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.models import BACKENDS, OptionRequest
+from vlmgrid.models.fetch import fetch_model
+
+TINY = {
+    "backend": "open_clip",
+    "source": {
+        "type": "fixture", "seed": 0,
+        "model_cfg": {
+            "embed_dim": 16,
+            "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
+            "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 16, "heads": 1, "layers": 1},
+        },
+    },
+    "batch_size": 3,
+}
+
+
+def test_baseline_is_seeded_per_item_not_per_batch():
+    model = BACKENDS.get("baseline").load({"backend": "baseline", "seed": 0}, None, "cpu")
+    requests = [OptionRequest(f"q{i}", None, "", ["a", "b", "c"]) for i in range(5)]
+    together = model.score_options(requests)
+    alone = [model.score_options([request])[0] for request in reversed(requests)][::-1]
+    assert together == alone
+    other_seed = BACKENDS.get("baseline").load({"backend": "baseline", "seed": 1}, None, "cpu")
+    assert other_seed.score_options(requests) != together
+
+
+def test_baseline_guesses_are_roughly_uniform():
+    model = BACKENDS.get("baseline").load({"backend": "baseline", "seed": 0}, None, "cpu")
+    picks = [int(np.argmax(s)) for s in model.score_options(
+        [OptionRequest(str(i), None, "", ["a", "b", "c", "d"]) for i in range(4000)])]
+    counts = np.bincount(picks, minlength=4)
+    assert counts.min() > 850 and counts.max() < 1150
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("models") / "tiny"
+    manifest = fetch_model("tiny", TINY, model_dir)
+    return model_dir, manifest
+
+
+def test_fixture_model_is_saved_in_open_clip_layout(tiny_clip):
+    model_dir, manifest = tiny_clip
+    assert set(manifest["files"]) == {"open_clip_config.json", "open_clip_model.safetensors"}
+    config = json.loads((model_dir / "open_clip_config.json").read_text())
+    assert config["model_cfg"]["embed_dim"] == 16
+
+
+def test_fixture_model_loads_and_embeds_normalised(tiny_clip):
+    model_dir, _ = tiny_clip
+    model = BACKENDS.get("open_clip").load(TINY, model_dir, "cpu")
+    images = [Image.new("RGB", (40, 30), (i * 40, 0, 0)) for i in range(5)]
+    features = model.embed_images(images)
+    assert features.shape == (5, 16)
+    assert np.allclose(np.linalg.norm(features, axis=1), 1.0, atol=1e-5)
+    texts = model.embed_texts(["a photo of a rose", "a photo of a tulip"])
+    assert texts.shape == (2, 16) and not np.allclose(texts[0], texts[1])
+
+
+def test_same_seed_same_weights(tiny_clip, tmp_path):
+    _, manifest = tiny_clip
+    again = fetch_model("tiny", TINY, tmp_path / "again")
+    assert again["files"] == manifest["files"]
+
+
+def test_fetch_twice_rewrites_nothing(tiny_clip):
+    model_dir, _ = tiny_clip
+    before = {p.name: p.stat().st_mtime_ns for p in model_dir.iterdir()}
+    fetch_model("tiny", {**TINY, "batch_size": 7}, model_dir)  # a non-source setting: weights stay
+    assert {p.name: p.stat().st_mtime_ns for p in model_dir.iterdir()} == before
+
+
+def test_tampered_weights_are_refused(tmp_path):
+    model_dir = tmp_path / "tiny"
+    fetch_model("tiny", TINY, model_dir)
+    weights = model_dir / "open_clip_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
+    with pytest.raises(VlmgridError, match="does not match its manifest"):
+        fetch_model("tiny", TINY, model_dir)
+
+
+def test_missing_weights_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(VlmgridError, match="run `vlmgrid fetch-model`"):
+        BACKENDS.get("open_clip").load(TINY, tmp_path / "absent", "cpu")
