@@ -1,0 +1,84 @@
+"""Read, check and write predictions files (docs/formats.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import atomic_path
+
+SCHEMA = pa.schema([
+    ("id", pa.string()),
+    ("variant", pa.string()),
+    ("raw", pa.string()),
+    ("prediction", pa.string()),
+    ("prediction_index", pa.int64()),
+    ("scores", pa.list_(pa.float64())),
+    ("topk", pa.list_(pa.int64())),
+    ("error", pa.string()),
+])
+METADATA_KEY = b"vlmgrid"
+
+
+def rows_to_table(rows: Iterable[dict], metadata: dict | None = None) -> pa.Table:
+    table = pa.Table.from_pylist(list(rows), schema=SCHEMA)
+    if metadata is not None:
+        table = table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
+    return table
+
+
+def write_table(path: Path, table: pa.Table) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_table(path: Path, rebuild_hint: str) -> pa.Table:
+    if not Path(path).is_file():
+        raise VlmgridError(f"predictions file {path} not found; {rebuild_hint}")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise VlmgridError(
+            f"predictions file {path} is unreadable (truncated or not parquet: {exc}); delete it and {rebuild_hint}"
+        ) from None
+    missing = [name for name in SCHEMA.names if name not in table.column_names]
+    if missing:
+        raise VlmgridError(
+            f"predictions file {path} lacks the column(s) {', '.join(missing)}; docs/formats.md lists the columns"
+        )
+    return table.select(SCHEMA.names).cast(SCHEMA)
+
+
+def read_predictions(path: Path, rebuild_hint: str = "run inference again") -> pd.DataFrame:
+    return read_table(path, rebuild_hint).to_pandas()
+
+
+def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path: Path) -> None:
+    """Every record id exactly once per variant, and no id that the benchmark does not have."""
+    expected = set(records["id"])
+    unknown = set(predictions["id"]) - expected
+    if unknown:
+        example = sorted(unknown)[0]
+        raise VlmgridError(
+            f'predictions file {path} has {len(unknown)} id(s) that the benchmark does not have, e.g. "{example}"; '
+            f"it was made for other data: rerun inference"
+        )
+    for variant, group in predictions.groupby("variant", sort=False):
+        duplicated = group["id"][group["id"].duplicated()]
+        if len(duplicated):
+            raise VlmgridError(
+                f'predictions file {path} has id "{duplicated.iloc[0]}" more than once in variant "{variant}"; '
+                f"each item must appear once per variant"
+            )
+        missing = expected - set(group["id"])
+        if missing:
+            raise VlmgridError(
+                f'predictions file {path} misses {len(missing)} item(s) in variant "{variant}", e.g. '
+                f'"{sorted(missing)[0]}"; rerun inference (missing rows are never scored as if absent)'
+            )

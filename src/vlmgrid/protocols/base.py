@@ -1,0 +1,74 @@
+"""A protocol turns a benchmark's records into model calls and the outputs into prediction rows.
+
+Each protocol has one strategy per model capability it can use; a model runs a protocol through the first
+strategy whose capability it has. A strategy is built once per (model, benchmark) and then called on chunks
+of records, returning one row per (item, variant) in the predictions format (docs/formats.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from vlmgrid.images import ImageError, open_rgb
+
+Runner = Callable[[pd.DataFrame], list[dict]]
+StrategyFactory = Callable[[Any, Any], Runner]  # (model, benchmark) -> runner
+
+DEFAULT_VARIANT = "default"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    description: str
+    strategies: Mapping[str, StrategyFactory]  # capability -> factory, in order of preference
+
+
+def prediction_row(item_id: str, *, variant: str = DEFAULT_VARIANT, raw: str | None = None,
+                   prediction: str | None = None, prediction_index: int = -1,
+                   scores: Sequence[float] | None = None, topk: Sequence[int] | None = None,
+                   error: str | None = None) -> dict:
+    return {
+        "id": item_id,
+        "variant": variant,
+        "raw": raw,
+        "prediction": prediction,
+        "prediction_index": int(prediction_index),
+        "scores": None if scores is None else [float(s) for s in scores],
+        "topk": None if topk is None else [int(k) for k in topk],
+        "error": error,
+    }
+
+
+def error_row(item_id: str, error: str, variant: str = DEFAULT_VARIANT) -> dict:
+    return prediction_row(item_id, variant=variant, error=error)
+
+
+def load_images(bench, records: pd.DataFrame) -> tuple[list, list[str | None]]:
+    """The chunk's images (None where there is none or it is broken) and, per item, why it is unusable."""
+    images, problems = [], []
+    for relative in records["image"]:
+        if relative is None or (isinstance(relative, float) and pd.isna(relative)):
+            images.append(None)
+            problems.append(None)
+            continue
+        try:
+            images.append(open_rgb(bench.root / relative))
+            problems.append(None)
+        except ImageError as exc:
+            images.append(None)
+            problems.append(str(exc))
+    return images, problems
+
+
+def topk_indices(scores, k: int = 5):
+    """Indices of the k best scores per row, best first (ties broken by the lower index)."""
+    import numpy as np
+
+    scores = np.asarray(scores)
+    k = min(k, scores.shape[1])
+    order = np.argsort(-scores, axis=1, kind="stable")
+    return order[:, :k]

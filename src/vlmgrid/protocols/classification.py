@@ -1,0 +1,80 @@
+"""Zero-shot classification.
+
+- embed (contrastive models): the classifier for a class is the normalised mean of the normalised text
+  embeddings of its prompt templates (CLIP's recipe); the prediction is the class of highest cosine similarity.
+- score_options: the model scores every class name and the best is the prediction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from vlmgrid.models import OptionRequest
+from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, topk_indices
+
+
+def class_prompt_texts(classes: list[str], templates: list[str]) -> list[str]:
+    return [template.format(c=name) for name in classes for template in templates]
+
+
+def zero_shot_weights(model, classes: list[str], templates: list[str]) -> np.ndarray:
+    """(n_classes, dim) unit vectors: mean of each class's normalised template embeddings, renormalised."""
+    embeddings = model.embed_texts(class_prompt_texts(classes, templates))
+    embeddings = embeddings.reshape(len(classes), len(templates), -1).mean(axis=1)
+    return embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+
+
+def _rows_from_scores(ids, scores: np.ndarray, classes: list[str]) -> list[dict]:
+    best = topk_indices(scores)
+    return [
+        prediction_row(item_id, prediction=classes[top[0]], prediction_index=top[0], topk=top)
+        for item_id, top in zip(ids, best)
+    ]
+
+
+def embed_strategy(model, bench):
+    classes = bench.classes
+    weights = zero_shot_weights(model, classes, list(bench.kind.templates))
+
+    def run(records: pd.DataFrame) -> list[dict]:
+        images, problems = load_images(bench, records)
+        usable = [i for i, image in enumerate(images) if image is not None]
+        rows: dict[int, dict] = {}
+        if usable:
+            features = model.embed_images([images[i] for i in usable])
+            scores = features @ weights.T
+            for i, row in zip(usable, _rows_from_scores(records["id"].iloc[usable], scores, classes)):
+                rows[i] = row
+        for i, problem in enumerate(problems):
+            if i not in rows:
+                rows[i] = error_row(records["id"].iloc[i], problem or "item has no image")
+        return [rows[i] for i in range(len(records))]
+
+    return run
+
+
+def option_strategy(model, bench):
+    classes = bench.classes
+
+    def run(records: pd.DataFrame) -> list[dict]:
+        images, problems = load_images(bench, records)
+        rows = []
+        ok = [i for i, problem in enumerate(problems) if problem is None]
+        requests = [OptionRequest(records["id"].iloc[i], images[i], "", classes) for i in ok]
+        scored = dict(zip(ok, model.score_options(requests))) if requests else {}
+        for i in range(len(records)):
+            if i in scored:
+                rows.extend(_rows_from_scores([records["id"].iloc[i]], np.asarray([scored[i]]), classes))
+            else:
+                rows.append(error_row(records["id"].iloc[i], problems[i]))
+        return rows
+
+    return run
+
+
+CLASSIFICATION = Protocol(
+    name="classification",
+    description="zero-shot classification over the benchmark's class names",
+    strategies={"embed": embed_strategy, "score_options": option_strategy},
+)

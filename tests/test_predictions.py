@@ -1,0 +1,57 @@
+import pandas as pd
+import pytest
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.predictions import check_against_records, read_predictions, rows_to_table, write_table
+from vlmgrid.protocols.base import prediction_row
+
+
+def _records(ids):
+    return pd.DataFrame({"id": ids})
+
+
+def _write(path, rows):
+    write_table(path, rows_to_table(rows))
+
+
+def test_round_trip_keeps_types(tmp_path):
+    path = tmp_path / "p.parquet"
+    _write(path, [prediction_row("a", prediction="yes", prediction_index=0, scores=[0.5, 0.25]),
+                  prediction_row("b", error="image unreadable: x.jpg")])
+    frame = read_predictions(path)
+    assert list(frame["id"]) == ["a", "b"]
+    assert list(frame["scores"][0]) == [0.5, 0.25]
+    assert frame["prediction_index"].tolist() == [0, -1]
+    assert frame["error"][1] == "image unreadable: x.jpg"
+
+
+def test_truncated_file_is_one_clear_error(tmp_path):
+    path = tmp_path / "p.parquet"
+    _write(path, [prediction_row("a", prediction="yes", prediction_index=0)])
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(VlmgridError, match=r"p.parquet is unreadable \(truncated or not parquet.*delete it and rerun"):
+        read_predictions(path, "rerun inference")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(VlmgridError, match="not found; rerun"):
+        read_predictions(tmp_path / "nope.parquet", "rerun inference")
+
+
+def test_missing_columns_named(tmp_path):
+    path = tmp_path / "p.parquet"
+    pd.DataFrame({"id": ["a"], "prediction": ["yes"]}).to_parquet(path)
+    with pytest.raises(VlmgridError, match="lacks the column.*variant"):
+        read_predictions(path)
+
+
+def test_records_check_names_missing_duplicate_and_unknown_ids(tmp_path):
+    rows = [prediction_row("a"), prediction_row("b")]
+    frame = pd.DataFrame(rows)
+    check_against_records(frame, _records(["a", "b"]), "p")
+    with pytest.raises(VlmgridError, match='misses 1 item.*"c"'):
+        check_against_records(frame, _records(["a", "b", "c"]), "p")
+    with pytest.raises(VlmgridError, match='id "a" more than once'):
+        check_against_records(pd.DataFrame(rows + [prediction_row("a")]), _records(["a", "b"]), "p")
+    with pytest.raises(VlmgridError, match='id\\(s\\) that the benchmark does not have, e.g. "b"'):
+        check_against_records(frame, _records(["a"]), "p")
