@@ -1,0 +1,42 @@
+"""Paper-style tables and figures from score files (docs/formats.md); reads score files only.
+
+`build_report` writes, atomically:
+
+- `tables_dir/main.{md,tex,csv}`: models x benchmarks (headline value and 95% CI), then the average column;
+- `tables_dir/breakdown.{md,csv}`: per-group results (e.g. POPE splits) of the benchmarks that have them;
+- `figures_dir/main.{png,pdf}`: grouped bars with CI error bars.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from vlmgrid.report.scores import Grid, load_grid, read_score
+
+__all__ = ["build_report", "load_grid", "read_score", "Grid"]
+
+
+def build_report(
+    score_files: Mapping[tuple[str, str], Path],
+    models: Sequence[str],
+    benchmarks: Sequence[str],
+    tables_dir: Path,
+    figures_dir: Path,
+    *,
+    title: str = "vlmgrid results",
+) -> list[Path]:
+    """Write the report and return the files written.
+
+    `score_files` maps (model, benchmark) to the score JSON of that cell; `models` and `benchmarks` give
+    the row and column order. A (model, benchmark) pair without a key is not in the grid: "–" in the
+    tables, no bar in the figure, and no average for that model. Every score file is read and checked
+    before anything is written; a bad one raises VlmgridError naming it.
+    """
+    from vlmgrid.report.figures import write_figures
+    from vlmgrid.report.tables import write_tables
+
+    grid = load_grid(score_files, models, benchmarks)
+    written = write_tables(grid, Path(tables_dir), title)
+    written += write_figures(grid, Path(figures_dir), title)
+    return written

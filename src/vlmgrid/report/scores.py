@@ -1,0 +1,264 @@
+"""Read and validate score JSON files (docs/formats.md) into the grid the report draws from."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from vlmgrid.errors import VlmgridError
+
+# Display names for headline metrics; an unknown metric is shown as it is spelled in the score file.
+METRIC_LABELS = {
+    "f1": "F1",
+    "accuracy": "Acc.",
+    "acc": "Acc.",
+    "top1": "Top-1",
+    "top5": "Top-5",
+    "top1_accuracy": "Top-1",
+    "top5_accuracy": "Top-5",
+    "precision": "Precision",
+    "recall": "Recall",
+    "exact_match": "EM",
+    "vqa_accuracy": "VQA acc.",
+}
+
+
+def metric_label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value with an optional 95% interval, all in percent."""
+
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group of a breakdown column (e.g. POPE split "random")."""
+
+    name: str
+    metric: str
+    estimate: Estimate
+    n: int | None
+    n_valid: int | None
+    format_error_rate: float | None
+
+
+@dataclass(frozen=True)
+class ScoreCell:
+    """The parts of one score file the report uses."""
+
+    path: Path
+    model: str
+    benchmark: str
+    metric: str
+    estimate: Estimate
+    draws: tuple[float, ...]
+    samples: int
+    n: int | None
+    n_valid: int | None
+    format_error_rate: float | None
+    breakdown: dict[str, list[Group]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Grid:
+    models: tuple[str, ...]
+    benchmarks: tuple[str, ...]
+    cells: dict[tuple[str, str], ScoreCell]
+
+    def cell(self, model: str, benchmark: str) -> ScoreCell | None:
+        return self.cells.get((model, benchmark))
+
+    def metric(self, benchmark: str) -> str | None:
+        for model in self.models:
+            cell = self.cell(model, benchmark)
+            if cell is not None:
+                return cell.metric
+        return None
+
+    def average(self, model: str) -> Estimate | None:
+        """Mean headline over the grid's benchmarks; CI from the elementwise mean of the bootstrap draws.
+
+        None when the model lacks a benchmark of the grid or its draws cannot be averaged (different
+        lengths, or none).
+        """
+        cells = [self.cell(model, bench) for bench in self.benchmarks]
+        if not cells or any(cell is None for cell in cells):
+            return None
+        lengths = {len(cell.draws) for cell in cells}
+        if len(lengths) != 1 or 0 in lengths:
+            return None
+        value = float(np.mean([cell.estimate.value for cell in cells]))
+        draws = np.mean(np.array([cell.draws for cell in cells], dtype=float), axis=0)
+        low, high = np.percentile(draws, [2.5, 97.5])
+        return Estimate(value, float(low), float(high))
+
+    def bootstrap_samples(self) -> list[int]:
+        return sorted({cell.samples for cell in self.cells.values()})
+
+
+class _Invalid(Exception):
+    """Internal: why a score file is invalid (becomes the parenthesis of the VlmgridError)."""
+
+
+def _number(obj: Any, where: str, *, allow_none: bool = False) -> float | None:
+    if obj is None and allow_none:
+        return None
+    if isinstance(obj, bool) or not isinstance(obj, (int, float)) or not math.isfinite(obj):
+        raise _Invalid(f"{where} is {obj!r}, not a finite number")
+    return float(obj)
+
+
+def _count(obj: Any, where: str) -> int | None:
+    if obj is None:
+        return None
+    if isinstance(obj, bool) or not isinstance(obj, int) or obj < 0:
+        raise _Invalid(f"{where} is {obj!r}, not a count")
+    return obj
+
+
+def _ci(obj: Any, where: str, *, allow_none: bool = False) -> tuple[float | None, float | None]:
+    if obj is None and allow_none:
+        return None, None
+    if not isinstance(obj, (list, tuple)) or len(obj) != 2:
+        raise _Invalid(f"{where} is {obj!r}, not a [low, high] pair")
+    return _number(obj[0], f"{where}[0]"), _number(obj[1], f"{where}[1]")
+
+
+def _group(name: str, entry: Any, headline: str, where: str) -> Group:
+    if not isinstance(entry, Mapping):
+        raise _Invalid(f"{where} is not an object")
+    metrics = entry.get("metrics")
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise _Invalid(f"{where}.metrics is missing or empty")
+    metric = headline if headline in metrics else next(iter(metrics))
+    result = metrics[metric]
+    if not isinstance(result, Mapping):
+        raise _Invalid(f"{where}.metrics.{metric} is not an object")
+    value = _number(result.get("value"), f"{where}.metrics.{metric}.value", allow_none=True)
+    low, high = _ci(result.get("ci95"), f"{where}.metrics.{metric}.ci95", allow_none=True)
+    fer = entry.get("format_error_rate")
+    return Group(
+        name=str(name),
+        metric=str(metric),
+        estimate=Estimate(value, low, high),
+        n=_count(entry.get("n"), f"{where}.n"),
+        n_valid=_count(entry.get("n_valid"), f"{where}.n_valid"),
+        format_error_rate=_number(fer, f"{where}.format_error_rate", allow_none=True),
+    )
+
+
+def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell:
+    if not isinstance(data, Mapping):
+        raise _Invalid("the top level is not a JSON object")
+    missing = [key for key in ("model", "benchmark", "metric", "value", "ci95", "bootstrap") if key not in data]
+    if missing:
+        raise _Invalid("missing key " + ", ".join(repr(key) for key in missing))
+    if data["model"] != model:
+        raise _Invalid(f"its model is {data['model']!r}, expected {model!r}")
+    if data["benchmark"] != benchmark:
+        raise _Invalid(f"its benchmark is {data['benchmark']!r}, expected {benchmark!r}")
+    metric = data["metric"]
+    if not isinstance(metric, str) or not metric:
+        raise _Invalid(f"metric is {metric!r}, not a name")
+    value = _number(data["value"], "value")
+    low, high = _ci(data["ci95"], "ci95")
+    bootstrap = data["bootstrap"]
+    if not isinstance(bootstrap, Mapping) or "draws" not in bootstrap:
+        raise _Invalid("missing key 'bootstrap.draws'")
+    raw_draws = bootstrap["draws"]
+    if not isinstance(raw_draws, list):
+        raise _Invalid("bootstrap.draws is not a list")
+    draws = tuple(_number(draw, f"bootstrap.draws[{i}]") for i, draw in enumerate(raw_draws))
+    samples = bootstrap.get("samples", len(draws))
+    samples = _count(samples, "bootstrap.samples")
+    breakdown: dict[str, list[Group]] = {}
+    raw_breakdown = data.get("breakdown") or {}
+    if not isinstance(raw_breakdown, Mapping):
+        raise _Invalid("breakdown is not an object")
+    for column, groups in raw_breakdown.items():
+        if not isinstance(groups, Mapping):
+            raise _Invalid(f"breakdown.{column} is not an object")
+        breakdown[str(column)] = [
+            _group(name, entry, metric, f"breakdown.{column}.{name}") for name, entry in groups.items()
+        ]
+    return ScoreCell(
+        path=path,
+        model=model,
+        benchmark=benchmark,
+        metric=metric,
+        estimate=Estimate(value, low, high),
+        draws=draws,
+        samples=samples if samples is not None else len(draws),
+        n=_count(data.get("n"), "n"),
+        n_valid=_count(data.get("n_valid"), "n_valid"),
+        format_error_rate=_number(data.get("format_error_rate"), "format_error_rate", allow_none=True),
+        breakdown=breakdown,
+    )
+
+
+def _invalid(path: Path, model: str, benchmark: str, reason: str) -> VlmgridError:
+    return VlmgridError(
+        f"{path} is not a valid score file ({reason}); rerun `vlmgrid score {model} {benchmark}` to rebuild it"
+    )
+
+
+def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell:
+    """Read one score file and check it is the score of (model, benchmark); VlmgridError otherwise."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _invalid(path, model, benchmark, f"cannot be read: {exc.__class__.__name__}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _invalid(path, model, benchmark, f"not JSON: {exc}") from exc
+    try:
+        return _parse(data, model, benchmark, path)
+    except _Invalid as exc:
+        raise _invalid(path, model, benchmark, str(exc)) from None
+
+
+def load_grid(
+    score_files: Mapping[tuple[str, str], Path], models: Sequence[str], benchmarks: Sequence[str]
+) -> Grid:
+    """Read every score file of the grid (keys outside models x benchmarks are ignored)."""
+    models = tuple(models)
+    benchmarks = tuple(benchmarks)
+    for kind, names in (("model", models), ("benchmark", benchmarks)):
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise VlmgridError(f"the report lists the {kind} {duplicates[0]!r} twice; list each {kind} once")
+    cells: dict[tuple[str, str], ScoreCell] = {}
+    for model in models:
+        for benchmark in benchmarks:
+            path = score_files.get((model, benchmark))
+            if path is not None:
+                cells[(model, benchmark)] = read_score(path, model, benchmark)
+    if not cells:
+        raise VlmgridError("the report has no score files to read; run `vlmgrid score <model> <bench>` first")
+    for benchmark in benchmarks:
+        first: ScoreCell | None = None
+        for model in models:
+            cell = cells.get((model, benchmark))
+            if cell is None:
+                continue
+            if first is None:
+                first = cell
+            elif cell.metric != first.metric:
+                raise VlmgridError(
+                    f"{cell.path} scores {benchmark} by {cell.metric!r} but {first.path} by {first.metric!r}; "
+                    f"rerun `vlmgrid score {model} {benchmark}` so both use the benchmark's metric"
+                )
+    return Grid(models, benchmarks, cells)

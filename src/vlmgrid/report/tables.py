@@ -1,0 +1,264 @@
+"""The main table (Markdown, LaTeX, CSV) and the breakdown table (Markdown, CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from vlmgrid.fileio import atomic_path, write_text
+from vlmgrid.report.scores import Estimate, Grid, metric_label
+
+DASH = "\u2013"  # en dash: a cell that is not in the grid
+AVERAGE = "Average"
+
+
+def fmt(x: float | None) -> str:
+    """One decimal, never "-0.0"."""
+    if x is None:
+        return DASH
+    text = f"{x:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def fmt_estimate(est: Estimate | None) -> str:
+    """"51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value."""
+    if est is None or est.value is None:
+        return DASH
+    if est.ci_low is None or est.ci_high is None:
+        return fmt(est.value)
+    return f"{fmt(est.value)} [{fmt(est.ci_low)}, {fmt(est.ci_high)}]"
+
+
+def benchmark_header(grid: Grid, benchmark: str) -> str:
+    metric = grid.metric(benchmark)
+    return f"{benchmark} ({metric_label(metric)})" if metric else benchmark
+
+
+def legend(grid: Grid) -> str:
+    samples = grid.bootstrap_samples()
+    if len(samples) == 1:
+        boot = f"{samples[0]} bootstrap samples"
+    else:
+        boot = f"{samples[0]}{DASH}{samples[-1]} bootstrap samples"
+    return (
+        f"Values in percent; 95% bootstrap CI in brackets ({boot}); {AVERAGE}: mean over the benchmarks, "
+        f"CI from the averaged bootstrap draws; {DASH}: not in the grid."
+    )
+
+
+def _rows(grid: Grid) -> list[tuple[str, list[Estimate | None]]]:
+    """Per model: its estimate per benchmark, then its average."""
+    rows = []
+    for model in grid.models:
+        estimates: list[Estimate | None] = []
+        for benchmark in grid.benchmarks:
+            cell = grid.cell(model, benchmark)
+            estimates.append(cell.estimate if cell is not None else None)
+        estimates.append(grid.average(model))
+        rows.append((model, estimates))
+    return rows
+
+
+# --- Markdown ------------------------------------------------------------------------------------
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_table(header: list[str], rows: list[list[str]], align: list[str]) -> str:
+    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |"]
+    lines.append("|" + "|".join(align) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def main_markdown(grid: Grid, title: str) -> str:
+    header = ["Model"] + [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
+    rows = [[model] + [fmt_estimate(e) for e in estimates] for model, estimates in _rows(grid)]
+    align = [":---"] + ["---:"] * (len(header) - 1)
+    return f"# {title}\n\n{_md_table(header, rows, align)}\n\n{legend(grid)}\n"
+
+
+# --- LaTeX ---------------------------------------------------------------------------------------
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    DASH: "--",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def _latex_cell(est: Estimate | None, bold: bool) -> str:
+    if est is None or est.value is None:
+        return "--"
+    value = fmt(est.value)
+    if bold:
+        value = rf"\textbf{{{value}}}"
+    if est.ci_low is None or est.ci_high is None:
+        return value
+    return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}"
+
+
+def main_latex(grid: Grid, title: str) -> str:
+    rows = _rows(grid)
+    n_cols = len(grid.benchmarks) + 1
+    # The best value of each column (as displayed, so ties are all bold); only when there is a choice.
+    best: list[str | None] = []
+    for j in range(n_cols):
+        shown = [fmt(est.value) for _, ests in rows if (est := ests[j]) is not None and est.value is not None]
+        best.append(max(shown, key=float) if len(shown) > 1 else None)
+    header = ["Model"] + [latex_escape(benchmark_header(grid, b)) for b in grid.benchmarks] + [AVERAGE]
+    lines = [
+        r"% vlmgrid report; requires \usepackage{booktabs}",
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{latex_escape(title)}. {latex_escape(legend(grid))}}}",
+        r"\label{tab:main}",
+        r"\begin{tabular}{l" + "c" * n_cols + "}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+    ]
+    for model, ests in rows:
+        cells = [
+            _latex_cell(est, est is not None and est.value is not None and fmt(est.value) == best[j])
+            for j, est in enumerate(ests)
+        ]
+        lines.append(" & ".join([latex_escape(model)] + cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+# --- CSV -----------------------------------------------------------------------------------------
+
+
+def main_frame(grid: Grid) -> pd.DataFrame:
+    columns = ["model"]
+    for name in list(grid.benchmarks) + ["average"]:
+        columns += [name, f"{name}_ci_low", f"{name}_ci_high"]
+    records = []
+    for model, ests in _rows(grid):
+        record: list[object] = [model]
+        for est in ests:
+            if est is None or est.value is None:
+                record += [None, None, None]
+            else:
+                record += [est.value, est.ci_low, est.ci_high]
+        records.append(record)
+    frame = pd.DataFrame(records, columns=columns)
+    for name in columns[1:]:
+        frame[name] = frame[name].astype("float64")
+    return frame
+
+
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, na_rep="", lineterminator="\n")
+
+
+# --- breakdown -----------------------------------------------------------------------------------
+
+BREAKDOWN_COLUMNS = ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n"]
+
+
+def _breakdown_benchmarks(grid: Grid) -> list[tuple[str, list[str]]]:
+    """Benchmarks with a breakdown in any of their score files, with their breakdown columns in order."""
+    found = []
+    for benchmark in grid.benchmarks:
+        columns: list[str] = []
+        for model in grid.models:
+            cell = grid.cell(model, benchmark)
+            if cell is not None:
+                columns += [c for c in cell.breakdown if c not in columns]
+        if columns:
+            found.append((benchmark, columns))
+    return found
+
+
+def breakdown_frame(grid: Grid) -> pd.DataFrame:
+    records = []
+    for benchmark, columns in _breakdown_benchmarks(grid):
+        for column in columns:
+            for model in grid.models:
+                cell = grid.cell(model, benchmark)
+                if cell is None:
+                    continue
+                for group in cell.breakdown.get(column, []):
+                    est = group.estimate
+                    records.append(
+                        [model, benchmark, column, group.name, group.metric, est.value, est.ci_low, est.ci_high,
+                         group.n]
+                    )
+    frame = pd.DataFrame(records, columns=BREAKDOWN_COLUMNS)
+    for name in ("value", "ci_low", "ci_high"):
+        frame[name] = frame[name].astype("float64")
+    frame["n"] = frame["n"].astype("Int64")
+    return frame
+
+
+def _count(x: int | None) -> str:
+    return DASH if x is None else str(x)
+
+
+def breakdown_markdown(grid: Grid, title: str) -> str:
+    parts = [f"# {title}: breakdown\n"]
+    found = _breakdown_benchmarks(grid)
+    if not found:
+        parts.append("No benchmark of this grid has a breakdown.\n")
+        return "\n".join(parts)
+    for benchmark, columns in found:
+        metric = grid.metric(benchmark) or ""
+        parts.append(f"## {benchmark}\n")
+        for column in columns:
+            header = ["Model", column, "Metric", "Value [95% CI]", "n", "n_valid", "Format errors (%)"]
+            rows = []
+            for model in grid.models:
+                cell = grid.cell(model, benchmark)
+                if cell is None:
+                    continue
+                rows.append(
+                    [model, "(all)", metric_label(cell.metric), fmt_estimate(cell.estimate), _count(cell.n),
+                     _count(cell.n_valid), fmt(cell.format_error_rate)]
+                )
+                for group in cell.breakdown.get(column, []):
+                    rows.append(
+                        [model, group.name, metric_label(group.metric), fmt_estimate(group.estimate),
+                         _count(group.n), _count(group.n_valid), fmt(group.format_error_rate)]
+                    )
+            align = [":---", ":---", ":---"] + ["---:"] * 4
+            parts.append(f"### by {column} (headline: {metric_label(metric)})\n")
+            parts.append(_md_table(header, rows, align) + "\n")
+    parts.append(
+        f"Values in percent; 95% bootstrap CI in brackets; (all): the benchmark's headline; {DASH}: not reported.\n"
+    )
+    return "\n".join(parts)
+
+
+def write_tables(grid: Grid, tables_dir: Path, title: str) -> list[Path]:
+    tables_dir = Path(tables_dir)
+    written = []
+    for name, text in (("main.md", main_markdown(grid, title)), ("main.tex", main_latex(grid, title))):
+        write_text(tables_dir / name, text)
+        written.append(tables_dir / name)
+    write_csv(tables_dir / "main.csv", main_frame(grid))
+    written.append(tables_dir / "main.csv")
+    write_text(tables_dir / "breakdown.md", breakdown_markdown(grid, title))
+    written.append(tables_dir / "breakdown.md")
+    write_csv(tables_dir / "breakdown.csv", breakdown_frame(grid))
+    written.append(tables_dir / "breakdown.csv")
+    return written

@@ -1,0 +1,358 @@
+"""vlmgrid.report: tables and figures from hand-written score files."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.report import build_report
+
+DASH = "\u2013"
+MODELS = ["clip_tiny", "big-vlm"]
+BENCHES = ["pope-fixture", "sqa_img", "flowers"]
+METRICS = {"pope-fixture": "f1", "sqa_img": "accuracy", "flowers": "top1"}
+
+# Headline (value, ci95, draws). clip_tiny's draws average elementwise to [10, 40, 20, 50, 30]:
+# sorted [10, 20, 30, 40, 50]; linear percentiles 2.5 -> 10 + 0.1 * 10 = 11.0, 97.5 -> 40 + 0.9 * 10 = 49.0.
+HEADLINES = {
+    ("clip_tiny", "pope-fixture"): (50.0, [5.0, 85.0], [0, 60, 30, 90, 60]),
+    ("clip_tiny", "sqa_img"): (25.0, [12.0, 38.0], [20, 40, 10, 30, 20]),
+    ("clip_tiny", "flowers"): (18.0, [10.0, 29.0], [10, 20, 20, 30, 10]),
+    ("big-vlm", "pope-fixture"): (51.2, [44.0, 58.1], [50, 52, 51, 53, 49]),
+    ("big-vlm", "sqa_img"): (20.04, [15.46, 24.96], [19, 21, 20, 22, 18]),
+    ("big-vlm", "flowers"): (33.3, [30.0, 36.6], [33, 34, 32, 35, 31]),
+}
+POPE_SPLITS = ["random", "popular", "adversarial"]
+
+
+def score_obj(model: str, bench: str) -> dict:
+    value, ci, draws = HEADLINES[(model, bench)]
+    metric = METRICS[bench]
+    obj = {
+        "model": model,
+        "benchmark": bench,
+        "metric": metric,
+        "value": value,
+        "ci95": ci,
+        "n": 90,
+        "n_valid": 87,
+        "n_errors": 3,
+        "format_error_rate": 3.3333,
+        "metrics": {metric: {"value": value, "ci95": ci}},
+        "breakdown": {},
+        "variants": {},
+        "bootstrap": {"samples": 5, "seed": 0, "draws": draws},
+        "inputs": {"records_sha256": "x", "predictions_sha256": "y"},
+        "vlmgrid_version": "0.1.0",
+    }
+    if bench == "pope-fixture":
+        offset = 0.0 if model == "clip_tiny" else 10.0
+        obj["breakdown"] = {
+            "split": {
+                split: {
+                    "n": 30,
+                    "n_valid": 29,
+                    "format_error_rate": 3.3,
+                    "metrics": {
+                        "accuracy": {"value": 99.0, "ci95": [98.0, 100.0]},
+                        "f1": {"value": 40.0 + offset + i, "ci95": [30.0 + i, 55.5 + i]},
+                    },
+                }
+                for i, split in enumerate(POPE_SPLITS)
+            }
+        }
+    return obj
+
+
+def write_scores(root: Path, skip=()) -> dict:
+    files = {}
+    for model in MODELS:
+        for bench in BENCHES:
+            if (model, bench) in skip:
+                continue
+            path = root / "scores" / model / f"{bench}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(score_obj(model, bench)))
+            files[(model, bench)] = path
+    return files
+
+
+def build(tmp_path: Path, files: dict, **kwargs) -> list[Path]:
+    return build_report(files, MODELS, BENCHES, tmp_path / "tables", tmp_path / "figures", **kwargs)
+
+
+def md_rows(path: Path) -> dict[str, list[str]]:
+    """Markdown table rows keyed by their first cell."""
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("|") and not line.startswith("|:") and not line.startswith("|-"):
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture
+def report(tmp_path):
+    files = write_scores(tmp_path)
+    written = build(tmp_path, files)
+    return tmp_path, written
+
+
+def test_written_files(report):
+    root, written = report
+    expected = [root / "tables" / n for n in ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv")]
+    expected += [root / "figures" / n for n in ("main.png", "main.pdf")]
+    assert written == expected
+    assert all(p.is_file() and p.stat().st_size > 0 for p in expected)
+    # atomic writes leave no temporary files behind
+    leftovers = [p.name for d in ("tables", "figures") for p in (root / d).iterdir() if p not in expected]
+    assert leftovers == []
+
+
+def test_markdown_cells(report):
+    root, _ = report
+    rows = md_rows(root / "tables" / "main.md")
+    assert rows["Model"] == ["pope-fixture (F1)", "sqa_img (Acc.)", "flowers (Top-1)", "Average"]
+    assert rows["big-vlm"][:3] == ["51.2 [44.0, 58.1]", "20.0 [15.5, 25.0]", "33.3 [30.0, 36.6]"]
+    assert rows["clip_tiny"] == ["50.0 [5.0, 85.0]", "25.0 [12.0, 38.0]", "18.0 [10.0, 29.0]", "31.0 [11.0, 49.0]"]
+    assert list(rows) == ["Model", "clip_tiny", "big-vlm"]  # models in the given order
+    text = (root / "tables" / "main.md").read_text(encoding="utf-8")
+    legend = text.strip().splitlines()[-1]
+    assert "percent" in legend and "95% bootstrap CI" in legend and "5 bootstrap samples" in legend
+
+
+def test_average_ci_from_averaged_draws(report):
+    root, _ = report
+    rows = {r["model"]: r for r in read_csv(root / "tables" / "main.csv")}
+    clip = rows["clip_tiny"]
+    assert float(clip["average"]) == pytest.approx((50.0 + 25.0 + 18.0) / 3)
+    # From the averaged draws (hand-computed above); averaging the ci95 bounds would give [9.0, 50.67].
+    assert float(clip["average_ci_low"]) == pytest.approx(11.0)
+    assert float(clip["average_ci_high"]) == pytest.approx(49.0)
+    big = rows["big-vlm"]
+    # big-vlm's draws average to [34, 35.667, 34.333, 36.667, 32.667] -> sorted, linear percentiles
+    avg = sorted([(50 + 19 + 33) / 3, (52 + 21 + 34) / 3, (51 + 20 + 32) / 3, (53 + 22 + 35) / 3, (49 + 18 + 31) / 3])
+    low = avg[0] + 0.1 * (avg[1] - avg[0])
+    high = avg[3] + 0.9 * (avg[4] - avg[3])
+    assert float(big["average"]) == pytest.approx((51.2 + 20.04 + 33.3) / 3)
+    assert float(big["average_ci_low"]) == pytest.approx(low)
+    assert float(big["average_ci_high"]) == pytest.approx(high)
+
+
+def test_csv_columns_and_values(report):
+    root, _ = report
+    with open(root / "tables" / "main.csv", encoding="utf-8") as handle:
+        header = handle.readline().strip().split(",")
+    expected = ["model"]
+    for name in BENCHES + ["average"]:
+        expected += [name, f"{name}_ci_low", f"{name}_ci_high"]
+    assert header == expected
+    rows = read_csv(root / "tables" / "main.csv")
+    assert [r["model"] for r in rows] == MODELS
+    big = rows[1]
+    assert float(big["sqa_img"]) == 20.04  # full precision, not the rounded display value
+    assert float(big["sqa_img_ci_low"]) == 15.46
+    assert float(big["sqa_img_ci_high"]) == 24.96
+    assert float(rows[0]["pope-fixture_ci_high"]) == 85.0
+
+
+def test_latex(report):
+    root, _ = report
+    tex = (root / "tables" / "main.tex").read_text(encoding="utf-8")
+    for rule in (r"\toprule", r"\midrule", r"\bottomrule"):
+        assert tex.count(rule) == 1
+    assert tex.index(r"\toprule") < tex.index(r"\midrule") < tex.index(r"\bottomrule")
+    assert r"\begin{table}" in tex and r"\end{table}" in tex
+    assert r"\begin{tabular}{lcccc}" in tex and r"\end{tabular}" in tex
+    assert r"\caption{" in tex and r"\label{tab:main}" in tex
+    assert r"sqa\_img (Acc.)" in tex and r"clip\_tiny" in tex
+    assert "sqa_img" not in tex and "clip_tiny" not in tex  # every underscore escaped
+    assert r"95\% bootstrap" in tex
+    lines = {line.split(" & ")[0]: line for line in tex.splitlines() if " & " in line}
+    clip, big = lines[r"clip\_tiny"], lines["big-vlm"]
+    # best per column: pope big-vlm, sqa clip_tiny, flowers big-vlm, average big-vlm (33.5 vs 31.0)
+    assert r"\textbf{51.2}" in big and r"\textbf{50.0}" not in clip
+    assert r"\textbf{25.0}" in clip and r"\textbf{20.0}" not in big
+    assert r"\textbf{33.3}" in big and r"\textbf{18.0}" not in clip
+    assert r"\textbf{34.8}" in big and r"\textbf{31.0}" not in clip
+    assert tex.count(r"\textbf") == 4
+    assert r"\scriptsize [44.0, 58.1]" in big
+    assert big.rstrip().endswith(r"\\")
+
+
+def test_latex_escapes_specials(tmp_path):
+    files = write_scores(tmp_path)
+    build(tmp_path, files, title="Results & 100% of #1")
+    tex = (tmp_path / "tables" / "main.tex").read_text(encoding="utf-8")
+    assert r"\caption{Results \& 100\% of \#1." in tex
+
+
+def test_breakdown(report):
+    root, _ = report
+    rows = read_csv(root / "tables" / "breakdown.csv")
+    assert list(rows[0]) == ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n"]
+    assert len(rows) == 6  # only pope-fixture has a breakdown: 2 models x 3 splits
+    assert [(r["model"], r["group"]) for r in rows] == [(m, s) for m in MODELS for s in POPE_SPLITS]
+    assert rows[1] == {
+        "model": "clip_tiny", "benchmark": "pope-fixture", "column": "split", "group": "popular",
+        "metric": "f1", "value": "41.0", "ci_low": "31.0", "ci_high": "56.5", "n": "30",
+    }
+    assert rows[5]["value"] == "52.0" and rows[5]["model"] == "big-vlm" and rows[5]["group"] == "adversarial"
+    md = (root / "tables" / "breakdown.md").read_text(encoding="utf-8")
+    assert "## pope-fixture" in md and "sqa_img" not in md
+    table = md_rows(root / "tables" / "breakdown.md")
+    header = table["Model"]
+    assert header == ["split", "Metric", "Value [95% CI]", "n", "n_valid", "Format errors (%)"]
+    lines = [line for line in md.splitlines() if line.startswith("| big-vlm | adversarial |")]
+    assert lines == [f"| big-vlm | adversarial | F1 | 52.0 [32.0, 57.5] | 30 | 29 | 3.3 |"]
+    assert "| clip_tiny | (all) | F1 | 50.0 [5.0, 85.0] | 90 | 87 | 3.3 |" in md
+
+
+def test_no_breakdown(tmp_path):
+    files = write_scores(tmp_path)
+    for path in files.values():
+        obj = json.loads(path.read_text())
+        obj.pop("breakdown")
+        path.write_text(json.dumps(obj))
+    build(tmp_path, files)
+    assert read_csv(tmp_path / "tables" / "breakdown.csv") == []
+    assert "No benchmark" in (tmp_path / "tables" / "breakdown.md").read_text(encoding="utf-8")
+
+
+def test_figures(report):
+    root, _ = report
+    assert (root / "figures" / "main.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pdf = (root / "figures" / "main.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF-") and b"CreationDate" not in pdf
+    from PIL import Image
+
+    with Image.open(root / "figures" / "main.png") as image:
+        assert image.info.get("dpi", (0, 0))[0] == pytest.approx(150, abs=1)
+        assert "Software" not in image.info
+
+
+def test_deterministic(tmp_path):
+    files = write_scores(tmp_path)
+    first = build_report(files, MODELS, BENCHES, tmp_path / "a" / "t", tmp_path / "a" / "f")
+    second = build_report(files, MODELS, BENCHES, tmp_path / "b" / "t", tmp_path / "b" / "f")
+    for one, two in zip(first, second):
+        assert one.name == two.name and one.read_bytes() == two.read_bytes(), one.name
+
+
+def test_missing_cell(tmp_path):
+    files = write_scores(tmp_path, skip={("big-vlm", "flowers")})
+    build(tmp_path, files)
+    rows = md_rows(tmp_path / "tables" / "main.md")
+    assert rows["big-vlm"] == ["51.2 [44.0, 58.1]", "20.0 [15.5, 25.0]", DASH, DASH]
+    assert rows["clip_tiny"][3] == "31.0 [11.0, 49.0]"
+    big = read_csv(tmp_path / "tables" / "main.csv")[1]
+    for key in ("flowers", "flowers_ci_low", "flowers_ci_high", "average", "average_ci_low", "average_ci_high"):
+        assert big[key] == ""
+    tex = (tmp_path / "tables" / "main.tex").read_text(encoding="utf-8")
+    big_line = next(line for line in tex.splitlines() if line.startswith("big-vlm & "))
+    assert big_line.endswith(r"& -- & -- \\")
+    # only one model has an average, so there is no best to bold in that column
+    assert r"\textbf{31.0}" not in tex
+    assert (tmp_path / "figures" / "main.png").is_file()
+
+
+def test_different_draw_lengths_give_no_average(tmp_path):
+    files = write_scores(tmp_path)
+    path = files[("big-vlm", "sqa_img")]
+    obj = json.loads(path.read_text())
+    obj["bootstrap"]["draws"] = obj["bootstrap"]["draws"][:4]
+    path.write_text(json.dumps(obj))
+    build(tmp_path, files)
+    rows = md_rows(tmp_path / "tables" / "main.md")
+    assert rows["big-vlm"][3] == DASH
+    assert rows["clip_tiny"][3] == "31.0 [11.0, 49.0]"
+    assert read_csv(tmp_path / "tables" / "main.csv")[1]["average"] == ""
+
+
+def _corrupt_text(obj):
+    return "{not json"
+
+
+def _drop_draws(obj):
+    del obj["bootstrap"]["draws"]
+    return json.dumps(obj)
+
+
+def _drop_ci(obj):
+    del obj["ci95"]
+    return json.dumps(obj)
+
+
+def _wrong_model(obj):
+    obj["model"] = "someone-else"
+    return json.dumps(obj)
+
+
+def _string_value(obj):
+    obj["value"] = "51.2"
+    return json.dumps(obj)
+
+
+@pytest.mark.parametrize(
+    "corrupt, reason",
+    [
+        (_corrupt_text, "not JSON"),
+        (_drop_draws, "bootstrap.draws"),
+        (_drop_ci, "ci95"),
+        (_wrong_model, "someone-else"),
+        (_string_value, "value"),
+    ],
+)
+def test_invalid_score_file(tmp_path, corrupt, reason):
+    files = write_scores(tmp_path)
+    path = files[("big-vlm", "sqa_img")]
+    path.write_text(corrupt(json.loads(path.read_text())))
+    with pytest.raises(VlmgridError) as info:
+        build(tmp_path, files)
+    message = str(info.value)
+    assert message.startswith(f"{path} is not a valid score file (")
+    assert reason in message
+    assert "rerun `vlmgrid score big-vlm sqa_img`" in message
+    # nothing is written when an input is bad
+    assert not (tmp_path / "tables").exists() and not (tmp_path / "figures").exists()
+
+
+def test_unreadable_score_file(tmp_path):
+    files = write_scores(tmp_path)
+    missing = tmp_path / "scores" / "nope.json"
+    files[("clip_tiny", "flowers")] = missing
+    with pytest.raises(VlmgridError, match="nope.json is not a valid score file"):
+        build(tmp_path, files)
+
+
+def test_bold_compares_numbers_not_strings(tmp_path):
+    files = write_scores(tmp_path)
+    for model, value in (("clip_tiny", 9.5), ("big-vlm", 10.0)):
+        path = files[(model, "flowers")]
+        obj = json.loads(path.read_text())
+        obj["value"], obj["ci95"] = value, [5.0, 15.0]
+        path.write_text(json.dumps(obj))
+    build(tmp_path, files)
+    tex = (tmp_path / "tables" / "main.tex").read_text(encoding="utf-8")
+    assert r"\textbf{10.0}" in tex and r"\textbf{9.5}" not in tex
+
+
+def test_breakdown_group_without_counts(tmp_path):
+    files = write_scores(tmp_path)
+    path = files[("clip_tiny", "pope-fixture")]
+    obj = json.loads(path.read_text())
+    for entry in obj["breakdown"]["split"].values():
+        del entry["n_valid"], entry["format_error_rate"]
+    path.write_text(json.dumps(obj))
+    build(tmp_path, files)
+    md = (tmp_path / "tables" / "breakdown.md").read_text(encoding="utf-8")
+    assert f"| clip_tiny | random | F1 | 40.0 [30.0, 55.5] | 30 | {DASH} | {DASH} |" in md
