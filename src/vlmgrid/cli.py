@@ -1,0 +1,200 @@
+"""The `vlmgrid` command: every Snakemake rule and DVC stage is one of its subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vlmgrid import __version__, paths
+from vlmgrid.config import DEFAULT_CONFIG, Config, load_config
+from vlmgrid.errors import VlmgridError
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def cmd_check_config(config: Config, args) -> None:
+    print(f"{config.path}: valid; {len(config.models)} models x {len(config.benchmarks)} benchmarks "
+          f"= {len(config.cells)} cells")
+
+
+def cmd_benchmarks(config: Config | None, args) -> None:
+    from vlmgrid.benchmarks import BENCHMARKS
+
+    print("benchmark kinds:")
+    for name, kind in BENCHMARKS.items():
+        print(f"  {name:<16} {kind.protocol:<16} {kind.metric:<15} {kind.description}")
+    if config is not None:
+        print(f"benchmarks in {config.path}:")
+        for name in config.benchmarks:
+            entry = config.benchmark(name)
+            print(f"  {name:<24} kind={entry['kind']} source={entry['source']['type']}")
+
+
+def cmd_models(config: Config | None, args) -> None:
+    from vlmgrid.models import BACKENDS
+
+    print("model backends:")
+    for name, backend in BACKENDS.items():
+        print(f"  {name:<12} capabilities: {', '.join(sorted(backend.capabilities))}"
+              f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}")
+    if config is not None:
+        print(f"models in {config.path}:")
+        for name in config.models:
+            print(f"  {name:<24} backend={config.model(name)['backend']}")
+
+
+def cmd_cells(config: Config, args) -> None:
+    for cell in config.cells:
+        if args.paths:
+            print(paths.predictions_path(config.results_dir, cell.model, cell.benchmark))
+        else:
+            print(f"{cell.model}\t{cell.benchmark}")
+
+
+def cmd_prepare(config: Config, args) -> None:
+    from vlmgrid.benchmarks import prepare_benchmark
+
+    manifest = prepare_benchmark(args.benchmark, config.benchmark(args.benchmark),
+                                 paths.bench_dir(config.data_dir, args.benchmark))
+    _say(f"{args.benchmark}: {manifest['n_items']} items, fingerprint {manifest['fingerprint'][:12]}")
+
+
+def cmd_verify(config: Config, args) -> None:
+    from vlmgrid.benchmarks import verify_benchmark
+
+    verify_benchmark(paths.bench_dir(config.data_dir, args.benchmark), full=True)
+    _say(f"{args.benchmark}: every file matches its manifest")
+
+
+def cmd_fetch_model(config: Config, args) -> None:
+    from vlmgrid.models.fetch import fetch_model
+
+    manifest = fetch_model(args.model, config.model(args.model), paths.model_dir(config.data_dir, args.model))
+    _say(f"{args.model}: {len(manifest['files'])} file(s), fingerprint {manifest['fingerprint'][:12]}")
+
+
+def cmd_infer(config: Config, args) -> None:
+    from vlmgrid.gpu import acquire_gpu
+    from vlmgrid.models import BACKENDS
+
+    settings = config.model(args.model)
+    config.benchmark(args.benchmark)  # a clear error for an unknown name before any work
+    backend = BACKENDS.get(settings["backend"])
+    wants_gpu = backend.uses_gpu and settings.get("device", "auto") != "cpu"
+    lease = acquire_gpu(say=_say) if wants_gpu else None
+    device = "cpu"
+    if lease is not None and lease.gpu is not None:
+        device = "cuda"
+    elif settings.get("device") == "cuda":
+        raise VlmgridError(f"model {args.model} asks for device: cuda, but no GPU is visible to this job")
+    from vlmgrid.infer import run_inference
+
+    try:
+        run_inference(
+            model_name=args.model,
+            model_settings=settings,
+            bench_dir=paths.bench_dir(config.data_dir, args.benchmark),
+            model_dir=paths.model_dir(config.data_dir, args.model),
+            out_path=paths.predictions_path(config.results_dir, args.model, args.benchmark),
+            partial_dir=paths.partial_dir(config.results_dir, args.model, args.benchmark),
+            part_size=int(config.infer["part_size"]),
+            threads=int(args.threads or config.infer["threads"]),
+            device=device,
+            progress=not args.no_progress,
+            say=_say,
+        )
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def cmd_score(config: Config, args) -> None:
+    from vlmgrid.score import score_cell
+
+    predictions = Path(args.predictions) if args.predictions else paths.predictions_path(
+        config.results_dir, args.model, args.benchmark)
+    out = Path(args.out) if args.out else paths.score_path(config.results_dir, args.model, args.benchmark)
+    score = score_cell(
+        model_name=args.model,
+        bench_dir=paths.bench_dir(config.data_dir, args.benchmark),
+        predictions_path=predictions,
+        out_path=out,
+        samples=int(config.bootstrap["samples"]),
+        seed=int(config.bootstrap["seed"]),
+    )
+    low, high = score["ci95"]
+    _say(f"{args.model} on {args.benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
+         f"(n={score['n']}, format errors {score['format_error_rate']:.1f}%) -> {out}")
+
+
+def cmd_report(config: Config, args) -> None:
+    from vlmgrid.report import build_report
+
+    score_files = {
+        (cell.model, cell.benchmark): paths.score_path(config.results_dir, cell.model, cell.benchmark)
+        for cell in config.cells
+    }
+    written = build_report(score_files, config.models, config.benchmarks,
+                           paths.tables_dir(config.results_dir), paths.figures_dir(config.results_dir),
+                           title=config.title)
+    for path in written:
+        _say(f"wrote {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vlmgrid", description="Evaluate vision-language models on a grid of benchmarks.")
+    parser.add_argument("--version", action="version", version=f"vlmgrid {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, handler, help_text: str, needs_config: bool = True):
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.add_argument("--config", default=str(DEFAULT_CONFIG),
+                             help=f"grid config (default: {DEFAULT_CONFIG})")
+        command.set_defaults(handler=handler, needs_config=needs_config)
+        return command
+
+    add("check-config", cmd_check_config, "validate a grid config and print its size")
+    add("benchmarks", cmd_benchmarks, "list benchmark kinds and the config's benchmarks", needs_config=False)
+    add("models", cmd_models, "list model backends and the config's models", needs_config=False)
+    cells = add("cells", cmd_cells, "list the (model, benchmark) cells of the grid")
+    cells.add_argument("--paths", action="store_true", help="print predictions paths instead of names")
+    add("prepare", cmd_prepare, "download or generate a benchmark, normalise it and hash it").add_argument("benchmark")
+    add("verify", cmd_verify, "check every file of a prepared benchmark against its manifest").add_argument("benchmark")
+    add("fetch-model", cmd_fetch_model, "download or build a model's weights").add_argument("model")
+    infer = add("infer", cmd_infer, "run one model on one benchmark (resumes a killed run)")
+    infer.add_argument("model")
+    infer.add_argument("benchmark")
+    infer.add_argument("--threads", type=int, help="CPU threads (default: the config's infer.threads)")
+    infer.add_argument("--no-progress", action="store_true", help="no progress bar")
+    score = add("score", cmd_score, "score one model's predictions on one benchmark")
+    score.add_argument("model")
+    score.add_argument("benchmark")
+    score.add_argument("--predictions", help="score this predictions file (made elsewhere) instead")
+    score.add_argument("--out", help="write the score JSON here instead")
+    add("report", cmd_report, "tables and figures from the grid's score files")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.needs_config:
+            config = load_config(args.config)
+        else:
+            config = load_config(args.config) if Path(args.config).is_file() else None
+        args.handler(config, args)
+    except VlmgridError as exc:
+        print(f"vlmgrid: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vlmgrid: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The score stage: records + predictions -> the score JSON (docs/formats.md). No model, no torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vlmgrid import __version__
+from vlmgrid.fileio import sha256_file, write_json
+from vlmgrid.predictions import check_against_records, read_predictions
+
+
+def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_path: Path,
+               samples: int, seed: int) -> dict:
+    from vlmgrid.benchmarks import load_benchmark
+    from vlmgrid.metrics import score_predictions
+
+    bench = load_benchmark(bench_dir)
+    hint = f"rerun `vlmgrid infer {model_name} {bench.name}` to rebuild it"
+    predictions = read_predictions(predictions_path, hint)
+    check_against_records(predictions, bench.records, predictions_path)
+    result = score_predictions(
+        bench.kind.metric, bench.records, predictions,
+        breakdown_by=bench.kind.breakdown_by, samples=samples, seed=seed,
+    )
+    score = {
+        "model": model_name,
+        "benchmark": bench.name,
+        **result,
+        "inputs": {
+            "data_fingerprint": bench.manifest.get("fingerprint"),
+            "predictions_sha256": sha256_file(predictions_path),
+        },
+        "vlmgrid_version": __version__,
+    }
+    write_json(out_path, score)
+    return score

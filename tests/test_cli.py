@@ -1,0 +1,50 @@
+import subprocess
+import sys
+
+import pytest
+
+from vlmgrid.cli import main
+
+from conftest import REPO
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+def test_check_config(capsys):
+    assert main(["check-config"]) == 0
+    assert "2 models x 3 benchmarks = 6 cells" in capsys.readouterr().out
+
+
+def test_cells_lists_the_grid(capsys):
+    assert main(["cells"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "clip-tiny\tflowers102-fixture" and len(lines) == 6
+
+
+def test_listing_commands(capsys):
+    assert main(["benchmarks"]) == 0
+    out = capsys.readouterr().out
+    assert "pope" in out and "flowers102-fixture" in out
+    assert main(["models"]) == 0
+    assert "open_clip" in capsys.readouterr().out
+
+
+def test_unknown_model_is_one_sentence_with_the_closest_name(capsys):
+    assert main(["infer", "clip-tny", "pope-fixture"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vlmgrid: error: ") and 'did you mean "clip-tiny"' in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_missing_config_file(capsys, tmp_path):
+    assert main(["cells", "--config", str(tmp_path / "none.yaml")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_console_script_is_installed():
+    result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.startswith("vlmgrid ")
+
