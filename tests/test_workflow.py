@@ -1,0 +1,167 @@
+"""The whole default grid through Snakemake and through DVC, in temporary copies of the repo."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore"]
+MODELS = ["clip-tiny", "random"]
+BENCHES = ["flowers102-fixture", "pope-fixture", "scienceqa-fixture"]
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "VLMGRID_GPU_COUNT": "0"})
+    return env
+
+
+def run(args, cwd, check=True):
+    result = subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def copy_workflow(destination: Path) -> Path:
+    destination.mkdir(parents=True)
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy2(source, target)
+    return destination
+
+
+def mtimes(root: Path, pattern: str) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.glob(pattern))}
+
+
+def set_random_seed(root: Path, seed: int) -> None:
+    path = root / "config" / "config.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["models"]["random"]["seed"] = seed
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def snakemake_run(tmp_path_factory):
+    root = copy_workflow(tmp_path_factory.mktemp("wf") / "repo")
+    run(["snakemake", "--cores", "2"], root)
+    return root
+
+
+def test_default_grid_writes_tables_figures_and_scores(snakemake_run):
+    root = snakemake_run
+    table = (root / "results/tables/main.md").read_text()
+    for name in MODELS + BENCHES + ["Average"]:
+        assert name in table
+    for suffix in ("png", "pdf"):
+        assert (root / f"results/figures/main.{suffix}").stat().st_size > 1000
+    for model in MODELS:
+        for bench in BENCHES:
+            score = yaml.safe_load((root / f"results/scores/{model}/{bench}.json").read_text())
+            assert 0 <= score["ci95"][0] <= score["value"] <= score["ci95"][1] <= 100
+            assert score["n"] > 0 and score["n_valid"] == score["n"]
+    pope = yaml.safe_load((root / "results/scores/random/pope-fixture.json").read_text())
+    assert pope["metric"] == "f1" and set(pope["breakdown"]["split"]) == {"random", "popular", "adversarial"}
+    assert (root / "data/flowers102-fixture/manifest.json").is_file()
+    assert (root / "logs/infer/clip-tiny/pope-fixture.log").is_file()
+
+
+def test_noop_rerun_does_nothing(snakemake_run):
+    result = run(["snakemake", "--cores", "2"], snakemake_run)
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_snakemake_report_html(snakemake_run):
+    run(["snakemake", "--cores", "1", "--report", "results/report.html"], snakemake_run)
+    assert (snakemake_run / "results/report.html").stat().st_size > 10_000
+
+
+def test_truncated_predictions_give_one_clear_error_and_lose_nothing(snakemake_run, tmp_path):
+    broken = tmp_path / "broken.parquet"
+    source = snakemake_run / "results/predictions/random/pope-fixture.parquet"
+    broken.write_bytes(source.read_bytes()[:100])
+    before = mtimes(snakemake_run, "results/scores/*/*.json")
+    result = run(["vlmgrid", "score", "random", "pope-fixture", "--predictions", str(broken),
+                  "--out", str(tmp_path / "s.json")], snakemake_run, check=False)
+    assert result.returncode == 2
+    assert "is unreadable (truncated or not parquet" in result.stderr and "Traceback" not in result.stderr
+    assert mtimes(snakemake_run, "results/scores/*/*.json") == before
+
+
+def test_bad_config_stops_snakemake_with_the_closest_name(snakemake_run, tmp_path):
+    config = yaml.safe_load((snakemake_run / "config/config.yaml").read_text())
+    config["grid"]["models"] = ["clip-tny"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    result = run(["snakemake", "-n", "--configfile", str(bad)], snakemake_run, check=False)
+    assert result.returncode != 0
+    assert 'did you mean "clip-tiny"' in result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def dvc_run(tmp_path_factory):
+    root = copy_workflow(tmp_path_factory.mktemp("dvc") / "repo")
+    (root / ".gitignore").write_text("/data/\n/results/\n/logs/\n/.snakemake/\n")
+    run(["git", "init", "-q"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-q", "-m", "grid"], root)
+    run(["dvc", "repro"], root)
+    return root
+
+
+def test_dvc_repro_gives_the_same_tables_as_snakemake(dvc_run, snakemake_run):
+    for name in ("main.md", "main.csv", "main.tex", "breakdown.csv"):
+        assert (dvc_run / "results/tables" / name).read_text() == (snakemake_run / "results/tables" / name).read_text()
+
+
+def test_dvc_second_repro_is_a_noop(dvc_run):
+    result = run(["dvc", "status"], dvc_run)
+    assert "Data and pipelines are up to date" in result.stdout
+
+
+def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc_run):
+    root = dvc_run
+    set_random_seed(root, 1)
+    status = run(["dvc", "status"], root).stdout
+    changed_stages = {line.strip().rstrip(":") for line in status.splitlines() if line and not line.startswith("\t")}
+    assert {"infer@random-pope-fixture", "fetch_model@random"} <= changed_stages
+    assert not any("clip-tiny" in stage for stage in changed_stages)
+
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    run(["dvc", "repro", "--single-item", "infer@random-pope-fixture"], root)
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    assert {p for p in after if after[p] != before[p]} == {"results/predictions/random/pope-fixture.parquet"}
+
+    run(["dvc", "repro"], root)
+    final = mtimes(root, "results/predictions/*/*.parquet")
+    assert {p for p in final if final[p] != before[p]} == {f"results/predictions/random/{b}.parquet" for b in BENCHES}
+
+
+# Last: it changes the Snakemake copy's results, which the DVC comparison above reads.
+def test_one_model_change_reruns_only_its_cells(snakemake_run):
+    root = snakemake_run
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    set_random_seed(root, 1)
+    try:
+        run(["snakemake", "--cores", "2"], root)
+    finally:
+        set_random_seed(root, 0)
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    changed = {path for path in after if after[path] != before[path]}
+    assert changed == {f"results/predictions/random/{bench}.parquet" for bench in BENCHES}

@@ -1,0 +1,58 @@
+# Helpers shared by the rules. The config is checked against workflow/schemas/config.schema.yaml and every
+# name it uses is checked against the registries before any job starts.
+import json
+
+from vlmgrid import paths
+from vlmgrid.config import validate_config
+from vlmgrid.errors import VlmgridError
+
+
+def _config_path():
+    # The file the CLI reads: the last --configfile given, else the default above.
+    return workflow.configfiles[-1] if workflow.configfiles else "config/config.yaml"
+
+
+CONFIG_FILE = _config_path()
+try:
+    GRID = validate_config(config, source=CONFIG_FILE)
+except VlmgridError as error:
+    raise WorkflowError(str(error)) from None
+
+DATA = str(GRID.data_dir)
+RESULTS = str(GRID.results_dir)
+NAME = "[a-z0-9][a-z0-9_.-]*"
+
+
+wildcard_constraints:
+    bench=NAME,
+    model=NAME,
+
+
+def get_model_settings(model):
+    """The model's settings as text: a change reruns exactly that model's jobs."""
+    return json.dumps(GRID.model(model), sort_keys=True)
+
+
+def get_model_source(model):
+    return json.dumps(GRID.model(model).get("source"), sort_keys=True)
+
+
+def get_benchmark_settings(bench):
+    return json.dumps(GRID.benchmark(bench), sort_keys=True)
+
+
+def get_gpus(model):
+    from vlmgrid.models import BACKENDS
+
+    settings = GRID.model(model)
+    return int(BACKENDS.get(settings["backend"]).uses_gpu and settings.get("device") != "cpu")
+
+
+def get_score_files():
+    return [str(paths.score_path(RESULTS, cell.model, cell.benchmark)) for cell in GRID.cells]
+
+
+def get_report_outputs():
+    return [str(paths.tables_dir(RESULTS) / name) for name in paths.REPORT_TABLES] + [
+        str(paths.figures_dir(RESULTS) / name) for name in paths.REPORT_FIGURES
+    ]

@@ -1,0 +1,21 @@
+rule prepare:
+    output:
+        manifest=f"{DATA}/{{bench}}/manifest.json",
+        records=f"{DATA}/{{bench}}/records.parquet",
+    params:
+        settings=lambda wildcards: get_benchmark_settings(wildcards.bench),
+    log:
+        "logs/prepare/{bench}.log",
+    shell:
+        "vlmgrid prepare {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"
+
+
+rule fetch_model:
+    output:
+        f"{DATA}/models/{{model}}/model.json",
+    params:
+        source=lambda wildcards: get_model_source(wildcards.model),
+    log:
+        "logs/fetch_model/{model}.log",
+    shell:
+        "vlmgrid fetch-model {wildcards.model:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

@@ -1,0 +1,12 @@
+rule score:
+    input:
+        data=f"{DATA}/{{bench}}/manifest.json",
+        predictions=f"{RESULTS}/predictions/{{model}}/{{bench}}.parquet",
+    output:
+        f"{RESULTS}/scores/{{model}}/{{bench}}.json",
+    params:
+        bootstrap=GRID.bootstrap,
+    log:
+        "logs/score/{model}/{bench}.log",
+    shell:
+        "vlmgrid score {wildcards.model:q} {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"
