@@ -31,7 +31,8 @@ def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
     width = 0.8 / n_models
     written = []
     with plt.style.context("default"), matplotlib.rc_context({"svg.hashsalt": "vlmgrid", "pdf.compression": 6}):
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.2 + 0.5 * n_models * n_bench), 3.6))
+        # Each benchmark gets room for its two-line label whatever the number of models.
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.5 + max(1.6, 0.45 * n_models) * n_bench), 3.8))
         try:
             colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
             for i, model in enumerate(grid.models):
@@ -45,7 +46,7 @@ def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
                     heights.append(est.value)
                     low_err.append(max(est.value - est.ci_low, 0.0))
                     high_err.append(max(est.ci_high - est.value, 0.0))
-                ax.bar(
+                bars = ax.bar(
                     xs,
                     heights,
                     width,
@@ -55,12 +56,14 @@ def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
                     color=colors[i % len(colors)],
                     error_kw={"elinewidth": 0.8, "capthick": 0.8},
                 )
+                # A value label on each bar, so a score of 0 is told apart from a missing cell.
+                ax.bar_label(bars, labels=[f"{h:.1f}" for h in heights], fontsize="x-small", padding=1)
             ax.set_xticks(range(len(grid.benchmarks)))
             labels = []
             for benchmark in grid.benchmarks:
                 metric = grid.metric(benchmark)
                 labels.append(_text(f"{benchmark}\n({metric_label(metric)})" if metric else benchmark))
-            ax.set_xticklabels(labels)
+            ax.set_xticklabels(labels, rotation=20 if n_bench > 6 else 0, ha="right" if n_bench > 6 else "center")
             ax.set_xlim(-0.5, n_bench - 0.5)
             ax.set_ylim(bottom=0)
             ax.set_ylabel("score (%)")
