@@ -116,10 +116,11 @@ def test_broken_image_becomes_an_error_row(small_config):
     assert frame["prediction"].notna().sum() == len(frame) - len(errors)
 
 
+@pytest.mark.parametrize("model", ["clip-tiny", "random"])
 @pytest.mark.parametrize("bench", ["flowers102-fixture", "pope-fixture", "scienceqa-fixture"])
-def test_clip_predicts_every_item(small_config, bench):
-    config = _setup(small_config, bench=bench, model="clip-tiny")
-    frame = read_predictions(_run(config, model="clip-tiny", bench=bench))
+def test_every_model_predicts_every_item(small_config, bench, model):
+    config = _setup(small_config, bench=bench, model=model)
+    frame = read_predictions(_run(config, model=model, bench=bench))
     assert frame["error"].isna().all()
     assert (frame["prediction_index"] >= 0).all()
     if bench == "flowers102-fixture":

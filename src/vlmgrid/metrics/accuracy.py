@@ -7,10 +7,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from vlmgrid.metrics.base import Metric, count_true, int_column, no_error, safe_ratio
+from vlmgrid.metrics.base import IndexMetric, count_true, int_column, safe_ratio
 
 
-class Accuracy(Metric):
+class Accuracy(IndexMetric):
     """Multiple-choice accuracy over option indices.
 
     Rules (the usual multiple-choice rule, e.g. ScienceQA, MMMU, CV-Bench's per-source accuracy and
@@ -31,13 +31,6 @@ class Accuracy(Metric):
     names = ("accuracy", "valid_accuracy")
     record_columns = ("answer_index",)
     prediction_columns = ("prediction", "prediction_index")
-
-    def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
-        return (
-            no_error(preds)
-            & preds["prediction"].notna().to_numpy()
-            & (int_column(preds, "prediction_index") >= 0)
-        )
 
     def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
         gold = int_column(records, "answer_index")

@@ -56,6 +56,13 @@ def no_error(preds: pd.DataFrame) -> np.ndarray:
     return preds["error"].isna().to_numpy()
 
 
+class IndexMetric(Metric):
+    """A metric over `prediction_index`: a row with index -1 is a format error too."""
+
+    def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
+        return super().valid(records, preds) & (int_column(preds, "prediction_index") >= 0)
+
+
 def int_column(frame: pd.DataFrame, column: str, missing: int = -1) -> np.ndarray:
     """An integer column as int64, nulls as `missing`."""
     col = frame[column]

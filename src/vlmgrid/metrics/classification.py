@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from vlmgrid.metrics.base import Metric, count_true, int_column, no_error, safe_ratio
+from vlmgrid.metrics.base import IndexMetric, count_true, int_column, safe_ratio
 
 
 def _is_null(value) -> bool:
@@ -35,7 +35,7 @@ def _in_topk(topk: pd.Series | None, pred: np.ndarray, gold: np.ndarray) -> np.n
     return hit
 
 
-class Classification(Metric):
+class Classification(IndexMetric):
     """Classification accuracy over class indices.
 
     Rules (the standard ImageNet-style definitions used by CLIP / open_clip zero-shot evaluation):
@@ -58,13 +58,6 @@ class Classification(Metric):
     names = ("top1", "top5", "mean_per_class_recall")
     record_columns = ("answer_index",)
     prediction_columns = ("prediction", "prediction_index")
-
-    def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
-        return (
-            no_error(preds)
-            & preds["prediction"].notna().to_numpy()
-            & (int_column(preds, "prediction_index") >= 0)
-        )
 
     def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
         gold = int_column(records, "answer_index")

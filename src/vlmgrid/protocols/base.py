@@ -64,6 +64,20 @@ def load_images(bench, records: pd.DataFrame) -> tuple[list, list[str | None]]:
     return images, problems
 
 
+def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of) -> list[tuple[list | None, str | None]]:
+    """Per item: the model's option scores, or None and why the item could not be scored.
+
+    prompt_of(i) and options_of(i) give the i-th item's prompt and options; unusable items are not sent.
+    """
+    from vlmgrid.models import OptionRequest
+
+    images, problems = load_images(bench, records)
+    usable = [i for i, problem in enumerate(problems) if problem is None]
+    requests = [OptionRequest(records["id"].iloc[i], images[i], prompt_of(i), options_of(i)) for i in usable]
+    scored = dict(zip(usable, model.score_options(requests))) if requests else {}
+    return [(scored.get(i), problems[i]) for i in range(len(records))]
+
+
 def topk_indices(scores, k: int = 5):
     """Indices of the k best scores per row, best first (ties broken by the lower index)."""
     import numpy as np

@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from vlmgrid.models import OptionRequest
-from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row
+from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, score_items
 
 
 def option_texts(question: str, options) -> list[str]:
@@ -51,21 +50,12 @@ def embed_strategy(model, bench):
 
 def option_strategy(model, bench):
     def run(records: pd.DataFrame) -> list[dict]:
-        images, problems = load_images(bench, records)
-        ok = [i for i, problem in enumerate(problems) if problem is None]
-        requests = [
-            OptionRequest(records["id"].iloc[i], images[i], records["question"].iloc[i], list(records["options"].iloc[i]))
-            for i in ok
+        options = [list(item_options) for item_options in records["options"]]
+        results = score_items(model, bench, records, lambda i: records["question"].iloc[i], lambda i: options[i])
+        return [
+            error_row(item_id, problem) if scores is None else _choice_row(item_id, options[i], scores)
+            for i, (item_id, (scores, problem)) in enumerate(zip(records["id"], results))
         ]
-        scored = dict(zip(ok, model.score_options(requests))) if requests else {}
-        rows = []
-        for i in range(len(records)):
-            item_id = records["id"].iloc[i]
-            if i in scored:
-                rows.append(_choice_row(item_id, list(records["options"].iloc[i]), scored[i]))
-            else:
-                rows.append(error_row(item_id, problems[i]))
-        return rows
 
     return run
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from vlmgrid.models import OptionRequest
-from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, topk_indices
+from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, score_items, topk_indices
 
 
 def class_prompt_texts(classes: list[str], templates: list[str]) -> list[str]:
@@ -58,17 +57,12 @@ def option_strategy(model, bench):
     classes = bench.classes
 
     def run(records: pd.DataFrame) -> list[dict]:
-        images, problems = load_images(bench, records)
-        rows = []
-        ok = [i for i, problem in enumerate(problems) if problem is None]
-        requests = [OptionRequest(records["id"].iloc[i], images[i], "", classes) for i in ok]
-        scored = dict(zip(ok, model.score_options(requests))) if requests else {}
-        for i in range(len(records)):
-            if i in scored:
-                rows.extend(_rows_from_scores([records["id"].iloc[i]], np.asarray([scored[i]]), classes))
-            else:
-                rows.append(error_row(records["id"].iloc[i], problems[i]))
-        return rows
+        results = score_items(model, bench, records, lambda i: "", lambda i: classes)
+        return [
+            error_row(item_id, problem) if scores is None
+            else _rows_from_scores([item_id], np.asarray([scores]), classes)[0]
+            for item_id, (scores, problem) in zip(records["id"], results)
+        ]
 
     return run
 
