@@ -154,6 +154,11 @@ def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc
 
 
 # Last: it changes the Snakemake copy's results, which the DVC comparison above reads.
+def test_config_overrides_are_refused(snakemake_run):
+    result = run(["snakemake", "-n", "--config", "title=x"], snakemake_run, check=False)
+    assert result.returncode != 0 and "--config overrides are not supported" in result.stdout + result.stderr
+
+
 def test_one_model_change_reruns_only_its_cells(snakemake_run):
     root = snakemake_run
     before = mtimes(root, "results/predictions/*/*.parquet")

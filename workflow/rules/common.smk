@@ -13,6 +13,11 @@ def _config_path():
 
 
 CONFIG_FILE = _config_path()
+if workflow.config_settings.config:
+    # The jobs' `vlmgrid` commands read the config file, so an override here would not reach them.
+    raise WorkflowError(
+        "--config overrides are not supported: put the change in a config file and pass it with --configfile"
+    )
 try:
     GRID = validate_config(config, source=CONFIG_FILE)
 except VlmgridError as error:
