@@ -34,7 +34,7 @@ def test_baseline_is_seeded_per_item_not_per_batch():
 
 def test_baseline_guesses_are_roughly_uniform():
     model = BACKENDS.get("baseline").load({"backend": "baseline", "seed": 0}, None, "cpu")
-    picks = [int(np.argmax(s)) for s in model.score_options(
+    picks = [int(np.argmax(s.total)) for s in model.score_options(
         [OptionRequest(str(i), None, "", ["a", "b", "c", "d"]) for i in range(4000)])]
     counts = np.bincount(picks, minlength=4)
     assert counts.min() > 850 and counts.max() < 1150

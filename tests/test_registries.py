@@ -16,8 +16,8 @@ def test_every_backend_can_run_every_protocol_it_claims():
     from vlmgrid.protocols import PROTOCOLS, runnable
 
     for protocol in PROTOCOLS:
-        assert runnable(protocol, "baseline")
-        assert runnable(protocol, "open_clip")
+        assert runnable(protocol, {"backend": "baseline"})
+        assert runnable(protocol, {"backend": "open_clip"})
     assert BACKENDS.get("baseline").uses_gpu is False
 
 

@@ -196,7 +196,7 @@ def _check_names(data: dict, source) -> None:
         backend = data["models"][model]["backend"]
         for bench in data["grid"]["benchmarks"]:
             protocol = BENCHMARKS.get(data["benchmarks"][bench]["kind"]).protocol
-            if not runnable(protocol, backend):
+            if not runnable(protocol, data["models"][model]):
                 raise VlmgridError(
                     f'{source}: model "{model}" ({backend} backend) cannot run benchmark "{bench}" '
                     f"({protocol} protocol); put them in separate grid configs"

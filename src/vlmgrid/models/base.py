@@ -2,12 +2,16 @@
 
 Capabilities (the protocols pick a strategy by them):
 - "embed": embed_images(images) and embed_texts(texts) -> L2-normalised float32 arrays (contrastive models);
-- "score_options": score_options(requests) -> one score per option for each request (higher is better).
+- "generate": generate(requests) -> one text per GenerateRequest (greedy unless the settings say otherwise);
+- "score_options": score_options(requests) -> one OptionScores per OptionRequest: for `letters`, the
+  log-probability of each letter as the next token after the prompt (one forward pass); otherwise the
+  log-likelihood of each option text as the continuation of the prompt (the image + prompt prefix computed
+  once and reused for every option, which is also how many candidates are ranked for one image).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Sequence
 
@@ -16,12 +20,54 @@ from PIL.Image import Image
 
 @dataclass(frozen=True)
 class OptionRequest:
-    """One item to score: its id (seeds the baseline), its image (or None), a prompt and the options."""
+    """One item to score: its id (seeds the baseline), its image (or None), a prompt and the options.
+
+    With `letters` (e.g. ("A", "B", "C", "D"), one per option, already shown in the prompt), the model scores
+    the letters as the next token; without, it scores the option texts as continuations of the prompt.
+    """
 
     id: str
     image: Image | None
     prompt: str
     options: Sequence[str]
+    letters: Sequence[str] | None = None
+    system: str | None = None
+
+
+@dataclass(frozen=True)
+class OptionScores:
+    """Log-likelihood of each option (summed over its tokens) and its token count (1 for a letter)."""
+
+    total: list[float]
+    tokens: list[int]
+
+    @property
+    def normalised(self) -> list[float]:
+        """Per-token log-likelihood: the length-normalised score that does not favour short options."""
+        return [total / max(count, 1) for total, count in zip(self.total, self.tokens)]
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    id: str
+    image: Image | None
+    prompt: str
+    system: str | None = None
+    max_new_tokens: int | None = None  # None: the model's `generation.max_new_tokens` setting
+
+
+@dataclass
+class Provenance:
+    """What a predictions file records about the model that made it."""
+
+    backend: str
+    model_id: str
+    revision: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    generation: dict = field(default_factory=dict)
+    libraries: dict = field(default_factory=dict)
 
 
 class Backend:
@@ -36,6 +82,11 @@ class Backend:
         self.settings = {**self.defaults, **settings}
 
     @classmethod
+    def capabilities_for(cls, settings: dict) -> frozenset[str]:
+        """The capabilities a model with these settings has (some depend on settings, e.g. API logprobs)."""
+        return cls.capabilities
+
+    @classmethod
     def fetch(cls, settings: dict, model_dir: Path) -> dict[str, Path]:
         """Put what `load` needs into model_dir (download or build); return the files written, by name."""
         return {}
@@ -44,5 +95,12 @@ class Backend:
     def load(cls, settings: dict, model_dir: Path, device: str) -> "Backend":
         raise NotImplementedError
 
+    @property
+    def model_capabilities(self) -> frozenset[str]:
+        return self.capabilities_for(self.settings)
+
     def describe(self) -> str:
         return self.name
+
+    def provenance(self) -> Provenance:
+        return Provenance(backend=self.name, model_id=self.name)

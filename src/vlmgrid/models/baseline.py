@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vlmgrid.models.base import Backend, OptionRequest
+from vlmgrid.models.base import Backend, OptionRequest, OptionScores
 
 
 def _item_seed(seed: int, item_id: str) -> list[int]:
@@ -27,9 +27,12 @@ class Baseline(Backend):
     def load(cls, settings: dict, model_dir: Path, device: str) -> "Baseline":
         return cls(settings)
 
-    def score_options(self, requests: Sequence[OptionRequest]) -> list[list[float]]:
+    def score_options(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
         seed = int(self.settings["seed"])
         return [
-            np.random.default_rng(_item_seed(seed, request.id)).random(len(request.options)).tolist()
+            OptionScores(
+                total=np.random.default_rng(_item_seed(seed, request.id)).random(len(request.options)).tolist(),
+                tokens=[1] * len(request.options),
+            )
             for request in requests
         ]

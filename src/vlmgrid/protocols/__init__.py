@@ -15,15 +15,16 @@ def _capability(protocol_name: str, capabilities) -> str | None:
     return next((cap for cap in protocol.strategies if cap in capabilities), None)
 
 
-def runnable(protocol_name: str, backend_name: str) -> bool:
-    """Whether a model of this backend has a capability that the protocol can use."""
+def runnable(protocol_name: str, model_settings: dict) -> bool:
+    """Whether a model with these settings has a capability that the protocol can use."""
     from vlmgrid.models import BACKENDS
 
-    return _capability(protocol_name, BACKENDS.get(backend_name).capabilities) is not None
+    backend = BACKENDS.get(model_settings["backend"])
+    return _capability(protocol_name, backend.capabilities_for(model_settings)) is not None
 
 
 def make_runner(protocol_name: str, model, bench) -> Runner:
-    capability = _capability(protocol_name, model.capabilities)
+    capability = _capability(protocol_name, model.model_capabilities)
     if capability is None:
         raise ValueError(f"{model.name} has no capability that the {protocol_name} protocol can use")
     return PROTOCOLS.get(protocol_name).strategies[capability](model, bench)

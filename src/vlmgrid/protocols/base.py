@@ -68,6 +68,8 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of) -> l
     """Per item: the model's option scores, or None and why the item could not be scored.
 
     prompt_of(i) and options_of(i) give the i-th item's prompt and options; unusable items are not sent.
+    The score of an option is its length-normalised log-likelihood (per token), so options of different
+    lengths compete fairly; for single-token letters it is the plain log-probability.
     """
     from vlmgrid.models import OptionRequest
 
@@ -75,7 +77,7 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of) -> l
     usable = [i for i, problem in enumerate(problems) if problem is None]
     requests = [OptionRequest(records["id"].iloc[i], images[i], prompt_of(i), options_of(i)) for i in usable]
     scored = dict(zip(usable, model.score_options(requests))) if requests else {}
-    return [(scored.get(i), problems[i]) for i in range(len(records))]
+    return [(scored[i].normalised if i in scored else None, problems[i]) for i in range(len(records))]
 
 
 def topk_indices(scores, k: int = 5):
