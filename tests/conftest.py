@@ -1,4 +1,5 @@
-import shutil
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config" / "config.yaml"
+
+# Caches (classifier weights, API responses) go to a fresh folder per test session, never the user's.
+os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Inference: parts as it goes, resume after a crash, atomic final file, error rows for broken images."""
 
 import copy
+import json
 
 import pyarrow.parquet as pq
 import pytest
@@ -102,8 +103,10 @@ def test_parts_made_with_other_settings_are_discarded(small_config, monkeypatch)
 
 def test_predictions_record_their_inputs(small_config):
     config = _setup(small_config)
-    metadata = pq.read_schema(_run(config)).metadata[b"vlmgrid"].decode()
-    assert '"model": "random"' in metadata and '"protocol": "yes_no"' in metadata
+    metadata = json.loads(pq.read_schema(_run(config)).metadata[b"vlmgrid"])
+    assert metadata["model"] == "random" and metadata["protocol"] == "yes_no"
+    assert metadata["provenance"]["model_id"] == "baseline:random"
+    assert metadata["provenance"]["generation"] == {"seed": 0}
 
 
 def test_broken_image_becomes_an_error_row(small_config):

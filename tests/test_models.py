@@ -90,3 +90,52 @@ def test_tampered_weights_are_refused(tmp_path):
 def test_missing_weights_folder_is_a_clear_error(tmp_path):
     with pytest.raises(VlmgridError, match="run `vlmgrid fetch-model`"):
         BACKENDS.get("open_clip").load(TINY, tmp_path / "absent", "cpu")
+
+
+def test_zero_shot_classifier_is_cached_per_model_classes_and_templates(tiny_clip, tmp_path, monkeypatch):
+    from vlmgrid.protocols.classification import zero_shot_weights
+
+    monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))
+    model_dir, _ = tiny_clip
+    model = BACKENDS.get("open_clip").load(TINY, model_dir, "cpu")
+    first = zero_shot_weights(model, ["rose", "tulip"], ["a photo of a {c}.", "a {c}."])
+    assert first.shape == (2, 16)
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    assert len(list((tmp_path / "cache" / "classifiers").glob("*.npy"))) == 1
+
+    calls = []
+    monkeypatch.setattr(model, "embed_texts", lambda texts: calls.append(texts))
+    again = zero_shot_weights(model, ["rose", "tulip"], ["a photo of a {c}.", "a {c}."])
+    assert calls == [] and np.array_equal(first, again)  # served from the cache
+    with pytest.raises(AttributeError):  # other classes: not cached, so the (patched) text tower is asked
+        zero_shot_weights(model, ["rose", "lily"], ["a photo of a {c}.", "a {c}."])
+    assert calls == [["a photo of a rose.", "a rose.", "a photo of a lily.", "a lily."]]
+
+
+def test_open_clip_provenance(tiny_clip):
+    model_dir, _ = tiny_clip
+    provenance = BACKENDS.get("open_clip").load(TINY, model_dir, "cpu").provenance()
+    assert provenance.model_id == "fixture" and provenance.dtype == "float32" and provenance.device == "cpu"
+    assert provenance.batch_size == 3 and "torch" in provenance.libraries
+
+
+def _baseline(strategy):
+    return BACKENDS.get("baseline").load({"backend": "baseline", "strategy": strategy}, None, "cpu")
+
+
+def test_first_option_baseline_always_picks_the_first():
+    picks = [int(np.argmax(s.total)) for s in _baseline("first").score_options(
+        [OptionRequest(str(i), None, "", ["a", "b", "c"][: 2 + i % 2]) for i in range(6)])]
+    assert picks == [0] * 6
+
+
+def test_majority_baseline_picks_the_most_frequent_gold_index():
+    model = _baseline("majority")
+    model.set_answer_prior([2, 1, 2, -1, 0, 2, 1])
+    scores = model.score_options([OptionRequest("a", None, "", ["w", "x", "y", "z"]),
+                                  OptionRequest("b", None, "", ["yes", "no"])])
+    assert int(np.argmax(scores[0].total)) == 2
+    assert int(np.argmax(scores[1].total)) == 0  # index 2 does not exist there: first option
+    tie = _baseline("majority")
+    tie.set_answer_prior([1, 0, 0, 1])
+    assert int(np.argmax(tie.score_options([OptionRequest("c", None, "", ["p", "q"])])[0].total)) == 0

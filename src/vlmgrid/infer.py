@@ -7,6 +7,7 @@ merged, in record order, into the predictions file, which appears atomically; th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -74,6 +75,13 @@ class PartStore:
     def save(self, index: int, table: pa.Table) -> None:
         write_table(self.path(index), table)
 
+    def save_provenance(self, provenance: dict) -> None:
+        write_json(self.directory / "provenance.json", provenance)
+
+    def provenance(self) -> dict | None:
+        path = self.directory / "provenance.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -121,6 +129,8 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(threads)
         say(f"loaded {model_name} ({model.describe()}) in {time.monotonic() - started:.1f}s")
+        store.save_provenance(dataclasses.asdict(model.provenance()))
+        model.set_answer_prior(records["answer_index"].tolist())
         runner = make_runner(protocol, model, bench)
         bar = tqdm(total=len(records), initial=done_items, unit="item", desc=f"{model_name} on {bench.name}",
                    disable=not progress, file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
@@ -142,6 +152,7 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
         "model_settings": model_settings,
         "data_fingerprint": bench.manifest.get("fingerprint"),
         "protocol": protocol,
+        "provenance": store.provenance(),
     }
     write_table(out_path, merged.replace_schema_metadata({b"vlmgrid": json.dumps(metadata, sort_keys=True).encode()}))
     store.remove()

@@ -104,3 +104,12 @@ class Backend:
 
     def provenance(self) -> Provenance:
         return Provenance(backend=self.name, model_id=self.name)
+
+    def set_answer_prior(self, answer_indices: Sequence[int]) -> None:
+        """The benchmark's gold answer indices, offered before inference. Only reference baselines (the
+        majority answer) read them; a real model ignores them."""
+
+    def identity(self) -> str | None:
+        """A key that changes whenever the model's outputs could (weights, precision, device type), for
+        caching derived things such as zero-shot classifier weights; None means: do not cache."""
+        return None

@@ -101,6 +101,17 @@ def _fetch_hf_hub(source: dict, model_dir: Path) -> dict[str, Path]:
     return fetched
 
 
+def _weights_fingerprint(model_dir: Path) -> str:
+    """The fingerprint fetch-model recorded for these files (their hashes), or a hash of the files now."""
+    from vlmgrid.fileio import sha256_file
+    from vlmgrid.models.fetch import MANIFEST
+
+    manifest = model_dir / MANIFEST
+    if manifest.is_file():
+        return json.loads(manifest.read_text(encoding="utf-8"))["fingerprint"]
+    return sha256_file(next(model_dir.glob("*.safetensors"), model_dir / CONFIG_NAME))
+
+
 _FETCHERS = {"fixture": _fetch_fixture, "pretrained": _fetch_pretrained, "hf_hub": _fetch_hf_hub}
 
 
@@ -110,8 +121,10 @@ class OpenClip(Backend):
     uses_gpu = True
     defaults = {"batch_size": 64, "precision": "fp32", "device": "auto"}
 
-    def __init__(self, settings: dict, model, preprocess, tokenizer, device: str, dtype) -> None:
+    def __init__(self, settings: dict, model, preprocess, tokenizer, device: str, dtype,
+                 weights_fingerprint: str) -> None:
         super().__init__(settings)
+        self.weights_fingerprint = weights_fingerprint
         self.model = model
         self.preprocess = preprocess
         self.tokenizer = tokenizer
@@ -138,7 +151,27 @@ class OpenClip(Backend):
         model, _, preprocess = open_clip.create_model_and_transforms(name, device=device)
         model = model.to(dtype=dtype).eval()
         tokenizer = open_clip.get_tokenizer(name)
-        return cls(settings, model, preprocess, tokenizer, device, dtype)
+        return cls(settings, model, preprocess, tokenizer, device, dtype, _weights_fingerprint(model_dir))
+
+    def identity(self) -> str | None:
+        return f"open_clip:{self.weights_fingerprint}:{self.dtype}:{self.device}"
+
+    def provenance(self):
+        import open_clip
+        import torch
+
+        from vlmgrid.models.base import Provenance
+
+        source = self.settings["source"]
+        model_id = {"fixture": "fixture", "pretrained": f"{source.get('arch')}/{source.get('tag')}",
+                    "hf_hub": source.get("repo")}[source["type"]]
+        return Provenance(
+            backend=self.name, model_id=model_id, revision=source.get("revision"),
+            dtype=str(self.dtype).replace("torch.", ""),
+            device=torch.cuda.get_device_name() if self.device == "cuda" else "cpu",
+            batch_size=int(self.settings["batch_size"]),
+            libraries={"torch": torch.__version__, "open_clip": open_clip.__version__},
+        )
 
     def describe(self) -> str:
         return f"open_clip on {self.device} ({self.settings['precision'] if self.device != 'cpu' else 'fp32'})"

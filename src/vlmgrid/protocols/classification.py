@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from vlmgrid.cache import cache_root
+from vlmgrid.fileio import atomic_path, sha256_json
 from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, score_items, topk_indices
 
 
@@ -18,10 +20,29 @@ def class_prompt_texts(classes: list[str], templates: list[str]) -> list[str]:
 
 
 def zero_shot_weights(model, classes: list[str], templates: list[str]) -> np.ndarray:
-    """(n_classes, dim) unit vectors: mean of each class's normalised template embeddings, renormalised."""
+    """(n_classes, dim) unit vectors: mean of each class's normalised template embeddings, renormalised.
+
+    Cached on disk per model identity + class names + templates, so ImageNet's 1,000 x 80 prompts are
+    embedded once per model, not once per run.
+    """
+    identity = model.identity()
+    cache_file = None
+    if identity is not None:
+        key = sha256_json({"model": identity, "classes": list(classes), "templates": list(templates)})
+        cache_file = cache_root() / "classifiers" / f"{key}.npy"
+        if cache_file.is_file():
+            try:
+                return np.load(cache_file)
+            except (OSError, ValueError):
+                pass  # a damaged cache entry is recomputed and replaced
     embeddings = model.embed_texts(class_prompt_texts(classes, templates))
     embeddings = embeddings.reshape(len(classes), len(templates), -1).mean(axis=1)
-    return embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    weights = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    if cache_file is not None:
+        with atomic_path(cache_file) as tmp:
+            with open(tmp, "wb") as handle:
+                np.save(handle, weights)
+    return weights
 
 
 def _rows_from_scores(ids, scores: np.ndarray, classes: list[str]) -> list[dict]:
