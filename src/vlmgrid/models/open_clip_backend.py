@@ -21,8 +21,19 @@ CONFIG_NAME = "open_clip_config.json"
 WEIGHTS_NAME = "open_clip_model.safetensors"
 _WEIGHT_CANDIDATES = ("open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
                       "open_clip_pytorch_model.bin")
+# A ViT CLIP small enough for tests and the offline grid (about 7 MB, most of it the 49,408-token embedding).
+TINY_MODEL_CFG = {
+    "embed_dim": 32,
+    "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
+    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2},
+}
 _OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 _OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def write_tiny_open_clip(model_dir: Path, seed: int = 0, model_cfg: dict | None = None) -> dict[str, Path]:
+    """A random-initialised open_clip checkpoint in the hub layout, loadable with `local-dir:`."""
+    return _fetch_fixture({"type": "fixture", "seed": seed, "model_cfg": model_cfg or TINY_MODEL_CFG}, Path(model_dir))
 
 
 def _fetch_fixture(source: dict, model_dir: Path) -> dict[str, Path]:
