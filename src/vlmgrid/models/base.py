@@ -56,6 +56,30 @@ class GenerateRequest:
     max_new_tokens: int | None = None  # None: the model's `generation.max_new_tokens` setting
 
 
+@dataclass(frozen=True)
+class GenerationResult:
+    """One generation: the text, or None and why the item has none (an API that failed after retries)."""
+
+    text: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """One option scoring: the scores, or None and why the item has none."""
+
+    scores: OptionScores | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
 @dataclass
 class Provenance:
     """What a predictions file records about the model that made it."""
@@ -104,6 +128,14 @@ class Backend:
 
     def provenance(self) -> Provenance:
         return Provenance(backend=self.name, model_id=self.name)
+
+    def generate_results(self, requests: Sequence[GenerateRequest]) -> list[GenerationResult]:
+        """Per-item results; a backend whose items can fail one by one (an API) overrides this."""
+        return [GenerationResult(text) for text in self.generate(requests)]
+
+    def score_results(self, requests: Sequence[OptionRequest]) -> list[ScoreResult]:
+        """Per-item results; a backend whose items can fail one by one (an API) overrides this."""
+        return [ScoreResult(scores) for scores in self.score_options(requests)]
 
     def set_answer_prior(self, answer_indices: Sequence[int]) -> None:
         """The benchmark's gold answer indices, offered before inference. Only reference baselines (the

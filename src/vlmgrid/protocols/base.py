@@ -76,8 +76,14 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of) -> l
     images, problems = load_images(bench, records)
     usable = [i for i, problem in enumerate(problems) if problem is None]
     requests = [OptionRequest(records["id"].iloc[i], images[i], prompt_of(i), options_of(i)) for i in usable]
-    scored = dict(zip(usable, model.score_options(requests))) if requests else {}
-    return [(scored[i].normalised if i in scored else None, problems[i]) for i in range(len(records))]
+    results = dict(zip(usable, model.score_results(requests))) if requests else {}
+    for i, result in results.items():
+        if not result.ok:
+            problems[i] = result.error
+    return [
+        (results[i].scores.normalised if i in results and results[i].ok else None, problems[i])
+        for i in range(len(records))
+    ]
 
 
 def topk_indices(scores, k: int = 5):

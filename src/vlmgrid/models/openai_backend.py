@@ -1,0 +1,434 @@
+"""Models behind an OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, ...).
+
+- "generate" always; "score_options" only with `logprobs: true` (and only for letter options: the log-probability
+  of each letter is read from the top-20 log-probabilities of the first generated token).
+- Requests run `concurrency` at a time; a request is retried with exponential backoff and jitter on HTTP 429,
+  5xx, timeouts and connection errors (Retry-After honoured), up to `max_retries` times; other 4xx are final.
+- Every valid response is cached on disk under cache_root()/openai, keyed by the SHA-256 of base_url and the
+  exact request body (never the key), so a rerun makes no HTTP call. Error and unparsable responses are not cached.
+- A request that still fails is not an exception: `generate_results` / `score_results` return one result per
+  request with `error` set (the protocols turn it into an error row). The interface methods `generate` and
+  `score_options` return plain values and raise `ApiItemErrors` (a VlmgridError that carries every result)
+  when any item failed.
+- The API key is read from the environment variable `api_key_env` at load time and only ever goes into the
+  Authorization header; every message that could echo it (server error bodies) is redacted.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import hashlib
+import io
+import ipaddress
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+from urllib.parse import urlsplit
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.models.base import (
+    Backend, GenerateRequest, GenerationResult, OptionRequest, OptionScores, Provenance, ScoreResult,
+)
+
+logger = logging.getLogger(__name__)
+
+#: log-probability given to a letter that is not among the top log-probabilities of the first token
+ABSENT_LETTER_LOGPROB = float("-inf")
+#: how many alternatives per token the scoring request asks for (OpenAI's maximum)
+TOP_LOGPROBS = 20
+_DEFAULT_GENERATION = {"max_new_tokens": 32, "do_sample": False}
+_REDACTED = "[redacted]"
+_SNIPPET = 200
+
+
+class _ItemFailed(Exception):
+    """A request that failed for good; the message (already redacted) becomes the item's error."""
+
+
+class ApiItemErrors(VlmgridError):
+    """Some requests of a call failed; `results` holds every result (in request order), `errors` the failed ones."""
+
+    def __init__(self, results: list, ids: Sequence[str]) -> None:
+        self.results = results
+        self.errors = {ids[i]: result.error for i, result in enumerate(results) if result.error is not None}
+        first_id, first_error = next(iter(self.errors.items()))
+        super().__init__(f"{len(self.errors)} of {len(results)} API requests failed; "
+                         f"the first, item {first_id}: {first_error}")
+
+
+def is_local_url(base_url: str) -> bool:
+    """True for a loopback endpoint (a local vLLM/SGLang server), where an API key is optional."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _endpoint(base_url: str) -> str:
+    """host[:port] of the base URL, without credentials, path or query."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def encode_image(image, size: int | None) -> str:
+    """A deterministic PNG data URL of the image (RGB, resized to size x size first when size is set)."""
+    from PIL import Image
+
+    if image.mode != "RGB":
+        image = image.convert("RGB")
+    if size:
+        image = image.resize((int(size), int(size)), Image.Resampling.BICUBIC)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=False, compress_level=6)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _first_choice(data: Any) -> dict:
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError("no choices")
+    return choices[0]
+
+
+def parse_text(data: Any) -> str:
+    """The text of the first choice; ValueError says what is missing."""
+    message = _first_choice(data).get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str) or not content:
+        raise ValueError("no message content")
+    return content
+
+
+def parse_top_logprobs(data: Any) -> list[tuple[str, float]]:
+    """(token, logprob) pairs among the top log-probabilities of the first generated token."""
+    logprobs = _first_choice(data).get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
+        raise ValueError("no logprobs (does the server support logprobs?)")
+    first = content[0]
+    top = first.get("top_logprobs") or [first]
+    pairs = []
+    for entry in top:
+        if not isinstance(entry, dict) or not isinstance(entry.get("token"), str) \
+                or not isinstance(entry.get("logprob"), (int, float)):
+            raise ValueError("malformed top_logprobs")
+        pairs.append((entry["token"], float(entry["logprob"])))
+    return pairs
+
+
+def letter_logprobs(top: Sequence[tuple[str, float]], letters: Sequence[str]) -> list[float]:
+    """Per letter, the log of the summed probability of the top tokens that are that letter once stripped
+    of whitespace (" A" and "A" both count for "A"; case-sensitive); ABSENT_LETTER_LOGPROB if none is."""
+    scores = []
+    for letter in letters:
+        values = [logprob for token, logprob in top if token.strip() == letter]
+        if not values:
+            scores.append(ABSENT_LETTER_LOGPROB)
+            continue
+        peak = max(values)
+        scores.append(peak + math.log(sum(math.exp(v - peak) for v in values)) if peak > -math.inf else peak)
+    return scores
+
+
+class OpenAI(Backend):
+    name = "openai"
+    capabilities = frozenset({"generate"})
+    uses_gpu = False
+    defaults = {"api_key_env": "OPENAI_API_KEY", "concurrency": 8, "max_retries": 5, "timeout": 120,
+                "logprobs": False, "cache": True}
+
+    #: first backoff delay in seconds (doubled per retry, jittered to 50-100%, capped at backoff_max)
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+
+    def __init__(self, settings: dict, api_key: str | None = None) -> None:
+        super().__init__(settings)
+        self.settings["generation"] = {**_DEFAULT_GENERATION, **(self.settings.get("generation") or {})}
+        self.base_url = str(self.settings["base_url"]).rstrip("/")
+        self._api_key = api_key or None
+        self._local = threading.local()
+        self._sleep: Callable[[float], None] = time.sleep
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAI(model={self.settings['model']!r}, endpoint={_endpoint(self.base_url)!r})"
+
+    @classmethod
+    def capabilities_for(cls, settings: dict) -> frozenset[str]:
+        if settings.get("logprobs", cls.defaults["logprobs"]):
+            return frozenset({"generate", "score_options"})
+        return frozenset({"generate"})
+
+    @classmethod
+    def fetch(cls, settings: dict, model_dir: Path) -> dict[str, Path]:
+        return {}  # an API model has no weights
+
+    @classmethod
+    def load(cls, settings: dict, model_dir: Path | None, device: str) -> "OpenAI":
+        settings = {**cls.defaults, **settings}
+        variable = settings["api_key_env"]
+        api_key = os.environ.get(variable) or None
+        if api_key is None and not is_local_url(str(settings["base_url"])):
+            raise VlmgridError(f"the environment variable {variable} is not set; it must hold the API key for "
+                               f"{_endpoint(str(settings['base_url']))} (model {settings['model']})")
+        return cls(settings, api_key)
+
+    # -- description -------------------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        return f"{self.settings['model']} via {_endpoint(self.base_url)} (OpenAI-compatible API)"
+
+    def provenance(self) -> Provenance:
+        import PIL
+        import requests
+
+        import vlmgrid
+
+        return Provenance(
+            backend=self.name,
+            model_id=str(self.settings["model"]),
+            device=f"api:{_endpoint(self.base_url)}",
+            batch_size=int(self.settings["concurrency"]),
+            generation=dict(self.settings["generation"]),
+            libraries={"requests": requests.__version__, "pillow": PIL.__version__, "vlmgrid": vlmgrid.__version__},
+        )
+
+    # -- request bodies ----------------------------------------------------------------------------------------
+
+    def _messages(self, image, prompt: str, system: str | None) -> list[dict]:
+        content: list[dict] = []
+        if image is not None:
+            url = encode_image(image, self.settings.get("image_size"))
+            content.append({"type": "image_url", "image_url": {"url": url}})
+        content.append({"type": "text", "text": prompt})
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": content})
+        return messages
+
+    def _sampling(self) -> dict:
+        generation = self.settings["generation"]
+        body: dict = {}
+        if generation.get("do_sample"):
+            if generation.get("temperature") is not None:
+                body["temperature"] = generation["temperature"]
+        else:
+            body["temperature"] = 0
+        if generation.get("top_p") is not None:
+            body["top_p"] = generation["top_p"]
+        if generation.get("seed") is not None:
+            body["seed"] = generation["seed"]
+        return body
+
+    def generation_body(self, request: GenerateRequest) -> dict:
+        max_tokens = request.max_new_tokens or self.settings["generation"]["max_new_tokens"]
+        messages = self._messages(request.image, request.prompt, request.system)
+        return {"model": self.settings["model"], "messages": messages, "max_tokens": int(max_tokens),
+                **self._sampling()}
+
+    def scoring_body(self, request: OptionRequest) -> dict:
+        messages = self._messages(request.image, request.prompt, request.system)
+        return {"model": self.settings["model"], "messages": messages, "max_tokens": 1, **self._sampling(),
+                "temperature": 0, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
+
+    # -- the interface -----------------------------------------------------------------------------------------
+
+    def generate_results(self, requests: Sequence[GenerateRequest]) -> list[GenerationResult]:
+        """One GenerationResult per request, in request order; failures are results with `error` set."""
+
+        def one(request: GenerateRequest) -> GenerationResult:
+            try:
+                return GenerationResult(text=self._complete(request.id, self.generation_body(request), parse_text))
+            except _ItemFailed as exc:
+                return GenerationResult(text=None, error=str(exc))
+
+        return self._map(one, requests)
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:
+        """The texts, in request order; ApiItemErrors (with every result) if any request failed."""
+        results = self.generate_results(requests)
+        if any(not result.ok for result in results):
+            raise ApiItemErrors(results, [request.id for request in requests])
+        return [result.text for result in results]
+
+    def score_results(self, requests: Sequence[OptionRequest]) -> list[ScoreResult]:
+        """One ScoreResult per request (letters only), in request order; failures are results with `error` set."""
+        if "score_options" not in self.model_capabilities:
+            raise VlmgridError(f"model {self.settings['model']} has no option scoring; set `logprobs: true` if "
+                               "the server returns logprobs")
+        for request in requests:
+            if not request.letters:
+                raise VlmgridError(f"item {request.id}: an API model scores option letters only; scoring option "
+                                   "texts as continuations needs a local (hf) model")
+            if len(request.letters) != len(request.options):
+                raise VlmgridError(f"item {request.id}: {len(request.letters)} letters for "
+                                   f"{len(request.options)} options")
+
+        def one(request: OptionRequest) -> ScoreResult:
+            try:
+                top = self._complete(request.id, self.scoring_body(request), parse_top_logprobs)
+            except _ItemFailed as exc:
+                return ScoreResult(scores=None, error=str(exc))
+            scores = letter_logprobs(top, request.letters)
+            if all(score == ABSENT_LETTER_LOGPROB for score in scores):
+                seen = ", ".join(repr(token) for token, _ in top[:5])
+                return ScoreResult(scores=None, error=f"none of the letters {', '.join(request.letters)} is among "
+                                                      f"the top {len(top)} first tokens (the first: {seen})")
+            return ScoreResult(scores=OptionScores(total=scores, tokens=[1] * len(scores)))
+
+        return self._map(one, requests)
+
+    def score_options(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
+        """The letters' log-probabilities, in request order; ApiItemErrors (with every result) if any failed."""
+        results = self.score_results(requests)
+        if any(not result.ok for result in results):
+            raise ApiItemErrors(results, [request.id for request in requests])
+        return [result.scores for result in results]
+
+    # -- HTTP, retries and the cache ---------------------------------------------------------------------------
+
+    def _map(self, function, items: Sequence) -> list:
+        items = list(items)
+        if not items:
+            return []
+        workers = min(int(self.settings["concurrency"]), len(items))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vlmgrid-openai") as pool:
+            return list(pool.map(function, items))
+
+    def _session(self):
+        import requests
+
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.headers["Content-Type"] = "application/json"
+            if self._api_key:
+                session.headers["Authorization"] = f"Bearer {self._api_key}"
+            self._local.session = session
+        return session
+
+    def _redact(self, text: str) -> str:
+        if self._api_key:
+            text = text.replace(self._api_key, _REDACTED)
+        return text
+
+    def cache_path(self, payload: bytes) -> Path:
+        from vlmgrid.cache import cache_root
+
+        digest = hashlib.sha256(self.base_url.encode("utf-8") + b"\n" + payload).hexdigest()
+        return cache_root() / "openai" / digest[:2] / f"{digest}.json"
+
+    def _read_cache(self, path: Path, parse):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return parse(data["response"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError):
+            logger.warning("ignoring the unreadable cache entry %s", path)
+            return None
+
+    def _write_cache(self, path: Path, response: dict) -> None:
+        from vlmgrid.fileio import write_json
+
+        try:
+            write_json(path, {"base_url": self.base_url, "model": self.settings["model"], "response": response})
+        except OSError as exc:
+            logger.warning("could not write the cache entry %s: %s", path, exc)
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.backoff_max, self.backoff_base * 2 ** attempt) * random.uniform(0.5, 1.0)
+
+    def _complete(self, item_id: str, body: dict, parse):
+        """POST one chat completion (or read it from the cache) and return parse(response); _ItemFailed says why not."""
+        import requests
+
+        payload = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        use_cache = bool(self.settings["cache"])
+        path = self.cache_path(payload) if use_cache else None
+        if path is not None:
+            cached = self._read_cache(path, parse)
+            if cached is not None:
+                return cached
+
+        url = f"{self.base_url}/chat/completions"
+        timeout = float(self.settings["timeout"])
+        attempts = int(self.settings["max_retries"]) + 1
+        problem = ""
+        for attempt in range(attempts):
+            delay = None
+            try:
+                response = self._session().post(url, data=payload, timeout=timeout)
+            except requests.Timeout:
+                problem = f"timed out after {timeout:g} s"
+            except requests.ConnectionError as exc:
+                problem = f"connection error ({type(exc).__name__})"
+            else:
+                status = response.status_code
+                if status == 429 or status >= 500:
+                    problem = f"HTTP {status}{self._detail(response)}"
+                    delay = _retry_after(response.headers.get("Retry-After"))
+                elif not 200 <= status < 300:
+                    raise _ItemFailed(f"HTTP {status}{self._detail(response)} (not retried)")
+                else:
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        raise _ItemFailed(f"unparsable response (HTTP {status}): not JSON: "
+                                          f"{self._snippet(response.text)!r}") from None
+                    try:
+                        result = parse(data)
+                    except ValueError as exc:
+                        raise _ItemFailed(f"unparsable response (HTTP {status}): {exc}") from None
+                    if path is not None:
+                        self._write_cache(path, data)
+                    return result
+            if attempt + 1 < attempts:
+                wait = self._backoff(attempt) if delay is None else min(delay, self.backoff_max * 5)
+                logger.warning("item %s: %s; retry %d of %d in %.1f s", item_id, problem, attempt + 1,
+                               attempts - 1, wait)
+                self._sleep(wait)
+        raise _ItemFailed(f"{problem} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})")
+
+    def _snippet(self, text: str) -> str:
+        text = " ".join(self._redact(text or "").split())
+        return text[:_SNIPPET] + ("..." if len(text) > _SNIPPET else "")
+
+    def _detail(self, response) -> str:
+        """': <the server's error message>' (redacted, shortened), or ''."""
+        try:
+            data = response.json()
+            message = data.get("error", {}).get("message") if isinstance(data.get("error"), dict) else data.get("error")
+            text = str(message) if message else response.text
+        except (ValueError, AttributeError):
+            text = response.text
+        snippet = self._snippet(text)
+        return f": {snippet}" if snippet else ""
