@@ -139,3 +139,29 @@ def test_majority_baseline_picks_the_most_frequent_gold_index():
     tie = _baseline("majority")
     tie.set_answer_prior([1, 0, 0, 1])
     assert int(np.argmax(tie.score_options([OptionRequest("c", None, "", ["p", "q"])])[0].total)) == 0
+
+
+MULTILINGUAL = {**TINY, "source": {**TINY["source"], "text_tower": {"width": 32, "layers": 1, "heads": 2}}}
+
+
+def test_multilingual_text_tower_embeds_other_scripts(tmp_path):
+    model_dir = tmp_path / "mclip"
+    manifest = fetch_model("mclip", MULTILINGUAL, model_dir)
+    assert "text_tower/config.json" in manifest["files"] and "tokenizer.json" in manifest["files"]
+    model = BACKENDS.get("open_clip").load(MULTILINGUAL, model_dir, "cpu")
+    texts = ["a photo of a cat", "une photo du chat", "猫の写真", "صورة قطة", "फूल की तस्वीर"]
+    features = model.embed_texts(texts)
+    assert features.shape == (5, 16)
+    assert np.allclose(np.linalg.norm(features, axis=1), 1.0, atol=1e-5)
+    assert len({tuple(np.round(f, 5)) for f in features}) == 5  # every script is encoded, none collapses
+    tokens = model.tokenizer(["猫の写真"])[0].tolist()
+    unk = model.tokenizer.tokenizer.unk_token_id
+    assert unk not in tokens
+
+
+def test_text_tower_needs_a_pinned_revision(tmp_path):
+    from vlmgrid.models.open_clip_backend import CONFIG_NAME, _fetch_text_tower
+
+    (tmp_path / CONFIG_NAME).write_text(json.dumps({"model_cfg": {"text_cfg": {"hf_model_name": "xlm-roberta-base"}}}))
+    with pytest.raises(VlmgridError, match="pin it with `text_tower_revision`"):
+        _fetch_text_tower(tmp_path, {"type": "pretrained", "arch": "x", "tag": "y", "revision": "abc"})

@@ -31,9 +31,49 @@ _OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 _OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
-def write_tiny_open_clip(model_dir: Path, seed: int = 0, model_cfg: dict | None = None) -> dict[str, Path]:
+TEXT_TOWER_DIR = "text_tower"  # the transformers config of a multilingual (xlm-roberta-like) text tower
+
+# Words in several scripts, so the tiny multilingual tokenizer learns merges beyond ASCII.
+_MULTILINGUAL_WORDS = (
+    "a photo of the cat dog flower food car une photo du chat chien fleur voiture ein Foto der Katze Hund "
+    "Blume una foto del gato perro flor comida ফটো বিড়াল кошка собака фото цветок صورة قطة كلب زهرة "
+    "तस्वीर बिल्ली कुत्ता फूल 猫 犬 花 写真 食べ物 사진 고양이 개 꽃 yes no A B C D"
+).split()
+
+
+def write_tiny_open_clip(model_dir: Path, seed: int = 0, model_cfg: dict | None = None,
+                         text_tower: dict | None = None) -> dict[str, Path]:
     """A random-initialised open_clip checkpoint in the hub layout, loadable with `local-dir:`."""
-    return _fetch_fixture({"type": "fixture", "seed": seed, "model_cfg": model_cfg or TINY_MODEL_CFG}, Path(model_dir))
+    source = {"type": "fixture", "seed": seed, "model_cfg": model_cfg or TINY_MODEL_CFG}
+    if text_tower is not None:
+        source["text_tower"] = text_tower
+    return _fetch_fixture(source, Path(model_dir))
+
+
+def _write_tiny_text_tower(spec: dict, model_dir: Path) -> tuple[dict, dict[str, Path]]:
+    """A tiny XLM-RoBERTa text tower (config + locally trained tokenizer); returns the text_cfg using it."""
+    from transformers import PreTrainedTokenizerFast, XLMRobertaConfig
+
+    from vlmgrid.models.local_tokenizer import train_bpe
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=train_bpe(_MULTILINGUAL_WORDS, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], 400),
+        bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>",
+    )
+    before = set(model_dir.iterdir())
+    tokenizer.save_pretrained(model_dir)  # open_clip reads a local-dir model's tokenizer from the folder itself
+    width = int(spec.get("width", 32))
+    XLMRobertaConfig(
+        vocab_size=len(tokenizer), hidden_size=width, num_hidden_layers=int(spec.get("layers", 2)),
+        num_attention_heads=int(spec.get("heads", 2)), intermediate_size=2 * width,
+        max_position_embeddings=80, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    ).save_pretrained(model_dir / TEXT_TOWER_DIR)
+    written = {path.name: path for path in set(model_dir.iterdir()) - before if path.is_file()}
+    written[f"{TEXT_TOWER_DIR}/config.json"] = model_dir / TEXT_TOWER_DIR / "config.json"
+    text_cfg = {"hf_model_name": "xlm-roberta-base", "hf_tokenizer_name": "xlm-roberta-base",
+                "hf_proj_type": "mlp", "hf_pooler_type": "mean_pooler", "context_length": 32}
+    return text_cfg, written
 
 
 def _fetch_fixture(source: dict, model_dir: Path) -> dict[str, Path]:
@@ -41,20 +81,76 @@ def _fetch_fixture(source: dict, model_dir: Path) -> dict[str, Path]:
     import torch
     from safetensors.torch import save_file
 
+    model_cfg = dict(source["model_cfg"])
+    extra: dict[str, Path] = {}
+    if "text_tower" in source:
+        model_cfg["text_cfg"], extra = _write_tiny_text_tower(source["text_tower"], model_dir)
     config = {
-        "model_cfg": source["model_cfg"],
+        "model_cfg": model_cfg,
         "preprocess_cfg": {"mean": list(_OPENAI_MEAN), "std": list(_OPENAI_STD),
                            "interpolation": "bicubic", "resize_mode": "shortest"},
     }
     config_path = model_dir / CONFIG_NAME
     write_json(config_path, config)
     torch.manual_seed(int(source.get("seed", 0)))
-    model = open_clip.create_model(f"local-dir:{model_dir}", device="cpu")
+    model = open_clip.create_model(f"local-dir:{model_dir}", device="cpu", **_local_text_tower(model_cfg, model_dir))
     state = {key: value.detach().contiguous() for key, value in model.state_dict().items()}
     weights_path = model_dir / WEIGHTS_NAME
     with atomic_path(weights_path) as tmp:
         save_file(state, str(tmp))
-    return {CONFIG_NAME: config_path, WEIGHTS_NAME: weights_path}
+    return {CONFIG_NAME: config_path, WEIGHTS_NAME: weights_path, **extra}
+
+
+def _local_text_tower(model_cfg: dict, model_dir: Path) -> dict:
+    """create_model arguments that build a transformers text tower from the copy in model_dir, offline.
+
+    open_clip would otherwise ask the hub for the tower's config by name (e.g. "xlm-roberta-base") at every
+    load; its weights come from the CLIP checkpoint anyway.
+    """
+    text_cfg = model_cfg.get("text_cfg", {})
+    if not text_cfg.get("hf_model_name"):
+        return {}
+    tower = model_dir / TEXT_TOWER_DIR
+    if not (tower / "config.json").is_file():
+        raise VlmgridError(
+            f"{tower / 'config.json'} is missing: the model's text tower ({text_cfg['hf_model_name']}) needs its "
+            f"config there; run `vlmgrid fetch-model` for this model again"
+        )
+    return {"text_cfg": {**text_cfg, "hf_model_name": str(tower), "hf_model_pretrained": False},
+            "pretrained_text": False}
+
+
+def _fetch_text_tower(model_dir: Path, source: dict) -> dict[str, Path]:
+    """For a transformers text tower: its config (pinned by `text_tower_revision`) and, where the CLIP repo
+    lacks them, its tokenizer files, so that loading never needs the network."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    config = json.loads((model_dir / CONFIG_NAME).read_text(encoding="utf-8"))
+    tower_repo = config["model_cfg"].get("text_cfg", {}).get("hf_model_name")
+    if not tower_repo:
+        return {}
+    revision = source.get("text_tower_revision")
+    if not revision:
+        raise VlmgridError(
+            f"this model's text tower comes from the hub repo {tower_repo}; pin it with `text_tower_revision` "
+            f"(a commit of {tower_repo}) in the model's source"
+        )
+    fetched = {}
+    for filename, folder in (("config.json", model_dir / TEXT_TOWER_DIR), *((name, model_dir) for name in _TOKENIZER_FILES)):
+        if (folder / filename).is_file():
+            continue
+        try:
+            path = hf_hub_download(repo_id=tower_repo, filename=filename, revision=revision, local_dir=folder)
+        except EntryNotFoundError:
+            continue
+        except OSError as exc:
+            raise VlmgridError(f"could not download {filename} of the text tower {tower_repo}: {exc}") from None
+        fetched[str(Path(path).relative_to(model_dir))] = Path(path)
+    return fetched
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "sentencepiece.bpe.model")
 
 
 def _hub_download(repo: str, revision: str, model_dir: Path, filenames: Sequence[str]) -> dict[str, Path]:
@@ -102,14 +198,14 @@ def _fetch_pretrained(source: dict, model_dir: Path) -> dict[str, Path]:
         preprocess = {key: pretrained[key] for key in ("mean", "std", "interpolation", "resize_mode") if key in pretrained}
         write_json(model_dir / CONFIG_NAME, {"model_cfg": model_cfg, "preprocess_cfg": preprocess})
         fetched[CONFIG_NAME] = model_dir / CONFIG_NAME
-    return fetched
+    return {**fetched, **_fetch_text_tower(model_dir, source)}
 
 
 def _fetch_hf_hub(source: dict, model_dir: Path) -> dict[str, Path]:
     fetched = _hub_download(source["repo"], source["revision"], model_dir, _WEIGHT_CANDIDATES)
     if CONFIG_NAME not in fetched:
         raise VlmgridError(f"the hub repo {source['repo']} has no {CONFIG_NAME}; it is not in open_clip's layout")
-    return fetched
+    return {**fetched, **_fetch_text_tower(model_dir, source)}
 
 
 def _weights_fingerprint(model_dir: Path) -> str:
@@ -159,7 +255,9 @@ class OpenClip(Backend):
         if device == "cpu":
             dtype = torch.float32  # half precision on the CPU is slow and not what a reference run uses
         name = f"local-dir:{model_dir}"
-        model, _, preprocess = open_clip.create_model_and_transforms(name, device=device)
+        model_cfg = json.loads((model_dir / CONFIG_NAME).read_text(encoding="utf-8"))["model_cfg"]
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            name, device=device, **_local_text_tower(model_cfg, model_dir))
         model = model.to(dtype=dtype).eval()
         tokenizer = open_clip.get_tokenizer(name)
         return cls(settings, model, preprocess, tokenizer, device, dtype, _weights_fingerprint(model_dir))
