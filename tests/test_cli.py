@@ -48,3 +48,17 @@ def test_console_script_is_installed():
     result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("vlmgrid ")
 
+
+
+def test_make_tiny_models_writes_loadable_checkpoints(tmp_path, capsys):
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.models.base import GenerateRequest
+
+    assert main(["make-tiny-models", str(tmp_path), "--families", "llava"]) == 0
+    assert "no CLIP weights" not in capsys.readouterr().err
+    hf = BACKENDS.get("hf").load({"backend": "hf", "source": {"type": "fixture", "family": "llava"}},
+                                 tmp_path / "llava", "cpu")
+    assert isinstance(hf.generate([GenerateRequest("a", None, "Hello", max_new_tokens=3)])[0], str)
+    clip = BACKENDS.get("open_clip").load({"backend": "open_clip", "source": {"type": "fixture"}},
+                                          tmp_path / "open_clip", "cpu")
+    assert clip.embed_texts(["a cat"]).shape == (1, 32)

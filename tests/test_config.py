@@ -1,5 +1,7 @@
 import copy
 
+import yaml
+
 import pytest
 
 from vlmgrid.config import load_config, validate_config
@@ -108,3 +110,27 @@ def test_model_fingerprint_changes_only_with_that_model(default_config_data):
     changed = validate_config(data)
     assert base.model_fingerprint("random") != changed.model_fingerprint("random")
     assert base.model_fingerprint("clip-tiny") == changed.model_fingerprint("clip-tiny")
+
+
+def test_every_catalog_model_is_valid_and_pinned_or_marked(default_config_data):
+    """config/models.yaml: each entry passes the schema inside a grid, and an unpinned one says so."""
+    from conftest import REPO
+
+    text = (REPO / "config" / "models.yaml").read_text()
+    catalog = yaml.safe_load(text)["models"]
+    assert len(catalog) >= 20
+    for name, entry in catalog.items():
+        data = copy.deepcopy(default_config_data)
+        data["models"] = {name: entry}
+        data["grid"] = {"models": [name], "benchmarks": ["pope-fixture"]}
+        try:
+            validate_config(data, source="config/models.yaml")
+        except VlmgridError as error:
+            # An API model without logprobs can only generate, which the yes/no protocol cannot use yet.
+            assert "cannot run benchmark" in str(error), (name, str(error))
+        revision = entry.get("source", {}).get("revision")
+        block = text.split(f"\n  {name}:\n", 1)[1].split("\n\n", 1)[0]
+        if revision == "main":
+            assert "# unpinned" in block, name
+        elif revision is not None:
+            assert len(revision) == 40 and int(revision, 16) >= 0, name

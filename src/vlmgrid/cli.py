@@ -144,6 +144,19 @@ def cmd_report(config: Config, args) -> None:
         _say(f"wrote {path}")
 
 
+def cmd_make_tiny_models(config: Config | None, args) -> None:
+    from vlmgrid.models.open_clip_backend import write_tiny_open_clip
+    from vlmgrid.models.tiny_hf import FAMILIES, write_tiny_checkpoint
+
+    out = Path(args.out)
+    families = args.families or list(FAMILIES)
+    for family in families:
+        write_tiny_checkpoint(family, out / family, seed=args.seed)
+        _say(f"wrote {out / family} (transformers, {family})")
+    write_tiny_open_clip(out / "open_clip", seed=args.seed)
+    _say(f"wrote {out / 'open_clip'} (open_clip)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vlmgrid", description="Evaluate vision-language models on a grid of benchmarks.")
@@ -176,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--predictions", help="score this predictions file (made elsewhere) instead")
     score.add_argument("--out", help="write the score JSON here instead")
     add("report", cmd_report, "tables and figures from the grid's score files")
+    tiny = add("make-tiny-models", cmd_make_tiny_models,
+               "write tiny random-initialised checkpoints of every supported family (offline tests)",
+               needs_config=False)
+    tiny.add_argument("out", help="folder to write one checkpoint folder per family into")
+    tiny.add_argument("--families", nargs="*", help="only these transformers families (default: all)")
+    tiny.add_argument("--seed", type=int, default=0)
     return parser
 
 

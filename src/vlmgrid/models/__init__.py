@@ -2,12 +2,13 @@
 
 from vlmgrid.models.base import Backend, OptionRequest
 from vlmgrid.models.baseline import Baseline
+from vlmgrid.models.hf_backend import Hf
 from vlmgrid.models.open_clip_backend import OpenClip
 from vlmgrid.models.openai_backend import OpenAI
 from vlmgrid.registry import Registry
 
 BACKENDS: Registry[type[Backend]] = Registry("model backend")
-for _backend in (Baseline, OpenClip, OpenAI):
+for _backend in (Baseline, OpenClip, OpenAI, Hf):
     BACKENDS.register(_backend.name, _backend)
 
 __all__ = ["BACKENDS", "Backend", "OptionRequest"]

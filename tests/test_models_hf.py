@@ -1,0 +1,374 @@
+"""The hf backend on tiny random checkpoints of each family, built locally and loaded through from_pretrained."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from vlmgrid.errors import VlmgridError  # noqa: E402
+from vlmgrid.fileio import sha256_file  # noqa: E402
+from vlmgrid.models.base import GenerateRequest, OptionRequest  # noqa: E402
+from vlmgrid.models.hf_backend import Hf  # noqa: E402
+from vlmgrid.models.tiny_hf import FAMILIES, write_tiny_checkpoint  # noqa: E402
+
+
+def _settings(family: str, **extra) -> dict:
+    return {"backend": "hf", "source": {"type": "fixture", "family": family, "seed": 0}, "precision": "fp32",
+            "generation": {"max_new_tokens": 6}, **extra}
+
+
+def _image(seed: int, size=(40, 36)) -> Image.Image:
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    return Image.fromarray(pixels)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_hf")
+    made = {}
+
+    def get(family: str):
+        if family == "smolvlm":
+            pytest.importorskip("num2words", reason="the SmolVLM processor needs num2words")
+        if family not in made:
+            made[family] = root / family
+            Hf.fetch(_settings(family), made[family])
+        return made[family]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def models(checkpoints):
+    loaded = {}
+
+    def get(family: str, **extra) -> Hf:
+        key = (family, tuple(sorted(extra.items())))
+        if key not in loaded:
+            loaded[key] = Hf.load(_settings(family, **extra), checkpoints(family), "cpu")
+        return loaded[key]
+
+    return get
+
+
+def _by_hand_logprobs(model: Hf, image, prompt: str, extra_ids=()):
+    """Next-token log-softmax after prompt (+ extra_ids) from one unpadded forward, built from the processor."""
+    content = ([{"type": "image"}] if image is not None else []) + [{"type": "text", "text": prompt}]
+    owner = model.processor if model.processor.chat_template else model.processor.tokenizer  # BLIP: the tokenizer's
+    text = owner.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False)
+    kwargs = {"text": [text], "return_tensors": "pt"}
+    if image is not None:
+        kwargs["images"] = [[image]] if model._nested_images() else [image]
+    inputs = dict(model.processor(**kwargs))
+    if extra_ids:
+        extra = torch.tensor([list(extra_ids)])
+        length = inputs["input_ids"].shape[1]
+        for key, value in list(inputs.items()):  # per-token inputs (mm_token_type_ids...) mark text tokens: 0
+            if key not in ("input_ids", "attention_mask") and value.ndim == 2 and value.shape[1] == length:
+                inputs[key] = torch.cat([value, torch.zeros_like(extra, dtype=value.dtype)], dim=1)
+        inputs["input_ids"] = torch.cat([inputs["input_ids"], extra], dim=1)
+        inputs["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones_like(extra)], dim=1)
+    with torch.inference_mode():
+        logits = model.model(**inputs, use_cache=False).logits
+    return torch.log_softmax(logits[0].float(), dim=-1)
+
+
+FAMILY_NAMES = sorted(FAMILIES)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_loads_through_from_pretrained_and_generates_deterministically(models, family):
+    model = models(family)
+    assert model.model.training is False and model.tokenizer.padding_side == "left"
+    requests = [GenerateRequest(f"q{i}", _image(i), f"What is in the image {i}?") for i in range(3)]
+    first = model.generate(requests)
+    assert len(first) == 3 and all(isinstance(text, str) for text in first)
+    assert model.generate(requests) == first
+    alone = [model.generate([request])[0] for request in requests]
+    assert first == alone  # batched (left-padded) generation equals one request at a time
+    # the same on the token ids (a random model may well generate only special tokens, which decode to "")
+    ids = model.generate_token_ids(requests)
+    assert ids == [model.generate_token_ids([request])[0] for request in requests]
+    assert all(0 < len(row) <= 6 for row in ids)
+    for request, row in zip(requests, ids):  # greedy: the first new token is the argmax after the prompt
+        assert row[0] == int(_by_hand_logprobs(model, request.image, request.prompt)[-1].argmax())
+    short = [GenerateRequest(r.id, r.image, r.prompt, max_new_tokens=2) for r in requests]
+    assert model.generate_token_ids(short) == [row[:2] for row in ids]
+    text_only = [GenerateRequest("t", None, "Is there a cat?", max_new_tokens=2)]
+    if model.needs_image:  # BLIP-2 and InstructBLIP cannot run without an image
+        with pytest.raises(VlmgridError, match="no image"):
+            model.generate(text_only)
+    else:
+        assert isinstance(model.generate(text_only)[0], str)
+    provenance = model.provenance()
+    assert provenance.model_id == f"fixture:{family}" and provenance.device == "cpu" and provenance.dtype == "float32"
+    assert set(provenance.libraries) == {"torch", "transformers"}
+    assert family in model.describe()
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_letter_scores_equal_the_next_token_log_softmax(models, family):
+    model = models(family)
+    prompts = ["Is there a cat?\nA. yes\nB. no\nC. two\nD. red\nAnswer with the letter.", "Which one?", "Is the dog left?"]
+    requests = [OptionRequest(f"q{i}", _image(10 + i), prompt, ["yes", "no", "two", "red"], letters="ABCD")
+                for i, prompt in enumerate(prompts)]
+    scores = model.score_options(requests)
+    for request, score in zip(requests, scores):
+        assert score.tokens == [1, 1, 1, 1] and all(math.isfinite(value) for value in score.total)
+        logprobs = _by_hand_logprobs(model, request.image, request.prompt)[-1]
+        expected = [max(float(logprobs[token]) for token in model.letter_token_ids(letter)) for letter in "ABCD"]
+        np.testing.assert_allclose(score.total, expected, atol=1e-4)
+    # both spellings are considered where the tokenizer has them (byte-level BPE: "A" and " A")
+    assert len(model.letter_token_ids("A")) == 2
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_continuations_reuse_the_prefix_and_equal_full_forwards(models, family):
+    model = models(family, batch_size=3)  # 5 options: chunks of 3 and 2, each from a copy of the prefix cache
+    options = [" yes", " no", " a red car", " two dogs in the house", " 7"]
+    request = OptionRequest("c0", _image(3), "Describe the image briefly.", options)
+    score = model.score_options([request])[0]
+    counts = [len(model.tokenizer.encode(option, add_special_tokens=False)) for option in options]
+    assert score.tokens == counts and max(counts) > 1
+    for option, total in zip(options, score.total):
+        ids = model.tokenizer.encode(option, add_special_tokens=False)
+        logprobs = _by_hand_logprobs(model, request.image, request.prompt, ids[:-1])
+        expected = sum(float(logprobs[len(logprobs) - len(ids) + k, token]) for k, token in enumerate(ids))
+        assert total == pytest.approx(expected, abs=1e-4)
+    # a lettered request, a text-only one and this one in the same call come back in order
+    lettered = OptionRequest("l", _image(4), "Which?", ["x", "y"], letters="AB")
+    text_only = OptionRequest("t", None, "Is there a cat?", [" a red car", " two dogs in the house"])
+    batch = [lettered, request] if model.needs_image else [lettered, text_only, request]
+    mixed = model.score_options(batch)
+    assert mixed[-1].total == pytest.approx(score.total, abs=1e-5) and mixed[0].tokens == [1, 1]
+    if not model.needs_image:  # scored after image requests: nothing of theirs (e.g. Qwen's rope deltas) lingers
+        for option, total in zip(text_only.options, mixed[1].total):
+            ids = model.tokenizer.encode(option, add_special_tokens=False)
+            logprobs = _by_hand_logprobs(model, None, text_only.prompt, ids[:-1])
+            expected = sum(float(logprobs[len(logprobs) - len(ids) + k, token]) for k, token in enumerate(ids))
+            assert total == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_fixture_fetch_is_byte_identical(tmp_path, family):
+    if family == "smolvlm":
+        pytest.importorskip("num2words", reason="the SmolVLM processor needs num2words")
+    first = Hf.fetch(_settings(family), tmp_path / "one")
+    second = Hf.fetch(_settings(family), tmp_path / "two")
+    assert sorted(first) == sorted(second) and "model.safetensors" in first and "tokenizer.json" in first
+    assert {name: sha256_file(path) for name, path in first.items()} == {
+        name: sha256_file(path) for name, path in second.items()}
+    assert sum(path.stat().st_size for path in first.values()) < 2_000_000  # tiny
+    other = write_tiny_checkpoint(family, tmp_path / "three", seed=1)
+    assert sha256_file(other["model.safetensors"]) != sha256_file(first["model.safetensors"])
+
+
+def test_unknown_family_is_a_clear_error(tmp_path):
+    with pytest.raises(VlmgridError, match="no tiny checkpoint family"):
+        write_tiny_checkpoint("nope", tmp_path)
+
+
+@pytest.mark.parametrize("error_name, match", [
+    ("GatedRepoError", "accept its licence.*HF_TOKEN"),
+    ("RepositoryNotFoundError", "was not found"),
+    ("RevisionNotFoundError", "has no revision"),
+    ("LocalEntryNotFoundError", "could not reach the hub"),
+])
+def test_hub_fetch_errors_name_the_fix(monkeypatch, tmp_path, error_name, match):
+    import huggingface_hub
+    from huggingface_hub import errors
+
+    error_class = getattr(errors, error_name)
+
+    def fail(**kwargs):
+        if issubclass(error_class, errors.HfHubHTTPError):
+            response = SimpleNamespace(headers={}, request=None, status_code=403)  # what the error reads
+            raise error_class("boom", response=response)
+        raise error_class("boom")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
+    settings = {"backend": "hf", "source": {"type": "hf_hub", "repo": "org/model", "revision": "abc"}}
+    with pytest.raises(VlmgridError, match=match):
+        Hf.fetch(settings, tmp_path)
+
+
+def test_hub_fetch_returns_the_snapshot_files(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    def download(repo_id, revision, local_dir):
+        (local_dir / "sub").mkdir(parents=True)
+        (local_dir / "config.json").write_text("{}")
+        (local_dir / "sub" / "w.safetensors").write_text("x")
+        (local_dir / ".cache").mkdir()
+        (local_dir / ".cache" / "meta").write_text("y")
+        return str(local_dir)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
+    files = Hf.fetch({"source": {"type": "hf_hub", "repo": "o/m", "revision": "r"}}, tmp_path)
+    assert sorted(files) == ["config.json", "sub/w.safetensors"]
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(VlmgridError, match="fetch-model"):
+        Hf.load(_settings("llava"), tmp_path, "cpu")
+
+
+def test_auto_batch_size_halves_on_out_of_memory(checkpoints, monkeypatch):
+    model = Hf.load(_settings("llava"), checkpoints("llava"), "cpu")
+    assert model.settings["batch_size"] == "auto"
+    requests = [OptionRequest(f"q{i}", _image(20 + i), f"Question {i}?", ["a", "b"], letters="AB") for i in range(5)]
+    expected = [model.score_options([request])[0] for request in requests]
+    forward = model.model.forward
+    sizes = []
+
+    def limited(*args, **kwargs):
+        batch = kwargs["input_ids"].shape[0]
+        sizes.append(batch)
+        if batch > 2:
+            raise torch.cuda.OutOfMemoryError("simulated")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model.model, "forward", limited)
+    model._limit = 64
+    scores = model.score_options(requests)
+    assert sizes == [5, 2, 2, 1]  # 5 fails, then 2 + 2 + the last 1
+    for got, want in zip(scores, expected):
+        np.testing.assert_allclose(got.total, want.total, atol=1e-4)
+    assert model.batch_size == 2 and model._limit == 2
+    sizes.clear()
+    model.score_options(requests)
+    assert sizes == [2, 2, 1]  # the size that worked is remembered
+
+
+def test_fixed_batch_size_does_not_retry_on_out_of_memory(checkpoints, monkeypatch):
+    model = Hf.load(_settings("llava", batch_size=4), checkpoints("llava"), "cpu")
+
+    def oom(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("simulated")
+
+    monkeypatch.setattr(model.model, "forward", oom)
+    with pytest.raises(VlmgridError, match="batch_size"):
+        model.score_options([OptionRequest("q", _image(0), "Q?", ["a", "b"], letters="AB")])
+
+
+def test_importing_models_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, vlmgrid.models, vlmgrid.models.hf_backend, vlmgrid.models.tiny_hf; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_many_candidates_in_chunks_equal_one_batch(models):
+    """DANCE's path: 50 candidate texts for one image, in one batch or in chunks of 7, score the same."""
+    words = ["cat", "dog", "car", "tree", "house", "red", "blue", "bird", "man", "woman"]
+    options = [f" a {words[i % 10]} and {words[(i * 3) % 10]} {i}" for i in range(50)]
+    request = OptionRequest("d", _image(7), "Describe the image briefly.", options)
+    together = models("llava").score_options([request])[0]
+    chunked = models("llava", batch_size=7).score_options([request])[0]
+    assert len(together.total) == 50 and together.tokens == chunked.tokens
+    np.testing.assert_allclose(together.total, chunked.total, atol=1e-4)
+    assert len(set(round(value, 3) for value in together.total)) > 40  # the options are scored, not copied
+
+
+def test_system_message_and_image_size(models):
+    model = models("llava")
+    with_system = model._prompt_text("Is there a cat?", True, "Answer briefly.")
+    assert with_system.startswith("Answer briefly.") and "<image>" in with_system
+    assert "<image>" not in model._prompt_text("Is there a cat?", False, None)
+    request = OptionRequest("s", _image(5, size=(50, 20)), "Which?", ["a", "b"], letters="AB")
+    plain = model.score_options([request])[0]
+    system = model.score_options([OptionRequest("s", request.image, "Which?", ["a", "b"], "AB", "Answer briefly.")])[0]
+    assert plain.total != system.total
+    resized = models("llava", image_size=16)
+    pre_resized = OptionRequest("s", request.image.resize((16, 16)), "Which?", ["a", "b"], letters="AB")
+    pre_resized_total = model.score_options([pre_resized])[0].total
+    assert resized.score_options([request])[0].total == pytest.approx(pre_resized_total, abs=1e-5)
+    assert pre_resized_total != plain.total  # the resize changes what the model sees
+
+
+def test_letters_and_options_that_cannot_be_scored_are_clear_errors(models):
+    model = models("llava")
+    with pytest.raises(VlmgridError, match="not a single token"):
+        model.score_options([OptionRequest("x", _image(0), "Q?", ["a", "b"], letters=["Option1", "Option2"])])
+    with pytest.raises(VlmgridError, match="empty option"):
+        model.score_options([OptionRequest("x", _image(0), "Q?", ["", " b"])])
+    with pytest.raises(VlmgridError, match="2 options but 3 letters"):
+        model.score_options([OptionRequest("x", _image(0), "Q?", ["a", "b"], letters="ABC")])
+
+
+def test_model_class_by_name_and_eager_fallback(checkpoints, monkeypatch, caplog):
+    import transformers
+
+    model = Hf.load(_settings("instructblip", model_class="InstructBlipForConditionalGeneration"),
+                    checkpoints("instructblip"), "cpu")
+    assert type(model.model).__name__ == "InstructBlipForConditionalGeneration"
+    with pytest.raises(VlmgridError, match="no class"):
+        Hf.load(_settings("llava", model_class="NoSuchModel"), checkpoints("llava"), "cpu")
+
+    original = transformers.AutoModelForImageTextToText.from_pretrained
+    seen = []
+
+    def no_sdpa(*args, attn_implementation=None, **kwargs):
+        seen.append(attn_implementation)
+        if attn_implementation == "sdpa":
+            raise ValueError("LlavaForConditionalGeneration does not support an attention implementation through "
+                             "torch.nn.functional.scaled_dot_product_attention yet.")
+        return original(*args, attn_implementation=attn_implementation, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForImageTextToText, "from_pretrained", no_sdpa)
+    with caplog.at_level("WARNING"):
+        model = Hf.load(_settings("llava"), checkpoints("llava"), "cpu")
+    assert seen == ["sdpa", "eager"] and "eager" in caplog.text
+    assert model.model.config._attn_implementation == "eager"
+
+
+def test_fetch_model_manifest_and_registry(tmp_path):
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.models.fetch import fetch_model
+
+    assert BACKENDS.get("hf") is Hf
+    settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 3}}
+    manifest = fetch_model("tiny", settings, tmp_path / "tiny")
+    assert "model.safetensors" in manifest["files"] and "tokenizer.json" in manifest["files"]
+    model = Hf.load(settings, tmp_path / "tiny", "auto")
+    assert model.device == "cpu" and model.dtype == torch.float32  # bf16 is asked for, fp32 on the CPU
+    provenance = model.provenance()
+    assert provenance.revision == "seed=3" and provenance.batch_size is None
+    model.score_options([OptionRequest("q", _image(0), "Q?", ["a", "b"], letters="AB")])
+    assert model.provenance().batch_size == 1
+    assert model.provenance().generation == {"max_new_tokens": 32, "do_sample": False}
+
+
+def test_hub_provenance(models):
+    model = models("llava")
+    hub = Hf({"source": {"type": "hf_hub", "repo": "llava-hf/llava-1.5-7b-hf", "revision": "abc123"}},
+             model.model, model.processor, "cpu", torch.float32)
+    provenance = hub.provenance()
+    assert provenance.model_id == "llava-hf/llava-1.5-7b-hf" and provenance.revision == "abc123"
+    assert "llava-hf/llava-1.5-7b-hf" in hub.describe()
+
+
+def test_device_map_without_accelerate_is_a_clear_error(checkpoints, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    with pytest.raises(VlmgridError, match="accelerate"):
+        Hf.load(_settings("llava", device_map="auto"), checkpoints("llava"), "cpu")
+
+
+def test_sampling_is_seeded(checkpoints):
+    settings = _settings("llava", generation={"max_new_tokens": 6, "do_sample": True, "temperature": 1.5, "seed": 4})
+    model = Hf.load(settings, checkpoints("llava"), "cpu")
+    requests = [GenerateRequest(f"q{i}", _image(i), "What is it?") for i in range(2)]
+    first = model.generate_token_ids(requests)
+    assert model.generate_token_ids(requests) == first
+    greedy = Hf.load(_settings("llava"), checkpoints("llava"), "cpu").generate_token_ids(requests)
+    assert first != greedy  # sampling at temperature 1.5 from a random model differs from greedy decoding
