@@ -15,13 +15,13 @@ def in_repo(monkeypatch):
 
 def test_check_config(capsys):
     assert main(["check-config"]) == 0
-    assert "2 models x 3 benchmarks = 6 cells" in capsys.readouterr().out
+    assert "3 models x 3 benchmarks = 9 cells" in capsys.readouterr().out
 
 
 def test_cells_lists_the_grid(capsys):
     assert main(["cells"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "clip-tiny\tflowers102-fixture" and len(lines) == 6
+    assert lines[0] == "clip-tiny\tflowers102-fixture" and len(lines) == 9
 
 
 def test_listing_commands(capsys):

@@ -8,10 +8,10 @@ from vlmgrid.config import load_config, validate_config
 from vlmgrid.errors import VlmgridError
 
 
-def test_default_config_is_valid_and_has_six_cells(default_config_data):
+def test_default_config_is_valid_and_has_nine_cells(default_config_data):
     config = validate_config(default_config_data, source="config/config.yaml")
     assert [c.name for c in config.cells][:2] == ["clip-tiny-flowers102-fixture", "clip-tiny-pope-fixture"]
-    assert len(config.cells) == 6
+    assert len(config.cells) == 9
     assert config.bootstrap == {"samples": 1000, "seed": 0}
     assert config.infer["part_size"] == 64
 

@@ -119,7 +119,7 @@ def test_broken_image_becomes_an_error_row(small_config):
     assert frame["prediction"].notna().sum() == len(frame) - len(errors)
 
 
-@pytest.mark.parametrize("model", ["clip-tiny", "random"])
+@pytest.mark.parametrize("model", ["clip-tiny", "llava-tiny", "random"])
 @pytest.mark.parametrize("bench", ["flowers102-fixture", "pope-fixture", "scienceqa-fixture"])
 def test_every_model_predicts_every_item(small_config, bench, model):
     config = _setup(small_config, bench=bench, model=model)

@@ -39,3 +39,36 @@ def test_failed_item_becomes_an_error_row_and_the_rest_is_scored():
         assert rows[0]["prediction"] == "x" and rows[0]["error"] is None
         assert rows[1]["prediction"] is None and rows[1]["prediction_index"] == -1
         assert rows[1]["error"].startswith("HTTP 500")
+
+
+class RecordingScorer(FlakyScorer):
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.requests = []
+
+    def score_results(self, requests):
+        self.requests.extend(requests)
+        return super().score_results(requests)
+
+
+def test_multiple_choice_shows_context_and_lettered_options_and_scores_letters():
+    bench = _bench("multiple_choice")
+    bench.records["hint"] = ["The picture shows a farm.", ""]
+    bench.records["options"] = [["x", "y", "z"], ["x", "y"]]
+    model = RecordingScorer({})
+    make_runner("multiple_choice", model, bench)(bench.records)
+    first, second = model.requests
+    assert first.prompt == ("Context: The picture shows a farm.\nq1\nA. x\nB. y\nC. z\n"
+                            "Answer with the option's letter from the given choices directly.")
+    assert tuple(first.letters) == ("A", "B", "C") and list(first.options) == ["x", "y", "z"]
+    assert not second.prompt.startswith("Context") and tuple(second.letters) == ("A", "B")
+
+
+def test_yes_no_asks_for_one_word_and_scores_yes_against_no():
+    bench = _bench("yes_no")
+    bench.records["options"] = [["yes", "no"], ["yes", "no"]]
+    model = RecordingScorer({})
+    make_runner("yes_no", model, bench)(bench.records.iloc[:1])
+    request = model.requests[0]
+    assert request.prompt == "q1\nAnswer the question using a single word or phrase."
+    assert tuple(request.letters) == ("yes", "no")

@@ -14,7 +14,7 @@ from conftest import REPO
 pytestmark = pytest.mark.integration
 
 WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore"]
-MODELS = ["clip-tiny", "random"]
+MODELS = ["clip-tiny", "llava-tiny", "random"]
 BENCHES = ["flowers102-fixture", "pope-fixture", "scienceqa-fixture"]
 
 

@@ -64,10 +64,12 @@ def load_images(bench, records: pd.DataFrame) -> tuple[list, list[str | None]]:
     return images, problems
 
 
-def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of) -> list[tuple[list | None, str | None]]:
+def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
+                letters_of=lambda i: None) -> list[tuple[list | None, str | None]]:
     """Per item: the model's option scores, or None and why the item could not be scored.
 
-    prompt_of(i) and options_of(i) give the i-th item's prompt and options; unusable items are not sent.
+    prompt_of(i), options_of(i) and letters_of(i) give the i-th item's prompt, options and the labels to score
+    as the next token (None: score the option texts as continuations); unusable items are not sent.
     The score of an option is its length-normalised log-likelihood (per token), so options of different
     lengths compete fairly; for single-token letters it is the plain log-probability.
     """
@@ -75,7 +77,8 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of) -> l
 
     images, problems = load_images(bench, records)
     usable = [i for i, problem in enumerate(problems) if problem is None]
-    requests = [OptionRequest(records["id"].iloc[i], images[i], prompt_of(i), options_of(i)) for i in usable]
+    requests = [OptionRequest(records["id"].iloc[i], images[i], prompt_of(i), options_of(i), letters_of(i))
+                for i in usable]
     results = dict(zip(usable, model.score_results(requests))) if requests else {}
     for i, result in results.items():
         if not result.ok:

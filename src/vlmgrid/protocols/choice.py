@@ -1,7 +1,10 @@
 """Choosing one of a question's options: multiple choice (A, B, C, ...) and yes/no.
 
 - embed (contrastive models): the option whose text "question option" is most similar to the image;
-- score_options: the model scores each option after the question and the best is the prediction.
+- score_options (generative models, API models with logprobs, baselines): multiple choice shows the lettered
+  options in the prompt (with the item's context when it has one, as LLaVA's ScienceQA prompt does) and
+  scores the letters as the next token, in one forward pass; yes/no asks for a one-word answer and scores
+  "yes" against "no" the same way.
 """
 
 from __future__ import annotations
@@ -48,10 +51,35 @@ def embed_strategy(model, bench):
     return run
 
 
-def option_strategy(model, bench):
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MC_INSTRUCTION = "Answer with the option's letter from the given choices directly."
+YES_NO_INSTRUCTION = "Answer the question using a single word or phrase."
+
+
+def multiple_choice_prompt(question: str, options, context: str | None = None) -> str:
+    lines = [f"Context: {context}"] if context else []
+    lines.append(question)
+    lines.extend(f"{letter}. {option}" for letter, option in zip(LETTERS, options))
+    lines.append(MC_INSTRUCTION)
+    return "\n".join(lines)
+
+
+def yes_no_prompt(question: str) -> str:
+    return f"{question}\n{YES_NO_INSTRUCTION}"
+
+
+def _context(records: pd.DataFrame, i: int) -> str | None:
+    if "hint" not in records.columns:
+        return None
+    hint = records["hint"].iloc[i]
+    return hint if isinstance(hint, str) and hint.strip() else None
+
+
+def _option_runner(model, bench, prompt_of, letters_of):
     def run(records: pd.DataFrame) -> list[dict]:
         options = [list(item_options) for item_options in records["options"]]
-        results = score_items(model, bench, records, lambda i: records["question"].iloc[i], lambda i: options[i])
+        results = score_items(model, bench, records, lambda i: prompt_of(records, i, options[i]),
+                              lambda i: options[i], lambda i: letters_of(options[i]))
         return [
             error_row(item_id, problem) if scores is None else _choice_row(item_id, options[i], scores)
             for i, (item_id, (scores, problem)) in enumerate(zip(records["id"], results))
@@ -60,14 +88,30 @@ def option_strategy(model, bench):
     return run
 
 
+def multiple_choice_option_strategy(model, bench):
+    return _option_runner(
+        model, bench,
+        lambda records, i, options: multiple_choice_prompt(records["question"].iloc[i], options, _context(records, i)),
+        lambda options: tuple(LETTERS[:len(options)]),
+    )
+
+
+def yes_no_option_strategy(model, bench):
+    return _option_runner(
+        model, bench,
+        lambda records, i, options: yes_no_prompt(records["question"].iloc[i]),
+        lambda options: tuple(options),  # "yes" and "no" are single tokens in every tokenizer we support
+    )
+
+
 MULTIPLE_CHOICE = Protocol(
     name="multiple_choice",
     description="pick one of the item's options",
-    strategies={"score_options": option_strategy, "embed": embed_strategy},
+    strategies={"score_options": multiple_choice_option_strategy, "embed": embed_strategy},
 )
 
 YES_NO = Protocol(
     name="yes_no",
     description="answer a yes/no question",
-    strategies={"score_options": option_strategy, "embed": embed_strategy},
+    strategies={"score_options": yes_no_option_strategy, "embed": embed_strategy},
 )

@@ -2,7 +2,8 @@
 
 - embed (contrastive models): the classifier for a class is the normalised mean of the normalised text
   embeddings of its prompt templates (CLIP's recipe); the prediction is the class of highest cosine similarity.
-- score_options: the model scores every class name and the best is the prediction.
+- score_options: the model scores every class name as the answer to a fixed question (length-normalised
+  log-likelihood) and the best is the prediction.
 """
 
 from __future__ import annotations
@@ -74,11 +75,17 @@ def embed_strategy(model, bench):
     return run
 
 
+CLASSIFICATION_QUESTION = "What is shown in this image? Answer with its name."
+
+
 def option_strategy(model, bench):
     classes = bench.classes
+    # Each class name is scored as the answer's continuation; the space is the one that follows the
+    # assistant's turn marker, which byte-level tokenizers fold into the first word.
+    continuations = [f" {name}" for name in classes]
 
     def run(records: pd.DataFrame) -> list[dict]:
-        results = score_items(model, bench, records, lambda i: "", lambda i: classes)
+        results = score_items(model, bench, records, lambda i: CLASSIFICATION_QUESTION, lambda i: continuations)
         return [
             error_row(item_id, problem) if scores is None
             else _rows_from_scores([item_id], np.asarray([scores]), classes)[0]
