@@ -165,3 +165,17 @@ def test_text_tower_needs_a_pinned_revision(tmp_path):
     (tmp_path / CONFIG_NAME).write_text(json.dumps({"model_cfg": {"text_cfg": {"hf_model_name": "xlm-roberta-base"}}}))
     with pytest.raises(VlmgridError, match="pin it with `text_tower_revision`"):
         _fetch_text_tower(tmp_path, {"type": "pretrained", "arch": "x", "tag": "y", "revision": "abc"})
+
+
+def test_open_clip_hub_errors_name_the_fix(monkeypatch, tmp_path):
+    import huggingface_hub
+    from huggingface_hub import errors
+
+    def gated(**kwargs):
+        raise errors.GatedRepoError("boom", response=__import__("types").SimpleNamespace(
+            headers={}, request=None, status_code=403))
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
+    settings = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "org/clip", "revision": "abc"}}
+    with pytest.raises(VlmgridError, match=r"org/clip is gated; accept its licence on https://huggingface.co/org/clip"):
+        BACKENDS.get("open_clip").fetch(settings, tmp_path)

@@ -176,8 +176,8 @@ def test_unknown_family_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("error_name, match", [
     ("GatedRepoError", "accept its licence.*HF_TOKEN"),
     ("RepositoryNotFoundError", "was not found"),
-    ("RevisionNotFoundError", "has no revision"),
-    ("LocalEntryNotFoundError", "could not reach the hub"),
+    ("RevisionNotFoundError", "revision 'abc' does not exist in the hub repo org/model"),
+    ("LocalEntryNotFoundError", "cannot reach the Hugging Face hub"),
 ])
 def test_hub_fetch_errors_name_the_fix(monkeypatch, tmp_path, error_name, match):
     import huggingface_hub

@@ -12,18 +12,18 @@ Source settings (the `source:` entry of a benchmark in the config), by type:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import posixpath
 import shutil
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.errors import VlmgridError
+from vlmgrid.hub import hub_errors
 from vlmgrid.registry import Registry, closest
 
 
@@ -208,42 +208,8 @@ def _check_hub(kind: BenchmarkKind, source: dict, label: str) -> None:
             )
 
 
-@contextlib.contextmanager
-def _hub_errors(repo: str, revision: str, label: str) -> Iterator[None]:
-    """Turn huggingface_hub's exceptions into one-sentence VlmgridErrors with the fix."""
-    from huggingface_hub import errors
-
-    page = f"https://huggingface.co/datasets/{repo}"
-    try:
-        yield
-    except errors.GatedRepoError:
-        raise VlmgridError(
-            f"{label}: the hub dataset {repo} is gated; accept its licence on {page} and set HF_TOKEN to a token "
-            f"of that account, or point a `local` source at a copy"
-        ) from None
-    except errors.RevisionNotFoundError:
-        raise VlmgridError(f"{label}: revision {revision!r} does not exist in the hub dataset {repo}; set `revision` to one of its commits or tags") from None
-    except errors.DisabledRepoError:
-        raise VlmgridError(f"{label}: the hub dataset {repo} is disabled; point a `local` source at a copy") from None
-    except errors.RepositoryNotFoundError:
-        raise VlmgridError(
-            f"{label}: the hub dataset {repo} was not found or this account may not read it; check `repo`, set "
-            f"HF_TOKEN if it is private, or point a `local` source at a copy"
-        ) from None
-    except errors.LocalEntryNotFoundError:
-        raise VlmgridError(
-            f"{label}: cannot reach the Hugging Face hub for {repo} (offline, or HF_HUB_OFFLINE is set); connect "
-            f"to the network, or point a `local` source at a copy"
-        ) from None
-    except errors.EntryNotFoundError as exc:
-        raise VlmgridError(f"{label}: a file is missing from {repo} at revision {revision} ({exc}); check `revision`") from None
-    except errors.HfHubHTTPError as exc:
-        raise VlmgridError(f"{label}: the Hugging Face hub refused a request for {repo} ({exc}); try again later, or point a `local` source at a copy") from None
-    except (errors.HTTPError, OSError) as exc:
-        raise VlmgridError(
-            f"{label}: cannot reach the Hugging Face hub for {repo} ({exc}); check the network, or point a "
-            f"`local` source at a copy"
-        ) from None
+def _hub_errors(repo: str, revision: str, label: str):
+    return hub_errors(repo, revision, label, repo_type="dataset", alternative="point a `local` source at a copy")
 
 
 def hub_listing(repo: str, revision: str, folders: set[str]) -> dict[str, str | None]:

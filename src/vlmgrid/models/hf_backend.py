@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.hub import hub_errors
 from vlmgrid.models.base import Backend, GenerateRequest, OptionRequest, OptionScores, Provenance
 
 log = logging.getLogger(__name__)
@@ -43,28 +44,10 @@ AUTO_START = 64  # the first batch size tried with batch_size "auto"
 
 def _fetch_hub(source: dict, model_dir: Path) -> dict[str, Path]:
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
 
     repo, revision = source["repo"], source["revision"]
-    try:
+    with hub_errors(repo, revision, f"model {repo}"):
         snapshot_download(repo_id=repo, revision=revision, local_dir=model_dir)
-    except GatedRepoError:
-        raise VlmgridError(f"the hub repo {repo} is gated; accept its licence on its hub page and set HF_TOKEN") from None
-    except RevisionNotFoundError:
-        raise VlmgridError(f"the hub repo {repo} has no revision {revision}; check the model's source.revision") from None
-    except RepositoryNotFoundError:
-        raise VlmgridError(
-            f"the hub repo {repo} was not found (or is private); check source.repo, or set HF_TOKEN for a private repo"
-        ) from None
-    except LocalEntryNotFoundError:
-        raise VlmgridError(
-            f"could not reach the hub to download {repo}@{revision}; check the network (or HF_HUB_OFFLINE) and retry"
-        ) from None
-    except Exception as exc:  # connection errors and timeouts (httpx/requests), HTTP errors, a full disk
-        raise VlmgridError(
-            f"could not download {repo}@{revision} from the hub ({type(exc).__name__}: {exc}); check the network and retry"
-        ) from None
     return {
         str(path.relative_to(model_dir)): path
         for path in sorted(model_dir.rglob("*"))

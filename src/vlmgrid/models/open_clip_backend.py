@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.hub import hub_errors
 from vlmgrid.fileio import atomic_path, write_json
 from vlmgrid.models.base import Backend
 
@@ -143,16 +144,16 @@ def _fetch_text_tower(model_dir: Path, source: dict) -> dict[str, Path]:
             f"(a commit of {tower_repo}) in the model's source"
         )
     fetched = {}
-    for filename, folder in (("config.json", model_dir / TEXT_TOWER_DIR), *((name, model_dir) for name in _TOKENIZER_FILES)):
-        if (folder / filename).is_file():
-            continue
-        try:
-            path = hf_hub_download(repo_id=tower_repo, filename=filename, revision=revision, local_dir=folder)
-        except EntryNotFoundError:
-            continue
-        except OSError as exc:
-            raise VlmgridError(f"could not download {filename} of the text tower {tower_repo}: {exc}") from None
-        fetched[str(Path(path).relative_to(model_dir))] = Path(path)
+    with hub_errors(tower_repo, revision, f"text tower {tower_repo}"):
+        for filename, folder in (("config.json", model_dir / TEXT_TOWER_DIR),
+                                 *((name, model_dir) for name in _TOKENIZER_FILES)):
+            if (folder / filename).is_file():
+                continue
+            try:
+                path = hf_hub_download(repo_id=tower_repo, filename=filename, revision=revision, local_dir=folder)
+            except EntryNotFoundError:
+                continue
+            fetched[str(Path(path).relative_to(model_dir))] = Path(path)
     return fetched
 
 
@@ -162,25 +163,18 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_m
 def _hub_download(repo: str, revision: str, model_dir: Path, filenames: Sequence[str]) -> dict[str, Path]:
     """Download the first of `filenames` that the repo has (and its config if present) at a pinned revision."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, RepositoryNotFoundError
+    from huggingface_hub.errors import EntryNotFoundError
 
     fetched: dict[str, Path] = {}
-    for filename in (CONFIG_NAME, *filenames):
-        try:
-            path = hf_hub_download(repo_id=repo, filename=filename, revision=revision, local_dir=model_dir)
-        except EntryNotFoundError:
-            continue
-        except GatedRepoError:
-            raise VlmgridError(
-                f"the hub repo {repo} is gated; accept its licence on its hub page and set HF_TOKEN"
-            ) from None
-        except RepositoryNotFoundError:
-            raise VlmgridError(f"the hub repo {repo} (revision {revision}) was not found; check repo and revision") from None
-        except OSError as exc:
-            raise VlmgridError(f"could not download {filename} from the hub repo {repo}: {exc}") from None
-        fetched[filename] = Path(path)
-        if filename != CONFIG_NAME:
-            break
+    with hub_errors(repo, revision, f"model {repo}"):
+        for filename in (CONFIG_NAME, *filenames):
+            try:
+                fetched[filename] = Path(hf_hub_download(repo_id=repo, filename=filename, revision=revision,
+                                                         local_dir=model_dir))
+            except EntryNotFoundError:
+                continue
+            if filename != CONFIG_NAME:
+                break
     if not set(fetched) - {CONFIG_NAME}:
         raise VlmgridError(f"the hub repo {repo}@{revision} has none of the weight files {', '.join(filenames)}")
     return fetched
