@@ -40,6 +40,7 @@ class BenchmarkKind:
     fixture_defaults: default fixture settings (seed, size, classes, corrupt)
     url_files:       the real files for a `url` source: ({"url", "md5" or "sha256", "name"}, ...)
     hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin), "config", "split"}
+    parser:          how a generated answer is read (a parser name); "" for the protocol's default
     """
 
     name: str
@@ -55,6 +56,7 @@ class BenchmarkKind:
     fixture_defaults: Mapping[str, Any] = field(default_factory=dict)
     url_files: tuple[Mapping[str, str], ...] = ()
     hub: Mapping[str, str] | None = None
+    parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):
