@@ -34,7 +34,7 @@ def _bench(protocol: str):
 def test_failed_item_becomes_an_error_row_and_the_rest_is_scored():
     for protocol in ("multiple_choice", "yes_no", "classification"):
         bench = _bench(protocol)
-        rows = make_runner(protocol, FlakyScorer({}), bench)(bench.records)
+        rows = make_runner(protocol, FlakyScorer({}), bench)[0](bench.records)
         assert [row["id"] for row in rows] == ["good", "bad"]
         assert rows[0]["prediction"] == "x" and rows[0]["error"] is None
         assert rows[1]["prediction"] is None and rows[1]["prediction_index"] == -1
@@ -56,7 +56,7 @@ def test_multiple_choice_shows_context_and_lettered_options_and_scores_letters()
     bench.records["hint"] = ["The picture shows a farm.", ""]
     bench.records["options"] = [["x", "y", "z"], ["x", "y"]]
     model = RecordingScorer({})
-    make_runner("multiple_choice", model, bench)(bench.records)
+    make_runner("multiple_choice", model, bench)[0](bench.records)
     first, second = model.requests
     assert first.prompt == ("Context: The picture shows a farm.\nq1\nA. x\nB. y\nC. z\n"
                             "Answer with the option's letter from the given choices directly.")
@@ -68,7 +68,48 @@ def test_yes_no_asks_for_one_word_and_scores_yes_against_no():
     bench = _bench("yes_no")
     bench.records["options"] = [["yes", "no"], ["yes", "no"]]
     model = RecordingScorer({})
-    make_runner("yes_no", model, bench)(bench.records.iloc[:1])
+    make_runner("yes_no", model, bench)[0](bench.records.iloc[:1])
     request = model.requests[0]
     assert request.prompt == "q1\nAnswer the question using a single word or phrase."
     assert tuple(request.letters) == ("yes", "no")
+
+
+class CannedGenerator(Backend):
+    """Answers from a table keyed by item id; the item "down" fails like an API after its retries."""
+
+    name = "canned"
+    capabilities = frozenset({"generate"})
+
+    def __init__(self, answers):
+        super().__init__({})
+        self.answers = answers
+        self.prompts = []
+
+    def generate_results(self, requests):
+        from vlmgrid.models.base import GenerationResult
+
+        self.prompts.extend(r.prompt for r in requests)
+        return [GenerationResult(None, "HTTP 503 (gave up after 5 attempts)") if r.id == "down"
+                else GenerationResult(self.answers[r.id]) for r in requests]
+
+
+def test_generated_answers_are_parsed_and_kept_raw():
+    bench = _bench("multiple_choice")
+    bench.records = pd.concat([bench.records, bench.records.iloc[:1].assign(id="down")], ignore_index=True)
+    bench.kind = SimpleNamespace(templates=(), parser="letter")
+    model = CannedGenerator({"good": "The answer is B.", "bad": "I am not sure."})
+    runner, strategy = make_runner("multiple_choice", model, bench)
+    rows = runner(bench.records)
+    assert strategy == "generate"
+    assert (rows[0]["prediction"], rows[0]["prediction_index"], rows[0]["raw"]) == ("y", 1, "The answer is B.")
+    assert rows[1]["prediction"] is None and rows[1]["raw"] == "I am not sure." and rows[1]["error"] is None
+    assert rows[2]["error"].startswith("HTTP 503") and rows[2]["raw"] is None
+    assert model.prompts[0].endswith("Answer with the option's letter from the given choices directly.")
+
+
+def test_yes_no_generation_uses_the_benchmarks_official_parser():
+    bench = _bench("yes_no")
+    bench.records["options"] = [["yes", "no"], ["yes", "no"]]
+    bench.kind = SimpleNamespace(templates=(), parser="mme")
+    rows = make_runner("yes_no", CannedGenerator({"good": "Yes, it is.", "bad": "Nope"}), bench)[0](bench.records)
+    assert [(r["prediction"], r["prediction_index"]) for r in rows] == [("yes", 0), ("no", 1)]

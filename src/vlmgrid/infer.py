@@ -78,6 +78,13 @@ class PartStore:
     def save_provenance(self, provenance: dict) -> None:
         write_json(self.directory / "provenance.json", provenance)
 
+    def save_strategy(self, strategy: str) -> None:
+        write_json(self.directory / "strategy.json", {"strategy": strategy})
+
+    def strategy(self) -> str | None:
+        path = self.directory / "strategy.json"
+        return json.loads(path.read_text(encoding="utf-8"))["strategy"] if path.is_file() else None
+
     def provenance(self) -> dict | None:
         path = self.directory / "provenance.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
@@ -131,7 +138,8 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
         say(f"loaded {model_name} ({model.describe()}) in {time.monotonic() - started:.1f}s")
         store.save_provenance(dataclasses.asdict(model.provenance()))
         model.set_answer_prior(records["answer_index"].tolist())
-        runner = make_runner(protocol, model, bench)
+        runner, strategy = make_runner(protocol, model, bench)
+        store.save_strategy(strategy)
         bar = tqdm(total=len(records), initial=done_items, unit="item", desc=f"{model_name} on {bench.name}",
                    disable=not progress, file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
         for index in range(n_parts):
@@ -152,6 +160,7 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
         "model_settings": model_settings,
         "data_fingerprint": bench.manifest.get("fingerprint"),
         "protocol": protocol,
+        "strategy": store.strategy(),
         "provenance": store.provenance(),
     }
     write_table(out_path, merged.replace_schema_metadata({b"vlmgrid": json.dumps(metadata, sort_keys=True).encode()}))

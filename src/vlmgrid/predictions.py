@@ -55,6 +55,18 @@ def read_table(path: Path, rebuild_hint: str) -> pa.Table:
     return table.select(SCHEMA.names).cast(SCHEMA)
 
 
+def read_metadata(path: Path) -> dict:
+    """What inference recorded in the file (model settings, protocol, strategy, provenance); {} if none."""
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except (pa.ArrowException, OSError):
+        return {}
+    try:
+        return json.loads(metadata.get(METADATA_KEY, b"{}"))
+    except ValueError:
+        return {}
+
+
 def read_predictions(path: Path, rebuild_hint: str = "run inference again") -> pd.DataFrame:
     return read_table(path, rebuild_hint).to_pandas()
 

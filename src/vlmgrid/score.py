@@ -6,7 +6,7 @@ from pathlib import Path
 
 from vlmgrid import __version__
 from vlmgrid.fileio import sha256_file, write_json
-from vlmgrid.predictions import check_against_records, read_predictions
+from vlmgrid.predictions import check_against_records, read_metadata, read_predictions
 
 
 def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_path: Path,
@@ -26,6 +26,8 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         "model": model_name,
         "benchmark": bench.name,
         **result,
+        # How the answers were obtained (likelihood, generate, embed), so a table can say which.
+        "strategy": read_metadata(predictions_path).get("strategy"),
         "inputs": {
             "data_fingerprint": bench.manifest.get("fingerprint"),
             "predictions_sha256": sha256_file(predictions_path),

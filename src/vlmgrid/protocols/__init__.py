@@ -3,16 +3,26 @@
 from vlmgrid.protocols.base import Protocol, Runner
 from vlmgrid.protocols.choice import MULTIPLE_CHOICE, YES_NO
 from vlmgrid.protocols.classification import CLASSIFICATION
+from vlmgrid.protocols.short_answer import SHORT_ANSWER
 from vlmgrid.registry import Registry
 
 PROTOCOLS: Registry[Protocol] = Registry("protocol")
-for _protocol in (CLASSIFICATION, MULTIPLE_CHOICE, YES_NO):
+for _protocol in (CLASSIFICATION, MULTIPLE_CHOICE, YES_NO, SHORT_ANSWER):
     PROTOCOLS.register(_protocol.name, _protocol)
 
 
-def _capability(protocol_name: str, capabilities) -> str | None:
-    protocol = PROTOCOLS.get(protocol_name)
-    return next((cap for cap in protocol.strategies if cap in capabilities), None)
+# A model's `answer_mode` puts one kind of answering first; otherwise the protocol's own order stands.
+_MODE_CAPABILITY = {"generate": "generate", "likelihood": "score_options"}
+
+
+def strategy_for(protocol_name: str, capabilities, answer_mode: str | None = None) -> str | None:
+    """The capability whose strategy runs this protocol for a model, or None when it has none."""
+    order = list(PROTOCOLS.get(protocol_name).strategies)
+    preferred = _MODE_CAPABILITY.get(answer_mode or "")
+    if preferred in order:
+        order.remove(preferred)
+        order.insert(0, preferred)
+    return next((capability for capability in order if capability in capabilities), None)
 
 
 def runnable(protocol_name: str, model_settings: dict) -> bool:
@@ -20,14 +30,15 @@ def runnable(protocol_name: str, model_settings: dict) -> bool:
     from vlmgrid.models import BACKENDS
 
     backend = BACKENDS.get(model_settings["backend"])
-    return _capability(protocol_name, backend.capabilities_for(model_settings)) is not None
+    return strategy_for(protocol_name, backend.capabilities_for(model_settings)) is not None
 
 
-def make_runner(protocol_name: str, model, bench) -> Runner:
-    capability = _capability(protocol_name, model.model_capabilities)
+def make_runner(protocol_name: str, model, bench) -> tuple[Runner, str]:
+    """The runner for this model on this benchmark, and the capability it uses (recorded with the predictions)."""
+    capability = strategy_for(protocol_name, model.model_capabilities, model.settings.get("answer_mode"))
     if capability is None:
         raise ValueError(f"{model.name} has no capability that the {protocol_name} protocol can use")
-    return PROTOCOLS.get(protocol_name).strategies[capability](model, bench)
+    return PROTOCOLS.get(protocol_name).strategies[capability](model, bench), capability
 
 
-__all__ = ["PROTOCOLS", "Protocol", "Runner", "make_runner", "runnable"]
+__all__ = ["PROTOCOLS", "Protocol", "Runner", "make_runner", "runnable", "strategy_for"]

@@ -89,6 +89,41 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
     ]
 
 
+def generate_items(model, bench, records: pd.DataFrame, prompt_of) -> list[tuple[str | None, str | None]]:
+    """Per item: the model's generated text, or None and why there is none (broken image, failed request)."""
+    from vlmgrid.models.base import GenerateRequest
+
+    images, problems = load_images(bench, records)
+    usable = [i for i, problem in enumerate(problems) if problem is None]
+    requests = [GenerateRequest(records["id"].iloc[i], images[i], prompt_of(i)) for i in usable]
+    results = dict(zip(usable, model.generate_results(requests))) if requests else {}
+    for i, result in results.items():
+        if not result.ok:
+            problems[i] = result.error
+    return [
+        (results[i].text if i in results and results[i].ok else None, problems[i]) for i in range(len(records))
+    ]
+
+
+def parser_for(bench, default: str):
+    """The benchmark's own answer parser (its official rule), else the protocol's default."""
+    from vlmgrid.protocols.parsing import PARSERS
+
+    return PARSERS.get(getattr(bench.kind, "parser", "") or default)
+
+
+def parsed_rows(records: pd.DataFrame, results, parse, options_of) -> list[dict]:
+    """Prediction rows from generated texts: the raw text is always kept; unparsable text is a format error."""
+    rows = []
+    for i, (item_id, (text, problem)) in enumerate(zip(records["id"], results)):
+        if text is None:
+            rows.append(error_row(item_id, problem))
+            continue
+        parsed = parse(text, options_of(i))
+        rows.append(prediction_row(item_id, raw=text, prediction=parsed.prediction, prediction_index=parsed.index))
+    return rows
+
+
 def topk_indices(scores, k: int = 5):
     """Indices of the k best scores per row, best first (ties broken by the lower index)."""
     import numpy as np

@@ -4,7 +4,10 @@
 - score_options (generative models, API models with logprobs, baselines): multiple choice shows the lettered
   options in the prompt (with the item's context when it has one, as LLaVA's ScienceQA prompt does) and
   scores the letters as the next token, in one forward pass; yes/no asks for a one-word answer and scores
-  "yes" against "no" the same way.
+  "yes" against "no" the same way;
+- generate (generative and API models with `answer_mode: generate`, or without log-likelihoods): the same
+  prompts, free generation, and the benchmark's own parser (its official rule) reads the answer; the raw text
+  is kept and an unreadable answer is a format error.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, score_items
+from vlmgrid.protocols.base import (
+    Protocol, error_row, generate_items, load_images, parsed_rows, parser_for, prediction_row, score_items,
+)
 
 
 def option_texts(question: str, options) -> list[str]:
@@ -104,14 +109,38 @@ def yes_no_option_strategy(model, bench):
     )
 
 
+def multiple_choice_generate_strategy(model, bench):
+    parse = parser_for(bench, "letter")
+
+    def run(records: pd.DataFrame) -> list[dict]:
+        options = [list(item_options) for item_options in records["options"]]
+        results = generate_items(model, bench, records, lambda i: multiple_choice_prompt(
+            records["question"].iloc[i], options[i], _context(records, i)))
+        return parsed_rows(records, results, parse, lambda i: options[i])
+
+    return run
+
+
+def yes_no_generate_strategy(model, bench):
+    parse = parser_for(bench, "pope")
+
+    def run(records: pd.DataFrame) -> list[dict]:
+        results = generate_items(model, bench, records, lambda i: yes_no_prompt(records["question"].iloc[i]))
+        return parsed_rows(records, results, parse, lambda i: ["yes", "no"])
+
+    return run
+
+
 MULTIPLE_CHOICE = Protocol(
     name="multiple_choice",
     description="pick one of the item's options",
-    strategies={"score_options": multiple_choice_option_strategy, "embed": embed_strategy},
+    strategies={"score_options": multiple_choice_option_strategy, "generate": multiple_choice_generate_strategy,
+                "embed": embed_strategy},
 )
 
 YES_NO = Protocol(
     name="yes_no",
     description="answer a yes/no question",
-    strategies={"score_options": yes_no_option_strategy, "embed": embed_strategy},
+    strategies={"score_options": yes_no_option_strategy, "generate": yes_no_generate_strategy,
+                "embed": embed_strategy},
 )
