@@ -12,6 +12,14 @@ from vlmgrid.benchmarks.prepare import Benchmark, load_benchmark, prepare_benchm
 
 # Each import registers one kind.
 from vlmgrid.benchmarks import flowers102, pope, scienceqa  # noqa: E402,F401
+from vlmgrid.benchmarks import mme  # noqa: E402,F401
+from vlmgrid.benchmarks import mmbench  # noqa: E402,F401
+from vlmgrid.benchmarks import cvbench  # noqa: E402,F401
+from vlmgrid.benchmarks import mmvp  # noqa: E402,F401
+from vlmgrid.benchmarks import textvqa  # noqa: E402,F401
+from vlmgrid.benchmarks import food101  # noqa: E402,F401
+from vlmgrid.benchmarks import caltech101  # noqa: E402,F401
+from vlmgrid.benchmarks import imagenet  # noqa: E402,F401
 
 __all__ = [
     "BENCHMARKS",

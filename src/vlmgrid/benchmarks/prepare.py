@@ -148,6 +148,10 @@ def _records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str
             labels = options
             if options != ["yes", "no"]:
                 raise VlmgridError(f"{where} has options {options!r}; yes/no items must have ['yes', 'no']")
+        elif kind.protocol == "short_answer":
+            labels = options
+            if options or index != -1:
+                raise VlmgridError(f"{where} has options {options!r} / answer_index {index}; short-answer items have no options and answer_index -1: the adapter needs a fix")
         else:
             labels = options
             if len(options) < 2:

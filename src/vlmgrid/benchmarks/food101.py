@@ -1,0 +1,187 @@
+"""Food-101 (zero-shot classification on the 25,250 official test images, 250 per class).
+
+Raw layout (https://data.vision.ee.ethz.ch/cvl/datasets_extra/food-101/): one archive food-101.tar.gz holding
+  food-101/images/<class>/<id>.jpg       all 101,000 images (<class> is snake_case, e.g. apple_pie)
+  food-101/meta/classes.txt              the 101 class folder names, sorted, one a line
+  food-101/meta/test.json                {class: ["class/id", ...]}: the test split (train.json likewise)
+Classes: the sorted class folder names; CLIP's prompt names replace "_" by " " ("apple pie"), and
+classes.json holds those prompt names. Record ids are "<class>-<id>" (e.g. "apple_pie-1011328").
+The adapter streams the 5 GB tar (never held in memory) in two passes: the first stops as soon as it has read
+meta/test.json and meta/classes.txt, the second writes only the test images.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import zlib
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from vlmgrid import fileio
+from vlmgrid.benchmarks import fixtures as fx
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.rawio import raw_file
+from vlmgrid.errors import VlmgridError
+
+ARCHIVE = "food-101.tar.gz"
+ROOT = "food-101"
+TEST_JSON, CLASSES_TXT = f"{ROOT}/meta/test.json", f"{ROOT}/meta/classes.txt"
+IMAGE_NAME = ROOT + "/images/{}.jpg"  # {} = "class/id" as in test.json
+IMAGE_SIZE = 64
+# The first real Food-101 classes (sorted), for fixtures.
+FIXTURE_CLASSES = (
+    "apple_pie", "baby_back_ribs", "baklava", "beef_carpaccio", "beef_tartare",
+    "beet_salad", "beignets", "bibimbap", "bread_pudding", "breakfast_burrito",
+)
+
+
+def prompt_name(folder: str) -> str:
+    """CLIP's Food-101 prompt name of a class folder: underscores become spaces ("apple_pie" -> "apple pie")."""
+    return folder.replace("_", " ")
+
+
+# ---------------------------------------------------------------------------------------------- fixture
+
+def _dish(label: int, rng) -> bytes:
+    """One class = one plate colour and one food shape; position, size and table colour vary."""
+    palette = list(fx.COLOURS.values())
+    colour = palette[label % len(palette)]
+    shape = fx.SHAPES[label % len(fx.SHAPES)]
+    table = (rng.randrange(120, 200), rng.randrange(80, 140), rng.randrange(40, 90))
+    image, draw = fx.canvas(IMAGE_SIZE, table)
+    cx = IMAGE_SIZE / 2 + rng.uniform(-5, 5)
+    cy = IMAGE_SIZE / 2 + rng.uniform(-5, 5)
+    plate = rng.uniform(24, 29)
+    draw.ellipse((cx - plate, cy - plate, cx + plate, cy + plate), fill=(235, 235, 230))
+    fx.draw_shape(draw, shape, cx, cy, plate * rng.uniform(0.5, 0.7), colour)
+    return fx.encode(image, "JPEG")
+
+
+def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
+    """`classes` classes x (2 train + `size` test) images in the real archive layout (meta after images)."""
+    seed = fx.fixture_int(settings, "seed", 0)
+    size = fx.fixture_int(settings, "size", 1)
+    n_classes = fx.fixture_int(settings, "classes", 1)
+    corrupt = fx.fixture_int(settings, "corrupt", 0)
+    if n_classes > len(FIXTURE_CLASSES):
+        raise VlmgridError(f"fixture source: `classes: {n_classes}` is more than the {len(FIXTURE_CLASSES)} Food-101 fixture classes; lower it")
+    classes = list(FIXTURE_CLASSES[:n_classes])
+    id_rng = fx.rng_for(seed, "food101", "ids")
+    split: dict[str, dict[str, list[str]]] = {"train": {}, "test": {}}
+    ids = id_rng.sample(range(100000, 4000000), n_classes * (2 + size))
+    for k, name in enumerate(classes):
+        mine = ids[k * (2 + size):(k + 1) * (2 + size)]
+        split["train"][name] = [f"{name}/{i}" for i in mine[:2]]
+        split["test"][name] = [f"{name}/{i}" for i in mine[2:]]
+    tests = [entry for name in classes for entry in split["test"][name]]
+    broken = fx.pick_corrupt(seed, tests, corrupt, "test images")
+    draw_rng = fx.rng_for(seed, "food101", "draw")
+    members, directories = [], [ROOT, f"{ROOT}/images", f"{ROOT}/meta"]
+    for label, name in enumerate(classes):
+        directories.append(f"{ROOT}/images/{name}")
+        for entry in sorted(split["train"][name] + split["test"][name]):
+            data = _dish(label, draw_rng)
+            members.append((IMAGE_NAME.format(entry), fx.truncate(data) if entry in broken else data))
+    for part in ("train", "test"):
+        members.append((f"{ROOT}/meta/{part}.json", json.dumps(split[part]).encode("utf-8")))
+        lines = [entry for name in classes for entry in split[part][name]]
+        members.append((f"{ROOT}/meta/{part}.txt", ("\n".join(lines) + "\n").encode("utf-8")))
+    members.append((CLASSES_TXT, ("\n".join(classes) + "\n").encode("utf-8")))
+    pretty = [" ".join(w.capitalize() for w in name.split("_")) for name in classes]
+    members.append((f"{ROOT}/meta/labels.txt", ("\n".join(pretty) + "\n").encode("utf-8")))
+    fx.write_tgz(Path(raw_dir) / ARCHIVE, members, directories=directories)
+
+
+# ---------------------------------------------------------------------------------------------- adapter
+
+def _name(member: tarfile.TarInfo) -> str:
+    return member.name[2:] if member.name.startswith("./") else member.name
+
+
+def _read_meta(archive: Path) -> tuple[dict, list[str] | None]:
+    """Pass 1: test.json (required) and classes.txt (optional) from the archive."""
+    test, classes = None, None
+    with tarfile.open(archive, "r|*") as tar:
+        for member in tar:
+            name = _name(member)
+            if member.isfile() and name in (TEST_JSON, CLASSES_TXT):
+                data = tar.extractfile(member).read().decode("utf-8")
+                if name == TEST_JSON:
+                    try:
+                        test = json.loads(data)
+                    except ValueError as exc:
+                        raise VlmgridError(f"{archive}: {TEST_JSON} is not readable JSON ({exc}); re-download the archive") from None
+                else:
+                    classes = [line.strip() for line in data.splitlines() if line.strip()]
+                if test is not None and classes is not None:
+                    break
+    if test is None:
+        raise VlmgridError(f"{archive}: has no {TEST_JSON}; it is not the published Food-101 archive: re-download it")
+    if not isinstance(test, dict) or not all(isinstance(v, list) for v in test.values()):
+        raise VlmgridError(f"{archive}: {TEST_JSON} is not a {{class: [\"class/id\", ...]}} table; re-download the archive")
+    return test, classes
+
+
+def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
+    archive = raw_file(raw_dir, ARCHIVE)
+    try:
+        test, listed = _read_meta(archive)
+        folders = sorted(test)
+        if listed is not None and sorted(listed) != folders:
+            raise VlmgridError(f"{archive}: meta/classes.txt and meta/test.json name different classes; re-download the archive")
+        wanted: dict[str, tuple[str, int]] = {}
+        for index, folder in enumerate(folders):
+            for entry in test[folder]:
+                if not isinstance(entry, str) or entry.split("/")[0] != folder:
+                    raise VlmgridError(f"{archive}: {TEST_JSON} lists {entry!r} under {folder!r}; re-download the archive")
+                wanted[IMAGE_NAME.format(entry)] = (entry, index)
+        found: set[str] = set()
+        with tarfile.open(archive, "r|*") as tar:  # pass 2: only the test images, streamed
+            for member in tar:
+                name = _name(member)
+                if member.isfile() and name in wanted and name not in found:
+                    fileio.write_bytes(Path(bench_dir) / "images" / f"{wanted[name][0]}.jpg", tar.extractfile(member).read())
+                    found.add(name)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise VlmgridError(f"{archive}: not a readable .tar.gz archive ({exc}); delete it and run prepare again") from None
+    missing = sorted(set(wanted) - found)
+    if missing:
+        raise VlmgridError(f"{archive}: has no {missing[0]} (a test image listed in {TEST_JSON}); the archive is incomplete: re-download it")
+    classes = [prompt_name(f) for f in folders]
+    rows = []
+    for entry, index in sorted(wanted.values(), key=lambda v: (v[1], v[0])):
+        rows.append(
+            {
+                "id": entry.replace("/", "-"),
+                "image": f"images/{entry}.jpg",
+                "question": "",
+                "options": [],
+                "answer": classes[index],
+                "answer_index": index,
+            }
+        )
+    return Adapted(records=pd.DataFrame(rows), classes=classes)
+
+
+KIND = register(
+    BenchmarkKind(
+        name="food101",
+        protocol="classification",
+        metric="classification",
+        breakdown_by=(),
+        description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
+        templates=("a photo of {c}, a type of food.",),
+        expected_count=25250,
+        raw_files=(ARCHIVE,),
+        write_fixture=write_fixture,
+        adapt=adapt,
+        fixture_defaults={"seed": 0, "size": 3, "classes": 4, "corrupt": 0},
+        url_files=(
+            {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},
+        ),
+        parser="open_class",
+    )
+)

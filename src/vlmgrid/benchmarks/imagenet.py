@@ -1,0 +1,338 @@
+"""ImageNet-1k (ILSVRC2012) zero-shot classification on the 50,000 validation images; two kinds, one label space.
+
+`imagenet`: the hub copy ILSVRC/imagenet-1k (gated: accept its terms, then set HF_TOKEN; the hf_hub source
+turns a gated error into that advice). Raw layout: data/validation-000NN-of-00014.parquet, columns
+image (struct {bytes, path}) and label (int: index into the 1,000 WordNet ids in sorted order). A `local`
+source may point at a folder holding those parquet files.
+
+`imagenet_ilsvrc2012`: the original ILSVRC2012 files, for a `local` source (image-net.org needs a login):
+  ILSVRC2012_img_val.tar            ILSVRC2012_val_%08d.JPEG (50,000, flat)
+  ILSVRC2012_devkit_t12.tar.gz      ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt
+                                    (1-based ILSVRC2012_IDs, line n = image n) and data/meta.mat (`synsets`:
+                                    ILSVRC2012_ID, WNID, words, gloss, num_children, ...)
+The adapter also reads the extracted forms (a `val/` folder, flat or in WNID sub-folders, and an
+`ILSVRC2012_devkit_t12/` folder), but prepare hashes a local source's raw files by the kind's raw_files
+patterns, which name the two archives: keep them in the folder. Labels: ILSVRC2012_ID -> WNID through the
+leaf synsets (ILSVRC2012_ID 1..1000, num_children 0) of meta.mat -> index of that WNID in sorted order,
+the same index the hub `label` uses.
+
+Class names and templates: open_clip's zero-shot metadata (IMAGENET_CLASSNAMES, index = sorted-WNID index;
+the 80 OPENAI_IMAGENET_TEMPLATES, turned from callables into "{c}" strings), read from the installed
+open_clip without importing torch. classes.json always holds all 1,000 names, fixtures included.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+import tarfile
+import zlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from vlmgrid import fileio
+from vlmgrid.benchmarks import fixtures as fx
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
+from vlmgrid.errors import VlmgridError
+
+N_CLASSES, N_VAL = 1000, 50000
+HUB_PATTERN = "data/validation-*.parquet"
+VAL_TAR, DEVKIT_TGZ, DEVKIT = "ILSVRC2012_img_val.tar", "ILSVRC2012_devkit_t12.tar.gz", "ILSVRC2012_devkit_t12"
+GROUND_TRUTH, META = "data/ILSVRC2012_validation_ground_truth.txt", "data/meta.mat"
+VAL_NAME = "ILSVRC2012_val_{:08d}.JPEG"
+VAL_RE = re.compile(r"ILSVRC2012_val_(\d{8})\.JPEG$")
+IMAGE_SIZE = 64
+SCHEMA = pa.schema([("image", IMAGE_TYPE), ("label", pa.int64())])
+
+
+# ---------------------------------------------------------------------------------------------- names
+
+@lru_cache(maxsize=1)
+def _metadata():
+    """open_clip.zero_shot_metadata, loaded from its file (importing open_clip itself would import torch)."""
+    spec = importlib.util.find_spec("open_clip")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "zero_shot_metadata.py"
+        if path.is_file():
+            module_spec = importlib.util.spec_from_file_location("_vlmgrid_open_clip_zero_shot_metadata", path)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            return module
+    import open_clip.zero_shot_metadata as module  # noqa: PLC0415 - the plain way, if the file trick fails
+
+    return module
+
+
+def classnames() -> list[str]:
+    names = list(_metadata().IMAGENET_CLASSNAMES)
+    if len(names) != N_CLASSES:
+        raise VlmgridError(f"open_clip's IMAGENET_CLASSNAMES has {len(names)} names, not {N_CLASSES}; reinstall open_clip_torch")
+    return names
+
+
+def templates() -> tuple[str, ...]:
+    """The 80 OpenAI ImageNet templates as "{c}" strings (open_clip stores them as callables)."""
+    return tuple(t("{c}") if callable(t) else str(t) for t in _metadata().OPENAI_IMAGENET_TEMPLATES)
+
+
+def _record(item_id: str, image: str, index: int, names: list[str]) -> dict:
+    return {"id": item_id, "image": image, "question": "", "options": [], "answer": names[index], "answer_index": index}
+
+
+# ---------------------------------------------------------------------------------------------- hub copy
+
+def _draw(label: int, rng) -> bytes:
+    palette = list(fx.COLOURS.values())
+    image, draw = fx.canvas(IMAGE_SIZE, (rng.randrange(60, 200),) * 3)
+    fx.draw_shape(draw, fx.SHAPES[label % len(fx.SHAPES)], IMAGE_SIZE / 2 + rng.uniform(-6, 6),
+                  IMAGE_SIZE / 2 + rng.uniform(-6, 6), rng.uniform(14, 24), palette[(label // len(fx.SHAPES)) % len(palette)])
+    return fx.encode(image, "JPEG")
+
+
+def _fixture_items(settings: Mapping[str, Any], salt: str) -> tuple[int, list[int], set[int]]:
+    """(seed, labels of images 1..n in validation order, numbers written corrupt): `classes` x `size` images."""
+    seed = fx.fixture_int(settings, "seed", 0)
+    size = fx.fixture_int(settings, "size", 1)
+    n_classes = fx.fixture_int(settings, "classes", 1)
+    corrupt = fx.fixture_int(settings, "corrupt", 0)
+    if n_classes > N_CLASSES:
+        raise VlmgridError(f"fixture source: `classes: {n_classes}` is more than ImageNet's {N_CLASSES} classes; lower it")
+    rng = fx.rng_for(seed, "imagenet", "labels")
+    chosen = rng.sample(range(N_CLASSES), n_classes)  # spread over the 1,000-index space
+    labels = [label for label in chosen for _ in range(size)]
+    rng.shuffle(labels)
+    broken = fx.pick_corrupt(seed, list(range(1, len(labels) + 1)), corrupt, "validation images")
+    return seed, labels, broken
+
+
+def _fixture_images(seed: int, labels: list[int], broken: set[int], salt: str) -> Iterator[tuple[int, bytes]]:
+    rng = fx.rng_for(seed, "imagenet", salt, "draw")
+    for number, label in enumerate(labels, start=1):
+        data = _draw(label, rng)
+        yield number, fx.truncate(data) if number in broken else data
+
+
+def write_hub_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
+    """The hub layout: data/validation-00000-of-00001.parquet with image {bytes, path} and label (1,000-index)."""
+    seed, labels, broken = _fixture_items(settings, "hub")
+    rows = [{"image": {"bytes": data, "path": VAL_NAME.format(n)}, "label": labels[n - 1]}
+            for n, data in _fixture_images(seed, labels, broken, "hub")]
+    features = {"image": {"_type": "Image"}, "label": {"names": classnames(), "_type": "ClassLabel"}}
+    write_hub_parquet(Path(raw_dir) / "data" / "validation-00000-of-00001.parquet", SCHEMA, rows, features)
+
+
+def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
+    names = classnames()
+    store = ImageStore(bench_dir)
+    items = []
+    for path in find_raw(raw_dir, HUB_PATTERN):
+        for n, row in enumerate(iter_parquet_rows(path, ("image", "label"))):
+            where = f"{path} row {n}"
+            label = row["label"]
+            if label is None or not 0 <= int(label) < N_CLASSES:
+                raise VlmgridError(f"{where}: label {label!r} is outside 0..{N_CLASSES - 1}; this is not the validation split (the test split has no labels): check the files")
+            image = store.add(row["image"], where)
+            if image is None:
+                raise VlmgridError(f"{where}: has no image; the file is damaged: delete it and run prepare again")
+            hint = (row["image"] or {}).get("path") or ""
+            items.append((Path(hint).stem, image, int(label)))
+    stems = [stem for stem, _, _ in items]
+    use_stems = all(stems) and len(set(stems)) == len(stems)
+    rows = [_record(stem if use_stems else f"validation-{k:05d}", image, label, names) for k, (stem, image, label) in enumerate(items)]
+    return Adapted(records=pd.DataFrame(rows), classes=names)
+
+
+# ---------------------------------------------------------------------------------------------- ILSVRC2012 tree
+
+def leaf_synsets(meta_mat: bytes | Path, where: str) -> dict[int, str]:
+    """{ILSVRC2012_ID: WNID} of the 1,000 leaf synsets (ids 1..1000, num_children 0) of a devkit meta.mat."""
+    import scipy.io
+
+    try:
+        content = scipy.io.loadmat(io.BytesIO(meta_mat) if isinstance(meta_mat, bytes) else meta_mat, squeeze_me=True)
+        synsets = np.atleast_1d(content["synsets"])
+        ids, wnids, children = synsets["ILSVRC2012_ID"], synsets["WNID"], synsets["num_children"]
+    except KeyError as exc:
+        raise VlmgridError(f"{where}: has no `synsets` struct with field {exc}; it is not the devkit's meta.mat: re-download the devkit") from None
+    except Exception as exc:  # scipy raises ValueError, OSError, TypeError... for damaged files
+        raise VlmgridError(f"{where}: not a readable .mat file ({exc}); re-download the devkit") from None
+    leaves = {int(i): str(w) for i, w, c in zip(ids, wnids, children) if 1 <= int(i) <= N_CLASSES and int(c) == 0}
+    if sorted(leaves) != list(range(1, N_CLASSES + 1)) or len(set(leaves.values())) != N_CLASSES:
+        raise VlmgridError(f"{where}: does not hold the {N_CLASSES} leaf synsets (ILSVRC2012_ID 1..{N_CLASSES}, distinct WNIDs); re-download the devkit")
+    return leaves
+
+
+def id_to_index(leaves: Mapping[int, str]) -> dict[int, int]:
+    """ILSVRC2012_ID -> the index of its WNID among the sorted WNIDs (the hub's `label`, open_clip's order)."""
+    order = {wnid: k for k, wnid in enumerate(sorted(leaves.values()))}
+    return {ilsvrc_id: order[wnid] for ilsvrc_id, wnid in leaves.items()}
+
+
+def _devkit_files(raw_dir: Path) -> tuple[bytes, bytes, str]:
+    folder = raw_dir / DEVKIT
+    if (folder / META).is_file() and (folder / GROUND_TRUTH).is_file():
+        return (folder / META).read_bytes(), (folder / GROUND_TRUTH).read_bytes(), str(folder)
+    archive = raw_dir / DEVKIT_TGZ
+    if not archive.is_file():
+        raise VlmgridError(f"{raw_dir}: holds neither {DEVKIT_TGZ} nor an extracted {DEVKIT}/ folder; put the ILSVRC2012 devkit there")
+    found: dict[str, bytes] = {}
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                name = member.name[2:] if member.name.startswith("./") else member.name
+                for key in (META, GROUND_TRUTH):
+                    if member.isfile() and name == f"{DEVKIT}/{key}":
+                        found[key] = tar.extractfile(member).read()
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise VlmgridError(f"{archive}: not a readable .tar.gz archive ({exc}); re-download it") from None
+    for key in (META, GROUND_TRUTH):
+        if key not in found:
+            raise VlmgridError(f"{archive}: has no {DEVKIT}/{key}; it is not the ILSVRC2012 task 1&2 devkit: re-download it")
+    return found[META], found[GROUND_TRUTH], str(archive)
+
+
+def _val_images(raw_dir: Path, wanted: int) -> Iterator[tuple[int, bytes]]:
+    """(image number, bytes) from an extracted val/ folder, else from ILSVRC2012_img_val.tar (streamed)."""
+    folder = raw_dir / "val"
+    if folder.is_dir():
+        for path in sorted(folder.rglob("ILSVRC2012_val_*.JPEG")):
+            match = VAL_RE.search(path.name)
+            if match:
+                yield int(match.group(1)), path.read_bytes()
+        return
+    archive = raw_dir / VAL_TAR
+    if not archive.is_file():
+        raise VlmgridError(f"{raw_dir}: holds neither {VAL_TAR} nor an extracted val/ folder; put the ILSVRC2012 validation images there")
+    try:
+        with tarfile.open(archive, "r|*") as tar:
+            for member in tar:
+                match = VAL_RE.search(member.name)
+                if member.isfile() and match:
+                    yield int(match.group(1)), tar.extractfile(member).read()
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise VlmgridError(f"{archive}: not a readable .tar archive ({exc}); re-download it") from None
+
+
+def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
+    raw_dir = Path(raw_dir)
+    names = classnames()
+    meta, truth, where = _devkit_files(raw_dir)
+    mapping = id_to_index(leaf_synsets(meta, f"{where} ({META})"))
+    try:
+        ids = [int(line) for line in truth.decode("ascii").split()]
+    except ValueError:
+        raise VlmgridError(f"{where}: {GROUND_TRUTH} is not a list of integers; re-download the devkit") from None
+    bad = [i for i in ids if i not in mapping]
+    if bad:
+        raise VlmgridError(f"{where}: {GROUND_TRUTH} holds ILSVRC2012_ID {bad[0]}, outside 1..{N_CLASSES}; re-download the devkit")
+    written: set[int] = set()
+    for number, data in _val_images(raw_dir, len(ids)):
+        if not 1 <= number <= len(ids):
+            raise VlmgridError(f"{raw_dir}: image {VAL_NAME.format(number)} has no line in {GROUND_TRUTH} ({len(ids)} lines); the devkit and images do not match")
+        if number not in written:
+            fileio.write_bytes(Path(bench_dir) / "images" / VAL_NAME.format(number), data)
+            written.add(number)
+    missing = [n for n in range(1, len(ids) + 1) if n not in written]
+    if missing:
+        raise VlmgridError(f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); the copy is incomplete")
+    rows = [_record(Path(VAL_NAME.format(n)).stem, f"images/{VAL_NAME.format(n)}", mapping[i], names) for n, i in enumerate(ids, start=1)]
+    return Adapted(records=pd.DataFrame(rows), classes=names)
+
+
+def write_devkit_meta(path: Path, leaves: Mapping[int, str], extra: int = 3) -> None:
+    """A meta.mat in the devkit's structure: `synsets`, a struct array (leaves first, then `extra` inner
+    synsets with ids above 1,000 and children)."""
+    fileio.write_bytes(Path(path), _devkit_meta_bytes(tuple(sorted(leaves.items())), extra))
+
+
+@lru_cache(maxsize=4)
+def _devkit_meta_bytes(leaf_items: tuple[tuple[int, str], ...], extra: int) -> bytes:
+    import tempfile
+
+    leaves = dict(leaf_items)
+    dtype = [("ILSVRC2012_ID", "O"), ("WNID", "O"), ("words", "O"), ("gloss", "O"), ("num_children", "O"),
+             ("children", "O"), ("wordnet_height", "O"), ("num_train_images", "O")]
+    synsets = np.zeros((len(leaves) + extra, 1), dtype=dtype)
+    rows = [(i, w, f"words {i}", f"gloss {i}", 0, np.zeros((1, 0)), 0, 1300) for i, w in sorted(leaves.items())]
+    rows += [(N_CLASSES + k, f"n9{k:07d}", f"group {k}", "", 2, np.array([[1, 2]]), 1, 0) for k in range(1, extra + 1)]
+    for r, row in enumerate(rows):
+        for (field, _), value in zip(dtype, row):
+            synsets[r, 0][field] = np.array([[value]]) if isinstance(value, int) else value
+    with tempfile.TemporaryDirectory() as folder:
+        fx.write_mat(Path(folder) / "meta.mat", {"synsets": synsets})
+        return (Path(folder) / "meta.mat").read_bytes()
+
+
+def fixture_leaves() -> dict[int, str]:
+    """Fake WNIDs whose sorted order reverses the ILSVRC2012_ID order: id i -> index 1000 - i."""
+    return {i: f"n{N_CLASSES + 1 - i:08d}" for i in range(1, N_CLASSES + 1)}
+
+
+def write_ilsvrc_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
+    """ILSVRC2012_img_val.tar + ILSVRC2012_devkit_t12.tar.gz (meta.mat with fake WNIDs, ground truth)."""
+    seed, labels, broken = _fixture_items(settings, "ilsvrc")
+    leaves = fixture_leaves()
+    index_to_id = {index: i for i, index in id_to_index(leaves).items()}
+    raw_dir = Path(raw_dir)
+    meta = _devkit_meta_bytes(tuple(sorted(leaves.items())), 3)
+    truth = "".join(f"{index_to_id[label]}\n" for label in labels).encode("ascii")
+    fx.write_tgz(raw_dir / DEVKIT_TGZ, [(f"{DEVKIT}/{META}", meta), (f"{DEVKIT}/{GROUND_TRUTH}", truth)],
+                 directories=[DEVKIT, f"{DEVKIT}/data"])
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for number, data in _fixture_images(seed, labels, broken, "ilsvrc"):
+            info = tarfile.TarInfo(VAL_NAME.format(number))
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    fileio.write_bytes(raw_dir / VAL_TAR, buffer.getvalue())
+
+
+# ---------------------------------------------------------------------------------------------- kinds
+
+DESCRIPTION = "ImageNet-1k: zero-shot classification of the 50,000 validation images into 1,000 classes"
+
+KIND = register(
+    BenchmarkKind(
+        name="imagenet",
+        protocol="classification",
+        metric="classification",
+        breakdown_by=(),
+        description=DESCRIPTION + " (hub copy ILSVRC/imagenet-1k, gated).",
+        templates=templates(),
+        expected_count=N_VAL,
+        raw_files=(HUB_PATTERN,),
+        write_fixture=write_hub_fixture,
+        adapt=adapt_hub,
+        fixture_defaults={"seed": 0, "size": 2, "classes": 4, "corrupt": 0},
+        hub={"repo": "ILSVRC/imagenet-1k", "revision": "main", "split": "validation"},
+        parser="open_class",
+    )
+)
+
+ILSVRC_KIND = register(
+    BenchmarkKind(
+        name="imagenet_ilsvrc2012",
+        protocol="classification",
+        metric="classification",
+        breakdown_by=(),
+        description=DESCRIPTION + " (the original ILSVRC2012 val tar and devkit; use a local source).",
+        templates=templates(),
+        expected_count=N_VAL,
+        raw_files=(DEVKIT_TGZ, VAL_TAR),
+        write_fixture=write_ilsvrc_fixture,
+        adapt=adapt_ilsvrc,
+        fixture_defaults={"seed": 0, "size": 2, "classes": 4, "corrupt": 0},
+        url_files=(  # image-net.org serves these only after a login: download by hand, then use a local source
+            {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},
+            {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_img_val.tar", "md5": "29b22e2961454d5413ddabcf34fc5622", "name": VAL_TAR},
+        ),
+        parser="open_class",
+    )
+)

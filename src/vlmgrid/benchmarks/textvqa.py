@@ -1,0 +1,178 @@
+"""TextVQA (reading text in images, short answers) from the hub copy lmms-lab/textvqa, split validation.
+
+Raw layout (the hub repo): data/validation-0000N-of-00003.parquet, 5,000 rows, columns image_id,
+question_id (int), question, question_tokens, image (struct {bytes, path}), image_width, image_height,
+flickr_original_url, flickr_300k_url, answers (list of 10 human answers), image_classes, set_name,
+ocr_tokens (list). Records: id = str(question_id), options [], answer = the most common human answer
+(ties: the first given), answer_index -1, answers (all 10, scored with VQA accuracy), ocr_tokens, image_id.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import pyarrow as pa
+
+from vlmgrid.benchmarks import fixtures as fx
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
+from vlmgrid.errors import VlmgridError
+
+FILE_PATTERN = "data/validation-*.parquet"
+FIXTURE_FILE = "data/validation-00000-of-00001.parquet"
+COLUMNS = ("image_id", "question_id", "question", "image", "answers", "ocr_tokens")
+N_ANSWERS = 10
+STRINGS = pa.list_(pa.string())
+SCHEMA = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("question_id", pa.int64()),
+        ("question", pa.string()),
+        ("question_tokens", STRINGS),
+        ("image", IMAGE_TYPE),
+        ("image_width", pa.int64()),
+        ("image_height", pa.int64()),
+        ("flickr_original_url", pa.string()),
+        ("flickr_300k_url", pa.string()),
+        ("answers", STRINGS),
+        ("image_classes", STRINGS),
+        ("set_name", pa.string()),
+        ("ocr_tokens", STRINGS),
+    ]
+)
+_SEQ = {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"}
+FEATURES = {
+    "image_id": {"dtype": "string", "_type": "Value"},
+    "question_id": {"dtype": "int64", "_type": "Value"},
+    "question": {"dtype": "string", "_type": "Value"},
+    "question_tokens": _SEQ,
+    "image": {"_type": "Image"},
+    "image_width": {"dtype": "int64", "_type": "Value"},
+    "image_height": {"dtype": "int64", "_type": "Value"},
+    "flickr_original_url": {"dtype": "string", "_type": "Value"},
+    "flickr_300k_url": {"dtype": "string", "_type": "Value"},
+    "answers": _SEQ,
+    "image_classes": _SEQ,
+    "set_name": {"dtype": "string", "_type": "Value"},
+    "ocr_tokens": _SEQ,
+}
+IMAGE_SIZE = 96
+WORDS = ("coffee", "exit", "stop", "pizza", "taxi", "hotel", "bus", "bank", "open", "sale")
+BACKGROUNDS = ((250, 245, 230), (230, 240, 250), (245, 230, 235))
+
+
+# ---------------------------------------------------------------------------------------------- fixture
+
+def _answers(truth: str, rng) -> list[str]:
+    """Ten annotator answers: mostly the truth, some variants, sometimes a stray answer."""
+    variants = [truth.upper(), f"{truth}.", f"the {truth}", "unanswerable"]
+    n_truth = rng.randint(5, 9)
+    answers = [truth] * n_truth + [rng.choice(variants) for _ in range(N_ANSWERS - n_truth)]
+    rng.shuffle(answers)
+    return answers
+
+
+def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
+    """`size` questions about signs with one or two rendered words or a number; two questions per image."""
+    seed = fx.fixture_int(settings, "seed", 0)
+    size = fx.fixture_int(settings, "size", 1)
+    corrupt = fx.fixture_int(settings, "corrupt", 0)
+    n_images = (size + 1) // 2
+    broken = fx.pick_corrupt(seed, list(range(n_images)), corrupt, "images")
+    rng = fx.rng_for(seed, "textvqa")
+    rows = []
+    for s in range(n_images):
+        top, bottom = rng.sample(WORDS, 2)
+        number = str(rng.randint(1, 99))
+        image, draw = fx.canvas(IMAGE_SIZE, BACKGROUNDS[s % len(BACKGROUNDS)])
+        draw.rectangle((8, 8, 88, 40), outline=(0, 0, 0), width=2)
+        fx.draw_label(draw, top, 48, 14, size=16)
+        fx.draw_label(draw, bottom, 30, 56, size=14)
+        fx.draw_label(draw, number, 72, 56, size=18, fill=fx.COLOURS["red"])
+        data = fx.encode(image, "JPEG")
+        data = fx.truncate(data) if s in broken else data
+        image_id = f"{seed:04x}{s:012x}"
+        questions = (("what does the sign say?", top), ("what number is shown in red?", number))
+        for question, truth in questions:
+            if len(rows) == size:
+                break
+            rows.append(
+                {
+                    "image_id": image_id,
+                    "question_id": 34602 + len(rows),  # TextVQA's validation question ids start at 34602
+                    "question": question,
+                    "question_tokens": question.rstrip("?").split() + ["?"],
+                    "image": {"bytes": data, "path": None},
+                    "image_width": IMAGE_SIZE,
+                    "image_height": IMAGE_SIZE,
+                    "flickr_original_url": f"https://example.invalid/{image_id}_o.jpg",
+                    "flickr_300k_url": f"https://example.invalid/{image_id}_z.jpg",
+                    "answers": _answers(truth, rng),
+                    "image_classes": ["Sign"],
+                    "set_name": "val",
+                    "ocr_tokens": [top, bottom, number] if rng.random() < 0.8 else [top, number],
+                }
+            )
+    write_hub_parquet(Path(raw_dir) / FIXTURE_FILE, SCHEMA, rows, FEATURES)
+
+
+# ---------------------------------------------------------------------------------------------- adapter
+
+def majority_answer(answers: list[str]) -> str:
+    """The most common answer (exact strings); a tie goes to the one given first."""
+    return Counter(answers).most_common(1)[0][0]
+
+
+def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
+    store = ImageStore(bench_dir)
+    rows = []
+    for path in find_raw(raw_dir, FILE_PATTERN):
+        for n, row in enumerate(iter_parquet_rows(path, COLUMNS)):
+            where = f"{path} row {n}"
+            answers = row["answers"]
+            if not isinstance(answers, list) or len(answers) != N_ANSWERS or any(a is None for a in answers):
+                raise VlmgridError(
+                    f"{where}: `answers` must hold the {N_ANSWERS} human answers, not {answers!r}; the file is damaged "
+                    f"or not TextVQA: re-download it"
+                )
+            if row["question_id"] is None:
+                raise VlmgridError(f"{where}: has no question_id; re-download the file")
+            answers = [str(a) for a in answers]
+            rows.append(
+                {
+                    "id": str(row["question_id"]),
+                    "image": store.add(row["image"], where),
+                    "question": row["question"],
+                    "options": [],
+                    "answer": majority_answer(answers),
+                    "answer_index": -1,
+                    "answers": answers,
+                    "ocr_tokens": [str(t) for t in (row["ocr_tokens"] or [])],
+                    "image_id": str(row["image_id"] or ""),
+                }
+            )
+    return Adapted(records=pd.DataFrame(rows))
+
+
+KIND = register(
+    BenchmarkKind(
+        name="textvqa",
+        protocol="short_answer",
+        metric="vqa_accuracy",
+        breakdown_by=(),
+        description="TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy over 10 answers.",
+        templates=(),
+        expected_count=5000,
+        raw_files=(FILE_PATTERN,),
+        write_fixture=write_fixture,
+        adapt=adapt,
+        fixture_defaults={"seed": 0, "size": 12, "corrupt": 0},
+        parser="short_answer",
+        # The pin is the commit a public build script downloads data/validation-0000{0,1,2}-of-00003.parquet
+        # from (with their sha256 491649b5..., 909ad12a..., a770d03e...).
+        hub={"repo": "lmms-lab/textvqa", "revision": "9c0699cd19768ac5ab97568f6b3cbac4c0062884", "split": "validation"},
+    )
+)
