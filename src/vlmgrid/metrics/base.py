@@ -31,6 +31,11 @@ class Metric:
     #: predictions columns the metric reads (besides id, variant, error)
     prediction_columns: ClassVar[tuple[str, ...]] = ()
 
+    def strata_codes(self, records: pd.DataFrame) -> np.ndarray | None:
+        """Per record, a code for the stratum it is resampled within; None (the default): one stratum per
+        value of the `stratify_by` column, or a single stratum when there is none."""
+        return None
+
     def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
         """Per row: True when the row is not a format error (no `error`, a non-null `prediction`)."""
         return no_error(preds) & preds["prediction"].notna().to_numpy()

@@ -27,7 +27,12 @@ def _r(x: float) -> float:
     return round(float(x), DECIMALS)
 
 
-def _strata(records: pd.DataFrame, column: str | None) -> list[np.ndarray]:
+def _strata(metric: Metric, records: pd.DataFrame) -> list[np.ndarray]:
+    custom = metric.strata_codes(records)
+    if custom is not None:
+        codes, _ = pd.factorize(pd.Series(np.asarray(custom)), sort=True, use_na_sentinel=False)
+        return strata_from_codes(codes)
+    column = metric.stratify_by
     if column is None or column not in records.columns:
         return [np.arange(len(records), dtype=np.int64)]
     codes, _ = pd.factorize(records[column], sort=True, use_na_sentinel=False)
@@ -161,7 +166,7 @@ def score_predictions(
     n_invalid_rows = sum(int((~valid[v]).sum()) for v in variants)
     n_valid = int(np.logical_and.reduce([valid[v] for v in variants]).sum())
 
-    strata = _strata(records, m.stratify_by)
+    strata = _strata(m, records)
     point, draws = _evaluate(m, data, strata, samples, seed)
     value, mean_draws = _combine(m, point, draws)
 
@@ -177,7 +182,7 @@ def score_predictions(
         for code, positions in enumerate(strata_from_codes(codes) if n else []):
             sub = records.iloc[positions].reset_index(drop=True)
             sub_data = {v: {k: a[positions] for k, a in d.items()} for v, d in data.items()}
-            sub_point, sub_draws = _evaluate(m, sub_data, _strata(sub, m.stratify_by), samples, seed)
+            sub_point, sub_draws = _evaluate(m, sub_data, _strata(m, sub), samples, seed)
             sub_value, sub_mean = _combine(m, sub_point, sub_draws)
             key = _group_key(records[col].iloc[int(positions[0])])
             groups[key] = {

@@ -1,0 +1,76 @@
+"""MMBench circular evaluation, scored the way VLMEvalKit's `mcq_circular_eval` does without a judge."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from vlmgrid.metrics.base import IndexMetric, int_column, safe_ratio
+from vlmgrid.metrics.grouped import GroupedMetric
+
+
+class MMBenchCircular(GroupedMetric, IndexMetric):
+    """MMBench circular accuracy (headline) and vanilla accuracy, in percent.
+
+    Source: open-compass/VLMEvalKit `vlmeval/dataset/utils/multiple_choice.py` (`mcq_circular_eval`; see
+    docs: official-scorers). Records: `circular_group` (the question's index mod 1,000,000: the original
+    question and its rotated copies share it), `circular_shift` (0 for the original option order),
+    `answer_index`. Predictions: `prediction_index`.
+
+    - `circular_accuracy` (headline): percent of groups whose every row is right
+      (`prediction_index == answer_index` on each rotation present).
+    - `vanilla_accuracy`: accuracy over the shift-0 rows only (the original order), i.e. plain single-pass
+      MMBench accuracy; groups without a shift-0 row are left out of it.
+
+    Format errors: a row with an `error`, a null `prediction` or `prediction_index` -1 cannot be read; as in
+    VLMEvalKit without a judge model it is wrong, so its whole group scores 0. A gold index of -1 is never
+    matched.
+
+    Bootstrap: resamples groups (all rotations together), stratified by group size (number of rotations).
+    """
+
+    name = "mmbench_circular"
+    headline = "circular_accuracy"
+    names = ("circular_accuracy", "vanilla_accuracy")
+    group_by = "circular_group"
+    record_columns = ("circular_group", "circular_shift", "answer_index")
+    prediction_columns = ("prediction", "prediction_index")
+
+    def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
+        gold = int_column(records, "answer_index")
+        pred = int_column(preds, "prediction_index")
+        right = self.valid(records, preds) & (gold >= 0) & (pred == gold)
+        codes = self.group_codes(records)
+        k = int(codes.max()) + 1
+        size = np.bincount(codes, minlength=k)
+        n_right = np.bincount(codes, weights=right.astype(float), minlength=k)
+        original = int_column(records, "circular_shift") == 0
+        van_n = np.bincount(codes, weights=original.astype(float), minlength=k)
+        van_right = np.bincount(codes, weights=(original & right).astype(float), minlength=k)
+        is_rep = np.zeros(len(codes), dtype=bool)
+        is_rep[np.unique(codes, return_index=True)[1]] = True
+        return {
+            "g_all": (n_right == size)[codes],
+            "g_van_n": van_n[codes],
+            "g_van_right": van_right[codes],
+            "is_rep": is_rep,
+        }
+
+    def compute(
+        self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice]
+    ) -> dict[str, np.ndarray]:
+        rows = idx.shape[0]
+        groups, all_right = 0, np.zeros(rows)
+        van_n, van_right = np.zeros(rows), np.zeros(rows)
+        for sl in slices:
+            g = self.drawn_groups(data, idx, sl)
+            groups += g.shape[1]
+            all_right += np.count_nonzero(data["g_all"][g], axis=1)
+            van_n += data["g_van_n"][g].sum(axis=1)
+            van_right += data["g_van_right"][g].sum(axis=1)
+        return {
+            "circular_accuracy": 100.0 * safe_ratio(all_right, np.full(rows, float(groups))),
+            "vanilla_accuracy": 100.0 * safe_ratio(van_right, van_n),
+        }

@@ -1,0 +1,59 @@
+"""MMVP: questions in pairs; a pair scores only if both of its questions are right."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from vlmgrid.metrics.base import IndexMetric, int_column
+from vlmgrid.metrics.grouped import GroupedMetric, group_arrays
+
+
+class MMVP(GroupedMetric, IndexMetric):
+    """MMVP pair accuracy (headline) and per-question accuracy, in percent.
+
+    Source: tsb0601/MMVP `scripts/gpt_grader.py` (see docs: official-scorers): two questions about a pair
+    of images form a pair, and the pair counts as right only if both answers are right; accuracy = right
+    pairs / pairs. vlmgrid compares option indices directly instead of asking a GPT grader. Records:
+    `pair_id` (the two questions of a pair share it), `answer_index`. Predictions: `prediction_index`.
+
+    - `pair_accuracy` (headline): percent of pairs whose questions are all right.
+    - `question_accuracy`: percent of questions right.
+
+    Format errors: a row with an `error`, a null `prediction` or `prediction_index` -1 counts as wrong (and
+    so its pair scores 0). A gold index of -1 is never matched.
+
+    Bootstrap: resamples pairs (stratified by pair size, which is 2 for every well-formed pair).
+    """
+
+    name = "mmvp"
+    headline = "pair_accuracy"
+    names = ("pair_accuracy", "question_accuracy")
+    group_by = "pair_id"
+    record_columns = ("pair_id", "answer_index")
+    prediction_columns = ("prediction", "prediction_index")
+
+    def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
+        gold = int_column(records, "answer_index")
+        pred = int_column(preds, "prediction_index")
+        right = self.valid(records, preds) & (gold >= 0) & (pred == gold)
+        return group_arrays(self.group_codes(records), right)
+
+    def compute(
+        self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice]
+    ) -> dict[str, np.ndarray]:
+        rows = idx.shape[0]
+        pairs, pairs_right = 0, np.zeros(rows)
+        q_n, q_right = np.zeros(rows), np.zeros(rows)
+        for sl in slices:
+            g = self.drawn_groups(data, idx, sl)
+            pairs += g.shape[1]
+            pairs_right += np.count_nonzero(data["g_all"][g], axis=1)
+            q_n += data["g_size"][g].sum(axis=1)
+            q_right += data["g_right"][g].sum(axis=1)
+        return {
+            "pair_accuracy": 100.0 * pairs_right / max(pairs, 1),
+            "question_accuracy": 100.0 * q_right / np.maximum(q_n, 1.0),
+        }
