@@ -1,0 +1,52 @@
+"""Every benchmark kind's fixture through prepare -> infer -> score, with the models that can run it.
+
+Chance-level models, so the values are not checked against a target; the chain is: records that the
+protocol accepts, predictions the metric accepts, and a score file with the benchmark's headline and CI.
+"""
+
+import copy
+
+import pytest
+
+from vlmgrid import paths
+from vlmgrid.benchmarks import BENCHMARKS, prepare_benchmark
+from vlmgrid.config import validate_config
+from vlmgrid.infer import run_inference
+from vlmgrid.models.fetch import fetch_model
+from vlmgrid.protocols import runnable
+from vlmgrid.score import score_cell
+
+HEADLINES = {
+    "flowers102": "top1", "food101": "top1", "caltech101": "top1", "imagenet": "top1",
+    "imagenet_ilsvrc2012": "top1", "pope": "f1", "scienceqa_img": "accuracy", "mme": "scaled",
+    "mmbench": "circular_accuracy", "cvbench": "cvbench", "mmvp": "pair_accuracy", "textvqa": "vqa_accuracy",
+}
+SMALL = {"flowers102": 2, "food101": 2, "caltech101": 2, "imagenet": 2, "pope": 4, "mme": 4, "mmbench": 6,
+         "cvbench": 6, "mmvp": 4, "textvqa": 6, "scienceqa_img": 6}
+
+
+@pytest.mark.parametrize("kind", sorted(set(HEADLINES) - {"imagenet_ilsvrc2012"}))
+def test_fixture_runs_through_the_whole_chain(kind, small_config, tmp_path):
+    data = copy.deepcopy(small_config)
+    data["benchmarks"] = {"bench": {"kind": kind, "source": {"type": "fixture", "seed": 0, "size": SMALL[kind]}}}
+    models = [name for name in ("random", "llava-tiny", "clip-tiny")
+              if runnable(BENCHMARKS.get(kind).protocol, data["models"][name])]
+    data["grid"] = {"models": models, "benchmarks": ["bench"]}
+    config = validate_config(data)
+    bench_dir = paths.bench_dir(config.data_dir, "bench")
+    prepare_benchmark("bench", config.benchmark("bench"), bench_dir)
+    assert "llava-tiny" in models  # a generative model runs every protocol
+    for model in models:
+        fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
+        predictions = run_inference(
+            model_name=model, model_settings=config.model(model), bench_dir=bench_dir,
+            model_dir=paths.model_dir(config.data_dir, model),
+            out_path=paths.predictions_path(config.results_dir, model, "bench"),
+            partial_dir=paths.partial_dir(config.results_dir, model, "bench"),
+            part_size=8, threads=1, progress=False, say=lambda text: None,
+        )
+        score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions,
+                           out_path=paths.score_path(config.results_dir, model, "bench"), samples=50, seed=0)
+        assert score["metric"] == HEADLINES[kind], (kind, model)
+        assert score["n"] > 0 and score["ci95"][0] <= score["value"] <= score["ci95"][1]
+        assert score["strategy"] in {"score_options", "generate", "embed"}
