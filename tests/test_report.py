@@ -213,7 +213,7 @@ def test_breakdown(report):
     header = table["Model"]
     assert header == ["split", "Metric", "Value [95% CI]", "n", "n_valid", "Format errors (%)"]
     lines = [line for line in md.splitlines() if line.startswith("| big-vlm | adversarial |")]
-    assert lines == [f"| big-vlm | adversarial | F1 | 52.0 [32.0, 57.5] | 30 | 29 | 3.3 |"]
+    assert lines == ["| big-vlm | adversarial | F1 | 52.0 [32.0, 57.5] | 30 | 29 | 3.3 |"]
     assert "| clip_tiny | (all) | F1 | 50.0 [5.0, 85.0] | 90 | 87 | 3.3 |" in md
 
 

@@ -39,7 +39,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -188,14 +188,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 (images / category / name).unlink()
         for name in test[category]:
             rows.append(
-                {
-                    "id": f"{category}-{Path(name).stem}",
-                    "image": f"images/{category}/{name}",
-                    "question": "",
-                    "options": [],
-                    "answer": classes[index],
-                    "answer_index": index,
-                }
+                classification_record(f"{category}-{Path(name).stem}", f"images/{category}/{name}", classes, index)
             )
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 

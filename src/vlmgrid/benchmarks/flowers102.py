@@ -22,7 +22,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -133,14 +133,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
         index = int(labels[number - 1]) - 1
         name = IMAGE_NAME.format(int(number))
         rows.append(
-            {
-                "id": Path(name).stem,
-                "image": f"images/{name}",
-                "question": "",
-                "options": [],
-                "answer": classes[index],
-                "answer_index": index,
-            }
+            classification_record(Path(name).stem, f"images/{name}", classes, index)
         )
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -154,14 +154,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     rows = []
     for entry, index in sorted(wanted.values(), key=lambda v: (v[1], v[0])):
         rows.append(
-            {
-                "id": entry.replace("/", "-"),
-                "image": f"images/{entry}.jpg",
-                "question": "",
-                "options": [],
-                "answer": classes[index],
-                "answer_index": index,
-            }
+            classification_record(entry.replace("/", "-"), f"images/{entry}.jpg", classes, index)
         )
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 

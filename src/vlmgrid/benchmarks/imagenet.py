@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
 from vlmgrid.errors import VlmgridError
 
@@ -80,10 +80,6 @@ def classnames() -> list[str]:
 def templates() -> tuple[str, ...]:
     """The 80 OpenAI ImageNet templates as "{c}" strings (open_clip stores them as callables)."""
     return tuple(t("{c}") if callable(t) else str(t) for t in _metadata().OPENAI_IMAGENET_TEMPLATES)
-
-
-def _record(item_id: str, image: str, index: int, names: list[str]) -> dict:
-    return {"id": item_id, "image": image, "question": "", "options": [], "answer": names[index], "answer_index": index}
 
 
 # ---------------------------------------------------------------------------------------------- hub copy
@@ -145,7 +141,7 @@ def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
             items.append((Path(hint).stem, image, int(label)))
     stems = [stem for stem, _, _ in items]
     use_stems = all(stems) and len(set(stems)) == len(stems)
-    rows = [_record(stem if use_stems else f"validation-{k:05d}", image, label, names) for k, (stem, image, label) in enumerate(items)]
+    rows = [classification_record(stem if use_stems else f"validation-{k:05d}", image, names, label) for k, (stem, image, label) in enumerate(items)]
     return Adapted(records=pd.DataFrame(rows), classes=names)
 
 
@@ -242,7 +238,7 @@ def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
     missing = [n for n in range(1, len(ids) + 1) if n not in written]
     if missing:
         raise VlmgridError(f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); the copy is incomplete")
-    rows = [_record(Path(VAL_NAME.format(n)).stem, f"images/{VAL_NAME.format(n)}", mapping[i], names) for n, i in enumerate(ids, start=1)]
+    rows = [classification_record(Path(VAL_NAME.format(n)).stem, f"images/{VAL_NAME.format(n)}", names, mapping[i]) for n, i in enumerate(ids, start=1)]
     return Adapted(records=pd.DataFrame(rows), classes=names)
 
 

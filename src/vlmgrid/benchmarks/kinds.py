@@ -79,5 +79,11 @@ class BenchmarkKind:
 BENCHMARKS: Registry[BenchmarkKind] = Registry("benchmark kind")
 
 
+def classification_record(item_id: str, image: str, classes: list[str], index: int) -> dict:
+    """A classification item (formats.md): no question, no options, the class as the answer."""
+    return {"id": item_id, "image": image, "question": "", "options": [], "answer": classes[index],
+            "answer_index": index}
+
+
 def register(kind: BenchmarkKind) -> BenchmarkKind:
     return BENCHMARKS.register(kind.name, kind)

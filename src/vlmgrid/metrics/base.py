@@ -68,6 +68,29 @@ class IndexMetric(Metric):
         return super().valid(records, preds) & (int_column(preds, "prediction_index") >= 0)
 
 
+def yes_no_text(series: pd.Series) -> pd.Series:
+    """Answers as lowercase stripped text, for reading "yes"/"no" case-insensitively."""
+    return series.astype("string").str.strip().str.lower()
+
+
+def valid_yes_no(preds: pd.DataFrame) -> np.ndarray:
+    """Per row: no error and a prediction that reads "yes" or "no"."""
+    return no_error(preds) & yes_no_text(preds["prediction"]).isin(["yes", "no"]).fillna(False).to_numpy(dtype=bool)
+
+
+def gold_yes_no(records: pd.DataFrame, benchmark: str) -> pd.Series:
+    """The records' gold answers as "yes"/"no"; any other gold answer is an error naming the item."""
+    gold = yes_no_text(records["answer"])
+    bad = ~gold.isin(["yes", "no"]).fillna(False).to_numpy(dtype=bool)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise VlmgridError(
+            f'{benchmark} record "{records["id"].iloc[i]}" has answer {records["answer"].iloc[i]!r}; '
+            f'every {benchmark} answer must be "yes" or "no"'
+        )
+    return gold
+
+
 def int_column(frame: pd.DataFrame, column: str, missing: int = -1) -> np.ndarray:
     """An integer column as int64, nulls as `missing`."""
     col = frame[column]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.metrics.base import no_error, safe_ratio
+from vlmgrid.metrics.base import gold_yes_no, safe_ratio, valid_yes_no, yes_no_text
 from vlmgrid.metrics.grouped import GroupedMetric, group_arrays
 
 PERCEPTION = (
@@ -27,9 +27,6 @@ COGNITION = ("commonsense_reasoning", "numerical_calculation", "text_translation
 SUBTASKS = PERCEPTION + COGNITION
 _LOOKUP = {name.lower(): i for i, name in enumerate(SUBTASKS)}
 
-
-def _yes_no(series: pd.Series) -> pd.Series:
-    return series.astype("string").str.strip().str.lower()
 
 
 def subtask_codes(categories: pd.Series) -> np.ndarray:
@@ -79,19 +76,11 @@ class MME(GroupedMetric):
     prediction_columns = ("prediction",)
 
     def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
-        text = _yes_no(preds["prediction"])
-        return no_error(preds) & text.isin(["yes", "no"]).fillna(False).to_numpy(dtype=bool)
+        return valid_yes_no(preds)
 
     def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
-        gold = _yes_no(records["answer"])
-        bad = ~gold.isin(["yes", "no"]).fillna(False).to_numpy(dtype=bool)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise VlmgridError(
-                f'MME record "{records["id"].iloc[i]}" has answer {records["answer"].iloc[i]!r}; '
-                f'every MME answer must be "yes" or "no"'
-            )
-        pred = _yes_no(preds["prediction"]).fillna("").to_numpy(dtype=object)
+        gold = gold_yes_no(records, "MME")
+        pred = yes_no_text(preds["prediction"]).fillna("").to_numpy(dtype=object)
         right = self.valid(records, preds) & (pred == gold.to_numpy(dtype=object))
         out = group_arrays(self.group_codes(records), right)
         out["subtask"] = subtask_codes(records["category"])

@@ -7,12 +7,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from vlmgrid.errors import VlmgridError
-from vlmgrid.metrics.base import Metric, count_true, no_error, safe_ratio
+from vlmgrid.metrics.base import Metric, count_true, gold_yes_no, safe_ratio, valid_yes_no, yes_no_text
 
-
-def _yes_no(series: pd.Series) -> pd.Series:
-    return series.astype("string").str.strip().str.lower()
 
 
 class Pope(Metric):
@@ -44,19 +40,11 @@ class Pope(Metric):
     prediction_columns = ("prediction",)
 
     def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
-        text = _yes_no(preds["prediction"])
-        return no_error(preds) & text.isin(["yes", "no"]).fillna(False).to_numpy(dtype=bool)
+        return valid_yes_no(preds)
 
     def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
-        gold = _yes_no(records["answer"])
-        bad = ~gold.isin(["yes", "no"]).fillna(False).to_numpy(dtype=bool)
-        if bad.any():
-            first = records["id"].iloc[int(np.flatnonzero(bad)[0])]
-            raise VlmgridError(
-                f'POPE record "{first}" has answer {records["answer"].iloc[int(np.flatnonzero(bad)[0])]!r}; '
-                f'every POPE answer must be "yes" or "no"'
-            )
-        said_no = self.valid(records, preds) & (_yes_no(preds["prediction"]) == "no").fillna(False).to_numpy(
+        gold = gold_yes_no(records, "POPE")
+        said_no = self.valid(records, preds) & (yes_no_text(preds["prediction"]) == "no").fillna(False).to_numpy(
             dtype=bool
         )
         return {"pred_yes": ~said_no, "gold_yes": (gold == "yes").to_numpy(dtype=bool)}
