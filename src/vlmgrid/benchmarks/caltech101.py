@@ -39,7 +39,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -194,11 +194,8 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
 
 
 KIND = register(
-    BenchmarkKind(
+    classification_kind(
         name="caltech101",
-        protocol="classification",
-        metric="classification",
-        breakdown_by=(),
         description="Caltech-101: zero-shot classification of the 6,084 VTAB-style test images into 102 classes (background kept).",
         templates=(
             "a photo of a {c}.", "a painting of a {c}.", "a plastic {c}.", "a sculpture of a {c}.",
@@ -219,6 +216,5 @@ KIND = register(
         url_files=(
             {"url": "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1", "md5": "3138e1922a9193bfa496528edbbc45d0", "name": ARCHIVE},
         ),
-        parser="open_class",
     )
 )

@@ -22,7 +22,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -139,11 +139,8 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
 
 
 KIND = register(
-    BenchmarkKind(
+    classification_kind(
         name="flowers102",
-        protocol="classification",
-        metric="classification",
-        breakdown_by=(),
         description="Oxford Flowers-102: zero-shot classification of the 6,149 test images into 102 flower species.",
         templates=("a photo of a {c}, a type of flower.",),
         expected_count=6149,

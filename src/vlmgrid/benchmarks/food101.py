@@ -22,7 +22,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -160,11 +160,8 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
 
 
 KIND = register(
-    BenchmarkKind(
+    classification_kind(
         name="food101",
-        protocol="classification",
-        metric="classification",
-        breakdown_by=(),
         description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
         templates=("a photo of {c}, a type of food.",),
         expected_count=25250,
@@ -175,6 +172,5 @@ KIND = register(
         url_files=(
             {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},
         ),
-        parser="open_class",
     )
 )

@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, classification_record, register
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
 from vlmgrid.errors import VlmgridError
 
@@ -295,11 +295,8 @@ def write_ilsvrc_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
 DESCRIPTION = "ImageNet-1k: zero-shot classification of the 50,000 validation images into 1,000 classes"
 
 KIND = register(
-    BenchmarkKind(
+    classification_kind(
         name="imagenet",
-        protocol="classification",
-        metric="classification",
-        breakdown_by=(),
         description=DESCRIPTION + " (hub copy ILSVRC/imagenet-1k, gated).",
         templates=templates(),
         expected_count=N_VAL,
@@ -308,16 +305,12 @@ KIND = register(
         adapt=adapt_hub,
         fixture_defaults={"seed": 0, "size": 2, "classes": 4, "corrupt": 0},
         hub={"repo": "ILSVRC/imagenet-1k", "revision": "main", "split": "validation"},
-        parser="open_class",
     )
 )
 
 ILSVRC_KIND = register(
-    BenchmarkKind(
+    classification_kind(
         name="imagenet_ilsvrc2012",
-        protocol="classification",
-        metric="classification",
-        breakdown_by=(),
         description=DESCRIPTION + " (the original ILSVRC2012 val tar and devkit; use a local source).",
         templates=templates(),
         expected_count=N_VAL,
@@ -329,6 +322,5 @@ ILSVRC_KIND = register(
             {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},
             {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_img_val.tar", "md5": "29b22e2961454d5413ddabcf34fc5622", "name": VAL_TAR},
         ),
-        parser="open_class",
     )
 )

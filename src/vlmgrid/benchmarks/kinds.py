@@ -79,6 +79,12 @@ class BenchmarkKind:
 BENCHMARKS: Registry[BenchmarkKind] = Registry("benchmark kind")
 
 
+def classification_kind(**fields) -> BenchmarkKind:
+    """A classification kind: the protocol, metric, breakdown and parser that every classification set shares."""
+    return BenchmarkKind(protocol="classification", metric="classification", breakdown_by=(), parser="open_class",
+                         **fields)
+
+
 def classification_record(item_id: str, image: str, classes: list[str], index: int) -> dict:
     """A classification item (formats.md): no question, no options, the class as the answer."""
     return {"id": item_id, "image": image, "question": "", "options": [], "answer": classes[index],
