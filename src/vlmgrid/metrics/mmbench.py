@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.metrics.base import IndexMetric, int_column, safe_ratio
-from vlmgrid.metrics.grouped import GroupedMetric
+from vlmgrid.metrics.grouped import GroupedMetric, group_arrays
 
 
 class MMBenchCircular(GroupedMetric, IndexMetric):
@@ -43,19 +43,13 @@ class MMBenchCircular(GroupedMetric, IndexMetric):
         pred = int_column(preds, "prediction_index")
         right = self.valid(records, preds) & (gold >= 0) & (pred == gold)
         codes = self.group_codes(records)
-        k = int(codes.max()) + 1
-        size = np.bincount(codes, minlength=k)
-        n_right = np.bincount(codes, weights=right.astype(float), minlength=k)
         original = int_column(records, "circular_shift") == 0
-        van_n = np.bincount(codes, weights=original.astype(float), minlength=k)
-        van_right = np.bincount(codes, weights=(original & right).astype(float), minlength=k)
-        is_rep = np.zeros(len(codes), dtype=bool)
-        is_rep[np.unique(codes, return_index=True)[1]] = True
+        # The shift-0 rows alone give the vanilla (non-circular) accuracy of the same groups.
+        vanilla = group_arrays(codes, original & right)
         return {
-            "g_all": (n_right == size)[codes],
-            "g_van_n": van_n[codes],
-            "g_van_right": van_right[codes],
-            "is_rep": is_rep,
+            **group_arrays(codes, right),
+            "g_van_n": group_arrays(codes, original)["g_right"],
+            "g_van_right": vanilla["g_right"],
         }
 
     def compute(
