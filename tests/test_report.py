@@ -356,3 +356,19 @@ def test_breakdown_group_without_counts(tmp_path):
     build(tmp_path, files)
     md = (tmp_path / "tables" / "breakdown.md").read_text(encoding="utf-8")
     assert f"| clip_tiny | random | F1 | 40.0 [30.0, 55.5] | 30 | {DASH} | {DASH} |" in md
+
+
+def test_legend_explains_headlines_that_are_not_plain_accuracy(tmp_path):
+    from vlmgrid.report import load_grid
+    from vlmgrid.report.tables import legend
+
+    def score(bench, metric):
+        path = tmp_path / f"{bench}.json"
+        path.write_text(json.dumps({"model": "m", "benchmark": bench, "metric": metric, "value": 50.0,
+                                    "ci95": [40.0, 60.0], "bootstrap": {"samples": 3, "draws": [49.0, 50.0, 51.0]}}))
+        return path
+
+    files = {("m", "mme"): score("mme", "scaled"), ("m", "sqa"): score("sqa", "accuracy")}
+    text = legend(load_grid(files, ["m"], ["mme", "sqa"]))
+    assert "scaled: MME's perception + cognition points / 2800 x 100." in text
+    assert "F1" not in text and "Acc." not in text

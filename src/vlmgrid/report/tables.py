@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.fileio import atomic_path, write_text
-from vlmgrid.report.scores import Estimate, Grid, metric_label
+from vlmgrid.report.scores import METRIC_NOTES, Estimate, Grid, metric_label
 
 DASH = "\u2013"  # en dash: a cell that is not in the grid
 AVERAGE = "Average"
@@ -41,9 +41,11 @@ def legend(grid: Grid) -> str:
         boot = f"{samples[0]} bootstrap samples"
     else:
         boot = f"{samples[0]}{DASH}{samples[-1]} bootstrap samples"
+    metrics = {grid.metric(benchmark) for benchmark in grid.benchmarks}
+    notes = "".join(f" {METRIC_NOTES[m]}." for m in sorted(metrics - {None}) if m in METRIC_NOTES)
     return (
         f"Values in percent; 95% bootstrap CI in brackets ({boot}); {AVERAGE}: mean over the benchmarks, "
-        f"CI from the averaged bootstrap draws; {DASH}: not in the grid."
+        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{notes}"
     )
 
 
