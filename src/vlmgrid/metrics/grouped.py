@@ -18,7 +18,7 @@ by a breakdown is scored in the part that holds its first item only.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
@@ -89,3 +89,14 @@ class GroupedMetric(Metric):
         representatives. Read the drawn group's numbers with `data["g_..."][result]`."""
         cols = sl.start + np.flatnonzero(data["is_rep"][sl])
         return idx[:, cols]
+
+    def drawn_totals(self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice],
+                     keys: Sequence[str]) -> tuple[int, dict[str, np.ndarray]]:
+        """The number of groups drawn per resample, and per resample the sum of each `data[key]` over them."""
+        groups, totals = 0, {key: np.zeros(idx.shape[0]) for key in keys}
+        for sl in slices:
+            g = self.drawn_groups(data, idx, sl)
+            groups += g.shape[1]
+            for key in keys:
+                totals[key] += data[key][g].sum(axis=1)
+        return groups, totals

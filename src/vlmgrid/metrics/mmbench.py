@@ -55,16 +55,8 @@ class MMBenchCircular(GroupedMetric, IndexMetric):
     def compute(
         self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice]
     ) -> dict[str, np.ndarray]:
-        rows = idx.shape[0]
-        groups, all_right = 0, np.zeros(rows)
-        van_n, van_right = np.zeros(rows), np.zeros(rows)
-        for sl in slices:
-            g = self.drawn_groups(data, idx, sl)
-            groups += g.shape[1]
-            all_right += np.count_nonzero(data["g_all"][g], axis=1)
-            van_n += data["g_van_n"][g].sum(axis=1)
-            van_right += data["g_van_right"][g].sum(axis=1)
+        groups, t = self.drawn_totals(data, idx, slices, ("g_all", "g_van_n", "g_van_right"))
         return {
-            "circular_accuracy": 100.0 * safe_ratio(all_right, np.full(rows, float(groups))),
-            "vanilla_accuracy": 100.0 * safe_ratio(van_right, van_n),
+            "circular_accuracy": 100.0 * safe_ratio(t["g_all"], np.full(idx.shape[0], float(groups))),
+            "vanilla_accuracy": 100.0 * safe_ratio(t["g_van_right"], t["g_van_n"]),
         }

@@ -44,16 +44,8 @@ class MMVP(GroupedMetric, IndexMetric):
     def compute(
         self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice]
     ) -> dict[str, np.ndarray]:
-        rows = idx.shape[0]
-        pairs, pairs_right = 0, np.zeros(rows)
-        q_n, q_right = np.zeros(rows), np.zeros(rows)
-        for sl in slices:
-            g = self.drawn_groups(data, idx, sl)
-            pairs += g.shape[1]
-            pairs_right += np.count_nonzero(data["g_all"][g], axis=1)
-            q_n += data["g_size"][g].sum(axis=1)
-            q_right += data["g_right"][g].sum(axis=1)
+        pairs, t = self.drawn_totals(data, idx, slices, ("g_all", "g_size", "g_right"))
         return {
-            "pair_accuracy": 100.0 * pairs_right / max(pairs, 1),
-            "question_accuracy": 100.0 * q_right / np.maximum(q_n, 1.0),
+            "pair_accuracy": 100.0 * t["g_all"] / max(pairs, 1),
+            "question_accuracy": 100.0 * t["g_right"] / np.maximum(t["g_size"], 1.0),
         }
