@@ -22,6 +22,7 @@ from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import BENCHMARKS, BenchmarkKind
 from vlmgrid.benchmarks.sources import check_source, fetch_source
 from vlmgrid.errors import VlmgridError
+from vlmgrid.prompts import DEFAULT_PROMPTS_DIR
 
 MANIFEST = "manifest.json"
 RECORDS = "records.parquet"
@@ -47,6 +48,8 @@ class Benchmark:
     records: pd.DataFrame
     classes: list[str] | None
     manifest: dict
+    # Where the protocols read their prompt sets (config data); set from the config when a job runs.
+    prompts_dir: Path = DEFAULT_PROMPTS_DIR
 
     def image_path(self, image: str) -> Path:
         """The absolute path of a record's `image` (which is relative to the benchmark folder)."""
