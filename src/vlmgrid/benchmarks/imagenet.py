@@ -304,7 +304,9 @@ KIND = register(
         write_fixture=write_hub_fixture,
         adapt=adapt_hub,
         fixture_defaults={"seed": 0, "size": 2, "classes": 4, "corrupt": 0},
-        hub={"repo": "ILSVRC/imagenet-1k", "revision": "main", "split": "validation"},
+        # sha: hub cache snapshot datasets--ILSVRC--imagenet-1k/snapshots/49e2ee26f3810fb5a7536bbf732a7b07389a47b5
+        # (read as data/validation*.parquet by several public projects)
+        hub={"repo": "ILSVRC/imagenet-1k", "revision": "49e2ee26f3810fb5a7536bbf732a7b07389a47b5", "split": "validation"},
     )
 )
 

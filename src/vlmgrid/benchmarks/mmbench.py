@@ -237,8 +237,8 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 6, "corrupt": 0},
         parser="mmbench",
-        # NOT a pin: no commit sha of lmms-lab/MMBench (now lmms-lab-encoder/MMBench) was found in a verified
-        # public source. A config must pin `revision` to a commit (hf_hub sources require it).
+        # unpinned: no public commit sha found (lmms-lab/MMBench, now lmms-lab-encoder/MMBench); prepare prints
+        # the commit it resolved, to put here.
         hub={"repo": "lmms-lab/MMBench", "revision": "main", "config": "en", "split": "dev"},
     )
 )

@@ -161,9 +161,7 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 8, "corrupt": 0},
         parser="mme",
-        # NOT a pin: no commit sha of lmms-lab/MME (now lmms-lab-encoder/MME) was found in a verified public
-        # source. A config must pin `revision` to a commit (hf_hub sources require it); "main" only names
-        # the branch the files live on.
-        hub={"repo": "lmms-lab/MME", "revision": "main", "split": "test"},
+        # sha: hub cache snapshot datasets--lmms-lab--MME/snapshots/d6c9023f017b564f7b3ccccf5348166bce8fdbcd (data/test-*)
+        hub={"repo": "lmms-lab/MME", "revision": "d6c9023f017b564f7b3ccccf5348166bce8fdbcd", "split": "test"},
     )
 )

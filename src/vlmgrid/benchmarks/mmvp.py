@@ -211,8 +211,7 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 10, "corrupt": 0},
         parser="letter",
-        # NOT a pin: no commit sha of MMVP/MMVP was found in a verified public source. A config must pin
-        # `revision` to a commit (hf_hub sources require it).
-        hub={"repo": "MMVP/MMVP", "revision": "main"},
+        # sha: hub cache snapshot datasets--MMVP--MMVP/snapshots/37eafecab8a3940c50c2ade5b36de69dbc99a8cf
+        hub={"repo": "MMVP/MMVP", "revision": "37eafecab8a3940c50c2ade5b36de69dbc99a8cf"},
     )
 )
