@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import huggingface_hub
 import pandas as pd
 import pytest
 from huggingface_hub import errors as hub_errors
+from huggingface_hub.hf_api import DatasetInfo
 
 from vlmgrid.benchmarks import BENCHMARKS, Adapted, load_benchmark, prepare_benchmark, verify_benchmark
 from vlmgrid.benchmarks import sources
@@ -153,8 +156,16 @@ def test_url_network_error_is_one_sentence(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- hf_hub
 
-def _fake_hub(monkeypatch, repo_files: dict[str, bytes], calls: list):
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _fake_hub(monkeypatch, repo_files: dict[str, bytes], calls: list, commit: str = COMMIT):
+    """A hub whose every revision names `commit` (HfApi.dataset_info is mocked, as are listing and download)."""
     listing = {path: hashlib.sha256(data).hexdigest() for path, data in repo_files.items()}
+
+    def fake_info(self, repo_id, *, revision=None, **kwargs):
+        calls.append(("info", repo_id, revision))
+        return DatasetInfo(id=repo_id, sha=commit, private=False, downloads=0, likes=0, tags=[])
 
     def fake_listing(repo, revision, folders):
         calls.append(("list", repo, revision, tuple(sorted(folders))))
@@ -170,11 +181,12 @@ def _fake_hub(monkeypatch, repo_files: dict[str, bytes], calls: list):
         bookkeeping.write_text("commit\netag\n1700000000.0\n")
         return str(dest)
 
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", fake_info)
     monkeypatch.setattr(sources, "hub_listing", fake_listing)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
 
 
-def test_hf_hub_source_downloads_the_kinds_files_at_the_pinned_revision(tmp_path, monkeypatch):
+def test_hf_hub_source_downloads_the_kinds_files_at_the_resolved_commit(tmp_path, monkeypatch, caplog):
     copy = raw_fixture("pope", tmp_path / "hub")
     repo_files = {p.relative_to(copy).as_posix(): p.read_bytes() for p in copy.rglob("*.parquet")}
     repo_files["data/test-00000-of-00003.parquet"] = b"the default config, not read"
@@ -183,14 +195,41 @@ def test_hf_hub_source_downloads_the_kinds_files_at_the_pinned_revision(tmp_path
     _fake_hub(monkeypatch, repo_files, calls)
     with_kind(monkeypatch, "pope", expected_count=30)
     bench_dir = tmp_path / "pope"
-    settings = {"kind": "pope", "source": {"type": "hf_hub", "revision": "abc123", "config": "Full"}}
-    manifest = prepare_benchmark("pope", settings, bench_dir)
-    assert calls[0] == ("list", "lmms-lab/POPE", "abc123", ("Full",))
+    settings = {"kind": "pope", "source": {"type": "hf_hub", "revision": "v1.0", "config": "Full"}}
+    with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.sources"):
+        manifest = prepare_benchmark("pope", settings, bench_dir)
+    # The tag is resolved once; the listing and every download read that commit, not the tag.
+    assert calls[:2] == [("info", "lmms-lab/POPE", "v1.0"), ("list", "lmms-lab/POPE", COMMIT, ("Full",))]
     downloaded = sorted(c[2] for c in calls if c[0] == "download")
     assert downloaded == sorted(p for p in repo_files if p.startswith("Full/"))
-    assert all(c[3] == "dataset" and c[4] == "abc123" for c in calls if c[0] == "download")
+    assert all(c[3] == "dataset" and c[4] == COMMIT for c in calls if c[0] == "download")
     assert not (bench_dir / "raw" / ".cache").exists()
     assert manifest["n_items"] == 30 and len(load_benchmark(bench_dir).records) == 30
+    assert manifest["source"]["revision"] == "v1.0" and manifest["resolved_revision"] == COMMIT
+    assert json.loads((bench_dir / "manifest.json").read_text())["resolved_revision"] == COMMIT
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert "revision 'v1.0' of lmms-lab/POPE is not a commit, so the data is not pinned" in warnings[0]
+    assert f"set `revision: {COMMIT}`" in warnings[0]
+
+
+def test_hf_hub_commit_revision_is_recorded_without_a_warning(tmp_path, monkeypatch, caplog):
+    copy = raw_fixture("scienceqa_img", tmp_path / "hub")
+    repo_files = {p.relative_to(copy).as_posix(): p.read_bytes() for p in copy.rglob("*.parquet")}
+    calls: list = []
+    _fake_hub(monkeypatch, repo_files, calls)
+    with_kind(monkeypatch, "scienceqa_img", expected_count=20)
+    settings = {"kind": "scienceqa_img", "source": {"type": "hf_hub", "revision": COMMIT}}
+    with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.sources"):
+        manifest = prepare_benchmark("sqa", settings, tmp_path / "sqa")
+    assert manifest["resolved_revision"] == COMMIT
+    assert calls[0] == ("info", "lmms-lab/ScienceQA", COMMIT)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_non_hub_sources_record_no_resolved_revision(tmp_path):
+    manifest = prepare_benchmark("pope", {"kind": "pope", "source": {"type": "fixture"}}, tmp_path / "pope")
+    assert "resolved_revision" in manifest and manifest["resolved_revision"] is None
 
 
 def test_hf_hub_download_not_matching_the_hub_sha256_is_an_error(tmp_path, monkeypatch):
@@ -228,8 +267,12 @@ def test_hf_hub_gated_download_says_how_to_fix_it(tmp_path, monkeypatch):
     assert "\n" not in message
 
 
-def test_hf_hub_gated_listing_and_other_hub_errors(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failing", ["dataset_info", "list_repo_tree"])
+def test_hf_hub_gated_listing_and_other_hub_errors(tmp_path, monkeypatch, failing):
+    """The commit lookup and the listing both turn hub failures into one-sentence errors."""
     settings = {"kind": "pope", "source": {"type": "hf_hub", "revision": "abc"}}
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda self, repo_id, **kwargs: DatasetInfo(
+        id=repo_id, sha=COMMIT, private=False, downloads=0, likes=0, tags=[]))
     cases = [
         (hub_error(hub_errors.GatedRepoError, "gated"), "is gated; accept its licence"),
         (hub_error(hub_errors.RevisionNotFoundError, "no rev"), "revision 'abc' does not exist"),
@@ -240,9 +283,10 @@ def test_hf_hub_gated_listing_and_other_hub_errors(tmp_path, monkeypatch):
         def raising(self, *args, _error=error, **kwargs):
             raise _error
 
-        monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_tree", raising)
-        with pytest.raises(VlmgridError, match=expected):
+        monkeypatch.setattr(huggingface_hub.HfApi, failing, raising)
+        with pytest.raises(VlmgridError, match=expected) as info:
             prepare_benchmark("pope", settings, tmp_path / "pope")
+        assert "\n" not in str(info.value)
 
 
 def test_hf_hub_layout_mismatch_names_the_pattern(tmp_path, monkeypatch):

@@ -251,6 +251,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
         "benchmark": name,
         "kind": kind.name,
         "source": source,
+        "resolved_revision": fetched.resolved_revision,
         "n_items": table.num_rows,
         "files": files,
         "fingerprint": fingerprint(files),

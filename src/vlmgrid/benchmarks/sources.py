@@ -5,15 +5,18 @@ Source settings (the `source:` entry of a benchmark in the config), by type:
   fixture: seed (int, 0), size (int, per class / per split / total), classes (int, classification only),
            corrupt (int, 0: images written deliberately unreadable)
   url:     files (optional list of {url, md5 or sha256, name}; default: the kind's published files)
-  hf_hub:  revision (required: a commit or tag), repo (default: the kind's repo), config, split (only the
-           kind's own config/split are supported; they may be written out for clarity)
+  hf_hub:  revision (required: a commit, or a branch or tag, which prepare resolves to the commit it reads and
+           records in the manifest), repo (default: the kind's repo), config, split (only the kind's own
+           config/split are supported; they may be written out for clarity)
   local:   path (a folder holding the raw files; read in place, hashed into the manifest by absolute path)
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import posixpath
+import re
 import shutil
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -26,11 +29,15 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.hub import hub_errors
 from vlmgrid.registry import Registry, closest
 
+log = logging.getLogger(__name__)
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
+
 
 @dataclass(frozen=True)
 class Fetched:
     raw_dir: Path
     external: bool  # True: raw_dir lies outside the benchmark folder (a local source)
+    resolved_revision: str | None = None  # hf_hub: the commit the files were read at
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,13 @@ def _hub_errors(repo: str, revision: str, label: str):
     return hub_errors(repo, revision, label, repo_type="dataset", alternative="point a `local` source at a copy")
 
 
+def hub_commit(repo: str, revision: str) -> str:
+    """The commit sha that `revision` (a commit, branch or tag) of the hub dataset `repo` names now."""
+    import huggingface_hub
+
+    return huggingface_hub.HfApi().dataset_info(repo, revision=revision).sha
+
+
 def hub_listing(repo: str, revision: str, folders: set[str]) -> dict[str, str | None]:
     """{path: LFS sha256 or None} for the files under `folders` ("" = the repo root) at `revision`."""
     import huggingface_hub
@@ -239,7 +253,14 @@ def _fetch_hub(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -
     repo, revision = _hub_settings(kind, source)
     raw_dir = bench_dir / "raw"
     with _hub_errors(repo, revision, label):
-        listing = hub_listing(repo, revision, {posixpath.dirname(p) for p in kind.raw_files})
+        # Every read below is at this commit, so a branch that moves mid-prepare cannot mix two versions.
+        commit = hub_commit(repo, revision)
+        listing = hub_listing(repo, commit, {posixpath.dirname(p) for p in kind.raw_files})
+    if not COMMIT_SHA.fullmatch(revision):
+        log.warning(
+            "%s: revision %r of %s is not a commit, so the data is not pinned; to pin it to the commit read "
+            "now, set `revision: %s` in the source", label, revision, repo, commit,
+        )
     wanted: dict[str, str | None] = {}
     for pattern in kind.raw_files:
         matches = {path: sha for path, sha in listing.items() if fnmatch(path, pattern)}
@@ -254,7 +275,7 @@ def _fetch_hub(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -
         if sha and dest.is_file() and fileio.sha256_file(dest) == sha:
             continue  # left by an interrupted prepare, and verified
         with _hub_errors(repo, revision, label):
-            got_path = hub_download(repo, revision, path, raw_dir)
+            got_path = hub_download(repo, commit, path, raw_dir)
         if got_path.resolve() != dest.resolve():
             shutil.move(str(got_path), dest)
         if sha and fileio.sha256_file(dest) != sha:
@@ -265,7 +286,7 @@ def _fetch_hub(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -
             )
     shutil.rmtree(raw_dir / ".cache", ignore_errors=True)  # huggingface_hub's local_dir bookkeeping
     _prune(raw_dir, set(wanted))
-    return Fetched(raw_dir, external=False)
+    return Fetched(raw_dir, external=False, resolved_revision=commit)
 
 
 # ---------------------------------------------------------------------------------------------- local
