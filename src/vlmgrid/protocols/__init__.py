@@ -34,11 +34,13 @@ def runnable(protocol_name: str, model_settings: dict) -> bool:
 
 
 def make_runner(protocol_name: str, model, bench) -> tuple[Runner, str]:
-    """The runner for this model on this benchmark, and the capability it uses (recorded with the predictions)."""
+    """The runner for this model on this benchmark, and how it answers (recorded with the predictions)."""
     capability = strategy_for(protocol_name, model.model_capabilities, model.settings.get("answer_mode"))
     if capability is None:
         raise ValueError(f"{model.name} has no capability that the {protocol_name} protocol can use")
-    return PROTOCOLS.get(protocol_name).strategies[capability](model, bench), capability
+    runner = PROTOCOLS.get(protocol_name).strategies[capability](model, bench)
+    # A strategy that answers different variants differently says so in its `strategy` attribute.
+    return runner, getattr(runner, "strategy", capability)
 
 
 __all__ = ["PROTOCOLS", "Protocol", "Runner", "make_runner", "runnable", "strategy_for"]

@@ -2,18 +2,33 @@
 
 - embed (contrastive models): the classifier for a class is the normalised mean of the normalised text
   embeddings of its prompt templates (CLIP's recipe); the prediction is the class of highest cosine similarity.
-- score_options: the model scores every class name as the answer to a fixed question (length-normalised
-  log-likelihood) and the best is the prediction.
+- generate / score_options (generative LVLMs, API models, baselines): CARPE's protocol. Every item is asked
+  with each template of the prompt set `config/prompts/lvlm_classification.yaml`, one prediction variant per
+  template. Open-world templates give no candidates: the model answers freely and `match_class` maps the
+  answer to a class name (normalisation, plurals, the benchmark's synonyms); an answer that names no class,
+  or two, is a format error. Closed-world templates list every class name: the class names are scored as
+  the answer's continuation (length-normalised log-likelihood) when the model can score options, else the
+  generated answer is matched the same way. `answer_mode: likelihood` scores the open-world templates too;
+  `answer_mode: generate` generates for the closed-world ones too. The cell's headline is the mean over
+  the templates; each template is reported on its own as well.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from vlmgrid.cache import cache_root
+from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import atomic_path, sha256_json
-from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, score_items, topk_indices
+from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
+from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, topk_indices
+from vlmgrid.protocols.parsing import match_class
 
 
 def class_prompt_texts(classes: list[str], templates: list[str]) -> list[str]:
@@ -75,28 +90,129 @@ def embed_strategy(model, bench):
     return run
 
 
-CLASSIFICATION_QUESTION = "What is shown in this image? Answer with its name."
+PROMPT_SET = "lvlm_classification"
+CANDIDATES = "{candidates}"
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
-def option_strategy(model, bench):
-    classes = bench.classes
+@dataclass(frozen=True)
+class ClassificationPrompts:
+    """The LVLM classification templates: {variant: text}, open-world first, then closed-world."""
+
+    open: Mapping[str, str]
+    closed: Mapping[str, str]
+    separator: str = ", "
+
+    @classmethod
+    def from_mapping(cls, data: Mapping, where: str) -> "ClassificationPrompts":
+        unknown = set(data) - {"open", "closed", "candidates_separator"}
+        if unknown:
+            raise VlmgridError(f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are open, closed, candidates_separator")
+        sections = {}
+        for section in ("open", "closed"):
+            entries = data.get(section) or {}
+            if not isinstance(entries, Mapping):
+                raise VlmgridError(f"{where}: `{section}` must map variant names to templates")
+            for name, text in entries.items():
+                if not isinstance(name, str) or not _VARIANT_NAME.match(name):
+                    raise VlmgridError(f"{where}: {section}.{name}: a variant name is lowercase letters, digits and '-'")
+                if not isinstance(text, str) or not text.strip():
+                    raise VlmgridError(f"{where}: {section}.{name}: the template must be a non-empty string")
+                if (text.count(CANDIDATES) == 1) != (section == "closed"):
+                    rule = "must hold {candidates} exactly once" if section == "closed" else "must not hold {candidates}"
+                    raise VlmgridError(f"{where}: {section}.{name}: a {section}-world template {rule}")
+            sections[section] = dict(entries)
+        clash = set(sections["open"]) & set(sections["closed"])
+        if clash:
+            raise VlmgridError(f"{where}: variant {sorted(clash)[0]!r} is both open and closed; names must be unique")
+        if not sections["open"] and not sections["closed"]:
+            raise VlmgridError(f"{where}: holds no template; give `open` and/or `closed` templates")
+        separator = data.get("candidates_separator", ", ")
+        if not isinstance(separator, str):
+            raise VlmgridError(f"{where}: `candidates_separator` must be a string")
+        return cls(open=sections["open"], closed=sections["closed"], separator=separator)
+
+    def prompts(self, classes: list[str]) -> list[tuple[str, str, bool]]:
+        """(variant, prompt, open_world) for every template, the candidates filled in."""
+        candidates = self.separator.join(classes)
+        return ([(name, text, True) for name, text in self.open.items()]
+                + [(name, text.replace(CANDIDATES, candidates), False) for name, text in self.closed.items()])
+
+
+def classification_prompts(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> ClassificationPrompts:
+    return ClassificationPrompts.from_mapping(load_prompts(PROMPT_SET, prompts_dir),
+                                              str(prompts_file(PROMPT_SET, prompts_dir)))
+
+
+def answer_methods(model) -> tuple[str, str]:
+    """How (open-world, closed-world) templates are answered: "generate" or "score_options"."""
+    capabilities = model.model_capabilities
+    mode = model.settings.get("answer_mode")
+    open_method = "generate" if "generate" in capabilities and mode != "likelihood" else "score_options"
+    closed_method = "score_options" if "score_options" in capabilities and mode != "generate" else "generate"
+    return open_method, closed_method
+
+
+def templated_strategy(model, bench):
+    from vlmgrid.models.base import GenerateRequest, OptionRequest
+
+    classes = list(bench.classes)
+    synonyms = getattr(bench, "synonyms", None) or {}
+    templates = classification_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR)).prompts(classes)
+    open_method, closed_method = answer_methods(model)
     # Each class name is scored as the answer's continuation; the space is the one that follows the
     # assistant's turn marker, which byte-level tokenizers fold into the first word.
     continuations = [f" {name}" for name in classes]
 
     def run(records: pd.DataFrame) -> list[dict]:
-        results = score_items(model, bench, records, lambda i: CLASSIFICATION_QUESTION, lambda i: continuations)
+        images, problems = load_images(bench, records)
+        ids = list(records["id"])
+        for i, image in enumerate(images):
+            if image is None and problems[i] is None:
+                problems[i] = "item has no image"
+        usable = [i for i, problem in enumerate(problems) if problem is None]
+        # One call per method for the whole chunk, so the backend batches across templates and items
+        # (and reuses each image's encoding where it can).
+        asked: dict[str, list[tuple[str, int]]] = {"generate": [], "score_options": []}
+        for variant, _, open_world in templates:
+            method = open_method if open_world else closed_method
+            asked[method].extend((variant, i) for i in usable)
+        prompt_of = {variant: prompt for variant, prompt, _ in templates}
+        generated = model.generate_results(
+            [GenerateRequest(ids[i], images[i], prompt_of[v]) for v, i in asked["generate"]]
+        ) if asked["generate"] else []
+        scored = model.score_results(
+            [OptionRequest(ids[i], images[i], prompt_of[v], continuations) for v, i in asked["score_options"]]
+        ) if asked["score_options"] else []
+
+        rows: dict[tuple[str, int], dict] = {}
+        for (variant, i), result in zip(asked["generate"], generated):
+            if not result.ok:
+                rows[variant, i] = error_row(ids[i], result.error, variant)
+                continue
+            parsed = match_class(result.text, classes, synonyms)
+            rows[variant, i] = prediction_row(ids[i], variant=variant, raw=result.text,
+                                              prediction=parsed.prediction, prediction_index=parsed.index)
+        for (variant, i), result in zip(asked["score_options"], scored):
+            if not result.ok:
+                rows[variant, i] = error_row(ids[i], result.error, variant)
+                continue
+            top = topk_indices(np.asarray([result.scores.normalised]))[0]
+            rows[variant, i] = prediction_row(ids[i], variant=variant, prediction=classes[top[0]],
+                                              prediction_index=top[0], topk=top)
         return [
-            error_row(item_id, problem) if scores is None
-            else _rows_from_scores([item_id], np.asarray([scores]), classes)[0]
-            for item_id, (scores, problem) in zip(records["id"], results)
+            rows.get((variant, i)) or error_row(ids[i], problems[i], variant)
+            for variant, _, _ in templates for i in range(len(records))
         ]
 
+    methods = {method for _, _, open_world in templates for method in [open_method if open_world else closed_method]}
+    run.strategy = (methods.pop() if len(methods) == 1
+                    else f"open-world: {open_method}; closed-world: {closed_method}")
     return run
 
 
 CLASSIFICATION = Protocol(
     name="classification",
     description="zero-shot classification over the benchmark's class names",
-    strategies={"embed": embed_strategy, "score_options": option_strategy},
+    strategies={"embed": embed_strategy, "generate": templated_strategy, "score_options": templated_strategy},
 )
