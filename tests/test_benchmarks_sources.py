@@ -13,6 +13,7 @@ from pathlib import Path
 import huggingface_hub
 import pandas as pd
 import pytest
+import yaml
 from huggingface_hub import errors as hub_errors
 from huggingface_hub.hf_api import DatasetInfo
 
@@ -293,6 +294,25 @@ def test_hf_hub_layout_mismatch_names_the_pattern(tmp_path, monkeypatch):
     _fake_hub(monkeypatch, {"Full/random-00000-of-00001.parquet": b"x"}, [])
     with pytest.raises(VlmgridError, match=r"no file matching Full/popular-\*\.parquet"):
         prepare_benchmark("pope", {"kind": "pope", "source": {"type": "hf_hub", "revision": "abc"}}, tmp_path / "p")
+
+
+def test_carpe_grid_reads_the_kinds_pinned_copies():
+    """config/carpe.yaml holds CARPE's 11 benchmarks, each hub source exactly its kind's known-good pin."""
+    from conftest import REPO
+
+    grid = yaml.safe_load((REPO / "config" / "carpe.yaml").read_text())
+    entries = grid["benchmarks"]
+    assert sorted(entries[name]["kind"] for name in grid["grid"]["benchmarks"]) == sorted([
+        "imagenet", "caltech101", "flowers102", "food101", "scienceqa_img", "textvqa", "pope", "mme", "mmbench",
+        "cvbench", "mmvp",
+    ])
+    for name, entry in entries.items():
+        kind = BENCHMARKS.get(entry["kind"])
+        source = sources.check_source(kind, entry["source"], name)
+        assert source["type"] != "fixture", name
+        if source["type"] == "hf_hub":
+            assert source == kind.default_source, name
+            assert len(source["revision"]) == 40 or name == "mmbench", name
 
 
 # ---------------------------------------------------------------------------------------------- settings
