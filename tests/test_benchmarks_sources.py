@@ -312,7 +312,7 @@ def test_carpe_grid_reads_the_kinds_pinned_copies():
         assert source["type"] != "fixture", name
         if source["type"] == "hf_hub":
             assert source == kind.default_source, name
-            assert len(source["revision"]) == 40 or name == "mmbench", name
+            assert sources.COMMIT_SHA.fullmatch(source["revision"]), name
 
 
 # ---------------------------------------------------------------------------------------------- settings

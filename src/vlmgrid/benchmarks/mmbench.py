@@ -237,8 +237,8 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 6, "corrupt": 0},
         parser="mmbench",
-        # unpinned: no public commit sha found (lmms-lab/MMBench, now lmms-lab-encoder/MMBench); prepare prints
-        # the commit it resolved, to put here.
-        hub={"repo": "lmms-lab/MMBench", "revision": "main", "config": "en", "split": "dev"},
+        # sha: pinned as lmms-lab/MMBench@56ba1af8954932c4804bd3f522e05ed96e63b654 in a public revision table, and
+        # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split dev.
+        hub={"repo": "lmms-lab/MMBench", "revision": "56ba1af8954932c4804bd3f522e05ed96e63b654", "config": "en", "split": "dev"},
     )
 )

@@ -211,7 +211,8 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 10, "corrupt": 0},
         parser="letter",
-        # sha: hub cache snapshot datasets--MMVP--MMVP/snapshots/37eafecab8a3940c50c2ade5b36de69dbc99a8cf
+        # sha: hub cache snapshot datasets--MMVP--MMVP/snapshots/37eafecab8a3940c50c2ade5b36de69dbc99a8cf (also
+        # `hf download MMVP/MMVP --repo-type dataset --revision 37eafeca...` in public setup scripts).
         hub={"repo": "MMVP/MMVP", "revision": "37eafecab8a3940c50c2ade5b36de69dbc99a8cf"},
     )
 )
