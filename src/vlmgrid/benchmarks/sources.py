@@ -3,7 +3,8 @@ revision, or a local folder that already holds them in the published layout.
 
 Source settings (the `source:` entry of a benchmark in the config), by type:
   fixture: seed (int, 0), size (int, per class / per split / total), classes (int, classification only),
-           corrupt (int, 0: images written deliberately unreadable)
+           corrupt (int, 0: images written deliberately unreadable), and the kind's own fixture settings
+           (the keys of its fixture_defaults: cvqa's hidden_labels)
   url:     files (optional list of {url, md5 or sha256, name}; default: the kind's published files)
   hf_hub:  revision (required: a commit, or a branch or tag, which prepare resolves to the commit it reads and
            records in the manifest), repo (default: the kind's repo), config, split (only the kind's own
@@ -64,6 +65,8 @@ def check_source(kind: BenchmarkKind, source: Any, label: str) -> dict:
         )
     spec = SOURCES.get(kind_of_source)
     keys = ("type",) + spec.keys
+    if kind_of_source == "fixture":  # a kind's own fixture settings (CVQA's hidden_labels) are valid too
+        keys += tuple(key for key in kind.fixture_defaults if key not in keys)
     if kind_of_source == "fixture" and kind.protocol != "classification":
         keys = tuple(k for k in keys if k != "classes")
     for key in source:

@@ -3,11 +3,12 @@
 from vlmgrid.protocols.base import Protocol, Runner
 from vlmgrid.protocols.choice import MULTIPLE_CHOICE, YES_NO
 from vlmgrid.protocols.classification import CLASSIFICATION
+from vlmgrid.protocols.cvqa import CVQA
 from vlmgrid.protocols.short_answer import SHORT_ANSWER
 from vlmgrid.registry import Registry
 
 PROTOCOLS: Registry[Protocol] = Registry("protocol")
-for _protocol in (CLASSIFICATION, MULTIPLE_CHOICE, YES_NO, SHORT_ANSWER):
+for _protocol in (CLASSIFICATION, MULTIPLE_CHOICE, YES_NO, SHORT_ANSWER, CVQA):
     PROTOCOLS.register(_protocol.name, _protocol)
 
 
