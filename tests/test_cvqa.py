@@ -18,7 +18,7 @@ from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.infer import run_inference
-from vlmgrid.metrics import score_predictions
+from vlmgrid.metrics import METRICS, score_predictions
 from vlmgrid.metrics.cvqa import LabelsHidden, accuracy_by_pair, labels_hidden, submission_table, submission_tables
 from vlmgrid.models.base import Backend, GenerationResult, OptionScores, ScoreResult
 from vlmgrid.models.fetch import fetch_model
@@ -68,13 +68,14 @@ def test_fixture_is_hub_parquet_in_shards_with_embedded_images(tmp_path):
     assert all(0 <= row["Label"] < 4 and len(row["Options"]) == len(row["Translated Options"]) == 4 for row in rows)
 
 
-def test_fixture_writes_non_latin_scripts():
+def test_fixture_writes_non_latin_scripts(tmp_path):
     scripts = {"Arabic": r"[\u0600-\u06FF]", "Bengali": r"[\u0980-\u09FF]", "Cyrillic": r"[\u0400-\u04FF]",
                "Telugu": r"[\u0C00-\u0C7F]", "CJK": r"[\u4E00-\u9FFF]"}
-    texts = " ".join(q for kinds in cvqa_bench.LOCAL.values() for q, options in kinds.values()
-                     for q in [q + " " + " ".join(options)])
+    rows = _raw_rows(_fixture(tmp_path, size=1))
     for script, pattern in scripts.items():
-        assert re.search(pattern, texts), script
+        assert any(re.search(pattern, row["Question"]) and all(re.search(pattern, o) for o in row["Options"])
+                   for row in rows), script
+    assert all(row["Translated Question"].isascii() for row in rows)
 
 
 def test_fixture_is_deterministic_and_seeded(tmp_path):
@@ -353,6 +354,7 @@ def test_submission_table_lists_every_item_with_its_chosen_index():
     assert table.to_dict("list") == {"ID": ["a", "b", "c", "d"], "prediction": [0, -1, 2, 3]}
     tables = submission_tables(records, predictions)
     assert list(tables) == sorted(SETTINGS)
+    assert METRICS.get("cvqa").submission(records, predictions)["loc-en"].equals(table)
     assert tables["noloc-local"]["prediction"].tolist() == [3, 3, 3, -1]
     with pytest.raises(VlmgridError, match='lack item "d"'):
         submission_table(records, predictions[predictions["id"] != "d"], "loc-en")

@@ -72,8 +72,8 @@ def country_language(country: str, language: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- fixture
 
-# (language, country, font-free texts): the three fixture questions and their options in the local language.
-# Numerals are the local ones where the script has them, as CVQA's annotators write them.
+# The fixture's three questions and their options, in English and in each pair's local language (numerals
+# in the local script where it has its own). Each list is in the same order as its English counterpart.
 _COLOURS = ("red", "blue", "yellow", "green")
 _SHAPES = ("circle", "square", "triangle", "star")
 _COUNTS = ("1", "2", "3", "4")

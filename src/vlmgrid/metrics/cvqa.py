@@ -64,6 +64,10 @@ class CVQAAccuracy(Accuracy):
         check_labels(records)
         return super().prepare(records, preds)
 
+    def submission(self, records: pd.DataFrame, predictions: pd.DataFrame) -> dict[str, pd.DataFrame]:
+        """What to hand the leaderboard instead of a score: one submission table per setting."""
+        return submission_tables(records, predictions)
+
 
 def _variant_rows(records: pd.DataFrame, predictions: pd.DataFrame, variant: str) -> pd.DataFrame:
     """The variant's prediction rows in records order; a missing or repeated item is an error naming it."""
