@@ -179,3 +179,18 @@ def test_open_clip_hub_errors_name_the_fix(monkeypatch, tmp_path):
     settings = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "org/clip", "revision": "abc"}}
     with pytest.raises(VlmgridError, match=r"org/clip is gated; accept its licence on https://huggingface.co/org/clip"):
         BACKENDS.get("open_clip").fetch(settings, tmp_path)
+
+
+def test_generation_preset_fills_the_keys_the_model_does_not_set():
+    from vlmgrid.models.base import resolve_generation
+
+    plain = {"backend": "hf", "generation": {"max_new_tokens": 8}}
+    assert resolve_generation(plain) == plain  # no preset: greedy decoding as configured
+    resolved = resolve_generation({"backend": "hf", "generation": {"preset": "kaleidoscope", "seed": 2}})
+    assert resolved["generation"] == {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7,
+                                      "top_p": 0.9, "max_new_tokens": 1024, "seed": 2}
+    assert resolved["image_size"] == 512
+    own = resolve_generation({"generation": {"preset": "kaleidoscope", "max_new_tokens": 64}, "image_size": 336})
+    assert own["generation"]["max_new_tokens"] == 64 and own["image_size"] == 336
+    with pytest.raises(VlmgridError, match="generation preset 'paper' is unknown; use one of kaleidoscope"):
+        resolve_generation({"generation": {"preset": "paper"}})

@@ -372,3 +372,16 @@ def test_sampling_is_seeded(checkpoints):
     assert model.generate_token_ids(requests) == first
     greedy = Hf.load(_settings("llava"), checkpoints("llava"), "cpu").generate_token_ids(requests)
     assert first != greedy  # sampling at temperature 1.5 from a random model differs from greedy decoding
+
+
+def test_generation_preset_is_what_runs_and_what_the_provenance_says(checkpoints):
+    settings = _settings("llava", generation={"preset": "kaleidoscope", "max_new_tokens": 4, "seed": 1})
+    model = Hf.load(settings, checkpoints("llava"), "cpu")
+    assert model.settings["image_size"] == 512
+    assert model.provenance().generation == {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7,
+                                             "top_p": 0.9, "max_new_tokens": 4, "seed": 1}
+    requests = [GenerateRequest(f"q{i}", _image(i), "What is it?") for i in range(2)]
+    sampled = model.generate_token_ids(requests)
+    assert model.generate_token_ids(requests) == sampled  # seeded
+    greedy = Hf.load(_settings("llava", generation={"max_new_tokens": 4}), checkpoints("llava"), "cpu")
+    assert greedy.provenance().generation == {"max_new_tokens": 4, "do_sample": False}

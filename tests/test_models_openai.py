@@ -340,3 +340,14 @@ def test_provenance_and_describe(make, server):
 
 def test_empty_request_list(make, server):
     assert make().generate([]) == [] and server.count == 0
+
+
+def test_the_kaleidoscope_preset_samples_and_resizes_and_says_so(make, server):
+    model = make(generation={"preset": "kaleidoscope"})
+    model.generate([GenerateRequest("a", Image.new("RGB", (40, 30), (1, 2, 3)), "what is it?")])
+    body = server.requests[0].body
+    assert body["temperature"] == 0.7 and body["top_p"] == 0.9 and body["max_tokens"] == 1024
+    url = body["messages"][0]["content"][0]["image_url"]["url"]
+    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (512, 512)
+    assert model.provenance().generation == {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7,
+                                             "top_p": 0.9, "max_new_tokens": 1024}

@@ -17,6 +17,36 @@ from typing import ClassVar, Sequence
 
 from PIL.Image import Image
 
+from vlmgrid.errors import VlmgridError
+
+#: Named decoding settings, chosen by `generation: {preset: NAME}`. A preset fills the generation keys the
+#: model does not set itself, and the model's `image_size` unless it has one. Greedy decoding (no preset)
+#: stays the default, for determinism.
+GENERATION_PRESETS: dict[str, dict] = {
+    # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): sampling at temperature 0.7 and top-p
+    # 0.9, up to 1,024 new tokens, images resized to 512 x 512.
+    "kaleidoscope": {
+        "generation": {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024},
+        "image_size": 512,
+    },
+}
+
+
+def resolve_generation(settings: dict) -> dict:
+    """The model settings with `generation.preset` expanded (the preset's name stays, for the provenance)."""
+    generation = dict(settings.get("generation") or {})
+    name = generation.get("preset")
+    if name is None:
+        return settings
+    if name not in GENERATION_PRESETS:
+        raise VlmgridError(f"generation preset {name!r} is unknown; use one of {', '.join(sorted(GENERATION_PRESETS))} "
+                           f"or set the generation keys yourself")
+    preset = GENERATION_PRESETS[name]
+    resolved = {**settings, "generation": {**preset["generation"], **generation}}
+    if "image_size" in preset and settings.get("image_size") is None:
+        resolved["image_size"] = preset["image_size"]
+    return resolved
+
 
 @dataclass(frozen=True)
 class OptionRequest:
@@ -103,7 +133,7 @@ class Backend:
     defaults: ClassVar[dict] = {}
 
     def __init__(self, settings: dict) -> None:
-        self.settings = {**self.defaults, **settings}
+        self.settings = {**self.defaults, **resolve_generation(settings)}
 
     @classmethod
     def capabilities_for(cls, settings: dict) -> frozenset[str]:

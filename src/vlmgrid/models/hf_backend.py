@@ -130,7 +130,7 @@ class Hf(Backend):
 
     def __init__(self, settings: dict, model, processor, device: str, dtype) -> None:
         super().__init__(settings)
-        self.settings["generation"] = {**self.defaults["generation"], **settings.get("generation", {})}
+        self.settings["generation"] = {**self.defaults["generation"], **self.settings.get("generation", {})}
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
