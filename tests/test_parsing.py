@@ -28,7 +28,8 @@ NONE = Parsed(None, -1)
 
 
 def test_registry_holds_every_parser_under_its_name():
-    assert list(PARSERS) == sorted(["letter", "pope", "mme", "cvbench", "mmbench", "short_answer", "open_class"])
+    assert list(PARSERS) == sorted(["letter", "pope", "mme", "cvbench", "mmbench", "short_answer", "open_class",
+                                    "exam_json", "exam_tag"])
     assert PARSERS.get("letter") is parse_letter
     assert PARSERS.get("pope") is parse_pope
     assert parse("mme", "Yes", YES_NO) == Parsed("yes", 0)
