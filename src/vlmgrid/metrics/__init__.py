@@ -19,6 +19,7 @@ from vlmgrid.metrics.bootstrap import bootstrap_indices, percentile_ci
 from vlmgrid.metrics.classification import Classification
 from vlmgrid.metrics.cvbench import CVBench
 from vlmgrid.metrics.cvqa import CVQAAccuracy
+from vlmgrid.metrics.kaleidoscope import Kaleidoscope
 from vlmgrid.metrics.mmbench import MMBenchCircular
 from vlmgrid.metrics.mme import MME
 from vlmgrid.metrics.mmvp import MMVP
@@ -29,6 +30,7 @@ from vlmgrid.metrics.vqa_normalise import normalise_answer
 
 for _metric in (Classification(), Accuracy(), Pope(), MME(), MMBenchCircular(), CVBench(), MMVP(), VQAAccuracy()):
     METRICS.register(_metric.name, _metric)
+METRICS.register(Kaleidoscope.name, Kaleidoscope())
 del _metric
 METRICS.register(CVQAAccuracy.name, CVQAAccuracy())
 
