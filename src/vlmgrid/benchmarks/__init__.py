@@ -20,6 +20,7 @@ from vlmgrid.benchmarks import textvqa  # noqa: E402,F401
 from vlmgrid.benchmarks import food101  # noqa: E402,F401
 from vlmgrid.benchmarks import caltech101  # noqa: E402,F401
 from vlmgrid.benchmarks import imagenet  # noqa: E402,F401
+from vlmgrid.benchmarks import kaleidoscope  # noqa: E402,F401
 from vlmgrid.benchmarks import cvqa  # noqa: E402,F401
 
 __all__ = [
