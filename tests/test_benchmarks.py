@@ -49,8 +49,8 @@ def files_on_disk(bench_dir: Path) -> dict[str, int]:
     return {p.relative_to(bench_dir).as_posix(): p.stat().st_mtime_ns for p in sorted(bench_dir.rglob("*")) if p.is_file()}
 
 
-ALL_KINDS = KINDS + ("caltech101", "cvbench", "cvqa", "food101", "imagenet", "imagenet_ilsvrc2012", "mmbench", "mme",
-                     "mmvp", "textvqa")
+ALL_KINDS = KINDS + ("caltech101", "cvbench", "cvqa", "food101", "imagenet", "imagenet_ilsvrc2012", "kaleidoscope",
+                     "mmbench", "mme", "mmvp", "textvqa")
 
 
 def test_kinds_are_registered_with_their_protocol_metric_and_source():
