@@ -62,3 +62,55 @@ def test_make_tiny_models_writes_loadable_checkpoints(tmp_path, capsys):
     clip = BACKENDS.get("open_clip").load({"backend": "open_clip", "source": {"type": "fixture"}},
                                           tmp_path / "open_clip", "cpu")
     assert clip.embed_texts(["a cat"]).shape == (1, 32)
+
+
+def _grid_with_textvqa(tmp_path, write_config, default_config_data):
+    data = default_config_data
+    data["data_dir"] = str(tmp_path / "data")
+    data["results_dir"] = str(tmp_path / "results")
+    data["benchmarks"]["textvqa-fixture"] = {"kind": "textvqa", "source": {"type": "fixture", "seed": 0, "size": 6}}
+    data["grid"] = {"models": ["clip-tiny", "llava-tiny"], "benchmarks": ["pope-fixture", "textvqa-fixture"]}
+    return str(write_config(data))
+
+
+def test_cells_and_check_config_show_not_applicable_cells(capsys, tmp_path, write_config, default_config_data):
+    config = _grid_with_textvqa(tmp_path, write_config, default_config_data)
+    assert main(["check-config", "--config", config]) == 0
+    assert "2 models x 2 benchmarks = 4 cells (1 not applicable)" in capsys.readouterr().out
+    assert main(["cells", "--config", config]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "clip-tiny\tpope-fixture",
+        'clip-tiny\ttextvqa-fixture\tn/a: model "clip-tiny" (open_clip backend, capability embed) cannot run '
+        'benchmark "textvqa-fixture" (short_answer protocol needs generate)',
+        "llava-tiny\tpope-fixture",
+        "llava-tiny\ttextvqa-fixture",
+    ]
+    assert main(["cells", "--paths", "--config", config]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+
+
+def test_infer_and_score_of_a_not_applicable_cell(capsys, tmp_path, write_config, default_config_data):
+    import json
+
+    import pyarrow.parquet as pq
+
+    config = _grid_with_textvqa(tmp_path, write_config, default_config_data)
+    assert main(["prepare", "textvqa-fixture", "--config", config]) == 0
+    # A separate interpreter: the cell must be written without importing torch or loading the model.
+    code = ("import sys; from vlmgrid.cli import main; rc = main(['infer', 'clip-tiny', 'textvqa-fixture', "
+            f"'--config', {config!r}]); assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    predictions = tmp_path / "results" / "predictions" / "clip-tiny" / "textvqa-fixture.parquet"
+    table = pq.read_table(predictions)
+    assert table.num_rows == 0
+    metadata = json.loads(table.schema.metadata[b"vlmgrid"])
+    assert metadata["applicable"] is False
+    assert metadata["reason"].startswith('model "clip-tiny" (open_clip backend, capability embed) cannot run')
+    assert list((tmp_path / "results").rglob("*.tmp*")) == []
+    assert main(["score", "clip-tiny", "textvqa-fixture", "--config", config]) == 0
+    assert "not applicable" in capsys.readouterr().err
+    score = json.loads((tmp_path / "results" / "scores" / "clip-tiny" / "textvqa-fixture.json").read_text())
+    assert score["applicable"] is False and score["reason"] == metadata["reason"]
+    assert score["metric"] == "vqa_accuracy"
+    assert not {"value", "ci95", "n", "bootstrap"} & set(score)

@@ -123,14 +123,66 @@ def test_every_catalog_model_is_valid_and_pinned_or_marked(default_config_data):
         data = copy.deepcopy(default_config_data)
         data["models"] = {name: entry}
         data["grid"] = {"models": [name], "benchmarks": ["pope-fixture"]}
-        try:
-            validate_config(data, source="config/models.yaml")
-        except VlmgridError as error:
-            # An API model without logprobs can only generate, which the yes/no protocol cannot use yet.
-            assert "cannot run benchmark" in str(error), (name, str(error))
+        config = validate_config(data, source="config/models.yaml")
+        config.not_applicable(name, "pope-fixture")  # every backend answers the question
         revision = entry.get("source", {}).get("revision")
         block = text.split(f"\n  {name}:\n", 1)[1].split("\n\n", 1)[0]
         if revision == "main":
             assert "# unpinned" in block, name
         elif revision is not None:
             assert len(revision) == 40 and int(revision, 16) >= 0, name
+
+
+def _with_textvqa(data: dict) -> dict:
+    data = copy.deepcopy(data)
+    data["benchmarks"]["textvqa-fixture"] = {"kind": "textvqa", "source": {"type": "fixture", "seed": 0, "size": 6}}
+    data["grid"]["benchmarks"].append("textvqa-fixture")
+    return data
+
+
+def test_a_pair_that_cannot_run_is_not_applicable_not_an_error(default_config_data):
+    config = validate_config(_with_textvqa(default_config_data))
+    assert len(config.cells) == 12
+    assert config.not_applicable("clip-tiny", "textvqa-fixture") == (
+        'model "clip-tiny" (open_clip backend, capability embed) cannot run benchmark "textvqa-fixture" '
+        "(short_answer protocol needs generate)"
+    )
+    assert config.not_applicable("random", "textvqa-fixture") == (
+        'model "random" (baseline backend, capability score_options) cannot run benchmark "textvqa-fixture" '
+        "(short_answer protocol needs generate)"
+    )
+    assert config.not_applicable("llava-tiny", "textvqa-fixture") is None
+    assert all(config.not_applicable(m, b) is None for m in config.models for b in default_config_data["grid"]["benchmarks"])
+
+
+def test_not_applicable_follows_settings_dependent_capabilities(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["models"]["api"] = {"backend": "openai", "base_url": "http://localhost:1/v1", "model": "m"}
+    data["grid"]["models"] = ["api"]
+    config = validate_config(data)
+    # Generation alone runs yes/no by reading the answer; option scoring would need logprobs.
+    assert config.not_applicable("api", "pope-fixture") is None
+    with pytest.raises(VlmgridError, match='no model named "clip-tin"'):
+        config.not_applicable("clip-tin", "pope-fixture")
+
+
+def test_prompts_dir_default_and_override(default_config_data):
+    assert str(validate_config(copy.deepcopy(default_config_data)).prompts_dir) == "config/prompts"
+    data = copy.deepcopy(default_config_data)
+    data["prompts_dir"] = "my/prompts"
+    assert str(validate_config(data).prompts_dir) == "my/prompts"
+    data["prompts_dir"] = 3
+    assert "prompts_dir: expected string" in _error(data)
+
+
+def test_prompt_file_hashes(tmp_path):
+    from vlmgrid.config import prompt_file_hashes
+    from vlmgrid.fileio import sha256_file
+
+    assert prompt_file_hashes(tmp_path / "absent") == {}
+    (tmp_path / "lvlm.yaml").write_text("templates: [a]\n")
+    (tmp_path / "README.md").write_text("not a prompt set\n")
+    hashes = prompt_file_hashes(tmp_path)
+    assert hashes == {"lvlm.yaml": sha256_file(tmp_path / "lvlm.yaml")}
+    (tmp_path / "lvlm.yaml").write_text("templates: [b]\n")
+    assert prompt_file_hashes(tmp_path) != hashes

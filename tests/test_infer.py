@@ -11,7 +11,7 @@ from vlmgrid import paths
 from vlmgrid.benchmarks import prepare_benchmark
 from vlmgrid.config import validate_config
 from vlmgrid.models.fetch import fetch_model
-from vlmgrid.predictions import read_predictions
+from vlmgrid.predictions import not_applicable_reason, read_metadata, read_predictions
 
 
 def _setup(small_config, bench="pope-fixture", model="random", part_size=16, corrupt=0):
@@ -24,13 +24,13 @@ def _setup(small_config, bench="pope-fixture", model="random", part_size=16, cor
     return config
 
 
-def _run(config, model="random", bench="pope-fixture", messages=None):
+def _run(config, model="random", bench="pope-fixture", messages=None, prompts_dir=None):
     return infer_module.run_inference(
         model_name=model, model_settings=config.model(model),
         bench_dir=paths.bench_dir(config.data_dir, bench), model_dir=paths.model_dir(config.data_dir, model),
         out_path=paths.predictions_path(config.results_dir, model, bench),
         partial_dir=paths.partial_dir(config.results_dir, model, bench),
-        part_size=int(config.infer["part_size"]), threads=1, progress=False,
+        part_size=int(config.infer["part_size"]), threads=1, progress=False, prompts_dir=prompts_dir,
         say=(messages.append if messages is not None else lambda text: None),
     )
 
@@ -138,3 +138,112 @@ def test_every_model_predicts_every_item(small_config, bench, model):
         assert (frame["prediction_index"] == frame["topk"].map(lambda k: k[0])).all()
     else:
         assert frame["scores"].map(len).ge(2).all()
+
+
+def test_changed_prompts_discard_parts_and_are_recorded(small_config, monkeypatch, tmp_path):
+    config = _setup(small_config)
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "some_protocol.yaml").write_text("templates: [a]\n")
+    _crash_after(monkeypatch, 1)
+    with pytest.raises(Crash):
+        _run(config, prompts_dir=prompts)
+    monkeypatch.undo()
+    (prompts / "some_protocol.yaml").write_text("templates: [b]\n")
+    messages = []
+    out = _run(config, messages=messages, prompts_dir=prompts)
+    assert any("discarding parts" in m for m in messages)
+    metadata = json.loads(pq.read_schema(out).metadata[b"vlmgrid"])
+    assert list(metadata["prompts"]) == ["some_protocol.yaml"] and metadata["applicable"] is True
+
+
+def test_unchanged_prompts_resume(small_config, monkeypatch, tmp_path):
+    config = _setup(small_config)
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "some_protocol.yaml").write_text("templates: [a]\n")
+    _crash_after(monkeypatch, 1)
+    with pytest.raises(Crash):
+        _run(config, prompts_dir=prompts)
+    monkeypatch.undo()
+    messages = []
+    _run(config, messages=messages, prompts_dir=prompts)
+    assert any(m.startswith("resuming: 1 of") for m in messages)
+
+
+def test_the_benchmark_gets_the_configured_prompts_dir(small_config, monkeypatch, tmp_path):
+    import vlmgrid.protocols
+
+    config = _setup(small_config)
+    seen = []
+    original = vlmgrid.protocols.make_runner
+
+    def make_runner(protocol, model, bench):
+        seen.append(bench.prompts_dir)
+        return original(protocol, model, bench)
+
+    monkeypatch.setattr(vlmgrid.protocols, "make_runner", make_runner)
+    _run(config, prompts_dir=tmp_path / "elsewhere")
+    assert seen == [tmp_path / "elsewhere"]
+
+
+def test_not_applicable_cell_writes_an_empty_marked_file(small_config, tmp_path):
+    config = validate_config(copy.deepcopy(small_config))
+    out = paths.predictions_path(config.results_dir, "clip-tiny", "textvqa-fixture")
+    partial = paths.partial_dir(config.results_dir, "clip-tiny", "textvqa-fixture")
+    partial.mkdir(parents=True)
+    (partial / "part-000000.parquet").write_bytes(b"old")
+    infer_module.write_not_applicable(
+        model_name="clip-tiny", model_settings=config.model("clip-tiny"), benchmark="textvqa-fixture",
+        reason="it cannot", out_path=out, partial_dir=partial, say=lambda text: None,
+    )
+    assert read_predictions(out).empty
+    metadata = read_metadata(out)
+    assert metadata["applicable"] is False and metadata["reason"] == "it cannot"
+    assert not_applicable_reason(metadata) == "it cannot"
+    assert not partial.exists()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["textvqa-fixture.parquet"]  # atomic: no leftovers
+
+
+def _score(config, predictions, bench="pope-fixture", model="random"):
+    from vlmgrid.score import score_cell
+
+    return score_cell(model_name=model, bench_dir=paths.bench_dir(config.data_dir, bench),
+                      predictions_path=predictions, out_path=paths.score_path(config.results_dir, model, bench),
+                      samples=20, seed=0)
+
+
+def test_zero_rows_not_marked_not_applicable_stay_an_error(small_config, tmp_path):
+    from vlmgrid.errors import VlmgridError
+    from vlmgrid.predictions import rows_to_table, write_table
+
+    config = _setup(small_config)
+    path = tmp_path / "empty.parquet"
+    write_table(path, rows_to_table([], {"model": "random", "strategy": "score_options"}))
+    with pytest.raises(VlmgridError, match="no predictions to score"):
+        _score(config, path)
+
+
+def test_not_applicable_marked_file_with_rows_is_an_error(small_config, tmp_path):
+    from vlmgrid.errors import VlmgridError
+    from vlmgrid.predictions import rows_to_table, write_table
+    from vlmgrid.protocols.base import prediction_row
+
+    config = _setup(small_config)
+    path = tmp_path / "odd.parquet"
+    write_table(path, rows_to_table([prediction_row("x")], {"applicable": False, "reason": "it cannot"}))
+    with pytest.raises(VlmgridError, match=r"odd.parquet is marked not applicable but holds 1 rows; rerun"):
+        _score(config, path)
+
+
+def test_not_applicable_score_has_the_reason_and_no_numbers(small_config, tmp_path):
+    config = _setup(small_config)
+    path = tmp_path / "na.parquet"
+    infer_module.write_not_applicable(model_name="random", model_settings=config.model("random"),
+                                      benchmark="pope-fixture", reason="it cannot", out_path=path,
+                                      partial_dir=tmp_path / "parts", say=lambda text: None)
+    score = _score(config, path)
+    written = json.loads(paths.score_path(config.results_dir, "random", "pope-fixture").read_text())
+    assert written == score
+    assert score["applicable"] is False and score["reason"] == "it cannot" and score["metric"] == "f1"
+    assert not {"value", "ci95", "n", "metrics", "bootstrap"} & set(score)

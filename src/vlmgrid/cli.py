@@ -16,8 +16,9 @@ def _say(text: str) -> None:
 
 
 def cmd_check_config(config: Config, args) -> None:
+    n_na = sum(config.not_applicable(cell.model, cell.benchmark) is not None for cell in config.cells)
     print(f"{config.path}: valid; {len(config.models)} models x {len(config.benchmarks)} benchmarks "
-          f"= {len(config.cells)} cells")
+          f"= {len(config.cells)} cells" + (f" ({n_na} not applicable)" if n_na else ""))
 
 
 def cmd_benchmarks(config: Config | None, args) -> None:
@@ -49,9 +50,11 @@ def cmd_models(config: Config | None, args) -> None:
 def cmd_cells(config: Config, args) -> None:
     for cell in config.cells:
         if args.paths:
+            # A not-applicable cell has its files too (they say so), so it is listed like any other.
             print(paths.predictions_path(config.results_dir, cell.model, cell.benchmark))
-        else:
-            print(f"{cell.model}\t{cell.benchmark}")
+            continue
+        reason = config.not_applicable(cell.model, cell.benchmark)
+        print(f"{cell.model}\t{cell.benchmark}" + (f"\tn/a: {reason}" if reason else ""))
 
 
 def cmd_prepare(config: Config, args) -> None:
@@ -82,6 +85,16 @@ def cmd_infer(config: Config, args) -> None:
 
     settings = config.model(args.model)
     config.benchmark(args.benchmark)  # a clear error for an unknown name before any work
+    out_path = paths.predictions_path(config.results_dir, args.model, args.benchmark)
+    partial_dir = paths.partial_dir(config.results_dir, args.model, args.benchmark)
+    reason = config.not_applicable(args.model, args.benchmark)
+    if reason is not None:
+        from vlmgrid.infer import write_not_applicable
+
+        # No model, no GPU: the file only records that this cell cannot run.
+        write_not_applicable(model_name=args.model, model_settings=settings, benchmark=args.benchmark,
+                             reason=reason, out_path=out_path, partial_dir=partial_dir, say=_say)
+        return
     backend = BACKENDS.get(settings["backend"])
     wants_gpu = backend.uses_gpu and settings.get("device", "auto") != "cpu"
     lease = acquire_gpu(say=_say) if wants_gpu else None
@@ -98,8 +111,9 @@ def cmd_infer(config: Config, args) -> None:
             model_settings=settings,
             bench_dir=paths.bench_dir(config.data_dir, args.benchmark),
             model_dir=paths.model_dir(config.data_dir, args.model),
-            out_path=paths.predictions_path(config.results_dir, args.model, args.benchmark),
-            partial_dir=paths.partial_dir(config.results_dir, args.model, args.benchmark),
+            out_path=out_path,
+            partial_dir=partial_dir,
+            prompts_dir=config.prompts_dir,
             part_size=int(config.infer["part_size"]),
             threads=int(args.threads or config.infer["threads"]),
             device=device,
@@ -125,6 +139,9 @@ def cmd_score(config: Config, args) -> None:
         samples=int(config.bootstrap["samples"]),
         seed=int(config.bootstrap["seed"]),
     )
+    if not score.get("applicable", True):
+        _say(f"{args.model} on {args.benchmark}: not applicable ({score['reason']}) -> {out}")
+        return
     low, high = score["ci95"]
     _say(f"{args.model} on {args.benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
          f"(n={score['n']}, format errors {score['format_error_rate']:.1f}%) -> {out}")

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fileio import sha256_json
+from vlmgrid.fileio import sha256_file, sha256_json
 from vlmgrid.registry import closest
 
 DEFAULT_CONFIG = Path("config/config.yaml")
@@ -26,6 +26,7 @@ _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "title": "vlmgrid results",
     "bootstrap": {"samples": 1000, "seed": 0},
     "infer": {"part_size": 256, "threads": 2},
+    "prompts_dir": "config/prompts",
 }
 
 
@@ -72,6 +73,10 @@ class Config:
         return self.data["infer"]
 
     @property
+    def prompts_dir(self) -> Path:
+        return Path(self.data["prompts_dir"])
+
+    @property
     def models(self) -> list[str]:
         return list(self.data["grid"]["models"])
 
@@ -88,6 +93,14 @@ class Config:
 
     def benchmark(self, name: str) -> dict:
         return self._entry("benchmarks", name)
+
+    def not_applicable(self, model: str, benchmark: str) -> str | None:
+        """Why the model cannot run the benchmark, in one sentence; None when it can.
+
+        Such a cell stays in the grid (dvc.yaml's matrix runs every pair): inference records it as not
+        applicable and the report shows "n/a".
+        """
+        return not_applicable_reason(model, self.model(model), benchmark, self.benchmark(benchmark))
 
     def model_fingerprint(self, name: str) -> str:
         """Changes exactly when the model's settings change: predictions made with other settings are stale."""
@@ -122,7 +135,11 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> Config:
 
 
 def validate_config(data: Any, source: str | Path = "<config>") -> Config:
-    """Schema check, then name checks, then capability checks; returns the config with defaults filled."""
+    """Schema check, then name checks; returns the config with defaults filled.
+
+    A model that cannot run a benchmark of the grid is no error: the cell is not applicable
+    (`Config.not_applicable`), and its files say so.
+    """
     import jsonschema
 
     if not isinstance(data, dict):
@@ -177,7 +194,6 @@ def _describe(error) -> str:
 def _check_names(data: dict, source) -> None:
     # Imported here: the registries pull in pandas, and schema errors should not wait for that.
     from vlmgrid.benchmarks import BENCHMARKS
-    from vlmgrid.protocols import runnable
 
     for name, entry in data["benchmarks"].items():
         if entry["kind"] not in BENCHMARKS:
@@ -192,12 +208,35 @@ def _check_names(data: dict, source) -> None:
                     f'{source}: grid.{section} names "{name}", which is not defined under {section}'
                     f"{closest(name, data[section])}; defined: {', '.join(sorted(data[section]))}"
                 )
-    for model in data["grid"]["models"]:
-        backend = data["models"][model]["backend"]
-        for bench in data["grid"]["benchmarks"]:
-            protocol = BENCHMARKS.get(data["benchmarks"][bench]["kind"]).protocol
-            if not runnable(protocol, data["models"][model]):
-                raise VlmgridError(
-                    f'{source}: model "{model}" ({backend} backend) cannot run benchmark "{bench}" '
-                    f"({protocol} protocol); put them in separate grid configs"
-                )
+
+
+def not_applicable_reason(model: str, model_settings: dict, benchmark: str, benchmark_settings: dict) -> str | None:
+    """Why a model with these settings cannot run the benchmark (no capability its protocol uses); None if it can."""
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.protocols import PROTOCOLS, strategy_for
+
+    protocol = BENCHMARKS.get(benchmark_settings["kind"]).protocol
+    backend = model_settings["backend"]
+    capabilities = sorted(BACKENDS.get(backend).capabilities_for(model_settings))
+    if strategy_for(protocol, capabilities) is not None:
+        return None
+    needs = " or ".join(PROTOCOLS.get(protocol).strategies)
+    have = f"capabilit{'y' if len(capabilities) == 1 else 'ies'} {', '.join(capabilities) or 'none'}"
+    return (f'model "{model}" ({backend} backend, {have}) cannot run benchmark "{benchmark}" '
+            f"({protocol} protocol needs {needs})")
+
+
+def prompt_file_hashes(prompts_dir: str | Path) -> dict[str, str]:
+    """{file name: sha256} of the prompt sets (`*.yaml`) in the folder; {} when there is no such folder.
+
+    Part of every inference job's identity: an edited prompt set must not resume or keep old predictions.
+    Only the prompt sets count, so editing the folder's README reruns nothing.
+    """
+    folder = Path(prompts_dir)
+    if not folder.is_dir():
+        return {}
+    return {
+        path.relative_to(folder).as_posix(): sha256_file(path)
+        for path in sorted(folder.rglob("*.yaml")) if path.is_file()
+    }

@@ -3,6 +3,9 @@
 Work is written in parts of `part_size` items as it goes (atomically, one parquet file per part), so a killed
 job resumes at the first missing part and loses at most one part of work. When every part is there they are
 merged, in record order, into the predictions file, which appears atomically; then the parts are removed.
+
+A cell whose model cannot run its benchmark gets a predictions file too, with no rows and metadata that
+say so (`write_not_applicable`): every cell of the grid has its files, and the report shows "n/a".
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from vlmgrid.config import prompt_file_hashes
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_json, write_json
-from vlmgrid.predictions import SCHEMA, rows_to_table, write_table
+from vlmgrid.predictions import METADATA_KEY, SCHEMA, rows_to_table, write_table
 
 Say = Callable[[str], None]
 
@@ -93,19 +97,45 @@ class PartStore:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, part_size: int) -> str:
+def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, part_size: int,
+                    prompts: dict[str, str] | None = None) -> str:
     return sha256_json({
         "model": model_settings,
         "data": manifest.get("fingerprint"),
         "protocol": protocol,
         "part_size": part_size,
+        "prompts": prompts or {},
     })
+
+
+def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: str, reason: str,
+                         out_path: Path, partial_dir: Path, say: Say = _stderr) -> Path:
+    """The predictions file of a cell that cannot run: no rows; its metadata say so and why."""
+    metadata = {
+        "model": model_name,
+        "benchmark": benchmark,
+        "model_settings": model_settings,
+        "applicable": False,
+        "reason": reason,
+        "strategy": None,
+        "provenance": None,
+    }
+    write_table(out_path, rows_to_table([], metadata))
+    # Parts left from when the cell could run belong to other settings.
+    shutil.rmtree(partial_dir, ignore_errors=True)
+    say(f"wrote {out_path}: not applicable, {reason}")
+    return out_path
 
 
 def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, model_dir: Path,
                   out_path: Path, partial_dir: Path, part_size: int, threads: int,
-                  device: str = "cpu", progress: bool = True, say: Say = _stderr) -> Path:
-    """Predict every item of the benchmark in bench_dir with the model; returns the predictions path."""
+                  prompts_dir: Path | None = None, device: str = "cpu", progress: bool = True,
+                  say: Say = _stderr) -> Path:
+    """Predict every item of the benchmark in bench_dir with the model; returns the predictions path.
+
+    `prompts_dir` is where the protocols read their prompt sets (the benchmark's default when None); the
+    hashes of its prompt sets are part of the job's identity, so edited prompts never resume old parts.
+    """
     from tqdm import tqdm
 
     from vlmgrid.benchmarks import load_benchmark
@@ -113,9 +143,13 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
     from vlmgrid.protocols import make_runner
 
     bench = load_benchmark(bench_dir)  # checks that the files are there and the records intact
+    if prompts_dir is not None:
+        bench = dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
+    prompts = prompt_file_hashes(bench.prompts_dir)
     records = bench.records
     protocol = bench.kind.protocol
-    store = PartStore(partial_dir, job_fingerprint(model_settings, bench.manifest, protocol, part_size), say)
+    store = PartStore(partial_dir, job_fingerprint(model_settings, bench.manifest, protocol, part_size, prompts),
+                      say)
     store.open()
 
     n_parts = (len(records) + part_size - 1) // part_size
@@ -160,10 +194,12 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
         "model_settings": model_settings,
         "data_fingerprint": bench.manifest.get("fingerprint"),
         "protocol": protocol,
+        "prompts": prompts,
+        "applicable": True,
         "strategy": store.strategy(),
         "provenance": store.provenance(),
     }
-    write_table(out_path, merged.replace_schema_metadata({b"vlmgrid": json.dumps(metadata, sort_keys=True).encode()}))
+    write_table(out_path, merged.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()}))
     store.remove()
     errors = sum(1 for value in merged.column("error").to_pylist() if value is not None)
     say(f"wrote {out_path}: {merged.num_rows} rows, {errors} error rows")

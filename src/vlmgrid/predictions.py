@@ -67,6 +67,13 @@ def read_metadata(path: Path) -> dict:
         return {}
 
 
+def not_applicable_reason(metadata: dict) -> str | None:
+    """The recorded reason when the file is the record of a cell that cannot run; None for real predictions."""
+    if metadata.get("applicable", True) is False:
+        return str(metadata.get("reason") or "the model cannot run this benchmark")
+    return None
+
+
 def read_predictions(path: Path, rebuild_hint: str = "run inference again") -> pd.DataFrame:
     return read_table(path, rebuild_hint).to_pandas()
 

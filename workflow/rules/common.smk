@@ -3,7 +3,7 @@
 import json
 
 from vlmgrid import paths
-from vlmgrid.config import validate_config
+from vlmgrid.config import prompt_file_hashes, validate_config
 from vlmgrid.errors import VlmgridError
 
 
@@ -40,6 +40,11 @@ def get_model_settings(model):
 
 def get_model_source(model):
     return json.dumps(GRID.model(model).get("source"), sort_keys=True)
+
+
+def get_prompt_hashes():
+    """{file name: sha256} of the config's prompt sets as text: editing a prompt reruns inference."""
+    return json.dumps(prompt_file_hashes(GRID.prompts_dir), sort_keys=True)
 
 
 def get_benchmark_settings(bench):

@@ -6,6 +6,7 @@ rule infer:
         f"{RESULTS}/predictions/{{model}}/{{bench}}.parquet",
     params:
         settings=lambda wildcards: get_model_settings(wildcards.model),
+        prompts=get_prompt_hashes(),
     threads: GRID.infer["threads"]
     resources:
         gpu=lambda wildcards: get_gpus(wildcards.model),
