@@ -109,7 +109,8 @@ def report(tmp_path):
 
 def test_written_files(report):
     root, written = report
-    expected = [root / "tables" / n for n in ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv")]
+    expected = [root / "tables" / n for n in
+                ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv")]
     expected += [root / "figures" / n for n in ("main.png", "main.pdf")]
     assert written == expected
     assert all(p.is_file() and p.stat().st_size > 0 for p in expected)
@@ -128,6 +129,7 @@ def test_markdown_cells(report):
     text = (root / "tables" / "main.md").read_text(encoding="utf-8")
     legend = text.strip().splitlines()[-1]
     assert "percent" in legend and "95% bootstrap CI" in legend and "5 bootstrap samples" in legend
+    assert "n/a" not in legend  # the n/a note only where a cell is n/a
 
 
 def test_average_ci_from_averaged_draws(report):
@@ -372,3 +374,137 @@ def test_legend_explains_headlines_that_are_not_plain_accuracy(tmp_path):
     text = legend(load_grid(files, ["m"], ["mme", "sqa"]))
     assert "scaled: MME's perception + cognition points / 2800 x 100." in text
     assert "F1" not in text and "Acc." not in text
+
+
+# --- not applicable ------------------------------------------------------------------------------
+
+NA_REASON = ('model "clip_tiny" (open_clip backend, capability embed) cannot run benchmark "sqa_img" '
+             "(multiple_choice protocol needs score_options or generate)")
+NA_NOTE = "n/a: the model cannot run this benchmark; its average is then n/a"
+
+
+def mark_not_applicable(files: dict, model: str, bench: str) -> None:
+    files[(model, bench)].write_text(json.dumps({
+        "model": model, "benchmark": bench, "applicable": False, "reason": NA_REASON,
+        "metric": METRICS[bench], "strategy": None, "inputs": {}, "vlmgrid_version": "0.1.0",
+    }))
+
+
+@pytest.fixture
+def na_report(tmp_path):
+    files = write_scores(tmp_path)
+    mark_not_applicable(files, "clip_tiny", "sqa_img")
+    build(tmp_path, files)
+    return tmp_path
+
+
+def test_not_applicable_cell_and_average_are_na_in_markdown(na_report):
+    rows = md_rows(na_report / "tables" / "main.md")
+    assert rows["clip_tiny"] == ["50.0 [5.0, 85.0]", "n/a", "18.0 [10.0, 29.0]", "n/a"]
+    # the other model is untouched, its average included
+    assert rows["big-vlm"][1] == "20.0 [15.5, 25.0]" and rows["big-vlm"][3] != "n/a"
+    assert rows["Model"][1] == "sqa_img (Acc.)"
+    legend = (na_report / "tables" / "main.md").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert NA_NOTE in legend
+
+
+def test_not_applicable_in_latex_and_csv(na_report):
+    tex = (na_report / "tables" / "main.tex").read_text(encoding="utf-8")
+    row = next(line for line in tex.splitlines() if line.startswith("clip\\_tiny"))
+    cells = [c.strip() for c in row.removesuffix(r"\\").split("&")]
+    assert cells[2] == "n/a" and cells[4] == "n/a"
+    assert NA_NOTE in tex
+    by_model = {r["model"]: r for r in read_csv(na_report / "tables" / "main.csv")}
+    clip = by_model["clip_tiny"]
+    assert [clip["sqa_img"], clip["sqa_img_ci_low"], clip["sqa_img_ci_high"]] == ["", "", ""]
+    assert [clip["average"], clip["average_ci_low"], clip["average_ci_high"]] == ["", "", ""]
+    assert float(clip["flowers"]) == 18.0 and by_model["big-vlm"]["sqa_img"] == "20.04"
+
+
+def test_not_applicable_cell_has_no_bar(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    heights = []
+    original = matplotlib.axes.Axes.bar
+
+    def bar(self, x, height, *args, **kwargs):
+        heights.append(list(height))
+        return original(self, x, height, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+    files = write_scores(tmp_path)
+    mark_not_applicable(files, "clip_tiny", "sqa_img")
+    build(tmp_path, files)
+    assert heights == [[50.0, 18.0], [51.2, 20.04, 33.3]]
+
+
+def test_not_applicable_without_reason_is_invalid(tmp_path):
+    files = write_scores(tmp_path)
+    path = files[("clip_tiny", "sqa_img")]
+    path.write_text(json.dumps({"model": "clip_tiny", "benchmark": "sqa_img", "applicable": False}))
+    with pytest.raises(VlmgridError, match="applicable is false but there is no reason"):
+        build(tmp_path, files)
+
+
+def test_grid_of_only_not_applicable_cells(tmp_path):
+    files = write_scores(tmp_path)
+    for key in files:
+        mark_not_applicable(files, *key)
+    build(tmp_path, files)
+    rows = md_rows(tmp_path / "tables" / "main.md")
+    assert rows["big-vlm"] == ["n/a"] * 4
+
+
+# --- variants ------------------------------------------------------------------------------------
+
+def _with_variants(files: dict, model: str, bench: str, variants: dict) -> None:
+    obj = json.loads(files[(model, bench)].read_text())
+    obj["variants"] = variants
+    files[(model, bench)].write_text(json.dumps(obj))
+
+
+def test_variants_table(tmp_path):
+    files = write_scores(tmp_path)
+    # Headline sqa_img of big-vlm is 20.04; its variants in a deliberately unsorted order.
+    _with_variants(files, "big-vlm", "sqa_img", {
+        "open-10": {"value": 30.0, "ci95": [20.0, 40.0]},
+        "open-02": {"value": 10.0, "ci95": [5.0, 15.0]},
+        "closed-01": {"value": 20.12, "ci95": [18.0, 22.0]},
+    })
+    # One variant only: no rows for this cell.
+    _with_variants(files, "clip_tiny", "flowers", {"default": {"value": 18.0, "ci95": [10.0, 29.0]}})
+    build(tmp_path, files)
+    rows = read_csv(tmp_path / "tables" / "variants.csv")
+    assert [(r["model"], r["benchmark"], r["variant"]) for r in rows] == [
+        ("big-vlm", "sqa_img", "closed-01"), ("big-vlm", "sqa_img", "open-02"),
+        ("big-vlm", "sqa_img", "open-10"), ("big-vlm", "sqa_img", "(mean)"),
+    ]
+    assert [float(r["value"]) for r in rows] == [20.12, 10.0, 30.0, 20.04]
+    assert [(r["ci_low"], r["ci_high"]) for r in rows][-1] == ("15.46", "24.96")
+    assert {r["metric"] for r in rows} == {"accuracy"}
+    text = (tmp_path / "tables" / "variants.md").read_text(encoding="utf-8")
+    table = [line for line in text.splitlines() if line.startswith("| big-vlm")]
+    assert table[1] == "| big-vlm | sqa_img | open-02 | Acc. | 10.0 [5.0, 15.0] |"
+    assert table[3] == "| big-vlm | sqa_img | (mean) | Acc. | 20.0 [15.5, 25.0] |"
+
+
+def test_natural_sort_of_variant_names():
+    from vlmgrid.report.tables import natural_key
+
+    names = ["open-10", "closed-02", "open-2", "open-01", "closed-10", "closed-1"]
+    assert sorted(names, key=natural_key) == ["closed-1", "closed-02", "closed-10", "open-01", "open-2", "open-10"]
+
+
+def test_variants_files_exist_when_no_cell_has_variants(report):
+    root, _ = report
+    text = (root / "tables" / "variants.md").read_text(encoding="utf-8")
+    assert "No cell of this grid has more than one prompt variant." in text
+    lines = (root / "tables" / "variants.csv").read_text(encoding="utf-8").splitlines()
+    assert lines == ["model,benchmark,variant,metric,value,ci_low,ci_high"]
+
+
+def test_variant_without_value_is_invalid(tmp_path):
+    files = write_scores(tmp_path)
+    _with_variants(files, "big-vlm", "sqa_img", {"a": {"ci95": [1.0, 2.0]}, "b": {"value": 1.0}})
+    with pytest.raises(VlmgridError, match=r"variants\.a\.value"):
+        build(tmp_path, files)

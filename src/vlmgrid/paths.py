@@ -34,5 +34,5 @@ def figures_dir(results_dir: Path) -> Path:
     return Path(results_dir) / "figures"
 
 
-REPORT_TABLES = ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv")
+REPORT_TABLES = ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv")
 REPORT_FIGURES = ("main.png", "main.pdf")

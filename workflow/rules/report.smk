@@ -7,6 +7,8 @@ rule report:
         report(f"{RESULTS}/tables/main.csv", caption="../report/main_table.rst", category="Tables"),
         report(f"{RESULTS}/tables/breakdown.md", caption="../report/breakdown.rst", category="Tables"),
         report(f"{RESULTS}/tables/breakdown.csv", caption="../report/breakdown.rst", category="Tables"),
+        report(f"{RESULTS}/tables/variants.md", caption="../report/variants.rst", category="Tables"),
+        report(f"{RESULTS}/tables/variants.csv", caption="../report/variants.rst", category="Tables"),
         report(f"{RESULTS}/figures/main.png", caption="../report/main_figure.rst", category="Figures"),
         report(f"{RESULTS}/figures/main.pdf", caption="../report/main_figure.rst", category="Figures"),
     params:

@@ -4,7 +4,11 @@
 
 - `tables_dir/main.{md,tex,csv}`: models x benchmarks (headline value and 95% CI), then the average column;
 - `tables_dir/breakdown.{md,csv}`: per-group results (e.g. POPE splits) of the benchmarks that have them;
+- `tables_dir/variants.{md,csv}`: per prompt variant, for the cells that ran several, and their mean;
 - `figures_dir/main.{png,pdf}`: grouped bars with CI error bars.
+
+A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
+tables, and so is that model's average; the figure leaves it out.
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vlmgrid.report.scores import Grid, load_grid, read_score
+from vlmgrid.report.scores import Grid, NotApplicable, load_grid, read_score
 
-__all__ = ["build_report", "load_grid", "read_score", "Grid"]
+__all__ = ["build_report", "load_grid", "read_score", "Grid", "NotApplicable"]
 
 
 def build_report(

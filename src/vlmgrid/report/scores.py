@@ -82,6 +82,19 @@ class ScoreCell:
     n_valid: int | None
     format_error_rate: float | None
     breakdown: dict[str, list[Group]] = field(default_factory=dict)
+    # Per prompt variant, when the protocol ran several (the headline is then their mean).
+    variants: dict[str, Estimate] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """The score file of a cell whose model cannot run the benchmark: a reason, no numbers."""
+
+    path: Path
+    model: str
+    benchmark: str
+    reason: str
+    metric: str | None
 
 
 @dataclass(frozen=True)
@@ -89,22 +102,34 @@ class Grid:
     models: tuple[str, ...]
     benchmarks: tuple[str, ...]
     cells: dict[tuple[str, str], ScoreCell]
+    not_applicable: dict[tuple[str, str], NotApplicable] = field(default_factory=dict)
 
     def cell(self, model: str, benchmark: str) -> ScoreCell | None:
+        """The scored cell; None when it is not in the grid or not applicable."""
         return self.cells.get((model, benchmark))
+
+    def is_not_applicable(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.not_applicable
+
+    def model_has_not_applicable(self, model: str) -> bool:
+        return any(self.is_not_applicable(model, benchmark) for benchmark in self.benchmarks)
 
     def metric(self, benchmark: str) -> str | None:
         for model in self.models:
             cell = self.cell(model, benchmark)
             if cell is not None:
                 return cell.metric
+        for model in self.models:
+            na = self.not_applicable.get((model, benchmark))
+            if na is not None and na.metric:
+                return na.metric
         return None
 
     def average(self, model: str) -> Estimate | None:
         """Mean headline over the grid's benchmarks; CI from the elementwise mean of the bootstrap draws.
 
-        None when the model lacks a benchmark of the grid or its draws cannot be averaged (different
-        lengths, or none).
+        None when the model lacks a benchmark of the grid (missing or not applicable) or its draws cannot
+        be averaged (different lengths, or none).
         """
         cells = [self.cell(model, bench) for bench in self.benchmarks]
         if not cells or any(cell is None for cell in cells):
@@ -172,16 +197,49 @@ def _group(name: str, entry: Any, headline: str, where: str) -> Group:
     )
 
 
-def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell:
+def _variants(raw: Any) -> dict[str, Estimate]:
+    """Each variant's headline value and CI."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise _Invalid("variants is not an object")
+    variants = {}
+    for name, entry in raw.items():
+        where = f"variants.{name}"
+        if not isinstance(entry, Mapping):
+            raise _Invalid(f"{where} is not an object")
+        value = _number(entry.get("value"), f"{where}.value")
+        low, high = _ci(entry.get("ci95"), f"{where}.ci95", allow_none=True)
+        variants[str(name)] = Estimate(value, low, high)
+    return variants
+
+
+def _parse_not_applicable(data: Mapping, model: str, benchmark: str, path: Path) -> NotApplicable:
+    reason = data.get("reason")
+    if not isinstance(reason, str) or not reason:
+        raise _Invalid("applicable is false but there is no reason")
+    metric = data.get("metric")
+    return NotApplicable(path, model, benchmark, reason, metric if isinstance(metric, str) and metric else None)
+
+
+def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | NotApplicable:
     if not isinstance(data, Mapping):
         raise _Invalid("the top level is not a JSON object")
-    missing = [key for key in ("model", "benchmark", "metric", "value", "ci95", "bootstrap") if key not in data]
-    if missing:
-        raise _Invalid("missing key " + ", ".join(repr(key) for key in missing))
+    for key in ("model", "benchmark"):
+        if key not in data:
+            raise _Invalid(f"missing key {key!r}")
     if data["model"] != model:
         raise _Invalid(f"its model is {data['model']!r}, expected {model!r}")
     if data["benchmark"] != benchmark:
         raise _Invalid(f"its benchmark is {data['benchmark']!r}, expected {benchmark!r}")
+    applicable = data.get("applicable", True)
+    if not isinstance(applicable, bool):
+        raise _Invalid(f"applicable is {applicable!r}, not true or false")
+    if not applicable:
+        return _parse_not_applicable(data, model, benchmark, path)
+    missing = [key for key in ("metric", "value", "ci95", "bootstrap") if key not in data]
+    if missing:
+        raise _Invalid("missing key " + ", ".join(repr(key) for key in missing))
     metric = data["metric"]
     if not isinstance(metric, str) or not metric:
         raise _Invalid(f"metric is {metric!r}, not a name")
@@ -218,6 +276,7 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell:
         n_valid=_count(data.get("n_valid"), "n_valid"),
         format_error_rate=_number(data.get("format_error_rate"), "format_error_rate", allow_none=True),
         breakdown=breakdown,
+        variants=_variants(data.get("variants")),
     )
 
 
@@ -227,8 +286,11 @@ def _invalid(path: Path, model: str, benchmark: str, reason: str) -> VlmgridErro
     )
 
 
-def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell:
-    """Read one score file and check it is the score of (model, benchmark); VlmgridError otherwise."""
+def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotApplicable:
+    """Read one score file and check it is the score of (model, benchmark); VlmgridError otherwise.
+
+    A file with `"applicable": false` reads as NotApplicable.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -255,12 +317,18 @@ def load_grid(
         if duplicates:
             raise VlmgridError(f"the report lists the {kind} {duplicates[0]!r} twice; list each {kind} once")
     cells: dict[tuple[str, str], ScoreCell] = {}
+    not_applicable: dict[tuple[str, str], NotApplicable] = {}
     for model in models:
         for benchmark in benchmarks:
             path = score_files.get((model, benchmark))
-            if path is not None:
-                cells[(model, benchmark)] = read_score(path, model, benchmark)
-    if not cells:
+            if path is None:
+                continue
+            read = read_score(path, model, benchmark)
+            if isinstance(read, NotApplicable):
+                not_applicable[(model, benchmark)] = read
+            else:
+                cells[(model, benchmark)] = read
+    if not cells and not not_applicable:
         raise VlmgridError("the report has no score files to read; run `vlmgrid score <model> <bench>` first")
     for benchmark in benchmarks:
         first: ScoreCell | None = None
@@ -275,4 +343,4 @@ def load_grid(
                     f"{cell.path} scores {benchmark} by {cell.metric!r} but {first.path} by {first.metric!r}; "
                     f"rerun `vlmgrid score {model} {benchmark}` so both use the benchmark's metric"
                 )
-    return Grid(models, benchmarks, cells)
+    return Grid(models, benchmarks, cells, not_applicable)

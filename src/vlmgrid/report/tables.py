@@ -1,7 +1,8 @@
-"""The main table (Markdown, LaTeX, CSV) and the breakdown table (Markdown, CSV)."""
+"""The main table (Markdown, LaTeX, CSV), the breakdown table and the per-variant table (Markdown, CSV)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -10,7 +11,12 @@ from vlmgrid.fileio import atomic_path, write_text
 from vlmgrid.report.scores import METRIC_NOTES, Estimate, Grid, metric_label
 
 DASH = "\u2013"  # en dash: a cell that is not in the grid
+NA = "n/a"  # a cell whose model cannot run the benchmark (and that model's average)
 AVERAGE = "Average"
+NA_NOTE = f"{NA}: the model cannot run this benchmark; its average is then {NA}."
+
+# A main-table entry: an estimate, None (not in the grid) or NA.
+Entry = Estimate | str | None
 
 
 def fmt(x: float | None) -> str:
@@ -21,8 +27,10 @@ def fmt(x: float | None) -> str:
     return "0.0" if text == "-0.0" else text
 
 
-def fmt_estimate(est: Estimate | None) -> str:
-    """"51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value."""
+def fmt_estimate(est: Entry) -> str:
+    """"51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value, "n/a" for a cell that cannot run."""
+    if isinstance(est, str):
+        return est
     if est is None or est.value is None:
         return DASH
     if est.ci_low is None or est.ci_high is None:
@@ -37,29 +45,39 @@ def benchmark_header(grid: Grid, benchmark: str) -> str:
 
 def legend(grid: Grid) -> str:
     samples = grid.bootstrap_samples()
-    if len(samples) == 1:
-        boot = f"{samples[0]} bootstrap samples"
+    if not samples:
+        boot = ""
+    elif len(samples) == 1:
+        boot = f" ({samples[0]} bootstrap samples)"
     else:
-        boot = f"{samples[0]}{DASH}{samples[-1]} bootstrap samples"
+        boot = f" ({samples[0]}{DASH}{samples[-1]} bootstrap samples)"
     metrics = {grid.metric(benchmark) for benchmark in grid.benchmarks}
     notes = "".join(f" {METRIC_NOTES[m]}." for m in sorted(metrics - {None}) if m in METRIC_NOTES)
+    na = f" {NA_NOTE}" if grid.not_applicable else ""
     return (
-        f"Values in percent; 95% bootstrap CI in brackets ({boot}); {AVERAGE}: mean over the benchmarks, "
-        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{notes}"
+        f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
+        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{notes}"
     )
 
 
-def _rows(grid: Grid) -> list[tuple[str, list[Estimate | None]]]:
-    """Per model: its estimate per benchmark, then its average."""
+def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
+    """Per model: its entry per benchmark, then its average."""
     rows = []
     for model in grid.models:
-        estimates: list[Estimate | None] = []
+        entries: list[Entry] = []
         for benchmark in grid.benchmarks:
             cell = grid.cell(model, benchmark)
-            estimates.append(cell.estimate if cell is not None else None)
-        estimates.append(grid.average(model))
-        rows.append((model, estimates))
+            if grid.is_not_applicable(model, benchmark):
+                entries.append(NA)
+            else:
+                entries.append(cell.estimate if cell is not None else None)
+        entries.append(NA if grid.model_has_not_applicable(model) else grid.average(model))
+        rows.append((model, entries))
     return rows
+
+
+def _value(entry: Entry) -> float | None:
+    return entry.value if isinstance(entry, Estimate) else None
 
 
 # --- Markdown ------------------------------------------------------------------------------------
@@ -105,7 +123,9 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
 
 
-def _latex_cell(est: Estimate | None, bold: bool) -> str:
+def _latex_cell(est: Entry, bold: bool) -> str:
+    if isinstance(est, str):
+        return latex_escape(est)
     if est is None or est.value is None:
         return "--"
     value = fmt(est.value)
@@ -122,7 +142,7 @@ def main_latex(grid: Grid, title: str) -> str:
     # The best value of each column (as displayed, so ties are all bold); only when there is a choice.
     best: list[str | None] = []
     for j in range(n_cols):
-        shown = [fmt(est.value) for _, ests in rows if (est := ests[j]) is not None and est.value is not None]
+        shown = [fmt(value) for _, ests in rows if (value := _value(ests[j])) is not None]
         best.append(max(shown, key=float) if len(shown) > 1 else None)
     header = ["Model"] + [latex_escape(benchmark_header(grid, b)) for b in grid.benchmarks] + [AVERAGE]
     lines = [
@@ -138,7 +158,7 @@ def main_latex(grid: Grid, title: str) -> str:
     ]
     for model, ests in rows:
         cells = [
-            _latex_cell(est, est is not None and est.value is not None and fmt(est.value) == best[j])
+            _latex_cell(est, _value(est) is not None and fmt(_value(est)) == best[j])
             for j, est in enumerate(ests)
         ]
         lines.append(" & ".join([latex_escape(model)] + cells) + r" \\")
@@ -157,7 +177,8 @@ def main_frame(grid: Grid) -> pd.DataFrame:
     for model, ests in _rows(grid):
         record: list[object] = [model]
         for est in ests:
-            if est is None or est.value is None:
+            # Not applicable and not in the grid are both empty, like any cell without a number.
+            if _value(est) is None:
                 record += [None, None, None]
             else:
                 record += [est.value, est.ci_low, est.ci_high]
@@ -251,6 +272,55 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
     return "\n".join(parts)
 
 
+# --- variants ------------------------------------------------------------------------------------
+
+VARIANT_COLUMNS = ["model", "benchmark", "variant", "metric", "value", "ci_low", "ci_high"]
+MEAN_VARIANT = "(mean)"
+
+
+def natural_key(name: str) -> list:
+    """"open-2" before "open-10": digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _variant_rows(grid: Grid) -> list[tuple[str, str, str, str, Estimate]]:
+    """(model, benchmark, variant, metric, estimate) for the cells with several variants, then their mean."""
+    rows = []
+    for model in grid.models:
+        for benchmark in grid.benchmarks:
+            cell = grid.cell(model, benchmark)
+            if cell is None or len(cell.variants) < 2:
+                continue
+            for name in sorted(cell.variants, key=natural_key):
+                rows.append((model, benchmark, name, cell.metric, cell.variants[name]))
+            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, cell.estimate))
+    return rows
+
+
+def variants_frame(grid: Grid) -> pd.DataFrame:
+    records = [[m, b, v, metric, e.value, e.ci_low, e.ci_high] for m, b, v, metric, e in _variant_rows(grid)]
+    frame = pd.DataFrame(records, columns=VARIANT_COLUMNS)
+    for name in ("value", "ci_low", "ci_high"):
+        frame[name] = frame[name].astype("float64")
+    return frame
+
+
+def variants_markdown(grid: Grid, title: str) -> str:
+    parts = [f"# {title}: prompt variants\n"]
+    rows = _variant_rows(grid)
+    if not rows:
+        parts.append("No cell of this grid has more than one prompt variant.\n")
+        return "\n".join(parts)
+    header = ["Model", "Benchmark", "Variant", "Metric", "Value [95% CI]"]
+    table = [[m, b, v, metric_label(metric), fmt_estimate(e)] for m, b, v, metric, e in rows]
+    parts.append(_md_table(header, table, [":---"] * 4 + ["---:"]) + "\n")
+    parts.append(
+        f"Values in percent; 95% bootstrap CI in brackets; {MEAN_VARIANT}: the cell's headline, the mean over "
+        f"its variants (its CI from their averaged bootstrap draws).\n"
+    )
+    return "\n".join(parts)
+
+
 def write_tables(grid: Grid, tables_dir: Path, title: str) -> list[Path]:
     tables_dir = Path(tables_dir)
     written = []
@@ -263,4 +333,8 @@ def write_tables(grid: Grid, tables_dir: Path, title: str) -> list[Path]:
     written.append(tables_dir / "breakdown.md")
     write_csv(tables_dir / "breakdown.csv", breakdown_frame(grid))
     written.append(tables_dir / "breakdown.csv")
+    write_text(tables_dir / "variants.md", variants_markdown(grid, title))
+    written.append(tables_dir / "variants.md")
+    write_csv(tables_dir / "variants.csv", variants_frame(grid))
+    written.append(tables_dir / "variants.csv")
     return written
