@@ -20,10 +20,20 @@ def test_the_shipped_set_has_ten_open_and_ten_closed_templates():
     prompts = classification_prompts(REPO / "config" / "prompts")
     assert len(prompts.open) == 10 and len(prompts.closed) == 10
     assert prompts.open["open-01"] == "Identify the object in this image:"
-    filled = prompts.prompts(CLASSES)
-    assert [v for v, _, _ in filled][:2] == ["open-01", "open-02"] and filled[10][0] == "closed-01"
-    assert all("sunflower, daisy, red rose" in p for _, p, open_world in filled if not open_world)
-    assert not any("daisy" in p for _, p, open_world in filled if open_world)
+    assert list(prompts.open)[:2] == ["open-01", "open-02"] and list(prompts.closed)[0] == "closed-01"
+    assert all(prompts.fill(t, CLASSES).count("sunflower, daisy, red rose") == 1 for t in prompts.closed.values())
+    assert not any("{candidates}" in t for t in prompts.open.values())
+    assert prompts.max_candidates == 128
+
+
+def test_closed_world_lists_every_class_up_to_the_limit_then_gold_and_seeded_others():
+    prompts = ClassificationPrompts(open={}, closed={"c": "{candidates}"}, max_candidates=4)
+    assert prompts.candidates(4, "item-1", 2) == [0, 1, 2, 3]
+    drawn = prompts.candidates(1000, "item-1", 917)
+    assert len(drawn) == 4 and 917 in drawn and drawn == sorted(drawn)
+    assert prompts.candidates(1000, "item-1", 917) == drawn  # seeded by the item id
+    assert prompts.candidates(1000, "item-2", 917) != drawn
+    assert ClassificationPrompts(open={}, closed={"c": "{candidates}"}).candidates(1000, "x", 5) == list(range(1000))
 
 
 @pytest.mark.parametrize("data, message", [
@@ -35,6 +45,7 @@ def test_the_shipped_set_has_ten_open_and_ten_closed_templates():
     ({"open": {"o-1": ""}}, "non-empty string"),
     ({"opne": {"o-1": "a"}}, "unknown key 'opne'"),
     ({}, "holds no template"),
+    ({"closed": {"c-1": "{candidates}"}, "max_candidates": 1}, "at least 2"),
 ])
 def test_a_malformed_template_set_is_one_clear_error(data, message):
     with pytest.raises(VlmgridError, match=message) as error:
@@ -109,6 +120,24 @@ def test_answer_mode_moves_every_template_to_one_method():
     assert answer_methods(Both({"answer_mode": "generate"})) == ("generate", "generate")
     assert answer_methods(Both()) == ("generate", "score_options")
     assert answer_methods(ScoresOnly()) == ("score_options", "score_options")
+
+
+def test_a_limited_closed_world_question_maps_its_answers_back_to_class_indices(tmp_path, monkeypatch):
+    bench = _bench(tmp_path, ids=("a",))
+    bench.classes = ["sunflower", "tulip", "daisy", "iris", "orchid", "lily"]
+    bench.records["answer_index"] = 2
+    (tmp_path / "lvlm_classification.yaml").write_text(yaml.safe_dump(
+        {"closed": {"closed-01": "Choose one of: {candidates}."}, "max_candidates": 3}))
+    monkeypatch.setattr("vlmgrid.protocols.classification.load_images",
+                        lambda bench, records: (["img"] * len(records), [None] * len(records)))
+    model = Both()
+    row = make_runner("classification", model, bench)[0](bench.records)[0]
+    shown = [c.strip() for c in model.scored[0].prompt.removeprefix("Choose one of: ").rstrip(".").split(",")]
+    assert len(shown) == 3 and "daisy" in shown
+    assert list(model.scored[0].options) == [f" {name}" for name in shown]
+    # the scorer likes " daisy" best: its class index (2), not its position among the candidates
+    assert (row["prediction"], row["prediction_index"], row["topk"][0]) == ("daisy", 2, 2)
+    assert sorted(row["topk"]) == sorted(bench.classes.index(name) for name in shown)
 
 
 def test_a_broken_image_and_a_failed_request_are_error_rows_in_every_variant(tmp_path, monkeypatch):

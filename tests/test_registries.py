@@ -19,7 +19,7 @@ def test_which_backend_can_run_which_protocol():
         "baseline": {"classification", "multiple_choice", "yes_no"},
         "open_clip": {"classification", "multiple_choice", "yes_no"},
         "hf": {"classification", "multiple_choice", "yes_no", "short_answer"},
-        "openai": {"multiple_choice", "yes_no", "short_answer"},
+        "openai": {"classification", "multiple_choice", "yes_no", "short_answer"},  # LVLM prompts: generate
     }
     for backend, protocols in expected.items():
         runs = {p for p in ("classification", "multiple_choice", "yes_no", "short_answer")

@@ -8,13 +8,18 @@
   answer to a class name (normalisation, plurals, the benchmark's synonyms); an answer that names no class,
   or two, is a format error. Closed-world templates list every class name: the class names are scored as
   the answer's continuation (length-normalised log-likelihood) when the model can score options, else the
-  generated answer is matched the same way. `answer_mode: likelihood` scores the open-world templates too;
+  generated answer is matched the same way. A benchmark with more classes than the prompt set's
+  `max_candidates` (ImageNet's 1,000 names would make a prompt of about 8,000 tokens and 1,000 continuations
+  per template) is asked a `max_candidates`-way closed-world question instead: the gold class and
+  max_candidates - 1 other classes drawn with a seed from the item id, listed in class order, so the
+  position of the gold class tells nothing. `answer_mode: likelihood` scores the open-world templates too;
   `answer_mode: generate` generates for the closed-world ones too. The cell's headline is the mean over
   the templates; each template is reported on its own as well.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,12 +107,14 @@ class ClassificationPrompts:
     open: Mapping[str, str]
     closed: Mapping[str, str]
     separator: str = ", "
+    max_candidates: int | None = None  # None: every class is a candidate
 
     @classmethod
     def from_mapping(cls, data: Mapping, where: str) -> "ClassificationPrompts":
-        unknown = set(data) - {"open", "closed", "candidates_separator"}
+        unknown = set(data) - {"open", "closed", "candidates_separator", "max_candidates"}
         if unknown:
-            raise VlmgridError(f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are open, closed, candidates_separator")
+            raise VlmgridError(f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are open, closed, "
+                               f"candidates_separator, max_candidates")
         sections = {}
         for section in ("open", "closed"):
             entries = data.get(section) or {}
@@ -130,13 +137,22 @@ class ClassificationPrompts:
         separator = data.get("candidates_separator", ", ")
         if not isinstance(separator, str):
             raise VlmgridError(f"{where}: `candidates_separator` must be a string")
-        return cls(open=sections["open"], closed=sections["closed"], separator=separator)
+        limit = data.get("max_candidates")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 2):
+            raise VlmgridError(f"{where}: `max_candidates` must be an integer of at least 2, or absent for all classes")
+        return cls(open=sections["open"], closed=sections["closed"], separator=separator, max_candidates=limit)
 
-    def prompts(self, classes: list[str]) -> list[tuple[str, str, bool]]:
-        """(variant, prompt, open_world) for every template, the candidates filled in."""
-        candidates = self.separator.join(classes)
-        return ([(name, text, True) for name, text in self.open.items()]
-                + [(name, text.replace(CANDIDATES, candidates), False) for name, text in self.closed.items()])
+    def candidates(self, n_classes: int, item_id: str, gold: int) -> list[int]:
+        """The class indices a closed-world question about this item lists, in class order."""
+        if self.max_candidates is None or n_classes <= self.max_candidates or not 0 <= gold < n_classes:
+            return list(range(n_classes))
+        rng = np.random.default_rng(list(hashlib.sha256(item_id.encode("utf-8")).digest()[:8]))
+        others = np.delete(np.arange(n_classes), gold)
+        drawn = rng.choice(others, size=self.max_candidates - 1, replace=False)
+        return sorted([gold, *map(int, drawn)])
+
+    def fill(self, template: str, names: list[str]) -> str:
+        return template.replace(CANDIDATES, self.separator.join(names))
 
 
 def classification_prompts(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> ClassificationPrompts:
@@ -158,11 +174,13 @@ def templated_strategy(model, bench):
 
     classes = list(bench.classes)
     synonyms = getattr(bench, "synonyms", None) or {}
-    templates = classification_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR)).prompts(classes)
+    prompt_set = classification_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
+    templates = [(name, text, True) for name, text in prompt_set.open.items()] + \
+                [(name, text, False) for name, text in prompt_set.closed.items()]
     open_method, closed_method = answer_methods(model)
-    # Each class name is scored as the answer's continuation; the space is the one that follows the
+    # A class name is scored as the answer's continuation; the space is the one that follows the
     # assistant's turn marker, which byte-level tokenizers fold into the first word.
-    continuations = [f" {name}" for name in classes]
+    continuation = {k: f" {name}" for k, name in enumerate(classes)}
 
     def run(records: pd.DataFrame) -> list[dict]:
         images, problems = load_images(bench, records)
@@ -171,33 +189,41 @@ def templated_strategy(model, bench):
             if image is None and problems[i] is None:
                 problems[i] = "item has no image"
         usable = [i for i, problem in enumerate(problems) if problem is None]
+        gold = [int(g) for g in records["answer_index"]]
+        shown = {i: prompt_set.candidates(len(classes), ids[i], gold[i]) for i in usable}
+        everything = list(range(len(classes)))
         # One call per method for the whole chunk, so the backend batches across templates and items
         # (and reuses each image's encoding where it can).
-        asked: dict[str, list[tuple[str, int]]] = {"generate": [], "score_options": []}
-        for variant, _, open_world in templates:
+        asked: dict[str, list[tuple[str, int, list[int], str]]] = {"generate": [], "score_options": []}
+        for variant, text, open_world in templates:
             method = open_method if open_world else closed_method
-            asked[method].extend((variant, i) for i in usable)
-        prompt_of = {variant: prompt for variant, prompt, _ in templates}
+            for i in usable:
+                candidates = everything if open_world else shown[i]
+                prompt = text if open_world else prompt_set.fill(text, [classes[k] for k in candidates])
+                asked[method].append((variant, i, candidates, prompt))
         generated = model.generate_results(
-            [GenerateRequest(ids[i], images[i], prompt_of[v]) for v, i in asked["generate"]]
+            [GenerateRequest(ids[i], images[i], prompt) for _, i, _, prompt in asked["generate"]]
         ) if asked["generate"] else []
         scored = model.score_results(
-            [OptionRequest(ids[i], images[i], prompt_of[v], continuations) for v, i in asked["score_options"]]
+            [OptionRequest(ids[i], images[i], prompt, [continuation[k] for k in candidates])
+             for _, i, candidates, prompt in asked["score_options"]]
         ) if asked["score_options"] else []
 
         rows: dict[tuple[str, int], dict] = {}
-        for (variant, i), result in zip(asked["generate"], generated):
+        for (variant, i, candidates, _), result in zip(asked["generate"], generated):
             if not result.ok:
                 rows[variant, i] = error_row(ids[i], result.error, variant)
                 continue
-            parsed = match_class(result.text, classes, synonyms)
+            names = [classes[k] for k in candidates]
+            parsed = match_class(result.text, names, synonyms)
+            index = candidates[parsed.index] if parsed.index >= 0 else -1
             rows[variant, i] = prediction_row(ids[i], variant=variant, raw=result.text,
-                                              prediction=parsed.prediction, prediction_index=parsed.index)
-        for (variant, i), result in zip(asked["score_options"], scored):
+                                              prediction=parsed.prediction, prediction_index=index)
+        for (variant, i, candidates, _), result in zip(asked["score_options"], scored):
             if not result.ok:
                 rows[variant, i] = error_row(ids[i], result.error, variant)
                 continue
-            top = topk_indices(np.asarray([result.scores.normalised]))[0]
+            top = [candidates[k] for k in topk_indices(np.asarray([result.scores.normalised]))[0]]
             rows[variant, i] = prediction_row(ids[i], variant=variant, prediction=classes[top[0]],
                                               prediction_index=top[0], topk=top)
         return [
@@ -205,7 +231,7 @@ def templated_strategy(model, bench):
             for variant, _, _ in templates for i in range(len(records))
         ]
 
-    methods = {method for _, _, open_world in templates for method in [open_method if open_world else closed_method]}
+    methods = {open_method if open_world else closed_method for _, _, open_world in templates}
     run.strategy = (methods.pop() if len(methods) == 1
                     else f"open-world: {open_method}; closed-world: {closed_method}")
     return run
