@@ -228,3 +228,32 @@ def test_imagenet_hub_label_outside_the_1000_classes_is_an_error(tmp_path):
     write_hub_parquet(tmp_path / "raw" / "data" / "validation-00000-of-00014.parquet", schema, [row], {})
     with pytest.raises(VlmgridError, match="outside 0..999"):
         imagenet.adapt_hub(tmp_path / "raw", tmp_path / "bench")
+
+
+def test_imagenet_synonyms_keep_the_other_lemmas_and_drop_shared_ones():
+    names = ["tench", "crane", "crane (machine)", "great white shark"]
+    words = ["tench, Tinca tinca", "crane", "crane, derrick", "great white shark, white shark, man-eater"]
+    # "crane" names the bird class and is a lemma of the machine: it stays the bird's name, not a synonym
+    assert imagenet.synonyms_from_words(names, words) == {
+        "tench": ["Tinca tinca"], "crane (machine)": ["derrick"], "great white shark": ["white shark", "man-eater"]}
+    assert imagenet.synonyms_from_words(names, []) == {}
+
+
+def test_imagenet_synonyms_come_from_the_devkit_words_and_reach_the_benchmark(tmp_path):
+    bench = load_benchmark(_prepare(tmp_path, "imagenet_ilsvrc2012", classes=3, size=1))
+    # the fixture devkit's words for ILSVRC2012_ID i are "words i, lemma i"; ids map to classes 1000 - i
+    assert bench.synonyms["tench"] == ["words 1000", "lemma 1000"]
+    assert len(bench.synonyms) == len(set(bench.classes))  # open_clip's names repeat "missile", "sunglasses"
+    assert "synonyms.json" in bench.manifest["files"]
+
+
+def test_imagenet_hub_label_names_become_synonyms(tmp_path, monkeypatch):
+    lemmas = [f"{name}, other name {k}" for k, name in enumerate(imagenet.classnames())]
+    real = imagenet.write_hub_parquet
+
+    def with_lemmas(path, schema, rows, features):
+        real(path, schema, rows, {**features, "label": {"names": lemmas, "_type": "ClassLabel"}})
+
+    monkeypatch.setattr(imagenet, "write_hub_parquet", with_lemmas)
+    bench = load_benchmark(_prepare(tmp_path, "imagenet", classes=2, size=1))
+    assert bench.synonyms["goldfish"] == ["other name 1"]

@@ -24,6 +24,7 @@ open_clip without importing torch. classes.json always holds all 1,000 names, fi
 from __future__ import annotations
 
 import importlib.util
+import json
 import io
 import re
 import tarfile
@@ -82,6 +83,38 @@ def templates() -> tuple[str, ...]:
     return tuple(t("{c}") if callable(t) else str(t) for t in _metadata().OPENAI_IMAGENET_TEMPLATES)
 
 
+def synonyms_from_words(names: list[str], words: list[str | None]) -> dict[str, list[str]]:
+    """{class name: its other names} from WordNet lemma lists in label order ("tench, Tinca tinca").
+
+    The lemmas that differ from the class's own name (case-insensitively) and that no other class uses as
+    its name or lemma are kept; a lemma shared by two classes ("crane" the bird and the machine) would make
+    an answer ambiguous, so it names neither.
+    """
+    lemmas = [[w.strip() for w in (entry or "").split(",") if w.strip()] for entry in words]
+    owners: dict[str, set[int]] = {}
+    for k, (name, own) in enumerate(zip(names, lemmas)):
+        for lemma in {name.lower(), *(w.lower() for w in own)}:
+            owners.setdefault(lemma, set()).add(k)
+    synonyms = {}
+    for k, (name, own) in enumerate(zip(names, lemmas)):
+        kept = list(dict.fromkeys(w for w in own if w.lower() != name.lower() and owners[w.lower()] == {k}))
+        if kept:
+            synonyms[name] = kept
+    return synonyms
+
+
+def hub_label_names(path: Path) -> list[str] | None:
+    """The `label` ClassLabel names a hub parquet file carries in its `datasets` metadata, if any."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_schema(path).metadata or {}
+    try:
+        names = json.loads(metadata[b"huggingface"])["info"]["features"]["label"]["names"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return [str(n) for n in names] if isinstance(names, list) and len(names) == N_CLASSES else None
+
+
 # ---------------------------------------------------------------------------------------------- hub copy
 
 def _draw(label: int, rng) -> bytes:
@@ -128,7 +161,9 @@ def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
     names = classnames()
     store = ImageStore(bench_dir)
     items = []
+    label_names = None
     for path in find_raw(raw_dir, HUB_PATTERN):
+        label_names = label_names or hub_label_names(path)
         for n, row in enumerate(iter_parquet_rows(path, ("image", "label"))):
             where = f"{path} row {n}"
             label = row["label"]
@@ -142,25 +177,32 @@ def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
     stems = [stem for stem, _, _ in items]
     use_stems = all(stems) and len(set(stems)) == len(stems)
     rows = [classification_record(stem if use_stems else f"validation-{k:05d}", image, names, label) for k, (stem, image, label) in enumerate(items)]
-    return Adapted(records=pd.DataFrame(rows), classes=names)
+    return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, label_names or []))
 
 
 # ---------------------------------------------------------------------------------------------- ILSVRC2012 tree
 
 def leaf_synsets(meta_mat: bytes | Path, where: str) -> dict[int, str]:
     """{ILSVRC2012_ID: WNID} of the 1,000 leaf synsets (ids 1..1000, num_children 0) of a devkit meta.mat."""
+    return {i: wnid for i, (wnid, _) in leaf_synset_words(meta_mat, where).items()}
+
+
+def leaf_synset_words(meta_mat: bytes | Path, where: str) -> dict[int, tuple[str, str]]:
+    """{ILSVRC2012_ID: (WNID, words)} of the 1,000 leaf synsets; `words` is the WordNet lemma list."""
     import scipy.io
 
     try:
         content = scipy.io.loadmat(io.BytesIO(meta_mat) if isinstance(meta_mat, bytes) else meta_mat, squeeze_me=True)
         synsets = np.atleast_1d(content["synsets"])
         ids, wnids, children = synsets["ILSVRC2012_ID"], synsets["WNID"], synsets["num_children"]
+        words = synsets["words"] if "words" in synsets.dtype.names else [""] * len(ids)
     except KeyError as exc:
         raise VlmgridError(f"{where}: has no `synsets` struct with field {exc}; it is not the devkit's meta.mat: re-download the devkit") from None
     except Exception as exc:  # scipy raises ValueError, OSError, TypeError... for damaged files
         raise VlmgridError(f"{where}: not a readable .mat file ({exc}); re-download the devkit") from None
-    leaves = {int(i): str(w) for i, w, c in zip(ids, wnids, children) if 1 <= int(i) <= N_CLASSES and int(c) == 0}
-    if sorted(leaves) != list(range(1, N_CLASSES + 1)) or len(set(leaves.values())) != N_CLASSES:
+    leaves = {int(i): (str(w), str(t)) for i, w, t, c in zip(ids, wnids, words, children)
+              if 1 <= int(i) <= N_CLASSES and int(c) == 0}
+    if sorted(leaves) != list(range(1, N_CLASSES + 1)) or len({w for w, _ in leaves.values()}) != N_CLASSES:
         raise VlmgridError(f"{where}: does not hold the {N_CLASSES} leaf synsets (ILSVRC2012_ID 1..{N_CLASSES}, distinct WNIDs); re-download the devkit")
     return leaves
 
@@ -220,7 +262,11 @@ def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
     raw_dir = Path(raw_dir)
     names = classnames()
     meta, truth, where = _devkit_files(raw_dir)
-    mapping = id_to_index(leaf_synsets(meta, f"{where} ({META})"))
+    leaves = leaf_synset_words(meta, f"{where} ({META})")
+    mapping = id_to_index({i: wnid for i, (wnid, _) in leaves.items()})
+    words = [""] * N_CLASSES
+    for i, (_, lemmas) in leaves.items():
+        words[mapping[i]] = lemmas
     try:
         ids = [int(line) for line in truth.decode("ascii").split()]
     except ValueError:
@@ -239,7 +285,7 @@ def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
     if missing:
         raise VlmgridError(f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); the copy is incomplete")
     rows = [classification_record(Path(VAL_NAME.format(n)).stem, f"images/{VAL_NAME.format(n)}", names, mapping[i]) for n, i in enumerate(ids, start=1)]
-    return Adapted(records=pd.DataFrame(rows), classes=names)
+    return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, words))
 
 
 def write_devkit_meta(path: Path, leaves: Mapping[int, str], extra: int = 3) -> None:
@@ -256,7 +302,7 @@ def _devkit_meta_bytes(leaf_items: tuple[tuple[int, str], ...], extra: int) -> b
     dtype = [("ILSVRC2012_ID", "O"), ("WNID", "O"), ("words", "O"), ("gloss", "O"), ("num_children", "O"),
              ("children", "O"), ("wordnet_height", "O"), ("num_train_images", "O")]
     synsets = np.zeros((len(leaves) + extra, 1), dtype=dtype)
-    rows = [(i, w, f"words {i}", f"gloss {i}", 0, np.zeros((1, 0)), 0, 1300) for i, w in sorted(leaves.items())]
+    rows = [(i, w, f"words {i}, lemma {i}", f"gloss {i}", 0, np.zeros((1, 0)), 0, 1300) for i, w in sorted(leaves.items())]
     rows += [(N_CLASSES + k, f"n9{k:07d}", f"group {k}", "", 2, np.array([[1, 2]]), 1, 0) for k in range(1, extra + 1)]
     for r, row in enumerate(rows):
         for (field, _), value in zip(dtype, row):

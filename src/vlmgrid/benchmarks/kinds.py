@@ -17,10 +17,13 @@ from vlmgrid.registry import Registry
 
 @dataclass(frozen=True)
 class Adapted:
-    """What an adapter returns: canonical records (formats.md) and, for classification, the class names."""
+    """What an adapter returns: canonical records (formats.md) and, for classification, the class names and synonyms."""
 
     records: pd.DataFrame
     classes: list[str] | None = None
+    # other names of a class, {class name: [alternatives]}, where the raw data has them (ImageNet's WordNet
+    # lemmas); the open-world matcher accepts them as that class
+    synonyms: Mapping[str, list[str]] | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -27,7 +27,8 @@ from vlmgrid.prompts import DEFAULT_PROMPTS_DIR
 MANIFEST = "manifest.json"
 RECORDS = "records.parquet"
 CLASSES = "classes.json"
-DERIVED = ("images", RECORDS, CLASSES)
+SYNONYMS = "synonyms.json"
+DERIVED = ("images", RECORDS, CLASSES, SYNONYMS)
 CANONICAL = pa.schema(
     [
         ("id", pa.string()),
@@ -48,6 +49,7 @@ class Benchmark:
     records: pd.DataFrame
     classes: list[str] | None
     manifest: dict
+    synonyms: dict[str, list[str]] | None = None  # classification: other names of a class (synonyms.json)
     # Where the protocols read their prompt sets (config data); set from the config when a job runs.
     prompts_dir: Path = DEFAULT_PROMPTS_DIR
 
@@ -114,7 +116,7 @@ def verify_benchmark(bench_dir: Path, full: bool = True) -> None:
         path = _resolve(bench_dir, key)
         if not path.is_file():
             raise VlmgridError(f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {fix}")
-        if full or key in (RECORDS, CLASSES):
+        if full or key in (RECORDS, CLASSES, SYNONYMS):
             got = fileio.sha256_file(path)
             if got != files[key]:
                 raise VlmgridError(f"{path}: does not match its manifest (sha256 {got}, expected {files[key]}); {fix}")
@@ -238,6 +240,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
         pq.write_table(table, tmp)
     if kind.protocol == "classification":
         fileio.write_json(bench_dir / CLASSES, list(adapted.classes or []))
+        fileio.write_json(bench_dir / SYNONYMS, {name: list(alternatives) for name, alternatives in (adapted.synonyms or {}).items()})
 
     files = _hash_tree(bench_dir)
     if fetched.external:
@@ -268,9 +271,11 @@ def load_benchmark(bench_dir: Path) -> Benchmark:
     kind = BENCHMARKS.get(manifest.get("kind", ""))
     verify_benchmark(bench_dir, full=False)
     records = pd.read_parquet(bench_dir / RECORDS)
-    classes = None
+    classes, synonyms = None, None
     if kind.protocol == "classification":
         classes = json.loads((bench_dir / CLASSES).read_text("utf-8"))
+        if (bench_dir / SYNONYMS).is_file():  # absent in folders prepared before synonyms were kept
+            synonyms = json.loads((bench_dir / SYNONYMS).read_text("utf-8"))
     return Benchmark(
         name=manifest.get("benchmark", bench_dir.name),
         kind=kind,
@@ -278,4 +283,5 @@ def load_benchmark(bench_dir: Path) -> Benchmark:
         records=records,
         classes=classes,
         manifest=manifest,
+        synonyms=synonyms,
     )
