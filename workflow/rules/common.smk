@@ -8,7 +8,11 @@ from vlmgrid.errors import VlmgridError
 
 
 def _config_path():
-    # The file the CLI reads: the last --configfile given, else the default above.
+    # The file the CLI reads: the last --configfile given, else the Snakefile's own. Snakemake lists the
+    # Snakefile's `configfile:` after the command line's in workflow.configfiles, so ask for the latter.
+    given = list(workflow.config_settings.configfiles or [])
+    if given:
+        return str(given[-1])
     return workflow.configfiles[-1] if workflow.configfiles else "config/config.yaml"
 
 
