@@ -8,10 +8,13 @@ from vlmgrid.config import load_config, validate_config
 from vlmgrid.errors import VlmgridError
 
 
-def test_default_config_is_valid_and_has_nine_cells(default_config_data):
+def test_default_config_is_valid_and_has_every_fixture_benchmark(default_config_data):
     config = validate_config(default_config_data, source="config/config.yaml")
-    assert [c.name for c in config.cells][:2] == ["clip-tiny-flowers102-fixture", "clip-tiny-pope-fixture"]
-    assert len(config.cells) == 9
+    assert [c.name for c in config.cells][:2] == ["clip-tiny-imagenet-fixture", "clip-tiny-caltech101-fixture"]
+    assert len(config.cells) == 3 * 13
+    kinds = {config.benchmark(b)["kind"] for b in config.benchmarks}
+    assert kinds == {"imagenet", "caltech101", "flowers102", "food101", "scienceqa_img", "textvqa", "pope", "mme",
+                     "mmbench", "cvbench", "mmvp", "kaleidoscope", "cvqa"}
     assert config.bootstrap == {"samples": 1000, "seed": 0}
     assert config.infer["part_size"] == 64
 
@@ -133,16 +136,9 @@ def test_every_catalog_model_is_valid_and_pinned_or_marked(default_config_data):
             assert len(revision) == 40 and int(revision, 16) >= 0, name
 
 
-def _with_textvqa(data: dict) -> dict:
-    data = copy.deepcopy(data)
-    data["benchmarks"]["textvqa-fixture"] = {"kind": "textvqa", "source": {"type": "fixture", "seed": 0, "size": 6}}
-    data["grid"]["benchmarks"].append("textvqa-fixture")
-    return data
-
-
 def test_a_pair_that_cannot_run_is_not_applicable_not_an_error(default_config_data):
-    config = validate_config(_with_textvqa(default_config_data))
-    assert len(config.cells) == 12
+    config = validate_config(default_config_data)
+    assert "textvqa-fixture" in config.benchmarks
     assert config.not_applicable("clip-tiny", "textvqa-fixture") == (
         'model "clip-tiny" (open_clip backend, capability embed) cannot run benchmark "textvqa-fixture" '
         "(short_answer protocol needs generate)"
@@ -152,7 +148,8 @@ def test_a_pair_that_cannot_run_is_not_applicable_not_an_error(default_config_da
         "(short_answer protocol needs generate)"
     )
     assert config.not_applicable("llava-tiny", "textvqa-fixture") is None
-    assert all(config.not_applicable(m, b) is None for m in config.models for b in default_config_data["grid"]["benchmarks"])
+    assert all(config.not_applicable(m, b) is None for m in config.models for b in config.benchmarks
+               if b != "textvqa-fixture")
 
 
 def test_not_applicable_follows_settings_dependent_capabilities(default_config_data):

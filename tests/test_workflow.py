@@ -14,8 +14,8 @@ from conftest import REPO
 pytestmark = pytest.mark.integration
 
 WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore"]
-MODELS = ["clip-tiny", "llava-tiny", "random"]
-BENCHES = ["flowers102-fixture", "pope-fixture", "scienceqa-fixture"]
+GRID = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["grid"]
+MODELS, BENCHES = GRID["models"], GRID["benchmarks"]
 
 
 def _env():

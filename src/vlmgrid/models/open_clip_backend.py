@@ -226,7 +226,7 @@ class OpenClip(Backend):
     name = "open_clip"
     capabilities = frozenset({"embed"})
     uses_gpu = True
-    defaults = {"batch_size": 64, "precision": "fp32", "device": "auto"}
+    defaults = {"batch_size": 64, "text_batch_size": 1024, "precision": "fp32", "device": "auto"}
 
     def __init__(self, settings: dict, model, preprocess, tokenizer, device: str, dtype,
                  weights_fingerprint: str) -> None:
@@ -285,8 +285,8 @@ class OpenClip(Backend):
     def describe(self) -> str:
         return f"open_clip on {self.device} ({self.settings['precision'] if self.device != 'cpu' else 'fp32'})"
 
-    def _batches(self, items: Sequence) -> list[Sequence]:
-        size = int(self.settings["batch_size"])
+    def _batches(self, items: Sequence, key: str = "batch_size") -> list[Sequence]:
+        size = int(self.settings[key])
         return [items[start:start + size] for start in range(0, len(items), size)]
 
     def embed_images(self, images: Sequence) -> np.ndarray:
@@ -305,7 +305,8 @@ class OpenClip(Backend):
 
         outputs = []
         with torch.inference_mode():
-            for batch in self._batches(list(texts)):
+            # Prompts are short and ImageNet's classifier alone is 80,000 of them: they go in large batches.
+            for batch in self._batches(list(texts), "text_batch_size"):
                 tokens = self.tokenizer(list(batch)).to(self.device)
                 features = self.model.encode_text(tokens, normalize=True)
                 outputs.append(features.float().cpu().numpy())
