@@ -183,3 +183,19 @@ def test_prompt_file_hashes(tmp_path):
     assert hashes == {"lvlm.yaml": sha256_file(tmp_path / "lvlm.yaml")}
     (tmp_path / "lvlm.yaml").write_text("templates: [b]\n")
     assert prompt_file_hashes(tmp_path) != hashes
+
+
+@pytest.mark.parametrize("name, kinds", [
+    ("carpe", {"imagenet", "caltech101", "flowers102", "food101", "scienceqa_img", "textvqa", "pope", "mme",
+               "mmbench", "cvbench", "mmvp"}),
+    ("kaleidoscope", {"kaleidoscope"}),
+    ("cvqa", {"cvqa"}),
+])
+def test_paper_grids_validate_on_real_sources(name, kinds):
+    from conftest import REPO
+
+    config = load_config(REPO / "config" / f"{name}.yaml")
+    assert {config.benchmark(b)["kind"] for b in config.benchmarks} == kinds
+    assert all(config.benchmark(b)["source"]["type"] != "fixture" for b in config.benchmarks)
+    assert all(config.model(m)["source"]["type"] != "fixture" for m in config.models
+               if "source" in config.model(m))
