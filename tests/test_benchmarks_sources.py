@@ -92,7 +92,7 @@ def test_local_scienceqa_and_pope_copies_are_adapted(tmp_path, monkeypatch):
         copy = raw_fixture(kind, tmp_path / f"{kind}-copy")
         with_kind(monkeypatch, kind, expected_count=count)
         manifest = prepare_benchmark(kind, {"kind": kind, "source": {"type": "local", "path": str(copy)}}, tmp_path / kind)
-        assert manifest["n_items"] == count
+        assert manifest["n_items"] == manifest["expected_items"] == count
         assert sum(Path(k).is_absolute() for k in manifest["files"]) == (1 if kind == "scienceqa_img" else 3)
 
 

@@ -256,6 +256,8 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
         "source": source,
         "resolved_revision": fetched.resolved_revision,
         "n_items": table.num_rows,
+        # the published count this copy was checked against (fixtures are stand-ins of any size)
+        "expected_items": None if source["type"] == "fixture" else kind.expected_count,
         "files": files,
         "fingerprint": fingerprint(files),
         "vlmgrid_version": vlmgrid.__version__,
