@@ -49,7 +49,7 @@ def files_on_disk(bench_dir: Path) -> dict[str, int]:
     return {p.relative_to(bench_dir).as_posix(): p.stat().st_mtime_ns for p in sorted(bench_dir.rglob("*")) if p.is_file()}
 
 
-ALL_KINDS = KINDS + ("caltech101", "cvbench", "cvqa", "food101", "imagenet", "imagenet_ilsvrc2012", "kaleidoscope",
+ALL_KINDS = KINDS + ("caltech101", "cvbench", "cvqa", "dance", "food101", "imagenet", "imagenet_ilsvrc2012", "kaleidoscope",
                      "mmbench", "mme", "mmvp", "textvqa")
 
 

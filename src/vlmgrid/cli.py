@@ -174,6 +174,14 @@ def cmd_make_tiny_models(config: Config | None, args) -> None:
     _say(f"wrote {out / 'open_clip'} (open_clip)")
 
 
+def cmd_build_dance(config: Config | None, args) -> None:
+    from vlmgrid.benchmarks.dance_build import build_dance
+
+    meta = build_dance(Path(args.triples), Path(args.images), Path(args.out), seed=args.seed,
+                       relations=Path(args.relations) if args.relations else None)
+    _say(f"wrote {args.out}: {meta['n_queries']} queries from {meta['n_riddle_triples']} riddle triples")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vlmgrid", description="Evaluate vision-language models on a grid of benchmarks.")
@@ -212,6 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("out", help="folder to write one checkpoint folder per family into")
     tiny.add_argument("--families", nargs="*", help="only these transformers families (default: all)")
     tiny.add_argument("--seed", type=int, default=0)
+    dance = add("build-dance", cmd_build_dance,
+                "build a DANCE-format diagnostic set from ConceptNet triples and pictures of entities",
+                needs_config=False)
+    dance.add_argument("--triples", required=True, help="ConceptNet assertions CSV (tab-separated)")
+    dance.add_argument("--images", required=True, help="folder of <entity>/*.jpg pictures")
+    dance.add_argument("--out", required=True, help="folder to write the set into (docs/dance-format.md)")
+    dance.add_argument("--seed", type=int, default=0)
+    dance.add_argument("--relations", help="riddle templates (default: config/prompts/dance_relations.yaml)")
     return parser
 
 

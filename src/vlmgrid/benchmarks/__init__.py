@@ -22,6 +22,7 @@ from vlmgrid.benchmarks import caltech101  # noqa: E402,F401
 from vlmgrid.benchmarks import imagenet  # noqa: E402,F401
 from vlmgrid.benchmarks import kaleidoscope  # noqa: E402,F401
 from vlmgrid.benchmarks import cvqa  # noqa: E402,F401
+from vlmgrid.benchmarks import dance  # noqa: E402,F401
 
 __all__ = [
     "BENCHMARKS",

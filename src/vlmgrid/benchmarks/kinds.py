@@ -44,6 +44,7 @@ class BenchmarkKind:
     url_files:       the real files for a `url` source: ({"url", "md5" or "sha256", "name"}, ...)
     hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin), "config", "split"}
     parser:          how a generated answer is read (a parser name); "" for the protocol's default
+    local_only:      no published copy to download: a `local` source (or the fixture) only; expected_count 0
     """
 
     name: str
@@ -60,11 +61,12 @@ class BenchmarkKind:
     url_files: tuple[Mapping[str, str], ...] = ()
     hub: Mapping[str, str] | None = None
     parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
+    local_only: bool = False  # no published copy (DANCE): read from a `local` folder or made by the fixture
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):
             raise ValueError(f"benchmark kind {self.name!r}: every template must hold '{{c}}'")
-        if not self.url_files and not self.hub:
+        if not self.url_files and not self.hub and not self.local_only:
             raise ValueError(f"benchmark kind {self.name!r}: needs a real source (url_files or hub)")
 
     @property
@@ -76,6 +78,8 @@ class BenchmarkKind:
                 if self.hub.get(key):
                     source[key] = self.hub[key]
             return source
+        if self.local_only:
+            return {"type": "local", "path": f"<a {self.name} folder>"}
         return {"type": "url"}
 
 

@@ -157,6 +157,10 @@ def _records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str
             labels = options
             if options or index != -1:
                 raise VlmgridError(f"{where} has options {options!r} / answer_index {index}; short-answer items have no options and answer_index -1: the adapter needs a fix")
+        elif kind.protocol == "ranking":
+            labels = options  # a query's candidates, as many as the benchmark gives (DANCE: 50), not lettered
+            if len(options) < 2:
+                raise VlmgridError(f"{where} has {len(options)} candidate(s); a ranking query needs at least 2: the adapter needs a fix")
         else:
             labels = options
             if len(options) < 2:
@@ -231,7 +235,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
     fetched = fetch_source(kind, source, bench_dir, label)
     adapted = kind.adapt(fetched.raw_dir, bench_dir)
     table = _records_table(adapted.records, kind, adapted.classes, bench_dir, label)
-    if source["type"] != "fixture" and table.num_rows != kind.expected_count:
+    if source["type"] != "fixture" and kind.expected_count and table.num_rows != kind.expected_count:
         raise VlmgridError(
             f"{fetched.raw_dir}: holds {table.num_rows} {kind.name} items, but the published benchmark has "
             f"{kind.expected_count}; the copy is incomplete or another version: fix the source, or re-download it"
@@ -257,7 +261,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
         "resolved_revision": fetched.resolved_revision,
         "n_items": table.num_rows,
         # the published count this copy was checked against (fixtures are stand-ins of any size)
-        "expected_items": None if source["type"] == "fixture" else kind.expected_count,
+        "expected_items": None if source["type"] == "fixture" or not kind.expected_count else kind.expected_count,
         "files": files,
         "fingerprint": fingerprint(files),
         "vlmgrid_version": vlmgrid.__version__,
