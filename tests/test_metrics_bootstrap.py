@@ -80,7 +80,7 @@ def test_percentile_ci():
 
 def test_unknown_metric_names_the_closest():
     assert list(METRICS) == [
-        "accuracy", "classification", "cvbench", "cvqa", "kaleidoscope", "mmbench_circular", "mme", "mmvp",
+        "accuracy", "classification", "cvbench", "cvqa", "dance", "kaleidoscope", "mmbench_circular", "mme", "mmvp",
         "pope", "vqa_accuracy",
     ]
     with pytest.raises(VlmgridError, match='did you mean "accuracy"'):

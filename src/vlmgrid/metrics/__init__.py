@@ -10,7 +10,7 @@ Metrics (registered in `METRICS` by name): "classification" (top1, top5, mean_pe
 "mme" (scaled, total, perception, cognition, accuracy, accuracy_plus; points but `scaled`),
 "mmbench_circular" (circular_accuracy, vanilla_accuracy), "cvbench" (cvbench, accuracy_2d, accuracy_3d,
 accuracy_ade20k, accuracy_coco, accuracy_omni3d), "mmvp" (pair_accuracy, question_accuracy),
-"vqa_accuracy" (vqa_accuracy).
+"vqa_accuracy" (vqa_accuracy), "dance" (acc_at_50, recall_at_1, recall_at_5, mrr).
 """
 
 from vlmgrid.metrics.accuracy import Accuracy
@@ -19,6 +19,7 @@ from vlmgrid.metrics.bootstrap import bootstrap_indices, percentile_ci
 from vlmgrid.metrics.classification import Classification
 from vlmgrid.metrics.cvbench import CVBench
 from vlmgrid.metrics.cvqa import CVQAAccuracy
+from vlmgrid.metrics.dance import Dance
 from vlmgrid.metrics.kaleidoscope import Kaleidoscope
 from vlmgrid.metrics.mmbench import MMBenchCircular
 from vlmgrid.metrics.mme import MME
@@ -33,6 +34,7 @@ for _metric in (Classification(), Accuracy(), Pope(), MME(), MMBenchCircular(), 
 METRICS.register(Kaleidoscope.name, Kaleidoscope())
 del _metric
 METRICS.register(CVQAAccuracy.name, CVQAAccuracy())
+METRICS.register(Dance.name, Dance())
 
 __all__ = [
     "METRICS",

@@ -6,12 +6,14 @@ from vlmgrid.protocols.classification import CLASSIFICATION
 from vlmgrid.protocols.exam_choice import EXAM_CHOICE
 from vlmgrid.protocols.cvqa import CVQA
 from vlmgrid.protocols.short_answer import SHORT_ANSWER
+from vlmgrid.protocols.ranking import RANKING
 from vlmgrid.registry import Registry
 
 PROTOCOLS: Registry[Protocol] = Registry("protocol")
 for _protocol in (CLASSIFICATION, MULTIPLE_CHOICE, YES_NO, SHORT_ANSWER, CVQA):
     PROTOCOLS.register(_protocol.name, _protocol)
 PROTOCOLS.register(EXAM_CHOICE.name, EXAM_CHOICE)
+PROTOCOLS.register(RANKING.name, RANKING)
 
 
 # A model's `answer_mode` puts one kind of answering first; otherwise the protocol's own order stands.
