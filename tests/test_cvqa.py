@@ -345,17 +345,18 @@ def test_hidden_labels_are_refused_never_scored():
     assert not isinstance(error.value, LabelsHidden)
 
 
-def test_submission_table_lists_every_item_with_its_chosen_index():
+def test_submission_table_lists_every_item_with_its_chosen_letter():
     records = _metric_records().assign(answer_index=-1)
     predictions = _predictions(PICKS).sample(frac=1.0, random_state=0)  # any row order
     predictions.loc[(predictions["id"] == "b") & (predictions["variant"] == "loc-en"), "error"] = "HTTP 500"
     table = submission_table(records, predictions, "loc-en")
     assert list(table.columns) == ["ID", "prediction"]
-    assert table.to_dict("list") == {"ID": ["a", "b", "c", "d"], "prediction": [0, -1, 2, 3]}
+    # the error row is kept, with an empty prediction the leaderboard counts as wrong
+    assert table.to_dict("list") == {"ID": ["a", "b", "c", "d"], "prediction": ["A", "", "C", "D"]}
     tables = submission_tables(records, predictions)
     assert list(tables) == sorted(SETTINGS)
     assert METRICS.get("cvqa").submission(records, predictions)["loc-en"].equals(table)
-    assert tables["noloc-local"]["prediction"].tolist() == [3, 3, 3, -1]
+    assert tables["noloc-local"]["prediction"].tolist() == ["D", "D", "D", ""]
     with pytest.raises(VlmgridError, match='lack item "d"'):
         submission_table(records, predictions[predictions["id"] != "d"], "loc-en")
 
@@ -383,9 +384,15 @@ def test_fixture_runs_through_prepare_infer_and_score(small_config, tmp_path, hi
         assert sorted(pd.read_parquet(predictions)["variant"].unique()) == sorted(SETTINGS)
         out = paths.score_path(config.results_dir, model, "cvqa")
         if hidden:
-            with pytest.raises(LabelsHidden):
-                score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions, out_path=out,
-                           samples=20, seed=0)
+            score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions, out_path=out,
+                               samples=20, seed=0)
+            assert score["labels_hidden"] is True and "value" not in score and score["n"] == 14
+            assert json.loads(out.read_text()) == score
+            records = load_benchmark(bench_dir).records
+            for setting in SETTINGS:
+                written = pd.read_csv(out.parent / f"cvqa.submission-{setting}.csv", keep_default_na=False, dtype=str)
+                assert score["submission"][setting] == f"cvqa.submission-{setting}.csv"
+                assert written.equals(submission_table(records, pd.read_parquet(predictions), setting))
             continue
         score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions, out_path=out,
                            samples=20, seed=0)

@@ -142,6 +142,11 @@ def cmd_score(config: Config, args) -> None:
     if not score.get("applicable", True):
         _say(f"{args.model} on {args.benchmark}: not applicable ({score['reason']}) -> {out}")
         return
+    if score.get("labels_hidden"):
+        files = ", ".join(score["submission"].values())
+        _say(f"{args.model} on {args.benchmark}: the labels are hidden, so there is no score; the leaderboard's "
+             f"submission files are in {out.parent} ({files}) -> {out}")
+        return
     low, high = score["ci95"]
     _say(f"{args.model} on {args.benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
          f"(n={score['n']}, format errors {score['format_error_rate']:.1f}%) -> {out}")
@@ -156,7 +161,8 @@ def cmd_report(config: Config, args) -> None:
     }
     written = build_report(score_files, config.models, config.benchmarks,
                            paths.tables_dir(config.results_dir), paths.figures_dir(config.results_dir),
-                           title=config.title)
+                           title=config.title,
+                           kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks})
     for path in written:
         _say(f"wrote {path}")
 

@@ -4,10 +4,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vlmgrid import __version__
-from vlmgrid.fileio import sha256_file, write_json
+from vlmgrid import __version__, paths
+from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.errors import VlmgridError
+from vlmgrid.metrics.base import LabelsHidden
 from vlmgrid.predictions import check_against_records, not_applicable_reason, read_metadata, read_predictions
+
+
+def _generation(metadata: dict) -> dict:
+    """The decoding settings the model ran with (the provenance's, a preset already expanded), so a table can
+    say whether answers were sampled; {} when the predictions file does not record them."""
+    provenance = metadata.get("provenance")
+    generation = provenance.get("generation") if isinstance(provenance, dict) else None
+    return dict(generation) if isinstance(generation, dict) else {}
+
+
+def _write_submission(metric, records, predictions, out_path: Path, hidden: LabelsHidden) -> dict[str, str]:
+    """Write the metric's submission table per variant beside the score file; {variant: file name}."""
+    tables = metric.submission(records, predictions)
+    if not tables:
+        raise hidden
+    files = {}
+    for variant, table in tables.items():
+        path = paths.submission_path(out_path, variant)
+        with atomic_path(path) as tmp:
+            table.to_csv(tmp, index=False, lineterminator="\n")
+        files[variant] = path.name
+    return files
 
 
 def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_path: Path,
@@ -18,7 +41,13 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
     bench = load_benchmark(bench_dir)
     hint = f"rerun `vlmgrid infer {model_name} {bench.name}` to rebuild it"
     predictions = read_predictions(predictions_path, hint)
-    reason = not_applicable_reason(read_metadata(predictions_path))
+    metadata = read_metadata(predictions_path)
+    metric = METRICS.get(bench.kind.metric)
+    inputs = {
+        "data_fingerprint": bench.manifest.get("fingerprint"),
+        "predictions_sha256": sha256_file(predictions_path),
+    }
+    reason = not_applicable_reason(metadata)
     if reason is not None:
         if len(predictions):
             raise VlmgridError(
@@ -31,32 +60,45 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
             "benchmark": bench.name,
             "applicable": False,
             "reason": reason,
-            "metric": METRICS.get(bench.kind.metric).headline,
+            "metric": metric.headline,
             "strategy": None,
-            "inputs": {
-                "data_fingerprint": bench.manifest.get("fingerprint"),
-                "predictions_sha256": sha256_file(predictions_path),
-            },
+            "inputs": inputs,
             "vlmgrid_version": __version__,
         }
         write_json(out_path, score)
         return score
     check_against_records(predictions, bench.records, predictions_path)
-    result = score_predictions(
-        bench.kind.metric, bench.records, predictions,
-        breakdown_by=bench.kind.breakdown_by, samples=samples, seed=seed,
-    )
+    # How the answers were obtained (likelihood, generate, embed) and with which decoding, so a table can say.
+    answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata)}
+    try:
+        result = score_predictions(
+            bench.kind.metric, bench.records, predictions,
+            breakdown_by=bench.kind.breakdown_by, samples=samples, seed=seed,
+        )
+    except LabelsHidden as hidden:
+        # No numbers either: the leaderboard scores the submission tables, and the report shows "hidden".
+        score = {
+            "model": model_name,
+            "benchmark": bench.name,
+            "applicable": True,
+            "labels_hidden": True,
+            "reason": str(hidden),
+            "metric": metric.headline,
+            "n": int(len(bench.records)),
+            "submission": _write_submission(metric, bench.records, predictions, out_path, hidden),
+            **answered,
+            "inputs": inputs,
+            "vlmgrid_version": __version__,
+        }
+        write_json(out_path, score)
+        return score
     score = {
         "model": model_name,
         "benchmark": bench.name,
         "applicable": True,
         **result,
-        # How the answers were obtained (likelihood, generate, embed), so a table can say which.
-        "strategy": read_metadata(predictions_path).get("strategy"),
-        "inputs": {
-            "data_fingerprint": bench.manifest.get("fingerprint"),
-            "predictions_sha256": sha256_file(predictions_path),
-        },
+        **answered,
+        "inputs": inputs,
         "vlmgrid_version": __version__,
     }
     write_json(out_path, score)

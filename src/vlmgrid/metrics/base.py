@@ -16,6 +16,11 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 
 
+class LabelsHidden(VlmgridError):
+    """The records' gold labels are hidden (a leaderboard's test copy): there is no number to compute, and the
+    score stage writes the metric's `submission` tables instead."""
+
+
 class Metric:
     """Base class. Values are percent (0-100)."""
 
@@ -52,6 +57,11 @@ class Metric:
         `slices` gives the columns of each stratum (a single slice over all columns when unstratified).
         """
         raise NotImplementedError
+
+    def submission(self, records: pd.DataFrame, predictions: pd.DataFrame) -> dict[str, pd.DataFrame] | None:
+        """What to hand a leaderboard when `prepare` raised `LabelsHidden`: one table per prediction variant,
+        by variant name. None (the default): the benchmark has no leaderboard to submit to."""
+        return None
 
 
 def no_error(preds: pd.DataFrame) -> np.ndarray:

@@ -15,15 +15,15 @@ import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.accuracy import Accuracy
-from vlmgrid.metrics.base import int_column, no_error
+from vlmgrid.metrics.base import LabelsHidden, int_column, no_error
 
 HIDDEN = -1
 SUBMISSION_COLUMNS = ("ID", "prediction")
+LETTERS = "ABCD"
 PAIR = "country_language"
 
-
-class LabelsHidden(VlmgridError):
-    """The records' gold labels are hidden (the public CVQA test copy): no accuracy can be computed."""
+__all__ = ["LabelsHidden", "CVQAAccuracy", "accuracy_by_pair", "check_labels", "labels_hidden", "submission_table",
+           "submission_tables"]
 
 
 def labels_hidden(records: pd.DataFrame) -> bool:
@@ -83,15 +83,16 @@ def _variant_rows(records: pd.DataFrame, predictions: pd.DataFrame, variant: str
 
 def submission_table(records: pd.DataFrame, predictions: pd.DataFrame, variant: str) -> pd.DataFrame:
     """The leaderboard's submission for one setting: `ID` (the item's ID) and `prediction` (the chosen
-    option's 0-based index, as Label numbers them), one row per record in records order.
+    option's letter, A-D, as the prompts show the options), one row per record in records order.
 
-    A format error (an error row, no prediction) is written as -1: it is kept, and the leaderboard counts it
-    as wrong.
+    A format error (an error row, no prediction, an index outside A-D) is written as an empty prediction: the
+    item is kept, and the leaderboard counts it as wrong.
     """
     rows = _variant_rows(records, predictions, variant)
     index = int_column(rows, "prediction_index")
-    valid = no_error(rows) & rows["prediction"].notna().to_numpy() & (index >= 0)
-    return pd.DataFrame({"ID": records["id"].astype(str).to_numpy(), "prediction": np.where(valid, index, HIDDEN)})
+    valid = no_error(rows) & rows["prediction"].notna().to_numpy() & (index >= 0) & (index < len(LETTERS))
+    letters = [LETTERS[i] if ok else "" for i, ok in zip(index, valid)]
+    return pd.DataFrame({"ID": records["id"].astype(str).to_numpy(), "prediction": letters})
 
 
 def submission_tables(records: pd.DataFrame, predictions: pd.DataFrame) -> dict[str, pd.DataFrame]:
