@@ -20,9 +20,10 @@ HEADLINES = {
     "flowers102": "top1", "food101": "top1", "caltech101": "top1", "imagenet": "top1",
     "imagenet_ilsvrc2012": "top1", "pope": "f1", "scienceqa_img": "accuracy", "mme": "scaled",
     "mmbench": "circular_accuracy", "cvbench": "cvbench", "mmvp": "pair_accuracy", "textvqa": "vqa_accuracy",
+    "dance": "acc_at_50",
 }
 SMALL = {"flowers102": 2, "food101": 2, "caltech101": 2, "imagenet": 2, "pope": 4, "mme": 4, "mmbench": 6,
-         "cvbench": 6, "mmvp": 4, "textvqa": 6, "scienceqa_img": 6}
+         "cvbench": 6, "mmvp": 4, "textvqa": 6, "scienceqa_img": 6, "dance": 2}
 
 
 @pytest.mark.parametrize("kind", sorted(set(HEADLINES) - {"imagenet_ilsvrc2012"}))

@@ -176,3 +176,32 @@ def test_local_source_reads_a_built_folder_and_checks_no_item_count(tmp_path):
     with pytest.raises(VlmgridError, match="docs/dance-format.md"):
         prepare_benchmark("e", {"kind": "dance", "source": {"type": "local", "path": str(tmp_path / "in")}},
                           tmp_path / "e")
+
+
+def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp_path):
+    from vlmgrid import paths
+    from vlmgrid.config import validate_config
+    from vlmgrid.infer import run_inference
+    from vlmgrid.score import score_cell
+
+    data = dict(small_config)
+    data["benchmarks"] = {"dance-fixture": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 8}}}
+    data["grid"] = {"models": ["random"], "benchmarks": ["dance-fixture"]}
+    config = validate_config(data)
+    bench_dir = paths.bench_dir(config.data_dir, "dance-fixture")
+    prepare_benchmark("dance-fixture", config.benchmark("dance-fixture"), bench_dir)
+    predictions = run_inference(
+        model_name="random", model_settings=config.model("random"), bench_dir=bench_dir,
+        model_dir=paths.model_dir(config.data_dir, "random"),
+        out_path=paths.predictions_path(config.results_dir, "random", "dance-fixture"),
+        partial_dir=paths.partial_dir(config.results_dir, "random", "dance-fixture"),
+        part_size=4, threads=1, progress=False, say=lambda text: None)
+    rows = pd.read_parquet(predictions)
+    assert len(rows) == 16 and all(len(scores) == 50 for scores in rows["scores"])
+    score = score_cell(model_name="random", bench_dir=bench_dir, predictions_path=predictions,
+                       out_path=tmp_path / "score.json", samples=50, seed=0)
+    assert score["metric"] == "acc_at_50" and score["strategy"] == "score_options"
+    assert set(score["breakdown"]["direction"]) == {"riddle-to-image", "image-to-riddle"}
+    assert set(score["breakdown"]["split"]) == {"test-seen", "test-unseen"}
+    assert len(score["breakdown"]["subset"]) == 4
+    assert 0 <= score["value"] < 50  # 50 candidates: a seeded random ranking stays far below a real model
