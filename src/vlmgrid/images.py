@@ -21,15 +21,18 @@ def open_rgb(path: Path) -> Image.Image:
         raise ImageError(f"image missing: {path}")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # MAX_PIXELS decides; PIL's warning from half of it would refuse images under the limit.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path) as image:
                 if image.width * image.height > MAX_PIXELS:
-                    raise ImageError(f"image too large ({image.width}x{image.height}): {path}")
+                    raise ImageError(f"image too large ({image.width}x{image.height} pixels, over {MAX_PIXELS}): {path}")
                 image.load()
                 return _to_rgb(image)
     except ImageError:
         raise
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+    except Image.DecompressionBombError as exc:  # PIL refuses before the size is known to us
+        raise ImageError(f"image too large ({exc}): {path}") from None
+    except (OSError, ValueError, SyntaxError) as exc:
         raise ImageError(f"image unreadable: {path}: {exc}") from None
 
 

@@ -78,8 +78,20 @@ def read_predictions(path: Path, rebuild_hint: str = "run inference again") -> p
     return read_table(path, rebuild_hint).to_pandas()
 
 
+def check_data_fingerprint(metadata: dict, fingerprint: str | None, path: Path, rebuild_hint: str) -> None:
+    """Predictions made from other data (same ids, other items: a re-prepared benchmark) are refused; a file
+    made elsewhere, which records no fingerprint, is taken as it is."""
+    recorded = metadata.get("data_fingerprint")
+    if recorded and fingerprint and recorded != fingerprint:
+        raise VlmgridError(
+            f"predictions file {path} was made from data with fingerprint {recorded[:12]}, but the benchmark's "
+            f"manifest now says {fingerprint[:12]} (it was prepared again); {rebuild_hint}"
+        )
+
+
 def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path: Path) -> None:
-    """Every record id exactly once per variant, and no id that the benchmark does not have."""
+    """Every record id exactly once per variant, no id that the benchmark does not have, and no option index
+    that the item does not have (it would count as a valid wrong answer instead of a format error)."""
     expected = set(records["id"])
     unknown = set(predictions["id"]) - expected
     if unknown:
@@ -100,4 +112,15 @@ def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path
             raise VlmgridError(
                 f'predictions file {path} misses {len(missing)} item(s) in variant "{variant}", e.g. '
                 f'"{sorted(missing)[0]}"; rerun inference (missing rows are never scored as if absent)'
+            )
+    if len(predictions) and "options" in records.columns and "prediction_index" in predictions.columns:
+        n_options = predictions["id"].map(records.set_index("id")["options"].map(len)).astype("int64")
+        index = pd.to_numeric(predictions["prediction_index"]).fillna(-1)
+        bad = (n_options > 0) & ((index < -1) | (index >= n_options))
+        if bad.any():
+            row = predictions[bad].iloc[0]
+            raise VlmgridError(
+                f'predictions file {path} gives item "{row["id"]}" (variant "{row["variant"]}") prediction_index '
+                f'{row["prediction_index"]}, but it has {int(n_options[bad].iloc[0])} options; the index is 0-based '
+                f"(-1 for none): fix the file or rerun inference"
             )

@@ -29,6 +29,7 @@ RECORDS = "records.parquet"
 CLASSES = "classes.json"
 SYNONYMS = "synonyms.json"
 DERIVED = ("images", RECORDS, CLASSES, SYNONYMS)
+MAX_OPTIONS = 26  # the protocols letter a multiple-choice item's options A to Z
 CANONICAL = pa.schema(
     [
         ("id", pa.string()),
@@ -145,6 +146,11 @@ def _records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str
     for n, row in enumerate(records.itertuples(index=False)):
         options, index, answer = list(row.options), int(row.answer_index), row.answer
         where = f"{label}: item {row.id!r}"
+        if not isinstance(row.question, str):
+            raise VlmgridError(f"{where} has question {row.question!r}, not text; the adapter needs a fix (\"\" when there is none)")
+        if kind.protocol in ("yes_no", "short_answer") and not row.question.strip():
+            # the question is all there is to answer: a model asked nothing would be scored on noise
+            raise VlmgridError(f"{where} has an empty question; the raw file is damaged (re-download it) or the adapter needs a fix")
         if kind.protocol == "classification":
             labels = classes or []
             if options:
@@ -163,8 +169,9 @@ def _records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str
                 raise VlmgridError(f"{where} has {len(options)} candidate(s); a ranking query needs at least 2: the adapter needs a fix")
         else:
             labels = options
-            if len(options) < 2:
-                raise VlmgridError(f"{where} has {len(options)} option(s); multiple-choice items need at least 2")
+            if not 2 <= len(options) <= MAX_OPTIONS:
+                raise VlmgridError(f"{where} has {len(options)} option(s); multiple-choice items need at least 2 and at "
+                                   f"most {MAX_OPTIONS} (lettered A to Z): the raw file is damaged or the adapter needs a fix")
         if index != -1 and not 0 <= index < len(labels):
             raise VlmgridError(f"{where} has answer_index {index}, outside 0..{len(labels) - 1}; the raw file is damaged or the adapter needs a fix")
         if index != -1 and labels[index] != answer:
