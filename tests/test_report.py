@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from vlmgrid import paths
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report import build_report
 
@@ -110,9 +111,13 @@ def report(tmp_path):
 def test_written_files(report):
     root, written = report
     expected = [root / "tables" / n for n in
-                ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv")]
+                ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
+                 "cells.md", "cells.csv")]
     expected += [root / "figures" / n for n in ("main.png", "main.pdf")]
     assert written == expected
+    # what the workflow declares as the report's outputs (no paper tables without their benchmark kinds)
+    assert [path for path, _ in paths.report_files(root, {"pope-fixture": "pope", "sqa_img": "scienceqa_img"})] \
+        == expected
     assert all(p.is_file() and p.stat().st_size > 0 for p in expected)
     # atomic writes leave no temporary files behind
     leftovers = [p.name for d in ("tables", "figures") for p in (root / d).iterdir() if p not in expected]
@@ -508,3 +513,221 @@ def test_variant_without_value_is_invalid(tmp_path):
     _with_variants(files, "big-vlm", "sqa_img", {"a": {"ci95": [1.0, 2.0]}, "b": {"value": 1.0}})
     with pytest.raises(VlmgridError, match=r"variants\.a\.value"):
         build(tmp_path, files)
+
+
+# --- paper tables: Kaleidoscope, CVQA; how each number was answered ---------------------------------------------
+
+def _est(value, low, high):
+    return {"value": value, "ci95": [low, high]}
+
+
+def _group(value, low, high, n=4):
+    return {"n": n, "metrics": {"accuracy": _est(value, low, high), "valid_accuracy": _est(value, low, high)}}
+
+
+def kaleidoscope_obj(model: str, bench: str, languages: dict, *, strategy="generate", generation=None) -> dict:
+    """A Kaleidoscope score: headline 30.0 [20.0, 40.0], format errors 12.5 [5.0, 20.0]."""
+    return {
+        "model": model, "benchmark": bench, "applicable": True, "metric": "accuracy",
+        "value": 30.0, "ci95": [20.0, 40.0], "n": 28, "n_valid": 24, "n_errors": 0, "format_error_rate": 12.5,
+        "metrics": {"accuracy": _est(30.0, 20.0, 40.0), "valid_accuracy": _est(35.0, 25.0, 45.0),
+                    "format_error_rate": _est(12.5, 5.0, 20.0)},
+        "breakdown": {
+            "language": {lang: _group(*v) for lang, v in languages.items()},
+            "modality": {"multimodal": _group(33.3, 20.0, 50.0, 21), "text-only": _group(14.3, 0.0, 42.9, 7)},
+        },
+        "variants": {}, "strategy": strategy, "generation": generation or {},
+        "bootstrap": {"samples": 5, "seed": 0, "draws": [20, 25, 30, 35, 40]},
+    }
+
+
+def _write(root: Path, obj: dict) -> Path:
+    path = root / "scores" / obj["model"] / f"{obj['benchmark']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+    return path
+
+
+SAMPLED = {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024}
+
+
+@pytest.fixture
+def kaleidoscope_report(tmp_path):
+    files = {
+        ("vlm-a", "kal"): _write(tmp_path, kaleidoscope_obj("vlm-a", "kal", {"ar": (50.0, 0.0, 100.0),
+                                                                            "te": (25.0, 0.0, 75.0)})),
+        ("vlm-b", "kal"): _write(tmp_path, kaleidoscope_obj("vlm-b", "kal", {"ar": (0.0, 0.0, 0.0),
+                                                                            "en": (75.0, 25.0, 100.0)},
+                                                            generation=SAMPLED)),
+        ("clip", "kal"): _write(tmp_path, {"model": "clip", "benchmark": "kal", "applicable": False,
+                                           "reason": "cannot", "metric": "accuracy"}),
+    }
+    written = build_report(files, ["vlm-a", "vlm-b", "clip"], ["kal"], tmp_path / "tables", tmp_path / "figures",
+                           kinds={"kal": "kaleidoscope"})
+    return tmp_path, written
+
+
+def test_kaleidoscope_table_columns_values_and_cis(kaleidoscope_report):
+    root, written = kaleidoscope_report
+    assert written == [path for path, _ in paths.report_files(root, {"kal": "kaleidoscope"})]
+    assert {p.name for p in written} >= {"kaleidoscope.md", "kaleidoscope.tex", "kaleidoscope.csv",
+                                         "kaleidoscope.png", "kaleidoscope.pdf"}
+    rows = md_rows(root / "tables" / "kaleidoscope.md")
+    # languages in the order the score files list them, each language once
+    assert rows["Model"] == ["Accuracy", "Format errors", "Multimodal", "Text-only", "ar", "te", "en"]
+    assert rows["vlm-a"] == ["30.0 [20.0, 40.0]", "12.5 [5.0, 20.0]", "33.3 [20.0, 50.0]", "14.3 [0.0, 42.9]",
+                             "50.0 [0.0, 100.0]", "25.0 [0.0, 75.0]", DASH]
+    assert rows["vlm-b"][4:] == ["0.0 [0.0, 0.0]", DASH, "75.0 [25.0, 100.0]"]
+    assert rows["clip"] == ["n/a"] * 7
+    csv_rows = read_csv(root / "tables" / "kaleidoscope.csv")
+    assert list(csv_rows[0])[:7] == ["model", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "format_error_rate",
+                                     "format_error_rate_ci_low", "format_error_rate_ci_high"]
+    assert list(csv_rows[0])[-3:] == ["en", "en_ci_low", "en_ci_high"]
+    assert csv_rows[1]["en"] == "75.0" and csv_rows[1]["en_ci_low"] == "25.0" and csv_rows[0]["en"] == ""
+    assert csv_rows[2]["accuracy"] == ""  # n/a
+    tex = (root / "tables" / "kaleidoscope.tex").read_text()
+    assert r"\label{tab:kaleidoscope}" in tex and r"30.0\,{\scriptsize [20.0, 40.0]}" in tex
+
+
+def test_kaleidoscope_caption_says_how_answers_were_sampled(kaleidoscope_report):
+    root, _ = kaleidoscope_report
+    text = (root / "tables" / "kaleidoscope.md").read_text()
+    assert "vlm-a: generation + parser, greedy" in text
+    assert "vlm-b: generation + parser, sampled: kaleidoscope preset, temperature 0.7, top-p 0.9" in text
+    assert "n/a: the model cannot run this benchmark." in text
+
+
+def test_kaleidoscope_figure_has_a_bar_per_language_and_model(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    heights = []
+    original = matplotlib.axes.Axes.bar
+
+    def bar(self, x, height, *args, **kwargs):
+        heights.append(list(height))
+        return original(self, x, height, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+    files = {("vlm-a", "kal"): _write(tmp_path, kaleidoscope_obj("vlm-a", "kal", {"ar": (50.0, 0.0, 100.0),
+                                                                                 "te": (25.0, 0.0, 75.0)}))}
+    build_report(files, ["vlm-a"], ["kal"], tmp_path / "tables", tmp_path / "figures", kinds={"kal": "kaleidoscope"})
+    assert heights == [[30.0], [50.0, 25.0]]  # main figure, then the per-language figure
+
+
+def test_several_kaleidoscope_benchmarks_get_a_table_each(tmp_path):
+    kinds = {"kal-1": "kaleidoscope", "kal-2": "kaleidoscope"}
+    files = {("m", b): _write(tmp_path, kaleidoscope_obj("m", b, {"ar": (50.0, 0.0, 100.0)})) for b in kinds}
+    written = build_report(files, ["m"], list(kinds), tmp_path / "tables", tmp_path / "figures", kinds=kinds)
+    assert written == [path for path, _ in paths.report_files(tmp_path, kinds)]
+    names = {p.name for p in written}
+    assert {"kaleidoscope-kal-1.md", "kaleidoscope-kal-2.csv", "kaleidoscope-kal-2.pdf"} <= names
+    assert "kaleidoscope.md" not in names
+
+
+def cvqa_obj(model: str, shift: float) -> dict:
+    settings = {"loc-en": 40.0, "loc-local": 30.0, "noloc-en": 20.0, "noloc-local": 10.0}
+    return {
+        "model": model, "benchmark": "cvqa", "applicable": True, "metric": "accuracy",
+        "value": 25.0 + shift, "ci95": [15.0 + shift, 35.0 + shift], "n": 21, "n_valid": 21, "n_errors": 0,
+        "format_error_rate": 0.0, "metrics": {"accuracy": _est(25.0 + shift, 15.0 + shift, 35.0 + shift)},
+        "breakdown": {"country_language": {"Japan-Japanese": _group(50.0 + shift, 0.0, 100.0, 3),
+                                           "India-Telugu": _group(0.0 + shift, 0.0, 10.0, 3)}},
+        # written in another order than the paper's: the table puts them in its order
+        "variants": {name: _est(v + shift, v - 10, v + 10) for name, v in sorted(settings.items(), reverse=True)},
+        "strategy": "score_options", "generation": {},
+        "bootstrap": {"samples": 5, "seed": 0, "draws": [15, 20, 25, 30, 35]},
+    }
+
+
+@pytest.fixture
+def cvqa_report(tmp_path):
+    files = {
+        ("vlm-a", "cvqa"): _write(tmp_path, cvqa_obj("vlm-a", 0.0)),
+        ("vlm-b", "cvqa"): _write(tmp_path, cvqa_obj("vlm-b", 5.0)),
+        ("vlm-c", "cvqa"): _write(tmp_path, {
+            "model": "vlm-c", "benchmark": "cvqa", "applicable": True, "labels_hidden": True, "reason": "hidden",
+            "metric": "accuracy", "n": 21, "strategy": "generate", "generation": {},
+            "submission": {s: f"cvqa.submission-{s}.csv" for s in ("loc-en", "loc-local", "noloc-en", "noloc-local")},
+        }),
+    }
+    written = build_report(files, ["vlm-a", "vlm-b", "vlm-c"], ["cvqa"], tmp_path / "tables", tmp_path / "figures",
+                           kinds={"cvqa": "cvqa"})
+    return tmp_path, written
+
+
+def test_cvqa_settings_table(cvqa_report):
+    root, written = cvqa_report
+    assert written == [path for path, _ in paths.report_files(root, {"cvqa": "cvqa"})]
+    rows = md_rows(root / "tables" / "cvqa.md")
+    assert rows["Model"] == ["loc-en", "loc-local", "noloc-en", "noloc-local", "Mean"]
+    assert rows["vlm-a"] == ["40.0 [30.0, 50.0]", "30.0 [20.0, 40.0]", "20.0 [10.0, 30.0]", "10.0 [0.0, 20.0]",
+                             "25.0 [15.0, 35.0]"]
+    assert rows["vlm-b"][-1] == "30.0 [20.0, 40.0]"
+    assert rows["vlm-c"] == ["hidden"] * 5
+    csv_rows = read_csv(root / "tables" / "cvqa.csv")
+    assert csv_rows[0]["loc-en"] == "40.0" and csv_rows[0]["mean_ci_high"] == "35.0"
+    assert csv_rows[2]["mean"] == "" and csv_rows[2]["loc-en"] == ""
+    text = (root / "tables" / "cvqa.md").read_text()
+    assert "hidden: the benchmark's labels are not public; the submission file was written." in text
+
+
+def test_cvqa_pairs_table(cvqa_report):
+    root, _ = cvqa_report
+    rows = md_rows(root / "tables" / "cvqa-pairs.md")
+    assert rows["Country-language"] == ["vlm-a", "vlm-b", "vlm-c"]
+    assert list(rows)[1:] == ["India-Telugu", "Japan-Japanese", "(all)"]
+    assert rows["Japan-Japanese"] == ["50.0 [0.0, 100.0]", "55.0 [0.0, 100.0]", "hidden"]
+    assert rows["(all)"] == ["25.0 [15.0, 35.0]", "30.0 [20.0, 40.0]", "hidden"]
+    csv_rows = read_csv(root / "tables" / "cvqa-pairs.csv")
+    assert list(csv_rows[0])[:4] == ["country-language", "vlm-a", "vlm-a_ci_low", "vlm-a_ci_high"]
+    assert [r["country-language"] for r in csv_rows] == ["India-Telugu", "Japan-Japanese", "(all)"]
+    assert (root / "figures" / "cvqa-pairs.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_hidden_cell_in_the_main_table(cvqa_report):
+    root, _ = cvqa_report
+    rows = md_rows(root / "tables" / "main.md")
+    assert rows["vlm-c"] == ["hidden", "hidden"]  # the cell and that model's average
+    assert rows["vlm-a"][0] == "25.0 [15.0, 35.0]"
+    text = (root / "tables" / "main.md").read_text()
+    assert "hidden: the benchmark's labels are not public; the submission file was written" in text
+    assert read_csv(root / "tables" / "main.csv")[2]["cvqa"] == ""
+
+
+def test_hidden_score_without_submission_files_is_invalid(tmp_path):
+    path = _write(tmp_path, {"model": "m", "benchmark": "cvqa", "applicable": True, "labels_hidden": True,
+                             "metric": "accuracy"})
+    with pytest.raises(VlmgridError, match="submission does not name the submission files"):
+        build_report({("m", "cvqa"): path}, ["m"], ["cvqa"], tmp_path / "t", tmp_path / "f")
+
+
+def test_cells_table_says_how_each_number_was_answered(tmp_path):
+    files = write_scores(tmp_path)
+    for (model, bench), strategy in {("clip_tiny", "pope-fixture"): "embed",
+                                     ("big-vlm", "flowers"): "open-world: generate; closed-world: score_options",
+                                     ("big-vlm", "sqa_img"): "generate"}.items():
+        obj = json.loads(files[(model, bench)].read_text())
+        obj["strategy"] = strategy
+        obj["generation"] = SAMPLED if bench == "sqa_img" else {}
+        files[(model, bench)].write_text(json.dumps(obj))
+    mark_not_applicable(files, "clip_tiny", "sqa_img")
+    build(tmp_path, files)
+    rows = {(r["model"], r["benchmark"]): r for r in read_csv(tmp_path / "tables" / "cells.csv")}
+    assert list(next(iter(rows.values()))) == ["model", "benchmark", "status", "strategy", "answered_by", "decoding",
+                                              "n", "n_valid", "format_error_rate"]
+    assert rows[("clip_tiny", "pope-fixture")]["answered_by"] == "embedding similarity"
+    assert rows[("clip_tiny", "pope-fixture")]["decoding"] == ""
+    assert rows[("big-vlm", "flowers")]["answered_by"] == \
+        "open-world: generation + parser; closed-world: log-likelihood"
+    assert rows[("big-vlm", "flowers")]["decoding"] == "greedy"
+    assert rows[("big-vlm", "sqa_img")]["decoding"] == "sampled: kaleidoscope preset, temperature 0.7, top-p 0.9"
+    assert rows[("big-vlm", "sqa_img")]["n"] == "90" and rows[("big-vlm", "sqa_img")]["n_valid"] == "87"
+    assert rows[("clip_tiny", "sqa_img")]["status"] == "n/a" and rows[("clip_tiny", "sqa_img")]["n"] == ""
+    md = md_rows(tmp_path / "tables" / "cells.md")
+    assert md["Model"] == ["Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)"]
+    text = (tmp_path / "tables" / "cells.md").read_text()
+    assert "| big-vlm | sqa_img | generation + parser | sampled: kaleidoscope preset, temperature 0.7, top-p 0.9 " \
+           "| 90 | 87 | 3.3 |" in text
+    assert "| clip_tiny | sqa_img | n/a | – | – | – | – |" in text
+    # a score file written before `strategy` existed reads as "–"
+    assert "| clip_tiny | flowers | – | – | 90 | 87 | 3.3 |" in text

@@ -66,7 +66,18 @@ def get_score_files():
     return [str(paths.score_path(RESULTS, cell.model, cell.benchmark)) for cell in GRID.cells]
 
 
+def get_benchmark_kinds():
+    return {bench: GRID.benchmark(bench)["kind"] for bench in GRID.benchmarks}
+
+
 def get_report_outputs():
-    return [str(paths.tables_dir(RESULTS) / name) for name in paths.REPORT_TABLES] + [
-        str(paths.figures_dir(RESULTS) / name) for name in paths.REPORT_FIGURES
-    ]
+    """Every file `vlmgrid report` writes: the main tables and figure, and the paper tables of the grid's kinds."""
+    return [str(path) for path, _ in paths.report_files(RESULTS, get_benchmark_kinds())]
+
+
+def get_report_files():
+    """The same files, each shown in the Snakemake report with its caption (workflow/report/<caption>.rst)."""
+    files = paths.report_files(RESULTS, get_benchmark_kinds())
+    # (a line may not start with the word `report`: Snakemake reads that as its `report:` directive)
+    return [report(str(path), caption=f"../report/{caption}.rst",
+                   category="Figures" if path.parent.name == "figures" else "Tables") for path, caption in files]

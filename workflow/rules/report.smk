@@ -2,19 +2,13 @@ rule report:
     input:
         get_score_files(),
     output:
-        report(f"{RESULTS}/tables/main.md", caption="../report/main_table.rst", category="Tables"),
-        report(f"{RESULTS}/tables/main.tex", caption="../report/main_table.rst", category="Tables"),
-        report(f"{RESULTS}/tables/main.csv", caption="../report/main_table.rst", category="Tables"),
-        report(f"{RESULTS}/tables/breakdown.md", caption="../report/breakdown.rst", category="Tables"),
-        report(f"{RESULTS}/tables/breakdown.csv", caption="../report/breakdown.rst", category="Tables"),
-        report(f"{RESULTS}/tables/variants.md", caption="../report/variants.rst", category="Tables"),
-        report(f"{RESULTS}/tables/variants.csv", caption="../report/variants.rst", category="Tables"),
-        report(f"{RESULTS}/figures/main.png", caption="../report/main_figure.rst", category="Figures"),
-        report(f"{RESULTS}/figures/main.pdf", caption="../report/main_figure.rst", category="Figures"),
+        # The paper tables depend on the grid's benchmark kinds (vlmgrid.paths.report_files).
+        get_report_files(),
     params:
         title=GRID.title,
         models=GRID.models,
         benchmarks=GRID.benchmarks,
+        kinds=get_benchmark_kinds(),
     log:
         "logs/report.log",
     shell:

@@ -5,10 +5,14 @@
 - `tables_dir/main.{md,tex,csv}`: models x benchmarks (headline value and 95% CI), then the average column;
 - `tables_dir/breakdown.{md,csv}`: per-group results (e.g. POPE splits) of the benchmarks that have them;
 - `tables_dir/variants.{md,csv}`: per prompt variant, for the cells that ran several, and their mean;
-- `figures_dir/main.{png,pdf}`: grouped bars with CI error bars.
+- `tables_dir/cells.{md,csv}`: how each cell's numbers were answered (log-likelihood, generation + parser,
+  embedding similarity), its decoding, n, valid answers and format error rate;
+- `figures_dir/main.{png,pdf}`: grouped bars with CI error bars;
+- the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA).
 
 A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
-tables, and so is that model's average; the figure leaves it out.
+tables, and so is that model's average; the figure leaves it out. A cell whose benchmark hides its labels
+(`"labels_hidden": true`) is "hidden" the same way.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vlmgrid.report.scores import Grid, NotApplicable, load_grid, read_score
+from vlmgrid.report.scores import Grid, Hidden, NotApplicable, load_grid, read_score
 
-__all__ = ["build_report", "load_grid", "read_score", "Grid", "NotApplicable"]
+__all__ = ["build_report", "load_grid", "read_score", "Grid", "Hidden", "NotApplicable"]
 
 
 def build_report(
@@ -29,18 +33,22 @@ def build_report(
     figures_dir: Path,
     *,
     title: str = "vlmgrid results",
+    kinds: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """Write the report and return the files written.
 
     `score_files` maps (model, benchmark) to the score JSON of that cell; `models` and `benchmarks` give
     the row and column order. A (model, benchmark) pair without a key is not in the grid: "–" in the
-    tables, no bar in the figure, and no average for that model. Every score file is read and checked
-    before anything is written; a bad one raises VlmgridError naming it.
+    tables, no bar in the figure, and no average for that model. `kinds` ({benchmark: kind}) decides which
+    paper tables are written (`vlmgrid.paths.report_files` lists them all). Every score file is read and
+    checked before anything is written; a bad one raises VlmgridError naming it.
     """
     from vlmgrid.report.figures import write_figures
+    from vlmgrid.report.papers import write_papers
     from vlmgrid.report.tables import write_tables
 
-    grid = load_grid(score_files, models, benchmarks)
+    grid = load_grid(score_files, models, benchmarks, kinds)
     written = write_tables(grid, Path(tables_dir), title)
     written += write_figures(grid, Path(figures_dir), title)
+    written += write_papers(grid, Path(tables_dir), Path(figures_dir))
     return written

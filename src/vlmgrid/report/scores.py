@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -46,6 +47,35 @@ def metric_label(metric: str) -> str:
     return METRIC_LABELS.get(metric, metric)
 
 
+# How a model answered, in words: the score file's `strategy` names the model capability that was used.
+STRATEGY_LABELS = {
+    "score_options": "log-likelihood",
+    "generate": "generation + parser",
+    "embed": "embedding similarity",
+}
+
+
+def strategy_label(strategy: str | None) -> str | None:
+    """The strategy in words; a composite one ("open-world: generate; closed-world: score_options") word by
+    word; an unknown capability as it is spelled."""
+    if strategy is None:
+        return None
+    return re.sub(r"[a-z_]+", lambda m: STRATEGY_LABELS.get(m.group(0), m.group(0)), strategy)
+
+
+def decoding_label(strategy: str | None, generation: Mapping[str, Any]) -> str | None:
+    """How generated answers were decoded ("greedy", "sampled: kaleidoscope preset, temperature 0.7, top-p
+    0.9"); None when the model generated nothing (log-likelihood and embeddings do not sample)."""
+    if strategy is None or "generate" not in strategy:
+        return None
+    if not generation.get("do_sample"):
+        return "greedy"
+    parts = [f"{generation['preset']} preset"] if generation.get("preset") else []
+    parts += [f"{label} {generation[key]}" for key, label in (("temperature", "temperature"), ("top_p", "top-p"))
+              if generation.get(key) is not None]
+    return "sampled" + (": " + ", ".join(parts) if parts else "")
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A value with an optional 95% interval, all in percent."""
@@ -84,6 +114,12 @@ class ScoreCell:
     breakdown: dict[str, list[Group]] = field(default_factory=dict)
     # Per prompt variant, when the protocol ran several (the headline is then their mean).
     variants: dict[str, Estimate] = field(default_factory=dict)
+    # Every number the metric reports (headline included), by name.
+    metrics: dict[str, Estimate] = field(default_factory=dict)
+    # How the model answered (a capability name, or "open-world: generate; closed-world: score_options").
+    strategy: str | None = None
+    # The decoding settings it answered with ({} when greedy or not recorded).
+    generation: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,11 +134,28 @@ class NotApplicable:
 
 
 @dataclass(frozen=True)
+class Hidden:
+    """The score file of a cell whose benchmark hides its labels: no numbers, the submission files written."""
+
+    path: Path
+    model: str
+    benchmark: str
+    metric: str | None
+    n: int | None
+    submission: dict[str, str]
+    strategy: str | None = None
+    generation: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Grid:
     models: tuple[str, ...]
     benchmarks: tuple[str, ...]
     cells: dict[tuple[str, str], ScoreCell]
     not_applicable: dict[tuple[str, str], NotApplicable] = field(default_factory=dict)
+    hidden: dict[tuple[str, str], Hidden] = field(default_factory=dict)
+    # {benchmark: kind}; empty when the caller does not say (then no paper tables are written)
+    kinds: dict[str, str] = field(default_factory=dict)
 
     def cell(self, model: str, benchmark: str) -> ScoreCell | None:
         """The scored cell; None when it is not in the grid or not applicable."""
@@ -114,15 +167,25 @@ class Grid:
     def model_has_not_applicable(self, model: str) -> bool:
         return any(self.is_not_applicable(model, benchmark) for benchmark in self.benchmarks)
 
+    def is_hidden(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.hidden
+
+    def model_has_hidden(self, model: str) -> bool:
+        return any(self.is_hidden(model, benchmark) for benchmark in self.benchmarks)
+
+    def benchmarks_of_kind(self, kind: str) -> list[str]:
+        """The grid's benchmarks of this kind, in grid order."""
+        return [benchmark for benchmark in self.benchmarks if self.kinds.get(benchmark) == kind]
+
     def metric(self, benchmark: str) -> str | None:
         for model in self.models:
             cell = self.cell(model, benchmark)
             if cell is not None:
                 return cell.metric
         for model in self.models:
-            na = self.not_applicable.get((model, benchmark))
-            if na is not None and na.metric:
-                return na.metric
+            other = self.not_applicable.get((model, benchmark)) or self.hidden.get((model, benchmark))
+            if other is not None and other.metric:
+                return other.metric
         return None
 
     def average(self, model: str) -> Estimate | None:
@@ -222,7 +285,49 @@ def _parse_not_applicable(data: Mapping, model: str, benchmark: str, path: Path)
     return NotApplicable(path, model, benchmark, reason, metric if isinstance(metric, str) and metric else None)
 
 
-def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | NotApplicable:
+def _strategy(data: Mapping) -> str | None:
+    strategy = data.get("strategy")
+    if strategy is not None and not isinstance(strategy, str):
+        raise _Invalid(f"strategy is {strategy!r}, not a name")
+    return strategy
+
+
+def _generation(data: Mapping) -> dict[str, Any]:
+    generation = data.get("generation") or {}
+    if not isinstance(generation, Mapping):
+        raise _Invalid("generation is not an object")
+    return dict(generation)
+
+
+def _metrics(raw: Any) -> dict[str, Estimate]:
+    """Each reported number's value and CI."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise _Invalid("metrics is not an object")
+    metrics = {}
+    for name, entry in raw.items():
+        where = f"metrics.{name}"
+        if not isinstance(entry, Mapping):
+            raise _Invalid(f"{where} is not an object")
+        value = _number(entry.get("value"), f"{where}.value", allow_none=True)
+        low, high = _ci(entry.get("ci95"), f"{where}.ci95", allow_none=True)
+        metrics[str(name)] = Estimate(value, low, high)
+    return metrics
+
+
+def _parse_hidden(data: Mapping, model: str, benchmark: str, path: Path) -> Hidden:
+    submission = data.get("submission")
+    if not isinstance(submission, Mapping) or not submission or not all(
+            isinstance(name, str) and name for name in submission.values()):
+        raise _Invalid("labels_hidden is true but submission does not name the submission files")
+    metric = data.get("metric")
+    return Hidden(path, model, benchmark, metric if isinstance(metric, str) and metric else None,
+                  _count(data.get("n"), "n"), {str(k): v for k, v in submission.items()}, _strategy(data),
+                  _generation(data))
+
+
+def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | NotApplicable | Hidden:
     if not isinstance(data, Mapping):
         raise _Invalid("the top level is not a JSON object")
     for key in ("model", "benchmark"):
@@ -237,6 +342,11 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         raise _Invalid(f"applicable is {applicable!r}, not true or false")
     if not applicable:
         return _parse_not_applicable(data, model, benchmark, path)
+    hidden = data.get("labels_hidden", False)
+    if not isinstance(hidden, bool):
+        raise _Invalid(f"labels_hidden is {hidden!r}, not true or false")
+    if hidden:
+        return _parse_hidden(data, model, benchmark, path)
     missing = [key for key in ("metric", "value", "ci95", "bootstrap") if key not in data]
     if missing:
         raise _Invalid("missing key " + ", ".join(repr(key) for key in missing))
@@ -277,6 +387,9 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         format_error_rate=_number(data.get("format_error_rate"), "format_error_rate", allow_none=True),
         breakdown=breakdown,
         variants=_variants(data.get("variants")),
+        metrics=_metrics(data.get("metrics")),
+        strategy=_strategy(data),
+        generation=_generation(data),
     )
 
 
@@ -286,10 +399,10 @@ def _invalid(path: Path, model: str, benchmark: str, reason: str) -> VlmgridErro
     )
 
 
-def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotApplicable:
+def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotApplicable | Hidden:
     """Read one score file and check it is the score of (model, benchmark); VlmgridError otherwise.
 
-    A file with `"applicable": false` reads as NotApplicable.
+    A file with `"applicable": false` reads as NotApplicable, one with `"labels_hidden": true` as Hidden.
     """
     path = Path(path)
     try:
@@ -307,9 +420,13 @@ def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotA
 
 
 def load_grid(
-    score_files: Mapping[tuple[str, str], Path], models: Sequence[str], benchmarks: Sequence[str]
+    score_files: Mapping[tuple[str, str], Path],
+    models: Sequence[str],
+    benchmarks: Sequence[str],
+    kinds: Mapping[str, str] | None = None,
 ) -> Grid:
-    """Read every score file of the grid (keys outside models x benchmarks are ignored)."""
+    """Read every score file of the grid (keys outside models x benchmarks are ignored); `kinds` gives each
+    benchmark's kind ({benchmark: kind})."""
     models = tuple(models)
     benchmarks = tuple(benchmarks)
     for kind, names in (("model", models), ("benchmark", benchmarks)):
@@ -318,6 +435,7 @@ def load_grid(
             raise VlmgridError(f"the report lists the {kind} {duplicates[0]!r} twice; list each {kind} once")
     cells: dict[tuple[str, str], ScoreCell] = {}
     not_applicable: dict[tuple[str, str], NotApplicable] = {}
+    hidden: dict[tuple[str, str], Hidden] = {}
     for model in models:
         for benchmark in benchmarks:
             path = score_files.get((model, benchmark))
@@ -326,9 +444,11 @@ def load_grid(
             read = read_score(path, model, benchmark)
             if isinstance(read, NotApplicable):
                 not_applicable[(model, benchmark)] = read
+            elif isinstance(read, Hidden):
+                hidden[(model, benchmark)] = read
             else:
                 cells[(model, benchmark)] = read
-    if not cells and not not_applicable:
+    if not cells and not not_applicable and not hidden:
         raise VlmgridError("the report has no score files to read; run `vlmgrid score <model> <bench>` first")
     for benchmark in benchmarks:
         first: ScoreCell | None = None
@@ -343,4 +463,4 @@ def load_grid(
                     f"{cell.path} scores {benchmark} by {cell.metric!r} but {first.path} by {first.metric!r}; "
                     f"rerun `vlmgrid score {model} {benchmark}` so both use the benchmark's metric"
                 )
-    return Grid(models, benchmarks, cells, not_applicable)
+    return Grid(models, benchmarks, cells, not_applicable, hidden, dict(kinds or {}))

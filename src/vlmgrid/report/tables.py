@@ -8,12 +8,15 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.fileio import atomic_path, write_text
-from vlmgrid.report.scores import METRIC_NOTES, Estimate, Grid, metric_label
+from vlmgrid.report.scores import METRIC_NOTES, Estimate, Grid, decoding_label, metric_label, strategy_label
 
 DASH = "\u2013"  # en dash: a cell that is not in the grid
 NA = "n/a"  # a cell whose model cannot run the benchmark (and that model's average)
 AVERAGE = "Average"
 NA_NOTE = f"{NA}: the model cannot run this benchmark; its average is then {NA}."
+HIDDEN = "hidden"  # a cell whose benchmark hides its labels (and that model's average)
+HIDDEN_NOTE = (f"{HIDDEN}: the benchmark's labels are not public; the submission file was written "
+               f"(that model's average is then {HIDDEN} too).")
 
 # A main-table entry: an estimate, None (not in the grid) or NA.
 Entry = Estimate | str | None
@@ -54,24 +57,34 @@ def legend(grid: Grid) -> str:
     metrics = {grid.metric(benchmark) for benchmark in grid.benchmarks}
     notes = "".join(f" {METRIC_NOTES[m]}." for m in sorted(metrics - {None}) if m in METRIC_NOTES)
     na = f" {NA_NOTE}" if grid.not_applicable else ""
+    hidden = f" {HIDDEN_NOTE}" if grid.hidden else ""
     return (
         f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
-        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{notes}"
+        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{hidden}{notes}"
     )
+
+
+def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
+    """The headline of a cell: its estimate, NA, HIDDEN, or None when it is not in the grid."""
+    if grid.is_not_applicable(model, benchmark):
+        return NA
+    if grid.is_hidden(model, benchmark):
+        return HIDDEN
+    cell = grid.cell(model, benchmark)
+    return cell.estimate if cell is not None else None
 
 
 def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
     """Per model: its entry per benchmark, then its average."""
     rows = []
     for model in grid.models:
-        entries: list[Entry] = []
-        for benchmark in grid.benchmarks:
-            cell = grid.cell(model, benchmark)
-            if grid.is_not_applicable(model, benchmark):
-                entries.append(NA)
-            else:
-                entries.append(cell.estimate if cell is not None else None)
-        entries.append(NA if grid.model_has_not_applicable(model) else grid.average(model))
+        entries: list[Entry] = [cell_entry(grid, model, benchmark) for benchmark in grid.benchmarks]
+        if grid.model_has_not_applicable(model):
+            entries.append(NA)
+        elif grid.model_has_hidden(model):
+            entries.append(HIDDEN)
+        else:
+            entries.append(grid.average(model))
         rows.append((model, entries))
     return rows
 
@@ -321,6 +334,58 @@ def variants_markdown(grid: Grid, title: str) -> str:
     return "\n".join(parts)
 
 
+# --- cells: how each number was answered ---------------------------------------------------------------
+
+CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
+                "format_error_rate"]
+
+
+def _cell_rows(grid: Grid) -> list[list]:
+    """One row per cell of the grid that has a score file, in grid order (CELL_COLUMNS)."""
+    rows = []
+    for model in grid.models:
+        for benchmark in grid.benchmarks:
+            cell = grid.cell(model, benchmark)
+            if cell is not None:
+                rows.append([model, benchmark, "scored", cell.strategy, strategy_label(cell.strategy),
+                             decoding_label(cell.strategy, cell.generation), cell.n, cell.n_valid,
+                             cell.format_error_rate])
+            elif grid.is_hidden(model, benchmark):
+                hidden = grid.hidden[(model, benchmark)]
+                rows.append([model, benchmark, HIDDEN, hidden.strategy, strategy_label(hidden.strategy),
+                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None])
+            elif grid.is_not_applicable(model, benchmark):
+                rows.append([model, benchmark, NA, None, None, None, None, None, None])
+    return rows
+
+
+def cells_frame(grid: Grid) -> pd.DataFrame:
+    frame = pd.DataFrame(_cell_rows(grid), columns=CELL_COLUMNS)
+    for name in ("n", "n_valid"):
+        frame[name] = frame[name].astype("Int64")
+    frame["format_error_rate"] = frame["format_error_rate"].astype("float64")
+    return frame
+
+
+def cells_markdown(grid: Grid, title: str) -> str:
+    header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)"]
+    rows = []
+    for model, benchmark, status, _, answered, decoding, n, n_valid, errors in _cell_rows(grid):
+        answered = status if status == NA else (answered or DASH)
+        rows.append([model, benchmark, answered, decoding or DASH, _count(n), _count(n_valid),
+                     DASH if errors is None else fmt(errors)])
+    lines = [f"# {title}: how each number was answered\n", _md_table(header, rows, [":---"] * 4 + ["---:"] * 3) + "\n"]
+    lines.append(
+        "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
+        "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "
+        "format error); embedding similarity = the option whose text embedding is closest to the image's. "
+        f"Decoding: how generated text was sampled ({DASH}: nothing was generated). Valid answers: items with a "
+        f"readable answer in every prompt variant. {NA}: the model cannot run the benchmark. {HIDDEN}: the "
+        "benchmark's labels are not public; the submission file was written.\n"
+    )
+    return "\n".join(lines)
+
+
 def write_tables(grid: Grid, tables_dir: Path, title: str) -> list[Path]:
     tables_dir = Path(tables_dir)
     written = []
@@ -337,4 +402,8 @@ def write_tables(grid: Grid, tables_dir: Path, title: str) -> list[Path]:
     written.append(tables_dir / "variants.md")
     write_csv(tables_dir / "variants.csv", variants_frame(grid))
     written.append(tables_dir / "variants.csv")
+    write_text(tables_dir / "cells.md", cells_markdown(grid, title))
+    written.append(tables_dir / "cells.md")
+    write_csv(tables_dir / "cells.csv", cells_frame(grid))
+    written.append(tables_dir / "cells.csv")
     return written

@@ -1,0 +1,297 @@
+"""The paper tables and figures of a benchmark kind (Kaleidoscope, CVQA), one set per benchmark of that kind.
+
+`PAPERS` maps a kind to its writer; the files each writes are named in `vlmgrid.paths.PAPER_FILES`, so the
+workflow knows them before the report runs. A grid without a benchmark of a kind gets none of its files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from vlmgrid import paths
+from vlmgrid.fileio import write_text
+from vlmgrid.report.figures import write_grouped_bars
+from vlmgrid.report.scores import Estimate, Grid, ScoreCell, decoding_label, strategy_label
+from vlmgrid.report.tables import (
+    DASH, HIDDEN, NA, Entry, _latex_cell, _md_table, fmt_estimate, latex_escape, natural_key, write_csv,
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows of entries under named columns: Markdown, LaTeX and CSV (a value and two CI columns per column)."""
+
+    title: str
+    row_header: str
+    columns: Sequence[str]
+    csv_columns: Sequence[str]
+    rows: Sequence[tuple[str, Sequence[Entry]]]
+    caption: str
+
+    def markdown(self) -> str:
+        header = [self.row_header, *self.columns]
+        rows = [[name, *(fmt_estimate(e) for e in entries)] for name, entries in self.rows]
+        table = _md_table(header, rows, [":---"] + ["---:"] * len(self.columns))
+        return f"# {self.title}\n\n{table}\n\n{self.caption}\n"
+
+    def latex(self, label: str) -> str:
+        lines = [
+            r"% vlmgrid report; requires \usepackage{booktabs}",
+            r"\begin{table}[t]",
+            r"\centering",
+            rf"\caption{{{latex_escape(self.title)}. {latex_escape(self.caption)}}}",
+            rf"\label{{tab:{label}}}",
+            r"\begin{tabular}{l" + "c" * len(self.columns) + "}",
+            r"\toprule",
+            " & ".join(latex_escape(h) for h in [self.row_header, *self.columns]) + r" \\",
+            r"\midrule",
+        ]
+        for name, entries in self.rows:
+            lines.append(" & ".join([latex_escape(name)] + [_latex_cell(e, False) for e in entries]) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+        return "\n".join(lines) + "\n"
+
+    def frame(self) -> pd.DataFrame:
+        columns = [self.row_header.lower().replace(" ", "_")]
+        for name in self.csv_columns:
+            columns += [name, f"{name}_ci_low", f"{name}_ci_high"]
+        records = []
+        for name, entries in self.rows:
+            record: list[object] = [name]
+            for entry in entries:
+                # n/a, hidden and missing are all empty, as in the main table's CSV.
+                est = entry if isinstance(entry, Estimate) else Estimate(None)
+                record += [est.value, est.ci_low, est.ci_high]
+            records.append(record)
+        frame = pd.DataFrame(records, columns=columns)
+        for name in columns[1:]:
+            frame[name] = frame[name].astype("float64")
+        return frame
+
+
+def _status(grid: Grid, model: str, benchmark: str) -> str | None:
+    """NA or HIDDEN for a cell without numbers, DASH when not in the grid, None for a scored cell."""
+    if grid.is_not_applicable(model, benchmark):
+        return NA
+    if grid.is_hidden(model, benchmark):
+        return HIDDEN
+    return None if grid.cell(model, benchmark) is not None else DASH
+
+
+def _group(cell: ScoreCell, column: str, name: str) -> Estimate | None:
+    for group in cell.breakdown.get(column, []):
+        if group.name == name:
+            return group.estimate
+    return None
+
+
+def _groups(grid: Grid, benchmark: str, column: str) -> list[str]:
+    """The group names of a breakdown column over the benchmark's cells, in first-seen order."""
+    names: list[str] = []
+    for model in grid.models:
+        cell = grid.cell(model, benchmark)
+        if cell is not None:
+            names += [g.name for g in cell.breakdown.get(column, []) if g.name not in names]
+    return names
+
+
+def _answered(grid: Grid, benchmark: str) -> str:
+    """Per model, how it answered and, for generated answers, how they were decoded."""
+    parts = []
+    for model in grid.models:
+        source = grid.cell(model, benchmark) or grid.hidden.get((model, benchmark))
+        if source is None or source.strategy is None:
+            continue
+        decoding = decoding_label(source.strategy, source.generation)
+        # Only generated answers are decoded; say so, since the sampling settings move the numbers.
+        parts.append(f"{model}: {strategy_label(source.strategy)}, {decoding or 'nothing generated, no sampling'}")
+    return "How each model answered: " + "; ".join(parts) + "." if parts else ""
+
+
+def _notes(grid: Grid, benchmark: str) -> str:
+    notes = []
+    if any(grid.is_not_applicable(m, benchmark) for m in grid.models):
+        notes.append(f"{NA}: the model cannot run this benchmark.")
+    if any(grid.is_hidden(m, benchmark) for m in grid.models):
+        notes.append(f"{HIDDEN}: the benchmark's labels are not public; the submission file was written.")
+    return " ".join(notes)
+
+
+def _caption(*parts: str) -> str:
+    return " ".join(part for part in parts if part)
+
+
+def _write_table(table: Table, tables_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    written = []
+    for suffix in formats:
+        path = tables_dir / f"{stem}.{suffix}"
+        if suffix == "md":
+            write_text(path, table.markdown())
+        elif suffix == "tex":
+            write_text(path, table.latex(stem))
+        else:
+            write_csv(path, table.frame())
+        written.append(path)
+    return written
+
+
+def _series(grid: Grid, benchmark: str, groups: Sequence[str], column: str) -> list:
+    series = []
+    for model in grid.models:
+        cell = grid.cell(model, benchmark)
+        series.append((model, [_group(cell, column, g) if cell is not None else None for g in groups]))
+    return series
+
+
+# --- Kaleidoscope --------------------------------------------------------------------------------------------
+
+MODALITIES = ("multimodal", "text-only")
+
+
+def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
+    """Models x (accuracy, format error rate, multimodal, text-only, one column per language)."""
+    languages = _groups(grid, benchmark, "language")
+    rows = []
+    for model in grid.models:
+        status = _status(grid, model, benchmark)
+        if status is not None:
+            rows.append((model, [status] * (2 + len(MODALITIES) + len(languages))))
+            continue
+        cell = grid.cell(model, benchmark)
+        errors = cell.metrics.get("format_error_rate") or Estimate(cell.format_error_rate)
+        entries: list[Entry] = [cell.estimate, errors]
+        entries += [_group(cell, "modality", m) for m in MODALITIES]
+        entries += [_group(cell, "language", lang) for lang in languages]
+        rows.append((model, entries))
+    caption = _caption(
+        f"{benchmark}. Values in percent, 95% bootstrap CI in brackets. Accuracy: the mean over languages of each "
+        f"language's accuracy, an answer that could not be read counting as wrong (the headline); format errors: "
+        f"the share of all questions without a valid answer; {', '.join(MODALITIES)} and the language columns: "
+        f"accuracy within that group. {DASH}: not reported.",
+        _answered(grid, benchmark),
+        _notes(grid, benchmark),
+    )
+    return Table(
+        title=f"Kaleidoscope: {benchmark}",
+        row_header="Model",
+        columns=["Accuracy", "Format errors", "Multimodal", "Text-only", *languages],
+        csv_columns=["accuracy", "format_error_rate", "multimodal", "text_only", *languages],
+        rows=rows,
+        caption=caption,
+    )
+
+
+def write_kaleidoscope(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
+                       figures_dir: Path) -> list[Path]:
+    written = _write_table(kaleidoscope_table(grid, benchmark), tables_dir, stems["kaleidoscope"],
+                           ("md", "tex", "csv"))
+    languages = _groups(grid, benchmark, "language")
+    written += write_grouped_bars(figures_dir, stems["kaleidoscope"], f"Kaleidoscope ({benchmark}): accuracy per language",
+                                  languages, _series(grid, benchmark, languages, "language"), "accuracy (%)")
+    return written
+
+
+# --- CVQA ----------------------------------------------------------------------------------------------------
+
+# The paper's four prompt settings, in its order; a score with other variant names lists them naturally sorted.
+CVQA_SETTINGS = {
+    "loc-en": "location-aware prompt, English question and options",
+    "loc-local": "location-aware prompt, local-language question and options",
+    "noloc-en": "location-agnostic prompt, English",
+    "noloc-local": "location-agnostic prompt, local language",
+}
+PAIR = "country_language"
+MEAN = "Mean"
+ALL = "(all)"
+
+
+def _settings(grid: Grid, benchmark: str) -> list[str]:
+    found: set[str] = set()
+    for model in grid.models:
+        cell = grid.cell(model, benchmark)
+        if cell is not None:
+            found.update(cell.variants)
+        hidden = grid.hidden.get((model, benchmark))
+        if hidden is not None:
+            found.update(hidden.submission)  # one submission file per setting
+    known = [name for name in CVQA_SETTINGS if name in found]
+    return known + sorted(found - set(known), key=natural_key)
+
+
+def cvqa_table(grid: Grid, benchmark: str) -> Table:
+    """Models x (each prompt setting, their mean: the headline)."""
+    settings = _settings(grid, benchmark)
+    rows = []
+    for model in grid.models:
+        status = _status(grid, model, benchmark)
+        if status is not None:
+            rows.append((model, [status] * (len(settings) + 1)))
+            continue
+        cell = grid.cell(model, benchmark)
+        rows.append((model, [cell.variants.get(s) for s in settings] + [cell.estimate]))
+    legend = "; ".join(f"{s}: {CVQA_SETTINGS[s]}" for s in settings if s in CVQA_SETTINGS)
+    caption = _caption(
+        f"{benchmark}. Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting ({legend}); "
+        f"{MEAN}: the mean over the settings (the headline, its CI from the averaged bootstrap draws)."
+        if legend else
+        f"{benchmark}. Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting; {MEAN}: their mean.",
+        _answered(grid, benchmark),
+        _notes(grid, benchmark),
+    )
+    return Table(title=f"CVQA: {benchmark}", row_header="Model", columns=[*settings, MEAN],
+                 csv_columns=[*settings, "mean"], rows=rows, caption=caption)
+
+
+def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
+    """Country-language pairs x models: each pair's accuracy, the mean over the settings, then every item."""
+    pairs = sorted(_groups(grid, benchmark, PAIR))
+    models = list(grid.models)
+    rows = []
+    for pair in [*pairs, ALL]:
+        entries: list[Entry] = []
+        for model in models:
+            status = _status(grid, model, benchmark)
+            cell = grid.cell(model, benchmark)
+            if status is not None:
+                entries.append(status)
+            else:
+                entries.append(cell.estimate if pair == ALL else _group(cell, PAIR, pair))
+        rows.append((pair, entries))
+    caption = _caption(
+        f"{benchmark}. Accuracy in percent per country-language pair, 95% bootstrap CI in brackets: the mean over "
+        f"the prompt settings, as the score file's breakdown gives it; {ALL}: every item (the headline).",
+        _notes(grid, benchmark),
+    )
+    return Table(title=f"CVQA per country-language pair: {benchmark}", row_header="Country-language",
+                 columns=models, csv_columns=models, rows=rows, caption=caption)
+
+
+def write_cvqa(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
+               figures_dir: Path) -> list[Path]:
+    written = _write_table(cvqa_table(grid, benchmark), tables_dir, stems["cvqa"], ("md", "tex", "csv"))
+    written += _write_table(cvqa_pairs_table(grid, benchmark), tables_dir, stems["cvqa-pairs"], ("md", "csv"))
+    pairs = sorted(_groups(grid, benchmark, PAIR))
+    written += write_grouped_bars(figures_dir, stems["cvqa-pairs"],
+                                  f"CVQA ({benchmark}): accuracy per country-language pair (mean over settings)",
+                                  pairs, _series(grid, benchmark, pairs, PAIR), "accuracy (%)")
+    return written
+
+
+Writer = Callable[[Grid, str, dict, Path, Path], list[Path]]
+PAPERS: dict[str, Writer] = {"kaleidoscope": write_kaleidoscope, "cvqa": write_cvqa}
+
+
+def write_papers(grid: Grid, tables_dir: Path, figures_dir: Path) -> list[Path]:
+    """Every paper table and figure of the grid's benchmark kinds, named as `paths.PAPER_FILES` says."""
+    written = []
+    for kind, writer in PAPERS.items():
+        benchmarks = grid.benchmarks_of_kind(kind)
+        for benchmark in benchmarks:
+            stems = {stem: paths.paper_stem(stem, benchmark, len(benchmarks))
+                     for _, stem, _, _ in paths.PAPER_FILES[kind]}
+            written += writer(grid, benchmark, stems, Path(tables_dir), Path(figures_dir))
+    return written
