@@ -370,6 +370,13 @@ def test_manifest_mismatch(grid, capsys, tmp_path):
         check_data_fingerprint(read_metadata(path), other["fingerprint"], path, "rerun inference")
     check_data_fingerprint(read_metadata(path), made_with, path, "rerun inference")  # the same data: fine
     check_data_fingerprint({}, other["fingerprint"], path, "rerun inference")  # made elsewhere: not recorded
+    # and `vlmgrid score` applies it: the stale predictions against the re-prepared benchmark
+    from vlmgrid.score import score_cell
+
+    with pytest.raises(VlmgridError, match="made from data with fingerprint .*rerun `vlmgrid infer random"):
+        score_cell(model_name="random", bench_dir=tmp_path / "other", predictions_path=path,
+                   out_path=tmp_path / "s.json", samples=10, seed=0)
+    assert not (tmp_path / "s.json").exists()
 
 
 def test_config_typos(grid, write_config, capsys):

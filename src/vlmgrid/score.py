@@ -8,7 +8,9 @@ from vlmgrid import __version__, paths
 from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.base import LabelsHidden
-from vlmgrid.predictions import check_against_records, not_applicable_reason, read_metadata, read_predictions
+from vlmgrid.predictions import (
+    check_against_records, check_data_fingerprint, not_applicable_reason, read_metadata, read_predictions,
+)
 
 
 def _generation(metadata: dict) -> dict:
@@ -67,6 +69,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         }
         write_json(out_path, score)
         return score
+    check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), predictions_path, hint)
     check_against_records(predictions, bench.records, predictions_path)
     # How the answers were obtained (likelihood, generate, embed) and with which decoding, so a table can say.
     answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata)}
