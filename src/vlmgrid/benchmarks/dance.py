@@ -11,7 +11,7 @@ Records (docs/formats.md): one per query. `question` is the riddle (riddle-to-im
 (riddle-to-image) or riddle texts (image-to-riddle); `answer_index` the first positive; `positives` every
 positive's index. Metadata: `direction`, `split` (test-seen / test-unseen), `subset` ("<split> <direction>",
 one cell of the paper's table), `entity`, `relation`, `end`, and per candidate `candidate_entities`,
-`candidate_sources` and `candidate_distances` (the hard negatives' provenance; -1: no path in the graph).
+`candidate_sources` and `candidate_distances` (the hard negatives' provenance; -1: beyond 3 hops in the graph).
 """
 
 from __future__ import annotations

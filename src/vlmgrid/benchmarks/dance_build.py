@@ -19,7 +19,7 @@ What it makes, all seeded:
   true of) and image -> riddles (one picture of the entity; positives: the riddles true of it);
 - hard negatives by knowledge-graph distance from the query's entity, nearest first: entities linked to
   it by RelatedTo, DistinctFrom or Antonym, then the others by their distance in the graph of all triples
-  (any relation, either direction), then unrelated ones; each negative records why it was chosen
+  (any relation, either direction, up to MAX_HOPS), then unrelated ones; each negative records why it was chosen
   (`source`, `distance`).
 """
 
@@ -43,6 +43,9 @@ from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
 RELATIONS_SET = "dance_relations"
 HARD_RELATIONS = ("RelatedTo", "DistinctFrom", "Antonym")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+# Beyond this many hops in the knowledge graph an entity counts as unrelated: ConceptNet's English graph is
+# small-world (most concepts lie within a few hops of each other), and a full search per entity is slow.
+MAX_HOPS = 3
 N_CANDIDATES = 50
 MAX_POSITIVES = 15
 DIRECTIONS = ("riddle-to-image", "image-to-riddle")
@@ -72,7 +75,7 @@ def read_triples(path: Path) -> pd.DataFrame:
         raise VlmgridError(f"{path}: no such triples file; give a ConceptNet assertions CSV (tab-separated uri, relation, start, end, json-info)")
     frame = pd.read_csv(path, sep="\t", header=None, names=["uri", "relation", "start", "end", "info"],
                         usecols=range(5), dtype=str, quoting=csv.QUOTE_NONE, keep_default_na=False,
-                        on_bad_lines="error", engine="python")
+                        on_bad_lines="error")
     if frame.empty:
         raise VlmgridError(f"{path}: holds no triples; give a ConceptNet assertions CSV")
     bad = ~frame["relation"].str.startswith("/r/")
@@ -119,16 +122,23 @@ def relation_templates(path: Path | None = None) -> tuple[dict[str, str], str]:
     return dict(relations), prompt
 
 
-def graph_distances(triples: pd.DataFrame, source: str) -> dict[str, int]:
-    """Hops from `source` to every concept it reaches in the undirected graph of all triples."""
+def neighbours_of(triples: pd.DataFrame) -> dict[str, set[str]]:
+    """The undirected graph of all triples (any relation) as {concept: its neighbours}."""
     neighbours: dict[str, set[str]] = defaultdict(set)
     for start, end in zip(triples["start"], triples["end"]):
         neighbours[start].add(end)
         neighbours[end].add(start)
+    return neighbours
+
+
+def graph_distances(neighbours: Mapping[str, set[str]], source: str, max_hops: int = MAX_HOPS) -> dict[str, int]:
+    """Hops from `source` to every concept within `max_hops` of it (breadth-first)."""
     distance, queue = {source: 0}, deque([source])
     while queue:
         node = queue.popleft()
-        for other in neighbours[node]:
+        if distance[node] == max_hops:
+            continue
+        for other in neighbours.get(node, ()):
             if other not in distance:
                 distance[other] = distance[node] + 1
                 queue.append(other)
@@ -172,6 +182,7 @@ class Builder:
         for row in triples[triples["relation"].isin(HARD_RELATIONS)].itertuples(index=False):
             self.hard[row.start].setdefault(row.end, row.relation)
             self.hard[row.end].setdefault(row.start, row.relation)
+        self.neighbours = neighbours_of(triples)
         self._distances: dict[str, dict[str, int]] = {}
         order = list(range(len(riddles)))
         fx.rng_for(seed, "dance", "train").shuffle(order)
@@ -179,7 +190,7 @@ class Builder:
 
     def distances(self, entity: str) -> dict[str, int]:
         if entity not in self._distances:
-            self._distances[entity] = graph_distances(self.triples, entity)
+            self._distances[entity] = graph_distances(self.neighbours, entity)
         return self._distances[entity]
 
     def provenance(self, entity: str, other: str) -> tuple[int, str, int | None]:
