@@ -90,9 +90,11 @@ class ColourScorer:
 
 def test_likelihood_scores_the_riddle_under_each_picture_and_the_riddles_under_one_picture(tmp_path):
     model = ColourScorer()
-    rows = likelihood_strategy(model, pictures(tmp_path))(records()[:2])
+    rows = likelihood_strategy(model, pictures(tmp_path))(records())
     assert rows[0]["scores"] == pytest.approx([-1.0, 0.0, -1.0]) and rows[0]["prediction"] == "green.png"
     assert rows[1]["scores"] == pytest.approx([-1.0, 0.0, -1.0]) and rows[1]["prediction"] == "This is blue."
+    assert rows[2]["error"] and rows[2]["scores"] is None  # a candidate picture cannot be read: not sent
+    assert len(model.requests) == 4
     to_image, to_riddle = model.requests[:3], model.requests[3:]
     # riddle -> pictures: one request per picture (its own prefix), ids apart so seeded baselines differ
     assert [r.id for r in to_image] == ["r2i#0", "r2i#1", "r2i#2"]

@@ -43,22 +43,26 @@ def ranking_prompt(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> str:
     return prompt
 
 
-def _pictures(bench, records: pd.DataFrame) -> tuple[dict, dict]:
-    """Every picture the chunk's queries need, opened once: ({path: image}, {path: why it is unusable})."""
-    needed = set()
-    for direction, image, options in zip(records["direction"], records["image"], records["options"]):
-        needed.update(options if direction == TO_IMAGE else [image])
-    opened, broken = {}, {}
-    for relative in sorted(needed):
-        try:
-            opened[relative] = open_rgb(bench.root / relative)
-        except ImageError as exc:
-            broken[relative] = str(exc)
-    return opened, broken
+# Pictures are opened and embedded this many at a time: a chunk of riddle-to-image queries names up to 50
+# pictures each, too many to hold decoded at once.
+PICTURE_BATCH = 64
+
+
+def _open(bench, relative: str, broken: dict):
+    """The picture, or None after noting in `broken` why it cannot be read."""
+    try:
+        return open_rgb(bench.root / relative)
+    except ImageError as exc:
+        broken[relative] = str(exc)
+        return None
+
+
+def _pictures_of(direction: str, image, options) -> list:
+    return list(options) if direction == TO_IMAGE else [image]
 
 
 def _problem(direction: str, image, options, broken: dict) -> str | None:
-    for relative in (options if direction == TO_IMAGE else [image]):
+    for relative in _pictures_of(direction, image, options):
         if relative in broken:
             return broken[relative]
     return None
@@ -69,29 +73,34 @@ def _ranked_row(item_id: str, options, scores) -> dict:
     return prediction_row(item_id, prediction=str(options[best]), prediction_index=best, scores=scores)
 
 
+def _queries(records: pd.DataFrame):
+    return zip(records["id"], records["direction"], records["question"], records["image"], records["options"])
+
+
 def embed_strategy(model, bench):
     def run(records: pd.DataFrame) -> list[dict]:
-        opened, broken = _pictures(bench, records)
-        paths = sorted(opened)
-        picture_row = {path: k for k, path in enumerate(paths)}
-        picture_features = model.embed_images([opened[p] for p in paths]) if paths else None
-        texts = sorted({text for direction, question, options in
-                        zip(records["direction"], records["question"], records["options"])
+        paths = sorted({p for _, direction, _, image, options in _queries(records)
+                        for p in _pictures_of(direction, image, options)})
+        picture_features, broken = {}, {}
+        for start in range(0, len(paths), PICTURE_BATCH):  # each picture of the chunk embedded once
+            opened = {p: _open(bench, p, broken) for p in paths[start:start + PICTURE_BATCH]}
+            usable = [p for p, picture in opened.items() if picture is not None]
+            if usable:
+                picture_features.update(zip(usable, model.embed_images([opened[p] for p in usable])))
+        texts = sorted({text for _, direction, question, _, options in _queries(records)
                         for text in ([question] if direction == TO_IMAGE else options)})
-        text_row = {text: k for k, text in enumerate(texts)}
-        text_features = model.embed_texts(texts) if texts else None
+        text_features = dict(zip(texts, model.embed_texts(texts))) if texts else {}
         rows = []
-        for item_id, direction, question, image, options in zip(
-                records["id"], records["direction"], records["question"], records["image"], records["options"]):
+        for item_id, direction, question, image, options in _queries(records):
             options = list(options)
             problem = _problem(direction, image, options, broken)
             if problem is not None:
                 rows.append(error_row(item_id, problem))
                 continue
             if direction == TO_IMAGE:
-                scores = picture_features[[picture_row[p] for p in options]] @ text_features[text_row[question]]
+                scores = np.stack([picture_features[p] for p in options]) @ text_features[question]
             else:
-                scores = text_features[[text_row[t] for t in options]] @ picture_features[picture_row[image]]
+                scores = np.stack([text_features[t] for t in options]) @ picture_features[image]
             rows.append(_ranked_row(item_id, options, scores))
         return rows
 
@@ -103,37 +112,33 @@ def likelihood_strategy(model, bench):
 
     prompt = ranking_prompt(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
 
-    def run(records: pd.DataFrame) -> list[dict]:
-        opened, broken = _pictures(bench, records)
-        requests, owners, problems = [], [], {}
-        for i, (item_id, direction, question, image, options) in enumerate(zip(
-                records["id"], records["direction"], records["question"], records["image"], records["options"])):
-            options = list(options)
-            problems[i] = _problem(direction, image, options, broken)
-            if problems[i] is not None:
-                continue
-            # The riddle is the answer's continuation; the space is the one that follows the assistant's turn
+    def requests_for(item_id, direction, question, image, options, broken) -> list:
+        if direction == TO_IMAGE:
+            # One request per picture (its own prefix); the ids differ so that seeded baselines differ. The
+            # riddle is the answer's continuation; the space is the one that follows the assistant's turn
             # marker, which byte-level tokenizers fold into the first word.
-            if direction == TO_IMAGE:
-                for k, path in enumerate(options):  # one request per picture: ids differ so baselines differ
-                    requests.append(OptionRequest(f"{item_id}#{k}", opened[path], prompt, [f" {question}"]))
-                    owners.append(i)
-            else:
-                requests.append(OptionRequest(item_id, opened[image], prompt, [f" {text}" for text in options]))
-                owners.append(i)
-        results = model.score_results(requests) if requests else []
-        scores: dict[int, list[float]] = {}
-        for i, result in zip(owners, results):
-            if not result.ok:
-                problems[i] = problems[i] or result.error
-                continue
-            scores.setdefault(i, []).extend(result.scores.normalised)
+            pictures = [_open(bench, p, broken) for p in options]
+            return [OptionRequest(f"{item_id}#{k}", picture, prompt, [f" {question}"])
+                    for k, picture in enumerate(pictures)]
+        # One request: the riddles continue one shared picture + prompt prefix.
+        return [OptionRequest(item_id, _open(bench, image, broken), prompt, [f" {text}" for text in options])]
+
+    def run(records: pd.DataFrame) -> list[dict]:
         rows = []
-        for i, item_id in enumerate(records["id"]):
-            if problems[i] is not None:
-                rows.append(error_row(item_id, problems[i]))
-            else:
-                rows.append(_ranked_row(item_id, list(records["options"].iloc[i]), scores[i]))
+        for item_id, direction, question, image, options in _queries(records):
+            options, broken = list(options), {}
+            requests = requests_for(item_id, direction, question, image, options, broken)
+            problem = _problem(direction, image, options, broken)
+            if problem is not None:
+                rows.append(error_row(item_id, problem))
+                continue
+            results = model.score_results(requests)
+            failed = next((result.error for result in results if not result.ok), None)
+            if failed is not None:
+                rows.append(error_row(item_id, failed))
+                continue
+            scores = [score for result in results for score in result.scores.normalised]
+            rows.append(_ranked_row(item_id, options, scores))
         return rows
 
     return run
