@@ -101,6 +101,17 @@ def test_builder_caps_positives_and_splits_by_triple(tmp_path):
     assert {q["split"] for q in queries_of(tmp_path / "unseen").values()} == {"test-unseen"}
 
 
+def test_training_triples_decide_which_queries_are_seen(tmp_path):
+    triples, pictures = dance.write_fixture_inputs(tmp_path / "in", seed=0)
+    trained = tmp_path / "train.csv"
+    trained.write_text(assertion("HasProperty", "/c/en/lemon", "/c/en/sour") + assertion("IsA", "/c/en/cat/n", "/c/en/pet"))
+    meta = build_dance(triples, pictures, tmp_path / "out", relations=dance.FIXTURE_TEMPLATES, train_triples=trained)
+    seen = {(q["triple"]["start"], q["triple"]["end"]) for q in queries_of(tmp_path / "out").values()
+            if q["split"] == "test-seen"}
+    assert seen == {("lemon", "sour"), ("cat", "pet")}
+    assert meta["train_triples"] == "train.csv" and meta["train_fraction"] is None
+
+
 def test_builder_is_reproducible_and_seeded(tmp_path):
     triples, pictures = dance.write_fixture_inputs(tmp_path / "in", seed=0)
     build_dance(triples, pictures, tmp_path / "a", seed=1, relations=dance.FIXTURE_TEMPLATES)

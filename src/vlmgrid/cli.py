@@ -184,7 +184,8 @@ def cmd_build_dance(config: Config | None, args) -> None:
     from vlmgrid.benchmarks.dance_build import build_dance
 
     meta = build_dance(Path(args.triples), Path(args.images), Path(args.out), seed=args.seed,
-                       relations=Path(args.relations) if args.relations else None)
+                       relations=Path(args.relations) if args.relations else None,
+                       train_triples=Path(args.train_triples) if args.train_triples else None)
     _say(f"wrote {args.out}: {meta['n_queries']} queries from {meta['n_riddle_triples']} riddle triples")
 
 
@@ -234,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     dance.add_argument("--out", required=True, help="folder to write the set into (docs/dance-format.md)")
     dance.add_argument("--seed", type=int, default=0)
     dance.add_argument("--relations", help="riddle templates (default: config/prompts/dance_relations.yaml)")
+    dance.add_argument("--train-triples", help="ConceptNet CSV of the triples seen in training (test-seen); "
+                       "default: half of the riddle triples, drawn with the seed")
     return parser
 
 

@@ -12,8 +12,9 @@ What it makes, all seeded:
 - a riddle from every triple whose relation has a template and whose start is a pictured entity: the
   template filled with the end concept ("This is used for cutting bread."); the entities a riddle is true of
   are every pictured entity with the same (relation, end);
-- the split: a `train_fraction` of the riddle triples (drawn with the seed) stands for the triples a model
-  saw in training: queries of those triples are test-seen, the others test-unseen;
+- the split: a riddle triple is seen when it is among the training triples (`train_triples`, a ConceptNet
+  file of the triples a model was trained with) or, without that file, in a `train_fraction` of the riddle
+  triples drawn with the seed; queries of seen triples are test-seen, the others test-unseen;
 - per riddle triple, one query in each direction, with `n_candidates` (50) candidates of which 1 to
   `max_positives` (15) are positives: riddle -> images (positives: pictures of the entities the riddle is
   true of) and image -> riddles (one picture of the entity; positives: the riddles true of it);
@@ -161,7 +162,8 @@ class Builder:
     """One build: the inputs read once, the graph facts every query needs, then the queries."""
 
     def __init__(self, triples: pd.DataFrame, images: dict[str, list[Path]], templates: dict[str, str], *,
-                 seed: int, n_candidates: int, max_positives: int, train_fraction: float) -> None:
+                 seed: int, n_candidates: int, max_positives: int, train_fraction: float,
+                 train_triples: pd.DataFrame | None = None) -> None:
         self.triples, self.images, self.seed = triples, images, seed
         self.n_candidates, self.max_positives = n_candidates, max_positives
         riddles = [
@@ -187,6 +189,9 @@ class Builder:
         order = list(range(len(riddles)))
         fx.rng_for(seed, "dance", "train").shuffle(order)
         self.seen = set(order[:round(train_fraction * len(riddles))])
+        if train_triples is not None:
+            trained = set(zip(train_triples["relation"], train_triples["start"], train_triples["end"]))
+            self.seen = {k for k, r in enumerate(riddles) if (r.relation, r.start, r.end) in trained}
 
     def distances(self, entity: str) -> dict[str, int]:
         if entity not in self._distances:
@@ -254,13 +259,15 @@ class Builder:
 
 
 def build_dance(triples_path: Path, images_dir: Path, out_dir: Path, *, seed: int = 0,
-                relations: Path | Mapping[str, str] | None = None, n_candidates: int = N_CANDIDATES, max_positives: int = MAX_POSITIVES,
-                train_fraction: float = 0.5, max_triples: int | None = None) -> dict:
+                relations: Path | Mapping[str, str] | None = None, n_candidates: int = N_CANDIDATES,
+                max_positives: int = MAX_POSITIVES, train_fraction: float = 0.5, train_triples: Path | None = None,
+                max_triples: int | None = None) -> dict:
     """Write a DANCE-format folder (docs/dance-format.md) into out_dir; returns its dance.json.
 
     `relations`: the riddle templates, as a dance_relations.yaml file (None: config/prompts/dance_relations.yaml)
-    or as a {relation: template} mapping. `max_triples`: make queries for that many riddle triples only
-    (drawn with the seed; the split is drawn over all of them).
+    or as a {relation: template} mapping. `train_triples`: a ConceptNet file of the triples seen in training
+    (test-seen); without it, `train_fraction` of the riddle triples. `max_triples`: make queries for that many
+    riddle triples only (drawn with the seed; the split is drawn over all of them).
     """
     if not 1 <= max_positives < n_candidates:
         raise VlmgridError(f"max_positives {max_positives} must be at least 1 and below n_candidates {n_candidates}")
@@ -270,7 +277,8 @@ def build_dance(triples_path: Path, images_dir: Path, out_dir: Path, *, seed: in
     images = find_images(images_dir)
     templates = dict(relations) if isinstance(relations, Mapping) else relation_templates(relations)[0]
     builder = Builder(triples, images, templates, seed=seed, n_candidates=n_candidates,
-                      max_positives=max_positives, train_fraction=train_fraction)
+                      max_positives=max_positives, train_fraction=train_fraction,
+                      train_triples=read_triples(train_triples) if train_triples else None)
     if not builder.riddles:
         raise VlmgridError(f"{triples_path}: no triple has both a templated relation and a pictured start entity "
                            f"(pictured: {', '.join(sorted(images)[:5])}...); check the entity folder names")
@@ -302,7 +310,8 @@ def build_dance(triples_path: Path, images_dir: Path, out_dir: Path, *, seed: in
         table.to_csv(tmp, sep="\t", index=False)
     meta = {
         "format": FORMAT_NAME, "version": FORMAT_VERSION, "n_candidates": n_candidates, "max_positives": max_positives,
-        "seed": seed, "train_fraction": train_fraction, "hard_relations": list(HARD_RELATIONS),
+        "seed": seed, "train_fraction": None if train_triples else train_fraction,
+        "train_triples": Path(train_triples).name if train_triples else None, "hard_relations": list(HARD_RELATIONS),
         "relations": templates, "n_queries": len(queries), "n_riddle_triples": len(builder.riddles),
         "source": {"triples": Path(triples_path).name, "images": Path(images_dir).name},
     }
