@@ -216,3 +216,28 @@ def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp
     assert set(score["breakdown"]["split"]) == {"test-seen", "test-unseen"}
     assert len(score["breakdown"]["subset"]) == 4
     assert 0 <= score["value"] < 50  # 50 candidates: a seeded random ranking stays far below a real model
+
+
+def test_unreadable_pictures_are_kept_as_format_errors(small_config, tmp_path):
+    from vlmgrid import paths
+    from vlmgrid.config import validate_config
+    from vlmgrid.infer import run_inference
+    from vlmgrid.score import score_cell
+
+    data = dict(small_config)
+    data["benchmarks"] = {"d": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 4, "corrupt": 12}}}
+    data["grid"] = {"models": ["random"], "benchmarks": ["d"]}
+    config = validate_config(data)
+    bench_dir = paths.bench_dir(config.data_dir, "d")
+    prepare_benchmark("d", config.benchmark("d"), bench_dir)
+    predictions = run_inference(
+        model_name="random", model_settings=config.model("random"), bench_dir=bench_dir,
+        model_dir=paths.model_dir(config.data_dir, "random"),
+        out_path=paths.predictions_path(config.results_dir, "random", "d"),
+        partial_dir=paths.partial_dir(config.results_dir, "random", "d"),
+        part_size=4, threads=1, progress=False, say=lambda text: None)
+    rows = pd.read_parquet(predictions)
+    assert len(rows) == 8 and rows["error"].notna().any()  # 12 of 60 pictures broken: riddle-to-image hits some
+    score = score_cell(model_name="random", bench_dir=bench_dir, predictions_path=predictions,
+                       out_path=tmp_path / "score.json", samples=20, seed=0)
+    assert score["n"] == 8 and score["format_error_rate"] == pytest.approx(100 * rows["error"].notna().sum() / 8)
