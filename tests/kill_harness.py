@@ -9,7 +9,7 @@ written).
 
 Imported, it prepares a small grid in a folder (`make_workspace`), runs a job uninterrupted or killed again
 and again (`run_killed`), and says what each kill lost (`kill_costs`): the items of the part being computed,
-the model batches already done for it, and the seconds spent on it.
+the model batches already done for it, and the seconds spent on it. benchmarks/kill_cost.py prints these.
 """
 
 from __future__ import annotations
@@ -244,7 +244,8 @@ def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_d
     done: list[Kill] = []
     for _ in range(kills):
         process = start(ws, part_delay=part_delay, batch_delay=batch_delay)
-        target = min(ws.parts() + rng.randint(1, 3), n_parts - 1)
+        # Two parts short of the end at most: the pause that follows may let one more part finish, never all.
+        target = min(ws.parts() + rng.randint(1, 3), n_parts - 2)
         pause = rng.uniform(0.0, 1.0) * part_seconds
         reached = _wait_for(lambda: ws.parts() >= target, process, timeout)
         if not reached:
@@ -252,7 +253,8 @@ def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_d
         time.sleep(pause)
         at = time.time()
         process.send_signal(signal.SIGKILL)
-        process.wait()
+        if process.wait() != -signal.SIGKILL:
+            raise AssertionError(f"the job ended before it was killed:\n{log_text(ws, ws.runs)}")
         done.append(Kill(ws.runs, process.pid, at, ws.parts(), log_text(ws, ws.runs)))
     finish(ws, start(ws, part_delay=part_delay, batch_delay=batch_delay), timeout)
     return done
@@ -283,13 +285,15 @@ def trace(ws: Workspace) -> list[dict]:
 
 @dataclass
 class Cost:
-    """What one kill lost: the part in computation when it came, and the time spent on it."""
+    """What one kill lost: the part in computation when it came (resume starts it again), the model batches
+    already done for it (computed, never saved), and the time spent on it."""
 
     run: int
-    items_saved: int  # items in parts this run saved before the kill
-    items_lost: int  # items of the part being computed (redone on resume); at most one part
-    batches_lost: int  # model batches already done for that part (hf backend only)
-    seconds_lost: float  # time spent on that part
+    items_saved: int  # items in the parts this run saved before the kill
+    part_items: int  # items of the part cut short; at most part_size
+    batches_done: int  # its batches already done (hf backend only)
+    items_done: int  # the items in those batches: computed, not saved, computed again after the restart
+    seconds_lost: float  # time spent on the part cut short
     restart_seconds: float  # start-up and model load before the next run computes again
 
 
@@ -300,15 +304,15 @@ def kill_costs(ws: Workspace, kills: list[Kill]) -> list[Cost]:
         mine = [e for e in events if e["pid"] == kill.pid and e["t"] <= kill.at]
         saved = [e for e in mine if e["event"] == "saved"]
         last_save = max([e["t"] for e in saved] + [next(e["t"] for e in mine if e["event"] == "ready")])
-        since = [e for e in mine if e["t"] >= last_save]
-        started = [e for e in since if e["event"] == "compute"]
-        items_lost = started[-1]["items"] if started else 0
-        batches = sum(1 for e in since if e["event"] == "batch")
+        started = [e for e in mine if e["t"] >= last_save and e["event"] == "compute"]
+        since = [e for e in mine if started and e["t"] >= started[-1]["t"]]
+        batches = [e["size"] for e in since if e["event"] == "batch"]
         seconds = kill.at - started[-1]["t"] if started else 0.0
         later = [e for e in events if e["t"] > kill.at and e["event"] in ("start", "ready")]
         ready = [e for e in later[1:2] if e["event"] == "ready" and e["pid"] == later[0]["pid"]]
         restart = ready[0]["t"] - later[0]["t"] if ready else 0.0
-        costs.append(Cost(kill.run, sum(e["items"] for e in saved), items_lost, batches, seconds, restart))
+        costs.append(Cost(kill.run, sum(e["items"] for e in saved), started[-1]["items"] if started else 0,
+                          len(batches), sum(batches), seconds, restart))
     return costs
 
 
