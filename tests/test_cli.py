@@ -16,13 +16,13 @@ def in_repo(monkeypatch):
 def test_check_config(capsys):
     assert main(["check-config"]) == 0
     # CLIP and the random baseline cannot answer TextVQA's free-form questions
-    assert "3 models x 13 benchmarks = 39 cells (2 not applicable)" in capsys.readouterr().out
+    assert "3 models x 14 benchmarks = 42 cells (2 not applicable)" in capsys.readouterr().out
 
 
 def test_cells_lists_the_grid(capsys):
     assert main(["cells"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "clip-tiny\timagenet-fixture" and len(lines) == 39
+    assert lines[0] == "clip-tiny\timagenet-fixture" and len(lines) == 42
 
 
 def test_listing_commands(capsys):

@@ -11,10 +11,10 @@ from vlmgrid.errors import VlmgridError
 def test_default_config_is_valid_and_has_every_fixture_benchmark(default_config_data):
     config = validate_config(default_config_data, source="config/config.yaml")
     assert [c.name for c in config.cells][:2] == ["clip-tiny-imagenet-fixture", "clip-tiny-caltech101-fixture"]
-    assert len(config.cells) == 3 * 13
+    assert len(config.cells) == 3 * 14
     kinds = {config.benchmark(b)["kind"] for b in config.benchmarks}
     assert kinds == {"imagenet", "caltech101", "flowers102", "food101", "scienceqa_img", "textvqa", "pope", "mme",
-                     "mmbench", "cvbench", "mmvp", "kaleidoscope", "cvqa"}
+                     "mmbench", "cvbench", "mmvp", "kaleidoscope", "cvqa", "dance"}
     assert config.bootstrap == {"samples": 1000, "seed": 0}
     assert config.infer["part_size"] == 64
 
