@@ -731,3 +731,33 @@ def test_cells_table_says_how_each_number_was_answered(tmp_path):
     assert "| clip_tiny | sqa_img | n/a | – | – | – | – |" in text
     # a score file written before `strategy` existed reads as "–"
     assert "| clip_tiny | flowers | – | – | 90 | 87 | 3.3 |" in text
+
+
+def dance_obj(model: str, subsets: dict[str, tuple[float, float, float]]) -> dict:
+    return {
+        "model": model, "benchmark": "dance", "applicable": True, "metric": "acc_at_50",
+        "value": 40.0, "ci95": [30.0, 50.0], "n": 20, "n_valid": 20, "n_errors": 0, "format_error_rate": 0.0,
+        "metrics": {"acc_at_50": _est(40.0, 30.0, 50.0)},
+        "breakdown": {"subset": {name: _group(v, lo, hi, 5) for name, (v, lo, hi) in subsets.items()}},
+        "strategy": "embed", "generation": {},
+        "bootstrap": {"samples": 5, "seed": 0, "draws": [30, 35, 40, 45, 50]},
+    }
+
+
+def test_dance_table_is_split_by_direction_in_the_papers_order(tmp_path):
+    subsets = {  # written out of order: the table puts seen before unseen, riddle->image first
+        "test-unseen image-to-riddle": (10.0, 0.0, 20.0), "test-seen riddle-to-image": (60.0, 40.0, 80.0),
+        "test-unseen riddle-to-image": (20.0, 10.0, 30.0), "test-seen image-to-riddle": (50.0, 30.0, 70.0),
+    }
+    files = {("clip", "dance"): _write(tmp_path, dance_obj("clip", subsets))}
+    written = build_report(files, ["clip"], ["dance"], tmp_path / "tables", tmp_path / "figures",
+                           kinds={"dance": "dance"})
+    assert written == [path for path, _ in paths.report_files(tmp_path, {"dance": "dance"})]
+    rows = md_rows(tmp_path / "tables" / "dance.md")
+    assert rows["Model"] == ["test-seen riddle→image", "test-seen image→riddle", "test-unseen riddle→image",
+                             "test-unseen image→riddle", "All"]
+    assert rows["clip"] == ["60.0 [40.0, 80.0]", "50.0 [30.0, 70.0]", "20.0 [10.0, 30.0]", "10.0 [0.0, 20.0]",
+                            "40.0 [30.0, 50.0]"]
+    csv_rows = read_csv(tmp_path / "tables" / "dance.csv")
+    assert csv_rows[0]["test-seen_riddle-to-image"] == "60.0" and csv_rows[0]["all_ci_low"] == "30.0"
+    assert "\\toprule" in (tmp_path / "tables" / "dance.tex").read_text()

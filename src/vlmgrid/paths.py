@@ -58,6 +58,9 @@ PAPER_FILES: dict[str, tuple[tuple[str, str, tuple[str, ...], str], ...]] = {
         ("tables", "cvqa-pairs", ("md", "csv"), "cvqa_pairs_table"),
         ("figures", "cvqa-pairs", ("png", "pdf"), "cvqa_pairs_figure"),
     ),
+    "dance": (
+        ("tables", "dance", ("md", "tex", "csv"), "dance_table"),
+    ),
 }
 
 

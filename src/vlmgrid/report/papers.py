@@ -1,4 +1,4 @@
-"""The paper tables and figures of a benchmark kind (Kaleidoscope, CVQA), one set per benchmark of that kind.
+"""The paper tables and figures of a benchmark kind (Kaleidoscope, CVQA, DANCE), one set per benchmark of that kind.
 
 `PAPERS` maps a kind to its writer; the files each writes are named in `vlmgrid.paths.PAPER_FILES`, so the
 workflow knows them before the report runs. A grid without a benchmark of a kind gets none of its files.
@@ -281,8 +281,46 @@ def write_cvqa(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Pa
     return written
 
 
+# --- DANCE ---------------------------------------------------------------------------------------------------
+
+DANCE_SPLITS = ("test-seen", "test-unseen")
+DANCE_DIRECTIONS = ("riddle-to-image", "image-to-riddle")
+
+
+def dance_table(grid: Grid, benchmark: str) -> Table:
+    """Models x (test-seen, test-unseen) x (riddle -> image, image -> riddle) Acc@50, then the headline."""
+    subsets = [f"{split} {direction}" for split in DANCE_SPLITS for direction in DANCE_DIRECTIONS]
+    found = _groups(grid, benchmark, "subset")
+    subsets = [s for s in subsets if s in found] + sorted(set(found) - set(subsets), key=natural_key)
+    rows = []
+    for model in grid.models:
+        status = _status(grid, model, benchmark)
+        if status is not None:
+            rows.append((model, [status] * (len(subsets) + 1)))
+            continue
+        cell = grid.cell(model, benchmark)
+        rows.append((model, [_group(cell, "subset", s) for s in subsets] + [cell.estimate]))
+    caption = _caption(
+        f"{benchmark}. Acc@50 in percent, 95% bootstrap CI in brackets: per query with n positives among its 50 "
+        f"candidates, the share of the positives ranked within the top n, averaged over the queries; per split "
+        f"(whether the riddle's knowledge triple occurs in training) and direction (a riddle ranks 50 pictures, a "
+        f"picture ranks 50 riddles); All: the mean of the two directions over both splits (the headline).",
+        _answered(grid, benchmark),
+        _notes(grid, benchmark),
+    )
+    return Table(title=f"DANCE: {benchmark}", row_header="Model",
+                 columns=[s.replace("riddle-to-image", "riddle→image").replace("image-to-riddle", "image→riddle")
+                          for s in subsets] + ["All"],
+                 csv_columns=[s.replace(" ", "_") for s in subsets] + ["all"], rows=rows, caption=caption)
+
+
+def write_dance(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
+                figures_dir: Path) -> list[Path]:
+    return _write_table(dance_table(grid, benchmark), tables_dir, stems["dance"], ("md", "tex", "csv"))
+
+
 Writer = Callable[[Grid, str, dict, Path, Path], list[Path]]
-PAPERS: dict[str, Writer] = {"kaleidoscope": write_kaleidoscope, "cvqa": write_cvqa}
+PAPERS: dict[str, Writer] = {"kaleidoscope": write_kaleidoscope, "cvqa": write_cvqa, "dance": write_dance}
 
 
 def write_papers(grid: Grid, tables_dir: Path, figures_dir: Path) -> list[Path]:
