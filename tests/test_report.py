@@ -682,6 +682,7 @@ def test_cvqa_pairs_table(cvqa_report):
     assert list(csv_rows[0])[:4] == ["country-language", "vlm-a", "vlm-a_ci_low", "vlm-a_ci_high"]
     assert [r["country-language"] for r in csv_rows] == ["India-Telugu", "Japan-Japanese", "(all)"]
     assert (root / "figures" / "cvqa-pairs.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Japan-Japanese & 50.0" in (root / "tables" / "cvqa-pairs.tex").read_text()
 
 
 def test_hidden_cell_in_the_main_table(cvqa_report):

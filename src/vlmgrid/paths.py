@@ -55,7 +55,7 @@ PAPER_FILES: dict[str, tuple[tuple[str, str, tuple[str, ...], str], ...]] = {
     ),
     "cvqa": (
         ("tables", "cvqa", ("md", "tex", "csv"), "cvqa_table"),
-        ("tables", "cvqa-pairs", ("md", "csv"), "cvqa_pairs_table"),
+        ("tables", "cvqa-pairs", ("md", "tex", "csv"), "cvqa_pairs_table"),
         ("figures", "cvqa-pairs", ("png", "pdf"), "cvqa_pairs_figure"),
     ),
     "dance": (

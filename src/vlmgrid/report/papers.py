@@ -273,7 +273,7 @@ def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
 def write_cvqa(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
                figures_dir: Path) -> list[Path]:
     written = _write_table(cvqa_table(grid, benchmark), tables_dir, stems["cvqa"], ("md", "tex", "csv"))
-    written += _write_table(cvqa_pairs_table(grid, benchmark), tables_dir, stems["cvqa-pairs"], ("md", "csv"))
+    written += _write_table(cvqa_pairs_table(grid, benchmark), tables_dir, stems["cvqa-pairs"], ("md", "tex", "csv"))
     pairs = sorted(_groups(grid, benchmark, PAIR))
     written += write_grouped_bars(figures_dir, stems["cvqa-pairs"],
                                   f"CVQA ({benchmark}): accuracy per country-language pair (mean over settings)",
