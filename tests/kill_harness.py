@@ -52,7 +52,6 @@ def _install_trace() -> None:
 
     import vlmgrid.protocols
     from vlmgrid import infer
-    from vlmgrid.fileio import atomic_path
 
     part_delay = float(os.environ.get(PART_DELAY_ENV, "0"))
     final_delay = float(os.environ.get(FINAL_DELAY_ENV, "0"))
@@ -83,20 +82,20 @@ def _install_trace() -> None:
 
     infer.PartStore.save = traced_save
 
-    write_table = infer.write_table
+    write_table = pq.write_table
 
-    def traced_write_table(path, table):
-        if not final_delay or Path(path).name.startswith("part-"):
-            return write_table(path, table)
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
-            data = tmp.read_bytes()
-            tmp.write_bytes(data[:len(data) // 2])
-            _trace("final-write", tmp=str(tmp))
-            time.sleep(final_delay)
-            pq.write_table(table, tmp)
+    def traced_write_table(table, where, *args, **kwargs):
+        # Any parquet file but a part: the final predictions file, whichever way infer writes it.
+        if not final_delay or "part-" in Path(where).name:
+            return write_table(table, where, *args, **kwargs)
+        write_table(table, where, *args, **kwargs)
+        data = Path(where).read_bytes()
+        Path(where).write_bytes(data[:len(data) // 2])
+        _trace("final-write", path=str(where))
+        time.sleep(final_delay)
+        write_table(table, where, *args, **kwargs)
 
-    infer.write_table = traced_write_table
+    pq.write_table = traced_write_table
 
     try:
         from vlmgrid.models import hf_backend
@@ -263,11 +262,12 @@ def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_d
 def kill_in_final_write(ws: Workspace, timeout: float = 300) -> Path:
     """Start the job and SIGKILL it while its final file is half written; returns the temporary file left."""
     process = start(ws, final_delay=30.0)
-    _wait_for(lambda: any(e["event"] == "final-write" and e["pid"] == process.pid for e in trace(ws)), process,
-              timeout)
+    writes = lambda: [e for e in trace(ws) if e["event"] == "final-write" and e["pid"] == process.pid]  # noqa: E731
+    if not _wait_for(writes, process, timeout):
+        raise AssertionError(f"the job ended without writing its predictions as parquet:\n{log_text(ws, ws.runs)}")
     process.send_signal(signal.SIGKILL)
     process.wait()
-    return Path(next(e["tmp"] for e in trace(ws) if e["event"] == "final-write" and e["pid"] == process.pid))
+    return Path(writes()[0]["path"])
 
 
 def _records(ws: Workspace):
