@@ -45,23 +45,27 @@ def main(argv: list[str] | None = None) -> int:
     hf = args.model != "random"
     settings = {"batch_size": args.batch_size} if hf else {}
     batches_per_part = -(-part_size // args.batch_size) if hf else 1
-    part_seconds = args.part_delay + (args.batch_delay * batches_per_part if hf else 0.0)
 
     with tempfile.TemporaryDirectory(prefix="vlmgrid-kill-") as tmp:
         root = Path(tmp)
         ws = kh.make_workspace(root / "grid", config, model=args.model, bench="pope-fixture", part_size=part_size,
                                size=args.size, model_settings=settings)
-        kh.finish(ws, kh.start(ws))
+        delays = {"part_delay": args.part_delay, "batch_delay": args.batch_delay if hf else 0.0}
+        kh.finish(ws, kh.start(ws, **delays))
+        # Kills are spread over a part's measured time, so they land as often late in a part as early.
+        events = kh.trace(ws)
+        starts = [e["t"] for e in events if e["event"] == "compute"]
+        ends = [e["t"] for e in events if e["event"] == "saved"]
+        part_seconds = statistics.median(end - begin for begin, end in zip(starts, ends))
         reference = ws.out_path.read_bytes()
         ws.out_path.unlink()
-        kills = kh.run_killed(ws, kills=args.kills, seed=args.seed, part_seconds=part_seconds,
-                              part_delay=args.part_delay, batch_delay=args.batch_delay if hf else 0.0)
+        kills = kh.run_killed(ws, kills=args.kills, seed=args.seed, part_seconds=part_seconds, **delays)
         identical = ws.out_path.read_bytes() == reference
         costs = kh.kill_costs(ws, kills)
 
     batch_note = f", batch size {args.batch_size} ({batches_per_part} batches a part)" if hf else ""
     print(f"{args.model} on pope-fixture ({3 * args.size} items), part size {part_size}{batch_note}, "
-          f"{args.kills} kills")
+          f"{args.kills} kills, a part taking {part_seconds:.3f} s")
     print(f"{'kill':>4} {'parts on disk':>13} {'part cut short':>14} {'batches done':>12} {'items done':>10} "
           f"{'seconds lost':>12} {'restart s':>9}")
     for number, (kill, cost) in enumerate(zip(kills, costs), 1):
