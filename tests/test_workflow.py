@@ -16,6 +16,8 @@ pytestmark = pytest.mark.integration
 WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore"]
 GRID = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["grid"]
 MODELS, BENCHES = GRID["models"], GRID["benchmarks"]
+# CLIP and the random baseline cannot write TextVQA's free answers
+NOT_APPLICABLE = {("clip-tiny", "textvqa-fixture"), ("random", "textvqa-fixture")}
 
 
 def _env():
@@ -74,8 +76,13 @@ def test_default_grid_writes_tables_figures_and_scores(snakemake_run):
     for model in MODELS:
         for bench in BENCHES:
             score = yaml.safe_load((root / f"results/scores/{model}/{bench}.json").read_text())
+            if (model, bench) in NOT_APPLICABLE:
+                assert score["applicable"] is False and "cannot run" in score["reason"] and "value" not in score
+                continue
             assert 0 <= score["ci95"][0] <= score["value"] <= score["ci95"][1] <= 100
-            assert score["n"] > 0 and score["n_valid"] == score["n"]
+            # a tiny random model's free answers are often unreadable: kept, and counted as format errors
+            assert score["n"] > 0 and 0 <= score["n_valid"] <= score["n"]
+    assert "| n/a |" in table
     pope = yaml.safe_load((root / "results/scores/random/pope-fixture.json").read_text())
     assert pope["metric"] == "f1" and set(pope["breakdown"]["split"]) == {"random", "popular", "adversarial"}
     assert (root / "data/flowers102-fixture/manifest.json").is_file()
