@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
-from vlmgrid.metrics.base import IndexMetric, count_true, int_column, safe_ratio
+from vlmgrid.metrics.accuracy import Accuracy
+from vlmgrid.metrics.base import count_true, safe_ratio
 
 
-class Kaleidoscope(IndexMetric):
+class Kaleidoscope(Accuracy):
     """Kaleidoscope's numbers, in percent, as the authors compute them (israfelsr/kaleidoscope `eval_utils.py`
     `compute_accuracy` and `get_summary`, and the summary cell of `evaluation.ipynb`).
 
@@ -33,14 +33,7 @@ class Kaleidoscope(IndexMetric):
     headline = "accuracy"
     names = ("accuracy", "valid_accuracy", "format_error_rate")
     stratify_by = "language"
-    record_columns = ("answer_index",)
-    prediction_columns = ("prediction", "prediction_index")
-
-    def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
-        gold = int_column(records, "answer_index")
-        pred = int_column(preds, "prediction_index")
-        valid = self.valid(records, preds)
-        return {"correct": valid & (gold >= 0) & (pred == gold), "valid": valid}
+    # `prepare` (per item: right, valid) is Accuracy's; only the averaging over languages differs.
 
     def compute(
         self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice]
