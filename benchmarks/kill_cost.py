@@ -4,9 +4,9 @@
     python benchmarks/kill_cost.py --part-size 16                   # parts of one batch
     python benchmarks/kill_cost.py --model random --part-delay 0.1  # the random baseline, 0.1 s a part
 
-The job runs on a POPE fixture in a temporary folder and is killed `--kills` times, each after a seeded random
-number of parts have appeared and a seeded random fraction of a part's time more, then left to finish; its
-predictions are checked against an uninterrupted run. Per kill it prints the items of the part cut short (all
+The job runs on a POPE fixture in a temporary folder and is killed `--kills` times, each inside the part that
+follows a seeded random number of new parts, a seeded random fraction of a part's time into it, then left to
+finish; its predictions are checked against an uninterrupted run. Per kill it prints the items of the part cut short (all
 computed again after the restart), the model batches already done for that part (their items computed and
 never saved), the seconds spent on that part, and the restart's start-up and model load. Parts are saved
 whole, so a kill costs at most one part: part_size / batch_size batches.

@@ -2,10 +2,13 @@
 
 Run as a script, this file is `vlmgrid` itself with a trace: every part started, computed and saved, every
 model batch, and the final write are appended as JSON lines to the file named by VLMGRID_TRACE. Three more
-variables slow the job down so that a test can aim its kills: VLMGRID_TRACE_PART_DELAY (seconds added to
-each part's computation, as a model would take), VLMGRID_TRACE_BATCH_DELAY (the same for each batch of the
-hf backend) and VLMGRID_TRACE_FINAL_DELAY (seconds the final write stops halfway, its temporary file half
-written).
+variables slow the job down: VLMGRID_TRACE_PART_DELAY (seconds added to each part's computation, as a model
+would take), VLMGRID_TRACE_BATCH_DELAY (the same for each batch of the hf backend) and
+VLMGRID_TRACE_FINAL_DELAY (seconds the final write stops halfway, its temporary file half written). Two aim
+the kills: with VLMGRID_TRACE_PARK_PART=k the job stops itself (SIGSTOP, after tracing "parked") inside the
+k-th part it computes, VLMGRID_TRACE_PARK_AFTER seconds into it or when its rows are ready, whichever comes
+first, never after the part is saved. The killer then waits for "parked", so where a kill lands does not
+depend on how loaded the machine is.
 
 Imported, it prepares a small grid in a folder (`make_workspace`), runs a job uninterrupted or killed again
 and again (`run_killed`), and says what each kill lost (`kill_costs`): the items of the part being computed,
@@ -22,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +36,8 @@ TRACE_ENV = "VLMGRID_TRACE"
 PART_DELAY_ENV = "VLMGRID_TRACE_PART_DELAY"
 FINAL_DELAY_ENV = "VLMGRID_TRACE_FINAL_DELAY"
 BATCH_DELAY_ENV = "VLMGRID_TRACE_BATCH_DELAY"
+PARK_PART_ENV = "VLMGRID_TRACE_PARK_PART"
+PARK_AFTER_ENV = "VLMGRID_TRACE_PARK_AFTER"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -47,6 +53,38 @@ def _trace(event: str, **fields) -> None:
         os.close(fd)
 
 
+class _Parking:
+    """Stops this process inside one chosen part: at a timer set when the part starts, or when its rows are
+    ready if that comes first; once only."""
+
+    def __init__(self, part: int, after: float):
+        self.part, self.after = part, after
+        self.computed = 0
+        self.lock = threading.Lock()
+        self.timer: threading.Timer | None = None
+        self.parked = False
+
+    def part_started(self) -> None:
+        self.computed += 1
+        if self.computed == self.part:
+            self.timer = threading.Timer(self.after, self.park)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def part_ready(self) -> None:
+        if self.computed == self.part:
+            self.timer.cancel()
+            self.park()
+
+    def park(self) -> None:
+        with self.lock:
+            if self.parked:
+                return
+            self.parked = True
+        _trace("parked")
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def _install_trace() -> None:
     import pyarrow.parquet as pq
 
@@ -56,6 +94,8 @@ def _install_trace() -> None:
     part_delay = float(os.environ.get(PART_DELAY_ENV, "0"))
     final_delay = float(os.environ.get(FINAL_DELAY_ENV, "0"))
     batch_delay = float(os.environ.get(BATCH_DELAY_ENV, "0"))
+    park_part = int(os.environ.get(PARK_PART_ENV, "0"))
+    parking = _Parking(park_part, float(os.environ.get(PARK_AFTER_ENV, "0"))) if park_part else None
 
     make_runner = vlmgrid.protocols.make_runner
 
@@ -64,8 +104,12 @@ def _install_trace() -> None:
 
         def traced(chunk):
             _trace("compute", items=len(chunk), first=str(chunk["id"].iloc[0]))
+            if parking:
+                parking.part_started()
             rows = runner(chunk)
             time.sleep(part_delay)
+            if parking:
+                parking.part_ready()
             _trace("computed", items=len(chunk))
             return rows
 
@@ -191,11 +235,12 @@ def make_workspace(root: Path, config_data: dict, *, model: str, bench: str, par
     return Workspace(root, config_path, model, bench, part_size)
 
 
-def start(ws: Workspace, part_delay: float = 0.0, batch_delay: float = 0.0,
-          final_delay: float = 0.0) -> subprocess.Popen:
+def start(ws: Workspace, part_delay: float = 0.0, batch_delay: float = 0.0, final_delay: float = 0.0,
+          park_part: int = 0, park_after: float = 0.0) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     env.update({TRACE_ENV: str(ws.trace_path), PART_DELAY_ENV: str(part_delay), BATCH_DELAY_ENV: str(batch_delay),
-                FINAL_DELAY_ENV: str(final_delay), "VLMGRID_GPU_COUNT": "0"})
+                FINAL_DELAY_ENV: str(final_delay), PARK_PART_ENV: str(park_part), PARK_AFTER_ENV: str(park_after),
+                "VLMGRID_GPU_COUNT": "0"})
     ws.runs += 1
     log = open(ws.root / f"run-{ws.runs}.log", "w")
     command = [sys.executable, __file__, "infer", ws.model, ws.bench, "--config", str(ws.config_path),
@@ -235,26 +280,26 @@ class Kill:
 
 def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_delay: float = 0.0,
                batch_delay: float = 0.0, timeout: float = 300) -> list[Kill]:
-    """Start the job, and SIGKILL it `kills` times: each time after a seeded random number (1 to 3) of new parts
-    have appeared, then a seeded random fraction of `part_seconds` (about a part's time) more. Then let it
-    finish."""
+    """Start the job, and SIGKILL it `kills` times: each time inside the part that follows a seeded random
+    number (1 to 3) of new parts, a seeded random fraction of `part_seconds` (about a part's time) into it.
+    Then let it finish."""
     rng = random.Random(seed)
     n_parts = -(-len(_records(ws)) // ws.part_size)
     done: list[Kill] = []
     for _ in range(kills):
-        process = start(ws, part_delay=part_delay, batch_delay=batch_delay)
-        # Two parts short of the end at most: the pause that follows may let one more part finish, never all.
-        target = min(ws.parts() + rng.randint(1, 3), n_parts - 2)
+        new_parts = min(rng.randint(1, 3), n_parts - 1 - ws.parts())  # a part left to be cut short
+        if new_parts < 1:
+            raise AssertionError(f"{kills} kills need more than the {n_parts} parts of {ws.bench}")
         pause = rng.uniform(0.0, 1.0) * part_seconds
-        reached = _wait_for(lambda: ws.parts() >= target, process, timeout)
-        if not reached:
+        process = start(ws, part_delay=part_delay, batch_delay=batch_delay, park_part=new_parts + 1,
+                        park_after=pause)
+        parked = lambda: [e for e in trace(ws) if e["event"] == "parked" and e["pid"] == process.pid]  # noqa: E731
+        if not _wait_for(parked, process, timeout):
             raise AssertionError(f"the job ended before it was killed:\n{log_text(ws, ws.runs)}")
-        time.sleep(pause)
-        at = time.time()
         process.send_signal(signal.SIGKILL)
         if process.wait() != -signal.SIGKILL:
             raise AssertionError(f"the job ended before it was killed:\n{log_text(ws, ws.runs)}")
-        done.append(Kill(ws.runs, process.pid, at, ws.parts(), log_text(ws, ws.runs)))
+        done.append(Kill(ws.runs, process.pid, parked()[0]["t"], ws.parts(), log_text(ws, ws.runs)))
     finish(ws, start(ws, part_delay=part_delay, batch_delay=batch_delay), timeout)
     return done
 

@@ -1,8 +1,9 @@
 """`vlmgrid infer` killed with SIGKILL, again and again, resumes and writes what an uninterrupted run writes.
 
-Real processes and real kills (tests/kill_harness.py): each kill comes after a seeded random number of parts
-have appeared plus a seeded random fraction of a part's time, so kills land between parts and inside them.
-A kill costs the part being computed when it comes, never more.
+Real processes and real kills (tests/kill_harness.py): each kill lands inside the part that follows a seeded
+random number of new parts, a seeded random fraction of a part's time into it (at its start, among its
+batches, or with its rows ready but not saved). The job stops itself there before the kill, so a loaded
+machine moves no kill. A kill costs the part being computed when it comes, never more.
 """
 
 import re
