@@ -1,15 +1,20 @@
 """The whole default grid through Snakemake and through DVC, in temporary copies of the repo."""
 
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from conftest import REPO
+from dvc_helpers import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
+                         s3_remote_commands, transfer_counts)
 
 pytestmark = pytest.mark.integration
 
@@ -177,3 +182,73 @@ def test_one_model_change_reruns_only_its_cells(snakemake_run):
     after = mtimes(root, "results/predictions/*/*.parquet")
     changed = {path for path in after if after[path] != before[path]}
     assert changed == {f"results/predictions/random/{bench}.parquet" for bench in BENCHES}
+
+
+# The remote tests work in a clone of the DVC workspace taken once, at a known state, so the model change
+# above (which edits that workspace) does not matter, whichever runs first.
+@pytest.fixture(scope="module")
+def dvc_clone(dvc_run, tmp_path_factory):
+    """The DVC grid with its dvc.lock committed, pushed to a temporary folder remote, pulled into a fresh clone."""
+    source = dvc_run
+    run(["dvc", "repro"], source)  # nothing to do unless an edit before was left half done
+    run(["git", "add", "-A"], source)
+    run(["git", "commit", "-q", "--allow-empty", "-m", "grid results"], source)
+    store = tmp_path_factory.mktemp("dvc-store")
+    # --local: this checkout only, so the committed default store (next to the repo) is never written
+    run(["dvc", "remote", "modify", "--local", "local", "url", str(store)], source)
+    pushed = run(["dvc", "push"], source).stdout
+    clone = tmp_path_factory.mktemp("dvc-clone") / "repo"
+    run(["git", "clone", "-q", str(source), str(clone)], clone.parent)
+    run(["dvc", "remote", "modify", "--local", "local", "url", str(store)], clone)
+    pulled = run(["dvc", "pull"], clone).stdout
+    return SimpleNamespace(source=source, root=clone, store=store, pushed=pushed, pulled=pulled)
+
+
+def test_dvc_push_then_pull_into_a_fresh_clone_leaves_nothing_to_do(dvc_clone):
+    clone = dvc_clone.root
+    objects = remote_objects(dvc_clone.store)
+    assert objects and transfer_counts(dvc_clone.pushed) == {"pushed": len(objects)}
+    assert transfer_counts(dvc_clone.pulled) == {"fetched": len(objects), "added": len(output_files(clone))}
+    for root in (dvc_clone.source, clone):
+        assert not (root.parent / "vlmgrid-dvc-store").exists()
+
+    assert "Data and pipelines are up to date" in run(["dvc", "status"], clone).stdout
+    assert "in sync" in run(["dvc", "status", "--cloud"], clone).stdout
+    before = output_mtimes(clone)
+    result = run(["dvc", "repro"], clone)
+    assert "Data and pipelines are up to date" in result.stdout and "Running stage" not in result.stdout
+    assert output_mtimes(clone) == before
+
+
+def test_dvc_pull_brings_back_only_the_deleted_cell(dvc_clone):
+    clone = dvc_clone.root
+    cell = "results/predictions/random/pope-fixture.parquet"
+    md5 = lock_outputs(clone)[cell]
+    before = output_mtimes(clone)
+    (clone / cell).unlink()
+    cache_object(clone, md5).unlink()  # so that it comes from the remote, not the clone's own cache
+
+    result = run(["dvc", "pull"], clone)
+    assert re.findall(r"^A\s+(\S+)$", result.stdout, re.M) == [cell]
+    assert transfer_counts(result.stdout) == {"fetched": 1, "added": 1}
+    after = output_mtimes(clone)
+    assert {path for path in after if after[path] != before[path]} == {cell}
+    assert hashlib.md5((clone / cell).read_bytes()).hexdigest() == md5
+    assert "Data and pipelines are up to date" in run(["dvc", "status"], clone).stdout
+
+
+def test_dvc_push_and_pull_through_an_s3_remote(dvc_clone, tmp_path):
+    pytest.importorskip("dvc_s3", reason="the S3 remote needs the s3 extra: pip install -e '.[s3]'")
+    pytest.importorskip("moto.server", reason="a local S3 server needs moto: pip install 'moto[server]'")
+    second = tmp_path / "repo"
+    run(["git", "clone", "-q", str(dvc_clone.root), str(second)], tmp_path)
+    with moto_s3("vlmgrid-test") as endpoint:
+        for root in (dvc_clone.root, second):
+            for command in s3_remote_commands("s3://vlmgrid-test/vlmgrid", endpoint):
+                run(command, root)
+        pushed = run(["dvc", "push", "-r", "s3"], dvc_clone.root).stdout
+        pulled = run(["dvc", "pull", "-r", "s3"], second).stdout
+    objects = len(remote_objects(dvc_clone.store))
+    assert transfer_counts(pushed) == {"pushed": objects}
+    assert transfer_counts(pulled) == {"fetched": objects, "added": len(output_files(second))}
+    assert "Data and pipelines are up to date" in run(["dvc", "status"], second).stdout
