@@ -85,8 +85,18 @@ def cmd_infer(config: Config, args) -> None:
 
     settings = config.model(args.model)
     config.benchmark(args.benchmark)  # a clear error for an unknown name before any work
+    # Without --shard the cell runs whole whatever its benchmark's `shards` says: sharding is the workflow's
+    # choice of jobs (dvc.yaml runs cells whole), and the file is the same either way.
+    shard = None
     out_path = paths.predictions_path(config.results_dir, args.model, args.benchmark)
     partial_dir = paths.partial_dir(config.results_dir, args.model, args.benchmark)
+    if args.shard is not None:
+        from vlmgrid.shards import Shard
+
+        shard = Shard.parse(args.shard)
+        out_path = paths.shard_path(config.results_dir, args.model, args.benchmark, shard.index, shard.count)
+        partial_dir = paths.shard_partial_dir(config.results_dir, args.model, args.benchmark, shard.index,
+                                              shard.count)
     reason = config.not_applicable(args.model, args.benchmark)
     if reason is not None:
         from vlmgrid.infer import write_not_applicable
@@ -118,11 +128,40 @@ def cmd_infer(config: Config, args) -> None:
             threads=int(args.threads or config.infer["threads"]),
             device=device,
             progress=not args.no_progress,
+            shard=shard,
             say=_say,
         )
     finally:
         if lease is not None:
             lease.release()
+
+
+def cmd_merge_shards(config: Config, args) -> None:
+    settings = config.model(args.model)
+    count = config.shards(args.benchmark)
+    out_path = paths.predictions_path(config.results_dir, args.model, args.benchmark)
+    reason = config.not_applicable(args.model, args.benchmark)
+    if reason is not None:
+        from vlmgrid.infer import write_not_applicable
+
+        # No shard ran a model: the cell's file only records why, as an unsharded infer writes it.
+        write_not_applicable(model_name=args.model, model_settings=settings, benchmark=args.benchmark,
+                             reason=reason, out_path=out_path,
+                             partial_dir=paths.partial_dir(config.results_dir, args.model, args.benchmark), say=_say)
+        return
+    from vlmgrid.shards import merge_shards
+
+    merge_shards(
+        model_name=args.model,
+        model_settings=settings,
+        bench_dir=paths.bench_dir(config.data_dir, args.benchmark),
+        part_size=int(config.infer["part_size"]),
+        shard_paths=[paths.shard_path(config.results_dir, args.model, args.benchmark, index, count)
+                     for index in range(1, count + 1)],
+        out_path=out_path,
+        prompts_dir=config.prompts_dir,
+        say=_say,
+    )
 
 
 def cmd_score(config: Config, args) -> None:
@@ -215,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     infer.add_argument("benchmark")
     infer.add_argument("--threads", type=int, help="CPU threads (default: the config's infer.threads)")
     infer.add_argument("--no-progress", action="store_true", help="no progress bar")
+    infer.add_argument("--shard", metavar="I/N", help="compute only shard I of N (from 1) and write its shard file "
+                       "(default: the whole cell, whatever the benchmark's `shards`)")
+    merge = add("merge-shards", cmd_merge_shards,
+                "join a cell's shard files (the benchmark's `shards`) into its predictions file")
+    merge.add_argument("model")
+    merge.add_argument("benchmark")
     score = add("score", cmd_score, "score one model's predictions on one benchmark")
     score.add_argument("model")
     score.add_argument("benchmark")

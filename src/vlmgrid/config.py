@@ -94,6 +94,15 @@ class Config:
     def benchmark(self, name: str) -> dict:
         return self._entry("benchmarks", name)
 
+    def shards(self, benchmark: str) -> int:
+        """How many jobs Snakemake splits each of the benchmark's cells into (1: the cell is one job)."""
+        return int(self.benchmark(benchmark).get("shards", 1))
+
+    @property
+    def sharded_benchmarks(self) -> list[str]:
+        """The defined benchmarks whose cells run as several shard jobs, in config order."""
+        return [name for name in self.data["benchmarks"] if self.shards(name) > 1]
+
     def not_applicable(self, model: str, benchmark: str) -> str | None:
         """Why the model cannot run the benchmark, in one sentence; None when it can.
 

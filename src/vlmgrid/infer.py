@@ -6,6 +6,9 @@ merged, in record order, into the predictions file, which appears atomically; th
 
 A cell whose model cannot run its benchmark gets a predictions file too, with no rows and metadata that
 say so (`write_not_applicable`): every cell of the grid has its files, and the report shows "n/a".
+
+Given a shard (vlmgrid.shards), a job computes only that shard's contiguous range of parts and writes a shard
+file; `vlmgrid.shards.merge_shards` joins the shard files into the predictions file an unsharded job writes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +29,10 @@ from vlmgrid.config import prompt_file_hashes
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_json, write_json
 from vlmgrid.predictions import METADATA_KEY, SCHEMA, rows_to_table, write_table
+
+if TYPE_CHECKING:  # shards imports this module to write the merged file
+    from vlmgrid.benchmarks.prepare import Benchmark
+    from vlmgrid.shards import Shard
 
 Say = Callable[[str], None]
 
@@ -127,43 +134,94 @@ def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: st
     return out_path
 
 
-def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, model_dir: Path,
-                  out_path: Path, partial_dir: Path, part_size: int, threads: int,
-                  prompts_dir: Path | None = None, device: str = "cpu", progress: bool = True,
-                  say: Say = _stderr) -> Path:
-    """Predict every item of the benchmark in bench_dir with the model; returns the predictions path.
+@dataclass(frozen=True)
+class Job:
+    """One cell's inference job: the benchmark as the protocols see it, and the identity its parts carry."""
+
+    bench: Benchmark
+    prompts: dict[str, str]
+    part_size: int
+    fingerprint: str
+
+    @property
+    def n_parts(self) -> int:
+        return (len(self.bench.records) + self.part_size - 1) // self.part_size
+
+    def chunk(self, index: int):
+        return self.bench.records.iloc[index * self.part_size:(index + 1) * self.part_size]
+
+
+def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_dir: Path | None = None) -> Job:
+    """The job of one model on the benchmark in bench_dir.
 
     `prompts_dir` is where the protocols read their prompt sets (the benchmark's default when None); the
     hashes of its prompt sets are part of the job's identity, so edited prompts never resume old parts.
     """
-    from tqdm import tqdm
-
     from vlmgrid.benchmarks import load_benchmark
-    from vlmgrid.models import BACKENDS
-    from vlmgrid.protocols import make_runner
 
     bench = load_benchmark(bench_dir)  # checks that the files are there and the records intact
     if prompts_dir is not None:
         bench = dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
     prompts = prompt_file_hashes(bench.prompts_dir)
-    records = bench.records
-    protocol = bench.kind.protocol
-    store = PartStore(partial_dir, job_fingerprint(model_settings, bench.manifest, protocol, part_size, prompts),
-                      say)
+    fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, part_size, prompts)
+    return Job(bench=bench, prompts=prompts, part_size=part_size, fingerprint=fingerprint)
+
+
+def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, strategy: str | None,
+                         provenance: dict | None) -> dict:
+    """What a predictions file records about the job that made it (docs/formats.md)."""
+    return {
+        "model": model_name,
+        "benchmark": job.bench.name,
+        "model_settings": model_settings,
+        "data_fingerprint": job.bench.manifest.get("fingerprint"),
+        "protocol": job.bench.kind.protocol,
+        "prompts": job.prompts,
+        "applicable": True,
+        "strategy": strategy,
+        "provenance": provenance,
+    }
+
+
+def write_predictions(out_path: Path, table: pa.Table, metadata: dict) -> None:
+    """The final write of a predictions (or shard) file, atomic."""
+    # One chunk: parquet's page boundaries follow the chunks, and the same rows must give the same bytes
+    # whether they came from fresh parts, resumed parts or merged shards.
+    table = table.combine_chunks()
+    write_table(out_path, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()}))
+
+
+def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, model_dir: Path,
+                  out_path: Path, partial_dir: Path, part_size: int, threads: int,
+                  prompts_dir: Path | None = None, device: str = "cpu", progress: bool = True,
+                  shard: Shard | None = None, say: Say = _stderr) -> Path:
+    """Predict every item of the benchmark in bench_dir with the model; returns the predictions path.
+
+    With `shard`, only that shard's parts are predicted and out_path is its shard file (vlmgrid.shards).
+    `prompts_dir` is where the protocols read their prompt sets (see `open_job`).
+    """
+    from tqdm import tqdm
+
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.protocols import make_runner
+
+    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir)
+    bench, records = job.bench, job.bench.records
+    store = PartStore(partial_dir, job.fingerprint, say)
     store.open()
 
-    n_parts = (len(records) + part_size - 1) // part_size
+    indices = shard.parts(job.n_parts) if shard is not None else range(job.n_parts)
+    n_items = sum(len(job.chunk(index)) for index in indices)
     tables: dict[int, pa.Table] = {}
-    for index in range(n_parts):
-        chunk_len = len(records.iloc[index * part_size:(index + 1) * part_size])
-        table = store.load(index, chunk_len)
+    for index in indices:
+        table = store.load(index, len(job.chunk(index)))
         if table is not None:
             tables[index] = table
-    done_items = sum(min(part_size, len(records) - i * part_size) for i in tables)
+    done_items = sum(len(job.chunk(index)) for index in tables)
     if tables:
-        say(f"resuming: {len(tables)} of {n_parts} parts ({done_items} of {len(records)} items) already done")
+        say(f"resuming: {len(tables)} of {len(indices)} parts ({done_items} of {n_items} items) already done")
 
-    if len(tables) < n_parts:
+    if len(tables) < len(indices):
         backend = BACKENDS.get(model_settings["backend"])
         started = time.monotonic()
         model = backend.load(model_settings, model_dir, device)
@@ -171,15 +229,17 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
             sys.modules["torch"].set_num_threads(threads)
         say(f"loaded {model_name} ({model.describe()}) in {time.monotonic() - started:.1f}s")
         store.save_provenance(dataclasses.asdict(model.provenance()))
+        # The prior is the whole benchmark's in every shard, so a shard answers as the whole job would.
         model.set_answer_prior(records["answer_index"].tolist())
-        runner, strategy = make_runner(protocol, model, bench)
+        runner, strategy = make_runner(bench.kind.protocol, model, bench)
         store.save_strategy(strategy)
-        bar = tqdm(total=len(records), initial=done_items, unit="item", desc=f"{model_name} on {bench.name}",
+        desc = f"{model_name} on {bench.name}" + (f" (shard {shard})" if shard is not None else "")
+        bar = tqdm(total=n_items, initial=done_items, unit="item", desc=desc,
                    disable=not progress, file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
-        for index in range(n_parts):
+        for index in indices:
             if index in tables:
                 continue
-            chunk = records.iloc[index * part_size:(index + 1) * part_size]
+            chunk = job.chunk(index)
             rows = runner(chunk)
             _check_rows(rows, chunk, model_name, bench.name)
             tables[index] = rows_to_table(rows)
@@ -187,19 +247,12 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
             bar.update(len(chunk))
         bar.close()
 
-    merged = pa.concat_tables([tables[i] for i in range(n_parts)]) if n_parts else rows_to_table([])
-    metadata = {
-        "model": model_name,
-        "benchmark": bench.name,
-        "model_settings": model_settings,
-        "data_fingerprint": bench.manifest.get("fingerprint"),
-        "protocol": protocol,
-        "prompts": prompts,
-        "applicable": True,
-        "strategy": store.strategy(),
-        "provenance": store.provenance(),
-    }
-    write_table(out_path, merged.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()}))
+    merged = pa.concat_tables([tables[i] for i in indices]) if len(indices) else rows_to_table([])
+    metadata = predictions_metadata(model_name=model_name, model_settings=model_settings, job=job,
+                                    strategy=store.strategy(), provenance=store.provenance())
+    if shard is not None:
+        metadata["shard"] = shard.metadata(job)
+    write_predictions(out_path, merged, metadata)
     store.remove()
     errors = sum(1 for value in merged.column("error").to_pylist() if value is not None)
     say(f"wrote {out_path}: {merged.num_rows} rows, {errors} error rows")

@@ -23,6 +23,16 @@ def partial_dir(results_dir: Path, model: str, bench: str) -> Path:
     return Path(results_dir) / "partial" / model / bench
 
 
+def shard_path(results_dir: Path, model: str, bench: str, index: int, count: int) -> Path:
+    """One shard's predictions (shard `index` of `count`, from 1); `vlmgrid merge-shards` joins them."""
+    return Path(results_dir) / "shards" / model / bench / f"{index}-of-{count}.parquet"
+
+
+def shard_partial_dir(results_dir: Path, model: str, bench: str, index: int, count: int) -> Path:
+    """Parts of an unfinished shard job, beside its shard file: a whole cell's parts folder is its own job's."""
+    return Path(results_dir) / "shards" / model / bench / f"{index}-of-{count}.parts"
+
+
 def score_path(results_dir: Path, model: str, bench: str) -> Path:
     return Path(results_dir) / "scores" / model / f"{bench}.json"
 

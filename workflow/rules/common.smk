@@ -1,6 +1,7 @@
 # Helpers shared by the rules. The config is checked against workflow/schemas/config.schema.yaml and every
 # name it uses is checked against the registries before any job starts.
 import json
+import re
 
 from vlmgrid import paths
 from vlmgrid.config import prompt_file_hashes, validate_config
@@ -52,7 +53,25 @@ def get_prompt_hashes():
 
 
 def get_benchmark_settings(bench):
-    return json.dumps(GRID.benchmark(bench), sort_keys=True)
+    """The benchmark's data settings as text. `shards` only splits its inference jobs: changing it must not
+    prepare the data again (and so rerun every cell)."""
+    return json.dumps({key: value for key, value in GRID.benchmark(bench).items() if key != "shards"}, sort_keys=True)
+
+
+def get_bench_pattern(sharded):
+    """A wildcard pattern matching exactly the defined benchmarks whose cells are (or are not) split into
+    shards, so that `infer` and `merge_shards`, which make the same predictions path, never both match."""
+    names = [name for name in GRID.data["benchmarks"] if (GRID.shards(name) > 1) == sharded]
+    return "|".join(re.escape(name) for name in names) or "(?!)"  # (?!) matches nothing
+
+
+def get_shard_files(wildcards):
+    """The shard files of a sharded cell; none for a cell that cannot run (merge-shards records that alone)."""
+    if GRID.not_applicable(wildcards.model, wildcards.bench) is not None:
+        return []
+    count = GRID.shards(wildcards.bench)
+    return [str(paths.shard_path(RESULTS, wildcards.model, wildcards.bench, index, count))
+            for index in range(1, count + 1)]
 
 
 def get_gpus(model):

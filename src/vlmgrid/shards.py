@@ -1,0 +1,122 @@
+"""Shards: one cell's inference split over several jobs, then merged into its one predictions file.
+
+A shard is a contiguous range of whole parts (`infer.part_size` items each, the parts of the unsharded job),
+so every model batch sees the items it would see unsharded, and the merged file is byte for byte the file an
+unsharded `vlmgrid infer` writes. Shard `index` of `count` (from 1) writes
+`results/shards/<model>/<bench>/<index>-of-<count>.parquet` (docs/formats.md); `merge_shards` checks that
+all of them are there and were made by the job the config describes now, and writes the predictions file.
+
+A benchmark with more shards than parts gives some shards no parts: they write a valid shard file with no rows,
+because how many parts a benchmark has is known only once it is prepared, after the workflow has planned its
+jobs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.infer import Job, Say, _stderr, open_job, predictions_metadata, write_predictions
+from vlmgrid.predictions import read_metadata, read_table, rows_to_table
+
+_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # from 1
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 1 <= self.index <= self.count:
+            raise VlmgridError(
+                f"shard {self.index}/{self.count} does not exist: a shard is I/N with N >= 1 and I from 1 to N"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        found = _SHARD.match(text)
+        if not found:
+            raise VlmgridError(f'--shard "{text}" is not I/N (shard I of N, counted from 1, e.g. 2/3)')
+        return cls(int(found.group(1)), int(found.group(2)))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def parts(self, n_parts: int) -> range:
+        """This shard's part indices: the count splits the parts into contiguous ranges whose sizes differ by one
+        at most (empty when there are fewer parts than shards)."""
+        return range((self.index - 1) * n_parts // self.count, self.index * n_parts // self.count)
+
+    def metadata(self, job: Job) -> dict:
+        """What a shard file records besides a predictions file's metadata: which shard of which job it is."""
+        parts = self.parts(job.n_parts)
+        return {"index": self.index, "count": self.count, "parts": [parts.start, parts.stop],
+                "n_parts": job.n_parts, "part_size": job.part_size, "job": job.fingerprint}
+
+
+def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part_size: int,
+                 shard_paths: list[Path], out_path: Path, prompts_dir: Path | None = None,
+                 say: Say = _stderr) -> Path:
+    """Join the shard files (shard 1 to N, in order) into out_path, as an unsharded job writes it."""
+    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir)
+    count = len(shard_paths)
+    rerun = f"vlmgrid infer {model_name} {job.bench.name} --shard"
+    missing = [index for index, path in enumerate(shard_paths, 1) if not Path(path).is_file()]
+    if missing:
+        raise VlmgridError(
+            f"{model_name} on {job.bench.name}: shard file(s) {', '.join(map(str, missing))} of {count} missing "
+            f"(first: {shard_paths[missing[0] - 1]}); run `{rerun} {missing[0]}/{count}` for each before merging"
+        )
+    tables: list[pa.Table] = []
+    made_by: tuple[int, dict] | None = None  # the first shard that ran the model: its strategy and provenance
+    for index, path in enumerate(shard_paths, 1):
+        recorded = read_metadata(path)
+        shard = recorded.get("shard") or {}
+        if shard.get("job") != job.fingerprint:
+            raise VlmgridError(
+                f"shard file {path} was made with other model settings, data, prompts or part size than "
+                f"{model_name} on {job.bench.name} has now; run `{rerun} {index}/{count}` again"
+            )
+        if (shard.get("index"), shard.get("count")) != (index, count):
+            raise VlmgridError(
+                f"shard file {path} holds shard {shard.get('index')}/{shard.get('count')}, but is merged as "
+                f"shard {index}/{count}; run `{rerun} {index}/{count}` again"
+            )
+        tables.append(read_table(path, f"run `{rerun} {index}/{count}` again"))
+        if shard["parts"][0] == shard["parts"][1]:
+            continue  # no parts, no model: it records no strategy or provenance
+        ran = {"strategy": recorded.get("strategy"), "provenance": recorded.get("provenance")}
+        if made_by is None:
+            made_by = (index, ran)
+        elif ran != made_by[1]:
+            raise VlmgridError(
+                f"shard file {path} differs from shard {made_by[0]} in how the model ran ({_difference(ran, made_by[1])}); "
+                f"run every shard of a cell on the same kind of device with the same software, then merge"
+            )
+    merged = pa.concat_tables(tables) if tables else rows_to_table([])
+    ran = made_by[1] if made_by else {"strategy": None, "provenance": None}
+    write_predictions(out_path, merged, predictions_metadata(model_name=model_name, model_settings=model_settings,
+                                                             job=job, **ran))
+    say(f"wrote {out_path}: {merged.num_rows} rows from {count} shard(s)")
+    return out_path
+
+
+def _difference(one: dict, other: dict) -> str:
+    """The first field in which two shards' strategy and provenance differ: `provenance.device: 'A' vs 'B'`."""
+    flat_one, flat_other = _flatten(one), _flatten(other)
+    key = next(k for k in sorted(set(flat_one) | set(flat_other)) if flat_one.get(k) != flat_other.get(k))
+    return f"{key}: {flat_one.get(key)!r} vs {flat_other.get(key)!r}"
+
+
+def _flatten(value, prefix: str = "") -> dict:
+    if not isinstance(value, dict):
+        return {prefix: value}
+    flat: dict = {}
+    for key, item in value.items():
+        flat.update(_flatten(item, f"{prefix}.{key}" if prefix else key))
+    return flat
