@@ -207,6 +207,16 @@ def test_merge_refuses_a_stale_shard_from_other_settings(small_config, write_con
            "pope-fixture has now; run `vlmgrid infer random pope-fixture --shard 3/3` again" in err
 
 
+def test_merge_calls_a_truncated_shard_unreadable(small_config, write_config, capsys):
+    config = _setup(small_config, write_config)
+    _all_shards(config)
+    path = paths.shard_path(config.results_dir, "random", BENCH, 2, 3)
+    path.write_bytes(path.read_bytes()[:100])
+    err = _merge_error(config, capsys)
+    assert "2-of-3.parquet is unreadable (truncated or not parquet" in err
+    assert "delete it and run `vlmgrid infer random pope-fixture --shard 2/3` again" in err
+
+
 def test_merge_refuses_a_shard_under_another_shards_name(small_config, write_config, capsys):
     config = _setup(small_config, write_config)
     _all_shards(config)

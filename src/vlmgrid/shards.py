@@ -75,6 +75,8 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
     tables: list[pa.Table] = []
     made_by: tuple[int, dict] | None = None  # the first shard that ran the model: its strategy and provenance
     for index, path in enumerate(shard_paths, 1):
+        # Read first: a truncated file is called unreadable, not made with other settings.
+        tables.append(read_table(path, f"run `{rerun} {index}/{count}` again"))
         recorded = read_metadata(path)
         shard = recorded.get("shard") or {}
         if shard.get("job") != job.fingerprint:
@@ -87,7 +89,6 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
                 f"shard file {path} holds shard {shard.get('index')}/{shard.get('count')}, but is merged as "
                 f"shard {index}/{count}; run `{rerun} {index}/{count}` again"
             )
-        tables.append(read_table(path, f"run `{rerun} {index}/{count}` again"))
         if shard["parts"][0] == shard["parts"][1]:
             continue  # no parts, no model: it records no strategy or provenance
         ran = {"strategy": recorded.get("strategy"), "provenance": recorded.get("provenance")}
@@ -95,8 +96,9 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
             made_by = (index, ran)
         elif ran != made_by[1]:
             raise VlmgridError(
-                f"shard file {path} differs from shard {made_by[0]} in how the model ran ({_difference(ran, made_by[1])}); "
-                f"run every shard of a cell on the same kind of device with the same software, then merge"
+                f"shard file {path} differs from shard {made_by[0]} in how the model ran "
+                f"({_difference(ran, made_by[1])}); run every shard of a cell on the same kind of device with the "
+                f"same software, then merge"
             )
     merged = pa.concat_tables(tables) if tables else rows_to_table([])
     ran = made_by[1] if made_by else {"strategy": None, "provenance": None}
