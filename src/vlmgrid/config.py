@@ -20,6 +20,8 @@ from vlmgrid.registry import closest
 
 DEFAULT_CONFIG = Path("config/config.yaml")
 
+# What a job asks Slurm for when the config's `cluster` section does not say (runtime in minutes).
+_CPU_JOB = {"cpus_per_task": 1, "mem_mb": 8000, "runtime": 120}
 _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "data_dir": "data",
     "results_dir": "results",
@@ -27,6 +29,14 @@ _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "bootstrap": {"samples": 1000, "seed": 0},
     "infer": {"part_size": 256, "threads": 2},
     "prompts_dir": "config/prompts",
+    "cluster": {
+        "prepare": _CPU_JOB,
+        "fetch_model": _CPU_JOB,
+        "infer": {"cpus_per_gpu": 8, "mem_mb": 64000, "runtime": 720},
+        "merge_shards": _CPU_JOB,
+        "score": _CPU_JOB,
+        "report": _CPU_JOB,
+    },
 }
 
 
@@ -71,6 +81,10 @@ class Config:
     @property
     def infer(self) -> dict:
         return self.data["infer"]
+
+    @property
+    def cluster(self) -> dict:
+        return self.data["cluster"]
 
     @property
     def prompts_dir(self) -> Path:
@@ -164,12 +178,18 @@ def validate_config(data: Any, source: str | Path = "<config>") -> Config:
 
 
 def _with_defaults(data: dict) -> dict:
-    filled = copy.deepcopy(data)
-    for key, default in _TOP_LEVEL_DEFAULTS.items():
-        if isinstance(default, dict):
-            filled[key] = {**default, **filled.get(key, {})}
-        else:
-            filled.setdefault(key, default)
+    return _merged(_TOP_LEVEL_DEFAULTS, copy.deepcopy(data))
+
+
+def _merged(default: dict, given: dict) -> dict:
+    """`given` with every key it lacks taken from `default`, at every depth (cluster.infer.mem_mb alone keeps
+    the other infer defaults)."""
+    filled = dict(given)
+    for key, value in default.items():
+        if key not in filled:
+            filled[key] = copy.deepcopy(value)
+        elif isinstance(value, dict) and isinstance(filled[key], dict):
+            filled[key] = _merged(value, filled[key])
     return filled
 
 

@@ -100,3 +100,16 @@ def get_report_files():
     # (a line may not start with the word `report`: Snakemake reads that as its `report:` directive)
     return [report(str(path), caption=f"../report/{caption}.rst",
                    category="Figures" if path.parent.name == "figures" else "Tables") for path, caption in files]
+
+
+def cluster_resources(job):
+    """What one kind of job asks Slurm for, as rule resources: the config's `cluster.<job>` (prepare, infer,
+    ...) plus the cluster-wide partition and account. The Slurm executor turns them into sbatch options; a
+    local run sets no limit on them, so they never hold a local job back."""
+    settings = dict(GRID.cluster[job])
+    partition = settings.pop("partition", GRID.cluster.get("partition"))
+    if partition:
+        settings["slurm_partition"] = partition
+    if GRID.cluster.get("account"):
+        settings["slurm_account"] = GRID.cluster["account"]
+    return settings

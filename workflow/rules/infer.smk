@@ -14,6 +14,7 @@ rule infer:
     threads: GRID.infer["threads"]
     resources:
         gpu=lambda wildcards: get_gpus(wildcards.model),
+        **cluster_resources("infer"),
     log:
         "logs/infer/{model}/{bench}.log",
     benchmark:
@@ -40,6 +41,7 @@ rule infer_shard:
     threads: GRID.infer["threads"]
     resources:
         gpu=lambda wildcards: get_gpus(wildcards.model),
+        **cluster_resources("infer"),
     log:
         "logs/infer/{model}/{bench}/{shard}-of-{shards}.log",
     benchmark:
@@ -60,6 +62,8 @@ rule merge_shards:
     params:
         # a cell that cannot run has no shards: its file records the settings that say why
         settings=lambda wildcards: get_model_settings(wildcards.model),
+    resources:
+        **cluster_resources("merge_shards"),
     log:
         "logs/merge_shards/{model}/{bench}.log",
     shell:

@@ -4,6 +4,8 @@ rule prepare:
         records=f"{DATA}/{{bench}}/records.parquet",
     params:
         settings=lambda wildcards: get_benchmark_settings(wildcards.bench),
+    resources:
+        **cluster_resources("prepare"),
     log:
         "logs/prepare/{bench}.log",
     shell:
@@ -15,6 +17,8 @@ rule fetch_model:
         f"{DATA}/models/{{model}}/model.json",
     params:
         source=lambda wildcards: get_model_source(wildcards.model),
+    resources:
+        **cluster_resources("fetch_model"),
     log:
         "logs/fetch_model/{model}.log",
     shell:

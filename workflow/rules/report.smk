@@ -9,6 +9,8 @@ rule report:
         models=GRID.models,
         benchmarks=GRID.benchmarks,
         kinds=get_benchmark_kinds(),
+    resources:
+        **cluster_resources("report"),
     log:
         "logs/report.log",
     shell:

@@ -6,6 +6,8 @@ rule score:
         f"{RESULTS}/scores/{{model}}/{{bench}}.json",
     params:
         bootstrap=GRID.bootstrap,
+    resources:
+        **cluster_resources("score"),
     log:
         "logs/score/{model}/{bench}.log",
     shell:
