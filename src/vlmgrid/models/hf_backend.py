@@ -19,7 +19,10 @@ Scoring:
   forwards that reuse copies of its KV cache; each option's score is the sum of its tokens' log-probabilities.
   Option texts are appended as given: pass " yes" rather than "yes" where the model expects a space.
 
-Batches: requests with images and requests without are batched apart (results come back in request order);
+Batches: on an accelerator, the next batch's inputs (image processing, tokenising, the copy to the device) are
+prepared by a thread while the current batch runs, so the accelerator does not wait on the processor; the inputs
+are the same either way. Requests with images and requests without are batched apart (results come back in
+request order);
 BLIP-2 and InstructBLIP cannot run without an image (`needs_image`), which is an error naming the item. A model
 without any chat template (the BLIP family on the hub) gets the system text and the prompt as plain text.
 InstructBLIP's Q-Former text is re-padded on the right: it has absolute positions, and its processor would pad
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -40,6 +44,39 @@ from vlmgrid.models.base import Backend, GenerateRequest, OptionRequest, OptionS
 log = logging.getLogger(__name__)
 
 AUTO_START = 64  # the first batch size tried with batch_size "auto"
+
+
+class _Prefetched:
+    """A batch step in two halves, `compute(chunk, prepare(chunk))`, whose next chunk's `prepare` (image
+    processing, tokenising, the copy to the device) runs in a thread while the accelerator runs this one.
+
+    `_batched` announces the next chunk with `ahead` before it runs the current one; its preparation starts once
+    the current chunk's inputs are ready, so the processor is never used by two threads at once. A chunk that
+    comes other than announced (the batch size halved after running out of memory) is prepared when it is run.
+    Either way the inputs are the same, so the outputs are too.
+    """
+
+    def __init__(self, prepare: Callable, compute: Callable, pool: ThreadPoolExecutor | None) -> None:
+        self.prepare, self.compute, self.pool = prepare, compute, pool
+        self._queued: list | None = None
+        self._next: tuple[list, object] | None = None
+
+    def ahead(self, chunk: Sequence) -> None:
+        self._queued = list(chunk) if self.pool is not None and len(chunk) else None
+
+    def __call__(self, chunk: Sequence) -> list:
+        announced, self._next = self._next, None
+        queued, self._queued = self._queued, None
+        ready = None
+        if announced is not None and len(announced[0]) == len(chunk) and all(
+                a is b for a, b in zip(announced[0], chunk)):
+            ready = announced[1]
+        elif announced is not None:
+            wait([announced[1]])
+        inputs = self.prepare(chunk) if ready is None else None
+        if queued is not None:
+            self._next = (queued, self.pool.submit(self.prepare, queued))
+        return self.compute(chunk, inputs if ready is None else ready.result())
 
 
 def _fetch_hub(source: dict, model_dir: Path) -> dict[str, Path]:
@@ -144,6 +181,9 @@ class Hf(Backend):
         self._letter_ids: dict[str, list[int]] = {}
         self._warned_template = False
         self.needs_image = _needs_image(model)
+        # On an accelerator the next batch's inputs are prepared by a thread while the current batch runs; on
+        # the CPU that thread would only take turns with the model for the same cores.
+        self._prefetch = ThreadPoolExecutor(max_workers=1) if str(device) != "cpu" else None
 
     # --- fetch and load ---------------------------------------------------------------------------------
 
@@ -228,6 +268,9 @@ class Hf(Backend):
         size = min(self._limit, max(len(items), 1))
         while start < len(items):
             chunk = items[start:start + size]
+            announce = getattr(run, "ahead", None)
+            if announce is not None:
+                announce(items[start + size:start + 2 * size])
             try:
                 results.extend(run(chunk))
             except torch.cuda.OutOfMemoryError:
@@ -321,14 +364,17 @@ class Hf(Backend):
 
     def generate_token_ids(self, requests: Sequence[GenerateRequest]) -> list[list[int]]:
         """The new tokens of each request, up to its max_new_tokens and before the first end-of-sequence token."""
-        return self._by_image(list(requests), self._generate_batch)
+        return self._by_image(list(requests), _Prefetched(self._inputs, self._generate_batch, self._prefetch))
 
-    def _generate_batch(self, requests: Sequence[GenerateRequest]) -> list[list[int]]:
+    def _inputs(self, requests: Sequence) -> dict:
+        """The model's inputs for a batch of requests, on its device and in its precision."""
+        return self._cast(self._encode(requests))
+
+    def _generate_batch(self, requests: Sequence[GenerateRequest], inputs: dict) -> list[list[int]]:
         import torch
 
         settings = self.settings["generation"]
         limits = [r.max_new_tokens or int(settings["max_new_tokens"]) for r in requests]
-        inputs = self._cast(self._encode(requests))
         kwargs: dict = {"max_new_tokens": max(limits), "do_sample": bool(settings.get("do_sample", False)),
                         "pad_token_id": self.tokenizer.pad_token_id}
         if kwargs["do_sample"]:
@@ -366,7 +412,9 @@ class Hf(Backend):
         results: list = [None] * len(requests)
         lettered = [i for i, r in enumerate(requests) if r.letters]
         if lettered:
-            for index, scores in zip(lettered, self._by_image([requests[i] for i in lettered], self._score_letters)):
+            for index, scores in zip(lettered, self._by_image(
+                    [requests[i] for i in lettered],
+                    _Prefetched(self._inputs, self._score_letters, self._prefetch))):
                 results[index] = scores
         for index, request in enumerate(requests):
             if not request.letters:
@@ -389,16 +437,15 @@ class Hf(Backend):
             self._letter_ids[letter] = ids
         return self._letter_ids[letter]
 
-    def _next_token_logprobs(self, requests: Sequence[OptionRequest]):
+    def _next_token_logprobs(self, inputs: dict):
         import torch
 
-        inputs = self._cast(self._encode(requests))
         with torch.inference_mode():
             logits = self.model(**inputs, use_cache=False).logits
         return torch.log_softmax(logits[:, -1].float(), dim=-1).cpu()
 
-    def _score_letters(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
-        logprobs = self._next_token_logprobs(requests)
+    def _score_letters(self, requests: Sequence[OptionRequest], inputs: dict) -> list[OptionScores]:
+        logprobs = self._next_token_logprobs(inputs)
         scores = []
         for row, request in zip(logprobs, requests):
             if len(request.letters) != len(request.options):

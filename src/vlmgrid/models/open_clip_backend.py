@@ -3,12 +3,19 @@
 Every source ends as a folder in open_clip's hub layout (open_clip_config.json + weights), and `load` always
 goes through open_clip's own `local-dir:` loading path, so a fixture model and a real checkpoint are loaded
 by the same code and inference never needs the network.
+
+`embed_image_files` reads images from their files: on an accelerator, threads decode them and run the
+preprocessing's PIL steps a few batches ahead of the model, and the tensor steps (to float, normalise) run on
+whole batches on the device, so the pixels, and the embeddings, are those of `embed_images` on the opened images.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -17,6 +24,7 @@ import numpy as np
 from vlmgrid.errors import VlmgridError
 from vlmgrid.hub import hub_errors
 from vlmgrid.fileio import atomic_path, write_json
+from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.models.base import Backend
 
 CONFIG_NAME = "open_clip_config.json"
@@ -29,6 +37,10 @@ TINY_MODEL_CFG = {
     "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
     "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2},
 }
+# Image files are decoded and resized by this many threads (PIL releases the GIL while it decodes and
+# resamples), a few batches ahead of the model, so the accelerator does not wait on one CPU core.
+DECODE_WORKERS = min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+DECODE_AHEAD = 3  # batches decoded ahead of the one the model is running
 _OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 _OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 
@@ -300,6 +312,54 @@ class OpenClip(Backend):
                 outputs.append(features.float().cpu().numpy())
         return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
 
+    def embed_image_files(self, paths: Sequence[Path]) -> tuple[np.ndarray, list[str | None]]:
+        """Embeddings of the image files (a zero row where one is unreadable) and, per file, why it is unreadable.
+
+        The same pixels as `embed_images` on the opened images: the preprocessing's PIL steps (resize, crop)
+        run in decoding threads, its tensor steps (to float, normalise) on whole batches on the device.
+        """
+        import torch
+
+        split = _split_preprocess(self.preprocess)
+        if split is None:  # a preprocessing this path does not know: open each image and go the plain way
+            return self._embed_files_plainly(paths)
+        geometric, mean, std = split
+        mean = torch.tensor(mean, dtype=torch.float32, device=self.device).view(1, -1, 1, 1)
+        std = torch.tensor(std, dtype=torch.float32, device=self.device).view(1, -1, 1, 1)
+        problems: list[str | None] = [None] * len(paths)
+        features: list = [None] * len(paths)
+        with torch.inference_mode():
+            batches = _decoded_batches(paths, geometric, int(self.settings["batch_size"]), _decode_workers(self.device))
+            for start, loaded in batches:
+                usable = [k for k, (_, problem) in enumerate(loaded) if problem is None]
+                for k, (_, problem) in enumerate(loaded):
+                    problems[start + k] = problem
+                if not usable:
+                    continue
+                pixels = torch.from_numpy(np.stack([loaded[k][0] for k in usable])).to(self.device, non_blocking=True)
+                # torchvision's to_tensor and normalize, on the whole batch: the same float32 operations
+                pixels = pixels.permute(0, 3, 1, 2).to(torch.float32).div(255).sub_(mean).div_(std)
+                encoded = self.model.encode_image(pixels.to(self.dtype), normalize=True).float().cpu().numpy()
+                for row, k in zip(encoded, usable):
+                    features[start + k] = row
+        return _stack_rows(features), problems
+
+    def _embed_files_plainly(self, paths: Sequence[Path]) -> tuple[np.ndarray, list[str | None]]:
+        images, problems = [], []
+        for path in paths:
+            try:
+                images.append(open_rgb(Path(path)))
+                problems.append(None)
+            except ImageError as exc:
+                images.append(None)
+                problems.append(str(exc))
+        usable = [i for i, image in enumerate(images) if image is not None]
+        features: list = [None] * len(paths)
+        if usable:
+            for i, row in zip(usable, self.embed_images([images[i] for i in usable])):
+                features[i] = row
+        return _stack_rows(features), problems
+
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         import torch
 
@@ -311,3 +371,64 @@ class OpenClip(Backend):
                 features = self.model.encode_text(tokens, normalize=True)
                 outputs.append(features.float().cpu().numpy())
         return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+
+
+def _split_preprocess(preprocess):
+    """(the PIL steps before ToTensor, mean, std) of open_clip's Compose, or None if it is not of that shape."""
+    steps = list(getattr(preprocess, "transforms", []))
+    names = [type(step).__name__ for step in steps]
+    to_tensor = next((i for i, name in enumerate(names) if name in ("ToTensor", "MaybeToTensor")), None)
+    if to_tensor is None or names[to_tensor + 1:] != ["Normalize"]:
+        return None
+    normalize = steps[-1]
+    return steps[:to_tensor], tuple(normalize.mean), tuple(normalize.std)
+
+
+def _decode_workers(device: str) -> int:
+    """Decoding threads beside the model: none on the CPU, where the model already keeps every core busy."""
+    return 0 if device == "cpu" else DECODE_WORKERS
+
+
+def _load_pixels(path, geometric) -> tuple[np.ndarray | None, str | None]:
+    """The image at `path` after the PIL steps, as uint8 (height, width, 3), or None and why it is unusable."""
+    try:
+        image = open_rgb(Path(path))
+    except ImageError as exc:
+        return None, str(exc)
+    for step in geometric:
+        image = step(image)
+    return np.asarray(image, dtype=np.uint8), None  # open_rgb gave RGB; resizing and cropping keep it
+
+
+def _decoded_batches(paths: Sequence, geometric, batch_size: int, workers: int):
+    """(start, [(pixels, problem), ...]) per batch of paths, decoded by `workers` threads a few batches ahead
+    (0: decoded here, one batch at a time)."""
+    starts = range(0, len(paths), batch_size)
+    if workers == 0:
+        for start in starts:
+            yield start, [_load_pixels(path, geometric) for path in paths[start:start + batch_size]]
+        return
+    starts = iter(starts)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque = deque()
+
+        def submit() -> None:
+            start = next(starts, None)
+            if start is not None:
+                pending.append((start, [pool.submit(_load_pixels, path, geometric)
+                                        for path in paths[start:start + batch_size]]))
+
+        for _ in range(DECODE_AHEAD + 1):
+            submit()
+        while pending:
+            start, futures = pending.popleft()
+            submit()
+            yield start, [future.result() for future in futures]
+
+
+def _stack_rows(rows: list) -> np.ndarray:
+    """The rows as one float32 array; a missing row (an unreadable image) is zeros."""
+    present = next((row for row in rows if row is not None), None)
+    if present is None:
+        return np.zeros((len(rows), 0), dtype=np.float32)
+    return np.stack([np.zeros_like(present) if row is None else row for row in rows]).astype(np.float32)

@@ -74,16 +74,36 @@ def _rows_from_scores(ids, scores: np.ndarray, classes: list[str]) -> list[dict]
     ]
 
 
+def _embedded_images(model, bench, records: pd.DataFrame) -> tuple[list[int], np.ndarray | None, list]:
+    """The items with a usable image, their embeddings (in that order) and, per item, why it has none.
+
+    A backend that reads image files itself (`embed_image_files`) decodes them in parallel, ahead of the
+    model; otherwise the images are opened here and handed over decoded.
+    """
+    read_files = getattr(model, "embed_image_files", None)
+    if read_files is None:
+        images, problems = load_images(bench, records)
+        usable = [i for i, image in enumerate(images) if image is not None]
+        return usable, (model.embed_images([images[i] for i in usable]) if usable else None), problems
+    named = [i for i, relative in enumerate(records["image"]) if isinstance(relative, str)]
+    problems: list = [None] * len(records)
+    if not named:
+        return [], None, problems
+    features, file_problems = read_files([bench.root / records["image"].iloc[i] for i in named])
+    for i, problem in zip(named, file_problems):
+        problems[i] = problem
+    usable = [k for k, problem in enumerate(file_problems) if problem is None]
+    return [named[k] for k in usable], features[usable], problems
+
+
 def embed_strategy(model, bench):
     classes = bench.classes
     weights = zero_shot_weights(model, classes, list(bench.kind.templates))
 
     def run(records: pd.DataFrame) -> list[dict]:
-        images, problems = load_images(bench, records)
-        usable = [i for i, image in enumerate(images) if image is not None]
+        usable, features, problems = _embedded_images(model, bench, records)
         rows: dict[int, dict] = {}
         if usable:
-            features = model.embed_images([images[i] for i in usable])
             scores = features @ weights.T
             for i, row in zip(usable, _rows_from_scores(records["id"].iloc[usable], scores, classes)):
                 rows[i] = row

@@ -77,16 +77,36 @@ def _queries(records: pd.DataFrame):
     return zip(records["id"], records["direction"], records["question"], records["image"], records["options"])
 
 
+def _picture_features(model, bench, paths: list[str]) -> tuple[dict, dict]:
+    """{path: embedding} of the readable pictures, each embedded once, and {path: why} of the others.
+
+    A backend that reads image files itself (`embed_image_files`) streams them, decoding ahead of the model
+    and holding a few batches at a time; otherwise they are opened here PICTURE_BATCH at a time.
+    """
+    picture_features, broken = {}, {}
+    read_files = getattr(model, "embed_image_files", None)
+    if read_files is not None:
+        if paths:
+            features, problems = read_files([bench.root / p for p in paths])
+            for p, row, problem in zip(paths, features, problems):
+                if problem is None:
+                    picture_features[p] = row
+                else:
+                    broken[p] = problem
+        return picture_features, broken
+    for start in range(0, len(paths), PICTURE_BATCH):
+        opened = {p: _open(bench, p, broken) for p in paths[start:start + PICTURE_BATCH]}
+        usable = [p for p, picture in opened.items() if picture is not None]
+        if usable:
+            picture_features.update(zip(usable, model.embed_images([opened[p] for p in usable])))
+    return picture_features, broken
+
+
 def embed_strategy(model, bench):
     def run(records: pd.DataFrame) -> list[dict]:
         paths = sorted({p for _, direction, _, image, options in _queries(records)
                         for p in _pictures_of(direction, image, options)})
-        picture_features, broken = {}, {}
-        for start in range(0, len(paths), PICTURE_BATCH):  # each picture of the chunk embedded once
-            opened = {p: _open(bench, p, broken) for p in paths[start:start + PICTURE_BATCH]}
-            usable = [p for p, picture in opened.items() if picture is not None]
-            if usable:
-                picture_features.update(zip(usable, model.embed_images([opened[p] for p in usable])))
+        picture_features, broken = _picture_features(model, bench, paths)
         texts = sorted({text for _, direction, question, _, options in _queries(records)
                         for text in ([question] if direction == TO_IMAGE else options)})
         text_features = dict(zip(texts, model.embed_texts(texts))) if texts else {}
