@@ -223,3 +223,21 @@ def test_prefetched_batches_survive_running_out_of_memory(llava, monkeypatch):
     assert prepared[:2] == [["q0", "q1"], ["q2", "q3"]]
     assert prepared[2:] == [["q0"], ["q1"], ["q2"], ["q3"], ["q4"]]
     assert in_thread == [False, True, False, True, True, True, True]
+
+
+def test_images_of_a_chunk_are_opened_by_threads_in_record_order(pictures, monkeypatch):
+    from vlmgrid.protocols import base
+
+    root = pictures[0].parent.parent
+    names = [str(path.relative_to(root)) for path in pictures]
+    records = pd.DataFrame({"image": [names[0], None, *names[1:], float("nan")]})
+    bench = Benchmark(name="b", kind=BENCHMARKS.get("food101"), root=root, records=records, classes=None, manifest={})
+    images, problems = base.load_images(bench, records)
+    monkeypatch.setattr(base, "IMAGE_THREADS", 1)
+    one_by_one = base.load_images(bench, records)
+    assert problems == one_by_one[1] == [None, None, *[_problem(path) for path in pictures[1:]], None]
+    assert [image is None for image in images] == [problem is not None or name is None
+                                                   for name, problem in zip([0, None, *names[1:], None], problems)]
+    for image, alone, path in zip([images[0], *images[2:-1]], [one_by_one[0][0], *one_by_one[0][2:-1]], pictures):
+        if image is not None:
+            assert image.tobytes() == alone.tobytes() == open_rgb(path).tobytes()

@@ -7,6 +7,8 @@ of records, returning one row per (item, variant) in the predictions format (doc
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -47,21 +49,26 @@ def error_row(item_id: str, error: str, variant: str = DEFAULT_VARIANT) -> dict:
     return prediction_row(item_id, variant=variant, error=error)
 
 
+# Images are decoded by this many threads (PIL releases the GIL while it decodes): one core decoding a chunk
+# would keep an accelerator waiting for longer than the model takes.
+IMAGE_THREADS = min(16, os.cpu_count() or 1)
+
+
+def _open_image(bench, relative) -> tuple[Any, str | None]:
+    if relative is None or (isinstance(relative, float) and pd.isna(relative)):
+        return None, None
+    try:
+        return open_rgb(bench.root / relative), None
+    except ImageError as exc:
+        return None, str(exc)
+
+
 def load_images(bench, records: pd.DataFrame) -> tuple[list, list[str | None]]:
     """The chunk's images (None where there is none or it is broken) and, per item, why it is unusable."""
-    images, problems = [], []
-    for relative in records["image"]:
-        if relative is None or (isinstance(relative, float) and pd.isna(relative)):
-            images.append(None)
-            problems.append(None)
-            continue
-        try:
-            images.append(open_rgb(bench.root / relative))
-            problems.append(None)
-        except ImageError as exc:
-            images.append(None)
-            problems.append(str(exc))
-    return images, problems
+    relatives = list(records["image"])
+    with ThreadPoolExecutor(max_workers=max(1, min(IMAGE_THREADS, len(relatives)))) as pool:
+        opened = list(pool.map(lambda relative: _open_image(bench, relative), relatives))
+    return [image for image, _ in opened], [problem for _, problem in opened]
 
 
 def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
