@@ -78,12 +78,12 @@ def test_decoding_threads_give_the_same_pixels_in_order(pictures, workers, ahead
             assert (pixels is None and expected is None) or np.array_equal(pixels, expected)
 
 
-def test_image_files_decoded_in_threads_embed_the_same(clip, pictures, monkeypatch):
-    """The threaded path (taken on an accelerator) gives the inline path's embeddings exactly."""
-    assert open_clip_backend._decode_workers("cpu") == 0 and open_clip_backend._decode_workers("cuda") >= 1
-    features, problems = clip.embed_image_files(pictures)
-    monkeypatch.setattr(open_clip_backend, "_decode_workers", lambda device: 4)
+def test_image_files_decoded_in_threads_embed_as_decoded_inline(clip, pictures, monkeypatch):
+    assert open_clip_backend.DECODE_WORKERS >= 1
+    monkeypatch.setattr(open_clip_backend, "DECODE_WORKERS", 4)
     threaded, threaded_problems = clip.embed_image_files(pictures)
+    monkeypatch.setattr(open_clip_backend, "DECODE_WORKERS", 0)
+    features, problems = clip.embed_image_files(pictures)
     assert threaded_problems == problems
     np.testing.assert_array_equal(threaded, features)
 

@@ -4,8 +4,8 @@ Every source ends as a folder in open_clip's hub layout (open_clip_config.json +
 goes through open_clip's own `local-dir:` loading path, so a fixture model and a real checkpoint are loaded
 by the same code and inference never needs the network.
 
-`embed_image_files` reads images from their files: on an accelerator, threads decode them and run the
-preprocessing's PIL steps a few batches ahead of the model, and the tensor steps (to float, normalise) run on
+`embed_image_files` reads images from their files: threads decode them and run the preprocessing's PIL steps
+a few batches ahead of the model, and the tensor steps (to float, normalise) run on
 whole batches on the device, so the pixels, and the embeddings, are those of `embed_images` on the opened images.
 """
 
@@ -329,7 +329,7 @@ class OpenClip(Backend):
         problems: list[str | None] = [None] * len(paths)
         features: list = [None] * len(paths)
         with torch.inference_mode():
-            batches = _decoded_batches(paths, geometric, int(self.settings["batch_size"]), _decode_workers(self.device))
+            batches = _decoded_batches(paths, geometric, int(self.settings["batch_size"]), DECODE_WORKERS)
             for start, loaded in batches:
                 usable = [k for k, (_, problem) in enumerate(loaded) if problem is None]
                 for k, (_, problem) in enumerate(loaded):
@@ -382,11 +382,6 @@ def _split_preprocess(preprocess):
         return None
     normalize = steps[-1]
     return steps[:to_tensor], tuple(normalize.mean), tuple(normalize.std)
-
-
-def _decode_workers(device: str) -> int:
-    """Decoding threads beside the model: none on the CPU, where the model already keeps every core busy."""
-    return 0 if device == "cpu" else DECODE_WORKERS
 
 
 def _load_pixels(path, geometric) -> tuple[np.ndarray | None, str | None]:
