@@ -1,4 +1,7 @@
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -7,6 +10,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config" / "config.yaml"
+# What a copy of the repo needs to run the grid through Snakemake or DVC.
+WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore"]
 
 # Caches (classifier weights, API responses) go to a fresh folder per test session, never the user's.
 os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")
@@ -36,3 +41,64 @@ def small_config(default_config_data, tmp_path) -> dict:
     data["data_dir"] = str(tmp_path / "data")
     data["results_dir"] = str(tmp_path / "results")
     return data
+
+
+def workflow_env(extra: dict | None = None) -> dict:
+    """The environment of a workflow run: this venv's commands first, no GPU, fixed git identity."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "VLMGRID_GPU_COUNT": "0"})
+    env.update(extra or {})
+    return env
+
+
+def run(args, cwd, check=True, env=None):
+    """Run a command in `cwd` with `env` (default: workflow_env()); with check, fail the test on an error."""
+    result = subprocess.run(args, cwd=cwd, env=env or workflow_env(), capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def copy_workflow(destination: Path) -> Path:
+    destination.mkdir(parents=True)
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy2(source, target)
+    return destination
+
+
+def mtimes(root: Path, pattern: str) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.glob(pattern))}
+
+
+def set_random_seed(root: Path, seed: int) -> None:
+    path = root / "config" / "config.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["models"]["random"]["seed"] = seed
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+@pytest.fixture(scope="session")
+def snakemake_run(tmp_path_factory):
+    """The default grid run once per test session by `snakemake --cores 2`, in a copy of the repo.
+
+    Tests may change this workspace (a model edit reruns its cells); `snakemake_tables` keeps the tables as
+    the run wrote them, for the runs through DVC and Slurm to compare against.
+    """
+    root = copy_workflow(tmp_path_factory.mktemp("wf") / "repo")
+    run(["snakemake", "--cores", "2"], root)
+    shutil.copytree(root / "results" / "tables", root.parent / "tables")
+    return root
+
+
+@pytest.fixture(scope="session")
+def snakemake_tables(snakemake_run) -> Path:
+    """results/tables of the local default grid run, untouched by later tests."""
+    return snakemake_run.parent / "tables"

@@ -1,74 +1,22 @@
 """The whole default grid through Snakemake and through DVC, in temporary copies of the repo."""
 
 import hashlib
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, copy_workflow, mtimes, run, set_random_seed
 from dvc_helpers import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
                          s3_remote_commands, transfer_counts)
 
 pytestmark = pytest.mark.integration
 
-WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore"]
 GRID = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["grid"]
 MODELS, BENCHES = GRID["models"], GRID["benchmarks"]
 # CLIP and the random baseline cannot write TextVQA's free answers
 NOT_APPLICABLE = {("clip-tiny", "textvqa-fixture"), ("random", "textvqa-fixture")}
-
-
-def _env():
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "VLMGRID_GPU_COUNT": "0"})
-    return env
-
-
-def run(args, cwd, check=True):
-    result = subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-def copy_workflow(destination: Path) -> Path:
-    destination.mkdir(parents=True)
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        target = destination / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target)
-        else:
-            shutil.copy2(source, target)
-    return destination
-
-
-def mtimes(root: Path, pattern: str) -> dict[str, int]:
-    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.glob(pattern))}
-
-
-def set_random_seed(root: Path, seed: int) -> None:
-    path = root / "config" / "config.yaml"
-    data = yaml.safe_load(path.read_text())
-    data["models"]["random"]["seed"] = seed
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
-@pytest.fixture(scope="module")
-def snakemake_run(tmp_path_factory):
-    root = copy_workflow(tmp_path_factory.mktemp("wf") / "repo")
-    run(["snakemake", "--cores", "2"], root)
-    return root
 
 
 def test_default_grid_writes_tables_figures_and_scores(snakemake_run):
@@ -137,9 +85,9 @@ def dvc_run(tmp_path_factory):
     return root
 
 
-def test_dvc_repro_gives_the_same_tables_as_snakemake(dvc_run, snakemake_run):
+def test_dvc_repro_gives_the_same_tables_as_snakemake(dvc_run, snakemake_tables):
     for name in ("main.md", "main.csv", "main.tex", "breakdown.csv"):
-        assert (dvc_run / "results/tables" / name).read_text() == (snakemake_run / "results/tables" / name).read_text()
+        assert (dvc_run / "results/tables" / name).read_text() == (snakemake_tables / name).read_text()
 
 
 def test_dvc_second_repro_is_a_noop(dvc_run):
@@ -165,7 +113,7 @@ def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc
     assert {p for p in final if final[p] != before[p]} == {f"results/predictions/random/{b}.parquet" for b in BENCHES}
 
 
-# Last: it changes the Snakemake copy's results, which the DVC comparison above reads.
+# Last: the model change below edits the Snakemake copy (snakemake_tables keeps the tables of its first run).
 def test_config_overrides_are_refused(snakemake_run):
     result = run(["snakemake", "-n", "--config", "title=x"], snakemake_run, check=False)
     assert result.returncode != 0 and "--config overrides are not supported" in result.stdout + result.stderr

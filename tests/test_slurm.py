@@ -1,0 +1,151 @@
+"""The Slurm profile: the config's `cluster` section becomes the jobs' resources, and the default grid run
+through workflow/profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's
+tables, every job having gone through Slurm with what the config asks for."""
+
+import re
+import time
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, run, workflow_env
+from slurm_cluster import ClusterUnavailable, start_cluster
+
+PROFILE = "workflow/profiles/slurm"
+# The profile's documented switch for a cluster without accounting (sacct would never see a job end); the
+# first status check after 5 s instead of 40 s keeps the run short.
+NO_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5"]
+GPU_MODELS = {"clip-tiny", "llava-tiny"}  # backends that use a GPU; the random baseline does not
+
+
+def set_cluster(root, **changes):
+    """Change the `cluster` section of the workspace's config; return the whole config."""
+    path = root / "config" / "config.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["cluster"].update(changes)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return data
+
+
+def dry_run_resources(root) -> dict[str, str]:
+    """{rule: its resources line} from a dry run of the workspace's grid (the target rule `all` left out)."""
+    output = run(["snakemake", "-n", "--cores", "2"], root).stdout
+    resources = dict(re.findall(r"^rule (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M))
+    resources.pop("all", None)
+    return resources
+
+
+def test_cluster_section_becomes_the_rules_resources(tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    set_cluster(root, partition="cpu", infer={"partition": "gpu", "cpus_per_gpu": 3, "mem_mb": 5000},
+                score={"runtime": 7})
+    resources = dry_run_resources(root)
+    assert {"prepare", "fetch_model", "infer", "score", "report"} <= set(resources)
+    infer = resources["infer"]
+    # cluster.infer gave three keys; runtime comes from the schema defaults, gpu from the model's backend
+    for item in ("cpus_per_gpu=3", "mem_mb=5000", "runtime=720", "slurm_partition=gpu"):
+        assert item in infer
+    assert re.search(r"\bgpu=[01]\b", infer)
+    score = resources["score"]
+    for item in ("cpus_per_task=1", "mem_mb=8000", "runtime=7", "slurm_partition=cpu"):
+        assert item in score
+    assert "slurm_partition=cpu" in resources["prepare"] and "slurm_account" not in resources["prepare"]
+
+
+def test_without_a_partition_the_jobs_name_none(tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    set_cluster(root, account="proj42")
+    resources = dry_run_resources(root)
+    assert all("slurm_partition" not in line and "slurm_account=proj42" in line for line in resources.values())
+
+
+def test_the_profile_keeps_sacct_and_takes_resources_from_the_config():
+    profile = yaml.safe_load((REPO / PROFILE / "config.yaml").read_text())
+    assert profile["executor"] == "slurm" and profile["slurm-status-command"] == "sacct"
+    assert "default-resources" not in profile and "set-resources" not in profile
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    try:
+        cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
+    except ClusterUnavailable as error:
+        pytest.skip(f"no Slurm to test against: {error}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def scontrol_jobs(cluster) -> dict[str, dict[str, str]]:
+    """{job id: its fields} of every job Slurm still knows (finished ones for MinJobAge)."""
+    output = cluster.run("scontrol", "show", "job", "--oneliner").stdout
+    jobs = [dict(re.findall(r"(\S+?)=(\S*)", line)) for line in output.splitlines() if line.startswith("JobId=")]
+    return {job["JobId"]: job for job in jobs}
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm, tmp_path_factory):
+    """The default grid through the Slurm profile, in a copy of the repo whose config names the test
+    partition. That partition is not the cluster's default, so a job without it could not be submitted."""
+    root = copy_workflow(tmp_path_factory.mktemp("wf-slurm") / "repo")
+    config = set_cluster(root, partition=slurm.partition)
+    # the config's requests must fit the test machine, or Slurm refuses the jobs
+    assert all(job["mem_mb"] <= slurm.memory_mb for job in config["cluster"].values() if isinstance(job, dict))
+    started = time.monotonic()
+    result = run(["snakemake", "--profile", PROFILE, *NO_ACCOUNTING, "--slurm-keep-successful-logs"], root,
+                 env=slurm.env(workflow_env()))
+    seconds = time.monotonic() - started
+    print(f"default grid through Slurm: {seconds:.0f} s")
+    return SimpleNamespace(root=root, config=config, log=result.stdout + result.stderr, seconds=seconds,
+                           jobs=scontrol_jobs(slurm))
+
+
+@pytest.mark.integration
+def test_slurm_run_gives_the_local_tables(slurm_run, request):
+    # Asked for only now, so that a machine without Slurm skips before the local run
+    local = request.getfixturevalue("snakemake_tables")
+    tables = slurm_run.root / "results" / "tables"
+    names = sorted(path.name for path in local.iterdir())
+    assert sorted(path.name for path in tables.iterdir()) == names
+    for name in names:
+        assert (tables / name).read_bytes() == (local / name).read_bytes(), name
+
+
+@pytest.mark.integration
+def test_every_job_went_through_slurm_with_the_configs_resources(slurm_run, slurm):
+    submitted = dict(re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", slurm_run.log))
+    total = int(re.search(r"^total\s+(\d+)$", slurm_run.log, re.M).group(1))
+    assert len(submitted) == total - 1  # all but the target rule `all`, which runs in Snakemake itself
+    jobs = {job_id: slurm_run.jobs[job_id] for job_id in submitted.values()}
+    assert {job["JobState"] for job in jobs.values()} == {"COMPLETED"}
+    assert {job["Partition"] for job in jobs.values()} == {slurm.partition}
+    for job_id in jobs:
+        assert list((slurm_run.root / ".snakemake" / "slurm_logs").glob(f"*/**/{job_id}.log")), job_id
+
+    cluster = slurm_run.config["cluster"]
+    gpu_requests = {}
+    for job in jobs.values():
+        # the executor's comment: rule_<rule>_wildcards_<model>_<bench>
+        rule, _, wildcards = job["Comment"].removeprefix("rule_").partition("_wildcards_")
+        wanted = cluster["infer" if rule == "infer_shard" else rule]
+        assert job["MinMemoryNode"] == f"{wanted['mem_mb']}M", job["Comment"]
+        assert job["TimeLimit"] == f"{wanted['runtime'] // 60:02d}:{wanted['runtime'] % 60:02d}:00", job["Comment"]
+        if rule in ("infer", "infer_shard"):
+            model = wildcards.split("_")[0]
+            gpu_requests[model] = job.get("TresPerJob")
+            cpus = wanted["cpus_per_gpu"] if model in GPU_MODELS else slurm_run.config["infer"]["threads"]
+        else:
+            cpus = wanted["cpus_per_task"]
+        assert job["NumCPUs"] == str(cpus), job["Comment"]
+    assert gpu_requests == {model: "gres:gpu:1" if model in GPU_MODELS else None
+                            for model in slurm_run.config["grid"]["models"]}
+
+
+@pytest.mark.integration
+def test_job_status_came_from_squeue_not_sacct(slurm_run, slurm):
+    # Without accounting, sacct knows no job and Snakemake would wait forever (the plugin only calls it to
+    # guess an account, which fails and is harmless)
+    status_queries = [call for call in slurm.sacct_calls() if "--name" in call]
+    assert status_queries == []
