@@ -66,6 +66,15 @@ def test_the_profile_keeps_sacct_and_takes_resources_from_the_config():
     assert "default-resources" not in profile and "set-resources" not in profile
 
 
+def test_without_slurm_the_harness_says_what_is_missing(monkeypatch, tmp_path):
+    import slurm_cluster
+
+    monkeypatch.setattr(slurm_cluster, "find", lambda binary: None if binary in ("munged", "sbatch") else binary)
+    with pytest.raises(ClusterUnavailable, match=r"missing: munged, sbatch\); install the Debian packages"):
+        start_cluster(tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     try:
