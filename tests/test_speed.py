@@ -1,0 +1,76 @@
+"""benchmarks/speed.py: the goal verdicts, the results table and the largest grid it builds for `snakemake -n`."""
+
+import importlib.util
+import sys
+
+import pytest
+
+from conftest import REPO
+
+_spec = importlib.util.spec_from_file_location("speed", REPO / "benchmarks" / "speed.py")
+speed = importlib.util.module_from_spec(_spec)
+sys.modules["speed"] = speed  # dataclasses look their module up there
+_spec.loader.exec_module(speed)
+
+GOALS = {goal.figure: goal for goal in speed.GOALS}
+
+
+def test_a_row_holds_the_ratio_to_its_reference():
+    row = speed.result_row("clip large", "CLIP", "img/s", 927.0, 1030.0, "tower")
+    assert row["ratio"] == pytest.approx(0.9)
+    assert speed.result_row("dag", "dag", "s", 4.2)["ratio"] is None
+
+
+@pytest.mark.parametrize("figure,value,reference,shapes,expected", [
+    ("clip large", 927.0, 1030.0, "real", "met"),          # exactly 0.9x
+    ("clip large", 679.0, 1030.0, "real", "missed"),       # a plain DataLoader: 0.66x
+    ("clip base", 8100.0, 28000.0, "real", "met"),         # an absolute goal: 8,000 img/s
+    ("clip base", 4052.0, 28000.0, "real", "missed"),
+    ("clip base", 50.0, 120.0, "small", "n/a (small shapes)"),  # no absolute GPU figure from tiny shapes
+    ("choice vs per-sample generate", 45.0, 2.8, "small", "met"),  # 16x
+    ("rank", 6.9, 1.0, "real", "missed"),
+    ("dag", 9.99, None, "small", "met"),
+    ("dag", 10.0, None, "small", "missed"),                # under 10 s, not at
+])
+def test_verdicts(figure, value, reference, shapes, expected):
+    row = speed.result_row(figure, figure, "", value, reference)
+    assert speed.verdict(GOALS[figure], row, shapes) == expected
+
+
+def test_a_figure_without_goal_or_reference_has_no_verdict():
+    row = speed.result_row("workflow cold", "cold", "s", 480.0)
+    assert speed.verdict(None, row, "small") == ""
+    assert speed.verdict(GOALS["rank"], speed.result_row("rank", "rank", "", 3.0), "real") == "n/a (not measured)"
+
+
+def test_the_table_says_cpu_small_shapes_and_every_figure():
+    meta = {"date": "2026-11-30 05:00 UTC", "device": "CPU (x86_64)", "shapes": "small", "precision": "fp32",
+            "cpus": 2, "libraries": "torch 2", "command": "python benchmarks/speed.py", "notes": ["parts of 256"]}
+    rows = [speed.result_row("choice", "multiple choice", "samples/s", 40.0, 50.0, "bare forward"),
+            speed.result_row("dag", "snakemake -n", "s", 5.25)]
+    text = speed.render_markdown(meta, rows)
+    assert text.startswith("# vlmgrid speed: CPU (x86_64), small shapes")
+    assert "**CPU, small shapes.**" in text and "say nothing about a GPU" in text
+    assert "| multiple choice | 40.0 | samples/s | bare forward | 50.0 | 0.80x | >= 0.85x batched forward | missed |" in text
+    assert "| snakemake -n | 5.25 | s |  |  |  | < 10 s | met |" in text
+    assert "- parts of 256" in text
+    real = speed.render_markdown({**meta, "shapes": "real", "device": "NVIDIA H200"}, rows)
+    assert "CPU, small shapes" not in real
+
+
+def test_the_largest_grid_is_every_catalog_model_on_every_shipped_benchmark():
+    import yaml
+
+    from vlmgrid.config import validate_config
+
+    config = speed.largest_grid(REPO)
+    catalog = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["models"]
+    assert config["grid"]["models"] == list(catalog)
+    for name in speed.GRID_CONFIGS:
+        shipped = yaml.safe_load((REPO / "config" / name).read_text())["benchmarks"]
+        assert set(shipped) <= set(config["grid"]["benchmarks"])
+    kinds = {bench["kind"] for bench in config["benchmarks"].values()}
+    assert {"imagenet", "scienceqa_img", "textvqa", "pope", "mme", "mmbench", "cvbench", "mmvp",
+            "kaleidoscope", "cvqa", "dance"} <= kinds
+    grid = validate_config(config, source="largest")
+    assert len(grid.cells) == len(catalog) * len(config["benchmarks"])
