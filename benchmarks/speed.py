@@ -3,6 +3,7 @@
     python benchmarks/speed.py --out benchmarks/results/speed-cpu-small.md               # CPU: small shapes
     python benchmarks/speed.py --shapes real --out benchmarks/results/speed-h200.md      # one GPU: real shapes, bf16
     python benchmarks/speed.py --only dag --workflow --out ...                           # the CPU side alone
+    python benchmarks/speed.py --render benchmarks/results/speed-cpu-small.json          # the table again, from saved figures
 
 Every model is random-initialised at the chosen shapes, saved to a temporary folder and loaded the way the grid
 loads it (open_clip's `local-dir:` path, transformers' `from_pretrained`); every benchmark is a folder of JPEG
@@ -86,24 +87,25 @@ SHAPES = {
 @dataclass(frozen=True)
 class Goal:
     """What a figure must reach: `ratio` (our figure over its reference) or `value` at least `minimum`, or
-    `value` at most `maximum`; `real_only` goals are measured against an accelerator's absolute figures."""
+    `value` under `maximum`. Only `cpu_side` goals are judged with small shapes: the others are about real
+    model sizes on a GPU."""
 
     figure: str
     measure: str  # "ratio" or "value"
     minimum: float | None = None
     maximum: float | None = None
-    real_only: bool = False
+    cpu_side: bool = False
     text: str = ""
 
 
 GOALS = (
     Goal("clip large", "ratio", minimum=0.9, text=">= 0.9x the image tower"),
-    Goal("clip base", "value", minimum=8000, real_only=True, text=">= 8,000 img/s"),
+    Goal("clip base", "value", minimum=8000, text=">= 8,000 img/s"),
     Goal("generate", "ratio", minimum=0.9, text=">= 0.9x batched generate"),
     Goal("choice", "ratio", minimum=0.85, text=">= 0.85x batched forward"),
     Goal("choice vs per-sample generate", "ratio", minimum=15, text=">= 15x per-sample generate"),
     Goal("rank", "ratio", minimum=7, text=">= 7x 50 full forwards"),
-    Goal("dag", "value", maximum=10, text="< 10 s"),
+    Goal("dag", "value", maximum=10, cpu_side=True, text="< 10 s"),
 )
 
 
@@ -111,7 +113,7 @@ def verdict(goal: Goal | None, row: dict, shapes: str) -> str:
     """"met", "missed", "n/a (...)" or "" (no goal) for one result row."""
     if goal is None:
         return ""
-    if goal.real_only and shapes != "real":
+    if not goal.cpu_side and shapes != "real":
         return "n/a (small shapes)"
     measured = row.get(goal.measure)
     if measured is None:
@@ -506,7 +508,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workflow", action="store_true", help="add the default grid's cold and no-op runs")
     parser.add_argument("--part-size", type=int, default=256, help="items per runner call, as infer.part_size")
     parser.add_argument("--out", help="write the results here (Markdown; the same name with .json beside it)")
+    parser.add_argument("--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON")
     args = parser.parse_args(argv)
+    if args.render:
+        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        text = render_markdown(results["meta"], results["rows"])
+        Path(args.out or Path(args.render).with_suffix(".md")).write_text(text, encoding="utf-8")
+        print(text)
+        return 0
     sections = [s.strip() for s in args.only.split(",") if s.strip()] + (["workflow"] if args.workflow else [])
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:

@@ -1,6 +1,7 @@
 """benchmarks/speed.py: the goal verdicts, the results table and the largest grid it builds for `snakemake -n`."""
 
 import importlib.util
+import json
 import sys
 
 import pytest
@@ -27,7 +28,8 @@ def test_a_row_holds_the_ratio_to_its_reference():
     ("clip base", 8100.0, 28000.0, "real", "met"),         # an absolute goal: 8,000 img/s
     ("clip base", 4052.0, 28000.0, "real", "missed"),
     ("clip base", 50.0, 120.0, "small", "n/a (small shapes)"),  # no absolute GPU figure from tiny shapes
-    ("choice vs per-sample generate", 45.0, 2.8, "small", "met"),  # 16x
+    ("choice vs per-sample generate", 45.0, 2.8, "real", "met"),  # 16x
+    ("choice", 1.0, 5.0, "small", "n/a (small shapes)"),   # the CPU says nothing of a GPU ratio
     ("rank", 6.9, 1.0, "real", "missed"),
     ("dag", 9.99, None, "small", "met"),
     ("dag", 10.0, None, "small", "missed"),                # under 10 s, not at
@@ -51,11 +53,22 @@ def test_the_table_says_cpu_small_shapes_and_every_figure():
     text = speed.render_markdown(meta, rows)
     assert text.startswith("# vlmgrid speed: CPU (x86_64), small shapes")
     assert "**CPU, small shapes.**" in text and "say nothing about a GPU" in text
-    assert "| multiple choice | 40.0 | samples/s | bare forward | 50.0 | 0.80x | >= 0.85x batched forward | missed |" in text
+    assert ("| multiple choice | 40.0 | samples/s | bare forward | 50.0 | 0.80x | >= 0.85x batched forward | "
+            "n/a (small shapes) |") in text
     assert "| snakemake -n | 5.25 | s |  |  |  | < 10 s | met |" in text
     assert "- parts of 256" in text
     real = speed.render_markdown({**meta, "shapes": "real", "device": "NVIDIA H200"}, rows)
-    assert "CPU, small shapes" not in real
+    assert "CPU, small shapes" not in real and "| 0.80x | >= 0.85x batched forward | missed |" in real
+
+
+def test_render_writes_the_markdown_of_saved_results(tmp_path):
+    meta = {"date": "d", "device": "CPU", "shapes": "small", "precision": "fp32", "cpus": 2, "libraries": "l",
+            "command": "c"}
+    rows = [speed.result_row("dag", "snakemake -n", "s", 3.5)]
+    saved = tmp_path / "speed.json"
+    saved.write_text(json.dumps({"meta": meta, "rows": rows}))
+    assert speed.main(["--render", str(saved)]) == 0
+    assert (tmp_path / "speed.md").read_text() == speed.render_markdown(meta, rows)
 
 
 def test_the_largest_grid_is_every_catalog_model_on_every_shipped_benchmark():
