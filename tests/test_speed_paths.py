@@ -16,7 +16,8 @@ from vlmgrid.models import open_clip_backend
 from vlmgrid.models.open_clip_backend import write_tiny_open_clip
 from vlmgrid.protocols.classification import embed_strategy
 
-SETTINGS = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": 2}
+# no pixel cache: every call here decodes, so the decoding paths are the ones compared
+SETTINGS = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": 2, "pixel_cache": False}
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,8 @@ by the same code and inference never needs the network.
 `embed_image_files` reads images from their files: threads decode them and run the preprocessing's PIL steps
 a few batches ahead of the model, and the tensor steps (to float, normalise) run on
 whole batches on the device, so the pixels, and the embeddings, are those of `embed_images` on the opened images.
+The decoded pixels are kept in the pixel cache (vlmgrid.pixel_cache, unless `pixel_cache: false`), so the
+next pass over the same files at the same preprocessing reads them instead of decoding again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from vlmgrid import pixel_cache
 from vlmgrid.errors import VlmgridError
 from vlmgrid.hub import hub_errors
 from vlmgrid.fileio import atomic_path, write_json
@@ -238,7 +241,7 @@ class OpenClip(Backend):
     name = "open_clip"
     capabilities = frozenset({"embed"})
     uses_gpu = True
-    defaults = {"batch_size": 64, "text_batch_size": 1024, "precision": "fp32", "device": "auto"}
+    defaults = {"batch_size": 64, "text_batch_size": 1024, "precision": "fp32", "device": "auto", "pixel_cache": True}
 
     def __init__(self, settings: dict, model, preprocess, tokenizer, device: str, dtype,
                  weights_fingerprint: str) -> None:
@@ -329,8 +332,7 @@ class OpenClip(Backend):
         problems: list[str | None] = [None] * len(paths)
         features: list = [None] * len(paths)
         with torch.inference_mode():
-            batches = _decoded_batches(paths, geometric, int(self.settings["batch_size"]), DECODE_WORKERS)
-            for start, loaded in batches:
+            for start, loaded in self._pixel_batches(paths, geometric):
                 usable = [k for k, (_, problem) in enumerate(loaded) if problem is None]
                 for k, (_, problem) in enumerate(loaded):
                     problems[start + k] = problem
@@ -343,6 +345,19 @@ class OpenClip(Backend):
                 for row, k in zip(encoded, usable):
                     features[start + k] = row
         return _stack_rows(features), problems
+
+    def _pixel_batches(self, paths: Sequence[Path], geometric):
+        """The files' pixels batch by batch: from the pixel cache, or decoded (filling the cache on the way)."""
+        batch_size = int(self.settings["batch_size"])
+        decoded = _decoded_batches(paths, geometric, batch_size, DECODE_WORKERS)
+        if not self.settings["pixel_cache"]:
+            return decoded
+        geometry = pixel_cache.describe_steps(geometric)
+        key = pixel_cache.entry_key(paths, geometry)
+        cached = pixel_cache.load(key, len(paths))
+        if cached is not None:
+            return pixel_cache.batches(*cached, batch_size)
+        return pixel_cache.filling(key, len(paths), decoded, geometry)
 
     def _embed_files_plainly(self, paths: Sequence[Path]) -> tuple[np.ndarray, list[str | None]]:
         images, problems = [], []

@@ -1,0 +1,126 @@
+"""Decoded, resized pixels of image files, cached so that a second pass over the same files is a memory copy.
+
+Decoding JPEGs is the slow part of a CLIP run; another model or template set at the same image size, or a
+rerun, needs exactly the same pixels again. An entry holds the uint8 pixels of one list of files after the
+preprocessing's PIL steps (`<key>.npy`, N x H x W x 3, zeros where a file is unreadable) and, per file, why
+it is unreadable (`<key>.json`, the decoder's own error text).
+
+The key hashes each file's absolute path, size and mtime_ns, the description of the PIL steps and the PIL
+version, so a changed file, another preprocessing or another resampler misses. Absolute paths, not paths
+relative to the benchmark: the error texts kept in an entry name the file by its path. The JSON is written
+last and only once every row is in the .npy, so an entry without it (a killed run) is never read.
+
+An entry is one call's list of files: `vlmgrid infer` calls with one part of `infer.part_size` items at a
+time, so a rerun with the same part size finds every part's entry, and another part size decodes again.
+Nothing is evicted: at 224 x 224 an image takes 150 KB (ImageNet's 50,000 validation images 7.5 GB).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import types
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from vlmgrid.cache import cache_root
+from vlmgrid.fileio import sha256_json, write_json
+
+PIXELS_DIR = "pixels"
+_LAYOUT = 1  # bump when the entry's layout or the pixels' meaning changes
+
+
+def describe_steps(steps: Sequence) -> str:
+    """What the PIL steps do, stable across processes: each step's class and public settings."""
+    return "; ".join(_describe_step(step) for step in steps)
+
+
+def _describe_step(step) -> str:
+    if isinstance(step, types.FunctionType):
+        return f"{step.__module__}.{step.__qualname__}"
+    kind = type(step)
+    settings = {name: repr(value) for name, value in sorted(getattr(step, "__dict__", {}).items())
+                if not name.startswith("_")}
+    return f"{kind.__module__}.{kind.__qualname__}{settings or repr(step)}"
+
+
+def _identity(path) -> list:
+    path = os.path.abspath(path)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return [path, None, None]  # missing now: the key changes when it appears
+    return [path, stat.st_size, stat.st_mtime_ns]
+
+
+def entry_key(paths: Sequence, geometry: str) -> str:
+    from PIL import __version__ as pil_version
+
+    return sha256_json({"layout": _LAYOUT, "pil": pil_version, "geometry": geometry,
+                        "files": [_identity(path) for path in paths]})
+
+
+def entry_paths(key: str, root: Path | None = None) -> tuple[Path, Path]:
+    folder = (root or cache_root()) / PIXELS_DIR
+    return folder / f"{key}.npy", folder / f"{key}.json"
+
+
+def load(key: str, n: int, root: Path | None = None) -> tuple[np.ndarray, list[str | None]] | None:
+    """(pixels opened read-only from disk, problems) of a complete entry for n files, or None."""
+    pixels_path, problems_path = entry_paths(key, root)
+    if not problems_path.is_file():
+        return None
+    try:
+        problems = json.loads(problems_path.read_text(encoding="utf-8"))["problems"]
+        pixels = np.load(pixels_path, mmap_mode="r")
+    except (OSError, ValueError, KeyError):
+        return None  # damaged: decode again, and the entry is rewritten
+    if len(problems) != n or pixels.shape[0] != n or pixels.dtype != np.uint8:
+        return None
+    return pixels, problems
+
+
+def batches(pixels: np.ndarray, problems: list[str | None], batch_size: int) -> Iterator[tuple[int, list]]:
+    """(start, [(pixels, problem), ...]) per batch, as the decoders yield them, from an entry."""
+    for start in range(0, len(problems), batch_size):
+        yield start, [(None if problem is not None else pixels[i], problem)
+                      for i, problem in enumerate(problems[start:start + batch_size], start)]
+
+
+def filling(key: str, n: int, decoded: Iterable[tuple[int, list]], geometry: str,
+            root: Path | None = None) -> Iterator[tuple[int, list]]:
+    """Pass the decoded batches through, writing their rows into a new entry that appears when all are through.
+
+    Rows go into a temporary .npy as they come, so the whole set is never held in memory. A consumer that
+    stops early leaves no entry; pixels of differing shapes (a preprocessing without a crop) are not cached.
+    """
+    pixels_path, problems_path = entry_paths(key, root)
+    pixels_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{pixels_path.name}.", suffix=".tmp", dir=pixels_path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    problems: list[str | None] = [None] * n
+    rows, cacheable = None, True
+    try:
+        for start, batch in decoded:
+            for i, (row, problem) in enumerate(batch, start):
+                problems[i] = problem
+                if row is None or not cacheable:
+                    continue
+                if rows is None:
+                    rows = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(n, *row.shape))
+                if row.shape != rows.shape[1:]:
+                    cacheable = False
+                    continue
+                rows[i] = row
+            yield start, batch
+        if rows is not None and cacheable:  # else nothing decoded, or rows that do not stack
+            rows.flush()
+            os.replace(tmp, pixels_path)
+            write_json(problems_path, {"geometry": geometry, "problems": problems})
+    finally:
+        del rows
+        tmp.unlink(missing_ok=True)
