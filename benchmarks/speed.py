@@ -13,8 +13,9 @@ shape in bf16; `--shapes small` (the default on the CPU) is tiny shapes that run
 say nothing about a GPU.
 
 Sections (`--only`, comma-separated; all but `workflow` by default):
-- clip: zero-shot classification from JPEG files in ImageNet's folder layout, for each tower; next to the tower
-  alone on tensors already on the device (the ceiling) and to opening each image in the main process;
+- clip: zero-shot classification from JPEG files in ImageNet's folder layout, for each tower, decoding them and
+  then again from the pixel cache that pass filled; next to the tower alone on tensors already on the device
+  (the ceiling) and to opening each image in the main process;
 - choice: multiple choice by the options' letter log-likelihood (ScienceQA-style items); next to a bare batched
   forward of the same inputs (the ceiling) and to the per-sample `generate` loop (16 new tokens);
 - generate: short answers (TextVQA-style, 16 new tokens), next to transformers' own batched `generate` of the
@@ -101,6 +102,7 @@ class Goal:
 GOALS = (
     Goal("clip large", "ratio", minimum=0.9, text=">= 0.9x the image tower"),
     Goal("clip base", "value", minimum=8000, text=">= 8,000 img/s"),
+    Goal("clip base cached", "value", minimum=8000, text=">= 8,000 img/s"),
     Goal("generate", "ratio", minimum=0.9, text=">= 0.9x batched generate"),
     Goal("choice", "ratio", minimum=0.85, text=">= 0.85x batched forward"),
     Goal("choice vs per-sample generate", "ratio", minimum=15, text=">= 15x per-sample generate"),
@@ -250,8 +252,10 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     import open_clip
     import torch
 
+    from vlmgrid.cache import cache_root
     from vlmgrid.models import BACKENDS
     from vlmgrid.models.open_clip_backend import write_tiny_open_clip
+    from vlmgrid.pixel_cache import PIXELS_DIR
     from vlmgrid.protocols.classification import embed_strategy
 
     records, n = bench.records, len(bench.records)
@@ -268,7 +272,11 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     pixels = torch.randn(shape["clip_batch"], 3, size, size, device=device, dtype=model.dtype)
     with torch.inference_mode():
         tower = timed(lambda: model.model.encode_image(pixels, normalize=True), device, repeats=3)
+    # the first pass decodes the JPEGs (and fills the pixel cache), the second reads that cache: start cold,
+    # whatever an earlier tower of the same image size left there
+    shutil.rmtree(cache_root() / PIXELS_DIR, ignore_errors=True)
     ours = timed(lambda: in_parts(runner, records, part_size), device, warmup=0)
+    cached = timed(lambda: in_parts(runner, records, part_size), device, warmup=0)
 
     class Opened:
         """The same model without `embed_image_files`: the protocol opens every image in the main process."""
@@ -281,6 +289,8 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     return [
         result_row(f"clip {role}", f"CLIP {label}: classification from JPEG files", "img/s", n / ours,
                    tower_rate, "image tower on device tensors"),
+        result_row(f"clip {role} cached", f"CLIP {label}: the same files again, from the pixel cache", "img/s",
+                   n / cached, tower_rate, "image tower on device tensors"),
         result_row(f"clip {role} plain", f"CLIP {label}: images opened one by one in the main process",
                    "img/s", n / plain, tower_rate, "image tower on device tensors"),
     ]
@@ -536,8 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     try:
         if "clip" in sections:
-            rows += clip_section(shape, device, work / "clip", args.part_size)
-            print(json.dumps(rows[-4:], indent=1), flush=True)
+            clip_rows = clip_section(shape, device, work / "clip", args.part_size)
+            rows += clip_rows
+            print(json.dumps(clip_rows, indent=1), flush=True)
         lm_sections = [s for s in ("choice", "generate", "rank") if s in sections]
         if lm_sections:
             model_dir = write_llava(shape, device, work / "llava")
