@@ -17,7 +17,8 @@ from vlmgrid.fileio import write_text
 from vlmgrid.report.figures import write_grouped_bars
 from vlmgrid.report.scores import Estimate, Grid, ScoreCell, decoding_label, strategy_label
 from vlmgrid.report.tables import (
-    DASH, HIDDEN, NA, Entry, _latex_cell, _md_table, fmt_estimate, latex_escape, natural_key, write_csv,
+    DASH, HIDDEN, NA, Entry, _latex_cell, _md_table, estimate_frame, fmt_estimate, latex_escape, natural_key,
+    write_csv,
 )
 
 
@@ -56,21 +57,7 @@ class Table:
         return "\n".join(lines) + "\n"
 
     def frame(self) -> pd.DataFrame:
-        columns = [self.row_header.lower().replace(" ", "_")]
-        for name in self.csv_columns:
-            columns += [name, f"{name}_ci_low", f"{name}_ci_high"]
-        records = []
-        for name, entries in self.rows:
-            record: list[object] = [name]
-            for entry in entries:
-                # n/a, hidden and missing are all empty, as in the main table's CSV.
-                est = entry if isinstance(entry, Estimate) else Estimate(None)
-                record += [est.value, est.ci_low, est.ci_high]
-            records.append(record)
-        frame = pd.DataFrame(records, columns=columns)
-        for name in columns[1:]:
-            frame[name] = frame[name].astype("float64")
-        return frame
+        return estimate_frame(self.row_header.lower().replace(" ", "_"), self.csv_columns, self.rows)
 
 
 def _status(grid: Grid, model: str, benchmark: str) -> str | None:
@@ -80,6 +67,16 @@ def _status(grid: Grid, model: str, benchmark: str) -> str | None:
     if grid.is_hidden(model, benchmark):
         return HIDDEN
     return None if grid.cell(model, benchmark) is not None else DASH
+
+
+def _model_rows(grid: Grid, benchmark: str, width: int, entries_of: Callable[[ScoreCell], list[Entry]]) -> list:
+    """(model, entries) per model: entries_of(cell) for a scored cell, its status in all `width` columns for a
+    cell without numbers."""
+    rows = []
+    for model in grid.models:
+        status = _status(grid, model, benchmark)
+        rows.append((model, [status] * width if status is not None else entries_of(grid.cell(model, benchmark))))
+    return rows
 
 
 def _group(cell: ScoreCell, column: str, name: str) -> Estimate | None:
@@ -155,18 +152,13 @@ MODALITIES = ("multimodal", "text-only")
 def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
     """Models x (accuracy, format error rate, multimodal, text-only, one column per language)."""
     languages = _groups(grid, benchmark, "language")
-    rows = []
-    for model in grid.models:
-        status = _status(grid, model, benchmark)
-        if status is not None:
-            rows.append((model, [status] * (2 + len(MODALITIES) + len(languages))))
-            continue
-        cell = grid.cell(model, benchmark)
+
+    def entries_of(cell: ScoreCell) -> list[Entry]:
         errors = cell.metrics.get("format_error_rate") or Estimate(cell.format_error_rate)
-        entries: list[Entry] = [cell.estimate, errors]
-        entries += [_group(cell, "modality", m) for m in MODALITIES]
-        entries += [_group(cell, "language", lang) for lang in languages]
-        rows.append((model, entries))
+        return ([cell.estimate, errors] + [_group(cell, "modality", m) for m in MODALITIES]
+                + [_group(cell, "language", lang) for lang in languages])
+
+    rows = _model_rows(grid, benchmark, 2 + len(MODALITIES) + len(languages), entries_of)
     caption = _caption(
         f"{benchmark}. Values in percent, 95% bootstrap CI in brackets. Accuracy: the mean over languages of each "
         f"language's accuracy, an answer that could not be read counting as wrong (the headline); format errors: "
@@ -225,14 +217,8 @@ def _settings(grid: Grid, benchmark: str) -> list[str]:
 def cvqa_table(grid: Grid, benchmark: str) -> Table:
     """Models x (each prompt setting, their mean: the headline)."""
     settings = _settings(grid, benchmark)
-    rows = []
-    for model in grid.models:
-        status = _status(grid, model, benchmark)
-        if status is not None:
-            rows.append((model, [status] * (len(settings) + 1)))
-            continue
-        cell = grid.cell(model, benchmark)
-        rows.append((model, [cell.variants.get(s) for s in settings] + [cell.estimate]))
+    rows = _model_rows(grid, benchmark, len(settings) + 1,
+                       lambda cell: [cell.variants.get(s) for s in settings] + [cell.estimate])
     legend = "; ".join(f"{s}: {CVQA_SETTINGS[s]}" for s in settings if s in CVQA_SETTINGS)
     caption = _caption(
         f"{benchmark}. Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting ({legend}); "
@@ -292,14 +278,8 @@ def dance_table(grid: Grid, benchmark: str) -> Table:
     subsets = [f"{split} {direction}" for split in DANCE_SPLITS for direction in DANCE_DIRECTIONS]
     found = _groups(grid, benchmark, "subset")
     subsets = [s for s in subsets if s in found] + sorted(set(found) - set(subsets), key=natural_key)
-    rows = []
-    for model in grid.models:
-        status = _status(grid, model, benchmark)
-        if status is not None:
-            rows.append((model, [status] * (len(subsets) + 1)))
-            continue
-        cell = grid.cell(model, benchmark)
-        rows.append((model, [_group(cell, "subset", s) for s in subsets] + [cell.estimate]))
+    rows = _model_rows(grid, benchmark, len(subsets) + 1,
+                       lambda cell: [_group(cell, "subset", s) for s in subsets] + [cell.estimate])
     caption = _caption(
         f"{benchmark}. Acc@50 in percent, 95% bootstrap CI in brackets: per query with n positives among its 50 "
         f"candidates, the share of the positives ranked within the top n, averaged over the queries; per split "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -182,24 +183,27 @@ def main_latex(grid: Grid, title: str) -> str:
 # --- CSV -----------------------------------------------------------------------------------------
 
 
-def main_frame(grid: Grid) -> pd.DataFrame:
-    columns = ["model"]
-    for name in list(grid.benchmarks) + ["average"]:
+def estimate_frame(row_header: str, value_columns: Sequence[str], rows: Iterable[tuple[str, Sequence[Entry]]]
+                   ) -> pd.DataFrame:
+    """One CSV row per table row: its name, then a value and its two CI bounds per column, all float64."""
+    columns = [row_header]
+    for name in value_columns:
         columns += [name, f"{name}_ci_low", f"{name}_ci_high"]
     records = []
-    for model, ests in _rows(grid):
-        record: list[object] = [model]
-        for est in ests:
-            # Not applicable and not in the grid are both empty, like any cell without a number.
-            if _value(est) is None:
-                record += [None, None, None]
-            else:
-                record += [est.value, est.ci_low, est.ci_high]
+    for name, entries in rows:
+        record: list[object] = [name]
+        for entry in entries:
+            # n/a, hidden, not in the grid and missing are all empty, like any cell without a number.
+            record += [None, None, None] if _value(entry) is None else [entry.value, entry.ci_low, entry.ci_high]
         records.append(record)
     frame = pd.DataFrame(records, columns=columns)
     for name in columns[1:]:
         frame[name] = frame[name].astype("float64")
     return frame
+
+
+def main_frame(grid: Grid) -> pd.DataFrame:
+    return estimate_frame("model", list(grid.benchmarks) + ["average"], _rows(grid))
 
 
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
