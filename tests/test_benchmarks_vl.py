@@ -20,8 +20,9 @@ from vlmgrid.errors import VlmgridError
 
 KINDS = ("mme", "mmbench", "cvbench", "mmvp", "textvqa")
 # Items a default fixture yields: MME 8 images x 2 questions; MMBench 6 questions with 2, 3, 4, 2, 3, 4
-# options (one record per circular shift); CV-Bench 8 per file x 2 files; MMVP 10 pairs; TextVQA 12.
-DEFAULT_COUNTS = {"mme": 16, "mmbench": 18, "cvbench": 16, "mmvp": 20, "textvqa": 12}
+# options, one record per published row (a question and its copies; the last has two copies only);
+# CV-Bench 8 per file x 2 files; MMVP 10 pairs; TextVQA 12.
+DEFAULT_COUNTS = {"mme": 16, "mmbench": 17, "cvbench": 16, "mmvp": 20, "textvqa": 12}
 EXTRA_COLUMNS = {
     "mme": {"category": str, "image_id": str},
     "mmbench": {"hint": str, "category": str, "l2_category": str, "circular_group": int, "circular_shift": int},
@@ -163,12 +164,13 @@ def test_mmbench_rotation_by_hand(tmp_path):
     prepare("mmbench", bench_dir)
     raw = _mmbench_raw(bench_dir)
     frame = records(bench_dir).set_index("id")
-    # The third question has 4 options (2, 3, 4 in turn).
+    # The third question has 4 options (2, 3, 4 in turn) and all three copies.
     base = raw[raw["index"] < mmbench.GROUP].iloc[2]
     a, b, c, d = base["A"], base["B"], base["C"], base["D"]
     answer = {"A": a, "B": b, "C": c, "D": d}[base["answer"]]
     group = int(base["index"])
-    by_hand = {0: [a, b, c, d], 1: [b, c, d, a], 2: [c, d, a, b], 3: [d, a, b, c]}
+    # The authors' convention: copy k holds at position i the original option (i - k) mod n.
+    by_hand = {0: [a, b, c, d], 1: [d, a, b, c], 2: [c, d, a, b], 3: [b, c, d, a]}
     for k, options in by_hand.items():
         row = frame.loc[str(group + k * 1_000_000)]
         assert list(row["options"]) == options
@@ -177,37 +179,52 @@ def test_mmbench_rotation_by_hand(tmp_path):
     assert str(group + 4 * 1_000_000) not in frame.index
 
 
-def test_mmbench_groups_have_one_record_per_option(tmp_path):
+def test_mmbench_records_are_the_raw_rows(tmp_path):
+    bench_dir = tmp_path / "mmbench"
+    prepare("mmbench", bench_dir, size=9)
+    raw = _mmbench_raw(bench_dir)
+    frame = records(bench_dir)
+    assert list(frame["id"]) == [str(i) for i in raw["index"]]
+    for (_, row), (_, record) in zip(raw.iterrows(), frame.iterrows()):
+        options = [row[letter] for letter in "ABCD" if isinstance(row[letter], str) and row[letter] != "nan"]
+        assert list(record["options"]) == options
+        assert "ABCD"[record["answer_index"]] == row["answer"]
+        assert record["answer"] == row[row["answer"]]
+        assert (record["circular_group"], record["circular_shift"]) == (row["index"] % 1_000_000, row["index"] // 1_000_000)
+
+
+def test_mmbench_fixture_holds_a_two_copy_group_that_keeps_d(tmp_path):
     bench_dir = tmp_path / "mmbench"
     prepare("mmbench", bench_dir, size=9)
     frame = records(bench_dir)
-    sizes = []
+    sizes = Counter()
     for group, rows in frame.groupby("circular_group"):
         n = len(rows.iloc[0]["options"])
-        sizes.append(n)
-        assert sorted(rows["circular_shift"]) == list(range(n))
-        assert rows["answer"].nunique() == 1  # the answer follows the rotation
-        assert sorted(rows["answer_index"]) == list(range(n))  # ... to every position once
-        assert sorted(rows["id"]) == sorted(str(group + k * 1_000_000) for k in range(n))
+        assert rows["answer"].nunique() == 1  # every copy keeps the correct option text
         assert all(sorted(o) == sorted(rows.iloc[0]["options"]) for o in rows["options"])
-    assert Counter(sizes) == {2: 3, 3: 3, 4: 3}
+        assert sorted(rows["id"]) == sorted(str(group + k * 1_000_000) for k in range(len(rows)))
+        sizes[(n, len(rows))] += 1
+        if len(rows) < n:  # the two-copy question: A-C rotate, D stays
+            assert len(rows) == 3 and n == 4
+            assert rows["options"].map(lambda o: o[3]).nunique() == 1
+            assert sorted(rows["answer_index"]) == [0, 1, 2] or rows["answer_index"].nunique() == 1
+    assert sizes == {(2, 2): 3, (3, 3): 3, (4, 4): 2, (4, 3): 1}
     # Missing options spelled None and "nan" are both dropped.
     assert not any("nan" in list(o) for o in frame["options"])
-    assert (frame["circular_group"] == frame["id"].astype(int) % 1_000_000).all()
 
 
-def test_mmbench_expands_a_raw_file_of_originals_only(tmp_path):
+def test_mmbench_expands_a_raw_file_of_originals_only_in_the_published_convention(tmp_path):
     bench_dir = tmp_path / "mmbench"
-    prepare("mmbench", bench_dir)
-    expanded = records(bench_dir).drop(columns=["image"])
+    prepare("mmbench", bench_dir, size=5)  # no two-copy question among the first five
+    published = records(bench_dir).drop(columns=["image"])
     raw_dir = tmp_path / "originals"
     rows = [r for r in pq.read_table(bench_dir / "raw" / mmbench.FIXTURE_FILE).to_pylist() if r["index"] < mmbench.GROUP]
-    assert len(rows) == 6
+    assert len(rows) == 5
     mmbench.write_hub_parquet(raw_dir / mmbench.FIXTURE_FILE, mmbench.SCHEMA, rows, mmbench.FEATURES)
     adapted = mmbench.adapt(raw_dir, tmp_path / "bench2").records.drop(columns=["image"])
     pd.testing.assert_frame_equal(
         adapted.sort_values("id").reset_index(drop=True),
-        expanded.sort_values("id").reset_index(drop=True).astype(adapted.dtypes.to_dict()),
+        published.sort_values("id").reset_index(drop=True).astype(adapted.dtypes.to_dict()),
         check_dtype=False,
     )
 
@@ -222,20 +239,24 @@ def test_mmbench_checks_the_published_copies(tmp_path):
         mmbench.write_hub_parquet(raw_dir / mmbench.FIXTURE_FILE, schema, rows, mmbench.FEATURES)
         return mmbench.adapt(raw_dir, tmp_path / f"{name}-bench")
 
-    assert len(adapt_with(raw, "same").records) == 18
+    assert len(adapt_with(raw, "same").records) == 17
+    # A group scores over the rows the file has: a file with one copy fewer is read as it is.
     copy = next(n for n, r in enumerate(raw) if r["index"] >= mmbench.GROUP)
-    with pytest.raises(VlmgridError, match="not exactly one per option"):
-        adapt_with(raw[:copy] + raw[copy + 1:], "missing")
+    fewer = adapt_with(raw[:copy] + raw[copy + 1:], "fewer").records
+    assert list(fewer["id"]) == [str(r["index"]) for r in raw[:copy] + raw[copy + 1:]]
     wrong = [dict(r) for r in raw]
     wrong[copy]["answer"] = "A" if wrong[copy]["answer"] != "A" else "B"
     with pytest.raises(VlmgridError, match="does not hold the options and correct answer"):
         adapt_with(wrong, "wrong")
+    original = next(n for n, r in enumerate(raw) if r["index"] == raw[copy]["index"] % mmbench.GROUP)
+    with pytest.raises(VlmgridError, match="has no original question"):
+        adapt_with(raw[:original] + raw[original + 1:], "orphan")
     with pytest.raises(VlmgridError, match="appears twice"):
         adapt_with(raw + raw[:1], "repeated")
     # The index column may be a string in the hub copy: it is cast.
     as_text = [{**r, "index": str(r["index"])} for r in raw]
     schema = mmbench.SCHEMA.set(0, mmbench.pa.field("index", mmbench.pa.string()))
-    assert len(adapt_with(as_text, "text-index", schema).records) == 18
+    assert len(adapt_with(as_text, "text-index", schema).records) == 17
 
 
 # ---------------------------------------------------------------------------------------------- CV-Bench

@@ -1,19 +1,26 @@
 """MMBench (multiple choice, circular evaluation) from the hub copy lmms-lab/MMBench, config `en`, split dev.
 
-Raw layout (the hub repo): en/dev-*.parquet, columns index (int; may be a string: cast), question, hint,
-A, B, C, D (missing options are None/NaN/"nan"), answer (a letter), category, L2-category, image (struct
-{bytes, path}), plus source/comment/split (not read).
+Raw layout (the hub repo, a conversion of the authors' TSV): en/dev-*.parquet, columns index (int; may be a
+string: cast), question, hint, A, B, C, D (missing options are None/NaN/"nan"), answer (a letter), category,
+L2-category, image (struct {bytes, path}), plus source/comment/split (not read).
 
-Circular evaluation: a question with n options is asked n times, shift k = 0..n-1 rotating the options
-(option i of shift k = original option (i + k) % n), the answer moving with them. The published dev file
-already holds those copies (index = group + k * 1,000,000; the maintainers in open-compass/MMBench#8: "the
-MMBench-Dev tsv ... also includes CircularEval cases with choice shifted"). The adapter therefore rebuilds
-every shift itself from the original rows (index < 1,000,000) and treats published copies as a check:
-each must be a rotation of its original with the same correct option text, and when any copies are present
-they must be exactly the shifts the adapter builds (so records == raw rows, and a truncated or other copy
-is an error). A raw file of originals only is expanded the same way.
+Circular evaluation asks a question once per rotation of its options. The published dev file already holds
+those copies (the maintainers in open-compass/MMBench#8: "the MMBench-Dev tsv ... also includes CircularEval
+cases with choice shifted"): copy k of question q has index q + k * 1,000,000, and its options are rotated
+the authors' way: at position i it holds the original option (i - k) mod n, so the gold letter moves one
+place down per copy (question 1 of the dev file, gold D: copies 1000001, 2000001, 3000001 have gold A, B,
+C). Not every question has n - 1 copies: in the authors' dev file 53 four-option questions have two, which
+rotate options A-C among themselves and keep D in place (question 34: rows 34, 1000034, 2000034, gold A, B,
+C).
 
-Records: id = str(group + k * 1,000,000), circular_group, circular_shift, hint, category, l2_category.
+So a file that holds copies is read verbatim: one record per row, id = the row's index, options in the
+row's order, gold = the row's answer, circular_group = index mod 1,000,000 (what VLMEvalKit groups by) and
+circular_shift = index // 1,000,000. Each copy is checked against its original question (the same option
+texts and the same correct option text), which catches a damaged file but never reorders a row. Only a raw
+file of originals alone (no index >= 1,000,000) is expanded, into the n rotations of the published
+convention (`rotate`).
+
+Records: id, circular_group, circular_shift, hint, category, l2_category, in the raw files' row order.
 expected_count counts records, i.e. the raw rows of the published dev split with its circular copies.
 """
 
@@ -64,10 +71,13 @@ def _missing(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() in ("", "nan")
 
 
-def rotate(options: list[str], answer_index: int, shift: int) -> tuple[list[str], int]:
-    """Shift `shift` of a circular question: option i = original option (i + shift) % n."""
-    n = len(options)
-    return [options[(i + shift) % n] for i in range(n)], (answer_index - shift) % n
+def rotate(options: list[str], answer_index: int, shift: int, span: int | None = None) -> tuple[list[str], int]:
+    """Copy `shift` of a circular question in the authors' convention: position i holds the original option
+    (i - shift) mod span, for the first `span` options (all of them by default); later options keep their
+    place (the authors' two-copy questions rotate A-C and keep D). Returns the options and the gold index."""
+    span = len(options) if span is None else span
+    rotated = [options[(i - shift) % span] if i < span else options[i] for i in range(len(options))]
+    return rotated, (answer_index + shift) % span if answer_index < span else answer_index
 
 
 # ---------------------------------------------------------------------------------------------- fixture
@@ -99,7 +109,9 @@ def _item(i: int, rng) -> tuple[Any, str, list[str], int, str, str]:
 
 
 def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`size` questions with 2, 3, 4 options in turn, each followed by its published circular copies."""
+    """`size` questions with 2, 3, 4 options in turn, each followed by its circular copies as the authors
+    publish them (`rotate`); every sixth question (the second four-option one) has only two copies that
+    rotate A-C and keep D, like the authors' two-copy questions."""
     seed = fx.fixture_int(settings, "seed", 0)
     size = fx.fixture_int(settings, "size", 1)
     corrupt = fx.fixture_int(settings, "corrupt", 0)
@@ -112,8 +124,9 @@ def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
         data = fx.truncate(data) if i in broken else data
         index = 10 * i + rng.randrange(10)  # originals are not numbered 0..n-1 in the real file either
         hint = "Look at the picture." if rng.random() < 0.5 else None
-        for k in range(len(options)):
-            shifted, answer_k = rotate(options, answer, k)
+        span = 3 if len(options) == 4 and i % 6 == 5 else len(options)
+        for k in range(span):
+            shifted, answer_k = rotate(options, answer, k, span)
             letters = {letter: (shifted[j] if j < len(shifted) else None) for j, letter in enumerate(LETTERS)}
             if len(shifted) == 2 and i % 2 == 0:
                 letters["C"] = letters["D"] = "nan"  # the hub copy spells some missing options "nan"
@@ -162,62 +175,66 @@ def _index(value: Any, where: str) -> int:
     return index
 
 
+def _record(row: Mapping[str, Any], index: int, image: str, options: list[str], answer: int) -> dict:
+    return {
+        "id": str(index),
+        "image": image,
+        "question": row["question"],
+        "options": options,
+        "answer": options[answer],
+        "answer_index": answer,
+        "hint": "" if _missing(row["hint"]) else str(row["hint"]),
+        "category": str(row["category"] or ""),
+        "l2_category": str(row["L2-category"] or ""),
+        "circular_group": index % GROUP,
+        "circular_shift": index // GROUP,
+    }
+
+
+def _check_copy(row: Mapping[str, Any], where: str, index: int, original: tuple[dict, str] | None) -> None:
+    """A copy must hold its original question's option texts and correct option text (in any order)."""
+    group = index % GROUP
+    if original is None:
+        raise VlmgridError(f"{where}: circular copy {index} has no original question {group}; the copy is incomplete: re-download it")
+    base, base_where = original
+    base_options = _options(base, base_where)
+    options = _options(row, where)
+    answer = _answer_index(row, len(options), where)
+    if sorted(options) != sorted(base_options) or options[answer] != base_options[_answer_index(base, len(base_options), base_where)]:
+        raise VlmgridError(
+            f"{where}: circular copy {index} does not hold the options and correct answer of question {group} "
+            f"({base_where}); the file is damaged or another MMBench version: check the source"
+        )
+
+
 def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
-    originals: dict[int, tuple[dict, str]] = {}
-    copies: dict[int, tuple[dict, str]] = {}
+    rows: list[tuple[int, dict, str]] = []
+    seen: set[int] = set()
     for path in find_raw(raw_dir, FILE_PATTERN):
         for n, row in enumerate(iter_parquet_rows(path, COLUMNS)):
             where = f"{path} row {n}"
             index = _index(row["index"], where)
-            if index in originals or index in copies:
+            if index in seen:
                 raise VlmgridError(f"{where}: index {index} appears twice; the raw files repeat a row: re-download them")
-            (originals if index < GROUP else copies)[index] = (row, where)
+            seen.add(index)
+            rows.append((index, row, where))
+    originals = {index: (row, where) for index, row, where in rows if index < GROUP}
+    verbatim = len(originals) < len(rows)  # the file holds the published copies
 
     store = ImageStore(bench_dir)
-    rows, built = [], set()
-    for group, (row, where) in originals.items():
+    records = []
+    for index, row, where in rows:
         options = _options(row, where)
         answer = _answer_index(row, len(options), where)
         image = store.add(row["image"], where)
+        if verbatim:
+            if index >= GROUP:
+                _check_copy(row, where, index, originals.get(index % GROUP))
+            records.append(_record(row, index, image, options, answer))
+            continue
         for k in range(len(options)):
-            shifted, answer_k = rotate(options, answer, k)
-            built.add(group + k * GROUP)
-            rows.append(
-                {
-                    "id": str(group + k * GROUP),
-                    "image": image,
-                    "question": row["question"],
-                    "options": shifted,
-                    "answer": shifted[answer_k],
-                    "answer_index": answer_k,
-                    "hint": "" if _missing(row["hint"]) else str(row["hint"]),
-                    "category": str(row["category"] or ""),
-                    "l2_category": str(row["L2-category"] or ""),
-                    "circular_group": group,
-                    "circular_shift": k,
-                }
-            )
-    for index, (row, where) in sorted(copies.items()):
-        group, k = index % GROUP, index // GROUP
-        if group not in originals:
-            raise VlmgridError(f"{where}: circular copy {index} has no original question {group}; the copy is incomplete: re-download it")
-        base, base_where = originals[group]
-        base_options = _options(base, base_where)
-        options = _options(row, where)
-        answer = _answer_index(row, len(options), where)
-        if sorted(options) != sorted(base_options) or options[answer] != base_options[_answer_index(base, len(base_options), base_where)]:
-            raise VlmgridError(
-                f"{where}: circular copy {index} does not hold the options and correct answer of question {group} "
-                f"({base_where}); the file is damaged or another MMBench version: check the source"
-            )
-    if copies and set(copies) | set(originals) != built:
-        missing = sorted(built - set(copies) - set(originals))
-        extra = sorted(set(copies) - built)
-        raise VlmgridError(
-            f"{raw_dir}: the published circular copies are not exactly one per option of each question "
-            f"(missing indices {missing[:5]}, unexpected {extra[:5]}); the copy is incomplete or another version: re-download it"
-        )
-    return Adapted(records=pd.DataFrame(rows))
+            records.append(_record(row, index + k * GROUP, image, *rotate(options, answer, k)))
+    return Adapted(records=pd.DataFrame(records))
 
 
 KIND = register(
@@ -228,7 +245,7 @@ KIND = register(
         breakdown_by=("category",),
         description="MMBench (en dev): multiple-choice perception and reasoning questions, scored with circular evaluation.",
         templates=(),
-        # Records (one per circular shift) == raw rows of the published dev split, which holds the copies.
+        # Records == raw rows of the published dev split, which holds the copies.
         # 4,329 is the count harnesses report for MMBench_DEV_EN (one user report says 4,330): NOT confirmed
         # against the hub files; a mismatch makes prepare fail loudly rather than score a different set.
         expected_count=4329,
