@@ -69,6 +69,49 @@ def test_local_source_reads_raw_in_place_and_checks_the_real_count(tmp_path, mon
         verify_benchmark(bench_dir)
 
 
+def test_expected_items_in_the_source_sets_the_count_of_a_published_variant(tmp_path, monkeypatch):
+    copy = raw_fixture("flowers102", tmp_path / "my-flowers")
+    bench_dir = tmp_path / "data" / "flowers"
+
+    def settings(**extra):
+        return {"kind": "flowers102", "source": {"type": "local", "path": str(copy), **extra}}
+
+    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the source's `expected_items` is 21"):
+        prepare_benchmark("flowers", settings(expected_items=21), bench_dir)
+    manifest = prepare_benchmark("flowers", settings(expected_items=20), bench_dir)
+    assert manifest["n_items"] == manifest["expected_items"] == 20
+    assert manifest["source"]["expected_items"] == 20
+    records = (bench_dir / "records.parquet").stat().st_mtime_ns
+
+    # A reused folder is counted again: the data stays, only the check (and the manifest) follow the source.
+    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the source's `expected_items` is 19"):
+        prepare_benchmark("flowers", settings(expected_items=19), bench_dir)
+    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the published benchmark has 6149"):
+        prepare_benchmark("flowers", settings(), bench_dir)
+    assert prepare_benchmark("flowers", settings(expected_items=20), bench_dir)["expected_items"] == 20
+    assert (bench_dir / "records.parquet").stat().st_mtime_ns == records
+    # ... and so is a folder whose kind's published count changed since it was prepared.
+    with_kind(monkeypatch, "flowers102", expected_count=20)
+    assert prepare_benchmark("flowers", settings(), bench_dir)["expected_items"] == 20
+    with_kind(monkeypatch, "flowers102", expected_count=25)
+    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the published benchmark has 25"):
+        prepare_benchmark("flowers", settings(), bench_dir)
+    assert (bench_dir / "records.parquet").stat().st_mtime_ns == records
+
+
+@pytest.mark.parametrize("value", [0, -3, "8910", True, 2.5])
+def test_expected_items_must_be_a_positive_whole_number(tmp_path, value):
+    settings = {"kind": "flowers102", "source": {"type": "local", "path": str(tmp_path), "expected_items": value}}
+    with pytest.raises(VlmgridError, match="`expected_items` must be a positive whole number"):
+        prepare_benchmark("flowers", settings, tmp_path / "bench")
+
+
+def test_a_fixture_has_no_expected_items(tmp_path):
+    settings = {"kind": "flowers102", "source": {"type": "fixture", "expected_items": 20}}
+    with pytest.raises(VlmgridError, match="source key `expected_items` is not valid for a fixture source"):
+        prepare_benchmark("flowers", settings, tmp_path / "bench")
+
+
 def test_local_source_missing_raw_file_is_named(tmp_path):
     copy = raw_fixture("flowers102", tmp_path / "copy")
     (copy / "setid.mat").unlink()

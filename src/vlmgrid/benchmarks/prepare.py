@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import vlmgrid
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import BENCHMARKS, BenchmarkKind
-from vlmgrid.benchmarks.sources import check_source, fetch_source
+from vlmgrid.benchmarks.sources import check_source, data_settings, expected_items, fetch_source
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR
 
@@ -210,6 +210,22 @@ def _clear(bench_dir: Path, keep_raw: bool) -> None:
             path.unlink()
 
 
+def _check_count(n_items: Any, source: Mapping[str, Any], kind: BenchmarkKind, where: Path) -> None:
+    expected = expected_items(kind, source)
+    if expected is None or n_items == expected:
+        return
+    if source.get("expected_items"):
+        raise VlmgridError(
+            f"{where}: holds {n_items} {kind.name} items, but the source's `expected_items` is {expected}; the copy "
+            f"is incomplete or another version: fix the source or re-download it, or correct `expected_items`"
+        )
+    raise VlmgridError(
+        f"{where}: holds {n_items} {kind.name} items, but the published benchmark has {expected}; the copy is "
+        f"incomplete or another version: fix the source or re-download it, or, for a published variant with "
+        f"another count, set `expected_items` in the source"
+    )
+
+
 def _json_plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
@@ -225,13 +241,17 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
         raise VlmgridError(f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or {json.dumps(kind.default_source)})")
     source = _json_plain(check_source(kind, settings["source"], label))
 
+    expected = expected_items(kind, source)
     old = _read_manifest(bench_dir)
-    if old is not None and old.get("source") == source and old.get("kind") == kind.name:
+    if (old is not None and isinstance(old.get("source"), dict) and old.get("kind") == kind.name
+            and data_settings(old["source"]) == data_settings(source)):
         verify_benchmark(bench_dir, full=True)
-        if old.get("benchmark") != name:  # same data under a new name: only the manifest changes
-            old["benchmark"] = name
-            fileio.write_json(bench_dir / MANIFEST, old)
-        return old
+        # The count is checked again: the expected count may have changed since (the source's or the kind's).
+        _check_count(old.get("n_items"), source, kind, bench_dir)
+        updated = {**old, "benchmark": name, "source": source, "expected_items": expected}
+        if updated != old:  # same data under a new name or another expected count: only the manifest changes
+            fileio.write_json(bench_dir / MANIFEST, updated)
+        return updated
     # Settings changed (or no complete prepare): start from scratch. Downloads left by an interrupted prepare
     # are kept: the url and hf_hub sources re-verify their checksums before reusing them. A local source never
     # writes raw/, and its `path` may point there: leave raw/ alone.
@@ -242,11 +262,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
     fetched = fetch_source(kind, source, bench_dir, label)
     adapted = kind.adapt(fetched.raw_dir, bench_dir)
     table = _records_table(adapted.records, kind, adapted.classes, bench_dir, label)
-    if source["type"] != "fixture" and kind.expected_count and table.num_rows != kind.expected_count:
-        raise VlmgridError(
-            f"{fetched.raw_dir}: holds {table.num_rows} {kind.name} items, but the published benchmark has "
-            f"{kind.expected_count}; the copy is incomplete or another version: fix the source, or re-download it"
-        )
+    _check_count(table.num_rows, source, kind, fetched.raw_dir)
     with fileio.atomic_path(bench_dir / RECORDS) as tmp:
         pq.write_table(table, tmp)
     if kind.protocol == "classification":
@@ -267,8 +283,8 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
         "source": source,
         "resolved_revision": fetched.resolved_revision,
         "n_items": table.num_rows,
-        # the published count this copy was checked against (fixtures are stand-ins of any size)
-        "expected_items": None if source["type"] == "fixture" or not kind.expected_count else kind.expected_count,
+        # the count this copy was checked against (fixtures are stand-ins of any size)
+        "expected_items": expected,
         "files": files,
         "fingerprint": fingerprint(files),
         "vlmgrid_version": vlmgrid.__version__,

@@ -10,6 +10,9 @@ Source settings (the `source:` entry of a benchmark in the config), by type:
            records in the manifest), repo (default: the kind's repo), config, split (only the kind's own
            config/split are supported; they may be written out for clarity)
   local:   path (a folder holding the raw files; read in place, hashed into the manifest by absolute path)
+Every source but the fixture may also say `expected_items`: the item count of the copy it points at, for a
+published variant of the benchmark (LLaVA's POPE label files hold 8,910 questions, POPE's own 9,000); without
+it prepare checks the kind's published count.
 """
 
 from __future__ import annotations
@@ -75,8 +78,25 @@ def check_source(kind: BenchmarkKind, source: Any, label: str) -> dict:
                 f"{label}: source key `{key}` is not valid for a {kind_of_source} source of a {kind.name} "
                 f"benchmark{closest(str(key), keys)}; valid keys: {', '.join(keys)}"
             )
+    if "expected_items" in source:
+        count = source["expected_items"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise VlmgridError(f"{label}: source key `expected_items` must be a positive whole number (the item count of the copy), not {count!r}; fix the config")
     spec.check(kind, source, label)
     return source
+
+
+def expected_items(kind: BenchmarkKind, source: Mapping[str, Any]) -> int | None:
+    """The item count a prepared copy must have: the source's `expected_items`, else the kind's published count;
+    None for a fixture (a stand-in of any size) or a kind without a published count."""
+    if source.get("type") == "fixture":
+        return None
+    return source.get("expected_items") or kind.expected_count or None
+
+
+def data_settings(source: Mapping[str, Any]) -> dict:
+    """The source settings that decide the data (all but `expected_items`, which only checks it)."""
+    return {key: value for key, value in source.items() if key != "expected_items"}
 
 
 def fetch_source(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -> Fetched:
@@ -309,9 +329,9 @@ def _fetch_local(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str)
 
 for _source in (
     Source("fixture", ("seed", "size", "classes", "corrupt"), _check_fixture, _fetch_fixture),
-    Source("url", ("files",), _check_url, _fetch_url),
-    Source("hf_hub", ("repo", "revision", "config", "split"), _check_hub, _fetch_hub),
-    Source("local", ("path",), _check_local, _fetch_local),
+    Source("url", ("files", "expected_items"), _check_url, _fetch_url),
+    Source("hf_hub", ("repo", "revision", "config", "split", "expected_items"), _check_hub, _fetch_hub),
+    Source("local", ("path", "expected_items"), _check_local, _fetch_local),
 ):
     SOURCES.register(_source.name, _source)
 
