@@ -50,7 +50,7 @@ def files_on_disk(bench_dir: Path) -> dict[str, int]:
 
 
 ALL_KINDS = KINDS + ("caltech101", "cvbench", "cvqa", "dance", "food101", "imagenet", "imagenet_ilsvrc2012", "kaleidoscope",
-                     "mmbench", "mme", "mmvp", "textvqa")
+                     "mmbench", "mme", "mmvp", "pope_coco", "textvqa")
 
 
 def test_kinds_are_registered_with_their_protocol_metric_and_source():

@@ -12,6 +12,7 @@ from vlmgrid.benchmarks.prepare import Benchmark, load_benchmark, prepare_benchm
 
 # Each import registers one kind.
 from vlmgrid.benchmarks import flowers102, pope, scienceqa  # noqa: E402,F401
+from vlmgrid.benchmarks import pope_coco  # noqa: E402,F401
 from vlmgrid.benchmarks import mme  # noqa: E402,F401
 from vlmgrid.benchmarks import mmbench  # noqa: E402,F401
 from vlmgrid.benchmarks import cvbench  # noqa: E402,F401

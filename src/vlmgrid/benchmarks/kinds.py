@@ -44,7 +44,8 @@ class BenchmarkKind:
     url_files:       the real files for a `url` source: ({"url", "md5" or "sha256", "name"}, ...)
     hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin), "config", "split"}
     parser:          how a generated answer is read (a parser name); "" for the protocol's default
-    local_only:      no published copy to download: a `local` source (or the fixture) only; expected_count 0
+    local_only:      nothing vlmgrid can download: a `local` source (or the fixture) only; expected_count 0 when
+                     there is no published count (DANCE)
     """
 
     name: str

@@ -81,8 +81,9 @@ def _negatives(split: str, present: list[str], freq: Counter, cooc: Counter, rng
     return sorted(absent, key=lambda o: (-sum(cooc[frozenset((o, p))] for p in present), o))[:OBJECTS_PER_SCENE]
 
 
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`size` questions per split over ceil(size/6) shared scenes: 3 present (yes) and 3 absent (no) objects each."""
+def fixture_questions(settings: Mapping[str, Any]) -> tuple[list[bytes], dict[str, list[tuple[int, str, str]]]]:
+    """The fixture's scene images and, per split, `size` questions (scene, object, answer) over
+    ceil(size/6) shared scenes: 3 present (yes) and 3 absent (no) objects each. Both POPE layouts write them."""
     seed = fx.fixture_int(settings, "seed", 0)
     size = fx.fixture_int(settings, "size", 1)
     corrupt = fx.fixture_int(settings, "corrupt", 0)
@@ -95,28 +96,37 @@ def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
     for s, objects in enumerate(scenes):
         data = _scene_image(objects, draw_rng)
         images.append(fx.truncate(data) if s in broken else data)
-    row_id = 0
+    questions: dict[str, list[tuple[int, str, str]]] = {}
     for split in SPLITS:
         rng = fx.rng_for(seed, "pope", split)
-        rows = []
+        asked: list[tuple[int, str, str]] = []
         for s, objects in enumerate(scenes):
             negatives = _negatives(split, objects, freq, cooc, rng)
             for yes, no in zip(objects, negatives):
-                for obj, answer in ((yes, "yes"), (no, "no")):
-                    if len(rows) == size:
-                        break
-                    rows.append(
-                        {
-                            "id": str(row_id),
-                            "question_id": str(len(rows) + 1),
-                            "question": f"Is there a {obj} in the image?",
-                            "answer": answer,
-                            "image_source": f"fixture_scene_{s:06d}",
-                            "image": {"bytes": images[s], "path": f"fixture_scene_{s:06d}.jpg"},
-                            "category": split,
-                        }
-                    )
-                    row_id += 1
+                asked.extend(((s, yes, "yes"), (s, no, "no")))
+        questions[split] = asked[:size]
+    return images, questions
+
+
+def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
+    """The fixture questions (`fixture_questions`) as the hub copy's three parquet files."""
+    images, questions = fixture_questions(settings)
+    row_id = 0
+    for split in SPLITS:
+        rows = []
+        for s, obj, answer in questions[split]:
+            rows.append(
+                {
+                    "id": str(row_id),
+                    "question_id": str(len(rows) + 1),
+                    "question": f"Is there a {obj} in the image?",
+                    "answer": answer,
+                    "image_source": f"fixture_scene_{s:06d}",
+                    "image": {"bytes": images[s], "path": f"fixture_scene_{s:06d}.jpg"},
+                    "category": split,
+                }
+            )
+            row_id += 1
         write_hub_parquet(Path(raw_dir) / FILE_PATTERN.format(split=split).replace("*", "00000-of-00001"), SCHEMA, rows, FEATURES)
 
 

@@ -1,0 +1,117 @@
+"""POPE from its original label files, as RUCAIBox/POPE publishes them and LLaVA's evaluation uses them.
+
+Raw layout (a `local` folder, laid out as LLaVA's and InternVL's evaluation instructions build it):
+  coco/coco_pope_random.json, coco/coco_pope_popular.json, coco/coco_pope_adversarial.json
+      JSON lines, one question each: {"question_id": 1, "image": "COCO_val2014_000000310196.jpg",
+      "text": "Is there a snowboard in the image?", "label": "yes"}
+  val2014/COCO_val2014_*.jpg
+      the COCO 2014 validation images the questions name (http://images.cocodataset.org/zips/val2014.zip)
+
+POPE's repository (RUCAIBox/POPE, now AoiDragon/POPE, `output/coco/`) holds 3,000 questions per split;
+LLaVA-1.5 published its POPE scores on LLaVA's own copy of these files, whose random split has 2,910
+(8,910 in all): give such a copy `expected_items: 8910` in its source. Records are those of the `pope` kind
+(ids "<split>-<question_id>", the same columns), so the metric, parser and tables are POPE's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from vlmgrid import fileio
+from vlmgrid.benchmarks import pope
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.rawio import ImageStore, find_raw
+from vlmgrid.errors import VlmgridError
+
+LABEL_FILE = "coco/coco_pope_{split}.json"
+IMAGE_FOLDER = "val2014"
+FIXTURE_IMAGE = "COCO_val2014_{n:012d}.jpg"
+
+
+def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
+    """The `pope` kind's fixture questions as the three label files and a val2014 folder of their images."""
+    images, questions = pope.fixture_questions(settings)
+    raw_dir = Path(raw_dir)
+    names = [FIXTURE_IMAGE.format(n=100 + 7 * s) for s in range(len(images))]
+    for name, data in zip(names, images):
+        fileio.write_bytes(raw_dir / IMAGE_FOLDER / name, data)
+    for split in pope.SPLITS:
+        lines = [
+            json.dumps({"question_id": n, "image": names[s], "text": f"Is there a {obj} in the image?", "label": answer})
+            for n, (s, obj, answer) in enumerate(questions[split], start=1)
+        ]
+        fileio.write_text(raw_dir / LABEL_FILE.format(split=split), "\n".join(lines) + "\n")
+
+
+def _questions(path: Path) -> list[tuple[dict, str]]:
+    questions = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            question = json.loads(line)
+        except ValueError:
+            raise VlmgridError(f"{where}: not a JSON object; the label file is damaged: download it again") from None
+        missing = [key for key in ("question_id", "image", "text", "label") if not isinstance(question, dict) or key not in question]
+        if missing:
+            raise VlmgridError(f"{where}: has no `{missing[0]}`; the file is not a POPE label file: check the source")
+        questions.append((question, where))
+    return questions
+
+
+def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
+    store = ImageStore(bench_dir)
+    images = Path(raw_dir) / IMAGE_FOLDER
+    rows = []
+    for split in pope.SPLITS:
+        for question, where in _questions(find_raw(raw_dir, LABEL_FILE.format(split=split))[0]):
+            answer = str(question["label"]).strip().lower()
+            if answer not in ("yes", "no"):
+                raise VlmgridError(f"{where}: label {question['label']!r} is not yes/no; the file is damaged or not POPE: download it again")
+            name = str(question["image"])
+            image_path = images / name
+            if not image_path.is_file():
+                raise VlmgridError(
+                    f"{image_path}: missing, though {where} asks about it; put the COCO 2014 validation images "
+                    f"(val2014.zip) in {images}"
+                )
+            rows.append(
+                {
+                    "id": f"{split}-{question['question_id']}",
+                    "image": store.add({"bytes": image_path.read_bytes(), "path": name}, where),
+                    "question": str(question["text"]),
+                    "options": ["yes", "no"],
+                    "answer": answer,
+                    "answer_index": 0 if answer == "yes" else 1,
+                    "split": split,
+                    "category": split,
+                    "image_source": Path(name).stem,
+                    "question_id": str(question["question_id"]),
+                }
+            )
+    return Adapted(records=pd.DataFrame(rows))
+
+
+KIND = register(
+    BenchmarkKind(
+        name="pope_coco",
+        protocol="yes_no",
+        metric="pope",
+        breakdown_by=("split",),
+        description="POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA evaluates it.",
+        templates=(),
+        expected_count=9000,
+        raw_files=tuple(LABEL_FILE.format(split=split) for split in pope.SPLITS) + (f"{IMAGE_FOLDER}/*",),
+        write_fixture=write_fixture,
+        adapt=adapt,
+        fixture_defaults=dict(pope.KIND.fixture_defaults),
+        parser="pope",
+        # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at them.
+        local_only=True,
+    )
+)
