@@ -1,4 +1,4 @@
-"""The DANCE metric: Acc@50 (positives within the top n), Recall@1/5, MRR, averaged per direction."""
+"""The DANCE metric: Acc@50 (positives within the top n), Hit@1/5, Recall@5, MRR, averaged per direction."""
 
 import pandas as pd
 import pytest
@@ -10,14 +10,25 @@ from vlmgrid.metrics.dance import rank_query
 def test_acc_at_50_counts_the_positives_within_the_top_n():
     # candidates ranked 3, 1, 0, 2, 4 (by score); positives 1 and 2: one of the two within the top 2
     scores = [0.5, 0.8, 0.1, 0.9, 0.0]
-    assert rank_query(scores, [1, 2]) == {"acc_at_50": 0.5, "recall_at_1": 0.0, "recall_at_5": 1.0, "mrr": 0.5}
-    assert rank_query(scores, [3]) == {"acc_at_50": 1.0, "recall_at_1": 1.0, "recall_at_5": 1.0, "mrr": 1.0}
-    assert rank_query(scores, [1, 3]) == {"acc_at_50": 1.0, "recall_at_1": 1.0, "recall_at_5": 1.0, "mrr": 1.0}
+    assert rank_query(scores, [1, 2]) == {"acc_at_50": 0.5, "hit_at_1": 0.0, "hit_at_5": 1.0, "recall_at_5": 1.0,
+                                          "mrr": 0.5}
+    assert rank_query(scores, [3]) == {"acc_at_50": 1.0, "hit_at_1": 1.0, "hit_at_5": 1.0, "recall_at_5": 1.0, "mrr": 1.0}
+    assert rank_query(scores, [1, 3]) == {"acc_at_50": 1.0, "hit_at_1": 1.0, "hit_at_5": 1.0, "recall_at_5": 1.0,
+                                          "mrr": 1.0}
+
+
+def test_hit_at_k_is_a_hit_rate_and_recall_at_5_the_share_of_the_positives():
+    scores = [float(50 - k) for k in range(50)]  # candidate k ranked k-th
+    # 8 positives, two of them in the top 5: a hit at 5, but 2 of 8 positives recalled
+    many = rank_query(scores, [0, 4, 10, 11, 12, 13, 14, 15])
+    assert (many["hit_at_1"], many["hit_at_5"], many["recall_at_5"]) == (1.0, 1.0, 0.25)
+    assert many["acc_at_50"] == 2 / 8  # positives 0 and 4 within the top 8
+    assert rank_query(scores, [5, 6])["hit_at_5"] == 0.0
 
 
 def test_a_single_positive_must_be_first_and_top_50_of_50_would_say_nothing():
     scores = [float(50 - k) for k in range(50)]  # candidate k ranked k-th
-    assert rank_query(scores, [6]) == {"acc_at_50": 0.0, "recall_at_1": 0.0, "recall_at_5": 0.0,
+    assert rank_query(scores, [6]) == {"acc_at_50": 0.0, "hit_at_1": 0.0, "hit_at_5": 0.0, "recall_at_5": 0.0,
                                        "mrr": pytest.approx(1 / 7)}
     assert rank_query(scores, [49])["acc_at_50"] == 0.0  # last of 50: "within the top 50", yet wrong
 
@@ -50,7 +61,9 @@ def test_headline_is_the_mean_of_the_directions_with_a_cell_per_split_and_direct
     # riddle-to-image (1 + 0.5) / 2 = 75, image-to-riddle (0 + 0) / 2 = 0 -> 37.5
     assert score["value"] == pytest.approx(37.5)
     assert score["metrics"]["mrr"]["value"] == pytest.approx(100 * ((1 + 1) / 2 + (1 / 3 + 0) / 2) / 2)
-    assert score["metrics"]["recall_at_1"]["value"] == pytest.approx(50.0)
+    assert score["metrics"]["hit_at_1"]["value"] == pytest.approx(50.0)
+    # q2's two positives are both within its top 5 (4 candidates): recall 1, like q1's single one
+    assert score["metrics"]["recall_at_5"]["value"] == pytest.approx(100 * ((1 + 1) / 2 + (1 + 0) / 2) / 2)
     assert score["n"] == 4 and score["n_valid"] == 3 and score["format_error_rate"] == pytest.approx(25.0)
     assert score["breakdown"]["direction"]["riddle-to-image"]["metrics"]["acc_at_50"]["value"] == pytest.approx(75.0)
     assert score["breakdown"]["split"]["test-seen"]["metrics"]["acc_at_50"]["value"] == pytest.approx(50.0)

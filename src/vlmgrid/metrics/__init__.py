@@ -10,7 +10,7 @@ Metrics (registered in `METRICS` by name): "classification" (top1, top5, mean_pe
 "mme" (scaled, total, perception, cognition, accuracy, accuracy_plus; points but `scaled`),
 "mmbench_circular" (circular_accuracy, vanilla_accuracy), "cvbench" (cvbench, accuracy_2d, accuracy_3d,
 accuracy_ade20k, accuracy_coco, accuracy_omni3d), "mmvp" (pair_accuracy, question_accuracy),
-"vqa_accuracy" (vqa_accuracy), "dance" (acc_at_50, recall_at_1, recall_at_5, mrr).
+"vqa_accuracy" (vqa_accuracy), "dance" (acc_at_50, hit_at_1, hit_at_5, recall_at_5, mrr).
 """
 
 from vlmgrid.metrics.accuracy import Accuracy

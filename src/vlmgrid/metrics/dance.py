@@ -1,4 +1,4 @@
-"""DANCE ranking metrics: Acc@50, Recall@1, Recall@5 and MRR over queries of 50 candidates."""
+"""DANCE ranking metrics: Acc@50, Hit@1, Hit@5, Recall@5 and MRR over queries of 50 candidates."""
 
 from __future__ import annotations
 
@@ -16,19 +16,23 @@ def rank_query(scores: Sequence[float], positives: Sequence[int]) -> dict[str, f
     Candidates are ranked by score, ties in candidate order (the DANCE builder shuffles the candidates, so
     the order says nothing about the answer). With n positives:
     - `acc_at_50`: the fraction of the n positives ranked within the top n;
-    - `recall_at_1`, `recall_at_5`: 1 when a positive is ranked within the top 1 / top 5;
+    - `hit_at_1`, `hit_at_5`: 1 when a positive is ranked within the top 1 / top 5 (a hit rate, often
+      called Recall@k for a single positive);
+    - `recall_at_5`: the fraction of the n positives ranked within the top 5 (retrieval's Recall@5: with
+      more than 5 positives it cannot reach 1);
     - `mrr`: 1 / the rank of the best-ranked positive.
     """
     order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
     is_positive = np.isin(order, np.asarray(positives, dtype=np.int64))
     n = int(is_positive.sum())
     if n == 0:
-        return {"acc_at_50": 0.0, "recall_at_1": 0.0, "recall_at_5": 0.0, "mrr": 0.0}
+        return {"acc_at_50": 0.0, "hit_at_1": 0.0, "hit_at_5": 0.0, "recall_at_5": 0.0, "mrr": 0.0}
     first = int(np.argmax(is_positive))
     return {
         "acc_at_50": float(is_positive[:n].sum()) / n,
-        "recall_at_1": float(first < 1),
-        "recall_at_5": float(first < 5),
+        "hit_at_1": float(first < 1),
+        "hit_at_5": float(first < 5),
+        "recall_at_5": float(is_positive[:5].sum()) / n,
         "mrr": 1.0 / (first + 1),
     }
 
@@ -45,7 +49,8 @@ class Dance(Metric):
       3/4 when three of them fill three of the top 4 places); averaged over queries. The shorthand "the
       ground truth is within the top 50" is not it: with 50 candidates every candidate is within the top
       50, so that number is 100% for any model.
-    - `recall_at_1`, `recall_at_5`: a positive is ranked first / within the top 5.
+    - `hit_at_1`, `hit_at_5`: the share of queries with a positive ranked first / within the top 5.
+    - `recall_at_5`: the share of a query's positives ranked within the top 5, averaged over queries.
     - `mrr`: the mean reciprocal rank of the best-ranked positive.
 
     Ties rank in candidate order (see `rank_query`). The headline and every number are the mean of the two
@@ -60,7 +65,7 @@ class Dance(Metric):
 
     name = "dance"
     headline = "acc_at_50"
-    names = ("acc_at_50", "recall_at_1", "recall_at_5", "mrr")
+    names = ("acc_at_50", "hit_at_1", "hit_at_5", "recall_at_5", "mrr")
     stratify_by = "direction"
     record_columns = ("positives", "options", "direction")
     prediction_columns = ("prediction", "scores")
