@@ -1,6 +1,8 @@
 """The answer parsers read generated text as the benchmarks' own scorers do, and fail loudly on ambiguity.
 
 Each case gives the text, the options and the expected (prediction, index); None / -1 means unparsable.
+The headline parsers' readings are held to the authors' code by the parity tables (tests/parity/*.yaml);
+here are the (prediction, index) pairs, and the lenient parsers that feed the second, lenient figure.
 """
 
 import pytest
@@ -13,11 +15,15 @@ from vlmgrid.protocols.parsing import (
     match_option_text,
     parse,
     parse_cvbench,
+    parse_cvbench_lenient,
     parse_letter,
     parse_mmbench,
     parse_mme,
+    parse_mme_lenient,
     parse_pope,
+    parse_scienceqa,
     parse_short_answer,
+    parse_short_answer_lenient,
 )
 
 FOUR = ["dog", "cat", "bird", "fish"]  # A dog, B cat, C bird, D fish
@@ -28,10 +34,17 @@ NONE = Parsed(None, -1)
 
 
 def test_registry_holds_every_parser_under_its_name():
-    assert list(PARSERS) == sorted(["letter", "pope", "mme", "cvbench", "mmbench", "short_answer", "open_class",
-                                    "exam_json", "exam_tag"])
+    assert list(PARSERS) == sorted([
+        "letter", "pope", "mme", "mme_lenient", "cvbench", "cvbench_lenient", "mmbench", "scienceqa",
+        "short_answer", "short_answer_lenient", "open_class",
+        "exam_json", "exam_tag", "exam_json_lenient", "exam_tag_lenient",
+    ])
     assert PARSERS.get("letter") is parse_letter
     assert PARSERS.get("pope") is parse_pope
+    assert PARSERS.get("mme_lenient") is parse_mme_lenient
+    assert PARSERS.get("cvbench_lenient") is parse_cvbench_lenient
+    assert PARSERS.get("short_answer_lenient") is parse_short_answer_lenient
+    assert PARSERS.get("scienceqa") is parse_scienceqa
     assert parse("mme", "Yes", YES_NO) == Parsed("yes", 0)
     assert parse("open_class", "two cats", ["cat", "dog"]) == Parsed("cat", 0)
 
@@ -177,6 +190,7 @@ def test_pope_index_follows_the_options():
     assert parse_pope(None, YES_NO) == NONE
 
 
+# read alike by the official tool (headline) and the lenient reading
 MME_CASES = [
     ("Yes", ("yes", 0)),
     ("yes", ("yes", 0)),
@@ -199,6 +213,29 @@ MME_CASES = [
 @pytest.mark.parametrize("text, expected", MME_CASES)
 def test_mme(text, expected):
     assert parse_mme(text, YES_NO) == Parsed(*expected)
+    assert parse_mme_lenient(text, YES_NO) == Parsed(*expected)
+
+
+# the official tool does not strip: leading whitespace counts among the first 4 characters
+MME_UNSTRIPPED_CASES = [
+    ("  yes", (None, -1), ("yes", 0)),
+    ("   no", (None, -1), ("no", 1)),
+    ("\n\nYes", (None, -1), ("yes", 0)),
+    (" yes", ("yes", 0), ("yes", 0)),
+    ("  no", ("no", 1), ("no", 1)),
+]
+
+
+@pytest.mark.parametrize("text, headline, lenient", MME_UNSTRIPPED_CASES)
+def test_mme_headline_does_not_strip(text, headline, lenient):
+    assert parse_mme(text, YES_NO) == Parsed(*headline)
+    assert parse_mme_lenient(text, YES_NO) == Parsed(*lenient)
+
+
+def test_mme_index_follows_the_options():
+    assert parse_mme("No", ["no", "yes"]) == Parsed("no", 0)
+    assert parse_mme(None, YES_NO) == NONE
+    assert parse_mme_lenient(None, YES_NO) == NONE
 
 
 CVBENCH_CASES = [
@@ -210,8 +247,10 @@ CVBENCH_CASES = [
     ("The answer is A, no wait, the answer is C.", FOUR, ("bird", 2)),
     ("answer: b. answer is (d)", FOUR, ("fish", 3)),
     ("answer is (c) answer: a", FOUR, ("dog", 0)),
-    ("..(b)..", FOUR, ("cat", 1)),
     ("a cat", FOUR, ("dog", 0)),  # first character, as the official scorer
+    ("((b))", FOUR, ("cat", 1)),
+    ("b).", FOUR, ("cat", 1)),
+    ("The answer is: C", FOUR, (None, -1)),  # ":" is left at the start
     ("The left one", FOUR, (None, -1)),
     ("E", FOUR, (None, -1)),
     ("C", ["left", "right"], (None, -1)),
@@ -223,6 +262,22 @@ CVBENCH_CASES = [
 @pytest.mark.parametrize("text, options, expected", CVBENCH_CASES)
 def test_cvbench(text, options, expected):
     assert parse_cvbench(text, options) == Parsed(*expected)
+    assert parse_cvbench_lenient(text, options) == Parsed(*expected)
+
+
+# Cambrian strips "." from the right end only, then "(" from the left, then ")" from the right
+CVBENCH_STRIP_CASES = [
+    (".A", (None, -1), ("dog", 0)),
+    ("..(b)..", (None, -1), ("cat", 1)),
+    ("( a )", (None, -1), ("dog", 0)),
+    ("\u00a0b", ("cat", 1), (None, -1)),  # str.strip removes Unicode spaces
+]
+
+
+@pytest.mark.parametrize("text, headline, lenient", CVBENCH_STRIP_CASES)
+def test_cvbench_headline_strips_as_cambrian(text, headline, lenient):
+    assert parse_cvbench(text, FOUR) == Parsed(*headline)
+    assert parse_cvbench_lenient(text, FOUR) == Parsed(*lenient)
 
 
 MMBENCH_CASES = [
@@ -237,6 +292,11 @@ MMBENCH_CASES = [
     ("B so it must be dog", FOUR, ("dog", 0)),  # B is 6th from the end: the text decides
     ("B, so it's a cat", FOUR, ("cat", 1)),
     ("B is right because it meows at night", FOUR, (None, -1)),  # too long for the text, B too early
+    ("The answer is B because it meows at night", FOUR, ("cat", 1)),  # B too early: "answer is B" decides
+    ("Option A and option B are wrong; the answer is D", FOUR, ("fish", 3)),
+    ("The correct answer is **C**, since birds have feathers and fly", FOUR, ("bird", 2)),
+    ("The answer is a cat", DOG_CAT, ("dog", 0)),  # the cue takes "a" as A, before any text
+    ("Failed to obtain answer via API. C", FOUR, (None, -1)),  # no letter reading; the text is too long
     ("E", FOUR, (None, -1)),
     ("b", FOUR, (None, -1)),  # letters are capital only
     ("a cat", DOG_CAT, ("cat", 1)),
@@ -255,7 +315,8 @@ def test_mmbench(text, options, expected):
     assert parse_mmbench(text, options) == Parsed(*expected)
 
 
-SHORT_CASES = [
+# the lenient reading: the first line, without a final period
+SHORT_LENIENT_CASES = [
     ("Coca Cola", ("Coca Cola", -1)),
     ("  stop.  ", ("stop", -1)),
     ("3.5", ("3.5", -1)),
@@ -269,9 +330,59 @@ SHORT_CASES = [
 ]
 
 
+@pytest.mark.parametrize("text, expected", SHORT_LENIENT_CASES)
+def test_short_answer_lenient(text, expected):
+    assert parse_short_answer_lenient(text, []) == Parsed(*expected)
+
+
+# the headline: the whole text, stripped, as mmf's evaluator reads it (normalising is the metric's work)
+SHORT_CASES = [
+    ("Coca Cola", ("Coca Cola", -1)),
+    ("  stop.  ", ("stop.", -1)),
+    ("3.5", ("3.5", -1)),
+    ("Nike.\nThe logo on the shirt says Nike.", ("Nike.\nThe logo on the shirt says Nike.", -1)),
+    ("\n\n  exit \nmore", ("exit \nmore", -1)),
+    ("U.S.A.", ("U.S.A.", -1)),
+    (".", (".", -1)),
+    ("", (None, -1)),
+    ("   \n  ", (None, -1)),
+    (None, (None, -1)),
+]
+
+
 @pytest.mark.parametrize("text, expected", SHORT_CASES)
 def test_short_answer(text, expected):
     assert parse_short_answer(text, []) == Parsed(*expected)
+
+
+SCIENCEQA_CASES = [
+    ("B", FOUR, ("cat", 1)),
+    (" B\n", FOUR, ("cat", 1)),  # stripped, as LLaVA's generation script does
+    ("B. cat", FOUR, ("cat", 1)),
+    ("The answer is C.", FOUR, ("bird", 2)),
+    ("The answer is C, since birds fly", FOUR, ("bird", 2)),
+    ("C. bird\nThe answer is B.", FOUR, ("bird", 2)),  # "X. " at the start comes first
+    ("E", FOUR + ["cow"], ("cow", 4)),
+    ("B.", FOUR, (None, -1)),  # two characters: no rule
+    ("(B)", FOUR, (None, -1)),
+    ("b", FOUR, (None, -1)),
+    ("B: cat", FOUR, (None, -1)),
+    ("The answer is B", FOUR, (None, -1)),  # the pattern needs a character after the letter
+    ("The answer is B\nfor sure", FOUR, (None, -1)),
+    ("The answer is A. The answer is C.", FOUR, (None, -1)),  # two matches: FAILED
+    ("the answer is B.", FOUR, (None, -1)),
+    ("The answer is E.", FOUR, (None, -1)),  # not among the item's options: wrong, not random
+    ("E", FOUR, (None, -1)),
+    ("F", FOUR + ["cow", "hen"], (None, -1)),  # LLaVA letters A-E only
+    ("", FOUR, (None, -1)),
+    (None, FOUR, (None, -1)),
+    ("B", [], (None, -1)),
+]
+
+
+@pytest.mark.parametrize("text, options, expected", SCIENCEQA_CASES)
+def test_scienceqa(text, options, expected):
+    assert parse_scienceqa(text, options) == Parsed(*expected)
 
 
 CLASSES = ["cat", "dog", "sports car", "car", "glass", "glasses", "puppy", "box", "t-shirt", "café"]

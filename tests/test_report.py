@@ -710,12 +710,15 @@ def test_cells_table_says_how_each_number_was_answered(tmp_path):
         obj = json.loads(files[(model, bench)].read_text())
         obj["strategy"] = strategy
         obj["generation"] = SAMPLED if bench == "sqa_img" else {}
+        if bench == "sqa_img":  # the generated answers read leniently too: a second figure beside the headline
+            obj["metrics"][f"{obj['metric']}_lenient"] = _est(61.5, 50.0, 70.0)
         files[(model, bench)].write_text(json.dumps(obj))
     mark_not_applicable(files, "clip_tiny", "sqa_img")
     build(tmp_path, files)
     rows = {(r["model"], r["benchmark"]): r for r in read_csv(tmp_path / "tables" / "cells.csv")}
     assert list(next(iter(rows.values()))) == ["model", "benchmark", "status", "strategy", "answered_by", "decoding",
-                                              "n", "n_valid", "format_error_rate"]
+                                              "n", "n_valid", "format_error_rate", "lenient"]
+    assert rows[("big-vlm", "sqa_img")]["lenient"] == "61.5" and rows[("big-vlm", "flowers")]["lenient"] == ""
     assert rows[("clip_tiny", "pope-fixture")]["answered_by"] == "embedding similarity"
     assert rows[("clip_tiny", "pope-fixture")]["decoding"] == ""
     assert rows[("big-vlm", "flowers")]["answered_by"] == \
@@ -725,13 +728,14 @@ def test_cells_table_says_how_each_number_was_answered(tmp_path):
     assert rows[("big-vlm", "sqa_img")]["n"] == "90" and rows[("big-vlm", "sqa_img")]["n_valid"] == "87"
     assert rows[("clip_tiny", "sqa_img")]["status"] == "n/a" and rows[("clip_tiny", "sqa_img")]["n"] == ""
     md = md_rows(tmp_path / "tables" / "cells.md")
-    assert md["Model"] == ["Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)"]
+    assert md["Model"] == ["Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)",
+                           "Lenient reading"]
     text = (tmp_path / "tables" / "cells.md").read_text()
     assert "| big-vlm | sqa_img | generation + parser | sampled: kaleidoscope preset, temperature 0.7, top-p 0.9 " \
-           "| 90 | 87 | 3.3 |" in text
-    assert "| clip_tiny | sqa_img | n/a | – | – | – | – |" in text
+           "| 90 | 87 | 3.3 | 61.5 |" in text
+    assert "| clip_tiny | sqa_img | n/a | – | – | – | – | – |" in text
     # a score file written before `strategy` existed reads as "–"
-    assert "| clip_tiny | flowers | – | – | 90 | 87 | 3.3 |" in text
+    assert "| clip_tiny | flowers | – | – | 90 | 87 | 3.3 | – |" in text
 
 
 def dance_obj(model: str, subsets: dict[str, tuple[float, float, float]]) -> dict:

@@ -209,6 +209,7 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 8, "corrupt": 0},
         parser="cvbench",
+        lenient_parsers={"*": "cvbench_lenient"},
         # The pin is the commit a public build script downloads test_2d.parquet from (with the file's sha256
         # 33196034ef4bf3265cae4a7ff5c4071b2ff1cc21123e8e285c6a91393897ecbc); that test_3d.parquet is at the
         # same commit was not checked.

@@ -43,7 +43,10 @@ class BenchmarkKind:
     fixture_defaults: default fixture settings (seed, size, classes, corrupt)
     url_files:       the real files for a `url` source: ({"url", "md5" or "sha256", "name"}, ...)
     hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin), "config", "split"}
-    parser:          how a generated answer is read (a parser name); "" for the protocol's default
+    parser:          how a generated answer is read (a parser name); "" for the protocol's default. It follows
+                     the benchmark authors' own scorer: the headline reading
+    lenient_parsers: a more lenient reading of generated answers, scored beside the headline as
+                     `<headline>_lenient`: {prediction variant: parser name}, "*" for every variant; {} for none
     local_only:      nothing vlmgrid can download: a `local` source (or the fixture) only; expected_count 0 when
                      there is no published count (DANCE)
     """
@@ -62,6 +65,7 @@ class BenchmarkKind:
     url_files: tuple[Mapping[str, str], ...] = ()
     hub: Mapping[str, str] | None = None
     parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
+    lenient_parsers: Mapping[str, str] = field(default_factory=dict)  # variant ("*": any) -> parser of the lenient figure
     local_only: bool = False  # no published copy (DANCE): read from a `local` folder or made by the fixture
 
     def __post_init__(self) -> None:

@@ -161,6 +161,7 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 8, "corrupt": 0},
         parser="mme",
+        lenient_parsers={"*": "mme_lenient"},
         # sha: hub cache snapshot datasets--lmms-lab--MME/snapshots/d6c9023f017b564f7b3ccccf5348166bce8fdbcd, and a
         # public build script's pin of lmms-lab-encoder/MME (the repo's new name) to it with the 4 data/test-* files.
         hub={"repo": "lmms-lab/MME", "revision": "d6c9023f017b564f7b3ccccf5348166bce8fdbcd", "split": "test"},

@@ -158,6 +158,10 @@ KIND = register(
         write_fixture=write_fixture,
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 20, "corrupt": 0},
+        # LLaVA-1.5's reading (llava/eval/eval_science_qa.py), which CARPE's evaluation follows; an unreadable
+        # answer is wrong. The ScienceQA authors' own GPT-3 script picks a random option instead.
+        parser="scienceqa",
+        lenient_parsers={"*": "letter"},
         # lmms-lab moved to lmms-lab-encoder in 2026 (history kept); the pin is the commit that uploaded
         # ScienceQA-IMG/ (pufanyi, "Upload dataset").
         hub={"repo": "lmms-lab/ScienceQA", "revision": "df59f11e9fd34bc02e24b4d5314bb1c86dcd21c0", "config": "ScienceQA-IMG", "split": "test"},

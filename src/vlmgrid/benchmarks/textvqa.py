@@ -171,6 +171,7 @@ KIND = register(
         adapt=adapt,
         fixture_defaults={"seed": 0, "size": 12, "corrupt": 0},
         parser="short_answer",
+        lenient_parsers={"*": "short_answer_lenient"},
         # The pin is the commit a public build script downloads data/validation-0000{0,1,2}-of-00003.parquet
         # from (with their sha256 491649b5..., 909ad12a..., a770d03e...).
         hub={"repo": "lmms-lab/textvqa", "revision": "9c0699cd19768ac5ab97568f6b3cbac4c0062884", "split": "validation"},

@@ -8,8 +8,8 @@ prompt mode. Records need a `language` column naming one of its languages.
   options under the language's words, and the letters scored as the next token;
 - generate: one of two prompt modes, as in the authors' code (israfelsr/kaleidoscope):
     json: an English system message asking for `{"choice": "<letter>"}` only; read by the `exam_json` parser;
-    tag:  the language's step-by-step instruction as the system message; the answer is read from the last
-          `<ANSWER> X </ANSWER>` by the `exam_tag` parser; asks for the prompt set's `tag.max_new_tokens`
+    tag:  the language's step-by-step instruction as the system message; the answer is read from the first
+          `<ANSWER> X </ANSWER>` holding one letter by the `exam_tag` parser, as the authors read it; asks for the prompt set's `tag.max_new_tokens`
           (reasoning needs room), where json mode keeps the model's own `generation.max_new_tokens`.
   The model setting `prompt_mode` chooses; without it the openai backend (closed models) gets tag and every
   other backend json. The mode is the predictions' `variant` ("json" or "tag"), so a predictions file says

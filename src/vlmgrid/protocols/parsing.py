@@ -5,16 +5,22 @@ Every parser takes the generated text and the item's options (option texts in or
 returns a `Parsed`: the answer as text and its index into the options, or `prediction=None` when the text
 cannot be read (a format error). Parsers never raise on odd input (None, empty text, no options).
 
-The benchmark-specific parsers follow the benchmark authors' own scorers (docs:
-shared/reference/official-scorers.md), so that scores are comparable with published ones:
+The headline parsers read every output as the benchmark authors' own scorers do (docs:
+shared/reference/official-scorers.md), so that scores are comparable with published ones; each function's
+docstring gives the rule, and `tests/parity/<name>.yaml` holds the readings derived from the authors' code:
 
-- ``pope``: RUCAIBox/POPE ``evaluate.py``;
-- ``mme``: MME's ``eval_tool/calculation.py``;
-- ``cvbench``: the Cambrian scorers (``eval/eval/{ade,coco,omni}/*_test.py``);
-- ``mmbench``: VLMEvalKit ``can_infer_option`` then ``can_infer_text`` (no judge model).
+- ``pope``: RUCAIBox/POPE ``evaluate.py`` (f3ec604; LLaVA ``llava/eval/eval_pope.py`` is the same rule);
+- ``mme``: BradyFU's MME ``eval_tool/calculation.py`` (read in zjunlp/Deco at a3ccc15);
+- ``cvbench``: the Cambrian scorers, cambrian-mllm/cambrian ``eval/eval/{coco,omni}/*_test.py`` (a220b3f);
+- ``mmbench``: open-compass/VLMEvalKit ``vlmeval/utils/matching_util.py`` ``can_infer`` (d21c5e9), no judge;
+- ``scienceqa``: LLaVA-1.5 ``llava/eval/eval_science_qa.py`` (haotian-liu/LLaVA);
+- ``short_answer``: facebookresearch/mmf ``mmf/utils/m4c_evaluators.py`` (2dc099a; TextVQA): the whole text.
 
-``letter`` is the general multiple-choice reader, ``short_answer`` the open-answer reader (TextVQA) and
-``open_class`` the open-world classification matcher (`match_class`).
+The lenient parsers keep vlmgrid's more forgiving readings for a second, separately named figure:
+``mme_lenient`` (strips the text first), ``cvbench_lenient`` (strips "." "(" ")" from both ends),
+``short_answer_lenient`` (the first line, without a final period), and ``letter`` (the general
+multiple-choice reader) for ScienceQA. ``open_class`` is the open-world classification matcher
+(`match_class`).
 """
 
 from __future__ import annotations
@@ -188,13 +194,17 @@ def _yes_no(label: str | None, options: Sequence[str]) -> Parsed:
 
 
 def parse_pope(text: str, options: Sequence[str] = ("yes", "no")) -> Parsed:
-    """POPE's official rule (RUCAIBox/POPE evaluate.py), with unparsable answers kept apart.
+    """POPE's rule (RUCAIBox/POPE, stored as AoiDragon/POPE, ``evaluate.py`` at f3ec604; LLaVA's
+    ``llava/eval/eval_pope.py`` at 4241f08 has the same rule), with unparsable answers kept apart.
 
-    Keep the text before the first "."; remove ","; split on single spaces; if the words include "No",
-    "not" or "no" (case-sensitive, whole words: "NO" and "Not" do not count) -> "no". Otherwise the
-    official script says "yes"; here the answer is "yes" only if that kept text contains "yes" in any
-    case, and unparsable (None) otherwise; the POPE metric counts None as "yes", as the official rule does,
-    and reports it as a format error.
+    Keep the text before the first "."; delete every ","; split on single spaces (so a line break or a tab
+    does not separate words); if the words include "No", "not" or "no" (case-sensitive, whole words: "NO",
+    "Not" and "No\\nthere" do not count) -> "no". The authors read everything else as "yes"; here it is
+    "yes" only when that kept text holds "yes" in any case, and unparsable (None) otherwise. The POPE metric
+    counts None as "yes", as the authors do, and reports it as a format error, so every score is the
+    authors'. The text is read as generated: ``evaluate.py`` strips nothing (LLaVA's generation script
+    strips the output before writing it; a leading line break, as in "\\nNo", is the only place where that
+    changes the reading).
     """
     if text is None:
         return UNPARSABLE
@@ -208,11 +218,35 @@ def parse_pope(text: str, options: Sequence[str] = ("yes", "no")) -> Parsed:
 
 
 def parse_mme(text: str, options: Sequence[str] = ("yes", "no")) -> Parsed:
-    """MME's official rule (eval_tool/calculation.py).
+    """MME's rule: BradyFU/Awesome-Multimodal-Large-Language-Models ``tools/eval_tool.zip`` ->
+    ``eval_tool/calculation.py`` (``parse_pred_ans``; read in the copy zjunlp/Deco
+    ``eval_tool/calculation.py`` at a3ccc15).
 
-    Lowercase and strip; exactly "yes" or "no" is taken as is; otherwise look at the first 4 characters:
-    "yes" among them -> yes, else "no" among them -> no ("not ...", "none", "nope" read as no), else
-    unparsable (None; the official tool's "other", always wrong).
+    Lowercase, and nothing else (no strip); exactly "yes" or "no" is taken as is; otherwise look at the
+    first 4 characters: "yes" among them -> yes, else "no" among them -> no ("not ...", "none", "nope",
+    "know", " no" read as no), else unparsable (None; the tool's "other", always wrong). Leading
+    whitespace counts: "  yes" is "other" (its first 4 characters are "  ye") while " yes" is yes.
+
+    The tool reads one answer per line of a tab-separated file, so it has no rule for a text holding a
+    line break or a tab (such a file breaks it); here such a text is read the same way, from its first 4
+    characters. The line break that ends each line in the tool's files changes no reading.
+    """
+    if text is None:
+        return UNPARSABLE
+    answer = str(text).lower()
+    if answer in ("yes", "no"):
+        return _yes_no(answer, options)
+    prefix = answer[:4]
+    if "yes" in prefix:
+        return _yes_no("yes", options)
+    if "no" in prefix:
+        return _yes_no("no", options)
+    return UNPARSABLE
+
+
+def parse_mme_lenient(text: str, options: Sequence[str] = ("yes", "no")) -> Parsed:
+    """MME read leniently (vlmgrid's reading, not the tool's): as `parse_mme`, but on the stripped text, so
+    leading whitespace does not hide the answer ("  yes" -> yes).
     """
     if text is None:
         return UNPARSABLE
@@ -228,19 +262,50 @@ def parse_mme(text: str, options: Sequence[str] = ("yes", "no")) -> Parsed:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# multiple choice: CV-Bench and MMBench
+# multiple choice: CV-Bench, MMBench and ScienceQA
 # ---------------------------------------------------------------------------------------------------------
+
+_CAMBRIAN_CUES = ("answer is", "answer is:", "answer:")
+
+
+def parse_cvbench(text: str, options: Sequence[str]) -> Parsed:
+    """The Cambrian scorers' rule for CV-Bench (cambrian-mllm/cambrian ``eval/eval/coco/coco_test.py`` and
+    ``eval/eval/omni/omni_test.py``, ``extract_mcq_answer``, at a220b3f).
+
+    In order: lowercase and strip whitespace; for each of "answer is", "answer is:", "answer:" in turn,
+    when it occurs, keep the text after its last occurrence; strip whitespace; strip "." from the right
+    end, then "(" from the left end, then ")" from the right end; take the first character. One of the
+    item's letters (a, b, c, ...) -> that option, anything else -> unparsable (always wrong). Only those
+    characters are stripped, each from its own end: ".A" and "( a )" are unparsable, "a cat" reads as A.
+
+    The 3D (Omni3D) scorer also strips ":" and "," from the right end, which changes no letter, and also
+    counts the answer right when that single character equals the gold option's text; no CV-Bench 3D
+    option is one character long (they name objects), so that never applies, and the 2D scorers, which
+    score the count questions with their one-digit options, take the letter only. A missing text reads as
+    unparsable.
+    """
+    options = _options(options)
+    if text is None or not options:
+        return UNPARSABLE
+    answer = str(text).lower().strip()
+    for cue in _CAMBRIAN_CUES:
+        if cue in answer:
+            answer = answer.split(cue)[-1]
+    answer = answer.strip().rstrip(".").lstrip("(").rstrip(")")
+    if not answer:
+        return UNPARSABLE
+    index = LETTERS.lower().find(answer[0])
+    return _choice(options, index) if 0 <= index < len(options) else UNPARSABLE
+
 
 _CAMBRIAN_CUE = re.compile(r"answer is|answer:")
 
 
-def parse_cvbench(text: str, options: Sequence[str]) -> Parsed:
-    """The Cambrian scorers' rule for CV-Bench.
-
-    Lowercase; keep the text after the last "answer is" or "answer:" (whichever comes last; all of it when
-    neither appears); strip whitespace and the characters "." "(" ")" from both ends; take the first
-    character; if it is one of the item's letters (a, b, c, ...) -> that option, else unparsable. Note that
-    this reads "a cat" as option A, as the official scorer does.
+def parse_cvbench_lenient(text: str, options: Sequence[str]) -> Parsed:
+    """CV-Bench read leniently (vlmgrid's reading, not Cambrian's): lowercase; keep the text after the
+    last "answer is" or "answer:"; strip whitespace and the characters "." "(" ")" from both ends; the
+    first character, when it is one of the item's letters. Unlike `parse_cvbench`, ".A" and "( a )" read
+    as A.
     """
     options = _options(options)
     if text is None or not options:
@@ -263,36 +328,101 @@ _MMBENCH_REFUSALS = (
     "I'm sorry, but without the image provided",
     "Cannot determine the answer",
 )
+_MMBENCH_API_FAILURE = "Failed to obtain answer via API"
+_MMBENCH_ANSWER_IS = re.compile(r"(?:correct\s+)?answer\s+is\s+\**([ABCD])\**", re.IGNORECASE)
+
+
+def _mmbench_letter(answer: str, letters: str) -> str | None:
+    """VLMEvalKit's option reading: a letter, "Z" (a refusal, always wrong) or None (read the text)."""
+    if _MMBENCH_API_FAILURE in answer:
+        return None
+    if any(refusal in answer for refusal in _MMBENCH_REFUSALS):
+        return "Z"
+    tokens = answer.translate(_MMBENCH_PUNCTUATION).split()
+    present = [letter for letter in letters if letter in tokens]
+    if len(present) == 1:
+        if tokens.index(present[0]) > len(tokens) - 5:
+            return present[0]
+    elif not present and "Z" in tokens:
+        return "Z"
+    cue = _MMBENCH_ANSWER_IS.search(answer)
+    if cue and cue.group(1).upper() in letters:
+        return cue.group(1).upper()
+    return None
 
 
 def parse_mmbench(text: str, options: Sequence[str]) -> Parsed:
-    """VLMEvalKit's exact matching for MMBench (can_infer_option, then can_infer_text; no judge model).
+    """VLMEvalKit's exact matching for MMBench, without a judge model (open-compass/VLMEvalKit
+    ``vlmeval/utils/matching_util.py`` ``can_infer`` = ``can_infer_option``, else ``can_infer_text``, as
+    of d21c5e9; ``vlmeval/dataset/utils/multiple_choice.py`` reads every circular copy this way before
+    any judge (``prefetch_answer``), and without a judge an unread copy makes its group wrong).
 
-    Letters: one of VLMEvalKit's refusal sentences -> unparsable (its "Z", always wrong). Replace each of
-    . ( ) [ ] , : ; ! * # { } by a space and split on whitespace. If exactly one of the item's letters
-    (capital, case-sensitive) is among the tokens and its first occurrence is among the last 4 tokens
-    (VLMEvalKit: index > len(tokens) - 5) -> that letter. If no letter but a token "Z" -> unparsable (its
-    "Z"). Text: unless the lowercased answer is longer than twice the options' total length, the one option
-    whose lowercased text is a substring of the lowercased answer -> it. Otherwise unparsable.
+    Letters (the item's, A, B, C, ... by position; capital only):
+
+    1. "Failed to obtain answer via API" in the text -> no letter (go to the text rule).
+    2. One of VLMEvalKit's refusal sentences in the text -> unparsable (its "Z", always wrong).
+    3. Replace each of . ( ) [ ] , : ; ! * # { } by a space and split on whitespace. Exactly one of the
+       item's letters among the tokens, first found among the last 4 tokens (index > len(tokens) - 5)
+       -> that letter. No letter but a token "Z" -> unparsable (its "Z").
+    4. Otherwise (one letter too early, two letters, or none): "answer is X" or "correct answer is X"
+       (any case, whitespace between the words, "*" around X; X one of A-D, either case, and one of the
+       item's letters) -> X. So "The answer is a dog" reads as A.
+
+    Text, when no letter was read: unless the lowercased text is longer than twice the options' total
+    length, the one option whose lowercased text is a substring of the lowercased text -> it. Otherwise
+    unparsable. The text is read as generated (VLMEvalKit strips it only on its judge path, and the
+    length test counts surrounding whitespace). VLMEvalKit's VERBOSE switch, which can refuse a text with
+    a token "A" and more than 3 tokens, is off by default and not followed. Earlier VLMEvalKit versions
+    lack rule 4 (before 2026-05) and the "last 4 tokens" and length tests (before 2025-07).
     """
     options = _options(options)
     if text is None or not options:
         return UNPARSABLE
     answer = str(text)
     letters = LETTERS[:len(options)]
-    if any(refusal in answer for refusal in _MMBENCH_REFUSALS):
+    letter = _mmbench_letter(answer, letters)
+    if letter == "Z":
         return UNPARSABLE
-    tokens = answer.translate(_MMBENCH_PUNCTUATION).split()
-    present = [letter for letter in letters if letter in tokens]
-    if len(present) == 1 and tokens.index(present[0]) > len(tokens) - 5:
-        return _choice(options, letters.index(present[0]))
-    if not present and "Z" in tokens:
-        return UNPARSABLE
+    if letter is not None:
+        return _choice(options, letters.index(letter))
     lowered = answer.lower()
     if len(lowered) > 2 * sum(len(option) for option in options):
         return UNPARSABLE
     found = [i for i, option in enumerate(options) if option.lower() in lowered]
     return _choice(options, found[0]) if len(found) == 1 else UNPARSABLE
+
+
+_SCIENCEQA_LETTERS = "ABCDE"
+_SCIENCEQA_ANSWER_IS = re.compile(r"The answer is ([A-Z]).")
+
+
+def parse_scienceqa(text: str, options: Sequence[str]) -> Parsed:
+    """LLaVA-1.5's ScienceQA rule (haotian-liu/LLaVA ``llava/eval/eval_science_qa.py``, the LLaVA-1.5
+    version, read in the fork copy SmallPigPeppa/LLaVA at c41dd81, which adds only a debugger line;
+    ``llava/eval/model_vqa_science.py`` strips the generated text before it is scored). LLaVA's first
+    version (8959d5c) read only "The answer is X." and guessed an unread answer at random.
+
+    Strip whitespace; then, in order: the text is exactly one of A B C D E -> it; the text is at least 3
+    characters long, starts with one of A-E and then ". " -> that letter; the text holds exactly one match
+    of ``The answer is ([A-Z]).`` (case-sensitive; "." is any character but a line break, so the letter
+    must not end the text) -> that letter; else "FAILED". A letter that is not among the item's options
+    (E with 4 options, F-Z), and "FAILED", count wrong: unparsable here. So "B." (two characters),
+    "(B)", "b" and "The answer is B" (nothing after B) are unparsable, and two "The answer is X." are too.
+    Options are lettered A, B, C, ... by position; a sixth option and beyond can never be read.
+    """
+    options = _options(options)
+    if text is None or not options:
+        return UNPARSABLE
+    answer = str(text).strip()
+    if len(answer) == 1 and answer in _SCIENCEQA_LETTERS:
+        letter = answer
+    elif len(answer) >= 3 and answer[0] in _SCIENCEQA_LETTERS and answer[1:3] == ". ":
+        letter = answer[0]
+    else:
+        found = _SCIENCEQA_ANSWER_IS.findall(answer)
+        letter = found[0] if len(found) == 1 else ""
+    index = _SCIENCEQA_LETTERS[:len(options)].find(letter) if letter else -1
+    return _choice(options, index) if index >= 0 else UNPARSABLE
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -301,9 +431,25 @@ def parse_mmbench(text: str, options: Sequence[str]) -> Parsed:
 
 
 def parse_short_answer(text: str, options: Sequence[str] = ()) -> Parsed:
-    """A short open answer (TextVQA): the stripped text's first line, without a trailing period.
+    """A short open answer (TextVQA), read whole as mmf's evaluator does (facebookresearch/mmf
+    ``mmf/utils/m4c_evaluators.py``, ``TextVQAAccuracyEvaluator`` and ``EvalAIAnswerProcessor``, at
+    2dc099a; LLaVA's ``llava/eval/eval_textvqa.py`` passes the whole generated text to it).
 
-    Empty -> unparsable. The index is always -1; normalising for scoring is the metric's work.
+    The answer is the whole text, stripped: every line of a multi-line answer and a final period stay,
+    and the metric's normalisation (`vlmgrid.metrics.vqa_normalise.normalise_answer`, mmf's processing)
+    turns line breaks into spaces and drops periods, as mmf does. Stripping changes nothing there (mmf
+    strips too). An empty or blank text is unparsable (mmf has no such rule: it would compare "" with the
+    human answers, which matches only if 3 of them process to nothing); the index is always -1.
+    """
+    if text is None:
+        return UNPARSABLE
+    answer = str(text).strip()
+    return Parsed(answer, -1) if answer else UNPARSABLE
+
+
+def parse_short_answer_lenient(text: str, options: Sequence[str] = ()) -> Parsed:
+    """A short open answer read leniently (vlmgrid's reading, not mmf's): the stripped text's first line,
+    without a trailing period ("Nike.\\nThe logo says Nike." -> "Nike"). Empty -> unparsable; index -1.
     """
     if text is None:
         return UNPARSABLE
@@ -399,9 +545,13 @@ for _name, _parser in (
     ("letter", parse_letter),
     ("pope", parse_pope),
     ("mme", parse_mme),
+    ("mme_lenient", parse_mme_lenient),
     ("cvbench", parse_cvbench),
+    ("cvbench_lenient", parse_cvbench_lenient),
     ("mmbench", parse_mmbench),
+    ("scienceqa", parse_scienceqa),
     ("short_answer", parse_short_answer),
+    ("short_answer_lenient", parse_short_answer_lenient),
     ("open_class", parse_open_class),
 ):
     PARSERS.register(_name, _parser)

@@ -341,7 +341,13 @@ def variants_markdown(grid: Grid, title: str) -> str:
 # --- cells: how each number was answered ---------------------------------------------------------------
 
 CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
-                "format_error_rate"]
+                "format_error_rate", "lenient"]
+
+
+def _lenient(cell) -> float | None:
+    """The headline under the benchmark's more lenient reading of generated answers, where the score has one."""
+    estimate = cell.metrics.get(f"{cell.metric}_lenient")
+    return None if estimate is None else estimate.value
 
 
 def _cell_rows(grid: Grid) -> list[list]:
@@ -353,13 +359,13 @@ def _cell_rows(grid: Grid) -> list[list]:
             if cell is not None:
                 rows.append([model, benchmark, "scored", cell.strategy, strategy_label(cell.strategy),
                              decoding_label(cell.strategy, cell.generation), cell.n, cell.n_valid,
-                             cell.format_error_rate])
+                             cell.format_error_rate, _lenient(cell)])
             elif grid.is_hidden(model, benchmark):
                 hidden = grid.hidden[(model, benchmark)]
                 rows.append([model, benchmark, HIDDEN, hidden.strategy, strategy_label(hidden.strategy),
-                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None])
+                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None, None])
             elif grid.is_not_applicable(model, benchmark):
-                rows.append([model, benchmark, NA, None, None, None, None, None, None])
+                rows.append([model, benchmark, NA, None, None, None, None, None, None, None])
     return rows
 
 
@@ -367,25 +373,29 @@ def cells_frame(grid: Grid) -> pd.DataFrame:
     frame = pd.DataFrame(_cell_rows(grid), columns=CELL_COLUMNS)
     for name in ("n", "n_valid"):
         frame[name] = frame[name].astype("Int64")
-    frame["format_error_rate"] = frame["format_error_rate"].astype("float64")
+    for name in ("format_error_rate", "lenient"):
+        frame[name] = frame[name].astype("float64")
     return frame
 
 
 def cells_markdown(grid: Grid, title: str) -> str:
-    header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)"]
+    header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)",
+              "Lenient reading"]
     rows = []
-    for model, benchmark, status, _, answered, decoding, n, n_valid, errors in _cell_rows(grid):
+    for model, benchmark, status, _, answered, decoding, n, n_valid, errors, lenient in _cell_rows(grid):
         answered = status if status == NA else (answered or DASH)
         rows.append([model, benchmark, answered, decoding or DASH, _count(n), _count(n_valid),
-                     DASH if errors is None else fmt(errors)])
-    lines = [f"# {title}: how each number was answered\n", _md_table(header, rows, [":---"] * 4 + ["---:"] * 3) + "\n"]
+                     DASH if errors is None else fmt(errors), DASH if lenient is None else fmt(lenient)])
+    lines = [f"# {title}: how each number was answered\n", _md_table(header, rows, [":---"] * 4 + ["---:"] * 4) + "\n"]
     lines.append(
         "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
         "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "
         "format error); embedding similarity = the option whose text embedding is closest to the image's. "
         f"Decoding: how generated text was sampled ({DASH}: nothing was generated). Valid answers: items with a "
-        f"readable answer in every prompt variant. {NA}: the model cannot run the benchmark. {HIDDEN}: the "
-        "benchmark's labels are not public; the submission file was written.\n"
+        f"readable answer in every prompt variant. Lenient reading: the headline when the generated answers are "
+        f"read by the benchmark's more lenient parser instead of its authors' rule (a second figure, never the "
+        f"headline; {DASH}: the benchmark has none, or nothing was generated). {NA}: the model cannot run the "
+        f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written.\n"
     )
     return "\n".join(lines)
 
