@@ -70,3 +70,31 @@ def test_headline_parser_reads_as_the_authors(name, i):
         f"{name} case {i}: {case['output']!r} reads {reading!r} in vlmgrid, {case['reads']!r} in "
         f"{table['source']['repository']} {table['source']['path']}" + (f" ({case['why']})" if case.get("why") else "")
     )
+
+
+def test_unparsable_reading_is_the_metrics():
+    """Where a table says the authors read an unparsable answer as an answer (POPE: "yes"), the metric does."""
+    import pandas as pd
+
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.metrics import score_predictions
+
+    metric_of = {BENCHMARKS.get(name).parser or "pope": BENCHMARKS.get(name).metric
+                 for name in BENCHMARKS if BENCHMARKS.get(name).protocol == "yes_no"}
+    checked = 0
+    for name, table in TABLES.items():
+        if "unparsable_reads" not in table:
+            continue
+        reading = table["unparsable_reads"]
+        other = next(option for option in table["options"] if option != reading)
+        golds = [reading, reading, other]
+        records = pd.DataFrame({"id": ["a", "b", "c"], "answer": golds, "options": [table["options"]] * 3,
+                                "answer_index": [table["options"].index(gold) for gold in golds]})
+        predictions = pd.DataFrame({"id": ["a", "b", "c"], "variant": "default", "prediction": [None, None, None],
+                                    "prediction_index": [-1, -1, -1], "error": [None, None, None]})
+        score = score_predictions(metric_of[table["parser"]], records, predictions, samples=10, seed=0)
+        # every unparsable answer reads as `reading`: right on "a" and "b", wrong on "c"
+        assert score["metrics"]["accuracy"]["value"] == 66.6667, name
+        assert score["format_error_rate"] == 100.0, name
+        checked += 1
+    assert checked
