@@ -248,17 +248,7 @@ def parse_mme_lenient(text: str, options: Sequence[str] = ("yes", "no")) -> Pars
     """MME read leniently (vlmgrid's reading, not the tool's): as `parse_mme`, but on the stripped text, so
     leading whitespace does not hide the answer ("  yes" -> yes).
     """
-    if text is None:
-        return UNPARSABLE
-    answer = str(text).lower().strip()
-    if answer in ("yes", "no"):
-        return _yes_no(answer, options)
-    prefix = answer[:4]
-    if "yes" in prefix:
-        return _yes_no("yes", options)
-    if "no" in prefix:
-        return _yes_no("no", options)
-    return UNPARSABLE
+    return UNPARSABLE if text is None else parse_mme(str(text).strip(), options)
 
 
 # ---------------------------------------------------------------------------------------------------------
