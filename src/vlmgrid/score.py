@@ -23,7 +23,8 @@ def _generation(metadata: dict) -> dict:
     return dict(generation) if isinstance(generation, dict) else {}
 
 
-def lenient_predictions(kind, records: pd.DataFrame, predictions: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]] | None:
+def lenient_predictions(kind, records: pd.DataFrame,
+                        predictions: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]] | None:
     """The predictions with every generated answer read again by the kind's lenient parser, and {variant: parser}.
 
     Rows without raw text (answered by log-likelihood or similarity) or with an `error` stay as they are. None
@@ -35,11 +36,14 @@ def lenient_predictions(kind, records: pd.DataFrame, predictions: pd.DataFrame) 
         return None
     variants = (predictions["variant"].fillna("default").astype(str) if "variant" in predictions.columns
                 else pd.Series("default", index=predictions.index))
-    errors = predictions["error"].notna() if "error" in predictions.columns else pd.Series(False, index=predictions.index)
+    errors = (predictions["error"].notna() if "error" in predictions.columns
+              else pd.Series(False, index=predictions.index))
     options = dict(zip(records["id"].astype(str), records["options"]))
-    texts, indices = predictions["prediction"].astype(object).to_numpy(copy=True), predictions["prediction_index"].to_numpy(copy=True)
+    texts = predictions["prediction"].astype(object).to_numpy(copy=True)
+    indices = predictions["prediction_index"].to_numpy(copy=True)
     used: dict[str, str] = {}
-    for position, (item_id, raw, variant, failed) in enumerate(zip(predictions["id"].astype(str), predictions["raw"], variants, errors)):
+    rows = zip(predictions["id"].astype(str), predictions["raw"], variants, errors)
+    for position, (item_id, raw, variant, failed) in enumerate(rows):
         name = kind.lenient_parsers.get(variant, kind.lenient_parsers.get("*"))
         if name is None or failed or not isinstance(raw, str):
             continue
