@@ -5,7 +5,9 @@ when the body asks for logprobs, `top_logprobs` as the first token's alternative
 one-off behaviours consumed one per request before the default applies:
   Reply(status, body, headers) - a canned HTTP response (e.g. 429 with Retry-After: 0, 500, garbage);
   Sleep(seconds)               - sleep, then answer normally (forces a client timeout);
-  EchoAuth(status)             - an error whose body quotes the request's Authorization header.
+  EchoAuth(status)             - an error whose body quotes the request's Authorization header;
+  Outage(seconds)              - the server goes down for that long: this request and every request until then
+                                 get their connection closed without an answer, as from a killed server.
 It records every request (path, headers, parsed body) and the largest number of requests in flight at once.
 """
 
@@ -34,6 +36,11 @@ class Sleep:
 @dataclass
 class EchoAuth:
     status: int = 401
+
+
+@dataclass
+class Outage:
+    seconds: float
 
 
 @dataclass
@@ -72,6 +79,7 @@ class FakeOpenAIServer:
         self.requests: list[Recorded] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.down_until = 0.0  # time.monotonic() until which connections are dropped (an outage)
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -137,12 +145,19 @@ class FakeOpenAIServer:
                         server.in_flight -= 1
 
             def _answer(self, body) -> None:
+                if time.monotonic() < server.down_until:
+                    self.close_connection = True  # no answer: the client sees the connection drop
+                    return
                 if self.path != "/v1/chat/completions" or body is None:
                     self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
                     return
                 step = server._next()
                 if isinstance(step, Reply):
                     self._send(step.status, step.body, step.headers)
+                    return
+                if isinstance(step, Outage):
+                    server.down_until = time.monotonic() + step.seconds
+                    self.close_connection = True
                     return
                 if isinstance(step, EchoAuth):
                     auth = self.headers.get("Authorization", "")

@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import importlib
 import json
+import re
 import struct
 import zlib
 
@@ -145,6 +146,9 @@ def test_corrupt_or_truncated_image(grid):
     errors = frame[frame["error"].notna()]
     assert len(frame) == 6 and len(errors) == 1  # the broken item is kept, as an error row
     assert errors["error"].iloc[0].startswith("image unreadable: ")
+    # the stored copy is named by its hash: the error says which raw file and row it came from
+    assert re.search(r"images/[0-9a-f]{64}\.png \(from raw/ScienceQA-IMG/test-00000-of-00001\.parquet row \d+\): ",
+                     errors["error"].iloc[0]), errors["error"].iloc[0]
     assert errors["prediction"].isna().all() and (errors["prediction_index"] == -1).all()
     result = score(config, "scienceqa-fixture")
     records = load_benchmark(bench_dir(config, "scienceqa-fixture")).records.set_index("id")
@@ -153,6 +157,53 @@ def test_corrupt_or_truncated_image(grid):
     assert result["n"] == 6 and result["n_errors"] == 1 and result["n_valid"] == 5
     assert result["format_error_rate"] == pytest.approx(100 / 6, abs=1e-3)
     assert result["value"] == pytest.approx(100 * right / 6, abs=1e-3)  # the error row counts as wrong
+
+
+def test_broken_image_names_where_it_came_from(grid, tmp_path):
+    config, _ = grid
+    data = copy.deepcopy(config.data)
+    data["benchmarks"]["mmvp-fixture"]["source"].update(size=2, corrupt=1)
+    config = validate_config(data)
+    manifest = prepare(config, "mmvp-fixture")
+    folder = bench_dir(config, "mmvp-fixture")
+    assert "image_sources.jsonl" in manifest["files"]  # hashed like any other file of the folder
+    sources = [json.loads(line) for line in (folder / "image_sources.jsonl").read_text("utf-8").splitlines()]
+    records = load_benchmark(folder).records
+    assert {entry["image"] for entry in sources} == set(records["image"])
+    assert all(not entry["from"].startswith(str(folder)) for entry in sources)  # relative: the folder may move
+    frame = read_predictions(infer(config, "mmvp-fixture"))
+    errors = frame[frame["error"].notna()]
+    assert len(errors) == 1
+    item = errors["id"].iloc[0]  # the MMVP Index, which names its picture
+    stored = folder / records.set_index("id").loc[item, "image"]
+    assert errors["error"].iloc[0].startswith(
+        f"image unreadable: {stored} (from raw/Questions.csv row {int(item) + 1}, 'MMVP Images/{item}.jpg'): ")
+
+    # A message from a backend that reads the files itself names the stored copy too; a folder that does not
+    # record sources (prepared before they were kept) gives the message as it was.
+    from vlmgrid.protocols.base import image_problem
+
+    bench = load_benchmark(folder)
+    relative = records.set_index("id").loc[item, "image"]
+    assert image_problem(bench, relative, f"image missing: {stored}") == \
+        f"image missing: {stored} (from raw/Questions.csv row {int(item) + 1}, 'MMVP Images/{item}.jpg')"
+    assert image_problem(bench, relative, "decoder failed") == \
+        f"decoder failed (image from raw/Questions.csv row {int(item) + 1}, 'MMVP Images/{item}.jpg')"
+    assert image_problem(bench, "images/other.png", "image unreadable: x") == "image unreadable: x"
+
+    class FileReader:  # a backend that decodes the files itself (open_clip's embed_image_files)
+        def embed_image_files(self, files):
+            return np.zeros((len(files), 2)), [f"image unreadable: {path}: broken" for path in files]
+
+    from vlmgrid.protocols.classification import _embedded_images
+
+    one = bench.records[bench.records["id"] == item]
+    _, _, problems = _embedded_images(FileReader(), bench, one)
+    assert problems == [f"image unreadable: {stored} (from raw/Questions.csv row {int(item) + 1}, "
+                        f"'MMVP Images/{item}.jpg'): broken"]
+    (tmp_path / "old").mkdir()
+    assert image_problem(dataclasses.replace(bench, root=tmp_path / "old"), relative, "image unreadable: y") == \
+        "image unreadable: y"
 
 
 def test_missing_image(grid, monkeypatch, capsys):
@@ -330,7 +381,8 @@ def test_truncated_records_or_predictions_file(grid, capsys):
     whole = predictions.read_bytes()
     predictions.write_bytes(whole[: len(whole) // 2])
     err = cli_error(capsys, ["score", "random", "pope-fixture", "--config", config_path])
-    assert "pope-fixture.parquet is unreadable (truncated or not parquet" in err and "delete it and rerun" in err
+    assert "pope-fixture.parquet is unreadable (truncated or not parquet" in err
+    assert err.endswith("; delete it and rerun `vlmgrid infer random pope-fixture` to rebuild it")  # the grid's own
     assert score_path.read_bytes() == kept
     predictions.write_bytes(whole)
     # truncated records: the quick check at load time hashes them
@@ -340,6 +392,51 @@ def test_truncated_records_or_predictions_file(grid, capsys):
         err = cli_error(capsys, command + ["--config", config_path])
         assert f"{records}: does not match its manifest" in err and "run prepare again" in err
     assert score_path.read_bytes() == kept
+
+
+def test_predictions_given_to_score_are_fixed_not_rebuilt(grid, capsys, tmp_path):
+    # A file named with --predictions was not written by inference: the error says what is wrong with it and
+    # points at the predictions format, never at deleting it or rerunning inference.
+    config, config_path = grid
+    prepare(config, "pope-fixture")
+    made = read_predictions(infer(config, "pope-fixture"))
+    out = tmp_path / "given.json"
+
+    def given_error(path):
+        err = cli_error(capsys, ["score", "random", "pope-fixture", "--config", config_path,
+                                 "--predictions", str(path), "--out", str(out)])
+        assert "infer" not in err and "delete" not in err and "rerun" not in err, err
+        return err
+
+    fix = "write it again in the predictions format of docs/formats.md (`results/predictions/<model>/<bench>.parquet`"
+    csv = tmp_path / "mine.csv"
+    made.drop(columns=["scores", "topk"]).to_csv(csv, index=False)
+    err = given_error(csv)
+    assert f"predictions file {csv} is unreadable (truncated or not parquet" in err and fix in err
+    err = given_error(tmp_path / "nowhere.parquet")
+    assert err.endswith("nowhere.parquet not found; check the path")
+    wrong_type = tmp_path / "wrong-type.parquet"
+    made.assign(prediction_index=made["prediction_index"].map(lambda k: f"option {k}")).to_parquet(wrong_type)
+    err = given_error(wrong_type)
+    assert re.search(r"column `prediction_index` is (large_)?string, not int64 \(.*'option 0'", err), err
+    assert err.endswith("docs/formats.md gives each column's type")
+    fewer = tmp_path / "fewer.parquet"
+    made.iloc[1:].to_parquet(fewer)
+    err = given_error(fewer)
+    assert 'misses 1 item(s) in variant "default"' in err and fix in err
+    other = tmp_path / "other.parquet"
+    made.assign(id=made["id"] + "-x").to_parquet(other)
+    err = given_error(other)
+    assert "id(s) that the benchmark does not have" in err and fix in err
+    bad_index = tmp_path / "bad-index.parquet"
+    made.assign(prediction_index=7).to_parquet(bad_index)
+    assert given_error(bad_index).endswith("the index is 0-based (-1 for none): fix the file")
+    assert not out.exists()
+    # the same file, well formed, is scored
+    good = tmp_path / "good.parquet"
+    made.to_parquet(good)
+    assert main(["score", "random", "pope-fixture", "--config", config_path, "--predictions", str(good),
+                 "--out", str(out)]) == 0 and out.is_file()
 
 
 def test_manifest_mismatch(grid, capsys, tmp_path):
@@ -411,7 +508,7 @@ def test_model_returns_empty_strings(grid, monkeypatch):
     assert result["n"] == 4 and result["format_error_rate"] == 100.0 and result["value"] == 0.0
 
 
-def test_api_returns_500s_and_garbage(grid):
+def test_api_500s_and_garbage_are_never_rows(grid):
     config, _ = grid
     prepare(config, "pope-fixture")
     server = FakeOpenAIServer().start()
@@ -420,22 +517,31 @@ def test_api_returns_500s_and_garbage(grid):
         server.script.extend([
             Reply(500, json.dumps({"error": {"message": "overloaded"}})),
             Reply(200, "<html>gateway</html>"),
-            Reply(200, json.dumps(completion(""))),
+            Reply(200, json.dumps(completion(""))),  # an empty answer: the model's, not a failure
             Reply(200, json.dumps({"choices": []})),
         ])
         settings = {"backend": "openai", "base_url": server.base_url, "model": "fake-vlm", "max_retries": 0,
                     "concurrency": 1, "cache": False}
+        # The first part's failed requests are asked again in the job's second pass, and answered then.
+        frame = read_predictions(infer(config, "pope-fixture", model="api", settings=settings))
+        assert server.count == 6 + 4
+        assert len(frame) == 6 and frame["error"].isna().all() and frame["prediction"].tolist() == ["yes"] * 6
+        # When they keep failing, the job stops with one sentence and writes no predictions file.
+        server.script.extend([Reply(500, json.dumps({"error": {"message": "overloaded"}}))] * 12)
+        out = paths.predictions_path(config.results_dir, "api", "pope-fixture")
+        out.unlink()
+        with pytest.raises(VlmgridError, match=r"api on pope-fixture: 4 item\(s\) failed to run \(HTTP 500: "
+                                               r"overloaded \(gave up after 1 attempt\): 4x; the first: random-1, "
+                                               r".*\) and the job stopped: the last 10 requests to .* all failed"):
+            infer(config, "pope-fixture", model="api", settings=settings)
+        assert not out.exists()
+        # An empty answer is a row: the raw text is kept and it is a format error.
+        server.script.clear()
+        server.script.append(Reply(200, json.dumps(completion(""))))
         frame = read_predictions(infer(config, "pope-fixture", model="api", settings=settings))
     finally:
         server.stop()
-    assert server.count == 6 and len(frame) == 6  # every item asked once, every item kept
-    errors = frame["error"].tolist()
-    assert "HTTP 500" in errors[0] and "overloaded" in errors[0]
-    assert all(error.startswith("unparsable response") for error in errors[1:4])
-    assert frame["error"].iloc[4:].isna().all() and frame["prediction"].tolist()[4:] == ["yes", "yes"]
-    assert frame["prediction"].iloc[:4].isna().all()
+    assert frame["raw"].iloc[0] == "" and pd.isna(frame["prediction"].iloc[0]) and frame["error"].isna().all()
     result = score(config, "pope-fixture", model="api")
-    assert result["n_errors"] == 4 and result["n_valid"] == 2
-    assert result["format_error_rate"] == pytest.approx(400 / 6, abs=1e-3)
-    # error rows are read as "yes" (the official rule), as the two answers are: F1 as for all "yes"
-    assert result["value"] == pytest.approx(200 / 3, abs=1e-3)
+    assert result["n_errors"] == 0 and result["n_valid"] == 5
+    assert result["format_error_rate"] == pytest.approx(100 / 6, abs=1e-3)

@@ -7,8 +7,8 @@ import math
 import pytest
 from PIL import Image
 
-from fake_openai_server import EchoAuth, FakeOpenAIServer, Reply, Sleep
-from vlmgrid.errors import VlmgridError
+from fake_openai_server import EchoAuth, FakeOpenAIServer, Reply, Sleep, completion
+from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.models.base import GenerateRequest, OptionRequest
 from vlmgrid.models.openai_backend import (
     ABSENT_LETTER_LOGPROB, ApiItemErrors, GenerationResult, OpenAI, encode_image, is_local_url,
@@ -164,15 +164,21 @@ def test_retries_then_success_honouring_retry_after(make, server, sleeps):
     assert sleeps[0] == 0 and 0.125 <= sleeps[1] <= 0.5 and sleeps[2] == 2
 
 
-def test_retries_exhausted_is_an_error_result_naming_the_status(make, server, sleeps, cache_dir):
+def test_retries_exhausted_are_an_inference_failure_naming_the_items_never_a_result(make, server, sleeps, cache_dir):
     server.script.extend([Reply(500, json.dumps({"error": {"message": "overloaded"}}))] * 3)
     model = make(max_retries=2, concurrency=1)
-    results = model.generate_results(requests_for(2))
-    assert results[0].text is None and not results[0].ok
-    assert "HTTP 500" in results[0].error and "overloaded" in results[0].error and "3 attempts" in results[0].error
-    assert results[1] == GenerationResult(text="echo: prompt 1")
+    with pytest.raises(InferenceFailed) as caught:
+        model.generate_results(requests_for(2))
+    assert not caught.value.stop and list(caught.value.failures) == ["q0"]
+    cause = caught.value.failures["q0"]
+    assert "HTTP 500" in cause and "overloaded" in cause and "3 attempts" in cause
+    assert "1 of 2 requests" in str(caught.value)
     assert server.count == 4 and len(sleeps) == 2
-    assert len(cache_files(cache_dir)) == 1  # only the success
+    # The other request ran and is cached: asking again answers it without the server.
+    assert len(cache_files(cache_dir)) == 1
+    assert model.generate_results(requests_for(2)) == [GenerationResult(text="echo: prompt 0"),
+                                                       GenerationResult(text="echo: prompt 1")]
+    assert server.count == 5
 
 
 def test_generate_raises_with_every_result_when_an_item_failed(make, server):
@@ -185,11 +191,20 @@ def test_generate_raises_with_every_result_when_an_item_failed(make, server):
     assert "HTTP 400" in caught.value.errors["q0"] and "bad image" in caught.value.errors["q0"]
 
 
-def test_client_errors_are_not_retried(make, server, sleeps):
-    server.script.append(Reply(404, json.dumps({"error": {"message": "model not found"}})))
+def test_client_errors_are_the_items_and_not_retried(make, server, sleeps):
+    server.script.append(Reply(400, json.dumps({"error": {"message": "image too large"}})))
     result = make(max_retries=5).generate_results(requests_for(1))[0]
     assert server.count == 1 and sleeps == []
-    assert "HTTP 404" in result.error and "model not found" in result.error
+    assert "HTTP 400" in result.error and "image too large" in result.error
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 405])
+def test_a_wrong_entry_or_credentials_stop_at_the_first_request(make, server, sleeps, status):
+    server.script.append(Reply(status, json.dumps({"error": {"message": "model not found"}})))
+    with pytest.raises(InferenceFailed, match=rf"refused model fake-vlm \(HTTP {status}: model not found\); check "
+                                              r"the model entry's base_url, model and api_key_env") as caught:
+        make(max_retries=5, concurrency=1).generate_results(requests_for(5))
+    assert caught.value.stop and server.count == 1 and sleeps == []
 
 
 def test_timeouts_are_retried(make, server, sleeps):
@@ -201,33 +216,66 @@ def test_timeouts_are_retried(make, server, sleeps):
 
 def test_timeouts_exhausted(make, server):
     server.script.extend([Sleep(0.5)] * 2)
-    result = make(timeout=0.15, max_retries=1).generate_results(requests_for(1))[0]
-    assert result.text is None and "timed out" in result.error and "2 attempts" in result.error
+    with pytest.raises(InferenceFailed) as caught:
+        make(timeout=0.15, max_retries=1).generate_results(requests_for(1))
+    assert "timed out" in caught.value.failures["q0"] and "2 attempts" in caught.value.failures["q0"]
 
 
 def test_connection_errors_are_retried_then_reported(sleeps):
     model = OpenAI.load({"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 2}, None, "cpu")
     model._sleep = sleeps.append
-    result = model.generate_results(requests_for(1))[0]
-    assert result.text is None and "connection error" in result.error and len(sleeps) == 2
+    with pytest.raises(InferenceFailed) as caught:
+        model.generate_results(requests_for(1))
+    assert "connection error" in caught.value.failures["q0"] and len(sleeps) == 2
+
+
+def test_the_circuit_breaker_ends_the_call_after_that_many_failed_requests_in_a_row(sleeps):
+    model = OpenAI.load({"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 1, "concurrency": 2,
+                         "circuit_breaker": 3}, None, "cpu")
+    model._sleep = sleeps.append
+    with pytest.raises(InferenceFailed, match=r"the last 3 requests to 127.0.0.1:9 \(model m\) all failed, the last "
+                                              r"one: connection error .*; check that the server is up") as caught:
+        model.generate_results(requests_for(40))
+    assert caught.value.stop
+    # Two requests in flight when it tripped at most: the other 38 were never sent (two attempts each).
+    assert len(sleeps) <= 4
+    # The job is over: a later call sends nothing either.
+    with pytest.raises(InferenceFailed):
+        model.generate_results(requests_for(1))
+    assert len(sleeps) <= 4
+
+
+def test_a_success_resets_the_breaker(make, server):
+    server.script.extend([Reply(400, "{}"), Reply(400, "{}"), Reply(200, json.dumps(completion("ok"))),
+                          Reply(400, "{}"), Reply(400, "{}")])
+    results = make(concurrency=1, circuit_breaker=3, cache=False).generate_results(requests_for(5))
+    assert [result.ok for result in results] == [False, False, True, False, False]
 
 
 @pytest.mark.parametrize("garbage", [
     "<html>oops</html>",
     json.dumps({"object": "chat.completion"}),
     json.dumps({"choices": []}),
-    json.dumps({"choices": [{"message": {"role": "assistant", "content": ""}}]}),
-    json.dumps({"choices": [{"message": {"role": "assistant", "content": None}}]}),
+    json.dumps({"choices": [{"text": "no message"}]}),
 ])
-def test_garbage_is_an_error_result_and_not_cached(make, server, cache_dir, garbage):
-    server.script.append(Reply(200, garbage))
-    result = make().generate_results(requests_for(1))[0]
-    assert result.text is None and result.error.startswith("unparsable response")
-    assert server.count == 1
+def test_garbage_is_retried_then_an_inference_failure_and_not_cached(make, server, cache_dir, sleeps, garbage):
+    server.script.extend([Reply(200, garbage)] * 2)
+    with pytest.raises(InferenceFailed) as caught:
+        make(max_retries=1).generate_results(requests_for(1))
+    assert caught.value.failures["q0"].startswith("unparsable response") and len(sleeps) == 1
+    assert server.count == 2
     assert cache_files(cache_dir) == []
     # the next run asks again (nothing bad was cached) and succeeds
     assert make().generate(requests_for(1)) == ["echo: prompt 0"]
-    assert server.count == 2 and len(cache_files(cache_dir)) == 1
+    assert server.count == 3 and len(cache_files(cache_dir)) == 1
+
+
+@pytest.mark.parametrize("content", ["", None])
+def test_an_empty_answer_is_the_models_answer_and_not_cached(make, server, cache_dir, content):
+    server.script.append(Reply(200, json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
+                                                            "finish_reason": "content_filter"}]})))
+    assert make().generate_results(requests_for(1)) == [GenerationResult(text="")]
+    assert cache_files(cache_dir) == []
 
 
 # -- cache -----------------------------------------------------------------------------------------------------------
@@ -274,20 +322,23 @@ def test_corrupt_cache_entry_is_ignored(make, server, cache_dir):
 def test_api_key_only_in_the_authorization_header(make, server, cache_dir, monkeypatch, caplog):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     caplog.set_level(logging.DEBUG)
-    server.script.extend([EchoAuth(401), EchoAuth(500), EchoAuth(500)])
+    server.script.extend([EchoAuth(400), EchoAuth(500), EchoAuth(500)])
     model = make(concurrency=1, max_retries=1)
-    results = model.generate_results(requests_for(3))
+    with pytest.raises(InferenceFailed) as unavailable:
+        model.generate_results(requests_for(3))
     assert all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in server.requests)
-    errors = [r.error for r in results if r.error]
-    assert len(errors) == 2 and "HTTP 401" in errors[0] and "HTTP 500" in errors[1]
-    assert "[redacted]" in errors[0]  # the server did quote the key
+    assert "HTTP 500" in unavailable.value.failures["q1"] and "[redacted]" in unavailable.value.failures["q1"]
+    server.script.append(EchoAuth(400))
+    refused = make(cache=False).generate_results(requests_for(1))[0].error
+    assert "HTTP 400" in refused and "[redacted]" in refused  # the server did quote the key
     server.script.append(EchoAuth(403))
-    with pytest.raises(ApiItemErrors) as caught:
+    with pytest.raises(InferenceFailed) as caught:
         make(max_retries=0, cache=False).generate(requests_for(1))
-    assert "HTTP 403" in str(caught.value)
-    texts = [*errors, str(caught.value), caplog.text, repr(model), model.describe(), repr(model.provenance()),
+    assert "HTTP 403" in str(caught.value) and caught.value.stop
+    texts = [refused, str(unavailable.value), *unavailable.value.failures.values(), str(caught.value),
+             *caught.value.failures.values(), caplog.text, repr(model), model.describe(), repr(model.provenance()),
              *(path.read_text() for path in cache_files(cache_dir))]
-    assert len(cache_files(cache_dir)) == 1 and len(caplog.records) >= 1
+    assert len(cache_files(cache_dir)) >= 1 and len(caplog.records) >= 1
     for text in texts:
         assert KEY not in text
 
@@ -309,14 +360,27 @@ def test_letters_are_scored_from_first_token_logprobs(make, server):
     assert body["messages"][0]["role"] == "system"
 
 
-def test_letter_scoring_failures_are_error_results(make, server):
-    model = make(logprobs=True, concurrency=1)
+def test_an_answer_without_a_letter_is_the_items_error(make, server):
+    model = make(logprobs=True, concurrency=1, circuit_breaker=1)
     server.top_logprobs = [("Yes", -0.1), ("No", -2.0)]
-    server.script.append(Reply(200, json.dumps({"choices": [{"message": {"content": "A"}}]})))
     requests = [OptionRequest(f"q{i}", None, "Q?", ["x", "y"], letters=["A", "B"]) for i in range(2)]
-    results = model.score_results(requests)
-    assert results[0].scores is None and "unparsable response" in results[0].error and "logprobs" in results[0].error
-    assert results[1].scores is None and "none of the letters A, B" in results[1].error
+    results = model.score_results(requests)  # not a failed request: the breaker does not count it
+    assert all(result.scores is None and "none of the letters A, B" in result.error for result in results)
+
+
+def test_a_server_without_logprobs_stops_at_the_first_request_and_names_the_setting(make, server):
+    model = make(logprobs=True, concurrency=1)
+    server.script.append(Reply(200, json.dumps({"choices": [{"message": {"content": "A"}}]})))
+    requests = [OptionRequest(f"q{i}", None, "Q?", ["x", "y"], letters=["A", "B"]) for i in range(5)]
+    with pytest.raises(CapabilityMissing, match=r"returned no logprobs for model fake-vlm, whose entry sets "
+                                                r"`logprobs: true`; set `logprobs: false` or `answer_mode: generate`"
+                                                r" in the entry, or `answer_mode: auto`") as caught:
+        model.score_results(requests)
+    assert caught.value.stop and caught.value.capability == "score_options" and server.count == 1
+    # answer_mode auto drops the capability: the model generates from then on
+    assert model.drop_capability("score_options") and "score_options" not in model.model_capabilities
+    assert model.generate(requests_for(1)) == ["echo: prompt 0"]
+    assert not model.drop_capability("score_options")
 
 
 def test_option_texts_need_a_local_model(make):
@@ -351,3 +415,24 @@ def test_the_kaleidoscope_preset_samples_and_resizes_and_says_so(make, server):
     assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (512, 512)
     assert model.provenance().generation == {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7,
                                              "top_p": 0.9, "max_new_tokens": 1024}
+
+
+def test_a_server_without_image_input_stops_at_the_first_request(make, server):
+    server.script.append(Reply(400, json.dumps({"error": {"message": "At most 0 image(s) may be provided in one "
+                                                                     "request."}})))
+    with pytest.raises(CapabilityMissing, match=r"refused the image of the first request to model fake-vlm \(HTTP "
+                                                r"400: At most 0 image\(s\).*\): it serves a model without image "
+                                                r"input") as caught:
+        make(concurrency=1).generate_results(requests_for(3, image=image()))
+    assert caught.value.capability == "images" and caught.value.stop and server.count == 1
+
+
+def test_once_the_server_has_answered_a_refused_image_is_the_items(make, server):
+    model = make(concurrency=1)
+    assert model.generate_results(requests_for(1, image=image()))[0].ok
+    server.script.append(Reply(400, json.dumps({"error": {"message": "image is too large"}})))
+    result = model.generate_results([GenerateRequest("big", image(4000, 4000), "what is it?")])[0]
+    assert "HTTP 400: image is too large" in result.error
+    # ... and a request without an image is never read as the server lacking image input
+    server.script.append(Reply(400, json.dumps({"error": {"message": "vision tokens exceed the limit"}})))
+    assert not make(concurrency=1, cache=False).generate_results(requests_for(1))[0].ok

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from vlmgrid.config import prompt_file_hashes
-from vlmgrid.errors import VlmgridError
+from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.fileio import sha256_json, write_json
 from vlmgrid.predictions import METADATA_KEY, SCHEMA, rows_to_table, write_table
 
@@ -91,6 +91,13 @@ class PartStore:
 
     def save_strategy(self, strategy: str) -> None:
         write_json(self.directory / "strategy.json", {"strategy": strategy})
+
+    def save_fallback(self, note: str) -> None:
+        write_json(self.directory / "fallback.json", {"fallback": note})
+
+    def fallback(self) -> str | None:
+        path = self.directory / "fallback.json"
+        return json.loads(path.read_text(encoding="utf-8"))["fallback"] if path.is_file() else None
 
     def strategy(self) -> str | None:
         path = self.directory / "strategy.json"
@@ -168,9 +175,10 @@ def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_d
 
 
 def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, strategy: str | None,
-                         provenance: dict | None) -> dict:
-    """What a predictions file records about the job that made it (docs/formats.md)."""
-    return {
+                         provenance: dict | None, fallback: str | None = None) -> dict:
+    """What a predictions file records about the job that made it (docs/formats.md); `fallback` says how
+    `answer_mode: auto` changed the way the model answers, when it did."""
+    metadata = {
         "model": model_name,
         "benchmark": job.bench.name,
         "model_settings": model_settings,
@@ -181,6 +189,9 @@ def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, str
         "strategy": strategy,
         "provenance": provenance,
     }
+    if fallback:
+        metadata["fallback"] = fallback
+    return metadata
 
 
 def write_predictions(out_path: Path, table: pa.Table, metadata: dict) -> None:
@@ -203,7 +214,6 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
     from tqdm import tqdm
 
     from vlmgrid.models import BACKENDS
-    from vlmgrid.protocols import make_runner
 
     job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir)
     bench, records = job.bench, job.bench.records
@@ -231,25 +241,47 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
         store.save_provenance(dataclasses.asdict(model.provenance()))
         # The prior is the whole benchmark's in every shard, so a shard answers as the whole job would.
         model.set_answer_prior(records["answer_index"].tolist())
-        runner, strategy = make_runner(bench.kind.protocol, model, bench)
-        store.save_strategy(strategy)
         desc = f"{model_name} on {bench.name}" + (f" (shard {shard})" if shard is not None else "")
         bar = tqdm(total=n_items, initial=done_items, unit="item", desc=desc,
                    disable=not progress, file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
-        for index in indices:
-            if index in tables:
-                continue
-            chunk = job.chunk(index)
-            rows = runner(chunk)
-            _check_rows(rows, chunk, model_name, bench.name)
-            tables[index] = rows_to_table(rows)
-            store.save(index, tables[index])
-            bar.update(len(chunk))
+        answering = _Answering(model, bench, store, say)
+        failures: dict[str, str] = {}
+        stopped: InferenceFailed | None = None
+        pending = [index for index in indices if index not in tables]
+        # A second pass retries the parts whose items failed to run (the response cache answers again what
+        # succeeded); a systemic fault ends the job at once. Either way no failed item becomes a row.
+        for attempt in range(2):
+            if attempt:
+                if not pending or stopped is not None:
+                    break
+                say(f"retrying {len(pending)} part(s) whose items failed to run")
+                failures = {}
+            failed_parts = []
+            for index in pending:
+                chunk = job.chunk(index)
+                try:
+                    rows = answering.run(chunk)
+                except InferenceFailed as failed:
+                    failures.update(failed.failures)
+                    failed_parts.append(index)
+                    if failed.stop:
+                        stopped = failed
+                        break
+                    continue
+                _check_rows(rows, chunk, model_name, bench.name)
+                tables[index] = rows_to_table(rows)
+                store.save(index, tables[index])
+                bar.update(len(chunk))
+            pending = failed_parts
         bar.close()
+        if stopped is not None or pending:
+            raise VlmgridError(_failure_sentence(model_name, bench.name, failures, stopped, len(tables),
+                                                 len(indices), out_path))
 
     merged = pa.concat_tables([tables[i] for i in indices]) if len(indices) else rows_to_table([])
     metadata = predictions_metadata(model_name=model_name, model_settings=model_settings, job=job,
-                                    strategy=store.strategy(), provenance=store.provenance())
+                                    strategy=store.strategy(), provenance=store.provenance(),
+                                    fallback=store.fallback())
     if shard is not None:
         metadata["shard"] = shard.metadata(job)
     write_predictions(out_path, merged, metadata)
@@ -266,3 +298,49 @@ def _check_rows(rows: list[dict], chunk, model_name: str, bench_name: str) -> No
             f"{model_name} on {bench_name}: the protocol returned rows for other items than it was given; "
             f"this is a bug, please report it"
         )
+
+
+class _Answering:
+    """The model's runner on the benchmark. With `answer_mode: auto`, a capability the server turns out to lack
+    (an API without logprobs) is dropped and the items are answered the next way (generation); the part store
+    records the strategy and the fallback, so the predictions say how they were made."""
+
+    def __init__(self, model, bench, store: PartStore, say: Say) -> None:
+        self.model, self.bench, self.store, self.say = model, bench, store, say
+        self._build()
+
+    def _build(self) -> None:
+        from vlmgrid.protocols import make_runner
+
+        self.runner, self.strategy = make_runner(self.bench.kind.protocol, self.model, self.bench)
+        self.store.save_strategy(self.strategy)
+
+    def run(self, chunk) -> list[dict]:
+        try:
+            return self.runner(chunk)
+        except CapabilityMissing as missing:
+            if self.model.settings.get("answer_mode") != "auto" or not self.model.drop_capability(missing.capability):
+                raise
+            lost = self.strategy
+            self._build()
+            self.store.save_fallback(f"answer_mode auto: {lost} fell back to {self.strategy} ({missing})")
+            self.say(f"answer_mode auto: answering by {self.strategy} instead of {lost}: {missing}")
+            return self.runner(chunk)
+
+
+def _failure_sentence(model_name: str, bench_name: str, failures: dict[str, str], stopped: InferenceFailed | None,
+                      n_done: int, n_parts: int, out_path: Path) -> str:
+    """One sentence: what failed to run (items, distinct causes, the first ids), what is kept, what to do."""
+    from collections import Counter
+
+    said = f"{model_name} on {bench_name}: "
+    if failures:
+        causes = Counter(failures.values()).most_common()
+        shown = "; ".join(f"{cause}: {count}x" for cause, count in causes[:3])
+        more = f"; {len(causes) - 3} other causes" if len(causes) > 3 else ""
+        said += (f"{len(failures)} item(s) failed to run ({shown}{more}; the first: "
+                 f"{', '.join(list(failures)[:5])})")
+    if stopped is not None:
+        said += f"{' and ' if failures else ''}the job stopped: {stopped}"
+    return (f"{said}. No predictions file was written ({out_path}); {n_done} of {n_parts} parts are done and kept, "
+            f"so once the cause is fixed the same command (or snakemake / dvc repro) runs only the missing parts")

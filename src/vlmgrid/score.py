@@ -11,7 +11,8 @@ from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.base import LabelsHidden
 from vlmgrid.predictions import (
-    check_against_records, check_data_fingerprint, not_applicable_reason, read_metadata, read_predictions,
+    GIVEN_HINT, check_against_records, check_data_fingerprint, not_applicable_reason, read_metadata,
+    read_predictions,
 )
 
 
@@ -21,6 +22,18 @@ def _generation(metadata: dict) -> dict:
     provenance = metadata.get("provenance")
     generation = provenance.get("generation") if isinstance(provenance, dict) else None
     return dict(generation) if isinstance(generation, dict) else {}
+
+
+def _answerer(metadata: dict) -> dict:
+    """The model's backend and the id it recorded ("baseline:random" for the random baseline), so a table can
+    tell a reference baseline from a model; null when the predictions file does not record them."""
+    settings, provenance = metadata.get("model_settings"), metadata.get("provenance")
+    backend = settings.get("backend") if isinstance(settings, dict) else None
+    model_id = provenance.get("model_id") if isinstance(provenance, dict) else None
+    if backend is None and isinstance(provenance, dict):
+        backend = provenance.get("backend")
+    return {"backend": backend if isinstance(backend, str) else None,
+            "model_id": model_id if isinstance(model_id, str) else None}
 
 
 def lenient_predictions(kind, records: pd.DataFrame,
@@ -88,13 +101,15 @@ def _write_submission(metric, records, predictions, out_path: Path, hidden: Labe
 
 
 def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_path: Path,
-               samples: int, seed: int) -> dict:
+               samples: int, seed: int, given: bool = False) -> dict:
+    """`given`: the predictions file is one the user named (`--predictions`), not the grid's own: an error
+    about it says how to fix the file, not to rerun inference."""
     from vlmgrid.benchmarks import load_benchmark
     from vlmgrid.metrics import METRICS, score_predictions
 
     bench = load_benchmark(bench_dir)
-    hint = f"rerun `vlmgrid infer {model_name} {bench.name}` to rebuild it"
-    predictions = read_predictions(predictions_path, hint)
+    hint = GIVEN_HINT if given else f"rerun `vlmgrid infer {model_name} {bench.name}` to rebuild it"
+    predictions = read_predictions(predictions_path, hint, given)
     metadata = read_metadata(predictions_path)
     metric = METRICS.get(bench.kind.metric)
     inputs = {
@@ -122,9 +137,11 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         write_json(out_path, score)
         return score
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), predictions_path, hint)
-    check_against_records(predictions, bench.records, predictions_path)
+    check_against_records(predictions, bench.records, predictions_path, given)
     # How the answers were obtained (likelihood, generate, embed) and with which decoding, so a table can say.
-    answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata)}
+    answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata), **_answerer(metadata)}
+    if metadata.get("fallback"):  # answer_mode auto answered another way than the entry asked first
+        answered["fallback"] = metadata["fallback"]
     try:
         result = score_predictions(
             bench.kind.metric, bench.records, predictions,

@@ -91,7 +91,8 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
             )
         if shard["parts"][0] == shard["parts"][1]:
             continue  # no parts, no model: it records no strategy or provenance
-        ran = {"strategy": recorded.get("strategy"), "provenance": recorded.get("provenance")}
+        ran = {"strategy": recorded.get("strategy"), "provenance": recorded.get("provenance"),
+               "fallback": recorded.get("fallback")}
         if made_by is None:
             made_by = (index, ran)
         elif ran != made_by[1]:
@@ -101,7 +102,7 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
                 f"same software, then merge"
             )
     merged = pa.concat_tables(tables) if tables else rows_to_table([])
-    ran = made_by[1] if made_by else {"strategy": None, "provenance": None}
+    ran = made_by[1] if made_by else {"strategy": None, "provenance": None, "fallback": None}
     write_predictions(out_path, merged, predictions_metadata(model_name=model_name, model_settings=model_settings,
                                                              job=job, **ran))
     say(f"wrote {out_path}: {merged.num_rows} rows from {count} shard(s)")

@@ -167,6 +167,11 @@ class Backend:
         """Per-item results; a backend whose items can fail one by one (an API) overrides this."""
         return [ScoreResult(scores) for scores in self.score_options(requests)]
 
+    def drop_capability(self, capability: str) -> bool:
+        """Stop using a capability the server turned out to lack (`answer_mode: auto`); False when this
+        backend cannot answer without it."""
+        return False
+
     def set_answer_prior(self, answer_indices: Sequence[int]) -> None:
         """The benchmark's gold answer indices, offered before inference. Only reference baselines (the
         majority answer) read them; a real model ignores them."""

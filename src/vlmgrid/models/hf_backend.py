@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Sequence
 
-from vlmgrid.errors import VlmgridError
+from vlmgrid.errors import InferenceFailed, VlmgridError
 from vlmgrid.hub import hub_errors
 from vlmgrid.models.base import Backend, GenerateRequest, OptionRequest, OptionScores, Provenance
 
@@ -45,6 +45,17 @@ log = logging.getLogger(__name__)
 
 AUTO_START = 64  # the first batch size tried with batch_size "auto"
 
+
+
+def _is_cuda_error(exc: BaseException) -> bool:
+    """A RuntimeError raised by the CUDA runtime or a CUDA library (the device failed, not the input)."""
+    text = str(exc)
+    return any(mark in text for mark in ("CUDA error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error",
+                                          "NCCL error", "device-side assert"))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 class _Prefetched:
     """A batch step in two halves, `compute(chunk, prepare(chunk))`, whose next chunk's `prepare` (image
@@ -275,15 +286,24 @@ class Hf(Backend):
                 results.extend(run(chunk))
             except torch.cuda.OutOfMemoryError:
                 if not self.auto_batch or size == 1:
-                    raise VlmgridError(
+                    # An inference error, not the items': the job stops, keeping its finished parts.
+                    raise InferenceFailed(
                         f"{self._model_id()} ran out of GPU memory with batch size {size}; "
-                        "set the model's batch_size lower (or to auto) or use a smaller precision"
+                        "set the model's batch_size lower (or to auto) or use a smaller precision", stop=True
                     ) from None
                 size = self._limit = max(size // 2, 1)
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
                 log.info("out of memory: batch size now %d", size)
                 continue
+            except RuntimeError as exc:
+                if not _is_cuda_error(exc):
+                    raise
+                raise InferenceFailed(
+                    f"{self._model_id()} hit a CUDA error ({_first_line(exc)}); the GPU or its driver failed, not "
+                    "the items: check the GPU (nvidia-smi) and rerun, which resumes at the first unfinished part",
+                    stop=True,
+                ) from None
             start += len(chunk)
             if self.auto_batch:
                 self.batch_size = size

@@ -3,13 +3,23 @@
 - "generate" always; "score_options" only with `logprobs: true` (and only for letter options: the log-probability
   of each letter is read from the top-20 log-probabilities of the first generated token).
 - Requests run `concurrency` at a time; a request is retried with exponential backoff and jitter on HTTP 429,
-  5xx, timeouts and connection errors (Retry-After honoured), up to `max_retries` times; other 4xx are final.
+  5xx, timeouts, connection errors and bodies that are no chat completion (Retry-After honoured), up to
+  `max_retries` times.
 - Every valid response is cached on disk under cache_root()/openai, keyed by the SHA-256 of base_url and the
   exact request body (never the key), so a rerun makes no HTTP call. Error and unparsable responses are not cached.
-- A request that still fails is not an exception: `generate_results` / `score_results` return one result per
-  request with `error` set (the protocols turn it into an error row). The interface methods `generate` and
-  `score_options` return plain values and raise `ApiItemErrors` (a VlmgridError that carries every result)
-  when any item failed.
+- What fails is sorted by whose fault it is:
+  - the item's (a data error): HTTP 400, 413, 422 and other client errors for that request, no letter among
+    the first token's alternatives. `generate_results` / `score_results` return it as the item's result with
+    `error` set, and the protocols keep it as an error row;
+  - the server's or the network's (an inference error): retries exhausted. It is never a result: the call
+    raises `InferenceFailed` naming the items and causes (after the other requests of the call have run, so
+    their answers are cached), and the job keeps its finished parts and retries or stops;
+  - systemic: HTTP 401, 403, 404 or 405 (credentials, endpoint, model name), a server that returns no
+    logprobs to a model entry with `logprobs: true`, or refuses the image of a request before it has answered
+    any (a server without image input; both `CapabilityMissing`), or `circuit_breaker` requests in a row
+    (default 10) that all failed. The call stops sending requests and raises at once (`stop`).
+  The interface methods `generate` and `score_options` return plain values and raise `ApiItemErrors` (a
+  VlmgridError that carries every result) when an item failed.
 - The API key is read from the environment variable `api_key_env` at load time and only ever goes into the
   Authorization header; every message that could echo it (server error bodies) is redacted.
 """
@@ -26,6 +36,7 @@ import logging
 import math
 import os
 import random
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
-from vlmgrid.errors import VlmgridError
+from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.models.base import (
     Backend, GenerateRequest, GenerationResult, OptionRequest, OptionScores, Provenance, ScoreResult,
 )
@@ -50,7 +61,31 @@ _SNIPPET = 200
 
 
 class _ItemFailed(Exception):
-    """A request that failed for good; the message (already redacted) becomes the item's error."""
+    """A request the server refused for this item (a data error); the message (already redacted) becomes the
+    item's error."""
+
+
+class _Unavailable(Exception):
+    """A request whose retries were exhausted (server or network): an inference error, never a row."""
+
+
+class _Refused(Exception):
+    """The server refused the request for a reason no item can change (credentials, endpoint, model name)."""
+
+
+class _NoLogprobs(ValueError):
+    """A completion without the logprobs a scoring request asked for."""
+
+
+class _NoImages(Exception):
+    """The server refused the image of a request before it ever answered one: it serves no vision model."""
+
+
+#: statuses that say the model entry or the credentials are wrong, not the item
+_SYSTEMIC_STATUSES = frozenset({401, 403, 404, 405})
+#: what a server says when it refuses images (vLLM: "At most 0 image(s) may be provided", OpenAI: "image_url is
+#: only supported by certain models", "... is not a multimodal model")
+_REFUSES_IMAGES = re.compile(r"image|multi-?modal|vision", re.IGNORECASE)
 
 
 class ApiItemErrors(VlmgridError):
@@ -120,12 +155,14 @@ def _first_choice(data: Any) -> dict:
 
 
 def parse_text(data: Any) -> str:
-    """The text of the first choice; ValueError says what is missing."""
+    """The text of the first choice ("" when the model answered nothing); ValueError when there is no message."""
     message = _first_choice(data).get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str) or not content:
-        raise ValueError("no message content")
-    return content
+    if not isinstance(message, dict):
+        raise ValueError("no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise ValueError("message content is not text")
+    return content or ""
 
 
 def parse_top_logprobs(data: Any) -> list[tuple[str, float]]:
@@ -133,7 +170,7 @@ def parse_top_logprobs(data: Any) -> list[tuple[str, float]]:
     logprobs = _first_choice(data).get("logprobs")
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list) or not content or not isinstance(content[0], dict):
-        raise ValueError("no logprobs (does the server support logprobs?)")
+        raise _NoLogprobs("no logprobs")
     first = content[0]
     top = first.get("top_logprobs") or [first]
     pairs = []
@@ -164,7 +201,7 @@ class OpenAI(Backend):
     capabilities = frozenset({"generate"})
     uses_gpu = False
     defaults = {"api_key_env": "OPENAI_API_KEY", "concurrency": 8, "max_retries": 5, "timeout": 120,
-                "logprobs": False, "cache": True}
+                "logprobs": False, "cache": True, "circuit_breaker": 10}
 
     #: first backoff delay in seconds (doubled per retry, jittered to 50-100%, capped at backoff_max)
     backoff_base: float = 1.0
@@ -177,6 +214,10 @@ class OpenAI(Backend):
         self._api_key = api_key or None
         self._local = threading.local()
         self._sleep: Callable[[float], None] = time.sleep
+        self._lock = threading.Lock()
+        self._failed_in_row = 0  # requests in a row that failed, over all calls (the circuit breaker)
+        self._answered = False  # the server has answered a request (so it can take what this one sends)
+        self._stop: InferenceFailed | None = None  # set once the job must end: no request is sent after it
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAI(model={self.settings['model']!r}, endpoint={_endpoint(self.base_url)!r})"
@@ -190,6 +231,15 @@ class OpenAI(Backend):
     @classmethod
     def fetch(cls, settings: dict, model_dir: Path) -> dict[str, Path]:
         return {}  # an API model has no weights
+
+    def drop_capability(self, capability: str) -> bool:
+        """A server without logprobs: answer by generation from here on (`answer_mode: auto`)."""
+        if capability != "score_options" or not self.settings.get("logprobs"):
+            return False
+        self.settings["logprobs"] = False
+        with self._lock:
+            self._stop = None  # the fault was the capability, now dropped
+        return True
 
     @classmethod
     def load(cls, settings: dict, model_dir: Path | None, device: str) -> "OpenAI":
@@ -261,7 +311,8 @@ class OpenAI(Backend):
     # -- the interface -----------------------------------------------------------------------------------------
 
     def generate_results(self, requests: Sequence[GenerateRequest]) -> list[GenerationResult]:
-        """One GenerationResult per request, in request order; failures are results with `error` set."""
+        """One GenerationResult per request, in request order; an item the server refused is a result with
+        `error` set. InferenceFailed when a request could not be answered at all (see the module docstring)."""
 
         def one(request: GenerateRequest) -> GenerationResult:
             try:
@@ -279,7 +330,8 @@ class OpenAI(Backend):
         return [result.text for result in results]
 
     def score_results(self, requests: Sequence[OptionRequest]) -> list[ScoreResult]:
-        """One ScoreResult per request (letters only), in request order; failures are results with `error` set."""
+        """One ScoreResult per request (letters only), in request order; an item the server refused, or whose
+        first token is no letter, is a result with `error` set. InferenceFailed as for `generate_results`."""
         if "score_options" not in self.model_capabilities:
             raise VlmgridError(f"model {self.settings['model']} has no option scoring; set `logprobs: true` if "
                                "the server returns logprobs")
@@ -312,15 +364,73 @@ class OpenAI(Backend):
             raise ApiItemErrors(results, [request.id for request in requests])
         return [result.scores for result in results]
 
-    # -- HTTP, retries and the cache ---------------------------------------------------------------------------
+    # -- HTTP, retries, the circuit breaker and the cache -------------------------------------------------------
 
-    def _map(self, function, items: Sequence) -> list:
-        items = list(items)
-        if not items:
+    def _map(self, function, requests: Sequence) -> list:
+        """function(request) for every request, `concurrency` at a time, in request order. Requests whose
+        retries ran out make the call raise InferenceFailed once every request has run; a systemic fault makes
+        it stop sending requests and raise with `stop`."""
+        requests = list(requests)
+        if not requests:
             return []
-        workers = min(int(self.settings["concurrency"]), len(items))
+        unavailable: dict[str, str] = {}
+
+        def guarded(request):
+            if self._stop is not None:
+                return None  # the job is ending: send nothing more
+            try:
+                result = function(request)
+            except _Unavailable as exc:
+                unavailable[request.id] = str(exc)
+                return None
+            except _Refused as exc:
+                self._halt(InferenceFailed(
+                    f"{_endpoint(self.base_url)} refused model {self.settings['model']} ({exc}); check the model "
+                    f"entry's base_url, model and api_key_env", {request.id: str(exc)}, stop=True))
+                return None
+            except _NoImages as exc:
+                self._halt(CapabilityMissing(
+                    f"{_endpoint(self.base_url)} refused the image of the first request to model "
+                    f"{self.settings['model']} ({exc}): it serves a model without image input; serve a vision "
+                    f"model, or point the entry at one", "images"))
+                return None
+            except _NoLogprobs:
+                self._halt(CapabilityMissing(
+                    f"{_endpoint(self.base_url)} returned no logprobs for model {self.settings['model']}, whose "
+                    f"entry sets `logprobs: true`; set `logprobs: false` or `answer_mode: generate` in the entry, "
+                    f"or `answer_mode: auto` to answer by generation where the server has no logprobs",
+                    "score_options"))
+                return None
+            return result
+
+        workers = min(int(self.settings["concurrency"]), len(requests))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vlmgrid-openai") as pool:
-            return list(pool.map(function, items))
+            results = list(pool.map(guarded, requests))
+        if self._stop is not None:
+            self._stop.failures.update(unavailable)
+            raise self._stop
+        if unavailable:
+            raise InferenceFailed(f"{len(unavailable)} of {len(requests)} requests to {_endpoint(self.base_url)} "
+                                  f"failed", unavailable)
+        return results
+
+    def _count(self, *, failed: bool, cause: str | None = None) -> None:
+        """The circuit breaker: `circuit_breaker` requests in a row that the server refused or never answered
+        end the job (a cache hit, or an answer without a letter, neither breaks nor counts)."""
+        with self._lock:
+            self._failed_in_row = self._failed_in_row + 1 if failed else 0
+            self._answered = self._answered or not failed
+            tripped = failed and self._failed_in_row >= int(self.settings["circuit_breaker"])
+            count = self._failed_in_row
+        if tripped:
+            self._halt(InferenceFailed(
+                f"the last {count} requests to {_endpoint(self.base_url)} (model {self.settings['model']}) all "
+                f"failed, the last one: {cause}; check that the server is up and serves this model", stop=True))
+
+    def _halt(self, failure: InferenceFailed) -> None:
+        with self._lock:
+            if self._stop is None:
+                self._stop = failure
 
     def _session(self):
         import requests
@@ -367,22 +477,38 @@ class OpenAI(Backend):
         return min(self.backoff_max, self.backoff_base * 2 ** attempt) * random.uniform(0.5, 1.0)
 
     def _complete(self, item_id: str, body: dict, parse):
-        """POST one chat completion (or read it from the cache) and return parse(response); _ItemFailed says why not."""
-        import requests
+        """POST one chat completion (or read it from the cache) and return parse(response).
 
+        Raises _ItemFailed (the server refused this item), _Unavailable (retries exhausted), _Refused (the
+        entry or credentials are wrong) or _NoLogprobs (a scoring response without logprobs).
+        """
         payload = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        use_cache = bool(self.settings["cache"])
-        path = self.cache_path(payload) if use_cache else None
+        path = self.cache_path(payload) if self.settings["cache"] else None
         if path is not None:
             cached = self._read_cache(path, parse)
             if cached is not None:
                 return cached
+        try:
+            data, result = self._post(item_id, payload, parse)
+        except (_ItemFailed, _Unavailable) as exc:
+            self._count(failed=True, cause=str(exc))
+            raise
+        self._count(failed=False)
+        if path is not None and result not in ("", None):
+            self._write_cache(path, data)
+        return result
+
+    def _post(self, item_id: str, payload: bytes, parse):
+        """(response, parse(response)) of one POST, retried as the module docstring says."""
+        import requests
 
         url = f"{self.base_url}/chat/completions"
         timeout = float(self.settings["timeout"])
         attempts = int(self.settings["max_retries"]) + 1
         problem = ""
         for attempt in range(attempts):
+            if self._stop is not None:
+                raise _Unavailable(f"not sent: {self._stop}")
             delay = None
             try:
                 response = self._session().post(url, data=payload, timeout=timeout)
@@ -395,27 +521,29 @@ class OpenAI(Backend):
                 if status == 429 or status >= 500:
                     problem = f"HTTP {status}{self._detail(response)}"
                     delay = _retry_after(response.headers.get("Retry-After"))
+                elif status in _SYSTEMIC_STATUSES:
+                    raise _Refused(f"HTTP {status}{self._detail(response)}")
                 elif not 200 <= status < 300:
-                    raise _ItemFailed(f"HTTP {status}{self._detail(response)} (not retried)")
+                    detail = self._detail(response)
+                    if not self._answered and b'"image_url"' in payload and _REFUSES_IMAGES.search(detail):
+                        raise _NoImages(f"HTTP {status}{detail}")
+                    raise _ItemFailed(f"HTTP {status}{detail} (not retried)")
                 else:
                     try:
                         data = response.json()
-                    except ValueError:
-                        raise _ItemFailed(f"unparsable response (HTTP {status}): not JSON: "
-                                          f"{self._snippet(response.text)!r}") from None
-                    try:
                         result = parse(data)
-                    except ValueError as exc:
-                        raise _ItemFailed(f"unparsable response (HTTP {status}): {exc}") from None
-                    if path is not None:
-                        self._write_cache(path, data)
-                    return result
+                    except _NoLogprobs:
+                        raise
+                    except ValueError as exc:  # not JSON, or no chat completion: a server fault, retried
+                        problem = f"unparsable response (HTTP {status}): {exc}: {self._snippet(response.text)!r}"
+                    else:
+                        return data, result
             if attempt + 1 < attempts:
                 wait = self._backoff(attempt) if delay is None else min(delay, self.backoff_max * 5)
                 logger.warning("item %s: %s; retry %d of %d in %.1f s", item_id, problem, attempt + 1,
                                attempts - 1, wait)
                 self._sleep(wait)
-        raise _ItemFailed(f"{problem} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})")
+        raise _Unavailable(f"{problem} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})")
 
     def _snippet(self, text: str) -> str:
         text = " ".join(self._redact(text or "").split())

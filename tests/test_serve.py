@@ -1,0 +1,169 @@
+"""The openai backend against a real OpenAI-compatible server the project did not write: transformers' own
+`transformers serve` (the pip extra `transformers[serving]`), serving the tiny LLaVA checkpoint on 127.0.0.1.
+
+The cases of tests/test_inference_failures.py that a real server can show: generation works; a model entry
+with `logprobs: true` meets a server that returns none; the server is killed in the middle of a run and
+comes back; the rerun gives the predictions of a clean run.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from conftest import REPO
+from vlmgrid import paths
+from vlmgrid.cli import main
+from vlmgrid.predictions import read_metadata, read_predictions
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None,
+                       reason="`transformers serve` needs the pip extra transformers[serving] (fastapi, uvicorn)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Serve:
+    """`transformers serve` on one checkpoint and a fixed port, which can be stopped and started again."""
+
+    def __init__(self, checkpoint: Path, log: Path) -> None:
+        self.checkpoint, self.log, self.port = checkpoint, log, _free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout: float = 180.0) -> "Serve":
+        command = [str(Path(sys.executable).parent / "transformers"), "serve", str(self.checkpoint),
+                   "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"transformers serve exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}")
+            try:
+                if requests.get(f"http://127.0.0.1:{self.port}/health", timeout=2).ok:
+                    return self
+            except requests.RequestException:
+                time.sleep(0.5)
+        self.stop()
+        pytest.fail(f"transformers serve did not come up in {timeout:g} s:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)  # killed, as a crashed server is
+            self.process.wait()
+        self.process = None
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny")
+    assert main(["make-tiny-models", str(out), "--families", "llava"]) == 0
+    return out / "llava"
+
+
+@pytest.fixture(scope="module")
+def serve(checkpoint, tmp_path_factory):
+    server = Serve(checkpoint, tmp_path_factory.mktemp("serve") / "serve.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def grid(small_config, tmp_path, serve, name="grid.yaml", results="results", **settings) -> str:
+    data = copy.deepcopy(small_config)
+    data["prompts_dir"] = str(REPO / "config" / "prompts")
+    data["results_dir"] = str(tmp_path / results)
+    data["infer"] = {**data["infer"], "part_size": 4}
+    data["benchmarks"] = {"pope-fixture": {**data["benchmarks"]["pope-fixture"],
+                                           "source": {"type": "fixture", "seed": 0, "size": 4}}}
+    data["models"] = {"served": {"backend": "openai", "base_url": serve.base_url, "model": str(serve.checkpoint),
+                                 "max_retries": 1, "concurrency": 2, "timeout": 60,
+                                 "generation": {"max_new_tokens": 4}, **settings}}
+    data["grid"] = {"models": ["served"], "benchmarks": ["pope-fixture"]}
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def infer(capsys, config) -> tuple[int, str]:
+    assert main(["prepare", "pope-fixture", "--config", config]) == 0
+    capsys.readouterr()
+    code = main(["infer", "served", "pope-fixture", "--config", config, "--no-progress"])
+    return code, capsys.readouterr().err
+
+
+def out(config) -> Path:
+    return paths.predictions_path(yaml.safe_load(open(config))["results_dir"], "served", "pope-fixture")
+
+
+def last_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    return err.strip().splitlines()[-1]
+
+
+def test_generation_through_a_real_server(small_config, tmp_path, serve, capsys):
+    config = grid(small_config, tmp_path, serve)
+    code, err = infer(capsys, config)
+    assert code == 0, err
+    frame = read_predictions(out(config))
+    assert len(frame) == 12 and frame["error"].isna().all() and frame["raw"].notna().all()
+    assert read_metadata(out(config))["strategy"] == "generate"
+
+
+def test_logprobs_the_server_does_not_return_stop_the_job_or_fall_back(small_config, tmp_path, serve, capsys):
+    config = grid(small_config, tmp_path, serve, logprobs=True)
+    code, err = infer(capsys, config)
+    line = last_line(err)
+    assert code == 2 and "returned no logprobs" in line and "`answer_mode: auto`" in line, err
+    assert not out(config).exists()
+
+    config = grid(small_config, tmp_path, serve, name="auto.yaml", results="auto", logprobs=True,
+                  answer_mode="auto")
+    code, err = infer(capsys, config)
+    assert code == 0, err
+    assert read_metadata(out(config))["strategy"] == "generate"
+    assert "fell back to generate" in read_metadata(out(config))["fallback"]
+
+
+def test_a_killed_server_fails_the_job_and_the_rerun_equals_a_clean_run(small_config, tmp_path, serve, capsys):
+    config = grid(small_config, tmp_path, serve, cache=False, circuit_breaker=4)
+    serve.stop()
+    try:
+        code, err = infer(capsys, config)
+        line = last_line(err)
+        assert code == 2 and "connection error" in line and "No predictions file was written" in line, err
+        assert not out(config).exists()
+    finally:
+        serve.start()
+    code, err = infer(capsys, config)
+    assert code == 0, err
+    clean = grid(small_config, tmp_path, serve, name="clean.yaml", results="clean", cache=False, circuit_breaker=4)
+    assert infer(capsys, clean)[0] == 0
+    assert out(config).read_bytes() == out(clean).read_bytes()
