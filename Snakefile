@@ -1,8 +1,9 @@
 # vlmgrid: models x benchmarks -> predictions -> scores -> tables and figures.
 # Run: snakemake --cores all [--resources gpu=4] [--configfile config/<paper>.yaml]
 # All logic lives in the `vlmgrid` package; the rules only wire its commands to paths.
-
-configfile: "config/config.yaml"
+# The grid is exactly one config file, config/config.yaml or the one --configfile names: no `configfile:`
+# here, or Snakemake would merge the given file into this one and plan a grid that no job reads
+# (workflow/rules/common.smk reads and checks it).
 
 
 report: "workflow/report/workflow.rst"
@@ -19,3 +20,14 @@ rule all:
     input:
         get_report_outputs(),
     default_target: True
+
+
+onsuccess:
+    shutil.rmtree(paths.partial_report_dir(RESULTS), ignore_errors=True)
+
+
+onerror:
+    # With --keep-going the cells that could run are done: tables of them in <results_dir>/report-partial say
+    # which cells are missing (their jobs failed; the logs say why). The grid's own report is made only whole.
+    shell("mkdir -p {LOGS:q} && vlmgrid report --config {CONFIG_FILE:q} --allow-missing"
+          " > {LOGS:q}/report-partial.log 2>&1 || true")

@@ -162,6 +162,10 @@ def test_csv_columns_and_values(report):
     expected = ["model"]
     for name in BENCHES + ["average"]:
         expected += [name, f"{name}_ci_low", f"{name}_ci_high"]
+    # then per benchmark the cell's format error rate and whether it is marked, and whether the average is
+    for name in BENCHES:
+        expected += [f"{name}_format_error_rate", f"{name}_flagged"]
+    expected += ["average_flagged"]
     assert header == expected
     rows = read_csv(root / "tables" / "main.csv")
     assert [r["model"] for r in rows] == MODELS
@@ -206,12 +210,14 @@ def test_latex_escapes_specials(tmp_path):
 def test_breakdown(report):
     root, _ = report
     rows = read_csv(root / "tables" / "breakdown.csv")
-    assert list(rows[0]) == ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n"]
+    assert list(rows[0]) == ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n",
+                             "format_error_rate", "flagged"]
     assert len(rows) == 6  # only pope-fixture has a breakdown: 2 models x 3 splits
     assert [(r["model"], r["group"]) for r in rows] == [(m, s) for m in MODELS for s in POPE_SPLITS]
     assert rows[1] == {
         "model": "clip_tiny", "benchmark": "pope-fixture", "column": "split", "group": "popular",
         "metric": "f1", "value": "41.0", "ci_low": "31.0", "ci_high": "56.5", "n": "30",
+        "format_error_rate": "3.3", "flagged": "False",
     }
     assert rows[5]["value"] == "52.0" and rows[5]["model"] == "big-vlm" and rows[5]["group"] == "adversarial"
     md = (root / "tables" / "breakdown.md").read_text(encoding="utf-8")
@@ -505,7 +511,7 @@ def test_variants_files_exist_when_no_cell_has_variants(report):
     text = (root / "tables" / "variants.md").read_text(encoding="utf-8")
     assert "No cell of this grid has more than one prompt variant." in text
     lines = (root / "tables" / "variants.csv").read_text(encoding="utf-8").splitlines()
-    assert lines == ["model,benchmark,variant,metric,value,ci_low,ci_high"]
+    assert lines == ["model,benchmark,variant,metric,value,ci_low,ci_high,format_error_rate,flagged"]
 
 
 def test_variant_without_value_is_invalid(tmp_path):
@@ -575,14 +581,16 @@ def test_kaleidoscope_table_columns_values_and_cis(kaleidoscope_report):
     rows = md_rows(root / "tables" / "kaleidoscope.md")
     # languages in the order the score files list them, each language once
     assert rows["Model"] == ["Accuracy", "Format errors", "Multimodal", "Text-only", "ar", "te", "en"]
-    assert rows["vlm-a"] == ["30.0 [20.0, 40.0]", "12.5 [5.0, 20.0]", "33.3 [20.0, 50.0]", "14.3 [0.0, 42.9]",
+    # 12.5% format errors is over the default 10%: the row names carry the dagger
+    assert rows["vlm-a†"] == ["30.0 [20.0, 40.0]", "12.5 [5.0, 20.0]", "33.3 [20.0, 50.0]", "14.3 [0.0, 42.9]",
                              "50.0 [0.0, 100.0]", "25.0 [0.0, 75.0]", DASH]
-    assert rows["vlm-b"][4:] == ["0.0 [0.0, 0.0]", DASH, "75.0 [25.0, 100.0]"]
+    assert rows["vlm-b†"][4:] == ["0.0 [0.0, 0.0]", DASH, "75.0 [25.0, 100.0]"]
     assert rows["clip"] == ["n/a"] * 7
     csv_rows = read_csv(root / "tables" / "kaleidoscope.csv")
     assert list(csv_rows[0])[:7] == ["model", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "format_error_rate",
                                      "format_error_rate_ci_low", "format_error_rate_ci_high"]
-    assert list(csv_rows[0])[-3:] == ["en", "en_ci_low", "en_ci_high"]
+    assert list(csv_rows[0])[-4:] == ["en", "en_ci_low", "en_ci_high", "flagged"]
+    assert [r["flagged"] for r in csv_rows] == ["True", "True", ""]
     assert csv_rows[1]["en"] == "75.0" and csv_rows[1]["en_ci_low"] == "25.0" and csv_rows[0]["en"] == ""
     assert csv_rows[2]["accuracy"] == ""  # n/a
     tex = (root / "tables" / "kaleidoscope.tex").read_text()
@@ -717,7 +725,7 @@ def test_cells_table_says_how_each_number_was_answered(tmp_path):
     build(tmp_path, files)
     rows = {(r["model"], r["benchmark"]): r for r in read_csv(tmp_path / "tables" / "cells.csv")}
     assert list(next(iter(rows.values()))) == ["model", "benchmark", "status", "strategy", "answered_by", "decoding",
-                                              "n", "n_valid", "format_error_rate", "lenient"]
+                                              "n", "n_valid", "format_error_rate", "lenient", "flagged"]
     assert rows[("big-vlm", "sqa_img")]["lenient"] == "61.5" and rows[("big-vlm", "flowers")]["lenient"] == ""
     assert rows[("clip_tiny", "pope-fixture")]["answered_by"] == "embedding similarity"
     assert rows[("clip_tiny", "pope-fixture")]["decoding"] == ""

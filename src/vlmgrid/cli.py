@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -63,6 +64,15 @@ def cmd_prepare(config: Config, args) -> None:
     manifest = prepare_benchmark(args.benchmark, config.benchmark(args.benchmark),
                                  paths.bench_dir(config.data_dir, args.benchmark))
     _say(f"{args.benchmark}: {manifest['n_items']} items, fingerprint {manifest['fingerprint'][:12]}")
+
+
+def cmd_stamp_sources(config: Config, args) -> None:
+    from vlmgrid.benchmarks.sources import write_source_stamps
+
+    folder = paths.source_stamps_dir(config.data_dir)
+    written = write_source_stamps({name: config.benchmark(name) for name in config.benchmarks}, folder)
+    local = sum(config.benchmark(name)["source"].get("type") == "local" for name in config.benchmarks)
+    _say(f"{folder}: {len(config.benchmarks)} source stamps ({local} local), {len(written)} changed")
 
 
 def cmd_verify(config: Config, args) -> None:
@@ -177,6 +187,7 @@ def cmd_score(config: Config, args) -> None:
         out_path=out,
         samples=int(config.bootstrap["samples"]),
         seed=int(config.bootstrap["seed"]),
+        given=bool(args.predictions),
     )
     if not score.get("applicable", True):
         _say(f"{args.model} on {args.benchmark}: not applicable ({score['reason']}) -> {out}")
@@ -198,10 +209,14 @@ def cmd_report(config: Config, args) -> None:
         (cell.model, cell.benchmark): paths.score_path(config.results_dir, cell.model, cell.benchmark)
         for cell in config.cells
     }
+    # With missing cells the tables go to a folder of their own: the grid's report files only ever hold it whole.
+    root = paths.partial_report_dir(config.results_dir) if args.allow_missing else Path(config.results_dir)
     written = build_report(score_files, config.models, config.benchmarks,
-                           paths.tables_dir(config.results_dir), paths.figures_dir(config.results_dir),
+                           paths.tables_dir(root), paths.figures_dir(root),
                            title=config.title,
-                           kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks})
+                           kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
+                           flag_error_rate=float(config.report["flag_error_rate"]),
+                           allow_missing=args.allow_missing)
     for path in written:
         _say(f"wrote {path}")
 
@@ -247,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     cells = add("cells", cmd_cells, "list the (model, benchmark) cells of the grid")
     cells.add_argument("--paths", action="store_true", help="print predictions paths instead of names")
     add("prepare", cmd_prepare, "download or generate a benchmark, normalise it and hash it").add_argument("benchmark")
+    add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's file "
+        "sizes and times) for DVC's prepare stages")
     add("verify", cmd_verify, "check every file of a prepared benchmark against its manifest").add_argument("benchmark")
     add("fetch-model", cmd_fetch_model, "download or build a model's weights").add_argument("model")
     infer = add("infer", cmd_infer, "run one model on one benchmark (resumes a killed run)")
@@ -265,7 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("benchmark")
     score.add_argument("--predictions", help="score this predictions file (made elsewhere) instead")
     score.add_argument("--out", help="write the score JSON here instead")
-    add("report", cmd_report, "tables and figures from the grid's score files")
+    report = add("report", cmd_report, "tables and figures from the grid's score files")
+    report.add_argument("--allow-missing", action="store_true",
+                        help="show a cell without a score file as \"missing\" (listed in the legends) instead of "
+                             "stopping with an error; the tables and figures go to <results_dir>/report-partial/")
     tiny = add("make-tiny-models", cmd_make_tiny_models,
                "write tiny random-initialised checkpoints of every supported family (offline tests)",
                needs_config=False)
@@ -293,12 +313,22 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = load_config(args.config) if Path(args.config).is_file() else None
         args.handler(config, args)
+        sys.stdout.flush()  # inside the try: a reader that left (`vlmgrid benchmarks | head`) is seen here
     except VlmgridError as exc:
         print(f"vlmgrid: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("vlmgrid: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of the output closed it: stop quietly, as a command killed by SIGPIPE does. What is still
+        # buffered goes to devnull, or Python's flush at exit would fail on the closed pipe again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a file (captured): nothing is flushed at exit
+            pass
+        return 141  # 128 + SIGPIPE, the status a shell reports for a command ended by a closed pipe
     return 0
 
 

@@ -14,6 +14,22 @@ def model_dir(data_dir: Path, model: str) -> Path:
     return Path(data_dir) / "models" / model
 
 
+def source_stamps_dir(data_dir: Path) -> Path:
+    """The stamps of the grid's benchmark sources (`vlmgrid stamp-sources`), one `<bench>.json` each: DVC's
+    prepare stages depend on them, so an edit of a local source's files prepares that benchmark again. The
+    leading dot keeps the folder apart from the benchmark folders (a benchmark name cannot start with one)."""
+    return Path(data_dir) / ".source-stamps"
+
+
+def source_stamp_path(data_dir: Path, bench: str) -> Path:
+    return source_stamps_dir(data_dir) / f"{bench}.json"
+
+
+def logs_dir(results_dir: Path) -> Path:
+    """The workflow's job logs and benchmark (timing) files: each grid keeps its own, beside its results."""
+    return Path(results_dir) / "logs"
+
+
 def predictions_path(results_dir: Path, model: str, bench: str) -> Path:
     return Path(results_dir) / "predictions" / model / f"{bench}.parquet"
 
@@ -49,6 +65,12 @@ def tables_dir(results_dir: Path) -> Path:
 
 def figures_dir(results_dir: Path) -> Path:
     return Path(results_dir) / "figures"
+
+
+def partial_report_dir(results_dir: Path) -> Path:
+    """Where `vlmgrid report --allow-missing` writes its tables/ and figures/: never the report's own files, so
+    a grid with missing cells never looks complete (and its real report is still made once they are there)."""
+    return Path(results_dir) / "report-partial"
 
 
 REPORT_TABLES = ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",

@@ -13,6 +13,10 @@
 A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
 tables, and so is that model's average; the figure leaves it out. A cell whose benchmark hides its labels
 (`"labels_hidden": true`) is "hidden" the same way.
+
+A cell whose `format_error_rate` exceeds `flag_error_rate` (percent) is marked in every table (a dagger, and a
+footnote with its rate) and hatched in the figures; a cell at 100% has no number ("failed", and so is that
+model's average). With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vlmgrid.report.scores import Grid, Hidden, NotApplicable, load_grid, read_score
+from vlmgrid.report.scores import FLAG_ERROR_RATE, Grid, Hidden, NotApplicable, load_grid, read_score
 
 __all__ = ["build_report", "load_grid", "read_score", "Grid", "Hidden", "NotApplicable"]
 
@@ -34,6 +38,8 @@ def build_report(
     *,
     title: str = "vlmgrid results",
     kinds: Mapping[str, str] | None = None,
+    flag_error_rate: float = FLAG_ERROR_RATE,
+    allow_missing: bool = False,
 ) -> list[Path]:
     """Write the report and return the files written.
 
@@ -41,13 +47,16 @@ def build_report(
     the row and column order. A (model, benchmark) pair without a key is not in the grid: "–" in the
     tables, no bar in the figure, and no average for that model. `kinds` ({benchmark: kind}) decides which
     paper tables are written (`vlmgrid.paths.report_files` lists them all). Every score file is read and
-    checked before anything is written; a bad one raises VlmgridError naming it.
+    checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does not
+    exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format
+    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number.
     """
     from vlmgrid.report.figures import write_figures
     from vlmgrid.report.papers import write_papers
     from vlmgrid.report.tables import write_tables
 
-    grid = load_grid(score_files, models, benchmarks, kinds)
+    grid = load_grid(score_files, models, benchmarks, kinds, flag_error_rate=flag_error_rate,
+                     allow_missing=allow_missing)
     written = write_tables(grid, Path(tables_dir), title)
     written += write_figures(grid, Path(figures_dir), title)
     written += write_papers(grid, Path(tables_dir), Path(figures_dir))

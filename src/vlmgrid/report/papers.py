@@ -15,16 +15,37 @@ import pandas as pd
 from vlmgrid import paths
 from vlmgrid.fileio import write_text
 from vlmgrid.report.figures import write_grouped_bars
-from vlmgrid.report.scores import Estimate, Grid, ScoreCell, decoding_label, strategy_label
+from vlmgrid.report.scores import Estimate, Grid, ScoreCell, answered_label, decoding_label
 from vlmgrid.report.tables import (
-    DASH, HIDDEN, NA, Entry, _latex_cell, _md_table, estimate_frame, fmt_estimate, latex_escape, natural_key,
-    write_csv,
+    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, _latex_cell, _md_table, error_rate, estimate_frame, flagged,
+    fmt_estimate, is_flagged, latex_escape, natural_key, status, threshold, write_csv,
 )
 
 
 @dataclass(frozen=True)
+class Marks:
+    """Which cells a table's rows (or columns) stand for are marked: per row (column), the cell's format error
+    rate and whether it is over the threshold (None, None: no score with a rate)."""
+
+    rates: Sequence[float | None]
+    flagged: Sequence[bool | None]
+
+    @classmethod
+    def of(cls, grid: Grid, benchmark: str, models: Sequence[str]) -> "Marks":
+        return cls([error_rate(grid, m, benchmark) for m in models], [is_flagged(grid, m, benchmark) for m in models])
+
+    def name(self, i: int, name: str) -> str:
+        return name + DAGGER if self.flagged[i] else name
+
+
+@dataclass(frozen=True)
 class Table:
-    """Rows of entries under named columns: Markdown, LaTeX and CSV (a value and two CI columns per column)."""
+    """Rows of entries under named columns: Markdown, LaTeX and CSV (a value and two CI columns per column).
+
+    One marked cell per row (`row_marks`: models as rows) or per column (`column_marks`: models as columns):
+    its row or column name carries a dagger, and the CSV adds `format_error_rate` (where the table has no such
+    column) and `flagged`, once per row or per marked column (`<column>_format_error_rate`, `<column>_flagged`).
+    """
 
     title: str
     row_header: str
@@ -32,10 +53,21 @@ class Table:
     csv_columns: Sequence[str]
     rows: Sequence[tuple[str, Sequence[Entry]]]
     caption: str
+    row_marks: Marks | None = None
+    column_marks: Marks | None = None
+
+    def _row_name(self, i: int, name: str) -> str:
+        return self.row_marks.name(i, name) if self.row_marks is not None else name
+
+    def _columns(self) -> list[str]:
+        if self.column_marks is None:
+            return list(self.columns)
+        return [self.column_marks.name(j, column) for j, column in enumerate(self.columns)]
 
     def markdown(self) -> str:
-        header = [self.row_header, *self.columns]
-        rows = [[name, *(fmt_estimate(e) for e in entries)] for name, entries in self.rows]
+        header = [self.row_header, *self._columns()]
+        rows = [[self._row_name(i, name), *(fmt_estimate(e) for e in entries)]
+                for i, (name, entries) in enumerate(self.rows)]
         table = _md_table(header, rows, [":---"] + ["---:"] * len(self.columns))
         return f"# {self.title}\n\n{table}\n\n{self.caption}\n"
 
@@ -48,24 +80,37 @@ class Table:
             rf"\label{{tab:{label}}}",
             r"\begin{tabular}{l" + "c" * len(self.columns) + "}",
             r"\toprule",
-            " & ".join(latex_escape(h) for h in [self.row_header, *self.columns]) + r" \\",
+            " & ".join(latex_escape(h) for h in [self.row_header, *self._columns()]) + r" \\",
             r"\midrule",
         ]
-        for name, entries in self.rows:
-            lines.append(" & ".join([latex_escape(name)] + [_latex_cell(e, False) for e in entries]) + r" \\")
+        for i, (name, entries) in enumerate(self.rows):
+            lines.append(" & ".join([latex_escape(self._row_name(i, name))]
+                                    + [_latex_cell(e, False) for e in entries]) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
         return "\n".join(lines) + "\n"
 
     def frame(self) -> pd.DataFrame:
-        return estimate_frame(self.row_header.lower().replace(" ", "_"), self.csv_columns, self.rows)
+        frame = estimate_frame(self.row_header.lower().replace(" ", "_"), self.csv_columns, self.rows)
+        if self.row_marks is not None:
+            if "format_error_rate" not in self.csv_columns:
+                frame["format_error_rate"] = pd.array(list(self.row_marks.rates), dtype="float64")
+            frame["flagged"] = pd.array(list(self.row_marks.flagged), dtype="boolean")
+        if self.column_marks is not None:
+            for j, column in enumerate(self.csv_columns):
+                frame[f"{column}_format_error_rate"] = pd.array([self.column_marks.rates[j]] * len(frame),
+                                                                dtype="float64")
+                frame[f"{column}_flagged"] = pd.array([self.column_marks.flagged[j]] * len(frame), dtype="boolean")
+        return frame
 
 
 def _status(grid: Grid, model: str, benchmark: str) -> str | None:
-    """NA or HIDDEN for a cell without numbers, DASH when not in the grid, None for a scored cell."""
-    if grid.is_not_applicable(model, benchmark):
-        return NA
-    if grid.is_hidden(model, benchmark):
-        return HIDDEN
+    """The status word of a cell without numbers (n/a, hidden, missing, failed: its row or column name carries
+    the dagger), DASH when not in the grid, None for a scored cell."""
+    if grid.is_failed(model, benchmark):
+        return FAILED
+    word = status(grid, model, benchmark)
+    if word is not None:
+        return word
     return None if grid.cell(model, benchmark) is not None else DASH
 
 
@@ -100,12 +145,14 @@ def _answered(grid: Grid, benchmark: str) -> str:
     """Per model, how it answered and, for generated answers, how they were decoded."""
     parts = []
     for model in grid.models:
-        source = grid.cell(model, benchmark) or grid.hidden.get((model, benchmark))
+        source = (grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
+                  or grid.hidden.get((model, benchmark)))
         if source is None or source.strategy is None:
             continue
         decoding = decoding_label(source.strategy, source.generation)
         # Only generated answers are decoded; say so, since the sampling settings move the numbers.
-        parts.append(f"{model}: {strategy_label(source.strategy)}, {decoding or 'nothing generated, no sampling'}")
+        parts.append(f"{model}: {answered_label(source.strategy, source.backend, source.model_id)}, "
+                     f"{decoding or 'nothing generated, no sampling'}")
     return "How each model answered: " + "; ".join(parts) + "." if parts else ""
 
 
@@ -115,6 +162,17 @@ def _notes(grid: Grid, benchmark: str) -> str:
         notes.append(f"{NA}: the model cannot run this benchmark.")
     if any(grid.is_hidden(m, benchmark) for m in grid.models):
         notes.append(f"{HIDDEN}: the benchmark's labels are not public; the submission file was written.")
+    marked = [(m, rate) for m in grid.models if (rate := grid.flag(m, benchmark)) is not None]
+    if marked:
+        listed = ", ".join(f"{m} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(m, benchmark) else "")
+                           for m, rate in marked)
+        notes.append(f"{DAGGER}: more than {threshold(grid)} of the model's prediction rows are errors or unparsable "
+                     f"answers (format errors, counted as the benchmark's rule says, usually as wrong), so its "
+                     f"numbers are built on them: {listed}.")
+    if any(grid.is_failed(m, benchmark) for m in grid.models):
+        notes.append(f"{FAILED}: every prediction row is an error or unparsable, so the cell has no number.")
+    if any(grid.is_missing(m, benchmark) for m in grid.models):
+        notes.append(f"{MISSING}: the cell has no score file (it failed or has not run).")
     return " ".join(notes)
 
 
@@ -137,11 +195,32 @@ def _write_table(table: Table, tables_dir: Path, stem: str, formats: Sequence[st
 
 
 def _series(grid: Grid, benchmark: str, groups: Sequence[str], column: str) -> list:
+    """Per model (its name marked when its cell is), its estimate per group (hatched when the cell is marked)."""
     series = []
     for model in grid.models:
         cell = grid.cell(model, benchmark)
-        series.append((model, [_group(cell, column, g) if cell is not None else None for g in groups]))
+        flag = grid.flag(model, benchmark)
+        word = status(grid, model, benchmark)  # written where the bars would stand
+        series.append((model + (DAGGER if flag is not None else ""),
+                       [flagged(_group(cell, column, g), flag) if cell is not None else word for g in groups]))
     return series
+
+
+def _figure_note(grid: Grid, benchmark: str) -> str:
+    """What the figure's marks mean: the table's notes on marked, failed and missing cells."""
+    notes = []
+    marked = [(m, rate) for m in grid.models
+              if (rate := grid.flag(m, benchmark)) is not None and not grid.is_failed(m, benchmark)]
+    if marked:
+        notes.append(f"{DAGGER} and hatched bars: format errors above {threshold(grid)} of the prediction rows ("
+                     + ", ".join(f"{m} {rate:.1f}%" for m, rate in marked) + ").")
+    failed = [m for m in grid.models if grid.is_failed(m, benchmark)]
+    if failed:
+        notes.append(f"No bar, {FAILED}: every prediction row is an error or unparsable ({', '.join(failed)}).")
+    missing = [m for m in grid.models if grid.is_missing(m, benchmark)]
+    if missing:
+        notes.append(f"No bar, {MISSING}: no score file ({', '.join(missing)}).")
+    return " ".join(notes)
 
 
 # --- Kaleidoscope --------------------------------------------------------------------------------------------
@@ -174,6 +253,7 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
         csv_columns=["accuracy", "format_error_rate", "multimodal", "text_only", *languages],
         rows=rows,
         caption=caption,
+        row_marks=Marks.of(grid, benchmark, grid.models),
     )
 
 
@@ -183,7 +263,8 @@ def write_kaleidoscope(grid: Grid, benchmark: str, stems: dict[str, str], tables
                            ("md", "tex", "csv"))
     languages = _groups(grid, benchmark, "language")
     written += write_grouped_bars(figures_dir, stems["kaleidoscope"], f"Kaleidoscope ({benchmark}): accuracy per language",
-                                  languages, _series(grid, benchmark, languages, "language"), "accuracy (%)")
+                                  languages, _series(grid, benchmark, languages, "language"), "accuracy (%)",
+                                  note=_figure_note(grid, benchmark))
     return written
 
 
@@ -229,7 +310,8 @@ def cvqa_table(grid: Grid, benchmark: str) -> Table:
         _notes(grid, benchmark),
     )
     return Table(title=f"CVQA: {benchmark}", row_header="Model", columns=[*settings, MEAN],
-                 csv_columns=[*settings, "mean"], rows=rows, caption=caption)
+                 csv_columns=[*settings, "mean"], rows=rows, caption=caption,
+                 row_marks=Marks.of(grid, benchmark, grid.models))
 
 
 def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
@@ -253,7 +335,8 @@ def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
         _notes(grid, benchmark),
     )
     return Table(title=f"CVQA per country-language pair: {benchmark}", row_header="Country-language",
-                 columns=models, csv_columns=models, rows=rows, caption=caption)
+                 columns=models, csv_columns=models, rows=rows, caption=caption,
+                 column_marks=Marks.of(grid, benchmark, models))
 
 
 def write_cvqa(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
@@ -263,7 +346,8 @@ def write_cvqa(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Pa
     pairs = sorted(_groups(grid, benchmark, PAIR))
     written += write_grouped_bars(figures_dir, stems["cvqa-pairs"],
                                   f"CVQA ({benchmark}): accuracy per country-language pair (mean over settings)",
-                                  pairs, _series(grid, benchmark, pairs, PAIR), "accuracy (%)")
+                                  pairs, _series(grid, benchmark, pairs, PAIR), "accuracy (%)",
+                                  note=_figure_note(grid, benchmark))
     return written
 
 
@@ -294,7 +378,8 @@ def dance_table(grid: Grid, benchmark: str) -> Table:
     return Table(title=f"DANCE: {benchmark}", row_header="Model",
                  columns=[s.replace("riddle-to-image", "riddle→image").replace("image-to-riddle", "image→riddle")
                           for s in subsets] + ["All"],
-                 csv_columns=[s.replace(" ", "_") for s in subsets] + ["all"], rows=rows, caption=caption)
+                 csv_columns=[s.replace(" ", "_") for s in subsets] + ["all"], rows=rows, caption=caption,
+                 row_marks=Marks.of(grid, benchmark, grid.models))
 
 
 def write_dance(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,

@@ -63,6 +63,22 @@ def strategy_label(strategy: str | None) -> str | None:
     return re.sub(r"[a-z_]+", lambda m: STRATEGY_LABELS.get(m.group(0), m.group(0)), strategy)
 
 
+# A reference baseline ranks the options without reading them; its `model_id` says how.
+BASELINE_LABELS = {
+    "baseline:random": "random guess (baseline)",
+    "baseline:first": "first option (baseline)",
+    "baseline:majority": "majority answer (baseline)",
+}
+
+
+def answered_label(strategy: str | None, backend: str | None = None, model_id: str | None = None) -> str | None:
+    """How the cell's answers were obtained, in words: a baseline says which guess it is (its strategy is
+    `score_options` only because it ranks options), any other model its strategy in words."""
+    if backend == "baseline":
+        return BASELINE_LABELS.get(model_id or "", "baseline")
+    return strategy_label(strategy)
+
+
 def decoding_label(strategy: str | None, generation: Mapping[str, Any]) -> str | None:
     """How generated answers were decoded ("greedy", "sampled: kaleidoscope preset, temperature 0.7, top-p
     0.9"); None when the model generated nothing (log-likelihood and embeddings do not sample)."""
@@ -83,6 +99,9 @@ class Estimate:
     value: float | None
     ci_low: float | None = None
     ci_high: float | None = None
+    # The format error rate of the cell(s) the value is built on, when it exceeds the report's threshold: the
+    # tables mark the value (a dagger and a footnote), the figures hatch its bar. None: nothing to mark.
+    flag: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +139,9 @@ class ScoreCell:
     strategy: str | None = None
     # The decoding settings it answered with ({} when greedy or not recorded).
     generation: dict[str, Any] = field(default_factory=dict)
+    # The model's backend and the id it recorded (None in score files written before they were recorded).
+    backend: str | None = None
+    model_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +167,18 @@ class Hidden:
     submission: dict[str, str]
     strategy: str | None = None
     generation: dict[str, Any] = field(default_factory=dict)
+    backend: str | None = None
+    model_id: str | None = None
+
+
+# A cell whose format error rate exceeds this many percent is marked in every table and figure (the config's
+# `report.flag_error_rate`).
+FLAG_ERROR_RATE = 10.0
+
+
+def is_failed(cell: ScoreCell) -> bool:
+    """Every prediction row is an error or unparsable: the cell has no number (its value only counts failures)."""
+    return cell.format_error_rate is not None and cell.format_error_rate >= 100.0
 
 
 @dataclass(frozen=True)
@@ -156,10 +190,45 @@ class Grid:
     hidden: dict[tuple[str, str], Hidden] = field(default_factory=dict)
     # {benchmark: kind}; empty when the caller does not say (then no paper tables are written)
     kinds: dict[str, str] = field(default_factory=dict)
+    # Cells whose every prediction row is an error or unparsable (format_error_rate 100): no number.
+    failed: dict[tuple[str, str], ScoreCell] = field(default_factory=dict)
+    # Cells whose score file does not exist, read with allow_missing: {cell: the path looked for}.
+    missing: dict[tuple[str, str], Path] = field(default_factory=dict)
+    # Percent of format errors above which a cell's numbers are marked.
+    flag_error_rate: float = FLAG_ERROR_RATE
 
     def cell(self, model: str, benchmark: str) -> ScoreCell | None:
-        """The scored cell; None when it is not in the grid or not applicable."""
+        """The scored cell; None when it is not in the grid, not applicable, hidden, failed or missing."""
         return self.cells.get((model, benchmark))
+
+    def is_failed(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.failed
+
+    def is_missing(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.missing
+
+    def model_has_failed(self, model: str) -> bool:
+        return any(self.is_failed(model, benchmark) for benchmark in self.benchmarks)
+
+    def model_has_missing(self, model: str) -> bool:
+        return any(self.is_missing(model, benchmark) for benchmark in self.benchmarks)
+
+    def flag(self, model: str, benchmark: str) -> float | None:
+        """The cell's format error rate when it exceeds the threshold (a failed cell's too); None otherwise."""
+        cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
+        if cell is None or cell.format_error_rate is None:
+            return None
+        return cell.format_error_rate if cell.format_error_rate > self.flag_error_rate else None
+
+    def flagged(self) -> list[tuple[str, str, float]]:
+        """(model, benchmark, format error rate) of every marked cell, failed ones included, in grid order."""
+        return [(model, benchmark, rate) for model in self.models for benchmark in self.benchmarks
+                if (rate := self.flag(model, benchmark)) is not None]
+
+    def model_flag(self, model: str) -> float | None:
+        """The highest rate among the model's marked cells (its average is built on them); None when none is."""
+        rates = [rate for benchmark in self.benchmarks if (rate := self.flag(model, benchmark)) is not None]
+        return max(rates) if rates else None
 
     def is_not_applicable(self, model: str, benchmark: str) -> bool:
         return (model, benchmark) in self.not_applicable
@@ -183,7 +252,8 @@ class Grid:
             if cell is not None:
                 return cell.metric
         for model in self.models:
-            other = self.not_applicable.get((model, benchmark)) or self.hidden.get((model, benchmark))
+            other = (self.failed.get((model, benchmark)) or self.not_applicable.get((model, benchmark))
+                     or self.hidden.get((model, benchmark)))
             if other is not None and other.metric:
                 return other.metric
         return None
@@ -207,6 +277,11 @@ class Grid:
 
     def bootstrap_samples(self) -> list[int]:
         return sorted({cell.samples for cell in self.cells.values()})
+
+
+def cell_list(cells: Sequence[tuple[str, str]]) -> str:
+    """"m on b, m2 on b2": the cells a footnote is about."""
+    return ", ".join(f"{model} on {benchmark}" for model, benchmark in cells)
 
 
 class _Invalid(Exception):
@@ -299,6 +374,13 @@ def _generation(data: Mapping) -> dict[str, Any]:
     return dict(generation)
 
 
+def _name(data: Mapping, key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _Invalid(f"{key} is {value!r}, not a name")
+    return value
+
+
 def _metrics(raw: Any) -> dict[str, Estimate]:
     """Each reported number's value and CI."""
     if raw is None:
@@ -324,7 +406,7 @@ def _parse_hidden(data: Mapping, model: str, benchmark: str, path: Path) -> Hidd
     metric = data.get("metric")
     return Hidden(path, model, benchmark, metric if isinstance(metric, str) and metric else None,
                   _count(data.get("n"), "n"), {str(k): v for k, v in submission.items()}, _strategy(data),
-                  _generation(data))
+                  _generation(data), _name(data, "backend"), _name(data, "model_id"))
 
 
 def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | NotApplicable | Hidden:
@@ -390,6 +472,8 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         metrics=_metrics(data.get("metrics")),
         strategy=_strategy(data),
         generation=_generation(data),
+        backend=_name(data, "backend"),
+        model_id=_name(data, "model_id"),
     )
 
 
@@ -424,9 +508,19 @@ def load_grid(
     models: Sequence[str],
     benchmarks: Sequence[str],
     kinds: Mapping[str, str] | None = None,
+    *,
+    flag_error_rate: float = FLAG_ERROR_RATE,
+    allow_missing: bool = False,
 ) -> Grid:
     """Read every score file of the grid (keys outside models x benchmarks are ignored); `kinds` gives each
-    benchmark's kind ({benchmark: kind})."""
+    benchmark's kind ({benchmark: kind}).
+
+    A cell whose format error rate exceeds `flag_error_rate` (percent) is marked; one at 100% is failed (no
+    number). With `allow_missing`, a score file that does not exist makes its cell missing instead of an error.
+    """
+    if isinstance(flag_error_rate, bool) or not isinstance(flag_error_rate, (int, float)) \
+            or not 0 <= flag_error_rate <= 100:
+        raise VlmgridError(f"the report's flag_error_rate is {flag_error_rate!r}; give a percent from 0 to 100")
     models = tuple(models)
     benchmarks = tuple(benchmarks)
     for kind, names in (("model", models), ("benchmark", benchmarks)):
@@ -436,10 +530,14 @@ def load_grid(
     cells: dict[tuple[str, str], ScoreCell] = {}
     not_applicable: dict[tuple[str, str], NotApplicable] = {}
     hidden: dict[tuple[str, str], Hidden] = {}
+    missing: dict[tuple[str, str], Path] = {}
     for model in models:
         for benchmark in benchmarks:
             path = score_files.get((model, benchmark))
             if path is None:
+                continue
+            if allow_missing and not Path(path).exists():
+                missing[(model, benchmark)] = Path(path)
                 continue
             read = read_score(path, model, benchmark)
             if isinstance(read, NotApplicable):
@@ -448,7 +546,7 @@ def load_grid(
                 hidden[(model, benchmark)] = read
             else:
                 cells[(model, benchmark)] = read
-    if not cells and not not_applicable and not hidden:
+    if not cells and not not_applicable and not hidden and not missing:
         raise VlmgridError("the report has no score files to read; run `vlmgrid score <model> <bench>` first")
     for benchmark in benchmarks:
         first: ScoreCell | None = None
@@ -463,4 +561,7 @@ def load_grid(
                     f"{cell.path} scores {benchmark} by {cell.metric!r} but {first.path} by {first.metric!r}; "
                     f"rerun `vlmgrid score {model} {benchmark}` so both use the benchmark's metric"
                 )
-    return Grid(models, benchmarks, cells, not_applicable, hidden, dict(kinds or {}))
+    failed = {key: cell for key, cell in cells.items() if is_failed(cell)}
+    cells = {key: cell for key, cell in cells.items() if key not in failed}
+    return Grid(models, benchmarks, cells, not_applicable, hidden, dict(kinds or {}), failed, missing,
+                float(flag_error_rate))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import pandas as pd
 
 from vlmgrid.fileio import atomic_path, write_text
-from vlmgrid.report.scores import METRIC_NOTES, Estimate, Grid, decoding_label, metric_label, strategy_label
+from vlmgrid.report.scores import (
+    METRIC_NOTES, Estimate, Grid, answered_label, cell_list, decoding_label, metric_label,
+)
 
 DASH = "\u2013"  # en dash: a cell that is not in the grid
 NA = "n/a"  # a cell whose model cannot run the benchmark (and that model's average)
@@ -18,9 +21,45 @@ NA_NOTE = f"{NA}: the model cannot run this benchmark; its average is then {NA}.
 HIDDEN = "hidden"  # a cell whose benchmark hides its labels (and that model's average)
 HIDDEN_NOTE = (f"{HIDDEN}: the benchmark's labels are not public; the submission file was written "
                f"(that model's average is then {HIDDEN} too).")
+DAGGER = "\u2020"  # marks a number built on too many format errors; the footnote gives the rate
+FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
+MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
 
-# A main-table entry: an estimate, None (not in the grid) or NA.
+# A main-table entry: an estimate (its `flag` set when it is marked), None (not in the grid) or a status word.
 Entry = Estimate | str | None
+
+
+def threshold(grid: Grid) -> str:
+    return f"{grid.flag_error_rate:g}%"
+
+
+def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool = False) -> str:
+    """The footnote of the dagger: the threshold and each marked cell with its rate ("" when none is)."""
+    if not cells:
+        return ""
+    listed = ", ".join(f"{model} on {benchmark} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(model, benchmark)
+                                                                  else "")
+                       for model, benchmark, rate in cells)
+    note = (f"{DAGGER}: more than {threshold(grid)} of the cell's prediction rows are errors or unparsable answers "
+            f"(format errors, counted as the benchmark's rule says, usually as wrong): {listed}.")
+    if average:
+        note += " An average over such a cell is marked too."
+    return note
+
+
+def status_notes(grid: Grid, cells: list[tuple[str, str]] | None = None, *, average: bool = False) -> str:
+    """The notes on failed and missing cells among `cells` (default: the whole grid); "" when there are none."""
+    keys = cells if cells is not None else [(m, b) for m in grid.models for b in grid.benchmarks]
+    failed = [key for key in keys if grid.is_failed(*key)]
+    missing = [key for key in keys if grid.is_missing(*key)]
+    notes = []
+    if failed:
+        notes.append(f"{FAILED}: every prediction row of the cell is an error or unparsable, so it has no number"
+                     + (f" (that model's average is then {FAILED} too)" if average else "") + ".")
+    if missing:
+        notes.append(f"{MISSING}: the cell has no score file (it failed or has not run): {cell_list(missing)}"
+                     + (f" (that model's average is then {MISSING} too)" if average else "") + ".")
+    return " ".join(notes)
 
 
 def fmt(x: float | None) -> str:
@@ -32,14 +71,21 @@ def fmt(x: float | None) -> str:
 
 
 def fmt_estimate(est: Entry) -> str:
-    """"51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value, "n/a" for a cell that cannot run."""
+    """"51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value, "n/a" for a cell that cannot run; a
+    dagger after a marked one ("51.2 [44.0, 58.1]†")."""
     if isinstance(est, str):
         return est
     if est is None or est.value is None:
         return DASH
+    mark = DAGGER if est.flag is not None else ""
     if est.ci_low is None or est.ci_high is None:
-        return fmt(est.value)
-    return f"{fmt(est.value)} [{fmt(est.ci_low)}, {fmt(est.ci_high)}]"
+        return fmt(est.value) + mark
+    return f"{fmt(est.value)} [{fmt(est.ci_low)}, {fmt(est.ci_high)}]{mark}"
+
+
+def flagged(estimate: Estimate | None, rate: float | None) -> Estimate | None:
+    """The estimate marked with `rate` (None: unmarked)."""
+    return estimate if estimate is None or rate is None else replace(estimate, flag=rate)
 
 
 def benchmark_header(grid: Grid, benchmark: str) -> str:
@@ -59,35 +105,63 @@ def legend(grid: Grid) -> str:
     notes = "".join(f" {METRIC_NOTES[m]}." for m in sorted(metrics - {None}) if m in METRIC_NOTES)
     na = f" {NA_NOTE}" if grid.not_applicable else ""
     hidden = f" {HIDDEN_NOTE}" if grid.hidden else ""
+    averages = any(model_status(grid, m) is None and grid.average(m) is not None and grid.model_flag(m) is not None
+                   for m in grid.models)
+    flags = " ".join(part for part in (flag_note(grid, grid.flagged(), average=averages),
+                                      status_notes(grid, average=True)) if part)
     return (
         f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
-        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{hidden}{notes}"
+        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{hidden}"
+        + (f" {flags}" if flags else "") + notes
     )
 
 
-def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
-    """The headline of a cell: its estimate, NA, HIDDEN, or None when it is not in the grid."""
+def status(grid: Grid, model: str, benchmark: str) -> str | None:
+    """The word a cell without a number reads (n/a, hidden, missing, failed†); None for a scored cell or one
+    that is not in the grid."""
     if grid.is_not_applicable(model, benchmark):
         return NA
     if grid.is_hidden(model, benchmark):
         return HIDDEN
+    if grid.is_missing(model, benchmark):
+        return MISSING
+    if grid.is_failed(model, benchmark):
+        return FAILED + DAGGER
+    return None
+
+
+def model_status(grid: Grid, model: str) -> str | None:
+    """The word a model's average reads when a cell of it has no number (None: the average is computed)."""
+    if grid.model_has_not_applicable(model):
+        return NA
+    if grid.model_has_hidden(model):
+        return HIDDEN
+    if grid.model_has_missing(model):
+        return MISSING
+    if grid.model_has_failed(model):
+        return FAILED
+    return None
+
+
+def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
+    """The headline of a cell: its estimate (marked when its format error rate is over the threshold), a
+    status word, or None when it is not in the grid."""
+    word = status(grid, model, benchmark)
+    if word is not None:
+        return word
     cell = grid.cell(model, benchmark)
-    return cell.estimate if cell is not None else None
+    return flagged(cell.estimate, grid.flag(model, benchmark)) if cell is not None else None
+
+
+def average_entry(grid: Grid, model: str) -> Entry:
+    """The model's average: a status word, None when it cannot be computed, else marked when a cell is."""
+    return model_status(grid, model) or flagged(grid.average(model), grid.model_flag(model))
 
 
 def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
     """Per model: its entry per benchmark, then its average."""
-    rows = []
-    for model in grid.models:
-        entries: list[Entry] = [cell_entry(grid, model, benchmark) for benchmark in grid.benchmarks]
-        if grid.model_has_not_applicable(model):
-            entries.append(NA)
-        elif grid.model_has_hidden(model):
-            entries.append(HIDDEN)
-        else:
-            entries.append(grid.average(model))
-        rows.append((model, entries))
-    return rows
+    return [(model, [cell_entry(grid, model, benchmark) for benchmark in grid.benchmarks]
+             + [average_entry(grid, model)]) for model in grid.models]
 
 
 def _value(entry: Entry) -> float | None:
@@ -130,6 +204,7 @@ _LATEX_SPECIAL = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     DASH: "--",
+    DAGGER: r"$^{\dagger}$",
 }
 
 
@@ -145,9 +220,10 @@ def _latex_cell(est: Entry, bold: bool) -> str:
     value = fmt(est.value)
     if bold:
         value = rf"\textbf{{{value}}}"
+    mark = _LATEX_SPECIAL[DAGGER] if est.flag is not None else ""
     if est.ci_low is None or est.ci_high is None:
-        return value
-    return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}"
+        return value + mark
+    return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}{mark}"
 
 
 def main_latex(grid: Grid, title: str) -> str:
@@ -202,8 +278,31 @@ def estimate_frame(row_header: str, value_columns: Sequence[str], rows: Iterable
     return frame
 
 
+def error_rate(grid: Grid, model: str, benchmark: str) -> float | None:
+    """The format error rate of a cell with a score (a failed one too); None for the others."""
+    cell = grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
+    return None if cell is None else cell.format_error_rate
+
+
+def is_flagged(grid: Grid, model: str, benchmark: str) -> bool | None:
+    """Whether the cell is marked; None (empty in a CSV) for a cell without a format error rate."""
+    return None if error_rate(grid, model, benchmark) is None else grid.flag(model, benchmark) is not None
+
+
 def main_frame(grid: Grid) -> pd.DataFrame:
-    return estimate_frame("model", list(grid.benchmarks) + ["average"], _rows(grid))
+    """The values and CIs, then per benchmark the cell's format error rate and whether it is marked, then
+    whether each average is marked (empty where there is no number to mark)."""
+    rows = _rows(grid)
+    frame = estimate_frame("model", list(grid.benchmarks) + ["average"], rows)
+    for benchmark in grid.benchmarks:
+        frame[f"{benchmark}_format_error_rate"] = pd.array(
+            [error_rate(grid, model, benchmark) for model in grid.models], dtype="float64")
+        frame[f"{benchmark}_flagged"] = pd.array(
+            [is_flagged(grid, model, benchmark) for model in grid.models], dtype="boolean")
+    frame["average_flagged"] = pd.array(
+        [None if _value(entries[-1]) is None else entries[-1].flag is not None for _, entries in rows],
+        dtype="boolean")
+    return frame
 
 
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
@@ -213,7 +312,17 @@ def write_csv(path: Path, frame: pd.DataFrame) -> None:
 
 # --- breakdown -----------------------------------------------------------------------------------
 
-BREAKDOWN_COLUMNS = ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n"]
+BREAKDOWN_COLUMNS = ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n",
+                     "format_error_rate", "flagged"]
+
+
+def _group_flag(grid: Grid, model: str, benchmark: str, group) -> tuple[float | None, float | None]:
+    """(rate, flag) of a breakdown group: by its own format error rate where the score gives one, else by the
+    cell's."""
+    rate = group.format_error_rate
+    if rate is None:
+        return error_rate(grid, model, benchmark), grid.flag(model, benchmark)
+    return rate, rate if rate > grid.flag_error_rate else None
 
 
 def _breakdown_benchmarks(grid: Grid) -> list[tuple[str, list[str]]]:
@@ -240,14 +349,16 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
                     continue
                 for group in cell.breakdown.get(column, []):
                     est = group.estimate
+                    rate, flag = _group_flag(grid, model, benchmark, group)
                     records.append(
                         [model, benchmark, column, group.name, group.metric, est.value, est.ci_low, est.ci_high,
-                         group.n]
+                         group.n, rate, None if rate is None else flag is not None]
                     )
     frame = pd.DataFrame(records, columns=BREAKDOWN_COLUMNS)
-    for name in ("value", "ci_low", "ci_high"):
+    for name in ("value", "ci_low", "ci_high", "format_error_rate"):
         frame[name] = frame[name].astype("float64")
     frame["n"] = frame["n"].astype("Int64")
+    frame["flagged"] = frame["flagged"].astype("boolean")
     return frame
 
 
@@ -261,6 +372,7 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
     if not found:
         parts.append("No benchmark of this grid has a breakdown.\n")
         return "\n".join(parts)
+    marked = failed = False
     for benchmark, columns in found:
         metric = grid.metric(benchmark) or ""
         parts.append(f"## {benchmark}\n")
@@ -268,30 +380,48 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
             header = ["Model", column, "Metric", "Value [95% CI]", "n", "n_valid", "Format errors (%)"]
             rows = []
             for model in grid.models:
+                gone = grid.failed.get((model, benchmark))
+                if gone is not None:  # no number, but its rate says why
+                    failed = True
+                    rows.append([model, "(all)", metric_label(gone.metric), FAILED + DAGGER, _count(gone.n),
+                                 _count(gone.n_valid), fmt(gone.format_error_rate)])
                 cell = grid.cell(model, benchmark)
                 if cell is None:
                     continue
+                flag = grid.flag(model, benchmark)
+                marked = marked or flag is not None
                 rows.append(
-                    [model, "(all)", metric_label(cell.metric), fmt_estimate(cell.estimate), _count(cell.n),
-                     _count(cell.n_valid), fmt(cell.format_error_rate)]
+                    [model, "(all)", metric_label(cell.metric), fmt_estimate(flagged(cell.estimate, flag)),
+                     _count(cell.n), _count(cell.n_valid), fmt(cell.format_error_rate)]
                 )
                 for group in cell.breakdown.get(column, []):
+                    _, flag = _group_flag(grid, model, benchmark, group)
+                    marked = marked or flag is not None
                     rows.append(
-                        [model, group.name, metric_label(group.metric), fmt_estimate(group.estimate),
+                        [model, group.name, metric_label(group.metric), fmt_estimate(flagged(group.estimate, flag)),
                          _count(group.n), _count(group.n_valid), fmt(group.format_error_rate)]
                     )
             align = [":---", ":---", ":---"] + ["---:"] * 4
             parts.append(f"### by {column} (headline: {metric_label(metric)})\n")
             parts.append(_md_table(header, rows, align) + "\n")
+    notes = ""
+    if marked or failed:
+        notes += (f" {DAGGER}: more than {threshold(grid)} of the prediction rows are errors or unparsable answers "
+                  f"(format errors: the group's own rate where the score gives one, else the cell's; a group row "
+                  f"without its own rate shows {DASH} there).")
+    if failed:
+        notes += f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
     parts.append(
-        f"Values in percent; 95% bootstrap CI in brackets; (all): the benchmark's headline; {DASH}: not reported.\n"
+        f"Values in percent; 95% bootstrap CI in brackets; (all): the benchmark's headline; {DASH}: not reported."
+        f"{notes}\n"
     )
     return "\n".join(parts)
 
 
 # --- variants ------------------------------------------------------------------------------------
 
-VARIANT_COLUMNS = ["model", "benchmark", "variant", "metric", "value", "ci_low", "ci_high"]
+VARIANT_COLUMNS = ["model", "benchmark", "variant", "metric", "value", "ci_low", "ci_high", "format_error_rate",
+                   "flagged"]
 MEAN_VARIANT = "(mean)"
 
 
@@ -301,24 +431,28 @@ def natural_key(name: str) -> list:
 
 
 def _variant_rows(grid: Grid) -> list[tuple[str, str, str, str, Estimate]]:
-    """(model, benchmark, variant, metric, estimate) for the cells with several variants, then their mean."""
+    """(model, benchmark, variant, metric, estimate) for the cells with several variants, then their mean; a
+    marked cell's estimates are marked (the score has no per-variant format error rate)."""
     rows = []
     for model in grid.models:
         for benchmark in grid.benchmarks:
             cell = grid.cell(model, benchmark)
             if cell is None or len(cell.variants) < 2:
                 continue
+            flag = grid.flag(model, benchmark)
             for name in sorted(cell.variants, key=natural_key):
-                rows.append((model, benchmark, name, cell.metric, cell.variants[name]))
-            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, cell.estimate))
+                rows.append((model, benchmark, name, cell.metric, flagged(cell.variants[name], flag)))
+            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, flagged(cell.estimate, flag)))
     return rows
 
 
 def variants_frame(grid: Grid) -> pd.DataFrame:
-    records = [[m, b, v, metric, e.value, e.ci_low, e.ci_high] for m, b, v, metric, e in _variant_rows(grid)]
+    records = [[m, b, v, metric, e.value, e.ci_low, e.ci_high, error_rate(grid, m, b), is_flagged(grid, m, b)]
+               for m, b, v, metric, e in _variant_rows(grid)]
     frame = pd.DataFrame(records, columns=VARIANT_COLUMNS)
-    for name in ("value", "ci_low", "ci_high"):
+    for name in ("value", "ci_low", "ci_high", "format_error_rate"):
         frame[name] = frame[name].astype("float64")
+    frame["flagged"] = frame["flagged"].astype("boolean")
     return frame
 
 
@@ -331,9 +465,11 @@ def variants_markdown(grid: Grid, title: str) -> str:
     header = ["Model", "Benchmark", "Variant", "Metric", "Value [95% CI]"]
     table = [[m, b, v, metric_label(metric), fmt_estimate(e)] for m, b, v, metric, e in rows]
     parts.append(_md_table(header, table, [":---"] * 4 + ["---:"]) + "\n")
+    shown = {(m, b) for m, b, *_ in rows}
+    note = flag_note(grid, [entry for entry in grid.flagged() if (entry[0], entry[1]) in shown])
     parts.append(
         f"Values in percent; 95% bootstrap CI in brackets; {MEAN_VARIANT}: the cell's headline, the mean over "
-        f"its variants (its CI from their averaged bootstrap draws).\n"
+        f"its variants (its CI from their averaged bootstrap draws)." + (f" {note}" if note else "") + "\n"
     )
     return "\n".join(parts)
 
@@ -341,7 +477,7 @@ def variants_markdown(grid: Grid, title: str) -> str:
 # --- cells: how each number was answered ---------------------------------------------------------------
 
 CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
-                "format_error_rate", "lenient"]
+                "format_error_rate", "lenient", "flagged"]
 
 
 def _lenient(cell) -> float | None:
@@ -351,21 +487,26 @@ def _lenient(cell) -> float | None:
 
 
 def _cell_rows(grid: Grid) -> list[list]:
-    """One row per cell of the grid that has a score file, in grid order (CELL_COLUMNS)."""
+    """One row per cell of the grid that has a score file (or misses one, with allow_missing), in grid order
+    (CELL_COLUMNS)."""
     rows = []
     for model in grid.models:
         for benchmark in grid.benchmarks:
-            cell = grid.cell(model, benchmark)
+            cell = grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
             if cell is not None:
-                rows.append([model, benchmark, "scored", cell.strategy, strategy_label(cell.strategy),
+                rows.append([model, benchmark, FAILED if grid.is_failed(model, benchmark) else "scored",
+                             cell.strategy, answered_label(cell.strategy, cell.backend, cell.model_id),
                              decoding_label(cell.strategy, cell.generation), cell.n, cell.n_valid,
-                             cell.format_error_rate, _lenient(cell)])
+                             cell.format_error_rate, _lenient(cell), is_flagged(grid, model, benchmark)])
             elif grid.is_hidden(model, benchmark):
                 hidden = grid.hidden[(model, benchmark)]
-                rows.append([model, benchmark, HIDDEN, hidden.strategy, strategy_label(hidden.strategy),
-                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None, None])
+                rows.append([model, benchmark, HIDDEN, hidden.strategy,
+                             answered_label(hidden.strategy, hidden.backend, hidden.model_id),
+                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None, None, None])
             elif grid.is_not_applicable(model, benchmark):
-                rows.append([model, benchmark, NA, None, None, None, None, None, None, None])
+                rows.append([model, benchmark, NA, None, None, None, None, None, None, None, None])
+            elif grid.is_missing(model, benchmark):
+                rows.append([model, benchmark, MISSING, None, None, None, None, None, None, None, None])
     return rows
 
 
@@ -375,6 +516,7 @@ def cells_frame(grid: Grid) -> pd.DataFrame:
         frame[name] = frame[name].astype("Int64")
     for name in ("format_error_rate", "lenient"):
         frame[name] = frame[name].astype("float64")
+    frame["flagged"] = frame["flagged"].astype("boolean")
     return frame
 
 
@@ -382,20 +524,25 @@ def cells_markdown(grid: Grid, title: str) -> str:
     header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)",
               "Lenient reading"]
     rows = []
-    for model, benchmark, status, _, answered, decoding, n, n_valid, errors, lenient in _cell_rows(grid):
-        answered = status if status == NA else (answered or DASH)
-        rows.append([model, benchmark, answered, decoding or DASH, _count(n), _count(n_valid),
-                     DASH if errors is None else fmt(errors), DASH if lenient is None else fmt(lenient)])
+    for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark in _cell_rows(grid):
+        answered = word if word in (NA, MISSING) else (answered or DASH)
+        errors = DASH if errors is None else fmt(errors) + (DAGGER if mark else "")
+        rows.append([model, benchmark, answered, decoding or DASH, _count(n), _count(n_valid), errors,
+                     DASH if lenient is None else fmt(lenient)])
     lines = [f"# {title}: how each number was answered\n", _md_table(header, rows, [":---"] * 4 + ["---:"] * 4) + "\n"]
     lines.append(
         "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
         "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "
-        "format error); embedding similarity = the option whose text embedding is closest to the image's. "
+        "format error); embedding similarity = the option whose text embedding is closest to the image's; "
+        "random guess, first option or majority answer (baseline) = a reference baseline, which picks an option "
+        "without reading the item. "
         f"Decoding: how generated text was sampled ({DASH}: nothing was generated). Valid answers: items with a "
         f"readable answer in every prompt variant. Lenient reading: the headline when the generated answers are "
         f"read by the benchmark's more lenient parser instead of its authors' rule (a second figure, never the "
         f"headline; {DASH}: the benchmark has none, or nothing was generated). {NA}: the model cannot run the "
-        f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written.\n"
+        f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written. "
+        f"{DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's numbers ({FAILED} at "
+        f"100%: the cell has no number). {MISSING}: the cell has no score file.\n"
     )
     return "\n".join(lines)
 

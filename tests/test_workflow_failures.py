@@ -1,0 +1,101 @@
+"""A failed inference job through the workflows: Snakemake (with --keep-going) and `dvc repro` stop without a
+number for the failed cell, finish the others, and the next run, once the server answers, reruns exactly that
+cell and gives the predictions of a clean run. A small grid (the random baseline and an API model on a POPE
+fixture) in temporary copies of the repo; the API is the project's scripted server, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, run, workflow_env
+from fake_openai_server import FakeOpenAIServer, Reply
+from test_workflow import stages_run
+
+pytestmark = pytest.mark.integration
+
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+FAILING = [Reply(500, json.dumps({"error": {"message": "overloaded"}}))] * 40
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAIServer().start()
+    fake.reply = lambda body: "No."
+    yield fake
+    fake.stop()
+
+
+def grid(server, results_dir="results") -> dict:
+    return {
+        **{key: DEFAULT[key] for key in ("title", "bootstrap")},
+        "infer": {**DEFAULT["infer"], "part_size": 2},
+        "data_dir": "data",
+        "results_dir": results_dir,
+        "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}}},
+        "models": {"random": DEFAULT["models"]["random"],
+                   "api": {"backend": "openai", "base_url": server.base_url, "model": "fake-vlm", "max_retries": 0,
+                           "concurrency": 1, "circuit_breaker": 3, "cache": False}},
+        "grid": {"models": ["random", "api"], "benchmarks": ["pope-small"]},
+    }
+
+
+def env(tmp_path):
+    return workflow_env({"VLMGRID_CACHE_DIR": str(tmp_path / "cache")})
+
+
+def test_snakemake_keeps_going_reports_the_missing_cell_and_reruns_only_it(server, tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    config = tmp_path / "grid.yaml"
+    config.write_text(yaml.safe_dump(grid(server)))
+    server.script.extend(FAILING)
+    failed = run(["snakemake", "--cores", "2", "--keep-going", "--configfile", str(config)], root, check=False,
+                 env=env(tmp_path))
+    assert failed.returncode != 0
+    results = root / "results"
+    log = (results / "logs/infer/api/pope-small.log").read_text()
+    assert "Traceback" not in log and log.strip().splitlines()[-1].startswith("vlmgrid: error: api on pope-small:")
+    assert "the job stopped: the last 3 requests" in log
+    assert not (results / "predictions/api/pope-small.parquet").exists()
+    assert (results / "scores/random/pope-small.json").is_file()  # the other cell finished
+    # Tables of what could run, written after the failure to a folder of their own, show no number for the
+    # failed cell and say it is missing; the grid's own report files are not written.
+    main = (results / "report-partial/tables/main.md").read_text()
+    assert "missing" in main and "api" in main
+    assert not (results / "tables").exists()
+
+    server.script.clear()  # the server answers again
+    plan = run(["snakemake", "-n", "--quiet", "rules", "--configfile", str(config)], root, env=env(tmp_path)).stdout
+    assert "infer" in plan and "prepare" not in plan and "fetch_model" not in plan
+    run(["snakemake", "--cores", "2", "--configfile", str(config)], root, env=env(tmp_path))
+    assert "missing" not in (results / "tables/main.md").read_text()
+    assert not (results / "report-partial").exists()
+    clean = tmp_path / "clean.yaml"
+    clean.write_text(yaml.safe_dump(grid(server, "results-clean")))
+    run(["vlmgrid", "infer", "api", "pope-small", "--config", str(clean), "--no-progress"], root, env=env(tmp_path))
+    assert (results / "predictions/api/pope-small.parquet").read_bytes() == \
+        (root / "results-clean/predictions/api/pope-small.parquet").read_bytes()
+
+
+def test_dvc_repro_stops_at_the_failed_cell_and_the_next_repro_runs_only_it(server, tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    (root / "config/config.yaml").write_text(yaml.safe_dump(grid(server)))
+    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "grid"]):
+        run(command, root)
+    server.script.extend(FAILING)
+    failed = run(["dvc", "repro", "--keep-going"], root, check=False, env=env(tmp_path))
+    assert failed.returncode != 0
+    output = failed.stdout + failed.stderr
+    assert "api on pope-small" in output and "Traceback" not in output
+    assert not (root / "results/predictions/api/pope-small.parquet").exists()
+    assert (root / "results/scores/random/pope-small.json").is_file()
+
+    server.script.clear()
+    again = run(["dvc", "repro"], root, env=env(tmp_path))
+    ran = stages_run(again.stdout)
+    assert "infer@api-pope-small" in ran and "score@api-pope-small" in ran and "report" in ran
+    assert not any(stage.startswith(("infer@random", "score@random", "prepare")) for stage in ran)
+    assert (root / "results/predictions/api/pope-small.parquet").is_file()
