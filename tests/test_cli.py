@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -48,6 +49,20 @@ def test_missing_config_file(capsys, tmp_path):
 def test_console_script_is_installed():
     result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("vlmgrid ")
+
+
+@pytest.mark.parametrize("command", [["benchmarks"], ["cells"]])
+def test_listing_into_a_closed_pipe_ends_quietly(command):
+    # `vlmgrid benchmarks | head -1`: the reader leaves before the listing is written. The pipe's read end is
+    # closed before the command starts, so every write to it fails, as it does once `head` has quit.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", *command], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+    assert result.stderr == "" and result.returncode == 141  # no traceback; 128 + SIGPIPE, as a shell reports
 
 
 

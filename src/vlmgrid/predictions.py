@@ -24,6 +24,9 @@ SCHEMA = pa.schema([
     ("error", pa.string()),
 ])
 METADATA_KEY = b"vlmgrid"
+# How to fix a predictions file the user made or named (`vlmgrid score --predictions`): inference did not write it.
+GIVEN_HINT = ("write it again in the predictions format of docs/formats.md (`results/predictions/<model>/<bench>.parquet`: "
+              "parquet, one row per item of this benchmark and variant)")
 
 
 def rows_to_table(rows: Iterable[dict], metadata: dict | None = None) -> pa.Table:
@@ -38,21 +41,34 @@ def write_table(path: Path, table: pa.Table) -> None:
         pq.write_table(table, tmp)
 
 
-def read_table(path: Path, rebuild_hint: str) -> pa.Table:
+def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
+    """The predictions file's table. `given`: a file the user made or named (`vlmgrid score --predictions`),
+    which is not deleted and rebuilt but fixed: the errors say what is wrong and `rebuild_hint` how to fix it."""
     if not Path(path).is_file():
-        raise VlmgridError(f"predictions file {path} not found; {rebuild_hint}")
+        raise VlmgridError(f"predictions file {path} not found; {'check the path' if given else rebuild_hint}")
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise VlmgridError(
-            f"predictions file {path} is unreadable (truncated or not parquet: {exc}); delete it and {rebuild_hint}"
-        ) from None
+        fix = rebuild_hint if given else f"delete it and {rebuild_hint}"
+        raise VlmgridError(f"predictions file {path} is unreadable (truncated or not parquet: {exc}); {fix}") from None
     missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
         raise VlmgridError(
             f"predictions file {path} lacks the column(s) {', '.join(missing)}; docs/formats.md lists the columns"
         )
-    return table.select(SCHEMA.names).cast(SCHEMA)
+    try:
+        return table.select(SCHEMA.names).cast(SCHEMA)
+    except pa.ArrowException as exc:
+        problem = str(exc)
+        for field in SCHEMA:  # name the column that does not convert
+            try:
+                table.column(field.name).cast(field.type)
+            except pa.ArrowException as column_exc:
+                problem = f"column `{field.name}` is {table.schema.field(field.name).type}, not {field.type} ({column_exc})"
+                break
+        raise VlmgridError(
+            f"predictions file {path}: {problem}; docs/formats.md gives each column's type"
+        ) from None
 
 
 def read_metadata(path: Path) -> dict:
@@ -74,8 +90,8 @@ def not_applicable_reason(metadata: dict) -> str | None:
     return None
 
 
-def read_predictions(path: Path, rebuild_hint: str = "run inference again") -> pd.DataFrame:
-    return read_table(path, rebuild_hint).to_pandas()
+def read_predictions(path: Path, rebuild_hint: str = "run inference again", given: bool = False) -> pd.DataFrame:
+    return read_table(path, rebuild_hint, given).to_pandas()
 
 
 def check_data_fingerprint(metadata: dict, fingerprint: str | None, path: Path, rebuild_hint: str) -> None:
@@ -89,16 +105,18 @@ def check_data_fingerprint(metadata: dict, fingerprint: str | None, path: Path, 
         )
 
 
-def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path: Path) -> None:
+def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path: Path, given: bool = False) -> None:
     """Every record id exactly once per variant, no id that the benchmark does not have, and no option index
-    that the item does not have (it would count as a valid wrong answer instead of a format error)."""
+    that the item does not have (it would count as a valid wrong answer instead of a format error).
+    `given`: a file the user made or named, which the errors ask to fix, not to rebuild by inference."""
+    rerun = GIVEN_HINT if given else "rerun inference"
     expected = set(records["id"])
     unknown = set(predictions["id"]) - expected
     if unknown:
         example = sorted(unknown)[0]
         raise VlmgridError(
             f'predictions file {path} has {len(unknown)} id(s) that the benchmark does not have, e.g. "{example}"; '
-            f"it was made for other data: rerun inference"
+            f"it was made for other data: {rerun}"
         )
     for variant, group in predictions.groupby("variant", sort=False):
         duplicated = group["id"][group["id"].duplicated()]
@@ -111,7 +129,7 @@ def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path
         if missing:
             raise VlmgridError(
                 f'predictions file {path} misses {len(missing)} item(s) in variant "{variant}", e.g. '
-                f'"{sorted(missing)[0]}"; rerun inference (missing rows are never scored as if absent)'
+                f'"{sorted(missing)[0]}" (missing rows are never scored as if absent); {rerun}'
             )
     if len(predictions) and "options" in records.columns and "prediction_index" in predictions.columns:
         n_options = predictions["id"].map(records.set_index("id")["options"].map(len)).astype("int64")
@@ -122,5 +140,5 @@ def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path
             raise VlmgridError(
                 f'predictions file {path} gives item "{row["id"]}" (variant "{row["variant"]}") prediction_index '
                 f'{row["prediction_index"]}, but it has {int(n_options[bad].iloc[0])} options; the index is 0-based '
-                f"(-1 for none): fix the file or rerun inference"
+                f"(-1 for none): fix the file{'' if given else ' or rerun inference'}"
             )

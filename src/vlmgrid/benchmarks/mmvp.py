@@ -178,7 +178,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
         rows.append(
             {
                 "id": str(index),
-                "image": store.add({"bytes": image_path.read_bytes(), "path": image_path.name}, where),
+                "image": store.add({"bytes": image_path.read_bytes(), "path": f"{IMAGE_DIR}/{image_path.name}"}, where),
                 "question": row["Question"],
                 "options": list(options),
                 "answer": options[answer_index],

@@ -2,12 +2,14 @@
 
 prepare_benchmark is idempotent: a folder whose manifest matches the settings and whose files all match
 their hashes is left untouched; a tampered folder is an error (never a silent re-download); changed settings
-rebuild from scratch. manifest.json is written last, so a present manifest means a complete prepare.
+rebuild from scratch, and so does an edit of a local source's raw files (a new version of the user's data).
+manifest.json is written last, so a present manifest means a complete prepare.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,15 +22,19 @@ import pyarrow.parquet as pq
 import vlmgrid
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import BENCHMARKS, BenchmarkKind
-from vlmgrid.benchmarks.sources import check_source, data_settings, expected_items, fetch_source
+from vlmgrid.benchmarks.rawio import IMAGE_SOURCES
+from vlmgrid.benchmarks.sources import (check_source, data_settings, expected_items, fetch_source, local_folder,
+                                        local_raw_files)
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 RECORDS = "records.parquet"
 CLASSES = "classes.json"
 SYNONYMS = "synonyms.json"
-DERIVED = ("images", RECORDS, CLASSES, SYNONYMS)
+DERIVED = ("images", RECORDS, CLASSES, SYNONYMS, IMAGE_SOURCES)
 MAX_OPTIONS = 26  # the protocols letter a multiple-choice item's options A to Z
 CANONICAL = pa.schema(
     [
@@ -103,10 +109,11 @@ def _require_manifest(bench_dir: Path) -> dict:
     return manifest
 
 
-def verify_benchmark(bench_dir: Path, full: bool = True) -> None:
+def verify_benchmark(bench_dir: Path, full: bool = True, external: bool = True) -> None:
     """Check every file listed in the manifest: present (and, when `full`, matching its sha256).
 
     Without `full`, only records.parquet and classes.json are hashed (cheap) and the rest checked for presence.
+    Without `external`, a local source's raw files (the absolute keys) are left out: only the folder's own.
     Raises VlmgridError naming the first missing or mismatching file.
     """
     bench_dir = Path(bench_dir)
@@ -114,6 +121,8 @@ def verify_benchmark(bench_dir: Path, full: bool = True) -> None:
     files = manifest["files"]
     fix = f"restore it, or delete {bench_dir} and run prepare again"
     for key in sorted(files):
+        if not external and Path(key).is_absolute():
+            continue
         path = _resolve(bench_dir, key)
         if not path.is_file():
             raise VlmgridError(f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {fix}")
@@ -123,6 +132,22 @@ def verify_benchmark(bench_dir: Path, full: bool = True) -> None:
                 raise VlmgridError(f"{path}: does not match its manifest (sha256 {got}, expected {files[key]}); {fix}")
     if full and manifest.get("fingerprint") != fingerprint(files):
         raise VlmgridError(f"{bench_dir / MANIFEST}: its fingerprint does not match its file list (edited by hand?); delete {bench_dir} and run prepare again")
+
+
+def _local_change(kind: BenchmarkKind, source: Mapping[str, Any], manifest: dict) -> str | None:
+    """How a local source's raw files differ from those its manifest hashed, in words ("<file> changed", the
+    first difference, and how many more there are); None when they are the same files with the same contents."""
+    recorded = {key: sha for key, sha in manifest["files"].items() if Path(key).is_absolute()}
+    current = {str(path.resolve()): path for path in local_raw_files(kind, local_folder(source))}
+    changes = [f"{key} is gone" for key in sorted(set(recorded) - set(current))]
+    changes += [f"{key} is new" for key in sorted(set(current) - set(recorded))]
+    for key in sorted(set(recorded) & set(current)):
+        if fileio.sha256_file(current[key]) != recorded[key]:
+            changes.append(f"{key} changed")
+    if not changes:
+        return None
+    more = len(changes) - 1
+    return changes[0] + (f", and {more} more raw file{'s' if more > 1 else ''}" if more else "")
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -245,13 +270,18 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
     old = _read_manifest(bench_dir)
     if (old is not None and isinstance(old.get("source"), dict) and old.get("kind") == kind.name
             and data_settings(old["source"]) == data_settings(source)):
-        verify_benchmark(bench_dir, full=True)
-        # The count is checked again: the expected count may have changed since (the source's or the kind's).
-        _check_count(old.get("n_items"), source, kind, bench_dir)
-        updated = {**old, "benchmark": name, "source": source, "expected_items": expected}
-        if updated != old:  # same data under a new name or another expected count: only the manifest changes
-            fileio.write_json(bench_dir / MANIFEST, updated)
-        return updated
+        # A file of the folder itself (images, records) that no longer matches is an error, never rebuilt over.
+        verify_benchmark(bench_dir, full=True, external=source["type"] != "local")
+        changed = _local_change(kind, source, old) if source["type"] == "local" else None
+        if changed is None:
+            # The count is checked again: the expected count may have changed since (the source's or the kind's).
+            _check_count(old.get("n_items"), source, kind, bench_dir)
+            updated = {**old, "benchmark": name, "source": source, "expected_items": expected}
+            if updated != old:  # same data under a new name or another expected count: only the manifest changes
+                fileio.write_json(bench_dir / MANIFEST, updated)
+            return updated
+        # The user's own copy changed since it was prepared: a new version of the data, prepared from scratch.
+        log.warning("%s: its local source changed since it was prepared (%s); preparing it again", label, changed)
     # Settings changed (or no complete prepare): start from scratch. Downloads left by an interrupted prepare
     # are kept: the url and hf_hub sources re-verify their checksums before reusing them. A local source never
     # writes raw/, and its `path` may point there: leave raw/ alone.

@@ -77,13 +77,37 @@ def _extension(data: bytes, hint: str | None) -> str:
     return ".bin"
 
 
+# Where each stored image came from, one JSON object a line: {"image": <stored path>, "from": <where>}.
+IMAGE_SOURCES = "image_sources.jsonl"
+
+
+def _inside(where: str, bench_dir: Path) -> str:
+    """`where` with the benchmark folder's own path left off (the file must not depend on where data/ lies)."""
+    for root in dict.fromkeys((str(bench_dir), str(bench_dir.resolve()))):
+        if root not in ("", ".") and where.startswith(root.rstrip("/") + "/"):
+            return where[len(root.rstrip("/")) + 1:]
+    return where
+
+
 class ImageStore:
-    """Writes embedded image bytes unchanged to images/<sha256><ext>, one file per distinct image."""
+    """Writes embedded image bytes unchanged to images/<sha256><ext>, one file per distinct image.
+
+    Each newly stored image gets a line in image_sources.jsonl (beside records.parquet) saying where it was
+    read (the raw file and row, and the image's own name), so an error about the stored copy can name it.
+    """
 
     def __init__(self, bench_dir: Path, folder: str = "images") -> None:
         self.bench_dir = Path(bench_dir)
         self.folder = folder
         self._written: dict[str, str] = {}
+
+    def _note_source(self, rel: str, where: str, name: Any) -> None:
+        source = _inside(str(where), self.bench_dir)
+        if isinstance(name, str) and name and name not in source:
+            source = f"{source}, {name!r}"
+        line = json.dumps({"image": rel, "from": source}, ensure_ascii=False)
+        with open(self.bench_dir / IMAGE_SOURCES, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
 
     def add(self, image: Mapping[str, Any] | None, where: str) -> str | None:
         """Store one `datasets` image struct; returns the path relative to bench_dir (None: no image)."""
@@ -102,4 +126,34 @@ class ImageStore:
             rel = f"{self.folder}/{digest}{_extension(data, image.get('path'))}"
             fileio.write_bytes(self.bench_dir / rel, data)
             self._written[digest] = rel
+            self._note_source(rel, where, image.get("path"))
         return self._written[digest]
+
+
+_SOURCES_CACHE: dict[str, tuple[tuple[int, int], dict[str, str]]] = {}
+
+
+def image_source(bench_dir: Path, image: str) -> str | None:
+    """Where prepare read a stored image (image_sources.jsonl), e.g. "raw/x.parquet row 7, '7.jpg'"; None
+    when the folder does not say (images extracted under their own names, or a folder prepared before)."""
+    path = Path(bench_dir) / IMAGE_SOURCES
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    cached = _SOURCES_CACHE.get(str(path))
+    if cached is None or cached[0] != stamp:
+        sources: dict[str, str] = {}
+        try:
+            for line in path.read_text("utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    sources.setdefault(str(entry["image"]), str(entry["from"]))
+                except (ValueError, TypeError, KeyError):
+                    continue  # only ever read to explain an error: a damaged line is skipped, not fatal
+        except (OSError, UnicodeDecodeError):
+            return None
+        cached = (stamp, sources)
+        _SOURCES_CACHE[str(path)] = cached
+    return cached[1].get(image)

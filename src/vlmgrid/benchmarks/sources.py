@@ -9,7 +9,8 @@ Source settings (the `source:` entry of a benchmark in the config), by type:
   hf_hub:  revision (required: a commit, or a branch or tag, which prepare resolves to the commit it reads and
            records in the manifest), repo (default: the kind's repo), config, split (only the kind's own
            config/split are supported; they may be written out for clarity)
-  local:   path (a folder holding the raw files; read in place, hashed into the manifest by absolute path)
+  local:   path (a folder holding the raw files; read in place, hashed into the manifest by absolute path;
+           an edited, added or removed raw file is a new version of the data, which prepare prepares again)
 Every source but the fixture may also say `expected_items`: the item count of the copy it points at, for a
 published variant of the benchmark (LLaVA's POPE label files hold 8,910 questions, POPE's own 9,000); without
 it prepare checks the kind's published count.
@@ -17,7 +18,9 @@ it prepare checks the kind's published count.
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
 import logging
 import posixpath
 import re
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks.kinds import BenchmarkKind
+from vlmgrid.benchmarks.kinds import BENCHMARKS, BenchmarkKind
 from vlmgrid.errors import VlmgridError
 from vlmgrid.hub import hub_errors
 from vlmgrid.registry import Registry, closest
@@ -321,10 +324,58 @@ def _check_local(kind: BenchmarkKind, source: dict, label: str) -> None:
 
 
 def _fetch_local(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str) -> Fetched:
-    raw_dir = Path(source["path"]).expanduser().resolve()
+    raw_dir = local_folder(source)
     if not raw_dir.is_dir():
         raise VlmgridError(f"{source['path']}: not a folder ({label}, local source `path`); point `path` at the folder holding the raw files")
     return Fetched(raw_dir, external=True)
+
+
+def local_folder(source: Mapping[str, Any]) -> Path:
+    """The folder a local source reads in place (its `path`, absolute)."""
+    return Path(str(source["path"])).expanduser().resolve()
+
+
+def local_raw_files(kind: BenchmarkKind, raw_dir: Path) -> list[Path]:
+    """The files under raw_dir that the kind reads (its `raw_files` patterns, matched as the adapters match
+    them), sorted; [] when raw_dir is not a folder. Prepare hashes exactly these into the manifest."""
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        return []
+    found: set[Path] = set()
+    for pattern in kind.raw_files:
+        found.update(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
+    return sorted(found)
+
+
+def source_stamp(settings: Mapping[str, Any]) -> dict:
+    """What a benchmark's prepare reads from outside vlmgrid's own folders, in a form that changes when that does.
+
+    For a `local` source: the folder and every file of it that the kind reads, as [path relative to the folder,
+    size in bytes, modification time in ns], so that an edited, added or removed raw file changes the stamp
+    (the workflows give it to prepare as an input: Snakemake as a param, DVC as a stamp file). The files are
+    only listed, never read: this runs on every workflow start. Any other source is stamped by its type alone,
+    as its settings (a param of prepare already) decide its files, and prepare checks them itself.
+    """
+    source = settings.get("source") if isinstance(settings, Mapping) else None
+    kind_name = settings.get("kind") if isinstance(settings, Mapping) else None
+    if not isinstance(source, Mapping) or source.get("type") != "local" or not source.get("path"):
+        return {"type": source.get("type") if isinstance(source, Mapping) else None}
+    raw_dir = local_folder(source)
+    if kind_name not in BENCHMARKS:
+        return {"type": "local", "path": str(raw_dir), "files": []}
+    files = []
+    for path in local_raw_files(BENCHMARKS.get(kind_name), raw_dir):
+        try:
+            stat = path.stat()
+        except OSError:  # removed while listed: the next run sees it gone
+            continue
+        files.append([path.relative_to(raw_dir).as_posix(), stat.st_size, stat.st_mtime_ns])
+    return {"type": "local", "path": str(raw_dir), "files": files}
+
+
+def source_fingerprint(settings: Mapping[str, Any]) -> str:
+    """sha256 of source_stamp(settings): one short value that changes when a local source's files do."""
+    return fileio.sha256_json(source_stamp(settings))
 
 
 for _source in (
@@ -336,3 +387,28 @@ for _source in (
     SOURCES.register(_source.name, _source)
 
 SOURCE_TYPES: tuple[str, ...] = ("fixture", "url", "hf_hub", "local")
+
+
+def write_source_stamps(benchmarks: Mapping[str, Mapping[str, Any]], folder: Path) -> list[str]:
+    """Write `<name>.json` (source_stamp, with the benchmark's name) into `folder` for each benchmark, and remove
+    any other stamp there; a stamp whose text is unchanged is not rewritten. Returns the names written."""
+    folder = Path(folder)
+    written = []
+    for name, settings in benchmarks.items():
+        path = folder / f"{name}.json"
+        # one file entry a line: a stamp of a big folder stays readable, and a diff shows what changed
+        stamp = {"benchmark": name, **source_stamp(settings)}
+        files = stamp.pop("files", None)
+        text = json.dumps(stamp, ensure_ascii=False)[:-1]
+        if files is not None:
+            lines = ",\n  ".join(json.dumps(entry, ensure_ascii=False) for entry in files)
+            text += f', "files": [\n  {lines}\n]' if files else ', "files": []'
+        text += "}\n"
+        if path.is_file() and path.read_text("utf-8") == text:
+            continue
+        fileio.write_text(path, text)
+        written.append(name)
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        if path.stem not in benchmarks:
+            path.unlink()
+    return written

@@ -54,13 +54,28 @@ def error_row(item_id: str, error: str, variant: str = DEFAULT_VARIANT) -> dict:
 IMAGE_THREADS = min(16, os.cpu_count() or 1)
 
 
+def image_problem(bench, relative: str, problem: str) -> str:
+    """Why an image is unusable, with where prepare read it when the folder records that (a stored copy's
+    name, images/<sha256>.<ext>, says nothing): "image unreadable: data/b/images/94bf....jpg (from
+    raw/x.parquet row 7, '7.jpg'): ..."."""
+    from vlmgrid.benchmarks.rawio import image_source
+
+    source = image_source(bench.root, str(relative))
+    if source is None:
+        return problem
+    path = str(bench.root / relative)
+    if path in problem:
+        return problem.replace(path, f"{path} (from {source})", 1)
+    return f"{problem} (image from {source})"
+
+
 def _open_image(bench, relative) -> tuple[Any, str | None]:
     if relative is None or (isinstance(relative, float) and pd.isna(relative)):
         return None, None
     try:
         return open_rgb(bench.root / relative), None
     except ImageError as exc:
-        return None, str(exc)
+        return None, image_problem(bench, relative, str(exc))
 
 
 def load_images(bench, records: pd.DataFrame) -> tuple[list, list[str | None]]:

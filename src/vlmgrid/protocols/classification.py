@@ -32,7 +32,7 @@ from vlmgrid.cache import cache_root
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import atomic_path, sha256_json
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, topk_indices
+from vlmgrid.protocols.base import Protocol, error_row, image_problem, load_images, prediction_row, topk_indices
 from vlmgrid.protocols.parsing import match_class
 
 
@@ -91,7 +91,7 @@ def _embedded_images(model, bench, records: pd.DataFrame) -> tuple[list[int], np
         return [], None, problems
     features, file_problems = read_files([bench.root / records["image"].iloc[i] for i in named])
     for i, problem in zip(named, file_problems):
-        problems[i] = problem
+        problems[i] = None if problem is None else image_problem(bench, records["image"].iloc[i], problem)
     usable = [k for k, problem in enumerate(file_problems) if problem is None]
     return [named[k] for k in usable], features[usable], problems
 

@@ -28,7 +28,7 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, prediction_row
+from vlmgrid.protocols.base import Protocol, error_row, image_problem, prediction_row
 
 PROMPT_SET = "dance_relations"
 TO_IMAGE = "riddle-to-image"
@@ -53,7 +53,7 @@ def _open(bench, relative: str, broken: dict):
     try:
         return open_rgb(bench.root / relative)
     except ImageError as exc:
-        broken[relative] = str(exc)
+        broken[relative] = image_problem(bench, relative, str(exc))
         return None
 
 
@@ -92,7 +92,7 @@ def _picture_features(model, bench, paths: list[str]) -> tuple[dict, dict]:
                 if problem is None:
                     picture_features[p] = row
                 else:
-                    broken[p] = problem
+                    broken[p] = image_problem(bench, p, problem)
         return picture_features, broken
     for start in range(0, len(paths), PICTURE_BATCH):
         opened = {p: _open(bench, p, broken) for p in paths[start:start + PICTURE_BATCH]}
