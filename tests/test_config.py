@@ -199,3 +199,33 @@ def test_paper_grids_validate_on_real_sources(name, kinds):
     assert all(config.benchmark(b)["source"]["type"] != "fixture" for b in config.benchmarks)
     assert all(config.model(m)["source"]["type"] != "fixture" for m in config.models
                if "source" in config.model(m))
+
+
+# ---------------------------------------------------------------------------------------------- the workflow's file
+
+def test_workflow_config_file_is_the_given_one_else_the_default():
+    from vlmgrid.config import DEFAULT_CONFIG, workflow_config_file
+
+    assert workflow_config_file() == DEFAULT_CONFIG
+    assert workflow_config_file([], ["/venv/bin/snakemake", "-n"]) == DEFAULT_CONFIG
+    assert str(workflow_config_file(["/r/config/carpe.yaml"], ["snakemake", "--configfile", "config/carpe.yaml"])) \
+        == "/r/config/carpe.yaml"
+    # another program's command line (the workflow run through the Python API) is not read
+    assert str(workflow_config_file(["/r/a.yaml"], ["myscript.py", "--configfile", "x", "y"])) == "/r/a.yaml"
+
+
+@pytest.mark.parametrize("argv", [
+    ["/venv/bin/snakemake", "--configfile", "a.yaml", "b.yaml"],
+    ["/venv/bin/snakemake", "--configfile", "a.yaml", "-n", "--configfiles", "b.yaml"],
+    ["/venv/bin/snakemake", "--configfile=a.yaml", "--configfile=b.yaml", "--cores", "2"],
+    ["/venv/lib/python3/site-packages/snakemake/__main__.py", "--configfile", "a.yaml", "--configfile", "b.yaml"],
+])
+def test_workflow_config_file_refuses_more_than_one(argv):
+    from vlmgrid.config import workflow_config_file
+
+    # Snakemake keeps only the last of repeated --configfile options: the command line shows them all
+    with pytest.raises(VlmgridError, match=r"^--configfile was given 2 files \(a.yaml, b.yaml\), but a run reads one "
+                                           r"grid config: put the grid in one file and pass only that one$"):
+        workflow_config_file(["b.yaml"], argv)
+    with pytest.raises(VlmgridError, match="--configfile was given 2 files"):
+        workflow_config_file(["a.yaml", "b.yaml"])

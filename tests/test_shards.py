@@ -284,7 +284,7 @@ def test_snakemake_runs_sharded_cells_to_the_unsharded_predictions(tmp_path):
     for model, bench in cells:
         assert (root / f"results/scores/{model}/{bench}.json").is_file()
     for index in (1, 2, 3):
-        assert (root / f"logs/infer/clip-tiny/{BENCH}/{index}-of-3.log").is_file()
+        assert (root / f"results/logs/infer/clip-tiny/{BENCH}/{index}-of-3.log").is_file()
     assert not list((root / "results/shards").rglob("*.parquet"))  # merged, then removed
     assert "Nothing to be done" in run(["snakemake", "-n", *sharded], root).stdout
     # another shard count reruns the sharded cells' inference, never the data's preparation
@@ -300,4 +300,4 @@ def test_snakemake_runs_sharded_cells_to_the_unsharded_predictions(tmp_path):
     for model, bench in cells:
         merged = root / f"results/predictions/{model}/{bench}.parquet"
         _assert_same_file(merged, root / f"results-unsharded/predictions/{model}/{bench}.parquet")
-    assert (root / f"logs/infer/random/{BENCH}.log").is_file()
+    assert (root / f"results-unsharded/logs/infer/random/{BENCH}.log").is_file()  # each grid its own logs

@@ -10,7 +10,7 @@ import copy
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -28,6 +28,7 @@ _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "title": "vlmgrid results",
     "bootstrap": {"samples": 1000, "seed": 0},
     "infer": {"part_size": 256, "threads": 2},
+    "report": {"flag_error_rate": 10},
     "prompts_dir": "config/prompts",
     "cluster": {
         "prepare": _CPU_JOB,
@@ -81,6 +82,10 @@ class Config:
     @property
     def infer(self) -> dict:
         return self.data["infer"]
+
+    @property
+    def report(self) -> dict:
+        return self.data["report"]
 
     @property
     def cluster(self) -> dict:
@@ -269,3 +274,42 @@ def prompt_file_hashes(prompts_dir: str | Path) -> dict[str, str]:
         path.relative_to(folder).as_posix(): sha256_file(path)
         for path in sorted(folder.rglob("*.yaml")) if path.is_file()
     }
+
+
+def workflow_config_file(configfiles: Sequence[str | Path] = (), argv: Sequence[str] = ()) -> Path:
+    """The one grid config a Snakemake run reads: the file given with --configfile, else config/config.yaml.
+
+    Every job's `vlmgrid` command reads that file alone, so Snakemake must plan exactly its grid: the Snakefile
+    names no config file of its own (Snakemake would merge the given file into it), and more than one file is
+    refused (Snakemake would merge them, or keep only the last). `configfiles` are the files Snakemake read
+    from the command line; `argv` the command line itself, where a repeated --configfile shows (only the last
+    reaches `configfiles`).
+    """
+    given = [str(path) for path in configfiles]
+    named = _configfile_args(argv)
+    if len(named) > len(given):
+        given = named
+    if len(given) > 1:
+        raise VlmgridError(
+            f"--configfile was given {len(given)} files ({', '.join(given)}), but a run reads one grid config: "
+            f"put the grid in one file and pass only that one"
+        )
+    return Path(given[0]) if given else DEFAULT_CONFIG
+
+
+def _configfile_args(argv: Sequence[str]) -> list[str]:
+    """The files a command line gives to --configfile/--configfiles (each may be followed by several)."""
+    argv = list(argv)
+    if not argv or not Path(argv[0]).as_posix().endswith(("snakemake", "snakemake/__main__.py")):
+        return []  # not a snakemake command line (the workflow runs through the Python API)
+    files: list[str] = []
+    taking = False
+    for arg in argv[1:]:
+        if arg.startswith("-"):
+            name, _, value = arg.partition("=")
+            taking = name in ("--configfile", "--configfiles") and not value
+            if value and name in ("--configfile", "--configfiles"):
+                files.append(value)
+        elif taking:
+            files.append(arg)
+    return files

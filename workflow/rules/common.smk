@@ -1,35 +1,36 @@
-# Helpers shared by the rules. The config is checked against workflow/schemas/config.schema.yaml and every
-# name it uses is checked against the registries before any job starts.
+# Helpers shared by the rules. The grid is one config file: the one given with --configfile, else
+# config/config.yaml (the Snakefile names none, so Snakemake merges nothing into it). It is checked against
+# workflow/schemas/config.schema.yaml, and every name it uses against the registries, before any job starts;
+# every job's `vlmgrid` command reads the same file.
 import json
+import os
 import re
+import shutil
+import sys
 
 from vlmgrid import paths
-from vlmgrid.config import prompt_file_hashes, validate_config
+from vlmgrid.benchmarks.sources import source_fingerprint
+from vlmgrid.config import load_config, prompt_file_hashes, workflow_config_file
 from vlmgrid.errors import VlmgridError
 
-
-def _config_path():
-    # The file the CLI reads: the last --configfile given, else the Snakefile's own. Snakemake lists the
-    # Snakefile's `configfile:` after the command line's in workflow.configfiles, so ask for the latter.
-    given = list(workflow.config_settings.configfiles or [])
-    if given:
-        return str(given[-1])
-    return workflow.configfiles[-1] if workflow.configfiles else "config/config.yaml"
-
-
-CONFIG_FILE = _config_path()
 if workflow.config_settings.config:
     # The jobs' `vlmgrid` commands read the config file, so an override here would not reach them.
     raise WorkflowError(
         "--config overrides are not supported: put the change in a config file and pass it with --configfile"
     )
 try:
-    GRID = validate_config(config, source=CONFIG_FILE)
+    CONFIG_FILE = str(workflow_config_file(workflow.config_settings.configfiles or [], sys.argv))
+    if not os.path.isfile(CONFIG_FILE):
+        raise VlmgridError(f"config file {CONFIG_FILE} not found; run in the repository root, or pass a grid "
+                           f"config with --configfile")
+    GRID = load_config(CONFIG_FILE)
 except VlmgridError as error:
     raise WorkflowError(str(error)) from None
 
 DATA = str(GRID.data_dir)
 RESULTS = str(GRID.results_dir)
+# Each grid's job logs and benchmark (timing) files, beside its results: another grid's run never overwrites them.
+LOGS = str(paths.logs_dir(GRID.results_dir))
 NAME = "[a-z0-9][a-z0-9_.-]*"
 
 
@@ -54,8 +55,13 @@ def get_prompt_hashes():
 
 def get_benchmark_settings(bench):
     """The benchmark's data settings as text. `shards` only splits its inference jobs: changing it must not
-    prepare the data again (and so rerun every cell)."""
-    return json.dumps({key: value for key, value in GRID.benchmark(bench).items() if key != "shards"}, sort_keys=True)
+    prepare the data again (and so rerun every cell). A local source adds a fingerprint of its files (their
+    sizes and modification times, vlmgrid.benchmarks.sources.source_stamp): an edit there prepares the
+    benchmark again. (Other sources add nothing, so their recorded params stay what they were.)"""
+    settings = {key: value for key, value in GRID.benchmark(bench).items() if key != "shards"}
+    if settings["source"].get("type") == "local":
+        settings["local_files"] = source_fingerprint(settings)
+    return json.dumps(settings, sort_keys=True)
 
 
 def get_bench_pattern(sharded):

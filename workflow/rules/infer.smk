@@ -16,9 +16,9 @@ rule infer:
         gpu=lambda wildcards: get_gpus(wildcards.model),
         **cluster_resources("infer"),
     log:
-        "logs/infer/{model}/{bench}.log",
+        f"{LOGS}/infer/{{model}}/{{bench}}.log",
     benchmark:
-        "logs/benchmarks/infer/{model}/{bench}.tsv"
+        f"{LOGS}/benchmarks/infer/{{model}}/{{bench}}.tsv"
     shell:
         "vlmgrid infer {wildcards.model:q} {wildcards.bench:q} --config {CONFIG_FILE:q} --threads {threads}"
         " > {log:q} 2>&1"
@@ -43,9 +43,9 @@ rule infer_shard:
         gpu=lambda wildcards: get_gpus(wildcards.model),
         **cluster_resources("infer"),
     log:
-        "logs/infer/{model}/{bench}/{shard}-of-{shards}.log",
+        f"{LOGS}/infer/{{model}}/{{bench}}/{{shard}}-of-{{shards}}.log",
     benchmark:
-        "logs/benchmarks/infer/{model}/{bench}/{shard}-of-{shards}.tsv"
+        f"{LOGS}/benchmarks/infer/{{model}}/{{bench}}/{{shard}}-of-{{shards}}.tsv"
     shell:
         "vlmgrid infer {wildcards.model:q} {wildcards.bench:q} --shard {wildcards.shard}/{wildcards.shards}"
         " --config {CONFIG_FILE:q} --threads {threads} > {log:q} 2>&1"
@@ -65,6 +65,6 @@ rule merge_shards:
     resources:
         **cluster_resources("merge_shards"),
     log:
-        "logs/merge_shards/{model}/{bench}.log",
+        f"{LOGS}/merge_shards/{{model}}/{{bench}}.log",
     shell:
         "vlmgrid merge-shards {wildcards.model:q} {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

@@ -3,11 +3,12 @@ rule prepare:
         manifest=f"{DATA}/{{bench}}/manifest.json",
         records=f"{DATA}/{{bench}}/records.parquet",
     params:
+        # the settings, and for a local source its files' sizes and times: an edit there prepares it again
         settings=lambda wildcards: get_benchmark_settings(wildcards.bench),
     resources:
         **cluster_resources("prepare"),
     log:
-        "logs/prepare/{bench}.log",
+        f"{LOGS}/prepare/{{bench}}.log",
     shell:
         "vlmgrid prepare {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"
 
@@ -20,6 +21,6 @@ rule fetch_model:
     resources:
         **cluster_resources("fetch_model"),
     log:
-        "logs/fetch_model/{model}.log",
+        f"{LOGS}/fetch_model/{{model}}.log",
     shell:
         "vlmgrid fetch-model {wildcards.model:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

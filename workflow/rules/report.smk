@@ -9,9 +9,11 @@ rule report:
         models=GRID.models,
         benchmarks=GRID.benchmarks,
         kinds=get_benchmark_kinds(),
+        # a changed threshold marks other cells: the report is made again
+        flag_error_rate=GRID.report["flag_error_rate"],
     resources:
         **cluster_resources("report"),
     log:
-        "logs/report.log",
+        f"{LOGS}/report.log",
     shell:
         "vlmgrid report --config {CONFIG_FILE:q} > {log:q} 2>&1"

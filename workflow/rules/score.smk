@@ -9,6 +9,6 @@ rule score:
     resources:
         **cluster_resources("score"),
     log:
-        "logs/score/{model}/{bench}.log",
+        f"{LOGS}/score/{{model}}/{{bench}}.log",
     shell:
         "vlmgrid score {wildcards.model:q} {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

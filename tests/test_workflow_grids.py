@@ -1,0 +1,179 @@
+"""The grid a workflow runs is exactly one config file; a changed local source is prepared again (Snakemake and
+DVC); each grid keeps its own logs. Small grids in temporary copies of the repo."""
+
+import hashlib
+import os
+import re
+
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, run
+from test_benchmarks_sources import raw_fixture
+from test_workflow import UP_TO_DATE, changed_stages, stages_run
+
+pytestmark = pytest.mark.integration
+
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def planned(output: str) -> set[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run plans."""
+    return set(re.findall(r"^rule (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", output, re.M))
+
+
+def write(path, data):
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory):
+    return copy_workflow(tmp_path_factory.mktemp("grids") / "repo")
+
+
+# ---------------------------------------------------------------------------------------------- one grid, one file
+
+def test_snakemake_plans_exactly_the_given_files_grid(workflow, tmp_path):
+    # clip-tiny is also a model of config/config.yaml, with other settings: merged, it would carry open_clip keys
+    other = write(tmp_path / "other.yaml", {
+        "results_dir": "results-other",
+        "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}}},
+        "models": {"clip-tiny": {"backend": "baseline", "seed": 3}},
+        "grid": {"models": ["clip-tiny"], "benchmarks": ["pope-small"]},
+    })
+    result = run(["snakemake", "-n", "--printshellcmds", "--configfile", str(other)], workflow)
+    assert planned(result.stdout) == {
+        ("prepare", "bench=pope-small"), ("fetch_model", "model=clip-tiny"),
+        ("infer", "model=clip-tiny, bench=pope-small"), ("score", "model=clip-tiny, bench=pope-small"),
+    }
+    assert "rule report:" in result.stdout
+    assert "-fixture" not in result.stdout  # none of the default grid's benchmarks
+    commands = re.findall(r"^Shell command: (vlmgrid .*)$", result.stdout, re.M)
+    assert len(commands) == 5 and all(f"--config {other} " in command for command in commands)
+    assert "results-other/logs/infer/clip-tiny/pope-small.log" in result.stdout
+
+
+def test_a_grid_naming_a_benchmark_it_does_not_define_stops_at_once(workflow, tmp_path):
+    # pope-fixture is defined in config/config.yaml only: the jobs, which read this file, would not find it
+    typo = write(tmp_path / "typo.yaml", {
+        "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "size": 2}}},
+        "models": {"random": {"backend": "baseline"}},
+        "grid": {"models": ["random"], "benchmarks": ["pope-fixture"]},
+    })
+    result = run(["snakemake", "-n", "--configfile", str(typo)], workflow, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Building DAG" not in output
+    sentence = f'{typo}: grid.benchmarks names "pope-fixture", which is not defined under benchmarks; defined: pope-small'
+    assert [line for line in output.splitlines() if "pope-fixture" in line] == [sentence]
+
+
+@pytest.mark.parametrize("how", ["one option", "two options"])
+def test_more_than_one_configfile_is_refused(workflow, tmp_path, how):
+    first = write(tmp_path / "a.yaml", DEFAULT)
+    second = write(tmp_path / "b.yaml", DEFAULT)
+    files = ["--configfile", str(first), str(second)] if how == "one option" else \
+        ["--configfile", str(first), "--configfile", str(second)]
+    result = run(["snakemake", "-n", *files], workflow, check=False)
+    assert result.returncode != 0
+    assert "--configfile was given 2 files" in result.stdout + result.stderr
+    assert "put the grid in one file and pass only that one" in result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- local sources
+
+def local_grid(raw, results_dir="results"):
+    """The random baseline on one flowers102 benchmark read from a local folder (6 items)."""
+    return {
+        **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
+        "data_dir": "data",
+        "results_dir": results_dir,
+        "benchmarks": {"flowers-local": {"kind": "flowers102",
+                                         "source": {"type": "local", "path": str(raw), "expected_items": 6}}},
+        "models": {"random": DEFAULT["models"]["random"]},
+        "grid": {"models": ["random"], "benchmarks": ["flowers-local"]},
+    }
+
+
+def new_version(raw):
+    """The user's copy replaced by another version of the data (other images and labels)."""
+    raw_fixture("flowers102", raw, size=2, classes=3, seed=1)
+
+
+def touch(path):
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**10))
+
+
+def sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_snakemake_prepares_a_changed_local_source_again_and_keeps_the_grids_logs(workflow, tmp_path):
+    raw = raw_fixture("flowers102", tmp_path / "my-flowers", size=2, classes=3)
+    grid = ["--configfile", str(write(tmp_path / "local.yaml", local_grid(raw, "results-local")))]
+    root = workflow
+    run(["snakemake", "--cores", "2", *grid], root)
+    records = root / "data/flowers-local/records.parquet"
+    first = sha(records)
+    logs = root / "results-local/logs"
+    for log in ("prepare/flowers-local.log", "fetch_model/random.log", "infer/random/flowers-local.log",
+                "score/random/flowers-local.log", "report.log", "benchmarks/infer/random/flowers-local.tsv"):
+        assert (logs / log).is_file(), log
+    assert not (root / "logs").exists()
+    assert "Nothing to be done" in run(["snakemake", "-n", *grid], root).stdout
+
+    new_version(raw)
+    plan = run(["snakemake", "-n", "--quiet", "rules", *grid], root).stdout
+    assert "prepare" in plan and "infer" in plan
+    run(["snakemake", "--cores", "2", *grid], root)
+    assert sha(records) != first
+    run(["vlmgrid", "verify", "flowers-local", "--config", grid[1]], root)  # the manifest holds the new files
+    assert "Nothing to be done" in run(["snakemake", "-n", *grid], root).stdout
+
+
+@pytest.fixture(scope="module")
+def dvc_local(tmp_path_factory):
+    """dvc repro of the local-source grid, written as the repo's config/config.yaml (dvc.yaml reads that)."""
+    base = tmp_path_factory.mktemp("dvc-local")
+    raw = raw_fixture("flowers102", base / "my-flowers", size=2, classes=3)
+    root = copy_workflow(base / "repo")
+    write(root / "config/config.yaml", local_grid(raw))
+    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
+    run(["git", "init", "-q"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-q", "-m", "grid"], root)
+    run(["dvc", "repro"], root)
+    return root, raw
+
+
+def test_dvc_reruns_only_the_stamp_when_nothing_changed(dvc_local):
+    root, _ = dvc_local
+    status = run(["dvc", "status"], root).stdout
+    assert changed_stages(status) == UP_TO_DATE and "always changed" in status
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
+
+
+def test_dvc_prepares_a_touched_local_source_again_and_reruns_nothing_after(dvc_local):
+    root, raw = dvc_local
+    predictions = root / "results/predictions/random/flowers-local.parquet"
+    before = predictions.stat().st_mtime_ns
+    touch(raw / "setid.mat")  # the same data: prepare checks it and keeps the folder
+    result = run(["dvc", "repro"], root)
+    assert stages_run(result.stdout) == UP_TO_DATE | {"prepare@flowers-local"}
+    assert "preparing it again" not in result.stdout + result.stderr
+    assert predictions.stat().st_mtime_ns == before
+
+
+def test_dvc_prepares_a_changed_local_source_again(dvc_local):
+    root, raw = dvc_local
+    records = root / "data/flowers-local/records.parquet"
+    first = sha(records)
+    new_version(raw)
+    result = run(["dvc", "repro"], root)
+    assert {"prepare@flowers-local", "infer@random-flowers-local", "score@random-flowers-local",
+            "report"} <= stages_run(result.stdout)
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "preparing it again" in line]
+    assert len(said) == 1 and "benchmark flowers-local: its local source changed since it was prepared" in said[0]
+    assert sha(records) != first
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
