@@ -102,3 +102,19 @@ def snakemake_run(tmp_path_factory):
 def snakemake_tables(snakemake_run) -> Path:
     """results/tables of the local default grid run, untouched by later tests."""
     return snakemake_run.parent / "tables"
+
+
+@pytest.fixture
+def bar_heights(monkeypatch) -> list[list[float]]:
+    """The heights of every bar the report's figures draw, in drawing order."""
+    import matplotlib.axes
+
+    heights: list[list[float]] = []
+    original = matplotlib.axes.Axes.bar
+
+    def bar(self, x, height, *args, **kwargs):
+        heights.append(list(height))
+        return original(self, x, height, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+    return heights

@@ -432,21 +432,11 @@ def test_not_applicable_in_latex_and_csv(na_report):
     assert float(clip["flowers"]) == 18.0 and by_model["big-vlm"]["sqa_img"] == "20.04"
 
 
-def test_not_applicable_cell_has_no_bar(tmp_path, monkeypatch):
-    import matplotlib.axes
-
-    heights = []
-    original = matplotlib.axes.Axes.bar
-
-    def bar(self, x, height, *args, **kwargs):
-        heights.append(list(height))
-        return original(self, x, height, *args, **kwargs)
-
-    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+def test_not_applicable_cell_has_no_bar(tmp_path, bar_heights):
     files = write_scores(tmp_path)
     mark_not_applicable(files, "clip_tiny", "sqa_img")
     build(tmp_path, files)
-    assert heights == [[50.0, 18.0], [51.2, 20.04, 33.3]]
+    assert bar_heights == [[50.0, 18.0], [51.2, 20.04, 33.3]]
 
 
 def test_not_applicable_without_reason_is_invalid(tmp_path):
@@ -605,21 +595,11 @@ def test_kaleidoscope_caption_says_how_answers_were_sampled(kaleidoscope_report)
     assert "n/a: the model cannot run this benchmark." in text
 
 
-def test_kaleidoscope_figure_has_a_bar_per_language_and_model(tmp_path, monkeypatch):
-    import matplotlib.axes
-
-    heights = []
-    original = matplotlib.axes.Axes.bar
-
-    def bar(self, x, height, *args, **kwargs):
-        heights.append(list(height))
-        return original(self, x, height, *args, **kwargs)
-
-    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+def test_kaleidoscope_figure_has_a_bar_per_language_and_model(tmp_path, bar_heights):
     files = {("vlm-a", "kal"): _write(tmp_path, kaleidoscope_obj("vlm-a", "kal", {"ar": (50.0, 0.0, 100.0),
                                                                                  "te": (25.0, 0.0, 75.0)}))}
     build_report(files, ["vlm-a"], ["kal"], tmp_path / "tables", tmp_path / "figures", kinds={"kal": "kaleidoscope"})
-    assert heights == [[30.0], [50.0, 25.0]]  # main figure, then the per-language figure
+    assert bar_heights == [[30.0], [50.0, 25.0]]  # main figure, then the per-language figure
 
 
 def test_several_kaleidoscope_benchmarks_get_a_table_each(tmp_path):

@@ -131,17 +131,7 @@ def test_a_configured_threshold(tmp_path):
 
 # --- a cell whose every row failed -----------------------------------------------------------------------------
 
-def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, monkeypatch):
-    import matplotlib.axes
-
-    heights = []
-    original = matplotlib.axes.Axes.bar
-
-    def bar(self, x, height, *args, **kwargs):
-        heights.append(list(height))
-        return original(self, x, height, *args, **kwargs)
-
-    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, bar_heights):
     files = write_scores(tmp_path)
     set_rate(files, "clip_tiny", "sqa_img", 100.0)
     build(tmp_path, files)
@@ -160,7 +150,7 @@ def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, mon
     assert f"failed{TEX_DAGGER} & 18.0" in tex
     cells = {(r["model"], r["benchmark"]): r for r in read_csv(tables / "cells.csv")}
     assert cells[("clip_tiny", "sqa_img")]["status"] == "failed"
-    assert heights[0] == [50.0, 18.0]  # no bar for the failed cell
+    assert bar_heights[0] == [50.0, 18.0]  # no bar for the failed cell
 
 
 def test_failed_cell_in_the_breakdown(tmp_path):
