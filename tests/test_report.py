@@ -754,3 +754,4 @@ def test_dance_table_is_split_by_direction_in_the_papers_order(tmp_path):
     csv_rows = read_csv(tmp_path / "tables" / "dance.csv")
     assert csv_rows[0]["test-seen_riddle-to-image"] == "60.0" and csv_rows[0]["all_ci_low"] == "30.0"
     assert "\\toprule" in (tmp_path / "tables" / "dance.tex").read_text()
+    assert "| Model | dance (Acc@50) | Average |" in (tmp_path / "tables" / "main.md").read_text()

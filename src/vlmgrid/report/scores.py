@@ -30,6 +30,7 @@ METRIC_LABELS = {
     "circular_accuracy": "circular acc.",
     "cvbench": "CV-Bench",
     "pair_accuracy": "pair acc.",
+    "acc_at_50": "Acc@50",
 }
 
 # What a headline that is not a plain accuracy means, for the table's footnote.
@@ -40,6 +41,8 @@ METRIC_NOTES = {
     "cvbench": "CV-Bench: ((ADE20K + COCO) / 2 + Omni3D) / 2 of the per-source accuracies",
     "pair_accuracy": "pair acc.: MMVP, a pair counts only when both its questions are right",
     "vqa_accuracy": "VQA acc.: min(1, matching human answers / 3), averaged over the leave-one-out subsets",
+    "acc_at_50": "Acc@50: DANCE, per query with n positives among 50 candidates the share of them ranked within "
+                 "the top n, mean of the two directions",
 }
 
 
