@@ -417,22 +417,29 @@ def test_the_kaleidoscope_preset_samples_and_resizes_and_says_so(make, server):
                                              "top_p": 0.9, "max_new_tokens": 1024}
 
 
-def test_a_server_without_image_input_stops_at_the_first_request(make, server):
-    server.script.append(Reply(400, json.dumps({"error": {"message": "At most 0 image(s) may be provided in one "
-                                                                     "request."}})))
+@pytest.mark.parametrize("message", ["At most 0 image(s) may be provided in one request.",
+                                     "Invalid content type. image_url is only supported by certain models.",
+                                     "model x is not a multimodal model", "This model does not support image input"])
+def test_a_server_without_image_input_stops_at_the_first_request(make, server, message):
+    server.script.append(Reply(400, json.dumps({"error": {"message": message}})))
     with pytest.raises(CapabilityMissing, match=r"refused the image of the first request to model fake-vlm \(HTTP "
-                                                r"400: At most 0 image\(s\).*\): it serves a model without image "
-                                                r"input") as caught:
+                                                r"400: .*\): it serves a model without image input") as caught:
         make(concurrency=1).generate_results(requests_for(3, image=image()))
     assert caught.value.capability == "images" and caught.value.stop and server.count == 1
+
+
+def test_an_image_the_model_cannot_take_is_the_items_even_first(make, server):
+    server.script.append(Reply(400, json.dumps({"error": {"message": "image too large"}})))
+    result = make(concurrency=1).generate_results(requests_for(1, image=image()))[0]
+    assert "HTTP 400: image too large" in result.error
 
 
 def test_once_the_server_has_answered_a_refused_image_is_the_items(make, server):
     model = make(concurrency=1)
     assert model.generate_results(requests_for(1, image=image()))[0].ok
-    server.script.append(Reply(400, json.dumps({"error": {"message": "image is too large"}})))
+    server.script.append(Reply(400, json.dumps({"error": {"message": "At most 0 image(s) may be provided"}})))
     result = model.generate_results([GenerateRequest("big", image(4000, 4000), "what is it?")])[0]
-    assert "HTTP 400: image is too large" in result.error
+    assert "HTTP 400: At most 0 image(s)" in result.error
     # ... and a request without an image is never read as the server lacking image input
-    server.script.append(Reply(400, json.dumps({"error": {"message": "vision tokens exceed the limit"}})))
+    server.script.append(Reply(400, json.dumps({"error": {"message": "this model does not support images"}})))
     assert not make(concurrency=1, cache=False).generate_results(requests_for(1))[0].ok

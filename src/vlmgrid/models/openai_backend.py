@@ -83,9 +83,15 @@ class _NoImages(Exception):
 
 #: statuses that say the model entry or the credentials are wrong, not the item
 _SYSTEMIC_STATUSES = frozenset({401, 403, 404, 405})
-#: what a server says when it refuses images (vLLM: "At most 0 image(s) may be provided", OpenAI: "image_url is
-#: only supported by certain models", "... is not a multimodal model")
-_REFUSES_IMAGES = re.compile(r"image|multi-?modal|vision", re.IGNORECASE)
+#: what a server says when the model it serves takes no images at all (vLLM: "At most 0 image(s) may be
+#: provided", OpenAI: "image_url is only supported by certain models", "... is not a multimodal model"); an
+#: image the model cannot take ("image too large") is the item's error
+_REFUSES_IMAGES = re.compile(
+    r"at most 0 image|not (?:a )?multi-?modal|(?:does not|doesn't|do not|cannot) (?:support|accept|take) "
+    r"(?:image|vision)|images? (?:input )?(?:is |are )?not supported|only supported by certain models|"
+    r"not a vision",
+    re.IGNORECASE,
+)
 
 
 class ApiItemErrors(VlmgridError):
