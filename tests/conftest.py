@@ -1,3 +1,4 @@
+import copy
 import os
 import shutil
 import subprocess
@@ -118,3 +119,19 @@ def bar_heights(monkeypatch) -> list[list[float]]:
 
     monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
     return heights
+
+
+def pope_grid_file(small_config: dict, tmp_path: Path, models: dict, name: str = "grid.yaml",
+                   results: str = "results") -> str:
+    """A grid of the given models on a 12-item POPE fixture in parts of 4, written to tmp_path/name."""
+    data = copy.deepcopy(small_config)
+    data["prompts_dir"] = str(REPO / "config" / "prompts")
+    data["results_dir"] = str(tmp_path / results)
+    data["infer"] = {**data["infer"], "part_size": 4}
+    data["benchmarks"] = {"pope-fixture": {**data["benchmarks"]["pope-fixture"],
+                                           "source": {"type": "fixture", "seed": 0, "size": 4}}}
+    data["models"] = models
+    data["grid"] = {"models": list(models), "benchmarks": ["pope-fixture"]}
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)

@@ -9,14 +9,13 @@ CUDA errors are simulated on the tiny LLaVA.
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 import torch
 import yaml
 
-from conftest import REPO
+from conftest import pope_grid_file
 from fake_openai_server import FakeOpenAIServer, Outage, Reply, Sleep
 from vlmgrid import paths
 from vlmgrid.cli import main
@@ -37,20 +36,6 @@ def server():
     fake.reply = lambda body: "Yes, there is." if "cat" in json.dumps(body) else "No."
     yield fake
     fake.stop()
-
-
-def grid_file(small_config, tmp_path, models: dict, name: str = "grid.yaml", results: str = "results") -> str:
-    data = copy.deepcopy(small_config)
-    data["prompts_dir"] = str(REPO / "config" / "prompts")
-    data["results_dir"] = str(tmp_path / results)
-    data["infer"] = {**data["infer"], "part_size": 4}
-    data["benchmarks"] = {"pope-fixture": {**data["benchmarks"]["pope-fixture"],
-                                           "source": {"type": "fixture", "seed": 0, "size": 4}}}
-    data["models"] = models
-    data["grid"] = {"models": list(models), "benchmarks": ["pope-fixture"]}
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
 
 
 def api(server_or_url, **settings) -> dict:
@@ -92,7 +77,7 @@ def fast_backoff(monkeypatch):
 
 def test_a_server_without_logprobs_stops_the_job_at_the_first_request(small_config, tmp_path, server, capsys):
     server.top_logprobs = None  # like `transformers serve`: asked for logprobs, it returns none
-    config = grid_file(small_config, tmp_path, api(server, logprobs=True))
+    config = pope_grid_file(small_config, tmp_path, api(server, logprobs=True))
     code, err = infer(capsys, config)
     line = one_sentence(err)
     assert code == 2 and server.count <= 2  # the requests in flight (concurrency 2), no more
@@ -103,7 +88,7 @@ def test_a_server_without_logprobs_stops_the_job_at_the_first_request(small_conf
 
 def test_answer_mode_auto_falls_back_to_generation_and_says_so(small_config, tmp_path, server, capsys):
     server.top_logprobs = None
-    config = grid_file(small_config, tmp_path, api(server, logprobs=True, answer_mode="auto"))
+    config = pope_grid_file(small_config, tmp_path, api(server, logprobs=True, answer_mode="auto"))
     code, err = infer(capsys, config)
     assert code == 0, err
     assert "answer_mode auto: answering by generate instead of score_options" in err
@@ -117,7 +102,7 @@ def test_answer_mode_auto_falls_back_to_generation_and_says_so(small_config, tmp
 
 
 def test_an_unreachable_endpoint_fails_fast_with_one_sentence(small_config, tmp_path, capsys):
-    config = grid_file(small_config, tmp_path, api("http://127.0.0.1:9/v1", circuit_breaker=3))
+    config = pope_grid_file(small_config, tmp_path, api("http://127.0.0.1:9/v1", circuit_breaker=3))
     code, err = infer(capsys, config)
     line = one_sentence(err)
     assert code == 2
@@ -134,7 +119,7 @@ def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(s
     # The first part's four items fail in both passes (the server answers 503); the other two parts run. (No
     # response cache here, so that every item is one request: some items of the fixture ask the same.)
     server.script.extend([Reply(503, "{}")] * 4 + [Sleep(0)] * 8 + [Reply(503, "{}")] * 4)
-    config = grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, cache=False))
+    config = pope_grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, cache=False))
     code, err = infer(capsys, config)
     line = one_sentence(err)
     assert code == 2, err
@@ -149,7 +134,7 @@ def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(s
     code, err = infer(capsys, config)
     assert code == 0 and "resuming: 2 of 3 parts" in err, err
     assert server.count - asked == 4
-    clean = grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, cache=False), "clean.yaml",
+    clean = pope_grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, cache=False), "clean.yaml",
                       "clean")
     assert main(["infer", "api", "pope-fixture", "--config", clean, "--no-progress"]) == 0
     assert predictions(config).read_bytes() == predictions(clean).read_bytes()
@@ -158,7 +143,7 @@ def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(s
 
 def test_a_dead_server_trips_the_breaker_and_nothing_more_is_sent(small_config, tmp_path, server, capsys):
     server.script.append(Outage(seconds=60))
-    config = grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, circuit_breaker=5))
+    config = pope_grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, circuit_breaker=5))
     code, err = infer(capsys, config)
     line = one_sentence(err)
     assert code == 2 and server.count == 5
@@ -167,7 +152,7 @@ def test_a_dead_server_trips_the_breaker_and_nothing_more_is_sent(small_config, 
 
 def test_a_short_outage_is_retried_within_the_job(small_config, tmp_path, server, capsys):
     server.script.extend([Reply(503, "{}"), Reply(503, "{}")])
-    config = grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1))
+    config = pope_grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1))
     code, err = infer(capsys, config)
     assert code == 0, err
     assert "retrying 1 part(s) whose items failed to run" in err
@@ -177,7 +162,7 @@ def test_a_short_outage_is_retried_within_the_job(small_config, tmp_path, server
 
 def test_an_item_the_server_refuses_stays_a_row(small_config, tmp_path, server, capsys):
     server.script.append(Reply(400, json.dumps({"error": {"message": "image too large"}})))
-    config = grid_file(small_config, tmp_path, api(server, concurrency=1))
+    config = pope_grid_file(small_config, tmp_path, api(server, concurrency=1))
     code, err = infer(capsys, config)
     assert code == 0, err
     frame = read_predictions(predictions(config))
@@ -188,7 +173,7 @@ def test_an_item_the_server_refuses_stays_a_row(small_config, tmp_path, server, 
 # ---------------------------------------------------------------------------------------------- the hf backend
 
 def _tiny_llava(small_config, tmp_path, capsys) -> str:
-    config = grid_file(small_config, tmp_path, {"llava-tiny": dict(small_config["models"]["llava-tiny"],
+    config = pope_grid_file(small_config, tmp_path, {"llava-tiny": dict(small_config["models"]["llava-tiny"],
                                                                    batch_size=2)})
     assert main(["fetch-model", "llava-tiny", "--config", config]) == 0
     return config
@@ -228,7 +213,7 @@ def test_hf_out_of_memory_or_a_cuda_error_stops_the_job_and_the_rerun_completes_
     monkeypatch.setattr(Hf, "_batched", original)
     code, err = infer(capsys, config, "llava-tiny")
     assert code == 0 and "resuming: 1 of 3 parts" in err, err
-    clean = grid_file(small_config, tmp_path, {"llava-tiny": dict(small_config["models"]["llava-tiny"], batch_size=2)},
+    clean = pope_grid_file(small_config, tmp_path, {"llava-tiny": dict(small_config["models"]["llava-tiny"], batch_size=2)},
                       "clean.yaml", "clean")
     assert main(["infer", "llava-tiny", "pope-fixture", "--config", clean, "--no-progress"]) == 0
     assert predictions(config, "llava-tiny").read_bytes() == predictions(clean, "llava-tiny").read_bytes()

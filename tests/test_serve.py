@@ -8,7 +8,6 @@ comes back; the rerun gives the predictions of a clean run.
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import os
 import signal
@@ -22,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from conftest import REPO
+from conftest import pope_grid_file
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import read_metadata, read_predictions
@@ -97,19 +96,9 @@ def fresh_cache(tmp_path, monkeypatch):
 
 
 def grid(small_config, tmp_path, serve, name="grid.yaml", results="results", **settings) -> str:
-    data = copy.deepcopy(small_config)
-    data["prompts_dir"] = str(REPO / "config" / "prompts")
-    data["results_dir"] = str(tmp_path / results)
-    data["infer"] = {**data["infer"], "part_size": 4}
-    data["benchmarks"] = {"pope-fixture": {**data["benchmarks"]["pope-fixture"],
-                                           "source": {"type": "fixture", "seed": 0, "size": 4}}}
-    data["models"] = {"served": {"backend": "openai", "base_url": serve.base_url, "model": str(serve.checkpoint),
-                                 "max_retries": 1, "concurrency": 2, "timeout": 60,
-                                 "generation": {"max_new_tokens": 4}, **settings}}
-    data["grid"] = {"models": ["served"], "benchmarks": ["pope-fixture"]}
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    served = {"backend": "openai", "base_url": serve.base_url, "model": str(serve.checkpoint), "max_retries": 1,
+              "concurrency": 2, "timeout": 60, "generation": {"max_new_tokens": 4}, **settings}
+    return pope_grid_file(small_config, tmp_path, {"served": served}, name, results)
 
 
 def infer(capsys, config) -> tuple[int, str]:
