@@ -1,4 +1,4 @@
-"""benchmarks/speed.py: the goal verdicts, the results table and the largest grid it builds for `snakemake -n`."""
+"""perf/speed.py: the goal verdicts, the results table and the largest grid it builds for `snakemake -n`."""
 
 import importlib.util
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO
 
-_spec = importlib.util.spec_from_file_location("speed", REPO / "benchmarks" / "speed.py")
+_spec = importlib.util.spec_from_file_location("speed", REPO / "perf" / "speed.py")
 speed = importlib.util.module_from_spec(_spec)
 sys.modules["speed"] = speed  # dataclasses look their module up there
 _spec.loader.exec_module(speed)
@@ -47,7 +47,7 @@ def test_a_figure_without_goal_or_reference_has_no_verdict():
 
 def test_the_table_says_cpu_small_shapes_and_every_figure():
     meta = {"date": "2026-11-30 05:00 UTC", "device": "CPU (x86_64)", "shapes": "small", "precision": "fp32",
-            "cpus": 2, "libraries": "torch 2", "command": "python benchmarks/speed.py", "notes": ["parts of 256"]}
+            "cpus": 2, "libraries": "torch 2", "command": "python perf/speed.py", "notes": ["parts of 256"]}
     rows = [speed.result_row("choice", "multiple choice", "samples/s", 40.0, 50.0, "bare forward"),
             speed.result_row("dag", "snakemake -n", "s", 5.25)]
     text = speed.render_markdown(meta, rows)

@@ -1,8 +1,8 @@
 """What a SIGKILL costs `vlmgrid infer`: the work thrown away by each kill, measured on real processes.
 
-    python benchmarks/kill_cost.py                                  # tiny LLaVA, the default grid's part size
-    python benchmarks/kill_cost.py --part-size 16                   # parts of one batch
-    python benchmarks/kill_cost.py --model random --part-delay 0.1  # the random baseline, 0.1 s a part
+    python perf/kill_cost.py                                  # tiny LLaVA, the default grid's part size
+    python perf/kill_cost.py --part-size 16                   # parts of one batch
+    python perf/kill_cost.py --model random --part-delay 0.1  # the random baseline, 0.1 s a part
 
 The job runs on a POPE fixture in a temporary folder and is killed `--kills` times, each inside the part that
 follows a seeded random number of new parts, a seeded random fraction of a part's time into it, then left to

@@ -1,9 +1,9 @@
 """Speed of vlmgrid's own inference path, end to end from files on disk, next to the raw ceilings measured in the same run.
 
-    python benchmarks/speed.py --out benchmarks/results/speed-cpu-small.md               # CPU: small shapes
-    python benchmarks/speed.py --shapes real --out benchmarks/results/speed-h200.md      # one GPU: real shapes, bf16
-    python benchmarks/speed.py --only dag --workflow --out ...                           # the CPU side alone
-    python benchmarks/speed.py --render benchmarks/results/speed-cpu-small.json          # the table again, from saved figures
+    python perf/speed.py --out perf/results/speed-cpu-small.md               # CPU: small shapes
+    python perf/speed.py --shapes real --out perf/results/speed-h200.md      # one GPU: real shapes, bf16
+    python perf/speed.py --only dag --workflow --out ...                           # the CPU side alone
+    python perf/speed.py --render perf/results/speed-cpu-small.json          # the table again, from saved figures
 
 Every model is random-initialised at the chosen shapes, saved to a temporary folder and loaded the way the grid
 loads it (open_clip's `local-dir:` path, transformers' `from_pretrained`); every benchmark is a folder of JPEG
@@ -222,8 +222,8 @@ def write_photos(folder: Path, names: list[str], seed: int = 0) -> None:
 
 
 def _benchmark(kind: str, root: Path, records, classes=None):
-    from vlmgrid.benchmarks.kinds import BENCHMARKS
-    from vlmgrid.benchmarks.prepare import Benchmark
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.benchmarks.dataset import Benchmark
 
     return Benchmark(name=f"speed-{kind}", kind=BENCHMARKS.get(kind), root=root, records=records, classes=classes,
                      manifest={})
@@ -254,7 +254,7 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
 
     from vlmgrid.cache import cache_root
     from vlmgrid.models import BACKENDS
-    from vlmgrid.models.open_clip_backend import write_tiny_open_clip
+    from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
     from vlmgrid.pixel_cache import PIXELS_DIR
     from vlmgrid.protocols.classification import embed_strategy
 
@@ -304,7 +304,7 @@ def write_llava(shape: dict, device: str, out_dir: Path) -> Path:
     from transformers import (AutoModelForImageTextToText, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig,
                               LlavaConfig, LlavaProcessor)
 
-    from vlmgrid.models.tiny_hf import write_tiny_checkpoint
+    from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint
 
     write_tiny_checkpoint("llava", out_dir, seed=0)
     tiny = LlavaConfig.from_pretrained(out_dir)
@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "libraries": f"torch {torch.__version__}, transformers {transformers.__version__}, "
                      f"open_clip {open_clip.__version__}, python {platform.python_version()}",
-        "command": "python benchmarks/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python perf/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "seconds": round(time.perf_counter() - started, 1),
         "part_size": args.part_size,
     }
