@@ -24,20 +24,21 @@ from PIL import Image
 from conftest import REPO
 from fake_openai_server import FakeOpenAIServer, Reply, completion
 from vlmgrid import paths
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.infer import run_inference
+from vlmgrid.stages.infer import run_inference
+from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import Backend
 from vlmgrid.predictions import (
     SCHEMA, check_data_fingerprint, read_metadata, read_predictions, write_table,
 )
 from vlmgrid.prompts import load_prompts
-from vlmgrid.score import score_cell
+from vlmgrid.stages.score import score_cell
 
-prepare_module = importlib.import_module("vlmgrid.benchmarks.prepare")
+prepare_module = importlib.import_module("vlmgrid.benchmarks.dataset")
 
 SIZES = {"pope-fixture": 2, "scienceqa-fixture": 6, "textvqa-fixture": 4}
 
@@ -78,7 +79,7 @@ def infer(config, bench, model="random", settings=None):
         model_dir=paths.model_dir(config.data_dir, model),
         out_path=paths.predictions_path(config.results_dir, model, bench),
         partial_dir=paths.partial_dir(config.results_dir, model, bench),
-        part_size=4, threads=1, progress=False, say=lambda text: None,
+        part_size=4, threads=1, progress=False,
     )
 
 
@@ -468,7 +469,7 @@ def test_manifest_mismatch(grid, capsys, tmp_path):
     check_data_fingerprint(read_metadata(path), made_with, path, "rerun inference")  # the same data: fine
     check_data_fingerprint({}, other["fingerprint"], path, "rerun inference")  # made elsewhere: not recorded
     # and `vlmgrid score` applies it: the stale predictions against the re-prepared benchmark
-    from vlmgrid.score import score_cell
+    from vlmgrid.stages.score import score_cell
 
     with pytest.raises(VlmgridError, match="made from data with fingerprint .*rerun `vlmgrid infer random"):
         score_cell(model_name="random", bench_dir=tmp_path / "other", predictions_path=path,

@@ -18,9 +18,11 @@ import scipy.io
 from PIL import Image
 
 import vlmgrid
-from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, prepare_benchmark, verify_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks import flowers102, pope
-from vlmgrid.benchmarks.prepare import fingerprint
+from vlmgrid.benchmarks.dataset import fingerprint
+from vlmgrid.fixtures import drawing as fx
+from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.errors import VlmgridError
 
 KINDS = ("flowers102", "pope", "scienceqa_img")
@@ -72,6 +74,19 @@ def test_kinds_are_registered_with_their_protocol_metric_and_source():
     assert all(k.description and "\n" not in k.description for k in (flowers, pope_kind, sqa))
     with pytest.raises(VlmgridError, match='did you mean "pope"'):
         BENCHMARKS.get("poppe")
+
+
+def test_every_kind_has_a_fixture_and_a_record_shape_that_fits_its_protocol():
+    from vlmgrid.benchmarks import shapes
+    from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
+
+    assert BENCHMARK_FIXTURES.names() == BENCHMARKS.names()
+    assert all({"seed", "size", "corrupt"} <= set(BENCHMARK_FIXTURES.get(name).defaults) for name in BENCHMARKS)
+    for name, kind in BENCHMARKS.items():
+        assert kind.shape.has_classes == (kind.protocol == "classification"), name
+        assert ("classes" in BENCHMARK_FIXTURES.get(name).defaults) == kind.shape.has_classes, name
+    by_protocol = {"yes_no": shapes.YES_NO, "short_answer": shapes.SHORT_ANSWER, "ranking": shapes.RANKING}
+    assert all(kind.shape is by_protocol.get(kind.protocol, kind.shape) for kind in (BENCHMARKS.get(n) for n in BENCHMARKS))
 
 
 def test_flowers_classnames_are_clips_102():
@@ -186,7 +201,7 @@ def test_pope_negatives_follow_the_three_settings(tmp_path):
         src: {q.split("a ", 1)[1].split(" in")[0] for q in g["question"]} for src, g in frame[frame["answer"] == "no"].groupby("image_source")
     }
     for src, negatives in asked(raw["popular"]).items():
-        absent = [o for o in freq.keys() | set(pope.fx.SHAPES) if o not in objects_of[src]]
+        absent = [o for o in freq.keys() | set(fx.SHAPES) if o not in objects_of[src]]
         cutoff = min(freq[o] for o in negatives)
         assert all(freq[o] <= cutoff for o in absent if o not in negatives), src
     cooc = Counter()
@@ -196,7 +211,7 @@ def test_pope_negatives_follow_the_three_settings(tmp_path):
                 cooc[(a, b)] += 1
     for src, negatives in asked(raw["adversarial"]).items():
         score = lambda o: sum(cooc[(o, p)] for p in objects_of[src])  # noqa: E731
-        absent = [o for o in pope.fx.SHAPES if o not in objects_of[src]]
+        absent = [o for o in fx.SHAPES if o not in objects_of[src]]
         assert min(score(o) for o in negatives) >= max(score(o) for o in absent if o not in negatives)
     assert asked(raw["popular"]) != asked(first) or asked(raw["adversarial"]) != asked(first)
 

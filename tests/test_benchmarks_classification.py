@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import caltech101, food101, imagenet
-from vlmgrid.benchmarks import fixtures as fx
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fixtures import drawing as fx
+from vlmgrid.fixtures.kinds import caltech101 as caltech101_fixture, food101 as food101_fixture
+from vlmgrid.fixtures.kinds import imagenet as imagenet_fixture
+from vlmgrid.stages.prepare import prepare_benchmark
 
 # kind -> (fixture settings, expected number of items)
 CASES = {
@@ -112,7 +115,7 @@ def test_food101_prompt_names_and_layout(tmp_path):
 
 def test_food101_missing_test_image_is_an_error(tmp_path):
     raw = tmp_path / "raw"
-    food101.write_fixture(raw, {"seed": 0, "size": 1, "classes": 2, "corrupt": 0})
+    food101_fixture.write_fixture(raw, {"seed": 0, "size": 1, "classes": 2, "corrupt": 0})
     with tarfile.open(raw / food101.ARCHIVE) as tar:
         members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
         test = json.loads(dict(members)["food-101/meta/test.json"])
@@ -158,7 +161,7 @@ def test_caltech_class_names_cover_all_102_folders():
 
 def test_caltech_full_copy_with_another_inner_md5_is_refused(tmp_path, monkeypatch):
     raw = tmp_path / "raw"
-    caltech101.write_fixture(raw, {"seed": 0, "size": 1, "classes": 3, "corrupt": 0})
+    caltech101_fixture.write_fixture(raw, {"seed": 0, "size": 1, "classes": 3, "corrupt": 0})
     monkeypatch.setattr(caltech101, "N_CATEGORIES", 3)  # the fixture now looks like a full copy
     with pytest.raises(VlmgridError, match="b224c7392d521a49829488ab0f1120d9"):
         caltech101.adapt(raw, tmp_path / "bench")
@@ -174,7 +177,7 @@ def _fake_ilsvrc_tree(root: Path, ground_truth: list[int]) -> None:
     """An extracted ILSVRC2012 tree: devkit folder (meta.mat, ground truth) and val/ (one image in a WNID folder)."""
     data = root / imagenet.DEVKIT / "data"
     data.mkdir(parents=True)
-    imagenet.write_devkit_meta(data / "meta.mat", imagenet.fixture_leaves())
+    imagenet_fixture.write_devkit_meta(data / "meta.mat", imagenet_fixture.fixture_leaves())
     (data / "ILSVRC2012_validation_ground_truth.txt").write_text("".join(f"{i}\n" for i in ground_truth))
     for n in range(1, len(ground_truth) + 1):
         folder = root / "val" / ("n00000001" if n == 2 else "")
@@ -195,12 +198,12 @@ def test_imagenet_local_tree_maps_ilsvrc_ids_through_sorted_wnids(tmp_path):
 
 
 def test_imagenet_devkit_uses_only_leaf_synsets(tmp_path):
-    leaves = imagenet.fixture_leaves()
+    leaves = imagenet_fixture.fixture_leaves()
     path = tmp_path / "meta.mat"
-    imagenet.write_devkit_meta(path, leaves, extra=4)
+    imagenet_fixture.write_devkit_meta(path, leaves, extra=4)
     assert imagenet.leaf_synsets(path, "meta") == leaves  # ids 1001.. (with children) are left out
     del leaves[7]
-    imagenet.write_devkit_meta(path, leaves)
+    imagenet_fixture.write_devkit_meta(path, leaves)
     with pytest.raises(VlmgridError, match="leaf synsets"):
         imagenet.leaf_synsets(path, "meta")
 
@@ -249,11 +252,11 @@ def test_imagenet_synonyms_come_from_the_devkit_words_and_reach_the_benchmark(tm
 
 def test_imagenet_hub_label_names_become_synonyms(tmp_path, monkeypatch):
     lemmas = [f"{name}, other name {k}" for k, name in enumerate(imagenet.classnames())]
-    real = imagenet.write_hub_parquet
+    real = imagenet_fixture.write_hub_parquet
 
     def with_lemmas(path, schema, rows, features):
         real(path, schema, rows, {**features, "label": {"names": lemmas, "_type": "ClassLabel"}})
 
-    monkeypatch.setattr(imagenet, "write_hub_parquet", with_lemmas)
+    monkeypatch.setattr(imagenet_fixture, "write_hub_parquet", with_lemmas)
     bench = load_benchmark(_prepare(tmp_path, "imagenet", classes=2, size=1))
     assert bench.synonyms["goldfish"] == ["other name 1"]

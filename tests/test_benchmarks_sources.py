@@ -17,15 +17,18 @@ import yaml
 from huggingface_hub import errors as hub_errors
 from huggingface_hub.hf_api import DatasetInfo
 
-from vlmgrid.benchmarks import BENCHMARKS, Adapted, load_benchmark, prepare_benchmark, verify_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, Adapted, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks import sources
+from vlmgrid.benchmarks.sources import hub as hub_source, url as url_source
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
+from vlmgrid.stages.prepare import prepare_benchmark
 
 
 def raw_fixture(kind: str, folder: Path, **settings) -> Path:
     """A kind's fixture raw files written into `folder` (as a user's own copy would be laid out)."""
-    k = BENCHMARKS.get(kind)
-    k.write_fixture(folder, {**k.fixture_defaults, **settings})
+    fixture = BENCHMARK_FIXTURES.get(kind)
+    fixture.write(folder, {**fixture.defaults, **settings})
     return folder
 
 
@@ -106,6 +109,15 @@ def test_expected_items_must_be_a_positive_whole_number(tmp_path, value):
         prepare_benchmark("flowers", settings, tmp_path / "bench")
 
 
+def test_a_fixture_source_needs_the_kinds_fixture_writer(tmp_path):
+    from vlmgrid.benchmarks import prepare_benchmark as prepare_folder  # the benchmark folder alone, no fixtures
+
+    with pytest.raises(VlmgridError, match="a fixture source needs the pope fixture writer") as info:
+        prepare_folder("pope", {"kind": "pope", "source": {"type": "fixture"}}, tmp_path / "pope")
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "pope").exists()
+
+
 def test_a_fixture_has_no_expected_items(tmp_path):
     settings = {"kind": "flowers102", "source": {"type": "fixture", "expected_items": 20}}
     with pytest.raises(VlmgridError, match="source key `expected_items` is not valid for a fixture source"):
@@ -155,7 +167,7 @@ def test_url_source_rejects_a_wrong_md5(tmp_path, monkeypatch):
         calls.append(url)
         Path(dest).write_bytes(b"<html>moved</html>")
 
-    monkeypatch.setattr(sources, "download_url", wrong_bytes)
+    monkeypatch.setattr(url_source, "download_url", wrong_bytes)
     bench_dir = tmp_path / "flowers"
     with pytest.raises(VlmgridError, match=r"102flowers\.tgz: the download from https://www\.robots\.ox\.ac\.uk/.*has md5 .* expected 52808999861908f626f3c1f4e79d11fa"):
         prepare_benchmark("flowers", {"kind": "flowers102", "source": {"type": "url"}}, bench_dir)
@@ -172,7 +184,7 @@ def test_url_source_downloads_verifies_and_prepares(tmp_path, monkeypatch):
         else {"url": f"https://example.org/flowers/{name}", "md5": hashlib.md5(data).hexdigest(), "name": name}
         for name, data in sorted(served.items())
     ]
-    monkeypatch.setattr(sources, "download_url", _serve(served))
+    monkeypatch.setattr(url_source, "download_url", _serve(served))
     with_kind(monkeypatch, "flowers102", expected_count=20)
     bench_dir = tmp_path / "flowers"
     settings = {"kind": "flowers102", "source": {"type": "url", "files": files}}
@@ -183,7 +195,7 @@ def test_url_source_downloads_verifies_and_prepares(tmp_path, monkeypatch):
     def no_network(url, dest):
         raise AssertionError("an unchanged prepare must not download")
 
-    monkeypatch.setattr(sources, "download_url", no_network)
+    monkeypatch.setattr(url_source, "download_url", no_network)
     assert prepare_benchmark("flowers", settings, bench_dir) == manifest
 
 
@@ -193,7 +205,7 @@ def test_url_network_error_is_one_sentence(tmp_path, monkeypatch):
     def offline(url, dest):
         raise requests.ConnectionError("Name or service not known")
 
-    monkeypatch.setattr(sources, "download_url", offline)
+    monkeypatch.setattr(url_source, "download_url", offline)
     with pytest.raises(VlmgridError, match="could not download .*point a `local` source at it"):
         prepare_benchmark("flowers", {"kind": "flowers102", "source": {"type": "url"}}, tmp_path / "f")
 
@@ -226,7 +238,7 @@ def _fake_hub(monkeypatch, repo_files: dict[str, bytes], calls: list, commit: st
         return str(dest)
 
     monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", fake_info)
-    monkeypatch.setattr(sources, "hub_listing", fake_listing)
+    monkeypatch.setattr(hub_source, "hub_listing", fake_listing)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
 
 
@@ -355,7 +367,7 @@ def test_carpe_grid_reads_the_kinds_pinned_copies():
         assert source["type"] != "fixture", name
         if source["type"] == "hf_hub":
             assert source == kind.default_source, name
-            assert sources.COMMIT_SHA.fullmatch(source["revision"]), name
+            assert hub_source.COMMIT_SHA.fullmatch(source["revision"]), name
 
 
 # ---------------------------------------------------------------------------------------------- settings

@@ -14,9 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import mmbench, mme, mmvp, textvqa
+from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fixtures.kinds import cvbench as cvbench_fixture, mmbench as mmbench_fixture, mme as mme_fixture
+from vlmgrid.fixtures.kinds import mmvp as mmvp_fixture, textvqa as textvqa_fixture
+from vlmgrid.stages.prepare import prepare_benchmark
 
 KINDS = ("mme", "mmbench", "cvbench", "mmvp", "textvqa")
 # Items a default fixture yields: MME 8 images x 2 questions; MMBench 6 questions with 2, 3, 4, 2, 3, 4
@@ -129,7 +133,7 @@ def test_mme_pairs_share_an_image_and_have_one_yes_and_one_no(tmp_path):
     bench_dir = tmp_path / "mme"
     prepare("mme", bench_dir, size=10)
     frame = records(bench_dir)
-    raw = pd.read_parquet(bench_dir / "raw" / mme.FIXTURE_FILE)
+    raw = pd.read_parquet(bench_dir / "raw" / mme_fixture.FIXTURE_FILE)
     assert set(raw["answer"]) == {"Yes", "No"} and len(raw) == 20
     assert set(frame["answer"]) == {"yes", "no"}
     assert all(list(o) == ["yes", "no"] for o in frame["options"])
@@ -144,11 +148,11 @@ def test_mme_pairs_share_an_image_and_have_one_yes_and_one_no(tmp_path):
 
 def test_mme_rejects_an_unknown_category(tmp_path):
     raw_dir = tmp_path / "raw"
-    mme.write_fixture(raw_dir, {"seed": 0, "size": 2, "corrupt": 0})
-    path = raw_dir / mme.FIXTURE_FILE
+    mme_fixture.write_fixture(raw_dir, {"seed": 0, "size": 2, "corrupt": 0})
+    path = raw_dir / mme_fixture.FIXTURE_FILE
     rows = pq.read_table(path).to_pylist()
     rows[0]["category"] = "Existence"
-    mme.write_hub_parquet(path, mme.SCHEMA, rows, mme.FEATURES)
+    write_hub_parquet(path, mme.SCHEMA, rows, mme.FEATURES)
     with pytest.raises(VlmgridError, match="14 subtasks"):
         mme.adapt(raw_dir, tmp_path / "bench")
 
@@ -156,7 +160,7 @@ def test_mme_rejects_an_unknown_category(tmp_path):
 # ---------------------------------------------------------------------------------------------- MMBench
 
 def _mmbench_raw(bench_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(bench_dir / "raw" / mmbench.FIXTURE_FILE)
+    return pd.read_parquet(bench_dir / "raw" / mmbench_fixture.FIXTURE_FILE)
 
 
 def test_mmbench_rotation_by_hand(tmp_path):
@@ -218,9 +222,9 @@ def test_mmbench_expands_a_raw_file_of_originals_only_in_the_published_conventio
     prepare("mmbench", bench_dir, size=5)  # no two-copy question among the first five
     published = records(bench_dir).drop(columns=["image"])
     raw_dir = tmp_path / "originals"
-    rows = [r for r in pq.read_table(bench_dir / "raw" / mmbench.FIXTURE_FILE).to_pylist() if r["index"] < mmbench.GROUP]
+    rows = [r for r in pq.read_table(bench_dir / "raw" / mmbench_fixture.FIXTURE_FILE).to_pylist() if r["index"] < mmbench.GROUP]
     assert len(rows) == 5
-    mmbench.write_hub_parquet(raw_dir / mmbench.FIXTURE_FILE, mmbench.SCHEMA, rows, mmbench.FEATURES)
+    write_hub_parquet(raw_dir / mmbench_fixture.FIXTURE_FILE, mmbench.SCHEMA, rows, mmbench.FEATURES)
     adapted = mmbench.adapt(raw_dir, tmp_path / "bench2").records.drop(columns=["image"])
     pd.testing.assert_frame_equal(
         adapted.sort_values("id").reset_index(drop=True),
@@ -232,11 +236,11 @@ def test_mmbench_expands_a_raw_file_of_originals_only_in_the_published_conventio
 def test_mmbench_checks_the_published_copies(tmp_path):
     bench_dir = tmp_path / "mmbench"
     prepare("mmbench", bench_dir)
-    raw = pq.read_table(bench_dir / "raw" / mmbench.FIXTURE_FILE).to_pylist()
+    raw = pq.read_table(bench_dir / "raw" / mmbench_fixture.FIXTURE_FILE).to_pylist()
 
     def adapt_with(rows: list[dict], name: str, schema=mmbench.SCHEMA):
         raw_dir = tmp_path / name
-        mmbench.write_hub_parquet(raw_dir / mmbench.FIXTURE_FILE, schema, rows, mmbench.FEATURES)
+        write_hub_parquet(raw_dir / mmbench_fixture.FIXTURE_FILE, schema, rows, mmbench.FEATURES)
         return mmbench.adapt(raw_dir, tmp_path / f"{name}-bench")
 
     assert len(adapt_with(raw, "same").records) == 17
@@ -285,10 +289,10 @@ def test_cvbench_rejects_an_answer_outside_the_choices(tmp_path):
     from vlmgrid.benchmarks import cvbench
 
     raw_dir = tmp_path / "raw"
-    cvbench.write_fixture(raw_dir, {"seed": 0, "size": 2, "corrupt": 0})
+    cvbench_fixture.write_fixture(raw_dir, {"seed": 0, "size": 2, "corrupt": 0})
     rows = pq.read_table(raw_dir / "test_3d.parquet").to_pylist()
     rows[0]["answer"] = "(C)"  # depth questions have two choices
-    cvbench.write_hub_parquet(raw_dir / "test_3d.parquet", cvbench.SCHEMA, rows, cvbench.FEATURES)
+    write_hub_parquet(raw_dir / "test_3d.parquet", cvbench.SCHEMA, rows, cvbench.FEATURES)
     with pytest.raises(VlmgridError, match="not one of its 2 choices"):
         cvbench.adapt(raw_dir, tmp_path / "bench")
 
@@ -339,7 +343,7 @@ def _rewrite_csv(raw_dir: Path, change) -> None:
 
 def test_mmvp_corrections_are_checked_against_the_row(tmp_path):
     raw_dir = tmp_path / "raw"
-    mmvp.write_fixture(raw_dir, {"seed": 0, "size": 50, "corrupt": 0})
+    mmvp_fixture.write_fixture(raw_dir, {"seed": 0, "size": 50, "corrupt": 0})
 
     def already_corrected(row):
         if row["Index"] == "99":
@@ -361,12 +365,12 @@ def test_mmvp_corrections_are_checked_against_the_row(tmp_path):
 
 def test_mmvp_needs_whole_pairs_and_every_image(tmp_path):
     raw_dir = tmp_path / "raw"
-    mmvp.write_fixture(raw_dir, {"seed": 0, "size": 3, "corrupt": 0})
+    mmvp_fixture.write_fixture(raw_dir, {"seed": 0, "size": 3, "corrupt": 0})
     (raw_dir / "MMVP Images" / "4.jpg").unlink()
     with pytest.raises(VlmgridError, match="4.jpg: missing"):
         mmvp.adapt(raw_dir, tmp_path / "b1")
     shutil.rmtree(raw_dir)
-    mmvp.write_fixture(raw_dir, {"seed": 0, "size": 3, "corrupt": 0})
+    mmvp_fixture.write_fixture(raw_dir, {"seed": 0, "size": 3, "corrupt": 0})
     path = raw_dir / "Questions.csv"
     path.write_text("".join(path.read_text("utf-8").splitlines(keepends=True)[:-1]), "utf-8")
     with pytest.raises(VlmgridError, match="pair 3 .* has 1 row"):
@@ -379,7 +383,7 @@ def test_textvqa_keeps_ten_answers_and_the_majority(tmp_path):
     bench_dir = tmp_path / "textvqa"
     prepare("textvqa", bench_dir, size=11)
     frame = records(bench_dir)
-    raw = pd.read_parquet(bench_dir / "raw" / textvqa.FIXTURE_FILE)
+    raw = pd.read_parquet(bench_dir / "raw" / textvqa_fixture.FIXTURE_FILE)
     assert len(frame) == len(raw) == 11
     assert frame["id"].tolist() == [str(q) for q in raw["question_id"]]
     for row, raw_answers in zip(frame.itertuples(), raw["answers"]):
@@ -395,11 +399,11 @@ def test_textvqa_keeps_ten_answers_and_the_majority(tmp_path):
 
 def test_textvqa_rejects_items_without_ten_answers(tmp_path):
     raw_dir = tmp_path / "raw"
-    textvqa.write_fixture(raw_dir, {"seed": 0, "size": 2, "corrupt": 0})
-    path = raw_dir / textvqa.FIXTURE_FILE
+    textvqa_fixture.write_fixture(raw_dir, {"seed": 0, "size": 2, "corrupt": 0})
+    path = raw_dir / textvqa_fixture.FIXTURE_FILE
     rows = pq.read_table(path).to_pylist()
     rows[1]["answers"] = rows[1]["answers"][:9]
-    textvqa.write_hub_parquet(path, textvqa.SCHEMA, rows, textvqa.FEATURES)
+    write_hub_parquet(path, textvqa.SCHEMA, rows, textvqa.FEATURES)
     with pytest.raises(VlmgridError, match="10 human answers"):
         textvqa.adapt(raw_dir, tmp_path / "bench")
 

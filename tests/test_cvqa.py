@@ -12,31 +12,34 @@ import pyarrow.parquet as pq
 import pytest
 
 from vlmgrid import paths
-from vlmgrid.benchmarks import BENCHMARKS, check_source, load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, check_source, load_benchmark
 from vlmgrid.benchmarks import cvqa as cvqa_bench
 from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.infer import run_inference
+from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES, cvqa as cvqa_fixture
+from vlmgrid.stages.infer import run_inference
 from vlmgrid.metrics import METRICS, score_predictions
 from vlmgrid.metrics.cvqa import LabelsHidden, accuracy_by_pair, labels_hidden, submission_table, submission_tables
 from vlmgrid.models.base import Backend, GenerationResult, OptionScores, ScoreResult
-from vlmgrid.models.fetch import fetch_model
+from vlmgrid.stages.fetch import fetch_model
+from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.protocols import make_runner
 from vlmgrid.protocols.cvqa import CVQAPrompts, cvqa_prompts
-from vlmgrid.score import score_cell
+from vlmgrid.stages.score import score_cell
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = REPO / "config" / "prompts"
 SETTINGS = ["loc-en", "loc-local", "noloc-en", "noloc-local"]
 KIND = BENCHMARKS.get("cvqa")
+FIXTURE = BENCHMARK_FIXTURES.get("cvqa")
 
 
 # ---------------------------------------------------------------------------------------------- raw format
 
 def _fixture(tmp_path, **settings) -> Path:
     raw = tmp_path / "raw"
-    KIND.write_fixture(raw, {**KIND.fixture_defaults, **settings})
+    FIXTURE.write(raw, {**FIXTURE.defaults, **settings})
     return raw
 
 
@@ -93,9 +96,10 @@ def test_hidden_labels_fixture_has_every_label_minus_one(tmp_path):
 
 
 def test_hidden_labels_is_a_cvqa_fixture_setting_only():
-    assert check_source(KIND, {"type": "fixture", "hidden_labels": True}, "b")["hidden_labels"] is True
+    assert check_source(KIND, {"type": "fixture", "hidden_labels": True}, "b", FIXTURE)["hidden_labels"] is True
     with pytest.raises(VlmgridError, match="hidden_labels"):
-        check_source(BENCHMARKS.get("scienceqa_img"), {"type": "fixture", "hidden_labels": True}, "b")
+        check_source(BENCHMARKS.get("scienceqa_img"), {"type": "fixture", "hidden_labels": True}, "b",
+                     BENCHMARK_FIXTURES.get("scienceqa_img"))
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -114,9 +118,9 @@ def test_adapter_keeps_both_languages_and_parses_the_pair(tmp_path):
     assert {"category", "image_type", "image_source", "license"} <= set(records.columns)
     # The local options are the translations of the English ones, position by position.
     for _, record in records.iterrows():
-        kind = next(k for k, (q, _) in cvqa_bench.ENGLISH.items() if q == record["question_en"])
-        local = cvqa_bench.LOCAL[(record["language"], record["country"])][kind][1]
-        english = cvqa_bench.ENGLISH[kind][1]
+        kind = next(k for k, (q, _) in cvqa_fixture.ENGLISH.items() if q == record["question_en"])
+        local = cvqa_fixture.LOCAL[(record["language"], record["country"])][kind][1]
+        english = cvqa_fixture.ENGLISH[kind][1]
         assert [local.index(o) for o in record["options"]] == [english.index(o) for o in record["options_en"]]
 
 
@@ -379,7 +383,7 @@ def test_fixture_runs_through_prepare_infer_and_score(small_config, tmp_path, hi
             model_dir=paths.model_dir(config.data_dir, model),
             out_path=paths.predictions_path(config.results_dir, model, "cvqa"),
             partial_dir=paths.partial_dir(config.results_dir, model, "cvqa"),
-            part_size=5, threads=1, progress=False, say=lambda text: None,
+            part_size=5, threads=1, progress=False,
         )
         assert sorted(pd.read_parquet(predictions)["variant"].unique()) == sorted(SETTINGS)
         out = paths.score_path(config.results_dir, model, "cvqa")

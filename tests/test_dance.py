@@ -6,11 +6,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vlmgrid.benchmarks import load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import load_benchmark
 from vlmgrid.benchmarks import dance
 from vlmgrid.benchmarks.dance_build import build_dance, concept_name, read_triples, relation_templates
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fixtures.kinds import dance as dance_fixture
+from vlmgrid.stages.prepare import prepare_benchmark
 
 TEMPLATES = {"UsedFor": "This is used for {end}.", "HasProperty": "This is {end}."}
 
@@ -102,10 +104,10 @@ def test_builder_caps_positives_and_splits_by_triple(tmp_path):
 
 
 def test_training_triples_decide_which_queries_are_seen(tmp_path):
-    triples, pictures = dance.write_fixture_inputs(tmp_path / "in", seed=0)
+    triples, pictures = dance_fixture.write_fixture_inputs(tmp_path / "in", seed=0)
     trained = tmp_path / "train.csv"
     trained.write_text(assertion("HasProperty", "/c/en/lemon", "/c/en/sour") + assertion("IsA", "/c/en/cat/n", "/c/en/pet"))
-    meta = build_dance(triples, pictures, tmp_path / "out", relations=dance.FIXTURE_TEMPLATES, train_triples=trained)
+    meta = build_dance(triples, pictures, tmp_path / "out", relations=dance_fixture.FIXTURE_TEMPLATES, train_triples=trained)
     seen = {(q["triple"]["start"], q["triple"]["end"]) for q in queries_of(tmp_path / "out").values()
             if q["split"] == "test-seen"}
     assert seen == {("lemon", "sour"), ("cat", "pet")}
@@ -113,10 +115,10 @@ def test_training_triples_decide_which_queries_are_seen(tmp_path):
 
 
 def test_builder_is_reproducible_and_seeded(tmp_path):
-    triples, pictures = dance.write_fixture_inputs(tmp_path / "in", seed=0)
-    build_dance(triples, pictures, tmp_path / "a", seed=1, relations=dance.FIXTURE_TEMPLATES)
-    build_dance(triples, pictures, tmp_path / "b", seed=1, relations=dance.FIXTURE_TEMPLATES)
-    build_dance(triples, pictures, tmp_path / "c", seed=2, relations=dance.FIXTURE_TEMPLATES)
+    triples, pictures = dance_fixture.write_fixture_inputs(tmp_path / "in", seed=0)
+    build_dance(triples, pictures, tmp_path / "a", seed=1, relations=dance_fixture.FIXTURE_TEMPLATES)
+    build_dance(triples, pictures, tmp_path / "b", seed=1, relations=dance_fixture.FIXTURE_TEMPLATES)
+    build_dance(triples, pictures, tmp_path / "c", seed=2, relations=dance_fixture.FIXTURE_TEMPLATES)
     read = lambda name: (tmp_path / name / "queries.jsonl").read_bytes()  # noqa: E731
     assert read("a") == read("b") != read("c")
 
@@ -128,7 +130,7 @@ def test_builder_says_when_there_are_too_few_negatives(tmp_path):
 
 
 def test_cli_builds_a_set(tmp_path, capsys):
-    triples, pictures = dance.write_fixture_inputs(tmp_path / "in", seed=0)
+    triples, pictures = dance_fixture.write_fixture_inputs(tmp_path / "in", seed=0)
     assert main(["build-dance", "--triples", str(triples), "--images", str(pictures), "--out", str(tmp_path / "out"),
                  "--seed", "0"]) == 0
     meta, queries = dance.load_dance(tmp_path / "out")
@@ -143,7 +145,7 @@ def test_loader_points_at_the_format_document_when_the_data_is_absent(tmp_path):
 
 def test_loader_names_the_line_of_a_bad_query(tmp_path):
     prepare = tmp_path / "set"
-    build_dance(*dance.write_fixture_inputs(tmp_path / "in", seed=0), prepare, relations=dance.FIXTURE_TEMPLATES,
+    build_dance(*dance_fixture.write_fixture_inputs(tmp_path / "in", seed=0), prepare, relations=dance_fixture.FIXTURE_TEMPLATES,
                 max_triples=2)
     lines = (prepare / "queries.jsonl").read_text().splitlines()
     query = json.loads(lines[1])
@@ -178,8 +180,8 @@ def test_fixture_prepares_into_ranking_records(tmp_path):
 
 
 def test_local_source_reads_a_built_folder_and_checks_no_item_count(tmp_path):
-    build_dance(*dance.write_fixture_inputs(tmp_path / "in", seed=0), tmp_path / "set",
-                relations=dance.FIXTURE_TEMPLATES, max_triples=3)
+    build_dance(*dance_fixture.write_fixture_inputs(tmp_path / "in", seed=0), tmp_path / "set",
+                relations=dance_fixture.FIXTURE_TEMPLATES, max_triples=3)
     manifest = prepare_benchmark("d", {"kind": "dance", "source": {"type": "local", "path": str(tmp_path / "set")}},
                                  tmp_path / "d")
     assert manifest["n_items"] == 6
@@ -192,8 +194,8 @@ def test_local_source_reads_a_built_folder_and_checks_no_item_count(tmp_path):
 def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp_path):
     from vlmgrid import paths
     from vlmgrid.config import validate_config
-    from vlmgrid.infer import run_inference
-    from vlmgrid.score import score_cell
+    from vlmgrid.stages.infer import run_inference
+    from vlmgrid.stages.score import score_cell
 
     data = dict(small_config)
     data["benchmarks"] = {"dance-fixture": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 8}}}
@@ -206,7 +208,7 @@ def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp
         model_dir=paths.model_dir(config.data_dir, "random"),
         out_path=paths.predictions_path(config.results_dir, "random", "dance-fixture"),
         partial_dir=paths.partial_dir(config.results_dir, "random", "dance-fixture"),
-        part_size=4, threads=1, progress=False, say=lambda text: None)
+        part_size=4, threads=1, progress=False)
     rows = pd.read_parquet(predictions)
     assert len(rows) == 16 and all(len(scores) == 50 for scores in rows["scores"])
     score = score_cell(model_name="random", bench_dir=bench_dir, predictions_path=predictions,
@@ -221,8 +223,8 @@ def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp
 def test_unreadable_pictures_are_kept_as_format_errors(small_config, tmp_path):
     from vlmgrid import paths
     from vlmgrid.config import validate_config
-    from vlmgrid.infer import run_inference
-    from vlmgrid.score import score_cell
+    from vlmgrid.stages.infer import run_inference
+    from vlmgrid.stages.score import score_cell
 
     data = dict(small_config)
     data["benchmarks"] = {"d": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 4, "corrupt": 12}}}
@@ -235,7 +237,7 @@ def test_unreadable_pictures_are_kept_as_format_errors(small_config, tmp_path):
         model_dir=paths.model_dir(config.data_dir, "random"),
         out_path=paths.predictions_path(config.results_dir, "random", "d"),
         partial_dir=paths.partial_dir(config.results_dir, "random", "d"),
-        part_size=4, threads=1, progress=False, say=lambda text: None)
+        part_size=4, threads=1, progress=False)
     rows = pd.read_parquet(predictions)
     assert len(rows) == 8 and rows["error"].notna().any()  # 12 of 60 pictures broken: riddle-to-image hits some
     score = score_cell(model_name="random", bench_dir=bench_dir, predictions_path=predictions,

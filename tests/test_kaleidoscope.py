@@ -16,13 +16,16 @@ import yaml
 from PIL import Image
 
 from vlmgrid import paths
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import kaleidoscope as kd
+from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fixtures.kinds import kaleidoscope as kaleidoscope_fixture
 from vlmgrid.models.base import GenerationResult
 from vlmgrid.protocols import PROTOCOLS, strategy_for
 from vlmgrid.protocols.exam_choice import ExamPrompts, load_exam_prompts, prompt_mode
+from vlmgrid.stages.prepare import prepare_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS_DIR = REPO / "config" / "prompts"
@@ -113,10 +116,10 @@ def _local_copy(bench, tmp_path: Path, edit) -> Path:
     """A copy of the fixture's raw files with the parquet rows changed by `edit(rows)`."""
     raw = tmp_path / "raw"
     shutil.copytree(bench.root / "raw", raw)
-    path = raw / kd.FIXTURE_FILE
+    path = raw / kaleidoscope_fixture.FIXTURE_FILE
     rows = pq.read_table(path).to_pylist()
     edit(rows)
-    kd.write_hub_parquet(path, kd.SCHEMA, rows, kd.FEATURES)
+    write_hub_parquet(path, kd.SCHEMA, rows, kd.FEATURES)
     return raw
 
 
@@ -352,9 +355,9 @@ def test_model_settings_for_the_prompt_mode_and_the_preset_validate(small_config
 
 @pytest.mark.parametrize("answer_mode, strategy", [("likelihood", "score_options"), ("generate", "generate")])
 def test_the_fixture_runs_through_prepare_infer_and_score(small_config, monkeypatch, answer_mode, strategy):
-    from vlmgrid.infer import run_inference
-    from vlmgrid.models.fetch import fetch_model
-    from vlmgrid.score import score_cell
+    from vlmgrid.stages.infer import run_inference
+    from vlmgrid.stages.fetch import fetch_model
+    from vlmgrid.stages.score import score_cell
 
     monkeypatch.chdir(REPO)  # the default prompts folder, config/prompts
     config = validate_config(_config(small_config, answer_mode=answer_mode))
@@ -367,7 +370,7 @@ def test_the_fixture_runs_through_prepare_infer_and_score(small_config, monkeypa
             model_dir=paths.model_dir(config.data_dir, model),
             out_path=paths.predictions_path(config.results_dir, model, "kaleidoscope-fixture"),
             partial_dir=paths.partial_dir(config.results_dir, model, "kaleidoscope-fixture"),
-            part_size=8, threads=1, progress=False, say=lambda text: None,
+            part_size=8, threads=1, progress=False,
         )
         score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions,
                            out_path=paths.score_path(config.results_dir, model, "kaleidoscope-fixture"),

@@ -11,9 +11,10 @@ import pytest
 
 from test_benchmarks_sources import raw_fixture, with_kind
 from vlmgrid import cli, fileio
-from vlmgrid.benchmarks import prepare_benchmark, verify_benchmark
-from vlmgrid.benchmarks.sources import source_fingerprint, source_stamp, write_source_stamps
+from vlmgrid.benchmarks import verify_benchmark
+from vlmgrid.benchmarks.stamps import source_fingerprint, source_stamp, write_source_stamps
 from vlmgrid.errors import VlmgridError
+from vlmgrid.stages.prepare import prepare_benchmark
 
 FLOWERS = ("102flowers.tgz", "imagelabels.mat", "setid.mat")
 
@@ -121,7 +122,7 @@ def test_a_changed_local_source_is_prepared_again_with_one_line(prepared, caplog
     copy, bench_dir, manifest = prepared
     raw_fixture("flowers102", copy, size=2, classes=3, seed=1)  # the user's data, a new version
     assert fileio.sha256_file(copy / "imagelabels.mat") != manifest["files"][str((copy / "imagelabels.mat").resolve())]
-    with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.prepare"):
+    with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.dataset"):
         again = prepare_benchmark("flowers", local(copy), bench_dir)
     lines = [record.getMessage() for record in caplog.records]
     assert len(lines) == 1 and "\n" not in lines[0]
@@ -136,7 +137,7 @@ def test_a_changed_local_source_is_prepared_again_with_one_line(prepared, caplog
 def test_a_removed_local_raw_file_is_a_change_and_prepare_names_it(prepared, caplog):
     copy, bench_dir, _ = prepared
     (copy / "setid.mat").unlink()
-    with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.prepare"):
+    with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.dataset"):
         with pytest.raises(VlmgridError, match="setid.mat: missing from the raw files"):
             prepare_benchmark("flowers", local(copy), bench_dir)
     assert f"changed since it was prepared ({(copy / 'setid.mat').resolve()} is gone); preparing" in caplog.text

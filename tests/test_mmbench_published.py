@@ -15,8 +15,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from vlmgrid.benchmarks import fixtures as fx
 from vlmgrid.benchmarks import mmbench
+from vlmgrid.benchmarks.rawio import write_hub_parquet
+from vlmgrid.fixtures import drawing as fx
+from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
 from vlmgrid.metrics import score_predictions
 from vlmgrid.protocols.parsing import parse_mmbench
 
@@ -55,7 +57,7 @@ def _write_published(raw_dir) -> None:
          "comment": None, "split": "dev"}
         for index, question, options, gold in PUBLISHED_ROWS
     ]
-    mmbench.write_hub_parquet(raw_dir / mmbench.FIXTURE_FILE, mmbench.SCHEMA, rows, mmbench.FEATURES)
+    write_hub_parquet(raw_dir / mmbench_fixture.FIXTURE_FILE, mmbench.SCHEMA, rows, mmbench.FEATURES)
 
 
 @pytest.fixture

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
+from vlmgrid.stages.prepare import prepare_benchmark
 
 
 def _label_copy(folder: Path, size: int = 12) -> Path:
-    kind = BENCHMARKS.get("pope_coco")
-    kind.write_fixture(folder, {**kind.fixture_defaults, "size": size})
+    fixture = BENCHMARK_FIXTURES.get("pope_coco")
+    fixture.write(folder, {**fixture.defaults, "size": size})
     return folder
 
 

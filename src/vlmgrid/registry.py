@@ -1,9 +1,19 @@
-"""A small name -> object registry whose lookup errors name the closest valid name."""
+"""Name -> object registries, each built once from one explicit list, whose lookup errors name the closest name.
+
+One style for every registry of the package (benchmark kinds, sources, backends, protocols, parsers, metrics,
+papers, fixtures): the package's `__init__.py` lists its members in one place and builds the registry from
+them, and each member carries its own `name`:
+
+    BACKENDS = Registry("model backend", [Baseline, OpenClip, OpenAI, Hf])
+
+Nothing registers itself on import, and a registry never changes after it is built, so what a registry holds
+is read in one line of code, and no import order can change it.
+"""
 
 from __future__ import annotations
 
 import difflib
-from typing import Generic, Iterator, TypeVar
+from typing import Generic, Iterable, Iterator, TypeVar
 
 from vlmgrid.errors import VlmgridError
 
@@ -17,15 +27,19 @@ def closest(name: str, choices) -> str:
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._items: dict[str, T] = {}
+    """The members of one kind of thing, by their `name` attribute; read-only once built."""
 
-    def register(self, name: str, item: T) -> T:
-        if name in self._items:
-            raise ValueError(f"{self.kind} {name!r} is registered twice")
-        self._items[name] = item
-        return item
+    def __init__(self, kind: str, members: Iterable[T]) -> None:
+        self.kind = kind
+        items: dict[str, T] = {}
+        for member in members:
+            name = getattr(member, "name", None)
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{kind} {member!r} has no `name`")
+            if name in items:
+                raise ValueError(f"{kind} {name!r} is listed twice")
+            items[name] = member
+        self._items = items
 
     def get(self, name: str) -> T:
         try:
@@ -41,6 +55,12 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
 
     def items(self):
         return sorted(self._items.items())

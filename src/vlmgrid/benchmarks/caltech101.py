@@ -32,14 +32,13 @@ import zipfile
 import zlib
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -50,7 +49,6 @@ TOP = "101_ObjectCategories"
 TRAIN_PER_CLASS = 30
 SPLIT_SEED = 1234
 N_CATEGORIES = 102
-IMAGE_SIZE = 64
 
 
 def classnames() -> dict[str, str]:
@@ -70,56 +68,6 @@ def split_test(files: Mapping[str, list[str]]) -> dict[str, list[str]]:
         train = set(rng.choice(names, TRAIN_PER_CLASS, replace=False).tolist())
         test[category] = [n for n in names if n not in train]
     return test
-
-
-# ---------------------------------------------------------------------------------------------- fixture
-
-def _object(label: int, rng) -> bytes:
-    palette = list(fx.COLOURS.values())
-    image, draw = fx.canvas(IMAGE_SIZE, (rng.randrange(180, 250),) * 3)
-    fx.draw_shape(draw, fx.SHAPES[label % len(fx.SHAPES)], IMAGE_SIZE / 2 + rng.uniform(-6, 6),
-                  IMAGE_SIZE / 2 + rng.uniform(-6, 6), rng.uniform(14, 24), palette[label % len(palette)])
-    return fx.encode(image, "JPEG")
-
-
-def _zip_bytes(members: list[tuple[str, bytes]]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
-        for name, data in members:
-            info = zipfile.ZipInfo(name, date_time=(2022, 4, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, data)
-    return buffer.getvalue()
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """The first `classes` real categories; category k holds 30 + `size` + k images (the split keeps 30)."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    n_classes = fx.fixture_int(settings, "classes", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    folders = list(classnames())
-    if n_classes > len(folders):
-        raise VlmgridError(f"fixture source: `classes: {n_classes}` is more than Caltech-101's {len(folders)} categories; lower it")
-    files = {folders[k]: [f"image_{i:04d}.jpg" for i in range(1, TRAIN_PER_CLASS + size + k + 1)] for k in range(n_classes)}
-    tests = [f"{c}/{n}" for c, names in split_test(files).items() for n in names]
-    broken = fx.pick_corrupt(seed, tests, corrupt, "test images")
-    rng = fx.rng_for(seed, "caltech101", "draw")
-    members, directories = [], [TOP]
-    for label, category in enumerate(files):
-        directories.append(f"{TOP}/{category}")
-        for name in files[category]:
-            data = _object(label, rng)
-            members.append((f"{TOP}/{category}/{name}", fx.truncate(data) if f"{category}/{name}" in broken else data))
-    inner = Path(raw_dir) / ".inner.tgz"
-    fx.write_tgz(inner, members, directories=directories)
-    inner_bytes = inner.read_bytes()
-    inner.unlink()
-    readme = b"Caltech 101 (vlmgrid fixture in the published layout)\n"
-    fileio.write_bytes(Path(raw_dir) / ARCHIVE, _zip_bytes([
-        (f"caltech-101/{INNER}", inner_bytes),
-        ("caltech-101/show_annotation.m", readme),
-    ]))
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -193,28 +141,24 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 
 
-KIND = register(
-    classification_kind(
-        name="caltech101",
-        description="Caltech-101: zero-shot classification of the 6,084 VTAB-style test images into 102 classes (background kept).",
-        templates=(
-            "a photo of a {c}.", "a painting of a {c}.", "a plastic {c}.", "a sculpture of a {c}.",
-            "a sketch of a {c}.", "a tattoo of a {c}.", "a toy {c}.", "a rendition of a {c}.",
-            "a embroidered {c}.", "a cartoon {c}.", "a {c} in a video game.", "a plushie {c}.",
-            "a origami {c}.", "art of a {c}.", "graffiti of a {c}.", "a drawing of a {c}.",
-            "a doodle of a {c}.", "a photo of the {c}.", "a painting of the {c}.", "the plastic {c}.",
-            "a sculpture of the {c}.", "a sketch of the {c}.", "a tattoo of the {c}.", "the toy {c}.",
-            "a rendition of the {c}.", "the embroidered {c}.", "the cartoon {c}.", "the {c} in a video game.",
-            "the plushie {c}.", "the origami {c}.", "art of the {c}.", "graffiti of the {c}.",
-            "a drawing of the {c}.", "a doodle of the {c}.",
-        ),
-        expected_count=6084,
-        raw_files=(ARCHIVE,),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 2, "classes": 3, "corrupt": 0},
-        url_files=(
-            {"url": "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1", "md5": "3138e1922a9193bfa496528edbbc45d0", "name": ARCHIVE},
-        ),
-    )
+KIND = classification_kind(
+    name="caltech101",
+    description="Caltech-101: zero-shot classification of the 6,084 VTAB-style test images into 102 classes (background kept).",
+    templates=(
+        "a photo of a {c}.", "a painting of a {c}.", "a plastic {c}.", "a sculpture of a {c}.",
+        "a sketch of a {c}.", "a tattoo of a {c}.", "a toy {c}.", "a rendition of a {c}.",
+        "a embroidered {c}.", "a cartoon {c}.", "a {c} in a video game.", "a plushie {c}.",
+        "a origami {c}.", "art of a {c}.", "graffiti of a {c}.", "a drawing of a {c}.",
+        "a doodle of a {c}.", "a photo of the {c}.", "a painting of the {c}.", "the plastic {c}.",
+        "a sculpture of the {c}.", "a sketch of the {c}.", "a tattoo of the {c}.", "the toy {c}.",
+        "a rendition of the {c}.", "the embroidered {c}.", "the cartoon {c}.", "the {c} in a video game.",
+        "the plushie {c}.", "the origami {c}.", "art of the {c}.", "graffiti of the {c}.",
+        "a drawing of the {c}.", "a doodle of the {c}.",
+    ),
+    expected_count=6084,
+    raw_files=(ARCHIVE,),
+    adapt=adapt,
+    url_files=(
+        {"url": "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1", "md5": "3138e1922a9193bfa496528edbbc45d0", "name": ARCHIVE},
+    ),
 )

@@ -22,13 +22,12 @@ from typing import Any, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/test-*.parquet"
-FIXTURE_SHARDS = 2
 HIDDEN = -1
 COLUMNS = ("image", "ID", "Subset", "Question", "Translated Question", "Options", "Translated Options", "Label",
            "Category", "Image Type", "Image Source", "License")
@@ -68,124 +67,6 @@ def parse_subset(value: Any, where: str) -> tuple[str, str]:
 
 def country_language(country: str, language: str) -> str:
     return f"{country}-{language}"
-
-
-# ---------------------------------------------------------------------------------------------- fixture
-
-# The fixture's three questions and their options, in English and in each pair's local language (numerals
-# in the local script where it has its own). Each list is in the same order as its English counterpart.
-_COLOURS = ("red", "blue", "yellow", "green")
-_SHAPES = ("circle", "square", "triangle", "star")
-_COUNTS = ("1", "2", "3", "4")
-ENGLISH = {
-    "colour": ("What colour is the shape?", _COLOURS),
-    "shape": ("Which shape is in the picture?", _SHAPES),
-    "count": ("How many shapes are in the picture?", _COUNTS),
-}
-LOCAL = {
-    ("Egyptian Arabic", "Egypt"): {
-        "colour": ("ما لون الشكل؟", ("أحمر", "أزرق", "أصفر", "أخضر")),
-        "shape": ("ما هو الشكل في الصورة؟", ("دائرة", "مربع", "مثلث", "نجمة")),
-        "count": ("كم عدد الأشكال في الصورة؟", ("١", "٢", "٣", "٤")),
-    },
-    ("Bengali", "India"): {
-        "colour": ("আকৃতিটির রং কী?", ("লাল", "নীল", "হলুদ", "সবুজ")),
-        "shape": ("ছবিতে কোন আকৃতি আছে?", ("বৃত্ত", "বর্গ", "ত্রিভুজ", "তারা")),
-        "count": ("ছবিতে কয়টি আকৃতি আছে?", ("১", "২", "৩", "৪")),
-    },
-    ("Telugu", "India"): {
-        "colour": ("ఆకారం ఏ రంగులో ఉంది?", ("ఎరుపు", "నీలం", "పసుపు", "ఆకుపచ్చ")),
-        "shape": ("చిత్రంలో ఏ ఆకారం ఉంది?", ("వృత్తం", "చతురస్రం", "త్రిభుజం", "నక్షత్రం")),
-        "count": ("చిత్రంలో ఎన్ని ఆకారాలు ఉన్నాయి?", ("౧", "౨", "౩", "౪")),
-    },
-    ("Russian", "Russia"): {
-        "colour": ("Какого цвета фигура?", ("красный", "синий", "жёлтый", "зелёный")),
-        "shape": ("Какая фигура на картинке?", ("круг", "квадрат", "треугольник", "звезда")),
-        "count": ("Сколько фигур на картинке?", ("1", "2", "3", "4")),
-    },
-    ("Chinese", "China"): {
-        "colour": ("图形是什么颜色?", ("红色", "蓝色", "黄色", "绿色")),
-        "shape": ("图中是什么形状?", ("圆形", "正方形", "三角形", "星形")),
-        "count": ("图中有几个图形?", ("一", "二", "三", "四")),
-    },
-    ("Japanese", "Japan"): {
-        "colour": ("図形は何色ですか?", ("赤", "青", "黄色", "緑")),
-        "shape": ("絵の図形は何ですか?", ("円", "四角形", "三角形", "星")),
-        "count": ("絵の中に図形はいくつありますか?", ("一", "二", "三", "四")),
-    },
-    ("Spanish", "Mexico"): {
-        "colour": ("¿De qué color es la figura?", ("rojo", "azul", "amarillo", "verde")),
-        "shape": ("¿Qué figura hay en la imagen?", ("círculo", "cuadrado", "triángulo", "estrella")),
-        "count": ("¿Cuántas figuras hay en la imagen?", ("1", "2", "3", "4")),
-    },
-}
-QUESTION_KINDS = ("colour", "shape", "count")
-CATEGORIES = ("Objects / materials / clothing", "Tradition / art / history", "Cooking and food")
-LICENSES = ("CC BY-SA", "CC BY 4.0")
-IMAGE_SIZE = 64
-
-
-def _image(kind: str, answer: int, rng) -> bytes:
-    image, draw = fx.canvas(IMAGE_SIZE, (238, 238, 238))
-    if kind == "colour":
-        fx.draw_shape(draw, rng.choice(fx.SHAPES), 32, 32, 20, fx.COLOURS[_COLOURS[answer]])
-    elif kind == "shape":
-        fx.draw_shape(draw, _SHAPES[answer], 32, 32, 20, fx.COLOURS["blue"])
-    else:
-        spots = rng.sample([(x, y) for x in (14, 32, 50) for y in (14, 32, 50)], answer + 1)
-        for x, y in spots:
-            fx.draw_shape(draw, "circle", x, y, 6, fx.COLOURS["red"])
-    return fx.encode(image, "JPEG")
-
-
-def _hidden_labels(settings: Mapping[str, Any]) -> bool:
-    value = settings.get("hidden_labels", False)
-    if not isinstance(value, bool):
-        raise VlmgridError(f"fixture source: `hidden_labels` must be true or false, not {value!r}; fix it in the config")
-    return value
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`size` questions per language-country pair (7 pairs, 5 scripts), four options each, in two shards.
-
-    With `hidden_labels: true` every Label is -1, as in the public hub copy.
-    """
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    hidden = _hidden_labels(settings)
-    pairs = list(LOCAL)
-    broken = fx.pick_corrupt(seed, list(range(size * len(pairs))), corrupt, "images")
-    rng = fx.rng_for(seed, "cvqa")
-    rows = []
-    for p, (language, country) in enumerate(pairs):
-        for q in range(size):
-            kind = QUESTION_KINDS[(p + q) % len(QUESTION_KINDS)]
-            order = rng.sample(range(4), 4)  # option order differs per item, the same in both languages
-            answer = rng.randrange(4)
-            data = _image(kind, answer, rng)
-            question, local_options = LOCAL[(language, country)][kind]
-            question_en, options_en = ENGLISH[kind]
-            rows.append(
-                {
-                    "image": {"bytes": fx.truncate(data) if len(rows) in broken else data, "path": None},
-                    "ID": f"{rng.getrandbits(62)}_{q}",
-                    "Subset": repr((language, country)),
-                    "Question": question,
-                    "Translated Question": question_en,
-                    "Options": [local_options[k] for k in order],
-                    "Translated Options": [options_en[k] for k in order],
-                    "Label": HIDDEN if hidden else order.index(answer),
-                    "Category": CATEGORIES[q % len(CATEGORIES)],
-                    "Image Type": "Self",
-                    "Image Source": "Self-open",
-                    "License": LICENSES[p % len(LICENSES)],
-                }
-            )
-    per_shard = -(-len(rows) // FIXTURE_SHARDS)
-    for shard in range(FIXTURE_SHARDS):
-        name = f"data/test-{shard:05d}-of-{FIXTURE_SHARDS:05d}.parquet"
-        write_hub_parquet(Path(raw_dir) / name, SCHEMA, rows[shard * per_shard:(shard + 1) * per_shard], FEATURES)
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -237,23 +118,20 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = register(
-    BenchmarkKind(
-        name="cvqa",
-        protocol="cvqa",
-        metric="cvqa",
-        breakdown_by=("country_language",),
-        description="CVQA: culturally diverse multiple-choice VQA in 31 languages and 30 countries, in four prompt "
-                    "settings (location-aware or not, English or local language); public labels are hidden.",
-        templates=(),
-        # The dataset card of the current hub copy (10.4k rows, data/test-*-of-00010.parquet); earlier revisions
-        # of the card listed 8,031 and 10,268 items, so a pinned older revision has another count.
-        expected_count=10374,
-        raw_files=(FILE_PATTERN,),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 3, "corrupt": 0, "hidden_labels": False},
-        parser="letter",
-        hub={"repo": "afaji/cvqa", "revision": "main", "split": "test"},  # unpinned: no commit sha verified yet
-    )
+KIND = BenchmarkKind(
+    name="cvqa",
+    protocol="cvqa",
+    shape=MULTIPLE_CHOICE,
+    metric="cvqa",
+    breakdown_by=("country_language",),
+    description="CVQA: culturally diverse multiple-choice VQA in 31 languages and 30 countries, in four prompt "
+                "settings (location-aware or not, English or local language); public labels are hidden.",
+    templates=(),
+    # The dataset card of the current hub copy (10.4k rows, data/test-*-of-00010.parquet); earlier revisions
+    # of the card listed 8,031 and 10,268 items, so a pinned older revision has another count.
+    expected_count=10374,
+    raw_files=(FILE_PATTERN,),
+    adapt=adapt,
+    parser="letter",
+    hub={"repo": "afaji/cvqa", "revision": "main", "split": "test"},  # unpinned: no commit sha verified yet
 )

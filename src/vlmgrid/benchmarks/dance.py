@@ -4,7 +4,7 @@ The authors have not published their diagnostic set, so the raw format is vlmgri
 docs/dance-format.md: a folder with dance.json, queries.jsonl (one query, its 50 candidates and their
 provenance per line), triples.tsv and images/<entity>/. `vlmgrid build-dance` makes such a folder from
 ConceptNet triples and pictures of entities (dance_build.py); a `local` source points at one; the fixture
-builds one from a small set of triples and drawn pictures.
+(vlmgrid.fixtures.kinds.dance) builds one from a small set of triples and drawn pictures.
 
 Records (docs/formats.md): one per query. `question` is the riddle (riddle-to-image) or "" (image-to-riddle);
 `image` is the query picture (image-to-riddle) or null; `options` are the candidates: picture paths
@@ -17,20 +17,17 @@ one cell of the paper's table), `entity`, `relation`, `end`, and per candidate `
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
-from typing import Any, Mapping
 
 import jsonschema
 import pandas as pd
 
-from vlmgrid import fileio
-from vlmgrid.benchmarks import fixtures as fx
 from vlmgrid.benchmarks.dance_build import (
-    DIRECTIONS, FORMAT_DOC, FORMAT_NAME, FORMAT_VERSION, HARD_RELATIONS, META, QUERIES, SPLITS, TRIPLES, build_dance,
+    DIRECTIONS, FORMAT_DOC, FORMAT_NAME, FORMAT_VERSION, HARD_RELATIONS, META, QUERIES, SPLITS, TRIPLES,
 )
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
 from vlmgrid.benchmarks.rawio import ImageStore
+from vlmgrid.benchmarks.shapes import RANKING
 from vlmgrid.errors import VlmgridError
 
 SOURCES = ("positive",) + HARD_RELATIONS + ("graph", "random")
@@ -161,113 +158,16 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=records)
 
 
-# ---------------------------------------------------------------------------------------------- fixture
-
-# A small commonsense graph in ConceptNet's terms: riddle triples for 12 pictured entities, and the
-# RelatedTo / DistinctFrom / Antonym links that make the hard negatives.
-FIXTURE_TRIPLES = (
-    ("UsedFor", "knife", "cutting_bread"), ("UsedFor", "knife", "cutting"), ("IsA", "knife", "tool"),
-    ("MadeOf", "knife", "metal"), ("AtLocation", "knife", "kitchen"), ("HasProperty", "knife", "sharp"),
-    ("UsedFor", "fork", "eating"), ("IsA", "fork", "cutlery"), ("MadeOf", "fork", "metal"),
-    ("AtLocation", "fork", "kitchen"), ("HasA", "fork", "prongs"),
-    ("UsedFor", "spoon", "eating"), ("UsedFor", "spoon", "stirring_soup"), ("IsA", "spoon", "cutlery"),
-    ("MadeOf", "spoon", "metal"), ("HasProperty", "spoon", "round"),
-    ("HasProperty", "lemon", "sour"), ("HasProperty", "lemon", "yellow"), ("IsA", "lemon", "citrus_fruit"),
-    ("UsedFor", "lemon", "making_lemonade"), ("AtLocation", "lemon", "tree"),
-    ("HasProperty", "orange", "sweet"), ("IsA", "orange", "citrus_fruit"), ("UsedFor", "orange", "making_juice"),
-    ("HasProperty", "orange", "round"), ("AtLocation", "orange", "tree"),
-    ("HasProperty", "banana", "yellow"), ("IsA", "banana", "fruit"), ("HasProperty", "banana", "curved"),
-    ("ReceivesAction", "banana", "peeled"), ("AtLocation", "banana", "bunch"),
-    ("HasProperty", "cake", "sweet"), ("UsedFor", "cake", "celebrating_birthdays"), ("MadeOf", "cake", "flour"),
-    ("ReceivesAction", "cake", "baked"), ("HasA", "cake", "candles"),
-    ("HasProperty", "chocolate", "sweet"), ("MadeOf", "chocolate", "cocoa"), ("HasProperty", "chocolate", "brown"),
-    ("ReceivesAction", "chocolate", "melted"), ("IsA", "chocolate", "candy"),
-    ("CapableOf", "cat", "catch_mice"), ("IsA", "cat", "pet"), ("HasA", "cat", "whiskers"),
-    ("Desires", "cat", "milk"), ("CapableOf", "cat", "purr"),
-    ("CapableOf", "dog", "bark"), ("IsA", "dog", "pet"), ("CapableOf", "dog", "fetch_a_stick"),
-    ("HasA", "dog", "tail"), ("Desires", "dog", "walks"),
-    ("CapableOf", "bird", "fly"), ("HasA", "bird", "feathers"), ("AtLocation", "bird", "nest"),
-    ("CapableOf", "bird", "sing"), ("HasA", "bird", "beak"),
-    ("CapableOf", "fish", "swim"), ("AtLocation", "fish", "water"), ("HasA", "fish", "fins"),
-    ("HasA", "fish", "scales"), ("NotCapableOf", "fish", "breathe_air"),
-    ("HasA", "knife", "blade"), ("CapableOf", "fork", "pick_up_food"), ("AtLocation", "spoon", "drawer"),
-    ("AtLocation", "chocolate", "candy_store"), ("Desires", "bird", "seeds"), ("IsA", "fish", "animal"),
-    ("HasA", "orange", "peel"), ("AtLocation", "cake", "bakery"), ("UsedFor", "banana", "making_smoothies"),
-    ("AtLocation", "dog", "kennel"), ("HasA", "lemon", "seeds"), ("Desires", "cat", "sleep"),
-    ("RelatedTo", "knife", "fork"), ("RelatedTo", "fork", "spoon"), ("RelatedTo", "lemon", "orange"),
-    ("DistinctFrom", "orange", "banana"), ("RelatedTo", "cake", "chocolate"), ("Antonym", "cat", "dog"),
-    ("RelatedTo", "bird", "fish"), ("DistinctFrom", "lemon", "chocolate"), ("RelatedTo", "cat", "fish"),
-    ("RelatedTo", "spoon", "cake"),
-)
-FIXTURE_LOOK = {  # entity -> (shape, colour) of its drawn pictures
-    "knife": ("arrow", "black"), "fork": ("cross", "white"), "spoon": ("ring", "white"),
-    "lemon": ("circle", "yellow"), "orange": ("circle", "orange"), "banana": ("triangle", "yellow"),
-    "cake": ("square", "pink"), "chocolate": ("square", "brown"), "cat": ("star", "orange"),
-    "dog": ("hexagon", "brown"), "bird": ("diamond", "blue"), "fish": ("arrow", "blue"),
-}
-# The fixture's own riddle templates (worded as in config/prompts/dance_relations.yaml), so that the
-# fixture's bytes do not depend on the folder prepare runs in.
-FIXTURE_TEMPLATES = {
-    "UsedFor": "This is used for {end}.", "IsA": "This is a kind of {end}.", "HasProperty": "This is {end}.",
-    "CapableOf": "This can {end}.", "AtLocation": "This is found in {end}.", "HasA": "This has {end}.",
-    "MadeOf": "This is made of {end}.", "ReceivesAction": "This can be {end}.", "Desires": "This wants {end}.",
-    "NotCapableOf": "This cannot {end}.",
-}
-PICTURES_PER_ENTITY = 5
-IMAGE_SIZE = 64
-
-
-def fixture_assertions() -> str:
-    """FIXTURE_TRIPLES as lines of a ConceptNet assertions file."""
-    lines = []
-    for relation, start, end in FIXTURE_TRIPLES:
-        uri = f"/a/[/r/{relation}/,/c/en/{start}/,/c/en/{end}/]"
-        lines.append(f"{uri}\t/r/{relation}\t/c/en/{start}\t/c/en/{end}\t{json.dumps({'weight': 1.0})}\n")
-    return "".join(lines)
-
-
-def write_fixture_inputs(folder: Path, seed: int, corrupt: int = 0) -> tuple[Path, Path]:
-    """The builder's inputs: assertions.csv and pictures/<entity>/<n>.jpg (drawn shapes, the name written on them)."""
-    folder = Path(folder)
-    triples = folder / "assertions.csv"
-    triples.parent.mkdir(parents=True, exist_ok=True)
-    triples.write_text(fixture_assertions(), "utf-8")
-    names = [(entity, n) for entity in FIXTURE_LOOK for n in range(PICTURES_PER_ENTITY)]
-    broken = fx.pick_corrupt(seed, names, corrupt, "pictures")
-    rng = fx.rng_for(seed, "dance", "pictures")
-    for entity, n in names:
-        shape, colour = FIXTURE_LOOK[entity]
-        image, draw = fx.canvas(IMAGE_SIZE, tuple(rng.randint(200, 250) for _ in range(3)))
-        fx.draw_shape(draw, shape, 32 + rng.uniform(-6, 6), 26 + rng.uniform(-4, 4), 16, fx.COLOURS[colour])
-        fx.draw_label(draw, entity, 32, 48, size=10)
-        data = fx.encode(image, "JPEG")
-        fileio.write_bytes(folder / "pictures" / entity / f"{n}.jpg", fx.truncate(data) if (entity, n) in broken else data)
-    return triples, folder / "pictures"
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """A DANCE-format folder built from FIXTURE_TRIPLES: `size` riddle triples, one query per direction each."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    with tempfile.TemporaryDirectory() as inputs:
-        triples, pictures = write_fixture_inputs(Path(inputs), seed, corrupt)
-        build_dance(triples, pictures, raw_dir, seed=seed, relations=FIXTURE_TEMPLATES, max_triples=size)
-
-
-KIND = register(
-    BenchmarkKind(
-        name="dance",
-        protocol="ranking",
-        metric="dance",
-        breakdown_by=("split", "subset"),
-        description="DANCE: commonsense riddles ranked against 50 pictures and pictures against 50 riddles (a DANCE-format folder).",
-        templates=(),
-        expected_count=0,  # no published set: any built set is valid
-        raw_files=(META, QUERIES, TRIPLES, "images/*/*"),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 10, "corrupt": 0},
-        local_only=True,
-    )
+KIND = BenchmarkKind(
+    name="dance",
+    protocol="ranking",
+    shape=RANKING,
+    metric="dance",
+    breakdown_by=("split", "subset"),
+    description="DANCE: commonsense riddles ranked against 50 pictures and pictures against 50 riddles (a DANCE-format folder).",
+    templates=(),
+    expected_count=0,  # no published set: any built set is valid
+    raw_files=(META, QUERIES, TRIPLES, "images/*/*"),
+    adapt=adapt,
+    local_only=True,
 )

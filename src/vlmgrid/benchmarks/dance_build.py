@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 import shutil
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -37,7 +38,6 @@ from typing import Mapping
 import pandas as pd
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks import fixtures as fx
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
 
@@ -57,6 +57,12 @@ FORMAT_VERSION = 1
 META = "dance.json"
 QUERIES = "queries.jsonl"
 TRIPLES = "triples.tsv"
+
+
+def rng_for(seed: int, *salt: object) -> random.Random:
+    """A private random stream per (seed, purpose), so adding draws in one place never shifts another (the
+    same streams as vlmgrid.fixtures.drawing.rng_for, which the DANCE fixture draws its pictures with)."""
+    return random.Random("|".join(map(str, (int(seed), *salt))))
 
 
 def concept_name(uri: str) -> str | None:
@@ -187,7 +193,7 @@ class Builder:
         self.neighbours = neighbours_of(triples)
         self._distances: dict[str, dict[str, int]] = {}
         order = list(range(len(riddles)))
-        fx.rng_for(seed, "dance", "train").shuffle(order)
+        rng_for(seed, "dance", "train").shuffle(order)
         self.seen = set(order[:round(train_fraction * len(riddles))])
         if train_triples is not None:
             trained = set(zip(train_triples["relation"], train_triples["start"], train_triples["end"]))
@@ -222,7 +228,7 @@ class Builder:
         return chosen
 
     def riddle_to_image(self, k: int, riddle: Riddle, relative) -> dict:
-        rng = fx.rng_for(self.seed, "dance", "riddle-to-image", k)
+        rng = rng_for(self.seed, "dance", "riddle-to-image", k)
         answers = self.true_of[riddle.text]
         own = [riddle.start] + sorted(answers - {riddle.start})
         positives = [{"item": relative(path), "entity": entity, "positive": True, "source": "positive", "distance": 0}
@@ -237,7 +243,7 @@ class Builder:
                            self._pick(positives, negatives, rng, f"riddle {riddle.text!r}"))
 
     def image_to_riddle(self, k: int, riddle: Riddle, relative) -> dict:
-        rng = fx.rng_for(self.seed, "dance", "image-to-riddle", k)
+        rng = rng_for(self.seed, "dance", "image-to-riddle", k)
         entity = riddle.start
         image = relative(rng.choice(self.images[entity]))
         own = [riddle.text] + [t for t in self.texts_of[entity] if t != riddle.text]
@@ -284,7 +290,7 @@ def build_dance(triples_path: Path, images_dir: Path, out_dir: Path, *, seed: in
                            f"(pictured: {', '.join(sorted(images)[:5])}...); check the entity folder names")
     chosen = list(range(len(builder.riddles)))
     if max_triples is not None and max_triples < len(chosen):
-        chosen = sorted(fx.rng_for(seed, "dance", "queries").sample(chosen, max_triples))
+        chosen = sorted(rng_for(seed, "dance", "queries").sample(chosen, max_triples))
 
     out_dir = Path(out_dir)
     copied: dict[Path, str] = {}

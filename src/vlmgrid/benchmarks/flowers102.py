@@ -10,81 +10,26 @@ Class names: CLIP's curated list (benchmarks/data/flowers102_classnames.json), i
 from __future__ import annotations
 
 import json
-import math
 import tarfile
 import zlib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE, LABELS, SETID = "102flowers.tgz", "imagelabels.mat", "setid.mat"
 IMAGE_NAME = "jpg/image_{:05d}.jpg"
-IMAGE_SIZE = 64
 
 
 def classnames() -> list[str]:
     text = resources.files("vlmgrid.benchmarks").joinpath("data/flowers102_classnames.json").read_text("utf-8")
     return json.loads(text)
-
-
-# ---------------------------------------------------------------------------------------------- fixture
-
-def _flower(label: int, rng) -> bytes:
-    """One class = one petal colour and petal count; position, size, rotation and background vary."""
-    palette = list(fx.COLOURS.values())
-    colour = palette[(label - 1) % len(palette)]
-    petals = 4 + ((label - 1) // len(palette)) % 5
-    background = (rng.randrange(30, 90), rng.randrange(100, 160), rng.randrange(30, 90))
-    image, draw = fx.canvas(IMAGE_SIZE, background)
-    cx = IMAGE_SIZE / 2 + rng.uniform(-6, 6)
-    cy = IMAGE_SIZE / 2 + rng.uniform(-6, 6)
-    radius = rng.uniform(15, 22)
-    phase = rng.uniform(0, 2 * math.pi)
-    for k in range(petals):
-        angle = phase + 2 * math.pi * k / petals
-        px, py = cx + radius * 0.6 * math.cos(angle), cy + radius * 0.6 * math.sin(angle)
-        r = radius * 0.45
-        draw.ellipse((px - r, py - r, px + r, py + r), fill=colour)
-    centre = radius * 0.25
-    draw.ellipse((cx - centre, cy - centre, cx + centre, cy + centre), fill=(250, 200, 60))
-    return fx.encode(image, "JPEG")
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`classes` classes x (1 train + 1 val + `size` test) images, numbered in a seeded shuffled order."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    n_classes = fx.fixture_int(settings, "classes", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    if n_classes > len(classnames()):
-        raise VlmgridError(f"fixture source: `classes: {n_classes}` is more than Flowers-102's {len(classnames())} classes; lower it")
-    slots = [(label, split) for label in range(1, n_classes + 1) for split in ["trn", "val"] + ["tst"] * size]
-    rng = fx.rng_for(seed, "flowers102", "order")
-    rng.shuffle(slots)
-    ids: dict[str, list[int]] = {"trn": [], "val": [], "tst": []}
-    for number, (_, split) in enumerate(slots, start=1):
-        ids[split].append(number)
-    broken = fx.pick_corrupt(seed, ids["tst"], corrupt, "test images")
-    draw_rng = fx.rng_for(seed, "flowers102", "draw")
-    members = []
-    for number, (label, _) in enumerate(slots, start=1):
-        data = _flower(label, draw_rng)
-        members.append((IMAGE_NAME.format(number), fx.truncate(data) if number in broken else data))
-    raw_dir = Path(raw_dir)
-    fx.write_tgz(raw_dir / ARCHIVE, members, directories=["jpg"])
-    labels = np.array([[label for label, _ in slots]], dtype=np.uint8)
-    fx.write_mat(raw_dir / LABELS, {"labels": labels})
-    split_ids = {"trnid": ids["trn"], "valid": ids["val"], "tstid": ids["tst"]}
-    fx.write_mat(raw_dir / SETID, {key: np.array([value], dtype=np.uint16) for key, value in split_ids.items()})
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -138,20 +83,16 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 
 
-KIND = register(
-    classification_kind(
-        name="flowers102",
-        description="Oxford Flowers-102: zero-shot classification of the 6,149 test images into 102 flower species.",
-        templates=("a photo of a {c}, a type of flower.",),
-        expected_count=6149,
-        raw_files=(ARCHIVE, LABELS, SETID),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 4, "classes": 5, "corrupt": 0},
-        url_files=(
-            {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/102flowers.tgz", "md5": "52808999861908f626f3c1f4e79d11fa", "name": ARCHIVE},
-            {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/imagelabels.mat", "md5": "e0620be6f572b9609742df49c70aed4d", "name": LABELS},
-            {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/setid.mat", "md5": "a5357ecc9cb78c4bef273ce3793fc85c", "name": SETID},
-        ),
-    )
+KIND = classification_kind(
+    name="flowers102",
+    description="Oxford Flowers-102: zero-shot classification of the 6,149 test images into 102 flower species.",
+    templates=("a photo of a {c}, a type of flower.",),
+    expected_count=6149,
+    raw_files=(ARCHIVE, LABELS, SETID),
+    adapt=adapt,
+    url_files=(
+        {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/102flowers.tgz", "md5": "52808999861908f626f3c1f4e79d11fa", "name": ARCHIVE},
+        {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/imagelabels.mat", "md5": "e0620be6f572b9609742df49c70aed4d", "name": LABELS},
+        {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/setid.mat", "md5": "a5357ecc9cb78c4bef273ce3793fc85c", "name": SETID},
+    ),
 )

@@ -16,13 +16,11 @@ import json
 import tarfile
 import zlib
 from pathlib import Path
-from typing import Any, Mapping
 
 import pandas as pd
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -30,69 +28,11 @@ ARCHIVE = "food-101.tar.gz"
 ROOT = "food-101"
 TEST_JSON, CLASSES_TXT = f"{ROOT}/meta/test.json", f"{ROOT}/meta/classes.txt"
 IMAGE_NAME = ROOT + "/images/{}.jpg"  # {} = "class/id" as in test.json
-IMAGE_SIZE = 64
-# The first real Food-101 classes (sorted), for fixtures.
-FIXTURE_CLASSES = (
-    "apple_pie", "baby_back_ribs", "baklava", "beef_carpaccio", "beef_tartare",
-    "beet_salad", "beignets", "bibimbap", "bread_pudding", "breakfast_burrito",
-)
 
 
 def prompt_name(folder: str) -> str:
     """CLIP's Food-101 prompt name of a class folder: underscores become spaces ("apple_pie" -> "apple pie")."""
     return folder.replace("_", " ")
-
-
-# ---------------------------------------------------------------------------------------------- fixture
-
-def _dish(label: int, rng) -> bytes:
-    """One class = one plate colour and one food shape; position, size and table colour vary."""
-    palette = list(fx.COLOURS.values())
-    colour = palette[label % len(palette)]
-    shape = fx.SHAPES[label % len(fx.SHAPES)]
-    table = (rng.randrange(120, 200), rng.randrange(80, 140), rng.randrange(40, 90))
-    image, draw = fx.canvas(IMAGE_SIZE, table)
-    cx = IMAGE_SIZE / 2 + rng.uniform(-5, 5)
-    cy = IMAGE_SIZE / 2 + rng.uniform(-5, 5)
-    plate = rng.uniform(24, 29)
-    draw.ellipse((cx - plate, cy - plate, cx + plate, cy + plate), fill=(235, 235, 230))
-    fx.draw_shape(draw, shape, cx, cy, plate * rng.uniform(0.5, 0.7), colour)
-    return fx.encode(image, "JPEG")
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`classes` classes x (2 train + `size` test) images in the real archive layout (meta after images)."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    n_classes = fx.fixture_int(settings, "classes", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    if n_classes > len(FIXTURE_CLASSES):
-        raise VlmgridError(f"fixture source: `classes: {n_classes}` is more than the {len(FIXTURE_CLASSES)} Food-101 fixture classes; lower it")
-    classes = list(FIXTURE_CLASSES[:n_classes])
-    id_rng = fx.rng_for(seed, "food101", "ids")
-    split: dict[str, dict[str, list[str]]] = {"train": {}, "test": {}}
-    ids = id_rng.sample(range(100000, 4000000), n_classes * (2 + size))
-    for k, name in enumerate(classes):
-        mine = ids[k * (2 + size):(k + 1) * (2 + size)]
-        split["train"][name] = [f"{name}/{i}" for i in mine[:2]]
-        split["test"][name] = [f"{name}/{i}" for i in mine[2:]]
-    tests = [entry for name in classes for entry in split["test"][name]]
-    broken = fx.pick_corrupt(seed, tests, corrupt, "test images")
-    draw_rng = fx.rng_for(seed, "food101", "draw")
-    members, directories = [], [ROOT, f"{ROOT}/images", f"{ROOT}/meta"]
-    for label, name in enumerate(classes):
-        directories.append(f"{ROOT}/images/{name}")
-        for entry in sorted(split["train"][name] + split["test"][name]):
-            data = _dish(label, draw_rng)
-            members.append((IMAGE_NAME.format(entry), fx.truncate(data) if entry in broken else data))
-    for part in ("train", "test"):
-        members.append((f"{ROOT}/meta/{part}.json", json.dumps(split[part]).encode("utf-8")))
-        lines = [entry for name in classes for entry in split[part][name]]
-        members.append((f"{ROOT}/meta/{part}.txt", ("\n".join(lines) + "\n").encode("utf-8")))
-    members.append((CLASSES_TXT, ("\n".join(classes) + "\n").encode("utf-8")))
-    pretty = [" ".join(w.capitalize() for w in name.split("_")) for name in classes]
-    members.append((f"{ROOT}/meta/labels.txt", ("\n".join(pretty) + "\n").encode("utf-8")))
-    fx.write_tgz(Path(raw_dir) / ARCHIVE, members, directories=directories)
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -159,18 +99,14 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 
 
-KIND = register(
-    classification_kind(
-        name="food101",
-        description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
-        templates=("a photo of {c}, a type of food.",),
-        expected_count=25250,
-        raw_files=(ARCHIVE,),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 3, "classes": 4, "corrupt": 0},
-        url_files=(
-            {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},
-        ),
-    )
+KIND = classification_kind(
+    name="food101",
+    description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
+    templates=("a photo of {c}, a type of food.",),
+    expected_count=25250,
+    raw_files=(ARCHIVE,),
+    adapt=adapt,
+    url_files=(
+        {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},
+    ),
 )

@@ -31,16 +31,15 @@ import tarfile
 import zlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record, register
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
 from vlmgrid.errors import VlmgridError
 
 N_CLASSES, N_VAL = 1000, 50000
@@ -49,7 +48,6 @@ VAL_TAR, DEVKIT_TGZ, DEVKIT = "ILSVRC2012_img_val.tar", "ILSVRC2012_devkit_t12.t
 GROUND_TRUTH, META = "data/ILSVRC2012_validation_ground_truth.txt", "data/meta.mat"
 VAL_NAME = "ILSVRC2012_val_{:08d}.JPEG"
 VAL_RE = re.compile(r"ILSVRC2012_val_(\d{8})\.JPEG$")
-IMAGE_SIZE = 64
 SCHEMA = pa.schema([("image", IMAGE_TYPE), ("label", pa.int64())])
 
 
@@ -116,45 +114,6 @@ def hub_label_names(path: Path) -> list[str] | None:
 
 
 # ---------------------------------------------------------------------------------------------- hub copy
-
-def _draw(label: int, rng) -> bytes:
-    palette = list(fx.COLOURS.values())
-    image, draw = fx.canvas(IMAGE_SIZE, (rng.randrange(60, 200),) * 3)
-    fx.draw_shape(draw, fx.SHAPES[label % len(fx.SHAPES)], IMAGE_SIZE / 2 + rng.uniform(-6, 6),
-                  IMAGE_SIZE / 2 + rng.uniform(-6, 6), rng.uniform(14, 24), palette[(label // len(fx.SHAPES)) % len(palette)])
-    return fx.encode(image, "JPEG")
-
-
-def _fixture_items(settings: Mapping[str, Any], salt: str) -> tuple[int, list[int], set[int]]:
-    """(seed, labels of images 1..n in validation order, numbers written corrupt): `classes` x `size` images."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    n_classes = fx.fixture_int(settings, "classes", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    if n_classes > N_CLASSES:
-        raise VlmgridError(f"fixture source: `classes: {n_classes}` is more than ImageNet's {N_CLASSES} classes; lower it")
-    rng = fx.rng_for(seed, "imagenet", "labels")
-    chosen = rng.sample(range(N_CLASSES), n_classes)  # spread over the 1,000-index space
-    labels = [label for label in chosen for _ in range(size)]
-    rng.shuffle(labels)
-    broken = fx.pick_corrupt(seed, list(range(1, len(labels) + 1)), corrupt, "validation images")
-    return seed, labels, broken
-
-
-def _fixture_images(seed: int, labels: list[int], broken: set[int], salt: str) -> Iterator[tuple[int, bytes]]:
-    rng = fx.rng_for(seed, "imagenet", salt, "draw")
-    for number, label in enumerate(labels, start=1):
-        data = _draw(label, rng)
-        yield number, fx.truncate(data) if number in broken else data
-
-
-def write_hub_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """The hub layout: data/validation-00000-of-00001.parquet with image {bytes, path} and label (1,000-index)."""
-    seed, labels, broken = _fixture_items(settings, "hub")
-    rows = [{"image": {"bytes": data, "path": VAL_NAME.format(n)}, "label": labels[n - 1]}
-            for n, data in _fixture_images(seed, labels, broken, "hub")]
-    features = {"image": {"_type": "Image"}, "label": {"names": classnames(), "_type": "ClassLabel"}}
-    write_hub_parquet(Path(raw_dir) / "data" / "validation-00000-of-00001.parquet", SCHEMA, rows, features)
 
 
 def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
@@ -288,87 +247,31 @@ def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, words))
 
 
-def write_devkit_meta(path: Path, leaves: Mapping[int, str], extra: int = 3) -> None:
-    """A meta.mat in the devkit's structure: `synsets`, a struct array (leaves first, then `extra` inner
-    synsets with ids above 1,000 and children)."""
-    fileio.write_bytes(Path(path), _devkit_meta_bytes(tuple(sorted(leaves.items())), extra))
-
-
-@lru_cache(maxsize=4)
-def _devkit_meta_bytes(leaf_items: tuple[tuple[int, str], ...], extra: int) -> bytes:
-    import tempfile
-
-    leaves = dict(leaf_items)
-    dtype = [("ILSVRC2012_ID", "O"), ("WNID", "O"), ("words", "O"), ("gloss", "O"), ("num_children", "O"),
-             ("children", "O"), ("wordnet_height", "O"), ("num_train_images", "O")]
-    synsets = np.zeros((len(leaves) + extra, 1), dtype=dtype)
-    rows = [(i, w, f"words {i}, lemma {i}", f"gloss {i}", 0, np.zeros((1, 0)), 0, 1300) for i, w in sorted(leaves.items())]
-    rows += [(N_CLASSES + k, f"n9{k:07d}", f"group {k}", "", 2, np.array([[1, 2]]), 1, 0) for k in range(1, extra + 1)]
-    for r, row in enumerate(rows):
-        for (field, _), value in zip(dtype, row):
-            synsets[r, 0][field] = np.array([[value]]) if isinstance(value, int) else value
-    with tempfile.TemporaryDirectory() as folder:
-        fx.write_mat(Path(folder) / "meta.mat", {"synsets": synsets})
-        return (Path(folder) / "meta.mat").read_bytes()
-
-
-def fixture_leaves() -> dict[int, str]:
-    """Fake WNIDs whose sorted order reverses the ILSVRC2012_ID order: id i -> index 1000 - i."""
-    return {i: f"n{N_CLASSES + 1 - i:08d}" for i in range(1, N_CLASSES + 1)}
-
-
-def write_ilsvrc_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """ILSVRC2012_img_val.tar + ILSVRC2012_devkit_t12.tar.gz (meta.mat with fake WNIDs, ground truth)."""
-    seed, labels, broken = _fixture_items(settings, "ilsvrc")
-    leaves = fixture_leaves()
-    index_to_id = {index: i for i, index in id_to_index(leaves).items()}
-    raw_dir = Path(raw_dir)
-    meta = _devkit_meta_bytes(tuple(sorted(leaves.items())), 3)
-    truth = "".join(f"{index_to_id[label]}\n" for label in labels).encode("ascii")
-    fx.write_tgz(raw_dir / DEVKIT_TGZ, [(f"{DEVKIT}/{META}", meta), (f"{DEVKIT}/{GROUND_TRUTH}", truth)],
-                 directories=[DEVKIT, f"{DEVKIT}/data"])
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for number, data in _fixture_images(seed, labels, broken, "ilsvrc"):
-            info = tarfile.TarInfo(VAL_NAME.format(number))
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
-    fileio.write_bytes(raw_dir / VAL_TAR, buffer.getvalue())
-
-
 # ---------------------------------------------------------------------------------------------- kinds
 
 DESCRIPTION = "ImageNet-1k: zero-shot classification of the 50,000 validation images into 1,000 classes"
 
-KIND = register(
-    classification_kind(
-        name="imagenet",
-        description=DESCRIPTION + " (hub copy ILSVRC/imagenet-1k, gated).",
-        templates=templates(),
-        expected_count=N_VAL,
-        raw_files=(HUB_PATTERN,),
-        write_fixture=write_hub_fixture,
-        adapt=adapt_hub,
-        fixture_defaults={"seed": 0, "size": 2, "classes": 4, "corrupt": 0},
-        # sha: hub cache snapshot datasets--ILSVRC--imagenet-1k/snapshots/49e2ee26f3810fb5a7536bbf732a7b07389a47b5
-        # (read as data/validation*.parquet by several public projects)
-        hub={"repo": "ILSVRC/imagenet-1k", "revision": "49e2ee26f3810fb5a7536bbf732a7b07389a47b5", "split": "validation"},
-    )
+KIND = classification_kind(
+    name="imagenet",
+    description=DESCRIPTION + " (hub copy ILSVRC/imagenet-1k, gated).",
+    templates=templates(),
+    expected_count=N_VAL,
+    raw_files=(HUB_PATTERN,),
+    adapt=adapt_hub,
+    # sha: hub cache snapshot datasets--ILSVRC--imagenet-1k/snapshots/49e2ee26f3810fb5a7536bbf732a7b07389a47b5
+    # (read as data/validation*.parquet by several public projects)
+    hub={"repo": "ILSVRC/imagenet-1k", "revision": "49e2ee26f3810fb5a7536bbf732a7b07389a47b5", "split": "validation"},
 )
 
-ILSVRC_KIND = register(
-    classification_kind(
-        name="imagenet_ilsvrc2012",
-        description=DESCRIPTION + " (the original ILSVRC2012 val tar and devkit; use a local source).",
-        templates=templates(),
-        expected_count=N_VAL,
-        raw_files=(DEVKIT_TGZ, VAL_TAR),
-        write_fixture=write_ilsvrc_fixture,
-        adapt=adapt_ilsvrc,
-        fixture_defaults={"seed": 0, "size": 2, "classes": 4, "corrupt": 0},
-        url_files=(  # image-net.org serves these only after a login: download by hand, then use a local source
-            {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},
-            {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_img_val.tar", "md5": "29b22e2961454d5413ddabcf34fc5622", "name": VAL_TAR},
-        ),
-    )
+ILSVRC_KIND = classification_kind(
+    name="imagenet_ilsvrc2012",
+    description=DESCRIPTION + " (the original ILSVRC2012 val tar and devkit; use a local source).",
+    templates=templates(),
+    expected_count=N_VAL,
+    raw_files=(DEVKIT_TGZ, VAL_TAR),
+    adapt=adapt_ilsvrc,
+    url_files=(  # image-net.org serves these only after a login: download by hand, then use a local source
+        {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},
+        {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_img_val.tar", "md5": "29b22e2961454d5413ddabcf34fc5622", "name": VAL_TAR},
+    ),
 )

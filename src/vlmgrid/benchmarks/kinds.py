@@ -1,7 +1,10 @@
-"""Benchmark kinds: what a benchmark is (protocol, metric, raw layout, real source) as one declarative entry.
+"""Benchmark kinds: what a benchmark is (protocol, record shape, metric, raw layout, real source) as one
+declarative entry.
 
-Each kind module (flowers102.py, pope.py, scienceqa.py) builds one `BenchmarkKind` and registers it in
-`BENCHMARKS`; adding a benchmark is one new module plus its tests, never an edit to an if-chain.
+Each kind module (flowers102.py, pope.py, ..., dance.py) builds its `KIND = BenchmarkKind(...)`, and
+benchmarks/catalog.py lists them all in the `BENCHMARKS` registry; adding a benchmark is one new module, one
+line in that list and its tests, never an edit to an if-chain. (A kind's fixture, the small fake copy the
+tests and the offline grid use, lives in vlmgrid.fixtures.kinds.)
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from vlmgrid.registry import Registry
+from vlmgrid.benchmarks.shapes import CLASSIFICATION, RecordShape
 
 
 @dataclass(frozen=True)
@@ -31,16 +34,17 @@ class BenchmarkKind:
     """One kind of benchmark.
 
     name:            registry name ("pope")
-    protocol:        "classification" | "yes_no" | "multiple_choice"
+    protocol:        how a model is asked ("classification", "yes_no", "multiple_choice", "short_answer",
+                     "ranking", "exam_choice", "cvqa": a name in vlmgrid.protocols)
+    shape:           the shape of its canonical records (shapes.py): what prepare checks, and whether the
+                     kind keeps classes.json
     metric:          "classification" | "pope" | "accuracy"
     breakdown_by:    record columns the score is broken down by (("split",) for POPE)
     description:     one line
     templates:       classification: CLIP prompt templates holding "{c}"; () otherwise
     expected_count:  the number of items the real benchmark has (checked for every non-fixture source)
     raw_files:       glob patterns, relative to the raw folder, of the files the adapter reads (the real layout)
-    write_fixture:   write_fixture(raw_dir, source_settings): writes a small fake copy in the real raw format
     adapt:           adapt(raw_dir, bench_dir) -> Adapted: reads raw files, writes bench_dir/images/..
-    fixture_defaults: default fixture settings (seed, size, classes, corrupt)
     url_files:       the real files for a `url` source: ({"url", "md5" or "sha256", "name"}, ...)
     hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin), "config", "split"}
     parser:          how a generated answer is read (a parser name); "" for the protocol's default. It follows
@@ -59,14 +63,13 @@ class BenchmarkKind:
     templates: tuple[str, ...]
     expected_count: int
     raw_files: tuple[str, ...]
-    write_fixture: Callable[[Path, Mapping[str, Any]], None] = field(repr=False)
+    shape: RecordShape
     adapt: Callable[[Path, Path], Adapted] = field(repr=False)
-    fixture_defaults: Mapping[str, Any] = field(default_factory=dict)
     url_files: tuple[Mapping[str, str], ...] = ()
     hub: Mapping[str, str] | None = None
     parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
     lenient_parsers: Mapping[str, str] = field(default_factory=dict)  # variant ("*": any) -> parser of the lenient figure
-    local_only: bool = False  # no published copy (DANCE): read from a `local` folder or made by the fixture
+    local_only: bool = False  # no published copy (DANCE): read from a `local` folder (or made by a fixture)
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):
@@ -88,20 +91,14 @@ class BenchmarkKind:
         return {"type": "url"}
 
 
-BENCHMARKS: Registry[BenchmarkKind] = Registry("benchmark kind")
-
-
 def classification_kind(**fields) -> BenchmarkKind:
-    """A classification kind: the protocol, metric, breakdown and parser that every classification set shares."""
-    return BenchmarkKind(protocol="classification", metric="classification", breakdown_by=(), parser="open_class",
-                         **fields)
+    """A classification kind: the protocol, record shape, metric, breakdown and parser that every
+    classification set shares."""
+    return BenchmarkKind(protocol="classification", shape=CLASSIFICATION, metric="classification", breakdown_by=(),
+                         parser="open_class", **fields)
 
 
 def classification_record(item_id: str, image: str, classes: list[str], index: int) -> dict:
     """A classification item (formats.md): no question, no options, the class as the answer."""
     return {"id": item_id, "image": image, "question": "", "options": [], "answer": classes[index],
             "answer_index": index}
-
-
-def register(kind: BenchmarkKind) -> BenchmarkKind:
-    return BENCHMARKS.register(kind.name, kind)

@@ -33,13 +33,12 @@ from typing import Any, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "en/dev-*.parquet"
-FIXTURE_FILE = "en/dev-00000-of-00001.parquet"
 LETTERS = ("A", "B", "C", "D")
 GROUP = 1_000_000
 COLUMNS = ("index", "question", "hint", "A", "B", "C", "D", "answer", "category", "L2-category", "image")
@@ -52,15 +51,6 @@ FEATURES = (
     | {"image": {"_type": "Image"}}
     | {name: {"dtype": "string", "_type": "Value"} for name in TEXT[8:]}
 )
-IMAGE_SIZE = 80
-FIXTURE_KINDS = (
-    ("attribute_recognition", "Attribute Reasoning", "Which colour is the shape?"),
-    ("object_localization", "Fine-grained Perception (instance-level)", "Where is the shape?"),
-    ("image_topic", "Coarse Perception", "Which shape is shown?"),
-    ("ocr", "Fine-grained Perception (instance-level)", "Which word is written in the picture?"),
-)
-WORDS = ("cat", "sun", "tree", "boat", "milk", "star")
-PLACES = ("top left", "top right", "bottom left", "bottom right")
 
 
 def _missing(value: Any) -> bool:
@@ -78,74 +68,6 @@ def rotate(options: list[str], answer_index: int, shift: int, span: int | None =
     span = len(options) if span is None else span
     rotated = [options[(i - shift) % span] if i < span else options[i] for i in range(len(options))]
     return rotated, (answer_index + shift) % span if answer_index < span else answer_index
-
-
-# ---------------------------------------------------------------------------------------------- fixture
-
-def _item(i: int, rng) -> tuple[Any, str, list[str], int, str, str]:
-    category, l2, question = FIXTURE_KINDS[i % len(FIXTURE_KINDS)]
-    n = 2 + i % 3  # 2, 3, 4 options in turn
-    image, draw = fx.canvas(IMAGE_SIZE, (238, 238, 238))
-    if category == "attribute_recognition":
-        pool = ["red", "blue", "yellow", "green", "purple", "orange"]
-        correct = rng.choice(pool)
-        fx.draw_shape(draw, rng.choice(fx.SHAPES), 40, 40, 22, fx.COLOURS[correct])
-    elif category == "object_localization":
-        pool = list(PLACES)
-        correct = rng.choice(pool)
-        col, row = PLACES.index(correct) % 2, PLACES.index(correct) // 2
-        fx.draw_shape(draw, "circle", 20 + 40 * col, 20 + 40 * row, 12, fx.COLOURS["red"])
-    elif category == "image_topic":
-        pool = list(fx.SHAPES)
-        correct = rng.choice(pool)
-        fx.draw_shape(draw, correct, 40, 40, 24, fx.COLOURS["blue"])
-    else:
-        pool = list(WORDS)
-        correct = rng.choice(pool)
-        fx.draw_label(draw, correct, 40, 28, size=20)
-    options = [correct] + rng.sample([p for p in pool if p != correct], n - 1)
-    rng.shuffle(options)
-    return image, question, options, options.index(correct), category, l2
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`size` questions with 2, 3, 4 options in turn, each followed by its circular copies as the authors
-    publish them (`rotate`); every sixth question (the second four-option one) has only two copies that
-    rotate A-C and keep D, like the authors' two-copy questions."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    broken = fx.pick_corrupt(seed, list(range(size)), corrupt, "images")
-    rng = fx.rng_for(seed, "mmbench")
-    rows = []
-    for i in range(size):
-        image, question, options, answer, category, l2 = _item(i, rng)
-        data = fx.encode(image, "JPEG")
-        data = fx.truncate(data) if i in broken else data
-        index = 10 * i + rng.randrange(10)  # originals are not numbered 0..n-1 in the real file either
-        hint = "Look at the picture." if rng.random() < 0.5 else None
-        span = 3 if len(options) == 4 and i % 6 == 5 else len(options)
-        for k in range(span):
-            shifted, answer_k = rotate(options, answer, k, span)
-            letters = {letter: (shifted[j] if j < len(shifted) else None) for j, letter in enumerate(LETTERS)}
-            if len(shifted) == 2 and i % 2 == 0:
-                letters["C"] = letters["D"] = "nan"  # the hub copy spells some missing options "nan"
-            rows.append(
-                {
-                    "index": index + k * GROUP,
-                    "question": question,
-                    "hint": hint,
-                    **letters,
-                    "answer": LETTERS[answer_k],
-                    "category": category,
-                    "image": {"bytes": data, "path": None},
-                    "source": "vlmgrid fixture",
-                    "L2-category": l2,
-                    "comment": None,
-                    "split": "dev",
-                }
-            )
-    write_hub_parquet(Path(raw_dir) / FIXTURE_FILE, SCHEMA, rows, FEATURES)
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -237,25 +159,22 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(records))
 
 
-KIND = register(
-    BenchmarkKind(
-        name="mmbench",
-        protocol="multiple_choice",
-        metric="mmbench_circular",
-        breakdown_by=("category",),
-        description="MMBench (en dev): multiple-choice perception and reasoning questions, scored with circular evaluation.",
-        templates=(),
-        # Records == raw rows of the published dev split, which holds the copies.
-        # 4,329 is the count harnesses report for MMBench_DEV_EN (one user report says 4,330): NOT confirmed
-        # against the hub files; a mismatch makes prepare fail loudly rather than score a different set.
-        expected_count=4329,
-        raw_files=(FILE_PATTERN,),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 6, "corrupt": 0},
-        parser="mmbench",
-        # sha: pinned as lmms-lab/MMBench@56ba1af8954932c4804bd3f522e05ed96e63b654 in a public revision table, and
-        # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split dev.
-        hub={"repo": "lmms-lab/MMBench", "revision": "56ba1af8954932c4804bd3f522e05ed96e63b654", "config": "en", "split": "dev"},
-    )
+KIND = BenchmarkKind(
+    name="mmbench",
+    protocol="multiple_choice",
+    shape=MULTIPLE_CHOICE,
+    metric="mmbench_circular",
+    breakdown_by=("category",),
+    description="MMBench (en dev): multiple-choice perception and reasoning questions, scored with circular evaluation.",
+    templates=(),
+    # Records == raw rows of the published dev split, which holds the copies.
+    # 4,329 is the count harnesses report for MMBench_DEV_EN (one user report says 4,330): NOT confirmed
+    # against the hub files; a mismatch makes prepare fail loudly rather than score a different set.
+    expected_count=4329,
+    raw_files=(FILE_PATTERN,),
+    adapt=adapt,
+    parser="mmbench",
+    # sha: pinned as lmms-lab/MMBench@56ba1af8954932c4804bd3f522e05ed96e63b654 in a public revision table, and
+    # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split dev.
+    hub={"repo": "lmms-lab/MMBench", "revision": "56ba1af8954932c4804bd3f522e05ed96e63b654", "config": "en", "split": "dev"},
 )

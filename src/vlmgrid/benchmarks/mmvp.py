@@ -17,15 +17,12 @@ import csv
 import io
 import re
 from pathlib import Path
-from typing import Any, Mapping
 
 import pandas as pd
-from PIL import Image
 
-from vlmgrid import fileio
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
 from vlmgrid.benchmarks.rawio import ImageStore, find_raw
+from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 QUESTIONS = "Questions.csv"
@@ -41,85 +38,6 @@ CORRECTIONS: dict[int, tuple[tuple[str, str], str, str]] = {
     279: (("Standing", "Sitting"), "a", "b"),
     280: (("Standing", "Sitting"), "b", "a"),
 }
-IMAGE_SIZE = 64
-
-
-# ---------------------------------------------------------------------------------------------- fixture
-
-def _direction(rng, first: bool):
-    image, draw = fx.canvas(IMAGE_SIZE, (235, 235, 235))
-    fx.draw_shape(draw, "arrow", 32, 32, 22, fx.COLOURS["black"])
-    if not first:
-        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)  # the arrow points left
-    return image, "Is the arrow pointing to the right or to the left?", ("Right", "Left")
-
-
-def _colour(rng, first: bool):
-    image, draw = fx.canvas(IMAGE_SIZE, (240, 240, 240))
-    fx.draw_shape(draw, "circle", 32, 32, 20, fx.COLOURS["red" if first else "blue"])
-    return image, "Is the ball red or blue?", ("Red", "Blue")
-
-
-def _count(rng, first: bool):
-    image, draw = fx.canvas(IMAGE_SIZE, (245, 240, 225))
-    for x in ((16, 48) if first else (12, 32, 52)):
-        fx.draw_shape(draw, "star", x, 32, 9, fx.COLOURS["orange"])
-    return image, "Are there two stars or three stars?", ("Two", "Three")
-
-
-def _length(rng, first: bool):  # the pair the corrections 99/100 are about
-    image, draw = fx.canvas(IMAGE_SIZE, (225, 235, 225))
-    draw.rectangle((8, 28, 56 if first else 24, 36), fill=fx.COLOURS["white"])
-    return image, "Are the elephant's tusks long or short?", ("Long", "Short")
-
-
-def _pose(rng, first: bool):  # the pair the corrections 279/280 are about
-    image, draw = fx.canvas(IMAGE_SIZE, (230, 230, 245))
-    fx.draw_label(draw, "STAND" if first else "SIT", 32, 24, size=14)
-    return image, "Is the person standing or sitting?", ("Standing", "Sitting")
-
-
-PAIR_MAKERS = (_direction, _colour, _count)
-# Pairs whose published labels are wrong: the fixture draws the truth and writes the original (wrong) labels.
-FIXED_PAIRS = {50: _length, 140: _pose}  # pair 50 = Index 99, 100; pair 140 = Index 279, 280
-
-
-def _pair(pair_id: int, rng) -> list[tuple[Any, str, tuple[str, str], str]]:
-    """The two items of a pair: (image, question, options, label) each."""
-    if pair_id in FIXED_PAIRS:
-        maker = FIXED_PAIRS[pair_id]
-        first_index = 2 * pair_id - 1
-        items = []
-        for first, index in ((False, first_index), (True, first_index + 1)):  # Index 99 is short, 100 long
-            image, question, options = maker(rng, first)
-            items.append((image, question, options, CORRECTIONS[index][1]))
-        return items
-    maker = PAIR_MAKERS[rng.randrange(len(PAIR_MAKERS))]
-    swap = rng.random() < 0.5
-    items = []
-    for first in ((False, True) if swap else (True, False)):
-        image, question, options = maker(rng, first)
-        items.append((image, question, options, "a" if first else "b"))
-    return items
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`size` pairs (2 * size rows); pairs 50 and 140 carry the four published wrong labels, as the hub copy does."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    broken = fx.pick_corrupt(seed, list(range(1, 2 * size + 1)), corrupt, "images")
-    rng = fx.rng_for(seed, "mmvp")
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HEADER)
-    for pair_id in range(1, size + 1):
-        for k, (image, question, options, label) in enumerate(_pair(pair_id, rng)):
-            index = 2 * pair_id - 1 + k
-            data = fx.encode(image, "JPEG")
-            fileio.write_bytes(Path(raw_dir) / IMAGE_DIR / f"{index}.jpg", fx.truncate(data) if index in broken else data)
-            writer.writerow((index, question, f"(a) {options[0]} (b) {options[1]}", f"({label})"))
-    fileio.write_bytes(Path(raw_dir) / QUESTIONS, buffer.getvalue().encode("utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -197,22 +115,19 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = register(
-    BenchmarkKind(
-        name="mmvp",
-        protocol="multiple_choice",
-        metric="mmvp",
-        breakdown_by=(),
-        description="MMVP: 150 pairs of CLIP-blind images, the same two-option question each (300 items, scored by pairs).",
-        templates=(),
-        expected_count=300,
-        raw_files=(QUESTIONS, IMAGE_PATTERN),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 10, "corrupt": 0},
-        parser="letter",
-        # sha: hub cache snapshot datasets--MMVP--MMVP/snapshots/37eafecab8a3940c50c2ade5b36de69dbc99a8cf (also
-        # `hf download MMVP/MMVP --repo-type dataset --revision 37eafeca...` in public setup scripts).
-        hub={"repo": "MMVP/MMVP", "revision": "37eafecab8a3940c50c2ade5b36de69dbc99a8cf"},
-    )
+KIND = BenchmarkKind(
+    name="mmvp",
+    protocol="multiple_choice",
+    shape=MULTIPLE_CHOICE,
+    metric="mmvp",
+    breakdown_by=(),
+    description="MMVP: 150 pairs of CLIP-blind images, the same two-option question each (300 items, scored by pairs).",
+    templates=(),
+    expected_count=300,
+    raw_files=(QUESTIONS, IMAGE_PATTERN),
+    adapt=adapt,
+    parser="letter",
+    # sha: hub cache snapshot datasets--MMVP--MMVP/snapshots/37eafecab8a3940c50c2ade5b36de69dbc99a8cf (also
+    # `hf download MMVP/MMVP --repo-type dataset --revision 37eafeca...` in public setup scripts).
+    hub={"repo": "MMVP/MMVP", "revision": "37eafecab8a3940c50c2ade5b36de69dbc99a8cf"},
 )

@@ -17,34 +17,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
 
 import pandas as pd
 
-from vlmgrid import fileio
 from vlmgrid.benchmarks import pope
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
 from vlmgrid.benchmarks.rawio import ImageStore, find_raw
+from vlmgrid.benchmarks.shapes import YES_NO
 from vlmgrid.errors import VlmgridError
 
 LABEL_FILE = "coco/coco_pope_{split}.json"
 IMAGE_FOLDER = "val2014"
-FIXTURE_IMAGE = "COCO_val2014_{n:012d}.jpg"
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """The `pope` kind's fixture questions as the three label files and a val2014 folder of their images."""
-    images, questions = pope.fixture_questions(settings)
-    raw_dir = Path(raw_dir)
-    names = [FIXTURE_IMAGE.format(n=100 + 7 * s) for s in range(len(images))]
-    for name, data in zip(names, images):
-        fileio.write_bytes(raw_dir / IMAGE_FOLDER / name, data)
-    for split in pope.SPLITS:
-        lines = [
-            json.dumps({"question_id": n, "image": names[s], "text": f"Is there a {obj} in the image?", "label": answer})
-            for n, (s, obj, answer) in enumerate(questions[split], start=1)
-        ]
-        fileio.write_text(raw_dir / LABEL_FILE.format(split=split), "\n".join(lines) + "\n")
 
 
 def _questions(path: Path) -> list[tuple[dict, str]]:
@@ -97,21 +80,18 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = register(
-    BenchmarkKind(
-        name="pope_coco",
-        protocol="yes_no",
-        metric="pope",
-        breakdown_by=("split",),
-        description="POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA evaluates it.",
-        templates=(),
-        expected_count=9000,
-        raw_files=tuple(LABEL_FILE.format(split=split) for split in pope.SPLITS) + (f"{IMAGE_FOLDER}/*",),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults=dict(pope.KIND.fixture_defaults),
-        parser="pope",
-        # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at them.
-        local_only=True,
-    )
+KIND = BenchmarkKind(
+    name="pope_coco",
+    protocol="yes_no",
+    shape=YES_NO,
+    metric="pope",
+    breakdown_by=("split",),
+    description="POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA evaluates it.",
+    templates=(),
+    expected_count=9000,
+    raw_files=tuple(LABEL_FILE.format(split=split) for split in pope.SPLITS) + (f"{IMAGE_FOLDER}/*",),
+    adapt=adapt,
+    parser="pope",
+    # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at them.
+    local_only=True,
 )

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Mapping
 
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks import fixtures as fx
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind, register
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, write_hub_parquet
+from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.shapes import SHORT_ANSWER
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/validation-*.parquet"
-FIXTURE_FILE = "data/validation-00000-of-00001.parquet"
 COLUMNS = ("image_id", "question_id", "question", "image", "answers", "ocr_tokens")
 N_ANSWERS = 10
 STRINGS = pa.list_(pa.string())
@@ -59,64 +57,6 @@ FEATURES = {
     "set_name": {"dtype": "string", "_type": "Value"},
     "ocr_tokens": _SEQ,
 }
-IMAGE_SIZE = 96
-WORDS = ("coffee", "exit", "stop", "pizza", "taxi", "hotel", "bus", "bank", "open", "sale")
-BACKGROUNDS = ((250, 245, 230), (230, 240, 250), (245, 230, 235))
-
-
-# ---------------------------------------------------------------------------------------------- fixture
-
-def _answers(truth: str, rng) -> list[str]:
-    """Ten annotator answers: mostly the truth, some variants, sometimes a stray answer."""
-    variants = [truth.upper(), f"{truth}.", f"the {truth}", "unanswerable"]
-    n_truth = rng.randint(5, 9)
-    answers = [truth] * n_truth + [rng.choice(variants) for _ in range(N_ANSWERS - n_truth)]
-    rng.shuffle(answers)
-    return answers
-
-
-def write_fixture(raw_dir: Path, settings: Mapping[str, Any]) -> None:
-    """`size` questions about signs with one or two rendered words or a number; two questions per image."""
-    seed = fx.fixture_int(settings, "seed", 0)
-    size = fx.fixture_int(settings, "size", 1)
-    corrupt = fx.fixture_int(settings, "corrupt", 0)
-    n_images = (size + 1) // 2
-    broken = fx.pick_corrupt(seed, list(range(n_images)), corrupt, "images")
-    rng = fx.rng_for(seed, "textvqa")
-    rows = []
-    for s in range(n_images):
-        top, bottom = rng.sample(WORDS, 2)
-        number = str(rng.randint(1, 99))
-        image, draw = fx.canvas(IMAGE_SIZE, BACKGROUNDS[s % len(BACKGROUNDS)])
-        draw.rectangle((8, 8, 88, 40), outline=(0, 0, 0), width=2)
-        fx.draw_label(draw, top, 48, 14, size=16)
-        fx.draw_label(draw, bottom, 30, 56, size=14)
-        fx.draw_label(draw, number, 72, 56, size=18, fill=fx.COLOURS["red"])
-        data = fx.encode(image, "JPEG")
-        data = fx.truncate(data) if s in broken else data
-        image_id = f"{seed:04x}{s:012x}"
-        questions = (("what does the sign say?", top), ("what number is shown in red?", number))
-        for question, truth in questions:
-            if len(rows) == size:
-                break
-            rows.append(
-                {
-                    "image_id": image_id,
-                    "question_id": 34602 + len(rows),  # TextVQA's validation question ids start at 34602
-                    "question": question,
-                    "question_tokens": question.rstrip("?").split() + ["?"],
-                    "image": {"bytes": data, "path": None},
-                    "image_width": IMAGE_SIZE,
-                    "image_height": IMAGE_SIZE,
-                    "flickr_original_url": f"https://example.invalid/{image_id}_o.jpg",
-                    "flickr_300k_url": f"https://example.invalid/{image_id}_z.jpg",
-                    "answers": _answers(truth, rng),
-                    "image_classes": ["Sign"],
-                    "set_name": "val",
-                    "ocr_tokens": [top, bottom, number] if rng.random() < 0.8 else [top, number],
-                }
-            )
-    write_hub_parquet(Path(raw_dir) / FIXTURE_FILE, SCHEMA, rows, FEATURES)
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -157,23 +97,20 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = register(
-    BenchmarkKind(
-        name="textvqa",
-        protocol="short_answer",
-        metric="vqa_accuracy",
-        breakdown_by=(),
-        description="TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy over 10 answers.",
-        templates=(),
-        expected_count=5000,
-        raw_files=(FILE_PATTERN,),
-        write_fixture=write_fixture,
-        adapt=adapt,
-        fixture_defaults={"seed": 0, "size": 12, "corrupt": 0},
-        parser="short_answer",
-        lenient_parsers={"*": "short_answer_lenient"},
-        # The pin is the commit a public build script downloads data/validation-0000{0,1,2}-of-00003.parquet
-        # from (with their sha256 491649b5..., 909ad12a..., a770d03e...).
-        hub={"repo": "lmms-lab/textvqa", "revision": "9c0699cd19768ac5ab97568f6b3cbac4c0062884", "split": "validation"},
-    )
+KIND = BenchmarkKind(
+    name="textvqa",
+    protocol="short_answer",
+    shape=SHORT_ANSWER,
+    metric="vqa_accuracy",
+    breakdown_by=(),
+    description="TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy over 10 answers.",
+    templates=(),
+    expected_count=5000,
+    raw_files=(FILE_PATTERN,),
+    adapt=adapt,
+    parser="short_answer",
+    lenient_parsers={"*": "short_answer_lenient"},
+    # The pin is the commit a public build script downloads data/validation-0000{0,1,2}-of-00003.parquet
+    # from (with their sha256 491649b5..., 909ad12a..., a770d03e...).
+    hub={"repo": "lmms-lab/textvqa", "revision": "9c0699cd19768ac5ab97568f6b3cbac4c0062884", "split": "validation"},
 )

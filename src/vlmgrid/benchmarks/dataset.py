@@ -1,9 +1,11 @@
-"""prepare / load / verify a benchmark folder (data/<bench>/, see docs/formats.md).
+"""A prepared benchmark folder (data/<bench>/, see docs/formats.md): its manifest, verify, load, the checks of
+canonical records, and prepare.
 
 prepare_benchmark is idempotent: a folder whose manifest matches the settings and whose files all match
 their hashes is left untouched; a tampered folder is an error (never a silent re-download); changed settings
 rebuild from scratch, and so does an edit of a local source's raw files (a new version of the user's data).
-manifest.json is written last, so a present manifest means a complete prepare.
+manifest.json is written last, so a present manifest means a complete prepare. A fixture source needs the
+kind's fixture writer, which the caller passes in (`fixture=`; the prepare stage does, vlmgrid.stages.prepare).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import pyarrow.parquet as pq
 
 import vlmgrid
 from vlmgrid import fileio
-from vlmgrid.benchmarks.kinds import BENCHMARKS, BenchmarkKind
+from vlmgrid.benchmarks.catalog import BENCHMARKS
+from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.benchmarks.rawio import IMAGE_SOURCES
-from vlmgrid.benchmarks.sources import (check_source, data_settings, expected_items, fetch_source, local_folder,
-                                        local_raw_files)
+from vlmgrid.benchmarks.sources import (Fixture, check_source, data_settings, expected_items, fetch_source,
+                                        local_folder, local_raw_files)
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR
 
@@ -35,7 +38,6 @@ RECORDS = "records.parquet"
 CLASSES = "classes.json"
 SYNONYMS = "synonyms.json"
 DERIVED = ("images", RECORDS, CLASSES, SYNONYMS, IMAGE_SOURCES)
-MAX_OPTIONS = 26  # the protocols letter a multiple-choice item's options A to Z
 CANONICAL = pa.schema(
     [
         ("id", pa.string()),
@@ -173,30 +175,10 @@ def _records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str
         where = f"{label}: item {row.id!r}"
         if not isinstance(row.question, str):
             raise VlmgridError(f"{where} has question {row.question!r}, not text; the adapter needs a fix (\"\" when there is none)")
-        if kind.protocol in ("yes_no", "short_answer") and not row.question.strip():
+        if kind.shape.needs_question and not row.question.strip():
             # the question is all there is to answer: a model asked nothing would be scored on noise
             raise VlmgridError(f"{where} has an empty question; the raw file is damaged (re-download it) or the adapter needs a fix")
-        if kind.protocol == "classification":
-            labels = classes or []
-            if options:
-                raise VlmgridError(f"{where} has options, but classification items keep their classes in classes.json")
-        elif kind.protocol == "yes_no":
-            labels = options
-            if options != ["yes", "no"]:
-                raise VlmgridError(f"{where} has options {options!r}; yes/no items must have ['yes', 'no']")
-        elif kind.protocol == "short_answer":
-            labels = options
-            if options or index != -1:
-                raise VlmgridError(f"{where} has options {options!r} / answer_index {index}; short-answer items have no options and answer_index -1: the adapter needs a fix")
-        elif kind.protocol == "ranking":
-            labels = options  # a query's candidates, as many as the benchmark gives (DANCE: 50), not lettered
-            if len(options) < 2:
-                raise VlmgridError(f"{where} has {len(options)} candidate(s); a ranking query needs at least 2: the adapter needs a fix")
-        else:
-            labels = options
-            if not 2 <= len(options) <= MAX_OPTIONS:
-                raise VlmgridError(f"{where} has {len(options)} option(s); multiple-choice items need at least 2 and at "
-                                   f"most {MAX_OPTIONS} (lettered A to Z): the raw file is damaged or the adapter needs a fix")
+        labels = kind.shape.labels(options, index, classes, where)  # the shape's own checks
         if index != -1 and not 0 <= index < len(labels):
             raise VlmgridError(f"{where} has answer_index {index}, outside 0..{len(labels) - 1}; the raw file is damaged or the adapter needs a fix")
         if index != -1 and labels[index] != answer:
@@ -255,8 +237,9 @@ def _json_plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -> dict:
-    """Fetch, adapt, validate and hash one benchmark into bench_dir; returns its manifest."""
+def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *, fixture: Fixture | None = None) -> dict:
+    """Fetch, adapt, validate and hash one benchmark into bench_dir; returns its manifest. `fixture`: the kind's
+    fixture (vlmgrid.fixtures.kinds.BENCHMARK_FIXTURES), needed by a fixture source only."""
     bench_dir = Path(bench_dir)
     label = f"benchmark {name}"
     if not isinstance(settings, Mapping) or "kind" not in settings:
@@ -264,7 +247,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
     kind = BENCHMARKS.get(settings["kind"])
     if "source" not in settings:
         raise VlmgridError(f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or {json.dumps(kind.default_source)})")
-    source = _json_plain(check_source(kind, settings["source"], label))
+    source = _json_plain(check_source(kind, settings["source"], label, fixture))
 
     expected = expected_items(kind, source)
     old = _read_manifest(bench_dir)
@@ -289,13 +272,13 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
     _clear(bench_dir, keep_raw=keep_raw)
     bench_dir.mkdir(parents=True, exist_ok=True)
 
-    fetched = fetch_source(kind, source, bench_dir, label)
+    fetched = fetch_source(kind, source, bench_dir, label, fixture)
     adapted = kind.adapt(fetched.raw_dir, bench_dir)
     table = _records_table(adapted.records, kind, adapted.classes, bench_dir, label)
     _check_count(table.num_rows, source, kind, fetched.raw_dir)
     with fileio.atomic_path(bench_dir / RECORDS) as tmp:
         pq.write_table(table, tmp)
-    if kind.protocol == "classification":
+    if kind.shape.has_classes:
         fileio.write_json(bench_dir / CLASSES, list(adapted.classes or []))
         fileio.write_json(bench_dir / SYNONYMS, {name: list(alternatives) for name, alternatives in (adapted.synonyms or {}).items()})
 
@@ -331,7 +314,7 @@ def load_benchmark(bench_dir: Path) -> Benchmark:
     verify_benchmark(bench_dir, full=False)
     records = pd.read_parquet(bench_dir / RECORDS)
     classes, synonyms = None, None
-    if kind.protocol == "classification":
+    if kind.shape.has_classes:
         classes = json.loads((bench_dir / CLASSES).read_text("utf-8"))
         if (bench_dir / SYNONYMS).is_file():  # absent in folders prepared before synonyms were kept
             synonyms = json.loads((bench_dir / SYNONYMS).read_text("utf-8"))

@@ -1,0 +1,69 @@
+"""Source stamps: what a benchmark's prepare reads from outside vlmgrid's own folders (a local source's raw
+files, listed with their sizes and modification times), so that a workflow prepares a benchmark again when
+they change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from vlmgrid import fileio
+from vlmgrid.benchmarks.catalog import BENCHMARKS
+from vlmgrid.benchmarks.sources.local import local_folder, local_raw_files
+
+
+def source_stamp(settings: Mapping[str, Any]) -> dict:
+    """What a benchmark's prepare reads from outside vlmgrid's own folders, in a form that changes when that does.
+
+    For a `local` source: the folder and every file of it that the kind reads, as [path relative to the folder,
+    size in bytes, modification time in ns], so that an edited, added or removed raw file changes the stamp
+    (the workflows give it to prepare as an input: Snakemake as a param, DVC as a stamp file). The files are
+    only listed, never read: this runs on every workflow start. Any other source is stamped by its type alone,
+    as its settings (a param of prepare already) decide its files, and prepare checks them itself.
+    """
+    source = settings.get("source") if isinstance(settings, Mapping) else None
+    kind_name = settings.get("kind") if isinstance(settings, Mapping) else None
+    if not isinstance(source, Mapping) or source.get("type") != "local" or not source.get("path"):
+        return {"type": source.get("type") if isinstance(source, Mapping) else None}
+    raw_dir = local_folder(source)
+    if kind_name not in BENCHMARKS:
+        return {"type": "local", "path": str(raw_dir), "files": []}
+    files = []
+    for path in local_raw_files(BENCHMARKS.get(kind_name), raw_dir):
+        try:
+            stat = path.stat()
+        except OSError:  # removed while listed: the next run sees it gone
+            continue
+        files.append([path.relative_to(raw_dir).as_posix(), stat.st_size, stat.st_mtime_ns])
+    return {"type": "local", "path": str(raw_dir), "files": files}
+
+
+def source_fingerprint(settings: Mapping[str, Any]) -> str:
+    """sha256 of source_stamp(settings): one short value that changes when a local source's files do."""
+    return fileio.sha256_json(source_stamp(settings))
+
+
+def write_source_stamps(benchmarks: Mapping[str, Mapping[str, Any]], folder: Path) -> list[str]:
+    """Write `<name>.json` (source_stamp, with the benchmark's name) into `folder` for each benchmark, and remove
+    any other stamp there; a stamp whose text is unchanged is not rewritten. Returns the names written."""
+    folder = Path(folder)
+    written = []
+    for name, settings in benchmarks.items():
+        path = folder / f"{name}.json"
+        # one file entry a line: a stamp of a big folder stays readable, and a diff shows what changed
+        stamp = {"benchmark": name, **source_stamp(settings)}
+        files = stamp.pop("files", None)
+        text = json.dumps(stamp, ensure_ascii=False)[:-1]
+        if files is not None:
+            lines = ",\n  ".join(json.dumps(entry, ensure_ascii=False) for entry in files)
+            text += f', "files": [\n  {lines}\n]' if files else ', "files": []'
+        text += "}\n"
+        if path.is_file() and path.read_text("utf-8") == text:
+            continue
+        fileio.write_text(path, text)
+        written.append(name)
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        if path.stem not in benchmarks:
+            path.unlink()
+    return written

@@ -1,0 +1,68 @@
+"""The prepare stage: download or generate a benchmark, normalise it and hash it; source stamps; verify.
+
+A `source: {type: fixture}` benchmark is a small fake copy in the kind's real raw format, whose writer
+(vlmgrid.fixtures.kinds.BENCHMARK_FIXTURES, by kind name) this stage hands to vlmgrid.benchmarks, which never
+imports the fixtures itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from vlmgrid import paths
+from vlmgrid.benchmarks import dataset
+from vlmgrid.benchmarks.stamps import write_source_stamps
+from vlmgrid.config import Config
+
+if TYPE_CHECKING:
+    from vlmgrid.fixtures.kinds import BenchmarkFixture
+
+log = logging.getLogger(__name__)
+
+__all__ = ["fixture_for", "prepare", "prepare_benchmark", "stamp_sources", "verify"]
+
+
+def fixture_for(settings: Mapping[str, Any]) -> BenchmarkFixture | None:
+    """The fixture writer of a benchmark whose source is a fixture; None for any other source
+    (and for settings without a known kind: prepare then says what is wrong with them)."""
+    source = settings.get("source") if isinstance(settings, Mapping) else None
+    if not isinstance(source, Mapping) or source.get("type") != "fixture":
+        return None
+    from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
+
+    kind = settings.get("kind")
+    return BENCHMARK_FIXTURES.get(kind) if isinstance(kind, str) and kind in BENCHMARK_FIXTURES else None
+
+
+def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -> dict:
+    """Fetch (or generate), adapt, validate and hash one benchmark into bench_dir; returns its manifest.
+
+    Idempotent: a folder whose manifest matches the settings and whose files match their hashes is left as it is
+    (vlmgrid.benchmarks.dataset.prepare_benchmark says when it is rebuilt).
+    """
+    return dataset.prepare_benchmark(name, settings, bench_dir, fixture=fixture_for(settings))
+
+
+def prepare(config: Config, benchmark: str) -> dict:
+    """`vlmgrid prepare`: the config's benchmark prepared into data/<benchmark>/; returns its manifest."""
+    manifest = prepare_benchmark(benchmark, config.benchmark(benchmark), paths.bench_dir(config.data_dir, benchmark))
+    log.info(f"{benchmark}: {manifest['n_items']} items, fingerprint {manifest['fingerprint'][:12]}")
+    return manifest
+
+
+def stamp_sources(config: Config) -> list[str]:
+    """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and times), one
+    file per benchmark in the stamps folder, for DVC's prepare stages; returns the names whose stamp changed."""
+    folder = paths.source_stamps_dir(config.data_dir)
+    written = write_source_stamps({name: config.benchmark(name) for name in config.benchmarks}, folder)
+    local = sum(config.benchmark(name)["source"].get("type") == "local" for name in config.benchmarks)
+    log.info(f"{folder}: {len(config.benchmarks)} source stamps ({local} local), {len(written)} changed")
+    return written
+
+
+def verify(config: Config, benchmark: str) -> None:
+    """`vlmgrid verify`: every file of the prepared benchmark checked against its manifest."""
+    dataset.verify_benchmark(paths.bench_dir(config.data_dir, benchmark), full=True)
+    log.info(f"{benchmark}: every file matches its manifest")
