@@ -10,7 +10,7 @@ from vlmgrid.gpu import acquire_gpu, visible_gpus
 HOLDER = textwrap.dedent("""
     import os, sys, time
     from vlmgrid.gpu import acquire_gpu
-    lease = acquire_gpu(poll_seconds=0.1, say=lambda text: None)
+    lease = acquire_gpu(poll_seconds=0.1)
     print(os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
     time.sleep(60)
 """)

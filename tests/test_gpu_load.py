@@ -12,9 +12,10 @@ import sys
 import textwrap
 
 HOLDER = textwrap.dedent("""
-    import os, sys, time
+    import logging, os, sys, time
     from vlmgrid.gpu import acquire_gpu
-    lease = acquire_gpu(poll_seconds=0.05, say=lambda text: print(text, file=sys.stderr, flush=True))
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    lease = acquire_gpu(poll_seconds=0.05)
     print(os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
     time.sleep(60)
 """)

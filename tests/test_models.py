@@ -6,7 +6,7 @@ from PIL import Image
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models import BACKENDS, OptionRequest
-from vlmgrid.models.fetch import fetch_model
+from vlmgrid.stages.fetch import fetch_model
 
 TINY = {
     "backend": "open_clip",
@@ -194,3 +194,16 @@ def test_generation_preset_fills_the_keys_the_model_does_not_set():
     assert own["generation"]["max_new_tokens"] == 64 and own["image_size"] == 336
     with pytest.raises(VlmgridError, match="generation preset 'paper' is unknown; use one of kaleidoscope"):
         resolve_generation({"generation": {"preset": "paper"}})
+
+
+def test_a_fixture_source_is_written_by_the_writer_it_is_handed(tmp_path):
+    from vlmgrid.fixtures.models import MODEL_FIXTURES
+
+    assert MODEL_FIXTURES.names() == ["hf", "open_clip"] and all(name in BACKENDS for name in MODEL_FIXTURES)
+    hf = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}}
+    for settings in (TINY, hf):
+        with pytest.raises(VlmgridError, match="is a tiny test model that only `vlmgrid fetch-model` can build"):
+            BACKENDS.get(settings["backend"]).fetch(settings, tmp_path)
+    seen = []
+    fixture = MODEL_FIXTURES.get("open_clip").__class__("open_clip", lambda source, folder: seen.append(source) or {})
+    assert BACKENDS.get("open_clip").fetch(TINY, tmp_path, fixture=fixture) == {} and seen == [TINY["source"]]

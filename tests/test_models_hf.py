@@ -12,9 +12,10 @@ pytest.importorskip("transformers")
 
 from vlmgrid.errors import VlmgridError  # noqa: E402
 from vlmgrid.fileio import sha256_file  # noqa: E402
+from vlmgrid.fixtures.models import MODEL_FIXTURES  # noqa: E402
+from vlmgrid.fixtures.models.tiny_hf import FAMILIES, write_tiny_checkpoint  # noqa: E402
 from vlmgrid.models.base import GenerateRequest, OptionRequest  # noqa: E402
 from vlmgrid.models.hf_backend import Hf  # noqa: E402
-from vlmgrid.models.tiny_hf import FAMILIES, write_tiny_checkpoint  # noqa: E402
 
 
 def _settings(family: str, **extra) -> dict:
@@ -37,7 +38,7 @@ def checkpoints(tmp_path_factory):
             pytest.importorskip("num2words", reason="the SmolVLM processor needs num2words")
         if family not in made:
             made[family] = root / family
-            Hf.fetch(_settings(family), made[family])
+            Hf.fetch(_settings(family), made[family], fixture=MODEL_FIXTURES.get("hf"))
         return made[family]
 
     return get
@@ -158,8 +159,8 @@ def test_continuations_reuse_the_prefix_and_equal_full_forwards(models, family):
 def test_fixture_fetch_is_byte_identical(tmp_path, family):
     if family == "smolvlm":
         pytest.importorskip("num2words", reason="the SmolVLM processor needs num2words")
-    first = Hf.fetch(_settings(family), tmp_path / "one")
-    second = Hf.fetch(_settings(family), tmp_path / "two")
+    first = Hf.fetch(_settings(family), tmp_path / "one", fixture=MODEL_FIXTURES.get("hf"))
+    second = Hf.fetch(_settings(family), tmp_path / "two", fixture=MODEL_FIXTURES.get("hf"))
     assert sorted(first) == sorted(second) and "model.safetensors" in first and "tokenizer.json" in first
     assert {name: sha256_file(path) for name, path in first.items()} == {
         name: sha256_file(path) for name, path in second.items()}
@@ -260,7 +261,7 @@ def test_importing_models_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, vlmgrid.models, vlmgrid.models.hf_backend, vlmgrid.models.tiny_hf; print('torch' in sys.modules)"
+    code = "import sys, vlmgrid.models, vlmgrid.models.hf_backend, vlmgrid.fixtures.models.tiny_hf; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -331,7 +332,7 @@ def test_model_class_by_name_and_eager_fallback(checkpoints, monkeypatch, caplog
 
 def test_fetch_model_manifest_and_registry(tmp_path):
     from vlmgrid.models import BACKENDS
-    from vlmgrid.models.fetch import fetch_model
+    from vlmgrid.stages.fetch import fetch_model
 
     assert BACKENDS.get("hf") is Hf
     settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 3}}

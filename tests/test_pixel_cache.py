@@ -10,7 +10,7 @@ from PIL import Image
 from vlmgrid import pixel_cache
 from vlmgrid.models import BACKENDS
 from vlmgrid.models import open_clip_backend
-from vlmgrid.models.open_clip_backend import write_tiny_open_clip
+from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
 
 SETTINGS = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": 2}
 

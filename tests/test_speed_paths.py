@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from vlmgrid.benchmarks.kinds import BENCHMARKS
-from vlmgrid.benchmarks.prepare import Benchmark
+from vlmgrid.benchmarks import BENCHMARKS
+from vlmgrid.benchmarks.dataset import Benchmark
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.models import BACKENDS
 from vlmgrid.models import open_clip_backend
-from vlmgrid.models.open_clip_backend import write_tiny_open_clip
+from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
 from vlmgrid.protocols.classification import embed_strategy
 
 # no pixel cache: every call here decodes, so the decoding paths are the ones compared
@@ -158,12 +158,13 @@ def _hf_image(seed: int):
 
 @pytest.fixture(scope="module")
 def llava(tmp_path_factory):
+    from vlmgrid.fixtures.models import MODEL_FIXTURES
     from vlmgrid.models.hf_backend import Hf
 
     model_dir = tmp_path_factory.mktemp("llava")
     settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}, "precision": "fp32",
                 "batch_size": 2, "generation": {"max_new_tokens": 4}}
-    Hf.fetch(settings, model_dir)
+    Hf.fetch(settings, model_dir, fixture=MODEL_FIXTURES.get("hf"))
     return Hf.load(settings, model_dir, "cpu")
 
 

@@ -8,6 +8,7 @@ the kernel when the process dies, even on SIGKILL) and sets CUDA_VISIBLE_DEVICES
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import subprocess
 import sys
@@ -15,7 +16,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
+
+log = logging.getLogger(__name__)
 
 # Pretend this many GPUs exist (tests, and machines where nvidia-smi is absent but GPUs are known).
 GPU_COUNT_ENV = "VLMGRID_GPU_COUNT"
@@ -68,12 +71,11 @@ def _try_lock(path: Path) -> IO | None:
     return handle
 
 
-def acquire_gpu(environ=os.environ, poll_seconds: float = 5.0,
-                say: Callable[[str], None] = lambda text: print(text, file=sys.stderr)) -> GpuLease:
+def acquire_gpu(environ=os.environ, poll_seconds: float = 5.0) -> GpuLease:
     """Lock a free GPU, waiting while all are busy; with no GPU, return a lease for the CPU.
 
     Sets CUDA_VISIBLE_DEVICES in `environ` to the locked GPU (or to "" on the CPU), so it must run before
-    torch initialises CUDA.
+    torch initialises CUDA. Logs the GPU it took, and once that it waits when all are busy.
     """
     gpus = visible_gpus(environ)
     if not gpus:
@@ -89,9 +91,9 @@ def acquire_gpu(environ=os.environ, poll_seconds: float = 5.0,
             handle = _try_lock(directory / f"gpu{gpu}.lock")
             if handle is not None:
                 environ["CUDA_VISIBLE_DEVICES"] = gpu
-                say(f"using GPU {gpu}")
+                log.info("using GPU %s", gpu)
                 return GpuLease(gpu=gpu, handle=handle)
         if not waited:
-            say(f"all {len(gpus)} GPUs are busy; waiting for one to be free")
+            log.info("all %d GPUs are busy; waiting for one to be free", len(gpus))
             waited = True
         time.sleep(poll_seconds)

@@ -7,8 +7,6 @@ from vlmgrid.models.open_clip_backend import OpenClip
 from vlmgrid.models.openai_backend import OpenAI
 from vlmgrid.registry import Registry
 
-BACKENDS: Registry[type[Backend]] = Registry("model backend")
-for _backend in (Baseline, OpenClip, OpenAI, Hf):
-    BACKENDS.register(_backend.name, _backend)
+BACKENDS: Registry[type[Backend]] = Registry("model backend", [Baseline, OpenClip, OpenAI, Hf])
 
 __all__ = ["BACKENDS", "Backend", "OptionRequest"]

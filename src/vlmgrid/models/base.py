@@ -7,29 +7,46 @@ Capabilities (the protocols pick a strategy by them):
   log-probability of each letter as the next token after the prompt (one forward pass); otherwise the
   log-likelihood of each option text as the continuation of the prompt (the image + prompt prefix computed
   once and reused for every option, which is also how many candidates are ranked for one image).
+
+Also here: the named generation presets (GENERATION_PRESETS), the request and result records the protocols
+exchange with a backend, and the name of the manifest `vlmgrid fetch-model` writes into a model's folder.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import ClassVar, Protocol, Sequence
 
 from PIL.Image import Image
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.registry import Registry
 
-#: Named decoding settings, chosen by `generation: {preset: NAME}`. A preset fills the generation keys the
-#: model does not set itself, and the model's `image_size` unless it has one. Greedy decoding (no preset)
-#: stays the default, for determinism.
-GENERATION_PRESETS: dict[str, dict] = {
+#: What `vlmgrid fetch-model` writes last into a model's folder: the files' hashes and their fingerprint.
+MANIFEST = "model.json"
+
+
+@dataclass(frozen=True)
+class GenerationPreset:
+    """Named decoding settings, chosen by `generation: {preset: NAME}`: the generation keys it fills where the
+    model does not set them itself, and the model's `image_size` unless it has one."""
+
+    name: str
+    generation: dict
+    image_size: int | None = None
+
+
+#: The presets by name. Greedy decoding (no preset) stays the default, for determinism.
+GENERATION_PRESETS: Registry[GenerationPreset] = Registry("generation preset", [
     # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): sampling at temperature 0.7 and top-p
     # 0.9, up to 1,024 new tokens, images resized to 512 x 512.
-    "kaleidoscope": {
-        "generation": {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024},
-        "image_size": 512,
-    },
-}
+    GenerationPreset(
+        name="kaleidoscope",
+        generation={"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024},
+        image_size=512,
+    ),
+])
 
 
 def resolve_generation(settings: dict) -> dict:
@@ -39,13 +56,27 @@ def resolve_generation(settings: dict) -> dict:
     if name is None:
         return settings
     if name not in GENERATION_PRESETS:
-        raise VlmgridError(f"generation preset {name!r} is unknown; use one of {', '.join(sorted(GENERATION_PRESETS))} "
+        raise VlmgridError(f"generation preset {name!r} is unknown; use one of {', '.join(GENERATION_PRESETS)} "
                            f"or set the generation keys yourself")
-    preset = GENERATION_PRESETS[name]
-    resolved = {**settings, "generation": {**preset["generation"], **generation}}
-    if "image_size" in preset and settings.get("image_size") is None:
-        resolved["image_size"] = preset["image_size"]
+    preset = GENERATION_PRESETS.get(name)
+    resolved = {**settings, "generation": {**preset.generation, **generation}}
+    if preset.image_size is not None and settings.get("image_size") is None:
+        resolved["image_size"] = preset.image_size
     return resolved
+
+
+class FixtureWriter(Protocol):
+    """What writes a backend's tiny test model (`source: {type: fixture}`); the fetch-model stage passes it in."""
+
+    def write(self, source: dict, model_dir: Path) -> dict[str, Path]: ...
+
+
+def write_fixture(backend: str, source: dict, model_dir: Path, fixture: FixtureWriter | None) -> dict[str, Path]:
+    """The files of a `source: {type: fixture}` model, written into model_dir by `fixture`."""
+    if fixture is None:
+        raise VlmgridError(f"a {backend} model with `source: {{type: fixture}}` is a tiny test model that only "
+                           f"`vlmgrid fetch-model` can build; fetch it with `vlmgrid fetch-model`")
+    return fixture.write(source, Path(model_dir))
 
 
 @dataclass(frozen=True)
@@ -141,8 +172,11 @@ class Backend:
         return cls.capabilities
 
     @classmethod
-    def fetch(cls, settings: dict, model_dir: Path) -> dict[str, Path]:
-        """Put what `load` needs into model_dir (download or build); return the files written, by name."""
+    def fetch(cls, settings: dict, model_dir: Path, fixture: FixtureWriter | None = None) -> dict[str, Path]:
+        """Put what `load` needs into model_dir (download or build); return the files written, by name.
+
+        A `source: {type: fixture}` is built by `fixture`, the backend's tiny-model writer (see write_fixture).
+        """
         return {}
 
     @classmethod

@@ -1,8 +1,9 @@
 """open_clip contrastive models: image and text embeddings.
 
 Every source ends as a folder in open_clip's hub layout (open_clip_config.json + weights), and `load` always
-goes through open_clip's own `local-dir:` loading path, so a fixture model and a real checkpoint are loaded
-by the same code and inference never needs the network.
+goes through open_clip's own `local-dir:` loading path, so a fixture model (a tiny random checkpoint, which
+`fetch` has the writer it is handed build) and a real checkpoint are loaded by the same code and inference
+never needs the network.
 
 `embed_image_files` reads images from their files: threads decode them and run the preprocessing's PIL steps
 a few batches ahead of the model, and the tensor steps (to float, normalise) run on
@@ -14,7 +15,6 @@ next pass over the same files at the same preprocessing reads them instead of de
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -25,105 +25,23 @@ import numpy as np
 
 from vlmgrid import pixel_cache
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import write_json
 from vlmgrid.hub import hub_errors
-from vlmgrid.fileio import atomic_path, write_json
 from vlmgrid.images import ImageError, open_rgb
-from vlmgrid.models.base import Backend
+from vlmgrid.models.base import MANIFEST, Backend, write_fixture
 
 CONFIG_NAME = "open_clip_config.json"
 WEIGHTS_NAME = "open_clip_model.safetensors"
 _WEIGHT_CANDIDATES = ("open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
                       "open_clip_pytorch_model.bin")
-# A ViT CLIP small enough for tests and the offline grid (about 7 MB, most of it the 49,408-token embedding).
-TINY_MODEL_CFG = {
-    "embed_dim": 32,
-    "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
-    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2},
-}
 # Image files are decoded and resized by this many threads (PIL releases the GIL while it decodes and
 # resamples), a few batches ahead of the model, so the accelerator does not wait on one CPU core.
 DECODE_WORKERS = min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 DECODE_AHEAD = 3  # batches decoded ahead of the one the model is running
-_OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
-_OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
-
-
 TEXT_TOWER_DIR = "text_tower"  # the transformers config of a multilingual (xlm-roberta-like) text tower
 
-# Words in several scripts, so the tiny multilingual tokenizer learns merges beyond ASCII.
-_MULTILINGUAL_WORDS = (
-    "a photo of the cat dog flower food car une photo du chat chien fleur voiture ein Foto der Katze Hund "
-    "Blume una foto del gato perro flor comida ফটো বিড়াল кошка собака фото цветок صورة قطة كلب زهرة "
-    "तस्वीर बिल्ली कुत्ता फूल 猫 犬 花 写真 食べ物 사진 고양이 개 꽃 yes no A B C D"
-).split()
 
-
-def write_tiny_open_clip(model_dir: Path, seed: int = 0, model_cfg: dict | None = None,
-                         text_tower: dict | None = None) -> dict[str, Path]:
-    """A random-initialised open_clip checkpoint in the hub layout, loadable with `local-dir:`."""
-    source = {"type": "fixture", "seed": seed, "model_cfg": model_cfg or TINY_MODEL_CFG}
-    if text_tower is not None:
-        source["text_tower"] = text_tower
-    return _fetch_fixture(source, Path(model_dir))
-
-
-def _write_tiny_text_tower(spec: dict, model_dir: Path) -> tuple[dict, dict[str, Path]]:
-    """A tiny XLM-RoBERTa text tower (config + locally trained tokenizer); returns the text_cfg using it."""
-    from transformers import PreTrainedTokenizerFast, XLMRobertaConfig
-
-    from vlmgrid.models.local_tokenizer import train_bpe
-
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=train_bpe(_MULTILINGUAL_WORDS, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], 400),
-        bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>",
-    )
-    before = set(model_dir.iterdir())
-    tokenizer.save_pretrained(model_dir)  # open_clip reads a local-dir model's tokenizer from the folder itself
-    width = int(spec.get("width", 32))
-    XLMRobertaConfig(
-        vocab_size=len(tokenizer), hidden_size=width, num_hidden_layers=int(spec.get("layers", 2)),
-        num_attention_heads=int(spec.get("heads", 2)), intermediate_size=2 * width,
-        max_position_embeddings=80, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    ).save_pretrained(model_dir / TEXT_TOWER_DIR)
-    written = {path.name: path for path in set(model_dir.iterdir()) - before if path.is_file()}
-    written[f"{TEXT_TOWER_DIR}/config.json"] = model_dir / TEXT_TOWER_DIR / "config.json"
-    text_cfg = {"hf_model_name": "xlm-roberta-base", "hf_tokenizer_name": "xlm-roberta-base",
-                "hf_proj_type": "mlp", "hf_pooler_type": "mean_pooler", "context_length": 32}
-    return text_cfg, written
-
-
-def _fetch_fixture(source: dict, model_dir: Path) -> dict[str, Path]:
-    import open_clip
-    import torch
-    from safetensors.torch import save_file
-
-    model_cfg = dict(source["model_cfg"])
-    extra: dict[str, Path] = {}
-    if "text_tower" in source:
-        model_cfg["text_cfg"], extra = _write_tiny_text_tower(source["text_tower"], model_dir)
-    config = {
-        "model_cfg": model_cfg,
-        "preprocess_cfg": {"mean": list(_OPENAI_MEAN), "std": list(_OPENAI_STD),
-                           "interpolation": "bicubic", "resize_mode": "shortest"},
-    }
-    config_path = model_dir / CONFIG_NAME
-    write_json(config_path, config)
-    torch.manual_seed(int(source.get("seed", 0)))
-    # open_clip warns that no weights were found: true, and the point of a fixture; keep the log clean.
-    logging.disable(logging.WARNING)
-    try:
-        model = open_clip.create_model(f"local-dir:{model_dir}", device="cpu", **_local_text_tower(model_cfg, model_dir))
-    finally:
-        logging.disable(logging.NOTSET)
-    state = {key: value.detach().contiguous() for key, value in model.state_dict().items()}
-    weights_path = model_dir / WEIGHTS_NAME
-    with atomic_path(weights_path) as tmp:
-        save_file(state, str(tmp))
-    return {CONFIG_NAME: config_path, WEIGHTS_NAME: weights_path, **extra}
-
-
-def _local_text_tower(model_cfg: dict, model_dir: Path) -> dict:
+def local_text_tower(model_cfg: dict, model_dir: Path) -> dict:
     """create_model arguments that build a transformers text tower from the copy in model_dir, offline.
 
     open_clip would otherwise ask the hub for the tower's config by name (e.g. "xlm-roberta-base") at every
@@ -226,7 +144,6 @@ def _fetch_hf_hub(source: dict, model_dir: Path) -> dict[str, Path]:
 def _weights_fingerprint(model_dir: Path) -> str:
     """The fingerprint fetch-model recorded for these files (their hashes), or a hash of the files now."""
     from vlmgrid.fileio import sha256_file
-    from vlmgrid.models.fetch import MANIFEST
 
     manifest = model_dir / MANIFEST
     if manifest.is_file():
@@ -234,7 +151,7 @@ def _weights_fingerprint(model_dir: Path) -> str:
     return sha256_file(next(model_dir.glob("*.safetensors"), model_dir / CONFIG_NAME))
 
 
-_FETCHERS = {"fixture": _fetch_fixture, "pretrained": _fetch_pretrained, "hf_hub": _fetch_hf_hub}
+_FETCHERS = {"pretrained": _fetch_pretrained, "hf_hub": _fetch_hf_hub}
 
 
 class OpenClip(Backend):
@@ -254,8 +171,10 @@ class OpenClip(Backend):
         self.dtype = dtype
 
     @classmethod
-    def fetch(cls, settings: dict, model_dir: Path) -> dict[str, Path]:
+    def fetch(cls, settings: dict, model_dir: Path, fixture=None) -> dict[str, Path]:
         source = settings["source"]
+        if source["type"] == "fixture":
+            return write_fixture(cls.name, source, model_dir, fixture)
         return _FETCHERS[source["type"]](source, model_dir)
 
     @classmethod
@@ -272,7 +191,7 @@ class OpenClip(Backend):
         name = f"local-dir:{model_dir}"
         model_cfg = json.loads((model_dir / CONFIG_NAME).read_text(encoding="utf-8"))["model_cfg"]
         model, _, preprocess = open_clip.create_model_and_transforms(
-            name, device=device, **_local_text_tower(model_cfg, model_dir))
+            name, device=device, **local_text_tower(model_cfg, model_dir))
         model = model.to(dtype=dtype).eval()
         tokenizer = open_clip.get_tokenizer(name)
         return cls(settings, model, preprocess, tokenizer, device, dtype, _weights_fingerprint(model_dir))

@@ -1,0 +1,99 @@
+"""Loading a transformers checkpoint for the `hf` backend, and downloading one from the hub.
+
+`load_pretrained` always goes through `AutoProcessor` and `AutoModelForImageTextToText` (or the class named by
+`model_class`), with the asked attention implementation or the next one that is available.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.hub import hub_errors
+
+log = logging.getLogger(__name__)
+
+
+def fetch_hub(source: dict, model_dir: Path) -> dict[str, Path]:
+    """A pinned snapshot of a hub repo (`source: {type: hf_hub, repo, revision}`) in model_dir; the files by name."""
+    from huggingface_hub import snapshot_download
+
+    repo, revision = source["repo"], source["revision"]
+    with hub_errors(repo, revision, f"model {repo}"):
+        snapshot_download(repo_id=repo, revision=revision, local_dir=model_dir)
+    return {
+        str(path.relative_to(model_dir)): path
+        for path in sorted(model_dir.rglob("*"))
+        if path.is_file() and ".cache" not in path.relative_to(model_dir).parts
+    }
+
+
+def needs_image(model) -> bool:
+    """Whether the model's forward cannot run without pixel_values (BLIP-2, InstructBLIP)."""
+    import inspect
+
+    parameter = inspect.signature(model.forward).parameters.get("pixel_values")
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def _from_pretrained(model_class, model_dir: Path, attn: str, kwargs: dict):
+    """Load with the asked attention implementation, falling back (flash_attention_2 -> sdpa -> eager) with a note."""
+    order = ["flash_attention_2", "sdpa", "eager"]
+    candidates = [attn] + [name for name in order[order.index(attn) + 1:]] if attn in order else [attn]
+    for position, name in enumerate(candidates):
+        try:
+            return model_class.from_pretrained(model_dir, attn_implementation=name, **kwargs)
+        except (ValueError, ImportError) as exc:
+            message = str(exc).lower()
+            if position == len(candidates) - 1 or not any(word in message for word in ("attn", "attention", "sdpa")):
+                raise
+            log.warning("%s: attn_implementation=%s is not available (%s); trying %s",
+                        model_dir, name, exc, candidates[position + 1])
+    raise AssertionError("unreachable")
+
+
+def _resolve_class(name: str):
+    import transformers
+
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        raise VlmgridError(f'transformers {transformers.__version__} has no class "{name}"; fix the model\'s model_class')
+    return cls
+
+
+def load_pretrained(settings: dict, model_dir: Path, device: str) -> tuple:
+    """(model, processor, device, dtype) of the checkpoint in model_dir, as the (complete) settings ask: on
+    `device` ("auto": cuda when available), in eval mode, its tokenizer padding on the left."""
+    import torch
+    from transformers import AutoProcessor
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise VlmgridError(f"{model_dir / 'config.json'} is missing; run `vlmgrid fetch-model` for this model first")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[settings["precision"]]
+    if device == "cpu":
+        dtype = torch.float32  # half precision on the CPU is slow and not what a reference run uses
+    remote = bool(settings.get("trust_remote_code", False))
+    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=remote,
+                                              **dict(settings.get("processor_kwargs") or {}))
+    model_class = _resolve_class(settings.get("model_class") or "AutoModelForImageTextToText")
+    kwargs: dict = {"dtype": dtype, "trust_remote_code": remote}
+    if settings.get("device_map") == "auto":
+        import importlib.util
+
+        if importlib.util.find_spec("accelerate") is None:
+            raise VlmgridError('device_map: auto needs the accelerate package; `pip install accelerate` '
+                               'or remove device_map from the model settings')
+        kwargs["device_map"] = "auto"
+    model = _from_pretrained(model_class, model_dir, settings.get("attn_implementation") or "sdpa", kwargs)
+    if "device_map" not in kwargs:
+        model = model.to(device)
+    model.eval()
+    tokenizer = getattr(processor, "tokenizer", processor)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, processor, device, dtype

@@ -1,0 +1,160 @@
+"""Option scoring for the `hf` backend.
+
+- letters: one forward pass per batch; the next-token log-softmax at the last prompt position, read at each
+  letter's token. Tokenizers differ in whether a letter after "ASSISTANT:" is the token "A" or " A" (byte-level
+  BPE has both, SentencePiece may only have "▁A"), so each letter is scored as the best of its plain and
+  space-prefixed spellings that are single tokens (an error if neither is);
+- continuations: the image + prompt prefix is computed once per request (use_cache=True), and the option texts,
+  tokenised on their own without special tokens and appended to the prompt tokens, are scored in batched
+  forwards that reuse copies of its KV cache; each option's score is the sum of its tokens' log-probabilities.
+  Option texts are appended as given: pass " yes" rather than "yes" where the model expects a space.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.models.base import OptionRequest, OptionScores
+from vlmgrid.models.hf_batching import Prefetched
+
+
+def _cache_of(output):
+    """The KV cache of a forward's output (`cache` from transformers 5.x, `past_key_values` before).
+
+    BLIP-2 and InstructBLIP keep it in their language model's output.
+    """
+    inner = output.get("language_model_outputs") if hasattr(output, "get") else None
+    if inner is not None:
+        output = inner
+    for name in ("cache", "past_key_values"):
+        cache = output.get(name) if hasattr(output, "get") else getattr(output, name, None)
+        if cache is not None:
+            return cache
+    raise VlmgridError(f"{type(output).__name__} returned no KV cache; continuation scoring needs a model with use_cache")
+
+
+def _cache_argument(model) -> str:
+    """The forward argument that takes a KV cache: `cache` where the model has it, else `past_key_values`."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+class HfOptionScoring:
+    """The option-scoring methods of the `hf` backend (mixed into `Hf`, whose model, tokenizer, request encoding
+    and batching they use)."""
+
+    def score_options(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
+        requests = list(requests)
+        results: list = [None] * len(requests)
+        lettered = [i for i, r in enumerate(requests) if r.letters]
+        if lettered:
+            for index, scores in zip(lettered, self._by_image(
+                    [requests[i] for i in lettered],
+                    Prefetched(self._inputs, self._score_letters, self._prefetch))):
+                results[index] = scores
+        for index, request in enumerate(requests):
+            if not request.letters:
+                results[index] = self._score_continuations(request)
+        return results
+
+    def letter_token_ids(self, letter: str) -> list[int]:
+        """The single-token spellings of a letter: plain and space-prefixed (whichever are one token)."""
+        if letter not in self._letter_ids:
+            ids = []
+            for text in (letter, " " + letter):
+                tokens = self.tokenizer.encode(text, add_special_tokens=False)
+                if len(tokens) == 1 and tokens[0] not in ids:
+                    ids.append(tokens[0])
+            if not ids:
+                raise VlmgridError(
+                    f'the letter "{letter}" is not a single token for {self._model_id()}; use option texts '
+                    "(continuation scoring) instead of letters for this model"
+                )
+            self._letter_ids[letter] = ids
+        return self._letter_ids[letter]
+
+    def _next_token_logprobs(self, inputs: dict):
+        import torch
+
+        with torch.inference_mode():
+            logits = self.model(**inputs, use_cache=False).logits
+        return torch.log_softmax(logits[:, -1].float(), dim=-1).cpu()
+
+    def _score_letters(self, requests: Sequence[OptionRequest], inputs: dict) -> list[OptionScores]:
+        logprobs = self._next_token_logprobs(inputs)
+        scores = []
+        for row, request in zip(logprobs, requests):
+            if len(request.letters) != len(request.options):
+                raise VlmgridError(f"item {request.id} has {len(request.options)} options but {len(request.letters)} letters")
+            total = [max(float(row[token]) for token in self.letter_token_ids(letter)) for letter in request.letters]
+            scores.append(OptionScores(total=total, tokens=[1] * len(total)))
+        return scores
+
+    def _text_model(self):
+        """What continues a cached prefix from token ids: the model, or its causal LM (BLIP-2, InstructBLIP)."""
+        language_model = getattr(self.model, "language_model", None)
+        if language_model is not None and getattr(language_model, "get_output_embeddings", lambda: None)() is not None:
+            return language_model
+        return self.model
+
+    def _score_continuations(self, request: OptionRequest) -> OptionScores:
+        import torch
+
+        inputs = self._cast(self._encode([request]))
+        # Multimodal RoPE models (Qwen2-VL, Qwen2.5-VL) keep the prefix's position offset in `rope_deltas`;
+        # clear a stale one so that a text-only prefix leaves none.
+        rope_owner = getattr(self.model, "model", None)
+        mrope = rope_owner is not None and hasattr(rope_owner, "rope_deltas")
+        if mrope:
+            rope_owner.rope_deltas = None
+        with torch.inference_mode():
+            prefix = self.model(**inputs, use_cache=True)
+        prefix_length = inputs["input_ids"].shape[1]
+        cache = _cache_of(prefix)
+        first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)
+        prefix_mask = inputs["attention_mask"]
+        option_ids = [self.tokenizer.encode(option, add_special_tokens=False) for option in request.options]
+        for option, ids in zip(request.options, option_ids):
+            if not ids:
+                raise VlmgridError(f"item {request.id} has an empty option {option!r}; every option needs text")
+        text_model = self._text_model()
+        pad = self.tokenizer.pad_token_id or 0
+
+        def run(chunk: Sequence[int]) -> list[float]:
+            longest = max(len(option_ids[i]) for i in chunk)
+            ids = torch.full((len(chunk), longest), pad, dtype=torch.long)
+            mask = torch.zeros((len(chunk), longest), dtype=prefix_mask.dtype)
+            for row, i in enumerate(chunk):  # right padding: pads come after an option's tokens
+                ids[row, :len(option_ids[i])] = torch.tensor(option_ids[i])
+                mask[row, :len(option_ids[i])] = 1
+            ids, mask = ids.to(prefix_mask.device), mask.to(prefix_mask.device)
+            past = copy.deepcopy(cache)
+            past.batch_repeat_interleave(len(chunk))
+            extra = {_cache_argument(text_model): past}
+            if mrope:  # the continuation's positions follow the prefix's, shifted by its rope delta (t, h, w alike)
+                delta = rope_owner.rope_deltas
+                offset = int(delta.reshape(-1)[0]) if delta is not None else 0
+                positions = torch.arange(longest, device=ids.device) + prefix_length + offset
+                extra["position_ids"] = positions.view(1, 1, -1).expand(3, len(chunk), -1)
+            with torch.inference_mode():
+                logits = text_model(
+                    input_ids=ids,
+                    attention_mask=torch.cat([prefix_mask.expand(len(chunk), -1), mask], dim=1),
+                    use_cache=True, **extra,
+                ).logits
+            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            totals = []
+            for row, i in enumerate(chunk):
+                tokens = option_ids[i]
+                total = float(first[tokens[0]])
+                if len(tokens) > 1:
+                    following = torch.tensor(tokens[1:], device=logprobs.device)
+                    total += float(logprobs[row, :len(tokens) - 1].gather(-1, following[:, None]).sum())
+                totals.append(total)
+            return totals
+
+        totals = self._batched(list(range(len(option_ids))), run)
+        return OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])
