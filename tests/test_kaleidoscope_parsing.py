@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from vlmgrid.protocols.parsing import PARSERS, parse
-from vlmgrid.protocols.parsing_exam import (
+from vlmgrid.protocols.parsing.exam import (
     AUTHORS_SCRIPT_LETTERS,
     choice_value,
     json_choice_index,

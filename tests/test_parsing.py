@@ -39,12 +39,12 @@ def test_registry_holds_every_parser_under_its_name():
         "short_answer", "short_answer_lenient", "open_class",
         "exam_json", "exam_tag", "exam_json_lenient", "exam_tag_lenient",
     ])
-    assert PARSERS.get("letter") is parse_letter
-    assert PARSERS.get("pope") is parse_pope
-    assert PARSERS.get("mme_lenient") is parse_mme_lenient
-    assert PARSERS.get("cvbench_lenient") is parse_cvbench_lenient
-    assert PARSERS.get("short_answer_lenient") is parse_short_answer_lenient
-    assert PARSERS.get("scienceqa") is parse_scienceqa
+    assert PARSERS.get("letter").read is parse_letter
+    assert PARSERS.get("pope").read is parse_pope
+    assert PARSERS.get("mme_lenient").read is parse_mme_lenient
+    assert PARSERS.get("cvbench_lenient").read is parse_cvbench_lenient
+    assert PARSERS.get("short_answer_lenient").read is parse_short_answer_lenient
+    assert PARSERS.get("scienceqa").read is parse_scienceqa
     assert parse("mme", "Yes", YES_NO) == Parsed("yes", 0)
     assert parse("open_class", "two cats", ["cat", "dog"]) == Parsed("cat", 0)
 

@@ -13,7 +13,7 @@ def test_every_benchmark_kind_names_a_registered_protocol_and_metric():
 
 def test_which_backend_can_run_which_protocol():
     from vlmgrid.models import BACKENDS
-    from vlmgrid.protocols import runnable
+    from vlmgrid.stages.plan import runnable
 
     expected = {
         "baseline": {"classification", "multiple_choice", "yes_no"},
@@ -46,3 +46,35 @@ def test_unknown_protocol_names_the_closest():
 
     with pytest.raises(VlmgridError, match='did you mean "yes_no"'):
         PROTOCOLS.get("yes-no")
+
+
+def test_every_paper_is_a_benchmark_kind_with_a_writer_and_captions():
+    from importlib import import_module
+    from pathlib import Path
+
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.report.papers import PAPER_LIST, PAPERS
+
+    captions = Path(__file__).resolve().parents[1] / "workflow" / "report"
+    assert sorted(paper.name for paper in PAPER_LIST) == PAPERS.names()
+    for paper in PAPER_LIST:
+        assert paper.name in BENCHMARKS, paper.name
+        module, function = paper.writer.split(":")
+        assert callable(getattr(import_module(module), function)), paper.writer
+        for file in paper.files:
+            assert file.folder in ("tables", "figures"), paper.name
+            assert (captions / f"{file.caption}.rst").is_file(), file.caption
+
+
+def test_the_config_schema_names_exactly_the_registered_kinds_sources_backends_and_presets():
+    """The schema enumerates these names so that loading a config imports no domain package."""
+    from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES
+    from vlmgrid.config import load_schema
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.models.base import GENERATION_PRESETS
+
+    defs = load_schema()["$defs"]
+    assert sorted(defs["benchmark"]["properties"]["kind"]["enum"]) == BENCHMARKS.names()
+    assert sorted(defs["source"]["properties"]["type"]["enum"]) == sorted(SOURCE_TYPES)
+    assert sorted(defs["model"]["properties"]["backend"]["enum"]) == BACKENDS.names()
+    assert sorted(defs["generation"]["properties"]["preset"]["enum"]) == GENERATION_PRESETS.names()

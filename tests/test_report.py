@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from vlmgrid import paths
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report import build_report
+from vlmgrid.report.outputs import report_files
 
 DASH = "\u2013"
 MODELS = ["clip_tiny", "big-vlm"]
@@ -116,7 +116,7 @@ def test_written_files(report):
     expected += [root / "figures" / n for n in ("main.png", "main.pdf")]
     assert written == expected
     # what the workflow declares as the report's outputs (no paper tables without their benchmark kinds)
-    assert [path for path, _ in paths.report_files(root, {"pope-fixture": "pope", "sqa_img": "scienceqa_img"})] \
+    assert [path for path, _ in report_files(root, {"pope-fixture": "pope", "sqa_img": "scienceqa_img"})] \
         == expected
     assert all(p.is_file() and p.stat().st_size > 0 for p in expected)
     # atomic writes leave no temporary files behind
@@ -373,7 +373,7 @@ def test_breakdown_group_without_counts(tmp_path):
 
 def test_legend_explains_headlines_that_are_not_plain_accuracy(tmp_path):
     from vlmgrid.report import load_grid
-    from vlmgrid.report.tables import legend
+    from vlmgrid.report.tables.main import legend
 
     def score(bench, metric):
         path = tmp_path / f"{bench}.json"
@@ -490,7 +490,7 @@ def test_variants_table(tmp_path):
 
 
 def test_natural_sort_of_variant_names():
-    from vlmgrid.report.tables import natural_key
+    from vlmgrid.report.tables.format import natural_key
 
     names = ["open-10", "closed-02", "open-2", "open-01", "closed-10", "closed-1"]
     assert sorted(names, key=natural_key) == ["closed-1", "closed-02", "closed-10", "open-01", "open-2", "open-10"]
@@ -565,7 +565,7 @@ def kaleidoscope_report(tmp_path):
 
 def test_kaleidoscope_table_columns_values_and_cis(kaleidoscope_report):
     root, written = kaleidoscope_report
-    assert written == [path for path, _ in paths.report_files(root, {"kal": "kaleidoscope"})]
+    assert written == [path for path, _ in report_files(root, {"kal": "kaleidoscope"})]
     assert {p.name for p in written} >= {"kaleidoscope.md", "kaleidoscope.tex", "kaleidoscope.csv",
                                          "kaleidoscope.png", "kaleidoscope.pdf"}
     rows = md_rows(root / "tables" / "kaleidoscope.md")
@@ -606,7 +606,7 @@ def test_several_kaleidoscope_benchmarks_get_a_table_each(tmp_path):
     kinds = {"kal-1": "kaleidoscope", "kal-2": "kaleidoscope"}
     files = {("m", b): _write(tmp_path, kaleidoscope_obj("m", b, {"ar": (50.0, 0.0, 100.0)})) for b in kinds}
     written = build_report(files, ["m"], list(kinds), tmp_path / "tables", tmp_path / "figures", kinds=kinds)
-    assert written == [path for path, _ in paths.report_files(tmp_path, kinds)]
+    assert written == [path for path, _ in report_files(tmp_path, kinds)]
     names = {p.name for p in written}
     assert {"kaleidoscope-kal-1.md", "kaleidoscope-kal-2.csv", "kaleidoscope-kal-2.pdf"} <= names
     assert "kaleidoscope.md" not in names
@@ -645,7 +645,7 @@ def cvqa_report(tmp_path):
 
 def test_cvqa_settings_table(cvqa_report):
     root, written = cvqa_report
-    assert written == [path for path, _ in paths.report_files(root, {"cvqa": "cvqa"})]
+    assert written == [path for path, _ in report_files(root, {"cvqa": "cvqa"})]
     rows = md_rows(root / "tables" / "cvqa.md")
     assert rows["Model"] == ["loc-en", "loc-local", "noloc-en", "noloc-local", "Mean"]
     assert rows["vlm-a"] == ["40.0 [30.0, 50.0]", "30.0 [20.0, 40.0]", "20.0 [10.0, 30.0]", "10.0 [0.0, 20.0]",
@@ -745,7 +745,7 @@ def test_dance_table_is_split_by_direction_in_the_papers_order(tmp_path):
     files = {("clip", "dance"): _write(tmp_path, dance_obj("clip", subsets))}
     written = build_report(files, ["clip"], ["dance"], tmp_path / "tables", tmp_path / "figures",
                            kinds={"dance": "dance"})
-    assert written == [path for path, _ in paths.report_files(tmp_path, {"dance": "dance"})]
+    assert written == [path for path, _ in report_files(tmp_path, {"dance": "dance"})]
     rows = md_rows(tmp_path / "tables" / "dance.md")
     assert rows["Model"] == ["test-seen riddle→image", "test-seen image→riddle", "test-unseen riddle→image",
                              "test-unseen image→riddle", "All"]
@@ -755,3 +755,14 @@ def test_dance_table_is_split_by_direction_in_the_papers_order(tmp_path):
     assert csv_rows[0]["test-seen_riddle-to-image"] == "60.0" and csv_rows[0]["all_ci_low"] == "30.0"
     assert "\\toprule" in (tmp_path / "tables" / "dance.tex").read_text()
     assert "| Model | dance (Acc@50) | Average |" in (tmp_path / "tables" / "main.md").read_text()
+
+
+def test_the_list_of_report_files_is_cheap_to_import():
+    """The Snakefile imports `report_files` on every run: no pandas, no matplotlib behind it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, vlmgrid.report.outputs; "
+            "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

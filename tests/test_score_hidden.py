@@ -12,7 +12,8 @@ from vlmgrid.cli import main
 from vlmgrid.metrics import METRICS, cvqa as cvqa_metric
 from vlmgrid.metrics.base import LabelsHidden, Metric
 from vlmgrid.report import build_report
-from vlmgrid.score import _write_submission
+from vlmgrid.report.outputs import report_files
+from vlmgrid.stages.score import _write_submission
 
 SETTINGS = ["loc-en", "loc-local", "noloc-en", "noloc-local"]
 
@@ -76,7 +77,7 @@ def test_the_report_shows_a_hidden_cell(hidden_grid):
     kinds = {"cvqa-hidden": "cvqa", "pope-fixture": "pope"}
     written = build_report(files, ["random"], list(kinds), paths.tables_dir(results), paths.figures_dir(results),
                            kinds=kinds)
-    assert written == [path for path, _ in paths.report_files(results, kinds)]
+    assert written == [path for path, _ in report_files(results, kinds)]
     main_md = (paths.tables_dir(results) / "main.md").read_text()
     assert "| random | hidden | " in main_md and main_md.count("hidden") >= 3
     assert "hidden: the benchmark's labels are not public; the submission file was written" in main_md

@@ -2,7 +2,7 @@ rule report:
     input:
         get_score_files(),
     output:
-        # The paper tables depend on the grid's benchmark kinds (vlmgrid.paths.report_files).
+        # The paper tables depend on the grid's benchmark kinds (vlmgrid.report.outputs.report_files).
         get_report_files(),
     params:
         title=GRID.title,

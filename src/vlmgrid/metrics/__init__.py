@@ -1,22 +1,30 @@
 """Scoring: pure functions from (records, predictions) to the fields of the score JSON.
 
-No file I/O and no torch here: the score stage reads the files and calls `score_predictions`.
+No file I/O and no torch here: the score stage reads the files and calls `score_predictions`
+(`vlmgrid.metrics.compute`), which scores with the metric `METRICS` names.
 
     from vlmgrid.metrics import METRICS, score_predictions
     score_predictions("pope", records, predictions, breakdown_by=("category",), samples=1000, seed=0)
 
-Metrics (registered in `METRICS` by name): "classification" (top1, top5, mean_per_class_recall),
-"accuracy" (accuracy, valid_accuracy), "pope" (f1, accuracy, precision, recall, yes_ratio),
-"mme" (scaled, total, perception, cognition, accuracy, accuracy_plus; points but `scaled`),
+`METRICS` holds, by name (their numbers in brackets, the headline first): "classification" (top1, top5,
+mean_per_class_recall), "accuracy" (accuracy, valid_accuracy), "pope" (f1, accuracy, precision, recall,
+yes_ratio), "mme" (scaled, total, perception, cognition, accuracy, accuracy_plus; points but `scaled`),
 "mmbench_circular" (circular_accuracy, vanilla_accuracy), "cvbench" (cvbench, accuracy_2d, accuracy_3d,
-accuracy_ade20k, accuracy_coco, accuracy_omni3d), "mmvp" (pair_accuracy, question_accuracy),
-"vqa_accuracy" (vqa_accuracy), "dance" (acc_at_50, hit_at_1, hit_at_5, recall_at_5, mrr).
+accuracy_ade20k, accuracy_coco, accuracy_omni3d), "mmvp" (pair_accuracy, question_accuracy), "vqa_accuracy"
+(vqa_accuracy), "kaleidoscope" (accuracy, valid_accuracy, format_error_rate), "cvqa" (accuracy,
+valid_accuracy; refuses hidden labels and writes the leaderboard's submission tables instead), "dance"
+(acc_at_50, hit_at_1, hit_at_5, recall_at_5, mrr).
+
+Beside the metrics: `base` (the Metric interface, LabelsHidden), `bootstrap` (resampling and percentile CIs),
+`grouped` (GroupedMetric: metrics whose unit is a group of items), `vqa_normalise` (the VQA answer
+normalisation).
 """
 
 from vlmgrid.metrics.accuracy import Accuracy
 from vlmgrid.metrics.base import Metric
 from vlmgrid.metrics.bootstrap import bootstrap_indices, percentile_ci
 from vlmgrid.metrics.classification import Classification
+from vlmgrid.metrics.compute import score_predictions
 from vlmgrid.metrics.cvbench import CVBench
 from vlmgrid.metrics.cvqa import CVQAAccuracy
 from vlmgrid.metrics.dance import Dance
@@ -25,22 +33,23 @@ from vlmgrid.metrics.mmbench import MMBenchCircular
 from vlmgrid.metrics.mme import MME
 from vlmgrid.metrics.mmvp import MMVP
 from vlmgrid.metrics.pope import Pope
-from vlmgrid.metrics.score import METRICS, score_predictions
 from vlmgrid.metrics.vqa import VQAAccuracy
 from vlmgrid.metrics.vqa_normalise import normalise_answer
+from vlmgrid.registry import Registry
 
-for _metric in (Classification(), Accuracy(), Pope(), MME(), MMBenchCircular(), CVBench(), MMVP(), VQAAccuracy()):
-    METRICS.register(_metric.name, _metric)
-METRICS.register(Kaleidoscope.name, Kaleidoscope())
-del _metric
-METRICS.register(CVQAAccuracy.name, CVQAAccuracy())
-METRICS.register(Dance.name, Dance())
+METRICS: Registry[Metric] = Registry("metric", [
+    Classification(), Accuracy(), Pope(), MME(), MMBenchCircular(), CVBench(), MMVP(), VQAAccuracy(),
+    Kaleidoscope(), CVQAAccuracy(), Dance(),
+])
 
 __all__ = [
     "METRICS",
     "Accuracy",
     "CVBench",
+    "CVQAAccuracy",
     "Classification",
+    "Dance",
+    "Kaleidoscope",
     "MMBenchCircular",
     "MME",
     "MMVP",

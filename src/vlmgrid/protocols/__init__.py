@@ -1,4 +1,9 @@
-"""Protocols, found by name. Importing this package does not import torch."""
+"""Protocols, found by name (`PROTOCOLS`), and which of a model's capabilities runs one (`strategy_for`,
+`make_runner`). Importing this package does not import torch.
+
+A protocol turns a benchmark's records into a model's prediction rows; `vlmgrid.protocols.parsing` reads
+generated text as answers.
+"""
 
 from vlmgrid.protocols.base import Protocol, Runner
 from vlmgrid.protocols.choice import MULTIPLE_CHOICE, YES_NO
@@ -9,11 +14,9 @@ from vlmgrid.protocols.short_answer import SHORT_ANSWER
 from vlmgrid.protocols.ranking import RANKING
 from vlmgrid.registry import Registry
 
-PROTOCOLS: Registry[Protocol] = Registry("protocol")
-for _protocol in (CLASSIFICATION, MULTIPLE_CHOICE, YES_NO, SHORT_ANSWER, CVQA):
-    PROTOCOLS.register(_protocol.name, _protocol)
-PROTOCOLS.register(EXAM_CHOICE.name, EXAM_CHOICE)
-PROTOCOLS.register(RANKING.name, RANKING)
+PROTOCOLS: Registry[Protocol] = Registry(
+    "protocol", [CLASSIFICATION, MULTIPLE_CHOICE, YES_NO, SHORT_ANSWER, CVQA, EXAM_CHOICE, RANKING]
+)
 
 
 # A model's `answer_mode` puts one kind of answering first; otherwise the protocol's own order stands.
@@ -30,14 +33,6 @@ def strategy_for(protocol_name: str, capabilities, answer_mode: str | None = Non
     return next((capability for capability in order if capability in capabilities), None)
 
 
-def runnable(protocol_name: str, model_settings: dict) -> bool:
-    """Whether a model with these settings has a capability that the protocol can use."""
-    from vlmgrid.models import BACKENDS
-
-    backend = BACKENDS.get(model_settings["backend"])
-    return strategy_for(protocol_name, backend.capabilities_for(model_settings)) is not None
-
-
 def make_runner(protocol_name: str, model, bench) -> tuple[Runner, str]:
     """The runner for this model on this benchmark, and how it answers (recorded with the predictions)."""
     capability = strategy_for(protocol_name, model.model_capabilities, model.settings.get("answer_mode"))
@@ -48,4 +43,4 @@ def make_runner(protocol_name: str, model, bench) -> tuple[Runner, str]:
     return runner, getattr(runner, "strategy", capability)
 
 
-__all__ = ["PROTOCOLS", "Protocol", "Runner", "make_runner", "runnable", "strategy_for"]
+__all__ = ["PROTOCOLS", "Protocol", "Runner", "make_runner", "strategy_for"]

@@ -95,7 +95,7 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
     The score of an option is its length-normalised log-likelihood (per token), so options of different
     lengths compete fairly; for single-token letters it is the plain log-probability.
     """
-    from vlmgrid.models import OptionRequest
+    from vlmgrid.models.base import OptionRequest
 
     images, problems = load_images(bench, records)
     usable = [i for i, problem in enumerate(problems) if problem is None]

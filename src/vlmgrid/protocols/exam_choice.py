@@ -36,7 +36,7 @@ from vlmgrid.prompts import load_prompts, prompts_file
 from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, score_items
 from vlmgrid.protocols.choice import embed_strategy
 from vlmgrid.protocols.parsing import LETTERS
-from vlmgrid.protocols.parsing_exam import parse_exam_json, parse_exam_tag
+from vlmgrid.protocols.parsing.exam import parse_exam_json, parse_exam_tag
 
 PROMPT_SET = "kaleidoscope"
 PLACEHOLDERS = frozenset({"instruction", "question_word", "question", "options_word", "options"})

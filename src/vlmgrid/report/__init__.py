@@ -8,7 +8,13 @@
 - `tables_dir/cells.{md,csv}`: how each cell's numbers were answered (log-likelihood, generation + parser,
   embedding similarity), its decoding, n, valid answers and format error rate;
 - `figures_dir/main.{png,pdf}`: grouped bars with CI error bars;
-- the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA).
+- the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
+  DANCE).
+
+`vlmgrid.report.outputs.report_files` lists every file written, before the report runs. The modules: `grid`
+(the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `labels` (names
+in words), `tables` (the tables above), `figures` (grouped bars), `papers` (the paper tables and figures),
+`outputs` (the list of files). Importing this package does not import pandas or matplotlib.
 
 A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
 tables, and so is that model's average; the figure leaves it out. A cell whose benchmark hides its labels
@@ -24,7 +30,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vlmgrid.report.scores import FLAG_ERROR_RATE, Grid, Hidden, NotApplicable, load_grid, read_score
+from vlmgrid.report.grid import FLAG_ERROR_RATE, Grid, load_grid
+from vlmgrid.report.score_file import Hidden, NotApplicable, read_score
 
 __all__ = ["build_report", "load_grid", "read_score", "Grid", "Hidden", "NotApplicable"]
 
@@ -46,7 +53,7 @@ def build_report(
     `score_files` maps (model, benchmark) to the score JSON of that cell; `models` and `benchmarks` give
     the row and column order. A (model, benchmark) pair without a key is not in the grid: "–" in the
     tables, no bar in the figure, and no average for that model. `kinds` ({benchmark: kind}) decides which
-    paper tables are written (`vlmgrid.paths.report_files` lists them all). Every score file is read and
+    paper tables are written (`vlmgrid.report.outputs.report_files` lists them all). Every score file is read and
     checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does not
     exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format
     error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number.

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Sequence
 
 from vlmgrid.fileio import atomic_path
-from vlmgrid.report.scores import Estimate, Grid, metric_label
+from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import metric_label
+from vlmgrid.report.score_file import Estimate
 
 # Metadata that would embed dates or versions; dropped so a rerun gives the same bytes.
 _METADATA = {
@@ -143,7 +145,7 @@ def main_note(grid: Grid) -> str:
 def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
     """main.{png,pdf}: the headline of every cell per benchmark; n/a, hidden, failed and missing cells have no
     bar (their word stands there instead); a marked cell's bar is hatched."""
-    from vlmgrid.report.tables import status
+    from vlmgrid.report.tables.format import status
 
     groups = []
     for benchmark in grid.benchmarks:

@@ -90,7 +90,7 @@ import unicodedata
 import warnings
 from typing import Sequence
 
-from vlmgrid.protocols.parsing import LETTERS, PARSERS, UNPARSABLE, Parsed
+from vlmgrid.protocols.parsing.base import LETTERS, UNPARSABLE, Parsed
 
 # ---------------------------------------------------------------------------------------------------------
 # The authors' rule (headline: exam_json, exam_tag)
@@ -274,8 +274,3 @@ def parse_exam_tag_lenient(text: str, options: Sequence[str]) -> Parsed:
     """The option named in the last `<ANSWER> ... </ANSWER>`, read leniently, or unparsable."""
     return option_letter(tag_value(text), options)
 
-
-PARSERS.register("exam_json", parse_exam_json)
-PARSERS.register("exam_tag", parse_exam_tag)
-PARSERS.register("exam_json_lenient", parse_exam_json_lenient)
-PARSERS.register("exam_tag_lenient", parse_exam_tag_lenient)

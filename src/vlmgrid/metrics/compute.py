@@ -1,4 +1,6 @@
-"""`score_predictions`: one benchmark's predictions -> the fields of the score JSON (docs/formats.md)."""
+"""`score_predictions`: one benchmark's predictions -> the fields of the score JSON (docs/formats.md).
+
+The metric is found by name in `vlmgrid.metrics.METRICS`."""
 
 from __future__ import annotations
 
@@ -16,9 +18,6 @@ from vlmgrid.metrics.bootstrap import (
     strata_from_codes,
     stratum_slices,
 )
-from vlmgrid.registry import Registry
-
-METRICS: Registry[Metric] = Registry("metric")
 
 DECIMALS = 4
 
@@ -132,6 +131,8 @@ def score_predictions(
     (null prediction, error rows, and whatever else the metric treats as unparsable); `n_valid` counts
     the items whose prediction is valid in every variant.
     """
+    from vlmgrid.metrics import METRICS  # the package's registry, built from the metric modules beside this one
+
     m = METRICS.get(metric)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise VlmgridError(f"bootstrap samples must be a positive integer, got {samples!r}")

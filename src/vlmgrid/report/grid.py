@@ -1,0 +1,189 @@
+"""The grid the report draws from: every cell's score file read and checked (`load_grid`), with the rules on
+which cells are marked, failed, not applicable, hidden or missing, and each model's average."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.report.score_file import Estimate, Hidden, NotApplicable, ScoreCell, read_score
+
+# A cell whose format error rate exceeds this many percent is marked in every table and figure (the config's
+# `report.flag_error_rate`).
+FLAG_ERROR_RATE = 10.0
+
+
+def is_failed(cell: ScoreCell) -> bool:
+    """Every prediction row is an error or unparsable: the cell has no number (its value only counts failures)."""
+    return cell.format_error_rate is not None and cell.format_error_rate >= 100.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    models: tuple[str, ...]
+    benchmarks: tuple[str, ...]
+    cells: dict[tuple[str, str], ScoreCell]
+    not_applicable: dict[tuple[str, str], NotApplicable] = field(default_factory=dict)
+    hidden: dict[tuple[str, str], Hidden] = field(default_factory=dict)
+    # {benchmark: kind}; empty when the caller does not say (then no paper tables are written)
+    kinds: dict[str, str] = field(default_factory=dict)
+    # Cells whose every prediction row is an error or unparsable (format_error_rate 100): no number.
+    failed: dict[tuple[str, str], ScoreCell] = field(default_factory=dict)
+    # Cells whose score file does not exist, read with allow_missing: {cell: the path looked for}.
+    missing: dict[tuple[str, str], Path] = field(default_factory=dict)
+    # Percent of format errors above which a cell's numbers are marked.
+    flag_error_rate: float = FLAG_ERROR_RATE
+
+    def cell(self, model: str, benchmark: str) -> ScoreCell | None:
+        """The scored cell; None when it is not in the grid, not applicable, hidden, failed or missing."""
+        return self.cells.get((model, benchmark))
+
+    def is_failed(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.failed
+
+    def is_missing(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.missing
+
+    def model_has_failed(self, model: str) -> bool:
+        return any(self.is_failed(model, benchmark) for benchmark in self.benchmarks)
+
+    def model_has_missing(self, model: str) -> bool:
+        return any(self.is_missing(model, benchmark) for benchmark in self.benchmarks)
+
+    def flag(self, model: str, benchmark: str) -> float | None:
+        """The cell's format error rate when it exceeds the threshold (a failed cell's too); None otherwise."""
+        cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
+        if cell is None or cell.format_error_rate is None:
+            return None
+        return cell.format_error_rate if cell.format_error_rate > self.flag_error_rate else None
+
+    def flagged(self) -> list[tuple[str, str, float]]:
+        """(model, benchmark, format error rate) of every marked cell, failed ones included, in grid order."""
+        return [(model, benchmark, rate) for model in self.models for benchmark in self.benchmarks
+                if (rate := self.flag(model, benchmark)) is not None]
+
+    def model_flag(self, model: str) -> float | None:
+        """The highest rate among the model's marked cells (its average is built on them); None when none is."""
+        rates = [rate for benchmark in self.benchmarks if (rate := self.flag(model, benchmark)) is not None]
+        return max(rates) if rates else None
+
+    def is_not_applicable(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.not_applicable
+
+    def model_has_not_applicable(self, model: str) -> bool:
+        return any(self.is_not_applicable(model, benchmark) for benchmark in self.benchmarks)
+
+    def is_hidden(self, model: str, benchmark: str) -> bool:
+        return (model, benchmark) in self.hidden
+
+    def model_has_hidden(self, model: str) -> bool:
+        return any(self.is_hidden(model, benchmark) for benchmark in self.benchmarks)
+
+    def benchmarks_of_kind(self, kind: str) -> list[str]:
+        """The grid's benchmarks of this kind, in grid order."""
+        return [benchmark for benchmark in self.benchmarks if self.kinds.get(benchmark) == kind]
+
+    def metric(self, benchmark: str) -> str | None:
+        for model in self.models:
+            cell = self.cell(model, benchmark)
+            if cell is not None:
+                return cell.metric
+        for model in self.models:
+            other = (self.failed.get((model, benchmark)) or self.not_applicable.get((model, benchmark))
+                     or self.hidden.get((model, benchmark)))
+            if other is not None and other.metric:
+                return other.metric
+        return None
+
+    def average(self, model: str) -> Estimate | None:
+        """Mean headline over the grid's benchmarks; CI from the elementwise mean of the bootstrap draws.
+
+        None when the model lacks a benchmark of the grid (missing or not applicable) or its draws cannot
+        be averaged (different lengths, or none).
+        """
+        cells = [self.cell(model, bench) for bench in self.benchmarks]
+        if not cells or any(cell is None for cell in cells):
+            return None
+        lengths = {len(cell.draws) for cell in cells}
+        if len(lengths) != 1 or 0 in lengths:
+            return None
+        value = float(np.mean([cell.estimate.value for cell in cells]))
+        draws = np.mean(np.array([cell.draws for cell in cells], dtype=float), axis=0)
+        low, high = np.percentile(draws, [2.5, 97.5])
+        return Estimate(value, float(low), float(high))
+
+    def bootstrap_samples(self) -> list[int]:
+        return sorted({cell.samples for cell in self.cells.values()})
+
+
+def cell_list(cells: Sequence[tuple[str, str]]) -> str:
+    """"m on b, m2 on b2": the cells a footnote is about."""
+    return ", ".join(f"{model} on {benchmark}" for model, benchmark in cells)
+
+
+def load_grid(
+    score_files: Mapping[tuple[str, str], Path],
+    models: Sequence[str],
+    benchmarks: Sequence[str],
+    kinds: Mapping[str, str] | None = None,
+    *,
+    flag_error_rate: float = FLAG_ERROR_RATE,
+    allow_missing: bool = False,
+) -> Grid:
+    """Read every score file of the grid (keys outside models x benchmarks are ignored); `kinds` gives each
+    benchmark's kind ({benchmark: kind}).
+
+    A cell whose format error rate exceeds `flag_error_rate` (percent) is marked; one at 100% is failed (no
+    number). With `allow_missing`, a score file that does not exist makes its cell missing instead of an error.
+    """
+    if isinstance(flag_error_rate, bool) or not isinstance(flag_error_rate, (int, float)) \
+            or not 0 <= flag_error_rate <= 100:
+        raise VlmgridError(f"the report's flag_error_rate is {flag_error_rate!r}; give a percent from 0 to 100")
+    models = tuple(models)
+    benchmarks = tuple(benchmarks)
+    for kind, names in (("model", models), ("benchmark", benchmarks)):
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise VlmgridError(f"the report lists the {kind} {duplicates[0]!r} twice; list each {kind} once")
+    cells: dict[tuple[str, str], ScoreCell] = {}
+    not_applicable: dict[tuple[str, str], NotApplicable] = {}
+    hidden: dict[tuple[str, str], Hidden] = {}
+    missing: dict[tuple[str, str], Path] = {}
+    for model in models:
+        for benchmark in benchmarks:
+            path = score_files.get((model, benchmark))
+            if path is None:
+                continue
+            if allow_missing and not Path(path).exists():
+                missing[(model, benchmark)] = Path(path)
+                continue
+            read = read_score(path, model, benchmark)
+            if isinstance(read, NotApplicable):
+                not_applicable[(model, benchmark)] = read
+            elif isinstance(read, Hidden):
+                hidden[(model, benchmark)] = read
+            else:
+                cells[(model, benchmark)] = read
+    if not cells and not not_applicable and not hidden and not missing:
+        raise VlmgridError("the report has no score files to read; run `vlmgrid score <model> <bench>` first")
+    for benchmark in benchmarks:
+        first: ScoreCell | None = None
+        for model in models:
+            cell = cells.get((model, benchmark))
+            if cell is None:
+                continue
+            if first is None:
+                first = cell
+            elif cell.metric != first.metric:
+                raise VlmgridError(
+                    f"{cell.path} scores {benchmark} by {cell.metric!r} but {first.path} by {first.metric!r}; "
+                    f"rerun `vlmgrid score {model} {benchmark}` so both use the benchmark's metric"
+                )
+    failed = {key: cell for key, cell in cells.items() if is_failed(cell)}
+    cells = {key: cell for key, cell in cells.items() if key not in failed}
+    return Grid(models, benchmarks, cells, not_applicable, hidden, dict(kinds or {}), failed, missing,
+                float(flag_error_rate))

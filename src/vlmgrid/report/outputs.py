@@ -1,0 +1,32 @@
+"""Every file `vlmgrid report` writes, known before it runs: the workflow's report rule lists them as its outputs.
+
+Cheap to import (the Snakefile imports it on every run): no pandas, no matplotlib.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from vlmgrid import paths
+from vlmgrid.report.papers import PAPER_LIST, paper_stem
+
+REPORT_TABLES = ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
+                 "cells.md", "cells.csv")
+REPORT_FIGURES = ("main.png", "main.pdf")
+_CAPTIONS = {"main": "main_table", "breakdown": "breakdown", "variants": "variants", "cells": "cells"}
+
+
+def report_files(results_dir: Path, kinds: Mapping[str, str]) -> list[tuple[Path, str]]:
+    """Every file `vlmgrid report` writes for a grid whose benchmarks have these kinds ({benchmark: kind}, grid
+    order), each with the caption that describes it (a name in workflow/report/)."""
+    files = [(paths.tables_dir(results_dir) / name, _CAPTIONS[name.split(".")[0]]) for name in REPORT_TABLES]
+    files += [(paths.figures_dir(results_dir) / name, "main_figure") for name in REPORT_FIGURES]
+    for paper in PAPER_LIST:
+        benchmarks = [name for name, k in kinds.items() if k == paper.name]
+        for benchmark in benchmarks:
+            for file in paper.files:
+                name = paper_stem(file.stem, benchmark, len(benchmarks))
+                files += [(Path(results_dir) / file.folder / f"{name}.{suffix}", file.caption)
+                          for suffix in file.suffixes]
+    return files

@@ -1,0 +1,219 @@
+"""What the paper tables share: a `Table` of entries (Markdown, LaTeX, CSV) whose rows or columns carry
+their cell's marks, the rows and notes built from the grid, and the grouped-bar series of the paper figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from vlmgrid.fileio import write_text
+from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import answered_label, decoding_label
+from vlmgrid.report.score_file import Estimate, ScoreCell
+from vlmgrid.report.tables.format import (
+    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, error_rate, estimate_frame, flagged, fmt_estimate,
+    is_flagged, latex_cell, latex_escape, md_table, status, threshold, write_csv,
+)
+
+@dataclass(frozen=True)
+class Marks:
+    """Which cells a table's rows (or columns) stand for are marked: per row (column), the cell's format error
+    rate and whether it is over the threshold (None, None: no score with a rate)."""
+
+    rates: Sequence[float | None]
+    flagged: Sequence[bool | None]
+
+    @classmethod
+    def of(cls, grid: Grid, benchmark: str, models: Sequence[str]) -> "Marks":
+        return cls([error_rate(grid, m, benchmark) for m in models], [is_flagged(grid, m, benchmark) for m in models])
+
+    def name(self, i: int, name: str) -> str:
+        return name + DAGGER if self.flagged[i] else name
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows of entries under named columns: Markdown, LaTeX and CSV (a value and two CI columns per column).
+
+    One marked cell per row (`row_marks`: models as rows) or per column (`column_marks`: models as columns):
+    its row or column name carries a dagger, and the CSV adds `format_error_rate` (where the table has no such
+    column) and `flagged`, once per row or per marked column (`<column>_format_error_rate`, `<column>_flagged`).
+    """
+
+    title: str
+    row_header: str
+    columns: Sequence[str]
+    csv_columns: Sequence[str]
+    rows: Sequence[tuple[str, Sequence[Entry]]]
+    caption: str
+    row_marks: Marks | None = None
+    column_marks: Marks | None = None
+
+    def _row_name(self, i: int, name: str) -> str:
+        return self.row_marks.name(i, name) if self.row_marks is not None else name
+
+    def _columns(self) -> list[str]:
+        if self.column_marks is None:
+            return list(self.columns)
+        return [self.column_marks.name(j, column) for j, column in enumerate(self.columns)]
+
+    def markdown(self) -> str:
+        header = [self.row_header, *self._columns()]
+        rows = [[self._row_name(i, name), *(fmt_estimate(e) for e in entries)]
+                for i, (name, entries) in enumerate(self.rows)]
+        table = md_table(header, rows, [":---"] + ["---:"] * len(self.columns))
+        return f"# {self.title}\n\n{table}\n\n{self.caption}\n"
+
+    def latex(self, label: str) -> str:
+        lines = [
+            r"% vlmgrid report; requires \usepackage{booktabs}",
+            r"\begin{table}[t]",
+            r"\centering",
+            rf"\caption{{{latex_escape(self.title)}. {latex_escape(self.caption)}}}",
+            rf"\label{{tab:{label}}}",
+            r"\begin{tabular}{l" + "c" * len(self.columns) + "}",
+            r"\toprule",
+            " & ".join(latex_escape(h) for h in [self.row_header, *self._columns()]) + r" \\",
+            r"\midrule",
+        ]
+        for i, (name, entries) in enumerate(self.rows):
+            lines.append(" & ".join([latex_escape(self._row_name(i, name))]
+                                    + [latex_cell(e, False) for e in entries]) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+        return "\n".join(lines) + "\n"
+
+    def frame(self) -> pd.DataFrame:
+        frame = estimate_frame(self.row_header.lower().replace(" ", "_"), self.csv_columns, self.rows)
+        if self.row_marks is not None:
+            if "format_error_rate" not in self.csv_columns:
+                frame["format_error_rate"] = pd.array(list(self.row_marks.rates), dtype="float64")
+            frame["flagged"] = pd.array(list(self.row_marks.flagged), dtype="boolean")
+        if self.column_marks is not None:
+            for j, column in enumerate(self.csv_columns):
+                frame[f"{column}_format_error_rate"] = pd.array([self.column_marks.rates[j]] * len(frame),
+                                                                dtype="float64")
+                frame[f"{column}_flagged"] = pd.array([self.column_marks.flagged[j]] * len(frame), dtype="boolean")
+        return frame
+
+
+def entry_status(grid: Grid, model: str, benchmark: str) -> str | None:
+    """The status word of a cell without numbers (n/a, hidden, missing, failed: its row or column name carries
+    the dagger), DASH when not in the grid, None for a scored cell."""
+    if grid.is_failed(model, benchmark):
+        return FAILED
+    word = status(grid, model, benchmark)
+    if word is not None:
+        return word
+    return None if grid.cell(model, benchmark) is not None else DASH
+
+
+def model_rows(grid: Grid, benchmark: str, width: int, entries_of: Callable[[ScoreCell], list[Entry]]) -> list:
+    """(model, entries) per model: entries_of(cell) for a scored cell, its status in all `width` columns for a
+    cell without numbers."""
+    rows = []
+    for model in grid.models:
+        status = entry_status(grid, model, benchmark)
+        rows.append((model, [status] * width if status is not None else entries_of(grid.cell(model, benchmark))))
+    return rows
+
+
+def group_estimate(cell: ScoreCell, column: str, name: str) -> Estimate | None:
+    for group in cell.breakdown.get(column, []):
+        if group.name == name:
+            return group.estimate
+    return None
+
+
+def group_names(grid: Grid, benchmark: str, column: str) -> list[str]:
+    """The group names of a breakdown column over the benchmark's cells, in first-seen order."""
+    names: list[str] = []
+    for model in grid.models:
+        cell = grid.cell(model, benchmark)
+        if cell is not None:
+            names += [g.name for g in cell.breakdown.get(column, []) if g.name not in names]
+    return names
+
+
+def answered_note(grid: Grid, benchmark: str) -> str:
+    """Per model, how it answered and, for generated answers, how they were decoded."""
+    parts = []
+    for model in grid.models:
+        source = (grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
+                  or grid.hidden.get((model, benchmark)))
+        if source is None or source.strategy is None:
+            continue
+        decoding = decoding_label(source.strategy, source.generation)
+        # Only generated answers are decoded; say so, since the sampling settings move the numbers.
+        parts.append(f"{model}: {answered_label(source.strategy, source.backend, source.model_id)}, "
+                     f"{decoding or 'nothing generated, no sampling'}")
+    return "How each model answered: " + "; ".join(parts) + "." if parts else ""
+
+
+def cell_notes(grid: Grid, benchmark: str) -> str:
+    notes = []
+    if any(grid.is_not_applicable(m, benchmark) for m in grid.models):
+        notes.append(f"{NA}: the model cannot run this benchmark.")
+    if any(grid.is_hidden(m, benchmark) for m in grid.models):
+        notes.append(f"{HIDDEN}: the benchmark's labels are not public; the submission file was written.")
+    marked = [(m, rate) for m in grid.models if (rate := grid.flag(m, benchmark)) is not None]
+    if marked:
+        listed = ", ".join(f"{m} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(m, benchmark) else "")
+                           for m, rate in marked)
+        notes.append(f"{DAGGER}: more than {threshold(grid)} of the model's prediction rows are errors or unparsable "
+                     f"answers (format errors, counted as the benchmark's rule says, usually as wrong), so its "
+                     f"numbers are built on them: {listed}.")
+    if any(grid.is_failed(m, benchmark) for m in grid.models):
+        notes.append(f"{FAILED}: every prediction row is an error or unparsable, so the cell has no number.")
+    if any(grid.is_missing(m, benchmark) for m in grid.models):
+        notes.append(f"{MISSING}: the cell has no score file (it failed or has not run).")
+    return " ".join(notes)
+
+
+def join_caption(*parts: str) -> str:
+    return " ".join(part for part in parts if part)
+
+
+def write_table(table: Table, tables_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    written = []
+    for suffix in formats:
+        path = tables_dir / f"{stem}.{suffix}"
+        if suffix == "md":
+            write_text(path, table.markdown())
+        elif suffix == "tex":
+            write_text(path, table.latex(stem))
+        else:
+            write_csv(path, table.frame())
+        written.append(path)
+    return written
+
+
+def group_series(grid: Grid, benchmark: str, groups: Sequence[str], column: str) -> list:
+    """Per model (its name marked when its cell is), its estimate per group (hatched when the cell is marked)."""
+    series = []
+    for model in grid.models:
+        cell = grid.cell(model, benchmark)
+        flag = grid.flag(model, benchmark)
+        word = status(grid, model, benchmark)  # written where the bars would stand
+        series.append((model + (DAGGER if flag is not None else ""),
+                       [flagged(group_estimate(cell, column, g), flag) if cell is not None else word for g in groups]))
+    return series
+
+
+def figure_note(grid: Grid, benchmark: str) -> str:
+    """What the figure's marks mean: the table's notes on marked, failed and missing cells."""
+    notes = []
+    marked = [(m, rate) for m in grid.models
+              if (rate := grid.flag(m, benchmark)) is not None and not grid.is_failed(m, benchmark)]
+    if marked:
+        notes.append(f"{DAGGER} and hatched bars: format errors above {threshold(grid)} of the prediction rows ("
+                     + ", ".join(f"{m} {rate:.1f}%" for m, rate in marked) + ").")
+    failed = [m for m in grid.models if grid.is_failed(m, benchmark)]
+    if failed:
+        notes.append(f"No bar, {FAILED}: every prediction row is an error or unparsable ({', '.join(failed)}).")
+    missing = [m for m in grid.models if grid.is_missing(m, benchmark)]
+    if missing:
+        notes.append(f"No bar, {MISSING}: no score file ({', '.join(missing)}).")
+    return " ".join(notes)

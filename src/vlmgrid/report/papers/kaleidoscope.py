@@ -1,0 +1,57 @@
+"""Kaleidoscope's paper table (models x accuracy, format errors, modality and language columns) and its figure
+(accuracy per language)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vlmgrid.report.figures import write_grouped_bars
+from vlmgrid.report.grid import Grid
+from vlmgrid.report.papers.base import (
+    Table, Marks, answered_note, cell_notes, figure_note, group_estimate, group_names, group_series,
+    join_caption, model_rows, write_table,
+)
+from vlmgrid.report.score_file import Estimate, ScoreCell
+from vlmgrid.report.tables.format import DASH, Entry
+
+MODALITIES = ("multimodal", "text-only")
+
+
+def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
+    """Models x (accuracy, format error rate, multimodal, text-only, one column per language)."""
+    languages = group_names(grid, benchmark, "language")
+
+    def entries_of(cell: ScoreCell) -> list[Entry]:
+        errors = cell.metrics.get("format_error_rate") or Estimate(cell.format_error_rate)
+        return ([cell.estimate, errors] + [group_estimate(cell, "modality", m) for m in MODALITIES]
+                + [group_estimate(cell, "language", lang) for lang in languages])
+
+    rows = model_rows(grid, benchmark, 2 + len(MODALITIES) + len(languages), entries_of)
+    caption = join_caption(
+        f"{benchmark}. Values in percent, 95% bootstrap CI in brackets. Accuracy: the mean over languages of each "
+        f"language's accuracy, an answer that could not be read counting as wrong (the headline); format errors: "
+        f"the share of all questions without a valid answer; {', '.join(MODALITIES)} and the language columns: "
+        f"accuracy within that group. {DASH}: not reported.",
+        answered_note(grid, benchmark),
+        cell_notes(grid, benchmark),
+    )
+    return Table(
+        title=f"Kaleidoscope: {benchmark}",
+        row_header="Model",
+        columns=["Accuracy", "Format errors", "Multimodal", "Text-only", *languages],
+        csv_columns=["accuracy", "format_error_rate", "multimodal", "text_only", *languages],
+        rows=rows,
+        caption=caption,
+        row_marks=Marks.of(grid, benchmark, grid.models),
+    )
+
+
+def write_kaleidoscope(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
+                       figures_dir: Path) -> list[Path]:
+    written = write_table(kaleidoscope_table(grid, benchmark), tables_dir, stems["kaleidoscope"],
+                           ("md", "tex", "csv"))
+    languages = group_names(grid, benchmark, "language")
+    written += write_grouped_bars(figures_dir, stems["kaleidoscope"], f"Kaleidoscope ({benchmark}): accuracy per language",
+                                  languages, group_series(grid, benchmark, languages, "language"), "accuracy (%)",
+                                  note=figure_note(grid, benchmark))
+    return written

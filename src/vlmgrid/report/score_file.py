@@ -1,0 +1,309 @@
+"""One score file (docs/formats.md), read and checked: a `ScoreCell` with its `Estimate`s and breakdown
+`Group`s, or a `NotApplicable` or `Hidden` cell without numbers (`read_score`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from vlmgrid.errors import VlmgridError
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value with an optional 95% interval, all in percent."""
+
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    # The format error rate of the cell(s) the value is built on, when it exceeds the report's threshold: the
+    # tables mark the value (a dagger and a footnote), the figures hatch its bar. None: nothing to mark.
+    flag: float | None = None
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group of a breakdown column (e.g. POPE split "random")."""
+
+    name: str
+    metric: str
+    estimate: Estimate
+    n: int | None
+    n_valid: int | None
+    format_error_rate: float | None
+
+
+@dataclass(frozen=True)
+class ScoreCell:
+    """The parts of one score file the report uses."""
+
+    path: Path
+    model: str
+    benchmark: str
+    metric: str
+    estimate: Estimate
+    draws: tuple[float, ...]
+    samples: int
+    n: int | None
+    n_valid: int | None
+    format_error_rate: float | None
+    breakdown: dict[str, list[Group]] = field(default_factory=dict)
+    # Per prompt variant, when the protocol ran several (the headline is then their mean).
+    variants: dict[str, Estimate] = field(default_factory=dict)
+    # Every number the metric reports (headline included), by name.
+    metrics: dict[str, Estimate] = field(default_factory=dict)
+    # How the model answered (a capability name, or "open-world: generate; closed-world: score_options").
+    strategy: str | None = None
+    # The decoding settings it answered with ({} when greedy or not recorded).
+    generation: dict[str, Any] = field(default_factory=dict)
+    # The model's backend and the id it recorded (None in score files written before they were recorded).
+    backend: str | None = None
+    model_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """The score file of a cell whose model cannot run the benchmark: a reason, no numbers."""
+
+    path: Path
+    model: str
+    benchmark: str
+    reason: str
+    metric: str | None
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """The score file of a cell whose benchmark hides its labels: no numbers, the submission files written."""
+
+    path: Path
+    model: str
+    benchmark: str
+    metric: str | None
+    n: int | None
+    submission: dict[str, str]
+    strategy: str | None = None
+    generation: dict[str, Any] = field(default_factory=dict)
+    backend: str | None = None
+    model_id: str | None = None
+
+
+class _Invalid(Exception):
+    """Internal: why a score file is invalid (becomes the parenthesis of the VlmgridError)."""
+
+
+def _number(obj: Any, where: str, *, allow_none: bool = False) -> float | None:
+    if obj is None and allow_none:
+        return None
+    if isinstance(obj, bool) or not isinstance(obj, (int, float)) or not math.isfinite(obj):
+        raise _Invalid(f"{where} is {obj!r}, not a finite number")
+    return float(obj)
+
+
+def _count(obj: Any, where: str) -> int | None:
+    if obj is None:
+        return None
+    if isinstance(obj, bool) or not isinstance(obj, int) or obj < 0:
+        raise _Invalid(f"{where} is {obj!r}, not a count")
+    return obj
+
+
+def _ci(obj: Any, where: str, *, allow_none: bool = False) -> tuple[float | None, float | None]:
+    if obj is None and allow_none:
+        return None, None
+    if not isinstance(obj, (list, tuple)) or len(obj) != 2:
+        raise _Invalid(f"{where} is {obj!r}, not a [low, high] pair")
+    return _number(obj[0], f"{where}[0]"), _number(obj[1], f"{where}[1]")
+
+
+def _group(name: str, entry: Any, headline: str, where: str) -> Group:
+    if not isinstance(entry, Mapping):
+        raise _Invalid(f"{where} is not an object")
+    metrics = entry.get("metrics")
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise _Invalid(f"{where}.metrics is missing or empty")
+    metric = headline if headline in metrics else next(iter(metrics))
+    result = metrics[metric]
+    if not isinstance(result, Mapping):
+        raise _Invalid(f"{where}.metrics.{metric} is not an object")
+    value = _number(result.get("value"), f"{where}.metrics.{metric}.value", allow_none=True)
+    low, high = _ci(result.get("ci95"), f"{where}.metrics.{metric}.ci95", allow_none=True)
+    fer = entry.get("format_error_rate")
+    return Group(
+        name=str(name),
+        metric=str(metric),
+        estimate=Estimate(value, low, high),
+        n=_count(entry.get("n"), f"{where}.n"),
+        n_valid=_count(entry.get("n_valid"), f"{where}.n_valid"),
+        format_error_rate=_number(fer, f"{where}.format_error_rate", allow_none=True),
+    )
+
+
+def _variants(raw: Any) -> dict[str, Estimate]:
+    """Each variant's headline value and CI."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise _Invalid("variants is not an object")
+    variants = {}
+    for name, entry in raw.items():
+        where = f"variants.{name}"
+        if not isinstance(entry, Mapping):
+            raise _Invalid(f"{where} is not an object")
+        value = _number(entry.get("value"), f"{where}.value")
+        low, high = _ci(entry.get("ci95"), f"{where}.ci95", allow_none=True)
+        variants[str(name)] = Estimate(value, low, high)
+    return variants
+
+
+def _parse_not_applicable(data: Mapping, model: str, benchmark: str, path: Path) -> NotApplicable:
+    reason = data.get("reason")
+    if not isinstance(reason, str) or not reason:
+        raise _Invalid("applicable is false but there is no reason")
+    metric = data.get("metric")
+    return NotApplicable(path, model, benchmark, reason, metric if isinstance(metric, str) and metric else None)
+
+
+def _strategy(data: Mapping) -> str | None:
+    strategy = data.get("strategy")
+    if strategy is not None and not isinstance(strategy, str):
+        raise _Invalid(f"strategy is {strategy!r}, not a name")
+    return strategy
+
+
+def _generation(data: Mapping) -> dict[str, Any]:
+    generation = data.get("generation") or {}
+    if not isinstance(generation, Mapping):
+        raise _Invalid("generation is not an object")
+    return dict(generation)
+
+
+def _name(data: Mapping, key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _Invalid(f"{key} is {value!r}, not a name")
+    return value
+
+
+def _metrics(raw: Any) -> dict[str, Estimate]:
+    """Each reported number's value and CI."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise _Invalid("metrics is not an object")
+    metrics = {}
+    for name, entry in raw.items():
+        where = f"metrics.{name}"
+        if not isinstance(entry, Mapping):
+            raise _Invalid(f"{where} is not an object")
+        value = _number(entry.get("value"), f"{where}.value", allow_none=True)
+        low, high = _ci(entry.get("ci95"), f"{where}.ci95", allow_none=True)
+        metrics[str(name)] = Estimate(value, low, high)
+    return metrics
+
+
+def _parse_hidden(data: Mapping, model: str, benchmark: str, path: Path) -> Hidden:
+    submission = data.get("submission")
+    if not isinstance(submission, Mapping) or not submission or not all(
+            isinstance(name, str) and name for name in submission.values()):
+        raise _Invalid("labels_hidden is true but submission does not name the submission files")
+    metric = data.get("metric")
+    return Hidden(path, model, benchmark, metric if isinstance(metric, str) and metric else None,
+                  _count(data.get("n"), "n"), {str(k): v for k, v in submission.items()}, _strategy(data),
+                  _generation(data), _name(data, "backend"), _name(data, "model_id"))
+
+
+def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | NotApplicable | Hidden:
+    if not isinstance(data, Mapping):
+        raise _Invalid("the top level is not a JSON object")
+    for key in ("model", "benchmark"):
+        if key not in data:
+            raise _Invalid(f"missing key {key!r}")
+    if data["model"] != model:
+        raise _Invalid(f"its model is {data['model']!r}, expected {model!r}")
+    if data["benchmark"] != benchmark:
+        raise _Invalid(f"its benchmark is {data['benchmark']!r}, expected {benchmark!r}")
+    applicable = data.get("applicable", True)
+    if not isinstance(applicable, bool):
+        raise _Invalid(f"applicable is {applicable!r}, not true or false")
+    if not applicable:
+        return _parse_not_applicable(data, model, benchmark, path)
+    hidden = data.get("labels_hidden", False)
+    if not isinstance(hidden, bool):
+        raise _Invalid(f"labels_hidden is {hidden!r}, not true or false")
+    if hidden:
+        return _parse_hidden(data, model, benchmark, path)
+    missing = [key for key in ("metric", "value", "ci95", "bootstrap") if key not in data]
+    if missing:
+        raise _Invalid("missing key " + ", ".join(repr(key) for key in missing))
+    metric = data["metric"]
+    if not isinstance(metric, str) or not metric:
+        raise _Invalid(f"metric is {metric!r}, not a name")
+    value = _number(data["value"], "value")
+    low, high = _ci(data["ci95"], "ci95")
+    bootstrap = data["bootstrap"]
+    if not isinstance(bootstrap, Mapping) or "draws" not in bootstrap:
+        raise _Invalid("missing key 'bootstrap.draws'")
+    raw_draws = bootstrap["draws"]
+    if not isinstance(raw_draws, list):
+        raise _Invalid("bootstrap.draws is not a list")
+    draws = tuple(_number(draw, f"bootstrap.draws[{i}]") for i, draw in enumerate(raw_draws))
+    samples = bootstrap.get("samples", len(draws))
+    samples = _count(samples, "bootstrap.samples")
+    breakdown: dict[str, list[Group]] = {}
+    raw_breakdown = data.get("breakdown") or {}
+    if not isinstance(raw_breakdown, Mapping):
+        raise _Invalid("breakdown is not an object")
+    for column, groups in raw_breakdown.items():
+        if not isinstance(groups, Mapping):
+            raise _Invalid(f"breakdown.{column} is not an object")
+        breakdown[str(column)] = [
+            _group(name, entry, metric, f"breakdown.{column}.{name}") for name, entry in groups.items()
+        ]
+    return ScoreCell(
+        path=path,
+        model=model,
+        benchmark=benchmark,
+        metric=metric,
+        estimate=Estimate(value, low, high),
+        draws=draws,
+        samples=samples if samples is not None else len(draws),
+        n=_count(data.get("n"), "n"),
+        n_valid=_count(data.get("n_valid"), "n_valid"),
+        format_error_rate=_number(data.get("format_error_rate"), "format_error_rate", allow_none=True),
+        breakdown=breakdown,
+        variants=_variants(data.get("variants")),
+        metrics=_metrics(data.get("metrics")),
+        strategy=_strategy(data),
+        generation=_generation(data),
+        backend=_name(data, "backend"),
+        model_id=_name(data, "model_id"),
+    )
+
+
+def _invalid(path: Path, model: str, benchmark: str, reason: str) -> VlmgridError:
+    return VlmgridError(
+        f"{path} is not a valid score file ({reason}); rerun `vlmgrid score {model} {benchmark}` to rebuild it"
+    )
+
+
+def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotApplicable | Hidden:
+    """Read one score file and check it is the score of (model, benchmark); VlmgridError otherwise.
+
+    A file with `"applicable": false` reads as NotApplicable, one with `"labels_hidden": true` as Hidden.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _invalid(path, model, benchmark, f"cannot be read: {exc.__class__.__name__}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _invalid(path, model, benchmark, f"not JSON: {exc}") from exc
+    try:
+        return _parse(data, model, benchmark, path)
+    except _Invalid as exc:
+        raise _invalid(path, model, benchmark, str(exc)) from None

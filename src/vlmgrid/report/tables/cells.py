@@ -1,0 +1,82 @@
+"""The cells table: how each cell's numbers were answered (log-likelihood, generation + parser, embedding
+similarity, a baseline), its decoding, n, valid answers, format error rate and lenient reading (Markdown, CSV)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import answered_label, decoding_label
+from vlmgrid.report.tables.format import (
+    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, fmt, fmt_count, is_flagged, md_table, threshold,
+)
+
+CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
+                "format_error_rate", "lenient", "flagged"]
+
+
+def _lenient(cell) -> float | None:
+    """The headline under the benchmark's more lenient reading of generated answers, where the score has one."""
+    estimate = cell.metrics.get(f"{cell.metric}_lenient")
+    return None if estimate is None else estimate.value
+
+
+def _cell_rows(grid: Grid) -> list[list]:
+    """One row per cell of the grid that has a score file (or misses one, with allow_missing), in grid order
+    (CELL_COLUMNS)."""
+    rows = []
+    for model in grid.models:
+        for benchmark in grid.benchmarks:
+            cell = grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
+            if cell is not None:
+                rows.append([model, benchmark, FAILED if grid.is_failed(model, benchmark) else "scored",
+                             cell.strategy, answered_label(cell.strategy, cell.backend, cell.model_id),
+                             decoding_label(cell.strategy, cell.generation), cell.n, cell.n_valid,
+                             cell.format_error_rate, _lenient(cell), is_flagged(grid, model, benchmark)])
+            elif grid.is_hidden(model, benchmark):
+                hidden = grid.hidden[(model, benchmark)]
+                rows.append([model, benchmark, HIDDEN, hidden.strategy,
+                             answered_label(hidden.strategy, hidden.backend, hidden.model_id),
+                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None, None, None])
+            elif grid.is_not_applicable(model, benchmark):
+                rows.append([model, benchmark, NA, None, None, None, None, None, None, None, None])
+            elif grid.is_missing(model, benchmark):
+                rows.append([model, benchmark, MISSING, None, None, None, None, None, None, None, None])
+    return rows
+
+
+def cells_frame(grid: Grid) -> pd.DataFrame:
+    frame = pd.DataFrame(_cell_rows(grid), columns=CELL_COLUMNS)
+    for name in ("n", "n_valid"):
+        frame[name] = frame[name].astype("Int64")
+    for name in ("format_error_rate", "lenient"):
+        frame[name] = frame[name].astype("float64")
+    frame["flagged"] = frame["flagged"].astype("boolean")
+    return frame
+
+
+def cells_markdown(grid: Grid, title: str) -> str:
+    header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)",
+              "Lenient reading"]
+    rows = []
+    for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark in _cell_rows(grid):
+        answered = word if word in (NA, MISSING) else (answered or DASH)
+        errors = DASH if errors is None else fmt(errors) + (DAGGER if mark else "")
+        rows.append([model, benchmark, answered, decoding or DASH, fmt_count(n), fmt_count(n_valid), errors,
+                     DASH if lenient is None else fmt(lenient)])
+    lines = [f"# {title}: how each number was answered\n", md_table(header, rows, [":---"] * 4 + ["---:"] * 4) + "\n"]
+    lines.append(
+        "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
+        "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "
+        "format error); embedding similarity = the option whose text embedding is closest to the image's; "
+        "random guess, first option or majority answer (baseline) = a reference baseline, which picks an option "
+        "without reading the item. "
+        f"Decoding: how generated text was sampled ({DASH}: nothing was generated). Valid answers: items with a "
+        f"readable answer in every prompt variant. Lenient reading: the headline when the generated answers are "
+        f"read by the benchmark's more lenient parser instead of its authors' rule (a second figure, never the "
+        f"headline; {DASH}: the benchmark has none, or nothing was generated). {NA}: the model cannot run the "
+        f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written. "
+        f"{DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's numbers ({FAILED} at "
+        f"100%: the cell has no number). {MISSING}: the cell has no score file.\n"
+    )
+    return "\n".join(lines)

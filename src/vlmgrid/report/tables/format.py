@@ -1,0 +1,217 @@
+"""What every table of the report shares: the words and marks of cells without a (plain) number, number
+formatting, the notes on marked, failed and missing cells, and Markdown, LaTeX and CSV output."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from vlmgrid.fileio import atomic_path
+from vlmgrid.report.grid import Grid, cell_list
+from vlmgrid.report.score_file import Estimate
+
+DASH = "\u2013"  # en dash: a cell that is not in the grid
+NA = "n/a"  # a cell whose model cannot run the benchmark (and that model's average)
+AVERAGE = "Average"
+NA_NOTE = f"{NA}: the model cannot run this benchmark; its average is then {NA}."
+HIDDEN = "hidden"  # a cell whose benchmark hides its labels (and that model's average)
+HIDDEN_NOTE = (f"{HIDDEN}: the benchmark's labels are not public; the submission file was written "
+               f"(that model's average is then {HIDDEN} too).")
+DAGGER = "\u2020"  # marks a number built on too many format errors; the footnote gives the rate
+FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
+MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
+
+# A main-table entry: an estimate (its `flag` set when it is marked), None (not in the grid) or a status word.
+Entry = Estimate | str | None
+
+
+def threshold(grid: Grid) -> str:
+    return f"{grid.flag_error_rate:g}%"
+
+
+def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool = False) -> str:
+    """The footnote of the dagger: the threshold and each marked cell with its rate ("" when none is)."""
+    if not cells:
+        return ""
+    listed = ", ".join(f"{model} on {benchmark} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(model, benchmark)
+                                                                  else "")
+                       for model, benchmark, rate in cells)
+    note = (f"{DAGGER}: more than {threshold(grid)} of the cell's prediction rows are errors or unparsable answers "
+            f"(format errors, counted as the benchmark's rule says, usually as wrong): {listed}.")
+    if average:
+        note += " An average over such a cell is marked too."
+    return note
+
+
+def status_notes(grid: Grid, cells: list[tuple[str, str]] | None = None, *, average: bool = False) -> str:
+    """The notes on failed and missing cells among `cells` (default: the whole grid); "" when there are none."""
+    keys = cells if cells is not None else [(m, b) for m in grid.models for b in grid.benchmarks]
+    failed = [key for key in keys if grid.is_failed(*key)]
+    missing = [key for key in keys if grid.is_missing(*key)]
+    notes = []
+    if failed:
+        notes.append(f"{FAILED}: every prediction row of the cell is an error or unparsable, so it has no number"
+                     + (f" (that model's average is then {FAILED} too)" if average else "") + ".")
+    if missing:
+        notes.append(f"{MISSING}: the cell has no score file (it failed or has not run): {cell_list(missing)}"
+                     + (f" (that model's average is then {MISSING} too)" if average else "") + ".")
+    return " ".join(notes)
+
+
+def fmt(x: float | None) -> str:
+    """One decimal, never "-0.0"."""
+    if x is None:
+        return DASH
+    text = f"{x:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def fmt_estimate(est: Entry) -> str:
+    """"51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value, "n/a" for a cell that cannot run; a
+    dagger after a marked one ("51.2 [44.0, 58.1]†")."""
+    if isinstance(est, str):
+        return est
+    if est is None or est.value is None:
+        return DASH
+    mark = DAGGER if est.flag is not None else ""
+    if est.ci_low is None or est.ci_high is None:
+        return fmt(est.value) + mark
+    return f"{fmt(est.value)} [{fmt(est.ci_low)}, {fmt(est.ci_high)}]{mark}"
+
+
+def flagged(estimate: Estimate | None, rate: float | None) -> Estimate | None:
+    """The estimate marked with `rate` (None: unmarked)."""
+    return estimate if estimate is None or rate is None else replace(estimate, flag=rate)
+
+
+def status(grid: Grid, model: str, benchmark: str) -> str | None:
+    """The word a cell without a number reads (n/a, hidden, missing, failed†); None for a scored cell or one
+    that is not in the grid."""
+    if grid.is_not_applicable(model, benchmark):
+        return NA
+    if grid.is_hidden(model, benchmark):
+        return HIDDEN
+    if grid.is_missing(model, benchmark):
+        return MISSING
+    if grid.is_failed(model, benchmark):
+        return FAILED + DAGGER
+    return None
+
+
+def model_status(grid: Grid, model: str) -> str | None:
+    """The word a model's average reads when a cell of it has no number (None: the average is computed)."""
+    if grid.model_has_not_applicable(model):
+        return NA
+    if grid.model_has_hidden(model):
+        return HIDDEN
+    if grid.model_has_missing(model):
+        return MISSING
+    if grid.model_has_failed(model):
+        return FAILED
+    return None
+
+
+def entry_value(entry: Entry) -> float | None:
+    return entry.value if isinstance(entry, Estimate) else None
+
+
+# --- Markdown ------------------------------------------------------------------------------------
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def md_table(header: list[str], rows: list[list[str]], align: list[str]) -> str:
+    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |"]
+    lines.append("|" + "|".join(align) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+# --- LaTeX ---------------------------------------------------------------------------------------
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    DASH: "--",
+    DAGGER: r"$^{\dagger}$",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def latex_cell(est: Entry, bold: bool) -> str:
+    if isinstance(est, str):
+        return latex_escape(est)
+    if est is None or est.value is None:
+        return "--"
+    value = fmt(est.value)
+    if bold:
+        value = rf"\textbf{{{value}}}"
+    mark = _LATEX_SPECIAL[DAGGER] if est.flag is not None else ""
+    if est.ci_low is None or est.ci_high is None:
+        return value + mark
+    return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}{mark}"
+
+
+# --- CSV -----------------------------------------------------------------------------------------
+
+
+def estimate_frame(row_header: str, value_columns: Sequence[str], rows: Iterable[tuple[str, Sequence[Entry]]]
+                   ) -> pd.DataFrame:
+    """One CSV row per table row: its name, then a value and its two CI bounds per column, all float64."""
+    columns = [row_header]
+    for name in value_columns:
+        columns += [name, f"{name}_ci_low", f"{name}_ci_high"]
+    records = []
+    for name, entries in rows:
+        record: list[object] = [name]
+        for entry in entries:
+            # n/a, hidden, not in the grid and missing are all empty, like any cell without a number.
+            record += [None, None, None] if entry_value(entry) is None else [entry.value, entry.ci_low, entry.ci_high]
+        records.append(record)
+    frame = pd.DataFrame(records, columns=columns)
+    for name in columns[1:]:
+        frame[name] = frame[name].astype("float64")
+    return frame
+
+
+def error_rate(grid: Grid, model: str, benchmark: str) -> float | None:
+    """The format error rate of a cell with a score (a failed one too); None for the others."""
+    cell = grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
+    return None if cell is None else cell.format_error_rate
+
+
+def is_flagged(grid: Grid, model: str, benchmark: str) -> bool | None:
+    """Whether the cell is marked; None (empty in a CSV) for a cell without a format error rate."""
+    return None if error_rate(grid, model, benchmark) is None else grid.flag(model, benchmark) is not None
+
+
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, na_rep="", lineterminator="\n")
+
+
+def fmt_count(x: int | None) -> str:
+    return DASH if x is None else str(x)
+
+
+def natural_key(name: str) -> list:
+    """"open-2" before "open-10": digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -1,0 +1,114 @@
+"""The main table: models x benchmarks, each cell's headline with its 95% CI, then each model's average
+(Markdown, LaTeX, CSV)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import METRIC_NOTES, metric_label
+from vlmgrid.report.tables.format import (
+    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, entry_value, error_rate, estimate_frame, flag_note, flagged, fmt,
+    fmt_estimate, is_flagged, latex_cell, latex_escape, md_table, model_status, status, status_notes,
+)
+
+def benchmark_header(grid: Grid, benchmark: str) -> str:
+    metric = grid.metric(benchmark)
+    return f"{benchmark} ({metric_label(metric)})" if metric else benchmark
+
+
+def legend(grid: Grid) -> str:
+    samples = grid.bootstrap_samples()
+    if not samples:
+        boot = ""
+    elif len(samples) == 1:
+        boot = f" ({samples[0]} bootstrap samples)"
+    else:
+        boot = f" ({samples[0]}{DASH}{samples[-1]} bootstrap samples)"
+    metrics = {grid.metric(benchmark) for benchmark in grid.benchmarks}
+    notes = "".join(f" {METRIC_NOTES[m]}." for m in sorted(metrics - {None}) if m in METRIC_NOTES)
+    na = f" {NA_NOTE}" if grid.not_applicable else ""
+    hidden = f" {HIDDEN_NOTE}" if grid.hidden else ""
+    averages = any(model_status(grid, m) is None and grid.average(m) is not None and grid.model_flag(m) is not None
+                   for m in grid.models)
+    flags = " ".join(part for part in (flag_note(grid, grid.flagged(), average=averages),
+                                      status_notes(grid, average=True)) if part)
+    return (
+        f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
+        f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{hidden}"
+        + (f" {flags}" if flags else "") + notes
+    )
+
+
+def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
+    """The headline of a cell: its estimate (marked when its format error rate is over the threshold), a
+    status word, or None when it is not in the grid."""
+    word = status(grid, model, benchmark)
+    if word is not None:
+        return word
+    cell = grid.cell(model, benchmark)
+    return flagged(cell.estimate, grid.flag(model, benchmark)) if cell is not None else None
+
+
+def average_entry(grid: Grid, model: str) -> Entry:
+    """The model's average: a status word, None when it cannot be computed, else marked when a cell is."""
+    return model_status(grid, model) or flagged(grid.average(model), grid.model_flag(model))
+
+
+def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
+    """Per model: its entry per benchmark, then its average."""
+    return [(model, [cell_entry(grid, model, benchmark) for benchmark in grid.benchmarks]
+             + [average_entry(grid, model)]) for model in grid.models]
+
+
+def main_markdown(grid: Grid, title: str) -> str:
+    header = ["Model"] + [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
+    rows = [[model] + [fmt_estimate(e) for e in estimates] for model, estimates in _rows(grid)]
+    align = [":---"] + ["---:"] * (len(header) - 1)
+    return f"# {title}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}\n"
+
+
+def main_latex(grid: Grid, title: str) -> str:
+    rows = _rows(grid)
+    n_cols = len(grid.benchmarks) + 1
+    # The best value of each column (as displayed, so ties are all bold); only when there is a choice.
+    best: list[str | None] = []
+    for j in range(n_cols):
+        shown = [fmt(value) for _, ests in rows if (value := entry_value(ests[j])) is not None]
+        best.append(max(shown, key=float) if len(shown) > 1 else None)
+    header = ["Model"] + [latex_escape(benchmark_header(grid, b)) for b in grid.benchmarks] + [AVERAGE]
+    lines = [
+        r"% vlmgrid report; requires \usepackage{booktabs}",
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{latex_escape(title)}. {latex_escape(legend(grid))}}}",
+        r"\label{tab:main}",
+        r"\begin{tabular}{l" + "c" * n_cols + "}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+    ]
+    for model, ests in rows:
+        cells = [
+            latex_cell(est, entry_value(est) is not None and fmt(entry_value(est)) == best[j])
+            for j, est in enumerate(ests)
+        ]
+        lines.append(" & ".join([latex_escape(model)] + cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def main_frame(grid: Grid) -> pd.DataFrame:
+    """The values and CIs, then per benchmark the cell's format error rate and whether it is marked, then
+    whether each average is marked (empty where there is no number to mark)."""
+    rows = _rows(grid)
+    frame = estimate_frame("model", list(grid.benchmarks) + ["average"], rows)
+    for benchmark in grid.benchmarks:
+        frame[f"{benchmark}_format_error_rate"] = pd.array(
+            [error_rate(grid, model, benchmark) for model in grid.models], dtype="float64")
+        frame[f"{benchmark}_flagged"] = pd.array(
+            [is_flagged(grid, model, benchmark) for model in grid.models], dtype="boolean")
+    frame["average_flagged"] = pd.array(
+        [None if entry_value(entries[-1]) is None else entries[-1].flag is not None for _, entries in rows],
+        dtype="boolean")
+    return frame

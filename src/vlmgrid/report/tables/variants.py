@@ -1,0 +1,60 @@
+"""The variants table: per prompt variant, for the cells that ran several, and their mean (Markdown, CSV)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import metric_label
+from vlmgrid.report.score_file import Estimate
+from vlmgrid.report.tables.format import (
+    error_rate, flag_note, flagged, fmt_estimate, is_flagged, md_table, natural_key,
+)
+
+VARIANT_COLUMNS = ["model", "benchmark", "variant", "metric", "value", "ci_low", "ci_high", "format_error_rate",
+                   "flagged"]
+MEAN_VARIANT = "(mean)"
+
+
+def _variant_rows(grid: Grid) -> list[tuple[str, str, str, str, Estimate]]:
+    """(model, benchmark, variant, metric, estimate) for the cells with several variants, then their mean; a
+    marked cell's estimates are marked (the score has no per-variant format error rate)."""
+    rows = []
+    for model in grid.models:
+        for benchmark in grid.benchmarks:
+            cell = grid.cell(model, benchmark)
+            if cell is None or len(cell.variants) < 2:
+                continue
+            flag = grid.flag(model, benchmark)
+            for name in sorted(cell.variants, key=natural_key):
+                rows.append((model, benchmark, name, cell.metric, flagged(cell.variants[name], flag)))
+            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, flagged(cell.estimate, flag)))
+    return rows
+
+
+def variants_frame(grid: Grid) -> pd.DataFrame:
+    records = [[m, b, v, metric, e.value, e.ci_low, e.ci_high, error_rate(grid, m, b), is_flagged(grid, m, b)]
+               for m, b, v, metric, e in _variant_rows(grid)]
+    frame = pd.DataFrame(records, columns=VARIANT_COLUMNS)
+    for name in ("value", "ci_low", "ci_high", "format_error_rate"):
+        frame[name] = frame[name].astype("float64")
+    frame["flagged"] = frame["flagged"].astype("boolean")
+    return frame
+
+
+def variants_markdown(grid: Grid, title: str) -> str:
+    parts = [f"# {title}: prompt variants\n"]
+    rows = _variant_rows(grid)
+    if not rows:
+        parts.append("No cell of this grid has more than one prompt variant.\n")
+        return "\n".join(parts)
+    header = ["Model", "Benchmark", "Variant", "Metric", "Value [95% CI]"]
+    table = [[m, b, v, metric_label(metric), fmt_estimate(e)] for m, b, v, metric, e in rows]
+    parts.append(md_table(header, table, [":---"] * 4 + ["---:"]) + "\n")
+    shown = {(m, b) for m, b, *_ in rows}
+    note = flag_note(grid, [entry for entry in grid.flagged() if (entry[0], entry[1]) in shown])
+    parts.append(
+        f"Values in percent; 95% bootstrap CI in brackets; {MEAN_VARIANT}: the cell's headline, the mean over "
+        f"its variants (its CI from their averaged bootstrap draws)." + (f" {note}" if note else "") + "\n"
+    )
+    return "\n".join(parts)

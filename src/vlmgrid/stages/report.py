@@ -1,0 +1,40 @@
+"""The report stage: the grid's score files -> its tables and figures (`vlmgrid.report`, docs/formats.md).
+
+`vlmgrid.report.outputs.report_files` lists the files it writes, so the workflow knows them before it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from vlmgrid import paths
+from vlmgrid.config import Config
+
+log = logging.getLogger(__name__)
+
+
+def write_report(config: Config, allow_missing: bool) -> list[Path]:
+    """`vlmgrid report`: read every cell's score file and write the report; logs and returns the files written.
+
+    With `allow_missing`, a cell without a score file reads "missing" instead of failing the report, and the
+    tables and figures go to `paths.partial_report_dir` instead: the grid's report files only ever hold it
+    whole.
+    """
+    from vlmgrid.report import build_report
+
+    score_files = {
+        (cell.model, cell.benchmark): paths.score_path(config.results_dir, cell.model, cell.benchmark)
+        for cell in config.cells
+    }
+    # With missing cells the tables go to a folder of their own: the grid's report files only ever hold it whole.
+    root = paths.partial_report_dir(config.results_dir) if allow_missing else Path(config.results_dir)
+    written = build_report(score_files, config.models, config.benchmarks,
+                           paths.tables_dir(root), paths.figures_dir(root),
+                           title=config.title,
+                           kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
+                           flag_error_rate=float(config.report["flag_error_rate"]),
+                           allow_missing=allow_missing)
+    for path in written:
+        log.info(f"wrote {path}")
+    return written
