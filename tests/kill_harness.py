@@ -12,7 +12,7 @@ depend on how loaded the machine is.
 
 Imported, it prepares a small grid in a folder (`make_workspace`), runs a job uninterrupted or killed again
 and again (`run_killed`), and says what each kill lost (`kill_costs`): the items of the part being computed,
-the model batches already done for it, and the seconds spent on it. benchmarks/kill_cost.py prints these.
+the model batches already done for it, and the seconds spent on it. perf/kill_cost.py prints these.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _install_trace() -> None:
     import pyarrow.parquet as pq
 
     import vlmgrid.protocols
-    from vlmgrid import infer
+    from vlmgrid.stages import infer
 
     part_delay = float(os.environ.get(PART_DELAY_ENV, "0"))
     final_delay = float(os.environ.get(FINAL_DELAY_ENV, "0"))
@@ -211,9 +211,9 @@ def make_workspace(root: Path, config_data: dict, *, model: str, bench: str, par
     """Prepare `bench` and fetch `model` under root, with the prompts copied there so no edit elsewhere moves
     the job's identity between runs."""
     from vlmgrid import paths
-    from vlmgrid.benchmarks import prepare_benchmark
     from vlmgrid.config import validate_config
-    from vlmgrid.models.fetch import fetch_model
+    from vlmgrid.stages.fetch import fetch_model
+    from vlmgrid.stages.prepare import prepare_benchmark
 
     root.mkdir(parents=True, exist_ok=True)
     data = copy.deepcopy(config_data)

@@ -9,12 +9,13 @@ import copy
 import pytest
 
 from vlmgrid import paths
-from vlmgrid.benchmarks import BENCHMARKS, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.config import validate_config
-from vlmgrid.infer import run_inference
-from vlmgrid.models.fetch import fetch_model
-from vlmgrid.protocols import runnable
-from vlmgrid.score import score_cell
+from vlmgrid.stages.infer import run_inference
+from vlmgrid.stages.fetch import fetch_model
+from vlmgrid.stages.plan import runnable
+from vlmgrid.stages.prepare import prepare_benchmark
+from vlmgrid.stages.score import score_cell
 
 HEADLINES = {
     "flowers102": "top1", "food101": "top1", "caltech101": "top1", "imagenet": "top1",
@@ -44,7 +45,7 @@ def test_fixture_runs_through_the_whole_chain(kind, small_config, tmp_path):
             model_dir=paths.model_dir(config.data_dir, model),
             out_path=paths.predictions_path(config.results_dir, model, "bench"),
             partial_dir=paths.partial_dir(config.results_dir, model, "bench"),
-            part_size=8, threads=1, progress=False, say=lambda text: None,
+            part_size=8, threads=1, progress=False,
         )
         score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions,
                            out_path=paths.score_path(config.results_dir, model, "bench"), samples=50, seed=0)

@@ -5,6 +5,7 @@ import yaml
 import pytest
 
 from vlmgrid.config import load_config, validate_config
+from vlmgrid.stages.plan import not_applicable
 from vlmgrid.errors import VlmgridError
 
 
@@ -73,7 +74,7 @@ def test_unknown_benchmark_kind(default_config_data):
     data = copy.deepcopy(default_config_data)
     data["benchmarks"]["pope-fixture"]["kind"] = "popes"
     message = _error(data)
-    assert 'benchmarks.pope-fixture.kind "popes"' in message and 'did you mean "pope"' in message
+    assert 'benchmarks.pope-fixture.kind: "popes" is not a valid value' in message and 'did you mean "pope"' in message
 
 
 def test_source_key_unknown_for_its_type(default_config_data):
@@ -127,7 +128,7 @@ def test_every_catalog_model_is_valid_and_pinned_or_marked(default_config_data):
         data["models"] = {name: entry}
         data["grid"] = {"models": [name], "benchmarks": ["pope-fixture"]}
         config = validate_config(data, source="config/models.yaml")
-        config.not_applicable(name, "pope-fixture")  # every backend answers the question
+        not_applicable(config, name, "pope-fixture")  # every backend answers the question
         revision = entry.get("source", {}).get("revision")
         block = text.split(f"\n  {name}:\n", 1)[1].split("\n\n", 1)[0]
         if revision == "main":
@@ -139,16 +140,16 @@ def test_every_catalog_model_is_valid_and_pinned_or_marked(default_config_data):
 def test_a_pair_that_cannot_run_is_not_applicable_not_an_error(default_config_data):
     config = validate_config(default_config_data)
     assert "textvqa-fixture" in config.benchmarks
-    assert config.not_applicable("clip-tiny", "textvqa-fixture") == (
+    assert not_applicable(config, "clip-tiny", "textvqa-fixture") == (
         'model "clip-tiny" (open_clip backend, capability embed) cannot run benchmark "textvqa-fixture" '
         "(short_answer protocol needs generate)"
     )
-    assert config.not_applicable("random", "textvqa-fixture") == (
+    assert not_applicable(config, "random", "textvqa-fixture") == (
         'model "random" (baseline backend, capability score_options) cannot run benchmark "textvqa-fixture" '
         "(short_answer protocol needs generate)"
     )
-    assert config.not_applicable("llava-tiny", "textvqa-fixture") is None
-    assert all(config.not_applicable(m, b) is None for m in config.models for b in config.benchmarks
+    assert not_applicable(config, "llava-tiny", "textvqa-fixture") is None
+    assert all(not_applicable(config, m, b) is None for m in config.models for b in config.benchmarks
                if b != "textvqa-fixture")
 
 
@@ -158,9 +159,9 @@ def test_not_applicable_follows_settings_dependent_capabilities(default_config_d
     data["grid"]["models"] = ["api"]
     config = validate_config(data)
     # Generation alone runs yes/no by reading the answer; option scoring would need logprobs.
-    assert config.not_applicable("api", "pope-fixture") is None
+    assert not_applicable(config, "api", "pope-fixture") is None
     with pytest.raises(VlmgridError, match='no model named "clip-tin"'):
-        config.not_applicable("clip-tin", "pope-fixture")
+        not_applicable(config, "clip-tin", "pope-fixture")
 
 
 def test_prompts_dir_default_and_override(default_config_data):
@@ -173,7 +174,7 @@ def test_prompts_dir_default_and_override(default_config_data):
 
 
 def test_prompt_file_hashes(tmp_path):
-    from vlmgrid.config import prompt_file_hashes
+    from vlmgrid.prompts import prompt_file_hashes
     from vlmgrid.fileio import sha256_file
 
     assert prompt_file_hashes(tmp_path / "absent") == {}

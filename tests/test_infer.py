@@ -1,17 +1,19 @@
 """Inference: parts as it goes, resume after a crash, atomic final file, error rows for broken images."""
 
+import contextlib
 import copy
 import json
+import logging
 
 import pyarrow.parquet as pq
 import pytest
 
-from vlmgrid import infer as infer_module
+from vlmgrid.stages import infer as infer_module
 from vlmgrid import paths
-from vlmgrid.benchmarks import prepare_benchmark
 from vlmgrid.config import validate_config
-from vlmgrid.models.fetch import fetch_model
-from vlmgrid.predictions import not_applicable_reason, read_metadata, read_predictions
+from vlmgrid.stages.fetch import fetch_model
+from vlmgrid.stages.prepare import prepare_benchmark
+from vlmgrid.predictions import read_metadata, read_predictions, recorded_not_applicable
 
 
 def _setup(small_config, bench="pope-fixture", model="random", part_size=16, corrupt=0):
@@ -24,15 +26,34 @@ def _setup(small_config, bench="pope-fixture", model="random", part_size=16, cor
     return config
 
 
+@contextlib.contextmanager
+def _listening(messages):
+    """The package's log messages while the block runs, appended to `messages` (when it is a list)."""
+    if messages is None:
+        yield
+        return
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    package = logging.getLogger("vlmgrid")
+    package.addHandler(handler)
+    level = package.level
+    package.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(level)
+
+
 def _run(config, model="random", bench="pope-fixture", messages=None, prompts_dir=None):
-    return infer_module.run_inference(
-        model_name=model, model_settings=config.model(model),
-        bench_dir=paths.bench_dir(config.data_dir, bench), model_dir=paths.model_dir(config.data_dir, model),
-        out_path=paths.predictions_path(config.results_dir, model, bench),
-        partial_dir=paths.partial_dir(config.results_dir, model, bench),
-        part_size=int(config.infer["part_size"]), threads=1, progress=False, prompts_dir=prompts_dir,
-        say=(messages.append if messages is not None else lambda text: None),
-    )
+    with _listening(messages):
+        return infer_module.run_inference(
+            model_name=model, model_settings=config.model(model),
+            bench_dir=paths.bench_dir(config.data_dir, bench), model_dir=paths.model_dir(config.data_dir, model),
+            out_path=paths.predictions_path(config.results_dir, model, bench),
+            partial_dir=paths.partial_dir(config.results_dir, model, bench),
+            part_size=int(config.infer["part_size"]), threads=1, progress=False, prompts_dir=prompts_dir,
+        )
 
 
 class Crash(Exception):
@@ -195,18 +216,18 @@ def test_not_applicable_cell_writes_an_empty_marked_file(small_config, tmp_path)
     (partial / "part-000000.parquet").write_bytes(b"old")
     infer_module.write_not_applicable(
         model_name="clip-tiny", model_settings=config.model("clip-tiny"), benchmark="textvqa-fixture",
-        reason="it cannot", out_path=out, partial_dir=partial, say=lambda text: None,
+        reason="it cannot", out_path=out, partial_dir=partial,
     )
     assert read_predictions(out).empty
     metadata = read_metadata(out)
     assert metadata["applicable"] is False and metadata["reason"] == "it cannot"
-    assert not_applicable_reason(metadata) == "it cannot"
+    assert recorded_not_applicable(metadata) == "it cannot"
     assert not partial.exists()
     assert sorted(p.name for p in out.parent.iterdir()) == ["textvqa-fixture.parquet"]  # atomic: no leftovers
 
 
 def _score(config, predictions, bench="pope-fixture", model="random"):
-    from vlmgrid.score import score_cell
+    from vlmgrid.stages.score import score_cell
 
     return score_cell(model_name=model, bench_dir=paths.bench_dir(config.data_dir, bench),
                       predictions_path=predictions, out_path=paths.score_path(config.results_dir, model, bench),
@@ -241,7 +262,7 @@ def test_not_applicable_score_has_the_reason_and_no_numbers(small_config, tmp_pa
     path = tmp_path / "na.parquet"
     infer_module.write_not_applicable(model_name="random", model_settings=config.model("random"),
                                       benchmark="pope-fixture", reason="it cannot", out_path=path,
-                                      partial_dir=tmp_path / "parts", say=lambda text: None)
+                                      partial_dir=tmp_path / "parts")
     score = _score(config, path)
     written = json.loads(paths.score_path(config.results_dir, "random", "pope-fixture").read_text())
     assert written == score

@@ -36,14 +36,14 @@ def _reference(ws, in_process: bool = False) -> pa.Table:
 
 def _run_here(ws):
     from vlmgrid import paths
-    from vlmgrid.infer import run_inference
+    from vlmgrid.stages.infer import run_inference
 
     config = ws.config
     run_inference(model_name=ws.model, model_settings=config.model(ws.model),
                   bench_dir=paths.bench_dir(config.data_dir, ws.bench),
                   model_dir=paths.model_dir(config.data_dir, ws.model), out_path=ws.out_path,
                   partial_dir=ws.partial_dir, part_size=ws.part_size, threads=1, prompts_dir=config.prompts_dir,
-                  device="cpu", progress=False, say=lambda text: None)
+                  device="cpu", progress=False)
 
 
 def _resumed_from(log: str) -> tuple[int, int]:

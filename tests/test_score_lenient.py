@@ -8,10 +8,11 @@ import json
 import pandas as pd
 import pytest
 
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, prepare_benchmark
+from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.predictions import rows_to_table, write_table
 from vlmgrid.protocols.parsing import PARSERS, parse
-from vlmgrid.score import lenient_predictions, score_cell
+from vlmgrid.stages.prepare import prepare_benchmark
+from vlmgrid.stages.score import lenient_predictions, score_cell
 
 
 def test_every_kind_names_registered_parsers():

@@ -2,19 +2,20 @@
 predictions file an unsharded run writes, byte for byte."""
 
 import copy
+import logging
 
 import pyarrow.parquet as pq
 import pytest
 
 from vlmgrid import paths
-from vlmgrid.benchmarks import prepare_benchmark
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.infer import run_inference
-from vlmgrid.models.fetch import fetch_model
+from vlmgrid.stages.infer import run_inference
+from vlmgrid.stages.fetch import fetch_model
+from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.predictions import read_metadata, read_predictions
-from vlmgrid.shards import Shard, merge_shards
+from vlmgrid.stages.shards import Shard, merge_shards
 
 BENCH = "pope-fixture"  # 90 items: 6 parts of 16
 
@@ -91,7 +92,7 @@ def _run(config, model, shard=None):
                          bench_dir=paths.bench_dir(config.data_dir, BENCH),
                          model_dir=paths.model_dir(config.data_dir, model), out_path=out, partial_dir=partial,
                          part_size=int(config.infer["part_size"]), threads=1, prompts_dir=config.prompts_dir,
-                         progress=False, shard=shard, say=lambda text: None)
+                         progress=False, shard=shard)
 
 
 def _move_aside(out):
@@ -129,7 +130,7 @@ def test_llava_tiny_three_shards_merge_to_the_unsharded_file_byte_for_byte(small
     out = merge_shards(model_name="llava-tiny", model_settings=config.model("llava-tiny"),
                        bench_dir=paths.bench_dir(config.data_dir, BENCH), part_size=16, shard_paths=shard_files,
                        out_path=paths.predictions_path(config.results_dir, "llava-tiny", BENCH),
-                       prompts_dir=config.prompts_dir, say=lambda text: None)
+                       prompts_dir=config.prompts_dir)
     _assert_same_file(out, reference)
     assert read_metadata(out)["provenance"]["batch_size"] == 4
 
@@ -146,8 +147,8 @@ def test_more_shards_than_parts_write_empty_shard_files_and_merge_the_same(small
     _assert_same_file(paths.predictions_path(config.results_dir, "random", BENCH), reference)
 
 
-def test_a_killed_shard_resumes_its_own_parts(small_config, write_config, monkeypatch):
-    from vlmgrid import infer as infer_module
+def test_a_killed_shard_resumes_its_own_parts(small_config, write_config, monkeypatch, caplog):
+    from vlmgrid.stages import infer as infer_module
 
     config = _setup(small_config, write_config)
     original, saved = infer_module.PartStore.save, []
@@ -163,14 +164,14 @@ def test_a_killed_shard_resumes_its_own_parts(small_config, write_config, monkey
     monkeypatch.undo()
     assert saved == [2]  # shard 2 of 3 starts at part 2 of 6
 
-    messages = []
+    caplog.set_level(logging.INFO, logger="vlmgrid")
     infer_module.run_inference(
         model_name="random", model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
         model_dir=paths.model_dir(config.data_dir, "random"),
         out_path=paths.shard_path(config.results_dir, "random", BENCH, 2, 3),
         partial_dir=paths.shard_partial_dir(config.results_dir, "random", BENCH, 2, 3), part_size=16, threads=1,
-        prompts_dir=config.prompts_dir, progress=False, shard=Shard(2, 3), say=messages.append)
-    assert "resuming: 1 of 2 parts (16 of 32 items) already done" in messages
+        prompts_dir=config.prompts_dir, progress=False, shard=Shard(2, 3))
+    assert "resuming: 1 of 2 parts (16 of 32 items) already done" in caplog.messages
 
 
 # --- merge refuses what it cannot trust -----------------------------------------------------------------------

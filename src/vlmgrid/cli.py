@@ -1,237 +1,125 @@
-"""The `vlmgrid` command: every Snakemake rule and DVC stage is one of its subcommands."""
+"""The `vlmgrid` command: every Snakemake rule and DVC stage is one of its subcommands.
+
+Each subcommand parses its arguments, loads the config and calls one stage function (`vlmgrid.stages`);
+the package's messages (logging, one logger per module) are shown bare on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
 
-from vlmgrid import __version__, paths
+from vlmgrid import __version__
 from vlmgrid.config import DEFAULT_CONFIG, Config, load_config
 from vlmgrid.errors import VlmgridError
+from vlmgrid.stages import plan
 
 
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+log = logging.getLogger("vlmgrid")
+
+
+class _Stderr(logging.Handler):
+    """The package's messages on stderr, bare (the stream is looked up at each message, so a captured stderr
+    sees them too)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(self.format(record), file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - logging's own rule: a message that cannot be written is reported, not raised
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _messages_on_stderr():
+    """The package's messages (INFO and above) shown bare on stderr while a command runs, and only there: a
+    library that configures the root logger (open_clip does on import) must not print them a second time."""
+    package = logging.getLogger("vlmgrid")
+    handler = _Stderr()
+    saved = package.level, package.propagate
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+    package.propagate = False
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.level, package.propagate = saved
 
 
 def cmd_check_config(config: Config, args) -> None:
-    n_na = sum(config.not_applicable(cell.model, cell.benchmark) is not None for cell in config.cells)
-    print(f"{config.path}: valid; {len(config.models)} models x {len(config.benchmarks)} benchmarks "
-          f"= {len(config.cells)} cells" + (f" ({n_na} not applicable)" if n_na else ""))
+    print(plan.summary(config))
 
 
 def cmd_benchmarks(config: Config | None, args) -> None:
-    from vlmgrid.benchmarks import BENCHMARKS
-
-    print("benchmark kinds:")
-    for name, kind in BENCHMARKS.items():
-        print(f"  {name:<16} {kind.protocol:<16} {kind.metric:<15} {kind.description}")
-    if config is not None:
-        print(f"benchmarks in {config.path}:")
-        for name in config.benchmarks:
-            entry = config.benchmark(name)
-            print(f"  {name:<24} kind={entry['kind']} source={entry['source']['type']}")
+    print("\n".join(plan.benchmark_lines(config)))
 
 
 def cmd_models(config: Config | None, args) -> None:
-    from vlmgrid.models import BACKENDS
-
-    print("model backends:")
-    for name, backend in BACKENDS.items():
-        print(f"  {name:<12} capabilities: {', '.join(sorted(backend.capabilities))}"
-              f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}")
-    if config is not None:
-        print(f"models in {config.path}:")
-        for name in config.models:
-            print(f"  {name:<24} backend={config.model(name)['backend']}")
+    print("\n".join(plan.model_lines(config)))
 
 
 def cmd_cells(config: Config, args) -> None:
-    for cell in config.cells:
-        if args.paths:
-            # A not-applicable cell has its files too (they say so), so it is listed like any other.
-            print(paths.predictions_path(config.results_dir, cell.model, cell.benchmark))
-            continue
-        reason = config.not_applicable(cell.model, cell.benchmark)
-        print(f"{cell.model}\t{cell.benchmark}" + (f"\tn/a: {reason}" if reason else ""))
+    for line in plan.cell_lines(config, as_paths=args.paths):
+        print(line)
 
 
 def cmd_prepare(config: Config, args) -> None:
-    from vlmgrid.benchmarks import prepare_benchmark
+    from vlmgrid.stages.prepare import prepare
 
-    manifest = prepare_benchmark(args.benchmark, config.benchmark(args.benchmark),
-                                 paths.bench_dir(config.data_dir, args.benchmark))
-    _say(f"{args.benchmark}: {manifest['n_items']} items, fingerprint {manifest['fingerprint'][:12]}")
+    prepare(config, args.benchmark)
 
 
 def cmd_stamp_sources(config: Config, args) -> None:
-    from vlmgrid.benchmarks.sources import write_source_stamps
+    from vlmgrid.stages.prepare import stamp_sources
 
-    folder = paths.source_stamps_dir(config.data_dir)
-    written = write_source_stamps({name: config.benchmark(name) for name in config.benchmarks}, folder)
-    local = sum(config.benchmark(name)["source"].get("type") == "local" for name in config.benchmarks)
-    _say(f"{folder}: {len(config.benchmarks)} source stamps ({local} local), {len(written)} changed")
+    stamp_sources(config)
 
 
 def cmd_verify(config: Config, args) -> None:
-    from vlmgrid.benchmarks import verify_benchmark
+    from vlmgrid.stages.prepare import verify
 
-    verify_benchmark(paths.bench_dir(config.data_dir, args.benchmark), full=True)
-    _say(f"{args.benchmark}: every file matches its manifest")
+    verify(config, args.benchmark)
 
 
 def cmd_fetch_model(config: Config, args) -> None:
-    from vlmgrid.models.fetch import fetch_model
+    from vlmgrid.stages.fetch import fetch
 
-    manifest = fetch_model(args.model, config.model(args.model), paths.model_dir(config.data_dir, args.model))
-    _say(f"{args.model}: {len(manifest['files'])} file(s), fingerprint {manifest['fingerprint'][:12]}")
+    fetch(config, args.model)
 
 
 def cmd_infer(config: Config, args) -> None:
-    from vlmgrid.gpu import acquire_gpu
-    from vlmgrid.models import BACKENDS
+    from vlmgrid.stages.infer import infer_cell
 
-    settings = config.model(args.model)
-    config.benchmark(args.benchmark)  # a clear error for an unknown name before any work
-    # Without --shard the cell runs whole whatever its benchmark's `shards` says: sharding is the workflow's
-    # choice of jobs (dvc.yaml runs cells whole), and the file is the same either way.
-    shard = None
-    out_path = paths.predictions_path(config.results_dir, args.model, args.benchmark)
-    partial_dir = paths.partial_dir(config.results_dir, args.model, args.benchmark)
-    if args.shard is not None:
-        from vlmgrid.shards import Shard
-
-        shard = Shard.parse(args.shard)
-        out_path = paths.shard_path(config.results_dir, args.model, args.benchmark, shard.index, shard.count)
-        partial_dir = paths.shard_partial_dir(config.results_dir, args.model, args.benchmark, shard.index,
-                                              shard.count)
-    reason = config.not_applicable(args.model, args.benchmark)
-    if reason is not None:
-        from vlmgrid.infer import write_not_applicable
-
-        # No model, no GPU: the file only records that this cell cannot run.
-        write_not_applicable(model_name=args.model, model_settings=settings, benchmark=args.benchmark,
-                             reason=reason, out_path=out_path, partial_dir=partial_dir, say=_say)
-        return
-    backend = BACKENDS.get(settings["backend"])
-    wants_gpu = backend.uses_gpu and settings.get("device", "auto") != "cpu"
-    lease = acquire_gpu(say=_say) if wants_gpu else None
-    device = "cpu"
-    if lease is not None and lease.gpu is not None:
-        device = "cuda"
-    elif settings.get("device") == "cuda":
-        raise VlmgridError(f"model {args.model} asks for device: cuda, but no GPU is visible to this job")
-    from vlmgrid.infer import run_inference
-
-    try:
-        run_inference(
-            model_name=args.model,
-            model_settings=settings,
-            bench_dir=paths.bench_dir(config.data_dir, args.benchmark),
-            model_dir=paths.model_dir(config.data_dir, args.model),
-            out_path=out_path,
-            partial_dir=partial_dir,
-            prompts_dir=config.prompts_dir,
-            part_size=int(config.infer["part_size"]),
-            threads=int(args.threads or config.infer["threads"]),
-            device=device,
-            progress=not args.no_progress,
-            shard=shard,
-            say=_say,
-        )
-    finally:
-        if lease is not None:
-            lease.release()
+    infer_cell(config, args.model, args.benchmark, shard=args.shard, threads=args.threads,
+               progress=not args.no_progress)
 
 
 def cmd_merge_shards(config: Config, args) -> None:
-    settings = config.model(args.model)
-    count = config.shards(args.benchmark)
-    out_path = paths.predictions_path(config.results_dir, args.model, args.benchmark)
-    reason = config.not_applicable(args.model, args.benchmark)
-    if reason is not None:
-        from vlmgrid.infer import write_not_applicable
+    from vlmgrid.stages.shards import merge_cell
 
-        # No shard ran a model: the cell's file only records why, as an unsharded infer writes it.
-        write_not_applicable(model_name=args.model, model_settings=settings, benchmark=args.benchmark,
-                             reason=reason, out_path=out_path,
-                             partial_dir=paths.partial_dir(config.results_dir, args.model, args.benchmark), say=_say)
-        return
-    from vlmgrid.shards import merge_shards
-
-    merge_shards(
-        model_name=args.model,
-        model_settings=settings,
-        bench_dir=paths.bench_dir(config.data_dir, args.benchmark),
-        part_size=int(config.infer["part_size"]),
-        shard_paths=[paths.shard_path(config.results_dir, args.model, args.benchmark, index, count)
-                     for index in range(1, count + 1)],
-        out_path=out_path,
-        prompts_dir=config.prompts_dir,
-        say=_say,
-    )
+    merge_cell(config, args.model, args.benchmark)
 
 
 def cmd_score(config: Config, args) -> None:
-    from vlmgrid.score import score_cell
+    from vlmgrid.stages.score import score_grid_cell
 
-    predictions = Path(args.predictions) if args.predictions else paths.predictions_path(
-        config.results_dir, args.model, args.benchmark)
-    out = Path(args.out) if args.out else paths.score_path(config.results_dir, args.model, args.benchmark)
-    score = score_cell(
-        model_name=args.model,
-        bench_dir=paths.bench_dir(config.data_dir, args.benchmark),
-        predictions_path=predictions,
-        out_path=out,
-        samples=int(config.bootstrap["samples"]),
-        seed=int(config.bootstrap["seed"]),
-        given=bool(args.predictions),
-    )
-    if not score.get("applicable", True):
-        _say(f"{args.model} on {args.benchmark}: not applicable ({score['reason']}) -> {out}")
-        return
-    if score.get("labels_hidden"):
-        files = ", ".join(score["submission"].values())
-        _say(f"{args.model} on {args.benchmark}: the labels are hidden, so there is no score; the leaderboard's "
-             f"submission files are in {out.parent} ({files}) -> {out}")
-        return
-    low, high = score["ci95"]
-    _say(f"{args.model} on {args.benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
-         f"(n={score['n']}, format errors {score['format_error_rate']:.1f}%) -> {out}")
+    score_grid_cell(config, args.model, args.benchmark, predictions=args.predictions, out=args.out)
 
 
 def cmd_report(config: Config, args) -> None:
-    from vlmgrid.report import build_report
+    from vlmgrid.stages.report import write_report
 
-    score_files = {
-        (cell.model, cell.benchmark): paths.score_path(config.results_dir, cell.model, cell.benchmark)
-        for cell in config.cells
-    }
-    # With missing cells the tables go to a folder of their own: the grid's report files only ever hold it whole.
-    root = paths.partial_report_dir(config.results_dir) if args.allow_missing else Path(config.results_dir)
-    written = build_report(score_files, config.models, config.benchmarks,
-                           paths.tables_dir(root), paths.figures_dir(root),
-                           title=config.title,
-                           kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
-                           flag_error_rate=float(config.report["flag_error_rate"]),
-                           allow_missing=args.allow_missing)
-    for path in written:
-        _say(f"wrote {path}")
+    write_report(config, allow_missing=args.allow_missing)
 
 
 def cmd_make_tiny_models(config: Config | None, args) -> None:
-    from vlmgrid.models.open_clip_backend import write_tiny_open_clip
-    from vlmgrid.models.tiny_hf import FAMILIES, write_tiny_checkpoint
+    from vlmgrid.stages.fetch import write_tiny_models
 
-    out = Path(args.out)
-    families = args.families or list(FAMILIES)
-    for family in families:
-        write_tiny_checkpoint(family, out / family, seed=args.seed)
-        _say(f"wrote {out / family} (transformers, {family})")
-    write_tiny_open_clip(out / "open_clip", seed=args.seed)
-    _say(f"wrote {out / 'open_clip'} (open_clip)")
+    write_tiny_models(Path(args.out), families=args.families, seed=args.seed)
 
 
 def cmd_build_dance(config: Config | None, args) -> None:
@@ -240,7 +128,7 @@ def cmd_build_dance(config: Config | None, args) -> None:
     meta = build_dance(Path(args.triples), Path(args.images), Path(args.out), seed=args.seed,
                        relations=Path(args.relations) if args.relations else None,
                        train_triples=Path(args.train_triples) if args.train_triples else None)
-    _say(f"wrote {args.out}: {meta['n_queries']} queries from {meta['n_riddle_triples']} riddle triples")
+    log.info(f"wrote {args.out}: {meta['n_queries']} queries from {meta['n_riddle_triples']} riddle triples")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with _messages_on_stderr():
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         if args.needs_config:
             config = load_config(args.config)

@@ -1,7 +1,9 @@
-"""Load a grid config, validate it against the JSON schema, and check every name it uses.
+"""Load a grid config, validate it against the JSON schema, fill its defaults, and check the names it uses.
 
-Every problem becomes one VlmgridError sentence naming the file, the key and the closest valid name.
-Importing this module must stay cheap: the Snakefile imports it on every run, including no-op runs.
+Every problem becomes one VlmgridError sentence naming the file, the key and the closest valid name. The
+schema enumerates the benchmark kinds, source types and backends (tests hold those lists equal to the
+registries), so this module imports no domain package: which cells a model cannot run is the plan stage's
+rule (`vlmgrid.stages.plan`). Importing it must stay cheap: the Snakefile imports it on every run.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Sequence
 import yaml
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fileio import sha256_file, sha256_json
+from vlmgrid.fileio import sha256_json
 from vlmgrid.registry import closest
 
 DEFAULT_CONFIG = Path("config/config.yaml")
@@ -122,14 +124,6 @@ class Config:
         """The defined benchmarks whose cells run as several shard jobs, in config order."""
         return [name for name in self.data["benchmarks"] if self.shards(name) > 1]
 
-    def not_applicable(self, model: str, benchmark: str) -> str | None:
-        """Why the model cannot run the benchmark, in one sentence; None when it can.
-
-        Such a cell stays in the grid (dvc.yaml's matrix runs every pair): inference records it as not
-        applicable and the report shows "n/a".
-        """
-        return not_applicable_reason(model, self.model(model), benchmark, self.benchmark(benchmark))
-
     def model_fingerprint(self, name: str) -> str:
         """Changes exactly when the model's settings change: predictions made with other settings are stale."""
         return sha256_json(self.model(name))
@@ -166,7 +160,7 @@ def validate_config(data: Any, source: str | Path = "<config>") -> Config:
     """Schema check, then name checks; returns the config with defaults filled.
 
     A model that cannot run a benchmark of the grid is no error: the cell is not applicable
-    (`Config.not_applicable`), and its files say so.
+    (`vlmgrid.stages.plan.not_applicable`), and its files say so.
     """
     import jsonschema
 
@@ -226,15 +220,7 @@ def _describe(error) -> str:
 
 
 def _check_names(data: dict, source) -> None:
-    # Imported here: the registries pull in pandas, and schema errors should not wait for that.
-    from vlmgrid.benchmarks import BENCHMARKS
-
-    for name, entry in data["benchmarks"].items():
-        if entry["kind"] not in BENCHMARKS:
-            raise VlmgridError(
-                f'{source}: benchmarks.{name}.kind "{entry["kind"]}" is not a known benchmark kind'
-                f"{closest(entry['kind'], BENCHMARKS)}; known kinds: {', '.join(BENCHMARKS)}"
-            )
+    # Benchmark kinds and backends are enums of the schema (a test holds them equal to the registries).
     for section in ("models", "benchmarks"):
         for name in data["grid"][section]:
             if name not in data[section]:
@@ -242,38 +228,6 @@ def _check_names(data: dict, source) -> None:
                     f'{source}: grid.{section} names "{name}", which is not defined under {section}'
                     f"{closest(name, data[section])}; defined: {', '.join(sorted(data[section]))}"
                 )
-
-
-def not_applicable_reason(model: str, model_settings: dict, benchmark: str, benchmark_settings: dict) -> str | None:
-    """Why a model with these settings cannot run the benchmark (no capability its protocol uses); None if it can."""
-    from vlmgrid.benchmarks import BENCHMARKS
-    from vlmgrid.models import BACKENDS
-    from vlmgrid.protocols import PROTOCOLS, strategy_for
-
-    protocol = BENCHMARKS.get(benchmark_settings["kind"]).protocol
-    backend = model_settings["backend"]
-    capabilities = sorted(BACKENDS.get(backend).capabilities_for(model_settings))
-    if strategy_for(protocol, capabilities) is not None:
-        return None
-    needs = " or ".join(PROTOCOLS.get(protocol).strategies)
-    have = f"capabilit{'y' if len(capabilities) == 1 else 'ies'} {', '.join(capabilities) or 'none'}"
-    return (f'model "{model}" ({backend} backend, {have}) cannot run benchmark "{benchmark}" '
-            f"({protocol} protocol needs {needs})")
-
-
-def prompt_file_hashes(prompts_dir: str | Path) -> dict[str, str]:
-    """{file name: sha256} of the prompt sets (`*.yaml`) in the folder; {} when there is no such folder.
-
-    Part of every inference job's identity: an edited prompt set must not resume or keep old predictions.
-    Only the prompt sets count, so editing the folder's README reruns nothing.
-    """
-    folder = Path(prompts_dir)
-    if not folder.is_dir():
-        return {}
-    return {
-        path.relative_to(folder).as_posix(): sha256_file(path)
-        for path in sorted(folder.rglob("*.yaml")) if path.is_file()
-    }
 
 
 def workflow_config_file(configfiles: Sequence[str | Path] = (), argv: Sequence[str] = ()) -> Path:

@@ -83,7 +83,7 @@ def read_metadata(path: Path) -> dict:
         return {}
 
 
-def not_applicable_reason(metadata: dict) -> str | None:
+def recorded_not_applicable(metadata: dict) -> str | None:
     """The recorded reason when the file is the record of a cell that cannot run; None for real predictions."""
     if metadata.get("applicable", True) is False:
         return str(metadata.get("reason") or "the model cannot run this benchmark")

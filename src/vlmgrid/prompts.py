@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import sha256_file
 
 DEFAULT_PROMPTS_DIR = Path("config/prompts")
 
@@ -36,3 +37,18 @@ def load_prompts(name: str, prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> di
     if not isinstance(data, dict):
         raise VlmgridError(f"{path}: must hold a mapping at the top level (prompt set {name!r})")
     return data
+
+
+def prompt_file_hashes(prompts_dir: str | Path) -> dict[str, str]:
+    """{file name: sha256} of the prompt sets (`*.yaml`) in the folder; {} when there is no such folder.
+
+    Part of every inference job's identity: an edited prompt set must not resume or keep old predictions.
+    Only the prompt sets count, so editing the folder's README reruns nothing.
+    """
+    folder = Path(prompts_dir)
+    if not folder.is_dir():
+        return {}
+    return {
+        path.relative_to(folder).as_posix(): sha256_file(path)
+        for path in sorted(folder.rglob("*.yaml")) if path.is_file()
+    }

@@ -9,9 +9,12 @@ import shutil
 import sys
 
 from vlmgrid import paths
-from vlmgrid.benchmarks.sources import source_fingerprint
-from vlmgrid.config import load_config, prompt_file_hashes, workflow_config_file
+from vlmgrid.benchmarks.stamps import source_fingerprint
+from vlmgrid.config import load_config, workflow_config_file
+from vlmgrid.prompts import prompt_file_hashes
+from vlmgrid.report.outputs import report_files
 from vlmgrid.errors import VlmgridError
+from vlmgrid.stages import plan
 
 if workflow.config_settings.config:
     # The jobs' `vlmgrid` commands read the config file, so an override here would not reach them.
@@ -56,7 +59,7 @@ def get_prompt_hashes():
 def get_benchmark_settings(bench):
     """The benchmark's data settings as text. `shards` only splits its inference jobs: changing it must not
     prepare the data again (and so rerun every cell). A local source adds a fingerprint of its files (their
-    sizes and modification times, vlmgrid.benchmarks.sources.source_stamp): an edit there prepares the
+    sizes and modification times, vlmgrid.benchmarks.stamps.source_stamp): an edit there prepares the
     benchmark again. (Other sources add nothing, so their recorded params stay what they were.)"""
     settings = {key: value for key, value in GRID.benchmark(bench).items() if key != "shards"}
     if settings["source"].get("type") == "local":
@@ -73,7 +76,7 @@ def get_bench_pattern(sharded):
 
 def get_shard_files(wildcards):
     """The shard files of a sharded cell; none for a cell that cannot run (merge-shards records that alone)."""
-    if GRID.not_applicable(wildcards.model, wildcards.bench) is not None:
+    if plan.not_applicable(GRID, wildcards.model, wildcards.bench) is not None:
         return []
     count = GRID.shards(wildcards.bench)
     return [str(paths.shard_path(RESULTS, wildcards.model, wildcards.bench, index, count))
@@ -81,10 +84,7 @@ def get_shard_files(wildcards):
 
 
 def get_gpus(model):
-    from vlmgrid.models import BACKENDS
-
-    settings = GRID.model(model)
-    return int(BACKENDS.get(settings["backend"]).uses_gpu and settings.get("device") != "cpu")
+    return plan.gpus(GRID, model)
 
 
 def get_score_files():
@@ -97,12 +97,12 @@ def get_benchmark_kinds():
 
 def get_report_outputs():
     """Every file `vlmgrid report` writes: the main tables and figure, and the paper tables of the grid's kinds."""
-    return [str(path) for path, _ in paths.report_files(RESULTS, get_benchmark_kinds())]
+    return [str(path) for path, _ in report_files(RESULTS, get_benchmark_kinds())]
 
 
 def get_report_files():
     """The same files, each shown in the Snakemake report with its caption (workflow/report/<caption>.rst)."""
-    files = paths.report_files(RESULTS, get_benchmark_kinds())
+    files = report_files(RESULTS, get_benchmark_kinds())
     # (a line may not start with the word `report`: Snakemake reads that as its `report:` directive)
     return [report(str(path), caption=f"../report/{caption}.rst",
                    category="Figures" if path.parent.name == "figures" else "Tables") for path, caption in files]

@@ -1,19 +1,55 @@
-"""The score stage: records + predictions -> the score JSON (docs/formats.md). No model, no torch."""
+"""The score stage: records + predictions -> the score JSON (docs/formats.md). No model, no torch.
+
+The number is the kind's metric (`vlmgrid.metrics`) on the answers as the authors' scorer reads them; where the
+kind has a more lenient reading, its figure is scored beside the headline under its own name.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pandas as pd
 
 from vlmgrid import __version__, paths
+from vlmgrid.config import Config
 from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.base import LabelsHidden
 from vlmgrid.predictions import (
-    GIVEN_HINT, check_against_records, check_data_fingerprint, not_applicable_reason, read_metadata,
-    read_predictions,
+    GIVEN_HINT, check_against_records, check_data_fingerprint, read_metadata, read_predictions,
+    recorded_not_applicable,
 )
+
+log = logging.getLogger(__name__)
+
+
+def score_grid_cell(config: Config, model: str, benchmark: str, *, predictions: str | None = None,
+                    out: str | None = None) -> dict:
+    """`vlmgrid score`: score the cell's predictions file (or the `predictions` file the user names) and write
+    its score file (or `out`); logs the headline, or why there is none."""
+    predictions_path = Path(predictions) if predictions else paths.predictions_path(config.results_dir, model, benchmark)
+    out_path = Path(out) if out else paths.score_path(config.results_dir, model, benchmark)
+    score = score_cell(
+        model_name=model,
+        bench_dir=paths.bench_dir(config.data_dir, benchmark),
+        predictions_path=predictions_path,
+        out_path=out_path,
+        samples=int(config.bootstrap["samples"]),
+        seed=int(config.bootstrap["seed"]),
+        given=bool(predictions),
+    )
+    if not score.get("applicable", True):
+        log.info(f"{model} on {benchmark}: not applicable ({score['reason']}) -> {out_path}")
+    elif score.get("labels_hidden"):
+        files = ", ".join(score["submission"].values())
+        log.info(f"{model} on {benchmark}: the labels are hidden, so there is no score; the leaderboard's "
+                 f"submission files are in {out_path.parent} ({files}) -> {out_path}")
+    else:
+        low, high = score["ci95"]
+        log.info(f"{model} on {benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
+                 f"(n={score['n']}, format errors {score['format_error_rate']:.1f}%) -> {out_path}")
+    return score
 
 
 def _generation(metadata: dict) -> dict:
@@ -116,7 +152,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         "data_fingerprint": bench.manifest.get("fingerprint"),
         "predictions_sha256": sha256_file(predictions_path),
     }
-    reason = not_applicable_reason(metadata)
+    reason = recorded_not_applicable(metadata)
     if reason is not None:
         if len(predictions):
             raise VlmgridError(

@@ -13,15 +13,21 @@ jobs.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
+from vlmgrid import paths
+from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.infer import Job, Say, _stderr, open_job, predictions_metadata, write_predictions
 from vlmgrid.predictions import read_metadata, read_table, rows_to_table
+from vlmgrid.stages.jobs import Job, open_job, predictions_metadata, write_not_applicable, write_predictions
+from vlmgrid.stages.plan import not_applicable
+
+log = logging.getLogger(__name__)
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -59,9 +65,31 @@ class Shard:
                 "n_parts": job.n_parts, "part_size": job.part_size, "job": job.fingerprint}
 
 
+def merge_cell(config: Config, model: str, benchmark: str) -> Path:
+    """`vlmgrid merge-shards`: join the cell's shard files (its benchmark's `shards`) into its predictions file."""
+    settings = config.model(model)
+    count = config.shards(benchmark)
+    out_path = paths.predictions_path(config.results_dir, model, benchmark)
+    reason = not_applicable(config, model, benchmark)
+    if reason is not None:
+        # No shard ran a model: the cell's file only records why, as an unsharded infer writes it.
+        return write_not_applicable(model_name=model, model_settings=settings, benchmark=benchmark, reason=reason,
+                                    out_path=out_path,
+                                    partial_dir=paths.partial_dir(config.results_dir, model, benchmark))
+    return merge_shards(
+        model_name=model,
+        model_settings=settings,
+        bench_dir=paths.bench_dir(config.data_dir, benchmark),
+        part_size=int(config.infer["part_size"]),
+        shard_paths=[paths.shard_path(config.results_dir, model, benchmark, index, count)
+                     for index in range(1, count + 1)],
+        out_path=out_path,
+        prompts_dir=config.prompts_dir,
+    )
+
+
 def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part_size: int,
-                 shard_paths: list[Path], out_path: Path, prompts_dir: Path | None = None,
-                 say: Say = _stderr) -> Path:
+                 shard_paths: list[Path], out_path: Path, prompts_dir: Path | None = None) -> Path:
     """Join the shard files (shard 1 to N, in order) into out_path, as an unsharded job writes it."""
     job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir)
     count = len(shard_paths)
@@ -105,7 +133,7 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
     ran = made_by[1] if made_by else {"strategy": None, "provenance": None, "fallback": None}
     write_predictions(out_path, merged, predictions_metadata(model_name=model_name, model_settings=model_settings,
                                                              job=job, **ran))
-    say(f"wrote {out_path}: {merged.num_rows} rows from {count} shard(s)")
+    log.info(f"wrote {out_path}: {merged.num_rows} rows from {count} shard(s)")
     return out_path
 
 

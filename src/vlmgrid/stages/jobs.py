@@ -1,0 +1,192 @@
+"""What the infer and shards stages share: a job's identity, its part store, and the predictions file it writes.
+
+Work is written in parts of `part_size` items as it goes (atomically, one parquet file per part), so a killed
+job resumes at the first missing part and loses at most one part of work. The parts are valid only for the
+inputs named by the job's fingerprint (model settings, data, protocol, part size, prompt sets): anything else
+discards them.
+
+A cell whose model cannot run its benchmark gets a predictions file too, with no rows and metadata that
+say so (`write_not_applicable`): every cell of the grid has its files, and the report shows "n/a".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vlmgrid.fileio import sha256_json, write_json
+from vlmgrid.predictions import METADATA_KEY, SCHEMA, rows_to_table, write_table
+from vlmgrid.prompts import prompt_file_hashes
+
+if TYPE_CHECKING:
+    from vlmgrid.benchmarks.dataset import Benchmark
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PartStore:
+    """The parts of one unfinished job, valid only for the inputs named by `fingerprint`."""
+
+    directory: Path
+    fingerprint: str
+
+    def open(self) -> None:
+        meta_path = self.directory / "meta.json"
+        if self.directory.exists():
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                meta = {}
+            if meta.get("fingerprint") != self.fingerprint:
+                log.info(f"discarding parts in {self.directory}: they were made with other settings or data")
+                shutil.rmtree(self.directory)
+        if not self.directory.exists():
+            self.directory.mkdir(parents=True)
+            write_json(meta_path, {"fingerprint": self.fingerprint})
+
+    def path(self, index: int) -> Path:
+        return self.directory / f"part-{index:06d}.parquet"
+
+    def load(self, index: int, expected_rows_min: int) -> pa.Table | None:
+        """The part's table, or None when it is absent or unreadable (a torn write is redone, not trusted)."""
+        path = self.path(index)
+        if not path.is_file():
+            return None
+        try:
+            table = pq.read_table(path).cast(SCHEMA)
+        except (pa.ArrowException, OSError, ValueError):
+            log.info(f"part {path} is unreadable; redoing it")
+            path.unlink()
+            return None
+        if table.num_rows < expected_rows_min:
+            log.info(f"part {path} is incomplete; redoing it")
+            path.unlink()
+            return None
+        return table
+
+    def save(self, index: int, table: pa.Table) -> None:
+        write_table(self.path(index), table)
+
+    def save_provenance(self, provenance: dict) -> None:
+        write_json(self.directory / "provenance.json", provenance)
+
+    def save_strategy(self, strategy: str) -> None:
+        write_json(self.directory / "strategy.json", {"strategy": strategy})
+
+    def save_fallback(self, note: str) -> None:
+        write_json(self.directory / "fallback.json", {"fallback": note})
+
+    def fallback(self) -> str | None:
+        path = self.directory / "fallback.json"
+        return json.loads(path.read_text(encoding="utf-8"))["fallback"] if path.is_file() else None
+
+    def strategy(self) -> str | None:
+        path = self.directory / "strategy.json"
+        return json.loads(path.read_text(encoding="utf-8"))["strategy"] if path.is_file() else None
+
+    def provenance(self) -> dict | None:
+        path = self.directory / "provenance.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, part_size: int,
+                    prompts: dict[str, str] | None = None) -> str:
+    return sha256_json({
+        "model": model_settings,
+        "data": manifest.get("fingerprint"),
+        "protocol": protocol,
+        "part_size": part_size,
+        "prompts": prompts or {},
+    })
+
+
+def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: str, reason: str,
+                         out_path: Path, partial_dir: Path) -> Path:
+    """The predictions file of a cell that cannot run: no rows; its metadata say so and why."""
+    metadata = {
+        "model": model_name,
+        "benchmark": benchmark,
+        "model_settings": model_settings,
+        "applicable": False,
+        "reason": reason,
+        "strategy": None,
+        "provenance": None,
+    }
+    write_table(out_path, rows_to_table([], metadata))
+    # Parts left from when the cell could run belong to other settings.
+    shutil.rmtree(partial_dir, ignore_errors=True)
+    log.info(f"wrote {out_path}: not applicable, {reason}")
+    return out_path
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cell's inference job: the benchmark as the protocols see it, and the identity its parts carry."""
+
+    bench: Benchmark
+    prompts: dict[str, str]
+    part_size: int
+    fingerprint: str
+
+    @property
+    def n_parts(self) -> int:
+        return (len(self.bench.records) + self.part_size - 1) // self.part_size
+
+    def chunk(self, index: int):
+        return self.bench.records.iloc[index * self.part_size:(index + 1) * self.part_size]
+
+
+def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_dir: Path | None = None) -> Job:
+    """The job of one model on the benchmark in bench_dir.
+
+    `prompts_dir` is where the protocols read their prompt sets (the benchmark's default when None); the
+    hashes of its prompt sets are part of the job's identity, so edited prompts never resume old parts.
+    """
+    from vlmgrid.benchmarks import load_benchmark
+
+    bench = load_benchmark(bench_dir)  # checks that the files are there and the records intact
+    if prompts_dir is not None:
+        bench = dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
+    prompts = prompt_file_hashes(bench.prompts_dir)
+    fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, part_size, prompts)
+    return Job(bench=bench, prompts=prompts, part_size=part_size, fingerprint=fingerprint)
+
+
+def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, strategy: str | None,
+                         provenance: dict | None, fallback: str | None = None) -> dict:
+    """What a predictions file records about the job that made it (docs/formats.md); `fallback` says how
+    `answer_mode: auto` changed the way the model answers, when it did."""
+    metadata = {
+        "model": model_name,
+        "benchmark": job.bench.name,
+        "model_settings": model_settings,
+        "data_fingerprint": job.bench.manifest.get("fingerprint"),
+        "protocol": job.bench.kind.protocol,
+        "prompts": job.prompts,
+        "applicable": True,
+        "strategy": strategy,
+        "provenance": provenance,
+    }
+    if fallback:
+        metadata["fallback"] = fallback
+    return metadata
+
+
+def write_predictions(out_path: Path, table: pa.Table, metadata: dict) -> None:
+    """The final write of a predictions (or shard) file, atomic."""
+    # One chunk: parquet's page boundaries follow the chunks, and the same rows must give the same bytes
+    # whether they came from fresh parts, resumed parts or merged shards.
+    table = table.combine_chunks()
+    write_table(out_path, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()}))

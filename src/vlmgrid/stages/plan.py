@@ -1,0 +1,104 @@
+"""The plan: what the grid is before anything runs.
+
+Its cells (model x benchmark, from the config), which of them a model cannot run and why (not applicable:
+the cell stays in the grid, its files say so and the report shows "n/a"), how many GPUs a model's jobs hold,
+and the listings behind `vlmgrid check-config`, `cells`, `benchmarks` and `models`.
+"""
+
+from __future__ import annotations
+
+from vlmgrid import paths
+from vlmgrid.config import Config
+
+
+def not_applicable(config: Config, model: str, benchmark: str) -> str | None:
+    """Why the model cannot run the benchmark, in one sentence; None when it can.
+
+    Such a cell stays in the grid (dvc.yaml's matrix runs every pair): inference records it as not
+    applicable and the report shows "n/a".
+    """
+    return not_applicable_reason(model, config.model(model), benchmark, config.benchmark(benchmark))
+
+
+def not_applicable_reason(model: str, model_settings: dict, benchmark: str, benchmark_settings: dict) -> str | None:
+    """Why a model with these settings cannot run the benchmark (no capability its protocol uses); None if it can."""
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.protocols import PROTOCOLS, strategy_for
+
+    protocol = BENCHMARKS.get(benchmark_settings["kind"]).protocol
+    backend = model_settings["backend"]
+    capabilities = sorted(BACKENDS.get(backend).capabilities_for(model_settings))
+    if strategy_for(protocol, capabilities) is not None:
+        return None
+    needs = " or ".join(PROTOCOLS.get(protocol).strategies)
+    have = f"capabilit{'y' if len(capabilities) == 1 else 'ies'} {', '.join(capabilities) or 'none'}"
+    return (f'model "{model}" ({backend} backend, {have}) cannot run benchmark "{benchmark}" '
+            f"({protocol} protocol needs {needs})")
+
+
+def runnable(protocol_name: str, model_settings: dict) -> bool:
+    """Whether a model with these settings has a capability that the protocol can use."""
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.protocols import strategy_for
+
+    backend = BACKENDS.get(model_settings["backend"])
+    return strategy_for(protocol_name, backend.capabilities_for(model_settings)) is not None
+
+
+def gpus(config: Config, model: str) -> int:
+    """How many GPUs each of the model's inference jobs holds (0 for a model that runs on the CPU)."""
+    from vlmgrid.models import BACKENDS
+
+    settings = config.model(model)
+    return int(BACKENDS.get(settings["backend"]).uses_gpu and settings.get("device") != "cpu")
+
+
+def summary(config: Config) -> str:
+    """`vlmgrid check-config`: the config is valid, and the grid's size."""
+    n_na = sum(not_applicable(config, cell.model, cell.benchmark) is not None for cell in config.cells)
+    return (f"{config.path}: valid; {len(config.models)} models x {len(config.benchmarks)} benchmarks "
+            f"= {len(config.cells)} cells" + (f" ({n_na} not applicable)" if n_na else ""))
+
+
+def cell_lines(config: Config, as_paths: bool = False) -> list[str]:
+    """`vlmgrid cells`: one line per cell, its names (and why it is not applicable), or its predictions path."""
+    lines = []
+    for cell in config.cells:
+        if as_paths:
+            # A not-applicable cell has its files too (they say so), so it is listed like any other.
+            lines.append(str(paths.predictions_path(config.results_dir, cell.model, cell.benchmark)))
+            continue
+        reason = not_applicable(config, cell.model, cell.benchmark)
+        lines.append(f"{cell.model}\t{cell.benchmark}" + (f"\tn/a: {reason}" if reason else ""))
+    return lines
+
+
+def benchmark_lines(config: Config | None) -> list[str]:
+    """`vlmgrid benchmarks`: the benchmark kinds, and the config's benchmarks when there is a config."""
+    from vlmgrid.benchmarks import BENCHMARKS
+
+    lines = ["benchmark kinds:"]
+    for name, kind in BENCHMARKS.items():
+        lines.append(f"  {name:<16} {kind.protocol:<16} {kind.metric:<15} {kind.description}")
+    if config is not None:
+        lines.append(f"benchmarks in {config.path}:")
+        for name in config.benchmarks:
+            entry = config.benchmark(name)
+            lines.append(f"  {name:<24} kind={entry['kind']} source={entry['source']['type']}")
+    return lines
+
+
+def model_lines(config: Config | None) -> list[str]:
+    """`vlmgrid models`: the model backends, and the config's models when there is a config."""
+    from vlmgrid.models import BACKENDS
+
+    lines = ["model backends:"]
+    for name, backend in BACKENDS.items():
+        lines.append(f"  {name:<12} capabilities: {', '.join(sorted(backend.capabilities))}"
+                     f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}")
+    if config is not None:
+        lines.append(f"models in {config.path}:")
+        for name in config.models:
+            lines.append(f"  {name:<24} backend={config.model(name)['backend']}")
+    return lines
