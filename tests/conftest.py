@@ -86,23 +86,68 @@ def set_random_seed(root: Path, seed: int) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+def copy_workspace(source: Path, destination: Path) -> Path:
+    """A copy of a workflow run's whole folder (config, data, results, .snakemake, .git, .dvc), every file with
+    its modification time, so that Snakemake and DVC find in the copy what they left in the source."""
+    shutil.copytree(source, destination)
+    return destination
+
+
+# Small grids of the default grid's cells (the same settings, so the same files): a model on a GPU backend and
+# the CPU baseline, every rule and stage kind, in a few jobs. SMALL_GRID (DVC, a model change) adds a benchmark
+# that neither model can run (n/a cells); SLURM_GRID is the smallest with every kind of job.
+SMALL_GRID = {"models": ["clip-tiny", "random"], "benchmarks": ["pope-fixture", "textvqa-fixture"]}
+SLURM_GRID = {"models": ["clip-tiny", "random"], "benchmarks": ["pope-fixture"]}
+
+
+def small_grid_config(grid: dict, data: dict | None = None) -> dict:
+    """The default config (or `data`) with its grid cut down to `grid`."""
+    data = copy.deepcopy(data if data is not None else yaml.safe_load(DEFAULT_CONFIG.read_text()))
+    data["grid"] = copy.deepcopy(grid)
+    return data
+
+
 @pytest.fixture(scope="session")
 def snakemake_run(tmp_path_factory):
     """The default grid run once per test session by `snakemake --cores 2`, in a copy of the repo.
 
-    Tests may change this workspace (a model edit reruns its cells); `snakemake_tables` keeps the tables as
-    the run wrote them, for the runs through DVC and Slurm to compare against.
+    Tests only read this workspace (or run Snakemake where it has nothing to do); a test that changes
+    anything works on `snakemake_copy`.
     """
     root = copy_workflow(tmp_path_factory.mktemp("wf") / "repo")
     run(["snakemake", "--cores", "2"], root)
-    shutil.copytree(root / "results" / "tables", root.parent / "tables")
     return root
 
 
+@pytest.fixture
+def snakemake_copy(snakemake_run, tmp_path) -> Path:
+    """A copy of the default grid's workspace, up to date: Snakemake has nothing to do in it."""
+    return copy_workspace(snakemake_run, tmp_path / "repo")
+
+
 @pytest.fixture(scope="session")
-def snakemake_tables(snakemake_run) -> Path:
-    """results/tables of the local default grid run, untouched by later tests."""
-    return snakemake_run.parent / "tables"
+def small_grid_tables(snakemake_run, tmp_path_factory):
+    """results/tables of a small grid through Snakemake, for the runs through DVC and Slurm to compare against:
+    small_grid_tables(SMALL_GRID) is their folder (made once a session).
+
+    Each is made in a copy of the default grid's workspace: its cells are done there, so Snakemake runs only
+    the report (and would run any cell whose file it did not find up to date).
+    """
+    made = {}
+
+    def tables(grid: dict) -> Path:
+        key = yaml.safe_dump(grid)
+        if key not in made:
+            root = copy_workspace(snakemake_run, tmp_path_factory.mktemp("wf-small") / "repo")
+            for folder in ("tables", "figures"):  # the default grid's report, which holds more files
+                shutil.rmtree(root / "results" / folder)
+            config = root / "config" / "small.yaml"
+            config.write_text(yaml.safe_dump(small_grid_config(grid), sort_keys=False))
+            run(["snakemake", "--cores", "2", "--configfile", str(config)], root)
+            made[key] = root / "results" / "tables"
+        return made[key]
+
+    return tables
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""The Slurm profile: the config's `cluster` section becomes the jobs' resources, and the default grid run
-through workflow/profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's
-tables, every job having gone through Slurm with what the config asks for."""
+"""The Slurm profile: the config's `cluster` section becomes the jobs' resources, and a small grid of the default
+grid's cells (conftest.SLURM_GRID: a GPU model and the baseline, every kind of job) run through
+workflow/profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's tables,
+every job having gone through Slurm with what the config asks for."""
 
 import re
 import time
@@ -9,13 +10,14 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run, workflow_env
+from conftest import REPO, SLURM_GRID, copy_workflow, run, small_grid_config, workflow_env
 from slurm_cluster import ClusterUnavailable, start_cluster
 
 PROFILE = "workflow/profiles/slurm"
 # The profile's documented switch for a cluster without accounting (sacct would never see a job end); the
-# first status check after 5 s instead of 40 s keeps the run short.
-NO_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5"]
+# first status check after 1 s instead of 40 s (and after each job that ends) keeps the run short: the checks
+# come 1, 11, 21 ... s apart while no job ends, and the small grid's jobs take seconds.
+NO_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1"]
 GPU_MODELS = {"clip-tiny", "llava-tiny"}  # backends that use a GPU; the random baseline does not
 
 
@@ -96,9 +98,11 @@ def scontrol_jobs(cluster) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def slurm_run(slurm, tmp_path_factory):
-    """The default grid through the Slurm profile, in a copy of the repo whose config names the test
-    partition. That partition is not the cluster's default, so a job without it could not be submitted."""
+    """SLURM_GRID through the Slurm profile, in a copy of the repo whose config names the test partition.
+    That partition is not the cluster's default, so a job without it could not be submitted."""
     root = copy_workflow(tmp_path_factory.mktemp("wf-slurm") / "repo")
+    path = root / "config" / "config.yaml"
+    path.write_text(yaml.safe_dump(small_grid_config(SLURM_GRID, yaml.safe_load(path.read_text())), sort_keys=False))
     config = set_cluster(root, partition=slurm.partition)
     # the config's requests must fit the test machine, or Slurm refuses the jobs
     assert all(job["mem_mb"] <= slurm.memory_mb for job in config["cluster"].values() if isinstance(job, dict))
@@ -106,7 +110,7 @@ def slurm_run(slurm, tmp_path_factory):
     result = run(["snakemake", "--profile", PROFILE, *NO_ACCOUNTING, "--slurm-keep-successful-logs"], root,
                  env=slurm.env(workflow_env()))
     seconds = time.monotonic() - started
-    print(f"default grid through Slurm: {seconds:.0f} s")
+    print(f"small grid through Slurm: {seconds:.0f} s")
     return SimpleNamespace(root=root, config=config, log=result.stdout + result.stderr, seconds=seconds,
                            jobs=scontrol_jobs(slurm))
 
@@ -114,7 +118,7 @@ def slurm_run(slurm, tmp_path_factory):
 @pytest.mark.integration
 def test_slurm_run_gives_the_local_tables(slurm_run, request):
     # Asked for only now, so that a machine without Slurm skips before the local run
-    local = request.getfixturevalue("snakemake_tables")
+    local = request.getfixturevalue("small_grid_tables")(SLURM_GRID)
     tables = slurm_run.root / "results" / "tables"
     names = sorted(path.name for path in local.iterdir())
     assert sorted(path.name for path in tables.iterdir()) == names

@@ -1,4 +1,5 @@
-"""The whole default grid through Snakemake and through DVC, in temporary copies of the repo."""
+"""The whole default grid through Snakemake (run once per session: conftest.snakemake_run) and a small grid of its
+cells (conftest.SMALL_GRID) through DVC, in temporary copies of the repo."""
 
 import hashlib
 import re
@@ -7,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, mtimes, run, set_random_seed
+from conftest import (SMALL_GRID, REPO, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
+                      small_grid_config)
 from dvc_helpers import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
                          s3_remote_commands, transfer_counts)
 
@@ -47,9 +49,9 @@ def test_noop_rerun_does_nothing(snakemake_run):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_snakemake_report_html(snakemake_run):
-    run(["snakemake", "--cores", "1", "--report", "results/report.html"], snakemake_run)
-    assert (snakemake_run / "results/report.html").stat().st_size > 10_000
+def test_snakemake_report_html(snakemake_copy):
+    run(["snakemake", "--cores", "1", "--report", "results/report.html"], snakemake_copy)
+    assert (snakemake_copy / "results/report.html").stat().st_size > 10_000
 
 
 def test_truncated_predictions_give_one_clear_error_and_lose_nothing(snakemake_run, tmp_path):
@@ -76,7 +78,10 @@ def test_bad_config_stops_snakemake_with_the_closest_name(snakemake_run, tmp_pat
 
 @pytest.fixture(scope="module")
 def dvc_run(tmp_path_factory):
+    """`dvc repro` of SMALL_GRID in a git repo (dvc.yaml reads config/config.yaml: the grid is written there).
+    Tests only read it; those that change it work on a copy."""
     root = copy_workflow(tmp_path_factory.mktemp("dvc") / "repo")
+    (root / "config/config.yaml").write_text(yaml.safe_dump(small_grid_config(SMALL_GRID), sort_keys=False))
     (root / ".gitignore").write_text("/data/\n/results/\n/logs/\n/.snakemake/\n")
     run(["git", "init", "-q"], root)
     run(["git", "add", "-A"], root)
@@ -85,9 +90,27 @@ def dvc_run(tmp_path_factory):
     return root
 
 
-def test_dvc_repro_gives_the_same_tables_as_snakemake(dvc_run, snakemake_tables):
+def test_dvc_repro_gives_the_same_tables_as_snakemake(dvc_run, small_grid_tables):
+    local = small_grid_tables(SMALL_GRID)
     for name in ("main.md", "main.csv", "main.tex", "breakdown.csv"):
-        assert (dvc_run / "results/tables" / name).read_text() == (snakemake_tables / name).read_text()
+        assert (dvc_run / "results/tables" / name).read_text() == (local / name).read_text()
+
+
+def test_dvc_cells_are_the_snakemake_default_grids_files(dvc_run, snakemake_run):
+    for model in SMALL_GRID["models"]:
+        for bench in SMALL_GRID["benchmarks"]:
+            for cell in (f"results/predictions/{model}/{bench}.parquet", f"results/scores/{model}/{bench}.json"):
+                assert (dvc_run / cell).read_bytes() == (snakemake_run / cell).read_bytes(), cell
+
+
+def test_dvc_plans_every_cell_of_the_default_grid(tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    run(["git", "init", "-q"], root)
+    stages = set(run(["dvc", "stage", "list", "--names-only"], root).stdout.split())
+    cells = {f"{model}-{bench}" for model in MODELS for bench in BENCHES}
+    assert {f"infer@{cell}" for cell in cells} | {f"score@{cell}" for cell in cells} <= stages
+    assert {f"prepare@{bench}" for bench in BENCHES} | {f"fetch_model@{model}" for model in MODELS} <= stages
+    assert {"stamp_sources", "report"} <= stages and len(stages) == 2 + len(BENCHES) + len(MODELS) + 2 * len(cells)
 
 
 def changed_stages(status: str) -> set[str]:
@@ -108,8 +131,8 @@ def test_dvc_second_repro_is_a_noop(dvc_run):
     assert changed_stages(run(["dvc", "status"], dvc_run).stdout) == UP_TO_DATE
 
 
-def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc_run):
-    root = dvc_run
+def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc_run, tmp_path):
+    root = copy_workspace(dvc_run, tmp_path / "repo")
     set_random_seed(root, 1)
     changed = changed_stages(run(["dvc", "status"], root).stdout)
     assert {"infer@random-pope-fixture", "fetch_model@random"} <= changed
@@ -122,35 +145,33 @@ def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc
 
     run(["dvc", "repro"], root)
     final = mtimes(root, "results/predictions/*/*.parquet")
-    assert {p for p in final if final[p] != before[p]} == {f"results/predictions/random/{b}.parquet" for b in BENCHES}
+    assert {p for p in final if final[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
+                                                           for b in SMALL_GRID["benchmarks"]}
 
 
-# Last: the model change below edits the Snakemake copy (snakemake_tables keeps the tables of its first run).
 def test_config_overrides_are_refused(snakemake_run):
     result = run(["snakemake", "-n", "--config", "title=x"], snakemake_run, check=False)
     assert result.returncode != 0 and "--config overrides are not supported" in result.stdout + result.stderr
 
 
-def test_one_model_change_reruns_only_its_cells(snakemake_run):
-    root = snakemake_run
+def test_one_model_change_reruns_only_its_cells(snakemake_copy):
+    # The small grid in the default grid's workspace: its cells are done there, and a model change reruns
+    # exactly that model's cells of the grid
+    root = snakemake_copy
+    (root / "config/config.yaml").write_text(yaml.safe_dump(small_grid_config(SMALL_GRID), sort_keys=False))
     before = mtimes(root, "results/predictions/*/*.parquet")
     set_random_seed(root, 1)
-    try:
-        run(["snakemake", "--cores", "2"], root)
-    finally:
-        set_random_seed(root, 0)
+    run(["snakemake", "--cores", "2"], root)
     after = mtimes(root, "results/predictions/*/*.parquet")
     changed = {path for path in after if after[path] != before[path]}
-    assert changed == {f"results/predictions/random/{bench}.parquet" for bench in BENCHES}
+    assert changed == {f"results/predictions/random/{bench}.parquet" for bench in SMALL_GRID["benchmarks"]}
 
 
-# The remote tests work in a clone of the DVC workspace taken once, at a known state, so the model change
-# above (which edits that workspace) does not matter, whichever runs first.
 @pytest.fixture(scope="module")
 def dvc_clone(dvc_run, tmp_path_factory):
-    """The DVC grid with its dvc.lock committed, pushed to a temporary folder remote, pulled into a fresh clone."""
-    source = dvc_run
-    run(["dvc", "repro"], source)  # nothing to do unless an edit before was left half done
+    """A copy of the DVC grid with its dvc.lock committed, pushed to a temporary folder remote, pulled into a
+    fresh clone."""
+    source = copy_workspace(dvc_run, tmp_path_factory.mktemp("dvc-source") / "repo")
     run(["git", "add", "-A"], source)
     run(["git", "commit", "-q", "--allow-empty", "-m", "grid results"], source)
     store = tmp_path_factory.mktemp("dvc-store")
