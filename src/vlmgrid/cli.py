@@ -19,7 +19,7 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.stages import plan
 
 
-log = logging.getLogger("vlmgrid")
+log = logging.getLogger(__name__)
 
 
 class _Stderr(logging.Handler):
