@@ -53,10 +53,11 @@ def test_every_paper_is_a_benchmark_kind_with_a_writer_and_captions():
     from pathlib import Path
 
     from vlmgrid.benchmarks import BENCHMARKS
-    from vlmgrid.report.papers import PAPER_LIST, PAPERS
+    from vlmgrid.report.papers import PAPER_LIST
 
     captions = Path(__file__).resolve().parents[1] / "workflow" / "report"
-    assert sorted(paper.name for paper in PAPER_LIST) == PAPERS.names()
+    names = [paper.name for paper in PAPER_LIST]
+    assert len(names) == len(set(names))  # one Paper per kind, or the report would write its files twice
     for paper in PAPER_LIST:
         assert paper.name in BENCHMARKS, paper.name
         module, function = paper.writer.split(":")

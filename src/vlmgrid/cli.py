@@ -22,23 +22,12 @@ from vlmgrid.stages import plan
 log = logging.getLogger(__name__)
 
 
-class _Stderr(logging.Handler):
-    """The package's messages on stderr, bare (the stream is looked up at each message, so a captured stderr
-    sees them too)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            print(self.format(record), file=sys.stderr, flush=True)
-        except Exception:  # noqa: BLE001 - logging's own rule: a message that cannot be written is reported, not raised
-            self.handleError(record)
-
-
 @contextlib.contextmanager
 def _messages_on_stderr():
     """The package's messages (INFO and above) shown bare on stderr while a command runs, and only there: a
     library that configures the root logger (open_clip does on import) must not print them a second time."""
     package = logging.getLogger("vlmgrid")
-    handler = _Stderr()
+    handler = logging.StreamHandler(sys.stderr)  # this command's stderr (a captured one in tests); bare messages
     saved = package.level, package.propagate
     package.addHandler(handler)
     package.setLevel(logging.INFO)

@@ -1,8 +1,8 @@
 """Name -> object registries, each built once from one explicit list, whose lookup errors name the closest name.
 
 One style for every registry of the package (benchmark kinds, sources, backends, protocols, parsers, metrics,
-papers, fixtures): the package's `__init__.py` lists its members in one place and builds the registry from
-them, and each member carries its own `name`:
+fixtures): the package's `__init__.py` lists its members in one place and builds the registry from them, and
+each member carries its own `name`:
 
     BACKENDS = Registry("model backend", [Baseline, OpenClip, OpenAI, Hf])
 

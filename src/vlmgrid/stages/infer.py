@@ -24,7 +24,7 @@ from vlmgrid.config import Config
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.predictions import rows_to_table
 from vlmgrid.stages.jobs import PartStore, open_job, predictions_metadata, write_not_applicable, write_predictions
-from vlmgrid.stages.plan import not_applicable
+from vlmgrid.stages.plan import gpus, not_applicable
 from vlmgrid.stages.shards import Shard
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,6 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
     uses a GPU holds one of its own (`vlmgrid.gpu`) for the whole job.
     """
     from vlmgrid.gpu import acquire_gpu
-    from vlmgrid.models import BACKENDS
 
     settings = config.model(model)
     config.benchmark(benchmark)  # a clear error for an unknown name before any work
@@ -56,9 +55,7 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
         # No model, no GPU: the file only records that this cell cannot run.
         return write_not_applicable(model_name=model, model_settings=settings, benchmark=benchmark,
                                     reason=reason, out_path=out_path, partial_dir=partial_dir)
-    backend = BACKENDS.get(settings["backend"])
-    wants_gpu = backend.uses_gpu and settings.get("device", "auto") != "cpu"
-    lease = acquire_gpu() if wants_gpu else None
+    lease = acquire_gpu() if gpus(config, model) else None
     device = "cpu"
     if lease is not None and lease.gpu is not None:
         device = "cuda"

@@ -1,8 +1,8 @@
 """The paper tables and figures of a benchmark kind (Kaleidoscope, CVQA, DANCE), one set per benchmark of that kind.
 
-`PAPERS` holds one `Paper` per benchmark kind that has them: the files it writes (so the workflow knows them
-before the report runs: `vlmgrid.report.outputs.report_files`) and the function that writes them, imported only
-when the report runs (its module needs pandas and matplotlib; this one stays cheap to import). A grid without a
+`PAPER_LIST` holds one `Paper` per benchmark kind that has them, in the order the report writes them: the
+files it writes (so the workflow knows them before the report runs: `vlmgrid.report.outputs.report_files`) and
+the function that writes them, imported only when the report runs (its module needs pandas and matplotlib; this one stays cheap to import). A grid without a
 benchmark of a kind gets none of its files. The writers live in `kaleidoscope`, `cvqa` and `dance`; `base`
 holds what they share.
 """
@@ -14,7 +14,6 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vlmgrid.registry import Registry
 
 if TYPE_CHECKING:
     from vlmgrid.report.grid import Grid
@@ -71,7 +70,6 @@ PAPER_LIST: tuple[Paper, ...] = (
         PaperFile("tables", "dance", ("md", "tex", "csv"), "dance_table"),
     ), "vlmgrid.report.papers.dance:write_dance"),
 )
-PAPERS: Registry[Paper] = Registry("paper", PAPER_LIST)
 
 
 def write_papers(grid: Grid, tables_dir: Path, figures_dir: Path) -> list[Path]:
