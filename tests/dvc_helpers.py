@@ -7,10 +7,15 @@ from pathlib import Path
 import yaml
 
 
+# The outputs dvc.yaml keeps in git (cache: false): never pushed or pulled, a clone has them from git.
+IN_GIT = {"results/metrics.json", "results/plots/headline.csv"}
+
+
 def lock_outputs(root: Path) -> dict[str, str]:
-    """Every output path in dvc.lock with its md5 (a folder's ends in .dir)."""
+    """Every output path in dvc.lock that DVC's cache holds, with its md5 (a folder's ends in .dir)."""
     stages = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
-    return {out["path"]: out["md5"] for stage in stages.values() for out in stage.get("outs", [])}
+    return {out["path"]: out["md5"] for stage in stages.values() for out in stage.get("outs", [])
+            if out["path"] not in IN_GIT}
 
 
 def output_files(root: Path) -> list[Path]:

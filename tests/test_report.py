@@ -114,6 +114,7 @@ def test_written_files(report):
                 ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
                  "cells.md", "cells.csv")]
     expected += [root / "figures" / n for n in ("main.png", "main.pdf")]
+    expected += [root / "metrics.json", root / "plots" / "headline.csv"]
     assert written == expected
     # what the workflow declares as the report's outputs (no paper tables without their benchmark kinds)
     assert [path for path, _ in report_files(root, {"pope-fixture": "pope", "sqa_img": "scienceqa_img"})] \

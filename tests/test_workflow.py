@@ -1,8 +1,12 @@
 """The whole default grid through Snakemake (run once per session: conftest.snakemake_run) and a small grid of its
 cells (conftest.SMALL_GRID) through DVC, in temporary copies of the repo."""
 
+import csv
 import hashlib
+import io
+import json
 import re
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -82,7 +86,8 @@ def dvc_run(tmp_path_factory):
     Tests only read it; those that change it work on a copy."""
     root = copy_workflow(tmp_path_factory.mktemp("dvc") / "repo")
     (root / "config/config.yaml").write_text(yaml.safe_dump(small_grid_config(SMALL_GRID), sort_keys=False))
-    (root / ".gitignore").write_text("/data/\n/results/\n/logs/\n/.snakemake/\n")
+    # the repo's own: results/ is ignored except the metrics and plot data that DVC keeps in git
+    shutil.copy2(REPO / ".gitignore", root / ".gitignore")
     run(["git", "init", "-q"], root)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-q", "-m", "grid"], root)
@@ -147,6 +152,35 @@ def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc
     final = mtimes(root, "results/predictions/*/*.parquet")
     assert {p for p in final if final[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
                                                            for b in SMALL_GRID["benchmarks"]}
+
+
+def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
+    root = copy_workspace(dvc_run, tmp_path / "repo")
+    pope = json.loads((root / "results/scores/random/pope-fixture.json").read_text())
+    shown = run(["dvc", "metrics", "show"], root).stdout
+    assert "pope-fixture.random.f1" in shown and f"{pope['value']:.4f}".rstrip("0") in shown
+    metrics = json.loads(run(["dvc", "metrics", "show", "--json"], root).stdout)[""]["data"]
+    cells = metrics["results/metrics.json"]["data"]
+    assert cells["textvqa-fixture"] == {"clip-tiny": {"status": "n/a"}, "random": {"status": "n/a"}}
+
+    run(["dvc", "plots", "show"], root)
+    html = (root / "dvc_plots/index.html").read_text()
+    assert "pope-fixture / random" in html and "pope-fixture / clip-tiny" in html and "textvqa-fixture" not in html
+
+    run(["git", "add", "dvc.lock", "results/metrics.json", "results/plots/headline.csv"], root)
+    run(["git", "commit", "-q", "-m", "results"], root)
+    result = run(["dvc", "exp", "run", "-n", "seed-1", "-S", "config/config.yaml:models.random.seed=1"], root)
+    assert {stage for stage in stages_run(result.stdout) if stage.startswith(("infer", "score"))} == \
+        {f"{step}@random-{bench}" for step in ("infer", "score") for bench in SMALL_GRID["benchmarks"]}
+    table = list(csv.DictReader(io.StringIO(run(["dvc", "exp", "show", "--csv", "--only-changed"], root).stdout)))
+    experiment = next(row for row in table if row["Experiment"] == "seed-1")
+    assert experiment["models.random.seed"] == "1"
+    assert "models.clip-tiny.batch_size" not in experiment  # unchanged: left out
+    new = json.loads((root / "results/scores/random/pope-fixture.json").read_text())
+    assert float(experiment["pope-fixture.random.f1"]) == round(new["value"], 4) != round(pope["value"], 4)
+
+    diff = run(["dvc", "metrics", "diff"], root).stdout
+    assert "pope-fixture.random.f1" in diff and "clip-tiny" not in diff
 
 
 def test_config_overrides_are_refused(snakemake_run):

@@ -65,7 +65,7 @@ def cmd_prepare(config: Config, args) -> None:
 def cmd_stamp_sources(config: Config, args) -> None:
     from vlmgrid.stages.prepare import stamp_sources
 
-    stamp_sources(config)
+    stamp_sources(config, Path(args.out) if args.out else None)
 
 
 def cmd_verify(config: Config, args) -> None:
@@ -105,6 +105,15 @@ def cmd_report(config: Config, args) -> None:
     write_report(config, allow_missing=args.allow_missing)
 
 
+def cmd_dvc_pipelines(config: Config | None, args) -> None:
+    from vlmgrid.stages.dvc_pipelines import check_pipelines, write_pipelines
+
+    if args.check:
+        check_pipelines(Path(args.root))
+    else:
+        write_pipelines(Path(args.root))
+
+
 def cmd_make_tiny_models(config: Config | None, args) -> None:
     from vlmgrid.stages.fetch import write_tiny_models
 
@@ -139,8 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     cells = add("cells", cmd_cells, "list the (model, benchmark) cells of the grid")
     cells.add_argument("--paths", action="store_true", help="print predictions paths instead of names")
     add("prepare", cmd_prepare, "download or generate a benchmark, normalise it and hash it").add_argument("benchmark")
-    add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's file "
-        "sizes and times) for DVC's prepare stages")
+    stamps = add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's "
+                 "file sizes and times) for DVC's prepare stages")
+    stamps.add_argument("--out", help="folder of the stamps (default: <data_dir>/.source-stamps)")
     add("verify", cmd_verify, "check every file of a prepared benchmark against its manifest").add_argument("benchmark")
     add("fetch-model", cmd_fetch_model, "download or build a model's weights").add_argument("model")
     infer = add("infer", cmd_infer, "run one model on one benchmark (resumes a killed run)")
@@ -163,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--allow-missing", action="store_true",
                         help="show a cell without a score file as \"missing\" (listed in the legends) instead of "
                              "stopping with an error; the tables and figures go to <results_dir>/report-partial/")
+    pipelines = add("dvc-pipelines", cmd_dvc_pipelines, "write dvc.yaml (config/config.yaml) and "
+                    "pipelines/<grid>/dvc.yaml (each other grid config) from workflow/dvc.template.yaml",
+                    needs_config=False)
+    pipelines.add_argument("--root", default=".", help="the repo's root folder (default: here)")
+    pipelines.add_argument("--check", action="store_true",
+                           help="write nothing; fail when a pipeline differs from what the template gives")
     tiny = add("make-tiny-models", cmd_make_tiny_models,
                "write tiny random-initialised checkpoints of every supported family (offline tests)",
                needs_config=False)

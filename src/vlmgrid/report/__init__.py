@@ -9,7 +9,9 @@
   embedding similarity), its decoding, n, valid answers and format error rate;
 - `figures_dir/main.{png,pdf}`: grouped bars with CI error bars;
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
-  DANCE).
+  DANCE);
+- `results_dir/metrics.json` and `results_dir/plots/headline.csv`: the headline numbers for DVC's metrics and
+  plots (`vlmgrid.report.dvc_files`).
 
 `vlmgrid.report.outputs.report_files` lists every file written, before the report runs. The modules: `grid`
 (the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `labels` (names
@@ -47,6 +49,7 @@ def build_report(
     kinds: Mapping[str, str] | None = None,
     flag_error_rate: float = FLAG_ERROR_RATE,
     allow_missing: bool = False,
+    results_dir: Path | None = None,
 ) -> list[Path]:
     """Write the report and return the files written.
 
@@ -56,8 +59,10 @@ def build_report(
     paper tables are written (`vlmgrid.report.outputs.report_files` lists them all). Every score file is read and
     checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does not
     exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format
-    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number.
+    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number. DVC's metrics and
+    plots files go to `results_dir` (default: the folder that holds `tables_dir`, as in the grid's layout).
     """
+    from vlmgrid.report.dvc_files import write_dvc_files
     from vlmgrid.report.figures import write_figures
     from vlmgrid.report.papers import write_papers
     from vlmgrid.report.tables import write_tables
@@ -67,4 +72,5 @@ def build_report(
     written = write_tables(grid, Path(tables_dir), title)
     written += write_figures(grid, Path(figures_dir), title)
     written += write_papers(grid, Path(tables_dir), Path(figures_dir))
+    written += write_dvc_files(grid, Path(results_dir) if results_dir is not None else Path(tables_dir).parent)
     return written

@@ -52,10 +52,12 @@ def prepare(config: Config, benchmark: str) -> dict:
     return manifest
 
 
-def stamp_sources(config: Config) -> list[str]:
+def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
     """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and times), one
-    file per benchmark in the stamps folder, for DVC's prepare stages; returns the names whose stamp changed."""
-    folder = paths.source_stamps_dir(config.data_dir)
+    file per benchmark in `folder` (default: the stamps folder under data_dir), for DVC's prepare stages; returns
+    the names whose stamp changed. Each grid that shares data_dir with another needs a folder of its own, as
+    the stamps of other benchmarks are removed."""
+    folder = Path(folder) if folder is not None else paths.source_stamps_dir(config.data_dir)
     written = write_source_stamps({name: config.benchmark(name) for name in config.benchmarks}, folder)
     local = sum(config.benchmark(name)["source"].get("type") == "local" for name in config.benchmarks)
     log.info(f"{folder}: {len(config.benchmarks)} source stamps ({local} local), {len(written)} changed")

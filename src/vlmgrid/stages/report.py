@@ -34,7 +34,7 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
                            title=config.title,
                            kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
                            flag_error_rate=float(config.report["flag_error_rate"]),
-                           allow_missing=allow_missing)
+                           allow_missing=allow_missing, results_dir=root)
     for path in written:
         log.info(f"wrote {path}")
     return written
