@@ -1,6 +1,7 @@
 rule report:
     input:
         get_score_files(),
+        reported=GRID.report["reported"],  # the papers' published numbers the report compares with
     output:
         # The paper tables depend on the grid's benchmark kinds (vlmgrid.report.outputs.report_files).
         get_report_files(),

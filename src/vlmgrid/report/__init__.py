@@ -8,6 +8,8 @@
 - `tables_dir/cells.{md,csv}`: how each cell's numbers were answered (log-likelihood, generation + parser,
   embedding similarity), its decoding, n, valid answers and format error rate;
 - `figures_dir/main.{png,pdf}`: grouped bars with CI error bars;
+- `tables_dir/reported.{md,tex,csv}` and `figures_dir/reported.{png,pdf}`: papers' published numbers beside the
+  grid's reproduction of them (`reported`: the rows and how they match; always written);
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
   DANCE);
 - `results_dir/metrics.json` and `results_dir/plots/headline.csv`: the headline numbers for DVC's metrics and
@@ -16,7 +18,8 @@
 `vlmgrid.report.outputs.report_files` lists every file written, before the report runs. The modules: `grid`
 (the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `labels` (names
 in words), `tables` (the tables above), `figures` (grouped bars), `papers` (the paper tables and figures),
-`outputs` (the list of files). Importing this package does not import pandas or matplotlib.
+`outputs` (the list of files), `reported` (published numbers: read, matched, compared), `reported_figure` (their
+figure). Importing this package does not import pandas or matplotlib.
 
 A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
 tables, and so is that model's average; the figure leaves it out. A cell whose benchmark hides its labels
@@ -33,9 +36,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from vlmgrid.report.grid import FLAG_ERROR_RATE, Grid, load_grid
+from vlmgrid.report.reported import Published, load_reported
 from vlmgrid.report.score_file import Hidden, NotApplicable, read_score
 
-__all__ = ["build_report", "load_grid", "read_score", "Grid", "Hidden", "NotApplicable"]
+__all__ = ["build_report", "load_grid", "load_reported", "read_score", "Grid", "Hidden", "NotApplicable", "Published"]
 
 
 def build_report(
@@ -50,6 +54,7 @@ def build_report(
     flag_error_rate: float = FLAG_ERROR_RATE,
     allow_missing: bool = False,
     results_dir: Path | None = None,
+    published: Published | None = None,
 ) -> list[Path]:
     """Write the report and return the files written.
 
@@ -59,18 +64,25 @@ def build_report(
     paper tables are written (`vlmgrid.report.outputs.report_files` lists them all). Every score file is read and
     checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does not
     exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format
-    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number. DVC's metrics and
-    plots files go to `results_dir` (default: the folder that holds `tables_dir`, as in the grid's layout).
+    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number. `published` holds the
+    papers' numbers to set beside the grid's (`vlmgrid.report.reported`); without it the reported table says
+    that none matches. DVC's metrics and plots files go to `results_dir` (default: the folder that holds
+    `tables_dir`, as in the grid's layout).
     """
     from vlmgrid.report.dvc_files import write_dvc_files
     from vlmgrid.report.figures import write_figures
     from vlmgrid.report.papers import write_papers
+    from vlmgrid.report.reported_figure import write_reported_figure
     from vlmgrid.report.tables import write_tables
+    from vlmgrid.report.tables.reported import no_match_sentence, write_reported_tables
 
     grid = load_grid(score_files, models, benchmarks, kinds, flag_error_rate=flag_error_rate,
                      allow_missing=allow_missing)
+    published = published or Published()
     written = write_tables(grid, Path(tables_dir), title)
+    written += write_reported_tables(grid, published, Path(tables_dir), title)
     written += write_figures(grid, Path(figures_dir), title)
+    written += write_reported_figure(grid, published, Path(figures_dir), title, no_match_sentence(published))
     written += write_papers(grid, Path(tables_dir), Path(figures_dir))
     written += write_dvc_files(grid, Path(results_dir) if results_dir is not None else Path(tables_dir).parent)
     return written

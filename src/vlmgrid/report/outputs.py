@@ -13,16 +13,18 @@ from vlmgrid.report.dvc_files import METRICS_FILE, PLOTS_FILE
 from vlmgrid.report.papers import PAPER_LIST, paper_stem
 
 REPORT_TABLES = ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
-                 "cells.md", "cells.csv")
-REPORT_FIGURES = ("main.png", "main.pdf")
-_CAPTIONS = {"main": "main_table", "breakdown": "breakdown", "variants": "variants", "cells": "cells"}
+                 "cells.md", "cells.csv", "reported.md", "reported.tex", "reported.csv")
+REPORT_FIGURES = ("main.png", "main.pdf", "reported.png", "reported.pdf")
+_CAPTIONS = {"main": "main_table", "breakdown": "breakdown", "variants": "variants", "cells": "cells",
+             "reported": "reported"}
+_FIGURE_CAPTIONS = {"main": "main_figure", "reported": "reported"}
 
 
 def report_files(results_dir: Path, kinds: Mapping[str, str]) -> list[tuple[Path, str]]:
     """Every file `vlmgrid report` writes for a grid whose benchmarks have these kinds ({benchmark: kind}, grid
     order), each with the caption that describes it (a name in workflow/report/)."""
     files = [(paths.tables_dir(results_dir) / name, _CAPTIONS[name.split(".")[0]]) for name in REPORT_TABLES]
-    files += [(paths.figures_dir(results_dir) / name, "main_figure") for name in REPORT_FIGURES]
+    files += [(paths.figures_dir(results_dir) / name, _FIGURE_CAPTIONS[name.split(".")[0]]) for name in REPORT_FIGURES]
     for paper in PAPER_LIST:
         benchmarks = [name for name, k in kinds.items() if k == paper.name]
         for benchmark in benchmarks:

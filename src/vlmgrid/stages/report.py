@@ -23,6 +23,7 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
     """
     from vlmgrid.report import build_report
 
+    published = published_numbers(config)
     score_files = {
         (cell.model, cell.benchmark): paths.score_path(config.results_dir, cell.model, cell.benchmark)
         for cell in config.cells
@@ -34,7 +35,33 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
                            title=config.title,
                            kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
                            flag_error_rate=float(config.report["flag_error_rate"]),
-                           allow_missing=allow_missing, results_dir=root)
+                           allow_missing=allow_missing, published=published, results_dir=root)
     for path in written:
         log.info(f"wrote {path}")
     return written
+
+
+def benchmark_split(settings: dict) -> str | None:
+    """The split a grid benchmark holds: its source's `split`, else the one its kind publishes (a fixture or a
+    local copy stands for that one); None for a kind without a hub copy."""
+    from vlmgrid.benchmarks.catalog import BENCHMARKS
+
+    split = settings["source"].get("split")
+    if split is None:
+        split = (BENCHMARKS.get(settings["kind"]).hub or {}).get("split")
+    return split
+
+
+def published_numbers(config: Config):
+    """The papers' numbers in the config's `report.reported` folder, with the paper's name of each grid model
+    that sets `reported_as` and each grid benchmark's split: what the report compares with."""
+    from vlmgrid.report.reported import Published, load_reported
+
+    folder = Path(config.report["reported"])
+    return Published(
+        rows=load_reported(folder),
+        reported_as={name: config.model(name)["reported_as"] for name in config.models
+                     if "reported_as" in config.model(name)},
+        splits={name: benchmark_split(config.benchmark(name)) for name in config.benchmarks},
+        folder=folder,
+    )

@@ -1,0 +1,148 @@
+"""The reported table: each published number a grid cell reproduces, beside the reproduced figure with its 95% CI,
+the difference and whether the published value lies inside the CI (Markdown, LaTeX, CSV). Sources and notes are
+footnotes under the table. A cell without a number is never compared: it reads its word (n/a, hidden, failed,
+missing, not in the score file). With nothing to compare, the table is one sentence saying so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from vlmgrid.fileio import write_text
+from vlmgrid.report.grid import Grid
+from vlmgrid.report.reported import Comparison, Published, compare, figure_label, is_points
+from vlmgrid.report.tables.format import flag_note, fmt, fmt_estimate, latex_cell, latex_escape, md_table, write_csv
+
+CSV_COLUMNS = ["paper", "table", "model", "reported_as", "benchmark", "figure", "split", "unit", "reproduced",
+               "ci_low", "ci_high", "reported", "difference", "inside_ci", "status", "flagged", "source", "note"]
+HEADER = ["Paper", "Table", "Model", "Benchmark", "Figure", "Reproduced [95% CI]", "Reported", "Difference",
+          "Inside CI"]
+NOT_COMPARED = "not compared"
+
+
+def no_match_sentence(published: Published) -> str:
+    folder = published.folder if published.folder is not None else "config/reported"
+    return (f"No published number matches this grid's models: to compare one, add its row to a CSV file in "
+            f"{folder}/ and set `reported_as` on the grid model to the model's name in that row (docs/formats.md).")
+
+
+def _footnotes(comparisons: list[Comparison]) -> dict[tuple[str, str | None], int]:
+    """A number for each distinct (source, note), in the order the rows cite them."""
+    numbers: dict[tuple[str, str | None], int] = {}
+    for comparison in comparisons:
+        numbers.setdefault((comparison.row.source, comparison.row.note), len(numbers) + 1)
+    return numbers
+
+
+def _footnote_lines(numbers: dict[tuple[str, str | None], int]) -> list[str]:
+    return [f"[{n}] {source}" + (f". Note: {note}" if note else "") for (source, note), n in numbers.items()]
+
+
+def _difference(comparison: Comparison) -> str:
+    difference = comparison.difference
+    if difference is None:
+        return NOT_COMPARED
+    text = fmt(difference)
+    return text if text.startswith("-") or text == "0.0" else f"+{text}"
+
+
+def _inside(comparison: Comparison) -> str:
+    if comparison.reproduced is None:
+        return NOT_COMPARED
+    inside = comparison.inside
+    return "no CI" if inside is None else ("yes" if inside else "no")
+
+
+def _cells(comparison: Comparison, footnote: int) -> list[str]:
+    """The row's cells as text (HEADER order); the reproduced cell is its status word when there is no number."""
+    row = comparison.row
+    reproduced = comparison.status if comparison.reproduced is None else fmt_estimate(comparison.reproduced)
+    return [f"arXiv {row.paper} [{footnote}]", row.table, f"{row.model} ({comparison.model})", comparison.benchmark,
+            figure_label(row.benchmark, row.figure, row.split), reproduced, fmt(row.value),
+            _difference(comparison), _inside(comparison)]
+
+
+def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
+    notes = ["Reproduced: the grid's score with its 95% bootstrap CI; Difference: reproduced - reported; Inside CI: "
+             "whether the reported value lies within the reproduced CI. A cell without a number (n/a, hidden, "
+             "failed, missing, or a figure its score file lacks) is not compared."]
+    flagged = sorted({(c.model, c.benchmark, c.reproduced.flag) for c in comparisons
+                      if c.reproduced is not None and c.reproduced.flag is not None})
+    if flagged:
+        notes.append(flag_note(grid, [(m, b, rate) for m, b, rate in flagged]))
+    return " ".join(notes)
+
+
+def reported_markdown(grid: Grid, published: Published, title: str) -> str:
+    comparisons = compare(grid, published)
+    heading = f"# {title}: reproduced vs reported\n\n"
+    if not comparisons:
+        return heading + no_match_sentence(published) + "\n"
+    numbers = _footnotes(comparisons)
+    rows = [_cells(c, numbers[(c.row.source, c.row.note)]) for c in comparisons]
+    align = [":---"] * 5 + ["---:"] * 3 + [":---:"]
+    footnotes = "\n".join(f"- {line}" for line in _footnote_lines(numbers))
+    return f"{heading}{md_table(HEADER, rows, align)}\n\n{_legend(grid, comparisons)}\n\nSources:\n\n{footnotes}\n"
+
+
+def reported_latex(grid: Grid, published: Published, title: str) -> str:
+    comparisons = compare(grid, published)
+    caption = f"{title}: reproduced vs reported."
+    if not comparisons:
+        return "\n".join([r"% vlmgrid report", r"\begin{table}[t]", r"\centering",
+                          rf"\caption{{{latex_escape(caption)}}}", r"\label{tab:reported}",
+                          latex_escape(no_match_sentence(published)), r"\end{table}"]) + "\n"
+    numbers = _footnotes(comparisons)
+    lines = [
+        r"% vlmgrid report; requires \usepackage{booktabs}",
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{latex_escape(caption + ' ' + _legend(grid, comparisons))}}}",
+        r"\label{tab:reported}",
+        r"\begin{tabular}{lllll" + "r" * 3 + "c}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in HEADER) + r" \\",
+        r"\midrule",
+    ]
+    for comparison in comparisons:
+        cells = [latex_escape(text) for text in _cells(comparison, numbers[(comparison.row.source,
+                                                                            comparison.row.note)])]
+        if comparison.reproduced is not None:
+            cells[5] = latex_cell(comparison.reproduced, False)
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [r"\par\smallskip{\footnotesize " + latex_escape(line) + "}" for line in _footnote_lines(numbers)]
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
+    """One row per comparison (CSV_COLUMNS); the reproduced columns, difference and inside_ci are empty where
+    the cell was not compared, and `status` says why (`compared` otherwise)."""
+    records = []
+    for c in compare(grid, published):
+        est = c.reproduced
+        records.append([
+            c.row.paper, c.row.table, c.row.model, c.model, c.benchmark, c.row.figure, c.row.split,
+            "points" if is_points(c.row.benchmark, c.row.figure) else "percent",
+            None if est is None else est.value, None if est is None else est.ci_low,
+            None if est is None else est.ci_high, c.row.value, c.difference, c.inside,
+            c.status or "compared", None if est is None else est.flag is not None, c.row.source, c.row.note,
+        ])
+    frame = pd.DataFrame(records, columns=CSV_COLUMNS)
+    for name in ("reproduced", "ci_low", "ci_high", "reported", "difference"):
+        frame[name] = frame[name].astype("float64")
+    for name in ("inside_ci", "flagged"):
+        frame[name] = frame[name].astype("boolean")
+    return frame
+
+
+def write_reported_tables(grid: Grid, published: Published, tables_dir: Path, title: str) -> list[Path]:
+    """`reported.md`, `reported.tex`, `reported.csv` in `tables_dir`; always written (one sentence when no
+    published number matches)."""
+    tables_dir = Path(tables_dir)
+    write_text(tables_dir / "reported.md", reported_markdown(grid, published, title))
+    write_text(tables_dir / "reported.tex", reported_latex(grid, published, title))
+    write_csv(tables_dir / "reported.csv", reported_frame(grid, published))
+    return [tables_dir / name for name in ("reported.md", "reported.tex", "reported.csv")]
