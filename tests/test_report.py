@@ -112,7 +112,7 @@ def test_written_files(report):
     root, written = report
     expected = [root / "tables" / n for n in
                 ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
-                 "cells.md", "cells.csv")]
+                 "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv")]
     expected += [root / "figures" / n for n in ("main.png", "main.pdf")]
     assert written == expected
     # what the workflow declares as the report's outputs (no paper tables without their benchmark kinds)

@@ -7,13 +7,17 @@
 - `tables_dir/variants.{md,csv}`: per prompt variant, for the cells that ran several, and their mean;
 - `tables_dir/cells.{md,csv}`: how each cell's numbers were answered (log-likelihood, generation + parser,
   embedding similarity), its decoding, n, valid answers and format error rate;
+- `tables_dir/comparisons.{md,tex,csv}`: per pair of models and benchmark, the difference with its paired
+  bootstrap CI, the paired permutation test's p and its Holm adjustment over the pair's benchmarks, from the
+  comparison files (`comparisons`); with a reference model, the main table marks the cells significantly
+  better or worse than it;
 - `figures_dir/main.{png,pdf}`: grouped bars with CI error bars;
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
   DANCE).
 
 `vlmgrid.report.outputs.report_files` lists every file written, before the report runs. The modules: `grid`
-(the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `labels` (names
-in words), `tables` (the tables above), `figures` (grouped bars), `papers` (the paper tables and figures),
+(the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `comparisons`
+(the comparison files read and checked, Holm's correction), `labels` (names in words), `tables` (the tables above), `figures` (grouped bars), `papers` (the paper tables and figures),
 `outputs` (the list of files). Importing this package does not import pandas or matplotlib.
 
 A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
@@ -30,6 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from vlmgrid.report.comparisons import read_comparisons
 from vlmgrid.report.grid import FLAG_ERROR_RATE, Grid, load_grid
 from vlmgrid.report.score_file import Hidden, NotApplicable, read_score
 
@@ -47,6 +52,8 @@ def build_report(
     kinds: Mapping[str, str] | None = None,
     flag_error_rate: float = FLAG_ERROR_RATE,
     allow_missing: bool = False,
+    comparison_files: Mapping[str, Path] | None = None,
+    reference_model: str | None = None,
 ) -> list[Path]:
     """Write the report and return the files written.
 
@@ -56,7 +63,9 @@ def build_report(
     paper tables are written (`vlmgrid.report.outputs.report_files` lists them all). Every score file is read and
     checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does not
     exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format
-    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number.
+    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number. `comparison_files`
+    ({benchmark: path}) are the comparison files (`vlmgrid compare`) against `reference_model` (None: every pair);
+    one that does not exist leaves its benchmark without comparisons, which the comparisons table says.
     """
     from vlmgrid.report.figures import write_figures
     from vlmgrid.report.papers import write_papers
@@ -64,7 +73,8 @@ def build_report(
 
     grid = load_grid(score_files, models, benchmarks, kinds, flag_error_rate=flag_error_rate,
                      allow_missing=allow_missing)
-    written = write_tables(grid, Path(tables_dir), title)
+    comparisons = read_comparisons(comparison_files or {}, models, benchmarks, reference_model, score_files)
+    written = write_tables(grid, Path(tables_dir), title, comparisons)
     written += write_figures(grid, Path(figures_dir), title)
     written += write_papers(grid, Path(tables_dir), Path(figures_dir))
     return written

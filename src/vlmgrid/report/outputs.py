@@ -12,9 +12,10 @@ from vlmgrid import paths
 from vlmgrid.report.papers import PAPER_LIST, paper_stem
 
 REPORT_TABLES = ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
-                 "cells.md", "cells.csv")
+                 "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv")
 REPORT_FIGURES = ("main.png", "main.pdf")
-_CAPTIONS = {"main": "main_table", "breakdown": "breakdown", "variants": "variants", "cells": "cells"}
+_CAPTIONS = {"main": "main_table", "breakdown": "breakdown", "variants": "variants", "cells": "cells",
+             "comparisons": "comparisons"}
 
 
 def report_files(results_dir: Path, kinds: Mapping[str, str]) -> list[tuple[Path, str]]:
