@@ -193,7 +193,23 @@ def mmbench_frames():
     return "mmbench_circular", records, preds(0.85), preds(0.5)
 
 
-@pytest.mark.parametrize("frames", [pope_frames, mme_frames, mmbench_frames], ids=["pope", "mme", "mmbench"])
+def dance_frames():
+    # 2 directions x 10 queries of 6 candidates with 1 to 3 positives; A scores its positives higher than B does
+    rng = np.random.default_rng(11)
+    n = 20
+    positives = [sorted(rng.choice(6, size=int(rng.integers(1, 4)), replace=False).tolist()) for _ in range(n)]
+    records = pd.DataFrame({"id": [f"d{i}" for i in range(n)], "options": [[f"c{k}" for k in range(6)]] * n,
+                            "positives": positives, "direction": ["riddle_to_image", "image_to_riddle"] * (n // 2)})
+
+    def preds(boost):
+        scores = [(rng.random(6) + boost * np.isin(np.arange(6), pos)).tolist() for pos in positives]
+        return pd.DataFrame({"id": records["id"], "prediction": "ranked", "scores": scores, "error": [None] * n})
+
+    return "dance", records, preds(0.6), preds(0.1)
+
+
+@pytest.mark.parametrize("frames", [pope_frames, mme_frames, mmbench_frames, dance_frames],
+                         ids=["pope", "mme", "mmbench", "dance"])
 def test_the_difference_and_its_draws_are_the_scores_own(frames):
     """The bootstrap pairs the two models exactly as their score files do: the same strata, seed and n, so a
     draw of the difference is A's score draw minus B's, and the point difference the scores' difference."""
@@ -205,6 +221,7 @@ def test_the_difference_and_its_draws_are_the_scores_own(frames):
     assert result.value_b == pytest.approx(score_b["value"], abs=1e-4)
     assert result.difference == pytest.approx(score_a["value"] - score_b["value"], abs=2e-4)
     draws = np.array(score_a["bootstrap"]["draws"]) - np.array(score_b["bootstrap"]["draws"])
+    np.testing.assert_allclose(result.draws, draws, atol=2e-4)  # the score draws are rounded to 4 decimals
     assert result.ci95 == pytest.approx(percentile_ci(draws), abs=2e-4)
     assert 0.0 < result.p_value <= 1.0 and result.n == len(records)
 

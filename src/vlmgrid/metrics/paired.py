@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -79,6 +79,8 @@ class PairedDifference:
     seed: int
     n: int
     mcnemar: McNemar | None = None
+    # the bootstrap draws of the difference (A's score draws minus B's)
+    draws: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
@@ -144,7 +146,7 @@ def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame,
     return PairedDifference(
         value_a=value_a, value_b=value_b, difference=observed, ci95=(low, high), p_value=p_value,
         test=PERMUTATION_TEST, unit=unit, units=int(unit_codes.max()) + 1 if n else 0, permutations=int(samples),
-        samples=int(samples), seed=int(seed), n=n, mcnemar=_mcnemar(m, data_a, data_b),
+        samples=int(samples), seed=int(seed), n=n, mcnemar=_mcnemar(m, data_a, data_b), draws=draws,
     )
 
 
