@@ -13,6 +13,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/infer.smk"
 include: "workflow/rules/score.smk"
+include: "workflow/rules/compare.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -112,7 +112,8 @@ def test_written_files(report):
     root, written = report
     expected = [root / "tables" / n for n in
                 ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
-                 "cells.md", "cells.csv", "reported.md", "reported.tex", "reported.csv")]
+                 "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
+                 "reported.md", "reported.tex", "reported.csv")]
     expected += [root / "figures" / n for n in ("main.png", "main.pdf", "reported.png", "reported.pdf")]
     expected += [root / "metrics.json", root / "plots" / "headline.csv"]
     assert written == expected

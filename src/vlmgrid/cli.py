@@ -99,6 +99,12 @@ def cmd_score(config: Config, args) -> None:
     score_grid_cell(config, args.model, args.benchmark, predictions=args.predictions, out=args.out)
 
 
+def cmd_compare(config: Config, args) -> None:
+    from vlmgrid.stages.compare import compare_benchmark
+
+    compare_benchmark(config, args.benchmark)
+
+
 def cmd_report(config: Config, args) -> None:
     from vlmgrid.stages.report import write_report
 
@@ -169,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("benchmark")
     score.add_argument("--predictions", help="score this predictions file (made elsewhere) instead")
     score.add_argument("--out", help="write the score JSON here instead")
+    add("compare", cmd_compare, "compare the grid's models pair by pair on one benchmark (difference, paired "
+        "bootstrap CI, paired permutation test)").add_argument("benchmark")
     report = add("report", cmd_report, "tables and figures from the grid's score files")
     report.add_argument("--allow-missing", action="store_true",
                         help="show a cell without a score file as \"missing\" (listed in the legends) instead of "

@@ -38,6 +38,7 @@ _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
         "infer": {"cpus_per_gpu": 8, "mem_mb": 64000, "runtime": 720},
         "merge_shards": _CPU_JOB,
         "score": _CPU_JOB,
+        "compare": _CPU_JOB,
         "report": _CPU_JOB,
     },
 }
@@ -228,6 +229,13 @@ def _check_names(data: dict, source) -> None:
                     f'{source}: grid.{section} names "{name}", which is not defined under {section}'
                     f"{closest(name, data[section])}; defined: {', '.join(sorted(data[section]))}"
                 )
+    reference = data["report"].get("reference_model")
+    if reference is not None and reference not in data["grid"]["models"]:
+        models = data["grid"]["models"]
+        raise VlmgridError(
+            f'{source}: report.reference_model names "{reference}", which is not a model of the grid'
+            f"{closest(reference, models)}; grid.models: {', '.join(models)}"
+        )
 
 
 def workflow_config_file(configfiles: Sequence[str | Path] = (), argv: Sequence[str] = ()) -> Path:

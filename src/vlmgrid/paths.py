@@ -61,6 +61,11 @@ def submission_path(score_file: Path, variant: str) -> Path:
     return score_file.with_name(f"{score_file.stem}.submission-{variant}.csv")
 
 
+def comparison_path(results_dir: Path, bench: str) -> Path:
+    """The paired comparisons of the grid's models on one benchmark (`vlmgrid compare`)."""
+    return Path(results_dir) / "comparisons" / f"{bench}.json"
+
+
 def tables_dir(results_dir: Path) -> Path:
     return Path(results_dir) / "tables"
 

@@ -91,6 +91,16 @@ def get_score_files():
     return [str(paths.score_path(RESULTS, cell.model, cell.benchmark)) for cell in GRID.cells]
 
 
+def get_comparison_files():
+    """One comparison file per benchmark of the grid (`vlmgrid compare`)."""
+    return [str(paths.comparison_path(RESULTS, bench)) for bench in GRID.benchmarks]
+
+
+def get_comparison_predictions(wildcards):
+    """The predictions files of every model of the grid on the benchmark: what its comparison file reads."""
+    return [str(paths.predictions_path(RESULTS, model, wildcards.bench)) for model in GRID.models]
+
+
 def get_benchmark_kinds():
     return {bench: GRID.benchmark(bench)["kind"] for bench in GRID.benchmarks}
 

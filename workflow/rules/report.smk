@@ -1,6 +1,7 @@
 rule report:
     input:
-        get_score_files(),
+        scores=get_score_files(),
+        comparisons=get_comparison_files(),
         reported=GRID.report["reported"],  # the papers' published numbers the report compares with
     output:
         # The paper tables depend on the grid's benchmark kinds (vlmgrid.report.outputs.report_files).
@@ -12,6 +13,8 @@ rule report:
         kinds=get_benchmark_kinds(),
         # a changed threshold marks other cells: the report is made again
         flag_error_rate=GRID.report["flag_error_rate"],
+        # the main table marks cells against it
+        reference_model=GRID.report.get("reference_model"),
     resources:
         **cluster_resources("report"),
     log:

@@ -7,6 +7,10 @@
 - `tables_dir/variants.{md,csv}`: per prompt variant, for the cells that ran several, and their mean;
 - `tables_dir/cells.{md,csv}`: how each cell's numbers were answered (log-likelihood, generation + parser,
   embedding similarity), its decoding, n, valid answers and format error rate;
+- `tables_dir/comparisons.{md,tex,csv}`: per pair of models and benchmark, the difference with its paired
+  bootstrap CI, the paired permutation test's p and its Holm adjustment over the pair's benchmarks, from the
+  comparison files (`comparisons`); with a reference model, the main table marks the cells significantly
+  better or worse than it;
 - `figures_dir/main.{png,pdf}`: grouped bars with CI error bars;
 - `tables_dir/reported.{md,tex,csv}` and `figures_dir/reported.{png,pdf}`: papers' published numbers beside the
   grid's reproduction of them (`reported`: the rows and how they match; always written);
@@ -16,10 +20,11 @@
   plots (`vlmgrid.report.dvc_files`).
 
 `vlmgrid.report.outputs.report_files` lists every file written, before the report runs. The modules: `grid`
-(the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `labels` (names
-in words), `tables` (the tables above), `figures` (grouped bars), `papers` (the paper tables and figures),
-`outputs` (the list of files), `reported` (published numbers: read, matched, compared), `reported_figure` (their
-figure). Importing this package does not import pandas or matplotlib.
+(the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `comparisons`
+(the comparison files read and checked, Holm's correction), `labels` (names in words), `tables` (the tables
+above), `figures` (grouped bars), `papers` (the paper tables and figures), `outputs` (the list of files),
+`reported` (published numbers: read, matched, compared), `reported_figure` (their figure). Importing this
+package does not import pandas or matplotlib.
 
 A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
 tables, and so is that model's average; the figure leaves it out. A cell whose benchmark hides its labels
@@ -35,6 +40,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from vlmgrid.report.comparisons import read_comparisons
 from vlmgrid.report.grid import FLAG_ERROR_RATE, Grid, load_grid
 from vlmgrid.report.reported import Published, load_reported
 from vlmgrid.report.score_file import Hidden, NotApplicable, read_score
@@ -55,6 +61,8 @@ def build_report(
     allow_missing: bool = False,
     results_dir: Path | None = None,
     published: Published | None = None,
+    comparison_files: Mapping[str, Path] | None = None,
+    reference_model: str | None = None,
 ) -> list[Path]:
     """Write the report and return the files written.
 
@@ -68,6 +76,9 @@ def build_report(
     papers' numbers to set beside the grid's (`vlmgrid.report.reported`); without it the reported table says
     that none matches. DVC's metrics and plots files go to `results_dir` (default: the folder that holds
     `tables_dir`, as in the grid's layout).
+    `comparison_files` ({benchmark: path}) are the comparison files (`vlmgrid compare`) against
+    `reference_model` (None: every pair); one that does not exist leaves its benchmark without comparisons, which
+    the comparisons table says.
     """
     from vlmgrid.report.dvc_files import write_dvc_files
     from vlmgrid.report.figures import write_figures
@@ -79,7 +90,8 @@ def build_report(
     grid = load_grid(score_files, models, benchmarks, kinds, flag_error_rate=flag_error_rate,
                      allow_missing=allow_missing)
     published = published or Published()
-    written = write_tables(grid, Path(tables_dir), title)
+    comparisons = read_comparisons(comparison_files or {}, models, benchmarks, reference_model, score_files)
+    written = write_tables(grid, Path(tables_dir), title, comparisons)
     written += write_reported_tables(grid, published, Path(tables_dir), title)
     written += write_figures(grid, Path(figures_dir), title)
     written += write_reported_figure(grid, published, Path(figures_dir), title, no_match_sentence(published))

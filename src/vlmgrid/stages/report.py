@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 
 
 def write_report(config: Config, allow_missing: bool) -> list[Path]:
-    """`vlmgrid report`: read every cell's score file and write the report; logs and returns the files written.
+    """`vlmgrid report`: read every cell's score file (and each benchmark's comparison file, where there is one)
+    and write the report; logs and returns the files written.
 
     With `allow_missing`, a cell without a score file reads "missing" instead of failing the report, and the
     tables and figures go to `paths.partial_report_dir` instead: the grid's report files only ever hold it
@@ -35,7 +36,10 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
                            title=config.title,
                            kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
                            flag_error_rate=float(config.report["flag_error_rate"]),
-                           allow_missing=allow_missing, published=published, results_dir=root)
+                           allow_missing=allow_missing, published=published, results_dir=root,
+                           comparison_files={bench: paths.comparison_path(config.results_dir, bench)
+                                             for bench in config.benchmarks},
+                           reference_model=config.report.get("reference_model"))
     for path in written:
         log.info(f"wrote {path}")
     return written

@@ -5,12 +5,39 @@ from __future__ import annotations
 
 import pandas as pd
 
+from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, metric_label
 from vlmgrid.report.tables.format import (
     AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, entry_value, error_rate, estimate_frame, flag_note, flagged, fmt,
     fmt_estimate, is_flagged, latex_cell, latex_escape, md_table, model_status, status, status_notes,
 )
+
+# Marks of a cell significantly better / worse than the reference model (superscript plus / minus).
+BETTER, WORSE = "\u207a", "\u207b"
+_LATEX_MARKS = {BETTER: r"$^{+}$", WORSE: r"$^{-}$"}
+
+
+def reference_marks(grid: Grid, comparisons: Comparisons | None, model: str) -> list[str]:
+    """Per benchmark of the row, then its average: BETTER / WORSE where the model is significantly better /
+    worse than the reference model (Holm-adjusted p < 0.05 over the pair's benchmarks), else ""."""
+    if comparisons is None:
+        return [""] * (len(grid.benchmarks) + 1)
+    marks = {1: BETTER, -1: WORSE, 0: ""}
+    return [marks[comparisons.versus_reference(model, benchmark)] for benchmark in grid.benchmarks] + [""]
+
+
+def reference_note(comparisons: Comparisons | None) -> str:
+    """The legend's sentence on the marks; "" when there are no comparisons to speak of."""
+    if comparisons is None or not comparisons.any_numbers():
+        return ""
+    if not comparisons.reference_model:
+        return (" No cell is marked for significance: the config names no report.reference_model (the "
+                "comparisons table compares every pair of models).")
+    return (f" {BETTER} / {WORSE}: significantly better / worse than the reference model "
+            f"{comparisons.reference_model} (paired permutation test, Holm-adjusted p < {ALPHA:g} over the "
+            f"benchmarks of the pair; the comparisons table gives the differences).")
+
 
 def benchmark_header(grid: Grid, benchmark: str) -> str:
     metric = grid.metric(benchmark)
@@ -61,14 +88,15 @@ def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
              + [average_entry(grid, model)]) for model in grid.models]
 
 
-def main_markdown(grid: Grid, title: str) -> str:
+def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
     header = ["Model"] + [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
-    rows = [[model] + [fmt_estimate(e) for e in estimates] for model, estimates in _rows(grid)]
+    rows = [[model] + [fmt_estimate(e) + mark for e, mark in zip(estimates, reference_marks(grid, comparisons, model))]
+            for model, estimates in _rows(grid)]
     align = [":---"] + ["---:"] * (len(header) - 1)
-    return f"# {title}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}\n"
+    return f"# {title}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}{reference_note(comparisons)}\n"
 
 
-def main_latex(grid: Grid, title: str) -> str:
+def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
     rows = _rows(grid)
     n_cols = len(grid.benchmarks) + 1
     # The best value of each column (as displayed, so ties are all bold); only when there is a choice.
@@ -81,7 +109,7 @@ def main_latex(grid: Grid, title: str) -> str:
         r"% vlmgrid report; requires \usepackage{booktabs}",
         r"\begin{table}[t]",
         r"\centering",
-        rf"\caption{{{latex_escape(title)}. {latex_escape(legend(grid))}}}",
+        rf"\caption{{{latex_escape(title)}. {latex_escape(legend(grid) + reference_note(comparisons))}}}",
         r"\label{tab:main}",
         r"\begin{tabular}{l" + "c" * n_cols + "}",
         r"\toprule",
@@ -89,8 +117,10 @@ def main_latex(grid: Grid, title: str) -> str:
         r"\midrule",
     ]
     for model, ests in rows:
+        marks = reference_marks(grid, comparisons, model)
         cells = [
             latex_cell(est, entry_value(est) is not None and fmt(entry_value(est)) == best[j])
+            + _LATEX_MARKS.get(marks[j], "")
             for j, est in enumerate(ests)
         ]
         lines.append(" & ".join([latex_escape(model)] + cells) + r" \\")
@@ -98,9 +128,10 @@ def main_latex(grid: Grid, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main_frame(grid: Grid) -> pd.DataFrame:
+def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFrame:
     """The values and CIs, then per benchmark the cell's format error rate and whether it is marked, then
-    whether each average is marked (empty where there is no number to mark)."""
+    whether each average is marked (empty where there is no number to mark); with a reference model, per
+    benchmark "better" / "worse" where the cell is significantly so (empty otherwise)."""
     rows = _rows(grid)
     frame = estimate_frame("model", list(grid.benchmarks) + ["average"], rows)
     for benchmark in grid.benchmarks:
@@ -111,4 +142,9 @@ def main_frame(grid: Grid) -> pd.DataFrame:
     frame["average_flagged"] = pd.array(
         [None if entry_value(entries[-1]) is None else entries[-1].flag is not None for _, entries in rows],
         dtype="boolean")
+    if comparisons is not None and comparisons.reference_model:
+        words = {1: "better", -1: "worse", 0: None}
+        for benchmark in grid.benchmarks:
+            frame[f"{benchmark}_vs_reference"] = pd.array(
+                [words[comparisons.versus_reference(model, benchmark)] for model in grid.models], dtype="string")
     return frame

@@ -1,0 +1,89 @@
+"""The comparisons table: per pair of models and benchmark, the difference of the headlines with its paired
+bootstrap CI, the paired permutation test's p, the Holm-adjusted p and whether it is significant (Markdown,
+LaTeX, CSV)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
+from vlmgrid.report.tables.format import DASH, fmt, latex_escape, md_table
+
+HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return DASH
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _cells(row: Comparison) -> list[str]:
+    """The row's displayed cells after the names; a pair without a comparison says why in the difference cell."""
+    if row.difference is None:
+        return [DASH, DASH, f"no comparison: {row.reason}", DASH, DASH, DASH]
+    sign = "+" if row.difference > 0 and fmt(row.difference) != "0.0" else ""
+    return [fmt(row.value_a), fmt(row.value_b),
+            f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]",
+            fmt_p(row.p_value), fmt_p(row.p_holm), "yes" if row.significant else "no"]
+
+
+def legend(comparisons: Comparisons) -> str:
+    permutations = sorted({row.permutations for row in comparisons.rows if row.permutations})
+    count = f"{permutations[0]} " if len(permutations) == 1 else ""
+    family = (f"each model against the reference model {comparisons.reference_model}"
+              if comparisons.reference_model else "every pair of models of the grid")
+    text = (
+        f"Pairs: {family}. A \u2212 B: the difference of the benchmark's headline (points of its unit, percent "
+        f"for most); 95% CI: paired bootstrap, both models on the same resampled items (whole groups where the "
+        f"metric scores groups: MME images, MMBench circular groups, MMVP pairs), the score files' own resamples. "
+        f"p: two-sided paired sign-flip permutation test ({count}permutations; a permutation swaps the two models' "
+        f"answers on a random half of the items or groups). Holm p: Holm's step-down correction whose family is "
+        f"one pair's benchmarks (those with a comparison). Significant: Holm p < {ALPHA:g}. The CSV adds the exact "
+        f"McNemar p where the headline is a plain accuracy."
+    )
+    if comparisons.unavailable:
+        listed = "; ".join(f"{bench}: {why}" for bench, why in comparisons.unavailable.items())
+        text += f" Benchmarks without comparisons: {listed}."
+    return text
+
+
+def comparisons_markdown(comparisons: Comparisons, title: str) -> str:
+    rows = [[row.model_a, row.model_b, row.benchmark] + _cells(row) for row in comparisons.rows]
+    if not rows:
+        body = "No comparisons: the grid has fewer than two models, or no comparison file to read."
+    else:
+        body = md_table(HEADER, rows, [":---"] * 3 + ["---:"] * 6)
+    return f"# {title}: comparisons\n\n{body}\n\n{legend(comparisons)}\n"
+
+
+def comparisons_latex(comparisons: Comparisons, title: str) -> str:
+    lines = [
+        r"% vlmgrid report; requires \usepackage{booktabs}",
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{latex_escape(title)}: comparisons. {latex_escape(legend(comparisons))}}}",
+        r"\label{tab:comparisons}",
+        r"\begin{tabular}{lllrrlrrl}",
+        r"\toprule",
+        " & ".join(latex_escape(h).replace("\u2212", "$-$") for h in HEADER) + r" \\",
+        r"\midrule",
+    ]
+    for row in comparisons.rows:
+        cells = [row.model_a, row.model_b, row.benchmark] + _cells(row)
+        lines.append(" & ".join(latex_escape(cell).replace("<", r"$<$") for cell in cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def comparisons_frame(comparisons: Comparisons) -> pd.DataFrame:
+    """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no comparison."""
+    columns = ["model_a", "model_b", "benchmark", "metric", "value_a", "value_b", "difference", "ci_low", "ci_high",
+               "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "reason"]
+    frame = pd.DataFrame([{name: getattr(row, name, None) for name in columns if name != "significant"}
+                          | {"significant": row.significant} for row in comparisons.rows], columns=columns)
+    for name in ("value_a", "value_b", "difference", "ci_low", "ci_high", "p_value", "p_holm", "mcnemar_p"):
+        frame[name] = frame[name].astype("float64")
+    frame["significant"] = frame["significant"].astype("boolean")
+    frame["permutations"] = frame["permutations"].astype("Int64")
+    return frame

@@ -1,0 +1,138 @@
+"""The compare stage: one benchmark's predictions of every model of the grid -> its comparison file.
+
+Per pair of models (or each model against `report.reference_model`): the difference of their headlines with a
+paired bootstrap CI and a paired sign-flip permutation test (`vlmgrid.metrics.paired`), recomputed from the
+predictions with the score's samples and seed, so the resamples are the score files' own. A pair one of whose
+cells cannot run, hides its labels or failed gets no comparison, only the reason in words. Holm's correction
+spans benchmarks and so is the report's (`vlmgrid.report.comparisons`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from vlmgrid import __version__, paths
+from vlmgrid.config import Config
+from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import sha256_file, write_json
+from vlmgrid.metrics.base import LabelsHidden
+from vlmgrid.predictions import (
+    check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
+)
+from vlmgrid.report.comparisons import comparison_pairs
+
+log = logging.getLogger(__name__)
+
+DECIMALS = 4
+
+
+def _r(x: float) -> float:
+    return round(float(x), DECIMALS)
+
+
+def compare_benchmark(config: Config, benchmark: str) -> dict:
+    """`vlmgrid compare BENCH`: write `<results_dir>/comparisons/<bench>.json` and log one line per pair."""
+    if benchmark not in config.benchmarks:
+        raise VlmgridError(f'benchmark "{benchmark}" is not in the grid of {config.path}; the grid has '
+                           f"{', '.join(config.benchmarks)}")
+    reference = config.report.get("reference_model")
+    out_path = paths.comparison_path(config.results_dir, benchmark)
+    result = compare_cells(
+        benchmark=benchmark,
+        bench_dir=paths.bench_dir(config.data_dir, benchmark),
+        predictions={model: paths.predictions_path(config.results_dir, model, benchmark) for model in config.models},
+        pairs=comparison_pairs(config.models, reference),
+        reference_model=reference,
+        samples=int(config.bootstrap["samples"]),
+        seed=int(config.bootstrap["seed"]),
+        out_path=out_path,
+    )
+    for pair in result["pairs"]:
+        name = f"{pair['model_a']} - {pair['model_b']} on {benchmark}"
+        if pair["comparable"]:
+            low, high = pair["ci95"]
+            log.info(f"{name}: {pair['difference']:+.1f} [{low:.1f}, {high:.1f}], p = {pair['p_value']:.3g}")
+        else:
+            log.info(f"{name}: no comparison ({pair['reason']})")
+    log.info(f"wrote {out_path}")
+    return result
+
+
+def _cell(model: str, bench, path: Path) -> tuple[pd.DataFrame | None, str | None]:
+    """The model's predictions, or why the cell has none to compare (it cannot run the benchmark)."""
+    hint = f"rerun `vlmgrid infer {model} {bench.name}` to rebuild it"
+    predictions = read_predictions(path, hint)
+    reason = recorded_not_applicable(read_metadata(path))
+    if reason is not None:
+        return None, f"{model} cannot run {bench.name}: {reason}"
+    check_data_fingerprint(read_metadata(path), bench.manifest.get("fingerprint"), path, hint)
+    check_against_records(predictions, bench.records, path)
+    return predictions, None
+
+
+def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Path],
+                  pairs: list[tuple[str, str]], reference_model: str | None, samples: int, seed: int,
+                  out_path: Path) -> dict:
+    """Compare the models' predictions files ({model: path}) pair by pair on the prepared benchmark; write and
+    return the comparison file's contents (docs/formats.md)."""
+    from vlmgrid.benchmarks import load_benchmark
+    from vlmgrid.metrics import METRICS
+    from vlmgrid.metrics.paired import NotComparable, paired_difference
+
+    bench = load_benchmark(bench_dir)
+    metric = METRICS.get(bench.kind.metric)
+    models = list(dict.fromkeys(model for pair in pairs for model in pair))
+    cells = {model: _cell(model, bench, predictions[model]) for model in models}
+    entries = []
+    for a, b in pairs:
+        entry = {"model_a": a, "model_b": b}
+        reasons = [reason for _, reason in (cells[a], cells[b]) if reason is not None]
+        if reasons:
+            entries.append({**entry, "comparable": False, "reason": "; ".join(reasons)})
+            continue
+        try:
+            result = paired_difference(bench.kind.metric, bench.records, cells[a][0], cells[b][0],
+                                       samples=samples, seed=seed, names=(a, b))
+        except LabelsHidden:
+            entries.append({**entry, "comparable": False,
+                            "reason": f"the labels of {benchmark} are hidden, so neither model has a score"})
+            continue
+        except NotComparable as exc:
+            entries.append({**entry, "comparable": False, "reason": str(exc)})
+            continue
+        entries.append({
+            **entry,
+            "comparable": True,
+            "value_a": _r(result.value_a),
+            "value_b": _r(result.value_b),
+            "difference": _r(result.difference),
+            "ci95": [_r(result.ci95[0]), _r(result.ci95[1])],
+            "p_value": result.p_value,
+            "test": result.test,
+            "unit": result.unit,
+            "units": result.units,
+            "permutations": result.permutations,
+            "mcnemar": None if result.mcnemar is None else {
+                "a_only": result.mcnemar.a_only, "b_only": result.mcnemar.b_only,
+                "p_value": result.mcnemar.p_value,
+            },
+        })
+    comparison = {
+        "benchmark": benchmark,
+        "metric": metric.headline,
+        "reference_model": reference_model,
+        "n": int(len(bench.records)),
+        "samples": int(samples),
+        "seed": int(seed),
+        "pairs": entries,
+        "inputs": {
+            "data_fingerprint": bench.manifest.get("fingerprint"),
+            "predictions_sha256": {model: sha256_file(predictions[model]) for model in models},
+        },
+        "vlmgrid_version": __version__,
+    }
+    write_json(out_path, comparison)
+    return comparison
