@@ -15,11 +15,13 @@ include: "workflow/rules/infer.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/inspect.smk"
 
 
 rule all:
     input:
         get_report_outputs(),
+        get_inspect_pages(),
     default_target: True
 
 

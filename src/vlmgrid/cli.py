@@ -120,6 +120,12 @@ def cmd_dvc_pipelines(config: Config | None, args) -> None:
         write_pipelines(Path(args.root))
 
 
+def cmd_inspect(config: Config, args) -> None:
+    from vlmgrid.stages.inspect import inspect_benchmark
+
+    inspect_benchmark(config, args.benchmark, max_items=args.max_items, seed=args.seed)
+
+
 def cmd_make_tiny_models(config: Config | None, args) -> None:
     from vlmgrid.stages.fetch import write_tiny_models
 
@@ -187,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     pipelines.add_argument("--root", default=".", help="the repo's root folder (default: here)")
     pipelines.add_argument("--check", action="store_true",
                            help="write nothing; fail when a pipeline differs from what the template gives")
+    inspect = add("inspect", cmd_inspect, "a static HTML page of a benchmark's items and every grid model's "
+                  "answers, with filters (results/inspect/<bench>/index.html)")
+    inspect.add_argument("benchmark")
+    inspect.add_argument("--max-items", type=int, default=500,
+                         help="at most this many items on the page, a seeded sample of them (default: 500)")
+    inspect.add_argument("--seed", type=int, default=0, help="the sample's seed (default: 0)")
     tiny = add("make-tiny-models", cmd_make_tiny_models,
                "write tiny random-initialised checkpoints of every supported family (offline tests)",
                needs_config=False)

@@ -74,6 +74,11 @@ def figures_dir(results_dir: Path) -> Path:
     return Path(results_dir) / "figures"
 
 
+def inspect_page_path(results_dir: Path, bench: str) -> Path:
+    """The benchmark's inspect page (`vlmgrid inspect`): its items and every grid model's answers."""
+    return Path(results_dir) / "inspect" / bench / "index.html"
+
+
 def partial_report_dir(results_dir: Path) -> Path:
     """Where `vlmgrid report --allow-missing` writes its tables/ and figures/: never the report's own files, so
     a grid with missing cells never looks complete (and its real report is still made once they are there)."""

@@ -118,6 +118,23 @@ def get_report_files():
                    category="Figures" if path.parent.name == "figures" else "Tables") for path, caption in files]
 
 
+def get_inspect_pages():
+    """Every benchmark's inspect page (`vlmgrid inspect`)."""
+    return [str(paths.inspect_page_path(RESULTS, bench)) for bench in GRID.benchmarks]
+
+
+def get_inspect_page_output():
+    """The inspect rule's page, shown in the Snakemake report with its caption (a self-contained HTML file)."""
+    return report(str(paths.inspect_page_path(RESULTS, "{bench}")), caption="../report/inspect.rst",
+                  category="Items", subcategory="{bench}")
+
+
+def get_inspect_predictions(wildcards):
+    """The predictions files of the benchmark's cells, not-applicable ones too (the page names those)."""
+    return [str(paths.predictions_path(RESULTS, cell.model, cell.benchmark)) for cell in GRID.cells
+            if cell.benchmark == wildcards.bench]
+
+
 def cluster_resources(job):
     """What one kind of job asks Slurm for, as rule resources: the config's `cluster.<job>` (prepare, infer,
     ...) plus the cluster-wide partition and account. The Slurm executor turns them into sbatch options; a
