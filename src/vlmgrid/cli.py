@@ -105,6 +105,13 @@ def cmd_compare(config: Config, args) -> None:
     compare_benchmark(config, args.benchmark)
 
 
+def cmd_import_predictions(config: Config, args) -> None:
+    from vlmgrid.stages.imports import import_predictions
+
+    import_predictions(config, args.model, args.benchmark, args.file, file_format=args.format,
+                       questions=args.questions, out=args.out)
+
+
 def cmd_report(config: Config, args) -> None:
     from vlmgrid.stages.report import write_report
 
@@ -183,6 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--out", help="write the score JSON here instead")
     add("compare", cmd_compare, "compare the grid's models pair by pair on one benchmark (difference, paired "
         "bootstrap CI, paired permutation test)").add_argument("benchmark")
+    imported = add("import-predictions", cmd_import_predictions,
+                   "turn answers published elsewhere (LLaVA's answer files, MME's eval-tool results) into a "
+                   "predictions file of a prepared benchmark")
+    imported.add_argument("model", help="the model that answered (a name outside the grid needs --out)")
+    imported.add_argument("benchmark")
+    imported.add_argument("file", help="the answer file (or MME eval-tool result folder)")
+    imported.add_argument("--format", help="llava-answers or mme-eval-tool (default: guessed from the file)")
+    imported.add_argument("--questions", help="the question file the answers were made from, where their ids "
+                          "name nothing else (LLaVA's POPE answers: llava_pope_test.jsonl)")
+    imported.add_argument("--out", help="write the predictions file here instead")
     report = add("report", cmd_report, "tables and figures from the grid's score files")
     report.add_argument("--allow-missing", action="store_true",
                         help="show a cell without a score file as \"missing\" (listed in the legends) instead of "

@@ -1,0 +1,30 @@
+"""Predictions made elsewhere, read from the files other tools publish (`vlmgrid import-predictions`): one
+module per file format, found by name (`IMPORTERS`), and the guess of a file's format (`guess_format`).
+
+An importer only matches the file's answers to the prepared benchmark's records and returns the raw texts;
+the stage reads them with the benchmark's own parser and writes the predictions file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.imports.base import Answer, Importer, check_answers
+from vlmgrid.imports.llava import IMPORTER as LLAVA_ANSWERS
+from vlmgrid.imports.mme_tool import IMPORTER as MME_EVAL_TOOL
+from vlmgrid.registry import Registry
+
+IMPORTERS: Registry[Importer] = Registry("import format", [LLAVA_ANSWERS, MME_EVAL_TOOL])
+
+
+def guess_format(path: Path) -> str:
+    """The name of the one format the file (or folder) looks like; refused when none or several do."""
+    names = [name for name in IMPORTERS if IMPORTERS.get(name).looks_like(Path(path))]
+    if len(names) != 1:
+        found = "no known format" if not names else f"several formats ({', '.join(names)})"
+        raise VlmgridError(f"{path} looks like {found}; give --format (one of {', '.join(IMPORTERS)})")
+    return names[0]
+
+
+__all__ = ["IMPORTERS", "Answer", "Importer", "check_answers", "guess_format"]

@@ -1,0 +1,96 @@
+"""What every importer shares: an answer read from a published file, and the checks that the file answers
+exactly the prepared benchmark's items.
+
+An importer reads a file made by another tool and finds, for each answer, the record of the prepared
+benchmark it answers (by the published ids and texts the records keep), returning `Answer`s. `check_answers`
+then refuses, in one sentence, answers to items the benchmark does not have, items answered twice and items
+not answered at all: a file of a subset is never scored as if it were the whole benchmark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from vlmgrid.errors import VlmgridError
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer of the file: the record it answers (None: no record of the benchmark), the model's raw
+    text, and where in the file it stands (for messages), e.g. "line 7 (question_id 12)"."""
+
+    record_id: str | None
+    raw: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Importer:
+    """A file format of predictions made elsewhere.
+
+    `kinds`: the benchmark kinds whose items the format can name; `looks_like(path)`: whether the file (or
+    folder) is in this format, used to guess the format; `read(path, records, kind, questions)`: the file's
+    answers matched to the records (`questions`: the question file the answers were made from, for formats
+    whose answers name their questions only by its ids).
+    """
+
+    name: str
+    description: str
+    kinds: tuple[str, ...]
+    looks_like: Callable[[Path], bool]
+    read: Callable[[Path, pd.DataFrame, str, Path | None], list[Answer]]
+
+
+def check_answers(answers: Sequence[Answer], records: pd.DataFrame, path: Path, bench: str) -> None:
+    """Every record answered exactly once, and no answer to an item the benchmark does not have."""
+    unknown = [answer for answer in answers if answer.record_id is None]
+    if unknown:
+        raise VlmgridError(
+            f"{path} has {len(unknown)} answer(s) to items that benchmark {bench} does not have, the first at "
+            f"{unknown[0].where}; import it into the benchmark it was made for"
+        )
+    first: dict[str, Answer] = {}
+    for answer in answers:
+        if answer.record_id in first:
+            raise VlmgridError(
+                f'{path} answers item "{answer.record_id}" of {bench} twice ({first[answer.record_id].where} and '
+                f"{answer.where}); keep one answer per item"
+            )
+        first[answer.record_id] = answer
+    missing = [item for item in records["id"].astype(str) if item not in first]
+    if missing:
+        raise VlmgridError(
+            f'{path} answers {len(first)} of the {len(records)} items of {bench}: {len(missing)} missing, the first '
+            f'"{missing[0]}"; a file of a subset is not scored as the whole benchmark: import a file that answers '
+            f"every item"
+        )
+
+
+def squeeze(text: str) -> str:
+    """Text with every run of white space made one space, and both ends stripped: prompts are rebuilt by
+    their tools with other spacing than the published question (LLaVA collapses double spaces)."""
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def stem(name: str) -> str:
+    """An image's file name without folders and extension: "artwork/images/10002.jpg" -> "10002"."""
+    return Path(str(name)).stem
+
+
+def unique_index(records: pd.DataFrame, key_of: Callable[[pd.Series], tuple], what: str) -> dict[tuple, str]:
+    """{key: record id}, for keys that name one record; a key shared by records is a damaged benchmark."""
+    index: dict[tuple, str] = {}
+    for _, record in records.iterrows():
+        key = key_of(record)
+        if key in index:
+            raise VlmgridError(
+                f'records "{index[key]}" and "{record["id"]}" have the same {what}, so answers cannot be told apart; '
+                f"prepare the benchmark again"
+            )
+        index[key] = str(record["id"])
+    return index

@@ -1,0 +1,73 @@
+"""`mme-eval-tool`: a result folder of MME's official eval tool (BradyFU's `eval_tool/calculation.py` reads it):
+one `<subtask>.txt` per subtask, each line `image<TAB>question<TAB>gold (Yes/No)<TAB>model answer`.
+
+An answer is the record of that subtask whose image has that file name (without extension: LLaVA's
+`convert_answer_to_mme.py` writes the question file's name, "10002.txt", where the tool's examples name the
+image, "10002.jpg") and whose question is the line's (without "Please answer yes or no."). A gold answer that
+is not the record's means the folder was made from another MME version, and is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.imports.base import Answer, Importer, stem
+from vlmgrid.imports.llava import mme_index, mme_question
+
+# MME's 14 subtasks, as the release and the tool name their folders and result files.
+SUBTASKS = (
+    "existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR",
+    "commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning",
+)
+
+
+def looks_like(path: Path) -> bool:
+    return path.is_dir() and any((path / f"{subtask}.txt").is_file() for subtask in SUBTASKS)
+
+
+def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
+    if not path.is_dir():
+        raise VlmgridError(f"{path} is not a folder: an MME eval-tool result is a folder of <subtask>.txt files "
+                           f"(give the right --format)")
+    others = sorted(p.name for p in path.glob("*.txt") if p.stem not in SUBTASKS)
+    if others:
+        raise VlmgridError(f"{path}/{others[0]} is not named after one of MME's 14 subtasks "
+                           f"({', '.join(SUBTASKS)}); rename or remove it")
+    index = mme_index(records)
+    gold = dict(zip(records["id"].astype(str), records["answer"].astype(str)))
+    answers = []
+    for subtask in SUBTASKS:
+        file = path / f"{subtask}.txt"
+        if not file.is_file():
+            continue
+        for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            where = f"{file.name} line {n}"
+            if len(fields) != 4:
+                raise VlmgridError(
+                    f"{path}/{where} has {len(fields)} tab-separated fields, not 4 (image, question, gold answer, "
+                    f"model answer): the folder is not an MME eval-tool result"
+                )
+            image, question, truth, raw = fields
+            record_id = index.get((subtask, stem(image), mme_question(question)))
+            if record_id is not None and truth.strip().lower() != gold[record_id]:
+                raise VlmgridError(
+                    f"{path}/{where} gives the gold answer {truth!r}, but item {record_id} is {gold[record_id]!r}: "
+                    f"the folder was made from another MME version"
+                )
+            answers.append(Answer(record_id, raw, where))
+    return answers
+
+
+IMPORTER = Importer(
+    name="mme-eval-tool",
+    description="a result folder of MME's eval tool (<subtask>.txt: image, question, gold, answer; tab-separated)",
+    kinds=("mme",),
+    looks_like=looks_like,
+    read=read,
+)

@@ -1,0 +1,97 @@
+"""The import stage: a file of answers published elsewhere (LLaVA's answer files, MME's eval-tool results) ->
+a predictions file of a prepared benchmark (docs/formats.md, "Predictions made elsewhere").
+
+The importer (`vlmgrid.imports`) matches each answer to its record by the published ids; here every answer is
+read by the parser the benchmark's protocol reads generated text with, so an imported file and a local run
+are scored alike. An answer that cannot be read is a format-error row (prediction null), never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from vlmgrid import paths
+from vlmgrid.config import Config
+from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import sha256_file, sha256_json
+from vlmgrid.predictions import rows_to_table
+from vlmgrid.stages.jobs import Job, predictions_metadata, write_predictions
+
+log = logging.getLogger(__name__)
+
+# The parser each protocol's generate strategy falls back on when the kind names none (vlmgrid.protocols).
+PROTOCOL_PARSERS = {"yes_no": "pope", "multiple_choice": "letter", "short_answer": "short_answer"}
+
+
+def _file_sha256(path: Path) -> str:
+    """The file's sha256; a folder's is that of its files' names and hashes (sorted)."""
+    if path.is_file():
+        return sha256_file(path)
+    return sha256_json(sorted([p.name, sha256_file(p)] for p in path.iterdir() if p.is_file()))
+
+
+def _out_path(config: Config, model: str, benchmark: str, out: str | None) -> Path:
+    if out:
+        return Path(out)
+    if model not in config.data["models"]:
+        raise VlmgridError(
+            f'model "{model}" is not a model of {config.path}, so its predictions have no place in the grid; '
+            f"give --out"
+        )
+    return paths.predictions_path(config.results_dir, model, benchmark)
+
+
+def import_predictions(config: Config, model: str, benchmark: str, file: str, *, file_format: str | None = None,
+                       questions: str | None = None, out: str | None = None) -> Path:
+    """`vlmgrid import-predictions`: write the predictions file of `file`'s answers to `benchmark`."""
+    from vlmgrid.benchmarks import load_benchmark
+    from vlmgrid.imports import IMPORTERS, check_answers, guess_format
+    from vlmgrid.protocols.base import prediction_row
+    from vlmgrid.protocols.parsing import PARSERS
+
+    source = Path(file)
+    if not source.exists():
+        raise VlmgridError(f"{source} not found; check the path")
+    out_path = _out_path(config, model, benchmark, out)
+    bench = load_benchmark(paths.bench_dir(config.data_dir, benchmark))
+    if file_format is None:
+        file_format = guess_format(source)
+        log.info(f"{source}: read as {file_format} (guessed from the file; give --format to choose)")
+    importer = IMPORTERS.get(file_format)
+    if bench.kind.name not in importer.kinds:
+        raise VlmgridError(
+            f"format {file_format} does not hold answers to {bench.kind.name} benchmarks such as {benchmark} "
+            f"(it reads {', '.join(importer.kinds)})"
+        )
+    answers = importer.read(source, bench.records, bench.kind.name, Path(questions) if questions else None)
+    check_answers(answers, bench.records, source, benchmark)
+
+    parser_name = bench.kind.parser or PROTOCOL_PARSERS.get(bench.kind.protocol)
+    if parser_name is None:
+        raise VlmgridError(f"benchmark {benchmark} ({bench.kind.protocol} protocol) has no answer parser to read "
+                           f"imported text with")
+    parse = PARSERS.get(parser_name)
+    options = dict(zip(bench.records["id"].astype(str), bench.records["options"]))
+    raw_of = {answer.record_id: answer.raw for answer in answers}
+    rows = []
+    for item in bench.records["id"].astype(str):  # record order, as inference writes
+        parsed = parse(raw_of[item], [str(option) for option in options[item]])
+        rows.append(prediction_row(item, raw=raw_of[item], prediction=parsed.prediction,
+                                   prediction_index=parsed.index))
+    # The prompts were the publisher's, not this config's prompt sets: none is recorded.
+    job = Job(bench=bench, prompts={}, part_size=len(rows), fingerprint="")
+    provenance = {
+        "imported": f"imported from {source} ({file_format})",
+        "format": file_format,
+        "file": str(source),
+        "sha256": _file_sha256(source),
+        "parser": parser_name,
+    }
+    metadata = predictions_metadata(model_name=model, model_settings=config.data["models"].get(model, {}),
+                                    job=job, strategy="generate", provenance=provenance)
+    write_predictions(out_path, rows_to_table(rows), metadata)
+    unreadable = sum(row["prediction"] is None for row in rows)
+    log.info(f"wrote {out_path}: {len(rows)} answers of {model} to {benchmark} imported from {source} ({file_format}), "
+             f"{unreadable} unreadable by the {parser_name} parser (format errors)")
+    return out_path

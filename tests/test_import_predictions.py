@@ -1,0 +1,331 @@
+"""`vlmgrid import-predictions`: answer files as LLaVA's evaluation scripts and MME's eval tool write them,
+imported into prepared fixture benchmarks, read by each benchmark's own parser, refused in one sentence when
+they do not answer exactly the benchmark's items, and scored like a local run."""
+
+import copy
+import json
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from conftest import DEFAULT_CONFIG, REPO
+from vlmgrid.cli import main
+from vlmgrid.config import load_config
+from vlmgrid.errors import VlmgridError
+from vlmgrid.imports.llava import _scienceqa, scienceqa_content
+from vlmgrid.predictions import SCHEMA, read_metadata
+from vlmgrid.stages.prepare import prepare_benchmark
+
+SIZES = {"pope-fixture": 2, "mme-fixture": 1, "textvqa-fixture": 3, "scienceqa-fixture": 6, "mmbench-fixture": 2}
+MODEL_ID = "llava-v1.5-13b"
+LLAVA_SHORT = "Answer the question using a single word or phrase."
+LLAVA_LETTER = "Answer with the option's letter from the given choices directly."
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """The default grid's config with the five benchmarks prepared small; (config path, {bench: records})."""
+    root = tmp_path_factory.mktemp("imports")
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    data["data_dir"], data["results_dir"] = str(root / "data"), str(root / "results")
+    data["prompts_dir"] = str(REPO / "config" / "prompts")
+    for name, size in SIZES.items():
+        data["benchmarks"][name] = copy.deepcopy(data["benchmarks"][name])
+        data["benchmarks"][name]["source"]["size"] = size
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = load_config(path)
+    records = {}
+    for name in SIZES:
+        bench_dir = config.data_dir / name
+        prepare_benchmark(name, config.benchmark(name), bench_dir)
+        records[name] = pd.read_parquet(bench_dir / "records.parquet")
+    return str(path), records
+
+
+def llava_line(question_id, prompt, text, n, **extra) -> dict:
+    """One line as llava/eval/model_vqa_loader.py writes it (MMBench's script adds its own keys)."""
+    return {"question_id": question_id, "prompt": prompt, "text": text, "answer_id": f"ans{n:019d}",
+            "model_id": MODEL_ID, "metadata": {}, **extra}
+
+
+def write_jsonl(path, lines) -> str:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def run(config, *args) -> int:
+    return main(["import-predictions", *args, "--config", config])
+
+
+def refused(capsys, config, *args) -> str:
+    assert run(config, *args) == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert message.startswith("vlmgrid: error: ")
+    return message
+
+
+def imported(path) -> pd.DataFrame:
+    table = pq.read_table(path)
+    assert table.schema.remove_metadata() == SCHEMA
+    return table.to_pandas()
+
+
+# ---------------------------------------------------------------------------------------------- answer files
+
+def mmbench_answers(records, texts=None) -> list[dict]:
+    """LLaVA-1.5's mmbench.sh (no --all-rounds): one round-0 line per row of the dev file, copies included."""
+    lines = []
+    for n, (_, r) in enumerate(records.iterrows()):
+        options = list(r["options"])
+        prompt = "\n".join([r["hint"], r["question"]] + [f"{'ABCD'[i]}. {o}" for i, o in enumerate(options)])
+        lines.append(llava_line(int(r["id"]), prompt, texts[n] if texts else "ABCD"[r["answer_index"]], n,
+                                round_id=0, options=options, option_char=list("ABCD"[:len(options)])))
+    return lines
+
+
+def mme_answers(records, texts) -> list[dict]:
+    """llava_mme.jsonl asks "<question>\\nAnswer the question using a single word or phrase." per image path."""
+    return [llava_line(r["image_id"], r["question"].replace(" Please answer yes or no.", "") + "\n" + LLAVA_SHORT,
+                       text, n) for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
+
+
+def mme_tool_folder(folder, records, texts) -> str:
+    """convert_answer_to_mme.py's output: <subtask>.txt, lines "<file>.txt<TAB>question<TAB>Yes/No<TAB>answer"."""
+    folder.mkdir()
+    by_subtask = {}
+    for (_, r), text in zip(records.iterrows(), texts):
+        name = r["image_id"].split("/")[-1].rsplit(".", 1)[0] + ".txt"
+        line = "\t".join([name, r["question"], r["answer"].capitalize(), text])
+        by_subtask.setdefault(r["category"], []).append(line)
+    for subtask, lines in by_subtask.items():
+        (folder / f"{subtask}.txt").write_text("\n".join(lines) + "\n")
+    return str(folder)
+
+
+def pope_files(tmp_path, records, texts) -> tuple[str, str]:
+    """llava_pope_test.jsonl (ids numbered across the three splits) and the answers to it."""
+    questions, answers = [], []
+    for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts), start=1):
+        prompt = f"{r['question']}\n{LLAVA_SHORT}"
+        questions.append({"question_id": n, "image": f"{r['image_source']}.jpg", "text": prompt,
+                          "category": r["split"]})
+        answers.append(llava_line(n, prompt, text, n))
+    return write_jsonl(tmp_path / "llava_pope_test.jsonl", questions), write_jsonl(tmp_path / "pope.jsonl", answers)
+
+
+def sqa_prompt(r) -> str:
+    """model_vqa_science.py --single-pred-prompt: "<image>\\n" + the CQM-A question + the letter instruction."""
+    options = [f"{'ABCDE'[i]}. {o}" for i, o in enumerate(r["options"])]
+    return "\n".join(["<image>", f"Context: {r['hint'] or 'N/A'}", r["question"], *options, LLAVA_LETTER])
+
+
+def sqa_answers(records, texts) -> list[dict]:
+    lines = [llava_line(str(4 + 3 * n), sqa_prompt(r), text, n)
+             for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
+    # A text-only problem of the test split: not in ScienceQA-IMG, skipped.
+    lines.insert(1, llava_line("5", "Context: N/A\nWhich word rhymes with cat?\nA. hat\nB. dog\n" + LLAVA_LETTER,
+                               "A", 99))
+    return lines
+
+
+def textvqa_answers(records, texts) -> list[dict]:
+    """llava_textvqa_val_v051_ocr.jsonl: question_id is the image id; the prompt adds the OCR tokens."""
+    return [llava_line(r["image_id"], f"{r['question']}\nReference OCR token: {', '.join(r['ocr_tokens'])}\n"
+                       f"{LLAVA_SHORT}", text, n)
+            for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
+
+
+# ---------------------------------------------------------------------------------------------- imports
+
+def test_mmbench_answers_map_to_the_published_rows_and_score(grid, tmp_path, capsys):
+    config, records = grid
+    texts = ["B", "A", "A", "B", "The answer is C"]
+    answers = write_jsonl(tmp_path / "mmbench.jsonl", mmbench_answers(records["mmbench-fixture"], texts))
+    out = tmp_path / "mmbench.parquet"
+    assert run(config, MODEL_ID, "mmbench-fixture", answers, "--out", str(out)) == 0
+    assert "read as llava-answers (guessed" in capsys.readouterr().err
+    frame = imported(out)
+    assert list(frame["id"]) == list(records["mmbench-fixture"]["id"])
+    assert list(frame["raw"]) == texts
+    assert list(frame["prediction_index"]) == [1, 0, 0, 1, 2]
+    meta = read_metadata(out)
+    assert meta["model"] == MODEL_ID and meta["benchmark"] == "mmbench-fixture" and meta["strategy"] == "generate"
+    assert meta["provenance"]["imported"] == f"imported from {answers} (llava-answers)"
+    assert len(meta["provenance"]["sha256"]) == 64 and meta["data_fingerprint"]
+    # Question 1: both copies right; question 18: copy 2 (gold C) read as C -> right, so 2/2 groups.
+    score = tmp_path / "score.json"
+    assert main(["score", MODEL_ID, "mmbench-fixture", "--predictions", str(out), "--out", str(score),
+                 "--config", config]) == 0
+    assert json.loads(score.read_text())["value"] == 100.0
+
+
+def test_mme_llava_answers_and_eval_tool_folder_give_the_same_rows(grid, tmp_path, capsys):
+    config, records = grid
+    mme = records["mme-fixture"]
+    texts = ["Yes", "maybe"]  # the second is no answer by MME's rule: a format error, never dropped
+    jsonl = write_jsonl(tmp_path / "mme.jsonl", mme_answers(mme, texts))
+    folder = mme_tool_folder(tmp_path / "llava-v1.5-13b", mme, texts)
+    out_jsonl, out_folder = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    assert run(config, MODEL_ID, "mme-fixture", jsonl, "--out", str(out_jsonl)) == 0
+    assert run(config, MODEL_ID, "mme-fixture", folder, "--out", str(out_folder)) == 0
+    assert "read as mme-eval-tool (guessed" in capsys.readouterr().err
+    a, b = imported(out_jsonl), imported(out_folder)
+    assert a.equals(b)
+    assert a["prediction"].isna().tolist() == [False, True] and a["prediction"][0] == "yes"
+    assert list(a["raw"]) == texts and list(a["prediction_index"]) == [0, -1]
+    # Hand-computed: existence acc 1/2 = 50, acc+ 0 (one image, one wrong) -> 50 points of the 200 of the one
+    # subtask present: scaled 25%.
+    score = tmp_path / "score.json"
+    assert main(["score", MODEL_ID, "mme-fixture", "--predictions", str(out_folder), "--out", str(score),
+                 "--config", config]) == 0
+    result = json.loads(score.read_text())
+    assert result["metrics"]["total"]["value"] == 50.0 and result["value"] == 25.0
+    assert result["format_error_rate"] == 50.0
+
+
+def test_pope_answers_are_matched_through_llavas_question_file(grid, tmp_path):
+    config, records = grid
+    pope = records["pope-fixture"]
+    texts = ["Yes, there is.", "No", "yes", "There is not.", "Yes", "no"]
+    questions, answers = pope_files(tmp_path, pope, texts)
+    out = tmp_path / "pope.parquet"
+    assert run(config, MODEL_ID, "pope-fixture", answers, "--questions", questions, "--out", str(out)) == 0
+    frame = imported(out)
+    assert list(frame["id"]) == list(pope["id"])
+    assert list(frame["prediction"]) == ["yes", "no", "yes", "no", "yes", "no"]
+
+
+def test_pope_answers_without_the_question_file_are_refused(grid, tmp_path, capsys):
+    config, records = grid
+    _, answers = pope_files(tmp_path, records["pope-fixture"], ["yes"] * 6)
+    message = refused(capsys, config, MODEL_ID, "pope-fixture", answers, "--out", str(tmp_path / "p.parquet"))
+    assert "--questions" in message and "llava_pope_test.jsonl" in message
+
+
+def test_textvqa_answers_match_by_image_id_and_question(grid, tmp_path):
+    config, records = grid
+    textvqa = records["textvqa-fixture"]
+    texts = ["Exit", "84", "the bus"]
+    out = tmp_path / "textvqa.parquet"
+    answers = write_jsonl(tmp_path / "textvqa.jsonl", list(reversed(textvqa_answers(textvqa, texts))))
+    assert run(config, MODEL_ID, "textvqa-fixture", answers, "--out", str(out)) == 0
+    frame = imported(out)
+    assert list(frame["id"]) == list(textvqa["id"]) and list(frame["raw"]) == texts
+
+
+def test_scienceqa_answers_skip_text_only_problems_and_score(grid, tmp_path, capsys):
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    gold = ["ABCDE"[i] for i in sqa["answer_index"]]
+    texts = [gold[0], "I am not sure.", f"{gold[2]}. yes", "E", gold[4], "B" if gold[5] != "B" else "A"]
+    answers = write_jsonl(tmp_path / "sqa.jsonl", sqa_answers(sqa, texts))
+    out = tmp_path / "sqa.parquet"
+    assert run(config, "llava-tiny", "scienceqa-fixture", answers, "--out", str(out)) == 0
+    assert "skipped 1 answers to text-only problems" in capsys.readouterr().err
+    frame = imported(out)
+    assert frame["prediction"].isna().tolist() == [False, True, False, True, False, False]
+    score = tmp_path / "score.json"
+    assert main(["score", "llava-tiny", "scienceqa-fixture", "--predictions", str(out), "--out", str(score),
+                 "--config", config]) == 0
+    assert json.loads(score.read_text())["value"] == pytest.approx(round(3 / 6 * 100, 4))  # items 0, 2, 4
+
+
+def test_a_grid_model_is_written_to_its_predictions_file(grid, tmp_path):
+    config, records = grid
+    answers = write_jsonl(tmp_path / "mmbench.jsonl", mmbench_answers(records["mmbench-fixture"]))
+    assert run(config, "llava-tiny", "mmbench-fixture", answers, "--format", "llava-answers") == 0
+    path = load_config(config).results_dir / "predictions" / "llava-tiny" / "mmbench-fixture.parquet"
+    assert read_metadata(path)["model_settings"]["backend"] == "hf"
+
+
+def test_scienceqa_items_with_the_same_content_take_answers_in_file_order():
+    records = pd.DataFrame({"id": ["test-0", "test-1"], "question": ["Which is it?"] * 2, "hint": ["", ""],
+                            "options": [["a", "b"]] * 2})
+    prompt = "<image>\nContext: N/A\nWhich is it?\nA. a\nB. b"
+    assert scienceqa_content(prompt) == ("Which is it?", "", ("a", "b"))
+    lines = [(1, llava_line("7", prompt, "A", 1)), (2, llava_line("9", prompt, "B", 2))]
+    answers = _scienceqa("f.jsonl", lines, records, None)
+    assert [(a.record_id, a.raw) for a in answers] == [("test-0", "A"), ("test-1", "B")]
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+def test_an_id_the_benchmark_does_not_have_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    lines = mmbench_answers(records["mmbench-fixture"]) + [llava_line(77, "?", "A", 9, round_id=0)]
+    answers = write_jsonl(tmp_path / "a.jsonl", lines)
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    assert "1 answer(s) to items that benchmark mmbench-fixture does not have" in message
+    assert "line 6 (question_id 77)" in message
+
+
+def test_missing_items_are_refused(grid, tmp_path, capsys):
+    config, records = grid
+    answers = write_jsonl(tmp_path / "a.jsonl", mmbench_answers(records["mmbench-fixture"])[:3])
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    assert 'answers 3 of the 5 items of mmbench-fixture: 2 missing, the first "1000018"' in message
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_duplicates_are_refused(grid, tmp_path, capsys):
+    config, records = grid
+    lines = mmbench_answers(records["mmbench-fixture"])
+    answers = write_jsonl(tmp_path / "a.jsonl", lines + lines[:1])
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    assert 'answers item "1" of mmbench-fixture twice (line 1 (question_id 1) and line 6' in message
+
+
+def test_llavas_own_rotation_rounds_are_refused(grid, tmp_path, capsys):
+    config, records = grid
+    lines = mmbench_answers(records["mmbench-fixture"])
+    lines[1]["round_id"] = 1
+    answers = write_jsonl(tmp_path / "a.jsonl", lines)
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    assert "round 1" in message and "keep the round-0 lines" in message
+
+
+def test_a_file_of_another_format_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    csv = tmp_path / "answers.csv"
+    csv.write_text("index,prediction\n1,A\n")
+    out = str(tmp_path / "o.parquet")
+    assert "looks like no known format; give --format" in refused(capsys, config, MODEL_ID, "mmbench-fixture",
+                                                                   str(csv), "--out", out)
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(csv), "--format", "llava-answers", "--out", out)
+    assert "line 1 is not a JSON object: the file is not a LLaVA answer file" in message
+    jsonl = write_jsonl(tmp_path / "a.jsonl", mme_answers(records["mme-fixture"], ["Yes", "No"]))
+    message = refused(capsys, config, MODEL_ID, "mme-fixture", jsonl, "--format", "mme-eval-tool", "--out", out)
+    assert "is not a folder" in message
+
+
+def test_a_format_the_benchmark_kind_cannot_hold_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    folder = mme_tool_folder(tmp_path / "mme", records["mme-fixture"], ["Yes", "No"])
+    message = refused(capsys, config, MODEL_ID, "pope-fixture", folder, "--out", str(tmp_path / "o.parquet"))
+    assert "format mme-eval-tool does not hold answers to pope benchmarks such as pope-fixture" in message
+
+
+def test_a_model_outside_the_grid_needs_out(grid, tmp_path, capsys):
+    config, records = grid
+    answers = write_jsonl(tmp_path / "a.jsonl", mmbench_answers(records["mmbench-fixture"]))
+    assert "give --out" in refused(capsys, config, MODEL_ID, "mmbench-fixture", answers)
+
+
+def test_an_eval_tool_gold_answer_of_another_version_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    mme = records["mme-fixture"].copy()
+    mme["answer"] = ["no", "yes"]  # the folder's gold answers, the records' swapped
+    folder = mme_tool_folder(tmp_path / "mme", mme, ["Yes", "No"])
+    message = refused(capsys, config, MODEL_ID, "mme-fixture", folder, "--out", str(tmp_path / "o.parquet"))
+    assert "another MME version" in message
+
+
+def test_unknown_format_name_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    answers = write_jsonl(tmp_path / "a.jsonl", mmbench_answers(records["mmbench-fixture"]))
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--format", "llava",
+                      "--out", str(tmp_path / "o.parquet"))
+    assert 'unknown import format "llava"' in message
