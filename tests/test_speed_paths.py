@@ -62,7 +62,8 @@ def test_image_files_embed_exactly_as_opened_images(clip, pictures):
     assert problems[4].startswith("image unreadable") and problems[6].startswith("image missing")
     readable = [i for i, problem in enumerate(problems) if problem is None]
     expected = clip.embed_images([open_rgb(pictures[i]) for i in readable])
-    np.testing.assert_array_equal(features[readable], expected)
+    # batches of another size may sum in another order (last-bit float differences); another image differs by far more
+    np.testing.assert_allclose(features[readable], expected, rtol=1e-5, atol=1e-6)
     assert not features[[4, 6]].any()  # an unreadable file's row is zeros, never another image's
 
 
@@ -97,7 +98,7 @@ def test_unknown_preprocessing_goes_the_plain_way(clip, pictures, monkeypatch):
     assert open_clip_backend._split_preprocess(clip.preprocess) is None
     plain, plain_problems = clip.embed_image_files(pictures)
     assert plain_problems == problems
-    np.testing.assert_array_equal(plain, features)
+    np.testing.assert_allclose(plain, features, rtol=1e-5, atol=1e-6)
 
 
 def test_classification_reads_files_as_it_read_opened_images(clip, pictures):

@@ -115,7 +115,10 @@ def test_dvc_plans_every_cell_of_the_default_grid(tmp_path):
     cells = {f"{model}-{bench}" for model in MODELS for bench in BENCHES}
     assert {f"infer@{cell}" for cell in cells} | {f"score@{cell}" for cell in cells} <= stages
     assert {f"prepare@{bench}" for bench in BENCHES} | {f"fetch_model@{model}" for model in MODELS} <= stages
-    assert {"stamp_sources", "report"} <= stages and len(stages) == 2 + len(BENCHES) + len(MODELS) + 2 * len(cells)
+    # one comparison and one inspect page per benchmark
+    assert {f"compare@{bench}" for bench in BENCHES} | {f"inspect@{bench}" for bench in BENCHES} <= stages
+    assert {"stamp_sources", "report"} <= stages
+    assert len(stages) == 2 + 3 * len(BENCHES) + len(MODELS) + 2 * len(cells)
 
 
 def changed_stages(status: str) -> set[str]:

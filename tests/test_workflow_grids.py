@@ -46,12 +46,12 @@ def test_snakemake_plans_exactly_the_given_files_grid(workflow, tmp_path):
     assert planned(result.stdout) == {
         ("prepare", "bench=pope-small"), ("fetch_model", "model=clip-tiny"),
         ("infer", "model=clip-tiny, bench=pope-small"), ("score", "model=clip-tiny, bench=pope-small"),
-        ("inspect", "bench=pope-small"),
+        ("compare", "bench=pope-small"), ("inspect", "bench=pope-small"),
     }
     assert "rule report:" in result.stdout
     assert "-fixture" not in result.stdout  # none of the default grid's benchmarks
     commands = re.findall(r"^Shell command: (vlmgrid .*)$", result.stdout, re.M)
-    assert len(commands) == 6 and all(f"--config {other} " in command for command in commands)
+    assert len(commands) == 7 and all(f"--config {other} " in command for command in commands)
     assert "results-other/logs/infer/clip-tiny/pope-small.log" in result.stdout
 
 

@@ -39,6 +39,7 @@ _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
         "merge_shards": _CPU_JOB,
         "score": _CPU_JOB,
         "compare": _CPU_JOB,
+        "inspect": _CPU_JOB,
         "report": _CPU_JOB,
     },
 }

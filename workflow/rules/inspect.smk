@@ -8,7 +8,7 @@ rule inspect:
         page=get_inspect_page_output(),
     resources:
         # as light as the report job: records, predictions and thumbnails of at most 500 items
-        **cluster_resources("report"),
+        **cluster_resources("inspect"),
     log:
         f"{LOGS}/inspect/{{bench}}.log",
     shell:
