@@ -19,7 +19,7 @@ METRIC_LABELS = {
     "recall": "Recall",
     "exact_match": "EM",
     "vqa_accuracy": "VQA acc.",
-    "scaled": "scaled",
+    "scaled": "MME scaled",
     "circular_accuracy": "circular acc.",
     "cvbench": "CV-Bench",
     "pair_accuracy": "pair acc.",

@@ -14,8 +14,8 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label
 from vlmgrid.report.score_file import Estimate, ScoreCell
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, error_rate, estimate_frame, flagged, fmt_estimate,
-    is_flagged, latex_cell, latex_escape, md_table, status, threshold, write_csv,
+    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, emphasis, entry_value, error_rate, estimate_frame, flagged,
+    fmt_estimate, is_flagged, latex_cell, latex_escape, latex_table, md_table, status, threshold, write_csv,
 )
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class Table:
     caption: str
     row_marks: Marks | None = None
     column_marks: Marks | None = None
+    lower_is_better: Sequence[str] = ()  # columns where the smaller value is the better one (format errors)
 
     def _row_name(self, i: int, name: str) -> str:
         return self.row_marks.name(i, name) if self.row_marks is not None else name
@@ -67,23 +68,24 @@ class Table:
         table = md_table(header, rows, [":---"] + ["---:"] * len(self.columns))
         return f"# {self.title}\n\n{table}\n\n{self.caption}\n"
 
+    def _emphasis(self) -> list[list[str | None]]:
+        """Per row, per column: BEST / SECOND among the models, that is down a column where models are rows and
+        along a row where they are columns; lower is better in the `lower_is_better` columns."""
+        values = [[entry_value(entry) for entry in entries] for _, entries in self.rows]
+        if self.column_marks is not None:
+            return [emphasis(row) for row in values]
+        by_column = [emphasis([row[j] for row in values], lower_is_better=column in self.lower_is_better)
+                     for j, column in enumerate(self.columns)]
+        return [[by_column[j][i] for j in range(len(self.columns))] for i in range(len(values))]
+
     def latex(self, label: str) -> str:
-        lines = [
-            r"% vlmgrid report; requires \usepackage{booktabs}",
-            r"\begin{table}[t]",
-            r"\centering",
-            rf"\caption{{{latex_escape(self.title)}. {latex_escape(self.caption)}}}",
-            rf"\label{{tab:{label}}}",
-            r"\begin{tabular}{l" + "c" * len(self.columns) + "}",
-            r"\toprule",
-            " & ".join(latex_escape(h) for h in [self.row_header, *self._columns()]) + r" \\",
-            r"\midrule",
-        ]
-        for i, (name, entries) in enumerate(self.rows):
-            lines.append(" & ".join([latex_escape(self._row_name(i, name))]
-                                    + [latex_cell(e, False) for e in entries]) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-        return "\n".join(lines) + "\n"
+        marks = self._emphasis()
+        header = [[latex_escape(h) for h in [self.row_header, *self._columns()]]]
+        body = [[latex_escape(self._row_name(i, name))] + [latex_cell(e, marks[i][j]) for j, e in enumerate(entries)]
+                for i, (name, entries) in enumerate(self.rows)]
+        best = "the best model" + (", lower is better for " + ", ".join(self.lower_is_better)
+                                   if self.lower_is_better else "")
+        return latex_table(f"{self.title}. {self.caption} Bold: {best}; underlined: the second.", label, header, body)
 
     def frame(self) -> pd.DataFrame:
         frame = estimate_frame(self.row_header.lower().replace(" ", "_"), self.csv_columns, self.rows)

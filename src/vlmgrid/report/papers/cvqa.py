@@ -45,10 +45,10 @@ def cvqa_table(grid: Grid, benchmark: str) -> Table:
                        lambda cell: [cell.variants.get(s) for s in settings] + [cell.estimate])
     legend = "; ".join(f"{s}: {CVQA_SETTINGS[s]}" for s in settings if s in CVQA_SETTINGS)
     caption = join_caption(
-        f"{benchmark}. Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting ({legend}); "
+        f"Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting ({legend}); "
         f"{MEAN}: the mean over the settings (the headline, its CI from the averaged bootstrap draws)."
         if legend else
-        f"{benchmark}. Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting; {MEAN}: their mean.",
+        f"Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting; {MEAN}: their mean.",
         answered_note(grid, benchmark),
         cell_notes(grid, benchmark),
     )
@@ -73,7 +73,7 @@ def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
                 entries.append(cell.estimate if pair == ALL else group_estimate(cell, PAIR, pair))
         rows.append((pair, entries))
     caption = join_caption(
-        f"{benchmark}. Accuracy in percent per country-language pair, 95% bootstrap CI in brackets: the mean over "
+        f"Accuracy in percent per country-language pair, 95% bootstrap CI in brackets: the mean over "
         f"the prompt settings, as the score file's breakdown gives it; {ALL}: every item (the headline).",
         cell_notes(grid, benchmark),
     )

@@ -28,7 +28,7 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
 
     rows = model_rows(grid, benchmark, 2 + len(MODALITIES) + len(languages), entries_of)
     caption = join_caption(
-        f"{benchmark}. Values in percent, 95% bootstrap CI in brackets. Accuracy: the mean over languages of each "
+        f"Values in percent, 95% bootstrap CI in brackets. Accuracy: the mean over languages of each "
         f"language's accuracy, an answer that could not be read counting as wrong (the headline); format errors: "
         f"the share of all questions without a valid answer; {', '.join(MODALITIES)} and the language columns: "
         f"accuracy within that group. {DASH}: not reported.",
@@ -43,6 +43,7 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
         rows=rows,
         caption=caption,
         row_marks=Marks.of(grid, benchmark, grid.models),
+        lower_is_better=["Format errors"],
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
-from vlmgrid.report.tables.format import DASH, fmt, latex_escape, md_table
+from vlmgrid.report.tables.format import DASH, fmt, latex_escape, latex_table, md_table
 
 HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
 
@@ -58,22 +58,11 @@ def comparisons_markdown(comparisons: Comparisons, title: str) -> str:
 
 
 def comparisons_latex(comparisons: Comparisons, title: str) -> str:
-    lines = [
-        r"% vlmgrid report; requires \usepackage{booktabs}",
-        r"\begin{table}[t]",
-        r"\centering",
-        rf"\caption{{{latex_escape(title)}: comparisons. {latex_escape(legend(comparisons))}}}",
-        r"\label{tab:comparisons}",
-        r"\begin{tabular}{lllrrlrrl}",
-        r"\toprule",
-        " & ".join(latex_escape(h).replace("\u2212", "$-$") for h in HEADER) + r" \\",
-        r"\midrule",
-    ]
-    for row in comparisons.rows:
-        cells = [row.model_a, row.model_b, row.benchmark] + _cells(row)
-        lines.append(" & ".join(latex_escape(cell).replace("<", r"$<$") for cell in cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+    body = [[latex_escape(cell) for cell in [row.model_a, row.model_b, row.benchmark] + _cells(row)]
+            for row in comparisons.rows]
+    # one row per pair and benchmark: differences, not scores, so nothing is bold and the table is never split
+    return latex_table(f"{title}: comparisons. {legend(comparisons)}", "comparisons",
+                       [[latex_escape(h) for h in HEADER]], body, align="llrrlrrl", split=False)
 
 
 def comparisons_frame(comparisons: Comparisons) -> pd.DataFrame:

@@ -147,27 +147,101 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
     DASH: "--",
     DAGGER: r"$^{\dagger}$",
+    "\u2192": r"$\rightarrow$",
+    "\u2212": "$-$",
+    "\u207a": r"$^{+}$",
+    "\u207b": r"$^{-}$",
 }
+
+# The preamble a report table needs, said in each .tex file (booktabs for the rules, graphicx for the shrinking).
+LATEX_PACKAGES = ("booktabs", "graphicx")
+
+# Value columns one tabular holds; a wider table is split into blocks stacked in the same float. A value with its
+# CI takes about 2.5 cm, a page's text about 14-17 cm.
+BLOCK_COLUMNS = 5
+
+# Best and second best, as the papers mark them.
+BEST, SECOND = "best", "second"
 
 
 def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
 
 
-def latex_cell(est: Entry, bold: bool) -> str:
+def emphasis(values: Sequence[float | None], *, lower_is_better: bool = False) -> list[str | None]:
+    """BEST / SECOND / None per value, compared as displayed (one decimal, so equal-looking values share a
+    mark): the best only where at least two different values compete, the second only where three values do."""
+    shown = [None if value is None else float(fmt(value)) for value in values]
+    present = [value for value in shown if value is not None]
+    ranked = sorted(set(present), reverse=not lower_is_better)
+    best = ranked[0] if len(ranked) >= 2 else None
+    second = ranked[1] if len(ranked) >= 2 and len(present) >= 3 else None
+    return [BEST if value is not None and value == best else SECOND if value is not None and value == second
+            else None for value in shown]
+
+
+def latex_cell(est: Entry, mark: str | None = None) -> str:
+    """The value (bold when BEST, underlined when SECOND), its CI small beside it, a dagger when marked."""
     if isinstance(est, str):
         return latex_escape(est)
     if est is None or est.value is None:
         return "--"
     value = fmt(est.value)
-    if bold:
+    if mark == BEST:
         value = rf"\textbf{{{value}}}"
-    mark = _LATEX_SPECIAL[DAGGER] if est.flag is not None else ""
+    elif mark == SECOND:
+        value = rf"\underline{{{value}}}"
+    flag = _LATEX_SPECIAL[DAGGER] if est.flag is not None else ""
     if est.ci_low is None or est.ci_high is None:
-        return value + mark
-    return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}{mark}"
+        return value + flag
+    return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}{flag}"
+
+
+def _blocks(n_columns: int, block_columns: int) -> list[range]:
+    """The value columns split into as few blocks of at most `block_columns` as can be, their sizes differing
+    by one at most."""
+    n_blocks = max(1, -(-n_columns // block_columns))
+    size, extra = divmod(n_columns, n_blocks)
+    blocks, start = [], 0
+    for k in range(n_blocks):
+        end = start + size + (k < extra)
+        blocks.append(range(start, end))
+        start = end
+    return blocks
+
+
+def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows: Sequence[Sequence[str]], *,
+                align: str = "c", split: bool = True, after: Sequence[str] = ()) -> str:
+    """A booktabs table float: `header` rows and body `rows` of LaTeX cells (a row's first cell names it, the
+    others are value columns aligned by `align`: one letter for all, or one per value column). With `split`, more than BLOCK_COLUMNS value columns are cut
+    into blocks stacked in the float, each repeating the row names; any block still wider than the line shrinks
+    to fit it. `caption` is plain text (escaped here); `after`: LaTeX lines under the tabulars (footnotes)."""
+    n_values = max(len(row) for row in [*header, *rows]) - 1
+    blocks = _blocks(n_values, BLOCK_COLUMNS) if split else [range(n_values)]
+    aligns = align * n_values if len(align) == 1 else align
+    lines = [
+        "% vlmgrid report; needs " + ", ".join(rf"\usepackage{{{name}}}" for name in LATEX_PACKAGES),
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{latex_escape(caption)}}}",
+        rf"\label{{tab:{label}}}",
+    ]
+    for k, block in enumerate(blocks):
+        if k:
+            lines.append(r"\par\medskip")
+        # natural width, or the line width when wider: a block never runs into the margin
+        lines += [r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+                  rf"\begin{{tabular}}{{l{''.join(aligns[j] for j in block)}}}", r"\toprule"]
+        lines += [" & ".join([row[0], *(row[1 + j] for j in block)]) + r" \\" for row in header]
+        lines.append(r"\midrule")
+        lines += [" & ".join([row[0], *(row[1 + j] for j in block)]) + r" \\" for row in rows]
+        lines += [r"\bottomrule", r"\end{tabular}}"]
+    lines += [*after, r"\end{table}"]
+    return "\n".join(lines) + "\n"
 
 
 # --- CSV -----------------------------------------------------------------------------------------

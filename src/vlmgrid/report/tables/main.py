@@ -9,13 +9,13 @@ from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, metric_label
 from vlmgrid.report.tables.format import (
-    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, entry_value, error_rate, estimate_frame, flag_note, flagged, fmt,
-    fmt_estimate, is_flagged, latex_cell, latex_escape, md_table, model_status, status, status_notes,
+    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, emphasis, entry_value, error_rate, estimate_frame, flag_note,
+    flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_table, md_table, model_status, status,
+    status_notes,
 )
 
 # Marks of a cell significantly better / worse than the reference model (superscript plus / minus).
 BETTER, WORSE = "\u207a", "\u207b"
-_LATEX_MARKS = {BETTER: r"$^{+}$", WORSE: r"$^{-}$"}
 
 
 def reference_marks(grid: Grid, comparisons: Comparisons | None, model: str) -> list[str]:
@@ -97,35 +97,23 @@ def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None
 
 
 def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
+    """Benchmarks as columns, named on one header row and their metric on the next; per column the best value
+    bold and the second underlined; a wide grid is split into blocks (`latex_table`)."""
     rows = _rows(grid)
-    n_cols = len(grid.benchmarks) + 1
-    # The best value of each column (as displayed, so ties are all bold); only when there is a choice.
-    best: list[str | None] = []
-    for j in range(n_cols):
-        shown = [fmt(value) for _, ests in rows if (value := entry_value(ests[j])) is not None]
-        best.append(max(shown, key=float) if len(shown) > 1 else None)
-    header = ["Model"] + [latex_escape(benchmark_header(grid, b)) for b in grid.benchmarks] + [AVERAGE]
-    lines = [
-        r"% vlmgrid report; requires \usepackage{booktabs}",
-        r"\begin{table}[t]",
-        r"\centering",
-        rf"\caption{{{latex_escape(title)}. {latex_escape(legend(grid) + reference_note(comparisons))}}}",
-        r"\label{tab:main}",
-        r"\begin{tabular}{l" + "c" * n_cols + "}",
-        r"\toprule",
-        " & ".join(header) + r" \\",
-        r"\midrule",
-    ]
-    for model, ests in rows:
-        marks = reference_marks(grid, comparisons, model)
-        cells = [
-            latex_cell(est, entry_value(est) is not None and fmt(entry_value(est)) == best[j])
-            + _LATEX_MARKS.get(marks[j], "")
-            for j, est in enumerate(ests)
-        ]
-        lines.append(" & ".join([latex_escape(model)] + cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+    columns = [[entries[j] for _, entries in rows] for j in range(len(grid.benchmarks) + 1)]
+    marks = [emphasis([entry_value(entry) for entry in column]) for column in columns]
+    metrics = [grid.metric(b) for b in grid.benchmarks]
+    header = [["Model"] + [latex_escape(b) for b in grid.benchmarks] + [AVERAGE]]
+    if any(metrics):
+        header.append([""] + [rf"{{\footnotesize {latex_escape(metric_label(m))}}}" if m else "" for m in metrics]
+                      + [""])
+    body = []
+    for i, (model, entries) in enumerate(rows):
+        signs = reference_marks(grid, comparisons, model)
+        body.append([latex_escape(model)] + [latex_cell(entry, marks[j][i]) + latex_escape(signs[j])
+                                             for j, entry in enumerate(entries)])
+    return latex_table(f"{title}. {legend(grid)}{reference_note(comparisons)} Bold: the best value of a column; "
+                       f"underlined: the second.", "main", header, body)
 
 
 def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFrame:

@@ -12,7 +12,9 @@ import pandas as pd
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.reported import Comparison, Published, compare, figure_label, is_points
-from vlmgrid.report.tables.format import flag_note, fmt, fmt_estimate, latex_cell, latex_escape, md_table, write_csv
+from vlmgrid.report.tables.format import (
+    flag_note, fmt, fmt_estimate, latex_cell, latex_escape, latex_table, md_table, write_csv,
+)
 
 CSV_COLUMNS = ["paper", "table", "model", "reported_as", "benchmark", "figure", "split", "unit", "reproduced",
                "ci_low", "ci_high", "reported", "difference", "inside_ci", "status", "flagged", "source", "note"]
@@ -94,27 +96,24 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
                           rf"\caption{{{latex_escape(caption)}}}", r"\label{tab:reported}",
                           latex_escape(no_match_sentence(published)), r"\end{table}"]) + "\n"
     numbers = _footnotes(comparisons)
-    lines = [
-        r"% vlmgrid report; requires \usepackage{booktabs}",
-        r"\begin{table}[t]",
-        r"\centering",
-        rf"\caption{{{latex_escape(caption + ' ' + _legend(grid, comparisons))}}}",
-        r"\label{tab:reported}",
-        r"\begin{tabular}{lllll" + "r" * 3 + "c}",
-        r"\toprule",
-        " & ".join(latex_escape(h) for h in HEADER) + r" \\",
-        r"\midrule",
-    ]
+    body = []
     for comparison in comparisons:
         cells = [latex_escape(text) for text in _cells(comparison, numbers[(comparison.row.source,
                                                                             comparison.row.note)])]
         if comparison.reproduced is not None:
-            cells[5] = latex_cell(comparison.reproduced, False)
-        lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    lines += [r"\par\smallskip{\footnotesize " + latex_escape(line) + "}" for line in _footnote_lines(numbers)]
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
+            cells[5] = latex_cell(comparison.reproduced)
+        # short cells, so the table fits a page without shrinking much: the arXiv id and table in one, the
+        # source's number after the figure, a dash where nothing was compared (the reproduced cell says why)
+        paper = latex_escape(f"{comparison.row.paper}, {comparison.row.table}")
+        footnote = cells[0].rpartition(" ")[2]
+        words = ["--" if cell == NOT_COMPARED else cell for cell in cells[7:]]
+        body.append([paper, cells[2], cells[3], f"{cells[4]} {footnote}", *cells[5:7], *words])
+    footnotes = [r"\par\smallskip{\footnotesize " + latex_escape(line) + "}" for line in _footnote_lines(numbers)]
+    # one row per published number: a record, not a ranking, so nothing is bold and the table is never split
+    header = ["arXiv", *HEADER[2:7], "Diff.", "In CI"]
+    return latex_table(caption + " " + _legend(grid, comparisons) + " [n] after a figure: its source, below.",
+                       "reported", [[latex_escape(h) for h in header]], body, align="lll" + "r" * 3 + "c",
+                       split=False, after=footnotes)
 
 
 def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
