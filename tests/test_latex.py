@@ -195,3 +195,13 @@ def test_an_unsplit_wide_table_is_shrunk_to_the_page(tmp_path):
     tex.write_text(latex_table("Wide", "wide", header, rows, split=False).replace(
         r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%", "{%"), encoding="utf-8")
     assert "Overfull \\hbox" in compile_table(tex, tmp_path)
+
+
+@needs_pdflatex
+@pytest.mark.integration
+def test_the_default_grids_tables_compile_within_the_page(snakemake_run, tmp_path):
+    tables = sorted((snakemake_run / "results" / "tables").glob("*.tex"))
+    assert {"main.tex", "comparisons.tex", "reported.tex", "kaleidoscope.tex", "cvqa.tex", "dance.tex"} <= {
+        path.name for path in tables}
+    for tex in tables:
+        assert "Overfull \\hbox" not in compile_table(tex, tmp_path), f"{tex.name} is wider than the page"

@@ -111,8 +111,8 @@ def report(tmp_path):
 def test_written_files(report):
     root, written = report
     expected = [root / "tables" / n for n in
-                ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
-                 "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
+                ("main.md", "main.tex", "main.html", "main.csv", "breakdown.md", "breakdown.csv", "variants.md",
+                 "variants.csv", "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
                  "reported.md", "reported.tex", "reported.csv")]
     expected += [root / "figures" / n for n in ("main.png", "main.pdf", "reported.png", "reported.pdf")]
     expected += [root / "metrics.json", root / "plots" / "headline.csv"]
@@ -203,6 +203,16 @@ def test_latex(report):
     assert tex.count(r"\textbf") == 4 and r"\underline" not in tex  # two models: a best, no second
     assert r"\scriptsize [44.0, 58.1]" in big
     assert big.rstrip().endswith(r"\\")
+
+
+def test_html_table_for_the_reports_first_page(tmp_path):
+    files = write_scores(tmp_path)
+    build(tmp_path, files, title="Results <1> & more")
+    page = (tmp_path / "tables" / "main.html").read_text(encoding="utf-8")
+    assert "<b>Results &lt;1&gt; &amp; more</b>" in page  # escaped, never markup of its own
+    assert '<table class="dataframe vlmgrid-main">' in page
+    assert "<th>sqa_img (Acc.)</th>" in page and "<td>51.2 [44.0, 58.1]</td>" in page
+    assert "95% bootstrap CI in brackets" in page
 
 
 def test_latex_escapes_specials(tmp_path):

@@ -2,7 +2,7 @@
 
 `build_report` writes, atomically:
 
-- `tables_dir/main.{md,tex,csv}`: models x benchmarks (headline value and 95% CI), then the average column;
+- `tables_dir/main.{md,tex,html,csv}`: models x benchmarks (headline value and 95% CI), then the average column;
 - `tables_dir/breakdown.{md,csv}`: per-group results (e.g. POPE splits) of the benchmarks that have them;
 - `tables_dir/variants.{md,csv}`: per prompt variant, for the cells that ran several, and their mean;
 - `tables_dir/cells.{md,csv}`: how each cell's numbers were answered (log-likelihood, generation + parser,

@@ -12,8 +12,8 @@ from vlmgrid import paths
 from vlmgrid.report.dvc_files import METRICS_FILE, PLOTS_FILE
 from vlmgrid.report.papers import PAPER_LIST, paper_stem
 
-REPORT_TABLES = ("main.md", "main.tex", "main.csv", "breakdown.md", "breakdown.csv", "variants.md", "variants.csv",
-                 "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
+REPORT_TABLES = ("main.md", "main.tex", "main.html", "main.csv", "breakdown.md", "breakdown.csv", "variants.md",
+                 "variants.csv", "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
                  "reported.md", "reported.tex", "reported.csv")
 REPORT_FIGURES = ("main.png", "main.pdf", "reported.png", "reported.pdf")
 _CAPTIONS = {"main": "main_table", "breakdown": "breakdown", "variants": "variants", "cells": "cells",

@@ -14,7 +14,7 @@ from vlmgrid.report.tables.breakdown import breakdown_frame, breakdown_markdown
 from vlmgrid.report.tables.cells import cells_frame, cells_markdown
 from vlmgrid.report.tables.comparisons import comparisons_frame, comparisons_latex, comparisons_markdown
 from vlmgrid.report.tables.format import write_csv
-from vlmgrid.report.tables.main import main_frame, main_latex, main_markdown
+from vlmgrid.report.tables.main import main_frame, main_html, main_latex, main_markdown
 from vlmgrid.report.tables.variants import variants_frame, variants_markdown
 
 def write_tables(grid: Grid, tables_dir: Path, title: str, comparisons: Comparisons | None = None) -> list[Path]:
@@ -22,7 +22,8 @@ def write_tables(grid: Grid, tables_dir: Path, title: str, comparisons: Comparis
     tables_dir = Path(tables_dir)
     written = []
     for name, text in (("main.md", main_markdown(grid, title, comparisons)),
-                       ("main.tex", main_latex(grid, title, comparisons))):
+                       ("main.tex", main_latex(grid, title, comparisons)),
+                       ("main.html", main_html(grid, title, comparisons))):
         write_text(tables_dir / name, text)
         written.append(tables_dir / name)
     write_csv(tables_dir / "main.csv", main_frame(grid, comparisons))

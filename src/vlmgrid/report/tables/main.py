@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 from vlmgrid.report.comparisons import ALPHA, Comparisons
@@ -94,6 +96,17 @@ def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None
             for model, estimates in _rows(grid)]
     align = [":---"] + ["---:"] * (len(header) - 1)
     return f"# {title}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}{reference_note(comparisons)}\n"
+
+
+def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
+    """The Markdown table's cells as an HTML fragment (a scrolling table, then the legend): the Snakemake
+    report's first page shows it beside the main figure."""
+    header = ["Model"] + [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
+    rows = [[model] + [fmt_estimate(e) + mark for e, mark in zip(estimates, reference_marks(grid, comparisons, model))]
+            for model, estimates in _rows(grid)]
+    table = pd.DataFrame(rows, columns=header).to_html(index=False, border=0, classes="vlmgrid-main")
+    return (f'<div style="overflow-x: auto"><p><b>{html.escape(title)}</b></p>\n{table}\n'
+            f"<p><small>{html.escape(legend(grid) + reference_note(comparisons))}</small></p></div>\n")
 
 
 def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
