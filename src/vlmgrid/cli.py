@@ -191,12 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("compare", cmd_compare, "compare the grid's models pair by pair on one benchmark (difference, paired "
         "bootstrap CI, paired permutation test)").add_argument("benchmark")
     imported = add("import-predictions", cmd_import_predictions,
-                   "turn answers published elsewhere (LLaVA's answer files, MME's eval-tool results) into a "
-                   "predictions file of a prepared benchmark")
+                   "turn answers published elsewhere (LLaVA's answer files, MME's eval-tool results, "
+                   "lmms-eval's logged samples) into a predictions file of a prepared benchmark")
     imported.add_argument("model", help="the model that answered (a name outside the grid needs --out)")
     imported.add_argument("benchmark")
-    imported.add_argument("file", help="the answer file (or MME eval-tool result folder)")
-    imported.add_argument("--format", help="llava-answers or mme-eval-tool (default: guessed from the file)")
+    imported.add_argument("file", help="the answer file (or MME eval-tool result folder, or a folder of "
+                          "lmms-eval samples files)")
+    imported.add_argument("--format", help="llava-answers, mme-eval-tool or lmms-eval-samples (default: guessed "
+                          "from the file)")
     imported.add_argument("--questions", help="the question file the answers were made from, where their ids "
                           "name nothing else (LLaVA's POPE answers: llava_pope_test.jsonl)")
     imported.add_argument("--out", help="write the predictions file here instead")

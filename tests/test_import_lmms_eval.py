@@ -1,0 +1,345 @@
+"""`vlmgrid import-predictions` of lmms-eval's logged samples (`--log_samples`): one line per document as
+lmms-eval's evaluator builds it and `EvaluationTracker.save_results_samples` writes it, with the values each
+task's `process_results` returns, imported into the prepared fixture benchmarks, matched by the ids those
+values keep, refused in one sentence when they do not answer exactly the benchmark's items, and scored like
+a local run."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from test_import_predictions import MODEL_ID, grid, imported, refused, run  # noqa: F401 (grid: a fixture)
+from vlmgrid.cli import main
+from vlmgrid.imports import guess_format
+from vlmgrid.imports.lmms_eval import IMPORTER, read_samples
+
+DATE = "20240615_093012"  # lmms_eval.utils.get_datetime_str: "%Y%m%d_%H%M%S"
+SHORT = "\nAnswer the question using a single word or phrase."
+LETTER = "\nAnswer with the option's letter from the given choices directly."
+MME_SUFFIX = " Please answer yes or no."
+MME_COGNITION = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
+POPE_TASKS = {"adversarial": "pope_adv", "popular": "pope_pop", "random": "pope_random"}
+
+
+def hash_string(text: str) -> str:
+    """lmms_eval.utils.hash_string."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def logged(doc_id: int, doc: dict, target, prompt: str, response: str, metrics: dict) -> dict:
+    """One sample as the evaluator builds it (doc_id, doc, target, arguments, resps, filtered_resps, the three
+    hashes, then process_results' values) and save_results_samples writes it: `input` = arguments[0], `resps`
+    dropped because it says what filtered_resps says, `target` as text, `arguments` and `doc` dropped."""
+    return {
+        "doc_id": doc_id,
+        "target": str(target),
+        "filtered_resps": [response],
+        "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
+        "prompt_hash": hash_string(prompt),
+        "target_hash": hash_string(str(target)),
+        **metrics,
+        "input": prompt,
+    }
+
+
+def write_samples(folder, task: str, lines: list[dict]) -> str:
+    """`<output_path>/<model>/<date>_samples_<task>.jsonl`, one JSON object a line (ensure_ascii=False)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{DATE}_samples_{task}.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+# ---------------------------------------------------------------------------------------------- samples per task
+
+def mme_samples(records, texts) -> list[dict]:
+    """lmms_eval/tasks/mme: the default post_prompt replaces " Please answer yes or no."; process_results keys
+    the image path (question_id) under mme_percetion_score (sic) or mme_cognition_score."""
+    lines = []
+    for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
+        doc = {"question_id": r["image_id"], "question": r["question"], "answer": r["answer"].capitalize(),
+               "category": r["category"]}
+        key = "mme_cognition_score" if r["category"] in MME_COGNITION else "mme_percetion_score"
+        score = 1.0 if text.lower().strip().replace(".", "") == r["answer"] else 0.0
+        prompt = r["question"].strip().replace(MME_SUFFIX, "") + SHORT
+        lines.append(logged(n, doc, doc["answer"], prompt, text,
+                            {key: {"question_id": r["image_id"], "category": r["category"], "score": score}}))
+    return lines
+
+
+def pope_samples(records, texts) -> dict[str, list[dict]]:
+    """lmms_eval/tasks/pope: pope_adv, pope_pop, pope_random read the Full config's split of that name;
+    process_results writes the same object under its five metrics."""
+    by_task: dict[str, list[dict]] = {}
+    for (_, r), text in zip(records.iterrows(), texts):
+        lines = by_task.setdefault(POPE_TASKS[r["split"]], [])
+        doc = {"id": r["id"], "question_id": r["question_id"], "question": r["question"], "answer": r["answer"],
+               "image_source": r["image_source"], "category": r["category"]}
+        pred = text.lower().strip()
+        value = {"question_id": r["question_id"], "score": float(pred == r["answer"]), "prediction": pred,
+                 "ground_truth": r["answer"]}
+        metrics = {f"pope_{name}": value for name in ("accuracy", "precision", "recall", "f1_score", "yes_ratio")}
+        lines.append(logged(len(lines), doc, r["answer"], f"{r['question'].strip()}{SHORT}", text, metrics))
+    return by_task
+
+
+def textvqa_samples(records, texts) -> list[dict]:
+    """lmms_eval/tasks/textvqa (textvqa_val): the prompt capitalises the question; doc_to_target "answer" is no
+    column of TextVQA, so the target is the template's text itself; `submission` keeps question_id."""
+    lines = []
+    for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
+        doc = {"image_id": r["image_id"], "question_id": int(r["id"]), "question": r["question"],
+               "answers": list(r["answers"]), "ocr_tokens": list(r["ocr_tokens"])}
+        metrics = {"exact_match": 0.0, "submission": {"question_id": int(r["id"]), "answer": text.lower()}}
+        lines.append(logged(n, doc, "answer", f"{r['question'].capitalize()}{SHORT}", text, metrics))
+    return lines
+
+
+def scienceqa_samples(records, texts) -> list[dict]:
+    """lmms_eval/tasks/scienceqa (scienceqa_img): "Context: <hint>\\n" when there is one, the question, the
+    lettered choices, the letter instruction; process_results returns exact_match alone."""
+    lines = []
+    for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
+        choices = "\n".join(f"{'ABCDE'[i]}. {c}" for i, c in enumerate(r["options"]))
+        context = f"Context: {r['hint']}\n" if r["hint"] else ""
+        target = "ABCDE"[r["answer_index"]]
+        doc = {"question": r["question"], "choices": list(r["options"]), "answer": int(r["answer_index"]),
+               "hint": r["hint"]}
+        metrics = {"exact_match": 1.0 if text == target else 0.0}
+        lines.append(logged(n, doc, target, f"{context}{r['question']}\n{choices}{LETTER}", text, metrics))
+    return lines
+
+
+def mmbench_samples(records, texts) -> list[dict]:
+    """lmms_eval/tasks/mmbench (mmbench_en_dev): "<hint> <question> There are several options:\\nA. ..." and
+    the same row under gpt_eval_score and submission, its options A-E ("nan" where the row has none)."""
+    lines = []
+    for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
+        options = {letter: option for letter, option in zip("ABCD", r["options"])}
+        listed = "\n".join(f"{letter}. {option}" for letter, option in options.items())
+        hint = r["hint"] or None
+        query = f"{hint} {r['question']} " if hint else f"{r['question']} "
+        row = {"index": int(r["id"]), "question": r["question"], "answer": "ABCD"[r["answer_index"]],
+               "prediction": text.strip(), "hint": hint, "source": "fixture", "split": "dev",
+               "category": r["category"], "L2-category": r["l2_category"]}
+        row |= {letter: options.get(letter, "nan") for letter in "ABCDE"}
+        lines.append(logged(n, row, row["answer"], f"{query}There are several options:\n{listed}{LETTER}", text,
+                            {"gpt_eval_score": dict(row), "submission": dict(row)}))
+    return lines
+
+
+def score_of(config, tmp_path, bench, predictions) -> dict:
+    out = tmp_path / "score.json"
+    assert main(["score", MODEL_ID, bench, "--predictions", str(predictions), "--out", str(out),
+                 "--config", config]) == 0
+    return json.loads(out.read_text())
+
+
+# ---------------------------------------------------------------------------------------------- imports
+
+def test_mme_samples_match_their_image_and_question_and_score(grid, tmp_path, capsys):
+    config, records = grid
+    mme = records["mme-fixture"]
+    lines = mme_samples(mme, ["Yes", "No"])
+    samples = write_samples(tmp_path / "llava-v1.5-13b", "mme", list(reversed(lines)))
+    out = tmp_path / "mme.parquet"
+    assert run(config, MODEL_ID, "mme-fixture", samples, "--out", str(out)) == 0
+    assert "read as lmms-eval-samples (guessed" in capsys.readouterr().err
+    frame = imported(out)
+    assert list(frame["id"]) == list(mme["id"]) and list(frame["raw"]) == ["Yes", "No"]
+    assert list(frame["prediction"]) == ["yes", "no"]
+    result = score_of(config, tmp_path, "mme-fixture", out)
+    assert result["metrics"]["total"]["value"] == 200.0  # acc 100 + acc+ 100 on the one image
+
+
+def test_pope_split_tasks_are_imported_from_a_run_folder(grid, tmp_path, capsys):
+    config, records = grid
+    pope = records["pope-fixture"]
+    texts = ["Yes", "No", "yes", "no", "No", "no"]
+    run_folder = tmp_path / "llava-v1.5-13b"
+    for task, lines in pope_samples(pope, texts).items():
+        write_samples(run_folder, task, lines)
+    write_samples(run_folder, "mme", mme_samples(records["mme-fixture"], ["Yes", "No"]))
+    (run_folder / f"{DATE}_results.json").write_text(json.dumps({"results": {"pope_adv": {}}}))
+    out = tmp_path / "pope.parquet"
+    assert run(config, MODEL_ID, "pope-fixture", str(run_folder), "--format", "lmms-eval-samples",
+               "--out", str(out)) == 0
+    assert "samples of lmms-eval task mme do not answer pope benchmarks" in capsys.readouterr().err
+    frame = imported(out)
+    assert list(frame["id"]) == list(pope["id"]) and list(frame["raw"]) == texts
+    # Gold per split: yes, no. F1 per split: adversarial 1, popular 1, random 0 (its one "yes" answered "No"):
+    # the headline, their mean, is 2/3.
+    assert list(pope["answer"]) == ["yes", "no"] * 3
+    assert score_of(config, tmp_path, "pope-fixture", out)["value"] == pytest.approx(round(2 / 3 * 100, 4))
+
+
+def test_the_pope_task_is_refused_when_its_question_ids_restart_per_split(grid, tmp_path, capsys):
+    config, records = grid
+    pope = records["pope-fixture"]
+    lines = [line for task_lines in pope_samples(pope, ["yes"] * 6).values() for line in task_lines]
+    samples = write_samples(tmp_path, "pope", lines)
+    message = refused(capsys, config, MODEL_ID, "pope-fixture", samples, "--out", str(tmp_path / "o.parquet"))
+    assert "lmms-eval's pope task, whose question_id restarts in each of POPE's splits" in message
+    assert "question_id 1 names 3 items" in message and "pope_adv, pope_pop and pope_random" in message
+
+
+def test_the_pope_task_is_read_when_its_question_ids_name_one_item_each(tmp_path):
+    records = pd.DataFrame({"id": ["random-1", "random-2"], "question_id": ["1", "2"], "answer": ["yes", "no"],
+                            "split": ["random"] * 2, "question": ["Is there a star in the image?"] * 2,
+                            "image_source": ["a", "b"], "category": ["random"] * 2})
+    lines = pope_samples(records, ["no", "No"])["pope_random"]
+    samples = write_samples(tmp_path, "pope", list(reversed(lines)))
+    answers = IMPORTER.read(Path(samples), records, "pope", None)
+    assert [(a.record_id, a.raw) for a in answers] == [("random-2", "No"), ("random-1", "no")]
+    assert guess_format(Path(samples)) == "lmms-eval-samples"
+
+
+def test_textvqa_samples_match_by_submission_question_id(grid, tmp_path):
+    config, records = grid
+    textvqa = records["textvqa-fixture"]
+    texts = ["Exit", "84", "the bus"]
+    lines = textvqa_samples(textvqa, texts)
+    for line in lines:  # later trackers write a single response bare, not in a list
+        line["filtered_resps"] = line["filtered_resps"][0]
+    samples = write_samples(tmp_path, "textvqa_val", [lines[2], lines[0], lines[1]])
+    out = tmp_path / "textvqa.parquet"
+    assert run(config, MODEL_ID, "textvqa-fixture", samples, "--out", str(out)) == 0
+    frame = imported(out)
+    assert list(frame["id"]) == list(textvqa["id"]) and list(frame["raw"]) == texts
+
+
+def test_scienceqa_samples_match_their_row_and_score(grid, tmp_path):
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    gold = ["ABCDE"[i] for i in sqa["answer_index"]]
+    texts = [gold[0], "I am not sure.", f"{gold[2]}. yes", "E", gold[4], "B" if gold[5] != "B" else "A"]
+    samples = write_samples(tmp_path, "scienceqa_img", scienceqa_samples(sqa, texts))
+    out = tmp_path / "sqa.parquet"
+    assert run(config, MODEL_ID, "scienceqa-fixture", samples, "--out", str(out)) == 0
+    frame = imported(out)
+    assert list(frame["id"]) == [f"test-{n}" for n in range(6)] and list(frame["raw"]) == texts
+    assert frame["prediction"].isna().tolist() == [False, True, False, True, False, False]
+    assert score_of(config, tmp_path, "scienceqa-fixture", out)["value"] == pytest.approx(round(3 / 6 * 100, 4))
+
+
+def test_mmbench_samples_match_by_index_and_score(grid, tmp_path):
+    config, records = grid
+    mmbench = records["mmbench-fixture"]
+    texts = ["B", "A", "A", "B", "The answer is C"]
+    samples = write_samples(tmp_path, "mmbench_en_dev", mmbench_samples(mmbench, texts))
+    out = tmp_path / "mmbench.parquet"
+    assert run(config, MODEL_ID, "mmbench-fixture", samples, "--out", str(out)) == 0
+    frame = imported(out)
+    assert list(frame["id"]) == list(mmbench["id"]) and list(frame["prediction_index"]) == [1, 0, 0, 1, 2]
+    assert score_of(config, tmp_path, "mmbench-fixture", out)["value"] == 100.0  # as the LLaVA import's test
+
+
+def test_an_older_logs_json_is_read_like_the_jsonl(grid, tmp_path):
+    config, records = grid
+    mme = records["mme-fixture"]
+    logs = mme_samples(mme, ["yes", "Yes"])
+    for sample in logs:  # older evaluators kept doc and the text arguments, and wrote no input
+        sample["arguments"] = [[sample.pop("input"), sample["doc_id"], "mme", "test"]]
+        sample["resps"] = [sample["filtered_resps"]]
+    path = tmp_path / "mme.json"
+    path.write_text(json.dumps({"args": {"tasks": "mme"}, "model_configs": {"task": "mme", "test_split": "test"},
+                                "logs": logs}, indent=4))
+    assert guess_format(path) == "lmms-eval-samples"
+    out = tmp_path / "mme.parquet"
+    assert run(config, MODEL_ID, "mme-fixture", str(path), "--out", str(out)) == 0
+    assert list(imported(out)["prediction"]) == ["yes", "yes"]
+    assert [s.where for s in read_samples(path)] == ["mme.json logs[0] (doc_id 0)", "mme.json logs[1] (doc_id 1)"]
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+def test_a_task_that_cannot_be_matched_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    samples = write_samples(tmp_path, "textvqa_test", textvqa_samples(records["textvqa-fixture"], ["a", "b", "c"]))
+    message = refused(capsys, config, MODEL_ID, "textvqa-fixture", samples, "--out", str(tmp_path / "o.parquet"))
+    assert "samples of lmms-eval task textvqa_test, whose documents cannot be matched to items" in message
+    assert "mme, pope, pope_adv, pope_pop, pope_random, textvqa_val, scienceqa_img, mmbench_en_dev" in message
+
+
+def test_samples_of_another_kind_are_refused(grid, tmp_path, capsys):
+    config, records = grid
+    samples = write_samples(tmp_path, "mme", mme_samples(records["mme-fixture"], ["Yes", "No"]))
+    message = refused(capsys, config, MODEL_ID, "pope-fixture", samples, "--out", str(tmp_path / "o.parquet"))
+    assert "task mme, which answer mme benchmarks, not pope ones" in message
+    assert "pope, pope_adv, pope_pop, pope_random" in message
+
+
+def test_a_folder_without_samples_for_the_kind_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    write_samples(tmp_path / "run", "mme", mme_samples(records["mme-fixture"], ["Yes", "No"]))
+    message = refused(capsys, config, MODEL_ID, "scienceqa-fixture", str(tmp_path / "run"),
+                      "--out", str(tmp_path / "o.parquet"))
+    assert "holds no samples of an lmms-eval task for scienceqa_img benchmarks (it holds mme)" in message
+
+
+def test_a_limited_run_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    samples = write_samples(tmp_path, "scienceqa_img", scienceqa_samples(sqa, ["A"] * 6)[:4])  # --limit 4
+    message = refused(capsys, config, MODEL_ID, "scienceqa-fixture", samples, "--out", str(tmp_path / "o.parquet"))
+    assert 'answers 4 of the 6 items of scienceqa-fixture: 2 missing, the first "test-4"' in message
+
+
+def test_two_runs_of_a_task_in_one_folder_are_refused(grid, tmp_path, capsys):
+    config, records = grid
+    lines = mme_samples(records["mme-fixture"], ["Yes", "No"])
+    write_samples(tmp_path / "run", "mme", lines)
+    (tmp_path / "run" / "20240616_101500_samples_mme.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    message = refused(capsys, config, MODEL_ID, "mme-fixture", str(tmp_path / "run"),
+                      "--out", str(tmp_path / "o.parquet"))
+    assert f"twice ({DATE}_samples_mme.jsonl line 1 (doc_id 0) and 20240616_101500_samples_mme.jsonl line 1" in message
+
+
+def test_a_sample_of_an_image_the_benchmark_lacks_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    lines = mme_samples(records["mme-fixture"], ["Yes", "No"])
+    lines[1]["mme_percetion_score"]["question_id"] = "existence/0099.jpg"
+    samples = write_samples(tmp_path, "mme", lines)
+    message = refused(capsys, config, MODEL_ID, "mme-fixture", samples, "--out", str(tmp_path / "o.parquet"))
+    assert "1 answer(s) to items that benchmark mme-fixture does not have" in message
+    assert f"{DATE}_samples_mme.jsonl line 2 (doc_id 1)" in message
+
+
+@pytest.mark.parametrize("bench, task, make, change, expected", [
+    ("mme-fixture", "mme", mme_samples, lambda line: line.update(target="No"), "gives the gold answer 'No'"),
+    ("scienceqa-fixture", "scienceqa_img", scienceqa_samples,
+     lambda line: line.update(input="Which is it?\nA. x\nB. y"), "gives a prompt without the question"),
+    ("scienceqa-fixture", "scienceqa_img", scienceqa_samples, lambda line: line.update(target="E"),
+     "gives the gold letter 'E'"),
+    ("mmbench-fixture", "mmbench_en_dev", mmbench_samples, lambda line: line["submission"].update(A="a dog"),
+     "gives the options ['a dog'"),
+    ("pope-fixture", "pope_adv", lambda records, texts: pope_samples(records, texts)["pope_adv"],
+     lambda line: line["pope_accuracy"].update(ground_truth="no"), "gives the gold answer 'no'"),
+])
+def test_samples_of_another_copy_of_the_benchmark_are_refused(grid, tmp_path, capsys, bench, task, make, change,
+                                                              expected):
+    config, records = grid
+    lines = make(records[bench], ["yes"] * len(records[bench]))
+    change(lines[0])
+    samples = write_samples(tmp_path, task, lines)
+    message = refused(capsys, config, MODEL_ID, bench, samples, "--format", "lmms-eval-samples",
+                      "--out", str(tmp_path / "o.parquet"))
+    assert f"{DATE}_samples_{task}.jsonl line 1 (doc_id 0) {expected}" in message
+    assert "made from another" in message and "copy; import them into that one" in message
+
+
+def test_a_file_that_is_not_samples_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    out = str(tmp_path / "o.parquet")
+    lines = mme_samples(records["mme-fixture"], ["Yes", "No"])
+    del lines[1]["filtered_resps"]
+    samples = write_samples(tmp_path, "mme", lines)
+    message = refused(capsys, config, MODEL_ID, "mme-fixture", samples, "--format", "lmms-eval-samples", "--out", out)
+    assert "line 2 is not a sample logged by lmms-eval (an object with doc_id and filtered_resps)" in message
+    renamed = tmp_path / "answers.jsonl"
+    renamed.write_text("".join(json.dumps(line) + "\n" for line in mme_samples(records["mme-fixture"], ["a", "b"])))
+    message = refused(capsys, config, MODEL_ID, "mme-fixture", str(renamed), "--out", out)
+    assert "is neither lmms-eval's `<date>_samples_<task>.jsonl` (the name says the task: keep it)" in message
