@@ -231,3 +231,45 @@ def test_the_paper_figure_labels_its_metric(tmp_path, monkeypatch):
     build_report(kaleidoscope_files(tmp_path), ["vlm-a", "clip"], ["kal"], tmp_path / "t", tmp_path / "f",
                  kinds={"kal": "kaleidoscope"})
     assert labels == ["Acc. (%)"]
+
+
+def test_bars_without_a_group_draw_an_empty_panel_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. identical x limits
+        fig, plt = bars_figure([], [("clip", [])])
+    assert fig.get_figwidth() == 7.0
+    plt.close(fig)
+
+
+def all_texts(fig) -> list[str]:
+    texts = [*fig.texts, *([fig._suptitle] if fig._suptitle else [])]
+    for ax in fig.axes:
+        texts += [*ax.texts, ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]
+        if ax.get_legend():
+            texts += ax.get_legend().get_texts()
+    for legend in fig.legends:
+        texts += legend.get_texts()
+    return [t.get_text() for t in texts]
+
+
+def test_no_figure_names_a_metric_by_its_raw_key(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    from test_reported import build as build_reported
+
+    saved = {}
+    savefig = matplotlib.figure.Figure.savefig
+
+    def record(fig, path, **kwargs):
+        saved[id(fig)] = all_texts(fig)
+        return savefig(fig, path, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    build_reported(tmp_path)  # MME scaled, POPE F1, TextVQA (n/a), MMBench circular
+    assert len(saved) == 2  # the main figure and the reported figure
+    words = " ".join(" ".join(texts) for texts in saved.values())
+    assert "mme-b\n(MME scaled)" in words and "mmb\n(circular acc.)" in words
+    assert "llava13 on tvqa VQA acc. (n/a)" in words.replace("\n", " ")  # the reported figure's note
+    assert not re.search(r"vqa_accuracy|circular_accuracy|acc_at_50|(?<!MME )scaled", words)

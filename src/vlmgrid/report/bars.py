@@ -98,7 +98,7 @@ def grouped_bars(title: str, groups: Sequence[str], series: Sequence[Series], yl
     n_series = max(len(series), 1)
     width = 0.8 / n_series
     rows = _rows_of(groups, n_series)
-    slots = max(len(r) for r in rows)
+    slots = max(max(len(r) for r in rows), 1)
     labels_in = CHAR_IN * max((len(g) for g in groups), default=1) * 0.75 + 0.15
     note, note_in = wrap_note(note)
     legend_in = 0.2 * math.ceil(len(series) / 5) + 0.1

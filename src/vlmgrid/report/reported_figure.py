@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import metric_label
 from vlmgrid.report.reported import KIND_LABELS, Comparison, Published, compare, is_points
 from vlmgrid.report.style import OKABE_ITO, WIDTH_IN, figure_style, pyplot, save_figure, text
 
@@ -29,7 +30,7 @@ def _not_compared(comparisons: list[Comparison]) -> str:
     skipped = [c for c in comparisons if c.reproduced is None]
     if not skipped:
         return ""
-    listed = ", ".join(f"{c.model} on {c.benchmark} {c.row.figure} ({c.status})" for c in skipped)
+    listed = ", ".join(f"{c.model} on {c.benchmark} {metric_label(c.row.figure)} ({c.status})" for c in skipped)
     return f"Not compared (no number): {listed}."
 
 
