@@ -169,6 +169,39 @@ def bar_heights(monkeypatch) -> list[list[float]]:
     return heights
 
 
+def heatmap_cells(fig, models) -> dict[tuple[str, str], tuple[str, tuple]]:
+    """The cells of a main heatmap: {(model, column header's first line): (the text written in it, its face
+    colour as RGBA)}."""
+    cells = {}
+    for ax in fig.axes:
+        patches = {tuple(p.get_xy()): p for p in ax.patches}
+        if not patches:
+            continue  # the colorbar, the note
+        columns = [label.get_text().split("\n")[0] for label in ax.get_xticklabels()]
+        for text in ax.texts:
+            x, y = text.get_position()
+            col, row = int(x), int(y)
+            cells[(models[row], columns[col])] = (text.get_text(), tuple(patches[(col, row)].get_facecolor()))
+    return cells
+
+
+@pytest.fixture
+def main_heatmaps(monkeypatch) -> list[dict[tuple[str, str], tuple[str, tuple]]]:
+    """The cells (`heatmap_cells`) of every main figure the report draws, in drawing order."""
+    import vlmgrid.report.figures as figures
+
+    drawn = []
+    original = figures.main_heatmap
+
+    def main_heatmap(grid, title):
+        fig = original(grid, title)
+        drawn.append(heatmap_cells(fig, grid.models))
+        return fig
+
+    monkeypatch.setattr(figures, "main_heatmap", main_heatmap)
+    return drawn
+
+
 def pope_grid_file(small_config: dict, tmp_path: Path, models: dict, name: str = "grid.yaml",
                    results: str = "results") -> str:
     """A grid of the given models on a 12-item POPE fixture in parts of 4, written to tmp_path/name."""

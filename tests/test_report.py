@@ -264,7 +264,8 @@ def test_figures(report):
     from PIL import Image
 
     with Image.open(root / "figures" / "main.png") as image:
-        assert image.info.get("dpi", (0, 0))[0] == pytest.approx(150, abs=1)
+        assert image.info.get("dpi", (0, 0))[0] == pytest.approx(300, abs=1)
+        assert image.size[0] == 2100  # 7 in
         assert "Software" not in image.info
 
 
@@ -398,7 +399,7 @@ def test_legend_explains_headlines_that_are_not_plain_accuracy(tmp_path):
 
     files = {("m", "mme"): score("mme", "scaled"), ("m", "sqa"): score("sqa", "accuracy")}
     text = legend(load_grid(files, ["m"], ["mme", "sqa"]))
-    assert "scaled: MME's perception + cognition points / 2800 x 100." in text
+    assert "MME scaled: MME's perception + cognition points / 2800 x 100." in text
     assert "F1" not in text and "Acc." not in text
 
 
@@ -447,11 +448,20 @@ def test_not_applicable_in_latex_and_csv(na_report):
     assert float(clip["flowers"]) == 18.0 and by_model["big-vlm"]["sqa_img"] == "20.04"
 
 
-def test_not_applicable_cell_has_no_bar(tmp_path, bar_heights):
+def test_not_applicable_cell_is_worded_not_coloured(tmp_path, main_heatmaps):
     files = write_scores(tmp_path)
     mark_not_applicable(files, "clip_tiny", "sqa_img")
     build(tmp_path, files)
-    assert bar_heights == [[50.0, 18.0], [51.2, 20.04, 33.3]]
+    [cells] = main_heatmaps
+    assert {key: words for key, (words, _) in cells.items()} == {
+        ("clip_tiny", "pope-fixture"): "50.0", ("clip_tiny", "sqa_img"): "n/a", ("clip_tiny", "flowers"): "18.0",
+        ("clip_tiny", "Average"): "n/a",
+        ("big-vlm", "pope-fixture"): "51.2", ("big-vlm", "sqa_img"): "20.0", ("big-vlm", "flowers"): "33.3",
+        ("big-vlm", "Average"): "34.8",
+    }
+    grey = cells[("clip_tiny", "sqa_img")][1]
+    assert cells[("clip_tiny", "Average")][1] == grey
+    assert all(colour != grey for words, colour in cells.values() if words != "n/a")
 
 
 def test_not_applicable_without_reason_is_invalid(tmp_path):
@@ -610,11 +620,13 @@ def test_kaleidoscope_caption_says_how_answers_were_sampled(kaleidoscope_report)
     assert "n/a: the model cannot run this benchmark." in text
 
 
-def test_kaleidoscope_figure_has_a_bar_per_language_and_model(tmp_path, bar_heights):
+def test_kaleidoscope_figure_has_a_bar_per_language_and_model(tmp_path, bar_heights, main_heatmaps):
     files = {("vlm-a", "kal"): _write(tmp_path, kaleidoscope_obj("vlm-a", "kal", {"ar": (50.0, 0.0, 100.0),
                                                                                  "te": (25.0, 0.0, 75.0)}))}
     build_report(files, ["vlm-a"], ["kal"], tmp_path / "tables", tmp_path / "figures", kinds={"kal": "kaleidoscope"})
-    assert bar_heights == [[30.0], [50.0, 25.0]]  # main figure, then the per-language figure
+    assert bar_heights == [[50.0, 25.0]]  # the per-language figure; the main figure has no bars
+    # the main figure's one cell; 12.5% format errors are over the default 10%
+    assert main_heatmaps[0][("vlm-a", "kal")][0] == "30.0\u2020"
 
 
 def test_several_kaleidoscope_benchmarks_get_a_table_each(tmp_path):

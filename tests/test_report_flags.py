@@ -16,6 +16,7 @@ from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report import build_report
 
+from conftest import heatmap_cells
 from test_report import (
     DASH, _write, build, cvqa_obj, dance_obj, kaleidoscope_obj, md_rows, read_csv, write_scores,
 )
@@ -131,7 +132,7 @@ def test_a_configured_threshold(tmp_path):
 
 # --- a cell whose every row failed -----------------------------------------------------------------------------
 
-def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, bar_heights):
+def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, main_heatmaps):
     files = write_scores(tmp_path)
     set_rate(files, "clip_tiny", "sqa_img", 100.0)
     build(tmp_path, files)
@@ -150,7 +151,10 @@ def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, bar
     assert f"failed{TEX_DAGGER} & 18.0" in tex
     cells = {(r["model"], r["benchmark"]): r for r in read_csv(tables / "cells.csv")}
     assert cells[("clip_tiny", "sqa_img")]["status"] == "failed"
-    assert bar_heights[0] == [50.0, 18.0]  # no bar for the failed cell
+    [cells] = main_heatmaps  # the failed cell and its model's average are worded, not coloured
+    assert [cells[("clip_tiny", b)][0] for b in ("pope-fixture", "sqa_img", "flowers", "Average")] \
+        == ["50.0", f"failed{DAGGER}", "18.0", "failed"]
+    assert cells[("clip_tiny", "sqa_img")][1] == cells[("clip_tiny", "Average")][1] != cells[("big-vlm", "sqa_img")][1]
 
 
 def test_failed_cell_in_the_breakdown(tmp_path):
@@ -235,11 +239,11 @@ def test_kaleidoscope_table_and_figure_mark_the_model(tmp_path, monkeypatch):
     hatches = [patch.get_hatch() for patch in ax.patches]
     assert hatches == [None, None, "///", "///"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["vlm-a", f"vlm-b{DAGGER}"]
-    note = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    note = " ".join(t.get_text() for t in [*fig.texts, *fig.axes[-1].texts]).replace("\n", " ")  # under the bars
     assert "hatched bars: format errors above 10%" in note and "vlm-b 11.0%" in note
-    # the main figure too
-    main_ax = figures[0].axes[0]
-    assert [patch.get_hatch() for patch in main_ax.patches] == [None, "///"]
+    # the main figure too: the marked value carries the dagger (a hatch there means "no number")
+    cells = heatmap_cells(figures[0], ["vlm-a", "vlm-b"])
+    assert [cells[(m, "kal")][0] for m in ("vlm-a", "vlm-b")] == ["30.0", f"30.0{DAGGER}"]
 
 
 def test_cvqa_tables_and_figure_mark_the_model(tmp_path, monkeypatch):

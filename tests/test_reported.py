@@ -171,6 +171,7 @@ def test_matching_by_reported_as_kind_and_split():
 def test_figure_labels_say_the_unit():
     assert figure_label("mme", "perception") == "MME perception (points)"
     assert figure_label("pope", "f1") == "POPE F1 (%)"
+    assert figure_label("mme", "scaled") == "MME scaled (%)"  # not "MME MME scaled"
     assert figure_label("mmbench", "circular_accuracy", "dev") == "MMBench circular acc., dev (%)"
 
 

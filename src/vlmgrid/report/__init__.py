@@ -11,7 +11,8 @@
   bootstrap CI, the paired permutation test's p and its Holm adjustment over the pair's benchmarks, from the
   comparison files (`comparisons`); with a reference model, the main table marks the cells significantly
   better or worse than it;
-- `figures_dir/main.{png,pdf}`: grouped bars with CI error bars;
+- `figures_dir/main.{png,pdf}`: a heatmap of models x benchmarks (then the average), each cell's headline
+  written in and coloured on a fixed 0-100 scale;
 - `tables_dir/reported.{md,tex,csv}` and `figures_dir/reported.{png,pdf}`: papers' published numbers beside the
   grid's reproduction of them (`reported`: the rows and how they match; always written);
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
@@ -22,17 +23,18 @@
 `vlmgrid.report.outputs.report_files` lists every file written, before the report runs. The modules: `grid`
 (the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `comparisons`
 (the comparison files read and checked, Holm's correction), `labels` (names in words), `tables` (the tables
-above), `figures` (grouped bars), `papers` (the paper tables and figures), `outputs` (the list of files),
-`reported` (published numbers: read, matched, compared), `reported_figure` (their figure). Importing this
-package does not import pandas or matplotlib.
+above), `style` (the figures' one style and `save_figure`), `figures` (the main heatmap), `bars` (the paper
+figures' grouped bars), `papers` (the paper tables and figures), `outputs` (the list of files), `reported`
+(published numbers: read, matched, compared), `reported_figure` (their figure). Importing this package does
+not import pandas or matplotlib.
 
 A cell whose model cannot run the benchmark (its score file says `"applicable": false`) is "n/a" in the
-tables, and so is that model's average; the figure leaves it out. A cell whose benchmark hides its labels
-(`"labels_hidden": true`) is "hidden" the same way.
+tables, and so is that model's average; the main figure writes the word in a grey, hatched cell. A cell whose
+benchmark hides its labels (`"labels_hidden": true`) is "hidden" the same way.
 
 A cell whose `format_error_rate` exceeds `flag_error_rate` (percent) is marked in every table (a dagger, and a
-footnote with its rate) and hatched in the figures; a cell at 100% has no number ("failed", and so is that
-model's average). With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
+footnote with its rate), carries the dagger in the main figure and is hatched in the paper figures; a cell at
+100% has no number ("failed", and so is that model's average). With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def build_report(
 
     `score_files` maps (model, benchmark) to the score JSON of that cell; `models` and `benchmarks` give
     the row and column order. A (model, benchmark) pair without a key is not in the grid: "–" in the
-    tables, no bar in the figure, and no average for that model. `kinds` ({benchmark: kind}) decides which
+    tables and the main figure, and no average for that model. `kinds` ({benchmark: kind}) decides which
     paper tables are written (`vlmgrid.report.outputs.report_files` lists them all). Every score file is read and
     checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does not
     exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format

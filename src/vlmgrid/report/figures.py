@@ -1,163 +1,166 @@
-"""Figures: grouped bars of estimates with their 95% CIs (the main figure: headline scores per benchmark).
+"""The main figure: a heatmap of models x benchmarks, each cell's headline written in it.
 
-A bar whose estimate is marked (`Estimate.flag`: built on more format errors than the report's threshold) is
-hatched and its value label carries a dagger; the note under the figure says what that means.
+Why a heatmap and not bars: a grid of 14 benchmarks and several models is 14 groups of bars, which at a paper
+page's 7 in leaves bars a few points wide and value labels too small to read. The main table is a grid, so the
+figure that shows it at a glance is one too: a row per model, a column per benchmark (then the average), the
+colour for the pattern and the number written in for the value. A cell without a number (n/a, hidden,
+failed, missing, or not in the grid) is light grey and hatched with its word, so it never looks like a 0.0.
+The colour scale is fixed at 0-100, since every headline is in percent (MME's scaled to 100), so two
+reports' figures read alike. A value built on too many format errors carries a dagger, which the note under
+the figure explains with the cells and their rates.
 """
 
 from __future__ import annotations
 
-import textwrap
-from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
-from vlmgrid.fileio import atomic_path
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
+from vlmgrid.report.style import (
+    CHAR_IN, COLORMAP, NO_NUMBER_COLOUR, NO_NUMBER_EDGE, NO_NUMBER_HATCH, SMALL_PT, WIDTH_IN, WORD_COLOUR, add_note,
+    figure_style, pyplot, save_figure, text, text_colour, wrap_note,
+)
+from vlmgrid.report.tables.format import AVERAGE, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, fmt
+from vlmgrid.report.tables.main import average_entry, cell_entry
 
-# Metadata that would embed dates or versions; dropped so a rerun gives the same bytes.
-_METADATA = {
-    "png": {"Software": None},
-    "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
-}
-
-# One bar series: a label (the model) and its estimate per group (None: no bar; a word such as "failed": no
-# bar, the word written small where the bar would stand).
-Series = tuple[str, Sequence[Estimate | str | None]]
-
-
-def _text(text: str) -> str:
-    """Keep "$" in names from starting matplotlib mathtext."""
-    return text.replace("$", r"\$")
+SCALE = (0.0, 100.0)
+SCALE_LABEL = "score (0-100)"
+# Inches of one model's row.
+_ROW_IN = 0.27
 
 
-DAGGER = "\u2020"
+def benchmark_label(grid: Grid, benchmark: str) -> str:
+    """"benchmark\\n(metric label)": the column's header."""
+    metric = grid.metric(benchmark)
+    return f"{benchmark}\n({metric_label(metric)})" if metric else benchmark
 
 
-def write_grouped_bars(
-    figures_dir: Path, stem: str, title: str, groups: Sequence[str], series: Sequence[Series], ylabel: str,
-    *, note: str = "",
-) -> list[Path]:
-    """`stem`.png and `stem`.pdf: one group of bars per entry of `groups`, one bar per series, side by side,
-    with CI error bars and a value label; an entry without a value has no bar (a word entry is written where the
-    bar would stand), a marked one is hatched with a dagger after its value. `note` is printed under the axes."""
-    from matplotlib.patches import Patch
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figures_dir = Path(figures_dir)
-    n_series = max(len(series), 1)
-    n_groups = max(len(groups), 1)
-    width = 0.8 / n_series
-    written = []
-    with plt.style.context("default"), matplotlib.rc_context({"svg.hashsalt": "vlmgrid", "pdf.compression": 6}):
-        # Each group gets room for a two-line label whatever the number of series.
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.5 + max(1.6, 0.45 * n_series) * n_groups), 3.8))
-        try:
-            colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
-            handles = []
-            for i, (label, estimates) in enumerate(series):
-                xs, heights, low_err, high_err, marked = [], [], [], [], []
-                for j, est in enumerate(estimates):
-                    if isinstance(est, str):
-                        ax.text(j - 0.4 + width * (i + 0.5), 0, " " + _text(est), rotation=90, ha="center",
-                                va="bottom", fontsize="xx-small", color="dimgray")
-                        continue
-                    if est is None or est.value is None:
-                        continue
-                    xs.append(j - 0.4 + width * (i + 0.5))
-                    heights.append(est.value)
-                    low = est.ci_low if est.ci_low is not None else est.value
-                    high = est.ci_high if est.ci_high is not None else est.value
-                    low_err.append(max(est.value - low, 0.0))
-                    high_err.append(max(high - est.value, 0.0))
-                    marked.append(est.flag is not None)
-                bars = ax.bar(
-                    xs,
-                    heights,
-                    width,
-                    yerr=[low_err, high_err],
-                    capsize=2,
-                    label=_text(label),
-                    color=colors[i % len(colors)],
-                    error_kw={"elinewidth": 0.8, "capthick": 0.8},
-                )
-                for bar, mark in zip(bars, marked):
-                    if mark:  # built on too many format errors
-                        bar.set_hatch("///")
-                        bar.set_edgecolor("black")
-                        bar.set_linewidth(0.5)
-                # The legend's swatch is hatched only when every bar of the series is.
-                hatched = bool(marked) and all(marked)
-                handles.append(Patch(facecolor=colors[i % len(colors)], label=_text(label),
-                                     hatch="///" if hatched else None, edgecolor="black" if hatched else None,
-                                     linewidth=0.5 if hatched else None))
-                # A value label on each bar, so a score of 0 is told apart from a missing cell.
-                ax.bar_label(bars, labels=[f"{h:.1f}" + (DAGGER if m else "") for h, m in zip(heights, marked)],
-                             fontsize="x-small", padding=1)
-            ax.set_xticks(range(len(groups)))
-            ax.set_xticklabels([_text(g) for g in groups], rotation=20 if n_groups > 6 else 0,
-                               ha="right" if n_groups > 6 else "center")
-            ax.set_xlim(-0.5, n_groups - 0.5)
-            ax.set_ylim(bottom=0)
-            ax.set_ylabel(ylabel)
-            ax.set_title(_text(title))
-            ax.grid(axis="y", linewidth=0.5, alpha=0.5)
-            ax.set_axisbelow(True)
-            ax.legend(handles=handles, fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-            fig.tight_layout()
-            if note:
-                # Below the laid-out axes and tick labels; bbox_inches="tight" grows the saved figure to hold it.
-                fig.text(0.01, -0.01, _text(textwrap.fill(note, max(60, int(fig.get_figwidth() * 16)))),
-                         ha="left", va="top", fontsize="x-small")
-            for fmt in ("png", "pdf"):
-                path = figures_dir / f"{stem}.{fmt}"
-                with atomic_path(path) as tmp:
-                    fig.savefig(tmp, format=fmt, dpi=150, metadata=_METADATA[fmt], bbox_inches="tight")
-                written.append(path)
-        finally:
-            plt.close(fig)
-    return written
+def has_averages(grid: Grid) -> bool:
+    """The Average column is drawn when some model has an average number."""
+    return any(isinstance(entry, Estimate) and entry.value is not None
+               for entry in (average_entry(grid, model) for model in grid.models))
 
 
 def main_note(grid: Grid) -> str:
-    """What the main figure's marks mean, naming the cells: marked (with rates), failed and missing."""
+    """What the main figure's marks and words mean, naming the cells: marked (with rates), failed, missing."""
     notes = []
     marked = [(m, b, rate) for m, b, rate in grid.flagged() if not grid.is_failed(m, b)]
     if marked:
-        notes.append(f"{DAGGER} and hatched bars: format errors above {grid.flag_error_rate:g}% of the prediction "
-                     f"rows (" + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked) + ").")
+        notes.append(f"{DAGGER}: format errors above {grid.flag_error_rate:g}% of the prediction rows ("
+                     + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked) + ").")
+    if grid.not_applicable:
+        notes.append(f"{NA}: the model cannot run the benchmark.")
+    if grid.hidden:
+        notes.append(f"{HIDDEN}: the benchmark's labels are not public.")
     if grid.failed:
-        notes.append("No bar, failed: every prediction row is an error or unparsable ("
+        notes.append(f"{FAILED}: every prediction row is an error or unparsable ("
                      + ", ".join(f"{m} on {b}" for m in grid.models for b in grid.benchmarks
                                  if grid.is_failed(m, b)) + ").")
     if grid.missing:
-        notes.append("No bar, missing: no score file ("
+        notes.append(f"{MISSING}: no score file ("
                      + ", ".join(f"{m} on {b}" for m in grid.models for b in grid.benchmarks
                                  if grid.is_missing(m, b)) + ").")
     return " ".join(notes)
 
 
-def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
-    """main.{png,pdf}: the headline of every cell per benchmark; n/a, hidden, failed and missing cells have no
-    bar (their word stands there instead); a marked cell's bar is hatched."""
-    from vlmgrid.report.tables.format import status
+def _cell_text(entry: Entry) -> tuple[str, float | None]:
+    """What a cell says and the value it is coloured by (None: no number, grey)."""
+    if isinstance(entry, str):
+        return entry, None
+    if entry is None or entry.value is None:
+        return DASH, None
+    return fmt(entry.value) + (DAGGER if entry.flag is not None else ""), entry.value
 
-    groups = []
-    for benchmark in grid.benchmarks:
-        metric = grid.metric(benchmark)
-        groups.append(f"{benchmark}\n({metric_label(metric)})" if metric else benchmark)
-    series = []
-    for model in grid.models:
-        estimates = []
-        for benchmark in grid.benchmarks:
-            cell = grid.cell(model, benchmark)
-            flag = grid.flag(model, benchmark)
-            estimates.append(status(grid, model, benchmark) if cell is None else
-                             cell.estimate if flag is None else replace(cell.estimate, flag=flag))
-        series.append((model, estimates))
-    return write_grouped_bars(figures_dir, "main", title, groups, series, "score (%)", note=main_note(grid))
+
+def _draw_cells(ax, rows: list[list[Entry]], cmap, norm) -> None:
+    from matplotlib.patches import Rectangle
+
+    for i, entries in enumerate(rows):
+        for j, entry in enumerate(entries):
+            words, value = _cell_text(entry)
+            if value is None:
+                ax.add_patch(Rectangle((j, i), 1, 1, facecolor=NO_NUMBER_COLOUR, edgecolor=NO_NUMBER_EDGE,
+                                       hatch=NO_NUMBER_HATCH, linewidth=0))
+                ax.text(j + 0.5, i + 0.5, text(words), ha="center", va="center", fontsize=SMALL_PT,
+                        color=WORD_COLOUR, bbox={"facecolor": NO_NUMBER_COLOUR, "edgecolor": "none", "pad": 0.6})
+            else:
+                colour = cmap(norm(value))
+                ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="none", linewidth=0))
+                ax.text(j + 0.5, i + 0.5, words, ha="center", va="center", fontsize=SMALL_PT,
+                        color=text_colour(colour))
+    # White lines between the cells.
+    ax.set_xticks([j for j in range(1, len(rows[0]))], minor=True)
+    ax.set_yticks([i for i in range(1, len(rows))], minor=True)
+    ax.grid(which="minor", color="white", linewidth=1.0)
+    ax.tick_params(which="both", length=0)
+    ax.set_xlim(0, len(rows[0]))
+    ax.set_ylim(len(rows), 0)  # the first model on top, as in the table
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+
+
+def _column_labels(ax, labels: list[str], upright: bool) -> None:
+    ax.xaxis.tick_top()
+    ax.set_xticks([j + 0.5 for j in range(len(labels))])
+    ax.set_xticklabels([text(label) for label in labels], rotation=0 if upright else 90, ha="center",
+                       va="bottom", fontsize=SMALL_PT)
+
+
+def main_heatmap(grid: Grid, title: str):
+    """The main figure (a matplotlib Figure, 7 in wide): models x benchmarks (then Average), each cell coloured
+    by its headline on a fixed 0-100 scale and the value written in; cells without a number grey, hatched and
+    worded. Call it inside `figure_style()`."""
+    import matplotlib
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    plt = pyplot()
+    cmap = matplotlib.colormaps[COLORMAP]
+    norm = Normalize(*SCALE)
+    rows = [[cell_entry(grid, model, benchmark) for benchmark in grid.benchmarks] for model in grid.models]
+    averages = [average_entry(grid, model) for model in grid.models] if has_averages(grid) else None
+    headers = [benchmark_label(grid, b) for b in grid.benchmarks]
+    note, note_in = wrap_note(main_note(grid))
+
+    columns = len(grid.benchmarks) + (1 if averages else 0)
+    labels_in = CHAR_IN * max(len(model) for model in grid.models) + 0.15
+    column_in = (WIDTH_IN - labels_in - 0.4) / columns
+    lines = [line for label in [*headers, AVERAGE] for line in label.split("\n")]
+    # Headers stand upright only when every line fits its column; otherwise they are turned 90 degrees.
+    upright = CHAR_IN * max(len(line) for line in lines) <= 0.95 * column_in
+    header_in = 0.3 if upright else CHAR_IN * max(len(line) for line in lines) + 0.15
+    grid_in = _ROW_IN * len(grid.models)
+    height = 0.35 + header_in + grid_in + 0.6 + max(note_in, 0.01)
+    fig = plt.figure(figsize=(WIDTH_IN, height), layout="constrained")
+    spec = fig.add_gridspec(2, 2 if averages else 1, height_ratios=[grid_in, max(note_in, 0.01)],
+                            width_ratios=[len(grid.benchmarks), 1] if averages else [1])
+    ax = fig.add_subplot(spec[0, 0])
+    _draw_cells(ax, rows, cmap, norm)
+    _column_labels(ax, headers, upright)
+    ax.set_yticks([i + 0.5 for i in range(len(grid.models))])
+    ax.set_yticklabels([text(model) for model in grid.models], fontsize=SMALL_PT)
+    axes = [ax]
+    if averages:
+        # A column of its own, set apart by the gap between the axes: it is not a benchmark.
+        avg_ax = fig.add_subplot(spec[0, 1], sharey=ax)
+        _draw_cells(avg_ax, [[entry] for entry in averages], cmap, norm)
+        _column_labels(avg_ax, [AVERAGE], upright)
+        avg_ax.tick_params(axis="y", labelleft=False)
+        axes.append(avg_ax)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, location="bottom", shrink=0.5, aspect=40,
+                 pad=0.02, label=SCALE_LABEL)
+    add_note(fig, spec[1, :], note)
+    fig.suptitle(text(title))
+    return fig
+
+
+def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
+    """main.{png,pdf}: the main heatmap (`main_heatmap`), 7 in wide, PNG at 300 dpi and vector PDF."""
+    plt = pyplot()
+    with figure_style():
+        fig = main_heatmap(grid, title)
+        try:
+            return save_figure(fig, Path(figures_dir), "main")
+        finally:
+            plt.close(fig)

@@ -29,7 +29,7 @@ METRIC_LABELS = {
 # What a headline that is not a plain accuracy means, for the table's footnote.
 METRIC_NOTES = {
     "f1": "F1: POPE's F1 with yes as positive, mean over its splits",
-    "scaled": "scaled: MME's perception + cognition points / 2800 x 100",
+    "scaled": "MME scaled: MME's perception + cognition points / 2800 x 100",
     "circular_accuracy": "circular acc.: MMBench, a question counts only when every row the file holds for it (the original and its rotated copies) is right",
     "cvbench": "CV-Bench: ((ADE20K + COCO) / 2 + Omni3D) / 2 of the per-source accuracies",
     "pair_accuracy": "pair acc.: MMVP, a pair counts only when both its questions are right",

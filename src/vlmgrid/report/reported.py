@@ -126,7 +126,9 @@ def is_points(kind: str, figure: str) -> bool:
 
 def figure_label(kind: str, figure: str, split: str | None = None) -> str:
     """The figure in words with its unit: "MME perception (points)", "MMBench circular acc., dev (%)"."""
-    words = f"{KIND_LABELS.get(kind, kind)} {metric_label(figure)}"
+    kind_words, figure_words = KIND_LABELS.get(kind, kind), metric_label(figure)
+    # A label that already names its benchmark ("MME scaled") is not prefixed twice.
+    words = figure_words if figure_words.startswith(kind_words) else f"{kind_words} {figure_words}"
     if split:
         words += f", {split}"
     return f"{words} ({'points' if is_points(kind, figure) else '%'})"

@@ -7,26 +7,13 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from vlmgrid.fileio import atomic_path
 from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import metric_label
 from vlmgrid.report.reported import KIND_LABELS, Comparison, Published, compare, is_points
+from vlmgrid.report.style import OKABE_ITO, WIDTH_IN, figure_style, pyplot, save_figure, text
 
-# Metadata that would embed dates or versions; dropped so a rerun gives the same bytes.
-_METADATA = {
-    "png": {"Software": None},
-    "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
-}
-# Okabe-Ito: told apart with the common colour-vision deficiencies (one colour per grid model).
-_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 # One marker per benchmark kind, so a point is read without its colour too.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-_WIDTH_IN = 7.0
-_DPI = 300
-
-
-def _text(text: str) -> str:
-    """Keep "$" in names from starting matplotlib mathtext."""
-    return text.replace("$", r"\$")
 
 
 def _limits(points: list[Comparison]) -> tuple[float, float]:
@@ -43,7 +30,7 @@ def _not_compared(comparisons: list[Comparison]) -> str:
     skipped = [c for c in comparisons if c.reproduced is None]
     if not skipped:
         return ""
-    listed = ", ".join(f"{c.model} on {c.benchmark} {c.row.figure} ({c.status})" for c in skipped)
+    listed = ", ".join(f"{c.model} on {c.benchmark} {metric_label(c.row.figure)} ({c.status})" for c in skipped)
     return f"Not compared (no number): {listed}."
 
 
@@ -54,15 +41,15 @@ def _note(comparisons: list[Comparison], grid: Grid) -> str:
     if marked:
         notes.append("Hollow, \u2020: more than " + f"{grid.flag_error_rate:g}% format errors: "
                      + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked) + ".")
-    if text := _not_compared(comparisons):
-        notes.append(text)
+    if skipped := _not_compared(comparisons):
+        notes.append(skipped)
     return " ".join(notes)
 
 
-def _message_figure(plt, text: str):
-    fig, ax = plt.subplots(figsize=(_WIDTH_IN, 2.0))
+def _message_figure(plt, message: str):
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.0))
     ax.axis("off")
-    ax.text(0.5, 0.5, textwrap.fill(_text(text), 80), ha="center", va="center", fontsize=10,
+    ax.text(0.5, 0.5, textwrap.fill(text(message), 80), ha="center", va="center", fontsize=10,
             transform=ax.transAxes)
     return fig
 
@@ -76,19 +63,19 @@ def _scatter_figure(plt, comparisons: list[Comparison], grid: Grid, title: str):
         ("points", [c for c in points if is_points(c.row.benchmark, c.row.figure)])) if group]
     models = list(dict.fromkeys(c.model for c in points))
     kinds = list(dict.fromkeys(c.row.benchmark for c in points))
-    colour = {m: _COLOURS[i % len(_COLOURS)] for i, m in enumerate(models)}
+    colour = {m: OKABE_ITO[i % len(OKABE_ITO)] for i, m in enumerate(models)}
     marker = {k: _MARKERS[i % len(_MARKERS)] for i, k in enumerate(kinds)}
-    handles = [Line2D([], [], color=colour[m], marker="o", linestyle="", label=_text(m)) for m in models]
+    handles = [Line2D([], [], color=colour[m], marker="o", linestyle="", label=text(m)) for m in models]
     handles += [Line2D([], [], color="#444444", marker=marker[k], linestyle="", label=KIND_LABELS.get(k, k))
                 for k in kinds]
     legend_rows = -(-len(handles) // 4)
-    note = textwrap.fill(_text(_note(comparisons, grid)), 115)
+    note = textwrap.fill(text(_note(comparisons, grid)), 115)
     # Fixed inches from the bottom: the note, then the legend, then the axes (x label included); the width stays 7 in.
     note_in = 0.14 * (note.count("\n") + 1) + 0.1
     legend_in = 0.22 * legend_rows + 0.25
-    panel_in = min(3.2, (_WIDTH_IN - 0.8) / len(panels) - 0.5)
+    panel_in = min(3.2, (WIDTH_IN - 0.8) / len(panels) - 0.5)
     height = note_in + legend_in + panel_in + 1.1
-    fig, axes = plt.subplots(1, len(panels), figsize=(_WIDTH_IN, height), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(WIDTH_IN, height), squeeze=False)
     for ax, (unit, group) in zip(axes[0], panels):
         low, high = _limits(group)
         ax.plot([low, high], [low, high], linestyle="--", color="#777777", linewidth=1, zorder=1)
@@ -111,7 +98,7 @@ def _scatter_figure(plt, comparisons: list[Comparison], grid: Grid, title: str):
         ax.tick_params(labelsize=8)
         ax.grid(True, color="#dddddd", linewidth=0.6, zorder=0)
     bottom = (note_in + legend_in) / height
-    fig.suptitle(_text(f"{title}: reproduced vs reported"), fontsize=10)
+    fig.suptitle(text(f"{title}: reproduced vs reported"), fontsize=10)
     fig.tight_layout(rect=(0.0, bottom, 1.0, 1.0 - 0.05 / height))
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, bottom - 0.08 / height),
                ncol=min(4, len(handles)), fontsize=8, frameon=False)
@@ -123,15 +110,9 @@ def write_reported_figure(grid: Grid, published: Published, figures_dir: Path, t
                           no_match: str) -> list[Path]:
     """`reported.png` (300 dpi) and `reported.pdf`, 7 in wide; `no_match` is the sentence written instead when
     no published number matches the grid."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     comparisons = compare(grid, published)
-    figures_dir = Path(figures_dir)
-    written = []
-    with plt.style.context("default"), matplotlib.rc_context({"svg.hashsalt": "vlmgrid", "pdf.compression": 6}):
+    with figure_style():
         if not comparisons:
             fig = _message_figure(plt, no_match)
         elif all(c.reproduced is None for c in comparisons):
@@ -140,11 +121,6 @@ def write_reported_figure(grid: Grid, published: Published, figures_dir: Path, t
         else:
             fig = _scatter_figure(plt, comparisons, grid, title)
         try:
-            for fmt in ("png", "pdf"):
-                path = figures_dir / f"reported.{fmt}"
-                with atomic_path(path) as tmp:
-                    fig.savefig(tmp, format=fmt, dpi=_DPI, metadata=_METADATA[fmt])
-                written.append(path)
+            return save_figure(fig, Path(figures_dir), "reported")
         finally:
             plt.close(fig)
-    return written

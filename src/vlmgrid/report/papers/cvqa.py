@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vlmgrid.report.figures import write_grouped_bars
+from vlmgrid.report.bars import write_grouped_bars
 from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import metric_label
 from vlmgrid.report.papers.base import (
     Table, Marks, answered_note, cell_notes, entry_status, figure_note, group_estimate, group_names, group_series,
     join_caption, model_rows, write_table,
@@ -89,6 +90,7 @@ def write_cvqa(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Pa
     pairs = sorted(group_names(grid, benchmark, PAIR))
     written += write_grouped_bars(figures_dir, stems["cvqa-pairs"],
                                   f"CVQA ({benchmark}): accuracy per country-language pair (mean over settings)",
-                                  pairs, group_series(grid, benchmark, pairs, PAIR), "accuracy (%)",
+                                  pairs, group_series(grid, benchmark, pairs, PAIR),
+                                  f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
                                   note=figure_note(grid, benchmark))
     return written

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vlmgrid.report.figures import write_grouped_bars
+from vlmgrid.report.bars import write_grouped_bars
 from vlmgrid.report.grid import Grid
+from vlmgrid.report.labels import metric_label
 from vlmgrid.report.papers.base import (
     Table, Marks, answered_note, cell_notes, figure_note, group_estimate, group_names, group_series,
     join_caption, model_rows, write_table,
@@ -53,6 +54,7 @@ def write_kaleidoscope(grid: Grid, benchmark: str, stems: dict[str, str], tables
                            ("md", "tex", "csv"))
     languages = group_names(grid, benchmark, "language")
     written += write_grouped_bars(figures_dir, stems["kaleidoscope"], f"Kaleidoscope ({benchmark}): accuracy per language",
-                                  languages, group_series(grid, benchmark, languages, "language"), "accuracy (%)",
+                                  languages, group_series(grid, benchmark, languages, "language"),
+                                  f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
                                   note=figure_note(grid, benchmark))
     return written
