@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -114,7 +116,7 @@ def test_written_files(report):
                 ("main.md", "main.tex", "main.html", "main.csv", "breakdown.md", "breakdown.csv", "variants.md",
                  "variants.csv", "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
                  "reported.md", "reported.tex", "reported.csv")]
-    expected += [root / "figures" / n for n in ("main.png", "main.pdf", "reported.png", "reported.pdf")]
+    expected += [root / "figures" / n for n in ("main.png", "main.pdf", "main.html", "reported.png", "reported.pdf")]
     expected += [root / "metrics.json", root / "plots" / "headline.csv"]
     assert written == expected
     # what the workflow declares as the report's outputs (no paper tables without their benchmark kinds)
@@ -213,6 +215,14 @@ def test_html_table_for_the_reports_first_page(tmp_path):
     assert '<table class="dataframe vlmgrid-main">' in page
     assert "<th>sqa_img (Acc.)</th>" in page and "<td>51.2 [44.0, 58.1]</td>" in page
     assert "95% bootstrap CI in brackets" in page
+
+
+def test_html_figure_embeds_the_png_itself(report):
+    root, _ = report
+    page = (root / "figures" / "main.html").read_text(encoding="utf-8")
+    data = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)
+    # the single-file report carries the picture, not a path to it
+    assert base64.b64decode(data) == (root / "figures" / "main.png").read_bytes()
 
 
 def test_latex_escapes_specials(tmp_path):

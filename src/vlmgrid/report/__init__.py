@@ -12,7 +12,7 @@
   comparison files (`comparisons`); with a reference model, the main table marks the cells significantly
   better or worse than it;
 - `figures_dir/main.{png,pdf}`: a heatmap of models x benchmarks (then the average), each cell's headline
-  written in and coloured on a fixed 0-100 scale;
+  written in and coloured on a fixed 0-100 scale; `main.html` the PNG embedded for the Snakemake report;
 - `tables_dir/reported.{md,tex,csv}` and `figures_dir/reported.{png,pdf}`: papers' published numbers beside the
   grid's reproduction of them (`reported`: the rows and how they match; always written);
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
