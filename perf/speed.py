@@ -4,13 +4,16 @@
     python perf/speed.py --shapes real --out perf/results/speed-h200.md      # one GPU: real shapes, bf16
     python perf/speed.py --only dag --workflow --out ...                           # the CPU side alone
     python perf/speed.py --render perf/results/speed-cpu-small.json          # the table again, from saved figures
+    python perf/speed.py --shapes real --depth 1 --device cpu --out ...      # the real-shape path at one layer
 
 Every model is random-initialised at the chosen shapes, saved to a temporary folder and loaded the way the grid
 loads it (open_clip's `local-dir:` path, transformers' `from_pretrained`); every benchmark is a folder of JPEG
 files with its records, run through the protocol's own runner in parts of `--part-size` items, as `vlmgrid
 infer` runs it. `--shapes real` (the default on CUDA) is ViT-B/32@224 and ViT-L/14@336 CLIP, and LLaVA-1.5-7B's
 shape in bf16; `--shapes small` (the default on the CPU) is tiny shapes that run in a few minutes, whose figures
-say nothing about a GPU.
+say nothing about a GPU. `--depth N` keeps the shapes' widths but gives every tower and the language model N
+layers: the real-shape path at a size the CPU runs (tests/test_speed.py runs it at one layer), so that a short
+GPU run is not spent on a crash.
 
 Sections (`--only`, comma-separated; all but `workflow` by default):
 - clip: zero-shot classification from JPEG files in ImageNet's folder layout, for each tower, decoding them and
@@ -28,6 +31,7 @@ Sections (`--only`, comma-separated; all but `workflow` by default):
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -47,6 +51,7 @@ WORKFLOW_FILES = ("Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", "
 GRID_CONFIGS = ("config.yaml", "carpe.yaml", "kaleidoscope.yaml", "cvqa.yaml", "dance.yaml")
 PHOTO_SIZE = (500, 375)  # ImageNet's typical picture
 NEW_TOKENS = 16
+CANDIDATES = 50  # DANCE ranks 50 riddles for each picture
 
 # The shapes: CLIP towers by role (the goals name the roles), the LLaVA model, counts and batch sizes.
 SHAPES = {
@@ -85,6 +90,22 @@ SHAPES = {
 }
 
 
+def at_depth(shape: dict, depth: int) -> dict:
+    """The shapes with `depth` transformer layers in every CLIP tower and in LLaVA's vision tower and language
+    model, everything else (widths, heads, vocabularies, image and patch sizes, projector) as they are: the same
+    path at the same widths, small enough for a test on the CPU."""
+    import open_clip
+
+    def clip_cfg(arch) -> dict:
+        cfg = copy.deepcopy(open_clip.get_model_config(arch) if isinstance(arch, str) else arch)
+        cfg["vision_cfg"]["layers"] = cfg["text_cfg"]["layers"] = depth
+        return cfg
+
+    return {**shape, "clip": {role: (label, clip_cfg(arch)) for role, (label, arch) in shape["clip"].items()},
+            "vision": {**shape["vision"], "num_hidden_layers": depth},
+            "text": {**shape["text"], "num_hidden_layers": depth}}
+
+
 @dataclass(frozen=True)
 class Goal:
     """What a figure must reach: `ratio` (our figure over its reference) or `value` at least `minimum`, or
@@ -116,7 +137,7 @@ def verdict(goal: Goal | None, row: dict, shapes: str) -> str:
     if goal is None:
         return ""
     if not goal.cpu_side and shapes != "real":
-        return "n/a (small shapes)"
+        return f"n/a ({shapes} shapes)"
     measured = row.get(goal.measure)
     if measured is None:
         return "n/a (not measured)"
@@ -141,12 +162,26 @@ def _number(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
 
 
+# Above the table, what its figures can say, by shapes; any shapes not named here are at a reduced depth.
+CAVEATS = {
+    "real": [],
+    "small": ["**CPU, small shapes.** Tiny random models on the CPU: these figures check that every path runs and ",
+              "show ratios between paths on this machine; they say nothing about a GPU or about real model sizes."],
+}
+REDUCED_DEPTH = ["**Reduced depth.** The shapes' widths with fewer layers in every tower and in the language model: "
+                 "these figures check that the path of these shapes runs; they say nothing about its speed."]
+
+
+def shapes_label(shapes: str, depth: int | None) -> str:
+    return shapes if depth is None else f"depth-{depth} {shapes}"
+
+
 def render_markdown(meta: dict, rows: list[dict]) -> str:
     goals = {goal.figure: goal for goal in GOALS}
     lines = [f"# vlmgrid speed: {meta['device']}, {meta['shapes']} shapes", ""]
-    if meta["shapes"] != "real":
-        lines += ["**CPU, small shapes.** Tiny random models on the CPU: these figures check that every path runs and ",
-                  "show ratios between paths on this machine; they say nothing about a GPU or about real model sizes.", ""]
+    caveat = CAVEATS.get(meta["shapes"], REDUCED_DEPTH)
+    if caveat:
+        lines += [*caveat, ""]
     lines += [f"- {key}: {meta[key]}" for key in ("date", "device", "shapes", "precision", "cpus", "libraries", "command")]
     lines += ["", "| figure | vlmgrid | unit | reference (same run) | reference | ratio | goal | verdict |",
               "|---|---:|---|---|---:|---:|---|---|"]
@@ -433,7 +468,7 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
     from vlmgrid.models.base import OptionRequest
     from vlmgrid.protocols.ranking import likelihood_strategy, ranking_prompt
 
-    n, k = shape["rank_queries"], 50
+    n, k = shape["rank_queries"], CANDIDATES
     folder = work / "dance"
     names = [f"images/entity-{i:04d}.jpg" for i in range(n)]
     write_photos(folder, names, seed=2)
@@ -459,8 +494,8 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
 
     with torch.inference_mode():
         naive_s = timed(naive, device, repeats=1)
-    return [result_row("rank", f"ranking 50 riddles per picture ({len(riddles[0][0].split())} words each)",
-                       "pictures/s", n / ours, 1 / naive_s, "50 full forwards")]
+    return [result_row("rank", f"ranking {k} riddles per picture ({len(riddles[0][0].split())} words each)",
+                       "pictures/s", n / ours, 1 / naive_s, f"{k} full forwards")]
 
 
 # --- CPU side --------------------------------------------------------------------------------------------
@@ -516,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(s for s in SECTIONS if s != "workflow"),
                         help=f"comma-separated sections of {', '.join(SECTIONS)}")
     parser.add_argument("--workflow", action="store_true", help="add the default grid's cold and no-op runs")
+    parser.add_argument("--depth", type=int, help="layers in every tower and in the language model, the widths kept "
+                                                  "(default: the shapes' own; a test runs the real shapes at 1)")
     parser.add_argument("--part-size", type=int, default=256, help="items per runner call, as infer.part_size")
     parser.add_argument("--out", help="write the results here (Markdown; the same name with .json beside it)")
     parser.add_argument("--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON")
@@ -530,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown section {unknown[0]!r}; the sections are {', '.join(SECTIONS)}")
+    if args.depth is not None and args.depth < 1:
+        parser.error(f"--depth {args.depth}: a model needs at least one layer")
 
     import torch
     import transformers
@@ -537,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
 
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     shapes = args.shapes or ("real" if device == "cuda" else "small")
-    shape = SHAPES[shapes]
+    shape = SHAPES[shapes] if args.depth is None else at_depth(SHAPES[shapes], args.depth)
     work = Path(tempfile.mkdtemp(prefix="vlmgrid-speed-"))
     # a stopped run still removes its models and pictures (several GB with real shapes)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -568,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()})",
-        "shapes": shapes,
+        "shapes": shapes_label(shapes, args.depth),
         "precision": shape["precision"] if device == "cuda" else "fp32 (the CPU always runs fp32)",
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "libraries": f"torch {torch.__version__}, transformers {transformers.__version__}, "

@@ -1,9 +1,12 @@
-"""perf/speed.py: the goal verdicts, the results table and the largest grid it builds for `snakemake -n`."""
+"""perf/speed.py: the goal verdicts, the results table, the largest grid it builds for `snakemake -n`, and its
+real-shape path run on the CPU at one layer."""
 
 import importlib.util
 import json
+import math
 import sys
 
+import open_clip
 import pytest
 
 from conftest import REPO
@@ -87,3 +90,69 @@ def test_the_largest_grid_is_every_catalog_model_on_every_shipped_benchmark():
             "kaleidoscope", "cvqa", "dance"} <= kinds
     grid = validate_config(config, source="largest")
     assert len(grid.cells) == len(catalog) * len(config["benchmarks"])
+
+
+def test_a_reduced_depth_keeps_every_real_width():
+    real = speed.SHAPES["real"]
+    shallow = speed.at_depth(real, 1)
+    for role, (label, arch) in real["clip"].items():
+        full = open_clip.get_model_config(arch)
+        shallow_label, cfg = shallow["clip"][role]
+        assert shallow_label == label
+        assert cfg["vision_cfg"]["layers"] == cfg["text_cfg"]["layers"] == 1
+        assert cfg["vision_cfg"] == {**full["vision_cfg"], "layers": 1}
+        assert cfg["text_cfg"] == {**full["text_cfg"], "layers": 1}
+        assert cfg["embed_dim"] == full["embed_dim"]
+    assert shallow["vision"] == {**real["vision"], "num_hidden_layers": 1}
+    assert shallow["text"] == {**real["text"], "num_hidden_layers": 1}
+    assert shallow["vocab"] == 32064 and shallow["precision"] == "bf16"
+    assert real["vision"]["num_hidden_layers"] == 24 and real["text"]["num_hidden_layers"] == 32  # left as it was
+    assert open_clip.get_model_config("ViT-L-14-336")["vision_cfg"]["layers"] == 24
+
+
+def test_a_reduced_depth_is_said_above_the_table_and_judges_no_goal():
+    meta = {"date": "d", "device": "CPU", "shapes": speed.shapes_label("real", 1), "precision": "fp32", "cpus": 2,
+            "libraries": "l", "command": "c"}
+    rows = [speed.result_row("rank", "ranking", "pictures/s", 80.0, 1.0, "full forwards")]
+    text = speed.render_markdown(meta, rows)
+    assert text.startswith("# vlmgrid speed: CPU, depth-1 real shapes")
+    assert "**Reduced depth.**" in text and "CPU, small shapes" not in text
+    assert "| 80.00x | >= 7x 50 full forwards | n/a (depth-1 real shapes) |" in text
+    assert "reduced depth" not in speed.render_markdown({**meta, "shapes": "real"}, rows)
+
+
+def test_a_depth_below_one_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        speed.main(["--depth", "0"])
+    assert "--depth 0: a model needs at least one layer" in capsys.readouterr().err
+
+
+# Small counts: every section runs its whole path (JPEG files, save, from_pretrained / open_clip loading,
+# the runner over several parts of 3 items, a last batch short, the reference beside it).
+TINY_COUNTS = {"clip_images": 8, "clip_batch": 4, "choice_items": 4, "lm_batch": 2, "rank_queries": 1}
+
+
+@pytest.mark.integration
+def test_the_real_shape_path_runs_at_depth_one_on_the_cpu(tmp_path, monkeypatch):
+    """The GPU run's own path at real widths and one layer (LLaVA-1.5-7B's width and vocabulary: 2 GB in fp32)."""
+    monkeypatch.setitem(speed.SHAPES, "real", {**speed.SHAPES["real"], **TINY_COUNTS})
+    monkeypatch.setattr(speed, "CANDIDATES", 3)
+    monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))  # the run points it at its own folder
+    out = tmp_path / "speed.md"
+    assert speed.main(["--shapes", "real", "--depth", "1", "--device", "cpu", "--only", "clip,choice,generate,rank",
+                       "--part-size", "3", "--out", str(out)]) == 0
+    saved = json.loads(out.with_suffix(".json").read_text())
+    meta, rows = saved["meta"], saved["rows"]
+    assert meta["shapes"] == "depth-1 real"
+    figures = [row["figure"] for row in rows]
+    assert {goal.figure for goal in speed.GOALS if not goal.cpu_side} <= set(figures)
+    assert {"clip large plain", "clip base plain"} <= set(figures) and len(figures) == len(set(figures))
+    for row in rows:
+        assert math.isfinite(row["value"]) and row["value"] > 0, row
+        assert row["reference"] is not None and math.isfinite(row["reference"]) and row["reference"] > 0, row
+    labels = {row["figure"]: row["label"] for row in rows}
+    assert labels["clip large"].startswith("CLIP ViT-L/14@336") and labels["clip base"].startswith("CLIP ViT-B/32@224")
+    assert labels["rank"].startswith("ranking 3 riddles per picture")
+    text = out.read_text()
+    assert text == speed.render_markdown(meta, rows)
+    assert text.count("n/a (depth-1 real shapes)") == len([f for f in figures if f in GOALS])
