@@ -176,7 +176,8 @@ def test_reruns_give_the_same_bytes(tmp_path):
         build_report(files, ["vlm-a", "clip"], ["kal"], tmp_path / run / "t", tmp_path / run / "f",
                      kinds={"kal": "kaleidoscope"})
     names = sorted(p.name for p in (tmp_path / "a" / "f").iterdir())
-    assert names == ["kaleidoscope.pdf", "kaleidoscope.png", "main.html", "main.pdf", "main.png", "reported.pdf", "reported.png"]
+    assert names == ["kaleidoscope.pdf", "kaleidoscope.png", "main-embedded.html", "main.pdf", "main.png",
+                     "reported.pdf", "reported.png"]
     for name in names:
         assert (tmp_path / "a" / "f" / name).read_bytes() == (tmp_path / "b" / "f" / name).read_bytes(), name
 

@@ -116,7 +116,8 @@ def test_written_files(report):
                 ("main.md", "main.tex", "main.html", "main.csv", "breakdown.md", "breakdown.csv", "variants.md",
                  "variants.csv", "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
                  "reported.md", "reported.tex", "reported.csv")]
-    expected += [root / "figures" / n for n in ("main.png", "main.pdf", "main.html", "reported.png", "reported.pdf")]
+    expected += [root / "figures" / n for n in ("main.png", "main.pdf", "main-embedded.html", "reported.png",
+                                                "reported.pdf")]
     expected += [root / "metrics.json", root / "plots" / "headline.csv"]
     assert written == expected
     # what the workflow declares as the report's outputs (no paper tables without their benchmark kinds)
@@ -219,7 +220,7 @@ def test_html_table_for_the_reports_first_page(tmp_path):
 
 def test_html_figure_embeds_the_png_itself(report):
     root, _ = report
-    page = (root / "figures" / "main.html").read_text(encoding="utf-8")
+    page = (root / "figures" / "main-embedded.html").read_text(encoding="utf-8")
     data = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)
     # the single-file report carries the picture, not a path to it
     assert base64.b64decode(data) == (root / "figures" / "main.png").read_bytes()

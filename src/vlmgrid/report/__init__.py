@@ -12,7 +12,8 @@
   comparison files (`comparisons`); with a reference model, the main table marks the cells significantly
   better or worse than it;
 - `figures_dir/main.{png,pdf}`: a heatmap of models x benchmarks (then the average), each cell's headline
-  written in and coloured on a fixed 0-100 scale; `main.html` the PNG embedded for the Snakemake report;
+  written in and coloured on a fixed 0-100 scale; `main-embedded.html` the PNG inside HTML for the
+  Snakemake report's first page;
 - `tables_dir/reported.{md,tex,csv}` and `figures_dir/reported.{png,pdf}`: papers' published numbers beside the
   grid's reproduction of them (`reported`: the rows and how they match; always written);
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,

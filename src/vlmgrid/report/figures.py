@@ -159,8 +159,8 @@ def main_heatmap(grid: Grid, title: str):
 
 
 def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
-    """main.{png,pdf}: the main heatmap (`main_heatmap`), 7 in wide, PNG at 300 dpi and vector PDF; main.html:
-    the PNG inside an HTML fragment (`embedded_figure`)."""
+    """main.{png,pdf}: the main heatmap (`main_heatmap`), 7 in wide, PNG at 300 dpi and vector PDF;
+    main-embedded.html: the PNG inside an HTML fragment (`embedded_figure`)."""
     plt = pyplot()
     with figure_style():
         fig = main_heatmap(grid, title)
@@ -168,15 +168,14 @@ def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
             written = save_figure(fig, Path(figures_dir), "main")
         finally:
             plt.close(fig)
-    page = Path(figures_dir) / "main.html"
-    write_text(page, embedded_figure(Path(figures_dir) / "main.png", main_note(grid)))
+    # (not main.html: the Snakemake report keeps one file per name, and the main table has that one)
+    page = Path(figures_dir) / "main-embedded.html"
+    write_text(page, embedded_figure(Path(figures_dir) / "main.png"))
     return written + [page]
 
 
-def embedded_figure(png: Path, note: str) -> str:
-    """The PNG as a data URI in an <img>, then the note: a fragment the Snakemake report's first page includes
-    (its own `embeddedfigure` directive leaves a path the single-file report cannot resolve)."""
+def embedded_figure(png: Path) -> str:
+    """The PNG as a data URI in an <img> (its note is drawn in it): a fragment the Snakemake report's first page
+    includes (its own `embeddedfigure` directive leaves a path the single-file report cannot resolve)."""
     data = base64.b64encode(png.read_bytes()).decode("ascii")
-    caption = f"<p><small>{html.escape(note)}</small></p>" if note else ""
-    return (f'<div><img alt="{html.escape(png.name)}" style="width: 100%; max-width: 60rem" '
-            f'src="data:image/png;base64,{data}" />{caption}</div>\n')
+    return f'<div><img alt="{html.escape(png.name)}" style="width: 100%" src="data:image/png;base64,{data}" /></div>\n'

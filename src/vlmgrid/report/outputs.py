@@ -15,10 +15,10 @@ from vlmgrid.report.papers import PAPER_LIST, paper_stem
 REPORT_TABLES = ("main.md", "main.tex", "main.html", "main.csv", "breakdown.md", "breakdown.csv", "variants.md",
                  "variants.csv", "cells.md", "cells.csv", "comparisons.md", "comparisons.tex", "comparisons.csv",
                  "reported.md", "reported.tex", "reported.csv")
-REPORT_FIGURES = ("main.png", "main.pdf", "main.html", "reported.png", "reported.pdf")
+REPORT_FIGURES = ("main.png", "main.pdf", "main-embedded.html", "reported.png", "reported.pdf")
 _CAPTIONS = {"main": "main_table", "breakdown": "breakdown", "variants": "variants", "cells": "cells",
              "comparisons": "comparisons", "reported": "reported"}
-_FIGURE_CAPTIONS = {"main": "main_figure", "reported": "reported"}
+_FIGURE_CAPTIONS = {"main": "main_figure", "main-embedded": "main_figure", "reported": "reported"}
 
 
 def report_files(results_dir: Path, kinds: Mapping[str, str]) -> list[tuple[Path, str]]:

@@ -99,14 +99,15 @@ def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None
 
 
 def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
-    """The Markdown table's cells as an HTML fragment (a scrolling table, then the legend): the Snakemake
-    report's first page shows it beside the main figure."""
+    """The Markdown table's cells as an HTML fragment (a table that scrolls sideways rather than wrap its cells,
+    then the legend, folded): the Snakemake report's first page shows it under the main figure."""
     header = ["Model"] + [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
     rows = [[model] + [fmt_estimate(e) + mark for e, mark in zip(estimates, reference_marks(grid, comparisons, model))]
             for model, estimates in _rows(grid)]
     table = pd.DataFrame(rows, columns=header).to_html(index=False, border=0, classes="vlmgrid-main")
-    return (f'<div style="overflow-x: auto"><p><b>{html.escape(title)}</b></p>\n{table}\n'
-            f"<p><small>{html.escape(legend(grid) + reference_note(comparisons))}</small></p></div>\n")
+    return (f'<div style="overflow-x: auto; white-space: nowrap"><p><b>{html.escape(title)}</b></p>\n{table}</div>\n'
+            f"<details><summary>Legend</summary><p><small>{html.escape(legend(grid) + reference_note(comparisons))}"
+            f"</small></p></details>\n")
 
 
 def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
