@@ -40,6 +40,12 @@ def test_every_text_from_the_data_is_escaped():
     assert html.count("<script>") == 1
 
 
+def test_the_metric_is_named_by_its_label():
+    html = render_page(InspectPage(benchmark="b", kind="dance", metric="acc_at_50", rule="rule.", models=["m1"],
+                                   not_applicable={}, items=[], n_items=0, sample_note=""))
+    assert "metric Acc@50" in html and "acc_at_50" not in html
+
+
 def test_a_model_that_cannot_run_is_said_once_and_has_no_column():
     items = [_item(f"i{n}", {"m1": [Answer("default", "yes", "yes", RIGHT)]}) for n in range(5)]
     html = render_page(_page(items, models=["m1"], not_applicable={"clip": "it cannot generate"}))

@@ -14,6 +14,8 @@ from html import escape
 from importlib.resources import files
 from typing import Sequence
 
+from vlmgrid.report.labels import metric_label
+
 # Verdicts of one answer (one model, one item, one variant) under the benchmark's rule at item level.
 RIGHT = "right"
 WRONG = "wrong"
@@ -196,7 +198,7 @@ def render_page(page: InspectPage) -> str:
 </head>
 <body>
 <h1>{escape(page.benchmark)}</h1>
-<p class="sub">kind {escape(page.kind)} · metric {escape(page.metric)} · {page.n_items} items ·
+<p class="sub">kind {escape(page.kind)} · metric {escape(metric_label(page.metric))} · {page.n_items} items ·
 {len(page.items)} on this page</p>
 {_preamble(page)}
 {table}
