@@ -56,6 +56,12 @@ def cmd_cells(config: Config, args) -> None:
         print(line)
 
 
+def cmd_plan(config: Config, args) -> None:
+    from vlmgrid.stages.cost import write_plan
+
+    print(write_plan(config, Path(args.csv) if args.csv else None))
+
+
 def cmd_prepare(config: Config, args) -> None:
     from vlmgrid.stages.prepare import prepare
 
@@ -166,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("models", cmd_models, "list model backends and the config's models", needs_config=False)
     cells = add("cells", cmd_cells, "list the (model, benchmark) cells of the grid")
     cells.add_argument("--paths", action="store_true", help="print predictions paths instead of names")
+    cost = add("plan", cmd_plan, "what the grid will cost before it runs: per cell its items, model requests and "
+               "estimated GPU-hours, and the totals per model and for the grid")
+    cost.add_argument("--csv", help="write the per-cell table to this CSV file as well")
     add("prepare", cmd_prepare, "download or generate a benchmark, normalise it and hash it").add_argument("benchmark")
     stamps = add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's "
                  "file sizes and times) for DVC's prepare stages")

@@ -1,0 +1,395 @@
+"""The cost plan (`vlmgrid plan`): what a grid will cost, before it runs.
+
+Per cell (model x benchmark): its items, the model requests its protocol sends, and the GPU-hours they take
+at the throughput table's rates (stages/data/throughput.yaml, docs/formats.md); then the totals per model
+and for the grid.
+
+Items come from the prepared benchmark (data/<bench>/, read as inference reads it) when its folder matches
+the config ("prepared"); a fixture source not yet prepared is generated into a temporary folder and counted
+("fixture"; fixtures are small and deterministic, so this is the exact count); otherwise the benchmark kind's
+published count ("published"), or "unknown". Counts that depend on the data itself (class names, options
+per item, DANCE's candidates) are known for prepared and fixture benchmarks only.
+
+Model requests follow what the protocols send (vlmgrid.protocols); one row per unit of work, with
+requests = items x variants x candidates (or variants x candidates once per cell, `per` = "cell"):
+
+- generate: one request per item x variant (CARPE's classification templates answered by generation, one
+  per template; CVQA's four prompt settings; multiple choice, yes/no, short answers, Kaleidoscope: one);
+- forward (option scoring by letters): one forward per item x variant reads every option's letter at once
+  (multiple choice, yes/no, Kaleidoscope, CVQA);
+- forward + continuation (option scoring by continuations): one prefix forward per item x variant, plus one
+  continuation per option on its cached prefix: CARPE's closed-world templates score min(classes,
+  max_candidates) class names; DANCE's image-to-riddle scores its riddles on one picture prefix, while
+  riddle-to-image sends one request (a forward and one continuation) per candidate picture;
+- embed_image + embed_text (contrastive models): classification embeds each image once and the class
+  prompts (classes x CLIP templates) once per cell; multiple choice embeds the image and one text per option
+  (per prompt setting for CVQA); DANCE embeds every candidate picture or riddle of a query (an upper bound:
+  inference embeds a picture shared by queries of one part once).
+
+GPU-hours are requests / rate / 3600 per GPU a job holds. A model served over the `openai` backend, or one
+that runs on the CPU, holds no GPU: its GPU-hours are 0 and only its requests count. A model whose size class
+the table lacks gets no estimate ("unknown"), never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable, Mapping
+
+import pandas as pd
+import yaml
+
+from vlmgrid import fileio, paths
+from vlmgrid.config import Config
+from vlmgrid.stages import plan
+
+THROUGHPUT_FILE = "data/throughput.yaml"
+COLUMNS = ["model", "benchmark", "items", "basis", "strategy", "unit", "per", "variants", "candidates",
+           "requests", "gpu_hours", "note"]
+
+
+def load_throughput() -> dict:
+    """The throughput table shipped with the package."""
+    return yaml.safe_load(resources.files("vlmgrid.stages").joinpath(THROUGHPUT_FILE).read_text("utf-8"))
+
+
+# ----------------------------------------------------------------------------------------- benchmark data
+
+@dataclass(frozen=True)
+class Data:
+    """What the counts need of a benchmark: its items and, when its records are at hand, their shape."""
+
+    items: int | None
+    basis: str  # prepared | fixture | published | unknown
+    classes: int | None = None
+    options: tuple[int, ...] | None = None  # options per record
+    to_image: tuple[bool, ...] | None = None  # ranking: whether each query is riddle-to-image
+
+    @classmethod
+    def of(cls, bench, basis: str) -> "Data":
+        records = bench.records
+        options = tuple(len(o) for o in records["options"]) if "options" in records.columns else None
+        to_image = (tuple(d == "riddle-to-image" for d in records["direction"])
+                    if "direction" in records.columns else None)
+        return cls(len(records), basis, len(bench.classes) if bench.classes is not None else None, options, to_image)
+
+
+def _prepared(config: Config, benchmark: str):
+    """The prepared benchmark, when its folder was prepared from the config's settings; else None."""
+    import json
+
+    from vlmgrid.benchmarks.dataset import MANIFEST, load_benchmark
+    from vlmgrid.benchmarks.sources import data_settings
+
+    bench_dir = paths.bench_dir(config.data_dir, benchmark)
+    try:
+        manifest = json.loads((bench_dir / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    settings = config.benchmark(benchmark)
+    if (not isinstance(manifest, dict) or manifest.get("kind") != settings["kind"]
+            or data_settings(manifest.get("source") or {}) != data_settings(dict(settings["source"]))):
+        return None  # a folder of other settings: its counts are not this benchmark's
+    return load_benchmark(bench_dir)
+
+
+def benchmark_data(config: Config, benchmark: str) -> Data:
+    """The benchmark's counts: prepared, else a fixture generated for counting, else the published count."""
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.benchmarks.dataset import load_benchmark
+    from vlmgrid.stages.prepare import prepare_benchmark
+
+    prepared = _prepared(config, benchmark)
+    if prepared is not None:
+        return Data.of(prepared, "prepared")
+    settings = config.benchmark(benchmark)
+    if settings["source"]["type"] == "fixture":
+        with tempfile.TemporaryDirectory() as tmp:
+            prepare_benchmark(benchmark, settings, Path(tmp) / benchmark)
+            return Data.of(load_benchmark(Path(tmp) / benchmark), "fixture")
+    published = settings["source"].get("expected_items") or BENCHMARKS.get(settings["kind"]).expected_count
+    return Data(published, "published") if published else Data(None, "unknown")
+
+
+# ---------------------------------------------------------------------------------------- units of work
+
+@dataclass(frozen=True)
+class Work:
+    """One unit of work of a cell: `candidates` per (item, variant), or per cell when `per` is "cell"."""
+
+    unit: str  # forward | continuation | generate | embed_image | embed_text
+    variants: int
+    candidates: float | None  # None: it needs the records, which are not at hand
+    per: str = "item"
+    answer_tokens: int = 0  # generate: the new tokens assumed per answer
+
+    def requests(self, items: int | None) -> float | None:
+        count = 1 if self.per == "cell" else items
+        if count is None or self.candidates is None:
+            return None
+        return count * self.variants * self.candidates
+
+
+def _mean(values) -> float | None:
+    return None if values is None or not values else sum(values) / len(values)
+
+
+def _tokens(protocol: str, table: dict) -> int:
+    answer = table["lvlm"]["answer_tokens"]
+    return int(answer.get(protocol, answer["default"]))
+
+
+def _classification(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+    from vlmgrid.protocols.classification import answer_methods, classification_prompts
+
+    if capability == "embed":
+        return [Work("embed_image", 1, 1), Work("embed_text", len(kind.templates), data.classes, per="cell")]
+    prompts = classification_prompts(config.prompts_dir)
+    model = SimpleNamespace(model_capabilities=_capabilities(settings), settings=settings)
+    open_method, closed_method = answer_methods(model)
+    shown = None if data.classes is None else (
+        data.classes if prompts.max_candidates is None else min(data.classes, prompts.max_candidates))
+    tokens = _tokens("classification", table)
+    works = []
+    for method, variants, candidates in ((open_method, len(prompts.open), data.classes),
+                                         (closed_method, len(prompts.closed), shown)):
+        if not variants:
+            continue
+        if method == "generate":
+            works.append(Work("generate", variants, 1, answer_tokens=tokens))
+        else:
+            works += [Work("forward", variants, 1), Work("continuation", variants, candidates)]
+    return works
+
+
+def _choice(variants: int = 1, protocol: str = "multiple_choice"):
+    def count(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+        if capability == "embed":
+            # The image is embedded once per item, whatever the variants; one text per option per variant.
+            return [Work("embed_image", 1, 1), Work("embed_text", variants, _mean(data.options))]
+        if capability == "score_options":
+            return [Work("forward", variants, 1)]
+        return [Work("generate", variants, 1, answer_tokens=_tokens(protocol, table))]
+
+    return count
+
+
+def _cvqa(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+    from vlmgrid.protocols.cvqa import cvqa_prompts
+
+    return _choice(len(cvqa_prompts(config.prompts_dir).settings), "cvqa")(data, capability, settings, config, table, kind)
+
+
+def _exam_choice(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+    from vlmgrid.protocols.exam_choice import DEFAULT_MODE, DEFAULT_MODE_BY_BACKEND, load_exam_prompts
+
+    if capability != "generate":
+        return _choice()(data, capability, settings, config, table, kind)
+    mode = settings.get("prompt_mode") or DEFAULT_MODE_BY_BACKEND.get(settings["backend"], DEFAULT_MODE)
+    tokens = load_exam_prompts(config.prompts_dir).max_new_tokens(mode) or _tokens("exam_choice", table)
+    return [Work("generate", 1, 1, answer_tokens=tokens)]
+
+
+def _ranking(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+    if data.options is None or data.to_image is None or not data.items:
+        return [Work("embed_image" if capability == "embed" else "forward", 1, None)]
+    pairs = list(zip(data.options, data.to_image))
+    # Riddle-to-image: one picture per candidate and one riddle; image-to-riddle: one picture, a riddle each.
+    pictures = sum(n if to_image else 1 for n, to_image in pairs) / data.items
+    texts = sum(1 if to_image else n for n, to_image in pairs) / data.items
+    if capability == "embed":
+        return [Work("embed_image", 1, pictures), Work("embed_text", 1, texts)]
+    # Likelihood: a forward per candidate picture (riddle-to-image) or one shared prefix (image-to-riddle),
+    # and one continuation per candidate either way.
+    return [Work("forward", 1, pictures), Work("continuation", 1, _mean(data.options))]
+
+
+def _short_answer(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+    return [Work("generate", 1, 1, answer_tokens=_tokens("short_answer", table))]
+
+
+# Per protocol: the units of work one model sends, following the protocol's strategies.
+COUNTERS: Mapping[str, Callable[..., list[Work]]] = {
+    "classification": _classification,
+    "multiple_choice": _choice(),
+    "yes_no": _choice(protocol="yes_no"),
+    "short_answer": _short_answer,
+    "cvqa": _cvqa,
+    "exam_choice": _exam_choice,
+    "ranking": _ranking,
+}
+
+
+# ------------------------------------------------------------------------------------------ model sizes
+
+_PARAMS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)b(?![a-z0-9])")
+_TOWER = re.compile(r"vit-([a-z]+)-(\d+)(?:-(\d+))?")
+
+
+def _capabilities(settings: dict) -> frozenset[str]:
+    from vlmgrid.models import BACKENDS
+
+    return frozenset(BACKENDS.get(settings["backend"]).capabilities_for(settings))
+
+
+def _hints(name: str, settings: dict) -> list[str]:
+    source = settings.get("source") or {}
+    return [str(text).lower() for text in (source.get("repo"), source.get("arch"), name, settings.get("description"))
+            if text]
+
+
+def _lvlm_size(name: str, settings: dict) -> str | None:
+    """An hf model's size class, "7b", from its hub repo, name or description ("llava-1.5-7b-hf")."""
+    for text in _hints(name, settings):
+        found = _PARAMS.search(text.replace("_", "-"))
+        if found:
+            return f"{found.group(1)}b"
+    return None
+
+
+def _tower_size(name: str, settings: dict) -> str | None:
+    """An open_clip model's size class, "vit-l-14-336", from its architecture name (or the model's name)."""
+    for text in _hints(name, settings):
+        found = _TOWER.search(text.replace("/", "-").replace("@", "-"))
+        if found:
+            return "vit-" + "-".join(part for part in found.groups() if part)
+    return None
+
+
+SIZE_FINDERS: Mapping[str, Callable[[str, dict], str | None]] = {"hf": _lvlm_size, "open_clip": _tower_size}
+
+
+def size_class(name: str, settings: dict) -> str | None:
+    """The model's size class in the throughput table's terms; None when nothing names it."""
+    finder = SIZE_FINDERS.get(settings["backend"])
+    return finder(name, settings) if finder else None
+
+
+def seconds_per_request(work: Work, backend: str, size: str, table: dict) -> float | None:
+    """One request's GPU seconds on one GPU, from the table; None when it has no figure for it."""
+    if backend == "hf":
+        lvlm = table["lvlm"]
+        scale = float(size[:-1]) / lvlm["reference_params_b"]
+        rates = lvlm["rates"]
+        if work.unit == "generate":
+            return scale * (1 / rates["forward"]["rate"] + work.answer_tokens / rates["decode_tokens"]["rate"])
+        return scale / rates[work.unit]["rate"]
+    entry = table.get("clip", {}).get(size, {}).get(work.unit) if backend == "open_clip" else None
+    return None if entry is None else 1 / entry["rate"]
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+def _no_gpu_note(config: Config, model: str) -> str | None:
+    if config.model(model)["backend"] == "openai":
+        return "API model: no GPU-hours (requests only)"
+    if plan.gpus(config, model) == 0:
+        return "runs on the CPU: no GPU-hours"
+    return None
+
+
+def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
+    """One row per (cell, unit of work): items, variants, candidates, requests and GPU-hours (COLUMNS)."""
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.protocols import strategy_for
+
+    table = table or load_throughput()
+    data = {name: benchmark_data(config, name) for name in config.benchmarks}
+    rows = []
+    for cell in config.cells:
+        settings, bench = config.model(cell.model), data[cell.benchmark]
+        base = {"model": cell.model, "benchmark": cell.benchmark, "items": bench.items, "basis": bench.basis}
+        reason = plan.not_applicable(config, cell.model, cell.benchmark)
+        if reason is not None:
+            rows.append({**base, "strategy": "n/a", "gpu_hours": 0.0, "requests": 0, "note": f"n/a: {reason}"})
+            continue
+        kind = BENCHMARKS.get(config.benchmark(cell.benchmark)["kind"])
+        capability = strategy_for(kind.protocol, _capabilities(settings), settings.get("answer_mode"))
+        size = size_class(cell.model, settings)
+        gpus = plan.gpus(config, cell.model)
+        for work in COUNTERS[kind.protocol](bench, capability, settings, config, table, kind):
+            requests = work.requests(bench.items)
+            note = _no_gpu_note(config, cell.model)
+            hours = 0.0 if note else math.nan
+            if note is None and requests is None:
+                note = "needs the records: prepare the benchmark for this count"
+            elif note is None and size is None:
+                note = "model size unknown: no estimate"
+            elif note is None:
+                seconds = seconds_per_request(work, settings["backend"], size, table)
+                if seconds is None:
+                    note = f"no {work.unit} figure for size {size}: no estimate"
+                else:
+                    hours, note = requests * seconds * gpus / 3600, f"size {size}"
+            rows.append({**base, "strategy": capability, "unit": work.unit, "per": work.per,
+                         "variants": work.variants, "candidates": work.candidates, "requests": requests,
+                         "gpu_hours": hours, "note": note})
+    costs = pd.DataFrame(rows, columns=COLUMNS)
+    return costs.astype({"items": "Int64", "variants": "Int64"})
+
+
+def totals(costs: pd.DataFrame) -> pd.DataFrame:
+    """Per model and for the grid: requests, GPU-hours of the rows that have an estimate, rows without one."""
+    def total(frame: pd.DataFrame) -> dict:
+        return {"requests": frame["requests"].sum(min_count=1), "gpu_hours": frame["gpu_hours"].sum(),
+                "rows_without_estimate": int(frame["gpu_hours"].isna().sum())}
+
+    rows = [{"model": model, **total(frame)} for model, frame in costs.groupby("model", sort=False)]
+    rows.append({"model": "grid", **total(costs)})
+    return pd.DataFrame(rows)
+
+
+ASSUMPTIONS = (
+    "Assumes: one GPU per inference job at the throughput table's rates (measured on one H200 where the "
+    "table says so; LVLM rates scale by 7B / parameters); {tokens} new tokens per generated answer unless "
+    "the prompt set asks for more; items from the prepared data, a generated fixture or the published count. "
+    "GPU-hours of rows without an estimate are left out of the totals."
+)
+
+
+def render(costs: pd.DataFrame, table: dict | None = None) -> str:
+    """`vlmgrid plan`: the cells' table, the totals per model and for the grid, and what the estimate assumes."""
+    table = table or load_throughput()
+    shown = costs.astype(object)
+    shown["candidates"] = shown["candidates"].map(lambda v: "" if pd.isna(v) else f"{v:g}")
+    shown["requests"] = shown["requests"].map(lambda v: "unknown" if pd.isna(v) else f"{v:,.0f}")
+    shown["gpu_hours"] = shown["gpu_hours"].map(lambda v: "unknown" if pd.isna(v) else f"{v:.3g}")
+    sums = totals(costs)
+    sums["requests"] = sums["requests"].map(lambda v: "unknown" if pd.isna(v) else f"{v:,.0f}")
+    sums["gpu_hours"] = sums["gpu_hours"].map(lambda v: f"{v:.3g}")
+    return "\n".join([
+        shown.fillna("").to_string(index=False), "", "totals:", sums.to_string(index=False), "",
+        ASSUMPTIONS.format(tokens=table["lvlm"]["answer_tokens"]["default"]),
+    ])
+
+
+def write_plan(config: Config, csv: Path | None = None) -> str:
+    """The plan as text; with `csv`, the table written there as well."""
+    table = load_throughput()
+    costs = cost_table(config, table)
+    if csv is not None:
+        with fileio.atomic_path(csv) as tmp:
+            costs.to_csv(tmp, index=False)
+    return render(costs, table)
+
+
+# ----------------------------------------------------------------------------------- Slurm runtime
+
+RUNTIME_FLOOR_MINUTES = 30  # start-up, model loading and a small cell's queue of parts
+RUNTIME_SAFETY_FACTOR = 2.0  # the table's rates are ceilings of one H200; a job must not be killed at the limit
+
+
+def infer_runtime_minutes(costs: pd.DataFrame, model: str, benchmark: str, shards: int = 1,
+                          floor: int = RUNTIME_FLOOR_MINUTES, factor: float = RUNTIME_SAFETY_FACTOR) -> int | None:
+    """One infer job's Slurm runtime (minutes) from the plan: the cell's GPU-hours over its shards, times
+    `factor`, at least `floor`; None when the cell has no estimate (a flat runtime must stand in)."""
+    hours = costs.loc[(costs["model"] == model) & (costs["benchmark"] == benchmark), "gpu_hours"]
+    if hours.empty or hours.isna().any():
+        return None
+    return max(floor, math.ceil(hours.sum() / shards * 60 * factor))

@@ -1,0 +1,145 @@
+"""`vlmgrid plan`: the cost plan's counts against hand-computed ones, and its GPU-hours from the throughput table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from vlmgrid.cli import main
+from vlmgrid.config import load_config, validate_config
+from vlmgrid.stages import cost
+from vlmgrid.stages.prepare import prepare
+
+TABLE = cost.load_throughput()
+FORWARD = TABLE["lvlm"]["rates"]["forward"]["rate"]
+CONTINUATION = TABLE["lvlm"]["rates"]["continuation"]["rate"]
+DECODE = TABLE["lvlm"]["rates"]["decode_tokens"]["rate"]
+
+
+def rows(costs: pd.DataFrame, model: str, benchmark: str) -> dict:
+    """{unit: row} of one cell."""
+    cell = costs[(costs["model"] == model) & (costs["benchmark"] == benchmark)]
+    return {row["unit"] if isinstance(row["unit"], str) else "n/a": row for _, row in cell.iterrows()}
+
+
+@pytest.fixture(scope="module")
+def default_costs():
+    return cost.cost_table(load_config("config/config.yaml"))
+
+
+def test_default_grid_counts_the_fixtures_items(default_costs):
+    # pope: 30 questions in each of its 3 splits; flowers102: 5 classes x 8 images
+    pope = rows(default_costs, "llava-tiny", "pope-fixture")
+    assert list(pope) == ["forward"]
+    assert (pope["forward"]["items"], pope["forward"]["basis"], pope["forward"]["requests"]) == (90, "fixture", 90)
+    flowers = rows(default_costs, "llava-tiny", "flowers102-fixture")
+    # 10 open-world templates generated, 10 closed-world ones scoring the 5 class names
+    assert flowers["generate"]["requests"] == 40 * 10
+    assert flowers["forward"]["requests"] == 40 * 10
+    assert flowers["continuation"]["requests"] == 40 * 10 * 5
+    # CLIP: each image once, and the 80 ImageNet templates x 1,000 class names once per cell
+    clip = rows(default_costs, "clip-tiny", "imagenet-fixture")
+    assert clip["embed_image"]["requests"] == 8
+    assert (clip["embed_text"]["per"], clip["embed_text"]["requests"]) == ("cell", 80 * 1000)
+
+
+def test_default_grid_has_no_made_up_hours(default_costs):
+    tiny = default_costs[default_costs["model"].isin(["clip-tiny", "llava-tiny"]) & (default_costs["strategy"] != "n/a")]
+    assert tiny["gpu_hours"].isna().all()
+    assert (tiny["note"] == "model size unknown: no estimate").all()
+    baseline = default_costs[default_costs["model"] == "random"]
+    assert (baseline["gpu_hours"] == 0).all()
+    na = rows(default_costs, "clip-tiny", "textvqa-fixture")["n/a"]
+    assert na["note"].startswith('n/a: model "clip-tiny"') and "short_answer protocol" in na["note"]
+
+
+SMALL = {
+    "title": "small",
+    "benchmarks": {
+        "flowers": {"kind": "flowers102", "source": {"type": "url"}},
+        "dance": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 10}},
+    },
+    "models": {
+        "llava-7b": {"backend": "hf", "source": {"type": "hf_hub", "repo": "llava-hf/llava-1.5-7b-hf",
+                                                 "revision": "b234b804b114d9e37bb655e11cbbb5f5e971b7a9"}},
+        "mystery": {"backend": "hf", "source": {"type": "hf_hub", "repo": "someone/some-vlm", "revision": "main"}},
+        "gpt": {"backend": "openai", "base_url": "https://api.example.com/v1", "model": "gpt-x",
+                "api_key_env": "EXAMPLE_KEY"},
+    },
+    "grid": {"models": ["llava-7b", "mystery", "gpt"], "benchmarks": ["flowers", "dance"]},
+}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    root = tmp_path_factory.mktemp("grid")
+    config = validate_config({**SMALL, "data_dir": str(root / "data"), "results_dir": str(root / "results")})
+    prepare(config, "dance")
+    return config
+
+
+def test_classification_runs_twenty_templates_on_the_published_count(small):
+    costs = cost.cost_table(small)
+    flowers = rows(costs, "llava-7b", "flowers")
+    generate = flowers["generate"]
+    assert (generate["items"], generate["basis"], generate["variants"]) == (6149, "published", 10)
+    assert generate["requests"] == 61_490
+    assert math.isclose(generate["gpu_hours"], 61_490 * (1 / FORWARD + 16 / DECODE) / 3600)
+    assert math.isclose(flowers["forward"]["gpu_hours"], 61_490 / FORWARD / 3600)
+    # the class names of an unprepared benchmark are not known: no count, no estimate
+    assert pd.isna(flowers["continuation"]["requests"]) and pd.isna(flowers["continuation"]["gpu_hours"])
+    assert "prepare the benchmark" in flowers["continuation"]["note"]
+
+
+def test_ranking_counts_fifty_candidates_per_query(small):
+    dance = rows(cost.cost_table(small), "llava-7b", "dance")
+    # 10 riddle-to-image queries (a forward per candidate picture, 50 each) and 10 image-to-riddle (one prefix)
+    assert (dance["forward"]["basis"], dance["forward"]["requests"]) == ("prepared", 10 * 50 + 10)
+    assert dance["continuation"]["requests"] == 20 * 50
+    assert math.isclose(dance["continuation"]["gpu_hours"], 1000 / CONTINUATION / 3600)
+
+
+def test_unknown_size_and_api_model(small):
+    costs = cost.cost_table(small)
+    mystery = rows(costs, "mystery", "dance")["forward"]
+    assert mystery["requests"] == 510 and pd.isna(mystery["gpu_hours"])
+    assert mystery["note"] == "model size unknown: no estimate"
+    gpt = rows(costs, "gpt", "flowers")["generate"]
+    assert (gpt["requests"], gpt["gpu_hours"]) == (61_490, 0.0)
+    assert gpt["note"].startswith("API model")
+
+
+def test_size_classes():
+    assert cost.size_class("x", {"backend": "hf", "source": {"repo": "Qwen/Qwen2.5-VL-72B-Instruct"}}) == "72b"
+    assert cost.size_class("x", {"backend": "hf", "source": {"repo": "laion/thing-laion5b"}}) is None
+    assert cost.size_class("x", {"backend": "open_clip", "source": {"arch": "ViT-L-14-336-quickgelu"}}) == "vit-l-14-336"
+    assert cost.size_class("x", {"backend": "baseline"}) is None
+
+
+def test_totals_leave_out_rows_without_an_estimate(small):
+    costs = cost.cost_table(small)
+    sums = cost.totals(costs).set_index("model")
+    llava = costs[costs["model"] == "llava-7b"]
+    assert math.isclose(sums.loc["llava-7b", "gpu_hours"], llava["gpu_hours"].sum())
+    assert sums.loc["llava-7b", "rows_without_estimate"] == 1
+    assert math.isclose(sums.loc["grid", "gpu_hours"], sums.drop("grid")["gpu_hours"].sum())
+
+
+def test_infer_runtime_minutes(small):
+    costs = cost.cost_table(small)
+    hours = costs.loc[(costs["model"] == "llava-7b") & (costs["benchmark"] == "dance"), "gpu_hours"].sum()
+    assert cost.infer_runtime_minutes(costs, "llava-7b", "dance", floor=0, factor=2) == math.ceil(hours * 120)
+    assert cost.infer_runtime_minutes(costs, "llava-7b", "dance") == cost.RUNTIME_FLOOR_MINUTES
+    assert cost.infer_runtime_minutes(costs, "mystery", "dance") is None
+
+
+def test_cli_prints_the_plan_and_writes_the_csv(tmp_path, capsys):
+    csv = tmp_path / "plan.csv"
+    assert main(["plan", "--csv", str(csv)]) == 0
+    out = capsys.readouterr().out
+    assert "totals:" in out and "Assumes:" in out and "llava-tiny" in out
+    table = pd.read_csv(csv)
+    assert list(table.columns) == cost.COLUMNS
+    assert table.loc[(table["model"] == "llava-tiny") & (table["benchmark"] == "pope-fixture"), "requests"].tolist() == [90]
