@@ -357,14 +357,19 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     """`vlmgrid plan`: the cells' table, the totals per model and for the grid, and what the estimate assumes."""
     table = table or load_throughput()
     shown = costs.astype(object)
-    shown["candidates"] = shown["candidates"].map(lambda v: "" if pd.isna(v) else f"{v:g}")
+    # a mean over items (options per question) reads to one decimal
+    shown["candidates"] = shown["candidates"].map(
+        lambda v: "" if pd.isna(v) else f"{v:,.0f}" if float(v).is_integer() else f"{v:.1f}")
     shown["requests"] = shown["requests"].map(lambda v: "unknown" if pd.isna(v) else f"{v:,.0f}")
     shown["gpu_hours"] = shown["gpu_hours"].map(lambda v: "unknown" if pd.isna(v) else f"{v:.3g}")
     sums = totals(costs)
     sums["requests"] = sums["requests"].map(lambda v: "unknown" if pd.isna(v) else f"{v:,.0f}")
     sums["gpu_hours"] = sums["gpu_hours"].map(lambda v: f"{v:.3g}")
     return "\n".join([
-        shown.fillna("").to_string(index=False), "", "totals:", sums.to_string(index=False), "",
+        # the note last and left-aligned, so a long reason does not push the numbers off the screen
+        shown.fillna("").to_string(index=False,
+                                   formatters={"note": lambda text: f"{text:<{shown['note'].str.len().max()}}"}),
+        "", "totals:", sums.to_string(index=False), "",
         ASSUMPTIONS.format(tokens=table["lvlm"]["answer_tokens"]["default"]),
     ])
 
