@@ -338,7 +338,8 @@ def test_a_file_that_is_not_samples_is_refused(grid, tmp_path, capsys):
     del lines[1]["filtered_resps"]
     samples = write_samples(tmp_path, "mme", lines)
     message = refused(capsys, config, MODEL_ID, "mme-fixture", samples, "--format", "lmms-eval-samples", "--out", out)
-    assert "line 2 is not a sample logged by lmms-eval (an object with doc_id and filtered_resps)" in message
+    assert ("line 2 has no `filtered_resps`: the file is not a samples file logged by lmms-eval (an object with "
+            "doc_id and filtered_resps a line)") in message
     renamed = tmp_path / "answers.jsonl"
     renamed.write_text("".join(json.dumps(line) + "\n" for line in mme_samples(records["mme-fixture"], ["a", "b"])))
     message = refused(capsys, config, MODEL_ID, "mme-fixture", str(renamed), "--out", out)

@@ -9,6 +9,7 @@ not answered at all: a file of a subset is never scored as if it were the whole 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,3 +95,27 @@ def unique_index(records: pd.DataFrame, key_of: Callable[[pd.Series], tuple], wh
             )
         index[key] = str(record["id"])
     return index
+
+
+def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tuple[int, dict]]:
+    """The file's JSON objects with their line numbers (blank lines skipped); a line that is not one, or lacks a
+    `required` key, is refused in one sentence saying the file is not `what`."""
+    if not path.is_file():
+        raise VlmgridError(f"{path} is not a file; {what} is one JSON object a line")
+    lines = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            item = None
+        if not isinstance(item, dict):
+            raise VlmgridError(f"{path} line {n} is not a JSON object: the file is not {what} (give the right --format)")
+        missing = [key for key in required if key not in item]
+        if missing:
+            raise VlmgridError(
+                f"{path} line {n} has no `{missing[0]}`: the file is not {what} (give the right --format)"
+            )
+        lines.append((n, item))
+    return lines

@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, squeeze, stem, unique_index
+from vlmgrid.imports.base import Answer, Importer, read_json_lines, squeeze, stem, unique_index
 
 log = logging.getLogger(__name__)
 
@@ -46,29 +46,6 @@ LLAVA_INSTRUCTION = "Answer the question using a single word or phrase."
 LETTER_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 MME_INSTRUCTION = "Please answer yes or no."
 OCR_LINE = "Reference OCR token:"
-
-
-def read_lines(path: Path, required=REQUIRED, what: str = "a LLaVA answer file") -> list[tuple[int, dict]]:
-    """The file's JSON objects with their line numbers; a line that is not one, or lacks a key, is refused."""
-    if not path.is_file():
-        raise VlmgridError(f"{path} is not a file; {what} is one JSON object a line")
-    lines = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            item = None
-        if not isinstance(item, dict):
-            raise VlmgridError(f"{path} line {n} is not a JSON object: the file is not {what} (give the right --format)")
-        missing = [key for key in required if key not in item]
-        if missing:
-            raise VlmgridError(
-                f"{path} line {n} has no `{missing[0]}`: the file is not {what} (give the right --format)"
-            )
-        lines.append((n, item))
-    return lines
 
 
 def looks_like(path: Path) -> bool:
@@ -155,7 +132,7 @@ def _pope(path, lines, records, questions) -> list[Answer]:
             f"give that file with --questions (llava_pope_test.jsonl)"
         )
     asked = {item["question_id"]: item for _, item in
-             read_lines(questions, ("question_id", "image", "text", "category"), "LLaVA's POPE question file")}
+             read_json_lines(questions, ("question_id", "image", "text", "category"), "LLaVA's POPE question file")}
     index = unique_index(records, lambda r: (str(r["split"]), stem(r["image_source"]),
                                              squeeze(str(r["question"]).split("\n")[0])), "split, image and question")
     answers = []
@@ -230,7 +207,7 @@ MATCHERS = {"mmbench": _mmbench, "mme": _mme, "textvqa": _textvqa, "pope": _pope
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
-    lines = read_lines(path)
+    lines = read_json_lines(path, REQUIRED, "a LLaVA answer file")
     return MATCHERS[kind](path, lines, records, questions)
 
 

@@ -44,7 +44,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, squeeze
+from vlmgrid.imports.base import Answer, Importer, read_json_lines, squeeze
 from vlmgrid.imports.llava import mme_question
 
 log = logging.getLogger(__name__)
@@ -116,17 +116,9 @@ def read_samples(file: Path) -> list[Sample]:
         logs = _json(file)["logs"]
         items = [_check(file, f"logs[{i}]", item) for i, item in enumerate(logs)]
         return [Sample(file, f"{file.name} logs[{i}] (doc_id {item['doc_id']})", item) for i, item in enumerate(items)]
-    samples = []
-    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            item = None
-        item = _check(file, f"line {n}", item)
-        samples.append(Sample(file, f"{file.name} line {n} (doc_id {item['doc_id']})", item))
-    return samples
+    lines = read_json_lines(file, REQUIRED, "a samples file logged by lmms-eval (an object with doc_id and "
+                                           "filtered_resps a line)")
+    return [Sample(file, f"{file.name} line {n} (doc_id {item['doc_id']})", item) for n, item in lines]
 
 
 def _is_samples_file(path: Path) -> bool:
