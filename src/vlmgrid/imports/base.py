@@ -119,3 +119,15 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
             )
         lines.append((n, item))
     return lines
+
+
+def first_json_object(path: Path) -> dict | None:
+    """The object on the file's first non-blank line (None when that line is not a JSON object): enough to tell
+    a JSON-lines format by its keys without reading the whole file."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    try:
+        item = json.loads(first)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) else None

@@ -37,7 +37,9 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, read_json_lines, squeeze, stem, unique_index
+from vlmgrid.imports.base import (
+    Answer, Importer, first_json_object, read_json_lines, squeeze, stem, unique_index,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +53,8 @@ OCR_LINE = "Reference OCR token:"
 def looks_like(path: Path) -> bool:
     if not path.is_file():
         return False
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        first = next((line for line in handle if line.strip()), "")
-    try:
-        item = json.loads(first)
-    except ValueError:
-        return False
-    return isinstance(item, dict) and all(key in item for key in REQUIRED + ("prompt",))
+    item = first_json_object(path)
+    return item is not None and all(key in item for key in REQUIRED + ("prompt",))
 
 
 def _text(item: dict) -> str:

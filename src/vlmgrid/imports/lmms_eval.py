@@ -44,7 +44,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, read_json_lines, squeeze
+from vlmgrid.imports.base import Answer, Importer, first_json_object, read_json_lines, squeeze
 from vlmgrid.imports.llava import mme_question
 
 log = logging.getLogger(__name__)
@@ -137,13 +137,8 @@ def looks_like(path: Path) -> bool:
         return False
     if path.suffix == ".json":
         return _is_samples_file(path)
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        first = next((line for line in handle if line.strip()), "")
-    try:
-        item = json.loads(first)
-    except ValueError:
-        return False
-    return isinstance(item, dict) and all(key in item for key in REQUIRED)
+    item = first_json_object(path)
+    return item is not None and all(key in item for key in REQUIRED)
 
 
 def response(sample: Sample) -> str:
