@@ -98,16 +98,15 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
     numbers = _footnotes(comparisons)
     body = []
     for comparison in comparisons:
-        cells = [latex_escape(text) for text in _cells(comparison, numbers[(comparison.row.source,
-                                                                            comparison.row.note)])]
+        footnote = numbers[(comparison.row.source, comparison.row.note)]
+        cells = [latex_escape(text) for text in _cells(comparison, footnote)]
         if comparison.reproduced is not None:
             cells[5] = latex_cell(comparison.reproduced)
         # short cells, so the table fits a page without shrinking much: the arXiv id and table in one, the
         # source's number after the figure, a dash where nothing was compared (the reproduced cell says why)
         paper = latex_escape(f"{comparison.row.paper}, {comparison.row.table}")
-        footnote = cells[0].rpartition(" ")[2]
         words = ["--" if cell == NOT_COMPARED else cell for cell in cells[7:]]
-        body.append([paper, cells[2], cells[3], f"{cells[4]} {footnote}", *cells[5:7], *words])
+        body.append([paper, cells[2], cells[3], f"{cells[4]} [{footnote}]", *cells[5:7], *words])
     footnotes = [r"\par\smallskip{\footnotesize " + latex_escape(line) + "}" for line in _footnote_lines(numbers)]
     # one row per published number: a record, not a ranking, so nothing is bold and the table is never split
     header = ["arXiv", *HEADER[2:7], "Diff.", "In CI"]
