@@ -75,6 +75,18 @@ def copy_workflow(destination: Path) -> Path:
     return destination
 
 
+def lock_is_free(path: Path) -> bool:
+    """Whether nobody holds the lock file (checked by taking it for an instant)."""
+    import fcntl
+
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
 def mtimes(root: Path, pattern: str) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.glob(pattern))}
 
@@ -95,9 +107,10 @@ def copy_workspace(source: Path, destination: Path) -> Path:
 
 # Small grids of the default grid's cells (the same settings, so the same files): a model on a GPU backend and
 # the CPU baseline, every rule and stage kind, in a few jobs. SMALL_GRID (DVC, a model change) adds a benchmark
-# that neither model can run (n/a cells); SLURM_GRID is the smallest with every kind of job.
+# that neither model can run (n/a cells); SLURM_GRID is the smallest with every kind of job, and a model that
+# test_slurm.py makes hold two GPUs.
 SMALL_GRID = {"models": ["clip-tiny", "random"], "benchmarks": ["pope-fixture", "textvqa-fixture"]}
-SLURM_GRID = {"models": ["clip-tiny", "random"], "benchmarks": ["pope-fixture"]}
+SLURM_GRID = {"models": ["llava-tiny", "clip-tiny", "random"], "benchmarks": ["pope-fixture"]}
 
 
 def small_grid_config(grid: dict, data: dict | None = None) -> dict:

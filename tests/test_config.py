@@ -230,3 +230,32 @@ def test_workflow_config_file_refuses_more_than_one(argv):
         workflow_config_file(["b.yaml"], argv)
     with pytest.raises(VlmgridError, match="--configfile was given 2 files"):
         workflow_config_file(["a.yaml", "b.yaml"])
+
+
+def test_gpus_zero_is_refused_with_the_fix(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["models"]["llava-tiny"]["gpus"] = 0
+    with pytest.raises(VlmgridError, match=r"^<config>: models\.llava-tiny\.gpus: 0 is less than the minimum of 1; a "
+                                           r"job holds 1 GPU or more; to run the model on the CPU, set device: cpu"):
+        validate_config(data)
+
+
+def test_gpus_per_job_follow_the_backend_device_and_gpus(default_config_data):
+    from vlmgrid.stages.plan import gpu_problems, gpus
+
+    data = copy.deepcopy(default_config_data)
+    data["models"]["llava-tiny"]["gpus"] = 4
+    data["models"]["llava-cpu"] = {**data["models"]["llava-tiny"], "device": "cpu"}
+    data["grid"]["models"] = ["llava-tiny", "llava-cpu", "clip-tiny", "random"]
+    config = validate_config(data, source="grid.yaml")
+    assert [gpus(config, model) for model in config.models] == [4, 0, 1, 0]
+    assert gpu_problems(config, ["0", "1", "2", "3"]) == [] and gpu_problems(config, []) == []
+    short = gpu_problems(config, ["0", "1"])
+    assert short == ['model "llava-tiny" cannot run here: it needs 4 GPUs at once, but this machine shows only 2 '
+                     "(0, 1), so it would wait forever; give it fewer gpus in grid.yaml, or run the grid on a machine "
+                     "with 4 GPUs"]
+    limited = gpu_problems(config, ["0", "1", "2", "3"], limit=2)
+    assert len(limited) == 1 and "--resources gpu=2 lets all running jobs hold only 2" in limited[0]
+    assert gpu_problems(config, [], limit=0)[0].startswith('model "llava-tiny" cannot run: it needs 4 GPUs')
+    assert len(gpu_problems(config, [], limit=0)) == 2  # clip-tiny's one GPU is more than 0 too
+

@@ -386,3 +386,51 @@ def test_generation_preset_is_what_runs_and_what_the_provenance_says(checkpoints
     assert model.generate_token_ids(requests) == sampled  # seeded
     greedy = Hf.load(_settings("llava", generation={"max_new_tokens": 4}), checkpoints("llava"), "cpu")
     assert greedy.provenance().generation == {"max_new_tokens": 4, "do_sample": False}
+
+
+def test_a_job_holding_several_gpus_spreads_the_model_over_them(checkpoints, monkeypatch):
+    from vlmgrid.models import hf_loading
+
+    asked = {}
+
+    class Loaded:
+        """What from_pretrained returns: spread by accelerate (its map), or moved whole by `.to`."""
+        hf_device_map = {"model.vision_tower": 0, "model.language_model": 1, "lm_head": 1}
+
+        def to(self, device):
+            asked["moved_to"] = device
+            return self
+
+        def eval(self):
+            return self
+
+    def loaded(model_class, model_dir, attn, kwargs):
+        asked.update(kwargs)
+        return Loaded()
+
+    monkeypatch.setattr(hf_loading, "_from_pretrained", loaded)
+    settings = {**Hf.defaults, **_settings("llava")}
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # CUDA_VISIBLE_DEVICES shows the job's two GPUs
+    hf_loading.load_pretrained(settings, checkpoints("llava"), "cuda")
+    assert asked["device_map"] == "auto" and "moved_to" not in asked
+    asked.clear()
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    hf_loading.load_pretrained(settings, checkpoints("llava"), "cuda")
+    assert "device_map" not in asked and asked["moved_to"] == "cuda"  # one GPU: the model is moved there whole
+
+
+def test_a_model_that_does_not_fit_its_gpus_stops_instead_of_running_from_the_cpu(tmp_path):
+    from vlmgrid.models.hf_loading import _check_on_gpus
+
+    _check_on_gpus(SimpleNamespace(hf_device_map={"model": 0, "lm_head": 1}), tmp_path, 2)
+    spilled = SimpleNamespace(hf_device_map={"model.layers.0": 0, "model.layers.1": "cpu", "lm_head": "disk"})
+    with pytest.raises(VlmgridError, match=r"does not fit on the 2 GPU\(s\) this job holds \(2 of its 3 modules "
+                                           r"would lie on the CPU or disk, the first model.layers.1\); give the "
+                                           r"model more gpus"):
+        _check_on_gpus(spilled, tmp_path, 2)
+
+
+def test_device_map_auto_loads_through_accelerate_on_the_cpu(checkpoints):
+    model = Hf.load({**_settings("llava"), "device_map": "auto"}, checkpoints("llava"), "cpu")
+    assert {parameter.device.type for parameter in model.model.parameters()} == {"cpu"}
+    assert model.generate([GenerateRequest(id="q1", image=_image(0), prompt="What is it?")])[0] is not None

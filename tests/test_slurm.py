@@ -1,7 +1,8 @@
 """The Slurm profile: the config's `cluster` section becomes the jobs' resources, and a small grid of the default
-grid's cells (conftest.SLURM_GRID: a GPU model and the baseline, every kind of job) run through
-workflow/profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's tables,
-every job having gone through Slurm with what the config asks for."""
+grid's cells (conftest.SLURM_GRID: a two-GPU model, a one-GPU model and the baseline, every kind of job) run
+through workflow/profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's
+tables, every job having gone through Slurm with what the config asks for (the two-GPU model's jobs: gres
+gpu:2)."""
 
 import re
 import time
@@ -18,7 +19,8 @@ PROFILE = "workflow/profiles/slurm"
 # first status check after 1 s instead of 40 s (and after each job that ends) keeps the run short: the checks
 # come 1, 11, 21 ... s apart while no job ends, and the small grid's jobs take seconds.
 NO_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1"]
-GPU_MODELS = {"clip-tiny", "llava-tiny"}  # backends that use a GPU; the random baseline does not
+# GPUs per infer job: backends that use a GPU take one unless the model says more; the random baseline none
+GPU_MODELS = {"clip-tiny": 1, "llava-tiny": 2}
 
 
 def set_cluster(root, **changes):
@@ -102,8 +104,11 @@ def slurm_run(slurm, tmp_path_factory):
     That partition is not the cluster's default, so a job without it could not be submitted."""
     root = copy_workflow(tmp_path_factory.mktemp("wf-slurm") / "repo")
     path = root / "config" / "config.yaml"
-    path.write_text(yaml.safe_dump(small_grid_config(SLURM_GRID, yaml.safe_load(path.read_text())), sort_keys=False))
-    config = set_cluster(root, partition=slurm.partition)
+    data = small_grid_config(SLURM_GRID, yaml.safe_load(path.read_text()))
+    data["models"]["llava-tiny"]["gpus"] = GPU_MODELS["llava-tiny"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    # two GPUs x cpus_per_gpu CPUs must fit the test machine's cores (two on CI)
+    config = set_cluster(root, partition=slurm.partition, infer={**data["cluster"]["infer"], "cpus_per_gpu": 1})
     # the config's requests must fit the test machine, or Slurm refuses the jobs
     assert all(job["mem_mb"] <= slurm.memory_mb for job in config["cluster"].values() if isinstance(job, dict))
     started = time.monotonic()
@@ -148,11 +153,12 @@ def test_every_job_went_through_slurm_with_the_configs_resources(slurm_run, slur
         if rule in ("infer", "infer_shard"):
             model = wildcards.split("_")[0]
             gpu_requests[model] = job.get("TresPerJob")
-            cpus = wanted["cpus_per_gpu"] if model in GPU_MODELS else slurm_run.config["infer"]["threads"]
+            cpus = (wanted["cpus_per_gpu"] * GPU_MODELS[model] if model in GPU_MODELS
+                    else slurm_run.config["infer"]["threads"])
         else:
             cpus = wanted["cpus_per_task"]
         assert job["NumCPUs"] == str(cpus), job["Comment"]
-    assert gpu_requests == {model: "gres:gpu:1" if model in GPU_MODELS else None
+    assert gpu_requests == {model: f"gres:gpu:{GPU_MODELS[model]}" if model in GPU_MODELS else None
                             for model in slurm_run.config["grid"]["models"]}
 
 

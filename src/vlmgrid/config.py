@@ -218,7 +218,9 @@ def _describe(error) -> str:
         return f"{where}: {error.message}"
     if error.validator in ("pattern", "not") and error.absolute_schema_path and "propertyNames" in error.absolute_schema_path:
         return f'{where}: "{error.instance}" is not a valid name (lowercase letters, digits, ".", "_", "-"; not "models")'
-    return f"{where}: {error.message}"
+    # A property may carry the fix for its own bad values (`x-fix` in the schema).
+    fix = error.schema.get("x-fix") if isinstance(error.schema, dict) else None
+    return f"{where}: {error.message}" + (f"; {fix}" if fix else "")
 
 
 def _check_names(data: dict, source) -> None:

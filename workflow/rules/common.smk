@@ -14,6 +14,7 @@ from vlmgrid.config import load_config, workflow_config_file
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.report.outputs import report_files
 from vlmgrid.errors import VlmgridError
+from vlmgrid.gpu import visible_gpus
 from vlmgrid.stages import plan
 
 if workflow.config_settings.config:
@@ -29,6 +30,16 @@ try:
     GRID = load_config(CONFIG_FILE)
 except VlmgridError as error:
     raise WorkflowError(str(error)) from None
+
+if workflow.is_main_process and workflow.local_exec:
+    # A job needing more GPUs than there are would wait forever: refuse it now. (A Slurm run leaves it to
+    # sbatch, which refuses a request no node can meet; the jobs' own parse on a node sees only their GPUs.)
+    _limit = getattr(workflow.global_resources.get("gpu"), "value", workflow.global_resources.get("gpu"))
+    _needs_gpus = any(plan.gpus(GRID, model) > 1 for model in GRID.models)
+    _problems = plan.gpu_problems(GRID, visible_gpus() if _needs_gpus else [],
+                                  _limit if isinstance(_limit, int) else None)
+    if _problems:
+        raise WorkflowError(" ".join(_problems))
 
 DATA = str(GRID.data_dir)
 RESULTS = str(GRID.results_dir)

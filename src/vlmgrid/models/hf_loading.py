@@ -53,6 +53,17 @@ def _from_pretrained(model_class, model_dir: Path, attn: str, kwargs: dict):
     raise AssertionError("unreachable")
 
 
+def _check_on_gpus(model, model_dir: Path, gpus: int) -> None:
+    """A model spread over GPUs must lie on them whole: layers that accelerate put on the CPU or the disk
+    because the GPUs were full would run hundreds of times slower, a job that never ends."""
+    placed = getattr(model, "hf_device_map", None) or {}
+    off = [name for name, where in placed.items() if str(where) in ("cpu", "disk")]
+    if off:
+        raise VlmgridError(f"{model_dir}: the model does not fit on the {gpus} GPU(s) this job holds "
+                           f"({len(off)} of its {len(placed)} modules would lie on the CPU or disk, the first "
+                           f"{off[0]}); give the model more gpus")
+
+
 def _resolve_class(name: str):
     import transformers
 
@@ -81,16 +92,20 @@ def load_pretrained(settings: dict, model_dir: Path, device: str) -> tuple:
                                               **dict(settings.get("processor_kwargs") or {}))
     model_class = _resolve_class(settings.get("model_class") or "AutoModelForImageTextToText")
     kwargs: dict = {"dtype": dtype, "trust_remote_code": remote}
-    if settings.get("device_map") == "auto":
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    if settings.get("device_map") == "auto" or gpus > 1:
         import importlib.util
 
         if importlib.util.find_spec("accelerate") is None:
-            raise VlmgridError('device_map: auto needs the accelerate package; `pip install accelerate` '
-                               'or remove device_map from the model settings')
+            raise VlmgridError('spreading a model over several GPUs needs the accelerate package; '
+                               '`pip install accelerate`, or give the model gpus: 1 and no device_map')
+        # The job sees exactly the GPUs it holds (CUDA_VISIBLE_DEVICES), so "auto" spreads over those alone.
         kwargs["device_map"] = "auto"
     model = _from_pretrained(model_class, model_dir, settings.get("attn_implementation") or "sdpa", kwargs)
     if "device_map" not in kwargs:
         model = model.to(device)
+    elif device == "cuda":
+        _check_on_gpus(model, model_dir, gpus)
     model.eval()
     tokenizer = getattr(processor, "tokenizer", processor)
     tokenizer.padding_side = "left"

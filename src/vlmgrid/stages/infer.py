@@ -35,9 +35,9 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
     """`vlmgrid infer`: the cell's predictions file (or, with `shard` "I/N", that shard's file).
 
     A cell the model cannot run gets a file that says so, with no model loaded and no GPU held. A model that
-    uses a GPU holds one of its own (`vlmgrid.gpu`) for the whole job.
+    uses GPUs holds its `gpus` of them (`vlmgrid.gpu`) for the whole job, and sees exactly those.
     """
-    from vlmgrid.gpu import acquire_gpu
+    from vlmgrid.gpu import acquire_gpus
 
     settings = config.model(model)
     config.benchmark(benchmark)  # a clear error for an unknown name before any work
@@ -55,13 +55,10 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
         # No model, no GPU: the file only records that this cell cannot run.
         return write_not_applicable(model_name=model, model_settings=settings, benchmark=benchmark,
                                     reason=reason, out_path=out_path, partial_dir=partial_dir)
-    lease = acquire_gpu() if gpus(config, model) else None
-    device = "cpu"
-    if lease is not None and lease.gpu is not None:
-        device = "cuda"
-    elif settings.get("device") == "cuda":
-        raise VlmgridError(f"model {model} asks for device: cuda, but no GPU is visible to this job")
+    count = gpus(config, model)
+    lease = acquire_gpus(count) if count else None
     try:
+        device = _device(lease, settings, model)
         return run_inference(
             model_name=model,
             model_settings=settings,
@@ -79,6 +76,24 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
     finally:
         if lease is not None:
             lease.release()
+
+
+def _device(lease, settings: dict, model: str) -> str:
+    """Where the model runs: "cuda" on the GPUs the job holds, else the CPU."""
+    if lease is None or not lease.gpus:
+        if settings.get("device") == "cuda":
+            raise VlmgridError(f"model {model} asks for device: cuda, but no GPU is visible to this job")
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if lease.pretend:
+        log.info("the GPUs are pretended (VLMGRID_GPU_COUNT) and torch sees no CUDA device: running on the CPU")
+        return "cpu"
+    raise VlmgridError(f"model {model}: this job holds GPU(s) {', '.join(lease.gpus)}, but torch sees no CUDA "
+                       f"device (a CPU-only torch build, or a driver problem); install a CUDA build of torch, or "
+                       f"set device: cpu for the model")
 
 
 def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, model_dir: Path,

@@ -47,11 +47,36 @@ def runnable(protocol_name: str, model_settings: dict) -> bool:
 
 
 def gpus(config: Config, model: str) -> int:
-    """How many GPUs each of the model's inference jobs holds (0 for a model that runs on the CPU)."""
+    """How many GPUs each of the model's inference jobs holds: its `gpus` (1 unless it says more) for a model
+    that runs on a GPU, or whose jobs start a server (`serve`) for it; 0 for one that runs on the CPU."""
     from vlmgrid.models import BACKENDS
 
     settings = config.model(model)
-    return int(BACKENDS.get(settings["backend"]).uses_gpu and settings.get("device") != "cpu")
+    if settings.get("device") == "cpu":
+        return 0
+    if not (BACKENDS.get(settings["backend"]).uses_gpu or "serve" in settings):
+        return 0
+    return int(settings.get("gpus", 1))
+
+
+def gpu_problems(config: Config, visible: list[str], limit: int | None = None) -> list[str]:
+    """Why some of the grid's inference jobs could never start here, one sentence per model: more GPUs than
+    the machine shows (`visible`), or than the run lets all jobs hold at once (Snakemake's
+    `--resources gpu=<limit>`). Such a job would wait forever; the workflow refuses it before anything runs."""
+    from vlmgrid.gpu import shortfall
+
+    problems = []
+    for model in config.models:
+        needed = gpus(config, model)
+        problem = shortfall(needed, visible)
+        if problem is not None:
+            problems.append(f'model "{model}" cannot run here: {problem}; give it fewer gpus in {config.path}, '
+                            f"or run the grid on a machine with {needed} GPUs")
+        elif limit is not None and needed > limit:
+            problems.append(f'model "{model}" cannot run: it needs {needed} GPUs at once, but --resources '
+                            f"gpu={limit} lets all running jobs hold only {limit}, so it would never start; "
+                            f"allow --resources gpu={needed} or more, or give it fewer gpus in {config.path}")
+    return problems
 
 
 def summary(config: Config) -> str:
