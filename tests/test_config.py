@@ -259,3 +259,37 @@ def test_gpus_per_job_follow_the_backend_device_and_gpus(default_config_data):
     assert gpu_problems(config, [], limit=0)[0].startswith('model "llava-tiny" cannot run: it needs 4 GPUs')
     assert len(gpu_problems(config, [], limit=0)) == 2  # clip-tiny's one GPU is more than 0 too
 
+
+SERVED = {"backend": "openai", "model": "{model_dir}", "source": {"type": "fixture", "family": "llava", "seed": 0},
+          "serve": {"command": ["transformers", "serve", "{model_dir}", "--port", "{port}"]}}
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"base_url": "http://localhost:8000/v1"}, r"models\.served has both base_url and serve: a served model's "
+                                               r"address is the server its job starts; remove base_url$"),
+    ({"serve": None}, r"models\.served needs base_url \(a running server's address\), or serve \(a server its jobs "
+                      r"start\)$"),
+    ({"serve": None, "base_url": "http://localhost:8000/v1", "gpus": 2},
+     r"models\.served\.gpus means something only for a server the jobs start \(serve\); remove gpus, or add serve$"),
+    ({"serve": {"command": []}}, r"models\.served\.serve\.command: \[\] should be non-empty"),
+    ({"serve": {"command": ["x"], "ready_path": "v1/models"}}, r"models\.served\.serve\.ready_path: 'v1/models' does "
+                                                               r"not match"),
+])
+def test_a_served_model_entry_is_checked(default_config_data, change, said):
+    data = copy.deepcopy(default_config_data)
+    entry = {**SERVED, **change}
+    data["models"] = {"served": {key: value for key, value in entry.items() if value is not None}}
+    data["grid"]["models"] = ["served"]
+    with pytest.raises(VlmgridError, match=said):
+        validate_config(data)
+
+
+def test_a_served_model_holds_its_gpus_an_api_model_none(default_config_data):
+    from vlmgrid.stages.plan import gpus
+
+    data = copy.deepcopy(default_config_data)
+    data["models"] = {"served": SERVED, "served-wide": {**SERVED, "gpus": 4},
+                      "api": {"backend": "openai", "base_url": "https://api.example.com/v1", "model": "m"}}
+    data["grid"]["models"] = list(data["models"])
+    config = validate_config(data)
+    assert [gpus(config, model) for model in config.models] == [1, 4, 0]

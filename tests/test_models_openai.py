@@ -443,3 +443,31 @@ def test_once_the_server_has_answered_a_refused_image_is_the_items(make, server)
     # ... and a request without an image is never read as the server lacking image input
     server.script.append(Reply(400, json.dumps({"error": {"message": "this model does not support images"}})))
     assert not make(concurrency=1, cache=False).generate_results(requests_for(1))[0].ok
+
+
+def test_a_served_models_cache_is_keyed_by_what_it_serves_not_by_its_port(cache_dir):
+    from vlmgrid.models.openai_backend import OpenAI
+
+    served = {"backend": "openai", "model": "m", "serve": {"command": ["vllm", "serve", "{model_dir}"]},
+              "source": {"type": "hf_hub", "repo": "org/m", "revision": "a" * 40}}
+    one = OpenAI({**served, "base_url": "http://127.0.0.1:40001/v1"})
+    two = OpenAI({**served, "base_url": "http://127.0.0.1:40002/v1"})
+    assert one.cache_path(b"{}") == two.cache_path(b"{}")  # the next job's server, on another port
+    other_weights = OpenAI({**served, "base_url": "http://127.0.0.1:40001/v1",
+                            "source": {**served["source"], "revision": "b" * 40}})
+    assert other_weights.cache_path(b"{}") != one.cache_path(b"{}")
+    api = {"backend": "openai", "model": "m"}
+    assert (OpenAI({**api, "base_url": "http://127.0.0.1:40001/v1"}).cache_path(b"{}")
+            != OpenAI({**api, "base_url": "http://127.0.0.1:40002/v1"}).cache_path(b"{}"))
+
+
+def test_a_served_models_weights_are_fetched_like_a_checkpoint(tmp_path):
+    pytest.importorskip("transformers")
+    from vlmgrid.fixtures.models import MODEL_FIXTURES
+    from vlmgrid.models.openai_backend import OpenAI
+
+    assert OpenAI.fetch({"backend": "openai", "model": "m", "base_url": "https://api.example.com/v1"}, tmp_path) == {}
+    settings = {"backend": "openai", "model": "{model_dir}", "serve": {"command": ["x"]},
+                "source": {"type": "fixture", "family": "llava", "seed": 0}}
+    files = OpenAI.fetch(settings, tmp_path / "served", fixture=MODEL_FIXTURES.get("openai"))
+    assert "config.json" in files and any(name.endswith(".safetensors") for name in files)

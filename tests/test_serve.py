@@ -8,6 +8,7 @@ comes back; the rerun gives the predictions of a clean run.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import signal
@@ -156,3 +157,70 @@ def test_a_killed_server_fails_the_job_and_the_rerun_equals_a_clean_run(small_co
     clean = grid(small_config, tmp_path, serve, name="clean.yaml", results="clean", cache=False, circuit_breaker=4)
     assert infer(capsys, clean)[0] == 0
     assert out(config).read_bytes() == out(clean).read_bytes()
+
+
+# ------------------------------------------------------------------ a server the job starts for itself (`serve`)
+
+def served_by_job(small_config, tmp_path, name="grid.yaml", results="results", **serve) -> str:
+    """A grid whose model's infer job starts `transformers serve` on the tiny LLaVA that fetch-model builds."""
+    command = [str(Path(sys.executable).parent / "transformers"), "serve", "{model_dir}", "--host", "{host}",
+               "--port", "{port}", "--device", "cpu"]
+    model = {"backend": "openai", "source": {"type": "fixture", "family": "llava", "seed": 0}, "model": "{model_dir}",
+             "max_retries": 1, "concurrency": 2, "timeout": 60, "generation": {"max_new_tokens": 4},
+             "serve": {"command": command, "startup_timeout": 180,
+                       "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, **serve}}
+    return pope_grid_file(small_config, tmp_path, {"served": model}, name, results)
+
+
+def servers_of(model_dir: Path) -> list[int]:
+    """The pids of `transformers serve` processes serving model_dir."""
+    found = subprocess.run(["pgrep", "-f", f"serve {model_dir} "], capture_output=True, text=True).stdout.split()
+    return [int(pid) for pid in found if int(pid) != os.getpid()]
+
+
+def model_dir_of(config) -> Path:
+    return paths.model_dir(yaml.safe_load(open(config))["data_dir"], "served")
+
+
+def test_a_job_starts_its_server_answers_through_it_and_stops_it(small_config, tmp_path, serve, capsys):
+    config = served_by_job(small_config, tmp_path)
+    assert main(["fetch-model", "served", "--config", config]) == 0
+    code, err = infer(capsys, config)
+    assert code == 0, err
+    assert "the server of served is ready" in err and "stopped the server of served" in err
+    assert servers_of(model_dir_of(config)) == []  # stopped with its job
+    frame = read_predictions(out(config))
+    assert len(frame) == 12 and frame["error"].isna().all()
+    server = read_metadata(out(config))["provenance"]["server"]
+    assert server["command"][1:3] == ["serve", str(model_dir_of(config))] and "--port" in server["command"]
+    assert server["version"] == f"transformers {importlib.metadata.version('transformers')}"
+    # the same weights behind a server started by hand answer the same
+    by_hand = grid(small_config, tmp_path, serve, name="by-hand.yaml", results="by-hand")
+    assert infer(capsys, by_hand)[0] == 0
+    assert read_predictions(out(by_hand))[["id", "raw", "prediction"]].equals(frame[["id", "raw", "prediction"]])
+
+
+def test_a_killed_job_leaves_no_server_and_its_rerun_completes(small_config, tmp_path):
+    config = served_by_job(small_config, tmp_path, name="killed.yaml", results="killed")
+    assert main(["fetch-model", "served", "--config", config]) == 0
+    assert main(["prepare", "pope-fixture", "--config", config]) == 0
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLMGRID_GPU_COUNT": "0"}
+    job = subprocess.Popen([sys.executable, "-m", "vlmgrid.cli", "infer", "served", "pope-fixture", "--config", config,
+                            "--no-progress"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in job.stderr:
+            if "is ready after" in line:
+                break
+        assert servers_of(model_dir_of(config)), "no server was running"
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+    finally:
+        job.kill()
+    deadline = time.monotonic() + 40  # SIGTERM, then SIGKILL after serve.stop_timeout (30 s)
+    while servers_of(model_dir_of(config)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert servers_of(model_dir_of(config)) == [], "the server outlived its killed job"
+    rerun = subprocess.run([sys.executable, "-m", "vlmgrid.cli", "infer", "served", "pope-fixture", "--config", config,
+                            "--no-progress"], capture_output=True, text=True, env=env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert len(read_predictions(out(config))) == 12

@@ -175,6 +175,7 @@ def validate_config(data: Any, source: str | Path = "<config>") -> Config:
         raise VlmgridError(f"{source}: {_describe(error)}")
     filled = _with_defaults(data)
     _check_names(filled, source)
+    _check_served_models(filled, source)
     return Config(path=Path(source), data=filled)
 
 
@@ -239,6 +240,25 @@ def _check_names(data: dict, source) -> None:
             f'{source}: report.reference_model names "{reference}", which is not a model of the grid'
             f"{closest(reference, models)}; grid.models: {', '.join(models)}"
         )
+
+
+def _check_served_models(data: dict, source) -> None:
+    """An `openai` model talks to a server at `base_url`, or to one its jobs start (`serve`): exactly one of them;
+    the keys that only mean something for a started server (weights, GPUs) need `serve`."""
+    for name, model in data["models"].items():
+        if model["backend"] != "openai":
+            continue
+        where = f"{source}: models.{name}"
+        if "serve" in model and "base_url" in model:
+            raise VlmgridError(f"{where} has both base_url and serve: a served model's address is the server its "
+                               f"job starts; remove base_url")
+        if "serve" not in model and "base_url" not in model:
+            raise VlmgridError(f"{where} needs base_url (a running server's address), or serve (a server its jobs "
+                               f"start)")
+        for key in ("gpus", "source"):
+            if key in model and "serve" not in model:
+                raise VlmgridError(f"{where}.{key} means something only for a server the jobs start (serve); "
+                                   f"remove {key}, or add serve")
 
 
 def workflow_config_file(configfiles: Sequence[str | Path] = (), argv: Sequence[str] = ()) -> Path:

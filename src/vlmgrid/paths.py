@@ -32,6 +32,12 @@ def logs_dir(results_dir: Path) -> Path:
     return Path(results_dir) / "logs"
 
 
+def serve_log_path(results_dir: Path, model: str, bench: str, shard: tuple[int, int] | None = None) -> Path:
+    """The output of the server a served model's infer job starts (for the whole cell, or shard (index, count))."""
+    folder = logs_dir(results_dir) / "serve" / model
+    return folder / bench / f"{shard[0]}-of-{shard[1]}.log" if shard else folder / f"{bench}.log"
+
+
 def predictions_path(results_dir: Path, model: str, bench: str) -> Path:
     return Path(results_dir) / "predictions" / model / f"{bench}.parquet"
 

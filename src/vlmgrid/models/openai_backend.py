@@ -5,8 +5,10 @@
 - Requests run `concurrency` at a time; a request is retried with exponential backoff and jitter on HTTP 429,
   5xx, timeouts, connection errors and bodies that are no chat completion (Retry-After honoured), up to
   `max_retries` times.
-- Every valid response is cached on disk under cache_root()/openai, keyed by the SHA-256 of base_url and the
-  exact request body (never the key), so a rerun makes no HTTP call. Error and unparsable responses are not cached.
+- Every valid response is cached on disk under cache_root()/openai, keyed by the SHA-256 of base_url (for a
+  server the job starts, `serve`: its command and weights) and the exact request body (never the key), so a
+  rerun makes no HTTP call. Error and unparsable responses are not cached.
+- With `serve`, the infer stage starts the server (vlmgrid.serving) and hands this backend its base_url.
 - What fails is sorted by whose fault it is:
   - the item's (a data error): HTTP 400, 413, 422 and other client errors for that request, no letter among
     the first token's alternatives. `generate_results` / `score_results` return it as the item's result with
@@ -36,9 +38,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from vlmgrid.errors import InferenceFailed, VlmgridError
+from vlmgrid.fileio import sha256_json
 from vlmgrid.models.base import (
-    Backend, GenerateRequest, GenerationResult, OptionRequest, OptionScores, Provenance, ScoreResult,
+    Backend, GenerateRequest, GenerationResult, OptionRequest, OptionScores, Provenance, ScoreResult, write_fixture,
 )
+from vlmgrid.models.hf_loading import fetch_hub
 from vlmgrid.models.openai_http import ApiClient, ItemFailed, endpoint, is_local_url
 from vlmgrid.models.openai_wire import (
     ABSENT_LETTER_LOGPROB, TOP_LOGPROBS, encode_image, letter_logprobs, parse_text, parse_top_logprobs,
@@ -71,6 +75,10 @@ class OpenAI(ApiClient, Backend):
         super().__init__(settings)
         self.settings["generation"] = {**_DEFAULT_GENERATION, **(self.settings.get("generation") or {})}
         self.base_url = str(self.settings["base_url"]).rstrip("/")
+        # Responses are cached per server: its base_url, or for a server the job started (whose port changes
+        # from job to job) what it serves, the command and weights.
+        self.cache_scope = self.base_url if "serve" not in self.settings else "serve:" + sha256_json(
+            {"serve": self.settings["serve"], "source": self.settings.get("source")})
         self._api_key = api_key or None
         self._local = threading.local()
         self._sleep: Callable[[float], None] = time.sleep
@@ -90,7 +98,14 @@ class OpenAI(ApiClient, Backend):
 
     @classmethod
     def fetch(cls, settings: dict, model_dir: Path, fixture=None) -> dict[str, Path]:
-        return {}  # an API model has no weights
+        """No weights for a model behind an API; a model whose jobs start a server (`serve`) may have a
+        `source` of weights for it, fetched as the hf backend fetches a checkpoint (the server loads them)."""
+        source = settings.get("source")
+        if source is None:
+            return {}
+        if source["type"] == "fixture":
+            return write_fixture(cls.name, source, Path(model_dir), fixture)
+        return fetch_hub(source, Path(model_dir))
 
     def drop_capability(self, capability: str) -> bool:
         """A server without logprobs: answer by generation from here on (`answer_mode: auto`)."""

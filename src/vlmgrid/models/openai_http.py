@@ -96,8 +96,8 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class ApiClient:
-    """The request machinery of the `openai` backend (mixed into `OpenAI`, whose settings, base_url, key and
-    per-call state it uses)."""
+    """The request machinery of the `openai` backend (mixed into `OpenAI`, whose settings, base_url, cache_scope,
+    key and per-call state it uses)."""
 
     #: first backoff delay in seconds (doubled per retry, jittered to 50-100%, capped at backoff_max)
     backoff_base: float = 1.0
@@ -189,7 +189,7 @@ class ApiClient:
     def cache_path(self, payload: bytes) -> Path:
         from vlmgrid.cache import cache_root
 
-        digest = hashlib.sha256(self.base_url.encode("utf-8") + b"\n" + payload).hexdigest()
+        digest = hashlib.sha256(self.cache_scope.encode("utf-8") + b"\n" + payload).hexdigest()
         return cache_root() / "openai" / digest[:2] / f"{digest}.json"
 
     def _read_cache(self, path: Path, parse):

@@ -11,6 +11,7 @@ a shard file; `merge_shards` joins the shard files into the predictions file an 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import sys
@@ -23,6 +24,7 @@ from vlmgrid import paths
 from vlmgrid.config import Config
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.predictions import rows_to_table
+from vlmgrid.serving import ServerPlan, ServeSpec, served_settings
 from vlmgrid.stages.jobs import PartStore, open_job, predictions_metadata, write_not_applicable, write_predictions
 from vlmgrid.stages.plan import gpus, not_applicable
 from vlmgrid.stages.shards import Shard
@@ -57,13 +59,19 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
                                     reason=reason, out_path=out_path, partial_dir=partial_dir)
     count = gpus(config, model)
     lease = acquire_gpus(count) if count else None
+    model_dir = paths.model_dir(config.data_dir, model)
+    server = None
+    if "serve" in settings:
+        shard_of = (part.index, part.count) if part is not None else None
+        server = ServerPlan(ServeSpec.of(settings["serve"]), model=model, model_dir=model_dir, gpus=count,
+                            log_path=paths.serve_log_path(config.results_dir, model, benchmark, shard_of))
     try:
         device = _device(lease, settings, model)
         return run_inference(
             model_name=model,
             model_settings=settings,
             bench_dir=paths.bench_dir(config.data_dir, benchmark),
-            model_dir=paths.model_dir(config.data_dir, model),
+            model_dir=model_dir,
             out_path=out_path,
             partial_dir=partial_dir,
             prompts_dir=config.prompts_dir,
@@ -72,6 +80,7 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
             device=device,
             progress=progress,
             shard=part,
+            server=server,
         )
     finally:
         if lease is not None:
@@ -80,6 +89,8 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
 
 def _device(lease, settings: dict, model: str) -> str:
     """Where the model runs: "cuda" on the GPUs the job holds, else the CPU."""
+    if "serve" in settings:
+        return "cpu"  # the job only sends requests: its server runs on the GPUs
     if lease is None or not lease.gpus:
         if settings.get("device") == "cuda":
             raise VlmgridError(f"model {model} asks for device: cuda, but no GPU is visible to this job")
@@ -99,11 +110,12 @@ def _device(lease, settings: dict, model: str) -> str:
 def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, model_dir: Path,
                   out_path: Path, partial_dir: Path, part_size: int, threads: int,
                   prompts_dir: Path | None = None, device: str = "cpu", progress: bool = True,
-                  shard: Shard | None = None) -> Path:
+                  shard: Shard | None = None, server: ServerPlan | None = None) -> Path:
     """Predict every item of the benchmark in bench_dir with the model; returns the predictions path.
 
     With `shard`, only that shard's parts are predicted and out_path is its shard file (vlmgrid.stages.shards).
-    `prompts_dir` is where the protocols read their prompt sets (see `open_job`).
+    `prompts_dir` is where the protocols read their prompt sets (see `open_job`). With `server`, the model's
+    server is started for the parts still to do, the backend sent to it, and the server stopped after them.
     """
     from tqdm import tqdm
 
@@ -127,50 +139,56 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
 
     if len(tables) < len(indices):
         backend = BACKENDS.get(model_settings["backend"])
-        started = time.monotonic()
-        model = backend.load(model_settings, model_dir, device)
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(threads)
-        log.info(f"loaded {model_name} ({model.describe()}) in {time.monotonic() - started:.1f}s")
-        store.save_provenance(dataclasses.asdict(model.provenance()))
-        # The prior is the whole benchmark's in every shard, so a shard answers as the whole job would.
-        model.set_answer_prior(records["answer_index"].tolist())
-        desc = f"{model_name} on {bench.name}" + (f" (shard {shard})" if shard is not None else "")
-        bar = tqdm(total=n_items, initial=done_items, unit="item", desc=desc,
-                   disable=not progress, file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
-        answering = _Answering(model, bench, store)
-        failures: dict[str, str] = {}
-        stopped: InferenceFailed | None = None
-        pending = [index for index in indices if index not in tables]
-        # A second pass retries the parts whose items failed to run (the response cache answers again what
-        # succeeded); a systemic fault ends the job at once. Either way no failed item becomes a row.
-        for attempt in range(2):
-            if attempt:
-                if not pending or stopped is not None:
-                    break
-                log.info(f"retrying {len(pending)} part(s) whose items failed to run")
-                failures = {}
-            failed_parts = []
-            for index in pending:
-                chunk = job.chunk(index)
-                try:
-                    rows = answering.run(chunk)
-                except InferenceFailed as failed:
-                    failures.update(failed.failures)
-                    failed_parts.append(index)
-                    if failed.stop:
-                        stopped = failed
+        # the model's server, when it has one, is stopped once the parts are done or the job fails
+        with server.run() if server is not None else contextlib.nullcontext() as running:
+            started = time.monotonic()
+            model = backend.load(served_settings(model_settings, running) if running else model_settings, model_dir,
+                                 device)
+            if "torch" in sys.modules:
+                sys.modules["torch"].set_num_threads(threads)
+            log.info(f"loaded {model_name} ({model.describe()}) in {time.monotonic() - started:.1f}s")
+            provenance = dataclasses.asdict(model.provenance())
+            if running is not None:
+                provenance["server"] = running.provenance()
+            store.save_provenance(provenance)
+            # The prior is the whole benchmark's in every shard, so a shard answers as the whole job would.
+            model.set_answer_prior(records["answer_index"].tolist())
+            desc = f"{model_name} on {bench.name}" + (f" (shard {shard})" if shard is not None else "")
+            bar = tqdm(total=n_items, initial=done_items, unit="item", desc=desc,
+                       disable=not progress, file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
+            answering = _Answering(model, bench, store)
+            failures: dict[str, str] = {}
+            stopped: InferenceFailed | None = None
+            pending = [index for index in indices if index not in tables]
+            # A second pass retries the parts whose items failed to run (the response cache answers again what
+            # succeeded); a systemic fault ends the job at once. Either way no failed item becomes a row.
+            for attempt in range(2):
+                if attempt:
+                    if not pending or stopped is not None:
                         break
-                    continue
-                _check_rows(rows, chunk, model_name, bench.name)
-                tables[index] = rows_to_table(rows)
-                store.save(index, tables[index])
-                bar.update(len(chunk))
-            pending = failed_parts
-        bar.close()
-        if stopped is not None or pending:
-            raise VlmgridError(_failure_sentence(model_name, bench.name, failures, stopped, len(tables),
-                                                 len(indices), out_path))
+                    log.info(f"retrying {len(pending)} part(s) whose items failed to run")
+                    failures = {}
+                failed_parts = []
+                for index in pending:
+                    chunk = job.chunk(index)
+                    try:
+                        rows = answering.run(chunk)
+                    except InferenceFailed as failed:
+                        failures.update(failed.failures)
+                        failed_parts.append(index)
+                        if failed.stop:
+                            stopped = failed
+                            break
+                        continue
+                    _check_rows(rows, chunk, model_name, bench.name)
+                    tables[index] = rows_to_table(rows)
+                    store.save(index, tables[index])
+                    bar.update(len(chunk))
+                pending = failed_parts
+            bar.close()
+            if stopped is not None or pending:
+                raise VlmgridError(_failure_sentence(model_name, bench.name, failures, stopped, len(tables),
+                                                     len(indices), out_path))
 
     merged = pa.concat_tables([tables[i] for i in indices]) if len(indices) else rows_to_table([])
     metadata = predictions_metadata(model_name=model_name, model_settings=model_settings, job=job,
