@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
 import string
 import subprocess
@@ -121,17 +122,15 @@ class Server:
 
     def stop(self) -> None:
         """Ask the guard to stop the server (close its stdin), wait, and kill both if that takes too long."""
-        if self.guard.poll() is None:
-            self.guard.stdin.close()
-            try:
-                self.guard.wait(timeout=self.stop_timeout + 10)
-            except subprocess.TimeoutExpired:
-                self.guard.kill()
-                self.guard.wait()
+        self.guard.stdin.close()
+        try:
+            self.guard.wait(timeout=self.stop_timeout + 10)
+        except subprocess.TimeoutExpired:
+            self.guard.kill()
+            self.guard.wait()
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.server_pid, 9)  # anything of the server's group that is still there
-        if self.guard.stdout is not None:
-            self.guard.stdout.close()
+            os.killpg(self.server_pid, signal.SIGKILL)  # anything of the server's group that is still there
+        self.guard.stdout.close()
         log.info(f"stopped the server of {self.model}")
 
 
