@@ -73,7 +73,8 @@ def test_a_slurm_allocation_has_locks_of_its_own():
     assert lock_dir({"SLURM_JOB_ID": "41", "VLMGRID_GPU_LOCK_DIR": "/x/locks"}) == Path("/x/locks")
 
 
-def test_several_gpus_are_held_and_exposed_together(tmp_path):
+def test_several_gpus_are_held_and_exposed_together(tmp_path, monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # as in a fresh infer job, before torch loads
     environ = {"VLMGRID_GPU_COUNT": "4", "VLMGRID_GPU_LOCK_DIR": str(tmp_path)}
     two = acquire_gpus(2, environ, poll_seconds=0.01)
     assert two.gpus == ("0", "1") and environ["CUDA_VISIBLE_DEVICES"] == "0,1" and two.pretend

@@ -199,7 +199,7 @@ def test_generation_preset_fills_the_keys_the_model_does_not_set():
 def test_a_fixture_source_is_written_by_the_writer_it_is_handed(tmp_path):
     from vlmgrid.fixtures.models import MODEL_FIXTURES
 
-    assert MODEL_FIXTURES.names() == ["hf", "open_clip"] and all(name in BACKENDS for name in MODEL_FIXTURES)
+    assert MODEL_FIXTURES.names() == ["hf", "open_clip", "openai"] and all(name in BACKENDS for name in MODEL_FIXTURES)
     hf = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}}
     for settings in (TINY, hf):
         with pytest.raises(VlmgridError, match="is a tiny test model that only `vlmgrid fetch-model` can build"):
