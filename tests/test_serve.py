@@ -224,3 +224,18 @@ def test_a_killed_job_leaves_no_server_and_its_rerun_completes(small_config, tmp
                             "--no-progress"], capture_output=True, text=True, env=env)
     assert rerun.returncode == 0, rerun.stderr
     assert len(read_predictions(out(config))) == 12
+
+
+def test_snakemake_runs_a_served_models_cell_and_leaves_no_server(tmp_path):
+    from conftest import copy_workflow, run, small_grid_config
+
+    root = copy_workflow(tmp_path / "repo")
+    path = root / "config" / "config.yaml"
+    data = small_grid_config({"models": ["served"], "benchmarks": ["pope-fixture"]}, yaml.safe_load(path.read_text()))
+    data["models"] = yaml.safe_load(open(served_by_job(data, tmp_path)))["models"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    run(["snakemake", "--cores", "2"], root)
+    score = yaml.safe_load((root / "results" / "scores" / "served" / "pope-fixture.json").read_text())
+    assert score["n"] > 0
+    assert "Uvicorn running" in (root / "results" / "logs" / "serve" / "served" / "pope-fixture.log").read_text()
+    assert servers_of(root / "data" / "models" / "served") == [] and servers_of(Path("data/models/served")) == []
