@@ -11,7 +11,10 @@ published count ("published"), or "unknown". Counts that depend on the data itse
 per item, DANCE's candidates) are known for prepared and fixture benchmarks only.
 
 Model requests follow what the protocols send (vlmgrid.protocols); one row per unit of work, with
-requests = items x variants x candidates (or variants x candidates once per cell, `per` = "cell"):
+requests = items x variants x candidates (or variants x candidates once per cell, `per` = "cell"), the
+candidates counted per item where they vary (options per question, DANCE's direction). The same count, item
+by item (`item_requests`), cuts an inference job into parts (vlmgrid.stages.jobs), so a part's requests and
+the plan's never disagree:
 
 - generate: one request per item x variant (CARPE's classification templates answered by generation, one
   per template; CVQA's four prompt settings; multiple choice, yes/no, short answers, Kaleidoscope: one);
@@ -121,109 +124,139 @@ def benchmark_data(config: Config, benchmark: str) -> Data:
 
 @dataclass(frozen=True)
 class Work:
-    """One unit of work of a cell: `candidates` per (item, variant), or per cell when `per` is "cell"."""
+    """One unit of work of a cell: `candidates` per (item, variant), or per cell when `per` is "cell".
+
+    `candidates` is one count for every item, or one count per item (a tuple in record order) where it
+    varies: options per question, DANCE's direction; None when it needs records that are not at hand.
+    """
 
     unit: str  # forward | continuation | generate | embed_image | embed_text
     variants: int
-    candidates: float | None  # None: it needs the records, which are not at hand
+    candidates: int | tuple[int, ...] | None
     per: str = "item"
-    answer_tokens: int = 0  # generate: the new tokens assumed per answer
+    answer_tokens: int | None = None  # generate: the new tokens per answer; None: the throughput table's
 
-    def requests(self, items: int | None) -> float | None:
-        count = 1 if self.per == "cell" else items
-        if count is None or self.candidates is None:
+    @property
+    def mean_candidates(self) -> float | None:
+        if isinstance(self.candidates, tuple):
+            return sum(self.candidates) / len(self.candidates) if self.candidates else None
+        return self.candidates
+
+    def item_requests(self, items: int | None) -> list[int] | None:
+        """Each item's requests of this unit, variants x its candidates; None for a per-cell unit or when the
+        count needs the records."""
+        if self.per == "cell" or self.candidates is None:
             return None
-        return count * self.variants * self.candidates
+        if isinstance(self.candidates, tuple):
+            return [self.variants * count for count in self.candidates]
+        return None if items is None else [self.variants * self.candidates] * items
+
+    def requests(self, items: int | None) -> int | None:
+        """The cell's requests of this unit: the sum of its items' (item_requests), or variants x candidates
+        once for a per-cell unit."""
+        if self.per == "cell":
+            return None if self.candidates is None else self.variants * self.candidates
+        per_item = self.item_requests(items)
+        return None if per_item is None else sum(per_item)
 
 
-def _mean(values) -> float | None:
-    return None if values is None or not values else sum(values) / len(values)
-
-
-def _tokens(protocol: str, table: dict) -> int:
-    answer = table["lvlm"]["answer_tokens"]
-    return int(answer.get(protocol, answer["default"]))
-
-
-def _classification(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+def _classification(data: Data, capability: str, settings: dict, prompts_dir: Path, kind) -> list[Work]:
     from vlmgrid.protocols.classification import answer_methods, classification_prompts
 
     if capability == "embed":
         return [Work("embed_image", 1, 1), Work("embed_text", len(kind.templates), data.classes, per="cell")]
-    prompts = classification_prompts(config.prompts_dir)
+    prompts = classification_prompts(prompts_dir)
     model = SimpleNamespace(model_capabilities=_capabilities(settings), settings=settings)
     open_method, closed_method = answer_methods(model)
     shown = None if data.classes is None else (
         data.classes if prompts.max_candidates is None else min(data.classes, prompts.max_candidates))
-    tokens = _tokens("classification", table)
     works = []
     for method, variants, candidates in ((open_method, len(prompts.open), data.classes),
                                          (closed_method, len(prompts.closed), shown)):
         if not variants:
             continue
         if method == "generate":
-            works.append(Work("generate", variants, 1, answer_tokens=tokens))
+            works.append(Work("generate", variants, 1))
         else:
             works += [Work("forward", variants, 1), Work("continuation", variants, candidates)]
     return works
 
 
-def _choice(variants: int = 1, protocol: str = "multiple_choice"):
-    def count(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+def _choice(variants: int = 1):
+    def count(data: Data, capability: str, settings: dict, prompts_dir: Path, kind) -> list[Work]:
         if capability == "embed":
             # The image is embedded once per item, whatever the variants; one text per option per variant.
-            return [Work("embed_image", 1, 1), Work("embed_text", variants, _mean(data.options))]
+            return [Work("embed_image", 1, 1), Work("embed_text", variants, data.options)]
         if capability == "score_options":
             return [Work("forward", variants, 1)]
-        return [Work("generate", variants, 1, answer_tokens=_tokens(protocol, table))]
+        return [Work("generate", variants, 1)]
 
     return count
 
 
-def _cvqa(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+def _cvqa(data: Data, capability: str, settings: dict, prompts_dir: Path, kind) -> list[Work]:
     from vlmgrid.protocols.cvqa import cvqa_prompts
 
-    return _choice(len(cvqa_prompts(config.prompts_dir).settings), "cvqa")(data, capability, settings, config, table, kind)
+    return _choice(len(cvqa_prompts(prompts_dir).settings))(data, capability, settings, prompts_dir, kind)
 
 
-def _exam_choice(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
+def _exam_choice(data: Data, capability: str, settings: dict, prompts_dir: Path, kind) -> list[Work]:
     from vlmgrid.protocols.exam_choice import DEFAULT_MODE, DEFAULT_MODE_BY_BACKEND, load_exam_prompts
 
     if capability != "generate":
-        return _choice()(data, capability, settings, config, table, kind)
+        return _choice()(data, capability, settings, prompts_dir, kind)
     mode = settings.get("prompt_mode") or DEFAULT_MODE_BY_BACKEND.get(settings["backend"], DEFAULT_MODE)
-    tokens = load_exam_prompts(config.prompts_dir).max_new_tokens(mode) or _tokens("exam_choice", table)
-    return [Work("generate", 1, 1, answer_tokens=tokens)]
+    return [Work("generate", 1, 1, answer_tokens=load_exam_prompts(prompts_dir).max_new_tokens(mode))]
 
 
-def _ranking(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
-    if data.options is None or data.to_image is None or not data.items:
+def _ranking(data: Data, capability: str, settings: dict, prompts_dir: Path, kind) -> list[Work]:
+    if data.options is None or data.to_image is None:
         return [Work("embed_image" if capability == "embed" else "forward", 1, None)]
     pairs = list(zip(data.options, data.to_image))
     # Riddle-to-image: one picture per candidate and one riddle; image-to-riddle: one picture, a riddle each.
-    pictures = sum(n if to_image else 1 for n, to_image in pairs) / data.items
-    texts = sum(1 if to_image else n for n, to_image in pairs) / data.items
+    pictures = tuple(n if to_image else 1 for n, to_image in pairs)
+    texts = tuple(1 if to_image else n for n, to_image in pairs)
     if capability == "embed":
         return [Work("embed_image", 1, pictures), Work("embed_text", 1, texts)]
     # Likelihood: a forward per candidate picture (riddle-to-image) or one shared prefix (image-to-riddle),
     # and one continuation per candidate either way.
-    return [Work("forward", 1, pictures), Work("continuation", 1, _mean(data.options))]
+    return [Work("forward", 1, pictures), Work("continuation", 1, data.options)]
 
 
-def _short_answer(data: Data, capability: str, settings: dict, config: Config, table: dict, kind) -> list[Work]:
-    return [Work("generate", 1, 1, answer_tokens=_tokens("short_answer", table))]
+def _short_answer(data: Data, capability: str, settings: dict, prompts_dir: Path, kind) -> list[Work]:
+    return [Work("generate", 1, 1)]
 
 
 # Per protocol: the units of work one model sends, following the protocol's strategies.
 COUNTERS: Mapping[str, Callable[..., list[Work]]] = {
     "classification": _classification,
     "multiple_choice": _choice(),
-    "yes_no": _choice(protocol="yes_no"),
+    "yes_no": _choice(),
     "short_answer": _short_answer,
     "cvqa": _cvqa,
     "exam_choice": _exam_choice,
     "ranking": _ranking,
 }
+
+
+def cell_work(data: Data, model_settings: dict, kind, prompts_dir: Path) -> tuple[str | None, list[Work]]:
+    """How a model with these settings answers a benchmark of this kind (its strategy, None when it cannot)
+    and the units of work it sends: what the plan counts and what infer's parts are cut by."""
+    from vlmgrid.protocols import strategy_for
+
+    capability = strategy_for(kind.protocol, _capabilities(model_settings), model_settings.get("answer_mode"))
+    if capability is None:
+        return None, []
+    return capability, COUNTERS[kind.protocol](data, capability, model_settings, Path(prompts_dir), kind)
+
+
+def item_requests(bench, model_settings: dict) -> list[int]:
+    """Each record's model requests, in record order, as the plan counts them (its per-item units; a per-cell
+    unit such as CLIP's class prompts is no item's): what infer's parts are cut by (vlmgrid.stages.jobs)."""
+    data = Data.of(bench, "prepared")
+    _, works = cell_work(data, model_settings, bench.kind, bench.prompts_dir)
+    per_unit = [work.item_requests(data.items) for work in works if work.per == "item"]
+    return [sum(counts) for counts in zip(*per_unit)] if per_unit else [0] * data.items
 
 
 # ------------------------------------------------------------------------------------------ model sizes
@@ -271,14 +304,24 @@ def size_class(name: str, settings: dict) -> str | None:
     return finder(name, settings) if finder else None
 
 
-def seconds_per_request(work: Work, backend: str, size: str, table: dict) -> float | None:
+def tokens_per_answer(work: Work, protocol: str, table: dict) -> int:
+    """The new tokens a generated answer of this unit is assumed to take: the prompt set's, else the table's
+    for the protocol."""
+    if work.answer_tokens is not None:
+        return work.answer_tokens
+    assumed = table["lvlm"]["answer_tokens"]
+    return int(assumed.get(protocol, assumed["default"]))
+
+
+def seconds_per_request(work: Work, backend: str, size: str, table: dict, protocol: str) -> float | None:
     """One request's GPU seconds on one GPU, from the table; None when it has no figure for it."""
     if backend == "hf":
         lvlm = table["lvlm"]
         scale = float(size[:-1]) / lvlm["reference_params_b"]
         rates = lvlm["rates"]
         if work.unit == "generate":
-            return scale * (1 / rates["forward"]["rate"] + work.answer_tokens / rates["decode_tokens"]["rate"])
+            tokens = tokens_per_answer(work, protocol, table)
+            return scale * (1 / rates["forward"]["rate"] + tokens / rates["decode_tokens"]["rate"])
         return scale / rates[work.unit]["rate"]
     entry = table.get("clip", {}).get(size, {}).get(work.unit) if backend == "open_clip" else None
     return None if entry is None else 1 / entry["rate"]
@@ -297,7 +340,6 @@ def _no_gpu_note(config: Config, model: str) -> str | None:
 def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
     """One row per (cell, unit of work): items, variants, candidates, requests and GPU-hours (COLUMNS)."""
     from vlmgrid.benchmarks import BENCHMARKS
-    from vlmgrid.protocols import strategy_for
 
     table = table or load_throughput()
     data = {name: benchmark_data(config, name) for name in config.benchmarks}
@@ -310,10 +352,10 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             rows.append({**base, "strategy": "n/a", "gpu_hours": 0.0, "requests": 0, "note": f"n/a: {reason}"})
             continue
         kind = BENCHMARKS.get(config.benchmark(cell.benchmark)["kind"])
-        capability = strategy_for(kind.protocol, _capabilities(settings), settings.get("answer_mode"))
+        capability, works = cell_work(bench, settings, kind, config.prompts_dir)
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
-        for work in COUNTERS[kind.protocol](bench, capability, settings, config, table, kind):
+        for work in works:
             requests = work.requests(bench.items)
             note = _no_gpu_note(config, cell.model)
             hours = 0.0 if note else math.nan
@@ -322,13 +364,13 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             elif note is None and size is None:
                 note = "model size unknown: no estimate"
             elif note is None:
-                seconds = seconds_per_request(work, settings["backend"], size, table)
+                seconds = seconds_per_request(work, settings["backend"], size, table, kind.protocol)
                 if seconds is None:
                     note = f"no {work.unit} figure for size {size}: no estimate"
                 else:
                     hours, note = requests * seconds * gpus / 3600, f"size {size}"
             rows.append({**base, "strategy": capability, "unit": work.unit, "per": work.per,
-                         "variants": work.variants, "candidates": work.candidates, "requests": requests,
+                         "variants": work.variants, "candidates": work.mean_candidates, "requests": requests,
                          "gpu_hours": hours, "note": note})
     costs = pd.DataFrame(rows, columns=COLUMNS)
     return costs.astype({"items": "Int64", "variants": "Int64"})
