@@ -9,7 +9,8 @@ follows a seeded random number of new parts, a seeded random fraction of a part'
 finish; its predictions are checked against an uninterrupted run. Per kill it prints the items of the part cut short (all
 computed again after the restart), the model batches already done for that part (their items computed and
 never saved), the seconds spent on that part, and the restart's start-up and model load. Parts are saved
-whole, so a kill costs at most one part: part_size / batch_size batches.
+whole, so a kill costs at most one part: part_size model requests, which on POPE (one request an item) are
+part_size items, part_size / batch_size batches.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ import kill_harness as kh  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="llava-tiny", choices=["llava-tiny", "random"])
-    parser.add_argument("--part-size", type=int, help="items per part (default: the default grid's)")
+    parser.add_argument("--part-size", type=int,
+                        help="model requests per part, items on POPE (default: the default grid's)")
     parser.add_argument("--batch-size", type=int, default=16, help="the hf model's batch size")
     parser.add_argument("--size", type=int, default=300, help="POPE fixture size (3 items each)")
     parser.add_argument("--kills", type=int, default=4)

@@ -232,12 +232,19 @@ def timed(fn, device: str, repeats: int = 1, warmup: int = 1) -> float:
     return (time.perf_counter() - start) / repeats
 
 
-def in_parts(runner, records, part_size: int) -> list[dict]:
-    """The runner over the records in parts, as `vlmgrid infer` calls it."""
-    rows = []
-    for start in range(0, len(records), part_size):
-        rows.extend(runner(records.iloc[start:start + part_size]))
-    return rows
+def infer_parts(bench, settings: dict, part_size: int) -> list:
+    """The benchmark's records cut into the parts `vlmgrid infer` cuts them into: at most part_size model
+    requests each (vlmgrid.stages.jobs.part_bounds)."""
+    from vlmgrid.stages.cost import item_requests
+    from vlmgrid.stages.jobs import part_bounds
+
+    bounds = part_bounds(item_requests(bench, settings), part_size)
+    return [bench.records.iloc[start:stop] for start, stop in zip(bounds, bounds[1:])]
+
+
+def in_parts(runner, parts: list) -> list[dict]:
+    """The runner over the parts, one call each, as `vlmgrid infer` calls it."""
+    return [row for part in parts for row in runner(part)]
 
 
 def write_photos(folder: Path, names: list[str], seed: int = 0) -> None:
@@ -302,6 +309,7 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
                 "precision": shape["precision"]}
     model = BACKENDS.get("open_clip").load(settings, model_dir, device)
     runner = embed_strategy(model, bench)  # the zero-shot classifier is built here, before the clock starts
+    parts = infer_parts(bench, settings, part_size)
     size = model_cfg["vision_cfg"]["image_size"]
 
     pixels = torch.randn(shape["clip_batch"], 3, size, size, device=device, dtype=model.dtype)
@@ -310,8 +318,8 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     # the first pass decodes the JPEGs (and fills the pixel cache), the second reads that cache: start cold,
     # whatever an earlier tower of the same image size left there
     shutil.rmtree(cache_root() / PIXELS_DIR, ignore_errors=True)
-    ours = timed(lambda: in_parts(runner, records, part_size), device, warmup=0)
-    cached = timed(lambda: in_parts(runner, records, part_size), device, warmup=0)
+    ours = timed(lambda: in_parts(runner, parts), device, warmup=0)
+    cached = timed(lambda: in_parts(runner, parts), device, warmup=0)
 
     class Opened:
         """The same model without `embed_image_files`: the protocol opens every image in the main process."""
@@ -319,7 +327,7 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
         embed_images, embed_texts, identity = model.embed_images, model.embed_texts, model.identity
 
     plain_runner = embed_strategy(Opened(), bench)
-    plain = timed(lambda: in_parts(plain_runner, records, part_size), device, warmup=0)
+    plain = timed(lambda: in_parts(plain_runner, parts), device, warmup=0)
     tower_rate = shape["clip_batch"] / tower
     return [
         result_row(f"clip {role}", f"CLIP {label}: classification from JPEG files", "img/s", n / ours,
@@ -409,8 +417,9 @@ def choice_section(backend, shape: dict, device: str, work: Path, part_size: int
     records = _item_records(n, folder, "choice")
     bench = _benchmark("scienceqa_img", folder, records)
     runner = multiple_choice_option_strategy(backend, bench)
-    in_parts(runner, records.iloc[:bs], part_size)  # warm-up
-    ours = timed(lambda: in_parts(runner, records, part_size), device, warmup=0)
+    parts = infer_parts(bench, backend.settings, part_size)
+    runner(records.iloc[:bs])  # warm-up
+    ours = timed(lambda: in_parts(runner, parts), device, warmup=0)
 
     def request(i):
         options = list(records["options"].iloc[i])
@@ -444,8 +453,9 @@ def generate_section(backend, shape: dict, device: str, work: Path, part_size: i
     records = _item_records(n, folder, "vqa")
     bench = _benchmark("textvqa", folder, records)
     runner = generate_strategy(backend, bench)
-    in_parts(runner, records.iloc[:2], part_size)  # warm-up
-    ours = timed(lambda: in_parts(runner, records, part_size), device, warmup=0)
+    parts = infer_parts(bench, backend.settings, part_size)
+    runner(records.iloc[:2])  # warm-up
+    ours = timed(lambda: in_parts(runner, parts), device, warmup=0)
     requests = [GenerateRequest(records["id"].iloc[i], open_rgb(folder / records["image"].iloc[i]),
                                 short_answer_prompt(records["question"].iloc[i])) for i in range(bs)]
     batch = backend._cast(backend._encode(requests))
@@ -479,8 +489,9 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
                             "direction": "image-to-riddle", "split": "test-seen"})
     bench = _benchmark("dance", folder, records)
     runner = likelihood_strategy(backend, bench)
-    in_parts(runner, records.iloc[:1], part_size)  # warm-up
-    ours = timed(lambda: in_parts(runner, records, part_size), device, warmup=0)
+    parts = infer_parts(bench, backend.settings, part_size)
+    runner(records.iloc[:1])  # warm-up
+    ours = timed(lambda: in_parts(runner, parts), device, warmup=0)
 
     # 50 full forwards: picture + prompt + riddle, each its own sequence, in batches as a plain evaluation does
     prompt = ranking_prompt()
@@ -553,7 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workflow", action="store_true", help="add the default grid's cold and no-op runs")
     parser.add_argument("--depth", type=int, help="layers in every tower and in the language model, the widths kept "
                                                   "(default: the shapes' own; a test runs the real shapes at 1)")
-    parser.add_argument("--part-size", type=int, default=256, help="items per runner call, as infer.part_size")
+    parser.add_argument("--part-size", type=int, default=1024,
+                        help="model requests per runner call at most, as infer.part_size (its default)")
     parser.add_argument("--out", help="write the results here (Markdown; the same name with .json beside it)")
     parser.add_argument("--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON")
     args = parser.parse_args(argv)
@@ -616,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - started, 1),
         "part_size": args.part_size,
     }
-    meta["notes"] = [f"runners called in parts of {args.part_size} items, as `vlmgrid infer` does; the whole run "
+    meta["notes"] = [f"runners called in parts of at most {args.part_size} model requests, cut as `vlmgrid infer` "
+                     f"cuts them; the whole run "
                      f"took {meta['seconds']} s",
                      f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, "
                      f"on {meta['cpus']} CPUs: a load above the CPU count means other work shared them"]

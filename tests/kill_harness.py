@@ -205,6 +205,15 @@ class Workspace:
     def parts(self) -> int:
         return len(list(self.partial_dir.glob("part-*.parquet")))
 
+    def job(self):
+        """The job `vlmgrid infer` runs here, with its parts (at most `part_size` model requests each)."""
+        from vlmgrid import paths
+        from vlmgrid.stages.jobs import open_job
+
+        config = self.config
+        return open_job(model_settings=config.model(self.model), bench_dir=paths.bench_dir(config.data_dir, self.bench),
+                        part_size=self.part_size, prompts_dir=config.prompts_dir)
+
 
 def make_workspace(root: Path, config_data: dict, *, model: str, bench: str, part_size: int, size: int | None = None,
                    model_settings: dict | None = None) -> Workspace:
@@ -284,7 +293,7 @@ def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_d
     number (1 to 3) of new parts, a seeded random fraction of `part_seconds` (about a part's time) into it.
     Then let it finish."""
     rng = random.Random(seed)
-    n_parts = -(-len(_records(ws)) // ws.part_size)
+    n_parts = ws.job().n_parts
     done: list[Kill] = []
     for _ in range(kills):
         new_parts = min(rng.randint(1, 3), n_parts - 1 - ws.parts())  # a part left to be cut short
@@ -315,13 +324,6 @@ def kill_in_final_write(ws: Workspace, timeout: float = 300) -> Path:
     return Path(writes()[0]["path"])
 
 
-def _records(ws: Workspace):
-    from vlmgrid import paths
-    from vlmgrid.benchmarks import load_benchmark
-
-    return load_benchmark(paths.bench_dir(ws.config.data_dir, ws.bench)).records
-
-
 def trace(ws: Workspace) -> list[dict]:
     if not ws.trace_path.is_file():
         return []
@@ -335,7 +337,7 @@ class Cost:
 
     run: int
     items_saved: int  # items in the parts this run saved before the kill
-    part_items: int  # items of the part cut short; at most part_size
+    part_items: int  # items of the part cut short
     batches_done: int  # its batches already done (hf backend only)
     items_done: int  # the items in those batches: computed, not saved, computed again after the restart
     seconds_lost: float  # time spent on the part cut short

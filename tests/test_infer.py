@@ -122,6 +122,40 @@ def test_parts_made_with_other_settings_are_discarded(small_config, monkeypatch)
     assert any("discarding parts" in m for m in messages)
 
 
+def test_parts_hold_model_requests_not_items(small_config, monkeypatch):
+    # The random baseline scores 20 templates per flowers image: a prefix and the 5 class names each, 120
+    # requests; parts of 250 requests hold 2 of the 40 images.
+    config = _setup(small_config, bench="flowers102-fixture", part_size=250)
+    _crash_after(monkeypatch, 3)
+    with pytest.raises(Crash):
+        _run(config, bench="flowers102-fixture")
+    monkeypatch.undo()
+    messages = []
+    resumed = read_predictions(_run(config, bench="flowers102-fixture", messages=messages))
+    assert "resuming: 3 of 20 parts (6 of 40 items) already done" in messages
+    assert len(resumed) == 40 * 20
+
+
+def test_parts_of_other_boundaries_are_discarded(small_config, monkeypatch):
+    config = _setup(small_config, bench="flowers102-fixture", part_size=250)
+    reference = read_predictions(_run(config, bench="flowers102-fixture"))
+    paths.predictions_path(config.results_dir, "random", "flowers102-fixture").unlink()
+    _crash_after(monkeypatch, 3)
+    with pytest.raises(Crash):
+        _run(config, bench="flowers102-fixture")
+    monkeypatch.undo()
+    # 130 requests a part: one image each, so the 3 parts on disk (2 images each) are not this job's
+    changed = copy.deepcopy(config.data)
+    changed["infer"]["part_size"] = 130
+    messages = []
+    again = read_predictions(_run(validate_config(changed), bench="flowers102-fixture", messages=messages))
+    assert any("discarding parts" in m for m in messages)
+    assert not any(m.startswith("resuming") for m in messages)
+    # the same rows; within a part they run template by template, so their order follows the parts
+    key = ["id", "variant"]
+    assert again.sort_values(key).reset_index(drop=True).equals(reference.sort_values(key).reset_index(drop=True))
+
+
 def test_predictions_record_their_inputs(small_config):
     config = _setup(small_config)
     metadata = json.loads(pq.read_schema(_run(config)).metadata[b"vlmgrid"])

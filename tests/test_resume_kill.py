@@ -57,10 +57,12 @@ def _check_killed_runs(ws, kills, reference, n_items):
     runs = [kill.log for kill in kills[1:]] + [kh.log_text(ws, ws.runs)]
     parts = [kill.parts_at_kill for kill in kills]
     assert parts == sorted(set(parts)), "every restart saved at least one part more"
+    job = ws.job()
     for kill, next_log in zip(kills, runs):
         resumed_parts, resumed_items = _resumed_from(next_log)
         assert resumed_parts == kill.parts_at_kill  # every part on disk at the kill is taken, none is redone
-        assert resumed_items == min(kill.parts_at_kill * ws.part_size, n_items)
+        assert resumed_items == job.bounds[kill.parts_at_kill]  # the items of those parts
+    assert job.bounds[-1] == n_items
 
     final = pq.read_table(ws.out_path)
     assert final.equals(reference, check_metadata=True)
@@ -70,6 +72,7 @@ def _check_killed_runs(ws, kills, reference, n_items):
     costs = kh.kill_costs(ws, kills)
     for cost in costs:
         print(cost)
+        # POPE's items ask one model request each: a part holds at most part_size of them
         assert cost.part_items <= ws.part_size and cost.items_done <= cost.part_items
     # The killed runs' trace (after the reference run) accounts for every item computed: each item once, plus
     # the parts the kills cut short.

@@ -10,8 +10,8 @@ version, so a changed file, another preprocessing or another resampler misses. A
 relative to the benchmark: the error texts kept in an entry name the file by its path. The JSON is written
 last and only once every row is in the .npy, so an entry without it (a killed run) is never read.
 
-An entry is one call's list of files: `vlmgrid infer` calls with one part of `infer.part_size` items at a
-time, so a rerun with the same part size finds every part's entry, and another part size decodes again.
+An entry is one call's list of files: `vlmgrid infer` calls with one part (at most `infer.part_size` model
+requests) at a time, so a rerun with the same parts finds every part's entry, and other parts decode again.
 Nothing is evicted: at 224 x 224 an image takes 150 KB (ImageNet's 50,000 validation images 7.5 GB).
 """
 

@@ -80,7 +80,7 @@ def import_predictions(config: Config, model: str, benchmark: str, file: str, *,
         rows.append(prediction_row(item, raw=raw_of[item], prediction=parsed.prediction,
                                    prediction_index=parsed.index))
     # The prompts were the publisher's, not this config's prompt sets: none is recorded.
-    job = Job(bench=bench, prompts={}, part_size=len(rows), fingerprint="")
+    job = Job(bench=bench, prompts={}, part_size=len(rows), bounds=(0, len(rows)), fingerprint="")
     provenance = {
         "imported": f"imported from {source} ({file_format})",
         "format": file_format,

@@ -1,8 +1,11 @@
 """What the infer and shards stages share: a job's identity, its part store, and the predictions file it writes.
 
-Work is written in parts of `part_size` items as it goes (atomically, one parquet file per part), so a killed
-job resumes at the first missing part and loses at most one part of work. The parts are valid only for the
-inputs named by the job's fingerprint (model settings, data, protocol, part size, prompt sets): anything else
+Work is written in parts as it goes (atomically, one parquet file per part), so a killed job resumes at the
+first missing part and loses at most one part of work. A part is a contiguous run of records holding at most
+`part_size` model requests, counted per record as the cost plan counts them (`vlmgrid.stages.cost`), or one
+record that alone asks more: a classification item under CARPE's protocol asks 20 templates and a yes/no
+item one, so a part is about the same work whatever the benchmark. The parts are valid only for the inputs
+named by the job's fingerprint (model settings, data, protocol, part boundaries, prompt sets): anything else
 discards them.
 
 A cell whose model cannot run its benchmark gets a predictions file too, with no rows and metadata that
@@ -17,7 +20,7 @@ import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +28,7 @@ import pyarrow.parquet as pq
 from vlmgrid.fileio import sha256_json, write_json
 from vlmgrid.predictions import METADATA_KEY, SCHEMA, rows_to_table, write_table
 from vlmgrid.prompts import prompt_file_hashes
+from vlmgrid.stages.cost import item_requests
 
 if TYPE_CHECKING:
     from vlmgrid.benchmarks.dataset import Benchmark
@@ -101,15 +105,29 @@ class PartStore:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, part_size: int,
+def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, bounds: Sequence[int],
                     prompts: dict[str, str] | None = None) -> str:
     return sha256_json({
         "model": model_settings,
         "data": manifest.get("fingerprint"),
         "protocol": protocol,
-        "part_size": part_size,
+        "parts": list(bounds),
         "prompts": prompts or {},
     })
+
+
+def part_bounds(requests: Sequence[int], part_size: int) -> tuple[int, ...]:
+    """Where each part starts, then the end: contiguous runs of records cut greedily so that a part holds at
+    most `part_size` requests (`requests`: each record's), or a single record that alone holds more."""
+    bounds, held = [0], 0
+    for index, count in enumerate(requests):
+        if index > bounds[-1] and held + count > part_size:
+            bounds.append(index)
+            held = 0
+        held += count
+    if requests:
+        bounds.append(len(requests))
+    return tuple(bounds)
 
 
 def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: str, reason: str,
@@ -138,14 +156,15 @@ class Job:
     bench: Benchmark
     prompts: dict[str, str]
     part_size: int
+    bounds: tuple[int, ...]  # part_bounds: where each part starts, then the end
     fingerprint: str
 
     @property
     def n_parts(self) -> int:
-        return (len(self.bench.records) + self.part_size - 1) // self.part_size
+        return max(len(self.bounds) - 1, 0)
 
     def chunk(self, index: int):
-        return self.bench.records.iloc[index * self.part_size:(index + 1) * self.part_size]
+        return self.bench.records.iloc[self.bounds[index]:self.bounds[index + 1]]
 
 
 def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_dir: Path | None = None) -> Job:
@@ -160,8 +179,9 @@ def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_d
     if prompts_dir is not None:
         bench = dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
     prompts = prompt_file_hashes(bench.prompts_dir)
-    fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, part_size, prompts)
-    return Job(bench=bench, prompts=prompts, part_size=part_size, fingerprint=fingerprint)
+    bounds = part_bounds(item_requests(bench, model_settings), part_size)
+    fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, bounds, prompts)
+    return Job(bench=bench, prompts=prompts, part_size=part_size, bounds=bounds, fingerprint=fingerprint)
 
 
 def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, strategy: str | None,

@@ -1,8 +1,8 @@
 """Shards: one cell's inference split over several jobs, then merged into its one predictions file.
 
-A shard is a contiguous range of whole parts (`infer.part_size` items each, the parts of the unsharded job),
-so every model batch sees the items it would see unsharded, and the merged file is byte for byte the file an
-unsharded `vlmgrid infer` writes. Shard `index` of `count` (from 1) writes
+A shard is a contiguous range of whole parts (the parts of the unsharded job, at most `infer.part_size` model
+requests each: vlmgrid.stages.jobs), so every model batch sees the items it would see unsharded, and the merged
+file is byte for byte the file an unsharded `vlmgrid infer` writes. Shard `index` of `count` (from 1) writes
 `results/shards/<model>/<bench>/<index>-of-<count>.parquet` (docs/formats.md); `merge_shards` checks that
 all of them are there and were made by the job the config describes now, and writes the predictions file.
 
