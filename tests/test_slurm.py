@@ -4,6 +4,7 @@ through workflow/profiles/slurm on a real single-node Slurm (tests/slurm_cluster
 tables, every job having gone through Slurm with what the config asks for (the two-GPU model's jobs: gres
 gpu:2)."""
 
+import math
 import re
 import time
 from types import SimpleNamespace
@@ -13,6 +14,9 @@ import yaml
 
 from conftest import REPO, SLURM_GRID, copy_workflow, run, small_grid_config, workflow_env
 from slurm_cluster import ClusterUnavailable, start_cluster
+from vlmgrid.stages import cost
+
+FORWARD = cost.load_throughput()["lvlm"]["rates"]["forward"]["rate"]
 
 PROFILE = "workflow/profiles/slurm"
 # The profile's documented switch for a cluster without accounting (sacct would never see a job end); the
@@ -55,6 +59,49 @@ def test_cluster_section_becomes_the_rules_resources(tmp_path):
     for item in ("cpus_per_task=1", "mem_mb=8000", "runtime=7", "slurm_partition=cpu"):
         assert item in score
     assert "slurm_partition=cpu" in resources["prepare"] and "slurm_account" not in resources["prepare"]
+
+
+def dry_run_jobs(root) -> dict[tuple[str, str], str]:
+    """{(rule, its wildcards): its resources line} of every job of a dry run of the workspace's grid."""
+    output = run(["snakemake", "-n", "--cores", "2"], root).stdout
+    jobs = re.findall(r"^rule (\w+):\n(?:    .*\n)*?    wildcards: (.*)\n(?:    .*\n)*?    resources: (.*)$", output, re.M)
+    return {(rule, wildcards): resources for rule, wildcards, resources in jobs}
+
+
+POPE_HUB = {"kind": "pope", "source": {"type": "hf_hub", "repo": "lmms-lab/POPE", "config": "Full",
+                                       "revision": "4db1276663dfa5eb8ad16a52d24c31a09e470896"}}
+QWEN_72B = {"backend": "hf", "source": {"type": "hf_hub", "repo": "Qwen/Qwen2.5-VL-72B-Instruct",
+                                        "revision": "89c86200743eec961a297729e7990e8f2ddbc4c5"}}
+
+
+def test_infer_runtime_from_the_cost_plan(tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    path = root / "config" / "config.yaml"
+    data = yaml.safe_load(path.read_text())
+    # Not prepared, and never fetched: the plan counts POPE's published 9,000 questions and knows nothing of
+    # Flowers102's class names; a 72B model by its repo's name
+    data["benchmarks"].update({"pope": POPE_HUB, "pope-sharded": {**POPE_HUB, "shards": 2},
+                               "flowers": {"kind": "flowers102", "source": {"type": "url"}}})
+    data["models"]["qwen-72b"] = QWEN_72B
+    data["grid"] = {"models": ["qwen-72b", "llava-tiny", "random"],
+                    "benchmarks": ["pope", "pope-sharded", "flowers", "pope-fixture"]}
+    data["cluster"]["infer"] = {**data["cluster"]["infer"], "runtime": 45, "runtime_from_plan": True}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    runtimes = {job: int(re.search(r"\bruntime=(\d+)", line).group(1)) for job, line in dry_run_jobs(root).items()
+                if job[0] in ("infer", "infer_shard")}
+    assert len(runtimes) == 3 * 4 + 3  # one job per cell, two for each sharded one
+
+    # one forward per question at the 7B rate x 7/72; twice the GPU-hours, in minutes
+    hours = 9000 / (FORWARD * 7 / 72) / 3600
+    assert runtimes["infer", "model=qwen-72b, bench=pope"] == math.ceil(2 * hours * 60)  # 61 at the H200's rate
+    for shard in (1, 2):  # half the questions each
+        assert runtimes["infer_shard", f"model=qwen-72b, bench=pope-sharded, shard={shard}, shards=2"] == \
+            math.ceil(2 * hours / 2 * 60)
+    assert runtimes["infer", "model=qwen-72b, bench=pope-fixture"] == cost.RUNTIME_FLOOR_MINUTES  # 90 questions
+    # no estimate: the class names of an unprepared benchmark, a model of unknown size; no GPU: the baseline
+    flat = {job for job, minutes in runtimes.items() if minutes == 45}
+    assert flat == {job for job in runtimes if "qwen-72b" not in job[1] or "flowers" in job[1]}
+    assert ("infer", "model=qwen-72b, bench=flowers") in flat and ("infer", "model=random, bench=pope") in flat
 
 
 def test_without_a_partition_the_jobs_name_none(tmp_path):
@@ -106,6 +153,11 @@ def slurm_run(slurm, tmp_path_factory):
     path = root / "config" / "config.yaml"
     data = small_grid_config(SLURM_GRID, yaml.safe_load(path.read_text()))
     data["models"]["llava-tiny"]["gpus"] = GPU_MODELS["llava-tiny"]
+    # Infer jobs timed by the cost plan, which takes clip-tiny for the ViT-B-32 its description names (llava-tiny's
+    # size it does not know, and the baseline holds no GPU: the flat runtime); the jobs' own parse on the node
+    # runs with the plan switched on
+    data["models"]["clip-tiny"]["description"] = "a tiny open_clip model, timed by the cost plan as a ViT-B-32"
+    data["cluster"]["infer"]["runtime_from_plan"] = True
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     # two GPUs x cpus_per_gpu CPUs must fit the test machine's cores (two on CI)
     config = set_cluster(root, partition=slurm.partition, infer={**data["cluster"]["infer"], "cpus_per_gpu": 1})
@@ -149,7 +201,10 @@ def test_every_job_went_through_slurm_with_the_configs_resources(slurm_run, slur
         rule, _, wildcards = job["Comment"].removeprefix("rule_").partition("_wildcards_")
         wanted = cluster["infer" if rule == "infer_shard" else rule]
         assert job["MinMemoryNode"] == f"{wanted['mem_mb']}M", job["Comment"]
-        assert job["TimeLimit"] == f"{wanted['runtime'] // 60:02d}:{wanted['runtime'] % 60:02d}:00", job["Comment"]
+        runtime = wanted["runtime"]
+        if rule in ("infer", "infer_shard") and wildcards.startswith("clip-tiny_"):
+            runtime = cost.RUNTIME_FLOOR_MINUTES  # the plan's: a ViT-B-32 embeds POPE's 90 images in seconds
+        assert job["TimeLimit"] == f"{runtime // 60:02d}:{runtime % 60:02d}:00", job["Comment"]
         if rule in ("infer", "infer_shard"):
             model = wildcards.split("_")[0]
             gpu_requests[model] = job.get("TresPerJob")

@@ -35,7 +35,7 @@ _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "cluster": {
         "prepare": _CPU_JOB,
         "fetch_model": _CPU_JOB,
-        "infer": {"cpus_per_gpu": 8, "mem_mb": 64000, "runtime": 720},
+        "infer": {"cpus_per_gpu": 8, "mem_mb": 64000, "runtime": 720, "runtime_from_plan": False},
         "merge_shards": _CPU_JOB,
         "score": _CPU_JOB,
         "compare": _CPU_JOB,

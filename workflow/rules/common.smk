@@ -2,6 +2,7 @@
 # config/config.yaml (the Snakefile names none, so Snakemake merges nothing into it). It is checked against
 # workflow/schemas/config.schema.yaml, and every name it uses against the registries, before any job starts;
 # every job's `vlmgrid` command reads the same file.
+import functools
 import json
 import os
 import re
@@ -157,3 +158,31 @@ def cluster_resources(job):
     if GRID.cluster.get("account"):
         settings["slurm_account"] = GRID.cluster["account"]
     return settings
+
+
+def infer_resources():
+    """What an infer or infer_shard job asks Slurm for: cluster_resources("infer"), its runtime per job."""
+    settings = cluster_resources("infer")
+    del settings["runtime_from_plan"]
+    settings["runtime"] = get_infer_runtime
+    return settings
+
+
+def get_infer_runtime(wildcards):
+    """The job's runtime in minutes: with cluster.infer.runtime_from_plan, the cost plan's for its cell
+    (vlmgrid.stages.cost.infer_job_runtime), else the flat cluster.infer.runtime. A job's own parse (on its
+    node, under Slurm) takes the flat one: its time limit was set when it was submitted, and the plan would
+    only delay its start."""
+    if not GRID.cluster["infer"]["runtime_from_plan"] or not workflow.is_main_process:
+        return GRID.cluster["infer"]["runtime"]
+    from vlmgrid.stages import cost
+
+    return cost.infer_job_runtime(GRID, get_cost_plan(), wildcards.model, wildcards.bench)
+
+
+@functools.cache
+def get_cost_plan():
+    """The grid's cost plan (`vlmgrid plan`), made once per parse: it may generate fixtures to count them."""
+    from vlmgrid.stages import cost
+
+    return cost.cost_table(GRID)

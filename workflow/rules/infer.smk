@@ -14,7 +14,7 @@ rule infer:
     threads: GRID.infer["threads"]
     resources:
         gpu=lambda wildcards: get_gpus(wildcards.model),
-        **cluster_resources("infer"),
+        **infer_resources(),
     log:
         f"{LOGS}/infer/{{model}}/{{bench}}.log",
     benchmark:
@@ -41,7 +41,7 @@ rule infer_shard:
     threads: GRID.infer["threads"]
     resources:
         gpu=lambda wildcards: get_gpus(wildcards.model),
-        **cluster_resources("infer"),
+        **infer_resources(),
     log:
         f"{LOGS}/infer/{{model}}/{{bench}}/{{shard}}-of-{{shards}}.log",
     benchmark:

@@ -440,3 +440,14 @@ def infer_runtime_minutes(costs: pd.DataFrame, model: str, benchmark: str, shard
     if hours.empty or hours.isna().any():
         return None
     return max(floor, math.ceil(hours.sum() / shards * 60 * factor))
+
+
+def infer_job_runtime(config: Config, costs: pd.DataFrame, model: str, benchmark: str) -> int:
+    """The Slurm runtime (minutes) of each infer job of the cell under `cluster.infer.runtime_from_plan`: the
+    plan's (infer_runtime_minutes, over the benchmark's shards), else the flat `cluster.infer.runtime`. A model
+    that holds no GPU (an API or CPU model) has no GPU-hours to time its jobs by, so it keeps the flat one."""
+    flat = int(config.cluster["infer"]["runtime"])
+    if plan.gpus(config, model) == 0:
+        return flat
+    minutes = infer_runtime_minutes(costs, model, benchmark, config.shards(benchmark))
+    return flat if minutes is None else minutes
