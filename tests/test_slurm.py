@@ -83,13 +83,16 @@ def test_infer_runtime_from_the_cost_plan(tmp_path):
     data["benchmarks"].update({"pope": POPE_HUB, "pope-sharded": {**POPE_HUB, "shards": 2},
                                "flowers": {"kind": "flowers102", "source": {"type": "url"}}})
     data["models"]["qwen-72b"] = QWEN_72B
-    data["grid"] = {"models": ["qwen-72b", "llava-tiny", "random"],
+    # the same model served by vLLM on the job's GPUs: an API model, whose GPU-hours the plan does not count
+    data["models"]["qwen-72b-vllm"] = yaml.safe_load((root / "config" / "models.yaml").read_text())["models"][
+        "qwen2.5-vl-72b-vllm"]
+    data["grid"] = {"models": ["qwen-72b", "qwen-72b-vllm", "llava-tiny", "random"],
                     "benchmarks": ["pope", "pope-sharded", "flowers", "pope-fixture"]}
     data["cluster"]["infer"] = {**data["cluster"]["infer"], "runtime": 45, "runtime_from_plan": True}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     runtimes = {job: int(re.search(r"\bruntime=(\d+)", line).group(1)) for job, line in dry_run_jobs(root).items()
                 if job[0] in ("infer", "infer_shard")}
-    assert len(runtimes) == 3 * 4 + 3  # one job per cell, two for each sharded one
+    assert len(runtimes) == 4 * 4 + 4  # one job per cell, two for each sharded one
 
     # one forward per question at the 7B rate x 7/72; twice the GPU-hours, in minutes
     hours = 9000 / (FORWARD * 7 / 72) / 3600
@@ -98,10 +101,12 @@ def test_infer_runtime_from_the_cost_plan(tmp_path):
         assert runtimes["infer_shard", f"model=qwen-72b, bench=pope-sharded, shard={shard}, shards=2"] == \
             math.ceil(2 * hours / 2 * 60)
     assert runtimes["infer", "model=qwen-72b, bench=pope-fixture"] == cost.RUNTIME_FLOOR_MINUTES  # 90 questions
-    # no estimate: the class names of an unprepared benchmark, a model of unknown size; no GPU: the baseline
+    # no estimate: the class names of an unprepared benchmark, a model of unknown size; no GPU-hours: the
+    # served model and the baseline
     flat = {job for job, minutes in runtimes.items() if minutes == 45}
-    assert flat == {job for job in runtimes if "qwen-72b" not in job[1] or "flowers" in job[1]}
-    assert ("infer", "model=qwen-72b, bench=flowers") in flat and ("infer", "model=random, bench=pope") in flat
+    assert flat == {job for job in runtimes if "model=qwen-72b," not in job[1] or "flowers" in job[1]}
+    assert {("infer", "model=qwen-72b, bench=flowers"), ("infer", "model=qwen-72b-vllm, bench=pope"),
+            ("infer", "model=random, bench=pope")} <= flat
 
 
 def test_without_a_partition_the_jobs_name_none(tmp_path):

@@ -445,9 +445,10 @@ def infer_runtime_minutes(costs: pd.DataFrame, model: str, benchmark: str, shard
 def infer_job_runtime(config: Config, costs: pd.DataFrame, model: str, benchmark: str) -> int:
     """The Slurm runtime (minutes) of each infer job of the cell under `cluster.infer.runtime_from_plan`: the
     plan's (infer_runtime_minutes, over the benchmark's shards), else the flat `cluster.infer.runtime`. A model
-    that holds no GPU (an API or CPU model) has no GPU-hours to time its jobs by, so it keeps the flat one."""
+    whose GPU-hours the plan does not count (an API model, served by its job or not, or one on the CPU) has
+    nothing to time its jobs by, so it keeps the flat one."""
     flat = int(config.cluster["infer"]["runtime"])
-    if plan.gpus(config, model) == 0:
+    if _no_gpu_note(config, model) is not None:
         return flat
     minutes = infer_runtime_minutes(costs, model, benchmark, config.shards(benchmark))
     return flat if minutes is None else minutes
