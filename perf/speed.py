@@ -300,7 +300,7 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     from vlmgrid.pixel_cache import PIXELS_DIR
     from vlmgrid.protocols.classification import embed_strategy
 
-    records, n = bench.records, len(bench.records)
+    n = len(bench.records)
     model_cfg = open_clip.get_model_config(arch) if isinstance(arch, str) else arch
     model_dir = work / f"clip-{role}"
     model_dir.mkdir()
