@@ -123,9 +123,9 @@ def test_parts_made_with_other_settings_are_discarded(small_config, monkeypatch)
 
 
 def test_parts_hold_model_requests_not_items(small_config, monkeypatch):
-    # The random baseline scores 20 templates per flowers image: a prefix and the 5 class names each, 120
-    # requests; parts of 250 requests hold 2 of the 40 images.
-    config = _setup(small_config, bench="flowers102-fixture", part_size=250)
+    # The random baseline scores 20 templates per flowers image, a prefix each (its 5 class names ride on
+    # it): 20 requests, so parts of 50 requests hold 2 of the 40 images.
+    config = _setup(small_config, bench="flowers102-fixture", part_size=50)
     _crash_after(monkeypatch, 3)
     with pytest.raises(Crash):
         _run(config, bench="flowers102-fixture")
@@ -137,16 +137,16 @@ def test_parts_hold_model_requests_not_items(small_config, monkeypatch):
 
 
 def test_parts_of_other_boundaries_are_discarded(small_config, monkeypatch):
-    config = _setup(small_config, bench="flowers102-fixture", part_size=250)
+    config = _setup(small_config, bench="flowers102-fixture", part_size=50)
     reference = read_predictions(_run(config, bench="flowers102-fixture"))
     paths.predictions_path(config.results_dir, "random", "flowers102-fixture").unlink()
     _crash_after(monkeypatch, 3)
     with pytest.raises(Crash):
         _run(config, bench="flowers102-fixture")
     monkeypatch.undo()
-    # 130 requests a part: one image each, so the 3 parts on disk (2 images each) are not this job's
+    # 30 requests a part: one image each, so the 3 parts on disk (2 images each) are not this job's
     changed = copy.deepcopy(config.data)
-    changed["infer"]["part_size"] = 130
+    changed["infer"]["part_size"] = 30
     messages = []
     again = read_predictions(_run(validate_config(changed), bench="flowers102-fixture", messages=messages))
     assert any("discarding parts" in m for m in messages)

@@ -1,5 +1,5 @@
-"""Inference parts counted in model requests: each item's requests as the cost plan counts them, and parts
-cut greedily from them, against hand-computed boundaries."""
+"""Inference parts counted in model requests: each item's requests as the cost plan counts them, less the
+continuations scored on a cached prefix, and parts cut greedily from them, against hand-computed boundaries."""
 
 from __future__ import annotations
 
@@ -39,14 +39,15 @@ def classification(n_items: int, n_classes: int) -> Benchmark:
 
 # --- each item's requests ----------------------------------------------------------------------------------
 
-def test_a_classification_item_asks_its_twenty_templates_and_their_class_names():
+def test_a_classification_item_asks_its_twenty_templates():
     flowers = classification(7, 5)
-    # 10 open-world templates generated, 10 closed-world ones: a prefix forward and the 5 class names each
-    assert cost.item_requests(flowers, HF) == [10 + 10 + 10 * 5] * 7
+    # 10 open-world templates generated, 10 closed-world ones: a prefix forward each, its 5 class names scored
+    # on that forward's cached prefix (no pass of their own)
+    assert cost.item_requests(flowers, HF) == [10 + 10] * 7
     # generated answers only: one request per template
     assert cost.item_requests(flowers, {**HF, "answer_mode": "generate"}) == [20] * 7
-    # more classes than the prompt set's max_candidates (128): a 128-way closed-world question
-    assert cost.item_requests(classification(2, 200), HF) == [10 + 10 + 10 * 128] * 2
+    # however many classes: ImageNet's 1,000 (128 shown per closed-world question) still ask 20
+    assert cost.item_requests(classification(2, 1000), HF) == [20] * 2
     # CLIP: the image once; the class prompts are the cell's, no item's
     assert cost.item_requests(flowers, CLIP) == [1] * 7
 
@@ -63,9 +64,9 @@ def test_multiple_choice_items_ask_by_their_option_counts():
 def test_ranking_queries_ask_by_their_direction():
     dance = bench("dance", {"options": [["o"] * 3, ["o"] * 5, ["o"] * 2, ["o"] * 4],
                             "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"]})
-    # riddle-to-image: a forward and a continuation per candidate picture; image-to-riddle: one picture
-    # prefix and a continuation per riddle
-    assert cost.item_requests(dance, HF) == [3 + 3, 1 + 5, 1 + 2, 4 + 4]
+    # riddle-to-image: a forward per candidate picture; image-to-riddle: one picture prefix (its riddles are
+    # continuations on it)
+    assert cost.item_requests(dance, HF) == [3, 1, 1, 4]
     # embedding: every candidate picture and the riddle, or the picture and every riddle
     assert cost.item_requests(dance, CLIP) == [3 + 1, 1 + 5, 1 + 2, 4 + 1]
 
@@ -74,10 +75,10 @@ def test_ranking_queries_ask_by_their_direction():
 
 def test_classification_parts():
     flowers = classification(7, 5)
-    assert part_bounds(cost.item_requests(flowers, HF), 150) == (0, 2, 4, 6, 7)  # 140 requests a part
-    assert part_bounds(cost.item_requests(flowers, {**HF, "answer_mode": "generate"}), 64) == (0, 3, 6, 7)
+    assert part_bounds(cost.item_requests(flowers, HF), 64) == (0, 3, 6, 7)  # 60 requests a part
+    assert part_bounds(cost.item_requests(flowers, HF), 1024) == (0, 7)
     # an item asking more than a part holds is a part of its own
-    assert part_bounds(cost.item_requests(flowers, HF), 64) == (0, 1, 2, 3, 4, 5, 6, 7)
+    assert part_bounds(cost.item_requests(flowers, HF), 16) == (0, 1, 2, 3, 4, 5, 6, 7)
     assert part_bounds(cost.item_requests(flowers, CLIP), 64) == (0, 7)
 
 
@@ -93,9 +94,10 @@ def test_multiple_choice_parts_under_option_scoring():
 def test_ranking_parts():
     dance = bench("dance", {"options": [["o"] * 3, ["o"] * 5, ["o"] * 2, ["o"] * 4],
                             "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"]})
-    # requests 6 | 6, 3 | 8
-    assert part_bounds(cost.item_requests(dance, HF), 10) == (0, 1, 3, 4)
-    assert part_bounds(cost.item_requests(dance, HF), 5) == (0, 1, 2, 3, 4)  # every query alone
+    # requests 3, 1, 1 | 4
+    assert part_bounds(cost.item_requests(dance, HF), 5) == (0, 3, 4)
+    assert part_bounds(cost.item_requests(dance, HF), 2) == (0, 1, 3, 4)
+    assert part_bounds(cost.item_requests(dance, CLIP), 5) == (0, 1, 2, 3, 4)  # 4 | 6 | 3 | 5: every query alone
 
 
 def test_no_records_no_parts():
@@ -122,7 +124,7 @@ def test_the_part_boundaries_are_part_of_the_job_fingerprint():
             != job_fingerprint(settings, manifest, "yes_no", (0, 3, 4)))
 
 
-# --- the plan's totals are the items' requests ------------------------------------------------------------
+# --- the plan's totals are the items' requests, with the continuations ------------------------------------
 
 GRID = {
     "benchmarks": {name: {"kind": kind, "source": {"type": "fixture", "seed": 0, "size": size}}
@@ -132,7 +134,7 @@ GRID = {
 }
 
 
-def test_the_plans_requests_are_its_items_requests_plus_the_cells_own(tmp_path):
+def test_the_plans_requests_are_its_items_requests_plus_continuations_and_the_cells_own(tmp_path):
     from vlmgrid.benchmarks.dataset import load_benchmark
 
     models = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"]
@@ -149,7 +151,9 @@ def test_the_plans_requests_are_its_items_requests_plus_the_cells_own(tmp_path):
         for model in config.models:
             cell = costs[(costs["model"] == model) & (costs["benchmark"] == name)]
             per_cell = cell.loc[cell["per"] == "cell", "requests"].sum()
+            continuations = cell.loc[cell["unit"] == "continuation", "requests"].sum()
             items = cost.item_requests(prepared, config.model(model))
             assert len(items) == len(prepared.records) and min(items) >= 1, (model, name)
-            assert cell["requests"].sum() == sum(items) + per_cell, (model, name)
+            assert cell["requests"].sum() == sum(items) + continuations + per_cell, (model, name)
     assert costs.loc[costs["per"] == "cell", "requests"].sum() > 0  # CLIP's class prompts: counted, no item's
+    assert costs.loc[costs["unit"] == "continuation", "requests"].sum() > 0  # class names, riddles: no pass

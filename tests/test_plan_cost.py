@@ -143,3 +143,22 @@ def test_cli_prints_the_plan_and_writes_the_csv(tmp_path, capsys):
     table = pd.read_csv(csv)
     assert list(table.columns) == cost.COLUMNS
     assert table.loc[(table["model"] == "llava-tiny") & (table["benchmark"] == "pope-fixture"), "requests"].tolist() == [90]
+
+
+def test_a_model_served_by_its_job_holds_its_gpus_at_the_hf_rates(tmp_path):
+    served = {"backend": "openai", "model": "qwen", "gpus": 4, "logprobs": True,
+              "source": {"type": "hf_hub", "repo": "Qwen/Qwen2.5-VL-72B-Instruct", "revision": "a" * 40},
+              "serve": {"command": ["vllm", "serve", "{model_dir}", "--port", "{port}"]}}
+    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
+                              "models": {"served": served},
+                              "grid": {"models": ["served"], "benchmarks": ["dance"]}})
+    prepare(config, "dance")
+    forward = rows(cost.cost_table(config), "served", "dance")["forward"]
+    # 510 forwards of a 72B model at the 7B rate x 7/72, on each of the 4 GPUs the job holds
+    one_gpu = 510 / (FORWARD * 7 / 72) / 3600
+    assert math.isclose(forward["gpu_hours"], 4 * one_gpu)
+    assert forward["note"] == "size 72b, served: at hf rates, an upper bound"
+    costs = cost.cost_table(config)
+    hours = costs.loc[costs["model"] == "served", "gpu_hours"].sum()
+    # its jobs' time on the clock: the GPU-hours over its 4 GPUs
+    assert cost.infer_runtime_minutes(costs, "served", "dance", gpus=4, floor=0, factor=1) == math.ceil(hours / 4 * 60)

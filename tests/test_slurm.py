@@ -83,7 +83,7 @@ def test_infer_runtime_from_the_cost_plan(tmp_path):
     data["benchmarks"].update({"pope": POPE_HUB, "pope-sharded": {**POPE_HUB, "shards": 2},
                                "flowers": {"kind": "flowers102", "source": {"type": "url"}}})
     data["models"]["qwen-72b"] = QWEN_72B
-    # the same model served by vLLM on the job's GPUs: an API model, whose GPU-hours the plan does not count
+    # the same model served by vLLM on four GPUs: timed at the hf rates, its GPU-hours spread over its GPUs
     data["models"]["qwen-72b-vllm"] = yaml.safe_load((root / "config" / "models.yaml").read_text())["models"][
         "qwen2.5-vl-72b-vllm"]
     data["grid"] = {"models": ["qwen-72b", "qwen-72b-vllm", "llava-tiny", "random"],
@@ -101,11 +101,16 @@ def test_infer_runtime_from_the_cost_plan(tmp_path):
         assert runtimes["infer_shard", f"model=qwen-72b, bench=pope-sharded, shard={shard}, shards=2"] == \
             math.ceil(2 * hours / 2 * 60)
     assert runtimes["infer", "model=qwen-72b, bench=pope-fixture"] == cost.RUNTIME_FLOOR_MINUTES  # 90 questions
+    # served on four GPUs, letters scored by logprobs: four times the GPU-hours, the same hours on the clock
+    for (rule, wildcards), minutes in runtimes.items():
+        if wildcards.startswith("model=qwen-72b-vllm,") and "flowers" not in wildcards:
+            assert minutes == runtimes[rule, wildcards.replace("qwen-72b-vllm", "qwen-72b")], wildcards
     # no estimate: the class names of an unprepared benchmark, a model of unknown size; no GPU-hours: the
-    # served model and the baseline
+    # baseline
     flat = {job for job, minutes in runtimes.items() if minutes == 45}
-    assert flat == {job for job in runtimes if "model=qwen-72b," not in job[1] or "flowers" in job[1]}
-    assert {("infer", "model=qwen-72b, bench=flowers"), ("infer", "model=qwen-72b-vllm, bench=pope"),
+    assert flat == {job for job in runtimes if not job[1].startswith(("model=qwen-72b,", "model=qwen-72b-vllm,"))
+                    or "flowers" in job[1]}
+    assert {("infer", "model=qwen-72b, bench=flowers"), ("infer", "model=qwen-72b-vllm, bench=flowers"),
             ("infer", "model=random, bench=pope")} <= flat
 
 

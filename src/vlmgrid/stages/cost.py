@@ -13,8 +13,8 @@ per item, DANCE's candidates) are known for prepared and fixture benchmarks only
 Model requests follow what the protocols send (vlmgrid.protocols); one row per unit of work, with
 requests = items x variants x candidates (or variants x candidates once per cell, `per` = "cell"), the
 candidates counted per item where they vary (options per question, DANCE's direction). The same count, item
-by item (`item_requests`), cuts an inference job into parts (vlmgrid.stages.jobs), so a part's requests and
-the plan's never disagree:
+by item and without the continuations (`item_requests`), cuts an inference job into parts
+(vlmgrid.stages.jobs):
 
 - generate: one request per item x variant (CARPE's classification templates answered by generation, one
   per template; CVQA's four prompt settings; multiple choice, yes/no, short answers, Kaleidoscope: one);
@@ -29,9 +29,10 @@ the plan's never disagree:
   (per prompt setting for CVQA); DANCE embeds every candidate picture or riddle of a query (an upper bound:
   inference embeds a picture shared by queries of one part once).
 
-GPU-hours are requests / rate / 3600 per GPU a job holds. A model served over the `openai` backend, or one
-that runs on the CPU, holds no GPU: its GPU-hours are 0 and only its requests count. A model whose size class
-the table lacks gets no estimate ("unknown"), never a guess.
+GPU-hours are requests / rate / 3600 per GPU a job holds (the model's `gpus`). A model behind an API
+(`openai` without `serve`), or one that runs on the CPU, holds no GPU: its GPU-hours are 0 and only its
+requests count. A model whose job serves it on its GPUs (`serve`) is timed at the hf backend's rates, an upper
+bound. A model whose size class the table lacks gets no estimate ("unknown"), never a guess.
 """
 
 from __future__ import annotations
@@ -250,12 +251,20 @@ def cell_work(data: Data, model_settings: dict, kind, prompts_dir: Path) -> tupl
     return capability, COUNTERS[kind.protocol](data, capability, model_settings, Path(prompts_dir), kind)
 
 
+# The units a part counts: each takes a model pass of its own. A continuation is scored on its prefix's
+# cached pass, at a fraction of a forward's cost; counted, a closed-world ImageNet item (128 class names on
+# each of 10 templates) would be a part of its own, and its 10 open-world answers would be a batch of 10.
+PASS_UNITS = frozenset({"forward", "generate", "embed_image", "embed_text"})
+
+
 def item_requests(bench, model_settings: dict) -> list[int]:
-    """Each record's model requests, in record order, as the plan counts them (its per-item units; a per-cell
-    unit such as CLIP's class prompts is no item's): what infer's parts are cut by (vlmgrid.stages.jobs)."""
+    """Each record's model requests that take a pass of their own, in record order, as the plan counts them
+    (its per-item units but the continuations that ride on a prefix's pass; a per-cell unit such as CLIP's
+    class prompts is no item's): what infer's parts are cut by (vlmgrid.stages.jobs). A classification item
+    under CARPE's protocol asks its 20 templates."""
     data = Data.of(bench, "prepared")
     _, works = cell_work(data, model_settings, bench.kind, bench.prompts_dir)
-    per_unit = [work.item_requests(data.items) for work in works if work.per == "item"]
+    per_unit = [work.item_requests(data.items) for work in works if work.per == "item" and work.unit in PASS_UNITS]
     return [sum(counts) for counts in zip(*per_unit)] if per_unit else [0] * data.items
 
 
@@ -298,9 +307,16 @@ def _tower_size(name: str, settings: dict) -> str | None:
 SIZE_FINDERS: Mapping[str, Callable[[str, dict], str | None]] = {"hf": _lvlm_size, "open_clip": _tower_size}
 
 
+def rated_as(settings: dict) -> str:
+    """The backend whose throughput figures time the model. A model whose job starts its own server (`serve`)
+    runs an LVLM on the job's GPUs as the hf backend does: timed at the hf figures, an upper bound (a serving
+    engine batches continuously, and spreads a model over its GPUs by tensor parallelism)."""
+    return "hf" if "serve" in settings else settings["backend"]
+
+
 def size_class(name: str, settings: dict) -> str | None:
     """The model's size class in the throughput table's terms; None when nothing names it."""
-    finder = SIZE_FINDERS.get(settings["backend"])
+    finder = SIZE_FINDERS.get(rated_as(settings))
     return finder(name, settings) if finder else None
 
 
@@ -330,7 +346,8 @@ def seconds_per_request(work: Work, backend: str, size: str, table: dict, protoc
 # ---------------------------------------------------------------------------------------------- the plan
 
 def _no_gpu_note(config: Config, model: str) -> str | None:
-    if config.model(model)["backend"] == "openai":
+    settings = config.model(model)
+    if settings["backend"] == "openai" and "serve" not in settings:
         return "API model: no GPU-hours (requests only)"
     if plan.gpus(config, model) == 0:
         return "runs on the CPU: no GPU-hours"
@@ -364,11 +381,12 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             elif note is None and size is None:
                 note = "model size unknown: no estimate"
             elif note is None:
-                seconds = seconds_per_request(work, settings["backend"], size, table, kind.protocol)
+                seconds = seconds_per_request(work, rated_as(settings), size, table, kind.protocol)
                 if seconds is None:
                     note = f"no {work.unit} figure for size {size}: no estimate"
                 else:
-                    hours, note = requests * seconds * gpus / 3600, f"size {size}"
+                    hours = requests * seconds * gpus / 3600
+                    note = f"size {size}" + (", served: at hf rates, an upper bound" if "serve" in settings else "")
             rows.append({**base, "strategy": capability, "unit": work.unit, "per": work.per,
                          "variants": work.variants, "candidates": work.mean_candidates, "requests": requests,
                          "gpu_hours": hours, "note": note})
@@ -388,8 +406,9 @@ def totals(costs: pd.DataFrame) -> pd.DataFrame:
 
 
 ASSUMPTIONS = (
-    "Assumes: one GPU per inference job at the throughput table's rates (measured on one H200 where the "
-    "table says so; LVLM rates scale by 7B / parameters); {tokens} new tokens per generated answer unless "
+    "Assumes: each inference job holds its model's gpus for its time at the throughput table's rates "
+    "(measured on one H200 where the table says so; LVLM rates scale by 7B / parameters; a model served by "
+    "its job at the hf rates); {tokens} new tokens per generated answer unless "
     "the prompt set asks for more; items from the prepared data, a generated fixture or the published count. "
     "GPU-hours of rows without an estimate are left out of the totals."
 )
@@ -432,23 +451,24 @@ RUNTIME_FLOOR_MINUTES = 30  # start-up, model loading and a small cell's queue o
 RUNTIME_SAFETY_FACTOR = 2.0  # the table's rates are ceilings of one H200; a job must not be killed at the limit
 
 
-def infer_runtime_minutes(costs: pd.DataFrame, model: str, benchmark: str, shards: int = 1,
+def infer_runtime_minutes(costs: pd.DataFrame, model: str, benchmark: str, shards: int = 1, gpus: int = 1,
                           floor: int = RUNTIME_FLOOR_MINUTES, factor: float = RUNTIME_SAFETY_FACTOR) -> int | None:
-    """One infer job's Slurm runtime (minutes) from the plan: the cell's GPU-hours over its shards, times
-    `factor`, at least `floor`; None when the cell has no estimate (a flat runtime must stand in)."""
+    """One infer job's Slurm runtime (minutes) from the plan: the cell's GPU-hours over the GPUs each job holds
+    (its hours on the clock) and over its shards, times `factor`, at least `floor`; None when the cell has no
+    estimate (a flat runtime must stand in)."""
     hours = costs.loc[(costs["model"] == model) & (costs["benchmark"] == benchmark), "gpu_hours"]
     if hours.empty or hours.isna().any():
         return None
-    return max(floor, math.ceil(hours.sum() / shards * 60 * factor))
+    return max(floor, math.ceil(hours.sum() / max(gpus, 1) / shards * 60 * factor))
 
 
 def infer_job_runtime(config: Config, costs: pd.DataFrame, model: str, benchmark: str) -> int:
     """The Slurm runtime (minutes) of each infer job of the cell under `cluster.infer.runtime_from_plan`: the
     plan's (infer_runtime_minutes, over the benchmark's shards), else the flat `cluster.infer.runtime`. A model
-    whose GPU-hours the plan does not count (an API model, served by its job or not, or one on the CPU) has
-    nothing to time its jobs by, so it keeps the flat one."""
+    whose GPU-hours the plan does not count (an API model, or one on the CPU) has nothing to time its jobs
+    by, so it keeps the flat one."""
     flat = int(config.cluster["infer"]["runtime"])
     if _no_gpu_note(config, model) is not None:
         return flat
-    minutes = infer_runtime_minutes(costs, model, benchmark, config.shards(benchmark))
+    minutes = infer_runtime_minutes(costs, model, benchmark, config.shards(benchmark), plan.gpus(config, model))
     return flat if minutes is None else minutes

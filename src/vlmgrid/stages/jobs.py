@@ -2,7 +2,8 @@
 
 Work is written in parts as it goes (atomically, one parquet file per part), so a killed job resumes at the
 first missing part and loses at most one part of work. A part is a contiguous run of records holding at most
-`part_size` model requests, counted per record as the cost plan counts them (`vlmgrid.stages.cost`), or one
+`part_size` model requests, counted per record as the cost plan counts them (`vlmgrid.stages.cost`, the
+requests that take a model pass of their own: not the continuations scored on a cached prefix), or one
 record that alone asks more: a classification item under CARPE's protocol asks 20 templates and a yes/no
 item one, so a part is about the same work whatever the benchmark. The parts are valid only for the inputs
 named by the job's fingerprint (model settings, data, protocol, part boundaries, prompt sets): anything else
