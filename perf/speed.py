@@ -8,8 +8,8 @@
 
 Every model is random-initialised at the chosen shapes, saved to a temporary folder and loaded the way the grid
 loads it (open_clip's `local-dir:` path, transformers' `from_pretrained`); every benchmark is a folder of JPEG
-files with its records, run through the protocol's own runner in parts of `--part-size` items, as `vlmgrid
-infer` runs it. `--shapes real` (the default on CUDA) is ViT-B/32@224 and ViT-L/14@336 CLIP, and LLaVA-1.5-7B's
+files with its records, run through the protocol's own runner in parts of `--part-size` model requests, as
+`vlmgrid infer` runs it. `--shapes real` (the default on CUDA) is ViT-B/32@224 and ViT-L/14@336 CLIP, and LLaVA-1.5-7B's
 shape in bf16; `--shapes small` (the default on the CPU) is tiny shapes that run in a few minutes, whose figures
 say nothing about a GPU. `--depth N` keeps the shapes' widths but gives every tower and the language model N
 layers: the real-shape path at a size the CPU runs (tests/test_speed.py runs it at one layer), so that a short

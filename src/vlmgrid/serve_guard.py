@@ -21,7 +21,8 @@ import sys
 
 
 def _die_with_guard() -> None:
-    """In the server's process: Linux kills it should the guard itself be killed (SIGKILL gives no chance to stop it)."""
+    """In the server's process: Linux kills it should the guard itself be killed (a SIGKILL leaves the guard no
+    chance to stop it)."""
     try:
         import ctypes
 

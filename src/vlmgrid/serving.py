@@ -62,8 +62,9 @@ def fill(template: str, values: Mapping[str, object], where: str) -> str:
     """`template` with its {placeholders} filled; an unknown one is one sentence naming it and the known ones."""
     for _, name, _, _ in string.Formatter().parse(template):
         if name is not None and name not in values:
-            raise VlmgridError(f'{where} "{template}" names {{{name}}}, which is none of '
-                               f"{', '.join('{' + known + '}' for known in PLACEHOLDERS)}; a literal brace is written {{{{ or }}}}")
+            known = ", ".join("{" + placeholder + "}" for placeholder in PLACEHOLDERS)
+            raise VlmgridError(f'{where} "{template}" names {{{name}}}, which is none of {known}; a literal brace '
+                               f"is written {{{{ or }}}}")
     return template.format_map(values)
 
 
@@ -78,8 +79,9 @@ def check_port_free(port: int, model: str) -> None:
         try:
             sock.bind((HOST, port))
         except OSError:
-            raise VlmgridError(f"model {model}: serve.port {port} is in use on this machine (another server?); stop "
-                               f"what holds it, pick another port, or leave serve.port out to take a free one") from None
+            raise VlmgridError(f"model {model}: serve.port {port} is in use on this machine (another server?); "
+                               f"stop what holds it, pick another port, or leave serve.port out to take a free "
+                               f"one") from None
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
