@@ -185,13 +185,13 @@ def server_version(server: Server) -> str | None:
     package whose program the command runs, when it runs from this environment; None when neither tells."""
     import requests
 
-    program = _program(server.command)
     try:
         answer = requests.get(server.root_url + "/version", timeout=5)
-        if answer.status_code == 200 and isinstance(answer.json(), dict) and answer.json().get("version"):
-            return f"{program} {answer.json()['version']}"
+        said = answer.json() if answer.status_code == 200 else None
     except (requests.RequestException, ValueError):
-        pass
+        said = None
+    if isinstance(said, dict) and said.get("version"):
+        return f"{_program(server.command)} {said['version']}"
     return _installed_version(server.command)
 
 
