@@ -14,7 +14,7 @@ from conftest import DEFAULT_CONFIG, REPO
 from vlmgrid.cli import main
 from vlmgrid.config import load_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.llava import _scienceqa, scienceqa_content
+from vlmgrid.imports.llava import _scienceqa
 from vlmgrid.predictions import SCHEMA, read_metadata
 from vlmgrid.stages.prepare import prepare_benchmark
 
@@ -116,19 +116,37 @@ def pope_files(tmp_path, records, texts) -> tuple[str, str]:
     return write_jsonl(tmp_path / "llava_pope_test.jsonl", questions), write_jsonl(tmp_path / "pope.jsonl", answers)
 
 
-def sqa_prompt(r) -> str:
-    """model_vqa_science.py --single-pred-prompt: "<image>\\n" + the CQM-A question + the letter instruction."""
-    options = [f"{'ABCDE'[i]}. {o}" for i, o in enumerate(r["options"])]
-    return "\n".join(["<image>", f"Context: {r['hint'] or 'N/A'}", r["question"], *options, LLAVA_LETTER])
+def sqa_prompt(r, form="llava-1.5") -> str:
+    """model_vqa_science.py --single-pred-prompt: "<image>\\n" + the question file's text + the letter instruction.
+    LLaVA-1.5's llava_test_CQM-A.json: "Context: <hint>" only when there is a hint, the question, "A. x" lines;
+    scripts/convert_sqa_to_llava.py "CQM-A": "Context: <hint or N/A>\\nQuestion: ...\\nOptions: (A) x (B) y"."""
+    if form == "llava-1.5":
+        text = "\n".join(([f"Context: {r['hint']}"] if r["hint"] else []) + [r["question"]]
+                         + [f"{'ABCDE'[i]}. {o}" for i, o in enumerate(r["options"])])
+    else:
+        choices = " ".join(f"({'ABCDE'[i]}) {o}" for i, o in enumerate(r["options"]))
+        text = f"Context: {r['hint'] or 'N/A'}\nQuestion: {r['question']}\nOptions: {choices}"
+    return "\n".join(["<image>", text, LLAVA_LETTER])
 
 
-def sqa_answers(records, texts) -> list[dict]:
-    lines = [llava_line(str(4 + 3 * n), sqa_prompt(r), text, n)
+def sqa_answers(records, texts, form="llava-1.5") -> list[dict]:
+    lines = [llava_line(str(4 + 3 * n), sqa_prompt(r, form), text, n)
              for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
-    # A text-only problem of the test split: not in ScienceQA-IMG, skipped.
-    lines.insert(1, llava_line("5", "Context: N/A\nWhich word rhymes with cat?\nA. hat\nB. dog\n" + LLAVA_LETTER,
-                               "A", 99))
+    # A text-only problem of the test split (LLaVA-1.5's file puts its hint after the question): skipped.
+    lines.insert(1, llava_line("5", "Which word rhymes with cat?\nA. hat\nB. dog\n" + LLAVA_LETTER, "A", 99))
     return lines
+
+
+def sqa_output(lines, gold) -> dict:
+    """eval_science_qa.py's --output-file: the analyses of every problem of the split, correct ones first."""
+    result = {"correct": [], "incorrect": []}
+    for line in lines:
+        truth = gold.get(line["question_id"], "A")
+        parsed = line["text"] if line["text"] in "ABCDE" else line["text"][0] if line["text"][1:3] == ". " else "FAILED"
+        result["correct" if parsed == truth else "incorrect"].append(
+            {"question_id": line["question_id"], "parsed_ans": parsed, "ground_truth": truth,
+             "question": line["prompt"], "pred": line["text"], "is_multimodal": "<image>" in line["prompt"]})
+    return result
 
 
 def textvqa_answers(records, texts) -> list[dict]:
@@ -216,21 +234,80 @@ def test_textvqa_answers_match_by_image_id_and_question(grid, tmp_path):
     assert list(frame["id"]) == list(textvqa["id"]) and list(frame["raw"]) == texts
 
 
-def test_scienceqa_answers_skip_text_only_problems_and_score(grid, tmp_path, capsys):
+@pytest.mark.parametrize("form", ["llava-1.5", "converter"])
+def test_scienceqa_answers_skip_text_only_problems_and_score(grid, tmp_path, capsys, form):
     config, records = grid
     sqa = records["scienceqa-fixture"]
+    assert set(sqa["hint"] == "") == {True, False}  # items with and without a context line
     gold = ["ABCDE"[i] for i in sqa["answer_index"]]
     texts = [gold[0], "I am not sure.", f"{gold[2]}. yes", "E", gold[4], "B" if gold[5] != "B" else "A"]
-    answers = write_jsonl(tmp_path / "sqa.jsonl", sqa_answers(sqa, texts))
+    answers = write_jsonl(tmp_path / "sqa.jsonl", sqa_answers(sqa, texts, form))
     out = tmp_path / "sqa.parquet"
     assert run(config, "llava-tiny", "scienceqa-fixture", answers, "--out", str(out)) == 0
     assert "skipped 1 answers to text-only problems" in capsys.readouterr().err
     frame = imported(out)
+    assert list(frame["raw"]) == texts
     assert frame["prediction"].isna().tolist() == [False, True, False, True, False, False]
     score = tmp_path / "score.json"
     assert main(["score", "llava-tiny", "scienceqa-fixture", "--predictions", str(out), "--out", str(score),
                  "--config", config]) == 0
     assert json.loads(score.read_text())["value"] == pytest.approx(round(3 / 6 * 100, 4))  # items 0, 2, 4
+
+
+def test_scienceqa_scorer_output_file_imports_like_the_answers(grid, tmp_path, capsys):
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    gold = ["ABCDE"[i] for i in sqa["answer_index"]]
+    texts = ["B" if gold[0] != "B" else "A", gold[1], f"{gold[2]}. yes", "E", gold[4], "I am not sure."]
+    lines = sqa_answers(sqa, texts)
+    output = tmp_path / "llava-v1.5-13b_output.jsonl"
+    output.write_text(json.dumps(sqa_output(lines, {line["question_id"]: g for line, g in
+                                                    zip(lines[:1] + lines[2:], gold)}), indent=2))
+    out_a, out_b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    assert run(config, "llava-tiny", "scienceqa-fixture", str(output), "--out", str(out_a)) == 0
+    assert "read as llava-scienceqa-eval (guessed" in capsys.readouterr().err
+    assert run(config, "llava-tiny", "scienceqa-fixture", write_jsonl(tmp_path / "a.jsonl", lines),
+               "--out", str(out_b)) == 0
+    a, b = imported(out_a), imported(out_b)
+    assert a.equals(b) and list(a["raw"]) == texts  # the analyses, correct ones first, back in item order
+    score = tmp_path / "score.json"
+    assert main(["score", "llava-tiny", "scienceqa-fixture", "--predictions", str(out_a), "--out", str(score),
+                 "--config", config]) == 0
+    assert json.loads(score.read_text())["value"] == pytest.approx(round(3 / 6 * 100, 4))  # items 1, 2, 4
+
+
+def test_scienceqa_scorer_unanswered_problems_are_missing_not_wrong(grid, tmp_path, capsys):
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    lines = sqa_answers(sqa, ["A"] * 6)
+    output = sqa_output(lines, {})
+    dropped = output["correct"].pop(2)  # the scorer's line for a problem the answers file lacked:
+    output["incorrect"].append({**dropped, "question": "Unknown", "pred": "FAILED", "parsed_ans": "FAILED",
+                                "is_multimodal": False})
+    path = tmp_path / "llava-v1.5-13b_output.jsonl"
+    path.write_text(json.dumps(output, indent=2))
+    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
+    assert 'answers 5 of the 6 items of scienceqa-fixture: 1 missing, the first "test-1"' in message
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_scienceqa_scorer_result_file_needs_problem_ids(grid, tmp_path, capsys):
+    config, records = grid
+    path = tmp_path / "llava-v1.5-13b_result.json"
+    path.write_text(json.dumps({"acc": 50.0, "correct": 1, "count": 2, "results": {"4": 1, "5": -1},
+                                "outputs": {"4": "B", "5": "FAILED"}}, indent=2))
+    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
+    assert "only by ScienceQA's problem id" in message and "_output.jsonl" in message
+
+
+def test_a_scorer_output_file_cut_short_is_named(grid, tmp_path, capsys):
+    config, records = grid
+    path = tmp_path / "llava-v1.5-13b_output.jsonl"
+    text = json.dumps(sqa_output(sqa_answers(records["scienceqa-fixture"], ["A"] * 6), {}), indent=2)
+    path.write_text(text[: len(text) // 2])
+    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--format",
+                      "llava-scienceqa-eval", "--out", str(tmp_path / "o.parquet"))
+    assert f"{path} is cut short" in message
 
 
 def test_a_grid_model_is_written_to_its_predictions_file(grid, tmp_path):
@@ -241,14 +318,37 @@ def test_a_grid_model_is_written_to_its_predictions_file(grid, tmp_path):
     assert read_metadata(path)["model_settings"]["backend"] == "hf"
 
 
-def test_scienceqa_items_with_the_same_content_take_answers_in_file_order():
-    records = pd.DataFrame({"id": ["test-0", "test-1"], "question": ["Which is it?"] * 2, "hint": ["", ""],
-                            "options": [["a", "b"]] * 2})
-    prompt = "<image>\nContext: N/A\nWhich is it?\nA. a\nB. b"
-    assert scienceqa_content(prompt) == ("Which is it?", "", ("a", "b"))
-    lines = [(1, llava_line("7", prompt, "A", 1)), (2, llava_line("9", prompt, "B", 2))]
+SQA = pd.DataFrame({
+    "id": ["test-0", "test-1", "test-2", "test-3"],
+    "question": ["Which is it?", "Which is it?", "Which tense does the sentence use?", "What is the capital of Ohio?"],
+    "hint": ["", "", "Mona will print her name with care.\n\nRead the sentence.", ""],
+    "options": [["a", "b"], ["a", "b"], ["past tense", "future tense"], ["Columbus", "Austin", "Salem"]],
+})
+MULTI_LINE = ("<image>\nContext: Mona will print her name with care.\n\nRead the sentence.\nWhich tense does the "
+              "sentence use?\nA. past tense\nB. future tense\n" + LLAVA_LETTER)
+NO_CONTEXT = "<image>\nWhat is the capital of Ohio?\nA. Columbus\nB. Austin\nC. Salem\n" + LLAVA_LETTER
+SAME = "<image>\nWhich is it?\nA. a\nB. b\n" + LLAVA_LETTER
+
+
+def test_scienceqa_prompts_match_multi_line_and_empty_contexts_and_same_content_in_file_order():
+    lines = [(1, llava_line("12", NO_CONTEXT, "A", 1)), (2, llava_line("7", SAME, "A", 2)),
+             (3, llava_line("8", MULTI_LINE, "B", 3)), (4, llava_line("9", SAME, "B", 4))]
+    answers = _scienceqa("f.jsonl", lines, SQA, None)
+    assert [(a.record_id, a.raw) for a in answers] == [("test-3", "A"), ("test-0", "A"), ("test-2", "B"),
+                                                       ("test-1", "B")]
+
+
+def test_scienceqa_records_with_problem_ids_are_matched_by_them():
+    records = SQA.assign(pid=["7", "9", "8", "12"])
+    lines = [(1, llava_line("9", SAME, "B", 1)), (2, llava_line("12", NO_CONTEXT, "A", 2)),
+             (3, llava_line("7", SAME, "A", 3)), (4, llava_line("8", MULTI_LINE, "B", 4)),
+             (5, llava_line("30", SAME, "C", 5))]
     answers = _scienceqa("f.jsonl", lines, records, None)
-    assert [(a.record_id, a.raw) for a in answers] == [("test-0", "A"), ("test-1", "B")]
+    assert [a.record_id for a in answers] == ["test-1", "test-3", "test-0", "test-2", None]
+    ids_are_pids = SQA.assign(id=["7", "9", "8", "12"])
+    assert [a.record_id for a in _scienceqa("f.jsonl", lines[:4], ids_are_pids, None)] == ["9", "12", "7", "8"]
+    with pytest.raises(VlmgridError, match=r"line 1 \(question_id '12'\) asks .* not the question of item test-3"):
+        _scienceqa("f.jsonl", [(1, llava_line("12", SAME, "A", 1))], records, None)
 
 
 # ---------------------------------------------------------------------------------------------- refusals
@@ -329,3 +429,12 @@ def test_unknown_format_name_is_refused(grid, tmp_path, capsys):
     message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--format", "llava",
                       "--out", str(tmp_path / "o.parquet"))
     assert 'unknown import format "llava"' in message
+
+
+def test_an_answer_line_cut_short_is_named(grid, tmp_path, capsys):
+    config, records = grid
+    lines = [json.dumps(line) for line in mmbench_answers(records["mmbench-fixture"])]
+    path = tmp_path / "a.jsonl"
+    path.write_text("\n".join(lines[:2] + [lines[2][:40]]) + "\n")
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
+    assert f"{path} line 3 is cut short" in message

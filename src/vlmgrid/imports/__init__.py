@@ -12,11 +12,13 @@ from pathlib import Path
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Answer, Importer, check_answers
 from vlmgrid.imports.llava import IMPORTER as LLAVA_ANSWERS
+from vlmgrid.imports.llava_scienceqa import IMPORTER as LLAVA_SCIENCEQA_EVAL
 from vlmgrid.imports.lmms_eval import IMPORTER as LMMS_EVAL_SAMPLES
 from vlmgrid.imports.mme_tool import IMPORTER as MME_EVAL_TOOL
 from vlmgrid.registry import Registry
 
-IMPORTERS: Registry[Importer] = Registry("import format", [LLAVA_ANSWERS, MME_EVAL_TOOL, LMMS_EVAL_SAMPLES])
+IMPORTERS: Registry[Importer] = Registry("import format", [LLAVA_ANSWERS, LLAVA_SCIENCEQA_EVAL, MME_EVAL_TOOL,
+                                                             LMMS_EVAL_SAMPLES])
 
 
 def guess_format(path: Path) -> str:

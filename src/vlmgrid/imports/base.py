@@ -97,6 +97,12 @@ def unique_index(records: pd.DataFrame, key_of: Callable[[pd.Series], tuple], wh
     return index
 
 
+def cut_short(error: json.JSONDecodeError, text: str) -> bool:
+    """Whether JSON text failed because it ends too early (a file copied or written only in part): a string
+    never closed, or the error at the text's very end."""
+    return error.msg.startswith("Unterminated string") or error.pos >= len(text.rstrip())
+
+
 def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tuple[int, dict]]:
     """The file's JSON objects with their line numbers (blank lines skipped); a line that is not one, or lacks a
     `required` key, is refused in one sentence saying the file is not `what`."""
@@ -108,7 +114,10 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
             continue
         try:
             item = json.loads(line)
-        except ValueError:
+        except json.JSONDecodeError as error:
+            if cut_short(error, line):
+                raise VlmgridError(f"{path} line {n} is cut short (its JSON object does not end); copy the whole "
+                                   f"file again") from None
             item = None
         if not isinstance(item, dict):
             raise VlmgridError(f"{path} line {n} is not a JSON object: the file is not {what} (give the right --format)")

@@ -18,20 +18,20 @@ benchmark kind is matched as LLaVA's own scorer matches it:
   give `category` (the split), `image` and `text`; the answers name nothing else, so that question file is
   needed (`questions`). An answer is the record of that split, image (`image_source`, by file name without
   extension) and question.
-- ScienceQA-IMG (`llava/eval/eval_science_qa.py`): `question_id` is ScienceQA's problem id, which the hub copy
-  our records come from does not keep. Answers whose prompt has no "<image>" are text-only problems (not in
-  ScienceQA-IMG; LLaVA's IMG accuracy leaves them out too) and are skipped. The others are matched by their
-  prompt, "Context: <hint or N/A>\n<question>\nA. <option>\n...": the record with that question, hint and
-  options. Records with the same question, hint and options (other images) take those answers in file order,
-  the order of ScienceQA's test split that both files follow.
+- ScienceQA-IMG (`llava/eval/eval_science_qa.py`): `question_id` is ScienceQA's problem id. Records that
+  carry it (a `pid` column, or problem ids as ids: the release's problems.json) are matched by it, and the
+  prompt must be the item's; the hub copy keeps no problem id, so there an answer is the record whose question
+  text is the prompt's (`scienceqa_prompts`: LLaVA-1.5's `llava_test_CQM-A.json`, or the "CQM-A" form of
+  `scripts/convert_sqa_to_llava.py`). Answers whose prompt has no "<image>" are text-only problems (not in
+  ScienceQA-IMG; LLaVA's IMG accuracy leaves them out too) and are skipped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -145,58 +145,105 @@ def _pope(path, lines, records, questions) -> list[Answer]:
     return answers
 
 
-_OPTION = re.compile(r"^([A-Z])\. (.*)$")
+LETTERS = "ABCDE"
 
 
-def scienceqa_content(prompt: str) -> tuple[str, str, tuple[str, ...]] | None:
-    """(question, hint, options) of a LLaVA ScienceQA prompt, or None when it is not in that form."""
-    lines = [line for line in str(prompt).replace("<image>", "").split("\n")
-             if line.strip() and line.strip() != LETTER_INSTRUCTION]
-    if not lines or not lines[0].startswith("Context:"):
-        return None
-    hint = squeeze(lines[0][len("Context:"):])
-    options, question = [], []
-    for line in lines[1:]:
-        match = _OPTION.match(line.strip())
-        if match and match.group(1) == chr(ord("A") + len(options)):
-            options.append(squeeze(match.group(2)))
-        elif options:
-            return None  # text after the options: not the CQM-A form
+def scienceqa_prompts(record: pd.Series) -> tuple[str, str]:
+    """The two question texts LLaVA asks a ScienceQA item with, squeezed (without "<image>" and the letter
+    instruction, which `model_vqa_science.py` adds):
+
+    - LLaVA-1.5's `llava_test_CQM-A.json`: "Context: <hint>\n" only when the hint is not empty (it may span
+      lines), the question, then one "A. <option>" line per option;
+    - `scripts/convert_sqa_to_llava.py` with "CQM-A": "Context: <hint or N/A>\nQuestion: <question>\nOptions:
+      (A) <option> (B) <option> ..." (double spaces made one)."""
+    hint = squeeze(record.get("hint", "") or "")
+    question = squeeze(record["question"])
+    options = [squeeze(option) for option in record["options"]]
+    lines = ([f"Context: {hint}"] if hint else []) + [question] + [f"{LETTERS[i]}. {o}" for i, o in enumerate(options)]
+    choices = " ".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))
+    converted = f"Context: {hint or 'N/A'}\nQuestion: {question}\nOptions: {choices}"
+    return squeeze("\n".join(lines)), squeeze(converted)
+
+
+def scienceqa_asked(prompt: str) -> str:
+    """The question text of an answer's prompt: without "<image>" and the letter instruction, squeezed."""
+    return squeeze(str(prompt).replace("<image>", "").replace(LETTER_INSTRUCTION, ""))
+
+
+def problem_ids(records: pd.DataFrame) -> dict[str, str] | None:
+    """{ScienceQA problem id: record id} when the records carry the problem ids (a `pid` column, or ids that
+    are problem ids, as problems.json keys them); None for records without them (the hub copy)."""
+    if "pid" in records.columns:
+        return dict(zip(records["pid"].astype(str), records["id"].astype(str)))
+    ids = records["id"].astype(str)
+    return dict(zip(ids, ids)) if len(ids) and ids.str.fullmatch(r"\d+").all() else None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One answer to a ScienceQA problem as a LLaVA file gives it: the problem id, the prompt (None where the
+    file keeps none), the model's text and where it stands."""
+
+    problem: str
+    prompt: str | None
+    raw: str
+    where: str
+
+
+def match_scienceqa(path: Path, asked: list[Asked], records: pd.DataFrame) -> list[Answer]:
+    """Answers to ScienceQA-IMG's items: by problem id where the records carry them (the prompt, when given,
+    must be the item's), by the prompt's content otherwise. Text-only problems (no "<image>" in the prompt;
+    LLaVA's IMG accuracy leaves them out too) are skipped. Records with the same question, hint and options
+    (other images) take those answers in file order, the order of ScienceQA's test split."""
+    pids = problem_ids(records)
+    prompts = {str(r["id"]): scienceqa_prompts(r) for _, r in records.iterrows()}
+    waiting: dict[str, list[str]] = defaultdict(list)  # question text -> record ids, in record order
+    for record_id, texts in prompts.items():
+        for text in dict.fromkeys(texts):
+            waiting[text].append(record_id)
+    taken: set[str] = set()
+    answers, text_only, elsewhere = [], 0, 0
+    for answer in asked:
+        if answer.prompt is None:
+            if pids is None:
+                raise VlmgridError(
+                    f"{path} names its answers only by ScienceQA's problem id, which the records of this benchmark "
+                    f"(the hub copy) do not keep; import the answers file or its _output.jsonl, whose prompts "
+                    f"name the questions"
+                )
+            if answer.problem not in pids:
+                elsewhere += 1  # a text-only problem of the split: not in ScienceQA-IMG
+                continue
+            answers.append(Answer(pids[answer.problem], answer.raw, answer.where))
+            continue
+        if "<image>" not in answer.prompt:
+            text_only += 1
+            continue
+        text = scienceqa_asked(answer.prompt)
+        if pids is not None:
+            record_id = pids.get(answer.problem)
+            if record_id is not None and text not in prompts[record_id]:
+                raise VlmgridError(
+                    f"{path} {answer.where} asks {text[:80]!r}..., which is not the question of item {record_id} "
+                    f"(problem {answer.problem}) in either of LLaVA's prompt forms: the answers were made from "
+                    f"another ScienceQA copy; import them into that one"
+                )
         else:
-            question.append(line)
-    if not options or not question:
-        return None
-    return squeeze(" ".join(question)), "" if hint == "N/A" else hint, tuple(options)
+            record_id = next((item for item in waiting.get(text, []) if item not in taken), None)
+        if record_id is not None:
+            taken.add(record_id)
+        answers.append(Answer(record_id, answer.raw, answer.where))
+    if text_only or elsewhere:
+        log.info(f"{path}: skipped {text_only + elsewhere} answers to text-only problems "
+                 f"({'no <image> in the prompt' if text_only else 'not items of the benchmark'}), which "
+                 f"ScienceQA-IMG does not hold")
+    return answers
 
 
 def _scienceqa(path, lines, records, questions) -> list[Answer]:
-    waiting: dict[tuple, list[str]] = defaultdict(list)  # content -> record ids not answered yet, in record order
-    for _, record in records.iterrows():
-        key = (squeeze(record["question"]), squeeze(record.get("hint", "") or ""),
-               tuple(squeeze(option) for option in record["options"]))
-        waiting[key].append(str(record["id"]))
-    answers, text_only, shared = [], 0, 0
-    for n, item in lines:
-        prompt = str(item.get("prompt", ""))
-        if "<image>" not in prompt:
-            text_only += 1
-            continue
-        content = scienceqa_content(prompt)
-        if content is None:
-            raise VlmgridError(
-                f"{path} {_where(n, item)}: its prompt is not LLaVA's ScienceQA form (\"Context: ...\" then the "
-                f"question, then \"A. ...\" options), so it cannot be matched to an item"
-            )
-        ids = waiting.get(content)
-        shared += bool(ids) and len(ids) > 1
-        answers.append(Answer(ids.pop(0) if ids else None, _text(item), _where(n, item)))
-    if text_only:
-        log.info(f"{path}: skipped {text_only} answers to text-only problems (no <image> in the prompt), which "
-                 f"ScienceQA-IMG does not hold")
-    if shared:
-        log.info(f"{path}: {shared} answers went to items that share their question, hint and options with "
-                 f"others, in file order")
-    return answers
+    asked = [Asked(str(item["question_id"]), str(item.get("prompt", "")), _text(item), _where(n, item))
+             for n, item in lines]
+    return match_scienceqa(path, asked, records)
 
 
 MATCHERS = {"mmbench": _mmbench, "mme": _mme, "textvqa": _textvqa, "pope": _pope, "pope_coco": _pope,
