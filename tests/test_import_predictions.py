@@ -438,3 +438,63 @@ def test_an_answer_line_cut_short_is_named(grid, tmp_path, capsys):
     path.write_text("\n".join(lines[:2] + [lines[2][:40]]) + "\n")
     message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
     assert f"{path} line 3 is cut short" in message
+
+
+# ---------------------------------------------------------------------------------------------- MMBench submission
+
+def mmbench_submission(path, records, lines) -> str:
+    """scripts/convert_mmbench_for_submission.py: the dev TSV (its columns, in its order) without hint, category,
+    source, image, comment, l2-category; `prediction` inserted seventh and set per answer by index; to_excel."""
+    tsv = pd.DataFrame({
+        "index": records["id"].astype(int), "question": records["question"], "hint": records["hint"],
+        **{c: [o[i] if i < len(o) else None for o in records["options"]] for i, c in enumerate("ABCD")},
+        "answer": ["ABCD"[i] for i in records["answer_index"]], "category": records["category"],
+        "image": "iVBORw0KGgo=", "source": "scienceqa", "l2-category": records["l2_category"], "comment": None,
+        "split": "dev"})
+    df = tsv.drop(columns=["hint", "category", "source", "image", "comment", "l2-category"])
+    df.insert(6, "prediction", None)
+    for line in lines:
+        df.loc[tsv["index"] == line["question_id"], "prediction"] = line["text"]
+    df.to_excel(path, index=False, engine="openpyxl")
+    return str(path)
+
+
+def test_mmbench_submission_file_imports_like_llavas_answers(grid, tmp_path, capsys):
+    config, records = grid
+    mmbench = records["mmbench-fixture"]
+    texts = ["B", "A", "A", "B", "The answer is C"]
+    lines = mmbench_answers(mmbench, texts)
+    xlsx = mmbench_submission(tmp_path / "llava-v1.5-13b.xlsx", mmbench, lines)
+    assert list(pd.read_excel(xlsx).columns) == ["index", "question", "A", "B", "C", "D", "prediction", "answer",
+                                                 "split"]
+    out, out_jsonl = tmp_path / "x.parquet", tmp_path / "j.parquet"
+    assert run(config, MODEL_ID, "mmbench-fixture", xlsx, "--out", str(out)) == 0
+    assert "read as mmbench-submission (guessed" in capsys.readouterr().err
+    assert run(config, MODEL_ID, "mmbench-fixture", write_jsonl(tmp_path / "a.jsonl", lines), "--out",
+               str(out_jsonl)) == 0
+    frame = imported(out)
+    assert frame.equals(imported(out_jsonl)) and list(frame["raw"]) == texts
+    assert list(frame["prediction_index"]) == [1, 0, 0, 1, 2]
+
+
+def test_mmbench_submission_rows_left_empty_are_missing(grid, tmp_path, capsys):
+    config, records = grid
+    mmbench = records["mmbench-fixture"]
+    lines = mmbench_answers(mmbench)
+    xlsx = mmbench_submission(tmp_path / "s.xlsx", mmbench, lines[:3] + lines[4:])
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", xlsx, "--out", str(tmp_path / "o.parquet"))
+    assert f'answers 4 of the 5 items of mmbench-fixture: 1 missing, the first "{mmbench["id"].iloc[3]}"' in message
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_mmbench_submission_of_another_version_is_refused(grid, tmp_path, capsys):
+    config, records = grid
+    other = records["mmbench-fixture"].copy()
+    other["options"] = [list(reversed(o)) for o in other["options"]]
+    xlsx = mmbench_submission(tmp_path / "s.xlsx", other, mmbench_answers(other))
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", xlsx, "--out", str(tmp_path / "o.parquet"))
+    assert "row 2 (index 1)" in message and "another MMBench version" in message
+    (tmp_path / "cut.xlsx").write_bytes((tmp_path / "s.xlsx").read_bytes()[:500])
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(tmp_path / "cut.xlsx"), "--format",
+                      "mmbench-submission", "--out", str(tmp_path / "o.parquet"))
+    assert "is not a readable .xlsx workbook" in message and "cut short" in message
