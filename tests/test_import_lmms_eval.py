@@ -13,6 +13,7 @@ import pytest
 
 from test_import_predictions import MODEL_ID, grid, imported, refused, run  # noqa: F401 (grid: a fixture)
 from vlmgrid.cli import main
+from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
 from vlmgrid.imports.lmms_eval import IMPORTER, read_samples
 
@@ -225,11 +226,12 @@ def test_scienceqa_samples_match_their_row_and_score(grid, tmp_path):
     assert score_of(config, tmp_path, "scienceqa-fixture", out)["value"] == pytest.approx(round(3 / 6 * 100, 4))
 
 
-def test_mmbench_samples_match_by_index_and_score(grid, tmp_path):
+@pytest.mark.parametrize("task", ["mmbench_en_dev", "mmbench_en_dev_static"])
+def test_mmbench_samples_match_by_index_and_score(grid, tmp_path, task):
     config, records = grid
     mmbench = records["mmbench-fixture"]
     texts = ["B", "A", "A", "B", "The answer is C"]
-    samples = write_samples(tmp_path, "mmbench_en_dev", mmbench_samples(mmbench, texts))
+    samples = write_samples(tmp_path, task, mmbench_samples(mmbench, texts))
     out = tmp_path / "mmbench.parquet"
     assert run(config, MODEL_ID, "mmbench-fixture", samples, "--out", str(out)) == 0
     frame = imported(out)
@@ -261,7 +263,8 @@ def test_a_task_that_cannot_be_matched_is_refused(grid, tmp_path, capsys):
     samples = write_samples(tmp_path, "textvqa_test", textvqa_samples(records["textvqa-fixture"], ["a", "b", "c"]))
     message = refused(capsys, config, MODEL_ID, "textvqa-fixture", samples, "--out", str(tmp_path / "o.parquet"))
     assert "samples of lmms-eval task textvqa_test, whose documents cannot be matched to items" in message
-    assert "mme, pope, pope_adv, pope_pop, pope_random, textvqa_val, scienceqa_img, mmbench_en_dev" in message
+    assert ("mme, pope, pope_adv, pope_pop, pope_random, textvqa_val, scienceqa_img, mmbench_en_dev, "
+            "mmbench_en_dev_static, cv_bench, cv_bench_2d, cv_bench_3d, mmvp") in message
 
 
 def test_samples_of_another_kind_are_refused(grid, tmp_path, capsys):
@@ -344,3 +347,60 @@ def test_a_file_that_is_not_samples_is_refused(grid, tmp_path, capsys):
     renamed.write_text("".join(json.dumps(line) + "\n" for line in mme_samples(records["mme-fixture"], ["a", "b"])))
     message = refused(capsys, config, MODEL_ID, "mme-fixture", str(renamed), "--out", out)
     assert "is neither lmms-eval's `<date>_samples_<task>.jsonl` (the name says the task: keep it)" in message
+
+
+# ---------------------------------------------------------------------------------------------- CV-Bench, MMVP
+
+CVBENCH = pd.DataFrame({"id": ["2D-0", "2D-1", "3D-0"], "answer_index": [1, 0, 0]})
+
+
+def cvbench_samples(rows, texts) -> list[dict]:
+    """lmms_eval/tasks/cv_bench: doc_to_target is the row's answer "(B)"; process_results keys cv_bench_acc
+    with the row's idx as `id`, its type, task, source and the gold letter without parentheses."""
+    lines = []
+    for n, ((kind, idx, gold), text) in enumerate(zip(rows, texts)):
+        doc = {"idx": idx, "type": kind, "task": "Count" if kind == "2D" else "Depth", "answer": f"({gold})",
+               "source": "ADE20K" if kind == "2D" else "Omni3D", "prompt": "How many chairs are in the image?"}
+        prompt = f"Note: You only need to respond with A, B without providing any additional information.\n{doc['prompt']}"
+        result = {"id": idx, "gt_content": gold, "pred_parsed": text[:1], "pred": text, "type": kind,
+                  "task": doc["task"], "source": doc["source"], "is_correct": text[:1] == gold}
+        lines.append(logged(n, doc, doc["answer"], prompt, text, {"cv_bench_acc": result}))
+    return lines
+
+
+def test_cv_bench_samples_match_by_type_and_idx_from_one_task_or_its_two_halves(tmp_path):
+    rows = [("2D", 0, "B"), ("2D", 1, "A"), ("3D", 0, "A")]
+    single = write_samples(tmp_path / "one", "cv_bench", cvbench_samples(rows, ["B", "(C)", "A"]))
+    answers = IMPORTER.read(Path(single), CVBENCH, "cvbench", None)
+    assert [(a.record_id, a.raw) for a in answers] == [("2D-0", "B"), ("2D-1", "(C)"), ("3D-0", "A")]
+    write_samples(tmp_path / "two", "cv_bench_2d", cvbench_samples(rows[:2], ["B", "(C)"]))
+    write_samples(tmp_path / "two", "cv_bench_3d", cvbench_samples(rows[2:], ["A"]))
+    answers = IMPORTER.read(tmp_path / "two", CVBENCH, "cvbench", None)
+    assert [a.record_id for a in answers] == ["2D-0", "2D-1", "3D-0"]
+    other = write_samples(tmp_path / "other", "cv_bench", cvbench_samples([("2D", 0, "A")], ["A"]))
+    with pytest.raises(VlmgridError, match="gives the gold letter 'A', but item 2D-0 has 'B'"):
+        IMPORTER.read(Path(other), CVBENCH, "cvbench", None)
+
+
+def mmvp_samples(indices, golds, texts) -> list[dict]:
+    """lmms_eval/tasks/mmvp: process_results makes the 1-based Index 0-based and writes the same object under
+    mmvp_accuracy and mmvp_pair_accuracy, with the gold letter (the label corrections applied)."""
+    lines = []
+    for n, (index, gold, text) in enumerate(zip(indices, golds, texts)):
+        doc = {"Index": index, "Question": "Is the dog facing left?", "Options": "(a) Yes (b) No",
+               "Correct Answer": f"({gold.lower()})"}
+        result = {"index": index - 1, "pair_index": (index - 1) // 2, "pred": text, "pred_letter": text[:1],
+                  "gt": gold, "is_correct": text[:1] == gold}
+        lines.append(logged(n, doc, gold, f"{doc['Question']}\n{doc['Options']}{LETTER}", text,
+                            {"mmvp_accuracy": result, "mmvp_pair_accuracy": result}))
+    return lines
+
+
+def test_mmvp_samples_match_by_index(tmp_path):
+    records = pd.DataFrame({"id": ["1", "2"], "answer_index": [0, 1]})
+    samples = write_samples(tmp_path, "mmvp", mmvp_samples([2, 1], ["B", "A"], ["(b) No", "A"]))
+    answers = IMPORTER.read(Path(samples), records, "mmvp", None)
+    assert [(a.record_id, a.raw) for a in answers] == [("2", "(b) No"), ("1", "A")]
+    uncorrected = write_samples(tmp_path / "o", "mmvp", mmvp_samples([1], ["B"], ["A"]))
+    with pytest.raises(VlmgridError, match="gives the gold letter 'B', but item 1 has 'A'"):
+        IMPORTER.read(Path(uncorrected), records, "mmvp", None)

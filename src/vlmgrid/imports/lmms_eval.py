@@ -26,8 +26,13 @@ The lines never name the task, so the file name (or the config) does; each task 
 - `scienceqa_img` (lmms-lab/ScienceQA, ScienceQA-IMG, test): only `doc_id`, the row of the test split, i.e.
   our "test-<row>"; the prompt must hold the record's question and `target` be its letter, which tells a file
   of another copy or order.
-- `mmbench_en_dev` (lmms-lab/MMBench, en, dev): `submission` `index`, our id (circular copies included); its
-  `answer` letter and options A-E must be the record's.
+- `mmbench_en_dev`, `mmbench_en_dev_static` (lmms-lab/MMBench, en, dev; the group `mmbench_en` writes the
+  former's file): `submission` `index`, our id (circular copies included); its `answer` letter and options A-E
+  must be the record's.
+- `cv_bench`, or `cv_bench_2d` and `cv_bench_3d` together (nyu-visionx/CV-Bench, test): `cv_bench_acc` `type`
+  and `id` (the row's idx), our "<type>-<idx>"; gold `gt_content`.
+- `mmvp` (lmms-lab-eval/MMVP, the label corrections applied): `mmvp_accuracy` `index`, MMVP's Index made
+  0-based, i.e. our id minus one; gold `gt`.
 """
 
 from __future__ import annotations
@@ -290,6 +295,35 @@ def _mmbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
     return answers
 
 
+def _cvbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+    by_id = {str(r["id"]): r for _, r in records.iterrows()}
+    answers = []
+    for sample in samples:
+        result = value(sample, "cv_bench_acc")
+        record_id = f"{result.get('type')}-{result.get('id')}"
+        record = by_id.get(record_id)
+        if record is not None and str(result.get("gt_content", "")).strip() != LETTERS[int(record["answer_index"])]:
+            raise _other_version(sample, "the gold letter", result.get("gt_content"), record_id,
+                                 LETTERS[int(record["answer_index"])], "CV-Bench")
+        answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
+    return answers
+
+
+def _mmvp(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+    by_id = {str(r["id"]): r for _, r in records.iterrows()}
+    answers = []
+    for sample in samples:
+        result = value(sample, "mmvp_accuracy", "mmvp_pair_accuracy")
+        index = result.get("index")
+        record_id = str(index + 1) if isinstance(index, int) else None  # process_results makes Index 0-based
+        record = by_id.get(record_id)
+        if record is not None and str(result.get("gt", "")).strip() != LETTERS[int(record["answer_index"])]:
+            raise _other_version(sample, "the gold letter", result.get("gt"), record_id,
+                                 LETTERS[int(record["answer_index"])], "MMVP (with its label corrections)")
+        answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
+    return answers
+
+
 TASKS = {task.name: task for task in [
     Task("mme", "mme", _mme),
     Task("pope", "pope", _pope_any_split),
@@ -299,6 +333,11 @@ TASKS = {task.name: task for task in [
     Task("textvqa_val", "textvqa", _textvqa),
     Task("scienceqa_img", "scienceqa_img", _scienceqa),
     Task("mmbench_en_dev", "mmbench", _mmbench),
+    Task("mmbench_en_dev_static", "mmbench", _mmbench),
+    Task("cv_bench", "cvbench", _cvbench),
+    Task("cv_bench_2d", "cvbench", _cvbench),
+    Task("cv_bench_3d", "cvbench", _cvbench),
+    Task("mmvp", "mmvp", _mmvp),
 ]}
 
 
