@@ -217,10 +217,16 @@ def _clear(bench_dir: Path, keep_raw: bool) -> None:
             path.unlink()
 
 
-def _check_count(n_items: Any, source: Mapping[str, Any], kind: BenchmarkKind, where: Path) -> None:
+def _check_count(n_items: Any, source: Mapping[str, Any], kind: BenchmarkKind, where: Path) -> str | None:
+    """Raise unless the copy holds the items it should; returns the published variant whose count it holds
+    (kind.variants), None for the kind's own count (or the source's `expected_items`)."""
     expected = expected_items(kind, source)
     if expected is None or n_items == expected:
-        return
+        return None
+    if not source.get("expected_items"):
+        for variant, count in kind.variants.items():
+            if n_items == count:
+                return variant
     if source.get("expected_items"):
         raise VlmgridError(
             f"{where}: holds {n_items} {kind.name} items, but the source's `expected_items` is {expected}; the copy "
@@ -230,7 +236,13 @@ def _check_count(n_items: Any, source: Mapping[str, Any], kind: BenchmarkKind, w
         f"{where}: holds {n_items} {kind.name} items, but the published benchmark has {expected}; the copy is "
         f"incomplete or another version: fix the source or re-download it, or, for a published variant with "
         f"another count, set `expected_items` in the source"
+        + "".join(f" (known variant {name}: {count} items)" for name, count in kind.variants.items())
     )
+
+
+def _counted(expected: int | None, variant: str | None, kind: BenchmarkKind) -> int | None:
+    """The count a copy was checked against: its variant's, else the expected one."""
+    return kind.variants[variant] if variant is not None else expected
 
 
 def _json_plain(value: Any) -> Any:
@@ -258,8 +270,10 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
         changed = _local_change(kind, source, old) if source["type"] == "local" else None
         if changed is None:
             # The count is checked again: the expected count may have changed since (the source's or the kind's).
-            _check_count(old.get("n_items"), source, kind, bench_dir)
-            updated = {**old, "benchmark": name, "source": source, "expected_items": expected}
+            variant = _check_count(old.get("n_items"), source, kind, bench_dir)
+            updated = {**old, "benchmark": name, "source": source, "expected_items": _counted(expected, variant, kind)}
+            if variant is not None or "variant" in old:
+                updated["variant"] = variant
             if updated != old:  # same data under a new name or another expected count: only the manifest changes
                 fileio.write_json(bench_dir / MANIFEST, updated)
             return updated
@@ -275,7 +289,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
     fetched = fetch_source(kind, source, bench_dir, label, fixture)
     adapted = kind.adapt(fetched.raw_dir, bench_dir)
     table = _records_table(adapted.records, kind, adapted.classes, bench_dir, label)
-    _check_count(table.num_rows, source, kind, fetched.raw_dir)
+    variant = _check_count(table.num_rows, source, kind, fetched.raw_dir)
     with fileio.atomic_path(bench_dir / RECORDS) as tmp:
         pq.write_table(table, tmp)
     if kind.shape.has_classes:
@@ -283,12 +297,9 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
         fileio.write_json(bench_dir / SYNONYMS, {name: list(alternatives) for name, alternatives in (adapted.synonyms or {}).items()})
 
     files = _hash_tree(bench_dir)
-    if fetched.external:
-        from vlmgrid.benchmarks.rawio import find_raw
-
-        for pattern in kind.raw_files:
-            for path in find_raw(fetched.raw_dir, pattern):
-                files[str(path.resolve())] = fileio.sha256_file(path)
+    if fetched.external:  # every raw file the kind reads there (the files of the layout it holds)
+        for path in local_raw_files(kind, fetched.raw_dir):
+            files[str(path.resolve())] = fileio.sha256_file(path)
     files = dict(sorted(files.items()))
     manifest = {
         "benchmark": name,
@@ -297,11 +308,13 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
         "resolved_revision": fetched.resolved_revision,
         "n_items": table.num_rows,
         # the count this copy was checked against (fixtures are stand-ins of any size)
-        "expected_items": expected,
+        "expected_items": _counted(expected, variant, kind),
         "files": files,
         "fingerprint": fingerprint(files),
         "vlmgrid_version": vlmgrid.__version__,
     }
+    if variant is not None:  # a published variant of the benchmark (kind.variants), known by its count
+        manifest["variant"] = variant
     fileio.write_json(bench_dir / MANIFEST, manifest)
     return manifest
 

@@ -53,6 +53,11 @@ class BenchmarkKind:
                      `<headline>_lenient`: {prediction variant: parser name}, "*" for every variant; {} for none
     local_only:      nothing vlmgrid can download: a `local` source (or the fixture) only; expected_count 0 when
                      there is no published count (DANCE)
+    hub_files:       the raw_files patterns an hf_hub source downloads, for a kind that also reads the authors'
+                     release layout (benchmarks/layouts.py); () when they are all of raw_files
+    variants:        other published copies with another item count, {variant name: count} (MMBench's
+                     2023-07-12 dev file): a copy of that count needs no `expected_items`, and its manifest names
+                     the variant
     """
 
     name: str
@@ -70,12 +75,19 @@ class BenchmarkKind:
     parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
     lenient_parsers: Mapping[str, str] = field(default_factory=dict)  # variant ("*": any) -> parser of the lenient figure
     local_only: bool = False  # no published copy (DANCE): read from a `local` folder (or made by a fixture)
+    variants: Mapping[str, int] = field(default_factory=dict)  # other published copies: {name: item count}
+    hub_files: tuple[str, ...] = ()  # the raw_files of the hub copy's layout; () = all of raw_files
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):
             raise ValueError(f"benchmark kind {self.name!r}: every template must hold '{{c}}'")
         if not self.url_files and not self.hub and not self.local_only:
             raise ValueError(f"benchmark kind {self.name!r}: needs a real source (url_files or hub)")
+
+    @property
+    def hub_raw_files(self) -> tuple[str, ...]:
+        """The raw_files patterns an hf_hub source downloads (the hub copy's layout)."""
+        return self.hub_files or self.raw_files
 
     @property
     def default_source(self) -> dict[str, Any]:

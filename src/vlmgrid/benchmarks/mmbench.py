@@ -1,8 +1,18 @@
-"""MMBench (multiple choice, circular evaluation) from the hub copy lmms-lab/MMBench, config `en`, split dev.
+"""MMBench (multiple choice, circular evaluation) from the hub copy lmms-lab/MMBench, config `en`, split dev,
+or from the authors' TSV file.
 
-Raw layout (the hub repo, a conversion of the authors' TSV): en/dev-*.parquet, columns index (int; may be a
-string: cast), question, hint, A, B, C, D (missing options are None/NaN/"nan"), answer (a letter), category,
-L2-category, image (struct {bytes, path}), plus source/comment/split (not read).
+Raw layouts (`LAYOUTS`):
+- hub (the hub repo, a conversion of the authors' TSV): en/dev-*.parquet, columns index (int; may be a
+  string: cast), question, hint, A, B, C, D (missing options are None/NaN/"nan"), answer (a letter),
+  category, L2-category, image (struct {bytes, path}), plus source/comment/split (not read);
+- tsv (the file the MMBench authors and VLMEvalKit distribute: mmbench_dev_20230712.tsv, the dev file
+  LLaVA-1.5 was scored on, 4,377 rows, the published variant `dev_20230712`; mmbench_dev_en_<date>.tsv;
+  MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv): tab-separated with a header, columns index, question, hint,
+  A, B, C, D, answer, category, image (base64 of the image file; in VLMEvalKit's files a row may instead
+  hold the index of the row whose image it shares, a string of at most 64 characters), source,
+  l2-category (lower case, unlike the hub's L2-category), comment, split. A local source's `path` may name
+  the file itself; a folder must hold exactly one such file. Read as text, cell by cell (an option spelled
+  "None" stays text; an empty cell is a missing option or hint).
 
 Circular evaluation asks a question once per rotation of its options. The published dev file already holds
 those copies (the maintainers in open-compass/MMBench#8: "the MMBench-Dev tsv ... also includes CircularEval
@@ -26,19 +36,30 @@ expected_count counts records, i.e. the raw rows of the published dev split with
 
 from __future__ import annotations
 
+import base64
+import binascii
+import csv
 import math
+import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.layouts import Layout, Layouts
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
 from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "en/dev-*.parquet"
+# The authors' and VLMEvalKit's English dev files (the 2023-07-12 one is LLaVA-1.5's).
+TSV_PATTERNS = ("mmbench_dev_20230712.tsv", "mmbench_dev_en_*.tsv", "MMBench_DEV_EN.tsv", "MMBench_DEV_EN_V11.tsv")
+TSV_HEADER = ("index", "question", "hint", "A", "B", "C", "D", "answer", "category", "image", "source",
+              "l2-category", "comment", "split")
+TSV_COLUMNS = ("index", "question", "hint", "A", "B", "C", "D", "answer", "category", "l2-category", "image")
+IMAGE_REFERENCE = 64  # VLMEvalKit: an image cell this short holds the index of the row that has the image
 LETTERS = ("A", "B", "C", "D")
 GROUP = 1_000_000
 COLUMNS = ("index", "question", "hint", "A", "B", "C", "D", "answer", "category", "L2-category", "image")
@@ -129,17 +150,58 @@ def _check_copy(row: Mapping[str, Any], where: str, index: int, original: tuple[
         )
 
 
-def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
-    rows: list[tuple[int, dict, str]] = []
-    seen: set[int] = set()
+def _hub_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
     for path in find_raw(raw_dir, FILE_PATTERN):
         for n, row in enumerate(iter_parquet_rows(path, COLUMNS)):
-            where = f"{path} row {n}"
-            index = _index(row["index"], where)
-            if index in seen:
-                raise VlmgridError(f"{where}: index {index} appears twice; the raw files repeat a row: re-download them")
-            seen.add(index)
-            rows.append((index, row, where))
+            yield row, f"{path} row {n}"
+
+
+def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
+    """The TSV's rows as the hub's columns (L2-category; image as {bytes, path}), each image decoded from its
+    base64 or from the row it refers to. Rows are numbered as lines of the file (the header is line 1)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            csv.field_size_limit(sys.maxsize)  # an image cell is far longer than csv's default limit
+            reader = csv.reader(handle, delimiter="\t")
+            header = next(reader, None)
+            missing = [c for c in TSV_COLUMNS if c not in (header or [])]
+            if missing:
+                raise VlmgridError(
+                    f"{path}: has no column {missing[0]!r} (its header has {', '.join(header or []) or 'nothing'}); "
+                    f"MMBench's TSV has {', '.join(TSV_HEADER)}: use the file as its authors or VLMEvalKit publish it"
+                )
+            rows = []
+            for n, cells in enumerate(reader, start=2):
+                if not any(cell.strip() for cell in cells):
+                    continue
+                if len(cells) != len(header):
+                    raise VlmgridError(f"{path} line {n}: has {len(cells)} cells, not the header's {len(header)}; the file is damaged: re-download it")
+                rows.append((dict(zip(header, cells)), f"{path} line {n}"))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise VlmgridError(f"{path}: not a readable tab-separated UTF-8 file ({exc}); re-download it") from None
+    images = {row["index"].strip(): row["image"] for row, _ in rows}
+    for row, where in rows:
+        data = row["image"].strip()
+        if len(data) <= IMAGE_REFERENCE:  # the index of the row holding this row's image
+            if len(images.get(data, "")) <= IMAGE_REFERENCE:
+                raise VlmgridError(f"{where}: image {data!r} is neither an image nor the index of a row with one; the file is damaged: re-download it")
+            data = images[data].strip()
+        try:
+            image = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise VlmgridError(f"{where}: image is not base64 text; the file is damaged: re-download it") from None
+        yield {**row, "L2-category": row["l2-category"], "image": {"bytes": image, "path": None}}, where
+
+
+def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted:
+    rows: list[tuple[int, dict, str]] = []
+    seen: set[int] = set()
+    for row, where in rows_of:
+        index = _index(row["index"], where)
+        if index in seen:
+            raise VlmgridError(f"{where}: index {index} appears twice; the raw files repeat a row: re-download them")
+        seen.add(index)
+        rows.append((index, row, where))
     originals = {index: (row, where) for index, row, where in rows if index < GROUP}
     verbatim = len(originals) < len(rows)  # the file holds the published copies
 
@@ -159,6 +221,15 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(records))
 
 
+LAYOUTS = Layouts("mmbench", [
+    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
+           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    Layout("tsv", f"one of the authors' TSV files ({', '.join(TSV_PATTERNS)})", TSV_PATTERNS, TSV_PATTERNS,
+           lambda path, bench_dir: _adapt_rows(_tsv_rows(path), bench_dir), one_file=True),
+])
+adapt = LAYOUTS.adapt
+
+
 KIND = BenchmarkKind(
     name="mmbench",
     protocol="multiple_choice",
@@ -171,8 +242,11 @@ KIND = BenchmarkKind(
     # 4,329 is the count harnesses report for MMBench_DEV_EN (one user report says 4,330): NOT confirmed
     # against the hub files; a mismatch makes prepare fail loudly rather than score a different set.
     expected_count=4329,
-    raw_files=(FILE_PATTERN,),
+    raw_files=LAYOUTS.raw_files,
+    hub_files=(FILE_PATTERN,),
     adapt=adapt,
+    # mmbench_dev_20230712.tsv (LLaVA's scripts/v1_5/eval/mmbench.sh reads it): 4,377 rows with the copies
+    variants={"dev_20230712": 4377},
     parser="mmbench",
     # sha: pinned as lmms-lab/MMBench@56ba1af8954932c4804bd3f522e05ed96e63b654 in a public revision table, and
     # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split dev.

@@ -1,10 +1,21 @@
-"""MME (perception and cognition, yes/no) from the hub copy lmms-lab/MME, split test.
+"""MME (perception and cognition, yes/no) from the hub copy lmms-lab/MME, split test, or from the authors'
+release folder.
 
-Raw layout (the hub repo): data/test-0000N-of-00004-<hash>.parquet, 2,374 rows in all, columns question_id
-(the image's path in the original release, e.g. "code_reasoning/0020.png": shared by the image's two
-questions, one answered "Yes" and one "No"), image (struct {bytes, path}), question (ends "Please answer
-yes or no."), answer ("Yes"/"No"), category (one of 14 subtasks). Records get ids "<question_id>#<k>", k the
-question's position (0, 1) among its image's questions in file order; `image_id` keeps the question_id.
+Raw layouts (`LAYOUTS`):
+- hub (the hub repo): data/test-0000N-of-00004-<hash>.parquet, 2,374 rows in all, columns question_id (the
+  image's path in the original release, e.g. "code_reasoning/0020.png": shared by the image's two
+  questions, one answered "Yes" and one "No"), image (struct {bytes, path}), question (ends "Please answer
+  yes or no."), answer ("Yes"/"No"), category (one of 14 subtasks);
+- release (MME_Benchmark_release_version/, as BradyFU's eval_tool and LLaVA's convert_answer_to_mme.py read
+  it): one folder per subtask, named as `category`. A subtask folder that holds both images/ and
+  questions_answers_YN/ (artwork, celebrity, landmark, posters, scene) has <name>.jpg|png in images/ and
+  <name>.txt in questions_answers_YN/; the others hold <name>.jpg|png beside <name>.txt. Each text file has
+  one question a line, `question<TAB>Yes|No` (blank lines skipped). The subtask folders may also sit one
+  level down, in MME_Benchmark/ (as the release archive unpacks). Read subtask by subtask in `CATEGORIES`
+  order, question files by name, lines in order; question_id = "<subtask>/<image file name>", the hub's.
+
+Records get ids "<question_id>#<k>", k the question's position (0, 1) among its image's questions in file
+order; `image_id` keeps the question_id.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.layouts import Layout, Layouts
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
 from vlmgrid.benchmarks.shapes import YES_NO
 from vlmgrid.errors import VlmgridError
@@ -39,42 +51,103 @@ CATEGORIES = (
 )
 
 
+# The release's two folders of a subtask that keeps its images apart from its question files.
+IMAGES, QUESTIONS = "images", "questions_answers_YN"
+IMAGE_SUFFIXES = (".jpg", ".png")
+NESTED = "MME_Benchmark/"  # the release archive's inner folder
+
+
 # ---------------------------------------------------------------------------------------------- adapter
 
-def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
+def _hub_rows(raw_dir: Path):
+    for path in find_raw(raw_dir, FILE_PATTERN):
+        for n, row in enumerate(iter_parquet_rows(path, COLUMNS)):
+            yield row, f"{path} row {n}"
+
+
+def _release_rows(root: Path):
+    """The release folder's questions as the hub's rows (the image's bytes read from its file)."""
+    for category in CATEGORIES:
+        folder = root / category
+        if not folder.is_dir():
+            continue
+        split = (folder / IMAGES).is_dir() and (folder / QUESTIONS).is_dir()
+        image_dir, question_dir = (folder / IMAGES, folder / QUESTIONS) if split else (folder, folder)
+        for path in sorted(question_dir.glob("*.txt")):
+            images = [image_dir / (path.stem + suffix) for suffix in IMAGE_SUFFIXES]
+            image = next((candidate for candidate in images if candidate.is_file()), None)
+            if image is None:
+                raise VlmgridError(
+                    f"{path}: its image {path.stem}.jpg (or .png) is missing from {image_dir}; the release folder is "
+                    f"incomplete: restore the image from MME_Benchmark_release_version"
+                )
+            try:
+                lines = path.read_text("utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise VlmgridError(f"{path}: not readable UTF-8 text ({exc}); restore it from MME_Benchmark_release_version") from None
+            data = image.read_bytes()
+            for n, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                where = f"{path} line {n}"
+                parts = line.strip().split("\t")
+                if len(parts) != 2:
+                    raise VlmgridError(f"{where}: is not `question<TAB>Yes|No` ({line!r}); restore the file from MME_Benchmark_release_version")
+                yield ({"question_id": f"{category}/{image.name}", "question": parts[0], "answer": parts[1],
+                        "category": category, "image": {"bytes": data, "path": image.name}}, where)
+
+
+def _adapt_rows(rows_of, bench_dir: Path) -> Adapted:
     store = ImageStore(bench_dir)
     seen: Counter = Counter()
     rows = []
-    for path in find_raw(raw_dir, FILE_PATTERN):
-        for n, row in enumerate(iter_parquet_rows(path, COLUMNS)):
-            where = f"{path} row {n}"
-            answer = str(row["answer"] or "").strip().lower()
-            if answer not in ("yes", "no"):
-                raise VlmgridError(f"{where}: answer {row['answer']!r} is not Yes/No; the file is damaged or not MME: re-download it")
-            question_id = str(row["question_id"] or "").strip()
-            if not question_id:
-                raise VlmgridError(f"{where}: has no question_id; the file is damaged or not MME: re-download it")
-            category = str(row["category"] or "")
-            if category not in CATEGORIES:
-                raise VlmgridError(
-                    f"{where}: category {category!r} is not one of MME's 14 subtasks ({', '.join(CATEGORIES)}); "
-                    f"the file is not MME: check the source"
-                )
-            k = seen[question_id]
-            seen[question_id] += 1
-            rows.append(
-                {
-                    "id": f"{question_id}#{k}",
-                    "image": store.add(row["image"], where),
-                    "question": row["question"],
-                    "options": ["yes", "no"],
-                    "answer": answer,
-                    "answer_index": 0 if answer == "yes" else 1,
-                    "category": category,
-                    "image_id": question_id,
-                }
+    for row, where in rows_of:
+        answer = str(row["answer"] or "").strip().lower()
+        if answer not in ("yes", "no"):
+            raise VlmgridError(f"{where}: answer {row['answer']!r} is not Yes/No; the file is damaged or not MME: re-download it")
+        question_id = str(row["question_id"] or "").strip()
+        if not question_id:
+            raise VlmgridError(f"{where}: has no question_id; the file is damaged or not MME: re-download it")
+        category = str(row["category"] or "")
+        if category not in CATEGORIES:
+            raise VlmgridError(
+                f"{where}: category {category!r} is not one of MME's 14 subtasks ({', '.join(CATEGORIES)}); "
+                f"the file is not MME: check the source"
             )
+        k = seen[question_id]
+        seen[question_id] += 1
+        rows.append(
+            {
+                "id": f"{question_id}#{k}",
+                "image": store.add(row["image"], where),
+                "question": row["question"],
+                "options": ["yes", "no"],
+                "answer": answer,
+                "answer_index": 0 if answer == "yes" else 1,
+                "category": category,
+                "image_id": question_id,
+            }
+        )
     return Adapted(records=pd.DataFrame(rows))
+
+
+def _release_layout(name: str, prefix: str) -> Layout:
+    markers = tuple(f"{prefix}{c}/{pattern}" for c in CATEGORIES for pattern in ("*.txt", f"{QUESTIONS}/*.txt"))
+    images = tuple(f"{prefix}{c}/{folder}*{suffix}" for c in CATEGORIES for folder in ("", f"{IMAGES}/")
+                   for suffix in IMAGE_SUFFIXES)
+    where = f"{prefix}<subtask>/" if prefix else "<subtask>/"
+    return Layout(name, f"the release's subtask folders ({where}<name>.txt beside <name>.jpg|png, or in "
+                        f"{QUESTIONS}/ and {IMAGES}/)", markers, markers + images,
+                  lambda raw_dir, bench_dir: _adapt_rows(_release_rows(raw_dir / prefix), bench_dir))
+
+
+LAYOUTS = Layouts("mme", [
+    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
+           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    _release_layout("release", ""),
+    _release_layout("release_nested", NESTED),
+])
+adapt = LAYOUTS.adapt
 
 
 KIND = BenchmarkKind(
@@ -86,7 +159,8 @@ KIND = BenchmarkKind(
     description="MME: yes/no perception and cognition questions over 14 subtasks, two questions per image (2,374 items).",
     templates=(),
     expected_count=2374,
-    raw_files=(FILE_PATTERN,),
+    raw_files=LAYOUTS.raw_files,
+    hub_files=(FILE_PATTERN,),
     adapt=adapt,
     parser="mme",
     lenient_parsers={"*": "mme_lenient"},

@@ -1,19 +1,31 @@
-"""ScienceQA-IMG (multiple choice) from the hub copy lmms-lab/ScienceQA, config `ScienceQA-IMG`, split test.
+"""ScienceQA-IMG (multiple choice) from the hub copy lmms-lab/ScienceQA, config `ScienceQA-IMG`, split test,
+or from the authors' release files.
 
-Raw layout (the hub repo): ScienceQA-IMG/test-00000-of-00001.parquet, 2,017 rows, columns image (struct
-{bytes, path}), question, choices (list), answer (0-based index), hint, task, grade, subject, topic,
-category, skill, lecture, solution. Records keep the question as the question; hint/subject/grade/... are
-metadata (a protocol decides how to use the hint). Items have no id column: ids are "test-<row>".
+Raw layouts (`LAYOUTS`):
+- hub (the hub repo): ScienceQA-IMG/test-00000-of-00001.parquet, 2,017 rows, columns image (struct
+  {bytes, path}), question, choices (list), answer (0-based index), hint, task, grade, subject, topic,
+  category, skill, lecture, solution. Items have no id column: ids are "test-<row>".
+- release (lupantech/ScienceQA's data/scienceqa, as LLaVA's ScienceQA evaluation folder holds it):
+  problems.json ({pid: {question, choices, answer, hint, image ("image.png" or null), task, grade, subject,
+  topic, category, skill, lecture, solution, split}}), pid_splits.json ({"test": [pid, ...], ...}) and
+  images/test/<pid>/image.png. The hub's rows are the test split's problems that have an image, in the
+  order pid_splits.json lists them; so a release record is the n-th such problem and gets the hub's id
+  "test-<n>" (its pid is where the image came from, in image_sources.jsonl).
+Records keep the question as the question; hint/subject/grade/... are metadata (a protocol decides how to use
+the hint).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any, Iterator
 
 import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.layouts import Layout, Layouts
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
 from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
@@ -34,33 +46,86 @@ FEATURES = (
 METADATA = ("hint", "subject", "grade", "topic", "category", "skill", "task")
 
 
+PROBLEMS, SPLITS, SPLIT = "problems.json", "pid_splits.json", "test"
+IMAGE_PATTERN = "images/test/*/image.png"
+
+
 # ---------------------------------------------------------------------------------------------- adapter
 
-def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
-    store = ImageStore(bench_dir)
-    rows = []
+def _hub_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
+    n = 0
     for path in find_raw(raw_dir, FILE_PATTERN):
         for row in iter_parquet_rows(path, COLUMNS):
-            n = len(rows)
-            where = f"{path} row {n}"
-            choices = row["choices"]
-            if not isinstance(choices, list) or len(choices) < 2:
-                raise VlmgridError(f"{where}: `choices` must list at least 2 options, not {choices!r}; re-download the file")
-            answer = row["answer"]
-            if answer is None or not 0 <= int(answer) < len(choices):
-                raise VlmgridError(f"{where}: answer index {answer!r} is outside its {len(choices)} choices; re-download the file")
-            rows.append(
-                {
-                    "id": f"test-{n}",
-                    "image": store.add(row["image"], where),
-                    "question": row["question"],
-                    "options": [str(c) for c in choices],
-                    "answer": str(choices[int(answer)]),
-                    "answer_index": int(answer),
-                    **{key: row[key] if row[key] is not None else "" for key in METADATA},
-                }
-            )
+            yield row, f"{path} row {n}"
+            n += 1
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise VlmgridError(f"{path}: not readable JSON ({exc}); restore it from lupantech/ScienceQA's data/scienceqa") from None
+
+
+def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
+    """The test split's problems with an image, in pid_splits.json's order, as the hub's rows."""
+    problems_path, splits_path = raw_dir / PROBLEMS, raw_dir / SPLITS
+    if not splits_path.is_file():
+        raise VlmgridError(
+            f"{splits_path}: missing beside {PROBLEMS}; ScienceQA's release lists each split's problems there: put "
+            f"pid_splits.json from lupantech/ScienceQA's data/scienceqa beside problems.json"
+        )
+    problems, splits = _read_json(problems_path), _read_json(splits_path)
+    if not isinstance(splits, dict) or not isinstance(splits.get(SPLIT), list):
+        raise VlmgridError(f"{splits_path}: has no {SPLIT!r} list of problem ids; restore it from lupantech/ScienceQA's data/scienceqa")
+    if not isinstance(problems, dict):
+        raise VlmgridError(f"{problems_path}: is not an object of problems by id; restore it from lupantech/ScienceQA's data/scienceqa")
+    for pid in splits[SPLIT]:
+        problem = problems.get(str(pid))
+        if not isinstance(problem, dict):
+            raise VlmgridError(f"{splits_path}: lists test problem {pid!r}, which {problems_path} does not hold; the two files are from different releases: restore both")
+        if not problem.get("image"):
+            continue
+        image = raw_dir / "images" / SPLIT / str(pid) / str(problem["image"])
+        where = f"{problems_path} problem {pid}"
+        if not image.is_file():
+            raise VlmgridError(f"{image}: missing (the image of {where}); unpack the release's test images into {raw_dir / 'images' / SPLIT}")
+        row = {key: problem.get(key) for key in COLUMNS if key != "image"}
+        yield {**row, "image": {"bytes": image.read_bytes(), "path": f"{pid}/{image.name}"}}, where
+
+
+def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted:
+    store = ImageStore(bench_dir)
+    rows = []
+    for row, where in rows_of:
+        n = len(rows)
+        choices = row["choices"]
+        if not isinstance(choices, list) or len(choices) < 2:
+            raise VlmgridError(f"{where}: `choices` must list at least 2 options, not {choices!r}; re-download the file")
+        answer = row["answer"]
+        if answer is None or not 0 <= int(answer) < len(choices):
+            raise VlmgridError(f"{where}: answer index {answer!r} is outside its {len(choices)} choices; re-download the file")
+        rows.append(
+            {
+                "id": f"test-{n}",
+                "image": store.add(row["image"], where),
+                "question": row["question"],
+                "options": [str(c) for c in choices],
+                "answer": str(choices[int(answer)]),
+                "answer_index": int(answer),
+                **{key: row[key] if row[key] is not None else "" for key in METADATA},
+            }
+        )
     return Adapted(records=pd.DataFrame(rows))
+
+
+LAYOUTS = Layouts("scienceqa_img", [
+    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
+           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    Layout("release", f"the release's {PROBLEMS}, {SPLITS} and {IMAGE_PATTERN}", (PROBLEMS,),
+           (PROBLEMS, SPLITS, IMAGE_PATTERN), lambda raw_dir, bench_dir: _adapt_rows(_release_rows(raw_dir), bench_dir)),
+])
+adapt = LAYOUTS.adapt
 
 
 KIND = BenchmarkKind(
@@ -72,7 +137,8 @@ KIND = BenchmarkKind(
     description="ScienceQA-IMG: multiple-choice science questions about an image (2,017 test items, 2-5 choices).",
     templates=(),
     expected_count=2017,
-    raw_files=(FILE_PATTERN,),
+    raw_files=LAYOUTS.raw_files,
+    hub_files=(FILE_PATTERN,),
     adapt=adapt,
     # LLaVA-1.5's reading (llava/eval/eval_science_qa.py), which CARPE's evaluation follows; an unreadable
     # answer is wrong. The ScienceQA authors' own GPT-3 script picks a random option instead.

@@ -35,7 +35,8 @@ def source_stamp(settings: Mapping[str, Any]) -> dict:
             stat = path.stat()
         except OSError:  # removed while listed: the next run sees it gone
             continue
-        files.append([path.relative_to(raw_dir).as_posix(), stat.st_size, stat.st_mtime_ns])
+        name = path.name if path == raw_dir else path.relative_to(raw_dir).as_posix()  # `path` naming one file
+        files.append([name, stat.st_size, stat.st_mtime_ns])
     return {"type": "local", "path": str(raw_dir), "files": files}
 
 

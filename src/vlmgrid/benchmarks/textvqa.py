@@ -1,21 +1,34 @@
-"""TextVQA (reading text in images, short answers) from the hub copy lmms-lab/textvqa, split validation.
+"""TextVQA (reading text in images, short answers) from the hub copy lmms-lab/textvqa, split validation, or
+from the authors' release files.
 
-Raw layout (the hub repo): data/validation-0000N-of-00003.parquet, 5,000 rows, columns image_id,
-question_id (int), question, question_tokens, image (struct {bytes, path}), image_width, image_height,
-flickr_original_url, flickr_300k_url, answers (list of 10 human answers), image_classes, set_name,
-ocr_tokens (list). Records: id = str(question_id), options [], answer = the most common human answer
-(ties: the first given), answer_index -1, answers (all 10, scored with VQA accuracy), ocr_tokens, image_id.
+Raw layouts (`LAYOUTS`):
+- hub (the hub repo): data/validation-0000N-of-00003.parquet, 5,000 rows, columns image_id, question_id
+  (int), question, question_tokens, image (struct {bytes, path}), image_width, image_height,
+  flickr_original_url, flickr_300k_url, answers (list of 10 human answers), image_classes, set_name,
+  ocr_tokens (list);
+- release (textvqa.org's files): TextVQA_0.5.1_val.json ({"dataset_type", "dataset_name",
+  "dataset_version", "data": [{question, image_id, image_classes, flickr_original_url, flickr_300k_url,
+  image_width, image_height, answers, question_tokens, question_id, set_name}, ...]}) and the images
+  train_images/<image_id>.jpg (the validation images are in the train/val archive's train_images/). The
+  OCR tokens are a file of their own, TextVQA_Rosetta_OCR_v0.2_val.json ({"data": [{image_id, ocr_tokens,
+  ocr_info}, ...]}), read by image_id when it lies beside the questions; without it a record's
+  ocr_tokens are [] (no protocol reads them).
+Records: id = str(question_id), options [], answer = the most common human answer (ties: the first given),
+answer_index -1, answers (all 10, scored with VQA accuracy), ocr_tokens, image_id.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
+from typing import Any, Iterator
 
 import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.layouts import Layout, Layouts
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
 from vlmgrid.benchmarks.shapes import SHORT_ANSWER
 from vlmgrid.errors import VlmgridError
@@ -66,35 +79,80 @@ def majority_answer(answers: list[str]) -> str:
     return Counter(answers).most_common(1)[0][0]
 
 
-def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
-    store = ImageStore(bench_dir)
-    rows = []
+QUESTIONS = "TextVQA_0.5.1_val.json"
+OCR = "TextVQA_Rosetta_OCR_v0.2_val.json"
+IMAGE_DIR = "train_images"
+
+
+def _hub_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
     for path in find_raw(raw_dir, FILE_PATTERN):
         for n, row in enumerate(iter_parquet_rows(path, COLUMNS)):
-            where = f"{path} row {n}"
-            answers = row["answers"]
-            if not isinstance(answers, list) or len(answers) != N_ANSWERS or any(a is None for a in answers):
-                raise VlmgridError(
-                    f"{where}: `answers` must hold the {N_ANSWERS} human answers, not {answers!r}; the file is damaged "
-                    f"or not TextVQA: re-download it"
-                )
-            if row["question_id"] is None:
-                raise VlmgridError(f"{where}: has no question_id; re-download the file")
-            answers = [str(a) for a in answers]
-            rows.append(
-                {
-                    "id": str(row["question_id"]),
-                    "image": store.add(row["image"], where),
-                    "question": row["question"],
-                    "options": [],
-                    "answer": majority_answer(answers),
-                    "answer_index": -1,
-                    "answers": answers,
-                    "ocr_tokens": [str(t) for t in (row["ocr_tokens"] or [])],
-                    "image_id": str(row["image_id"] or ""),
-                }
+            yield row, f"{path} row {n}"
+
+
+def _data(path: Path) -> list:
+    try:
+        data = json.loads(path.read_text("utf-8")).get("data")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
+        raise VlmgridError(f"{path}: not readable TextVQA JSON ({exc}); restore it from textvqa.org's release") from None
+    if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
+        raise VlmgridError(f"{path}: has no `data` list of entries; it is not TextVQA's release file: restore it from textvqa.org")
+    return data
+
+
+def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
+    """The questions of the release's validation file as the hub's rows (image and OCR tokens by image_id)."""
+    path = raw_dir / QUESTIONS
+    questions = _data(path)
+    ocr: dict[str, Any] = {}
+    if (raw_dir / OCR).is_file():
+        ocr = {str(entry.get("image_id")): entry.get("ocr_tokens") for entry in _data(raw_dir / OCR)}
+    for n, entry in enumerate(questions):
+        where = f"{path} entry {n}"
+        image_id = str(entry.get("image_id") or "")
+        image = raw_dir / IMAGE_DIR / f"{image_id}.jpg"
+        if not image_id or not image.is_file():
+            raise VlmgridError(f"{image}: missing (the image of {where}); unpack the release's train_val_images archive into {raw_dir}")
+        row = {key: entry.get(key) for key in COLUMNS if key not in ("image", "ocr_tokens")}
+        yield {**row, "image": {"bytes": image.read_bytes(), "path": image.name}, "ocr_tokens": ocr.get(image_id) or []}, where
+
+
+def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted:
+    store = ImageStore(bench_dir)
+    rows = []
+    for row, where in rows_of:
+        answers = row["answers"]
+        if not isinstance(answers, list) or len(answers) != N_ANSWERS or any(a is None for a in answers):
+            raise VlmgridError(
+                f"{where}: `answers` must hold the {N_ANSWERS} human answers, not {answers!r}; the file is damaged "
+                f"or not TextVQA: re-download it"
             )
+        if row["question_id"] is None:
+            raise VlmgridError(f"{where}: has no question_id; re-download the file")
+        answers = [str(a) for a in answers]
+        rows.append(
+            {
+                "id": str(row["question_id"]),
+                "image": store.add(row["image"], where),
+                "question": row["question"],
+                "options": [],
+                "answer": majority_answer(answers),
+                "answer_index": -1,
+                "answers": answers,
+                "ocr_tokens": [str(t) for t in (row["ocr_tokens"] or [])],
+                "image_id": str(row["image_id"] or ""),
+            }
+        )
     return Adapted(records=pd.DataFrame(rows))
+
+
+LAYOUTS = Layouts("textvqa", [
+    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
+           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    Layout("release", f"the release's {QUESTIONS} and {IMAGE_DIR}/<image_id>.jpg", (QUESTIONS,),
+           (QUESTIONS, OCR, f"{IMAGE_DIR}/*.jpg"), lambda raw_dir, bench_dir: _adapt_rows(_release_rows(raw_dir), bench_dir)),
+])
+adapt = LAYOUTS.adapt
 
 
 KIND = BenchmarkKind(
@@ -106,7 +164,8 @@ KIND = BenchmarkKind(
     description="TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy over 10 answers.",
     templates=(),
     expected_count=5000,
-    raw_files=(FILE_PATTERN,),
+    raw_files=LAYOUTS.raw_files,
+    hub_files=(FILE_PATTERN,),
     adapt=adapt,
     parser="short_answer",
     lenient_parsers={"*": "short_answer_lenient"},

@@ -10,8 +10,10 @@ Source settings (the `source:` entry of a benchmark in the config), by type:
   hf_hub:  revision (required: a commit, or a branch or tag, which prepare resolves to the commit it reads and
            records in the manifest), repo (default: the kind's repo), config, split (only the kind's own
            config/split are supported; they may be written out for clarity)
-  local:   path (a folder holding the raw files; read in place, hashed into the manifest by absolute path;
-           an edited, added or removed raw file is a new version of the data, which prepare prepares again)
+  local:   path (a folder holding the raw files in one of the kind's layouts, the hub copy's or the authors'
+           release (benchmarks/layouts.py), or a kind's one data file (MMBench's TSV); read in place, hashed
+           into the manifest by absolute path; an edited, added or removed raw file is a new version of the
+           data, which prepare prepares again)
 Every source but the fixture may also say `expected_items`: the item count of the copy it points at, for a
 published variant of the benchmark (LLaVA's POPE label files hold 8,910 questions, POPE's own 9,000); without
 it prepare checks the kind's published count.

@@ -83,14 +83,14 @@ def _fetch_hub(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, f
     with _hub_errors(repo, revision, label):
         # Every read below is at this commit, so a branch that moves mid-prepare cannot mix two versions.
         commit = hub_commit(repo, revision)
-        listing = hub_listing(repo, commit, {posixpath.dirname(p) for p in kind.raw_files})
+        listing = hub_listing(repo, commit, {posixpath.dirname(p) for p in kind.hub_raw_files})
     if not COMMIT_SHA.fullmatch(revision):
         log.warning(
             "%s: revision %r of %s is not a commit, so the data is not pinned; to pin it to the commit read "
             "now, set `revision: %s` in the source", label, revision, repo, commit,
         )
     wanted: dict[str, str | None] = {}
-    for pattern in kind.raw_files:
+    for pattern in kind.hub_raw_files:
         matches = {path: sha for path, sha in listing.items() if fnmatch(path, pattern)}
         if not matches:
             raise VlmgridError(

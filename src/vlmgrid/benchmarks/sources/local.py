@@ -1,7 +1,9 @@
-"""The `local` source: a folder that already holds the raw files in the published layout, read in place."""
+"""The `local` source: a folder that already holds the raw files in a published layout (the hub copy's, or the
+authors' own release), read in place; or, for a kind whose data is one file (MMBench's TSV), that file."""
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,20 +21,32 @@ def _check_local(kind: BenchmarkKind, source: dict, label: str) -> None:
 
 def _fetch_local(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None) -> Fetched:
     raw_dir = local_folder(source)
+    if raw_dir.is_file() and _one_file(kind, raw_dir):
+        return Fetched(raw_dir, external=True)
     if not raw_dir.is_dir():
-        raise VlmgridError(f"{source['path']}: not a folder ({label}, local source `path`); point `path` at the folder holding the raw files")
+        what = f"not one of the {kind.name} files it may name" if raw_dir.is_file() else "not a folder"
+        raise VlmgridError(f"{source['path']}: {what} ({label}, local source `path`); point `path` at the folder holding the raw files")
     return Fetched(raw_dir, external=True)
 
 
+def _one_file(kind: BenchmarkKind, path: Path) -> bool:
+    """Whether `path` is a whole copy of the kind's data in one file: its name matches one of the kind's
+    raw_files patterns that name a file of the folder's top level (MMBench's TSV)."""
+    return any("/" not in pattern and fnmatch.fnmatchcase(path.name, pattern) for pattern in kind.raw_files)
+
+
 def local_folder(source: Mapping[str, Any]) -> Path:
-    """The folder a local source reads in place (its `path`, absolute)."""
+    """The folder (or the one data file) a local source reads in place (its `path`, absolute)."""
     return Path(str(source["path"])).expanduser().resolve()
 
 
 def local_raw_files(kind: BenchmarkKind, raw_dir: Path) -> list[Path]:
     """The files under raw_dir that the kind reads (its `raw_files` patterns, matched as the adapters match
-    them), sorted; [] when raw_dir is not a folder. Prepare hashes exactly these into the manifest."""
+    them), sorted; raw_dir itself when it is the kind's one data file; [] when it is neither. Prepare hashes
+    exactly these into the manifest."""
     raw_dir = Path(raw_dir)
+    if raw_dir.is_file():
+        return [raw_dir] if _one_file(kind, raw_dir) else []
     if not raw_dir.is_dir():
         return []
     found: set[Path] = set()

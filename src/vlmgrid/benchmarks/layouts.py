@@ -1,0 +1,109 @@
+"""The layouts a kind's raw files come in (the hub copy's parquet files, the authors' own release), and which
+one a folder holds.
+
+A kind that reads more than one layout lists them once, in a `Layouts` registry: each layout names the files
+that mark it (`markers`), every file it reads (`files`, which the kind's `raw_files` are the union of, so a
+local source hashes and stamps exactly them) and its adapter. The kind's `adapt` is the registry's: it finds
+the one layout whose markers a folder holds and runs that layout's adapter. A layout whose data is one file
+(MMBench's TSV, `one_file`) may also be handed that file itself (a local source's `path` naming it); its
+adapter then reads only that file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from vlmgrid.benchmarks.kinds import Adapted
+from vlmgrid.errors import VlmgridError
+from vlmgrid.registry import Registry
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One layout of a kind's raw files.
+
+    name:        short name ("hub", "release", "tsv")
+    description: what a folder in this layout holds, in words (error messages list it)
+    markers:     patterns relative to the raw folder; a folder holding a file that matches one is in this layout
+    files:       patterns of every file the layout's adapter reads (markers included)
+    adapt:       adapt(raw, bench_dir) -> Adapted; `raw` is the folder, or for a one_file layout the file
+    one_file:    the data is one file, matched by a marker: a folder holding two such files is ambiguous, and a
+                 local source's `path` may name the file itself
+    """
+
+    name: str
+    description: str
+    markers: tuple[str, ...]
+    files: tuple[str, ...]
+    adapt: Callable[[Path, Path], Adapted] = field(repr=False)
+    one_file: bool = False
+
+    def marked(self, raw_dir: Path) -> list[Path]:
+        """The files under raw_dir that match one of the markers, sorted."""
+        found: set[Path] = set()
+        for pattern in self.markers:
+            found.update(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
+        return sorted(found)
+
+    def names_file(self, path: Path) -> bool:
+        """Whether `path` itself is this one-file layout's data file (its name matches a marker)."""
+        return self.one_file and any("/" not in m and fnmatch.fnmatchcase(Path(path).name, m) for m in self.markers)
+
+
+class Layouts:
+    """A kind's layouts: its raw_files, and its adapt (detect the layout, run its adapter)."""
+
+    def __init__(self, kind: str, layouts: list[Layout]) -> None:
+        self.kind = kind
+        self.registry: Registry[Layout] = Registry(f"{kind} layout", layouts)
+        self.order = tuple(layout.name for layout in layouts)
+
+    def __iter__(self):
+        return (self.registry.get(name) for name in self.order)
+
+    @property
+    def raw_files(self) -> tuple[str, ...]:
+        """Every layout's files, each pattern once, in the layouts' order."""
+        return tuple(dict.fromkeys(pattern for layout in self for pattern in layout.files))
+
+    def _expected(self) -> str:
+        return "; or ".join(f"{layout.description}" for layout in self)
+
+    def detect(self, raw: Path) -> tuple[Layout, Path]:
+        """The layout `raw` (a folder, or a one-file layout's file) holds, and what its adapter reads."""
+        raw = Path(raw)
+        if raw.is_file():
+            named = [layout for layout in self if layout.names_file(raw)]
+            if not named:
+                raise VlmgridError(
+                    f"{raw}: is not a {self.kind} data file by its name; point `path` at the folder holding "
+                    f"{self._expected()}"
+                )
+            return named[0], raw
+        found = [(layout, layout.marked(raw)) for layout in self]
+        found = [(layout, files) for layout, files in found if files]
+        if not found:
+            raise VlmgridError(
+                f"{raw}: holds no {self.kind} data in a layout vlmgrid reads; it needs {self._expected()}"
+            )
+        if len(found) > 1:
+            names = ", ".join(f"{files[0].relative_to(raw).as_posix()} ({layout.name})" for layout, files in found)
+            raise VlmgridError(
+                f"{raw}: holds {self.kind} data in more than one layout ({names}); point `path` at a folder "
+                f"holding one of them"
+            )
+        layout, files = found[0]
+        if layout.one_file:
+            if len(files) > 1:
+                names = ", ".join(f.name for f in files)
+                raise VlmgridError(f"{raw}: holds {len(files)} {self.kind} files ({names}); point `path` at the one to read")
+            return layout, files[0]
+        return layout, raw
+
+    def adapt(self, raw: Path, bench_dir: Path) -> Adapted:
+        layout, path = self.detect(raw)
+        return layout.adapt(path, bench_dir)
