@@ -14,9 +14,11 @@ from vlmgrid.imports.base import Answer, Importer, check_answers
 from vlmgrid.imports.llava import IMPORTER as LLAVA_ANSWERS
 from vlmgrid.imports.lmms_eval import IMPORTER as LMMS_EVAL_SAMPLES
 from vlmgrid.imports.mme_tool import IMPORTER as MME_EVAL_TOOL
+from vlmgrid.imports.vlmevalkit import IMPORTER as VLMEVALKIT
 from vlmgrid.registry import Registry
 
-IMPORTERS: Registry[Importer] = Registry("import format", [LLAVA_ANSWERS, MME_EVAL_TOOL, LMMS_EVAL_SAMPLES])
+IMPORTERS: Registry[Importer] = Registry("import format", [LLAVA_ANSWERS, MME_EVAL_TOOL, LMMS_EVAL_SAMPLES,
+                                                           VLMEVALKIT])
 
 
 def guess_format(path: Path) -> str:
