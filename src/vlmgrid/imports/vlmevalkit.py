@@ -5,6 +5,9 @@ dataset's TSV as VLMEvalKit loads it, without its `image` column, plus a `predic
 `index`, in the TSV's order. The file is `<work_dir>/<model>_<dataset>.xlsx` (pandas through xlsxwriter), or
 `.tsv` (tab-separated, every field quoted) or `.json` (a list of one object per row, `indent=4`) when
 `PRED_FORMAT` says so. The rows never name their dataset, so the file name does: keep VLMEvalKit's name.
+FILE is such a file or a folder of them (a run's folder: the files whose dataset answers the benchmark's kind
+are read, so that CV-Bench's 2D and 3D files are imported together; VLMEvalKit's score and judge files there,
+`<model>_<dataset>_<suffix>.*`, are not prediction files).
 (VLMEvalKit writes `.csv` only for its scores and judge files, which hold no answers.)
 
 Each dataset's rows are matched to the records by the ids and texts both keep, and the row's gold checked
