@@ -16,10 +16,11 @@ from vlmgrid.imports.llava_scienceqa import IMPORTER as LLAVA_SCIENCEQA_EVAL
 from vlmgrid.imports.lmms_eval import IMPORTER as LMMS_EVAL_SAMPLES
 from vlmgrid.imports.mmbench_submission import IMPORTER as MMBENCH_SUBMISSION
 from vlmgrid.imports.mme_tool import IMPORTER as MME_EVAL_TOOL
+from vlmgrid.imports.vlmevalkit import IMPORTER as VLMEVALKIT
 from vlmgrid.registry import Registry
 
 IMPORTERS: Registry[Importer] = Registry("import format", [LLAVA_ANSWERS, LLAVA_SCIENCEQA_EVAL, MME_EVAL_TOOL,
-                                                             MMBENCH_SUBMISSION, LMMS_EVAL_SAMPLES])
+                                                             MMBENCH_SUBMISSION, LMMS_EVAL_SAMPLES, VLMEVALKIT])
 
 
 def guess_format(path: Path) -> str:

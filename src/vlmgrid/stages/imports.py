@@ -1,5 +1,6 @@
 """The import stage: a file of answers published elsewhere (LLaVA's answer files, MME's eval-tool results,
-lmms-eval's logged samples) -> a predictions file of a prepared benchmark (docs/formats.md, "Predictions made elsewhere").
+lmms-eval's logged samples, VLMEvalKit's prediction files) -> a predictions file of a prepared benchmark
+(docs/formats.md, "Predictions made elsewhere").
 
 The importer (`vlmgrid.imports`) matches each answer to its record by the published ids; here every answer is
 read by the parser the benchmark's protocol reads generated text with, so an imported file and a local run

@@ -1,0 +1,362 @@
+"""`vlmevalkit`: the prediction files of VLMEvalKit (open-compass/VLMEvalKit), `<model>_<dataset>.xlsx`.
+
+Layout (`vlmeval/inference.py` `infer_data_job`, `vlmeval/smp/file.py` `dump` and `get_pred_file_path`): the
+dataset's TSV as VLMEvalKit loads it, without its `image` column, plus a `prediction` column, one row per
+`index`, in the TSV's order. The file is `<work_dir>/<model>_<dataset>.xlsx` (pandas through xlsxwriter), or
+`.tsv` (tab-separated, every field quoted) or `.json` (a list of one object per row, `indent=4`) when
+`PRED_FORMAT` says so. The rows never name their dataset, so the file name does: keep VLMEvalKit's name.
+FILE is such a file or a folder of them (a run's folder: the files whose dataset answers the benchmark's kind
+are read, so that CV-Bench's 2D and 3D files are imported together; VLMEvalKit's score and judge files there,
+`<model>_<dataset>_<suffix>.*`, are not prediction files).
+(VLMEvalKit writes `.csv` only for its scores and judge files, which hold no answers.)
+
+Each dataset's rows are matched to the records by the ids and texts both keep, and the row's gold checked
+against the record's (a mismatch means the file was made from another version of the dataset):
+
+- `MMBench_DEV_EN`, `MMBench_DEV_EN_V11` (mmbench): `index` is the dev file's index, circular copies included
+  (q + k * 1,000,000), i.e. our record id; options `A`-`E` (empty where the question has fewer) and the `answer`
+  letter must be the record's. V11 is another release of the questions: its rows are not those of a v1.0
+  benchmark, and are refused as such.
+- `MME` (mme): `category` (the subtask) and `question` (ending "Please answer yes or no."); gold `answer`
+  "Yes"/"No". The image's two questions differ, so the question tells them apart.
+- `POPE` (pope, pope_coco): one row per distinct question of an image, `category` listing the splits that ask
+  it, comma-separated (VLMEvalKit's POPE_rating splits it on ","): the row answers that question in each split
+  it names (split and question; gold `answer` "Yes"/"No").
+- `ScienceQA_TEST`, `ScienceQA_VAL` (scienceqa_img): `question`, `hint` (empty when none) and options `A`-`E`;
+  gold `answer` letter. Our records hold the test split, so a VAL file's rows answer none of them.
+- `TextVQA_VAL` (textvqa): `question`; gold `answer`, the ten human answers as a Python list.
+- `CV-Bench-2D`, `CV-Bench-3D` (cvbench): the dataset's type (2D, 3D), `question` and options `A`-`F`; gold
+  `answer` letter.
+- `MMVP` (mmvp): `question` and options `A`, `B`; gold `answer` letter. VLMEvalKit's copy has the original
+  labels, so for the four items whose label our records correct either letter is taken as the gold.
+
+Texts are compared with white space squeezed and case folded. Rows and records that share these texts (POPE
+asks "Is there a person in the image?" of many images, an MMVP pair asks one question of two images) are
+matched in file order, the order of the dataset that both keep; where the file keeps `image_path` the row goes
+first to the record of that image (by file name without extension).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.imports.base import Answer, Importer, squeeze, stem
+from vlmgrid.imports.llava import mme_question
+
+log = logging.getLogger(__name__)
+
+SUFFIXES = (".xlsx", ".tsv", ".json")
+REQUIRED = ("index", "prediction")
+LETTERS = "ABCDEF"
+WHAT = "a VLMEvalKit prediction file (the dataset's columns, `index` and `prediction`)"
+
+# VLMEvalKit's dataset name (the file name's tail) -> the benchmark kinds its rows answer.
+DATASETS = {
+    "MMBench_DEV_EN": ("mmbench",),
+    "MMBench_DEV_EN_V11": ("mmbench",),
+    "MME": ("mme",),
+    "POPE": ("pope", "pope_coco"),
+    "ScienceQA_TEST": ("scienceqa_img",),
+    "ScienceQA_VAL": ("scienceqa_img",),
+    "TextVQA_VAL": ("textvqa",),
+    "CV-Bench-2D": ("cvbench",),
+    "CV-Bench-3D": ("cvbench",),
+    "MMVP": ("mmvp",),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the file: its cells as text ("" where empty) and where it stands, for messages."""
+
+    cells: dict[str, str]
+    where: str
+
+    def get(self, column: str) -> str:
+        return self.cells.get(column, "")
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+def dataset_name(path: Path) -> str:
+    """The dataset a file answers, told by its name `<model>_<dataset>.<ext>` (the longest name that fits)."""
+    name = next((n for n in sorted(DATASETS, key=len, reverse=True) if path.stem.endswith(f"_{n}")), None)
+    if name is not None:
+        return name
+    raise VlmgridError(
+        f"{path} is not named <model>_<dataset>{path.suffix} for a dataset whose rows can be matched to items "
+        f"(VLMEvalKit's file name says the dataset: keep it); the datasets read are {', '.join(DATASETS)}"
+    )
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _frame(path: Path) -> pd.DataFrame:
+    """The whole file as a table of texts: an empty cell is NaN (xlsx), "" (tsv) or null (json)."""
+    try:
+        if path.suffix == ".xlsx":
+            return pd.read_excel(path, dtype=str)
+        if path.suffix == ".tsv":
+            return pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError, KeyError) as error:  # zip, parser and JSON errors all derive from these
+        raise VlmgridError(f"{path} cannot be read as {path.suffix[1:]} ({error}): the file is not {WHAT}") from None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise VlmgridError(f"{path} is not a JSON list of objects: the file is not {WHAT} (give the right --format)")
+    return pd.DataFrame(data)
+
+
+def read_rows(path: Path) -> list[Row]:
+    """The file's rows, read whole; a file without `index` or `prediction` is refused."""
+    if not path.is_file() or path.suffix not in SUFFIXES:
+        raise VlmgridError(f"{path} is not a .xlsx, .tsv or .json file: the file is not {WHAT} (give the right "
+                           f"--format)")
+    frame = _frame(path)
+    missing = [column for column in REQUIRED if column not in frame.columns]
+    if missing:
+        raise VlmgridError(f"{path} has no `{missing[0]}` column (it has {', '.join(map(str, frame.columns))}): the "
+                           f"file is not {WHAT} (give the right --format)")
+    rows = []
+    for n, values in enumerate(frame.to_dict("records"), start=1):
+        cells = {str(column): _text(value) for column, value in values.items()}
+        rows.append(Row(cells, f"row {n} (index {cells['index']})"))
+    return rows
+
+
+def looks_like(path: Path) -> bool:
+    if path.is_dir():
+        return any(looks_like(file) for file in prediction_files(path))
+    if not path.is_file() or path.suffix not in SUFFIXES:
+        return False
+    try:
+        if path.suffix == ".xlsx":
+            columns = set(pd.read_excel(path, nrows=0).columns)
+        elif path.suffix == ".tsv":
+            columns = set(pd.read_csv(path, sep="\t", nrows=0).columns)
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            columns = set(data[0]) if isinstance(data, list) and data and isinstance(data[0], dict) else set()
+    except (ValueError, OSError, KeyError):
+        return False
+    return all(column in columns for column in REQUIRED)
+
+
+# ---------------------------------------------------------------------------------------------- matching
+
+def norm(text: Any) -> str:
+    return squeeze(_text(text)).casefold()
+
+
+def _options(row: Row) -> tuple[str, ...]:
+    return tuple(norm(row.get(letter)) for letter in LETTERS if row.get(letter).strip())
+
+
+def _record_options(record: pd.Series) -> tuple[str, ...]:
+    return tuple(norm(option) for option in record["options"])
+
+
+def _letter(record: pd.Series) -> str:
+    return LETTERS[int(record["answer_index"])]
+
+
+def _other_version(path: Path, row: Row, what: str, theirs: Any, record_ids: list[str], ours: Any,
+                   dataset: str) -> VlmgridError:
+    items = f"item {record_ids[0]} has" if len(record_ids) == 1 else f"items {', '.join(record_ids[:3])} have"
+    return VlmgridError(
+        f"{path} {row.where} gives {what} {theirs!r}, but {items} {ours!r}: the file was made from another "
+        f"version of {dataset}; import it into that one"
+    )
+
+
+def _mmbench(path: Path, rows: list[Row], records: pd.DataFrame, dataset: str) -> list[Answer]:
+    by_id = {str(r["id"]): r for _, r in records.iterrows()}
+    answers = []
+    for row in rows:
+        record = by_id.get(row.get("index"))
+        if record is not None:
+            if _options(row) != _record_options(record):
+                raise _other_version(path, row, "the options", list(_options(row)), [str(record["id"])],
+                                     list(_record_options(record)), dataset)
+            if row.get("answer").strip() != _letter(record):
+                raise _other_version(path, row, "the gold letter", row.get("answer"), [str(record["id"])],
+                                     _letter(record), dataset)
+        answers.append(Answer(None if record is None else str(record["id"]), row.get("prediction"), row.where))
+    return answers
+
+
+@dataclass(frozen=True)
+class Texts:
+    """How the rows of a dataset name their records: the texts both keep (`record_key`, `row_keys`: one key per
+    record the row answers), the gold both give (`record_gold`, `row_gold`; `accepts` says whether a row's gold
+    is the record's) and the image's file name where both keep one."""
+
+    record_key: Callable[[pd.Series], tuple]
+    row_keys: Callable[[Row, str], list[tuple]]
+    record_gold: Callable[[pd.Series], Any]
+    row_gold: Callable[[Row], Any]
+    record_image: Callable[[pd.Series], str] | None = None
+    accepts: Callable[[pd.Series, Any, Any], bool] = lambda record, ours, theirs: ours == theirs
+
+
+def _yes_no(row: Row) -> str:
+    return norm(row.get("answer"))
+
+
+def _answers(row: Row) -> list[str]:
+    """TextVQA's gold: the ten human answers, written as a Python list (VLMEvalKit evals it)."""
+    text = row.get("answer")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = text
+    return sorted(norm(answer) for answer in (value if isinstance(value, list) else [value]))
+
+
+def _mmvp_accepts(record: pd.Series, ours: Any, theirs: Any) -> bool:
+    return ours == theirs or bool(record.get("label_corrected", False))
+
+
+TEXTS = {
+    "mme": Texts(
+        record_key=lambda r: (norm(r["category"]), norm(mme_question(r["question"]))),
+        row_keys=lambda row, dataset: [(norm(row.get("category")), norm(mme_question(row.get("question"))))],
+        record_gold=lambda r: norm(r["answer"]), row_gold=_yes_no,
+        record_image=lambda r: stem(r["image_id"])),
+    "pope": Texts(
+        record_key=lambda r: (norm(r["split"]), norm(r["question"])),
+        row_keys=lambda row, dataset: [(norm(split), norm(row.get("question")))
+                                       for split in row.get("category").split(",") if split.strip()],
+        record_gold=lambda r: norm(r["answer"]), row_gold=_yes_no,
+        record_image=lambda r: stem(r["image_source"])),
+    "scienceqa_img": Texts(
+        record_key=lambda r: (norm(r["question"]), norm(r.get("hint", "")), _record_options(r)),
+        row_keys=lambda row, dataset: [(norm(row.get("question")), norm(row.get("hint")), _options(row))],
+        record_gold=_letter, row_gold=lambda row: row.get("answer").strip()),
+    "textvqa": Texts(
+        record_key=lambda r: (norm(r["question"]),),
+        row_keys=lambda row, dataset: [(norm(row.get("question")),)],
+        record_gold=lambda r: sorted(norm(answer) for answer in r["answers"]), row_gold=_answers,
+        record_image=lambda r: stem(r["image_id"])),
+    "cvbench": Texts(
+        record_key=lambda r: (norm(r["type"]), norm(r["question"]), _record_options(r)),
+        row_keys=lambda row, dataset: [(norm(dataset.rsplit("-", 1)[-1]), norm(row.get("question")), _options(row))],
+        record_gold=_letter, row_gold=lambda row: row.get("answer").strip()),
+    "mmvp": Texts(
+        record_key=lambda r: (norm(r["question"]), _record_options(r)),
+        row_keys=lambda row, dataset: [(norm(row.get("question")), _options(row))],
+        record_gold=_letter, row_gold=lambda row: row.get("answer").strip(),
+        record_image=lambda r: str(r["id"]), accepts=_mmvp_accepts),
+}
+TEXTS["pope_coco"] = TEXTS["pope"]
+
+
+def _by_texts(texts: Texts, path: Path, rows: list[Row], records: pd.DataFrame, dataset: str) -> list[Answer]:
+    by_id = {str(r["id"]): r for _, r in records.iterrows()}
+    every: dict[tuple, list[str]] = defaultdict(list)  # key -> its records' ids, in record order
+    for item, record in by_id.items():
+        every[texts.record_key(record)].append(item)
+    waiting = {key: list(ids) for key, ids in every.items()}  # those not answered yet
+    answers, shared, corrected = [], 0, 0
+    for row in rows:
+        gold = texts.row_gold(row)
+        image = stem(row.get("image_path")) if row.get("image_path") else None
+
+        def gives(item: str, gold: Any = gold) -> bool:
+            """Whether the row's gold is the record's."""
+            return texts.accepts(by_id[item], texts.record_gold(by_id[item]), gold)
+
+        for key in texts.row_keys(row, dataset):
+            if key not in every:
+                answers.append(Answer(None, row.get("prediction"), row.where))
+                continue
+            fits = [item for item in waiting[key] if gives(item)]
+            if not fits:  # all answered already (check_answers refuses the second answer), or another gold
+                fits = [item for item in every[key] if gives(item)]
+                if not fits:
+                    raise _other_version(path, row, "the gold answer", row.get("answer"), every[key],
+                                         texts.record_gold(by_id[every[key][0]]), dataset)
+            if image is not None and texts.record_image is not None:
+                fits = [item for item in fits if texts.record_image(by_id[item]) == image] or fits
+            chosen = fits[0]
+            waiting[key] = [item for item in waiting[key] if item != chosen]
+            shared += len(every[key]) > 1
+            corrected += texts.record_gold(by_id[chosen]) != gold
+            answers.append(Answer(chosen, row.get("prediction"), row.where))
+    if shared:
+        log.info(f"{path}: {shared} answers went to items that share their texts with others, in file order")
+    if corrected:
+        log.info(f"{path}: {corrected} rows give the label that the benchmark's records correct")
+    return answers
+
+
+def _for_kind(kind: str) -> str:
+    return ", ".join(name for name, kinds in DATASETS.items() if kind in kinds)
+
+
+def prediction_files(folder: Path) -> dict[Path, str]:
+    """{file: dataset} of a folder's prediction files, told by their names (VLMEvalKit's other files there,
+    `<model>_<dataset>_<suffix>.xlsx` and `.csv` scores, are not)."""
+    found = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.suffix in SUFFIXES:
+            try:
+                found[path] = dataset_name(path)
+            except VlmgridError:
+                continue
+    return found
+
+
+def _read_file(path: Path, dataset: str, records: pd.DataFrame, kind: str) -> list[Answer]:
+    rows = read_rows(path)
+    if kind == "mmbench":
+        return _mmbench(path, rows, records, dataset)
+    return _by_texts(TEXTS[kind], path, rows, records, dataset)
+
+
+def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
+    if path.is_dir():
+        found = prediction_files(path)
+        files = {file: dataset for file, dataset in found.items() if kind in DATASETS[dataset]}
+        for file, dataset in found.items():
+            if file not in files:
+                log.info(f"{file}: skipped, VLMEvalKit's predictions for {dataset} do not answer {kind} benchmarks")
+        if not files:
+            raise VlmgridError(
+                f"{path} holds no VLMEvalKit prediction file for {kind} benchmarks (it holds "
+                f"{', '.join(found.values()) or 'none'}); the datasets read for {kind} are {_for_kind(kind)}, in "
+                f"files named <model>_<dataset>.xlsx"
+            )
+        return [answer for file, dataset in files.items() for answer in _read_file(file, dataset, records, kind)]
+    dataset = dataset_name(path)
+    if kind not in DATASETS[dataset]:
+        raise VlmgridError(
+            f"{path} holds VLMEvalKit's predictions for {dataset}, whose rows answer {DATASETS[dataset][0]} "
+            f"benchmarks, not {kind} ones (the datasets read for {kind} are {_for_kind(kind)}); import it into a "
+            f"{DATASETS[dataset][0]} benchmark"
+        )
+    return _read_file(path, dataset, records, kind)
+
+
+IMPORTER = Importer(
+    name="vlmevalkit",
+    description="VLMEvalKit's prediction files (<model>_<dataset>.xlsx, .tsv or .json: the dataset's columns and "
+                "prediction)",
+    kinds=tuple(dict.fromkeys(kind for kinds in DATASETS.values() for kind in kinds)),
+    looks_like=looks_like,
+    read=read,
+)
