@@ -21,6 +21,8 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Answer, Importer, squeeze
 
 REQUIRED = ("index", "question", "A", "B", "prediction")
+# The columns the script writes (a test file has option E too).
+WRITTEN = ("index", "question", "A", "B", "C", "D", "E", "prediction", "answer", "split")
 LETTERS = "ABCDE"
 
 
@@ -43,7 +45,9 @@ def looks_like(path: Path) -> bool:
         columns = _read(path, nrows=0).columns
     except VlmgridError:
         return False
-    return all(column in columns for column in REQUIRED)
+    # Exactly the script's columns: VLMEvalKit's prediction files also hold index, question, options and
+    # prediction, but keep columns the script drops (hint, category) or lack its `split`.
+    return set(REQUIRED) | {"split"} <= set(columns) <= set(WRITTEN)
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:

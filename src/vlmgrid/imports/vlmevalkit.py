@@ -144,6 +144,7 @@ def looks_like(path: Path) -> bool:
     if not path.is_file() or path.suffix not in SUFFIXES:
         return False
     try:
+        dataset_name(path)  # VLMEvalKit names every prediction file after its dataset
         if path.suffix == ".xlsx":
             columns = set(pd.read_excel(path, nrows=0).columns)
         elif path.suffix == ".tsv":
@@ -151,7 +152,7 @@ def looks_like(path: Path) -> bool:
         else:
             data = json.loads(path.read_text(encoding="utf-8"))
             columns = set(data[0]) if isinstance(data, list) and data and isinstance(data[0], dict) else set()
-    except (ValueError, OSError, KeyError):
+    except (VlmgridError, ValueError, OSError, KeyError):
         return False
     return all(column in columns for column in REQUIRED)
 
