@@ -284,11 +284,8 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
 
     files = _hash_tree(bench_dir)
     if fetched.external:
-        from vlmgrid.benchmarks.rawio import find_raw
-
-        for pattern in kind.raw_files:
-            for path in find_raw(fetched.raw_dir, pattern):
-                files[str(path.resolve())] = fileio.sha256_file(path)
+        for path in local_raw_files(kind, fetched.raw_dir):
+            files[str(path.resolve())] = fileio.sha256_file(path)
     files = dict(sorted(files.items()))
     manifest = {
         "benchmark": name,

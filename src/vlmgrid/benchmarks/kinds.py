@@ -53,6 +53,9 @@ class BenchmarkKind:
                      `<headline>_lenient`: {prediction variant: parser name}, "*" for every variant; {} for none
     local_only:      nothing vlmgrid can download: a `local` source (or the fixture) only; expected_count 0 when
                      there is no published count (DANCE)
+    layouts:         the forms its raw files come in (benchmarks/layouts.py: an archive, the same files
+                     extracted), told apart by the files present; () for a kind with one layout. Where set,
+                     raw_files is their union and a local source hashes the detected layout's files only
     """
 
     name: str
@@ -70,6 +73,7 @@ class BenchmarkKind:
     parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
     lenient_parsers: Mapping[str, str] = field(default_factory=dict)  # variant ("*": any) -> parser of the lenient figure
     local_only: bool = False  # no published copy (DANCE): read from a `local` folder (or made by a fixture)
+    layouts: tuple = ()  # of layouts.Layout; () = one layout, raw_files as given
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):

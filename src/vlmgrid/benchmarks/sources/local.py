@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from vlmgrid.benchmarks.kinds import BenchmarkKind
+from vlmgrid.benchmarks.layouts import present_layouts
 from vlmgrid.benchmarks.sources.base import Fetched, Fixture, Source
 from vlmgrid.errors import VlmgridError
 
@@ -31,12 +32,16 @@ def local_folder(source: Mapping[str, Any]) -> Path:
 
 def local_raw_files(kind: BenchmarkKind, raw_dir: Path) -> list[Path]:
     """The files under raw_dir that the kind reads (its `raw_files` patterns, matched as the adapters match
-    them), sorted; [] when raw_dir is not a folder. Prepare hashes exactly these into the manifest."""
+    them), sorted; [] when raw_dir is not a folder. Prepare hashes exactly these into the manifest. A kind with
+    layouts reads one of them: where raw_dir holds exactly one, its patterns alone (else all, and prepare
+    says which files are missing or too many)."""
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         return []
+    present = present_layouts(kind.layouts, raw_dir) if kind.layouts else []
+    patterns = present[0].raw_files if len(present) == 1 else kind.raw_files
     found: set[Path] = set()
-    for pattern in kind.raw_files:
+    for pattern in patterns:
         found.update(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
     return sorted(found)
 
