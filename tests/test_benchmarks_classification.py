@@ -174,13 +174,13 @@ def test_caltech_full_copy_with_another_inner_md5_is_refused(tmp_path, monkeypat
 
 
 def _fake_ilsvrc_tree(root: Path, ground_truth: list[int]) -> None:
-    """An extracted ILSVRC2012 tree: devkit folder (meta.mat, ground truth) and val/ (one image in a WNID folder)."""
+    """An extracted ILSVRC2012 tree: devkit folder (meta.mat, ground truth) and the val tar extracted into val/."""
     data = root / imagenet.DEVKIT / "data"
     data.mkdir(parents=True)
     imagenet_fixture.write_devkit_meta(data / "meta.mat", imagenet_fixture.fixture_leaves())
     (data / "ILSVRC2012_validation_ground_truth.txt").write_text("".join(f"{i}\n" for i in ground_truth))
     for n in range(1, len(ground_truth) + 1):
-        folder = root / "val" / ("n00000001" if n == 2 else "")
+        folder = root / "val"
         folder.mkdir(parents=True, exist_ok=True)
         Image.new("RGB", (64, 64), (n * 40, 0, 0)).save(folder / f"ILSVRC2012_val_{n:08d}.JPEG")
 

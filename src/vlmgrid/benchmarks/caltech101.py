@@ -7,6 +7,10 @@ Raw layout (https://data.caltech.edu/records/mzrjq-6wc02): caltech-101.zip holdi
 The zip's md5 (3138e1922a9193bfa496528edbbc45d0) comes from third-party download code, not from Caltech; the
 adapter therefore also hashes the inner 101_ObjectCategories.tar.gz while streaming it and refuses a full
 (102-category) copy whose md5 differs from the published one.
+Three layouts (benchmarks/layouts.py): caltech-101.zip as downloaded, or its images extracted,
+101_ObjectCategories/<category>/image_%04d.jpg, with or without the zip's outer caltech-101/ folder (the
+tree torchvision's Caltech101 and CLIP_benchmark read); all prepare the same records. An extracted tree has no
+archive to check against the published md5: its count (6,084 test images) is checked, as for every source.
 
 Classes (CLIP_benchmark's convention, its `caltech101` class-name list): BACKGROUND_Google is kept, as
 "background"; the order is the case-sensitive sorted folder order (BACKGROUND_Google, Faces, Faces_easy,
@@ -39,6 +43,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
+from vlmgrid.benchmarks.layouts import Layout, layout_fields
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -92,7 +97,7 @@ class _Hashing(io.RawIOBase):
             self.md5.update(block)
 
 
-def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
+def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
     archive = raw_file(raw_dir, ARCHIVE)
     names = classnames()
     images = Path(bench_dir) / "images"
@@ -126,19 +131,54 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
             f"the copy is another version or damaged: re-download it"
         )
     test = split_test(files)
-    folders = sorted(files)
-    classes = [names[f] for f in folders]
-    rows = []
-    for index, category in enumerate(folders):
+    for category in files:  # every image was written; the train images go once the split is known
         keep = set(test[category])
         for name in files[category]:
             if name not in keep:
                 (images / category / name).unlink()
+    return _records(test, names)
+
+
+def _records(test: Mapping[str, list[str]], names: Mapping[str, str]) -> Adapted:
+    folders = sorted(test)
+    classes = [names[f] for f in folders]
+    rows = []
+    for index, category in enumerate(folders):
         for name in test[category]:
             rows.append(
                 classification_record(f"{category}-{Path(name).stem}", f"images/{category}/{name}", classes, index)
             )
     return Adapted(records=pd.DataFrame(rows), classes=classes)
+
+
+def _folder_reader(root: str):
+    """The reader of an extracted 101_ObjectCategories/ tree under `root` ("" or "caltech-101/")."""
+
+    def adapt_folder(raw_dir: Path, bench_dir: Path) -> Adapted:
+        top = Path(raw_dir) / root / TOP
+        names = classnames()
+        files: dict[str, list[str]] = {}
+        for folder in sorted(p for p in top.iterdir() if p.is_dir()):
+            if folder.name not in names:
+                raise VlmgridError(f"{folder}: {folder.name!r} is not a Caltech-101 category; {top} must hold only the published category folders")
+            files[folder.name] = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(".jpg"))
+            if not files[folder.name]:
+                raise VlmgridError(f"{folder}: holds no .jpg images; the extraction is incomplete: extract {INNER} again")
+        test = split_test(files)
+        for category, kept in test.items():
+            for name in kept:
+                fileio.write_bytes(Path(bench_dir) / "images" / category / name, (top / category / name).read_bytes())
+        return _records(test, names)
+
+    return adapt_folder
+
+
+LAYOUTS = (
+    Layout(f"{ARCHIVE} archive", "", (ARCHIVE,), (ARCHIVE,), adapt_archive),
+    Layout(f"extracted {TOP}/ folder", "", (f"{TOP}/*/*.jpg",), (f"{TOP}/*/*.jpg",), _folder_reader("")),
+    Layout(f"extracted caltech-101/{TOP}/ folder", "", (f"caltech-101/{TOP}/*/*.jpg",), (f"caltech-101/{TOP}/*/*.jpg",),
+           _folder_reader("caltech-101")),
+)
 
 
 KIND = classification_kind(
@@ -156,9 +196,10 @@ KIND = classification_kind(
         "a drawing of the {c}.", "a doodle of the {c}.",
     ),
     expected_count=6084,
-    raw_files=(ARCHIVE,),
-    adapt=adapt,
+    **layout_fields(LAYOUTS, "Caltech-101"),
     url_files=(
         {"url": "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1", "md5": "3138e1922a9193bfa496528edbbc45d0", "name": ARCHIVE},
     ),
 )
+
+adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

@@ -8,6 +8,11 @@ Classes: the sorted class folder names; CLIP's prompt names replace "_" by " " (
 classes.json holds those prompt names. Record ids are "<class>-<id>" (e.g. "apple_pie-1011328").
 The adapter streams the 5 GB tar (never held in memory) in two passes: the first stops as soon as it has read
 meta/test.json and meta/classes.txt, the second writes only the test images.
+
+Two more layouts (benchmarks/layouts.py): the archive extracted, food-101/images/<class>/<id>.jpg with
+food-101/meta/test.txt ("class/id", one a line: the same split as test.json) and classes.txt, in the folder or
+with `path` pointing at food-101/ itself (the tree torchvision's Food101 reads); both prepare the same records
+as the archive. A local source hashes every image of the tree (all 101,000, about the archive's 5 GB).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
+from vlmgrid.benchmarks.layouts import Layout, layout_fields
 from vlmgrid.benchmarks.rawio import raw_file
 from vlmgrid.errors import VlmgridError
 
@@ -65,19 +71,35 @@ def _read_meta(archive: Path) -> tuple[dict, list[str] | None]:
     return test, classes
 
 
-def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
+def _wanted(test: dict, listed: list[str] | None, where: Path, split_file: str) -> dict[str, tuple[str, int]]:
+    """{image path in the release: ("class/id", class index)} of the test split; classes = sorted folders."""
+    folders = sorted(test)
+    if listed is not None and sorted(listed) != folders:
+        raise VlmgridError(f"{where}: meta/classes.txt and {split_file} name different classes; re-download the archive")
+    wanted: dict[str, tuple[str, int]] = {}
+    for index, folder in enumerate(folders):
+        for entry in test[folder]:
+            if not isinstance(entry, str) or entry.split("/")[0] != folder:
+                raise VlmgridError(f"{where}: {split_file} lists {entry!r} under {folder!r}; re-download the archive")
+            wanted[IMAGE_NAME.format(entry)] = (entry, index)
+    return wanted
+
+
+def _records(wanted: dict[str, tuple[str, int]], test: dict) -> Adapted:
+    classes = [prompt_name(f) for f in sorted(test)]
+    rows = []
+    for entry, index in sorted(wanted.values(), key=lambda v: (v[1], v[0])):
+        rows.append(
+            classification_record(entry.replace("/", "-"), f"images/{entry}.jpg", classes, index)
+        )
+    return Adapted(records=pd.DataFrame(rows), classes=classes)
+
+
+def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
     archive = raw_file(raw_dir, ARCHIVE)
     try:
         test, listed = _read_meta(archive)
-        folders = sorted(test)
-        if listed is not None and sorted(listed) != folders:
-            raise VlmgridError(f"{archive}: meta/classes.txt and meta/test.json name different classes; re-download the archive")
-        wanted: dict[str, tuple[str, int]] = {}
-        for index, folder in enumerate(folders):
-            for entry in test[folder]:
-                if not isinstance(entry, str) or entry.split("/")[0] != folder:
-                    raise VlmgridError(f"{archive}: {TEST_JSON} lists {entry!r} under {folder!r}; re-download the archive")
-                wanted[IMAGE_NAME.format(entry)] = (entry, index)
+        wanted = _wanted(test, listed, archive, TEST_JSON)
         found: set[str] = set()
         with tarfile.open(archive, "r|*") as tar:  # pass 2: only the test images, streamed
             for member in tar:
@@ -90,13 +112,51 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     missing = sorted(set(wanted) - found)
     if missing:
         raise VlmgridError(f"{archive}: has no {missing[0]} (a test image listed in {TEST_JSON}); the archive is incomplete: re-download it")
-    classes = [prompt_name(f) for f in folders]
-    rows = []
-    for entry, index in sorted(wanted.values(), key=lambda v: (v[1], v[0])):
-        rows.append(
-            classification_record(entry.replace("/", "-"), f"images/{entry}.jpg", classes, index)
-        )
-    return Adapted(records=pd.DataFrame(rows), classes=classes)
+    return _records(wanted, test)
+
+
+def _folder_reader(outer: str):
+    """The reader of the extracted archive: `outer` is "food-101" (the folder holds it) or "" (it is it)."""
+
+    def adapt_folder(raw_dir: Path, bench_dir: Path) -> Adapted:
+        root = Path(raw_dir) / outer
+        test_txt, classes_txt = root / "meta" / "test.txt", root / "meta" / "classes.txt"
+        if not test_txt.is_file():
+            raise VlmgridError(f"{test_txt}: missing, so the test split is unknown; extract the whole of {ARCHIVE} (its meta/ folder too)")
+        test: dict[str, list[str]] = {}
+        for line in test_txt.read_text("utf-8").splitlines():
+            if line.strip():
+                test.setdefault(line.strip().split("/")[0], []).append(line.strip())
+        listed = None
+        if classes_txt.is_file():
+            listed = [line.strip() for line in classes_txt.read_text("utf-8").splitlines() if line.strip()]
+        wanted = _wanted(test, listed, test_txt, "meta/test.txt")
+        for folder in sorted(test):
+            if not (root / "images" / folder).is_dir():
+                raise VlmgridError(f"{root / 'images' / folder}: missing, though meta/test.txt lists its images; extract the whole of {ARCHIVE}")
+        missing = [entry for entry, _ in wanted.values() if not (root / "images" / f"{entry}.jpg").is_file()]
+        if missing:
+            raise VlmgridError(f"{root / 'images' / missing[0]}.jpg: missing, though meta/test.txt lists it ({len(missing)} test images missing in all); extract the whole of {ARCHIVE}")
+        for entry, _ in wanted.values():
+            fileio.write_bytes(Path(bench_dir) / "images" / f"{entry}.jpg", (root / "images" / f"{entry}.jpg").read_bytes())
+        return _records(wanted, test)
+
+    return adapt_folder
+
+
+def _extracted(outer: str) -> Layout:
+    prefix = f"{outer}/" if outer else ""
+    images, test = f"{prefix}images/*/*.jpg", f"{prefix}meta/test.txt"
+    name = f"extracted {ROOT}/ folder" if outer else f"contents of the extracted {ROOT}/ folder"
+    return Layout(name, "", (test, images),
+                  (images, test, f"{prefix}meta/classes.txt"), _folder_reader(outer))
+
+
+LAYOUTS = (
+    Layout(f"{ARCHIVE} archive", "", (ARCHIVE,), (ARCHIVE,), adapt_archive),
+    _extracted(ROOT),
+    _extracted(""),
+)
 
 
 KIND = classification_kind(
@@ -104,9 +164,10 @@ KIND = classification_kind(
     description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
     templates=("a photo of {c}, a type of food.",),
     expected_count=25250,
-    raw_files=(ARCHIVE,),
-    adapt=adapt,
+    **layout_fields(LAYOUTS, "Food-101"),
     url_files=(
         {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},
     ),
 )
+
+adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

@@ -10,11 +10,16 @@ source may point at a folder holding those parquet files.
   ILSVRC2012_devkit_t12.tar.gz      ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt
                                     (1-based ILSVRC2012_IDs, line n = image n) and data/meta.mat (`synsets`:
                                     ILSVRC2012_ID, WNID, words, gloss, num_children, ...)
-The adapter also reads the extracted forms (a `val/` folder, flat or in WNID sub-folders, and an
-`ILSVRC2012_devkit_t12/` folder), but prepare hashes a local source's raw files by the kind's raw_files
-patterns, which name the two archives: keep them in the folder. Labels: ILSVRC2012_ID -> WNID through the
-leaf synsets (ILSVRC2012_ID 1..1000, num_children 0) of meta.mat -> index of that WNID in sorted order,
-the same index the hub `label` uses.
+Three layouts (benchmarks/layouts.py), told apart by the files present:
+  the archives           ILSVRC2012_img_val.tar and the devkit (its .tar.gz or extracted ILSVRC2012_devkit_t12/)
+  val/ flat              the val tar extracted into val/ (val/ILSVRC2012_val_00000001.JPEG ...), and the devkit
+  val/ sorted by class   val/<WNID>/ILSVRC2012_val_%08d.JPEG, 1,000 folders (torchvision's ImageFolder and
+                         ImageNet, CLIP_benchmark): the folder names the class, no devkit is needed
+Labels: ILSVRC2012_ID -> WNID through the leaf synsets (ILSVRC2012_ID 1..1000, num_children 0) of meta.mat ->
+index of that WNID in sorted order, the same index the hub `label` uses; a sorted tree's WNID is its folder's,
+indexed in the 1,000 ILSVRC2012 WNIDs in sorted order (timm's imagenet_synsets.txt, read from the installed
+timm), its synonyms from timm's WordNet lemmas (imagenet_synset_to_lemma.txt). All three prepare the same
+records, images/ILSVRC2012_val_%08d.JPEG.
 
 Class names and templates: open_clip's zero-shot metadata (IMAGENET_CLASSNAMES, index = sorted-WNID index;
 the 80 OPENAI_IMAGENET_TEMPLATES, turned from callables into "{c}" strings), read from the installed
@@ -31,7 +36,7 @@ import tarfile
 import zlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -39,6 +44,7 @@ import pyarrow as pa
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
+from vlmgrid.benchmarks.layouts import Layout, layout_fields
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
 from vlmgrid.errors import VlmgridError
 
@@ -195,18 +201,17 @@ def _devkit_files(raw_dir: Path) -> tuple[bytes, bytes, str]:
     return found[META], found[GROUND_TRUTH], str(archive)
 
 
-def _val_images(raw_dir: Path, wanted: int) -> Iterator[tuple[int, bytes]]:
-    """(image number, bytes) from an extracted val/ folder, else from ILSVRC2012_img_val.tar (streamed)."""
-    folder = raw_dir / "val"
-    if folder.is_dir():
-        for path in sorted(folder.rglob("ILSVRC2012_val_*.JPEG")):
-            match = VAL_RE.search(path.name)
-            if match:
-                yield int(match.group(1)), path.read_bytes()
-        return
+def _folder_images(raw_dir: Path) -> Iterator[tuple[int, bytes]]:
+    """(image number, bytes) from the val tar extracted into val/ (flat)."""
+    for path in sorted((raw_dir / "val").glob("ILSVRC2012_val_*.JPEG")):
+        match = VAL_RE.search(path.name)
+        if match:
+            yield int(match.group(1)), path.read_bytes()
+
+
+def _tar_images(raw_dir: Path) -> Iterator[tuple[int, bytes]]:
+    """(image number, bytes) from ILSVRC2012_img_val.tar, streamed."""
     archive = raw_dir / VAL_TAR
-    if not archive.is_file():
-        raise VlmgridError(f"{raw_dir}: holds neither {VAL_TAR} nor an extracted val/ folder; put the ILSVRC2012 validation images there")
     try:
         with tarfile.open(archive, "r|*") as tar:
             for member in tar:
@@ -217,8 +222,12 @@ def _val_images(raw_dir: Path, wanted: int) -> Iterator[tuple[int, bytes]]:
         raise VlmgridError(f"{archive}: not a readable .tar archive ({exc}); re-download it") from None
 
 
-def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
-    raw_dir = Path(raw_dir)
+def _ground_truth_reader(images: Callable[[Path], Iterator[tuple[int, bytes]]]):
+    """The reader of a layout whose labels are the devkit's ground truth, its images from `images`."""
+    return lambda raw_dir, bench_dir: _adapt_ground_truth(Path(raw_dir), Path(bench_dir), images)
+
+
+def _adapt_ground_truth(raw_dir: Path, bench_dir: Path, images: Callable[[Path], Iterator[tuple[int, bytes]]]) -> Adapted:
     names = classnames()
     meta, truth, where = _devkit_files(raw_dir)
     leaves = leaf_synset_words(meta, f"{where} ({META})")
@@ -234,7 +243,7 @@ def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
     if bad:
         raise VlmgridError(f"{where}: {GROUND_TRUTH} holds ILSVRC2012_ID {bad[0]}, outside 1..{N_CLASSES}; re-download the devkit")
     written: set[int] = set()
-    for number, data in _val_images(raw_dir, len(ids)):
+    for number, data in images(raw_dir):
         if not 1 <= number <= len(ids):
             raise VlmgridError(f"{raw_dir}: image {VAL_NAME.format(number)} has no line in {GROUND_TRUTH} ({len(ids)} lines); the devkit and images do not match")
         if number not in written:
@@ -245,6 +254,65 @@ def adapt_ilsvrc(raw_dir: Path, bench_dir: Path) -> Adapted:
         raise VlmgridError(f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); the copy is incomplete")
     rows = [classification_record(Path(VAL_NAME.format(n)).stem, f"images/{VAL_NAME.format(n)}", names, mapping[i]) for n, i in enumerate(ids, start=1)]
     return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, words))
+
+
+def _timm_info(name: str) -> list[str]:
+    """The lines of one of timm's ImageNet info files (timm/data/_info/), read without importing timm."""
+    spec = importlib.util.find_spec("timm")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "data" / "_info" / name
+        if path.is_file():
+            return [line for line in path.read_text("utf-8").splitlines() if line.strip()]
+    raise VlmgridError(f"timm's data/_info/{name} is not installed, and it lists the ILSVRC2012 WNIDs a val/<WNID>/ tree needs; install timm (open_clip_torch brings it)")
+
+
+@lru_cache(maxsize=1)
+def sorted_wnids() -> list[str]:
+    """The 1,000 ILSVRC2012 WNIDs in sorted order: a hub `label`, an open_clip class index, is an index into it."""
+    wnids = [line.strip() for line in _timm_info("imagenet_synsets.txt")]
+    if len(wnids) != N_CLASSES or wnids != sorted(set(wnids)):
+        raise VlmgridError(f"timm's data/_info/imagenet_synsets.txt does not list {N_CLASSES} distinct WNIDs in sorted order; reinstall timm")
+    return wnids
+
+
+def _wnid_words() -> dict[str, str]:
+    """{WNID: its WordNet lemma list} from timm's imagenet_synset_to_lemma.txt ("n01440764<TAB>tench, Tinca tinca")."""
+    return dict(line.split("\t", 1) for line in _timm_info("imagenet_synset_to_lemma.txt") if "\t" in line)
+
+
+def adapt_sorted(raw_dir: Path, bench_dir: Path) -> Adapted:
+    """val/<WNID>/ILSVRC2012_val_%08d.JPEG: the class is the folder's WNID; no devkit is read."""
+    val = Path(raw_dir) / "val"
+    names, wnids = classnames(), sorted_wnids()
+    index = {wnid: k for k, wnid in enumerate(wnids)}
+    found: dict[int, tuple[Path, int]] = {}
+    for folder in sorted(p for p in val.iterdir() if p.is_dir()):
+        if folder.name not in index:
+            raise VlmgridError(f"{folder}: {folder.name!r} is not one of the {N_CLASSES} ILSVRC2012 WNIDs; val/ must hold only the class folders")
+        paths = [p for p in sorted(folder.glob("ILSVRC2012_val_*.JPEG")) if VAL_RE.search(p.name)]
+        if not paths:
+            raise VlmgridError(f"{folder}: holds no ILSVRC2012_val_*.JPEG image; the class's images are missing: sort the validation images into it again")
+        for path in paths:
+            number = int(VAL_RE.search(path.name).group(1))
+            if number in found:
+                raise VlmgridError(f"{path}: {path.name} is also in {found[number][0].parent}; an image belongs to one class folder: sort the validation images again")
+            found[number] = (path, index[folder.name])
+    rows = []
+    for number in sorted(found):
+        path, label = found[number]
+        fileio.write_bytes(Path(bench_dir) / "images" / path.name, path.read_bytes())
+        rows.append(classification_record(path.stem, f"images/{path.name}", names, label))
+    lemmas = _wnid_words()
+    return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, [lemmas.get(w, "") for w in wnids]))
+
+
+DEVKIT_FILES = (DEVKIT_TGZ, f"{DEVKIT}/{META}", f"{DEVKIT}/{GROUND_TRUTH}")
+FLAT, SORTED = "val/ILSVRC2012_val_*.JPEG", "val/n*/ILSVRC2012_val_*.JPEG"
+ILSVRC_LAYOUTS = (
+    Layout(f"{VAL_TAR} archive", "", (VAL_TAR,), (VAL_TAR, *DEVKIT_FILES), _ground_truth_reader(_tar_images)),
+    Layout("val/ folder (the val tar extracted)", "", (FLAT,), (FLAT, *DEVKIT_FILES), _ground_truth_reader(_folder_images)),
+    Layout("val/<WNID>/ folders (sorted by class)", "", (SORTED,), (SORTED,), adapt_sorted),
+)
 
 
 # ---------------------------------------------------------------------------------------------- kinds
@@ -268,10 +336,11 @@ ILSVRC_KIND = classification_kind(
     description=DESCRIPTION + " (the original ILSVRC2012 val tar and devkit; use a local source).",
     templates=templates(),
     expected_count=N_VAL,
-    raw_files=(DEVKIT_TGZ, VAL_TAR),
-    adapt=adapt_ilsvrc,
+    **layout_fields(ILSVRC_LAYOUTS, "ILSVRC2012"),
     url_files=(  # image-net.org serves these only after a login: download by hand, then use a local source
         {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},
         {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_img_val.tar", "md5": "29b22e2961454d5413ddabcf34fc5622", "name": VAL_TAR},
     ),
 )
+
+adapt_ilsvrc = ILSVRC_KIND.adapt  # reads the one layout the folder holds (ILSVRC_LAYOUTS)

@@ -58,6 +58,10 @@ class BenchmarkKind:
     variants:        other published copies with another item count, {variant name: count} (MMBench's
                      2023-07-12 dev file): a copy of that count needs no `expected_items`, and its manifest names
                      the variant
+    layouts:         the forms its raw files come in (benchmarks/layouts.py: the hub copy, the authors' release,
+                     an archive, the same files extracted), told apart by the files present; None for a kind with
+                     one layout. Where set, raw_files is their union and a local source hashes the detected
+                     layout's files only
     """
 
     name: str
@@ -77,6 +81,7 @@ class BenchmarkKind:
     local_only: bool = False  # no published copy (DANCE): read from a `local` folder (or made by a fixture)
     variants: Mapping[str, int] = field(default_factory=dict)  # other published copies: {name: item count}
     hub_files: tuple[str, ...] = ()  # the raw_files of the hub copy's layout; () = all of raw_files
+    layouts: Any = None  # a layouts.Layouts registry; None = one layout, raw_files as given
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):

@@ -1,10 +1,12 @@
-"""The layouts a kind's raw files come in (the hub copy's parquet files, the authors' own release), and which
-one a folder holds.
+"""The layouts a kind's raw files come in (the hub copy's parquet files, the authors' own release, an archive
+or the same files extracted), and which one a folder holds.
 
 A kind that reads more than one layout lists them once, in a `Layouts` registry: each layout names the files
-that mark it (`markers`), every file it reads (`files`, which the kind's `raw_files` are the union of, so a
-local source hashes and stamps exactly them) and its adapter. The kind's `adapt` is the registry's: it finds
-the one layout whose markers a folder holds and runs that layout's adapter. A layout whose data is one file
+that mark it (`markers`), every file it reads (`files`) and its adapter. The kind's `raw_files` are the union
+of the layouts' files, and a local source hashes and stamps the files of the layout its folder holds alone, so
+an archive kept beside nothing else is never hashed twice. The kind's `adapt` is the registry's: it finds the
+one layout whose markers a folder holds and runs that layout's adapter; a folder holding the markers of no
+layout, or of two, is an error that names them: the choice is never a guess. A layout whose data is one file
 (MMBench's TSV, `one_file`) may also be handed that file itself (a local source's `path` naming it); its
 adapter then reads only that file.
 """
@@ -15,7 +17,7 @@ import fnmatch
 import glob
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from vlmgrid.benchmarks.kinds import Adapted
 from vlmgrid.errors import VlmgridError
@@ -26,8 +28,9 @@ from vlmgrid.registry import Registry
 class Layout:
     """One layout of a kind's raw files.
 
-    name:        short name ("hub", "release", "tsv")
-    description: what a folder in this layout holds, in words (error messages list it)
+    name:        short name ("hub", "release", "tsv", "102flowers.tgz archive")
+    description: what a folder in this layout holds, in words (error messages list it); "" = the name and
+                 its markers
     markers:     patterns relative to the raw folder; a folder holding a file that matches one is in this layout
     files:       patterns of every file the layout's adapter reads (markers included)
     adapt:       adapt(raw, bench_dir) -> Adapted; `raw` is the folder, or for a one_file layout the file
@@ -41,6 +44,10 @@ class Layout:
     files: tuple[str, ...]
     adapt: Callable[[Path, Path], Adapted] = field(repr=False)
     one_file: bool = False
+
+    @property
+    def words(self) -> str:
+        return self.description or f"{self.name} ({' or '.join(self.markers)})"
 
     def marked(self, raw_dir: Path) -> list[Path]:
         """The files under raw_dir that match one of the markers, sorted."""
@@ -71,7 +78,11 @@ class Layouts:
         return tuple(dict.fromkeys(pattern for layout in self for pattern in layout.files))
 
     def _expected(self) -> str:
-        return "; or ".join(f"{layout.description}" for layout in self)
+        return "; or ".join(layout.words for layout in self)
+
+    def present(self, raw_dir: Path) -> list[Layout]:
+        """The layouts whose markers the folder raw_dir holds, in the registry's order."""
+        return [layout for layout in self if layout.marked(Path(raw_dir))]
 
     def detect(self, raw: Path) -> tuple[Layout, Path]:
         """The layout `raw` (a folder, or a one-file layout's file) holds, and what its adapter reads."""
@@ -107,3 +118,10 @@ class Layouts:
     def adapt(self, raw: Path, bench_dir: Path) -> Adapted:
         layout, path = self.detect(raw)
         return layout.adapt(path, bench_dir)
+
+
+def layout_fields(layouts: Sequence[Layout], kind: str) -> dict:
+    """The BenchmarkKind fields of a kind read through layouts: `layouts` (their registry), `raw_files` (their
+    union, in order) and `adapt` (the detected layout's adapter). `kind` names the data in messages."""
+    registry = Layouts(kind, list(layouts))
+    return {"layouts": registry, "raw_files": registry.raw_files, "adapt": registry.adapt}

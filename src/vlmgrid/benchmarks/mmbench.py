@@ -243,6 +243,7 @@ KIND = BenchmarkKind(
     # against the hub files; a mismatch makes prepare fail loudly rather than score a different set.
     expected_count=4329,
     raw_files=LAYOUTS.raw_files,
+    layouts=LAYOUTS,
     hub_files=(FILE_PATTERN,),
     adapt=adapt,
     # mmbench_dev_20230712.tsv (LLaVA's scripts/v1_5/eval/mmbench.sh reads it): 4,377 rows with the copies

@@ -160,6 +160,7 @@ KIND = BenchmarkKind(
     templates=(),
     expected_count=2374,
     raw_files=LAYOUTS.raw_files,
+    layouts=LAYOUTS,
     hub_files=(FILE_PATTERN,),
     adapt=adapt,
     parser="mme",

@@ -138,6 +138,7 @@ KIND = BenchmarkKind(
     templates=(),
     expected_count=2017,
     raw_files=LAYOUTS.raw_files,
+    layouts=LAYOUTS,
     hub_files=(FILE_PATTERN,),
     adapt=adapt,
     # LLaVA-1.5's reading (llava/eval/eval_science_qa.py), which CARPE's evaluation follows; an unreadable

@@ -165,6 +165,7 @@ KIND = BenchmarkKind(
     templates=(),
     expected_count=5000,
     raw_files=LAYOUTS.raw_files,
+    layouts=LAYOUTS,
     hub_files=(FILE_PATTERN,),
     adapt=adapt,
     parser="short_answer",

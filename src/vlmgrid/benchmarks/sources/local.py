@@ -42,15 +42,18 @@ def local_folder(source: Mapping[str, Any]) -> Path:
 
 def local_raw_files(kind: BenchmarkKind, raw_dir: Path) -> list[Path]:
     """The files under raw_dir that the kind reads (its `raw_files` patterns, matched as the adapters match
-    them), sorted; raw_dir itself when it is the kind's one data file; [] when it is neither. Prepare hashes
-    exactly these into the manifest."""
+    them), sorted; raw_dir itself when it is the kind's one data file; [] when it is neither. A kind with
+    layouts reads one of them: where raw_dir holds exactly one, its files alone (else all the kind's, and
+    prepare says which layouts it found). Prepare hashes exactly these into the manifest."""
     raw_dir = Path(raw_dir)
     if raw_dir.is_file():
         return [raw_dir] if _one_file(kind, raw_dir) else []
     if not raw_dir.is_dir():
         return []
+    present = kind.layouts.present(raw_dir) if kind.layouts else []
+    patterns = present[0].files if len(present) == 1 else kind.raw_files
     found: set[Path] = set()
-    for pattern in kind.raw_files:
+    for pattern in patterns:
         found.update(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
     return sorted(found)
 
