@@ -743,7 +743,7 @@ def test_cells_table_says_how_each_number_was_answered(tmp_path):
     build(tmp_path, files)
     rows = {(r["model"], r["benchmark"]): r for r in read_csv(tmp_path / "tables" / "cells.csv")}
     assert list(next(iter(rows.values()))) == ["model", "benchmark", "status", "strategy", "answered_by", "decoding",
-                                              "n", "n_valid", "format_error_rate", "lenient", "flagged"]
+                                              "n", "n_valid", "format_error_rate", "lenient", "flagged", "items"]
     assert rows[("big-vlm", "sqa_img")]["lenient"] == "61.5" and rows[("big-vlm", "flowers")]["lenient"] == ""
     assert rows[("clip_tiny", "pope-fixture")]["answered_by"] == "embedding similarity"
     assert rows[("clip_tiny", "pope-fixture")]["decoding"] == ""

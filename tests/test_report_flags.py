@@ -324,7 +324,8 @@ def test_the_baseline_is_not_described_as_log_likelihood(tmp_path):
 # --- the config and the command ------------------------------------------------------------------------------
 
 def test_the_config_default_and_its_check(default_config_data):
-    assert validate_config(default_config_data).report == {"flag_error_rate": 10, "reported": "config/reported"}
+    assert validate_config(default_config_data).report == {"flag_error_rate": 10, "partial_cells": "exclude",
+                                                          "reported": "config/reported"}
     data = copy.deepcopy(default_config_data)
     data["report"] = {"flag_error_rate": 2.5}
     assert validate_config(data).report["flag_error_rate"] == 2.5

@@ -105,6 +105,28 @@ def check_data_fingerprint(metadata: dict, fingerprint: str | None, path: Path, 
         )
 
 
+def answered_records(metadata: dict, predictions: pd.DataFrame, records: pd.DataFrame, path: Path
+                     ) -> tuple[pd.DataFrame, dict | None]:
+    """The records a predictions file is scored on, and its coverage ({answered, total}; None when complete).
+
+    Every record, unless the metadata record a `coverage`: a file imported from a format whose published files
+    answer a subset by construction (MME's eval tool); then the records it answers, its unanswered items absent
+    rather than wrong. A file without that record (inference's own) must answer every item.
+    """
+    coverage = metadata.get("coverage")
+    if coverage is None:
+        return records, None
+    answered = set(predictions["id"].astype(str))
+    subset = records[records["id"].astype(str).isin(answered)]
+    if (not isinstance(coverage, dict) or coverage.get("total") != len(records)
+            or coverage.get("answered") != len(answered) or not len(subset)):
+        raise VlmgridError(
+            f"predictions file {path} records the coverage {coverage!r}, but it answers {len(answered)} of the "
+            f"{len(records)} items of the benchmark; import the file again"
+        )
+    return subset.reset_index(drop=True), {"answered": int(len(subset)), "total": int(len(records))}
+
+
 def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path: Path, given: bool = False) -> None:
     """Every record id exactly once per variant, no id that the benchmark does not have, and no option index
     that the item does not have (it would count as a valid wrong answer instead of a format error).

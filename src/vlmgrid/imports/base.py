@@ -4,7 +4,10 @@ exactly the prepared benchmark's items.
 An importer reads a file made by another tool and finds, for each answer, the record of the prepared
 benchmark it answers (by the published ids and texts the records keep), returning `Answer`s. `check_answers`
 then refuses, in one sentence, answers to items the benchmark does not have, items answered twice and items
-not answered at all: a file of a subset is never scored as if it were the whole benchmark.
+not answered at all: a file of a subset is never scored as if it were the whole benchmark. Only a format whose
+published files answer a subset by construction (`Importer.partial`: MME's eval-tool folders, whose releases
+lack some questions' images) is taken as it is: its unanswered items are absent, not wrong, and the
+predictions file records its coverage.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ class Importer:
     `kinds`: the benchmark kinds whose items the format can name; `looks_like(path)`: whether the file (or
     folder) is in this format, used to guess the format; `read(path, records, kind, questions)`: the file's
     answers matched to the records (`questions`: the question file the answers were made from, for formats
-    whose answers name their questions only by its ids).
+    whose answers name their questions only by its ids). `partial`: the format's published files answer a
+    subset of the benchmark by construction, so a file that leaves items unanswered is imported as it is, its
+    coverage recorded; every other format must answer every item.
     """
 
     name: str
@@ -45,10 +50,13 @@ class Importer:
     kinds: tuple[str, ...]
     looks_like: Callable[[Path], bool]
     read: Callable[[Path, pd.DataFrame, str, Path | None], list[Answer]]
+    partial: bool = False
 
 
-def check_answers(answers: Sequence[Answer], records: pd.DataFrame, path: Path, bench: str) -> None:
-    """Every record answered exactly once, and no answer to an item the benchmark does not have."""
+def check_answers(answers: Sequence[Answer], records: pd.DataFrame, path: Path, bench: str, *,
+                  partial: bool = False) -> None:
+    """Every record answered exactly once, and no answer to an item the benchmark does not have; with
+    `partial` (a format partial by construction), at most once and at least one record."""
     unknown = [answer for answer in answers if answer.record_id is None]
     if unknown:
         raise VlmgridError(
@@ -64,7 +72,9 @@ def check_answers(answers: Sequence[Answer], records: pd.DataFrame, path: Path, 
             )
         first[answer.record_id] = answer
     missing = [item for item in records["id"].astype(str) if item not in first]
-    if missing:
+    if partial and not first:
+        raise VlmgridError(f"{path} answers none of the {len(records)} items of {bench}; import the file made for it")
+    if missing and not partial:
         raise VlmgridError(
             f'{path} answers {len(first)} of the {len(records)} items of {bench}: {len(missing)} missing, the first '
             f'"{missing[0]}"; a file of a subset is not scored as the whole benchmark: import a file that answers '

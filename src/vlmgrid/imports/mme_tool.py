@@ -5,6 +5,11 @@ An answer is the record of that subtask whose image has that file name (without 
 `convert_answer_to_mme.py` writes the question file's name, "10002.txt", where the tool's examples name the
 image, "10002.jpg") and whose question is the line's (without "Please answer yes or no."). A gold answer that
 is not the record's means the folder was made from another MME version, and is refused.
+
+The folders are partial by construction: a release lacks the images of a few questions (LLaVA-1.5's folders
+answer 2,350 to 2,372 of the 2,374), so a folder is imported as it is (`partial`), and scored as the tool scores
+it, over the questions it holds. The tool reads a subtask's lines in consecutive pairs, one image's two
+questions, for acc+; so an image is answered whole or not at all, and one with a question missing is refused.
 """
 
 from __future__ import annotations
@@ -61,7 +66,23 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
                     f"the folder was made from another MME version"
                 )
             answers.append(Answer(record_id, raw, where))
+    _check_whole_images(path, answers, records)
     return answers
+
+
+def _check_whole_images(path: Path, answers: list[Answer], records: pd.DataFrame) -> None:
+    """Every image with an answer has all its questions answered (the tool pairs them for acc+)."""
+    answered = {answer.record_id: answer for answer in answers if answer.record_id is not None}
+    for (_, image), group in records.groupby(["category", "image_id"], sort=False):
+        ids = group["id"].astype(str).tolist()
+        given = [item for item in ids if item in answered]
+        if given and len(given) < len(ids):
+            lacking = next(item for item in ids if item not in answered)
+            raise VlmgridError(
+                f"{path}/{answered[given[0]].where} answers {len(given)} of the {len(ids)} questions of image "
+                f'{image}, item "{lacking}" has no line: the eval tool scores an image\'s questions together (acc+), '
+                f"so give the folder all of them or none"
+            )
 
 
 IMPORTER = Importer(
@@ -70,4 +91,5 @@ IMPORTER = Importer(
     kinds=("mme",),
     looks_like=looks_like,
     read=read,
+    partial=True,
 )

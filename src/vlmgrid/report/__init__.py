@@ -35,7 +35,10 @@ benchmark hides its labels (`"labels_hidden": true`) is "hidden" the same way.
 
 A cell whose `format_error_rate` exceeds `flag_error_rate` (percent) is marked in every table (a dagger, and a
 footnote with its rate), carries the dagger in the main figure and is hatched in the paper figures; a cell at
-100% has no number ("failed", and so is that model's average). With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
+100% has no number ("failed", and so is that model's average). A cell whose score file has a `coverage` (it answers
+a subset of its benchmark by construction: an imported MME eval-tool folder) carries a double dagger in every
+table and figure, with a footnote naming its coverage; it stays out of that model's average unless
+`partial_cells` is "include", and the average is marked either way. With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from vlmgrid.report.comparisons import read_comparisons
-from vlmgrid.report.grid import FLAG_ERROR_RATE, Grid, load_grid
+from vlmgrid.report.grid import FLAG_ERROR_RATE, PARTIAL_CELLS, Grid, load_grid
 from vlmgrid.report.reported import Published, load_reported
 from vlmgrid.report.score_file import Hidden, NotApplicable, read_score
 
@@ -66,6 +69,7 @@ def build_report(
     published: Published | None = None,
     comparison_files: Mapping[str, Path] | None = None,
     reference_model: str | None = None,
+    partial_cells: str = PARTIAL_CELLS[0],
 ) -> list[Path]:
     """Write the report and return the files written.
 
@@ -81,7 +85,8 @@ def build_report(
     `tables_dir`, as in the grid's layout).
     `comparison_files` ({benchmark: path}) are the comparison files (`vlmgrid compare`) against
     `reference_model` (None: every pair); one that does not exist leaves its benchmark without comparisons, which
-    the comparisons table says.
+    the comparisons table says. `partial_cells` (exclude / include): whether a model's average takes in its cells
+    that answer a subset of their benchmark.
     """
     from vlmgrid.report.dvc_files import write_dvc_files
     from vlmgrid.report.figures import write_figures
@@ -91,7 +96,7 @@ def build_report(
     from vlmgrid.report.tables.reported import no_match_sentence, write_reported_tables
 
     grid = load_grid(score_files, models, benchmarks, kinds, flag_error_rate=flag_error_rate,
-                     allow_missing=allow_missing)
+                     allow_missing=allow_missing, partial_cells=partial_cells)
     published = published or Published()
     comparisons = read_comparisons(comparison_files or {}, models, benchmarks, reference_model, score_files)
     written = write_tables(grid, Path(tables_dir), title, comparisons)

@@ -18,7 +18,7 @@ from vlmgrid.report.style import (
     CHAR_IN, MARKED_HATCH, OKABE_ITO, SMALL_PT, WIDTH_IN, WORD_COLOUR, add_note, figure_style, pyplot, save_figure,
     text, wrap_note,
 )
-from vlmgrid.report.tables.format import DAGGER, fmt
+from vlmgrid.report.tables.format import fmt, marks
 
 # One bar series: a label (the model) and its estimate per group (None: no bar; a word such as "failed": no
 # bar, the word written where the bar would stand).
@@ -45,7 +45,7 @@ def _rows_of(groups: Sequence[str], n_series: int) -> list[range]:
 def _panel(ax, indices: range, groups: Sequence[str], series: Sequence[Series], width: float, slots: int) -> None:
     for i, (_, estimates) in enumerate(series):
         colour = OKABE_ITO[i % len(OKABE_ITO)]
-        xs, heights, low_err, high_err, tops, marked = [], [], [], [], [], []
+        xs, heights, low_err, high_err, tops, marked, words = [], [], [], [], [], [], []
         for k, j in enumerate(indices):
             est = estimates[j]
             x = k - 0.4 + width * (i + 0.5)
@@ -63,17 +63,18 @@ def _panel(ax, indices: range, groups: Sequence[str], series: Sequence[Series], 
             high_err.append(max(high - est.value, 0.0))
             tops.append(max(high, est.value))
             marked.append(est.flag is not None)
+            words.append(marks(est))
         if not xs:
             continue
         bars = ax.bar(xs, heights, width, color=colour, yerr=[low_err, high_err], capsize=1.5,
                       error_kw={"elinewidth": 0.7, "capthick": 0.7})
-        for bar, x, value, top, mark in zip(bars, xs, heights, tops, marked):
+        for bar, x, value, top, mark, word in zip(bars, xs, heights, tops, marked, words):
             if mark:  # built on too many format errors
                 bar.set_hatch(MARKED_HATCH)
                 bar.set_edgecolor("black")
                 bar.set_linewidth(0.4)
             # The value above its whisker, so a 0.0 is told apart from a missing bar.
-            ax.text(x, top + 1.5, fmt(value) + (DAGGER if mark else ""), rotation=90, ha="center", va="bottom",
+            ax.text(x, top + 1.5, fmt(value) + word, rotation=90, ha="center", va="bottom",
                     fontsize=SMALL_PT)
     labels = [text(groups[j]) for j in indices]
     longest = max((len(label) for label in labels), default=0)

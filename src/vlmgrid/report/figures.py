@@ -24,7 +24,9 @@ from vlmgrid.report.style import (
     CHAR_IN, COLORMAP, NO_NUMBER_COLOUR, NO_NUMBER_EDGE, NO_NUMBER_HATCH, SMALL_PT, WIDTH_IN, WORD_COLOUR, add_note,
     figure_style, pyplot, save_figure, text, text_colour, wrap_note,
 )
-from vlmgrid.report.tables.format import AVERAGE, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, fmt
+from vlmgrid.report.tables.format import (
+    AVERAGE, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, coverage_note, fmt, marks,
+)
 from vlmgrid.report.tables.main import average_entry, cell_entry
 
 SCALE = (0.0, 100.0)
@@ -52,6 +54,9 @@ def main_note(grid: Grid) -> str:
     if marked:
         notes.append(f"{DAGGER}: format errors above {grid.flag_error_rate:g}% of the prediction rows ("
                      + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked) + ").")
+    partial = coverage_note(grid, grid.partial(), average=has_averages(grid))
+    if partial:
+        notes.append(partial)
     if grid.not_applicable:
         notes.append(f"{NA}: the model cannot run the benchmark.")
     if grid.hidden:
@@ -73,7 +78,7 @@ def _cell_text(entry: Entry) -> tuple[str, float | None]:
         return entry, None
     if entry is None or entry.value is None:
         return DASH, None
-    return fmt(entry.value) + (DAGGER if entry.flag is not None else ""), entry.value
+    return fmt(entry.value) + marks(entry), entry.value
 
 
 def _draw_cells(ax, rows: list[list[Entry]], cmap, norm) -> None:

@@ -16,6 +16,10 @@ from vlmgrid.report.score_file import Estimate, Hidden, NotApplicable, ScoreCell
 # `report.flag_error_rate`).
 FLAG_ERROR_RATE = 10.0
 
+# What the averages do with a cell that answers a subset of its benchmark (the config's `report.partial_cells`):
+# leave it out (default), or take it in as it is; either way the cell and the average are marked.
+PARTIAL_CELLS = ("exclude", "include")
+
 
 def is_failed(cell: ScoreCell) -> bool:
     """Every prediction row is an error or unparsable: the cell has no number (its value only counts failures)."""
@@ -37,6 +41,8 @@ class Grid:
     missing: dict[tuple[str, str], Path] = field(default_factory=dict)
     # Percent of format errors above which a cell's numbers are marked.
     flag_error_rate: float = FLAG_ERROR_RATE
+    # "exclude": a partial cell (one that answers a subset) stays out of its model's average; "include": in.
+    partial_cells: str = PARTIAL_CELLS[0]
 
     def cell(self, model: str, benchmark: str) -> ScoreCell | None:
         """The scored cell; None when it is not in the grid, not applicable, hidden, failed or missing."""
@@ -71,6 +77,27 @@ class Grid:
         rates = [rate for benchmark in self.benchmarks if (rate := self.flag(model, benchmark)) is not None]
         return max(rates) if rates else None
 
+    def coverage(self, model: str, benchmark: str) -> tuple[int, int] | None:
+        """(answered, total) of a scored cell that answers a subset of its benchmark; None otherwise."""
+        cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
+        return None if cell is None else cell.coverage
+
+    def partial(self) -> list[tuple[str, str, tuple[int, int]]]:
+        """(model, benchmark, (answered, total)) of every partial cell, in grid order."""
+        return [(model, benchmark, coverage) for model in self.models for benchmark in self.benchmarks
+                if (coverage := self.coverage(model, benchmark)) is not None]
+
+    def model_coverage(self, model: str) -> tuple[int, int] | None:
+        """The answered and total items summed over the model's partial cells (its average leaves them out, or
+        takes them in: it is marked either way); None when it has none."""
+        covered = [c for benchmark in self.benchmarks if (c := self.coverage(model, benchmark)) is not None]
+        return (sum(a for a, _ in covered), sum(t for _, t in covered)) if covered else None
+
+    def averaged(self, model: str) -> list[str]:
+        """The benchmarks the model's average is over: all, but its partial cells with `partial_cells: exclude`."""
+        return [benchmark for benchmark in self.benchmarks
+                if self.partial_cells == "include" or self.coverage(model, benchmark) is None]
+
     def is_not_applicable(self, model: str, benchmark: str) -> bool:
         return (model, benchmark) in self.not_applicable
 
@@ -100,12 +127,13 @@ class Grid:
         return None
 
     def average(self, model: str) -> Estimate | None:
-        """Mean headline over the grid's benchmarks; CI from the elementwise mean of the bootstrap draws.
+        """Mean headline over the grid's benchmarks (`averaged`: a partial cell only with `partial_cells:
+        include`); CI from the elementwise mean of the bootstrap draws.
 
-        None when the model lacks a benchmark of the grid (missing or not applicable) or its draws cannot
-        be averaged (different lengths, or none).
+        None when the model lacks a benchmark of the grid (missing or not applicable), every cell is left out,
+        or its draws cannot be averaged (different lengths, or none).
         """
-        cells = [self.cell(model, bench) for bench in self.benchmarks]
+        cells = [self.cell(model, bench) for bench in self.averaged(model)]
         if not cells or any(cell is None for cell in cells):
             return None
         lengths = {len(cell.draws) for cell in cells}
@@ -133,13 +161,17 @@ def load_grid(
     *,
     flag_error_rate: float = FLAG_ERROR_RATE,
     allow_missing: bool = False,
+    partial_cells: str = PARTIAL_CELLS[0],
 ) -> Grid:
     """Read every score file of the grid (keys outside models x benchmarks are ignored); `kinds` gives each
     benchmark's kind ({benchmark: kind}).
 
     A cell whose format error rate exceeds `flag_error_rate` (percent) is marked; one at 100% is failed (no
     number). With `allow_missing`, a score file that does not exist makes its cell missing instead of an error.
+    `partial_cells` (exclude / include): whether a model's average takes in its cells that answer a subset.
     """
+    if partial_cells not in PARTIAL_CELLS:
+        raise VlmgridError(f"the report's partial_cells is {partial_cells!r}; give one of {', '.join(PARTIAL_CELLS)}")
     if isinstance(flag_error_rate, bool) or not isinstance(flag_error_rate, (int, float)) \
             or not 0 <= flag_error_rate <= 100:
         raise VlmgridError(f"the report's flag_error_rate is {flag_error_rate!r}; give a percent from 0 to 100")
@@ -186,4 +218,4 @@ def load_grid(
     failed = {key: cell for key, cell in cells.items() if is_failed(cell)}
     cells = {key: cell for key, cell in cells.items() if key not in failed}
     return Grid(models, benchmarks, cells, not_applicable, hidden, dict(kinds or {}), failed, missing,
-                float(flag_error_rate))
+                float(flag_error_rate), partial_cells)

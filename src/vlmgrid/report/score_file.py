@@ -21,6 +21,10 @@ class Estimate:
     # The format error rate of the cell(s) the value is built on, when it exceeds the report's threshold: the
     # tables mark the value (a dagger and a footnote), the figures hatch its bar. None: nothing to mark.
     flag: float | None = None
+    # (answered, total) items when the value is built on a cell that answers a subset of its benchmark (a
+    # partial import), or an average that leaves such cells out: marked like `flag` (a double dagger and a
+    # footnote). None: nothing to mark.
+    coverage: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class ScoreCell:
     # The model's backend and the id it recorded (None in score files written before they were recorded).
     backend: str | None = None
     model_id: str | None = None
+    # (answered, total) when the predictions answer a subset by construction (score-JSON `coverage`); None
+    # when the cell answers every item.
+    coverage: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,18 @@ def _metrics(raw: Any) -> dict[str, Estimate]:
     return metrics
 
 
+def _coverage(raw: Any) -> tuple[int, int] | None:
+    """(answered, total) of a cell that answers a subset; None when the score has no `coverage`."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _Invalid("coverage is not an object")
+    answered, total = _count(raw.get("answered"), "coverage.answered"), _count(raw.get("total"), "coverage.total")
+    if answered is None or total is None or not 0 < answered <= total:
+        raise _Invalid(f"coverage is {dict(raw)!r}, not {{answered, total}} with 0 < answered <= total")
+    return answered, total
+
+
 def _parse_hidden(data: Mapping, model: str, benchmark: str, path: Path) -> Hidden:
     submission = data.get("submission")
     if not isinstance(submission, Mapping) or not submission or not all(
@@ -280,6 +299,7 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         generation=_generation(data),
         backend=_name(data, "backend"),
         model_id=_name(data, "model_id"),
+        coverage=_coverage(data.get("coverage")),
     )
 
 

@@ -4,7 +4,9 @@ Per pair of models (or each model against `report.reference_model`): the differe
 paired bootstrap CI and a paired sign-flip permutation test (`vlmgrid.metrics.paired`), recomputed from the
 predictions with the score's samples and seed, so the resamples are the score files' own. A pair one of whose
 cells cannot run, hides its labels or failed gets no comparison, only the reason in words. Holm's correction
-spans benchmarks and so is the report's (`vlmgrid.report.comparisons`).
+spans benchmarks and so is the report's (`vlmgrid.report.comparisons`). A cell that answers a subset of the
+benchmark (an imported MME eval-tool folder) is not compared either, unless `report.partial_cells` is "include":
+then its pairs are compared on the items both models answered, and the entry's `coverage` says how many.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, write_json
 from vlmgrid.metrics.base import LabelsHidden
 from vlmgrid.predictions import (
-    check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
+    answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
 from vlmgrid.report.comparisons import comparison_pairs
 
@@ -49,6 +51,7 @@ def compare_benchmark(config: Config, benchmark: str) -> dict:
         samples=int(config.bootstrap["samples"]),
         seed=int(config.bootstrap["seed"]),
         out_path=out_path,
+        partial_cells=config.report.get("partial_cells", "exclude"),
     )
     for pair in result["pairs"]:
         name = f"{pair['model_a']} - {pair['model_b']} on {benchmark}"
@@ -61,23 +64,42 @@ def compare_benchmark(config: Config, benchmark: str) -> dict:
     return result
 
 
-def _cell(model: str, bench, path: Path) -> tuple[pd.DataFrame | None, str | None]:
-    """The model's predictions, or why the cell has none to compare (it cannot run the benchmark)."""
+def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None]:
+    """The model's predictions, or why the cell has none to compare (it cannot run the benchmark, or answers a
+    subset of it while `partial_cells` is "exclude")."""
     hint = f"rerun `vlmgrid infer {model} {bench.name}` to rebuild it"
     predictions = read_predictions(path, hint)
     reason = recorded_not_applicable(read_metadata(path))
     if reason is not None:
         return None, f"{model} cannot run {bench.name}: {reason}"
     check_data_fingerprint(read_metadata(path), bench.manifest.get("fingerprint"), path, hint)
-    check_against_records(predictions, bench.records, path)
+    records, coverage = answered_records(read_metadata(path), predictions, bench.records, path)
+    check_against_records(predictions, records, path)
+    if coverage is not None and partial_cells != "include":
+        return None, (f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of {bench.name} "
+                      f"(a partial import; report.partial_cells: include compares it on the items both answered)")
     return predictions, None
+
+
+def _common(records: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame
+            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict | None]:
+    """The records both predictions answer and the predictions of those, and the coverage of the pair
+    ({answered, total}; None when both answer every item)."""
+    both = set(a["id"].astype(str)) & set(b["id"].astype(str))
+    if len(both) == len(records):
+        return records, a, b, None
+    keep = records[records["id"].astype(str).isin(both)].reset_index(drop=True)
+    return (keep, a[a["id"].astype(str).isin(both)].reset_index(drop=True),
+            b[b["id"].astype(str).isin(both)].reset_index(drop=True),
+            {"answered": int(len(keep)), "total": int(len(records))})
 
 
 def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Path],
                   pairs: list[tuple[str, str]], reference_model: str | None, samples: int, seed: int,
-                  out_path: Path) -> dict:
+                  out_path: Path, partial_cells: str = "exclude") -> dict:
     """Compare the models' predictions files ({model: path}) pair by pair on the prepared benchmark; write and
-    return the comparison file's contents (docs/formats.md)."""
+    return the comparison file's contents (docs/formats.md). `partial_cells`: "include" compares a cell that
+    answers a subset on the items both models of a pair answered; "exclude" gives its pairs no comparison."""
     from vlmgrid.benchmarks import load_benchmark
     from vlmgrid.metrics import METRICS
     from vlmgrid.metrics.paired import NotComparable, paired_difference
@@ -85,7 +107,7 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
     bench = load_benchmark(bench_dir)
     metric = METRICS.get(bench.kind.metric)
     models = list(dict.fromkeys(model for pair in pairs for model in pair))
-    cells = {model: _cell(model, bench, predictions[model]) for model in models}
+    cells = {model: _cell(model, bench, predictions[model], partial_cells) for model in models}
     entries = []
     for a, b in pairs:
         entry = {"model_a": a, "model_b": b}
@@ -93,8 +115,11 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
         if reasons:
             entries.append({**entry, "comparable": False, "reason": "; ".join(reasons)})
             continue
+        records, rows_a, rows_b, coverage = _common(bench.records, cells[a][0], cells[b][0])
+        if coverage is not None:
+            entry["coverage"] = coverage
         try:
-            result = paired_difference(bench.kind.metric, bench.records, cells[a][0], cells[b][0],
+            result = paired_difference(bench.kind.metric, records, rows_a, rows_b,
                                        samples=samples, seed=seed, names=(a, b))
         except LabelsHidden:
             entries.append({**entry, "comparable": False,

@@ -5,6 +5,8 @@ lmms-eval's logged samples, VLMEvalKit's prediction files) -> a predictions file
 The importer (`vlmgrid.imports`) matches each answer to its record by the published ids; here every answer is
 read by the parser the benchmark's protocol reads generated text with, so an imported file and a local run
 are scored alike. An answer that cannot be read is a format-error row (prediction null), never dropped.
+A format whose files answer a subset by construction (`Importer.partial`) writes rows for the answered items
+only, and the metadata's `coverage` ({answered, total}) says so; the score stage scores those items alone.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def import_predictions(config: Config, model: str, benchmark: str, file: str, *,
             f"(it reads {', '.join(importer.kinds)})"
         )
     answers = importer.read(source, bench.records, bench.kind.name, Path(questions) if questions else None)
-    check_answers(answers, bench.records, source, benchmark)
+    check_answers(answers, bench.records, source, benchmark, partial=importer.partial)
 
     parser_name = bench.kind.parser or PROTOCOL_PARSERS.get(bench.kind.protocol)
     if parser_name is None:
@@ -77,6 +79,8 @@ def import_predictions(config: Config, model: str, benchmark: str, file: str, *,
     raw_of = {answer.record_id: answer.raw for answer in answers}
     rows = []
     for item in bench.records["id"].astype(str):  # record order, as inference writes
+        if item not in raw_of:  # unanswered by a partial format: absent, not wrong
+            continue
         parsed = parse(raw_of[item], [str(option) for option in options[item]])
         rows.append(prediction_row(item, raw=raw_of[item], prediction=parsed.prediction,
                                    prediction_index=parsed.index))
@@ -91,8 +95,10 @@ def import_predictions(config: Config, model: str, benchmark: str, file: str, *,
     }
     metadata = predictions_metadata(model_name=model, model_settings=config.data["models"].get(model, {}),
                                     job=job, strategy="generate", provenance=provenance)
+    if len(rows) < len(bench.records):
+        metadata["coverage"] = {"answered": len(rows), "total": int(len(bench.records))}
     write_predictions(out_path, rows_to_table(rows), metadata)
     unreadable = sum(row["prediction"] is None for row in rows)
-    log.info(f"wrote {out_path}: {len(rows)} answers of {model} to {benchmark} imported from {source} ({file_format}), "
+    log.info(f"wrote {out_path}: {len(rows)} answers of {model} to the {len(bench.records)} items of {benchmark} imported from {source} ({file_format}), "
              f"{unreadable} unreadable by the {parser_name} parser (format errors)")
     return out_path

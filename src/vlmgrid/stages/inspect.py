@@ -27,7 +27,7 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import write_text
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.predictions import (
-    check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
+    answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
 from vlmgrid.registry import Registry
 from vlmgrid.report.inspect_page import (
@@ -198,7 +198,8 @@ def thumbnail(path: Path) -> tuple[str | None, str]:
 
 
 def _read_model(config: Config, model: str, bench) -> pd.DataFrame | str:
-    """The model's prediction rows, or the reason it cannot run the benchmark (a not-applicable file)."""
+    """The model's prediction rows, or the reason it cannot run the benchmark (a not-applicable file); a file
+    that answers a subset by construction (its metadata's `coverage`) holds rows for its answered items only."""
     path = paths.predictions_path(config.results_dir, model, bench.name)
     hint = f"run `vlmgrid infer {model} {bench.name}` (or snakemake) to make it"
     predictions = read_predictions(path, hint)
@@ -207,7 +208,9 @@ def _read_model(config: Config, model: str, bench) -> pd.DataFrame | str:
     if reason is not None:
         return reason
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path, hint)
-    check_against_records(predictions, bench.records, path)
+    records, coverage = answered_records(metadata, predictions, bench.records, path)
+    check_against_records(predictions, records, path)
+    predictions.attrs["coverage"] = coverage
     return predictions
 
 
@@ -218,10 +221,11 @@ def _answers(rule: IndexRule, metric, records: pd.DataFrame,
     variants = predictions["variant"].fillna("default").astype(str)
     answers: dict[str, list[Answer]] = {str(item_id): [] for item_id in records["id"]}
     keys: dict[str, set] = {str(item_id): set() for item_id in records["id"]}
+    answered = records[records["id"].isin(set(predictions["id"]))]  # a partial cell's others: no answer at all
     for variant in sorted(variants.unique()):
-        rows = predictions[variants == variant].set_index("id").reindex(records["id"]).reset_index()
-        valid = metric.valid(records, rows)  # the metric's own test of a format error
-        for record, row, ok in zip(records.to_dict("records"), rows.to_dict("records"), valid):
+        rows = predictions[variants == variant].set_index("id").reindex(answered["id"]).reset_index()
+        valid = metric.valid(answered, rows)  # the metric's own test of a format error
+        for record, row, ok in zip(answered.to_dict("records"), rows.to_dict("records"), valid):
             item_id = str(record["id"])
             if ok:
                 verdict, note = rule.judge(record, row)
@@ -251,12 +255,15 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
     records = bench.records.reset_index(drop=True)
     shown = records.iloc[sample_positions(len(records), max_items, seed)].reset_index(drop=True)
 
-    answers, keys, not_applicable = {}, {}, {}
+    answers, keys, not_applicable, partial = {}, {}, {}, []
     for model in models:
         predictions = _read_model(config, model, bench)
         if isinstance(predictions, str):
             not_applicable[model] = predictions
             continue
+        coverage = predictions.attrs.get("coverage")
+        if coverage is not None:
+            partial.append(f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items")
         predictions = predictions[predictions["id"].isin(set(shown["id"]))]
         answers[model], keys[model] = _answers(rule, metric, shown, predictions)
 
@@ -280,6 +287,9 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
         ))
 
     notes = []
+    if partial:
+        notes.append(f"{'; '.join(partial)} (a published answer file that lacks the others by construction): an "
+                     f"item it did not answer has no answer of it here, and its scores leave the item out.")
     verdicts = {answer.verdict for item in items for given in item.answers.values() for answer in given}
     if verdicts and verdicts <= {NO_GOLD, FORMAT_ERROR}:
         notes.append("The gold answers are hidden (a leaderboard's test copy): no answer is right or wrong here.")

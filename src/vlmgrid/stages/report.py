@@ -36,6 +36,7 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
                            title=config.title,
                            kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
                            flag_error_rate=float(config.report["flag_error_rate"]),
+                           partial_cells=config.report.get("partial_cells", "exclude"),
                            allow_missing=allow_missing, published=published, results_dir=root,
                            comparison_files={bench: paths.comparison_path(config.results_dir, bench)
                                              for bench in config.benchmarks},

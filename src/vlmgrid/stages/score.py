@@ -2,6 +2,10 @@
 
 The number is the kind's metric (`vlmgrid.metrics`) on the answers as the authors' scorer reads them; where the
 kind has a more lenient reading, its figure is scored beside the headline under its own name.
+
+A predictions file imported from a format that answers a subset by construction (its metadata's `coverage`)
+is scored on the items it answers, and the score file's `coverage` ({answered, total}) says so; any other file
+that lacks items is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.base import LabelsHidden
 from vlmgrid.predictions import (
-    GIVEN_HINT, check_against_records, check_data_fingerprint, read_metadata, read_predictions,
+    GIVEN_HINT, answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions,
     recorded_not_applicable,
 )
 
@@ -47,8 +51,10 @@ def score_grid_cell(config: Config, model: str, benchmark: str, *, predictions: 
                  f"submission files are in {out_path.parent} ({files}) -> {out_path}")
     else:
         low, high = score["ci95"]
+        coverage = score.get("coverage")
+        of = "" if coverage is None else f" of {coverage['total']} items (a partial import)"
         log.info(f"{model} on {benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
-                 f"(n={score['n']}, format errors {score['format_error_rate']:.1f}%) -> {out_path}")
+                 f"(n={score['n']}{of}, format errors {score['format_error_rate']:.1f}%) -> {out_path}")
     return score
 
 
@@ -104,15 +110,16 @@ def lenient_predictions(kind, records: pd.DataFrame,
     return predictions.assign(prediction=texts, prediction_index=indices), dict(sorted(used.items()))
 
 
-def _lenient_figure(bench, metric, predictions: pd.DataFrame, samples: int, seed: int) -> dict | None:
+def _lenient_figure(bench, records: pd.DataFrame, metric, predictions: pd.DataFrame, samples: int,
+                    seed: int) -> dict | None:
     """The headline under the kind's lenient reading (score-JSON `lenient`), or None when it has none."""
     from vlmgrid.metrics import score_predictions
 
-    reread = lenient_predictions(bench.kind, bench.records, predictions)
+    reread = lenient_predictions(bench.kind, records, predictions)
     if reread is None:
         return None
     frame, parsers = reread
-    result = score_predictions(bench.kind.metric, bench.records, frame, samples=samples, seed=seed)
+    result = score_predictions(bench.kind.metric, records, frame, samples=samples, seed=seed)
     return {
         "metric": f"{metric.headline}_lenient",
         "value": result["value"],
@@ -173,14 +180,17 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         write_json(out_path, score)
         return score
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), predictions_path, hint)
-    check_against_records(predictions, bench.records, predictions_path, given)
+    records, coverage = answered_records(metadata, predictions, bench.records, predictions_path)
+    check_against_records(predictions, records, predictions_path, given)
+    # The items the file answers, when it answers a subset by construction (an MME eval-tool folder).
+    covered = {} if coverage is None else {"coverage": coverage}
     # How the answers were obtained (likelihood, generate, embed) and with which decoding, so a table can say.
     answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata), **_answerer(metadata)}
     if metadata.get("fallback"):  # answer_mode auto answered another way than the entry asked first
         answered["fallback"] = metadata["fallback"]
     try:
         result = score_predictions(
-            bench.kind.metric, bench.records, predictions,
+            bench.kind.metric, records, predictions,
             breakdown_by=bench.kind.breakdown_by, samples=samples, seed=seed,
         )
     except LabelsHidden as hidden:
@@ -192,15 +202,16 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
             "labels_hidden": True,
             "reason": str(hidden),
             "metric": metric.headline,
-            "n": int(len(bench.records)),
-            "submission": _write_submission(metric, bench.records, predictions, out_path, hidden),
+            "n": int(len(records)),
+            **covered,
+            "submission": _write_submission(metric, records, predictions, out_path, hidden),
             **answered,
             "inputs": inputs,
             "vlmgrid_version": __version__,
         }
         write_json(out_path, score)
         return score
-    lenient = _lenient_figure(bench, metric, predictions, samples, seed)
+    lenient = _lenient_figure(bench, records, metric, predictions, samples, seed)
     if lenient is not None:
         # A second, named figure: the headline stays the authors' reading.
         result["metrics"][lenient["metric"]] = {"value": lenient["value"], "ci95": lenient["ci95"]}
@@ -210,6 +221,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         "benchmark": bench.name,
         "applicable": True,
         **result,
+        **covered,
         **answered,
         "inputs": inputs,
         "vlmgrid_version": __version__,

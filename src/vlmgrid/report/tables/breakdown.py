@@ -8,7 +8,7 @@ import pandas as pd
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, error_rate, flagged, fmt, fmt_count, fmt_estimate, md_table, threshold,
+    DAGGER, DASH, FAILED, coverage_note, error_rate, flagged, fmt, fmt_count, fmt_estimate, md_table, threshold,
 )
 
 BREAKDOWN_COLUMNS = ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n",
@@ -83,17 +83,18 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
                 cell = grid.cell(model, benchmark)
                 if cell is None:
                     continue
-                flag = grid.flag(model, benchmark)
+                flag, coverage = grid.flag(model, benchmark), grid.coverage(model, benchmark)
                 marked = marked or flag is not None
                 rows.append(
-                    [model, "(all)", metric_label(cell.metric), fmt_estimate(flagged(cell.estimate, flag)),
+                    [model, "(all)", metric_label(cell.metric), fmt_estimate(flagged(cell.estimate, flag, coverage)),
                      fmt_count(cell.n), fmt_count(cell.n_valid), fmt(cell.format_error_rate)]
                 )
                 for group in cell.breakdown.get(column, []):
                     _, flag = _group_flag(grid, model, benchmark, group)
                     marked = marked or flag is not None
                     rows.append(
-                        [model, group.name, metric_label(group.metric), fmt_estimate(flagged(group.estimate, flag)),
+                        [model, group.name, metric_label(group.metric),
+                         fmt_estimate(flagged(group.estimate, flag, coverage)),
                          fmt_count(group.n), fmt_count(group.n_valid), fmt(group.format_error_rate)]
                     )
             align = [":---", ":---", ":---"] + ["---:"] * 4
@@ -104,6 +105,10 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
         notes += (f" {DAGGER}: more than {threshold(grid)} of the prediction rows are errors or unparsable answers "
                   f"(format errors: the group's own rate where the score gives one, else the cell's; a group row "
                   f"without its own rate shows {DASH} there).")
+    shown = {benchmark for benchmark, _ in found}
+    partial = coverage_note(grid, [entry for entry in grid.partial() if entry[1] in shown])
+    if partial:
+        notes += f" {partial}"
     if failed:
         notes += f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
     parts.append(

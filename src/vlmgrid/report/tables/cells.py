@@ -8,11 +8,11 @@ import pandas as pd
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, fmt, fmt_count, is_flagged, md_table, threshold,
+    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, coverage_note, fmt, fmt_count, is_flagged, md_table, threshold,
 )
 
 CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
-                "format_error_rate", "lenient", "flagged"]
+                "format_error_rate", "lenient", "flagged", "items"]
 
 
 def _lenient(cell) -> float | None:
@@ -32,22 +32,23 @@ def _cell_rows(grid: Grid) -> list[list]:
                 rows.append([model, benchmark, FAILED if grid.is_failed(model, benchmark) else "scored",
                              cell.strategy, answered_label(cell.strategy, cell.backend, cell.model_id),
                              decoding_label(cell.strategy, cell.generation), cell.n, cell.n_valid,
-                             cell.format_error_rate, _lenient(cell), is_flagged(grid, model, benchmark)])
+                             cell.format_error_rate, _lenient(cell), is_flagged(grid, model, benchmark),
+                             cell.coverage[1] if cell.coverage else cell.n])
             elif grid.is_hidden(model, benchmark):
                 hidden = grid.hidden[(model, benchmark)]
                 rows.append([model, benchmark, HIDDEN, hidden.strategy,
                              answered_label(hidden.strategy, hidden.backend, hidden.model_id),
-                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None, None, None])
+                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None, None, None, hidden.n])
             elif grid.is_not_applicable(model, benchmark):
-                rows.append([model, benchmark, NA, None, None, None, None, None, None, None, None])
+                rows.append([model, benchmark, NA, None, None, None, None, None, None, None, None, None])
             elif grid.is_missing(model, benchmark):
-                rows.append([model, benchmark, MISSING, None, None, None, None, None, None, None, None])
+                rows.append([model, benchmark, MISSING, None, None, None, None, None, None, None, None, None])
     return rows
 
 
 def cells_frame(grid: Grid) -> pd.DataFrame:
     frame = pd.DataFrame(_cell_rows(grid), columns=CELL_COLUMNS)
-    for name in ("n", "n_valid"):
+    for name in ("n", "n_valid", "items"):
         frame[name] = frame[name].astype("Int64")
     for name in ("format_error_rate", "lenient"):
         frame[name] = frame[name].astype("float64")
@@ -59,10 +60,11 @@ def cells_markdown(grid: Grid, title: str) -> str:
     header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)",
               "Lenient reading"]
     rows = []
-    for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark in _cell_rows(grid):
+    for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark, items in _cell_rows(grid):
         answered = word if word in (NA, MISSING) else (answered or DASH)
+        n = fmt_count(n) if n is None or items is None or n == items else f"{n} of {items}{PARTIAL}"
         errors = DASH if errors is None else fmt(errors) + (DAGGER if mark else "")
-        rows.append([model, benchmark, answered, decoding or DASH, fmt_count(n), fmt_count(n_valid), errors,
+        rows.append([model, benchmark, answered, decoding or DASH, n, fmt_count(n_valid), errors,
                      DASH if lenient is None else fmt(lenient)])
     lines = [f"# {title}: how each number was answered\n", md_table(header, rows, [":---"] * 4 + ["---:"] * 4) + "\n"]
     lines.append(
@@ -77,6 +79,7 @@ def cells_markdown(grid: Grid, title: str) -> str:
         f"headline; {DASH}: the benchmark has none, or nothing was generated). {NA}: the model cannot run the "
         f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written. "
         f"{DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's numbers ({FAILED} at "
-        f"100%: the cell has no number). {MISSING}: the cell has no score file.\n"
+        f"100%: the cell has no number). {MISSING}: the cell has no score file."
+        + "".join(f" {note}" for note in [coverage_note(grid, grid.partial())] if note) + "\n"
     )
     return "\n".join(lines)

@@ -22,6 +22,7 @@ HIDDEN = "hidden"  # a cell whose benchmark hides its labels (and that model's a
 HIDDEN_NOTE = (f"{HIDDEN}: the benchmark's labels are not public; the submission file was written "
                f"(that model's average is then {HIDDEN} too).")
 DAGGER = "\u2020"  # marks a number built on too many format errors; the footnote gives the rate
+PARTIAL = "\u2021"  # marks a number of a cell that answers a subset of its benchmark; the footnote gives how many
 FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
 MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
 
@@ -44,6 +45,22 @@ def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool 
             f"(format errors, counted as the benchmark's rule says, usually as wrong): {listed}.")
     if average:
         note += " An average over such a cell is marked too."
+    return note
+
+
+def coverage_note(grid: Grid, cells: list[tuple[str, str, tuple[int, int]]], *, average: bool = False) -> str:
+    """The footnote of the double dagger: each cell that answers a subset, with its coverage ("" when none
+    does); with `average`, what the averages do with such cells (`report.partial_cells`)."""
+    if not cells:
+        return ""
+    listed = ", ".join(f"{model} on {benchmark} {answered:,} of {total:,} answered"
+                       for model, benchmark, (answered, total) in cells)
+    note = (f"{PARTIAL}: the cell answers a subset of the benchmark's items (its published answer file lacks the "
+            f"others, which are absent, not wrong; its numbers are over the answered items): {listed}.")
+    if average:
+        note += (" An average marked so leaves such a cell out (report.partial_cells: exclude), so it is over the "
+                 "model's other benchmarks." if grid.partial_cells == "exclude" else
+                 " An average marked so takes such a cell in as it is (report.partial_cells: include).")
     return note
 
 
@@ -77,15 +94,24 @@ def fmt_estimate(est: Entry) -> str:
         return est
     if est is None or est.value is None:
         return DASH
-    mark = DAGGER if est.flag is not None else ""
+    mark = marks(est)
     if est.ci_low is None or est.ci_high is None:
         return fmt(est.value) + mark
     return f"{fmt(est.value)} [{fmt(est.ci_low)}, {fmt(est.ci_high)}]{mark}"
 
 
-def flagged(estimate: Estimate | None, rate: float | None) -> Estimate | None:
-    """The estimate marked with `rate` (None: unmarked)."""
-    return estimate if estimate is None or rate is None else replace(estimate, flag=rate)
+def marks(est: Estimate) -> str:
+    """The marks written after a value: a dagger when it is built on too many format errors, a double dagger
+    when on a cell that answers a subset of its benchmark."""
+    return (DAGGER if est.flag is not None else "") + (PARTIAL if est.coverage is not None else "")
+
+
+def flagged(estimate: Estimate | None, rate: float | None,
+            coverage: tuple[int, int] | None = None) -> Estimate | None:
+    """The estimate marked with `rate` and `coverage` (None: unmarked)."""
+    if estimate is None or (rate is None and coverage is None):
+        return estimate
+    return replace(estimate, flag=rate, coverage=coverage)
 
 
 def status(grid: Grid, model: str, benchmark: str) -> str | None:
@@ -151,6 +177,7 @@ _LATEX_SPECIAL = {
     ">": r"\textgreater{}",
     DASH: "--",
     DAGGER: r"$^{\dagger}$",
+    PARTIAL: r"$^{\ddagger}$",
     "\u2192": r"$\rightarrow$",
     "\u2212": "$-$",
     "\u207a": r"$^{+}$",
@@ -185,7 +212,7 @@ def emphasis(values: Sequence[float | None], *, lower_is_better: bool = False) -
 
 
 def latex_cell(est: Entry, mark: str | None = None) -> str:
-    """The value (bold when BEST, underlined when SECOND), its CI small beside it, a dagger when marked."""
+    """The value (bold when BEST, underlined when SECOND), its CI small beside it, its marks (`marks`)."""
     if isinstance(est, str):
         return latex_escape(est)
     if est is None or est.value is None:
@@ -195,7 +222,7 @@ def latex_cell(est: Entry, mark: str | None = None) -> str:
         value = rf"\textbf{{{value}}}"
     elif mark == SECOND:
         value = rf"\underline{{{value}}}"
-    flag = _LATEX_SPECIAL[DAGGER] if est.flag is not None else ""
+    flag = latex_escape(marks(est))
     if est.ci_low is None or est.ci_high is None:
         return value + flag
     return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}{flag}"

@@ -11,7 +11,8 @@ from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, metric_label
 from vlmgrid.report.tables.format import (
-    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, emphasis, entry_value, error_rate, estimate_frame, flag_note,
+    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, coverage_note, emphasis, entry_value, error_rate, estimate_frame,
+    flag_note,
     flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_table, md_table, model_status, status,
     status_notes,
 )
@@ -60,7 +61,9 @@ def legend(grid: Grid) -> str:
     hidden = f" {HIDDEN_NOTE}" if grid.hidden else ""
     averages = any(model_status(grid, m) is None and grid.average(m) is not None and grid.model_flag(m) is not None
                    for m in grid.models)
+    partial = any(model_status(grid, m) is None and grid.model_coverage(m) is not None for m in grid.models)
     flags = " ".join(part for part in (flag_note(grid, grid.flagged(), average=averages),
+                                      coverage_note(grid, grid.partial(), average=partial),
                                       status_notes(grid, average=True)) if part)
     return (
         f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
@@ -70,18 +73,21 @@ def legend(grid: Grid) -> str:
 
 
 def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
-    """The headline of a cell: its estimate (marked when its format error rate is over the threshold), a
-    status word, or None when it is not in the grid."""
+    """The headline of a cell: its estimate (marked when its format error rate is over the threshold, and when
+    it answers a subset of the benchmark), a status word, or None when it is not in the grid."""
     word = status(grid, model, benchmark)
     if word is not None:
         return word
     cell = grid.cell(model, benchmark)
-    return flagged(cell.estimate, grid.flag(model, benchmark)) if cell is not None else None
+    return (flagged(cell.estimate, grid.flag(model, benchmark), grid.coverage(model, benchmark))
+            if cell is not None else None)
 
 
 def average_entry(grid: Grid, model: str) -> Entry:
-    """The model's average: a status word, None when it cannot be computed, else marked when a cell is."""
-    return model_status(grid, model) or flagged(grid.average(model), grid.model_flag(model))
+    """The model's average: a status word, None when it cannot be computed, else marked when a cell is (a
+    partial cell marks it whether it is left out or taken in)."""
+    return model_status(grid, model) or flagged(grid.average(model), grid.model_flag(model),
+                                                grid.model_coverage(model))
 
 
 def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
@@ -144,6 +150,11 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
     frame["average_flagged"] = pd.array(
         [None if entry_value(entries[-1]) is None else entries[-1].flag is not None for _, entries in rows],
         dtype="boolean")
+    for benchmark in grid.benchmarks:
+        if any(grid.coverage(model, benchmark) for model in grid.models):
+            covered = [grid.coverage(model, benchmark) for model in grid.models]
+            frame[f"{benchmark}_answered"] = pd.array([c[0] if c else None for c in covered], dtype="Int64")
+            frame[f"{benchmark}_items"] = pd.array([c[1] if c else None for c in covered], dtype="Int64")
     if comparisons is not None and comparisons.reference_model:
         words = {1: "better", -1: "worse", 0: None}
         for benchmark in grid.benchmarks:

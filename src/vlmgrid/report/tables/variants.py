@@ -8,7 +8,7 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.tables.format import (
-    error_rate, flag_note, flagged, fmt_estimate, is_flagged, md_table, natural_key,
+    coverage_note, error_rate, flag_note, flagged, fmt_estimate, is_flagged, md_table, natural_key,
 )
 
 VARIANT_COLUMNS = ["model", "benchmark", "variant", "metric", "value", "ci_low", "ci_high", "format_error_rate",
@@ -25,10 +25,10 @@ def _variant_rows(grid: Grid) -> list[tuple[str, str, str, str, Estimate]]:
             cell = grid.cell(model, benchmark)
             if cell is None or len(cell.variants) < 2:
                 continue
-            flag = grid.flag(model, benchmark)
+            flag, coverage = grid.flag(model, benchmark), grid.coverage(model, benchmark)
             for name in sorted(cell.variants, key=natural_key):
-                rows.append((model, benchmark, name, cell.metric, flagged(cell.variants[name], flag)))
-            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, flagged(cell.estimate, flag)))
+                rows.append((model, benchmark, name, cell.metric, flagged(cell.variants[name], flag, coverage)))
+            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, flagged(cell.estimate, flag, coverage)))
     return rows
 
 
@@ -52,7 +52,9 @@ def variants_markdown(grid: Grid, title: str) -> str:
     table = [[m, b, v, metric_label(metric), fmt_estimate(e)] for m, b, v, metric, e in rows]
     parts.append(md_table(header, table, [":---"] * 4 + ["---:"]) + "\n")
     shown = {(m, b) for m, b, *_ in rows}
-    note = flag_note(grid, [entry for entry in grid.flagged() if (entry[0], entry[1]) in shown])
+    note = " ".join(part for part in (
+        flag_note(grid, [entry for entry in grid.flagged() if (entry[0], entry[1]) in shown]),
+        coverage_note(grid, [entry for entry in grid.partial() if (entry[0], entry[1]) in shown])) if part)
     parts.append(
         f"Values in percent; 95% bootstrap CI in brackets; {MEAN_VARIANT}: the cell's headline, the mean over "
         f"its variants (its CI from their averaged bootstrap draws)." + (f" {note}" if note else "") + "\n"

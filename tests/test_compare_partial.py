@@ -1,0 +1,63 @@
+"""The compare stage with a cell that answers a subset of the benchmark (an imported MME eval-tool folder's
+predictions, whose metadata record the coverage): no comparison by default, compared on the items both models
+answered with `report.partial_cells: include`."""
+
+import json
+
+import pytest
+
+from test_compare import FAIR, GOOD, write_bench, write_preds
+from vlmgrid import paths
+from vlmgrid.cli import main
+from vlmgrid.predictions import rows_to_table, write_table
+
+
+def write_partial(path, indices, data_fingerprint, total):
+    """Rows for the first len(indices) items only, the coverage in the metadata as the import writes it."""
+    rows = [{"id": f"q{i}", "variant": "default", "raw": None, "prediction": ["yes", "no"][k],
+             "prediction_index": k, "scores": None, "topk": None, "error": None} for i, k in enumerate(indices)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_table(path, rows_to_table(rows, {"applicable": True, "data_fingerprint": data_fingerprint,
+                                           "coverage": {"answered": len(rows), "total": total}}))
+
+
+@pytest.fixture
+def partial_grid(tmp_path):
+    data = {
+        "data_dir": str(tmp_path / "data"),
+        "results_dir": str(tmp_path / "results"),
+        "bootstrap": {"samples": 2000, "seed": 0},
+        "benchmarks": {"tiny": {"kind": "scienceqa_img", "source": {"type": "fixture"}}},
+        "models": {name: {"backend": "baseline", "seed": 0} for name in ("good", "part")},
+        "grid": {"models": ["good", "part"], "benchmarks": ["tiny"]},
+    }
+    data_fp = write_bench(tmp_path / "data" / "tiny")
+    results = tmp_path / "results"
+    write_preds(paths.predictions_path(results, "good", "tiny"), GOOD, data_fp)
+    # "part" answers q0-q9 only, as "fair" would: 5 right, 5 wrong.
+    write_partial(paths.predictions_path(results, "part", "tiny"), FAIR[:10], data_fp, 20)
+    return data
+
+
+def compare(tmp_path, data) -> dict:
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps(data))
+    assert main(["compare", "tiny", "--config", str(config)]) == 0
+    return json.loads(paths.comparison_path(data["results_dir"], "tiny").read_text())["pairs"][0]
+
+
+def test_a_partial_cell_is_not_compared_by_default(tmp_path, partial_grid):
+    pair = compare(tmp_path, partial_grid)
+    assert pair["comparable"] is False and "difference" not in pair
+    assert pair["reason"] == ("part answers 10 of the 20 items of tiny (a partial import; report.partial_cells: "
+                              "include compares it on the items both answered)")
+
+
+def test_include_compares_on_the_items_both_answered(tmp_path, partial_grid):
+    partial_grid["report"] = {"partial_cells": "include"}
+    pair = compare(tmp_path, partial_grid)
+    # Hand-computed on q0-q9: good right on all 10 (100.0), part on q0-q4 (50.0).
+    assert pair["comparable"] is True
+    assert (pair["value_a"], pair["value_b"], pair["difference"]) == (100.0, 50.0, 50.0)
+    assert pair["units"] == 10 and pair["coverage"] == {"answered": 10, "total": 20}
+    assert pair["mcnemar"]["a_only"] == 5 and pair["mcnemar"]["b_only"] == 0
