@@ -281,3 +281,23 @@ def test_items_the_benchmark_does_not_have_are_refused(pope):
     with pytest.raises(VlmgridError, match='name 1 item\\(s\\) the benchmark does not have, e.g. "random-99"'):
         diff_predictions("pope", bench.records, a, stray)
 
+
+
+def test_the_headlines_are_the_score_files_own(tmp_path):
+    from vlmgrid.metrics import score_predictions
+
+    bench = _prepare(tmp_path, "mme", "mme-fixture", size=4)
+    # Gold yes, no per image. A (read with the lenient reader) answers all right; B (read with MME's tool, which
+    # looks at the first 4 characters only) has the same "    No" on the color image unread, and says yes to
+    # both questions of the count image (its acc+ 0).
+    answers_a = {i: g.capitalize() for i, g in zip(bench.records["id"], bench.records["answer"])}
+    answers_a["color/0000.jpg#1"] = "    No"
+    answers_b = dict(answers_a, **{"count/0000.png#1": "Yes"})
+    a, b = pd.DataFrame(_rows(bench, answers_a, "mme_lenient")), pd.DataFrame(_rows(bench, answers_b, "mme"))
+    result = diff_predictions("mme", bench.records, a, b)
+    for frame, value in ((a, result.value_a), (b, result.value_b)):
+        assert round(value, 4) == score_predictions("mme", bench.records, frame, samples=1)["value"]
+    # Per subtask 100 acc + 100 acc+; 4 subtasks, 800 points: B loses 50 + 100 on count and on color.
+    assert result.value_a == pytest.approx(100.0) and result.value_b == pytest.approx(100 * 500 / 800)
+    assert {c.name: c.effect for c in result.classes if c.items} == {
+        "reading": pytest.approx(100 * 150 / 800), "answer": pytest.approx(100 * 150 / 800)}

@@ -249,9 +249,8 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
     items: list[ItemDifference] = []
     positions: dict[str, dict[str, list[int]]] = {c.name: {v: [] for v in variants} for c in CLASSES}
     for v in variants:
-        frame_a, frame_b = aligned_a[v], aligned_b[v]
-        for i in range(len(common)):
-            row_a, row_b = frame_a.iloc[i], frame_b.iloc[i]
+        rows_a, rows_b = aligned_a[v].to_dict("records"), aligned_b[v].to_dict("records")
+        for i, (row_a, row_b) in enumerate(zip(rows_a, rows_b)):
             found = _classify(m, row_a, row_b)
             if found is None:
                 continue
