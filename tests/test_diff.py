@@ -116,7 +116,8 @@ def test_read_again_by_one_parser_the_reading_differences_vanish(sqa, tmp_path, 
     out = tmp_path / "diff.json"
     from vlmgrid.config import load_config
 
-    diff_sets(load_config(config), "scienceqa-fixture", path_a, path_b, reading="headline", json_out=str(out))
+    text = diff_sets(load_config(config), "scienceqa-fixture", path_a, path_b, reading="headline", json_out=str(out))
+    assert "as recorded, A 85.71 and B 42.86" in " ".join(text.split()) and max(len(line) for line in text.splitlines()) <= 100
     document = json.loads(out.read_text())
     assert document["parsers"] == {"a": {"default": "scienceqa"}, "b": {"default": "scienceqa"}}
     classes = {item["id"]: item["class"] for item in document["items"]}

@@ -207,20 +207,22 @@ def render(document: dict, limit: int) -> str:
         lines.append("  readings: as the files record them")
     else:
         names = sorted({name for used in document["parsers"].values() for name in used.values()})
-        lines.append(f"  readings: both sets' raw texts read again by the {document['reading']} reading "
-                     f"({', '.join(names)}); as recorded, A {_number(a['value_recorded'])} and B "
-                     f"{_number(b['value_recorded'])}")
+        lines += textwrap.wrap(f"readings: both sets' raw texts read again by the {document['reading']} reading "
+                               f"({', '.join(names)}); as recorded, A {_number(a['value_recorded'])} and B "
+                               f"{_number(b['value_recorded'])}", WIDTH, initial_indent="  ", subsequent_indent="  ")
     lines.append("")
     label_width = max(len(c["label"]) for c in document["classes"]) + 2
     alone_header = "alone" if document["order_matters"] else ""
-    lines.append(f"{'':<{label_width}}{'items':>7}  {head + ' (points)':>14}  {alone_header:>8}".rstrip())
-    lines.append(f"{'A':<{label_width}}{document['n_common']:>7}  {_number(a['value']):>14}")
-    lines.append(f"{'B':<{label_width}}{document['n_common']:>7}  {_number(b['value']):>14}")
+    value_header = f"{head} (points)"
+    w = max(14, len(value_header))
+    lines.append(f"{'':<{label_width}}{'items':>7}  {value_header:>{w}}  {alone_header:>8}".rstrip())
+    lines.append(f"{'A':<{label_width}}{document['n_common']:>7}  {_number(a['value']):>{w}}")
+    lines.append(f"{'B':<{label_width}}{document['n_common']:>7}  {_number(b['value']):>{w}}")
     for c in document["classes"]:
         alone = _number(c["alone"], True) if document["order_matters"] else ""
-        lines.append(f"{c['label']:<{label_width}}{c['items']:>7}  {_number(c['effect'], True):>14}  {alone:>8}".rstrip())
+        lines.append(f"{c['label']:<{label_width}}{c['items']:>7}  {_number(c['effect'], True):>{w}}  {alone:>8}".rstrip())
     changed = sum(c["items"] for c in document["classes"])
-    lines.append(f"{'A - B':<{label_width}}{changed:>7}  {_number(document['difference'], True):>14}")
+    lines.append(f"{'A - B':<{label_width}}{changed:>7}  {_number(document['difference'], True):>{w}}")
     lines.append("")
     notes = []
     if document["difference"] is None:
