@@ -111,6 +111,13 @@ def cmd_compare(config: Config, args) -> None:
     compare_benchmark(config, args.benchmark)
 
 
+def cmd_diff(config: Config, args) -> None:
+    from vlmgrid.stages.diff import diff_sets
+
+    print(diff_sets(config, args.benchmark, args.a, args.b, reading=args.reread or "recorded", csv_out=args.csv,
+                    json_out=args.json, limit=args.limit))
+
+
 def cmd_import_predictions(config: Config, args) -> None:
     from vlmgrid.stages.imports import import_predictions
 
@@ -199,6 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--out", help="write the score JSON here instead")
     add("compare", cmd_compare, "compare the grid's models pair by pair on one benchmark (difference, paired "
         "bootstrap CI, paired permutation test)").add_argument("benchmark")
+    diff = add("diff", cmd_diff, "why two prediction sets of one benchmark score differently: the items where "
+               "they differ (same answer read differently, different answer, error rows) and what each kind of "
+               "difference does to the headline")
+    diff.add_argument("benchmark")
+    diff.add_argument("a", help="a predictions file, or a model of the grid (its predictions file)")
+    diff.add_argument("b", help="the other set, the same way")
+    diff.add_argument("--reread", choices=("headline", "lenient"),
+                      help="read both sets' raw texts again with the benchmark's headline (or lenient) parser "
+                           "instead of taking the readings the files record")
+    diff.add_argument("--csv", help="write every differing item to this CSV file")
+    diff.add_argument("--json", help="write the summary and every differing item to this JSON file")
+    diff.add_argument("--limit", type=int, default=10, help="items printed per kind of difference (default: 10)")
     imported = add("import-predictions", cmd_import_predictions,
                    "turn answers published elsewhere (LLaVA's answer files, MME's eval-tool results, "
                    "lmms-eval's logged samples) into a predictions file of a prepared benchmark")

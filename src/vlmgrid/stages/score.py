@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 
@@ -85,9 +86,19 @@ def lenient_predictions(kind, records: pd.DataFrame,
     Rows without raw text (answered by log-likelihood or similarity) or with an `error` stay as they are. None
     when the kind has no lenient reading or no row was read by one.
     """
+    if not kind.lenient_parsers:
+        return None
+    return read_again(records, predictions, kind.lenient_parsers)
+
+
+def read_again(records: pd.DataFrame, predictions: pd.DataFrame,
+               parsers: Mapping[str, str]) -> tuple[pd.DataFrame, dict[str, str]] | None:
+    """The predictions with every generated answer read again by the parser `parsers` names for its variant
+    ("*": any variant), and {variant: parser}. Rows without raw text or with an `error` stay as they are; None
+    when no row was read again."""
     from vlmgrid.protocols.parsing import PARSERS
 
-    if not kind.lenient_parsers or "raw" not in predictions.columns or not len(predictions):
+    if "raw" not in predictions.columns or not len(predictions):
         return None
     variants = (predictions["variant"].fillna("default").astype(str) if "variant" in predictions.columns
                 else pd.Series("default", index=predictions.index))
@@ -99,7 +110,7 @@ def lenient_predictions(kind, records: pd.DataFrame,
     used: dict[str, str] = {}
     rows = zip(predictions["id"].astype(str), predictions["raw"], variants, errors)
     for position, (item_id, raw, variant, failed) in enumerate(rows):
-        name = kind.lenient_parsers.get(variant, kind.lenient_parsers.get("*"))
+        name = parsers.get(variant, parsers.get("*"))
         if name is None or failed or not isinstance(raw, str):
             continue
         parsed = PARSERS.get(name)(raw, [str(option) for option in options.get(item_id, [])])

@@ -1,0 +1,263 @@
+"""The diff stage (`vlmgrid diff BENCH A B`): why two numbers of one benchmark differ (docs/diff.md).
+
+A and B are predictions files, or models of the grid (their predictions files). The item-by-item comparison and
+each kind of difference's effect on the headline are `vlmgrid.metrics.differences`, on the metric the score
+uses. With `reread`, both sets' raw texts are read again by one parser (the benchmark's headline reader, or its
+lenient one), so what is left differs in the answers, not in the reading. The summary and the items are
+printed; `csv` and `json` get the full list.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+
+from vlmgrid import __version__, paths
+from vlmgrid.config import Config
+from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import atomic_path, write_json
+from vlmgrid.metrics.differences import Differences, diff_predictions
+from vlmgrid.predictions import (
+    GIVEN_HINT, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
+)
+from vlmgrid.stages.imports import PROTOCOL_PARSERS
+from vlmgrid.stages.score import read_again
+
+READINGS = ("recorded", "headline", "lenient")
+WIDTH = 100  # the printed output fits a terminal this wide
+DECIMALS = 4
+CSV_COLUMNS = ("id", "variant", "class", "raw_a", "raw_b", "prediction_a", "prediction_b", "prediction_index_a",
+               "prediction_index_b", "error_a", "error_b", "gold")
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), DECIMALS)
+
+
+def set_path(config: Config, benchmark: str, given: str) -> Path:
+    """A set named on the command line: a predictions file, or a model of the grid (its predictions file)."""
+    path = Path(given)
+    if given in config.data["models"] and not path.exists():
+        return paths.predictions_path(config.results_dir, given, benchmark)
+    if path.exists() or given.endswith(".parquet"):
+        return path
+    raise VlmgridError(f'"{given}" is neither a predictions file nor a model of {config.path}; give the file\'s '
+                       f"path or one of the models: {', '.join(config.data['models'])}")
+
+
+def _read_set(bench, path: Path) -> pd.DataFrame:
+    predictions = read_predictions(path, GIVEN_HINT, given=True)
+    metadata = read_metadata(path)
+    reason = recorded_not_applicable(metadata)
+    if reason is not None:
+        raise VlmgridError(f"predictions file {path} is the record of a cell that cannot run ({reason}): it holds no "
+                           f"answers to diff")
+    check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path,
+                           f"diff predictions of the benchmark as prepared now")
+    return predictions
+
+
+def headline_parsers(kind) -> dict[str, str]:
+    """{variant ("*": any): parser} of the headline reading: the kind's parser, else its protocol's default
+    (Kaleidoscope: the parser of each prompt mode, the variant)."""
+    from vlmgrid.protocols.exam_choice import MODE_PARSERS
+    from vlmgrid.protocols.parsing import PARSERS
+
+    if kind.parser:
+        return {"*": kind.parser}
+    if kind.protocol in PROTOCOL_PARSERS:
+        return {"*": PROTOCOL_PARSERS[kind.protocol]}
+    if kind.protocol == "exam_choice":
+        return {mode: name for mode, read in MODE_PARSERS.items() for name in PARSERS if PARSERS.get(name).read is read}
+    return {}
+
+
+def reread(bench, predictions: pd.DataFrame, reading: str, which: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The set with its raw texts read again (`reading`: "headline" or "lenient"), and {variant: parser}."""
+    parsers = headline_parsers(bench.kind) if reading == "headline" else dict(bench.kind.lenient_parsers)
+    if not parsers:
+        what = "parser of generated text" if reading == "headline" else "lenient reading"
+        raise VlmgridError(f"benchmark {bench.name} ({bench.kind.name}) has no {what}; diff it with the readings "
+                           f"recorded")
+    result = read_again(bench.records, predictions, parsers)
+    if result is None:
+        raise VlmgridError(f"{which} holds no raw text to read again (its answers were not generated); diff it with "
+                           f"the readings recorded")
+    return result
+
+
+def diff_sets(config: Config, benchmark: str, a: str, b: str, *, reading: str = "recorded", csv_out: str | None = None,
+              json_out: str | None = None, limit: int = 10) -> str:
+    """`vlmgrid diff`: the printed summary and items; the full list to `csv_out` and `json_out`."""
+    from vlmgrid.benchmarks import load_benchmark
+
+    if reading not in READINGS:
+        raise VlmgridError(f'reading "{reading}" is unknown; use one of {", ".join(READINGS)}')
+    if limit < 0:
+        raise VlmgridError(f"--limit must be 0 or more, got {limit}")
+    bench = load_benchmark(paths.bench_dir(config.data_dir, benchmark))
+    path_a, path_b = set_path(config, benchmark, a), set_path(config, benchmark, b)
+    preds_a, preds_b = _read_set(bench, path_a), _read_set(bench, path_b)
+    recorded = None
+    parsers: dict[str, dict[str, str]] = {}
+    if reading != "recorded":
+        recorded = diff_predictions(bench.kind.metric, bench.records, preds_a, preds_b, names=(str(path_a), str(path_b)))
+        preds_a, parsers["a"] = reread(bench, preds_a, reading, str(path_a))
+        preds_b, parsers["b"] = reread(bench, preds_b, reading, str(path_b))
+    result = diff_predictions(bench.kind.metric, bench.records, preds_a, preds_b, names=(str(path_a), str(path_b)))
+    document = as_document(bench.name, path_a, path_b, reading, parsers, result, recorded)
+    if csv_out:
+        with atomic_path(csv_out) as tmp:
+            tmp.write_text(items_csv(result), encoding="utf-8")
+    if json_out:
+        write_json(json_out, document)
+    return render(document, limit)
+
+
+def as_document(benchmark: str, path_a: Path, path_b: Path, reading: str, parsers: dict, result: Differences,
+                recorded: Differences | None) -> dict:
+    """The diff as the JSON file holds it (docs/diff.md)."""
+    def side(path, value, own, errors, before):
+        out = {"file": str(path), "value": _r(value), "error_rows": errors}
+        if own is not None:
+            out["value_all_answered"] = _r(own)
+        if before is not None:
+            out["value_recorded"] = _r(before)
+        return out
+
+    return {
+        "benchmark": benchmark,
+        "metric": result.metric,
+        "headline": result.headline,
+        "reading": reading,
+        "parsers": parsers,
+        "a": side(path_a, result.value_a, result.own_value_a, result.error_rows_a,
+                  recorded.value_a if recorded else None),
+        "b": side(path_b, result.value_b, result.own_value_b, result.error_rows_b,
+                  recorded.value_b if recorded else None),
+        "n_common": result.n_common,
+        "difference": _r(result.difference),
+        "order_matters": result.order_matters,
+        "classes": [{"class": c.name, "label": c.label, "items": c.items, "effect": _r(c.effect),
+                     "alone": _r(c.alone)} for c in result.classes],
+        "only_a": result.only_a,
+        "only_b": result.only_b,
+        "variant_pairing": list(result.variant_pairing) if result.variant_pairing else None,
+        "items": [_item(d) for d in result.items],
+        "vlmgrid_version": __version__,
+    }
+
+
+def _item(d) -> dict:
+    return {"id": d.id, "variant": d.variant, "class": d.diff_class, "raw_a": d.raw_a, "raw_b": d.raw_b,
+            "prediction_a": d.prediction_a, "prediction_b": d.prediction_b,
+            "prediction_index_a": d.prediction_index_a, "prediction_index_b": d.prediction_index_b,
+            "error_a": d.error_a, "error_b": d.error_b, "gold": d.gold}
+
+
+def items_csv(result: Differences) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for d in result.items:
+        writer.writerow({k: ("" if v is None else v) for k, v in _item(d).items()})
+    return buffer.getvalue()
+
+
+# --- the printed output ------------------------------------------------------------------------------------
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _raw(text: str | None, error: str | None) -> str:
+    # Quoted, with escapes: white space at the ends and line breaks stay visible.
+    if text is None:
+        return "(none)" if error is None else f"(error: {error})"
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _reading(prediction: str | None, error: str | None) -> str:
+    if error is not None:
+        return "(error)"
+    return "(unread)" if prediction is None else prediction
+
+
+def _number(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "failed"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def _count(n: int, what: str = "item") -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def render(document: dict, limit: int) -> str:
+    """The summary table, the notes and the items (at most `limit` per class), in `WIDTH` columns."""
+    head, a, b = document["headline"], document["a"], document["b"]
+    lines = [f"{document['benchmark']}: {head} ({document['metric']} metric), A - B explained item by item",
+             f"  A = {a['file']}", f"  B = {b['file']}"]  # whole, however long: a path cut short names nothing
+    if document["reading"] == "recorded":
+        lines.append("  readings: as the files record them")
+    else:
+        names = sorted({name for used in document["parsers"].values() for name in used.values()})
+        lines += textwrap.wrap(f"readings: both sets' raw texts read again by the {document['reading']} reading "
+                               f"({', '.join(names)}); as recorded, A {_number(a['value_recorded'])} and B "
+                               f"{_number(b['value_recorded'])}", WIDTH, initial_indent="  ", subsequent_indent="  ")
+    lines.append("")
+    label_width = max(len(c["label"]) for c in document["classes"]) + 2
+    alone_header = "alone" if document["order_matters"] else ""
+    value_header = f"{head} (points)"
+    w = max(14, len(value_header))
+    lines.append(f"{'':<{label_width}}{'items':>7}  {value_header:>{w}}  {alone_header:>8}".rstrip())
+    lines.append(f"{'A':<{label_width}}{document['n_common']:>7}  {_number(a['value']):>{w}}")
+    lines.append(f"{'B':<{label_width}}{document['n_common']:>7}  {_number(b['value']):>{w}}")
+    for c in document["classes"]:
+        alone = _number(c["alone"], True) if document["order_matters"] else ""
+        lines.append(f"{c['label']:<{label_width}}{c['items']:>7}  {_number(c['effect'], True):>{w}}  {alone:>8}".rstrip())
+    changed = sum(c["items"] for c in document["classes"])
+    lines.append(f"{'A - B':<{label_width}}{changed:>7}  {_number(document['difference'], True):>{w}}")
+    lines.append("")
+    notes = []
+    if document["difference"] is None:
+        notes.append("A set whose every answer is a format error has no headline (its cell failed), so no effect "
+                     "is computed.")
+    elif document["order_matters"]:
+        notes.append(f"{head} is not a sum over items: each class's effect is B's headline after A's rows are put "
+                     f"in on its items, after the classes above it; 'alone': put in on their own.")
+    for key, side, name in (("only_a", "a", "A"), ("only_b", "b", "B")):
+        ids = document[key]
+        if ids:
+            own = document[side].get("value_all_answered")
+            notes.append(f"Only in {name}: {_count(len(ids))} ({', '.join(ids[:3])}{', …' if len(ids) > 3 else ''}); "
+                         f"{name} over all it answers: {_number(own)}.")
+    if document["only_a"] or document["only_b"]:
+        notes.append(f"The headlines above are over the {document['n_common']} items both sets answer.")
+    notes.append(f"Error rows: A {a['error_rows']}, B {b['error_rows']}.")
+    if document["variant_pairing"]:
+        va, vb = document["variant_pairing"]
+        notes.append(f'A\'s variant "{va}" is paired with B\'s "{vb}".')
+    lines += [line for note in notes for line in textwrap.wrap(note, WIDTH)]
+    several = len({item["variant"] for item in document["items"]}) > 1
+    widths = (16, 20, 20, 12, 12, 10)
+    for c in document["classes"]:
+        items = [item for item in document["items"] if item["class"] == c["class"]]
+        if not items:
+            continue
+        lines += ["", f"{c['label']} ({len(items)}):"]
+        header = ("id", "A raw", "B raw", "A reading", "B reading", "gold")
+        lines.append("  ".join(f"{h:<{w}}" for h, w in zip(header, widths)).rstrip())
+        for item in items[:limit]:
+            name = f"{item['id']} [{item['variant']}]" if several else item["id"]
+            cells = (name, _raw(item["raw_a"], item["error_a"]), _raw(item["raw_b"], item["error_b"]), _reading(item["prediction_a"], item["error_a"]),
+                     _reading(item["prediction_b"], item["error_b"]), item["gold"] or "")
+            lines.append("  ".join(f"{_cut(cell, w):<{w}}" for cell, w in zip(cells, widths)).rstrip())
+        if len(items) > limit:
+            lines.append(f"… and {len(items) - limit} more (--csv or --json write them all)")
+    return "\n".join(lines)

@@ -1,0 +1,304 @@
+"""`vlmgrid diff`: two prediction sets of one prepared fixture benchmark that differ in known ways are reported as
+exactly those items, in their classes, with the headline effects computed by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pandas as pd
+import pytest
+
+from vlmgrid.benchmarks import load_benchmark
+from vlmgrid.cli import main
+from vlmgrid.errors import VlmgridError
+from vlmgrid.metrics.differences import diff_predictions, same_answer
+from vlmgrid.predictions import rows_to_table, write_table
+from vlmgrid.protocols.parsing import parse
+from vlmgrid.stages.diff import diff_sets, headline_parsers, render
+from vlmgrid.stages.prepare import prepare_benchmark
+
+
+def _prepare(root, kind: str, name: str, **source):
+    bench_dir = root / "data" / name
+    prepare_benchmark(name, {"kind": kind, "source": {"type": "fixture", "seed": 0, **source}}, bench_dir)
+    return load_benchmark(bench_dir)
+
+
+def _rows(bench, answers: dict, parser: str) -> list[dict]:
+    """Prediction rows as a tool that reads with `parser` writes them: {id: raw text, or ("error", message)}."""
+    options = dict(zip(bench.records["id"], bench.records["options"]))
+    rows = []
+    for item_id, raw in answers.items():
+        if isinstance(raw, tuple):  # a failed request: no text, no reading
+            rows.append({"id": item_id, "variant": "default", "raw": None, "prediction": None,
+                         "prediction_index": -1, "error": raw[1]})
+            continue
+        parsed = parse(parser, raw, list(options[item_id]))
+        rows.append({"id": item_id, "variant": "default", "raw": raw, "prediction": parsed.prediction,
+                     "prediction_index": parsed.index, "error": None})
+    return rows
+
+
+def _write(path, bench, frame: pd.DataFrame) -> str:
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    metadata = {"model": "m", "benchmark": bench.name, "data_fingerprint": bench.manifest["fingerprint"],
+                "strategy": "generate", "applicable": True}
+    write_table(path, rows_to_table(rows, metadata))
+    return str(path)
+
+
+# --- ScienceQA-IMG (accuracy): A read with the general letter reader, B with LLaVA's rule ---------------------
+# Gold letters of the 8 fixture items: test-0 A, test-1 D, test-2 C, test-3 A, test-4 D, test-5 C, test-6 A,
+# test-7 B.
+SQA_A = {
+    "test-0": "A",                     # identical in B
+    "test-1": "(D)",                   # same text in B; LLaVA's rule does not read "(D)": B unread, A right
+    "test-2": "Answer: C\n",           # B's text lacks the final line break: the same answer; B unread, A right
+    "test-3": "A",                     # B answered B: A right, B wrong
+    "test-4": "B",                     # B answered D: A wrong, B right
+    "test-5": "C",                     # B wrote "C. circle": read the same, both right
+    "test-6": "A",                     # B's request failed: A right
+    "test-7": "B",                     # B has no row: coverage
+}
+SQA_B = {"test-0": "A", "test-1": "(D)", "test-2": "Answer: C", "test-3": "B", "test-4": "D",
+         "test-5": "C. circle", "test-6": ("error", "HTTP 500 after 3 retries")}
+
+
+@pytest.fixture
+def sqa(tmp_path):
+    bench = _prepare(tmp_path, "scienceqa_img", "scienceqa-fixture", size=8)
+    assert [chr(65 + i) for i in bench.records["answer_index"]] == list("ADCADCAB")
+    return bench, pd.DataFrame(_rows(bench, SQA_A, "letter")), pd.DataFrame(_rows(bench, SQA_B, "scienceqa"))
+
+
+def test_same_answer_is_equal_text_once_the_ends_are_trimmed():
+    assert same_answer("Answer: C\n", " Answer: C")
+    assert not same_answer("C", "C. circle")
+    assert not same_answer(None, None)  # answers by scores have no text to compare
+
+
+def test_accuracy_items_land_in_their_classes(sqa):
+    bench, a, b = sqa
+    result = diff_predictions("accuracy", bench.records, a, b)
+    classes = {d.id: d.diff_class for d in result.items}
+    assert classes == {"test-1": "reading", "test-2": "reading", "test-3": "answer", "test-4": "answer",
+                       "test-6": "error", "test-5": "same_reading"}
+    assert [d.id for d in result.items] == ["test-1", "test-2", "test-3", "test-4", "test-6", "test-5"]
+    assert result.only_a == ["test-7"] and result.only_b == []
+    assert result.error_rows_a == 0 and result.error_rows_b == 1
+    first = result.items[0]
+    assert (first.raw_a, first.raw_b, first.prediction_b, first.gold) == ("(D)", "(D)", None, bench.records["answer"][1])
+
+
+def test_accuracy_effects_add_up_to_a_minus_b(sqa):
+    bench, a, b = sqa
+    result = diff_predictions("accuracy", bench.records, a, b)
+    # Over the 7 common items: A right on all but test-4 (6/7), B on test-0, test-4, test-5 (3/7).
+    assert result.n_common == 7
+    assert result.value_a == pytest.approx(600 / 7) and result.value_b == pytest.approx(300 / 7)
+    effects = {c.name: (c.items, c.effect) for c in result.classes}
+    assert effects["reading"] == (2, pytest.approx(200 / 7))    # test-1, test-2: B wrong -> right
+    assert effects["answer"] == (2, pytest.approx(0.0))         # test-3 +1, test-4 -1
+    assert effects["error"] == (1, pytest.approx(100 / 7))      # test-6
+    assert effects["same_reading"] == (1, 0.0)
+    assert sum(c.effect for c in result.classes) == pytest.approx(result.value_a - result.value_b)
+    assert not result.order_matters and all(c.alone == pytest.approx(c.effect) for c in result.classes)
+    assert result.own_value_a == pytest.approx(700 / 8)  # A over its 8 items: test-7 right too
+    assert result.own_value_b is None
+
+
+def test_read_again_by_one_parser_the_reading_differences_vanish(sqa, tmp_path, write_config):
+    bench, a, b = sqa
+    config = _config(tmp_path, write_config, "scienceqa-fixture")
+    path_a = _write(tmp_path / "a.parquet", bench, a)
+    path_b = _write(tmp_path / "b.parquet", bench, b)
+    out = tmp_path / "diff.json"
+    from vlmgrid.config import load_config
+
+    text = diff_sets(load_config(config), "scienceqa-fixture", path_a, path_b, reading="headline", json_out=str(out))
+    assert "as recorded, A 85.71 and B 42.86" in " ".join(text.split()) and max(len(line) for line in text.splitlines()) <= 100
+    document = json.loads(out.read_text())
+    assert document["parsers"] == {"a": {"default": "scienceqa"}, "b": {"default": "scienceqa"}}
+    classes = {item["id"]: item["class"] for item in document["items"]}
+    # Read by LLaVA's rule, A no longer reads "(D)" and "Answer: C": what remains is in the answers.
+    assert classes == {"test-3": "answer", "test-4": "answer", "test-6": "error", "test-5": "same_reading"}
+    assert document["a"]["value"] == pytest.approx(round(400 / 7, 4))
+    assert document["a"]["value_recorded"] == pytest.approx(round(600 / 7, 4))
+    assert document["b"]["value"] == document["b"]["value_recorded"] == pytest.approx(round(300 / 7, 4))
+    assert document["difference"] == pytest.approx(round(100 / 7, 4))
+    diff_sets(load_config(config), "scienceqa-fixture", path_a, path_b, reading="lenient", json_out=str(out))
+    lenient = json.loads(out.read_text())
+    assert lenient["parsers"]["b"] == {"default": "letter"}
+    assert {item["id"] for item in lenient["items"] if item["class"] == "reading"} == set()
+    assert lenient["b"]["value"] == pytest.approx(round(500 / 7, 4))  # B reads test-1 and test-2 now
+
+
+# --- POPE (F1 per split, averaged): a set-level headline ------------------------------------------------------
+# Gold per split: -1 yes, -2 no, -3 yes, -4 no. A answers every item right.
+POPE_A = {f"{split}-{k}": ("Yes" if k % 2 else "No") for split in ("random", "popular", "adversarial")
+          for k in range(1, 5)}
+POPE_A["random-2"] = "Yes, there is not a cat in the image."  # POPE's rule reads "not": no (right)
+POPE_B = dict(POPE_A)
+POPE_B["popular-1"] = "No"              # a different answer: FN
+POPE_B["popular-2"] = "No."             # other text, read the same
+POPE_B["random-4"] = ("error", "image unreadable")  # POPE reads an error row as yes: FP
+del POPE_B["adversarial-4"]             # only in A
+
+
+def _pope_rows(bench, answers, reread_yes=()):
+    rows = _rows(bench, answers, "pope")
+    for row in rows:  # B's reader takes any "yes" in the text for yes
+        if row["id"] in reread_yes:
+            row.update(prediction="yes", prediction_index=0)
+    return rows
+
+
+@pytest.fixture
+def pope(tmp_path):
+    bench = _prepare(tmp_path, "pope", "pope-fixture", size=4)
+    assert bench.records["answer"].tolist() == ["yes", "no"] * 6
+    a = pd.DataFrame(_pope_rows(bench, POPE_A))
+    b = pd.DataFrame(_pope_rows(bench, POPE_B, reread_yes=("random-2",)))
+    return bench, a, b
+
+
+def test_pope_f1_effects_by_substitution_in_order(pope):
+    bench, a, b = pope
+    result = diff_predictions("pope", bench.records, a, b)
+    assert {d.id: d.diff_class for d in result.items} == {
+        "random-2": "reading", "popular-1": "answer", "random-4": "error", "popular-2": "same_reading"}
+    assert result.only_a == ["adversarial-4"] and result.n_common == 11
+    # B: random TP 2, FP 2 (random-2, random-4) -> F1 2/3; popular TP 1, FN 1 -> 2/3; adversarial 1.
+    assert result.value_a == pytest.approx(100.0)
+    assert result.value_b == pytest.approx(700 / 9)
+    effects = {c.name: c.effect for c in result.classes}
+    assert effects["reading"] == pytest.approx(40 / 9)   # random: FP 1 -> F1 4/5
+    assert effects["answer"] == pytest.approx(100 / 9)   # popular -> 1
+    assert effects["error"] == pytest.approx(20 / 3)     # random: 4/5 -> 1
+    assert effects["same_reading"] == 0.0
+    assert sum(effects.values()) == pytest.approx(result.value_a - result.value_b)
+    # Alone, the error row's fix lifts random's F1 from 2/3 to 4/5 only: F1 is not a sum over items.
+    assert {c.name: c.alone for c in result.classes}["error"] == pytest.approx(40 / 9)
+    assert result.order_matters
+
+
+def test_printed_output_fits_a_terminal_and_names_each_item(pope, tmp_path):
+    bench, a, b = pope
+    from vlmgrid.stages.diff import as_document
+
+    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
+                           diff_predictions("pope", bench.records, a, b), None)
+    text = render(document, limit=10)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "same answer, read differently        1           +4.44     +4.44" in text
+    assert "error rows                           1           +6.67     +4.44" in text
+    assert "A - B                                4          +22.22" in text
+    assert 'random-2          "Yes, there is not …  "Yes, there is not …  no            yes           no' in text
+    assert 'random-4          "No"                  (error: image unrea…  no            (error)       no' in text
+    assert "Only in A: 1 item (adversarial-4); A over all it answers: 100.00." in text
+    assert "Error rows: A 0, B 1." in text
+    assert "f1 is not a sum over items" in text
+    one = render(document, limit=0)
+    assert "random-2" not in one and "… and 1 more" in one
+
+
+# --- the command -----------------------------------------------------------------------------------------
+
+def _config(tmp_path, write_config, benchmark: str, models=()) -> str:
+    data = {
+        "data_dir": str(tmp_path / "data"),
+        "results_dir": str(tmp_path / "results"),
+        "benchmarks": {benchmark: {"kind": {"scienceqa-fixture": "scienceqa_img"}.get(benchmark, "pope"),
+                                   "source": {"type": "fixture", "seed": 0}}},
+        "models": {name: {"backend": "baseline", "seed": 0} for name in models} or
+                  {"random": {"backend": "baseline", "seed": 0}},
+        "grid": {"models": list(models) or ["random"], "benchmarks": [benchmark]},
+    }
+    return str(write_config(data))
+
+
+def test_cli_diffs_a_grid_model_against_a_file(pope, tmp_path, write_config, capsys):
+    bench, a, b = pope
+    config = _config(tmp_path, write_config, "pope-fixture", models=("llava",))
+    (tmp_path / "results" / "predictions" / "llava").mkdir(parents=True)
+    _write(tmp_path / "results" / "predictions" / "llava" / "pope-fixture.parquet", bench, a)
+    imported = _write(tmp_path / "imported.parquet", bench, b)
+    csv_path, json_path = tmp_path / "out" / "diff.csv", tmp_path / "out" / "diff.json"
+    status = main(["diff", "pope-fixture", "llava", imported, "--config", config,
+                   "--csv", str(csv_path), "--json", str(json_path)])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "pope-fixture: f1 (pope metric)" in out and "predictions/llava/pope-fixture.parquet" in out
+    with csv_path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["id"], row["class"]) for row in rows] == [
+        ("random-2", "reading"), ("popular-1", "answer"), ("random-4", "error"), ("popular-2", "same_reading")]
+    assert rows[2]["error_b"] == "image unreadable" and rows[2]["prediction_b"] == ""
+    document = json.loads(json_path.read_text())
+    assert document["difference"] == pytest.approx(round(200 / 9, 4)) and document["only_a"] == ["adversarial-4"]
+    assert [c["class"] for c in document["classes"]] == ["reading", "answer", "error", "same_reading"]
+
+
+def test_cli_refuses_what_it_cannot_diff_in_one_sentence(pope, tmp_path, write_config, capsys):
+    bench, a, b = pope
+    config = _config(tmp_path, write_config, "pope-fixture")
+    path_a = _write(tmp_path / "a.parquet", bench, a)
+    assert main(["diff", "pope-fixture", path_a, "nobody", "--config", config]) == 2
+    assert '"nobody" is neither a predictions file nor a model of' in capsys.readouterr().err
+    assert main(["diff", "pope-fixture", path_a, path_a, "--config", config, "--reread", "lenient"]) == 2
+    assert "has no lenient reading" in capsys.readouterr().err
+    two = a.assign(variant="open-1")
+    path_two = _write(tmp_path / "two.parquet", bench, pd.concat([a, two]))
+    assert main(["diff", "pope-fixture", path_a, path_two, "--config", config]) == 2
+    assert "diff sets of the same prompt variants" in capsys.readouterr().err
+
+
+def test_one_variant_each_is_paired_whatever_its_name(pope):
+    bench, a, b = pope
+    result = diff_predictions("pope", bench.records, a, b.assign(variant="open-1"))
+    assert result.variant_pairing == ("default", "open-1") and len(result.items) == 4
+
+
+def test_headline_parsers_follow_the_kind():
+    from vlmgrid.benchmarks import BENCHMARKS
+
+    assert headline_parsers(BENCHMARKS.get("pope")) == {"*": "pope"}
+    assert headline_parsers(BENCHMARKS.get("mme")) == {"*": "mme"}
+    assert headline_parsers(BENCHMARKS.get("kaleidoscope")) == {"json": "exam_json", "tag": "exam_tag"}
+
+
+def test_a_failed_set_has_no_headline_and_no_effects(pope):
+    bench, a, b = pope
+    failed = b.assign(prediction=None, prediction_index=-1, error="HTTP 500")
+    result = diff_predictions("pope", bench.records, a, failed)
+    assert result.value_b is None and result.difference is None
+    assert all(c.effect is None for c in result.classes)
+
+
+def test_items_the_benchmark_does_not_have_are_refused(pope):
+    bench, a, b = pope
+    stray = pd.concat([b, b.iloc[:1].assign(id="random-99")])
+    with pytest.raises(VlmgridError, match='name 1 item\\(s\\) the benchmark does not have, e.g. "random-99"'):
+        diff_predictions("pope", bench.records, a, stray)
+
+
+
+def test_the_headlines_are_the_score_files_own(tmp_path):
+    from vlmgrid.metrics import score_predictions
+
+    bench = _prepare(tmp_path, "mme", "mme-fixture", size=4)
+    # Gold yes, no per image. A (read with the lenient reader) answers all right; B (read with MME's tool, which
+    # looks at the first 4 characters only) has the same "    No" on the color image unread, and says yes to
+    # both questions of the count image (its acc+ 0).
+    answers_a = {i: g.capitalize() for i, g in zip(bench.records["id"], bench.records["answer"])}
+    answers_a["color/0000.jpg#1"] = "    No"
+    answers_b = dict(answers_a, **{"count/0000.png#1": "Yes"})
+    a, b = pd.DataFrame(_rows(bench, answers_a, "mme_lenient")), pd.DataFrame(_rows(bench, answers_b, "mme"))
+    result = diff_predictions("mme", bench.records, a, b)
+    for frame, value in ((a, result.value_a), (b, result.value_b)):
+        assert round(value, 4) == score_predictions("mme", bench.records, frame, samples=1)["value"]
+    # Per subtask 100 acc + 100 acc+; 4 subtasks, 800 points: B loses 50 + 100 on count and on color.
+    assert result.value_a == pytest.approx(100.0) and result.value_b == pytest.approx(100 * 500 / 800)
+    assert {c.name: c.effect for c in result.classes if c.items} == {
+        "reading": pytest.approx(100 * 150 / 800), "answer": pytest.approx(100 * 150 / 800)}
