@@ -41,25 +41,29 @@ def grid(tmp_path_factory):
     return str(path), records
 
 
-# Per record, in record order: existence/0000 both right, count/0000 "Yes" to its no-question, color/0000 "No" to
-# its yes-question, OCR/0000 both right; existence/0001 is not in the folder (its image missing from the release).
-TEXTS = ["Yes", "No", "Yes", "Yes", "No", "No", "Yes", "No"]
+def texts(frame: pd.DataFrame) -> list[str]:
+    """Per record: existence/0000 and OCR/0000 both right, count/0000 "Yes" to its no-question, color/0000 "No"
+    to its yes-question (existence/0001, where kept, right)."""
+    return ["Yes" if image.startswith("count/") else "No" if image.startswith("color/") else answer.capitalize()
+            for image, answer in zip(frame["image_id"], frame["answer"])]
 
 
 def partial_folder(tmp_path, records, keep) -> str:
-    mme = records["mme-fixture"]
-    return mme_tool_folder(tmp_path / "llava-v1.5-13b", mme[keep].reset_index(drop=True), TEXTS)
+    """existence/0001 is not in the folder (its image missing from the release)."""
+    kept = records["mme-fixture"][keep].reset_index(drop=True)
+    return mme_tool_folder(tmp_path / "llava-v1.5-13b", kept, texts(kept))
 
 
 def test_partial_eval_tool_folder_imports_and_scores_the_answered_questions(grid, tmp_path, capsys):
     config, records = grid
     mme = records["mme-fixture"]
-    assert mme["image_id"].tolist()[8:] == ["existence/0001.jpg"] * 2  # the fixture's layout, as the test needs
-    folder = partial_folder(tmp_path, records, mme["image_id"] != "existence/0001.jpg")
+    assert (mme["image_id"] == "existence/0001.jpg").sum() == 2  # the fixture's layout, as the test needs
+    answered = mme["image_id"] != "existence/0001.jpg"
+    folder = partial_folder(tmp_path, records, answered)
     out = tmp_path / "p.parquet"
     assert run(config, MODEL_ID, "mme-fixture", folder, "--out", str(out)) == 0
     rows = pq.read_table(out).to_pandas()
-    assert rows["id"].tolist() == mme["id"].astype(str).tolist()[:8]  # the two unanswered items: no rows
+    assert rows["id"].tolist() == mme["id"][answered].astype(str).tolist()  # the two unanswered items: no rows
     assert read_metadata(out)["coverage"] == {"answered": 8, "total": 10}
     score = tmp_path / "score.json"
     assert main(["score", MODEL_ID, "mme-fixture", "--predictions", str(out), "--out", str(score),
@@ -82,9 +86,10 @@ def test_partial_eval_tool_folder_imports_and_scores_the_answered_questions(grid
 def test_an_image_with_one_of_its_questions_missing_is_refused(grid, tmp_path, capsys):
     config, records = grid
     mme = records["mme-fixture"]
-    keep = pd.Series(True, index=mme.index)
-    keep.iloc[9] = False  # existence/0001's no-question: the tool would pair its yes-question with nothing
-    folder = mme_tool_folder(tmp_path / "mme", mme[keep].reset_index(drop=True), TEXTS + ["Yes"])
+    # existence/0001's no-question left out: the tool would pair its yes-question with nothing
+    keep = ~((mme["image_id"] == "existence/0001.jpg") & (mme["answer"] == "no"))
+    kept = mme[keep].reset_index(drop=True)
+    folder = mme_tool_folder(tmp_path / "mme", kept, texts(kept))
     message = refused(capsys, config, MODEL_ID, "mme-fixture", folder, "--out", str(tmp_path / "o.parquet"))
     assert "answers 1 of the 2 questions of image existence/0001.jpg" in message
     assert not (tmp_path / "o.parquet").exists()
