@@ -31,7 +31,9 @@ def test_listing_commands(capsys):
     out = capsys.readouterr().out
     assert "pope" in out and "flowers102-fixture" in out
     assert main(["models"]) == 0
-    assert "open_clip" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "open_clip" in out and "  llava-tiny               backend=hf source=fixture\n" in out
+    assert "  random                   backend=baseline\n" in out
 
 
 def test_unknown_model_is_one_sentence_with_the_closest_name(capsys):

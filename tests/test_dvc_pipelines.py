@@ -83,4 +83,6 @@ def test_a_shared_model_with_another_source_is_refused(tmp_path):
 def test_stamp_sources_writes_into_the_folder_it_is_given(tmp_path):
     # the paper grids' pipelines stamp into <results_dir>/source-stamps: a folder of each grid's own
     assert main(["stamp-sources", "--config", str(REPO / "config/dance.yaml"), "--out", str(tmp_path / "stamps")]) == 0
-    assert [path.name for path in (tmp_path / "stamps").iterdir()] == ["dance.json"]
+    assert sorted(path.name for path in (tmp_path / "stamps").iterdir()) == ["dance.json", "models"]
+    models = yaml.safe_load((REPO / "config/dance.yaml").read_text())["grid"]["models"]
+    assert sorted(path.stem for path in (tmp_path / "stamps" / "models").iterdir()) == sorted(models)

@@ -92,8 +92,10 @@ def test_stamp_sources_command_writes_the_grid_stamps(write_config, default_conf
     data["grid"] = {"models": ["random"], "benchmarks": ["flowers-local", "pope-fixture"]}
     assert cli.main(["stamp-sources", "--config", str(write_config(data))]) == 0
     folder = tmp_path / "data" / ".source-stamps"
-    assert sorted(p.name for p in folder.iterdir()) == ["flowers-local.json", "pope-fixture.json"]
-    assert "2 source stamps (1 local), 2 changed" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == ["flowers-local.json", "models", "pope-fixture.json"]
+    assert json.loads((folder / "models" / "random.json").read_text()) == {"model": "random", "type": None}
+    err = capsys.readouterr().err
+    assert "2 source stamps (1 local), 2 changed" in err and "1 model stamps (0 local)" in err
 
 
 # ---------------------------------------------------------------------------------------------- prepare

@@ -195,23 +195,26 @@ def test_hub_fetch_errors_name_the_fix(monkeypatch, tmp_path, error_name, match)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
     settings = {"backend": "hf", "source": {"type": "hf_hub", "repo": "org/model", "revision": "abc"}}
     with pytest.raises(VlmgridError, match=match):
-        Hf.fetch(settings, tmp_path)
+        Hf.in_place(settings)
 
 
-def test_hub_fetch_returns_the_snapshot_files(monkeypatch, tmp_path):
+def test_a_hub_source_is_its_snapshot_in_the_cache_never_a_copy(monkeypatch, tmp_path):
     import huggingface_hub
 
-    def download(repo_id, revision, local_dir):
-        (local_dir / "sub").mkdir(parents=True)
-        (local_dir / "config.json").write_text("{}")
-        (local_dir / "sub" / "w.safetensors").write_text("x")
-        (local_dir / ".cache").mkdir()
-        (local_dir / ".cache" / "meta").write_text("y")
-        return str(local_dir)
+    snapshot = tmp_path / "hub" / "models--o--m" / "snapshots" / "c0ffee"
+
+    def download(repo_id, revision, **kwargs):
+        assert (repo_id, revision) == ("o/m", "r") and "local_dir" not in kwargs  # the standard cache
+        (snapshot / "sub").mkdir(parents=True)
+        (snapshot / "config.json").write_text("{}")
+        (snapshot / "sub" / "w.safetensors").write_text("x")
+        (snapshot / ".gitattributes").write_text("y")
+        return str(snapshot)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
-    files = Hf.fetch({"source": {"type": "hf_hub", "repo": "o/m", "revision": "r"}}, tmp_path)
-    assert sorted(files) == ["config.json", "sub/w.safetensors"]
+    checkpoint = Hf.in_place({"source": {"type": "hf_hub", "repo": "o/m", "revision": "r"}})
+    assert checkpoint.location == snapshot
+    assert checkpoint.files == {"config.json": snapshot / "config.json", "sub/w.safetensors": snapshot / "sub/w.safetensors"}
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):

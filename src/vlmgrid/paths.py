@@ -23,6 +23,12 @@ def source_stamps_dir(data_dir: Path) -> Path:
     return Path(data_dir) / ".source-stamps"
 
 
+def model_stamps_dir(stamps_dir: Path) -> Path:
+    """The stamps of the grid's model sources (a local checkpoint's files), one `<model>.json` each, in a
+    stamps folder."""
+    return Path(stamps_dir) / "models"
+
+
 def source_stamp_path(data_dir: Path, bench: str) -> Path:
     return source_stamps_dir(data_dir) / f"{bench}.json"
 

@@ -15,6 +15,8 @@ from vlmgrid.config import load_config, workflow_config_file
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.report.outputs import report_files
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import sha256_json
+from vlmgrid.stages.fetch import model_stamp
 from vlmgrid.gpu import visible_gpus
 from vlmgrid.stages import plan
 
@@ -60,7 +62,13 @@ def get_model_settings(model):
 
 
 def get_model_source(model):
-    return json.dumps(GRID.model(model).get("source"), sort_keys=True)
+    """The model's source as text. A local checkpoint adds a fingerprint of its files (their sizes and
+    modification times, vlmgrid.stages.fetch.model_stamp): an edit there fetches (records) it again, and a
+    changed record reruns the model's cells."""
+    source = GRID.model(model).get("source")
+    if (source or {}).get("type") != "local":
+        return json.dumps(source, sort_keys=True)
+    return json.dumps({**source, "local_files": sha256_json(model_stamp(GRID.model(model)))}, sort_keys=True)
 
 
 def get_prompt_hashes():

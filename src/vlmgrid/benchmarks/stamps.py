@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.catalog import BENCHMARKS
@@ -45,15 +45,18 @@ def source_fingerprint(settings: Mapping[str, Any]) -> str:
     return fileio.sha256_json(source_stamp(settings))
 
 
-def write_source_stamps(benchmarks: Mapping[str, Mapping[str, Any]], folder: Path) -> list[str]:
+def write_source_stamps(benchmarks: Mapping[str, Mapping[str, Any]], folder: Path,
+                        stamp_of: Callable[[Mapping[str, Any]], dict] = source_stamp,
+                        label: str = "benchmark") -> list[str]:
     """Write `<name>.json` (source_stamp, with the benchmark's name) into `folder` for each benchmark, and remove
-    any other stamp there; a stamp whose text is unchanged is not rewritten. Returns the names written."""
+    any other stamp there; a stamp whose text is unchanged is not rewritten. Returns the names written.
+    (`stamp_of` and `label`: the same for other entries, e.g. the models' checkpoints, by the fetch stage.)"""
     folder = Path(folder)
     written = []
     for name, settings in benchmarks.items():
         path = folder / f"{name}.json"
         # one file entry a line: a stamp of a big folder stays readable, and a diff shows what changed
-        stamp = {"benchmark": name, **source_stamp(settings)}
+        stamp = {label: name, **stamp_of(settings)}
         files = stamp.pop("files", None)
         text = json.dumps(stamp, ensure_ascii=False)[:-1]
         if files is not None:

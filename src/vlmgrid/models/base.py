@@ -21,6 +21,7 @@ from typing import ClassVar, Protocol, Sequence
 from PIL.Image import Image
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.models.checkpoints import Checkpoint
 from vlmgrid.registry import Registry
 
 #: What `vlmgrid fetch-model` writes last into a model's folder: the files' hashes and their fingerprint.
@@ -180,7 +181,18 @@ class Backend:
         return {}
 
     @classmethod
+    def in_place(cls, settings: dict) -> Checkpoint | None:
+        """The checkpoint of a source read where it lies (a local folder or file, a hub repo in the Hugging Face
+        cache), checked and listed, for `fetch-model` to record instead of writing a copy; None for a source
+        that `fetch` writes into the model's folder."""
+        source = settings.get("source") or {}
+        if source.get("type") == "local":
+            raise VlmgridError(f"the {cls.name} backend reads no local checkpoint; remove the model's local source")
+        return None
+
+    @classmethod
     def load(cls, settings: dict, model_dir: Path, device: str) -> "Backend":
+        """The model from model_dir: the folder fetch wrote, or the location of an in-place checkpoint."""
         raise NotImplementedError
 
     @property

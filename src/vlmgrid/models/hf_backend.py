@@ -1,8 +1,9 @@
 """transformers vision-language models: generation and option scoring through one generic path.
 
-Every source ends as a folder in the hub layout (config, weights, processor, tokenizer, chat template):
-a fixture is a tiny random checkpoint, written by the fixture writer `fetch` is handed, a hub source is a
-pinned snapshot. `load` always goes through `AutoProcessor` and `AutoModelForImageTextToText` (or the class
+Every source is a folder in the hub layout (config, weights, processor, tokenizer, chat template): a
+fixture is a tiny random checkpoint, written by the fixture writer `fetch` is handed; a hub source is a pinned
+snapshot in the Hugging Face cache and a local source the user's own folder, both read where they lie
+(`in_place`, vlmgrid.models.checkpoints), never copied. `load` always goes through `AutoProcessor` and `AutoModelForImageTextToText` (or the class
 named by `model_class`; vlmgrid.models.hf_loading), so a fixture and a real checkpoint run the same code, and
 inference never needs the network.
 
@@ -30,12 +31,11 @@ from typing import Sequence
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models.base import Backend, GenerateRequest, Provenance, write_fixture
 from vlmgrid.models.hf_batching import AUTO_START, HfBatching, Prefetched
-from vlmgrid.models.hf_loading import fetch_hub, load_pretrained, needs_image
+from vlmgrid.models.checkpoints import Checkpoint
+from vlmgrid.models.hf_loading import checkpoint_in_place, load_pretrained, needs_image
 from vlmgrid.models.hf_scoring import HfOptionScoring
 
 log = logging.getLogger(__name__)
-
-_FETCHERS = {"hf_hub": fetch_hub}
 
 
 class Hf(HfOptionScoring, HfBatching, Backend):
@@ -71,10 +71,12 @@ class Hf(HfOptionScoring, HfBatching, Backend):
 
     @classmethod
     def fetch(cls, settings: dict, model_dir: Path, fixture=None) -> dict[str, Path]:
-        source = settings["source"]
-        if source["type"] == "fixture":
-            return write_fixture(cls.name, source, Path(model_dir), fixture)
-        return _FETCHERS[source["type"]](source, Path(model_dir))
+        """A fixture's tiny checkpoint, written into model_dir (hub and local sources are read in place)."""
+        return write_fixture(cls.name, settings["source"], Path(model_dir), fixture)
+
+    @classmethod
+    def in_place(cls, settings: dict) -> Checkpoint | None:
+        return checkpoint_in_place(settings["source"])
 
     @classmethod
     def load(cls, settings: dict, model_dir: Path, device: str) -> "Hf":
@@ -86,7 +88,8 @@ class Hf(HfOptionScoring, HfBatching, Backend):
 
     def _model_id(self) -> str:
         source = self.settings["source"]
-        return f"fixture:{source['family']}" if source["type"] == "fixture" else source["repo"]
+        return {"fixture": lambda: f"fixture:{source['family']}", "hf_hub": lambda: source["repo"],
+                "local": lambda: str(source["path"])}[source["type"]]()
 
     def describe(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")
@@ -103,7 +106,7 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         return Provenance(
             backend=self.name,
             model_id=self._model_id(),
-            revision=source.get("revision") if source["type"] == "hf_hub" else f"seed={source.get('seed', 0)}",
+            revision=source.get("revision") if source["type"] != "fixture" else f"seed={source.get('seed', 0)}",
             dtype=str(self.dtype).removeprefix("torch."),
             device=device,
             batch_size=self.batch_size,

@@ -1,4 +1,5 @@
-"""Loading a transformers checkpoint for the `hf` backend, and downloading one from the hub.
+"""Loading a transformers checkpoint for the `hf` backend, and finding one in place (the Hugging Face cache, a
+local folder).
 
 `load_pretrained` always goes through `AutoProcessor` and `AutoModelForImageTextToText` (or the class named by
 `model_class`), with the asked attention implementation or the next one that is available.
@@ -11,22 +12,33 @@ from pathlib import Path
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.hub import hub_errors
+from vlmgrid.models.checkpoints import Checkpoint, hf_folder
 
 log = logging.getLogger(__name__)
 
 
-def fetch_hub(source: dict, model_dir: Path) -> dict[str, Path]:
-    """A pinned snapshot of a hub repo (`source: {type: hf_hub, repo, revision}`) in model_dir; the files by name."""
+def hub_snapshot(source: dict) -> Checkpoint:
+    """A pinned snapshot of a hub repo (`source: {type: hf_hub, repo, revision}`) in the Hugging Face cache
+    (HF_HOME / HF_HUB_CACHE, shared by every project), downloaded there when it is not yet; never copied. With
+    HF_HUB_OFFLINE=1 a snapshot already in the cache is found without the network."""
     from huggingface_hub import snapshot_download
 
     repo, revision = source["repo"], source["revision"]
     with hub_errors(repo, revision, f"model {repo}"):
-        snapshot_download(repo_id=repo, revision=revision, local_dir=model_dir)
-    return {
-        str(path.relative_to(model_dir)): path
-        for path in sorted(model_dir.rglob("*"))
-        if path.is_file() and ".cache" not in path.relative_to(model_dir).parts
-    }
+        folder = Path(snapshot_download(repo_id=repo, revision=revision))
+    files = {path.relative_to(folder).as_posix(): path for path in sorted(folder.rglob("*"))
+             if path.is_file() and not path.relative_to(folder).parts[0].startswith(".")}
+    return Checkpoint(folder, files)
+
+
+#: How a transformers checkpoint of each source type is read in place (a fixture is written by fetch instead).
+IN_PLACE = {"hf_hub": hub_snapshot, "local": hf_folder}
+
+
+def checkpoint_in_place(source: dict | None) -> Checkpoint | None:
+    """The checkpoint of a hub or local source where it lies; None for a fixture (or no source)."""
+    reader = IN_PLACE.get((source or {}).get("type"))
+    return reader(source) if reader is not None else None
 
 
 def needs_image(model) -> bool:

@@ -1,9 +1,11 @@
 """open_clip contrastive models: image and text embeddings.
 
-Every source ends as a folder in open_clip's hub layout (open_clip_config.json + weights), and `load` always
+Every fetched source ends as a folder in open_clip's hub layout (open_clip_config.json + weights), and `load`
 goes through open_clip's own `local-dir:` loading path, so a fixture model (a tiny random checkpoint, which
 `fetch` has the writer it is handed build) and a real checkpoint are loaded by the same code and inference
-never needs the network.
+never needs the network. A local source is read where it lies (`in_place`): a folder in that layout, or one
+weights file with its architecture, loaded as `open_clip.create_model_and_transforms(arch, pretrained=<file>)`
+loads it (CLIP_benchmark's `--model ARCH --pretrained FILE`).
 
 `embed_image_files` reads images from their files: threads decode them and run the preprocessing's PIL steps
 a few batches ahead of the model, and the tensor steps (to float, normalise) run on
@@ -29,6 +31,7 @@ from vlmgrid.fileio import write_json
 from vlmgrid.hub import hub_errors
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.models.base import MANIFEST, Backend, write_fixture
+from vlmgrid.models.checkpoints import Checkpoint, open_clip_checkpoint
 
 CONFIG_NAME = "open_clip_config.json"
 WEIGHTS_NAME = "open_clip_model.safetensors"
@@ -141,10 +144,13 @@ def _fetch_hf_hub(source: dict, model_dir: Path) -> dict[str, Path]:
     return {**fetched, **_fetch_text_tower(model_dir, source)}
 
 
-def _weights_fingerprint(model_dir: Path) -> str:
-    """The fingerprint fetch-model recorded for these files (their hashes), or a hash of the files now."""
-    from vlmgrid.fileio import sha256_file
+def _weights_fingerprint(settings: dict, model_dir: Path) -> str:
+    """The fingerprint fetch-model recorded for these files (their hashes), or a hash of the files now (a local
+    checkpoint's: remembered by their sizes and times)."""
+    from vlmgrid.fileio import sha256_file, sha256_json
 
+    if settings["source"]["type"] == "local":
+        return sha256_json(open_clip_checkpoint(settings["source"]).hashes())
     manifest = model_dir / MANIFEST
     if manifest.is_file():
         return json.loads(manifest.read_text(encoding="utf-8"))["fingerprint"]
@@ -178,11 +184,20 @@ class OpenClip(Backend):
         return _FETCHERS[source["type"]](source, model_dir)
 
     @classmethod
+    def in_place(cls, settings: dict) -> Checkpoint | None:
+        """A local source's folder or file, read where it lies (the other sources are written by fetch)."""
+        source = settings["source"]
+        return open_clip_checkpoint(source) if source["type"] == "local" else None
+
+    @classmethod
     def load(cls, settings: dict, model_dir: Path, device: str) -> "OpenClip":
         import open_clip
         import torch
 
         settings = {**cls.defaults, **settings}
+        model_dir = Path(model_dir)
+        if model_dir.is_file():
+            return cls._load_file(settings, model_dir, device)
         if not (model_dir / CONFIG_NAME).is_file():
             raise VlmgridError(f"{model_dir / CONFIG_NAME} is missing; run `vlmgrid fetch-model` for this model first")
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[settings["precision"]]
@@ -194,7 +209,26 @@ class OpenClip(Backend):
             name, device=device, **local_text_tower(model_cfg, model_dir))
         model = model.to(dtype=dtype).eval()
         tokenizer = open_clip.get_tokenizer(name)
-        return cls(settings, model, preprocess, tokenizer, device, dtype, _weights_fingerprint(model_dir))
+        return cls(settings, model, preprocess, tokenizer, device, dtype, _weights_fingerprint(settings, model_dir))
+
+    @classmethod
+    def _load_file(cls, settings: dict, weights: Path, device: str) -> "OpenClip":
+        """One weights file (a local source with its arch), as `open_clip.create_model_and_transforms(arch,
+        pretrained=<file>)` takes it: a training checkpoint's `state_dict` key and `module.` prefixes included."""
+        import open_clip
+        import torch
+
+        arch = settings["source"]["arch"]
+        if open_clip.get_model_config(arch) is None:
+            raise VlmgridError(f'open_clip has no architecture "{arch}" for {weights}; set the source\'s arch to '
+                               f'one of `python -m open_clip list`, the one the checkpoint was trained as')
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[settings["precision"]]
+        if device == "cpu":
+            dtype = torch.float32
+        model, _, preprocess = open_clip.create_model_and_transforms(arch, pretrained=str(weights), device=device)
+        model = model.to(dtype=dtype).eval()
+        return cls(settings, model, preprocess, open_clip.get_tokenizer(arch), device, dtype,
+                   _weights_fingerprint(settings, weights))
 
     def identity(self) -> str | None:
         return f"open_clip:{self.weights_fingerprint}:{self.dtype}:{self.device}"
@@ -207,7 +241,7 @@ class OpenClip(Backend):
 
         source = self.settings["source"]
         model_id = {"fixture": "fixture", "pretrained": f"{source.get('arch')}/{source.get('tag')}",
-                    "hf_hub": source.get("repo")}[source["type"]]
+                    "hf_hub": source.get("repo"), "local": str(source.get("path"))}[source["type"]]
         return Provenance(
             backend=self.name, model_id=model_id, revision=source.get("revision"),
             dtype=str(self.dtype).replace("torch.", ""),

@@ -42,7 +42,7 @@ from vlmgrid.fileio import sha256_json
 from vlmgrid.models.base import (
     Backend, GenerateRequest, GenerationResult, OptionRequest, OptionScores, Provenance, ScoreResult, write_fixture,
 )
-from vlmgrid.models.hf_loading import fetch_hub
+from vlmgrid.models.hf_loading import checkpoint_in_place
 from vlmgrid.models.openai_http import ApiClient, ItemFailed, endpoint, is_local_url
 from vlmgrid.models.openai_wire import (
     ABSENT_LETTER_LOGPROB, TOP_LOGPROBS, encode_image, letter_logprobs, parse_text, parse_top_logprobs,
@@ -103,9 +103,12 @@ class OpenAI(ApiClient, Backend):
         source = settings.get("source")
         if source is None:
             return {}
-        if source["type"] == "fixture":
-            return write_fixture(cls.name, source, Path(model_dir), fixture)
-        return fetch_hub(source, Path(model_dir))
+        return write_fixture(cls.name, source, Path(model_dir), fixture)
+
+    @classmethod
+    def in_place(cls, settings: dict):
+        """The served weights of a hub or local source, where they lie (as the hf backend reads them)."""
+        return checkpoint_in_place(settings.get("source"))
 
     def drop_capability(self, capability: str) -> bool:
         """A server without logprobs: answer by generation from here on (`answer_mode: auto`)."""

@@ -1,17 +1,23 @@
-"""The fetch-model stage: put a model's weights under data/models/<model>/ and record their hashes.
+"""The fetch-model stage: a model's weights on disk, their hashes recorded in data/models/<model>/model.json.
 
-The backend downloads or builds the files; a `source: {type: fixture}` model is a tiny test model, whose writer
+A checkpoint read in place (a `local` source, a hub repo in the Hugging Face cache; the backend's `in_place`)
+is never copied: the manifest records its location and its files' hashes (remembered by size and modification
+time, vlmgrid.models.checkpoints), and inference loads it from there; a changed local checkpoint is recorded
+again, so the cells of that model run again. Any other source is downloaded or built into data/models/<model>/
+by the backend; a `source: {type: fixture}` model is a tiny test model, whose writer
 (vlmgrid.fixtures.models.MODEL_FIXTURES, by backend name) this stage hands to the backend, which never imports
 the fixtures itself. The manifest (MANIFEST) is written last, so a present manifest means a complete fetch.
-Also here: `vlmgrid make-tiny-models` (write_tiny_models), the tiny checkpoints written into a folder of one's own.
+Also here: the stamp a workflow watches to see a local checkpoint change (model_stamp), and
+`vlmgrid make-tiny-models` (write_tiny_models), the tiny checkpoints written into a folder of one's own.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from vlmgrid import __version__, paths
 from vlmgrid.config import Config
@@ -19,10 +25,11 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, sha256_json, write_json
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import MANIFEST
+from vlmgrid.models.checkpoints import Checkpoint, file_hash, file_stamp, local_path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MANIFEST", "fetch", "fetch_model", "write_tiny_models"]
+__all__ = ["MANIFEST", "InPlace", "fetch", "fetch_model", "in_place_weights", "model_stamp", "write_tiny_models"]
 
 
 def _up_to_date(manifest_path: Path, settings: dict) -> dict | None:
@@ -52,8 +59,110 @@ def _fixture_for(settings: dict):
     return MODEL_FIXTURES.get(settings["backend"])
 
 
+def _read_manifest(manifest_path: Path) -> dict | None:
+    import json
+
+    return json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else None
+
+
+def _in_place_manifest(name: str, settings: dict, checkpoint: Checkpoint) -> dict:
+    hashes = checkpoint.hashes()
+    return {
+        "model": name,
+        "backend": settings["backend"],
+        "source": settings.get("source"),
+        "location": str(checkpoint.location),
+        "files": hashes,
+        "fingerprint": sha256_json(hashes),
+        "vlmgrid_version": __version__,
+    }
+
+
+def _same(manifest: dict | None, settings: dict) -> bool:
+    return (manifest is not None and manifest.get("source") == settings.get("source")
+            and manifest.get("backend") == settings["backend"])
+
+
+def _recorded_hub_checkpoint(manifest: dict) -> bool:
+    """Whether a hub snapshot recorded in place is still whole in the cache (so the hub is not asked again)."""
+    location = Path(manifest["location"])
+    for name, digest in manifest["files"].items():
+        path = location / name
+        if not path.is_file() or file_hash(path) != digest:
+            raise VlmgridError(f"{path} does not match the manifest {manifest['model']} was fetched with; delete it "
+                               f"from the Hugging Face cache and run `vlmgrid fetch-model {manifest['model']}` again")
+    return True
+
+
+def _fetch_in_place(name: str, settings: dict, model_dir: Path, backend) -> dict | None:
+    """The manifest of a checkpoint read where it lies, written only when it changed; None when the source
+    is not read in place."""
+    manifest_path = model_dir / MANIFEST
+    old = _read_manifest(manifest_path)
+    source_type = (settings.get("source") or {}).get("type")
+    if _same(old, settings) and "location" in old and source_type != "local" and _recorded_hub_checkpoint(old):
+        return old  # a hub snapshot already in the cache: no request to the hub
+    checkpoint = backend.in_place(settings)
+    if checkpoint is None:
+        return None
+    manifest = _in_place_manifest(name, settings, checkpoint)
+    if _same(old, settings) and old.get("location") == manifest["location"]:
+        if old.get("files") == manifest["files"]:
+            return old
+        changed = sorted(set(old.get("files", {}).items()) ^ set(manifest["files"].items()))
+        log.info("model %s: its checkpoint %s changed since it was fetched (%s, %d file(s) in all); recording it "
+                 "again", name, checkpoint.location, changed[0][0], len({entry[0] for entry in changed}))
+    location = checkpoint.location
+    if model_dir.exists() and model_dir.resolve() not in (location.resolve(), *location.resolve().parents):
+        shutil.rmtree(model_dir)  # a copy an earlier source left there
+    write_json(manifest_path, manifest)
+    return manifest
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A checkpoint the model's manifest records in place: where loading reads it, and its files' fingerprint."""
+
+    location: Path
+    fingerprint: str
+
+
+def in_place_weights(name: str, settings: dict, model_dir: Path) -> InPlace | None:
+    """The in-place checkpoint fetch-model recorded for the model (None when its weights are in model_dir). A
+    local checkpoint is checked against the record (by sizes and times, hashing only what changed): one that
+    changed since is an error, not a run on other weights than the record names."""
+    manifest = _read_manifest(Path(model_dir) / MANIFEST)
+    if manifest is None or "location" not in manifest or not _same(manifest, settings):
+        return None
+    if (settings.get("source") or {}).get("type") == "local":
+        checkpoint = BACKENDS.get(settings["backend"]).in_place(settings)
+        if checkpoint.hashes() != manifest["files"]:
+            raise VlmgridError(f"model {name}: its checkpoint {checkpoint.location} changed since `vlmgrid "
+                               f"fetch-model {name}` recorded it; run that again (snakemake and dvc repro do)")
+    return InPlace(Path(manifest["location"]), manifest["fingerprint"])
+
+
+def model_stamp(settings: Mapping[str, Any]) -> dict:
+    """What a model's fetch reads from outside vlmgrid's own folders, in a form that changes when that does: for
+    a `local` source its path and each of its checkpoint's files as [name, size in bytes, mtime in ns], never
+    read (the workflows run fetch-model again when it changes: Snakemake as a param, DVC as a stamp file); any
+    other source by its type alone, as its settings (a param of fetch-model already) decide its files."""
+    source = settings.get("source") if isinstance(settings, Mapping) else None
+    if not isinstance(source, Mapping) or source.get("type") != "local" or not source.get("path"):
+        return {"type": source.get("type") if isinstance(source, Mapping) else None}
+    try:
+        files = BACKENDS.get(settings["backend"]).in_place(dict(settings)).files
+    except VlmgridError:  # not (yet) a whole checkpoint: fetch-model says what is missing
+        files = {}
+    return {"type": "local", "path": str(local_path(source)), "files": file_stamp(files)}
+
+
 def fetch_model(name: str, settings: dict, model_dir: Path) -> dict:
-    """Build or download the model's files (nothing is rewritten when they are already there and intact)."""
+    """Build or download the model's files (nothing is rewritten when they are already there and intact), or
+    record a checkpoint read in place."""
+    manifest = _fetch_in_place(name, settings, Path(model_dir), BACKENDS.get(settings["backend"]))
+    if manifest is not None:
+        return manifest
     manifest_path = model_dir / MANIFEST
     manifest = _up_to_date(manifest_path, settings)
     if manifest is not None:

@@ -25,6 +25,7 @@ from vlmgrid.config import Config
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.predictions import rows_to_table
 from vlmgrid.serving import ServerPlan, ServeSpec, served_settings
+from vlmgrid.stages.fetch import InPlace, in_place_weights
 from vlmgrid.stages.jobs import PartStore, open_job, predictions_metadata, write_not_applicable, write_predictions
 from vlmgrid.stages.plan import gpus, not_applicable
 from vlmgrid.stages.shards import Shard
@@ -59,7 +60,9 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
                                     reason=reason, out_path=out_path, partial_dir=partial_dir)
     count = gpus(config, model)
     lease = acquire_gpus(count) if count else None
-    model_dir = paths.model_dir(config.data_dir, model)
+    # a checkpoint read in place (a local folder or file, the Hugging Face cache) is loaded where it lies
+    checkpoint = in_place_weights(model, settings, paths.model_dir(config.data_dir, model))
+    model_dir = checkpoint.location if checkpoint is not None else paths.model_dir(config.data_dir, model)
     server = None
     if "serve" in settings:
         shard_of = (part.index, part.count) if part is not None else None
@@ -81,6 +84,7 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
             progress=progress,
             shard=part,
             server=server,
+            checkpoint=checkpoint,
         )
     finally:
         if lease is not None:
@@ -110,18 +114,22 @@ def _device(lease, settings: dict, model: str) -> str:
 def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, model_dir: Path,
                   out_path: Path, partial_dir: Path, part_size: int, threads: int,
                   prompts_dir: Path | None = None, device: str = "cpu", progress: bool = True,
-                  shard: Shard | None = None, server: ServerPlan | None = None) -> Path:
+                  shard: Shard | None = None, server: ServerPlan | None = None,
+                  checkpoint: InPlace | None = None) -> Path:
     """Predict every item of the benchmark in bench_dir with the model; returns the predictions path.
 
     With `shard`, only that shard's parts are predicted and out_path is its shard file (vlmgrid.stages.shards).
     `prompts_dir` is where the protocols read their prompt sets (see `open_job`). With `server`, the model's
     server is started for the parts still to do, the backend sent to it, and the server stopped after them.
+    With `checkpoint` (weights read in place, at model_dir), its files' fingerprint is part of the job's
+    identity and its path and fingerprint go into the provenance.
     """
     from tqdm import tqdm
 
     from vlmgrid.models import BACKENDS
 
-    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir)
+    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir,
+                   weights=checkpoint.fingerprint if checkpoint is not None else None)
     bench, records = job.bench, job.bench.records
     store = PartStore(partial_dir, job.fingerprint)
     store.open()
@@ -150,6 +158,8 @@ def run_inference(*, model_name: str, model_settings: dict, bench_dir: Path, mod
             provenance = dataclasses.asdict(model.provenance())
             if running is not None:
                 provenance["server"] = running.provenance()
+            if checkpoint is not None:
+                provenance["checkpoint"] = {"path": str(checkpoint.location), "fingerprint": checkpoint.fingerprint}
             store.save_provenance(provenance)
             # The prior is the whole benchmark's in every shard, so a shard answers as the whole job would.
             model.set_answer_prior(records["answer_index"].tolist())

@@ -107,14 +107,18 @@ class PartStore:
 
 
 def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, bounds: Sequence[int],
-                    prompts: dict[str, str] | None = None) -> str:
-    return sha256_json({
+                    prompts: dict[str, str] | None = None, weights: str | None = None) -> str:
+    """`weights`: the fingerprint of a checkpoint read in place, whose files can change under the same settings."""
+    identity = {
         "model": model_settings,
         "data": manifest.get("fingerprint"),
         "protocol": protocol,
         "parts": list(bounds),
         "prompts": prompts or {},
-    })
+    }
+    if weights is not None:
+        identity["weights"] = weights
+    return sha256_json(identity)
 
 
 def part_bounds(requests: Sequence[int], part_size: int) -> tuple[int, ...]:
@@ -168,11 +172,13 @@ class Job:
         return self.bench.records.iloc[self.bounds[index]:self.bounds[index + 1]]
 
 
-def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_dir: Path | None = None) -> Job:
+def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_dir: Path | None = None,
+             weights: str | None = None) -> Job:
     """The job of one model on the benchmark in bench_dir.
 
     `prompts_dir` is where the protocols read their prompt sets (the benchmark's default when None); the
-    hashes of its prompt sets are part of the job's identity, so edited prompts never resume old parts.
+    hashes of its prompt sets are part of the job's identity, so edited prompts never resume old parts; so is
+    `weights`, the fingerprint of a checkpoint read in place, so parts of edited weights are never resumed.
     """
     from vlmgrid.benchmarks import load_benchmark
 
@@ -181,7 +187,7 @@ def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_d
         bench = dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
     prompts = prompt_file_hashes(bench.prompts_dir)
     bounds = part_bounds(item_requests(bench, model_settings), part_size)
-    fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, bounds, prompts)
+    fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, bounds, prompts, weights)
     return Job(bench=bench, prompts=prompts, part_size=part_size, bounds=bounds, fingerprint=fingerprint)
 
 

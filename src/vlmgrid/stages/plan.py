@@ -125,5 +125,7 @@ def model_lines(config: Config | None) -> list[str]:
     if config is not None:
         lines.append(f"models in {config.path}:")
         for name in config.models:
-            lines.append(f"  {name:<24} backend={config.model(name)['backend']}")
+            entry = config.model(name)
+            source = f" source={entry['source']['type']}" if entry.get("source") else ""
+            lines.append(f"  {name:<24} backend={entry['backend']}{source}")
     return lines

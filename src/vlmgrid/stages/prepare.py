@@ -54,13 +54,22 @@ def prepare(config: Config, benchmark: str) -> dict:
 
 def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
     """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and times), one
-    file per benchmark in `folder` (default: the stamps folder under data_dir), for DVC's prepare stages; returns
-    the names whose stamp changed. Each grid that shares data_dir with another needs a folder of its own, as
+    file per benchmark in `folder` (default: the stamps folder under data_dir), for DVC's prepare stages, and
+    of each grid model's source in its `models/` folder, for DVC's fetch_model stages; returns the names whose
+    stamp changed (a model's as models/<name>). Each grid that shares data_dir with another needs a folder of its own, as
     the stamps of other benchmarks are removed."""
+    from vlmgrid.stages.fetch import model_stamp
+
     folder = Path(folder) if folder is not None else paths.source_stamps_dir(config.data_dir)
     written = write_source_stamps({name: config.benchmark(name) for name in config.benchmarks}, folder)
     local = sum(config.benchmark(name)["source"].get("type") == "local" for name in config.benchmarks)
     log.info(f"{folder}: {len(config.benchmarks)} source stamps ({local} local), {len(written)} changed")
+    # the models' checkpoints, in a folder of their own (a model may share a benchmark's name)
+    models = {name: config.model(name) for name in config.models}
+    written += [f"models/{name}" for name in write_source_stamps(models, paths.model_stamps_dir(folder),
+                                                                  stamp_of=model_stamp, label="model")]
+    local = sum((settings.get("source") or {}).get("type") == "local" for settings in models.values())
+    log.info(f"{paths.model_stamps_dir(folder)}: {len(models)} model stamps ({local} local)")
     return written
 
 

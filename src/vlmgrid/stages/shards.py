@@ -85,13 +85,25 @@ def merge_cell(config: Config, model: str, benchmark: str) -> Path:
                      for index in range(1, count + 1)],
         out_path=out_path,
         prompts_dir=config.prompts_dir,
+        weights=_weights(model, settings, paths.model_dir(config.data_dir, model)),
     )
 
 
+def _weights(model: str, settings: dict, model_dir: Path) -> str | None:
+    """The fingerprint of the model's checkpoint read in place, part of its jobs' identity (None otherwise)."""
+    from vlmgrid.stages.fetch import in_place_weights
+
+    checkpoint = in_place_weights(model, settings, model_dir)
+    return checkpoint.fingerprint if checkpoint is not None else None
+
+
 def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part_size: int,
-                 shard_paths: list[Path], out_path: Path, prompts_dir: Path | None = None) -> Path:
-    """Join the shard files (shard 1 to N, in order) into out_path, as an unsharded job writes it."""
-    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir)
+                 shard_paths: list[Path], out_path: Path, prompts_dir: Path | None = None,
+                 weights: str | None = None) -> Path:
+    """Join the shard files (shard 1 to N, in order) into out_path, as an unsharded job writes it (`weights`: as
+    for `open_job`)."""
+    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir,
+                   weights=weights)
     count = len(shard_paths)
     rerun = f"vlmgrid infer {model_name} {job.bench.name} --shard"
     missing = [index for index, path in enumerate(shard_paths, 1) if not Path(path).is_file()]

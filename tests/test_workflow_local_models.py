@@ -1,0 +1,90 @@
+"""A checkpoint in a folder of one's own (`vlmgrid make-tiny-models`, no fixture source) runs through Snakemake and
+DVC, read where it lies; editing one of its files reruns its cells and no other model's."""
+
+import json
+
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, mtimes, run
+from test_workflow import UP_TO_DATE, stages_run
+
+pytestmark = pytest.mark.integration
+
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+CELLS = {"results/predictions/mine/pope-small.parquet", "results/predictions/random/pope-small.parquet"}
+
+
+def make_checkpoint(base):
+    """The tiny LLaVA checkpoint `vlmgrid make-tiny-models` writes (save_pretrained's layout)."""
+    run(["vlmgrid", "make-tiny-models", str(base / "ckpts"), "--families", "llava"], base)
+    return base / "ckpts" / "llava"
+
+
+def grid(folder):
+    return {
+        **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
+        "data_dir": "data",
+        "results_dir": "results",
+        "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}}},
+        "models": {"mine": {"backend": "hf", "source": {"type": "local", "path": str(folder)},
+                            "precision": "fp32", "batch_size": 4},
+                   "random": DEFAULT["models"]["random"]},
+        "grid": {"models": ["mine", "random"], "benchmarks": ["pope-small"]},
+    }
+
+
+def edit(folder):
+    """A new version of one file of the checkpoint (its config, rewritten with other indentation)."""
+    config = folder / "config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()), indent=3))
+
+
+def no_copy(root, folder):
+    names = {path.name for path in folder.iterdir()}
+    assert [p.name for p in (root / "data/models/mine").iterdir()] == ["model.json"]
+    assert not [p for p in (root / "data").rglob("*") if p.name in names - {"config.json"}]
+
+
+def test_snakemake_runs_a_local_checkpoint_and_an_edit_reruns_only_its_cells(tmp_path):
+    folder = make_checkpoint(tmp_path)
+    root = copy_workflow(tmp_path / "repo")
+    config = root / "config" / "local.yaml"
+    config.write_text(yaml.safe_dump(grid(folder), sort_keys=False))
+    args = ["--configfile", str(config)]
+    run(["snakemake", "--cores", "2", *args], root)
+    no_copy(root, folder)
+    assert "Nothing to be done" in run(["snakemake", "-n", *args], root).stdout
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    assert set(before) == CELLS
+
+    edit(folder)
+    run(["snakemake", "--cores", "2", *args], root)
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    assert {path for path in after if after[path] != before[path]} == {"results/predictions/mine/pope-small.parquet"}
+    manifest = json.loads((root / "data/models/mine/model.json").read_text())
+    assert manifest["location"] == str(folder)
+    assert "Nothing to be done" in run(["snakemake", "-n", *args], root).stdout
+
+
+def test_dvc_runs_a_local_checkpoint_and_an_edit_reruns_only_its_cells(tmp_path):
+    folder = make_checkpoint(tmp_path)
+    root = copy_workflow(tmp_path / "repo")
+    (root / "config/config.yaml").write_text(yaml.safe_dump(grid(folder), sort_keys=False))
+    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
+    run(["git", "init", "-q"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-q", "-m", "grid"], root)
+    run(["dvc", "repro"], root)
+    no_copy(root, folder)
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    assert set(before) == CELLS
+
+    edit(folder)
+    ran = stages_run(run(["dvc", "repro"], root).stdout)
+    assert {"fetch_model@mine", "infer@mine-pope-small"} <= ran
+    assert not any("random" in stage for stage in ran)
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    assert {path for path in after if after[path] != before[path]} == {"results/predictions/mine/pope-small.parquet"}
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
