@@ -1,0 +1,58 @@
+"""The README's "Evaluate your own model" config (config/examples/own-model.yaml), run as a user runs it: a
+checkpoint folder of one's own and three benchmarks in their authors' release layouts (MME's release folder,
+MMBench's 2023-07-12 dev TSV named by its path, ScienceQA's problems.json), read where they lie. Only the paths
+change (to small copies written in those layouts), and each copy says its item count, as a copy that is not the
+published one must."""
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, run
+from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture, mme as mme_fixture
+from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = REPO / "config" / "examples" / "own-model.yaml"
+SETTINGS = {"seed": 0, "size": 4, "corrupt": 0}
+
+
+def release_copies(base):
+    """The three benchmarks as their authors ship them, small: {benchmark: (path, item count)}."""
+    mme_dir = base / "MME_Benchmark_release_version"
+    mme_fixture.write_release_fixture(mme_dir, SETTINGS)
+    tsv = mmbench_fixture.write_tsv_fixture(base / "mmbench", SETTINGS, name="mmbench_dev_20230712.tsv")
+    scienceqa_dir = base / "scienceqa"
+    scienceqa_fixture.write_release_fixture(scienceqa_dir, SETTINGS)
+    return {"mme": (mme_dir, 2 * SETTINGS["size"]),
+            "mmbench": (tsv, sum(1 for line in tsv.read_text().splitlines()[1:] if line.strip())),
+            "scienceqa": (scienceqa_dir, SETTINGS["size"])}
+
+
+def test_the_readme_example_runs_on_release_layouts_and_a_checkpoint_folder(tmp_path):
+    example = yaml.safe_load(EXAMPLE.read_text())
+    assert set(example["grid"]["benchmarks"]) == {"mme", "mmbench", "scienceqa"}
+    run(["vlmgrid", "make-tiny-models", str(tmp_path / "ckpts"), "--families", "llava"], tmp_path)
+    checkpoint = tmp_path / "ckpts" / "llava"
+    model = example["grid"]["models"][0]
+    example["models"][model]["source"]["path"] = str(checkpoint)
+    example["models"][model].update(precision="fp32", batch_size=4)  # the CPU
+    for name, (path, count) in release_copies(tmp_path / "eval").items():
+        example["benchmarks"][name]["source"].update(path=str(path), expected_items=count)
+
+    root = copy_workflow(tmp_path / "repo")
+    config = root / "config" / "own-model.yaml"
+    config.write_text(yaml.safe_dump(example, sort_keys=False))
+    run(["snakemake", "--configfile", str(config), "--cores", "2", "--resources", "gpu=1"], root)
+
+    results = root / example["results_dir"]
+    main = pd.read_csv(results / "tables" / "main.csv")
+    assert main["model"].tolist() == [model]
+    for name in example["grid"]["benchmarks"]:
+        assert (results / "scores" / model / f"{name}.json").is_file()
+    # Read where they lie: nothing of the checkpoint or the raw data under the data folder.
+    data = root / example["data_dir"]
+    assert [p.name for p in (data / "models" / model).iterdir()] == ["model.json"]
+    assert not list(data.rglob("*.tsv")) and not list(data.rglob("problems.json"))
+    assert not list(data.rglob("*.safetensors"))
