@@ -4,7 +4,11 @@ captions that Snakemake places in report.html."""
 import json
 import re
 
+import pytest
+
 from conftest import REPO
+from vlmgrid.config import validate_config
+from vlmgrid.errors import VlmgridError
 from vlmgrid.escaping import html_text, js_string, report_param, script_json
 
 BREAKOUT = '</script><img src=x onerror="window.__pwned=1">'
@@ -53,3 +57,14 @@ def test_no_caption_renders_config_or_params():
     for caption in sorted((REPO / "workflow/report").glob("*.rst")):
         text = caption.read_text()
         assert not re.search(r"\{[{%][^}]*snakemake", text), caption.name
+
+
+def test_a_data_or_results_folder_with_markup_is_refused_in_one_sentence(default_config_data):
+    # Snakemake's report lists every output path, unescaped, in JSON inside a <script>: no escaping of ours reaches it
+    for key in ("data_dir", "results_dir"):
+        data = {**default_config_data, key: f"out/{BREAKOUT}"}
+        with pytest.raises(VlmgridError) as error:
+            validate_config(data, "grid.yaml")
+        assert str(error.value) == (f"grid.yaml: {key}: 'out/{BREAKOUT}' does not match '^[^<]*$'; choose a folder "
+                                    "whose path has no '<' (Snakemake's report would read it as markup in its page)")
+    validate_config({**default_config_data, "results_dir": "out/a & b > c"}, "grid.yaml")  # no "<": nothing to refuse
