@@ -15,6 +15,7 @@ from vlmgrid.config import load_config, workflow_config_file
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.report.outputs import report_files
 from vlmgrid.errors import VlmgridError
+from vlmgrid.escaping import report_param
 from vlmgrid.fileio import sha256_json
 from vlmgrid.stages.fetch import model_stamp
 from vlmgrid.gpu import visible_gpus

@@ -7,7 +7,9 @@ rule report:
         # The paper tables depend on the grid's benchmark kinds (vlmgrid.report.outputs.report_files).
         get_report_files(),
     params:
-        title=GRID.title,
+        # Snakemake's report.html puts a job's params, unescaped, in JSON inside a <script>: the free-text title
+        # goes there as script-safe JSON (names are held to NAME by the schema and carry no markup)
+        title=report_param(GRID.title),
         models=GRID.models,
         benchmarks=GRID.benchmarks,
         kinds=get_benchmark_kinds(),
