@@ -159,12 +159,12 @@ def test_multilingual_text_tower_embeds_other_scripts(tmp_path):
     assert unk not in tokens
 
 
-def test_text_tower_needs_a_pinned_revision(tmp_path):
-    from vlmgrid.models.open_clip_backend import CONFIG_NAME, _fetch_text_tower
+def test_text_tower_needs_a_pinned_revision():
+    from vlmgrid.models.open_clip_backend import _text_tower_files
 
-    (tmp_path / CONFIG_NAME).write_text(json.dumps({"model_cfg": {"text_cfg": {"hf_model_name": "xlm-roberta-base"}}}))
+    config = {"model_cfg": {"text_cfg": {"hf_model_name": "xlm-roberta-base"}}}
     with pytest.raises(VlmgridError, match="pin it with `text_tower_revision`"):
-        _fetch_text_tower(tmp_path, {"type": "pretrained", "arch": "x", "tag": "y", "revision": "abc"})
+        _text_tower_files(config, {"type": "pretrained", "arch": "x", "tag": "y", "revision": "abc"}, download=True)
 
 
 def test_open_clip_hub_errors_name_the_fix(monkeypatch, tmp_path):
@@ -178,7 +178,7 @@ def test_open_clip_hub_errors_name_the_fix(monkeypatch, tmp_path):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
     settings = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "org/clip", "revision": "abc"}}
     with pytest.raises(VlmgridError, match=r"org/clip is gated; accept its licence on https://huggingface.co/org/clip"):
-        BACKENDS.get("open_clip").fetch(settings, tmp_path)
+        BACKENDS.get("open_clip").in_place(settings)
 
 
 def test_generation_preset_fills_the_keys_the_model_does_not_set():

@@ -11,7 +11,9 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import torch
 
 from conftest import REPO, workflow_env
 from vlmgrid import cli
@@ -265,3 +267,110 @@ def test_an_offline_hub_model_runs_from_the_cache_with_no_copy(llava, tmp_path, 
     metadata = read_metadata(tmp_path / "results/predictions/hub/pope-small.parquet")
     assert metadata["provenance"]["checkpoint"]["path"] == str(snapshot)
     assert metadata["provenance"]["revision"] == commit
+
+
+# ---------------------------------------------------------------------------------------------- open_clip hub
+
+
+def hub_repo_folder(destination, files):
+    """A folder holding the given files (name -> source path) under their names, as a hub repo holds them."""
+    destination.mkdir(parents=True)
+    for name, path in files.items():
+        (destination / name).write_bytes(path.read_bytes())
+    return destination
+
+
+def test_an_offline_open_clip_hub_repo_runs_from_the_cache_with_no_copy(tmp_path, write_config, default_config_data):
+    tiny = tmp_path / "tiny"
+    write_tiny_open_clip(tiny)
+    cache = tmp_path / "hf" / "hub"
+    commit = "89abcdef0123456789abcdef0123456789abcdef"
+    snapshot = write_hub_cache(cache, "someone/tiny-clip", commit, tiny)
+    hub = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "someone/tiny-clip", "revision": commit},
+           "batch_size": 4}
+    config = str(local_grid(write_config, default_config_data, tmp_path, {"hub": hub}))
+    assert cli.main(["prepare", "pope-small", "--config", config]) == 0
+    # no network at all: offline, and a proxy that does not exist
+    env = workflow_env({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "hf"),
+                        "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+                        "PYTHONPATH": str(REPO / "src")})
+    for command in (["fetch-model", "hub"], ["infer", "hub", "pope-small", "--no-progress"]):
+        result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", *command, "--config", config], env=env,
+                                capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "data/models/hub/model.json").read_text())
+    assert manifest["location"] == str(snapshot)
+    assert manifest["files"] == {name: sha(tiny / name) for name in ("open_clip_config.json", "open_clip_model.safetensors")}
+    assert [p.name for p in (tmp_path / "data/models/hub").iterdir()] == ["model.json"]
+    assert not [p for p in (tmp_path / "data").rglob("*") if p.name in {q.name for q in tiny.iterdir()}]
+    metadata = read_metadata(tmp_path / "results/predictions/hub/pope-small.parquet")
+    assert metadata["provenance"]["checkpoint"] == {"path": str(snapshot), "fingerprint": manifest["fingerprint"]}
+    assert metadata["provenance"]["model_id"] == "someone/tiny-clip"
+    assert metadata["provenance"]["revision"] == commit
+
+
+def test_a_pretrained_tag_and_its_text_tower_are_read_from_the_cache(tmp_path, monkeypatch):
+    """A pretrained tag names a hub repo holding its weights file alone; open_clip_config.json is built as open_clip
+    builds it (the architecture's config, the tag's preprocessing); the transformers text tower's config and
+    tokenizer come from the tower's own repo in the cache, at text_tower_revision."""
+    import open_clip
+    from huggingface_hub import constants
+    from PIL import Image
+
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    write_tiny_open_clip(tiny, text_tower={"width": 32, "layers": 1, "heads": 2})
+    written = json.loads((tiny / "open_clip_config.json").read_text())
+    cache = tmp_path / "hf" / "hub"
+    clip_commit, tower_commit = "1" * 40, "2" * 40
+    snapshot = write_hub_cache(cache, "someone/tiny-mclip", clip_commit, hub_repo_folder(
+        tmp_path / "clip-repo", {"open_clip_model.safetensors": tiny / "open_clip_model.safetensors"}))
+    tower_files = {"config.json": tiny / "text_tower" / "config.json",
+                   **{name: tiny / name for name in ("tokenizer.json", "tokenizer_config.json") if (tiny / name).is_file()}}
+    write_hub_cache(cache, "xlm-roberta-base", tower_commit, hub_repo_folder(tmp_path / "tower-repo", tower_files))
+    mean, std = (0.5, 0.25, 0.125), (0.5, 0.5, 0.25)  # not the fixture's: the tag's preprocessing must win
+    monkeypatch.setitem(open_clip.factory._MODEL_CONFIGS, "tiny-mclip", written["model_cfg"])
+    monkeypatch.setitem(open_clip.pretrained._PRETRAINED, "tiny-mclip",
+                        {"tag": {"hf_hub": "someone/tiny-mclip/", "mean": mean, "std": std}})
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    settings = {"backend": "open_clip", "source": {"type": "pretrained", "arch": "tiny-mclip", "tag": "tag",
+                                                   "revision": clip_commit, "text_tower_revision": tower_commit}}
+    model_dir = tmp_path / "data" / "models" / "m"
+    manifest = fetch_model("m", settings, model_dir)
+    assert manifest["location"] == str(snapshot)
+    assert manifest["files"] == {"open_clip_model.safetensors": sha(tiny / "open_clip_model.safetensors")}
+    assert [p.name for p in model_dir.iterdir()] == ["model.json"]
+
+    checkpoint = in_place_weights("m", settings, model_dir)
+    model = OpenClip.load(settings, checkpoint.location, "cpu")
+    reference = OpenClip.load({"backend": "open_clip", "source": {"type": "local", "path": str(tiny)}}, tiny, "cpu")
+    assert model.weights_fingerprint == manifest["fingerprint"] == checkpoint.fingerprint
+    assert tuple(model.preprocess.transforms[-1].mean) == mean and tuple(model.preprocess.transforms[-1].std) == std
+    texts = ["a photo of a cat", "猫の写真"]
+    assert model.tokenizer(texts).tolist() == reference.tokenizer(texts).tolist()
+    assert np.allclose(model.embed_texts(texts), reference.embed_texts(texts), atol=1e-6)
+    image = Image.new("RGB", (40, 40), (200, 30, 60))
+    pixels = model.preprocess(image)
+    assert torch.allclose(model.model.encode_image(pixels[None]), reference.model.encode_image(pixels[None]))
+
+
+def test_an_open_clip_tower_missing_from_the_offline_cache_is_one_sentence(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    write_tiny_open_clip(tiny, text_tower={"width": 32, "layers": 1, "heads": 2})
+    cache = tmp_path / "hub"
+    commit = "3" * 40
+    write_hub_cache(cache, "someone/tiny-mclip", commit, hub_repo_folder(tmp_path / "repo", {
+        name: tiny / name for name in ("open_clip_config.json", "open_clip_model.safetensors")}))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    settings = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "someone/tiny-mclip", "revision": commit,
+                                                   "text_tower_revision": "4" * 40}}
+    with pytest.raises(VlmgridError, match=r"^the config.json of the text tower xlm-roberta-base@4{40} is not in the "
+                                           r"Hugging Face cache; run `vlmgrid fetch-model`"):
+        fetch_model("m", settings, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
