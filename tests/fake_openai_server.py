@@ -14,6 +14,7 @@ It records every request (path, headers, parsed body) and the largest number of 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -48,6 +49,13 @@ class Recorded:
     path: str
     headers: dict
     body: dict | None
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: bound, noted and closed again, so a connection to it is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def default_reply(body: dict) -> str:

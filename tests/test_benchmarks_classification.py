@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import random
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -260,3 +262,48 @@ def test_imagenet_hub_label_names_become_synonyms(tmp_path, monkeypatch):
     monkeypatch.setattr(imagenet_fixture, "write_hub_parquet", with_lemmas)
     bench = load_benchmark(_prepare(tmp_path, "imagenet", classes=2, size=1))
     assert bench.synonyms["goldfish"] == ["other name 1"]
+
+
+def test_food101_a_link_in_the_archive_is_named_and_not_followed(tmp_path):
+    raw = tmp_path / "raw"
+    food101_fixture.write_fixture(raw, {"seed": 0, "size": 1, "classes": 2, "corrupt": 0})
+    with tarfile.open(raw / food101.ARCHIVE) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+        test = json.loads(dict(members)["food-101/meta/test.json"])
+    linked = f"food-101/images/{test['apple_pie'][0]}.jpg"
+    # As GNU tar stores a symbolic link: a SYMTYPE member with its target in linkname and no data.
+    with tarfile.open(raw / food101.ARCHIVE, "w:gz", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if name == linked:
+                info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(VlmgridError) as caught:
+        food101.adapt(raw, tmp_path / "bench")
+    assert str(caught.value) == (
+        f"{raw / food101.ARCHIVE}: member {linked} is a symbolic link (to /etc/passwd), and links inside an "
+        f"archive are not followed (one could point anywhere on the disk); re-download the archive, or rebuild "
+        f"it with the file itself in place of the link (tar --dereference)")
+    assert not (tmp_path / "bench" / "images" / f"{test['apple_pie'][0]}.jpg").exists()
+
+
+def test_a_symbolic_link_in_a_zip_is_named_and_not_followed(tmp_path):
+    from vlmgrid.benchmarks.rawio import zip_file
+
+    archive = tmp_path / "images.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("images/a.jpg", b"\xff\xd8 jpeg")
+        # As Info-ZIP's `zip --symlinks` stores one: the Unix mode S_IFLNK in the external attributes, the
+        # target as the member's data.
+        info = zipfile.ZipInfo("images/b.jpg")
+        info.create_system, info.external_attr = 3, (0o120777 << 16)
+        zf.writestr(info, "../../secret.jpg")
+    with zipfile.ZipFile(archive) as zf:
+        assert zip_file(archive, zf, "images/a.jpg") == b"\xff\xd8 jpeg"
+        with pytest.raises(VlmgridError, match=r"images.zip: member images/b.jpg is a symbolic link \(to "
+                                               r"\.\./\.\./secret\.jpg\), and links inside an archive are not "
+                                               r"followed .*; re-download the archive"):
+            zip_file(archive, zf, "images/b.jpg")

@@ -4,6 +4,7 @@ import yaml
 
 import pytest
 
+from vlmgrid.cli import main
 from vlmgrid.config import load_config, validate_config
 from vlmgrid.stages.plan import not_applicable
 from vlmgrid.errors import VlmgridError
@@ -100,11 +101,34 @@ def test_missing_config_file(tmp_path):
         load_config(tmp_path / "nope.yaml")
 
 
-def test_invalid_yaml_names_line(tmp_path):
+@pytest.mark.parametrize("text, said", [
+    # an unclosed flow list: the parser notices at the next key, the fix points back at the bracket
+    ('title: "x"\nmodels:\n  a: [1, 2\nbenchmarks: {}\n',
+     "is not valid YAML at line 4, column 11 (expected ',' or ']', but got ':'); close the [ opened at line 3, "
+     "column 6 with ], or separate its items with commas"),
+    ("models:\n\trandom: {}\n",
+     "is not valid YAML at line 2, column 1 (found character '\\t' that cannot start any token); indent with "
+     "spaces, not tabs"),
+    ('title: "my grid\nmodels: {}\n',
+     "is not valid YAML at line 3, column 1 (found unexpected end of stream); close the quote opened at line 1, "
+     "column 8"),
+    ("title: grid: two\n",
+     "is not valid YAML at line 1, column 12 (mapping values are not allowed here); quote the value, which "
+     "holds a ': ', or put the key on a line of its own"),
+    ("title: x\nmodels\nbenchmarks: {}\n",
+     "is not valid YAML at line 3, column 1 (could not find expected ':'); end the key at line 2, column 1 with "
+     "': ', or quote the text"),
+])
+def test_invalid_yaml_is_one_sentence_naming_the_file_line_column_and_fix(tmp_path, capsys, text, said):
     path = tmp_path / "bad.yaml"
-    path.write_text("models:\n  a: [1, 2\n")
-    with pytest.raises(VlmgridError, match=r"bad.yaml is not valid YAML at line \d+"):
+    path.write_text(text)
+    with pytest.raises(VlmgridError) as caught:
         load_config(path)
+    assert str(caught.value) == f"{path} {said}"
+    # check-config, which a user runs on a config before Snakemake, says the same sentence and no traceback
+    assert main(["check-config", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == f"vlmgrid: error: {path} {said}"
 
 
 def test_model_fingerprint_changes_only_with_that_model(default_config_data):

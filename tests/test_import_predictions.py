@@ -498,3 +498,27 @@ def test_mmbench_submission_of_another_version_is_refused(grid, tmp_path, capsys
     message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(tmp_path / "cut.xlsx"), "--format",
                       "mmbench-submission", "--out", str(tmp_path / "o.parquet"))
     assert "is not a readable .xlsx workbook" in message and "cut short" in message
+
+
+@pytest.mark.parametrize("cut", ["inside a character", "inside a literal", "the only line, format guessed"])
+def test_an_answer_file_cut_anywhere_is_named_cut_short_with_its_line(grid, tmp_path, capsys, cut):
+    config, records = grid
+    lines = mmbench_answers(records["mmbench-fixture"])
+    lines[2]["text"] = "答案是 A"  # a UTF-8 answer, as a Chinese model writes it
+    lines[2]["metadata"] = {"finished": True}
+    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines[:3]).encode("utf-8")
+    path = tmp_path / "a.jsonl"
+    if cut == "inside a character":  # the copy stopped inside the three bytes of a character
+        path.write_bytes(data[:data.index("案".encode("utf-8")) + 2])
+        line = 3
+    elif cut == "inside a literal":  # the parser stops at the start of `true`, not at the line's end
+        path.write_bytes(data[:data.index(b"true") + 2])
+        line = 3
+    else:  # no format can be told from the file, and the cause is the copy
+        first = json.dumps(lines[0]).encode("utf-8")
+        path.write_bytes(first[:first.index(b"prompt")])
+        line = 1
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
+    assert message == f"vlmgrid: error: {path} line {line} is cut short (its JSON object does not end); copy the " \
+                      f"whole file again"
+    assert not (tmp_path / "o.parquet").exists()

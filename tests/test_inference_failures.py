@@ -16,7 +16,7 @@ import torch
 import yaml
 
 from conftest import pope_grid_file
-from fake_openai_server import FakeOpenAIServer, Outage, Reply, Sleep
+from fake_openai_server import FakeOpenAIServer, Outage, Reply, Sleep, closed_port
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import read_metadata, read_predictions
@@ -101,13 +101,25 @@ def test_answer_mode_auto_falls_back_to_generation_and_says_so(small_config, tmp
     assert score["strategy"] == "generate" and "fell back" in score["fallback"]
 
 
-def test_an_unreachable_endpoint_fails_fast_with_one_sentence(small_config, tmp_path, capsys):
-    config = pope_grid_file(small_config, tmp_path, api("http://127.0.0.1:9/v1", circuit_breaker=3))
+def test_a_closed_port_stops_the_job_at_the_first_refused_connection(small_config, tmp_path, capsys, monkeypatch):
+    import requests
+
+    attempts = []
+    original = requests.Session.post
+    monkeypatch.setattr(requests.Session, "post", lambda self, url, *a, **k: attempts.append(url) or
+                        original(self, url, *a, **k))
+    port = closed_port()
+    # The backend's default retries and circuit breaker: a refusal before any answer is not retried.
+    config = pope_grid_file(small_config, tmp_path, api(f"http://127.0.0.1:{port}/v1", max_retries=5,
+                                                        circuit_breaker=10))
     code, err = infer(capsys, config)
     line = one_sentence(err)
-    assert code == 2
-    assert "the last 3 requests to 127.0.0.1:9 (model fake-vlm) all failed" in line and "connection error" in line
+    assert code == 2 and 1 <= len(attempts) <= 2  # the requests in flight (concurrency 2), no retry, no more
+    assert f"connection refused at http://127.0.0.1:{port}/v1/chat/completions before any request to model " \
+           "fake-vlm was answered; check that the server is running and listening there, and the model entry's " \
+           "base_url" in line
     assert "0 of 3 parts are done and kept" in line and "runs only the missing parts" in line
+    assert "retry" not in err, err  # no backoff warning: nothing was retried
     assert not predictions(config).exists()
     # Nothing to score: no number can come of it.
     code, err = run_cli(capsys, "score", "api", "pope-fixture", "--config", config)

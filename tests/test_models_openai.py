@@ -7,7 +7,7 @@ import math
 import pytest
 from PIL import Image
 
-from fake_openai_server import EchoAuth, FakeOpenAIServer, Reply, Sleep, completion
+from fake_openai_server import EchoAuth, FakeOpenAIServer, Outage, Reply, Sleep, closed_port, completion
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.models.base import GenerateRequest, OptionRequest
 from vlmgrid.models.openai_backend import (
@@ -221,20 +221,93 @@ def test_timeouts_exhausted(make, server):
     assert "timed out" in caught.value.failures["q0"] and "2 attempts" in caught.value.failures["q0"]
 
 
-def test_connection_errors_are_retried_then_reported(sleeps):
-    model = OpenAI.load({"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 2}, None, "cpu")
+@pytest.fixture
+def posts(monkeypatch):
+    """Every POST the backend attempts (a refused connection included), counted below the retry loop."""
+    import requests
+
+    sent = []
+    original = requests.Session.post
+
+    def post(self, url, *args, **kwargs):
+        sent.append(url)
+        return original(self, url, *args, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "post", post)
+    return sent
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_closed_port_stops_at_the_first_refused_connection_with_one_sentence(sleeps, posts, concurrency):
+    port = closed_port()
+    model = OpenAI.load({"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "concurrency": concurrency},
+                        None, "cpu")  # the default max_retries (5) and circuit_breaker (10)
     model._sleep = sleeps.append
     with pytest.raises(InferenceFailed) as caught:
+        model.generate_results(requests_for(20))
+    assert caught.value.stop and sleeps == []
+    # One attempt per request in flight when the first refusal came back, none retried, no other sent.
+    assert 1 <= len(posts) <= concurrency
+    assert str(caught.value) == (f"connection refused at http://127.0.0.1:{port}/v1/chat/completions before any "
+                                 f"request to model m was answered; check that the server is running and listening "
+                                 f"there, and the model entry's base_url")
+    # The job is over: a later call sends nothing.
+    with pytest.raises(InferenceFailed):
         model.generate_results(requests_for(1))
-    assert "connection error" in caught.value.failures["q0"] and len(sleeps) == 2
+    assert len(posts) <= concurrency
 
 
-def test_the_circuit_breaker_ends_the_call_after_that_many_failed_requests_in_a_row(sleeps):
-    model = OpenAI.load({"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 1, "concurrency": 2,
-                         "circuit_breaker": 3}, None, "cpu")
+def test_a_refused_connection_names_the_url_without_its_credentials(sleeps, posts):
+    port = closed_port()
+    model = OpenAI.load({"base_url": f"http://user:pa55@127.0.0.1:{port}/v1", "model": "m"}, None, "cpu")
     model._sleep = sleeps.append
-    with pytest.raises(InferenceFailed, match=r"the last 3 requests to 127.0.0.1:9 \(model m\) all failed, the last "
-                                              r"one: connection error .*; check that the server is up") as caught:
+    with pytest.raises(InferenceFailed, match=rf"connection refused at http://127.0.0.1:{port}/v1/chat/completions "):
+        model.generate_results(requests_for(1))
+    assert len(posts) == 1
+
+
+def test_a_server_that_answered_then_refuses_is_a_restart_and_keeps_its_retries(make, server, sleeps, posts):
+    # The first answer closes its connection, so the next request opens a new one: to a port now closed.
+    server.script.append(Reply(200, json.dumps(completion("first")), {"Connection": "close"}))
+    model = make(max_retries=2, concurrency=1, cache=False)
+    assert model.generate_results(requests_for(1)) == [GenerationResult(text="first")]
+    server.stop()
+    with pytest.raises(InferenceFailed) as caught:
+        model.generate_results(requests_for(1))
+    assert not caught.value.stop and len(posts) == 1 + 3 and len(sleeps) == 2
+    assert "connection error" in caught.value.failures["q0"] and "3 attempts" in caught.value.failures["q0"]
+
+
+def test_a_server_that_answered_an_error_then_refuses_keeps_its_retries(make, server, sleeps, posts):
+    # Any HTTP answer (here a 503, retried) shows a server listens there; a refusal after it is a restart.
+    server.script.append(Reply(503, "{}", {"Connection": "close"}))
+    model = make(max_retries=1, concurrency=1, cache=False)
+
+    def restart(seconds):
+        sleeps.append(seconds)
+        server.stop()
+
+    model._sleep = restart
+    with pytest.raises(InferenceFailed) as caught:
+        model.generate_results(requests_for(1))
+    assert not caught.value.stop and len(posts) == 2 and len(sleeps) == 1
+    assert "connection error" in caught.value.failures["q0"] and "2 attempts" in caught.value.failures["q0"]
+
+
+def test_dropped_connections_are_retried_then_reported(make, server, sleeps, posts):
+    server.script.append(Outage(seconds=60))  # connections accepted and closed without an answer
+    model = make(max_retries=2, concurrency=1)
+    with pytest.raises(InferenceFailed) as caught:
+        model.generate_results(requests_for(1))
+    assert not caught.value.stop and len(posts) == 3 and len(sleeps) == 2
+    assert "connection error" in caught.value.failures["q0"]
+
+
+def test_the_circuit_breaker_ends_the_call_after_that_many_failed_requests_in_a_row(make, server, sleeps):
+    server.script.append(Outage(seconds=60))
+    model = make(max_retries=1, concurrency=2, circuit_breaker=3)
+    with pytest.raises(InferenceFailed, match=r"the last 3 requests to 127.0.0.1:\d+ \(model fake-vlm\) all failed, "
+                                              r"the last one: connection error .*; check that the server is up") as caught:
         model.generate_results(requests_for(40))
     assert caught.value.stop
     # Two requests in flight when it tripped at most: the other 38 were never sent (two attempts each).

@@ -148,7 +148,7 @@ def test_a_killed_server_fails_the_job_and_the_rerun_equals_a_clean_run(small_co
     try:
         code, err = infer(capsys, config)
         line = last_line(err)
-        assert code == 2 and "connection error" in line and "No predictions file was written" in line, err
+        assert code == 2 and "connection refused at" in line and "No predictions file was written" in line, err
         assert not out(config).exists()
     finally:
         serve.start()

@@ -9,6 +9,7 @@ rule (`vlmgrid.stages.plan`). Importing it must stay cheap: the Snakefile import
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -150,12 +151,42 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> Config:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise VlmgridError(f"{path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise VlmgridError(yaml_error(path, exc)) from None
     except UnicodeDecodeError:
         raise VlmgridError(f"{path} is not UTF-8 text; save it as UTF-8") from None
     return validate_config(data, source=path)
+
+
+#: the fix for a YAML parser's problem (matched on "context: problem"); {start} is where the construct the
+#: parser was in began (the bracket, the quote, the key), which is where the fault usually lies
+_YAML_FIXES: tuple[tuple[str, str], ...] = (
+    (r"found character '\\t'", "indent with spaces, not tabs"),
+    (r"expected ',' or '\]'", "close the [ opened at {start} with ], or separate its items with commas"),
+    (r"expected ',' or '\}'", "close the {{ opened at {start} with }}, or separate its entries with commas"),
+    (r"quoted scalar", "close the quote opened at {start}"),
+    (r"mapping values are not allowed", "quote the value, which holds a ': ', or put the key on a line of its own"),
+    (r"could not find expected ':'", "end the key at {start} with ': ', or quote the text"),
+    (r"expected <block end>", "indent the line as deep as the other keys of the block that starts at {start}"),
+    (r"constructor for the tag", "remove the tag (the !name before the value): a grid config is plain YAML"),
+    (r"alias", "define the anchor (&name) before its alias (*name), or quote the text"),
+)
+
+
+def _yaml_mark(mark) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def yaml_error(path: str | Path, exc: yaml.YAMLError) -> str:
+    """One sentence for a file that is not valid YAML: the file, the line and column, what the parser found
+    and the fix."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    start_mark = getattr(exc, "context_mark", None) or mark
+    where = f" at {_yaml_mark(mark)}" if mark else ""
+    start = _yaml_mark(start_mark) if start_mark else "the line named"
+    said = f"{getattr(exc, 'context', None) or ''}: {problem}"
+    fix = next((fix for pattern, fix in _YAML_FIXES if re.search(pattern, said)), "correct the YAML there")
+    return f"{path} is not valid YAML{where} ({problem}); {fix.format(start=start)}"
 
 
 def validate_config(data: Any, source: str | Path = "<config>") -> Config:

@@ -44,7 +44,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import raw_file
+from vlmgrid.benchmarks.rawio import archive_file, raw_file
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE = "caltech-101.zip"
@@ -112,7 +112,9 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
                 with tarfile.open(fileobj=io.BufferedReader(stream, 1 << 20), mode="r|gz") as tar:
                     for member in tar:
                         parts = PurePosixPath(member.name[2:] if member.name.startswith("./") else member.name).parts
-                        if not member.isfile() or len(parts) != 3 or parts[0] != TOP or not parts[2].lower().endswith(".jpg"):
+                        if len(parts) != 3 or parts[0] != TOP or not parts[2].lower().endswith(".jpg"):
+                            continue
+                        if not archive_file(f"{archive} ({inner[0]})", member):
                             continue
                         category, name = parts[1], parts[2]
                         if category not in names:

@@ -23,7 +23,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import raw_file
+from vlmgrid.benchmarks.rawio import archive_file, raw_file
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE, LABELS, SETID = "102flowers.tgz", "imagelabels.mat", "setid.mat"
@@ -83,7 +83,7 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
                 name = member.name[2:] if member.name.startswith("./") else member.name
-                if member.isfile() and name in wanted and name not in found:
+                if name in wanted and name not in found and archive_file(archive, member):
                     handle = tar.extractfile(member)
                     fileio.write_bytes(Path(bench_dir) / "images" / name, handle.read())
                     found.add(name)

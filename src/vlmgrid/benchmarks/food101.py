@@ -27,7 +27,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import raw_file
+from vlmgrid.benchmarks.rawio import archive_file, raw_file
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE = "food-101.tar.gz"
@@ -53,7 +53,7 @@ def _read_meta(archive: Path) -> tuple[dict, list[str] | None]:
     with tarfile.open(archive, "r|*") as tar:
         for member in tar:
             name = _name(member)
-            if member.isfile() and name in (TEST_JSON, CLASSES_TXT):
+            if name in (TEST_JSON, CLASSES_TXT) and archive_file(archive, member):
                 data = tar.extractfile(member).read().decode("utf-8")
                 if name == TEST_JSON:
                     try:
@@ -104,7 +104,7 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
         with tarfile.open(archive, "r|*") as tar:  # pass 2: only the test images, streamed
             for member in tar:
                 name = _name(member)
-                if member.isfile() and name in wanted and name not in found:
+                if name in wanted and name not in found and archive_file(archive, member):
                     fileio.write_bytes(Path(bench_dir) / "images" / f"{wanted[name][0]}.jpg", tar.extractfile(member).read())
                     found.add(name)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:

@@ -45,7 +45,7 @@ import pyarrow as pa
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, archive_file, find_raw, iter_parquet_rows
 from vlmgrid.errors import VlmgridError
 
 N_CLASSES, N_VAL = 1000, 50000
@@ -191,7 +191,7 @@ def _devkit_files(raw_dir: Path) -> tuple[bytes, bytes, str]:
             for member in tar:
                 name = member.name[2:] if member.name.startswith("./") else member.name
                 for key in (META, GROUND_TRUTH):
-                    if member.isfile() and name == f"{DEVKIT}/{key}":
+                    if name == f"{DEVKIT}/{key}" and archive_file(archive, member):
                         found[key] = tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise VlmgridError(f"{archive}: not a readable .tar.gz archive ({exc}); re-download it") from None
@@ -216,7 +216,7 @@ def _tar_images(raw_dir: Path) -> Iterator[tuple[int, bytes]]:
         with tarfile.open(archive, "r|*") as tar:
             for member in tar:
                 match = VAL_RE.search(member.name)
-                if member.isfile() and match:
+                if match and archive_file(archive, member):
                     yield int(match.group(1)), tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise VlmgridError(f"{archive}: not a readable .tar archive ({exc}); re-download it") from None

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.rawio import ImageStore, find_raw, iter_parquet_rows, raw_file
+from vlmgrid.benchmarks.rawio import ImageStore, find_raw, iter_parquet_rows, raw_file, zip_file
 from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
@@ -104,7 +104,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                             f"{where}: image {row['image']!r} is not in {archive_path} (looked for it as given and "
                             f"under {ARCHIVE_ROOT}); the archive is incomplete or another version: re-download it"
                         )
-                    image = store.add({"bytes": archive.read(member), "path": member}, where)
+                    image = store.add({"bytes": zip_file(archive_path, archive, member), "path": member}, where)
                 rows.append({
                     "id": f"train-{n}",
                     "image": image,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import stat
+import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -31,6 +34,31 @@ def find_raw(raw_dir: Path, pattern: str) -> list[Path]:
 
 def raw_file(raw_dir: Path, name: str) -> Path:
     return find_raw(raw_dir, name)[0]
+
+
+def _refuse_link(archive: Path | str, name: str, kind: str, target: str) -> None:
+    raise VlmgridError(
+        f"{archive}: member {name} is a {kind} link (to {target}), and links inside an archive are not followed "
+        f"(one could point anywhere on the disk); re-download the archive, or rebuild it with the file itself "
+        f"in place of the link (tar --dereference)"
+    )
+
+
+def archive_file(archive: Path | str, member: tarfile.TarInfo) -> bool:
+    """Whether a tar member the reader wants is a regular file to read (False for a folder); a symbolic or
+    hard link is refused, naming the member: links are not followed."""
+    if member.issym() or member.islnk():
+        _refuse_link(archive, member.name, "symbolic" if member.issym() else "hard", member.linkname)
+    return member.isfile()
+
+
+def zip_file(archive: Path | str, zf: zipfile.ZipFile, name: str) -> bytes:
+    """The bytes of a zip member the reader wants; a symbolic link (a Unix mode stored by `zip --symlinks`)
+    is refused, naming the member: links are not followed."""
+    info = zf.getinfo(name)
+    if stat.S_ISLNK(info.external_attr >> 16):
+        _refuse_link(archive, name, "symbolic", zf.read(name).decode("utf-8", "replace"))
+    return zf.read(name)
 
 
 def _features_metadata(features: Mapping[str, Any]) -> dict[bytes, bytes]:

@@ -107,27 +107,54 @@ def unique_index(records: pd.DataFrame, key_of: Callable[[pd.Series], tuple], wh
     return index
 
 
+#: what is left of a JSON token cut short where the parser stopped: a literal's or a number's start (the
+#: parser then names the token's first character, not the text's end)
+_TOKEN_START = re.compile(r"(?:t(?:ru?)?|f(?:a(?:ls?)?)?|n(?:ul?)?|N(?:aN?)?|-?(?:I(?:n(?:f(?:i(?:n(?:i(?:ty?)?)?)?)?)?)?)?|"
+                          r"-?\d*\.?\d*(?:[eE][-+]?\d*)?)")
+
+
 def cut_short(error: json.JSONDecodeError, text: str) -> bool:
     """Whether JSON text failed because it ends too early (a file copied or written only in part): a string
-    never closed, or the error at the text's very end."""
-    return error.msg.startswith("Unterminated string") or error.pos >= len(text.rstrip())
+    never closed, an escape or the error at the text's very end, or only the start of a token (true, 1.5e3) from
+    where the parser stopped to the end."""
+    if error.msg.startswith("Unterminated string") or error.pos >= len(text.rstrip()):
+        return True
+    if error.msg.startswith("Invalid \\uXXXX escape"):  # the escape, even whole, is the text's end
+        return re.fullmatch(r"\\u[0-9a-fA-F]{0,4}", text[text.rfind("\\u"):].rstrip()) is not None
+    return _TOKEN_START.fullmatch(text[error.pos:].rstrip()) is not None
+
+
+def _cut_short_sentence(path: Path, n: int) -> str:
+    return f"{path} line {n} is cut short (its JSON object does not end); copy the whole file again"
+
+
+def _text_lines(path: Path) -> list[str]:
+    """The file's lines as UTF-8 text; a file that ends inside a character was cut short there."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        n = data.count(b"\n", 0, error.start) + 1
+        if error.end >= len(data) and error.reason == "unexpected end of data":
+            raise VlmgridError(_cut_short_sentence(path, n)) from None
+        raise VlmgridError(f"{path} line {n} is not UTF-8 text; save the file as UTF-8") from None
+    return text.splitlines()
 
 
 def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tuple[int, dict]]:
     """The file's JSON objects with their line numbers (blank lines skipped); a line that is not one, or lacks a
-    `required` key, is refused in one sentence saying the file is not `what`."""
+    `required` key, is refused in one sentence saying the file is not `what`; a line cut short is named."""
     if not path.is_file():
         raise VlmgridError(f"{path} is not a file; {what} is one JSON object a line")
     lines = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(_text_lines(path), start=1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
         except json.JSONDecodeError as error:
             if cut_short(error, line):
-                raise VlmgridError(f"{path} line {n} is cut short (its JSON object does not end); copy the whole "
-                                   f"file again") from None
+                raise VlmgridError(_cut_short_sentence(path, n)) from None
             item = None
         if not isinstance(item, dict):
             raise VlmgridError(f"{path} line {n} is not a JSON object: the file is not {what} (give the right --format)")
@@ -142,11 +169,18 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
 
 def first_json_object(path: Path) -> dict | None:
     """The object on the file's first non-blank line (None when that line is not a JSON object): enough to tell
-    a JSON-lines format by its keys without reading the whole file."""
+    a JSON-lines format by its keys without reading the whole file. A file of that one line, cut short, is
+    refused naming it (no format could be told from it, and the cause is the copy)."""
     with path.open(encoding="utf-8", errors="replace") as handle:
-        first = next((line for line in handle if line.strip()), "")
+        numbered = ((n, line) for n, line in enumerate(handle, start=1) if line.strip())
+        n, first = next(numbered, (1, ""))
+        alone = next(numbered, None) is None
     try:
         item = json.loads(first)
+    except json.JSONDecodeError as error:
+        if alone and first.lstrip().startswith("{") and cut_short(error, first):
+            raise VlmgridError(_cut_short_sentence(path, n)) from None
+        return None
     except ValueError:
         return None
     return item if isinstance(item, dict) else None

@@ -4,7 +4,8 @@
   of each letter is read from the top-20 log-probabilities of the first generated token).
 - Requests run `concurrency` at a time; a request is retried with exponential backoff and jitter on HTTP 429,
   5xx, timeouts, connection errors and bodies that are no chat completion (Retry-After honoured), up to
-  `max_retries` times.
+  `max_retries` times. A refused connection before the server has sent any response is not retried: nothing
+  listens at base_url, and the job stops at once.
 - Every valid response is cached on disk under cache_root()/openai, keyed by the SHA-256 of base_url (for a
   server the job starts, `serve`: its command and weights) and the exact request body (never the key), so a
   rerun makes no HTTP call. Error and unparsable responses are not cached.
@@ -16,7 +17,8 @@
   - the server's or the network's (an inference error): retries exhausted. It is never a result: the call
     raises `InferenceFailed` naming the items and causes (after the other requests of the call have run, so
     their answers are cached), and the job keeps its finished parts and retries or stops;
-  - systemic: HTTP 401, 403, 404 or 405 (credentials, endpoint, model name), a server that returns no
+  - systemic: HTTP 401, 403, 404 or 405 (credentials, endpoint, model name), a refused connection before the
+    server has sent any response (it is not running, or base_url is wrong), a server that returns no
     logprobs to a model entry with `logprobs: true`, or refuses the image of a request before it has answered
     any (a server without image input; both `CapabilityMissing`), or `circuit_breaker` requests in a row
     (default 10) that all failed. The call stops sending requests and raises at once (`stop`).
@@ -85,6 +87,7 @@ class OpenAI(ApiClient, Backend):
         self._lock = threading.Lock()
         self._failed_in_row = 0  # requests in a row that failed, over all calls (the circuit breaker)
         self._answered = False  # the server has answered a request (so it can take what this one sends)
+        self._reached = False  # the server has sent an HTTP response, of any status (it listens at base_url)
         self._stop: InferenceFailed | None = None  # set once the job must end: no request is sent after it
 
     def __repr__(self) -> str:  # never the key

@@ -5,6 +5,8 @@ What a failed request is, as the exceptions here say it:
 - ItemFailed: the server refused this item (a data error); its message becomes the item's error;
 - Unavailable: retries exhausted (server or network), an inference error, never a row;
 - Refused: a reason no item can change (credentials, endpoint, model name);
+- Unreachable: the endpoint refused the connection before the server had answered any request (nothing listens
+  there: the server is not running, or base_url is wrong);
 - NoImages: the server refused the image of a request before it ever answered one (no vision model).
 """
 
@@ -45,6 +47,11 @@ class Refused(Exception):
     """The server refused the request for a reason no item can change (credentials, endpoint, model name)."""
 
 
+class Unreachable(Exception):
+    """The endpoint refused the connection before the server had answered any request of the job: nothing
+    listens at base_url, and no retry can change that (a refusal after an answer is a restart, retried)."""
+
+
 class NoImages(Exception):
     """The server refused the image of a request before it ever answered one: it serves no vision model."""
 
@@ -78,6 +85,28 @@ def endpoint(base_url: str) -> str:
     parts = urlsplit(base_url)
     host = parts.hostname or ""
     return f"{host}:{parts.port}" if parts.port else host
+
+
+def _without_credentials(url: str) -> str:
+    """The URL without user:password@ (a base_url may carry them)."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """True when a requests ConnectionError was caused by a refused TCP connection (ECONNREFUSED: nothing
+    listens on the port), found along the chain urllib3 wraps it in (MaxRetryError.reason, the causes)."""
+    seen: set[int] = set()
+    pending: list = [exc]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        pending.extend([getattr(current, "reason", None), current.__cause__, current.__context__, *current.args])
+    return False
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -124,6 +153,12 @@ class ApiClient:
                 self._halt(InferenceFailed(
                     f"{endpoint(self.base_url)} refused model {self.settings['model']} ({exc}); check the model "
                     f"entry's base_url, model and api_key_env", {request.id: str(exc)}, stop=True))
+                return None
+            except Unreachable as exc:
+                self._halt(InferenceFailed(
+                    f"connection refused at {exc} before any request to model {self.settings['model']} was "
+                    f"answered; check that the server is running and listening there, and the model entry's "
+                    f"base_url", {request.id: f"connection refused at {exc}"}, stop=True))
                 return None
             except NoImages as exc:
                 self._halt(CapabilityMissing(
@@ -252,8 +287,11 @@ class ApiClient:
             except requests.Timeout:
                 problem = f"timed out after {timeout:g} s"
             except requests.ConnectionError as exc:
+                if not self._reached and connection_refused(exc):
+                    raise Unreachable(_without_credentials(url)) from None
                 problem = f"connection error ({type(exc).__name__})"
             else:
+                self._reached = True
                 status = response.status_code
                 if status == 429 or status >= 500:
                     problem = f"HTTP {status}{self._detail(response)}"
