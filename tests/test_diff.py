@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -302,3 +303,18 @@ def test_the_headlines_are_the_score_files_own(tmp_path):
     assert result.value_a == pytest.approx(100.0) and result.value_b == pytest.approx(100 * 500 / 800)
     assert {c.name: c.effect for c in result.classes if c.items} == {
         "reading": pytest.approx(100 * 150 / 800), "answer": pytest.approx(100 * 150 / 800)}
+
+
+def test_answers_by_scores_differ_in_their_score_lists():
+    # DANCE: no raw text; A and B rank q0's candidates in another order below the same top one, and q1 alike.
+    # The scores as a parquet file gives them back: arrays.
+    records = pd.DataFrame({"id": ["q0", "q1"], "options": [["r0", "r1", "r2"]] * 2, "positives": [[0], [1]],
+                            "direction": ["picture_to_riddle"] * 2, "answer": ["r0", "r1"]})
+    a = pd.DataFrame({"id": ["q0", "q1"], "prediction": ["r0", "r1"], "raw": [None, None],
+                      "scores": [np.array([0.9, 0.1, 0.0]), np.array([0.2, 0.7, 0.1])]})
+    b = a.assign(scores=[np.array([0.9, 0.0, 0.1]), np.array([0.2, 0.7, 0.1])])
+    result = diff_predictions("dance", records, a, b)
+    assert [(d.id, d.diff_class, d.prediction_a, d.prediction_b) for d in result.items] == [("q0", "answer", "r0", "r0")]
+    # Both rank each query's one positive first: Acc@50 100 each, so the different answer moves nothing.
+    assert result.value_a == result.value_b == pytest.approx(100.0)
+    assert {c.name: c.effect for c in result.classes}["answer"] == pytest.approx(0.0)
