@@ -318,3 +318,35 @@ def test_answers_by_scores_differ_in_their_score_lists():
     # Both rank each query's one positive first: Acc@50 100 each, so the different answer moves nothing.
     assert result.value_a == result.value_b == pytest.approx(100.0)
     assert {c.name: c.effect for c in result.classes}["answer"] == pytest.approx(0.0)
+
+
+def test_multiple_choice_readings_show_the_option_letter_and_its_text(sqa, tmp_path):
+    bench, a, b = sqa
+    from vlmgrid.stages.diff import as_document
+
+    result = diff_predictions("accuracy", bench.records, a, b)
+    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {}, result, None)
+    assert document["option_labels"] == "letters"
+    text = render(document, limit=10)
+    # test-1's options are cross, hexagon, circle, diamond (gold D); test-3's lamp, star, sun, cat (gold A);
+    # test-4's purple, pink, orange, yellow (gold D); test-6's 1, 3, 2, 5 (gold A).
+    assert 'test-1            "(D)"                 "(D)"                 D. diamond    (unread)      D. diamond' in text
+    assert 'test-3            "A"                   "B"                   A. lamp       B. star       A. lamp' in text
+    assert 'test-4            "B"                   "D"                   B. pink       D. yellow     D. yellow' in text
+    assert 'test-6            "A"                   (error: HTTP 500 af…  A. 1          (error)       A. 1' in text
+    items = {item["id"]: item for item in document["items"]}
+    assert (items["test-1"]["prediction_a"], items["test-1"]["gold"], items["test-1"]["gold_index"]) == (
+        "diamond", "diamond", 3)  # the files keep the text and the index apart
+
+
+def test_classes_and_yes_no_readings_stay_as_they_are(tmp_path):
+    from vlmgrid.stages.diff import as_document
+
+    records = pd.DataFrame({"id": ["0", "1"], "answer": ["tabby cat", "goldfish"], "answer_index": [1, 0]})
+    a = pd.DataFrame({"id": ["0", "1"], "prediction": ["tabby cat", "goldfish"], "prediction_index": [1, 0]})
+    b = a.assign(prediction=["tench", "goldfish"], prediction_index=[0, 0])
+    document = as_document("imagenet", tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
+                           diff_predictions("classification", records, a, b), None)
+    assert document["option_labels"] == "none"
+    assert "0                 (none)                (none)                tabby cat     tench         tabby cat" in (
+        render(document, limit=10))

@@ -70,6 +70,7 @@ class ItemDifference:
     error_a: str | None
     error_b: str | None
     gold: str | None
+    gold_index: int  # the gold option's index, -1 where the records have none (yes/no, short answers)
 
 
 @dataclass(frozen=True)
@@ -289,6 +290,7 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
     aligned_a = {v: _align(common, preds_a[preds_a["variant"] == v], v) for v in variants}
     aligned_b = {v: _align(common, preds_b[preds_b["variant"] == v], v) for v in variants}
     gold = _texts(_column(common, "answer"))
+    gold_index = _indices(_column(common, "answer_index"))
 
     # Each variant's rows compared column by column; the differing pairs in class order, then records order,
     # then variant.
@@ -319,6 +321,7 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
         side(aligned_a, "prediction", _texts), side(aligned_b, "prediction", _texts),
         side(aligned_a, "prediction_index", _indices), side(aligned_b, "prediction_index", _indices),
         side(aligned_a, "error", _texts), side(aligned_b, "error", _texts), gold[row_key].tolist(),
+        gold_index[row_key].tolist(),
     )]
 
     value_a = headline_value(m, common, aligned_a)
