@@ -348,5 +348,20 @@ def test_classes_and_yes_no_readings_stay_as_they_are(tmp_path):
     document = as_document("imagenet", tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
                            diff_predictions("classification", records, a, b), None)
     assert document["option_labels"] == "none"
-    assert "0                 (none)                (none)                tabby cat     tench         tabby cat" in (
+    assert "0                 (no text)             (no text)             tabby cat     tench         tabby cat" in (
         render(document, limit=10))
+
+
+def test_the_output_says_what_to_do_next(pope, tmp_path):
+    bench, a, b = pope
+    from vlmgrid.stages.diff import as_document
+
+    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
+                           diff_predictions("pope", bench.records, a, b), None)
+    text = " ".join(render(document, limit=0).split())
+    # random-2 is the one answer read differently; each class holds one item.
+    assert "1 item read differently: --reread headline reads both sets' raw texts again" in text
+    assert "… and 1 more: --limit 1 prints them, --csv FILE or --json FILE writes every item" in text
+    same = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
+                       diff_predictions("pope", bench.records, a, a), None)
+    assert "--reread" not in render(same, limit=10)

@@ -181,7 +181,7 @@ def _cut(text: str, width: int) -> str:
 def _raw(text: str | None, error: str | None) -> str:
     # Quoted, with escapes: white space at the ends and line breaks stay visible.
     if text is None:
-        return "(none)" if error is None else f"(error: {error})"
+        return "(no text)" if error is None else f"(error: {error})"  # no text: answered by scores
     return json.dumps(text, ensure_ascii=False)
 
 
@@ -248,6 +248,10 @@ def render(document: dict, limit: int) -> str:
     if document["only_a"] or document["only_b"]:
         notes.append(f"The headlines above are over the {document['n_common']} items both sets answer.")
     notes.append(f"Error rows: A {a['error_rows']}, B {b['error_rows']}.")
+    read_differently = next(c["items"] for c in document["classes"] if c["class"] == "reading")
+    if read_differently and document["reading"] == "recorded":
+        notes.append(f"{_count(read_differently)} read differently: --reread headline reads both sets' raw texts "
+                     f"again with the benchmark's own parser, so that what is left differs in the answers.")
     if document["variant_pairing"]:
         va, vb = document["variant_pairing"]
         notes.append(f'A\'s variant "{va}" is paired with B\'s "{vb}".')
@@ -270,5 +274,6 @@ def render(document: dict, limit: int) -> str:
                      _option(item["gold"], item["gold_index"], labels) or "")
             lines.append("  ".join(f"{_cut(cell, w):<{w}}" for cell, w in zip(cells, widths)).rstrip())
         if len(items) > limit:
-            lines.append(f"… and {len(items) - limit} more (--csv or --json write them all)")
+            lines.append(f"… and {len(items) - limit} more: --limit {len(items)} prints them, --csv FILE or --json "
+                         f"FILE writes every item")
     return "\n".join(lines)
