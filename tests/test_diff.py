@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -302,3 +303,65 @@ def test_the_headlines_are_the_score_files_own(tmp_path):
     assert result.value_a == pytest.approx(100.0) and result.value_b == pytest.approx(100 * 500 / 800)
     assert {c.name: c.effect for c in result.classes if c.items} == {
         "reading": pytest.approx(100 * 150 / 800), "answer": pytest.approx(100 * 150 / 800)}
+
+
+def test_answers_by_scores_differ_in_their_score_lists():
+    # DANCE: no raw text; A and B rank q0's candidates in another order below the same top one, and q1 alike.
+    # The scores as a parquet file gives them back: arrays.
+    records = pd.DataFrame({"id": ["q0", "q1"], "options": [["r0", "r1", "r2"]] * 2, "positives": [[0], [1]],
+                            "direction": ["picture_to_riddle"] * 2, "answer": ["r0", "r1"]})
+    a = pd.DataFrame({"id": ["q0", "q1"], "prediction": ["r0", "r1"], "raw": [None, None],
+                      "scores": [np.array([0.9, 0.1, 0.0]), np.array([0.2, 0.7, 0.1])]})
+    b = a.assign(scores=[np.array([0.9, 0.0, 0.1]), np.array([0.2, 0.7, 0.1])])
+    result = diff_predictions("dance", records, a, b)
+    assert [(d.id, d.diff_class, d.prediction_a, d.prediction_b) for d in result.items] == [("q0", "answer", "r0", "r0")]
+    # Both rank each query's one positive first: Acc@50 100 each, so the different answer moves nothing.
+    assert result.value_a == result.value_b == pytest.approx(100.0)
+    assert {c.name: c.effect for c in result.classes}["answer"] == pytest.approx(0.0)
+
+
+def test_multiple_choice_readings_show_the_option_letter_and_its_text(sqa, tmp_path):
+    bench, a, b = sqa
+    from vlmgrid.stages.diff import as_document
+
+    result = diff_predictions("accuracy", bench.records, a, b)
+    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {}, result, None)
+    assert document["option_labels"] == "letters"
+    text = render(document, limit=10)
+    # test-1's options are cross, hexagon, circle, diamond (gold D); test-3's lamp, star, sun, cat (gold A);
+    # test-4's purple, pink, orange, yellow (gold D); test-6's 1, 3, 2, 5 (gold A).
+    assert 'test-1            "(D)"                 "(D)"                 D. diamond    (unread)      D. diamond' in text
+    assert 'test-3            "A"                   "B"                   A. lamp       B. star       A. lamp' in text
+    assert 'test-4            "B"                   "D"                   B. pink       D. yellow     D. yellow' in text
+    assert 'test-6            "A"                   (error: HTTP 500 af…  A. 1          (error)       A. 1' in text
+    items = {item["id"]: item for item in document["items"]}
+    assert (items["test-1"]["prediction_a"], items["test-1"]["gold"], items["test-1"]["gold_index"]) == (
+        "diamond", "diamond", 3)  # the files keep the text and the index apart
+
+
+def test_classes_and_yes_no_readings_stay_as_they_are(tmp_path):
+    from vlmgrid.stages.diff import as_document
+
+    records = pd.DataFrame({"id": ["0", "1"], "answer": ["tabby cat", "goldfish"], "answer_index": [1, 0]})
+    a = pd.DataFrame({"id": ["0", "1"], "prediction": ["tabby cat", "goldfish"], "prediction_index": [1, 0]})
+    b = a.assign(prediction=["tench", "goldfish"], prediction_index=[0, 0])
+    document = as_document("imagenet", tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
+                           diff_predictions("classification", records, a, b), None)
+    assert document["option_labels"] == "none"
+    assert "0                 (no text)             (no text)             tabby cat     tench         tabby cat" in (
+        render(document, limit=10))
+
+
+def test_the_output_says_what_to_do_next(pope, tmp_path):
+    bench, a, b = pope
+    from vlmgrid.stages.diff import as_document
+
+    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
+                           diff_predictions("pope", bench.records, a, b), None)
+    text = " ".join(render(document, limit=0).split())
+    # random-2 is the one answer read differently; each class holds one item.
+    assert "1 item read differently: --reread headline reads both sets' raw texts again" in text
+    assert "… and 1 more: --limit 1 prints them, --csv FILE or --json FILE writes every item" in text
+    same = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
+                       diff_predictions("pope", bench.records, a, a), None)
+    assert "--reread" not in render(same, limit=10)

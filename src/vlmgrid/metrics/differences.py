@@ -51,6 +51,7 @@ CLASSES = (
     DiffClass("error", "error rows"),
     DiffClass("same_reading", "other text, same reading"),
 )
+_RANK = {c.name: k for k, c in enumerate(CLASSES)}
 # Two headlines closer than this are equal: they were summed in another order.
 _TOLERANCE = 1e-9
 
@@ -69,6 +70,7 @@ class ItemDifference:
     error_a: str | None
     error_b: str | None
     gold: str | None
+    gold_index: int  # the gold option's index, -1 where the records have none (yes/no, short answers)
 
 
 @dataclass(frozen=True)
@@ -125,10 +127,6 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-def _text(value) -> str | None:
-    return None if _missing(value) else str(value)
-
-
 def _variants(preds: pd.DataFrame) -> pd.Series:
     if "variant" in preds.columns:
         return preds["variant"].fillna("default").astype(str)
@@ -140,7 +138,7 @@ def _checked(m: Metric, records: pd.DataFrame, preds: pd.DataFrame, which: str) 
         if col not in preds.columns:
             raise VlmgridError(f'predictions of {which} lack the column "{col}" that the {m.name} metric needs')
     preds = preds.assign(id=preds["id"].astype(str), variant=_variants(preds))
-    unknown = sorted(set(preds["id"]) - set(records["id"]))
+    unknown = sorted(set(preds["id"].unique()) - set(records["id"].unique()))
     if unknown:
         raise VlmgridError(f'predictions of {which} name {len(unknown)} item(s) the benchmark does not have, e.g. '
                            f'"{unknown[0]}": they were made for other data; diff sets of this benchmark only')
@@ -153,8 +151,8 @@ def _checked(m: Metric, records: pd.DataFrame, preds: pd.DataFrame, which: str) 
 
 def _answered(preds: pd.DataFrame, variants: list[str]) -> set[str]:
     """The items with a row in every variant."""
-    ids = [set(preds.loc[preds["variant"] == v, "id"]) for v in variants]
-    return set.intersection(*ids) if ids else set()
+    rows = preds.loc[preds["variant"].isin(variants), "id"].value_counts()  # an item is once per variant at most
+    return set(rows.index[rows == len(variants)])
 
 
 def _layout(m: Metric, records: pd.DataFrame) -> tuple[np.ndarray, list[slice]]:
@@ -184,24 +182,71 @@ def _point(m: Metric, records: pd.DataFrame, frames: dict[str, pd.DataFrame]) ->
     return float(np.mean(values))
 
 
-def _same_reading(m: Metric, row_a, row_b) -> bool:
-    if _missing(row_a.get("error")) != _missing(row_b.get("error")):
-        return False
-    return all(_equal(row_a[col], row_b[col]) for col in m.prediction_columns)
+def _column(frame: pd.DataFrame, col: str) -> pd.Series:
+    """A column of the aligned rows; all missing where the set has no such column."""
+    return frame[col] if col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
 
 
-def _classify(m: Metric, row_a, row_b) -> str | None:
-    """The class of a pair of rows (`CLASSES`), or None when they are the same."""
-    if _same_reading(m, row_a, row_b):
-        same_text = _equal(row_a.get("raw"), row_b.get("raw")) or same_answer(row_a.get("raw"), row_b.get("raw"))
-        return None if same_text else "same_reading"
-    if not (_missing(row_a.get("error")) and _missing(row_b.get("error"))):
-        return "error"
-    return "reading" if same_answer(row_a.get("raw"), row_b.get("raw")) else "answer"
+def _holds_arrays(col: pd.Series) -> bool:
+    return col.dtype == object and any(isinstance(v, (list, tuple, np.ndarray)) for v in col[col.notna()].to_numpy())
 
 
-def _index(value) -> int:
-    return -1 if _missing(value) else int(value)
+def _same_values(col_a: pd.Series, col_b: pd.Series) -> np.ndarray:
+    """`_equal` of two aligned columns, row by row: both missing, or equal (list values as arrays)."""
+    missing_a, missing_b = col_a.isna().to_numpy(), col_b.isna().to_numpy()
+    values_a, values_b = col_a.to_numpy(dtype=object), col_b.to_numpy(dtype=object)
+    same = missing_a & missing_b
+    both = ~missing_a & ~missing_b
+    if _holds_arrays(col_a) or _holds_arrays(col_b):
+        same[both] = [_equal(x, y) for x, y in zip(values_a[both], values_b[both])]
+    else:
+        same[both] = values_a[both] == values_b[both]
+    return same
+
+
+def _same_answers(raw_a: pd.Series, raw_b: pd.Series) -> np.ndarray:
+    """`same_answer` of two aligned raw text columns, row by row."""
+    def stripped(col: pd.Series) -> np.ndarray:
+        return np.array([v.strip() if isinstance(v, str) else None for v in col.to_numpy(dtype=object)], dtype=object)
+
+    a, b = stripped(raw_a), stripped(raw_b)
+    texts = np.not_equal(a, None) & np.not_equal(b, None)
+    same = np.zeros(len(a), dtype=bool)
+    same[texts] = a[texts] == b[texts]
+    return same
+
+
+def _classes_of(m: Metric, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> np.ndarray:
+    """The class of each pair of aligned rows, as its position in `CLASSES`, -1 where the two are the same:
+    whether the error rows and the metric's columns agree, then whether the raw texts are the same answer."""
+    fine_a = _column(rows_a, "error").isna().to_numpy()
+    fine_b = _column(rows_b, "error").isna().to_numpy()
+    same_reading = fine_a == fine_b
+    for col in m.prediction_columns:
+        same_reading &= _same_values(rows_a[col], rows_b[col])
+    raw_a, raw_b = _column(rows_a, "raw"), _column(rows_b, "raw")
+    answer = _same_answers(raw_a, raw_b)
+    same_text = _same_values(raw_a, raw_b) | answer
+    return np.select(
+        [same_reading & same_text, same_reading, ~(fine_a & fine_b), answer],
+        [-1, _RANK["same_reading"], _RANK["error"], _RANK["reading"]], default=_RANK["answer"],
+    )
+
+
+def _texts(col: pd.Series) -> np.ndarray:
+    """Each value of a column as text, None where it is missing."""
+    missing = col.isna().to_numpy()
+    values = col.to_numpy(dtype=object)
+    if isinstance(col.dtype, pd.StringDtype):  # strings already
+        values[missing] = None
+        return values
+    return np.array([None if gone else str(v) for v, gone in zip(values, missing)], dtype=object)
+
+
+def _indices(col: pd.Series) -> np.ndarray:
+    """Each value of a column as an index, -1 where it is missing."""
+    missing = col.isna().to_numpy()
+    return np.array([-1 if gone else int(v) for v, gone in zip(col.to_numpy(dtype=object), missing)], dtype=np.int64)
 
 
 def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, preds_b: pd.DataFrame,
@@ -244,28 +289,40 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
 
     aligned_a = {v: _align(common, preds_a[preds_a["variant"] == v], v) for v in variants}
     aligned_b = {v: _align(common, preds_b[preds_b["variant"] == v], v) for v in variants}
-    gold = common["answer"] if "answer" in common.columns else pd.Series(None, index=common.index)
+    gold = _texts(_column(common, "answer"))
+    gold_index = _indices(_column(common, "answer_index"))
 
-    items: list[ItemDifference] = []
-    positions: dict[str, dict[str, list[int]]] = {c.name: {v: [] for v in variants} for c in CLASSES}
-    for v in variants:
-        rows_a, rows_b = aligned_a[v].to_dict("records"), aligned_b[v].to_dict("records")
-        for i, (row_a, row_b) in enumerate(zip(rows_a, rows_b)):
-            found = _classify(m, row_a, row_b)
-            if found is None:
-                continue
-            positions[found][v].append(i)
-            items.append(ItemDifference(
-                id=common["id"].iloc[i], variant=v, diff_class=found,
-                raw_a=_text(row_a.get("raw")), raw_b=_text(row_b.get("raw")),
-                prediction_a=_text(row_a["prediction"]), prediction_b=_text(row_b["prediction"]),
-                prediction_index_a=_index(row_a.get("prediction_index")),
-                prediction_index_b=_index(row_b.get("prediction_index")),
-                error_a=_text(row_a.get("error")), error_b=_text(row_b.get("error")), gold=_text(gold.iloc[i]),
-            ))
-    rank = {c.name: k for k, c in enumerate(CLASSES)}
-    order_of = {i: k for k, i in enumerate(common["id"])}
-    items.sort(key=lambda d: (rank[d.diff_class], order_of[d.id], d.variant))
+    # Each variant's rows compared column by column; the differing pairs in class order, then records order,
+    # then variant.
+    positions: dict[str, dict[str, list[int]]] = {c.name: {} for c in CLASSES}
+    found = []
+    for k, v in enumerate(variants):
+        ranks = _classes_of(m, aligned_a[v], aligned_b[v])
+        for c in CLASSES:
+            positions[c.name][v] = np.flatnonzero(ranks == _RANK[c.name]).tolist()
+        at = np.flatnonzero(ranks >= 0)
+        found.append((np.full(len(at), k), at, ranks[at]))
+    variant_key, row_key, class_key = (np.concatenate(parts) for parts in zip(*found))
+    order = np.lexsort((variant_key, row_key, class_key))
+    variant_key, row_key, class_key = variant_key[order], row_key[order], class_key[order]
+
+    def side(frames: dict[str, pd.DataFrame], col: str, convert) -> list:  # a column of the items, in order
+        out = np.empty(len(order), dtype=object)
+        for k, v in enumerate(variants):
+            here = variant_key == k
+            out[here] = convert(_column(frames[v], col).iloc[row_key[here]])
+        return out.tolist()
+
+    ids = common["id"].to_numpy(dtype=object)
+    items = [ItemDifference(*fields) for fields in zip(
+        ids[row_key].tolist(), [variants[k] for k in variant_key.tolist()],
+        [CLASSES[r].name for r in class_key.tolist()],
+        side(aligned_a, "raw", _texts), side(aligned_b, "raw", _texts),
+        side(aligned_a, "prediction", _texts), side(aligned_b, "prediction", _texts),
+        side(aligned_a, "prediction_index", _indices), side(aligned_b, "prediction_index", _indices),
+        side(aligned_a, "error", _texts), side(aligned_b, "error", _texts), gold[row_key].tolist(),
+        gold_index[row_key].tolist(),
+    )]
 
     value_a = headline_value(m, common, aligned_a)
     value_b = headline_value(m, common, aligned_b)
@@ -294,7 +351,9 @@ def _substituted(base: dict[str, pd.DataFrame], source: dict[str, pd.DataFrame],
     out = {}
     for v, frame in base.items():
         if rows.get(v):
-            frame = pd.concat([frame.drop(index=rows[v]), source[v].loc[rows[v], frame.columns]]).sort_index()
+            take = np.arange(len(frame))
+            take[rows[v]] += len(frame)  # the row of `source`, which follows `base`'s rows
+            frame = pd.concat([frame, source[v][frame.columns]]).iloc[take]
         out[v] = frame
     return out
 

@@ -25,14 +25,16 @@ from vlmgrid.metrics.differences import Differences, diff_predictions
 from vlmgrid.predictions import (
     GIVEN_HINT, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
+from vlmgrid.report.inspect_page import option_label
 from vlmgrid.stages.imports import PROTOCOL_PARSERS
+from vlmgrid.stages.inspect import ITEM_RULES
 from vlmgrid.stages.score import read_again
 
 READINGS = ("recorded", "headline", "lenient")
 WIDTH = 100  # the printed output fits a terminal this wide
 DECIMALS = 4
 CSV_COLUMNS = ("id", "variant", "class", "raw_a", "raw_b", "prediction_a", "prediction_b", "prediction_index_a",
-               "prediction_index_b", "error_a", "error_b", "gold")
+               "prediction_index_b", "error_a", "error_b", "gold", "gold_index")
 
 
 def _r(x: float | None) -> float | None:
@@ -134,6 +136,7 @@ def as_document(benchmark: str, path_a: Path, path_b: Path, reading: str, parser
         "benchmark": benchmark,
         "metric": result.metric,
         "headline": result.headline,
+        "option_labels": ITEM_RULES.get(result.metric).labels,
         "reading": reading,
         "parsers": parsers,
         "a": side(path_a, result.value_a, result.own_value_a, result.error_rows_a,
@@ -157,7 +160,7 @@ def _item(d) -> dict:
     return {"id": d.id, "variant": d.variant, "class": d.diff_class, "raw_a": d.raw_a, "raw_b": d.raw_b,
             "prediction_a": d.prediction_a, "prediction_b": d.prediction_b,
             "prediction_index_a": d.prediction_index_a, "prediction_index_b": d.prediction_index_b,
-            "error_a": d.error_a, "error_b": d.error_b, "gold": d.gold}
+            "error_a": d.error_a, "error_b": d.error_b, "gold": d.gold, "gold_index": d.gold_index}
 
 
 def items_csv(result: Differences) -> str:
@@ -178,14 +181,19 @@ def _cut(text: str, width: int) -> str:
 def _raw(text: str | None, error: str | None) -> str:
     # Quoted, with escapes: white space at the ends and line breaks stay visible.
     if text is None:
-        return "(none)" if error is None else f"(error: {error})"
+        return "(no text)" if error is None else f"(error: {error})"  # no text: answered by scores
     return json.dumps(text, ensure_ascii=False)
 
 
-def _reading(prediction: str | None, error: str | None) -> str:
+def _option(text: str | None, index: int, labels: str) -> str | None:
+    # As a researcher reads a multiple-choice answer: the option's label and its text ("D. diamond").
+    return text if text is None or index < 0 else option_label(index, labels) + text
+
+
+def _reading(prediction: str | None, index: int, error: str | None, labels: str) -> str:
     if error is not None:
         return "(error)"
-    return "(unread)" if prediction is None else prediction
+    return "(unread)" if prediction is None else _option(prediction, index, labels)
 
 
 def _number(value: float | None, signed: bool = False) -> str:
@@ -240,11 +248,16 @@ def render(document: dict, limit: int) -> str:
     if document["only_a"] or document["only_b"]:
         notes.append(f"The headlines above are over the {document['n_common']} items both sets answer.")
     notes.append(f"Error rows: A {a['error_rows']}, B {b['error_rows']}.")
+    read_differently = next(c["items"] for c in document["classes"] if c["class"] == "reading")
+    if read_differently and document["reading"] == "recorded":
+        notes.append(f"{_count(read_differently)} read differently: --reread headline reads both sets' raw texts "
+                     f"again with the benchmark's own parser, so that what is left differs in the answers.")
     if document["variant_pairing"]:
         va, vb = document["variant_pairing"]
         notes.append(f'A\'s variant "{va}" is paired with B\'s "{vb}".')
     lines += [line for note in notes for line in textwrap.wrap(note, WIDTH)]
     several = len({item["variant"] for item in document["items"]}) > 1
+    labels = document["option_labels"]
     widths = (16, 20, 20, 12, 12, 10)
     for c in document["classes"]:
         items = [item for item in document["items"] if item["class"] == c["class"]]
@@ -255,9 +268,12 @@ def render(document: dict, limit: int) -> str:
         lines.append("  ".join(f"{h:<{w}}" for h, w in zip(header, widths)).rstrip())
         for item in items[:limit]:
             name = f"{item['id']} [{item['variant']}]" if several else item["id"]
-            cells = (name, _raw(item["raw_a"], item["error_a"]), _raw(item["raw_b"], item["error_b"]), _reading(item["prediction_a"], item["error_a"]),
-                     _reading(item["prediction_b"], item["error_b"]), item["gold"] or "")
+            cells = (name, _raw(item["raw_a"], item["error_a"]), _raw(item["raw_b"], item["error_b"]),
+                     _reading(item["prediction_a"], item["prediction_index_a"], item["error_a"], labels),
+                     _reading(item["prediction_b"], item["prediction_index_b"], item["error_b"], labels),
+                     _option(item["gold"], item["gold_index"], labels) or "")
             lines.append("  ".join(f"{_cut(cell, w):<{w}}" for cell, w in zip(cells, widths)).rstrip())
         if len(items) > limit:
-            lines.append(f"… and {len(items) - limit} more (--csv or --json write them all)")
+            lines.append(f"… and {len(items) - limit} more: --limit {len(items)} prints them, --csv FILE or --json "
+                         f"FILE writes every item")
     return "\n".join(lines)
