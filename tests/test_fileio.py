@@ -163,7 +163,7 @@ def test_a_real_full_disk(tmp_path):
         out = disk / "predictions.parquet"
         with pytest.raises(VlmgridError) as caught:
             fileio.write_bytes(out, b"\0" * 100_000)
-        assert str(caught.value).startswith(f"{out}: cannot write it, no space is left on its disk (97.7 kB wanted, ")
+        assert str(caught.value).startswith(f"{out}: cannot write it, no space is left on its disk (97.7 kB wanted, 64.0 kB free); ")
         assert leftovers(disk) == []
 
 

@@ -84,8 +84,11 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> None:
     now = time.time()
     with os.scandir(folder) as entries:
         for entry in entries:
-            if _stale(entry, now):
-                Path(entry.path).unlink(missing_ok=True)
+            try:
+                if _stale(entry, now):
+                    Path(entry.path).unlink(missing_ok=True)
+            except FileNotFoundError:  # renamed or removed by its writer meanwhile
+                pass
     _swept.add(key)
 
 
@@ -167,6 +170,7 @@ def atomic_path(path: str | os.PathLike, size: int | None = None) -> Iterator[Pa
                     wanted = f"more than {_size(tmp.stat().st_size)}"
                 except OSError:
                     pass
+            tmp.unlink(missing_ok=True)  # first, so that the free space said is what the user has
             failure = unwritable(path, exc, wanted)
         if failure is None:
             raise
