@@ -122,3 +122,4 @@ def test_kill_during_the_final_write_leaves_no_file_that_looks_complete(small_co
     assert len(read_predictions(ws.out_path)) == 90
     # The half-written temporary file is ignored, and no name a reader looks for ends in .tmp.
     assert sorted(p.name for p in ws.out_path.parent.glob("*.parquet")) == [ws.out_path.name]
+    assert not leftover.exists()  # the killed run's temporary removed by the run that finished the file

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from vlmgrid import __version__
+from vlmgrid import __version__, fileio
 from vlmgrid.config import DEFAULT_CONFIG, Config, load_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.stages import plan
@@ -294,6 +294,12 @@ def _run(args) -> int:
         except (OSError, ValueError):  # stdout is not a file (captured): nothing is flushed at exit
             pass
         return 141  # 128 + SIGPIPE, the status a shell reports for a command ended by a closed pipe
+    except OSError as exc:
+        failure = fileio.failed_write(exc)  # a full disk or a read-only one, wherever the write was
+        if failure is None:
+            raise
+        print(f"vlmgrid: error: {failure}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import types
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -27,7 +26,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from vlmgrid.cache import cache_root
-from vlmgrid.fileio import sha256_json, write_json
+from vlmgrid.fileio import create_temporary, sha256_json, write_json
 
 PIXELS_DIR = "pixels"
 _LAYOUT = 1  # bump when the entry's layout or the pixels' meaning changes
@@ -98,10 +97,7 @@ def filling(key: str, n: int, decoded: Iterable[tuple[int, list]], geometry: str
     stops early leaves no entry; pixels of differing shapes (a preprocessing without a crop) are not cached.
     """
     pixels_path, problems_path = entry_paths(key, root)
-    pixels_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{pixels_path.name}.", suffix=".tmp", dir=pixels_path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = create_temporary(pixels_path)
     problems: list[str | None] = [None] * n
     rows, cacheable = None, True
     try:
