@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from inspect_helpers import BENCH, make_grid, write_predictions
@@ -13,6 +14,7 @@ from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import METRICS
+from vlmgrid.predictions import read_metadata, read_table, write_table
 from vlmgrid.report.inspect_page import FORMAT_ERROR, NO_GOLD, PARTIAL, RIGHT, WRONG, render_page
 from vlmgrid.stages.inspect import ITEM_RULES, _answers, build_page, sample_positions
 
@@ -152,10 +154,6 @@ def test_a_partial_cell_shows_no_answer_for_an_unanswered_item_and_its_coverage(
     """alpha's predictions are an imported answer set that lacks two of the ten items by construction (its
     metadata's coverage, as an MME eval-tool folder records it): those items have no answer of alpha on the
     page, not a format error, and the page says how many alpha answered."""
-    import pyarrow.compute as pc
-
-    from vlmgrid.predictions import read_metadata, read_table, write_table
-
     config, _, records, _, _ = make_grid(default_config_data, tmp_path, size=10)
     path = paths.predictions_path(config.results_dir, "alpha", BENCH)
     table = read_table(path, "")
