@@ -61,3 +61,36 @@ def test_include_compares_on_the_items_both_answered(tmp_path, partial_grid):
     assert (pair["value_a"], pair["value_b"], pair["difference"]) == (100.0, 50.0, 50.0)
     assert pair["units"] == 10 and pair["coverage"] == {"answered": 10, "total": 20}
     assert pair["mcnemar"]["a_only"] == 5 and pair["mcnemar"]["b_only"] == 0
+
+
+def comparison_tables(data) -> tuple[str, str, "pd.DataFrame"]:
+    """The comparisons table's Markdown, LaTeX and CSV frame, as the report writes them from the file."""
+    from vlmgrid.report.comparisons import read_comparisons
+    from vlmgrid.report.tables.comparisons import comparisons_frame, comparisons_latex, comparisons_markdown
+
+    comparisons = read_comparisons({"tiny": paths.comparison_path(data["results_dir"], "tiny")}, ["good", "part"],
+                                   ["tiny"])
+    return (comparisons_markdown(comparisons, "t"), comparisons_latex(comparisons, "t"),
+            comparisons_frame(comparisons))
+
+
+def test_the_comparisons_table_gives_the_coverage_of_a_pair_compared_under_include(tmp_path, partial_grid):
+    partial_grid["report"] = {"partial_cells": "include"}
+    compare(tmp_path, partial_grid)
+    markdown, latex, frame = comparison_tables(partial_grid)
+    row = next(line for line in markdown.splitlines() if line.startswith("| good"))
+    assert "+50.0 [" in row and row.count("\u2021") == 1  # the difference marked
+    assert ("\u2021: compared on the items both models answered, a cell of the pair answering a subset of the "
+            "benchmark (report.partial_cells: include): good \u2212 part on tiny, 10 of 20 items.") in markdown
+    assert r"$^{\ddagger}$" in latex and "10 of 20 items" in latex
+    assert frame[["coverage_answered", "coverage_total"]].values.tolist() == [[10, 20]]
+
+
+def test_the_comparisons_table_says_why_a_partial_pair_is_not_compared_under_exclude(tmp_path, partial_grid):
+    compare(tmp_path, partial_grid)
+    markdown, latex, frame = comparison_tables(partial_grid)
+    row = next(line for line in markdown.splitlines() if line.startswith("| good"))
+    assert ("no comparison: part answers 10 of the 20 items of tiny (a partial import; report.partial_cells: "
+            "include compares it on the items both answered)") in row
+    assert "\u2021" not in markdown and frame["difference"].isna().all()
+    assert frame["coverage_answered"].isna().all() and "10 of the 20 items of tiny" in frame["reason"][0]

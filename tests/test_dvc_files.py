@@ -88,3 +88,33 @@ def test_the_report_writes_both_files_beside_its_tables(tmp_path):
     assert [(row["cell"], row["value"], row["ci_low"]) for row in rows] == [("pope-fixture / clip", "61.2346", "50.0"),
                                                                           ("pope-fixture / vlm", "40.0", "30.0")]
     assert not any(path.name.endswith(".tmp") for path in tmp_path.rglob("*"))
+
+
+def partial_grid(tmp_path, partial_cells: str):
+    """pope-fixture and sqa: clip answers every item of both; vlm answers 30 of pope's 40 items (an imported
+    answer set that lacks 10 by construction), and every item of sqa."""
+    objects = {
+        ("clip", "pope-fixture"): scored("clip", "pope-fixture", "f1", 61.0, [50.0, 72.0], [50, 60, 65, 70]),
+        ("clip", "sqa"): scored("clip", "sqa", "accuracy", 50.0, [40.0, 60.0], [40, 50, 50, 60]),
+        ("vlm", "pope-fixture"): scored("vlm", "pope-fixture", "f1", 80.0, [70.0, 90.0], [70, 80, 85, 85], 0.0)
+        | {"n": 30, "n_valid": 30, "coverage": {"answered": 30, "total": 40}},
+        ("vlm", "sqa"): scored("vlm", "sqa", "accuracy", 70.0, [60.0, 80.0], [60, 70, 70, 80]),
+    }
+    files = {}
+    for (model, bench), obj in objects.items():
+        files[(model, bench)] = tmp_path / f"{model}-{bench}.json"
+        files[(model, bench)].write_text(json.dumps(obj))
+    return load_grid(files, MODELS, ["pope-fixture", "sqa"], partial_cells=partial_cells)
+
+
+def test_a_partial_cell_carries_its_coverage_and_its_models_average_says_what_it_did_with_it(tmp_path):
+    tree = metrics(partial_grid(tmp_path, "exclude"))
+    assert tree["pope-fixture"]["vlm"] == {"f1": 80.0, "ci_low": 70.0, "ci_high": 90.0, "n": 30,
+                                           "format_error_rate": 0.0, "coverage": {"answered": 30, "total": 40}}
+    assert "coverage" not in tree["pope-fixture"]["clip"] and "coverage" not in tree["sqa"]["vlm"]
+    # exclude: vlm's average is its sqa alone (70.0, draws 60 70 70 80), and says the partial cell is left out
+    assert tree["Average"]["vlm"] == {"mean": 70.0, "ci_low": 60.75, "ci_high": 79.25, "partial_cells": "exclude"}
+    assert tree["Average"]["clip"] == {"mean": 55.5, "ci_low": 45.75, "ci_high": 64.4375}
+    # include: (80 + 70) / 2, draws 65 75 77.5 82.5
+    included = metrics(partial_grid(tmp_path, "include"))["Average"]["vlm"]
+    assert included["mean"] == 75.0 and included["partial_cells"] == "include"

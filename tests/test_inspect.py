@@ -1,9 +1,12 @@
 """The inspect stage: the items on the page, each answer judged by the benchmark's rule at item level."""
 
+import json
 import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from inspect_helpers import BENCH, make_grid, write_predictions
@@ -11,7 +14,8 @@ from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import METRICS
-from vlmgrid.report.inspect_page import FORMAT_ERROR, NO_GOLD, PARTIAL, RIGHT, WRONG
+from vlmgrid.predictions import read_metadata, read_table, write_table
+from vlmgrid.report.inspect_page import FORMAT_ERROR, NO_GOLD, PARTIAL, RIGHT, WRONG, render_page
 from vlmgrid.stages.inspect import ITEM_RULES, _answers, build_page, sample_positions
 
 
@@ -144,3 +148,29 @@ def test_hidden_labels_have_no_right_or_wrong():
 
 def test_every_metric_has_an_item_rule():
     assert ITEM_RULES.names() == METRICS.names()
+
+
+def test_a_partial_cell_shows_no_answer_for_an_unanswered_item_and_its_coverage(default_config_data, tmp_path):
+    """alpha's predictions are an imported answer set that lacks two of the ten items by construction (its
+    metadata's coverage, as an MME eval-tool folder records it): those items have no answer of alpha on the
+    page, not a format error, and the page says how many alpha answered."""
+    config, _, records, _, _ = make_grid(default_config_data, tmp_path, size=10)
+    path = paths.predictions_path(config.results_dir, "alpha", BENCH)
+    table = read_table(path, "")
+    left_out = list(records["id"][[3, 7]])
+    kept = table.filter(pc.invert(pc.is_in(table["id"], value_set=pa.array(left_out))))
+    metadata = read_metadata(path)
+    metadata["coverage"] = {"answered": 8, "total": 10}
+    write_table(path, kept.replace_schema_metadata({"vlmgrid": json.dumps(metadata)}))
+    page = build_page(config, BENCH)
+    by_id = {item.item_id: item for item in page.items}
+    for item_id in left_out:
+        assert by_id[item_id].answers["alpha"] == []
+        assert [answer.verdict for answer in by_id[item_id].answers["beta"]] == [RIGHT]
+    assert all(len(item.answers["alpha"]) == 1 for item in page.items if item.item_id not in left_out)
+    assert any("alpha: 8 of 10 answered" in note for note in page.notes)
+    html = render_page(page)
+    row = re.search(rf'<tr class="item" data-id="{left_out[0]}".*?</tr>', html).group(0)
+    assert FORMAT_ERROR not in row and 'data-error=""' in row
+    assert re.findall(r"<td>(.*?)</td>", row)[0] == '<span class="dim">not answered</span>'
+    assert "alpha: 8 of 10 answered" in html

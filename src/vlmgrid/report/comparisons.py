@@ -62,6 +62,9 @@ class Comparison:
     permutations: int | None = None
     mcnemar_p: float | None = None
     reason: str | None = None
+    # (answered, total): compared on the items both models answered, where a cell of the pair answers a subset
+    # of the benchmark (`report.partial_cells: include`; the file's `coverage`); None when both answer every item
+    coverage: tuple[int, int] | None = None
 
     @property
     def significant(self) -> bool | None:
@@ -113,6 +116,18 @@ def _p(value: Any, where: str) -> float:
     return p
 
 
+def _coverage(raw: Any, where: str) -> tuple[int, int] | None:
+    """(answered, total) of a pair compared on a subset of the items; None when the entry has no `coverage`."""
+    if raw is None:
+        return None
+    answered = raw.get("answered") if isinstance(raw, Mapping) else None
+    total = raw.get("total") if isinstance(raw, Mapping) else None
+    if (isinstance(answered, bool) or isinstance(total, bool) or not isinstance(answered, int)
+            or not isinstance(total, int) or not 0 < answered <= total):
+        raise _Invalid(f"{where}.coverage is {raw!r}, not {{answered, total}} with 0 < answered <= total")
+    return answered, total
+
+
 def _pair(entry: Any, benchmark: str, metric: str | None, where: str) -> Comparison:
     if not isinstance(entry, Mapping):
         raise _Invalid(f"{where} is not an object")
@@ -144,6 +159,7 @@ def _pair(entry: Any, benchmark: str, metric: str | None, where: str) -> Compari
         p_value=_p(entry.get("p_value"), f"{where}.p_value"),
         test=str(entry.get("test") or ""), unit=str(entry.get("unit") or ""), permutations=permutations,
         mcnemar_p=None if mcnemar is None else _p(mcnemar.get("p_value"), f"{where}.mcnemar.p_value"),
+        coverage=_coverage(entry.get("coverage"), where),
     )
 
 

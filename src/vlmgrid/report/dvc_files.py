@@ -4,7 +4,10 @@
 `metrics(grid)` nests {benchmark: {model: {<metric>: value, ci_low, ci_high, n, format_error_rate}}}, so DVC
 prints columns like `pope-fixture.random.f1`, and adds each model's average under `Average` (a name no benchmark
 can have: the config's names are lower case). A cell without a number (n/a, hidden, failed, missing) gives its
-status instead and never a value: DVC prints a missing value as "-", which a 0 would hide. `headline_rows(grid)`
+status instead and never a value: DVC prints a missing value as "-", which a 0 would hide. A partial cell (one
+that answers a subset of its benchmark) adds its `coverage` {answered, total}, which DVC prints as the columns
+`<benchmark>.<model>.coverage.answered` and `.total`, and its model's average says `partial_cells` (exclude: it
+is over the other benchmarks; include: it takes the cell in). `headline_rows(grid)`
 is the long table the plot draws: one row per cell with a number, none for the others.
 """
 
@@ -59,12 +62,17 @@ def metrics(grid: Grid) -> dict:
             if cell is not None:
                 cells[model] = {**_estimate(cell.metric, cell.estimate), "n": cell.n,
                                 "format_error_rate": _rounded(cell.format_error_rate)}
+                if cell.coverage is not None:  # a partial cell: its number is over the answered items alone
+                    cells[model]["coverage"] = {"answered": cell.coverage[0], "total": cell.coverage[1]}
             elif (status := _status(grid, model, benchmark)) is not None:
                 cells[model] = {"status": status}
         if cells:
             tree[benchmark] = cells
     averages = {model: _estimate("mean", average) for model in grid.models
                 if (average := grid.average(model)) is not None}
+    for model, average in averages.items():
+        if grid.model_coverage(model) is not None:  # what the average did with the model's partial cells
+            average["partial_cells"] = grid.partial_cells
     if averages:
         tree[AVERAGE] = averages
     return tree

@@ -32,6 +32,9 @@ MAX_OPTIONS_SHOWN = 10
 # its lines folded under it.
 FOLD_VARIANTS_AT = 4
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# The cell of an item a model's answer file lacks (a published answer set partial by construction): no verdict,
+# so no filter counts it as wrong or as a format error.
+NOT_ANSWERED = '<span class="dim">not answered</span>'
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,8 @@ def _row(item: Item, models: Sequence[str]) -> str:
     cells = []
     for model in models:
         answers = item.answers.get(model, [])
-        cells.append(f"<td>{_answers(answers)}</td>")
+        # no answer at all: the model's answer file lacks the item by construction (a partial import)
+        cells.append(f"<td>{_answers(answers) if answers else NOT_ANSWERED}</td>")
     return (
         f'<tr class="item" data-id="{escape(item.item_id)}" data-wrong="{_flags(item, models, (WRONG, PARTIAL))}" '
         f'data-error="{_flags(item, models, (FORMAT_ERROR,))}" data-disagree="{"1" if item.disagree else "0"}">'

@@ -263,7 +263,7 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
             continue
         coverage = predictions.attrs.get("coverage")
         if coverage is not None:
-            partial.append(f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items")
+            partial.append(f"{model}: {coverage['answered']:,} of {coverage['total']:,} answered")
         predictions = predictions[predictions["id"].isin(set(shown["id"]))]
         answers[model], keys[model] = _answers(rule, metric, shown, predictions)
 
@@ -289,7 +289,7 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
     notes = []
     if partial:
         notes.append(f"{'; '.join(partial)} (a published answer file that lacks the others by construction): an "
-                     f"item it did not answer has no answer of it here, and its scores leave the item out.")
+                     f"item it did not answer reads \"not answered\" here, and its scores leave the item out.")
     verdicts = {answer.verdict for item in items for given in item.answers.values() for answer in given}
     if verdicts and verdicts <= {NO_GOLD, FORMAT_ERROR}:
         notes.append("The gold answers are hidden (a leaderboard's test copy): no answer is right or wrong here.")

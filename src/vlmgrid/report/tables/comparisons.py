@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
-from vlmgrid.report.tables.format import DASH, fmt, latex_escape, latex_table, md_table
+from vlmgrid.report.tables.format import DASH, PARTIAL, fmt, latex_escape, latex_table, md_table
 
 HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
 
@@ -19,12 +19,14 @@ def fmt_p(p: float | None) -> str:
 
 
 def _cells(row: Comparison) -> list[str]:
-    """The row's displayed cells after the names; a pair without a comparison says why in the difference cell."""
+    """The row's displayed cells after the names; a pair without a comparison says why in the difference cell,
+    one compared on the items both answered (a partial cell under `include`) is marked (the legend says how many)."""
     if row.difference is None:
         return [DASH, DASH, f"no comparison: {row.reason}", DASH, DASH, DASH]
     sign = "+" if row.difference > 0 and fmt(row.difference) != "0.0" else ""
+    mark = PARTIAL if row.coverage is not None else ""
     return [fmt(row.value_a), fmt(row.value_b),
-            f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]",
+            f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]{mark}",
             fmt_p(row.p_value), fmt_p(row.p_holm), "yes" if row.significant else "no"]
 
 
@@ -42,6 +44,12 @@ def legend(comparisons: Comparisons) -> str:
         f"one pair's benchmarks (those with a comparison). Significant: Holm p < {ALPHA:g}. The CSV adds the exact "
         f"McNemar p where the headline is a plain accuracy."
     )
+    covered = [row for row in comparisons.rows if row.coverage is not None and row.difference is not None]
+    if covered:
+        listed = "; ".join(f"{row.model_a} \u2212 {row.model_b} on {row.benchmark}, {row.coverage[0]:,} of "
+                           f"{row.coverage[1]:,} items" for row in covered)
+        text += (f" {PARTIAL}: compared on the items both models answered, a cell of the pair answering a subset "
+                 f"of the benchmark (report.partial_cells: include): {listed}.")
     if comparisons.unavailable:
         listed = "; ".join(f"{bench}: {why}" for bench, why in comparisons.unavailable.items())
         text += f" Benchmarks without comparisons: {listed}."
@@ -66,13 +74,20 @@ def comparisons_latex(comparisons: Comparisons, title: str) -> str:
 
 
 def comparisons_frame(comparisons: Comparisons) -> pd.DataFrame:
-    """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no comparison."""
+    """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no comparison;
+    `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared on, of all."""
     columns = ["model_a", "model_b", "benchmark", "metric", "value_a", "value_b", "difference", "ci_low", "ci_high",
-               "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "reason"]
-    frame = pd.DataFrame([{name: getattr(row, name, None) for name in columns if name != "significant"}
-                          | {"significant": row.significant} for row in comparisons.rows], columns=columns)
+               "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "reason",
+               "coverage_answered", "coverage_total"]
+    derived = ("significant", "coverage_answered", "coverage_total")
+    frame = pd.DataFrame([{name: getattr(row, name, None) for name in columns if name not in derived}
+                          | {"significant": row.significant,
+                             "coverage_answered": row.coverage[0] if row.coverage else None,
+                             "coverage_total": row.coverage[1] if row.coverage else None}
+                          for row in comparisons.rows], columns=columns)
     for name in ("value_a", "value_b", "difference", "ci_low", "ci_high", "p_value", "p_holm", "mcnemar_p"):
         frame[name] = frame[name].astype("float64")
     frame["significant"] = frame["significant"].astype("boolean")
-    frame["permutations"] = frame["permutations"].astype("Int64")
+    for name in ("permutations", "coverage_answered", "coverage_total"):
+        frame[name] = frame[name].astype("Int64")
     return frame
