@@ -27,18 +27,23 @@ LLAVA_LETTER = "Answer with the option's letter from the given choices directly.
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
     """The default grid's config with the five benchmarks prepared small; (config path, {bench: records})."""
-    root = tmp_path_factory.mktemp("imports")
+    return small_grid(tmp_path_factory.mktemp("imports"), SIZES)
+
+
+def small_grid(root, sizes: dict[str, int]) -> tuple[str, dict[str, pd.DataFrame]]:
+    """The default grid's config under root with the benchmarks of `sizes` prepared at those fixture sizes;
+    (config path, {bench: records})."""
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
     data["data_dir"], data["results_dir"] = str(root / "data"), str(root / "results")
     data["prompts_dir"] = str(REPO / "config" / "prompts")
-    for name, size in SIZES.items():
+    for name, size in sizes.items():
         data["benchmarks"][name] = copy.deepcopy(data["benchmarks"][name])
         data["benchmarks"][name]["source"]["size"] = size
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(data))
     config = load_config(path)
     records = {}
-    for name in SIZES:
+    for name in sizes:
         bench_dir = config.data_dir / name
         prepare_benchmark(name, config.benchmark(name), bench_dir)
         records[name] = pd.read_parquet(bench_dir / "records.parquet")

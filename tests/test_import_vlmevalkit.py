@@ -4,22 +4,17 @@ or tsv / json with PRED_FORMAT), built from the prepared fixture benchmarks in e
 imported, matched by the texts both keep, refused in one sentence when they do not answer exactly the
 benchmark's items, and scored like a local run."""
 
-import copy
 import csv
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from conftest import DEFAULT_CONFIG, REPO
-from test_import_predictions import MODEL_ID, imported, refused, run
+from test_import_predictions import MODEL_ID, imported, refused, run, small_grid
 from vlmgrid.cli import main
-from vlmgrid.config import load_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
-from vlmgrid.stages.prepare import prepare_benchmark
 
 MODEL = "llava_v1.5_7b"  # VLMEvalKit's model names hold underscores too
 SIZES = {"mmbench-fixture": 2, "mme-fixture": 2, "pope-fixture": 4, "scienceqa-fixture": 6, "textvqa-fixture": 3,
@@ -31,21 +26,7 @@ NAN = float("nan")
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
     """The default grid's config with the seven benchmarks prepared small; (config path, {bench: records})."""
-    root = tmp_path_factory.mktemp("vlmevalkit")
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    data["data_dir"], data["results_dir"] = str(root / "data"), str(root / "results")
-    data["prompts_dir"] = str(REPO / "config" / "prompts")
-    for name, size in SIZES.items():
-        data["benchmarks"][name] = copy.deepcopy(data["benchmarks"][name])
-        data["benchmarks"][name]["source"]["size"] = size
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(data))
-    config = load_config(path)
-    records = {}
-    for name in SIZES:
-        prepare_benchmark(name, config.benchmark(name), config.data_dir / name)
-        records[name] = pd.read_parquet(config.data_dir / name / "records.parquet")
-    return str(path), records
+    return small_grid(tmp_path_factory.mktemp("vlmevalkit"), SIZES)
 
 
 # ---------------------------------------------------------------------------------------------- the TSVs' rows

@@ -2,20 +2,15 @@
 tool scores it over the questions it holds, its coverage in the predictions file's metadata and the score file;
 every other format, and a predictions file made by inference, still refused when items are missing."""
 
-import copy
 import json
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
-from conftest import DEFAULT_CONFIG, REPO
-from test_import_predictions import MODEL_ID, mmbench_answers, mme_tool_folder, refused, run, write_jsonl
+from test_import_predictions import MODEL_ID, mmbench_answers, mme_tool_folder, refused, run, small_grid, write_jsonl
 from vlmgrid.cli import main
-from vlmgrid.config import load_config
 from vlmgrid.predictions import read_metadata
-from vlmgrid.stages.prepare import prepare_benchmark
 
 # Five images: existence/0000, count/0000, color/0000, OCR/0000, existence/0001; two questions each (yes, no).
 SIZES = {"mme-fixture": 5, "mmbench-fixture": 2}
@@ -23,22 +18,7 @@ SIZES = {"mme-fixture": 5, "mmbench-fixture": 2}
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    root = tmp_path_factory.mktemp("partial")
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    data["data_dir"], data["results_dir"] = str(root / "data"), str(root / "results")
-    data["prompts_dir"] = str(REPO / "config" / "prompts")
-    for name, size in SIZES.items():
-        data["benchmarks"][name] = copy.deepcopy(data["benchmarks"][name])
-        data["benchmarks"][name]["source"]["size"] = size
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(data))
-    config = load_config(path)
-    records = {}
-    for name in SIZES:
-        bench_dir = config.data_dir / name
-        prepare_benchmark(name, config.benchmark(name), bench_dir)
-        records[name] = pd.read_parquet(bench_dir / "records.parquet")
-    return str(path), records
+    return small_grid(tmp_path_factory.mktemp("partial"), SIZES)
 
 
 def texts(frame: pd.DataFrame) -> list[str]:
