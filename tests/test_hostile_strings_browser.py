@@ -2,22 +2,14 @@
 and descriptions carry markup, and an inspect page whose item text, answers and names do. No element the strings
 would create exists, no script of theirs runs, and the report's own scripts still read their data."""
 
-import shutil
-
 import pytest
 import yaml
 
 from conftest import copy_workflow, run, small_grid_config
 from vlmgrid.report.inspect_page import FORMAT_ERROR, WRONG, Answer, InspectPage, Item, render_page
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test extra has it)")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("Chromium or chromedriver is not installed (Debian: apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-
-from selenium.webdriver.common.by import By  # noqa: E402
+from browser_helpers import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
+from selenium.webdriver.common.by import By
 
 # Each would create an element or run a script if it reached the page as markup.
 HOSTILE = [
@@ -32,17 +24,6 @@ HOSTILE = [
 EVIL = " ".join(HOSTILE)
 # Elements or attributes that only the strings above could have put in a page.
 INJECTED = 'img[src="x"], [onerror], [onload], a[href^="javascript:window.__pwned"]'
-
-
-@pytest.fixture(scope="module")
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def assert_nothing_injected(browser, where: str) -> None:

@@ -1,33 +1,11 @@
 """The inspect page in a real headless Chromium: each filter chosen as a user would, and the rows it shows."""
 
-import shutil
-
-import pytest
-
+from browser_helpers import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
 from inspect_helpers import BENCH, make_grid
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 from vlmgrid import paths
 from vlmgrid.stages.inspect import inspect_benchmark
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test extra has it)")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("Chromium or chromedriver is not installed (Debian: apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def _choose(browser, select_id: str, text: str) -> None:
