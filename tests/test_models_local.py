@@ -237,6 +237,20 @@ def write_hub_cache(cache, repo, commit, folder):
     return snapshot
 
 
+def run_offline(write_config, default_config_data, tmp_path, hub: dict, cache) -> None:
+    """fetch-model and infer of the model `hub` on a small POPE, with the hub cache `cache`, offline and behind a
+    proxy that does not exist: no network at all."""
+    config = str(local_grid(write_config, default_config_data, tmp_path, {"hub": hub}))
+    assert cli.main(["prepare", "pope-small", "--config", config]) == 0
+    env = workflow_env({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "hf"),
+                        "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+                        "PYTHONPATH": str(REPO / "src")})
+    for command in (["fetch-model", "hub"], ["infer", "hub", "pope-small", "--no-progress"]):
+        result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", *command, "--config", config], env=env,
+                                capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+
+
 def test_an_offline_hub_model_runs_from_the_cache_with_no_copy(llava, tmp_path, write_config, default_config_data):
     from huggingface_hub import scan_cache_dir
 
@@ -249,16 +263,7 @@ def test_an_offline_hub_model_runs_from_the_cache_with_no_copy(llava, tmp_path, 
 
     hub = {"backend": "hf", "source": {"type": "hf_hub", "repo": "someone/tiny-llava", "revision": commit},
            "precision": "fp32", "batch_size": 4}
-    config = str(local_grid(write_config, default_config_data, tmp_path, {"hub": hub}))
-    assert cli.main(["prepare", "pope-small", "--config", config]) == 0
-    # no network at all: offline, and a proxy that does not exist
-    env = workflow_env({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "hf"),
-                        "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-                        "PYTHONPATH": str(REPO / "src")})
-    for command in (["fetch-model", "hub"], ["infer", "hub", "pope-small", "--no-progress"]):
-        result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", *command, "--config", config], env=env,
-                                capture_output=True, text=True, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr
+    run_offline(write_config, default_config_data, tmp_path, hub, cache)
     manifest = json.loads((tmp_path / "data/models/hub/model.json").read_text())
     assert manifest["location"] == str(snapshot)
     assert manifest["files"] == {p.name: sha(p) for p in llava.iterdir()}
@@ -288,16 +293,7 @@ def test_an_offline_open_clip_hub_repo_runs_from_the_cache_with_no_copy(tmp_path
     snapshot = write_hub_cache(cache, "someone/tiny-clip", commit, tiny)
     hub = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "someone/tiny-clip", "revision": commit},
            "batch_size": 4}
-    config = str(local_grid(write_config, default_config_data, tmp_path, {"hub": hub}))
-    assert cli.main(["prepare", "pope-small", "--config", config]) == 0
-    # no network at all: offline, and a proxy that does not exist
-    env = workflow_env({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "hf"),
-                        "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-                        "PYTHONPATH": str(REPO / "src")})
-    for command in (["fetch-model", "hub"], ["infer", "hub", "pope-small", "--no-progress"]):
-        result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", *command, "--config", config], env=env,
-                                capture_output=True, text=True, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr
+    run_offline(write_config, default_config_data, tmp_path, hub, cache)
     manifest = json.loads((tmp_path / "data/models/hub/model.json").read_text())
     assert manifest["location"] == str(snapshot)
     assert manifest["files"] == {name: sha(tiny / name) for name in ("open_clip_config.json", "open_clip_model.safetensors")}
