@@ -25,6 +25,7 @@ from vlmgrid.config import Config
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.predictions import rows_to_table
 from vlmgrid.serving import ServerPlan, ServeSpec, served_settings
+from vlmgrid.stages.celllock import cell_lock
 from vlmgrid.stages.fetch import InPlace, in_place_weights
 from vlmgrid.stages.jobs import PartStore, open_job, predictions_metadata, write_not_applicable, write_predictions
 from vlmgrid.stages.plan import gpus, not_applicable
@@ -38,10 +39,9 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
     """`vlmgrid infer`: the cell's predictions file (or, with `shard` "I/N", that shard's file).
 
     A cell the model cannot run gets a file that says so, with no model loaded and no GPU held. A model that
-    uses GPUs holds its `gpus` of them (`vlmgrid.gpu`) for the whole job, and sees exactly those.
+    uses GPUs holds its `gpus` of them (`vlmgrid.gpu`) for the whole job, and sees exactly those. The cell's
+    lock (`vlmgrid.stages.celllock`) is held throughout: a second run of the same cell refuses at once.
     """
-    from vlmgrid.gpu import acquire_gpus
-
     settings = config.model(model)
     config.benchmark(benchmark)  # a clear error for an unknown name before any work
     # Without a shard the cell runs whole whatever its benchmark's `shards` says: sharding is the workflow's
@@ -53,6 +53,16 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
         part = Shard.parse(shard)
         out_path = paths.shard_path(config.results_dir, model, benchmark, part.index, part.count)
         partial_dir = paths.shard_partial_dir(config.results_dir, model, benchmark, part.index, part.count)
+    cell = f"{model} on {benchmark}" + (f", shard {part}" if part is not None else "")
+    # One run of a cell at a time, taken before any GPU is held: a second run stops at once, writing nothing.
+    with cell_lock(partial_dir, cell):
+        return _infer_locked(config, model, benchmark, settings, part, out_path, partial_dir, threads, progress)
+
+
+def _infer_locked(config: Config, model: str, benchmark: str, settings: dict, part: Shard | None, out_path: Path,
+                  partial_dir: Path, threads: int | None, progress: bool) -> Path:
+    from vlmgrid.gpu import acquire_gpus
+
     reason = not_applicable(config, model, benchmark)
     if reason is not None:
         # No model, no GPU: the file only records that this cell cannot run.

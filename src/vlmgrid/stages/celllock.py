@@ -1,0 +1,96 @@
+"""One run at a time per cell: an exclusive `flock` on a lock file beside the cell's parts folder.
+
+`vlmgrid infer` takes the lock of its cell (or of its shard, a job of its own) before it holds a GPU or reads a
+part, and keeps it until the predictions file is written and the parts are removed. A second run of the same
+cell finds the lock held and stops at once, writing nothing, with one sentence naming the running process: the
+holder writes its pid, host, start time and command line into the lock file. The kernel drops the lock of a
+process that dies, a SIGKILL included, so a killed run never blocks the next one; its lock file, still naming
+it, is taken over and rewritten. A run that ends (normally or by an exception) removes the lock file while it
+still holds the lock, and a run that took the lock of a file removed meanwhile opens the new one instead, so
+two runs never hold locks on two different files.
+
+The lock file is written in place, never through `vlmgrid.fileio`'s atomic rename: a rename would put a new
+file, unlocked, in the locked one's place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import shlex
+import socket
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from vlmgrid.errors import VlmgridError
+
+
+def lock_path(partial_dir: Path) -> Path:
+    """The lock file of the job whose parts are in `partial_dir`: beside it, `<folder name>.lock`."""
+    partial_dir = Path(partial_dir)
+    return partial_dir.with_name(f"{partial_dir.name}.lock")
+
+
+@contextlib.contextmanager
+def cell_lock(partial_dir: Path, cell: str) -> Iterator[Path]:
+    """Hold the lock of the job whose parts are in `partial_dir` while the block runs; `cell` names the job in
+    the refusal ("random on pope", "random on pope, shard 2/3"). Raises VlmgridError at once when another
+    process holds it."""
+    path = lock_path(partial_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _take(path, cell)
+    try:
+        holder = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                  "command": shlex.join(sys.argv)}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # still locked: whoever opened this file meanwhile sees it gone and opens anew
+        os.close(fd)
+
+
+def _take(path: Path, cell: str) -> int:
+    """An open descriptor of `path`, locked; refuses when another process holds it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise VlmgridError(_refusal(path, cell, holder)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            return fd
+        os.close(fd)  # its holder removed this file as it ended: lock the one now at the path
+
+
+def _holder(fd: int) -> dict:
+    try:
+        holder = json.loads(os.pread(fd, 65536, 0).decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _refusal(path: Path, cell: str, holder: dict) -> str:
+    if "pid" not in holder:
+        return (f"{cell}: another run of this cell holds its lock {path} (a process that has not yet written who "
+                f"it is); wait for it to finish, or stop it, and run this again")
+    pid, host = holder.get("pid"), holder.get("host", "an unknown host")
+    return (f"{cell}: another run of this cell is in progress (pid {pid} on {host}, since {holder.get('started')}: "
+            f"`{holder.get('command')}`), holding its lock {path}; wait for it to finish, or stop it "
+            f"(`kill {pid}` on {host}) and run this again")
