@@ -118,6 +118,11 @@ def test_missing_config_file(tmp_path):
     ("title: x\nmodels\nbenchmarks: {}\n",
      "is not valid YAML at line 3, column 1 (could not find expected ':'); end the key at line 2, column 1 with "
      "': ', or quote the text"),
+    # a tag that would build a Python object (and run a command) is never constructed
+    ("title: !!python/object/apply:os.system [\"touch pwned\"]\n",
+     "is not valid YAML at line 1, column 8 (could not determine a constructor for the tag "
+     "'tag:yaml.org,2002:python/object/apply:os.system'); remove the tag (the !name before the value): a grid "
+     "config is plain YAML"),
 ])
 def test_invalid_yaml_is_one_sentence_naming_the_file_line_column_and_fix(tmp_path, capsys, text, said):
     path = tmp_path / "bad.yaml"
