@@ -3,7 +3,6 @@ authors' own release), read in place; or, for a kind whose data is one file (MMB
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 from pathlib import Path
 from typing import Any, Mapping
@@ -30,9 +29,9 @@ def _fetch_local(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str,
 
 
 def _one_file(kind: BenchmarkKind, path: Path) -> bool:
-    """Whether `path` is a whole copy of the kind's data in one file: its name matches one of the kind's
-    raw_files patterns that name a file of the folder's top level (MMBench's TSV)."""
-    return any("/" not in pattern and fnmatch.fnmatchcase(path.name, pattern) for pattern in kind.raw_files)
+    """Whether `path` is a whole copy of the kind's data in one file: the data file of one of its one-file
+    layouts (MMBench's TSV), told by its name as the layouts tell it."""
+    return kind.layouts is not None and any(layout.names_file(path) for layout in kind.layouts)
 
 
 def local_folder(source: Mapping[str, Any]) -> Path:
