@@ -33,12 +33,8 @@ __all__ = ["MANIFEST", "InPlace", "fetch", "fetch_model", "in_place_weights", "m
 
 
 def _up_to_date(manifest_path: Path, settings: dict) -> dict | None:
-    import json
-
-    if not manifest_path.is_file():
-        return None
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    if manifest.get("source") != settings.get("source") or manifest.get("backend") != settings["backend"]:
+    manifest = _read_manifest(manifest_path)
+    if not _same(manifest, settings):
         return None  # settings that do not change the weights (batch size, precision) keep them
     for name, digest in manifest["files"].items():
         path = manifest_path.parent / name
