@@ -1,17 +1,15 @@
 """Text from a config, a dataset or a model, made safe for the place in a web page where it lands.
 
-- `html_text`: inside an element or a quoted attribute value (`&`, `<`, `>`, `"` and `'` as entities).
 - `script_json`: a value as JSON inside a `<script>` element, which the HTML parser ends at the first `</script`
   whatever the JSON means, and which `<!--` and (in older engines) U+2028/U+2029 also break: `<`, `>`, `&`,
   U+2028 and U+2029 are written as JSON escapes (`\\u003c` ...), so the text parses to the same value and holds
-  no markup. A string's JSON is also a JavaScript string literal (`js_string`).
+  no markup. (HTML text and attribute values need only `html.escape`, which the pages call as it is.)
 - `report_param`: a value Snakemake's report shows among a job's parameters. Snakemake puts those, unescaped,
   in JSON inside a `<script>` of report.html; the value's text has none of the characters above.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
@@ -19,20 +17,10 @@ from typing import Any
 _SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
-def html_text(value: object) -> str:
-    """`value` as HTML text, safe inside an element and inside a quoted attribute value."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
 def script_json(value: Any) -> str:
     """`value` as JSON text that can stand inside a <script> element: the same value, no markup."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     return "".join(_SCRIPT_UNSAFE.get(char, char) for char in text)
-
-
-def js_string(value: object) -> str:
-    """`value` as a quoted JavaScript string literal that can stand inside a <script> element."""
-    return script_json("" if value is None else str(value))
 
 
 def report_param(value: Any) -> str:
