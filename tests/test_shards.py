@@ -89,9 +89,9 @@ def _run(config, model, shard=None):
     else:
         out = paths.shard_path(config.results_dir, model, BENCH, shard.index, shard.count)
         partial = paths.shard_partial_dir(config.results_dir, model, BENCH, shard.index, shard.count)
-    return run_inference(model_settings=config.model(model),
+    return run_inference(cell=Cell(model, BENCH, out, partial, shard), model_settings=config.model(model),
                          bench_dir=paths.bench_dir(config.data_dir, BENCH),
-                         model_dir=paths.model_dir(config.data_dir, model), cell=Cell(model, BENCH, out, partial, shard),
+                         model_dir=paths.model_dir(config.data_dir, model),
                          part_size=int(config.infer["part_size"]), threads=1, prompts_dir=config.prompts_dir,
                          progress=False)
 
