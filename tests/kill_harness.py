@@ -89,7 +89,7 @@ def _install_trace() -> None:
     import pyarrow.parquet as pq
 
     import vlmgrid.protocols
-    from vlmgrid.stages import infer
+    from vlmgrid.stages import jobs
 
     part_delay = float(os.environ.get(PART_DELAY_ENV, "0"))
     final_delay = float(os.environ.get(FINAL_DELAY_ENV, "0"))
@@ -118,13 +118,13 @@ def _install_trace() -> None:
 
     vlmgrid.protocols.make_runner = traced_make_runner
 
-    save = infer.PartStore.save
+    save = jobs.PartStore.save
 
-    def traced_save(self, index, table):
-        save(self, index, table)
+    def traced_save(self, index, table, made_by):
+        save(self, index, table, made_by)
         _trace("saved", index=index, items=len(set(table.column("id").to_pylist())))
 
-    infer.PartStore.save = traced_save
+    jobs.PartStore.save = traced_save
 
     write_table = pq.write_table
 

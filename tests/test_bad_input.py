@@ -28,6 +28,7 @@ from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
+from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.infer import run_inference
 from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.models import BACKENDS
@@ -75,10 +76,9 @@ def prepare(config, bench, monkeypatch=None, edit=None):
 
 def infer(config, bench, model="random", settings=None):
     return run_inference(
-        model_name=model, model_settings=settings or config.model(model), bench_dir=bench_dir(config, bench),
+        model_settings=settings or config.model(model), bench_dir=bench_dir(config, bench),
         model_dir=paths.model_dir(config.data_dir, model),
-        out_path=paths.predictions_path(config.results_dir, model, bench),
-        partial_dir=paths.partial_dir(config.results_dir, model, bench),
+        cell=Cell.in_results(config.results_dir, model, bench),
         part_size=4, threads=1, progress=False,
     )
 

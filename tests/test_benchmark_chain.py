@@ -11,6 +11,7 @@ import pytest
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.config import validate_config
+from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.infer import run_inference
 from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.plan import runnable
@@ -41,10 +42,9 @@ def test_fixture_runs_through_the_whole_chain(kind, small_config, tmp_path):
     for model in models:
         fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
         predictions = run_inference(
-            model_name=model, model_settings=config.model(model), bench_dir=bench_dir,
+            model_settings=config.model(model), bench_dir=bench_dir,
             model_dir=paths.model_dir(config.data_dir, model),
-            out_path=paths.predictions_path(config.results_dir, model, "bench"),
-            partial_dir=paths.partial_dir(config.results_dir, model, "bench"),
+            cell=Cell.in_results(config.results_dir, model, "bench"),
             part_size=8, threads=1, progress=False,
         )
         score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions,

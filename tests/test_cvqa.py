@@ -18,6 +18,7 @@ from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES, cvqa as cvqa_fixture
+from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.infer import run_inference
 from vlmgrid.metrics import METRICS, score_predictions
 from vlmgrid.metrics.cvqa import LabelsHidden, accuracy_by_pair, labels_hidden, submission_table, submission_tables
@@ -379,10 +380,9 @@ def test_fixture_runs_through_prepare_infer_and_score(small_config, tmp_path, hi
     for model in config.models:
         fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
         predictions = run_inference(
-            model_name=model, model_settings=config.model(model), bench_dir=bench_dir,
+            model_settings=config.model(model), bench_dir=bench_dir,
             model_dir=paths.model_dir(config.data_dir, model),
-            out_path=paths.predictions_path(config.results_dir, model, "cvqa"),
-            partial_dir=paths.partial_dir(config.results_dir, model, "cvqa"),
+            cell=Cell.in_results(config.results_dir, model, "cvqa"),
             part_size=5, threads=1, progress=False,
         )
         assert sorted(pd.read_parquet(predictions)["variant"].unique()) == sorted(SETTINGS)

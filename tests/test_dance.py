@@ -12,6 +12,7 @@ from vlmgrid.benchmarks.dance_build import build_dance, concept_name, read_tripl
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import dance as dance_fixture
+from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.prepare import prepare_benchmark
 
 TEMPLATES = {"UsedFor": "This is used for {end}.", "HasProperty": "This is {end}."}
@@ -204,10 +205,9 @@ def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp
     bench_dir = paths.bench_dir(config.data_dir, "dance-fixture")
     prepare_benchmark("dance-fixture", config.benchmark("dance-fixture"), bench_dir)
     predictions = run_inference(
-        model_name="random", model_settings=config.model("random"), bench_dir=bench_dir,
+        model_settings=config.model("random"), bench_dir=bench_dir,
         model_dir=paths.model_dir(config.data_dir, "random"),
-        out_path=paths.predictions_path(config.results_dir, "random", "dance-fixture"),
-        partial_dir=paths.partial_dir(config.results_dir, "random", "dance-fixture"),
+        cell=Cell.in_results(config.results_dir, "random", "dance-fixture"),
         part_size=4, threads=1, progress=False)
     rows = pd.read_parquet(predictions)
     assert len(rows) == 16 and all(len(scores) == 50 for scores in rows["scores"])
@@ -233,10 +233,9 @@ def test_unreadable_pictures_are_kept_as_format_errors(small_config, tmp_path):
     bench_dir = paths.bench_dir(config.data_dir, "d")
     prepare_benchmark("d", config.benchmark("d"), bench_dir)
     predictions = run_inference(
-        model_name="random", model_settings=config.model("random"), bench_dir=bench_dir,
+        model_settings=config.model("random"), bench_dir=bench_dir,
         model_dir=paths.model_dir(config.data_dir, "random"),
-        out_path=paths.predictions_path(config.results_dir, "random", "d"),
-        partial_dir=paths.partial_dir(config.results_dir, "random", "d"),
+        cell=Cell.in_results(config.results_dir, "random", "d"),
         part_size=4, threads=1, progress=False)
     rows = pd.read_parquet(predictions)
     assert len(rows) == 8 and rows["error"].notna().any()  # 12 of 60 pictures broken: riddle-to-image hits some

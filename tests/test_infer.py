@@ -8,6 +8,8 @@ import logging
 import pyarrow.parquet as pq
 import pytest
 
+from vlmgrid.stages.cellrun import Cell
+from vlmgrid.stages.jobs import PartStore, write_not_applicable
 from vlmgrid.stages import infer as infer_module
 from vlmgrid import paths
 from vlmgrid.config import validate_config
@@ -48,10 +50,9 @@ def _listening(messages):
 def _run(config, model="random", bench="pope-fixture", messages=None, prompts_dir=None):
     with _listening(messages):
         return infer_module.run_inference(
-            model_name=model, model_settings=config.model(model),
+            model_settings=config.model(model),
             bench_dir=paths.bench_dir(config.data_dir, bench), model_dir=paths.model_dir(config.data_dir, model),
-            out_path=paths.predictions_path(config.results_dir, model, bench),
-            partial_dir=paths.partial_dir(config.results_dir, model, bench),
+            cell=Cell.in_results(config.results_dir, model, bench),
             part_size=int(config.infer["part_size"]), threads=1, progress=False, prompts_dir=prompts_dir,
         )
 
@@ -62,16 +63,16 @@ class Crash(Exception):
 
 def _crash_after(monkeypatch, n_parts):
     """Make the part store raise after n_parts saves, as a kill between two parts would."""
-    original = infer_module.PartStore.save
+    original = PartStore.save
     calls = {"n": 0}
 
-    def save(self, index, table):
+    def save(self, index, table, made_by):
         if calls["n"] == n_parts:
             raise Crash()
         calls["n"] += 1
-        original(self, index, table)
+        original(self, index, table, made_by)
 
-    monkeypatch.setattr(infer_module.PartStore, "save", save)
+    monkeypatch.setattr(PartStore, "save", save)
 
 
 def test_resume_after_crash_gives_identical_predictions(small_config, monkeypatch, tmp_path):
@@ -248,7 +249,7 @@ def test_not_applicable_cell_writes_an_empty_marked_file(small_config, tmp_path)
     partial = paths.partial_dir(config.results_dir, "clip-tiny", "textvqa-fixture")
     partial.mkdir(parents=True)
     (partial / "part-000000.parquet").write_bytes(b"old")
-    infer_module.write_not_applicable(
+    write_not_applicable(
         model_name="clip-tiny", model_settings=config.model("clip-tiny"), benchmark="textvqa-fixture",
         reason="it cannot", out_path=out, partial_dir=partial,
     )
@@ -294,8 +295,8 @@ def test_not_applicable_marked_file_with_rows_is_an_error(small_config, tmp_path
 def test_not_applicable_score_has_the_reason_and_no_numbers(small_config, tmp_path):
     config = _setup(small_config)
     path = tmp_path / "na.parquet"
-    infer_module.write_not_applicable(model_name="random", model_settings=config.model("random"),
-                                      benchmark="pope-fixture", reason="it cannot", out_path=path,
+    write_not_applicable(model_name="random", model_settings=config.model("random"),
+                         benchmark="pope-fixture", reason="it cannot", out_path=path,
                                       partial_dir=tmp_path / "parts")
     score = _score(config, path)
     written = json.loads(paths.score_path(config.results_dir, "random", "pope-fixture").read_text())

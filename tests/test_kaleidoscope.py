@@ -25,6 +25,7 @@ from vlmgrid.fixtures.kinds import kaleidoscope as kaleidoscope_fixture
 from vlmgrid.models.base import GenerationResult
 from vlmgrid.protocols import PROTOCOLS, strategy_for
 from vlmgrid.protocols.exam_choice import ExamPrompts, load_exam_prompts, prompt_mode
+from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.prepare import prepare_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
@@ -366,10 +367,9 @@ def test_the_fixture_runs_through_prepare_infer_and_score(small_config, monkeypa
     for model in config.models:
         fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
         predictions = run_inference(
-            model_name=model, model_settings=config.model(model), bench_dir=bench_dir,
+            model_settings=config.model(model), bench_dir=bench_dir,
             model_dir=paths.model_dir(config.data_dir, model),
-            out_path=paths.predictions_path(config.results_dir, model, "kaleidoscope-fixture"),
-            partial_dir=paths.partial_dir(config.results_dir, model, "kaleidoscope-fixture"),
+            cell=Cell.in_results(config.results_dir, model, "kaleidoscope-fixture"),
             part_size=8, threads=1, progress=False,
         )
         score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions,

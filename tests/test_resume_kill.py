@@ -36,13 +36,15 @@ def _reference(ws, in_process: bool = False) -> pa.Table:
 
 def _run_here(ws):
     from vlmgrid import paths
+    from vlmgrid.stages.cellrun import Cell
     from vlmgrid.stages.infer import run_inference
 
     config = ws.config
-    run_inference(model_name=ws.model, model_settings=config.model(ws.model),
+    run_inference(model_settings=config.model(ws.model),
                   bench_dir=paths.bench_dir(config.data_dir, ws.bench),
-                  model_dir=paths.model_dir(config.data_dir, ws.model), out_path=ws.out_path,
-                  partial_dir=ws.partial_dir, part_size=ws.part_size, threads=1, prompts_dir=config.prompts_dir,
+                  model_dir=paths.model_dir(config.data_dir, ws.model),
+                  cell=Cell(ws.model, ws.bench, ws.out_path, ws.partial_dir), part_size=ws.part_size, threads=1,
+                  prompts_dir=config.prompts_dir,
                   device="cpu", progress=False)
 
 

@@ -11,6 +11,7 @@ from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
+from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.infer import run_inference
 from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.prepare import prepare_benchmark
@@ -88,11 +89,11 @@ def _run(config, model, shard=None):
     else:
         out = paths.shard_path(config.results_dir, model, BENCH, shard.index, shard.count)
         partial = paths.shard_partial_dir(config.results_dir, model, BENCH, shard.index, shard.count)
-    return run_inference(model_name=model, model_settings=config.model(model),
+    return run_inference(cell=Cell(model, BENCH, out, partial, shard), model_settings=config.model(model),
                          bench_dir=paths.bench_dir(config.data_dir, BENCH),
-                         model_dir=paths.model_dir(config.data_dir, model), out_path=out, partial_dir=partial,
+                         model_dir=paths.model_dir(config.data_dir, model),
                          part_size=int(config.infer["part_size"]), threads=1, prompts_dir=config.prompts_dir,
-                         progress=False, shard=shard)
+                         progress=False)
 
 
 def _move_aside(out):
@@ -148,29 +149,29 @@ def test_more_shards_than_parts_write_empty_shard_files_and_merge_the_same(small
 
 
 def test_a_killed_shard_resumes_its_own_parts(small_config, write_config, monkeypatch, caplog):
-    from vlmgrid.stages import infer as infer_module
+    from vlmgrid.stages.jobs import PartStore
 
     config = _setup(small_config, write_config)
-    original, saved = infer_module.PartStore.save, []
+    original, saved = PartStore.save, []
 
-    def save_then_crash(self, index, table):
-        original(self, index, table)
+    def save_then_crash(self, index, table, made_by):
+        original(self, index, table, made_by)
         saved.append(index)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(infer_module.PartStore, "save", save_then_crash)
+    monkeypatch.setattr(PartStore, "save", save_then_crash)
     with pytest.raises(KeyboardInterrupt):
         _run(config, "random", Shard(2, 3))
     monkeypatch.undo()
     assert saved == [2]  # shard 2 of 3 starts at part 2 of 6
 
     caplog.set_level(logging.INFO, logger="vlmgrid")
-    infer_module.run_inference(
-        model_name="random", model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
+    run_inference(
+        model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
         model_dir=paths.model_dir(config.data_dir, "random"),
-        out_path=paths.shard_path(config.results_dir, "random", BENCH, 2, 3),
-        partial_dir=paths.shard_partial_dir(config.results_dir, "random", BENCH, 2, 3), part_size=16, threads=1,
-        prompts_dir=config.prompts_dir, progress=False, shard=Shard(2, 3))
+        cell=Cell.in_results(config.results_dir, "random", BENCH, Shard(2, 3)),
+        part_size=16, threads=1,
+        prompts_dir=config.prompts_dir, progress=False)
     assert "resuming: 1 of 2 parts (16 of 32 items) already done" in caplog.messages
 
 

@@ -59,7 +59,12 @@ def cell_lock(partial_dir: Path, cell: str) -> Iterator[Path]:
 def _take(path: Path, cell: str) -> int:
     """An open descriptor of `path`, locked; refuses when another process holds it."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            # another cell's run removed the folder as it ended, finding it empty: make it again
+            path.parent.mkdir(parents=True, exist_ok=True)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# the schema metadata key of a part file holding the run that made it (its strategy and provenance)
+PART_RUN_KEY = b"vlmgrid.part.run"
+
 
 @dataclass
 class PartStore:
@@ -61,31 +64,36 @@ class PartStore:
     def path(self, index: int) -> Path:
         return self.directory / f"part-{index:06d}.parquet"
 
-    def load(self, index: int, expected_rows_min: int) -> pa.Table | None:
-        """The part's table, or None when it is absent or unreadable (a torn write is redone, not trusted)."""
+    def load(self, index: int, expected_rows_min: int) -> tuple[pa.Table, dict] | None:
+        """The part's table and the run that made it, or None when the part is absent or unreadable (a torn
+        write is redone, not trusted), or was saved without its run."""
         path = self.path(index)
         if not path.is_file():
             return None
         try:
-            table = pq.read_table(path).cast(SCHEMA)
+            table = pq.read_table(path)
+            recorded = table.schema.metadata or {}
+            table = table.replace_schema_metadata(None).cast(SCHEMA)
         except (pa.ArrowException, OSError, ValueError):
             log.info(f"part {path} is unreadable; redoing it")
+            path.unlink()
+            return None
+        try:
+            made_by = json.loads(recorded[PART_RUN_KEY])
+        except (KeyError, ValueError):
+            log.info(f"part {path} does not say which model run made it; redoing it")
             path.unlink()
             return None
         if table.num_rows < expected_rows_min:
             log.info(f"part {path} is incomplete; redoing it")
             path.unlink()
             return None
-        return table
+        return table, made_by
 
-    def save(self, index: int, table: pa.Table) -> None:
-        write_table(self.path(index), table)
-
-    def save_provenance(self, provenance: dict) -> None:
-        write_json(self.directory / "provenance.json", provenance)
-
-    def save_strategy(self, strategy: str) -> None:
-        write_json(self.directory / "strategy.json", {"strategy": strategy})
+    def save(self, index: int, table: pa.Table, made_by: dict) -> None:
+        """`made_by`: the strategy and provenance of the model run that answered the part, saved with it."""
+        metadata = {PART_RUN_KEY: json.dumps(made_by, sort_keys=True).encode()}
+        write_table(self.path(index), table.replace_schema_metadata(metadata))
 
     def save_fallback(self, note: str) -> None:
         write_json(self.directory / "fallback.json", {"fallback": note})
@@ -93,14 +101,6 @@ class PartStore:
     def fallback(self) -> str | None:
         path = self.directory / "fallback.json"
         return json.loads(path.read_text(encoding="utf-8"))["fallback"] if path.is_file() else None
-
-    def strategy(self) -> str | None:
-        path = self.directory / "strategy.json"
-        return json.loads(path.read_text(encoding="utf-8"))["strategy"] if path.is_file() else None
-
-    def provenance(self) -> dict | None:
-        path = self.directory / "provenance.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -217,3 +217,24 @@ def write_predictions(out_path: Path, table: pa.Table, metadata: dict) -> None:
     # whether they came from fresh parts, resumed parts or merged shards.
     table = table.combine_chunks()
     write_table(out_path, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()}))
+
+
+def merge_runs(runs: list[dict]) -> list[dict]:
+    """Runs with the same strategy and provenance joined into one, their row ranges joined where they touch;
+    ordered by their first row. The runs of shard files merge into the runs their cell's file would list."""
+    merged: dict[str, dict] = {}
+    for run in runs:
+        key = json.dumps({"strategy": run["strategy"], "provenance": run["provenance"]}, sort_keys=True)
+        into = merged.setdefault(key, {"strategy": run["strategy"], "provenance": run["provenance"], "rows": []})
+        into["rows"].extend([list(rows) for rows in run["rows"]])
+    result = []
+    for run in merged.values():
+        ranges: list[list[int]] = []
+        for start, stop in sorted(run["rows"]):
+            if ranges and ranges[-1][1] == start:
+                ranges[-1][1] = stop
+            elif start < stop:
+                ranges.append([start, stop])
+        if ranges:
+            result.append({**run, "rows": ranges})
+    return sorted(result, key=lambda run: run["rows"][0][0])

@@ -1,0 +1,233 @@
+"""One running cell: the object that owns an inference job from its lock to its predictions file.
+
+A `Cell` is a model on a benchmark, or one shard of that, with the two places its files go: the predictions (or
+shard) file and the folder of its unfinished parts. `Cell.running()` holds the cell's lock
+(`vlmgrid.stages.celllock`) for a whole job. `Cell.open(job)` gives the `CellRun`: the parts done and to do,
+the loop that answers the missing ones (a part whose items failed to run is retried once; what still fails
+stops the job with one sentence and never becomes a row), the record of which model run made each part, and
+the atomic write of the file once every part is there. The infer stage only loads the model and hands the run
+a way to answer a chunk of records.
+
+Each part is saved with the run that made it: the strategy the protocol answered by and the model's provenance
+(versions, device, the server and its version). A job resumed on another server or software version keeps its
+earlier parts, so the file's metadata lists every run with the rows it made (`runs`, docs/formats.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+
+from vlmgrid import paths
+from vlmgrid.errors import InferenceFailed, VlmgridError
+from vlmgrid.predictions import rows_to_table
+from vlmgrid.stages.celllock import cell_lock
+from vlmgrid.stages.jobs import (Job, PartStore, merge_runs, predictions_metadata, write_not_applicable,
+                                 write_predictions)
+from vlmgrid.stages.shards import Shard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A model on a benchmark (or one shard of it) and where its files go."""
+
+    model: str
+    benchmark: str
+    out_path: Path  # the predictions file, or the shard's file
+    partial_dir: Path  # the parts of an unfinished job
+    shard: Shard | None = None
+
+    @classmethod
+    def in_results(cls, results_dir: Path, model: str, benchmark: str, shard: Shard | None = None) -> Cell:
+        if shard is None:
+            return cls(model, benchmark, paths.predictions_path(results_dir, model, benchmark),
+                       paths.partial_dir(results_dir, model, benchmark))
+        return cls(model, benchmark, paths.shard_path(results_dir, model, benchmark, shard.index, shard.count),
+                   paths.shard_partial_dir(results_dir, model, benchmark, shard.index, shard.count), shard)
+
+    def __str__(self) -> str:
+        return f"{self.model} on {self.benchmark}" + (f", shard {self.shard}" if self.shard is not None else "")
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Cell]:
+        """Hold the cell's lock while the block runs: a second run of the cell refuses at once, naming this one.
+        Folders the job leaves empty (`results/partial/<model>/`, then `results/partial/`) are removed as it
+        ends."""
+        try:
+            with cell_lock(self.partial_dir, str(self)):
+                yield self
+        finally:
+            _remove_empty_folders(self.partial_dir.parent, levels=2)
+
+    def write_not_applicable(self, model_settings: dict, reason: str) -> Path:
+        """The file of a cell the model cannot run: no rows, and why (any parts left belong to other settings)."""
+        return write_not_applicable(model_name=self.model, model_settings=model_settings, benchmark=self.benchmark,
+                                    reason=reason, out_path=self.out_path, partial_dir=self.partial_dir)
+
+    def open(self, job: Job, model_settings: dict) -> CellRun:
+        return CellRun(self, job, model_settings)
+
+
+def _remove_empty_folders(folder: Path, levels: int) -> None:
+    """`folder` and then its parents, `levels` of them at most, while each is empty."""
+    for empty in [folder, *folder.parents][:levels]:
+        try:
+            empty.rmdir()
+        except OSError:
+            return
+
+
+class CellRun:
+    """A cell's job while it runs: its parts (kept as they are done, so a killed job resumes at the first missing
+    one), the model run answering now, and the final write."""
+
+    def __init__(self, cell: Cell, job: Job, model_settings: dict) -> None:
+        self.cell, self.job, self.model_settings = cell, job, model_settings
+        self.store = PartStore(cell.partial_dir, job.fingerprint)
+        self.store.open()
+        self.indices = cell.shard.parts(job.n_parts) if cell.shard is not None else range(job.n_parts)
+        self._tables: dict[int, pa.Table] = {}
+        self._made_by: dict[int, dict] = {}  # part index: {"strategy", "provenance"} of the run that made it
+        for index in self.indices:
+            loaded = self.store.load(index, len(job.chunk(index)))
+            if loaded is not None:
+                self._tables[index], self._made_by[index] = loaded
+        self._run: dict | None = None
+        self._fallback = self.store.fallback()
+        if self._tables:
+            log.info(f"resuming: {len(self._tables)} of {len(self.indices)} parts ({self.done_items} of "
+                     f"{self.n_items} items) already done")
+
+    @property
+    def n_items(self) -> int:
+        return sum(len(self.job.chunk(index)) for index in self.indices)
+
+    @property
+    def done_items(self) -> int:
+        return sum(len(self.job.chunk(index)) for index in self._tables)
+
+    @property
+    def pending(self) -> list[int]:
+        """The parts still to answer, in order."""
+        return [index for index in self.indices if index not in self._tables]
+
+    def begin(self, provenance: dict) -> None:
+        """A model run starts answering: the parts it saves from now on are recorded as its own."""
+        self._run = {"strategy": None, "provenance": provenance}
+
+    def set_strategy(self, strategy: str) -> None:
+        """How the running model answers from now on (a fallback changes it mid-run)."""
+        if self._run is None:
+            raise RuntimeError("set_strategy before begin: a run must start before it answers")
+        self._run = {**self._run, "strategy": strategy}
+
+    def note_fallback(self, note: str) -> None:
+        """`answer_mode: auto` dropped a capability: the sentence goes into the file's metadata."""
+        self.store.save_fallback(note)
+        self._fallback = note
+
+    def answer(self, answer_chunk: Callable, *, progress: bool = True) -> None:
+        """Answer every missing part with `answer_chunk` (records -> rows), saving each as it is done.
+
+        A second pass retries the parts whose items failed to run (a response cache answers again what
+        succeeded); a failure that says the job must stop ends it at once. Either way no failed item becomes a
+        row: what is left raises one sentence naming the items, the causes and the parts kept.
+        """
+        from tqdm import tqdm
+
+        if self._run is None:
+            raise RuntimeError("answer before begin: the run that answers must be named first")
+        desc = f"{self.cell.model} on {self.job.bench.name}" + (
+            f" (shard {self.cell.shard})" if self.cell.shard is not None else "")
+        bar = tqdm(total=self.n_items, initial=self.done_items, unit="item", desc=desc, disable=not progress,
+                   file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
+        failures: dict[str, str] = {}
+        stopped: InferenceFailed | None = None
+        pending = self.pending
+        for attempt in range(2):
+            if attempt:
+                if not pending or stopped is not None:
+                    break
+                log.info(f"retrying {len(pending)} part(s) whose items failed to run")
+                failures = {}
+            failed_parts = []
+            for index in pending:
+                chunk = self.job.chunk(index)
+                try:
+                    rows = answer_chunk(chunk)
+                except InferenceFailed as failed:
+                    failures.update(failed.failures)
+                    failed_parts.append(index)
+                    if failed.stop:
+                        stopped = failed
+                        break
+                    continue
+                self._check_rows(rows, chunk)
+                self._save(index, rows_to_table(rows))
+                bar.update(len(chunk))
+            pending = failed_parts
+        bar.close()
+        if stopped is not None or pending:
+            raise VlmgridError(self._failure_sentence(failures, stopped))
+
+    def _save(self, index: int, table: pa.Table) -> None:
+        self.store.save(index, table, self._run)
+        self._tables[index], self._made_by[index] = table, self._run
+
+    def finish(self) -> Path:
+        """Write the file (every part there, in record order), atomically, then remove the parts."""
+        if self.pending:
+            raise RuntimeError(f"finish with {len(self.pending)} part(s) still to answer")
+        merged = pa.concat_tables([self._tables[i] for i in self.indices]) if len(self.indices) else rows_to_table([])
+        last = self._made_by[self.indices[-1]] if len(self.indices) else {"strategy": None, "provenance": None}
+        metadata = predictions_metadata(model_name=self.cell.model, model_settings=self.model_settings, job=self.job,
+                                        strategy=last["strategy"], provenance=last["provenance"],
+                                        fallback=self._fallback)
+        if len(self.indices):
+            metadata["runs"] = self.runs()
+        if self.cell.shard is not None:
+            metadata["shard"] = self.cell.shard.metadata(self.job)
+        write_predictions(self.cell.out_path, merged, metadata)
+        self.store.remove()
+        errors = sum(1 for value in merged.column("error").to_pylist() if value is not None)
+        log.info(f"wrote {self.cell.out_path}: {merged.num_rows} rows, {errors} error rows")
+        return self.cell.out_path
+
+    def runs(self) -> list[dict]:
+        """Every model run that made rows, with its rows (record positions, half-open ranges), in row order."""
+        return merge_runs([{**self._made_by[index],
+                            "rows": [[self.job.bounds[index], self.job.bounds[index + 1]]]}
+                           for index in self.indices])
+
+    def _check_rows(self, rows: list[dict], chunk) -> None:
+        if {row["id"] for row in rows} != set(chunk["id"]):
+            raise VlmgridError(
+                f"{self.cell.model} on {self.job.bench.name}: the protocol returned rows for other items than it "
+                f"was given; this is a bug, please report it"
+            )
+
+    def _failure_sentence(self, failures: dict[str, str], stopped: InferenceFailed | None) -> str:
+        """One sentence: what failed to run (items, distinct causes, the first ids), what is kept, what to do."""
+        from collections import Counter
+
+        said = f"{self.cell.model} on {self.job.bench.name}: "
+        if failures:
+            causes = Counter(failures.values()).most_common()
+            shown = "; ".join(f"{cause}: {count}x" for cause, count in causes[:3])
+            more = f"; {len(causes) - 3} other causes" if len(causes) > 3 else ""
+            said += (f"{len(failures)} item(s) failed to run ({shown}{more}; the first: "
+                     f"{', '.join(list(failures)[:5])})")
+        if stopped is not None:
+            said += f"{' and ' if failures else ''}the job stopped: {stopped}"
+        return (f"{said}. No predictions file was written ({self.cell.out_path}); {len(self._tables)} of "
+                f"{len(self.indices)} parts are done and kept, so once the cause is fixed the same command (or "
+                f"snakemake / dvc repro) runs only the missing parts")
+
