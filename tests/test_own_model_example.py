@@ -56,3 +56,20 @@ def test_the_readme_example_runs_on_release_layouts_and_a_checkpoint_folder(tmp_
     assert [p.name for p in (data / "models" / model).iterdir()] == ["model.json"]
     assert not list(data.rglob("*.tsv")) and not list(data.rglob("problems.json"))
     assert not list(data.rglob("*.safetensors"))
+
+
+def test_the_readme_shows_a_complete_config_with_the_example_files_grid_and_sources():
+    import re
+
+    from vlmgrid.config import validate_config
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Evaluate your own model", 1)[1].split("\n## ", 1)[0]
+    shown = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    config = validate_config(shown)  # complete as it stands: nothing merged in from another file
+    example = yaml.safe_load(EXAMPLE.read_text())
+    assert shown["grid"] == example["grid"]
+    for name, bench in example["benchmarks"].items():
+        assert shown["benchmarks"][name]["source"] == bench["source"] and config.benchmark(name)["kind"] == bench["kind"]
+    for name, model in example["models"].items():
+        assert shown["models"][name]["source"] == model["source"]
