@@ -15,7 +15,7 @@ from vlmgrid.report.figures import main_heatmap
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.style import NO_NUMBER_COLOUR, SMALL_PT, figure_style, pyplot, text_colour
 
-from conftest import heatmap_cells
+from conftest import REPO as REPO_ROOT, heatmap_cells
 from test_report import BENCHES, MODELS, _write, build, kaleidoscope_obj, mark_not_applicable, write_scores
 
 DAGGER = "\u2020"
@@ -274,3 +274,83 @@ def test_no_figure_names_a_metric_by_its_raw_key(tmp_path, monkeypatch):
     assert "mme-b\n(MME scaled)" in words and "mmb\n(circular acc.)" in words
     assert "llava13 on tvqa VQA acc. (n/a)" in words.replace("\n", " ")  # the reported figure's note
     assert not re.search(r"vqa_accuracy|circular_accuracy|acc_at_50|(?<!MME )scaled", words)
+
+
+def test_value_labels_sit_clear_of_the_whisker_caps_and_inside_the_panel():
+    from vlmgrid.report.bars import LABEL_GAP_PT
+
+    # a whisker up to 100 (the highest a label can start), a zero-width one at 0, an ordinary one
+    series = [("a", [Estimate(97.5, 90.0, 100.0), Estimate(50.0, 40.0, 62.0)]),
+              ("b", [Estimate(0.0, 0.0, 0.0), Estimate(99.0, 95.0, 100.0, flag=12.0)])]
+    fig, plt = bars_figure(["ar", "te"], series)
+    [ax] = [ax for ax in fig.axes if ax.patches]
+    renderer = fig.canvas.get_renderer()
+    px_per_pt = fig.dpi / 72.0
+    # the whiskers' upper ends, in pixels, from the error bars' line segments (one per bar, drawing order)
+    from matplotlib.container import BarContainer
+
+    tops, cap_tops = [], []
+    for container in [c for c in ax.containers if isinstance(c, BarContainer)]:
+        _, caps, [whiskers] = container.errorbar.lines
+        tops += [ax.transData.transform(segment[1]) for segment in whiskers.get_segments()]
+        cap_tops.append(max(cap.get_window_extent(renderer).y1 for cap in caps))
+    labels = [t for t in ax.texts if t.get_text() and t.get_text()[0].isdigit()]
+    assert [t.get_text() for t in labels] == ["97.5", "50.0", "0.0", "99.0" + DAGGER]
+    assert len(tops) == len(labels)
+    panel = ax.get_window_extent(renderer)
+    for label, (x, top) in zip(labels, tops):
+        box = label.get_window_extent(renderer)
+        assert label.get_fontsize() >= SMALL_PT >= 7  # readable printed at 7 in
+        assert box.x0 < x < box.x1  # over its own bar
+        # above the whisker's end by the gap, so neither the cap nor the whisker touches it
+        assert box.y0 - top >= (LABEL_GAP_PT - 0.5) * px_per_pt, label.get_text()
+        assert box.y1 <= panel.y1, label.get_text()  # inside the panel, under its top
+    # and above the caps as drawn (their marker's thickness included): series a's highest cap is at 100
+    assert labels[0].get_window_extent(renderer).y0 > cap_tops[0]
+    # neighbouring labels do not overlap
+    boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+    assert all(left.x1 <= right.x0 for left, right in zip(boxes, boxes[1:]))
+    plt.close(fig)
+
+
+def test_every_paper_figure_note_names_its_interval(tmp_path, monkeypatch):
+    import vlmgrid.report.bars as bars
+
+    notes = []
+    monkeypatch.setattr(bars, "grouped_bars", lambda title, groups, series, ylabel, note="": (
+        notes.append(note), pyplot().figure())[1])
+    build_report(kaleidoscope_files(tmp_path), ["vlm-a", "clip"], ["kal"], tmp_path / "t", tmp_path / "f",
+                 kinds={"kal": "kaleidoscope"})
+    # the score files' bootstrap: percentile, over items, 5 resamples (kaleidoscope_obj)
+    assert [note.split(". ")[0] for note in notes] == [
+        "Whiskers: 95% percentile bootstrap CI over items (5 resamples)"]
+
+
+def test_the_reported_figure_note_names_its_interval(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    from test_reported import build as build_reported
+
+    saved = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def record(fig, path, **kwargs):
+        saved.append(" ".join(all_texts(fig)))
+        return savefig(fig, path, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    build_reported(tmp_path)
+    words = " ".join(saved).replace("\n", " ")
+    assert "Whiskers: the reproduced figure's 95% percentile bootstrap CI over items (" in words
+
+
+def test_every_figure_caption_names_what_its_numbers_and_whiskers_are():
+    from vlmgrid.report.outputs import report_files
+    from vlmgrid.report.papers import PAPER_LIST
+
+    captions = {caption for path, caption in report_files(REPO_ROOT / "results", {p.name: p.name for p in PAPER_LIST})
+                if path.suffix == ".png"}
+    assert {"main_figure", "reported", "kaleidoscope_figure", "cvqa_pairs_figure"} <= captions
+    for caption in captions:
+        words = " ".join((REPO_ROOT / "workflow" / "report" / f"{caption}.rst").read_text().split())
+        assert "95% percentile bootstrap" in words and "over items" in words, caption

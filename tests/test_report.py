@@ -214,8 +214,13 @@ def test_html_table_for_the_reports_first_page(tmp_path):
     page = (tmp_path / "tables" / "main.html").read_text(encoding="utf-8")
     assert "<b>Results &lt;1&gt; &amp; more</b>" in page  # escaped, never markup of its own
     assert '<table class="dataframe vlmgrid-main">' in page
-    assert "<th>sqa_img (Acc.)</th>" in page and "<td>51.2 [44.0, 58.1]</td>" in page
-    assert "95% bootstrap CI in brackets" in page
+    # turned: a row per benchmark (then Average), a column per model, each value with its CI on one line
+    header = re.findall(r"<th>(.*?)</th>", page)
+    assert header == ["Benchmark", "clip_tiny", "big-vlm"]
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert cells[cells.index("sqa_img (Acc.)"):][:3] == ["sqa_img (Acc.)", "25.0 [12.0, 38.0]", "20.0 [15.5, 25.0]"]
+    assert cells[-3:] == ["Average", "31.0 [11.0, 49.0]", "34.8 [32.8, 36.6]"]
+    assert "<details open><summary>Legend</summary>" in page and "95% bootstrap CI in brackets" in page
 
 
 def test_html_figure_embeds_the_png_itself(report):

@@ -1,5 +1,6 @@
 """The paper figures' grouped bars (Kaleidoscope per language, CVQA per country-language pair): one group per
-language or pair, one bar per model, with the 95% CI as a whisker and the value written above it.
+language or pair, one bar per model, with the 95% bootstrap CI as a whisker and the value written above it,
+clear of the whisker's cap.
 
 At 7 in a bar is kept at least a value label wide; when the groups do not fit one row they wrap onto several
 rows of panels, so a grid of many languages stays readable. A model's entry without a number has no bar: its
@@ -32,6 +33,8 @@ _PANEL_WIDTH_IN = WIDTH_IN - 0.8
 _PANEL_IN = 1.7
 # The y axis: percent, with room above 100 for the upright value labels.
 _Y_TOP = 128.0
+# Points between a whisker's end (its cap) and the value written above it.
+LABEL_GAP_PT = 3.0
 
 
 def _rows_of(groups: Sequence[str], n_series: int) -> list[range]:
@@ -73,9 +76,10 @@ def _panel(ax, indices: range, groups: Sequence[str], series: Sequence[Series], 
                 bar.set_hatch(MARKED_HATCH)
                 bar.set_edgecolor("black")
                 bar.set_linewidth(0.4)
-            # The value above its whisker, so a 0.0 is told apart from a missing bar.
-            ax.text(x, top + 1.5, fmt(value) + word, rotation=90, ha="center", va="bottom",
-                    fontsize=SMALL_PT)
+            # The value above its whisker (a gap in points, clear of the cap at any scale), so a 0.0 is told
+            # apart from a missing bar.
+            ax.annotate(fmt(value) + word, (x, top), xytext=(0, LABEL_GAP_PT), textcoords="offset points",
+                        rotation=90, ha="center", va="bottom", fontsize=SMALL_PT)
     labels = [text(groups[j]) for j in indices]
     longest = max((len(label) for label in labels), default=0)
     upright = longest * CHAR_IN <= 0.95 * _PANEL_WIDTH_IN / slots

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 # Display names for headline metrics; an unknown metric is shown as it is spelled in the score file.
 METRIC_LABELS = {
@@ -86,3 +86,16 @@ def decoding_label(strategy: str | None, generation: Mapping[str, Any]) -> str |
     parts += [f"{label} {generation[key]}" for key, label in (("temperature", "temperature"), ("top_p", "top-p"))
               if generation.get(key) is not None]
     return "sampled" + (": " + ", ".join(parts) if parts else "")
+
+
+def interval_label(samples: Sequence[int]) -> str:
+    """What a whisker is, as a figure's note says it: the score step's 95% percentile bootstrap CI over items,
+    with its number of resamples (a range where the cells differ; none where no cell has draws)."""
+    counts = sorted(set(samples))
+    if not counts:
+        how = ""
+    elif len(counts) == 1:
+        how = f" ({counts[0]:,} resamples)"
+    else:
+        how = f" ({counts[0]:,}\u2013{counts[-1]:,} resamples)"
+    return f"95% percentile bootstrap CI over items{how}"

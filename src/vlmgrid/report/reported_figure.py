@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from vlmgrid.report.grid import Grid
-from vlmgrid.report.labels import metric_label
+from vlmgrid.report.labels import interval_label, metric_label
 from vlmgrid.report.reported import KIND_LABELS, Comparison, Published, compare, is_points
 from vlmgrid.report.style import OKABE_ITO, WIDTH_IN, figure_style, pyplot, save_figure, text
 
@@ -35,7 +35,9 @@ def _not_compared(comparisons: list[Comparison]) -> str:
 
 
 def _note(comparisons: list[Comparison], grid: Grid) -> str:
-    notes = ["Whiskers: the reproduced 95% bootstrap CI. Dashed: y = x (reproduced = reported)."]
+    samples = [cell.samples for c in comparisons
+               if c.reproduced is not None and (cell := grid.cell(c.model, c.benchmark)) is not None]
+    notes = [f"Whiskers: the reproduced figure's {interval_label(samples)}. Dashed: y = x (reproduced = reported)."]
     marked = sorted({(c.model, c.benchmark, c.reproduced.flag) for c in comparisons
                      if c.reproduced is not None and c.reproduced.flag is not None})
     if marked:

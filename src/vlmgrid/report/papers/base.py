@@ -11,7 +11,7 @@ import pandas as pd
 
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
-from vlmgrid.report.labels import answered_label, decoding_label
+from vlmgrid.report.labels import answered_label, decoding_label, interval_label
 from vlmgrid.report.score_file import Estimate, ScoreCell
 from vlmgrid.report.tables.format import (
     DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, emphasis, entry_value, error_rate, estimate_frame, flagged,
@@ -205,8 +205,10 @@ def group_series(grid: Grid, benchmark: str, groups: Sequence[str], column: str)
 
 
 def figure_note(grid: Grid, benchmark: str) -> str:
-    """What the figure's marks mean: the table's notes on marked, failed and missing cells."""
-    notes = []
+    """What the figure's whiskers and marks mean: the interval, then the table's notes on marked, failed and
+    missing cells."""
+    samples = [cell.samples for m in grid.models if (cell := grid.cell(m, benchmark)) is not None]
+    notes = [f"Whiskers: {interval_label(samples)}."]
     marked = [(m, rate) for m in grid.models
               if (rate := grid.flag(m, benchmark)) is not None and not grid.is_failed(m, benchmark)]
     if marked:

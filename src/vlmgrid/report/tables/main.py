@@ -105,15 +105,20 @@ def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None
 
 
 def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
-    """The Markdown table's cells as an HTML fragment (a table that scrolls sideways rather than wrap its cells,
-    then the legend, folded): the Snakemake report's first page shows it under the main figure."""
-    header = ["Model"] + [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
-    rows = [[model] + [fmt_estimate(e) + mark for e, mark in zip(estimates, reference_marks(grid, comparisons, model))]
-            for model, estimates in _rows(grid)]
-    table = pd.DataFrame(rows, columns=header).to_html(index=False, border=0, classes="vlmgrid-main")
-    return (f'<div style="overflow-x: auto; white-space: nowrap"><p><b>{html.escape(title)}</b></p>\n{table}</div>\n'
-            f"<details><summary>Legend</summary><p><small>{html.escape(legend(grid) + reference_note(comparisons))}"
-            f"</small></p></details>\n")
+    """The Markdown table's cells turned a quarter (benchmarks as rows, models as columns), as an HTML fragment
+    with the legend open under it: the Snakemake report's first page shows it under the main figure. Turned,
+    it keeps each value and its CI on one line and fits a laptop's screen in width (a column per model, not
+    per benchmark); the figure above has the models as rows."""
+    rows = _rows(grid)
+    signs = {model: reference_marks(grid, comparisons, model) for model, _ in rows}
+    labels = [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
+    turned = [[label] + [fmt_estimate(entries[j]) + signs[model][j] for model, entries in rows]
+              for j, label in enumerate(labels)]
+    table = pd.DataFrame(turned, columns=["Benchmark"] + [model for model, _ in rows]).to_html(
+        index=False, border=0, classes="vlmgrid-main")
+    return (f"<div><p><b>{html.escape(title)}</b></p>\n{table}</div>\n"
+            f"<details open><summary>Legend</summary><p>{html.escape(legend(grid) + reference_note(comparisons))}"
+            f"</p></details>\n")
 
 
 def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
