@@ -1,12 +1,12 @@
-"""DVC's metrics and plots files (vlmgrid.report.dvc_files) from hand-made score files: the headline, CI, n and
-format error rate of each cell, and no number at all for a cell without one (n/a, hidden, failed, missing)."""
+"""DVC's metrics files (vlmgrid.report.dvc_files) from hand-made score files: per benchmark its metric and each
+model's headline, and no number at all for a cell without one (n/a, hidden, failed, missing); then the
+averages."""
 
-import csv
 import json
 from pathlib import Path
 
 from vlmgrid.report import build_report
-from vlmgrid.report.dvc_files import headline_rows, metrics
+from vlmgrid.report.dvc_files import metrics
 from vlmgrid.report.grid import load_grid
 
 MODELS = ["clip", "vlm"]
@@ -46,47 +46,29 @@ def grid(tmp_path):
 
 def test_metrics_give_each_cell_its_headline_or_its_status_never_a_zero(tmp_path):
     assert metrics(grid(tmp_path)) == {
-        "pope-fixture": {
-            "clip": {"f1": 61.2346, "ci_low": 50.0, "ci_high": 72.5, "n": 40, "format_error_rate": 2.0},
-            # a flagged cell keeps its number, with its error rate beside it
-            "vlm": {"f1": 40.0, "ci_low": 30.0, "ci_high": 50.0, "n": 40, "format_error_rate": 20.0},
-        },
-        "sqa": {"clip": {"status": "n/a"}, "vlm": {"status": "failed"}},
-        "cvqa": {"clip": {"status": "hidden"}, "vlm": {"status": "missing"}},
-        # no model has a number on every benchmark: no average
+        # a flagged cell (vlm's, 20% errors) keeps its number; 61.23456 rounds to four decimals
+        "pope-fixture": {"metric": "f1", "clip": 61.2346, "vlm": 40.0},
+        "sqa": {"metric": "accuracy", "clip": "n/a", "vlm": "failed"},
+        "cvqa": {"metric": "accuracy", "clip": "hidden", "vlm": "missing"},
+        # no model has a number on every benchmark: no average, said as the main table says it
+        "Average": {"metric": "mean", "clip": "-", "vlm": "-"},
     }
 
 
-def test_average_is_the_mean_of_the_headlines_with_the_ci_of_the_averaged_draws(tmp_path):
+def test_average_is_the_mean_of_the_headlines(tmp_path):
     files = score_files(tmp_path)
-    both = load_grid(files, MODELS, ["pope-fixture"])
-    # clip alone: its pope value; draws [50, 60, 65, 70] -> 2.5th percentile 50 + 0.075 * 10 = 50.75,
-    # 97.5th 65 + 0.925 * 5 = 69.625
-    assert metrics(both)["Average"] == {
-        "clip": {"mean": 61.2346, "ci_low": 50.75, "ci_high": 69.625},
-        "vlm": {"mean": 40.0, "ci_low": 30.75, "ci_high": 45.0},
-    }
+    assert metrics(load_grid(files, MODELS, ["pope-fixture"]))["Average"] == {"metric": "mean", "clip": 61.2346,
+                                                                            "vlm": 40.0}
 
 
-def test_plot_rows_hold_only_cells_with_a_number(tmp_path):
-    assert headline_rows(grid(tmp_path)) == [
-        {"model": "clip", "benchmark": "pope-fixture", "cell": "pope-fixture / clip", "metric": "f1",
-         "value": 61.2346, "ci_low": 50.0, "ci_high": 72.5},
-        {"model": "vlm", "benchmark": "pope-fixture", "cell": "pope-fixture / vlm", "metric": "f1",
-         "value": 40.0, "ci_low": 30.0, "ci_high": 50.0},
-    ]
-
-
-def test_the_report_writes_both_files_beside_its_tables(tmp_path):
+def test_the_report_writes_a_metrics_file_per_benchmark_and_one_of_the_averages(tmp_path):
     written = build_report(score_files(tmp_path), MODELS, BENCHES, tmp_path / "tables", tmp_path / "figures",
                            allow_missing=True)
-    assert written[-2:] == [tmp_path / "metrics.json", tmp_path / "plots" / "headline.csv"]
-    data = json.loads((tmp_path / "metrics.json").read_text())
-    assert data["sqa"] == {"clip": {"status": "n/a"}, "vlm": {"status": "failed"}}
-    with open(tmp_path / "plots" / "headline.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    assert [(row["cell"], row["value"], row["ci_low"]) for row in rows] == [("pope-fixture / clip", "61.2346", "50.0"),
-                                                                          ("pope-fixture / vlm", "40.0", "30.0")]
+    folder = tmp_path / "metrics"
+    assert written[-4:] == [folder / "pope-fixture.json", folder / "sqa.json", folder / "cvqa.json",
+                            folder / "Average.json"]
+    assert json.loads((folder / "sqa.json").read_text()) == {"metric": "accuracy", "clip": "n/a", "vlm": "failed"}
+    assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "plots").exists()
     assert not any(path.name.endswith(".tmp") for path in tmp_path.rglob("*"))
 
 
@@ -107,14 +89,9 @@ def partial_grid(tmp_path, partial_cells: str):
     return load_grid(files, MODELS, ["pope-fixture", "sqa"], partial_cells=partial_cells)
 
 
-def test_a_partial_cell_carries_its_coverage_and_its_models_average_says_what_it_did_with_it(tmp_path):
+def test_a_partial_cell_gives_its_headline_and_its_models_average_follows_partial_cells(tmp_path):
     tree = metrics(partial_grid(tmp_path, "exclude"))
-    assert tree["pope-fixture"]["vlm"] == {"f1": 80.0, "ci_low": 70.0, "ci_high": 90.0, "n": 30,
-                                           "format_error_rate": 0.0, "coverage": {"answered": 30, "total": 40}}
-    assert "coverage" not in tree["pope-fixture"]["clip"] and "coverage" not in tree["sqa"]["vlm"]
-    # exclude: vlm's average is its sqa alone (70.0, draws 60 70 70 80), and says the partial cell is left out
-    assert tree["Average"]["vlm"] == {"mean": 70.0, "ci_low": 60.75, "ci_high": 79.25, "partial_cells": "exclude"}
-    assert tree["Average"]["clip"] == {"mean": 55.5, "ci_low": 45.75, "ci_high": 64.4375}
-    # include: (80 + 70) / 2, draws 65 75 77.5 82.5
-    included = metrics(partial_grid(tmp_path, "include"))["Average"]["vlm"]
-    assert included["mean"] == 75.0 and included["partial_cells"] == "include"
+    assert tree["pope-fixture"] == {"metric": "f1", "clip": 61.0, "vlm": 80.0}
+    # exclude: vlm's average is its sqa alone; include: (80 + 70) / 2
+    assert tree["Average"] == {"metric": "mean", "clip": 55.5, "vlm": 70.0}
+    assert metrics(partial_grid(tmp_path, "include"))["Average"]["vlm"] == 75.0

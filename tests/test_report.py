@@ -118,10 +118,11 @@ def test_written_files(report):
                  "reported.md", "reported.tex", "reported.csv")]
     expected += [root / "figures" / n for n in ("main.png", "main.pdf", "main-embedded.html", "reported.png",
                                                 "reported.pdf")]
-    expected += [root / "metrics.json", root / "plots" / "headline.csv"]
+    expected += [root / "metrics" / f"{name}.json" for name in (*BENCHES, "Average")]
     assert written == expected
     # what the workflow declares as the report's outputs (no paper tables without their benchmark kinds)
-    assert [path for path, _ in report_files(root, {"pope-fixture": "pope", "sqa_img": "scienceqa_img"})] \
+    assert [path for path, _ in report_files(root, {"pope-fixture": "pope", "sqa_img": "scienceqa_img",
+                                                     "flowers": "flowers102"})] \
         == expected
     assert all(p.is_file() and p.stat().st_size > 0 for p in expected)
     # atomic writes leave no temporary files behind

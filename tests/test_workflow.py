@@ -166,16 +166,13 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
     root = copy_workspace(dvc_run, tmp_path / "repo")
     pope = json.loads((root / "results/scores/random/pope-fixture.json").read_text())
     shown = run(["dvc", "metrics", "show"], root).stdout
-    assert "pope-fixture.random.f1" in shown and f"{pope['value']:.4f}".rstrip("0") in shown
+    row = next(line.split() for line in shown.splitlines() if line.startswith("results/metrics/pope-fixture.json"))
+    assert row[1] == "f1" and f"{pope['value']:.4f}".rstrip("0").rstrip(".") in row
     metrics = json.loads(run(["dvc", "metrics", "show", "--json"], root).stdout)[""]["data"]
-    cells = metrics["results/metrics.json"]["data"]
-    assert cells["textvqa-fixture"] == {"clip-tiny": {"status": "n/a"}, "random": {"status": "n/a"}}
+    assert metrics["results/metrics/textvqa-fixture.json"]["data"] == {"metric": "accuracy", "clip-tiny": "n/a",
+                                                                       "random": "n/a"}
 
-    run(["dvc", "plots", "show"], root)
-    html = (root / "dvc_plots/index.html").read_text()
-    assert "pope-fixture / random" in html and "pope-fixture / clip-tiny" in html and "textvqa-fixture" not in html
-
-    run(["git", "add", "dvc.lock", "results/metrics.json", "results/plots/headline.csv"], root)
+    run(["git", "add", "dvc.lock", "results/metrics"], root)
     run(["git", "commit", "-q", "-m", "results"], root)
     result = run(["dvc", "exp", "run", "-n", "seed-1", "-S", "config/config.yaml:models.random.seed=1"], root)
     assert {stage for stage in stages_run(result.stdout) if stage.startswith(("infer", "score"))} == \
@@ -185,10 +182,39 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
     assert experiment["models.random.seed"] == "1"
     assert "models.clip-tiny.batch_size" not in experiment  # unchanged: left out
     new = json.loads((root / "results/scores/random/pope-fixture.json").read_text())
-    assert float(experiment["pope-fixture.random.f1"]) == round(new["value"], 4) != round(pope["value"], 4)
+    assert float(experiment["results/metrics/pope-fixture.json:random"]) == round(new["value"], 4) \
+        != round(pope["value"], 4)
 
     diff = run(["dvc", "metrics", "diff"], root).stdout
-    assert "pope-fixture.random.f1" in diff and "clip-tiny" not in diff
+    assert "results/metrics/pope-fixture.json" in diff and "clip-tiny" not in diff
+
+
+def test_dvc_metrics_show_of_the_default_grid_is_a_table_of_benchmarks_by_models(snakemake_copy):
+    root = snakemake_copy
+    run(["git", "init", "-q"], root)
+    shown = run(["dvc", "metrics", "show"], root).stdout
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 120, max(len(line) for line in lines)
+    header = lines[0].split()
+    assert header == ["Path", *sorted(["metric", *MODELS])]  # DVC sorts the columns by name
+    assert [line.split()[0] for line in lines[1:]] == sorted(f"results/metrics/{name}.json"
+                                                             for name in [*BENCHES, "Average"])
+    textvqa = dict(zip(header, next(line.split() for line in lines if "/textvqa-fixture.json" in line)))
+    assert textvqa["metric"] == "vqa_accuracy" and textvqa["clip-tiny"] == "n/a"  # CLIP cannot answer it: no 0
+
+
+def test_dvc_plots_show_draws_the_figures_with_no_script_from_the_network(snakemake_copy):
+    root = snakemake_copy
+    run(["git", "init", "-q"], root)
+    run(["dvc", "plots", "show"], root)
+    page = (root / "dvc_plots/index.html").read_text()
+    assert not re.search(r"<script[^>]*src=[\"']?(https?:)?//", page) and "cdn" not in page.lower()
+    images = re.findall(r"<img [^>]*src=\"([^\"]+)\"", page)
+    assert len(images) == 4  # main, reported, and the default grid's two paper figures (Kaleidoscope, CVQA)
+    for source in images:
+        assert not source.startswith(("http:", "https:", "//"))
+        shown = (root / "dvc_plots" / source) if not source.startswith("data:") else None
+        assert shown is None or shown.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", source
 
 
 def test_config_overrides_are_refused(snakemake_run):

@@ -18,8 +18,8 @@
   grid's reproduction of them (`reported`: the rows and how they match; always written);
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
   DANCE);
-- `results_dir/metrics.json` and `results_dir/plots/headline.csv`: the headline numbers for DVC's metrics and
-  plots (`vlmgrid.report.dvc_files`).
+- `results_dir/metrics/<benchmark>.json` and `metrics/Average.json`: the headline numbers for DVC's metrics
+  (`vlmgrid.report.dvc_files`); DVC's plots are the figures' PNGs.
 
 `vlmgrid.report.outputs.report_files` lists every file written, before the report runs. The modules: `grid`
 (the grid of cells, `load_grid`), `score_file` (one score file read and checked, `read_score`), `comparisons`
@@ -81,7 +81,7 @@ def build_report(
     exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format
     error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number. `published` holds the
     papers' numbers to set beside the grid's (`vlmgrid.report.reported`); without it the reported table says
-    that none matches. DVC's metrics and plots files go to `results_dir` (default: the folder that holds
+    that none matches. DVC's metrics files go to `results_dir` (default: the folder that holds
     `tables_dir`, as in the grid's layout).
     `comparison_files` ({benchmark: path}) are the comparison files (`vlmgrid compare`) against
     `reference_model` (None: every pair); one that does not exist leaves its benchmark without comparisons, which

@@ -1,30 +1,34 @@
-"""The report's files for DVC: a metrics file (`dvc metrics show`, `dvc exp show`) and a plots file
-(`dvc plots show`), both from the `Grid` (docs/formats.md).
+"""The report's metrics files for DVC (`dvc metrics show`, `dvc metrics diff`, `dvc exp show`), from the `Grid`
+(docs/formats.md).
 
-`metrics(grid)` nests {benchmark: {model: {<metric>: value, ci_low, ci_high, n, format_error_rate}}}, so DVC
-prints columns like `pope-fixture.random.f1`, and adds each model's average under `Average` (a name no benchmark
-can have: the config's names are lower case). A cell without a number (n/a, hidden, failed, missing) gives its
-status instead and never a value: DVC prints a missing value as "-", which a 0 would hide. A partial cell (one
-that answers a subset of its benchmark) adds its `coverage` {answered, total}, which DVC prints as the columns
-`<benchmark>.<model>.coverage.answered` and `.total`, and its model's average says `partial_cells` (exclude: it
-is over the other benchmarks; include: it takes the cell in). `headline_rows(grid)`
-is the long table the plot draws: one row per cell with a number, none for the others.
+One small file per benchmark, `metrics/<benchmark>.json` = {"metric": <its headline metric>, <model>: headline},
+and one of the models' averages, `metrics/Average.json` = {"metric": "mean", <model>: mean}: DVC prints a metrics
+file as a row and its keys as columns, so `dvc metrics show` reads as a table of benchmarks by models. The
+headline alone: the CI, n, error rate and coverage of a cell are in the report's tables (cells.csv). A cell
+without a number (n/a, hidden, failed, missing) gives its status instead and never a value, which a 0 would
+hide; a model without an average gives "-", as the main table.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from vlmgrid import fileio
 from vlmgrid.report.grid import Grid
-from vlmgrid.report.score_file import Estimate
 
-METRICS_FILE = "metrics.json"
-PLOTS_FILE = Path("plots") / "headline.csv"
-AVERAGE = "Average"
-PLOT_COLUMNS = ("model", "benchmark", "cell", "metric", "value", "ci_low", "ci_high")
+METRICS_DIR = Path("metrics")
+AVERAGE = "Average"  # the averages' file: no benchmark can be called that (the config's names are lower case)
+NO_AVERAGE = "-"
+
+
+def metrics_file(results_dir: Path, name: str) -> Path:
+    """Where a benchmark's metrics (or, named AVERAGE, the averages) lie under a grid's results_dir."""
+    return Path(results_dir) / METRICS_DIR / f"{name}.json"
+
+
+def metrics_names(benchmarks: list[str]) -> list[str]:
+    """The metrics files of a grid, grid order: one per benchmark, then the averages."""
+    return [*benchmarks, AVERAGE]
 
 
 def _rounded(number: float | None) -> float | None:
@@ -45,62 +49,34 @@ def _status(grid: Grid, model: str, benchmark: str) -> str | None:
     return None
 
 
-def _estimate(name: str, estimate: Estimate) -> dict:
-    return {name: _rounded(estimate.value), "ci_low": _rounded(estimate.ci_low),
-            "ci_high": _rounded(estimate.ci_high)}
-
-
-def metrics(grid: Grid) -> dict:
-    """The metrics file's object: per benchmark and model the headline (named by its metric), its 95% CI, n and
-    format error rate; a cell without a number gives {"status": ...}; each model's average under `Average`
-    (left out when the model has none: a benchmark without a number, or draws that cannot be averaged)."""
-    tree: dict = {}
+def metrics(grid: Grid) -> dict[str, dict]:
+    """{file name: its object}: per benchmark its metric and each model's headline (or the cell's status), then
+    the averages (AVERAGE) with "-" for a model that has none (a benchmark without a number, or draws that
+    cannot be averaged). A model without a cell in the grid is left out of the benchmark's file."""
+    files: dict[str, dict] = {}
     for benchmark in grid.benchmarks:
-        cells = {}
+        row: dict = {"metric": grid.metric(benchmark) or "-"}
         for model in grid.models:
             cell = grid.cell(model, benchmark)
             if cell is not None:
-                cells[model] = {**_estimate(cell.metric, cell.estimate), "n": cell.n,
-                                "format_error_rate": _rounded(cell.format_error_rate)}
-                if cell.coverage is not None:  # a partial cell: its number is over the answered items alone
-                    cells[model]["coverage"] = {"answered": cell.coverage[0], "total": cell.coverage[1]}
+                row[model] = _rounded(cell.estimate.value)
             elif (status := _status(grid, model, benchmark)) is not None:
-                cells[model] = {"status": status}
-        if cells:
-            tree[benchmark] = cells
-    averages = {model: _estimate("mean", average) for model in grid.models
-                if (average := grid.average(model)) is not None}
-    for model, average in averages.items():
-        if grid.model_coverage(model) is not None:  # what the average did with the model's partial cells
-            average["partial_cells"] = grid.partial_cells
-    if averages:
-        tree[AVERAGE] = averages
-    return tree
-
-
-def headline_rows(grid: Grid) -> list[dict]:
-    """The plot's rows, grid order: model, benchmark, `cell` ("benchmark / model", the plot's axis), metric,
-    value and CI; only cells with a number."""
-    rows = []
-    for benchmark in grid.benchmarks:
-        for model in grid.models:
-            cell = grid.cell(model, benchmark)
-            if cell is None:
-                continue
-            rows.append({"model": model, "benchmark": benchmark, "cell": f"{benchmark} / {model}",
-                         "metric": cell.metric, "value": _rounded(cell.estimate.value),
-                         "ci_low": _rounded(cell.estimate.ci_low), "ci_high": _rounded(cell.estimate.ci_high)})
-    return rows
+                row[model] = status
+        files[benchmark] = row
+    averages: dict = {"metric": "mean"}
+    for model in grid.models:
+        average = grid.average(model)
+        averages[model] = NO_AVERAGE if average is None else _rounded(average.value)
+    files[AVERAGE] = averages
+    return files
 
 
 def write_dvc_files(grid: Grid, results_dir: Path) -> list[Path]:
-    """Write the metrics and plots files under results_dir, atomically; returns their paths."""
-    metrics_path = Path(results_dir) / METRICS_FILE
-    fileio.write_json(metrics_path, metrics(grid))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=PLOT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(headline_rows(grid))
-    plots_path = Path(results_dir) / PLOTS_FILE
-    fileio.write_text(plots_path, buffer.getvalue())
-    return [metrics_path, plots_path]
+    """Write the metrics files under results_dir/metrics, atomically; returns their paths (grid order, then the
+    averages)."""
+    written = []
+    for name, data in metrics(grid).items():
+        path = metrics_file(results_dir, name)
+        fileio.write_json(path, data)
+        written.append(path)
+    return written

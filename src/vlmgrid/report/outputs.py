@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 from vlmgrid import paths
-from vlmgrid.report.dvc_files import METRICS_FILE, PLOTS_FILE
+from vlmgrid.report.dvc_files import metrics_file, metrics_names
 from vlmgrid.report.papers import PAPER_LIST, paper_stem
 
 REPORT_TABLES = ("main.md", "main.tex", "main.html", "main.csv", "breakdown.md", "breakdown.csv", "variants.md",
@@ -33,6 +33,6 @@ def report_files(results_dir: Path, kinds: Mapping[str, str]) -> list[tuple[Path
                 name = paper_stem(file.stem, benchmark, len(benchmarks))
                 files += [(Path(results_dir) / file.folder / f"{name}.{suffix}", file.caption)
                           for suffix in file.suffixes]
-    # DVC's metrics and plots files (dvc.yaml's report stage lists them as metrics and plots)
-    files += [(Path(results_dir) / METRICS_FILE, "dvc_metrics"), (Path(results_dir) / PLOTS_FILE, "dvc_plots")]
+    # DVC's metrics files (dvc.yaml's report stage lists their folder as its metrics)
+    files += [(metrics_file(results_dir, name), "dvc_metrics") for name in metrics_names(list(kinds))]
     return files

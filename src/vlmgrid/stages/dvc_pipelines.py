@@ -18,6 +18,7 @@ import yaml
 
 from vlmgrid import fileio
 from vlmgrid.errors import VlmgridError
+from vlmgrid.report.outputs import report_files
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ class Pipeline:
     fetch_models: tuple[str, ...] | None  # the models it fetches; None: all of its grid's (from the config)
     # DVC splits a param key at every dot: a grid with a model name holding one tracks its whole `models` section
     per_model_params: bool = True
+    # the PNG figures its report draws, under ${results_dir}: DVC's image plots
+    figures: tuple[str, ...] = ()
 
 
 def _read_grid(root: Path, config: Path) -> dict:
@@ -51,6 +54,15 @@ def _grid_configs(root: Path) -> list[Path]:
     others = sorted(path.relative_to(root) for path in (root / "config").glob("*.yaml")
                     if path.name != DEFAULT_CONFIG.name and "grid" in _read_grid(root, path.relative_to(root)))
     return [DEFAULT_CONFIG, *others]
+
+
+def _figures(data: dict) -> tuple[str, ...]:
+    """The PNG figures the report of this grid config draws (by its benchmarks' kinds), as paths under the
+    pipeline's ${results_dir}."""
+    benchmarks = data.get("benchmarks") or {}
+    kinds = {bench: (benchmarks.get(bench) or {}).get("kind")
+             for bench in (data.get("grid") or {}).get("benchmarks") or []}
+    return tuple(path.as_posix() for path, _ in report_files(Path("${results_dir}"), kinds) if path.suffix == ".png")
 
 
 def plan_pipelines(root: Path) -> list[Pipeline]:
@@ -80,10 +92,12 @@ def plan_pipelines(root: Path) -> list[Pipeline]:
                     f"{config} gives the model {model!r} another backend or source than {model_owner[model][0]}, "
                     f"but both would fetch it into the same folder; give one of them another name")
         per_model = not any("." in model for model in grid.get("models") or [])
+        figures = _figures(data)
         if config == DEFAULT_CONFIG:
-            pipelines.append(Pipeline(config, Path("dvc.yaml"), None, per_model))
+            pipelines.append(Pipeline(config, Path("dvc.yaml"), None, per_model, figures))
         else:
-            pipelines.append(Pipeline(config, PIPELINES_DIR / config.stem / "dvc.yaml", tuple(owned), per_model))
+            pipelines.append(Pipeline(config, PIPELINES_DIR / config.stem / "dvc.yaml", tuple(owned), per_model,
+                                      figures))
     return pipelines
 
 
@@ -102,11 +116,12 @@ def render(template: str, pipeline: Pipeline) -> str:
     else:
         fetch_models = "[" + ", ".join(pipeline.fetch_models) + "]"
     stamps = "${data_dir}/.source-stamps" if at_root else "${results_dir}/source-stamps"
+    figure_plots = "\n".join(f"  - {figure}" for figure in pipeline.figures)
     replacements = {"@WDIR@": up.as_posix(), "@VARS@": (up / pipeline.config).as_posix(),
                     "@CONFIG@": pipeline.config.as_posix(), "@STAMPS@": stamps, "@FETCH_MODELS@": fetch_models,
                     "@MODEL_PARAM@": "models.${item}" if pipeline.per_model_params else "models",
                     "@CELL_MODEL_PARAM@": "models.${item.model}" if pipeline.per_model_params else "models",
-                    "@DVC_FILE@": pipeline.dvc_file.as_posix()}
+                    "@DVC_FILE@": pipeline.dvc_file.as_posix(), "@FIGURE_PLOTS@": figure_plots}
     for placeholder, value in replacements.items():
         text = text.replace(placeholder, value)
     return text
