@@ -88,9 +88,10 @@ def test_classification_runs_twenty_templates_on_the_published_count(small):
     assert generate["requests"] == 61_490
     assert math.isclose(generate["gpu_hours"], 61_490 * (1 / FORWARD + 16 / DECODE) / 3600)
     assert math.isclose(flowers["forward"]["gpu_hours"], 61_490 / FORWARD / 3600)
-    # the class names of an unprepared benchmark are not known: no count, no estimate
-    assert pd.isna(flowers["continuation"]["requests"]) and pd.isna(flowers["continuation"]["gpu_hours"])
-    assert "prepare the benchmark" in flowers["continuation"]["note"]
+    # the kind fixes Flowers102's 102 classes (all under max_candidates 128): 10 closed-world templates each
+    continuation = flowers["continuation"]
+    assert (continuation["candidates"], continuation["requests"]) == (102, 6149 * 10 * 102)
+    assert math.isclose(continuation["gpu_hours"], 6149 * 10 * 102 / CONTINUATION / 3600)
 
 
 def test_ranking_counts_fifty_candidates_per_query(small):
@@ -123,8 +124,63 @@ def test_totals_leave_out_rows_without_an_estimate(small):
     sums = cost.totals(costs).set_index("model")
     llava = costs[costs["model"] == "llava-7b"]
     assert math.isclose(sums.loc["llava-7b", "gpu_hours"], llava["gpu_hours"].sum())
-    assert sums.loc["llava-7b", "rows_without_estimate"] == 1
-    assert math.isclose(sums.loc["grid", "gpu_hours"], sums.drop("grid")["gpu_hours"].sum())
+    assert sums.loc["llava-7b", "rows_without_estimate"] == 0
+    # "mystery" has no size class: all 5 of its rows (flowers: generate, forward, continuation; dance: forward,
+    # continuation) lack an estimate, so its total is unknown, never 0
+    assert pd.isna(sums.loc["mystery", "gpu_hours"]) and sums.loc["mystery", "rows_without_estimate"] == 5
+    assert sums.loc["grid", "rows_without_estimate"] == 5
+    assert math.isclose(sums.loc["grid", "gpu_hours"], sums.loc["llava-7b", "gpu_hours"])
+    out = cost.render(costs)
+    mystery_line = next(line for line in out.splitlines() if line.strip().startswith("mystery "))
+    assert mystery_line.split()[2:4] == ["unknown", "5"], mystery_line
+    assert "The GPU-hours totals leave out 5 rows: mystery on flowers (generate), mystery on flowers (forward)" in out
+    # the API model without a price: its two rows' cost is unknown and the USD totals leave them out
+    assert (sums.loc["gpt", "rows_without_price"], pd.isna(sums.loc["gpt", "cost_usd"])) == (2, True)
+    assert "The USD totals leave out 2 rows: gpt on flowers (generate x2)." in " ".join(
+        out.split())
+
+
+def test_every_line_of_the_plan_fits_100_columns(small, default_costs):
+    for costs in (cost.cost_table(small), default_costs):
+        out = cost.render(costs)
+        assert max(len(line) for line in out.splitlines()) <= 100
+        assert "totals:" in out
+
+
+def test_the_carpe_grid_counts_every_fixed_count_benchmark():
+    costs = cost.cost_table(load_config("config/carpe.yaml"))
+    unknown = costs[costs["requests"].isna()]
+    # only the CLIP rows of multiple-choice sets whose options per question vary are left to the records
+    assert sorted(set(unknown["benchmark"])) == ["cvbench", "mmbench", "scienceqa_img"]
+    assert set(unknown["unit"]) == {"embed_text"}
+    # ImageNet: 1,000 classes, the closed-world templates list max_candidates 128 of them; CLIP's 80 templates
+    llava = rows(costs, "llava-1.5-7b", "imagenet")["continuation"]
+    assert (llava["basis"], llava["requests"]) == ("published", 50_000 * 10 * 128)
+    clip = rows(costs, "clip-vit-l-14", "imagenet")["embed_text"]
+    assert clip["requests"] == 80 * 1000
+    # POPE's yes and no: two texts per question
+    assert rows(costs, "clip-vit-l-14", "pope")["embed_text"]["requests"] == 9000 * 2
+    assert rows(costs, "clip-vit-l-14", "mmvp")["embed_text"]["requests"] == 300 * 2
+    out = cost.render(costs)
+    assert "needs the records" in out  # the six rows above, and no other
+    assert out.count("needs the records") == 1  # one note, numbered once
+
+
+def test_an_api_model_costs_its_tokens_at_its_price(tmp_path):
+    gpt = {**SMALL["models"]["gpt"], "price": {"input": 2.5, "output": 10.0, "input_tokens": 1000}}
+    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
+                              "models": {"gpt": gpt}, "grid": {"models": ["gpt"], "benchmarks": ["flowers"]}})
+    costs = cost.cost_table(config)
+    # generation for the 10 open-world and the 10 closed-world templates: a row each
+    generate = costs[costs["model"] == "gpt"]
+    assert generate["unit"].tolist() == ["generate", "generate"]
+    # 6,149 images x 10 templates per row, each 1,000 tokens in at $2.50/M and 16 answer tokens out at $10/M
+    assert generate["requests"].tolist() == [61_490, 61_490]
+    assert (generate["input_tokens"].tolist(), generate["output_tokens"].tolist()) == ([1000] * 2, [16] * 2)
+    assert math.isclose(generate["cost_usd"].iloc[0], 61_490 * (1000 * 2.5 + 16 * 10.0) / 1e6)
+    sums = cost.totals(cost.cost_table(config)).set_index("model")
+    assert math.isclose(sums.loc["grid", "cost_usd"], 327.1268)
+    assert sums.loc["grid", "rows_without_price"] == 0
 
 
 def test_infer_runtime_minutes(small):
@@ -162,3 +218,14 @@ def test_a_model_served_by_its_job_holds_its_gpus_at_the_hf_rates(tmp_path):
     hours = costs.loc[costs["model"] == "served", "gpu_hours"].sum()
     # its jobs' time on the clock: the GPU-hours over its 4 GPUs
     assert cost.infer_runtime_minutes(costs, "served", "dance", gpus=4, floor=0, factor=1) == math.ceil(hours / 4 * 60)
+
+
+def test_the_kinds_class_counts_match_their_class_name_lists():
+    from vlmgrid.benchmarks import BENCHMARKS, flowers102, imagenet
+
+    assert BENCHMARKS.get("flowers102").class_count == len(flowers102.classnames()) == 102
+    assert BENCHMARKS.get("imagenet").class_count == BENCHMARKS.get("imagenet_ilsvrc2012").class_count == 1000
+    assert imagenet.N_CLASSES == 1000
+    # a kind whose options vary per question fixes no count: the plan needs its records
+    assert BENCHMARKS.get("scienceqa_img").option_count is None
+    assert BENCHMARKS.get("pope").option_count == BENCHMARKS.get("mme").option_count == 2

@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     cells.add_argument("--paths", action="store_true", help="print predictions paths instead of names")
     cost = add("plan", cmd_plan, "what the grid will cost before it runs: per cell its items, model requests and "
                "estimated GPU-hours, and the totals per model and for the grid")
-    cost.add_argument("--csv", help="write the per-cell table to this CSV file as well")
+    cost.add_argument("--csv", metavar="PATH", help="write the full per-row table (every column) to this CSV file "
+                      "as well; the printed plan fits 100 columns")
     add("prepare", cmd_prepare, "download or generate a benchmark, normalise it and hash it").add_argument("benchmark")
     stamps = add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's "
                  "file sizes and times) for DVC's prepare stages")

@@ -198,6 +198,7 @@ KIND = classification_kind(
         "a drawing of the {c}.", "a doodle of the {c}.",
     ),
     expected_count=6084,
+    class_count=102,  # 101 object categories + BACKGROUND_Google
     **layout_fields(LAYOUTS, "Caltech-101"),
     url_files=(
         {"url": "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1", "md5": "3138e1922a9193bfa496528edbbc45d0", "name": ARCHIVE},

@@ -118,6 +118,7 @@ KIND = classification_kind(
     description="Oxford Flowers-102: zero-shot classification of the 6,149 test images into 102 flower species.",
     templates=("a photo of a {c}, a type of flower.",),
     expected_count=6149,
+    class_count=102,
     **layout_fields(LAYOUTS, "Flowers-102"),
     url_files=(
         {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/102flowers.tgz", "md5": "52808999861908f626f3c1f4e79d11fa", "name": ARCHIVE},

@@ -164,6 +164,7 @@ KIND = classification_kind(
     description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
     templates=("a photo of {c}, a type of food.",),
     expected_count=25250,
+    class_count=101,
     **layout_fields(LAYOUTS, "Food-101"),
     url_files=(
         {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},

@@ -324,6 +324,7 @@ KIND = classification_kind(
     description=DESCRIPTION + " (hub copy ILSVRC/imagenet-1k, gated).",
     templates=templates(),
     expected_count=N_VAL,
+    class_count=N_CLASSES,
     raw_files=(HUB_PATTERN,),
     adapt=adapt_hub,
     # sha: hub cache snapshot datasets--ILSVRC--imagenet-1k/snapshots/49e2ee26f3810fb5a7536bbf732a7b07389a47b5
@@ -336,6 +337,7 @@ ILSVRC_KIND = classification_kind(
     description=DESCRIPTION + " (the original ILSVRC2012 val tar and devkit; use a local source).",
     templates=templates(),
     expected_count=N_VAL,
+    class_count=N_CLASSES,
     **layout_fields(ILSVRC_LAYOUTS, "ILSVRC2012"),
     url_files=(  # image-net.org serves these only after a login: download by hand, then use a local source
         {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},

@@ -58,6 +58,10 @@ class BenchmarkKind:
     variants:        other published copies with another item count, {variant name: count} (MMBench's
                      2023-07-12 dev file): a copy of that count needs no `expected_items`, and its manifest names
                      the variant
+    class_count:     classification: the number of classes of the real benchmark; None where it is not fixed
+    option_count:    the options every item of the real benchmark has, where that number is the same for all
+                     (yes/no: 2); None where it varies per item (then only the records tell). With class_count,
+                     what `vlmgrid plan` counts an unprepared benchmark's requests by
     layouts:         the forms its raw files come in (benchmarks/layouts.py: the hub copy, the authors' release,
                      an archive, the same files extracted), told apart by the files present; None for a kind with
                      one layout. Where set, raw_files is their union and a local source hashes the detected
@@ -82,6 +86,8 @@ class BenchmarkKind:
     variants: Mapping[str, int] = field(default_factory=dict)  # other published copies: {name: item count}
     hub_files: tuple[str, ...] = ()  # the raw_files of the hub copy's layout; () = all of raw_files
     layouts: Any = None  # a layouts.Layouts registry; None = one layout, raw_files as given
+    class_count: int | None = None  # classification: the real benchmark's classes
+    option_count: int | None = None  # options of every item, where all have the same number
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):

@@ -159,6 +159,7 @@ KIND = BenchmarkKind(
     description="MME: yes/no perception and cognition questions over 14 subtasks, two questions per image (2,374 items).",
     templates=(),
     expected_count=2374,
+    option_count=2,  # yes, no
     raw_files=LAYOUTS.raw_files,
     layouts=LAYOUTS,
     hub_files=(FILE_PATTERN,),

@@ -124,6 +124,7 @@ KIND = BenchmarkKind(
     description="MMVP: 150 pairs of CLIP-blind images, the same two-option question each (300 items, scored by pairs).",
     templates=(),
     expected_count=300,
+    option_count=2,  # (a), (b)
     raw_files=(QUESTIONS, IMAGE_PATTERN),
     adapt=adapt,
     parser="letter",

@@ -74,6 +74,7 @@ KIND = BenchmarkKind(
     description="POPE: yes/no questions on whether an object is in a COCO image (random, popular, adversarial negatives).",
     templates=(),
     expected_count=9000,
+    option_count=2,  # yes, no
     raw_files=tuple(FILE_PATTERN.format(split=split) for split in SPLITS),
     adapt=adapt,
     # lmms-lab moved to lmms-lab-encoder in 2026 (history kept; the hub redirects); the pin is the commit

@@ -89,6 +89,7 @@ KIND = BenchmarkKind(
     description="POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA evaluates it.",
     templates=(),
     expected_count=9000,
+    option_count=2,  # yes, no
     raw_files=tuple(LABEL_FILE.format(split=split) for split in pope.SPLITS) + (f"{IMAGE_FOLDER}/*",),
     adapt=adapt,
     parser="pope",

@@ -7,8 +7,10 @@ and for the grid.
 Items come from the prepared benchmark (data/<bench>/, read as inference reads it) when its folder matches
 the config ("prepared"); a fixture source not yet prepared is generated into a temporary folder and counted
 ("fixture"; fixtures are small and deterministic, so this is the exact count); otherwise the benchmark kind's
-published count ("published"), or "unknown". Counts that depend on the data itself (class names, options
-per item, DANCE's candidates) are known for prepared and fixture benchmarks only.
+published count ("published"), or "unknown". A published benchmark's classes and options per item come from
+its kind where the benchmark fixes them (`class_count`, `option_count`: ImageNet's 1,000 classes, yes/no's
+two options); counts that vary with the data itself (options per question of ScienceQA, MMBench, CV-Bench;
+DANCE's candidates) are known for prepared and fixture benchmarks only.
 
 Model requests follow what the protocols send (vlmgrid.protocols); one row per unit of work, with
 requests = items x variants x candidates (or variants x candidates once per cell, `per` = "cell"), the
@@ -30,8 +32,11 @@ by item and without the continuations (`item_requests`), cuts an inference job i
   inference embeds a picture shared by queries of one part once).
 
 GPU-hours are requests / rate / 3600 per GPU a job holds (the model's `gpus`). A model behind an API
-(`openai` without `serve`), or one that runs on the CPU, holds no GPU: its GPU-hours are 0 and only its
-requests count. A model whose job serves it on its GPUs (`serve`) is timed at the hf backend's rates, an upper
+(`openai` without `serve`), or one that runs on the CPU, holds no GPU: its GPU-hours are 0. An API model's
+cost is its requests' tokens at the `price` its entry gives (USD per million input and output tokens): the
+input tokens per request are the price's `input_tokens`, else the throughput table's `api.input_tokens`; the
+output tokens are a generated answer's assumed length, or one for a letter scored by its logprobs. Without a
+`price` its cost is unknown. A model whose job serves it on its GPUs (`serve`) is timed at the hf backend's rates, an upper
 bound. A model whose size class the table lacks gets no estimate ("unknown"), never a guess.
 """
 
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
@@ -55,7 +61,7 @@ from vlmgrid.stages import plan
 
 THROUGHPUT_FILE = "data/throughput.yaml"
 COLUMNS = ["model", "benchmark", "items", "basis", "strategy", "unit", "per", "variants", "candidates",
-           "requests", "gpu_hours", "note"]
+           "requests", "gpu_hours", "input_tokens", "output_tokens", "cost_usd", "note"]
 
 
 def load_throughput() -> dict:
@@ -117,8 +123,13 @@ def benchmark_data(config: Config, benchmark: str) -> Data:
         with tempfile.TemporaryDirectory() as tmp:
             prepare_benchmark(benchmark, settings, Path(tmp) / benchmark)
             return Data.of(load_benchmark(Path(tmp) / benchmark), "fixture")
-    published = settings["source"].get("expected_items") or BENCHMARKS.get(settings["kind"]).expected_count
-    return Data(published, "published") if published else Data(None, "unknown")
+    kind = BENCHMARKS.get(settings["kind"])
+    published = settings["source"].get("expected_items") or kind.expected_count
+    if not published:
+        return Data(None, "unknown")
+    # what the kind fixes for every copy: its classes, and its options where every item has the same number
+    options = (kind.option_count,) * published if kind.option_count else None
+    return Data(published, "published", classes=kind.class_count, options=options)
 
 
 # ---------------------------------------------------------------------------------------- units of work
@@ -343,6 +354,27 @@ def seconds_per_request(work: Work, backend: str, size: str, table: dict, protoc
     return None if entry is None else 1 / entry["rate"]
 
 
+# ---------------------------------------------------------------------------------------------- API price
+
+def is_api(settings: dict) -> bool:
+    """A model behind an API: an `openai` entry whose job starts no server of its own."""
+    return settings["backend"] == "openai" and "serve" not in settings
+
+
+def request_tokens(work: Work, settings: dict, protocol: str, table: dict) -> tuple[int, int]:
+    """One request's (input, output) tokens as an API bills them: the price's `input_tokens` (else the table's
+    assumption) in; a generated answer's assumed length out, or the one token of a letter scored by logprobs."""
+    price = settings.get("price") or {}
+    tokens_in = int(price.get("input_tokens") or table["api"]["input_tokens"]["value"])
+    tokens_out = tokens_per_answer(work, protocol, table) if work.unit == "generate" else 1
+    return tokens_in, tokens_out
+
+
+def api_cost(requests: int, tokens: tuple[int, int], price: Mapping) -> float:
+    """USD for the requests at the price (USD per million input and output tokens)."""
+    return requests * (tokens[0] * float(price["input"]) + tokens[1] * float(price["output"])) / 1e6
+
+
 # ---------------------------------------------------------------------------------------------- the plan
 
 def _no_gpu_note(config: Config, model: str) -> str | None:
@@ -387,18 +419,34 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                 else:
                     hours = requests * seconds * gpus / 3600
                     note = f"size {size}" + (", served: at hf rates, an upper bound" if "serve" in settings else "")
+            priced = {}
+            if is_api(settings):
+                tokens = request_tokens(work, settings, kind.protocol, table)
+                price = settings.get("price")
+                priced = {"input_tokens": tokens[0], "output_tokens": tokens[1],
+                          "cost_usd": (api_cost(requests, tokens, price) if price and requests is not None
+                                       else math.nan)}
+                if not price:
+                    note += "; no price in its entry: cost unknown"
             rows.append({**base, "strategy": capability, "unit": work.unit, "per": work.per,
                          "variants": work.variants, "candidates": work.mean_candidates, "requests": requests,
-                         "gpu_hours": hours, "note": note})
+                         "gpu_hours": hours, **priced, "note": note})
     costs = pd.DataFrame(rows, columns=COLUMNS)
-    return costs.astype({"items": "Int64", "variants": "Int64"})
+    return costs.astype({"items": "Int64", "variants": "Int64", "input_tokens": "Int64", "output_tokens": "Int64"})
 
 
 def totals(costs: pd.DataFrame) -> pd.DataFrame:
-    """Per model and for the grid: requests, GPU-hours of the rows that have an estimate, rows without one."""
+    """Per model and for the grid: requests, GPU-hours and (API models) USD of the rows that have them, and how
+    many rows each leaves out for want of a count or an estimate. A total that leaves out every row is NaN
+    ("unknown"), never 0."""
     def total(frame: pd.DataFrame) -> dict:
-        return {"requests": frame["requests"].sum(min_count=1), "gpu_hours": frame["gpu_hours"].sum(),
-                "rows_without_estimate": int(frame["gpu_hours"].isna().sum())}
+        api = frame[frame["input_tokens"].notna()]  # an API model's rows of work
+        return {"requests": frame["requests"].sum(min_count=1),
+                "rows_without_count": int(frame["requests"].isna().sum()),
+                "gpu_hours": frame["gpu_hours"].sum(min_count=1),
+                "rows_without_estimate": int(frame["gpu_hours"].isna().sum()),
+                "cost_usd": api["cost_usd"].sum(min_count=1),
+                "rows_without_price": int(api["cost_usd"].isna().sum())}
 
     rows = [{"model": model, **total(frame)} for model, frame in costs.groupby("model", sort=False)]
     rows.append({"model": "grid", **total(costs)})
@@ -408,31 +456,105 @@ def totals(costs: pd.DataFrame) -> pd.DataFrame:
 ASSUMPTIONS = (
     "Assumes: each inference job holds its model's gpus for its time at the throughput table's rates "
     "(measured on one H200 where the table says so; LVLM rates scale by 7B / parameters; a model served by "
-    "its job at the hf rates); {tokens} new tokens per generated answer unless "
-    "the prompt set asks for more; items from the prepared data, a generated fixture or the published count. "
-    "GPU-hours of rows without an estimate are left out of the totals."
+    "its job at the hf rates); {tokens} new tokens per generated answer unless the prompt set asks for more; "
+    "an API request of {input_tokens} input tokens unless the model's price says otherwise; items from the "
+    "prepared data, a generated fixture or the published count. A total leaves out the rows without a count, "
+    "an estimate or a price, and says how many."
 )
+
+WIDTH = 100  # the printed plan's lines fit a terminal this wide; `--csv` holds every column
+_BENCH_WIDTH = 24
+_HEADER = ("benchmark", "unit", "items", "shape", "requests", "GPU-h", "USD", "note")
+
+
+def _number(value, digits: str = ",.0f") -> str:
+    return "unknown" if pd.isna(value) else format(value, digits)
+
+
+def _fit(text: str, width: int) -> str:
+    """The text cut to `width` characters, the cut marked by an ellipsis."""
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
+
+
+def _model_heading(costs: pd.DataFrame) -> str:
+    """What a model's rows share: its size class or why it has no GPU-hours."""
+    notes = [str(n) for n in costs["note"].dropna() if not str(n).startswith("n/a")]
+    shared = [n for n in notes if n.startswith(("size ", "API model", "runs on the CPU"))]
+    return shared[0].split(";")[0] if shared else ""
+
+
+def _row_note(note) -> str:
+    """The part of a row's note its model's heading does not say already."""
+    if pd.isna(note):
+        return ""
+    text = str(note)
+    if text.startswith(("size ", "API model", "runs on the CPU")):
+        return text.split("; ", 1)[1] if "; " in text else ""
+    return text
+
+
+def _wrapped(text: str, indent: str = "") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
 def render(costs: pd.DataFrame, table: dict | None = None) -> str:
-    """`vlmgrid plan`: the cells' table, the totals per model and for the grid, and what the estimate assumes."""
+    """`vlmgrid plan`: per model its cells' units of work (a note's number points to the notes under the table),
+    the totals per model and for the grid with the rows each leaves out, and what the estimate assumes; every
+    line at most WIDTH characters (the CSV has the full detail)."""
     table = table or load_throughput()
-    shown = costs.astype(object)
-    # a mean over items (options per question) reads to one decimal
-    shown["candidates"] = shown["candidates"].map(
-        lambda v: "" if pd.isna(v) else f"{v:,.0f}" if float(v).is_integer() else f"{v:.1f}")
-    shown["requests"] = shown["requests"].map(lambda v: "unknown" if pd.isna(v) else f"{v:,.0f}")
-    shown["gpu_hours"] = shown["gpu_hours"].map(lambda v: "unknown" if pd.isna(v) else f"{v:.3g}")
+    notes: dict[str, int] = {}
+    lines = []
+    row_format = "  {:<%d} {:<12} {:>7} {:>8} {:>11} {:>8} {:>9} {:>5}" % _BENCH_WIDTH
+    lines.append(row_format.format(*_HEADER))
+    api_models = set(costs.loc[costs["input_tokens"].notna(), "model"])
+    for model, frame in costs.groupby("model", sort=False):
+        heading = _model_heading(frame)
+        lines.append(_fit(f"{model}" + (f" ({heading})" if heading else ""), WIDTH))
+        for _, row in frame.iterrows():
+            na = row["strategy"] == "n/a"
+            shape = "" if na or pd.isna(row["variants"]) else (
+                f"{row['variants']}x" + ("?" if pd.isna(row["candidates"]) else
+                                         f"{row['candidates']:.0f}" if float(row["candidates"]).is_integer()
+                                         else f"{row['candidates']:.1f}"))
+            note = _row_note(row["note"])
+            mark = f"[{notes.setdefault(note, len(notes) + 1)}]" if note else ""
+            usd = ("-" if model not in api_models or na else _number(row["cost_usd"], ",.2f"))
+            lines.append(row_format.format(
+                _fit(str(row["benchmark"]), _BENCH_WIDTH), "n/a" if na else _fit(str(row["unit"]), 12),
+                _number(row["items"]), shape, "-" if na else _number(row["requests"]),
+                "-" if na else _number(row["gpu_hours"], ".3g"), usd, mark))
+    lines.append("")
+    for note, number in notes.items():
+        lines += _wrapped(f"[{number}] {note}", "    ")
     sums = totals(costs)
-    sums["requests"] = sums["requests"].map(lambda v: "unknown" if pd.isna(v) else f"{v:,.0f}")
-    sums["gpu_hours"] = sums["gpu_hours"].map(lambda v: f"{v:.3g}")
-    return "\n".join([
-        # the note last and left-aligned, so a long reason does not push the numbers off the screen
-        shown.fillna("").to_string(index=False,
-                                   formatters={"note": lambda text: f"{text:<{shown['note'].str.len().max()}}"}),
-        "", "totals:", sums.to_string(index=False), "",
-        ASSUMPTIONS.format(tokens=table["lvlm"]["answer_tokens"]["default"]),
-    ])
+    lines += ["", "totals:"]
+    total_format = "  {:<24} {:>13} {:>9} {:>10} {:>12} {:>10}"
+    lines.append(total_format.format("model", "requests", "GPU-h", "left out", "USD", "left out"))
+    for _, row in sums.iterrows():
+        api = row["model"] in api_models or (row["model"] == "grid" and api_models)
+        lines.append(total_format.format(
+            _fit(str(row["model"]), 24), _number(row["requests"]), _number(row["gpu_hours"], ".3g"),
+            f"{row['rows_without_estimate']} rows" if row["rows_without_estimate"] else "",
+            _number(row["cost_usd"], ",.2f") if api else "-",
+            f"{row['rows_without_price']} rows" if row["rows_without_price"] else ""))
+    lines.append("")
+    left_out: dict[tuple, list[str]] = {}  # the rows left out -> which totals leave them out
+    for what, column in (("GPU-hours", "gpu_hours"), ("requests", "requests"), ("USD", "cost_usd")):
+        # the USD totals are an API model's rows of work only (totals)
+        left = costs[costs[column].isna() & ((column != "cost_usd") | costs["input_tokens"].notna())]
+        if not left.empty:
+            left_out.setdefault(tuple(f"{r.model} on {r.benchmark} ({r.unit})" for r in left.itertuples()),
+                                []).append(what)
+    for named, whats in left_out.items():
+        # a cell's two rows of one unit (open- and closed-world templates) are named once, with their number
+        counted = [f"{name[:-1]} x{n})" if n > 1 else name for name, n in Counter(named).items()]
+        lines += _wrapped(f"The {' and '.join(whats)} totals leave out {len(named)} "
+                          f"row{'s' if len(named) != 1 else ''}: {', '.join(counted)}.")
+    lines += _wrapped(ASSUMPTIONS.format(tokens=table["lvlm"]["answer_tokens"]["default"],
+                                         input_tokens=table["api"]["input_tokens"]["value"]))
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def write_plan(config: Config, csv: Path | None = None) -> str:
