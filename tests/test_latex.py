@@ -38,7 +38,16 @@ def test_lower_is_better_turns_the_order():
 def test_values_equal_as_displayed_share_their_mark():
     # 20.04 is shown as 20.0: it ties with 20.0, and both are the second
     assert emphasis([20.04, 20.0, 33.3, 10.0]) == [SECOND, SECOND, BEST, None]
-    assert emphasis([40.0, 40.0, 10.0]) == [BEST, BEST, SECOND]
+    assert emphasis([40.0, 40.0, 30.0, 10.0]) == [BEST, BEST, SECOND, None]
+
+
+def test_the_second_needs_three_different_values():
+    # two different values: the other one is the last, never underlined (docs/formats.md)
+    assert emphasis([40.0, 40.0, 10.0]) == [BEST, BEST, None]
+    assert emphasis([40.0, 10.0, 10.0]) == [BEST, None, None]
+    assert emphasis([10.0, 10.0, 40.0, 40.0], lower_is_better=True) == [BEST, BEST, None, None]
+    # 33.34 and 33.3 tie as displayed: still two different values
+    assert emphasis([33.34, 33.3, 50.0]) == [None, None, BEST]
 
 
 def test_no_mark_without_a_choice():

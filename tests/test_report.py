@@ -161,6 +161,16 @@ def test_average_ci_from_averaged_draws(report):
     assert float(big["average_ci_high"]) == pytest.approx(high)
 
 
+def test_the_csv_average_is_rounded_like_its_columns(report):
+    root, _ = report
+    rows = {r["model"]: r for r in read_csv(root / "tables" / "main.csv")}
+    # (51.2 + 20.04 + 33.3) / 3 = 34.84666...: four decimals, as the score files round the cells
+    assert rows["big-vlm"]["average"] == "34.8467"
+    assert rows["clip_tiny"]["average"] == "31.0"
+    assert all(len(row[name].partition(".")[2]) <= 4 for row in rows.values()
+               for name in ("average", "average_ci_low", "average_ci_high"))
+
+
 def test_csv_columns_and_values(report):
     root, _ = report
     with open(root / "tables" / "main.csv", encoding="utf-8") as handle:

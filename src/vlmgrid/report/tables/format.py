@@ -201,12 +201,13 @@ def latex_escape(text: str) -> str:
 
 def emphasis(values: Sequence[float | None], *, lower_is_better: bool = False) -> list[str | None]:
     """BEST / SECOND / None per value, compared as displayed (one decimal, so equal-looking values share a
-    mark): the best only where at least two different values compete, the second only where three values do."""
+    mark): the best only where at least two different values compete, the second only where three do (so the
+    second is never the last: with two different values, or ties on them, only the best is marked)."""
     shown = [None if value is None else float(fmt(value)) for value in values]
     present = [value for value in shown if value is not None]
     ranked = sorted(set(present), reverse=not lower_is_better)
     best = ranked[0] if len(ranked) >= 2 else None
-    second = ranked[1] if len(ranked) >= 2 and len(present) >= 3 else None
+    second = ranked[1] if len(ranked) >= 3 else None
     return [BEST if value is not None and value == best else SECOND if value is not None and value == second
             else None for value in shown]
 

@@ -17,6 +17,10 @@ from vlmgrid.report.tables.format import (
     status_notes,
 )
 
+# The decimals the score files round their numbers to (docs/formats.md); the average columns of the CSV are
+# rounded alike, so an average does not read as more precise than the cells it is computed from.
+DECIMALS = 4
+
 # Marks of a cell significantly better / worse than the reference model (superscript plus / minus).
 BETTER, WORSE = "\u207a", "\u207b"
 
@@ -147,6 +151,8 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
     benchmark "better" / "worse" where the cell is significantly so (empty otherwise)."""
     rows = _rows(grid)
     frame = estimate_frame("model", list(grid.benchmarks) + ["average"], rows)
+    averages = ["average", "average_ci_low", "average_ci_high"]
+    frame[averages] = frame[averages].round(DECIMALS)
     for benchmark in grid.benchmarks:
         frame[f"{benchmark}_format_error_rate"] = pd.array(
             [error_rate(grid, model, benchmark) for model in grid.models], dtype="float64")
