@@ -3,11 +3,9 @@ blocks, and every .tex file compiling in a minimal document with pdflatex, insid
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -166,12 +164,6 @@ def every_table(root: Path) -> list[Path]:
     comparisons = {b: write_comparison(results, b, "reference_model",
                                        [("model_a", "reference_model", 4.0, 0.01), ("model_b", "reference_model", -2.0, 0.3)],
                                        {m: f"sha-{m}" for m in models}) for b in benchmarks}
-    # a pair without a comparison, as the compare stage writes it: n/a in the table, its reason in a note
-    data = json.loads(comparisons["bench_y"].read_text())
-    data["pairs"][1] = {"model_a": "model_b", "model_b": "reference_model", "comparable": False,
-                        "reason": "model_b cannot run bench_y: the model scores image-text similarity and cannot "
-                                  "generate text"}
-    comparisons["bench_y"].write_text(json.dumps(data))
     written += build_report(scores, models, benchmarks, results / "tables", results / "figures",
                             comparison_files=comparisons, reference_model="reference_model")
 
@@ -184,6 +176,8 @@ def partial_tables(root: Path) -> list[Path]:
     """Reports with a partial cell (an imported answer set that lacks items by construction, its score file's
     coverage): the wide grid's main table with llava-tiny on bench_07 answering 2,350 of 2,374 items, and the
     comparisons of a pair compared on the items both answered (report.partial_cells: include)."""
+    import json
+
     files = wide_grid(root / "grid")
     path = files[("llava-tiny", BENCHES[7])]
     obj = json.loads(path.read_text())
@@ -250,94 +244,3 @@ def test_the_default_grids_tables_compile_within_the_page(snakemake_run, tmp_pat
         path.name for path in tables}
     for tex in tables:
         assert "Overfull \\hbox" not in compile_table(tex, tmp_path), f"{tex.name} is wider than the page"
-
-
-# --- the size the table is set in --------------------------------------------------------------------------
-
-# The sizes pdflatex sets text in, in a 10pt article: \normalsize, \small, \footnotesize, \scriptsize and the
-# math script sizes (6pt, 5pt), as the PDF's Tf operator gives them. A table scaled to fit sets in other sizes.
-LATEX_SIZES = {9.96, 8.97, 7.97, 6.97, 5.98, 4.98}
-NORMAL = 9.96
-
-_TOKEN = re.compile(rb"\((?:\\.|[^\\)])*\)|\[|\]|<[0-9a-fA-F]*>|/[^\s/\[\]()<>]+|[^\s/\[\]()<>]+")
-
-
-def set_sizes(pdf: Path) -> Counter:
-    """{size in pt: characters} of the text an uncompressed PDF draws: the font size (Tf) times the scale of
-    the text matrix (Tm) and of the graphics state (cm, saved by q and restored by Q)."""
-    sizes: Counter = Counter()
-    for stream in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", pdf.read_bytes(), re.S):
-        scale, saved, operands, font, text = 1.0, [], [], 0.0, 1.0
-        for token in _TOKEN.findall(stream):
-            if token == b"q":
-                saved.append(scale)
-            elif token == b"Q":
-                scale = saved.pop()
-            elif token in (b"cm", b"Tm"):
-                a, b, c, d = (float(x) for x in operands[-6:-2])
-                if token == b"cm":
-                    scale *= abs(a * d - b * c) ** 0.5
-                else:
-                    text = abs(a * d - b * c) ** 0.5
-            elif token == b"BT":
-                text = 1.0
-            elif token == b"Tf":
-                font = float(operands[-1])
-            elif token in (b"TJ", b"Tj"):
-                sizes[round(font * text * scale, 2)] += sum(len(o) - 2 for o in operands if o.startswith(b"("))
-            if token[:1].isalpha() and token not in (b"true", b"false", b"null"):
-                operands = []
-            else:
-                operands.append(token)
-    return sizes
-
-
-def table_sizes(tex: Path, workdir: Path) -> Counter:
-    """The sizes the table's own text is set in: the .tex without its caption (set at the document's size
-    whatever the table does), compiled uncompressed."""
-    bare = workdir / f"{tex.parent.parent.name}-{tex.stem}-bare.tex"
-    bare.write_text("\n".join(line for line in tex.read_text(encoding="utf-8").splitlines()
-                              if not line.startswith(r"\caption{")), encoding="utf-8")
-    document = workdir / f"{bare.stem}-document.tex"
-    document.write_text(r"\pdfcompresslevel=0 \pdfobjcompresslevel=0" + "\n" + DOCUMENT % bare.resolve().as_posix(),
-                        encoding="utf-8")
-    result = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
-                            cwd=workdir, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"{tex.name} does not compile"
-    return set_sizes(workdir / f"{document.stem}.pdf")
-
-
-def assert_normal_size(tex: Path, workdir: Path) -> None:
-    sizes = table_sizes(tex, workdir)
-    assert set(sizes) <= LATEX_SIZES, f"{tex.name} is scaled: it sets text in {sorted(sizes)} pt"
-    assert sizes.most_common(1)[0][0] == NORMAL, f"{tex.name} is set mostly in {sizes.most_common(1)[0][0]} pt"
-
-
-@needs_pdflatex
-def test_the_comparisons_table_is_set_at_the_document_s_size_with_n_a_and_a_note(tmp_path):
-    tables = [path for path in every_table(tmp_path / "report") if path.name == "comparisons.tex"]
-    compared = tmp_path / "report" / "compared" / "tables" / "comparisons.tex"
-    assert compared in tables
-    tex = compared.read_text(encoding="utf-8")
-    # the pair without a comparison: a short mark in the difference column, its reason in the note under it
-    row = next(line for line in tex.splitlines() if "bench\\_\\allowbreak{}y" in line and "model\\_\\allowbreak{}b" in line)
-    assert "n/a$^{1}$" in row and "cannot" not in row
-    assert r"$^{1}$model\_b cannot run bench\_y: the model scores image-text similarity" in tex
-    for path in tables:
-        assert_normal_size(path, tmp_path)
-        assert "Overfull \\hbox" not in compile_table(path, tmp_path), f"{path} is wider than the page"
-
-
-@needs_pdflatex
-def test_a_table_scaled_to_fit_is_seen(tmp_path):
-    # the size check can fail: the same table shrunk by its \resizebox sets in no LaTeX size
-    header = [["Model", *(f"benchmark-{k}" for k in range(15))]]
-    rows = [["a-model", *(r"51.2\,{\scriptsize [44.0, 58.1]}" for _ in range(15))]]
-    tex = tmp_path / "tables" / "wide.tex"
-    tex.parent.mkdir()
-    tex.write_text(latex_table("Wide", "wide", header, rows, split=False), encoding="utf-8")
-    with pytest.raises(AssertionError, match="is scaled"):
-        assert_normal_size(tex, tmp_path)
-    # two of its columns fit the line: set at the document's size, and the check passes
-    tex.write_text(latex_table("Narrow", "narrow", [header[0][:3]], [rows[0][:3]], split=False), encoding="utf-8")
-    assert_normal_size(tex, tmp_path)

@@ -242,32 +242,12 @@ def _blocks(n_columns: int, block_columns: int) -> list[range]:
     return blocks
 
 
-def latex_stack(lines: Sequence[str], align: str = "c") -> str:
-    """LaTeX lines set one above the other in one cell (a nested tabular without side space), so a cell grows
-    down rather than across; one line is returned as it is."""
-    if len(lines) == 1:
-        return lines[0]
-    # "{}" after each line break: a next line starting with "[" is text, not the break's optional length
-    return rf"\begin{{tabular}}{{@{{}}{align}@{{}}}}" + r" \\{} ".join(lines) + r"\end{tabular}"
-
-
-def latex_wrap(text: str, width: str) -> str:
-    """Plain `text` (escaped here) in a ragged-right box `width` wide (e.g. "0.12\\linewidth"): it wraps at its
-    spaces, after its hyphens, underscores and slashes, and by hyphenation (its first word too), where a name
-    would run wider."""
-    escaped = "".join(latex_escape(ch) + (r"\allowbreak{}" if ch in "-_/" else "") for ch in text)
-    return rf"\parbox{{{width}}}{{\raggedright\hspace{{0pt}}{escaped}}}"
-
-
 def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows: Sequence[Sequence[str]], *,
-                align: str = "c", split: bool = True, after: Sequence[str] = (), shrink: bool = True,
-                tabcolsep: str | None = None) -> str:
+                align: str = "c", split: bool = True, after: Sequence[str] = ()) -> str:
     """A booktabs table float: `header` rows and body `rows` of LaTeX cells (a row's first cell names it, the
     others are value columns aligned by `align`: one letter for all, or one per value column). With `split`, more than BLOCK_COLUMNS value columns are cut
     into blocks stacked in the float, each repeating the row names; any block still wider than the line shrinks
-    to fit it, unless `shrink` is False (a table made to fit the line at the document's size, never scaled).
-    `tabcolsep`: the space between columns (LaTeX's default 6pt when None). `caption` is plain text (escaped
-    here); `after`: LaTeX lines under the tabulars (footnotes)."""
+    to fit it. `caption` is plain text (escaped here); `after`: LaTeX lines under the tabulars (footnotes)."""
     n_values = max(len(row) for row in [*header, *rows]) - 1
     blocks = _blocks(n_values, BLOCK_COLUMNS) if split else [range(n_values)]
     aligns = align * n_values if len(align) == 1 else align
@@ -278,13 +258,11 @@ def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows:
         rf"\caption{{{latex_escape(caption)}}}",
         rf"\label{{tab:{label}}}",
     ]
-    if tabcolsep is not None:
-        lines.append(rf"\setlength{{\tabcolsep}}{{{tabcolsep}}}")
     for k, block in enumerate(blocks):
         if k:
             lines.append(r"\par\medskip")
         # natural width, or the line width when wider: a block never runs into the margin
-        lines += [r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%" if shrink else "{%",
+        lines += [r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
                   rf"\begin{{tabular}}{{l{''.join(aligns[j] for j in block)}}}", r"\toprule"]
         lines += [" & ".join([row[0], *(row[1 + j] for j in block)]) + r" \\" for row in header]
         lines.append(r"\midrule")
