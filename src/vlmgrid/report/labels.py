@@ -91,11 +91,16 @@ def decoding_label(strategy: str | None, generation: Mapping[str, Any]) -> str |
 def interval_label(samples: Sequence[int]) -> str:
     """What a whisker is, as a figure's note says it: the score step's 95% percentile bootstrap CI over items,
     with its number of resamples (a range where the cells differ; none where no cell has draws)."""
-    counts = sorted(set(samples))
-    if not counts:
-        how = ""
-    elif len(counts) == 1:
-        how = f" ({counts[0]:,} resamples)"
-    else:
-        how = f" ({counts[0]:,}\u2013{counts[-1]:,} resamples)"
-    return f"95% percentile bootstrap CI over items{how}"
+    counts = count_range(samples)
+    return "95% percentile bootstrap CI over items" + (f" ({counts} resamples)" if counts else "")
+
+
+def count_range(counts: Sequence[int], spec: str = ",") -> str:
+    """Counts as one number or a range, lowest to highest, each formatted by `spec` ("1,000", "500\u20131,000");
+    "" when there are none."""
+    distinct = sorted(set(counts))
+    if not distinct:
+        return ""
+    if len(distinct) == 1:
+        return format(distinct[0], spec)
+    return f"{distinct[0]:{spec}}\u2013{distinct[-1]:{spec}}"

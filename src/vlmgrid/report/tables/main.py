@@ -9,7 +9,7 @@ import pandas as pd
 
 from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
-from vlmgrid.report.labels import METRIC_NOTES, metric_label
+from vlmgrid.report.labels import METRIC_NOTES, count_range, metric_label
 from vlmgrid.report.tables.format import (
     AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, coverage_note, emphasis, entry_value, error_rate, estimate_frame,
     flag_note,
@@ -52,13 +52,8 @@ def benchmark_header(grid: Grid, benchmark: str) -> str:
 
 
 def legend(grid: Grid) -> str:
-    samples = grid.bootstrap_samples()
-    if not samples:
-        boot = ""
-    elif len(samples) == 1:
-        boot = f" ({samples[0]} bootstrap samples)"
-    else:
-        boot = f" ({samples[0]}{DASH}{samples[-1]} bootstrap samples)"
+    samples = count_range(grid.bootstrap_samples(), spec="")
+    boot = f" ({samples} bootstrap samples)" if samples else ""
     metrics = {grid.metric(benchmark) for benchmark in grid.benchmarks}
     notes = "".join(f" {METRIC_NOTES[m]}." for m in sorted(metrics - {None}) if m in METRIC_NOTES)
     na = f" {NA_NOTE}" if grid.not_applicable else ""
