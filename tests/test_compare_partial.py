@@ -90,7 +90,10 @@ def test_the_comparisons_table_says_why_a_partial_pair_is_not_compared_under_exc
     compare(tmp_path, partial_grid)
     markdown, latex, frame = comparison_tables(partial_grid)
     row = next(line for line in markdown.splitlines() if line.startswith("| good"))
-    assert ("no comparison: part answers 10 of the 20 items of tiny (a partial import; report.partial_cells: "
-            "include compares it on the items both answered)") in row
+    # a short mark in the difference column, the reason in the numbered note under the table
+    assert "| n/a [1] |" in row and "answers" not in row
+    assert ("n/a: no comparison. [1] part answers 10 of the 20 items of tiny (a partial import; "
+            "report.partial_cells: include compares it on the items both answered).") in markdown
+    assert r"n/a$^{1}$" in latex
     assert "\u2021" not in markdown and frame["difference"].isna().all()
     assert frame["coverage_answered"].isna().all() and "10 of the 20 items of tiny" in frame["reason"][0]

@@ -3,9 +3,11 @@ blocks, and every .tex file compiling in a minimal document with pdflatex, insid
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -64,14 +66,32 @@ def test_a_wide_table_is_split_into_even_blocks():
     assert [len(b) for b in _blocks(17, 5)] == [5, 4, 4, 4]
 
 
+def unbox(cell: str) -> str:
+    """A cell's text without the box `latex_table` sets it in, nor the break points `latex_name` adds."""
+    match = re.fullmatch(r"\\parbox\[[tb]\]\{[^{}]*\}\{\\(?:raggedright|centering)\\hspace\{0pt\}(.*)\}", cell)
+    return (match.group(1) if match else cell).replace(r"\hspace{0pt}", "")
+
+
+def table_rows(tex: str) -> list[list[str]]:
+    """The rows of every tabular of a table, their cells unboxed."""
+    return [[unbox(cell) for cell in line.removesuffix(r" \\").split(" & ")] for line in tex.splitlines()
+            if line.endswith(r" \\") and not line.startswith(r"\multicolumn")]
+
+
 def test_each_block_repeats_the_row_names():
     header = [["Model", *"abcdefg"]]
     rows = [["m1", *"1234567"], ["m2", *"7654321"]]
-    assert BLOCK_COLUMNS == 5
+    assert BLOCK_COLUMNS == 4
     tex = latex_table("T", "t", header, rows)
     assert tex.count(r"\begin{tabular}{lcccc}") == 1 and tex.count(r"\begin{tabular}{lccc}") == 1
-    assert "Model & a & b & c & d \\\\" in tex and "Model & e & f & g \\\\" in tex
-    assert "m1 & 5 & 6 & 7 \\\\" in tex and "m2 & 7 & 6 & 5 & 4 \\\\" in tex
+    cells = table_rows(tex)
+    assert ["Model", *"abcd"] in cells and ["Model", *"efg"] in cells
+    assert ["m1", *"567"] in cells and ["m2", *"7654"] in cells
+    # every tabular is as wide as the line, at most: the names' share and the value columns' add up to it
+    assert r"\parbox[t]{\dimexpr0.22\linewidth-2\tabcolsep\relax}{\raggedright\hspace{0pt}m1}" in tex
+    assert r"\parbox[b]{\dimexpr(0.78\linewidth-8\tabcolsep-1pt)*250/1000\relax}{\centering\hspace{0pt}a}" in tex
+    assert r"\parbox[b]{\dimexpr(0.78\linewidth-6\tabcolsep-1pt)*333/1000\relax}{\centering\hspace{0pt}e}" in tex
+    assert r"\resizebox" not in tex
     unsplit = latex_table("T", "t", header, rows, split=False)
     assert unsplit.count(r"\begin{tabular}") == 1
 
@@ -103,16 +123,19 @@ def wide_grid(root: Path) -> dict:
 def test_the_main_table_of_a_wide_grid_is_split_and_marks_each_column(tmp_path):
     build_report(wide_grid(tmp_path), MODELS, BENCHES, tmp_path / "tables", tmp_path / "figures")
     tex = (tmp_path / "tables" / "main.tex").read_text(encoding="utf-8")
-    # 14 benchmarks and the average: three blocks of five value columns
-    assert tex.count(r"\begin{tabular}{lccccc}") == 3 and tex.count(r"\toprule") == 3
+    # 14 benchmarks and the average: four blocks of four, four, four and three value columns
+    assert tex.count(r"\begin{tabular}{lcccc}") == 3 and tex.count(r"\begin{tabular}{lccc}") == 1
+    assert tex.count(r"\toprule") == 4
     rows = {}
-    for line in tex.splitlines():
-        name, _, cells = line.partition(" & ")
+    for name, *cells in table_rows(tex):
         if name in MODELS:
-            rows.setdefault(name, []).extend(cells.removesuffix(r" \\").split(" & "))
+            rows.setdefault(name, []).extend(cells)
     assert all(len(cells) == 15 for cells in rows.values())
-    # bench_00: clip-tiny 20.0, llava-tiny 30.0, random 40.0
-    assert [rows[m][0].split(r"\,")[0] for m in MODELS] == ["20.0", r"\underline{30.0}", r"\textbf{40.0}"]
+    # bench_00: clip-tiny 20.0, llava-tiny 30.0, random 40.0, each over its CI
+    stacked = r"\begin{tabular}[t]{@{}c@{}}%s \\{} {\scriptsize [%s, %s]}\end{tabular}"
+    assert [rows[m][0] for m in MODELS] == [stacked % ("20.0", "15.0", "25.0"),
+                                            stacked % (r"\underline{30.0}", "25.0", "35.0"),
+                                            stacked % (r"\textbf{40.0}", "35.0", "45.0")]
     assert rows["clip-tiny"][5] == "n/a"
     assert r"$^{\dagger}$" in rows["llava-tiny"][3]
     assert r"{\footnotesize Acc@50}" in tex and r"{\footnotesize MME scaled}" in tex and "acc_at_50" not in tex
@@ -164,6 +187,12 @@ def every_table(root: Path) -> list[Path]:
     comparisons = {b: write_comparison(results, b, "reference_model",
                                        [("model_a", "reference_model", 4.0, 0.01), ("model_b", "reference_model", -2.0, 0.3)],
                                        {m: f"sha-{m}" for m in models}) for b in benchmarks}
+    # a pair without a comparison, as the compare stage writes it: n/a in the table, its reason in a note
+    data = json.loads(comparisons["bench_y"].read_text())
+    data["pairs"][1] = {"model_a": "model_b", "model_b": "reference_model", "comparable": False,
+                        "reason": "model_b cannot run bench_y: the model scores image-text similarity and cannot "
+                                  "generate text"}
+    comparisons["bench_y"].write_text(json.dumps(data))
     written += build_report(scores, models, benchmarks, results / "tables", results / "figures",
                             comparison_files=comparisons, reference_model="reference_model")
 
@@ -176,8 +205,6 @@ def partial_tables(root: Path) -> list[Path]:
     """Reports with a partial cell (an imported answer set that lacks items by construction, its score file's
     coverage): the wide grid's main table with llava-tiny on bench_07 answering 2,350 of 2,374 items, and the
     comparisons of a pair compared on the items both answered (report.partial_cells: include)."""
-    import json
-
     files = wide_grid(root / "grid")
     path = files[("llava-tiny", BENCHES[7])]
     obj = json.loads(path.read_text())
@@ -224,15 +251,14 @@ def test_a_broken_table_fails_to_compile(tmp_path):
 
 
 @needs_pdflatex
-def test_an_unsplit_wide_table_is_shrunk_to_the_page(tmp_path):
+def test_a_wide_table_is_split_to_fit_the_page_at_its_size(tmp_path):
     header = [["Model", *(f"benchmark-{k}" for k in range(15))]]
     rows = [["a-model", *(r"51.2\,{\scriptsize [44.0, 58.1]}" for _ in range(15))]]
     tex = tmp_path / "wide.tex"
-    tex.write_text(latex_table("Wide", "wide", header, rows, split=False), encoding="utf-8")
+    tex.write_text(latex_table("Wide", "wide", header, rows), encoding="utf-8")
     assert "Overfull \\hbox" not in compile_table(tex, tmp_path)
-    # without the shrinking it would not fit: the check sees it
-    tex.write_text(latex_table("Wide", "wide", header, rows, split=False).replace(
-        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%", "{%"), encoding="utf-8")
+    # in one tabular it would not fit: the check sees it
+    tex.write_text(latex_table("Wide", "wide", header, rows, split=False), encoding="utf-8")
     assert "Overfull \\hbox" in compile_table(tex, tmp_path)
 
 
@@ -244,3 +270,109 @@ def test_the_default_grids_tables_compile_within_the_page(snakemake_run, tmp_pat
         path.name for path in tables}
     for tex in tables:
         assert "Overfull \\hbox" not in compile_table(tex, tmp_path), f"{tex.name} is wider than the page"
+        assert_normal_size(tex, tmp_path)
+
+
+# --- the size the table is set in --------------------------------------------------------------------------
+
+# The sizes pdflatex sets text in, in a 10pt article: \normalsize, \small, \footnotesize, \scriptsize and the
+# math script sizes (6pt, 5pt), as the PDF's Tf operator gives them. A table scaled to fit sets in other sizes.
+LATEX_SIZES = {9.96, 8.97, 7.97, 6.97, 5.98, 4.98}
+NORMAL = 9.96
+
+_TOKEN = re.compile(rb"\((?:\\.|[^\\)])*\)|\[|\]|<[0-9a-fA-F]*>|/[^\s/\[\]()<>]+|[^\s/\[\]()<>]+")
+
+
+def set_sizes(pdf: Path) -> Counter:
+    """{size in pt: characters} of the text an uncompressed PDF draws: the font size (Tf) times the scale of
+    the text matrix (Tm) and of the graphics state (cm, saved by q and restored by Q)."""
+    sizes: Counter = Counter()
+    for stream in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", pdf.read_bytes(), re.S):
+        scale, saved, operands, font, text = 1.0, [], [], 0.0, 1.0
+        for token in _TOKEN.findall(stream):
+            if token == b"q":
+                saved.append(scale)
+            elif token == b"Q":
+                scale = saved.pop()
+            elif token in (b"cm", b"Tm"):
+                a, b, c, d = (float(x) for x in operands[-6:-2])
+                if token == b"cm":
+                    scale *= abs(a * d - b * c) ** 0.5
+                else:
+                    text = abs(a * d - b * c) ** 0.5
+            elif token == b"BT":
+                text = 1.0
+            elif token == b"Tf":
+                font = float(operands[-1])
+            elif token in (b"TJ", b"Tj"):
+                sizes[round(font * text * scale, 2)] += sum(len(o) - 2 for o in operands if o.startswith(b"("))
+            if token[:1].isalpha() and token not in (b"true", b"false", b"null"):
+                operands = []
+            else:
+                operands.append(token)
+    return sizes
+
+
+def table_sizes(tex: Path, workdir: Path) -> Counter:
+    """The sizes the table's own text is set in: the .tex without its caption (set at the document's size
+    whatever the table does) on a page without a number, compiled uncompressed."""
+    bare = workdir / f"{tex.parent.parent.name}-{tex.stem}-bare.tex"
+    bare.write_text("\n".join(line for line in tex.read_text(encoding="utf-8").splitlines()
+                              if not line.startswith(r"\caption{")), encoding="utf-8")
+    document = workdir / f"{bare.stem}-document.tex"
+    # without the page number, which is set at the document's size whatever the table does
+    document.write_text(r"\pdfcompresslevel=0 \pdfobjcompresslevel=0" + "\n" + DOCUMENT.replace(
+        r"\begin{document}", r"\begin{document}\pagestyle{empty}") % bare.resolve().as_posix(), encoding="utf-8")
+    result = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
+                            cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{tex.name} does not compile"
+    return set_sizes(workdir / f"{document.stem}.pdf")
+
+
+def assert_normal_size(tex: Path, workdir: Path) -> None:
+    """The table sets its text in LaTeX's sizes only, its names and values in the document's (the CIs and notes
+    in smaller ones), never in a size a scaling makes."""
+    sizes = table_sizes(tex, workdir)
+    assert set(sizes) <= LATEX_SIZES, f"{tex.name} is scaled: it sets text in {sorted(sizes)} pt"
+    assert max(sizes) == NORMAL, f"{tex.name} is set in {max(sizes)} pt at most, not the document's {NORMAL} pt"
+
+
+@needs_pdflatex
+def test_every_table_is_set_at_the_document_s_size(tmp_path):
+    tables = every_table(tmp_path / "report")
+    for path in tables:
+        assert_normal_size(path, tmp_path)
+
+
+def test_a_pair_without_a_comparison_reads_n_a_with_a_note(tmp_path):
+    compared = tmp_path / "report" / "compared" / "tables" / "comparisons.tex"
+    assert compared in every_table(tmp_path / "report")
+    tex = compared.read_text(encoding="utf-8")
+    # each pair heads its rows; the pair without a comparison: a short mark in the difference column, its
+    # reason in the note under the table
+    lines = tex.splitlines()
+    heading = next(i for i, line in enumerate(lines) if r"model\_\hspace{0pt}b $-$" in line)
+    row = table_rows(lines[heading + 2])[0]
+    assert row[0] == r"bench\_y" and row[3] == "n/a$^{1}$" and "cannot" not in lines[heading + 2]
+    assert r"$^{1}$model\_b cannot run bench\_y: the model scores image-text similarity" in tex
+
+
+@needs_pdflatex
+def test_a_table_scaled_to_fit_is_seen(tmp_path):
+    # the size check can fail: a table shrunk by a \resizebox (as every wide table was) sets in no LaTeX size
+    header = [["Model", *(f"benchmark-{k}" for k in range(15))]]
+    rows = [["a-model", *(r"51.2\,{\scriptsize [44.0, 58.1]}" for _ in range(15))]]
+    tex = tmp_path / "tables" / "wide.tex"
+    tex.parent.mkdir()
+    table = latex_table("Wide", "wide", header, rows, split=False)
+    tex.write_text(table.replace(r"\begin{tabular}", r"\resizebox{\linewidth}{!}{\begin{tabular}").replace(
+        r"\end{tabular}", r"\end{tabular}}"), encoding="utf-8")
+    with pytest.raises(AssertionError, match="is scaled"):
+        assert_normal_size(tex, tmp_path)
+    # one set in \small throughout is seen too
+    tex.write_text(table.replace(r"\centering", r"\centering\small"), encoding="utf-8")
+    with pytest.raises(AssertionError, match="not the document's"):
+        assert_normal_size(tex, tmp_path)
+    # split into blocks, at the document's size: the check passes
+    tex.write_text(latex_table("Wide", "wide", header, rows), encoding="utf-8")
+    assert_normal_size(tex, tmp_path)

@@ -310,9 +310,12 @@ def test_the_csv_keeps_numbers_and_says_why_a_row_was_not_compared(tmp_path):
 def test_latex_cites_the_sources(tmp_path):
     build(tmp_path)
     tex = (tmp_path / "tables" / "reported.tex").read_text(encoding="utf-8")
-    assert r"1500.0\,{\scriptsize [1480.0, 1540.0]}" in tex
-    assert r"LLaVA-1.5 13B (llava13) & pope-b & POPE F1 (\%)" in tex
-    assert r"\footnotesize [1] https://github.com/haotian-liu/LLaVA/" in tex
+    assert r"1500.0 \\{} {\scriptsize [1480.0, 1540.0]}" in tex  # the CI under the value
+    # the model over its grid name, the benchmark and figure with the number of its source, in boxes that wrap
+    assert r"{\raggedright\hspace{0pt}LLaVA-\hspace{0pt}1.5 13B (llava13)} & " in tex
+    assert r"{\raggedright\hspace{0pt}pope-\hspace{0pt}b: POPE F1 (\%) [1]} & " in tex
+    # the sources under the table name the paper and its table
+    assert r"\footnotesize [1] arXiv 2310.03744, Table 4: https://github.com/haotian-liu/LLaVA/" in tex
 
 
 def test_failed_hidden_and_missing_cells_are_never_compared(tmp_path):
@@ -329,6 +332,11 @@ def test_failed_hidden_and_missing_cells_are_never_compared(tmp_path):
         ("mme-b", "failed", "", "", ""), ("pope-b", "hidden", "", "", ""), ("tvqa", "n/a", "", "", ""),
         ("mmb", "not in the score file", "", "", ""),
     ]
+    # in LaTeX a reason longer than a word is a short mark in the numeric column and a lettered note under it
+    tex = (tmp_path / "tables" / "reported.tex").read_text(encoding="utf-8")
+    row = next(line for line in tex.splitlines() if "mmb: " in line)
+    assert r" & --$^{a}$ & 67.7 & -- & -- \\" in row and "score file" not in row
+    assert r"{\footnotesize $^{a}$not compared: not in the score file.}" in tex
     files = write_grid(tmp_path / "m", grid_objs())
     files[("llava13", "mme-b")] = tmp_path / "nowhere.json"
     build_report(files, MODELS, BENCHES, tmp_path / "m" / "tables", tmp_path / "m" / "figures", kinds=KINDS,

@@ -15,7 +15,7 @@ from vlmgrid.report.labels import answered_label, decoding_label, interval_label
 from vlmgrid.report.score_file import Estimate, ScoreCell
 from vlmgrid.report.tables.format import (
     DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, emphasis, entry_value, error_rate, estimate_frame, flagged,
-    fmt_estimate, is_flagged, latex_cell, latex_escape, latex_table, md_table, status, threshold, write_csv,
+    fmt_estimate, is_flagged, latex_cell, latex_name, latex_table, md_table, status, threshold, write_csv,
 )
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ class Table:
 
     def latex(self, label: str) -> str:
         marks = self._emphasis()
-        header = [[latex_escape(h) for h in [self.row_header, *self._columns()]]]
-        body = [[latex_escape(self._row_name(i, name))] + [latex_cell(e, marks[i][j]) for j, e in enumerate(entries)]
+        header = [[latex_name(h) for h in [self.row_header, *self._columns()]]]
+        body = [[latex_name(self._row_name(i, name))] + [latex_cell(e, marks[i][j]) for j, e in enumerate(entries)]
                 for i, (name, entries) in enumerate(self.rows)]
         best = "the best model" + (", lower is better for " + ", ".join(self.lower_is_better)
                                    if self.lower_is_better else "")

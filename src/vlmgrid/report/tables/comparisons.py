@@ -7,9 +7,15 @@ from __future__ import annotations
 import pandas as pd
 
 from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
-from vlmgrid.report.tables.format import DASH, PARTIAL, fmt, latex_escape, latex_table, md_table
+from vlmgrid.report.tables.format import (
+    DASH, NA, PARTIAL, fmt, latex_escape, latex_name, latex_stack, latex_table, md_table,
+)
 
 HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
+# The LaTeX header: each pair heads its rows, so the table has one name column, the benchmark's.
+LATEX_HEADER = ["Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
+# The value columns' shares of their part of the line: the difference holds its CI under it.
+LATEX_WEIGHTS = [1.0, 1.0, 1.8, 1.1, 1.1, 1.7]
 
 
 def fmt_p(p: float | None) -> str:
@@ -18,16 +24,44 @@ def fmt_p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _cells(row: Comparison) -> list[str]:
-    """The row's displayed cells after the names; a pair without a comparison says why in the difference cell,
-    one compared on the items both answered (a partial cell under `include`) is marked (the legend says how many)."""
+def reasons(comparisons: Comparisons) -> list[str]:
+    """The reasons the pairs without a comparison give, each once, in table order: note k is reasons[k - 1]."""
+    return list(dict.fromkeys(row.reason for row in comparisons.rows if row.difference is None))
+
+
+def _cells(row: Comparison, notes: list[str]) -> list[str]:
+    """The row's displayed cells after the names; a pair without a comparison reads n/a with the number of the
+    note that gives its reason, one compared on the items both answered (a partial cell under `include`) is
+    marked (the legend says how many)."""
     if row.difference is None:
-        return [DASH, DASH, f"no comparison: {row.reason}", DASH, DASH, DASH]
+        return [DASH, DASH, f"{NA} [{notes.index(row.reason) + 1}]", DASH, DASH, DASH]
     sign = "+" if row.difference > 0 and fmt(row.difference) != "0.0" else ""
     mark = PARTIAL if row.coverage is not None else ""
     return [fmt(row.value_a), fmt(row.value_b),
             f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]{mark}",
             fmt_p(row.p_value), fmt_p(row.p_holm), "yes" if row.significant else "no"]
+
+
+def _latex_cells(row: Comparison, notes: list[str]) -> list[str]:
+    """`_cells` in LaTeX: the CI under the difference, the note's number raised after n/a."""
+    cells = [latex_escape(cell) for cell in _cells(row, notes)]
+    if row.difference is None:
+        cells[2] = rf"{NA}$^{{{notes.index(row.reason) + 1}}}$"
+    else:
+        difference, _, interval = _cells(row, notes)[2].partition(" ")
+        interval, mark = interval.rstrip(PARTIAL), PARTIAL if interval.endswith(PARTIAL) else ""
+        cells[2] = latex_stack([latex_escape(difference + mark), rf"{{\scriptsize {latex_escape(interval)}}}"])
+    return cells
+
+
+def na_notes(comparisons: Comparisons) -> str:
+    """The notes on the pairs without a comparison, numbered as their n/a cells say ("" when every pair has
+    one)."""
+    notes = reasons(comparisons)
+    if not notes:
+        return ""
+    listed = " ".join(f"[{k}] {reason}." for k, reason in enumerate(notes, 1))
+    return f"{NA}: no comparison. {listed}"
 
 
 def legend(comparisons: Comparisons) -> str:
@@ -57,20 +91,31 @@ def legend(comparisons: Comparisons) -> str:
 
 
 def comparisons_markdown(comparisons: Comparisons, title: str) -> str:
-    rows = [[row.model_a, row.model_b, row.benchmark] + _cells(row) for row in comparisons.rows]
+    notes = reasons(comparisons)
+    rows = [[row.model_a, row.model_b, row.benchmark] + _cells(row, notes) for row in comparisons.rows]
     if not rows:
         body = "No comparisons: the grid has fewer than two models, or no comparison file to read."
     else:
         body = md_table(HEADER, rows, [":---"] * 3 + ["---:"] * 6)
-    return f"# {title}: comparisons\n\n{body}\n\n{legend(comparisons)}\n"
+    na = na_notes(comparisons)
+    return f"# {title}: comparisons\n\n{body}\n\n{legend(comparisons)}\n" + (f"\n{na}\n" if na else "")
 
 
 def comparisons_latex(comparisons: Comparisons, title: str) -> str:
-    body = [[latex_escape(cell) for cell in [row.model_a, row.model_b, row.benchmark] + _cells(row)]
-            for row in comparisons.rows]
-    # one row per pair and benchmark: differences, not scores, so nothing is bold and the table is never split
-    return latex_table(f"{title}: comparisons. {legend(comparisons)}", "comparisons",
-                       [[latex_escape(h) for h in HEADER]], body, align="llrrlrrl", split=False)
+    """At the document's size: each pair heads its rows (one per benchmark), the CI sits under the difference, a
+    pair without a comparison reads n/a with a numbered note under the table. Differences, not scores: nothing
+    is bold and the table is never split."""
+    notes = reasons(comparisons)
+    body: list[list[str]] = []
+    for model_a, model_b in dict.fromkeys((row.model_a, row.model_b) for row in comparisons.rows):
+        body.append([rf"\textit{{{latex_name(model_a)} $-$ {latex_name(model_b)}}}"])
+        body += [[latex_name(row.benchmark)] + _latex_cells(row, notes) for row in comparisons.rows
+                 if (row.model_a, row.model_b) == (model_a, model_b)]
+    header = [[latex_escape(cell) for cell in LATEX_HEADER]]
+    after = ([r"\par\medskip", rf"{{\footnotesize {NA}: no comparison. " + " ".join(
+        rf"$^{{{k}}}${latex_escape(reason)}." for k, reason in enumerate(notes, 1)) + r"\par}"] if notes else [])
+    return latex_table(f"{title}: comparisons. {legend(comparisons)}", "comparisons", header, body,
+                       align="rrcrrc", split=False, weights=LATEX_WEIGHTS, after=after)
 
 
 def comparisons_frame(comparisons: Comparisons) -> pd.DataFrame:

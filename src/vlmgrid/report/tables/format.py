@@ -184,12 +184,19 @@ _LATEX_SPECIAL = {
     "\u207b": r"$^{-}$",
 }
 
-# The preamble a report table needs, said in each .tex file (booktabs for the rules, graphicx for the shrinking).
+# The preamble a report table needs, said in each .tex file (booktabs for the rules; graphicx is kept for documents
+# written against earlier tables).
 LATEX_PACKAGES = ("booktabs", "graphicx")
 
-# Value columns one tabular holds; a wider table is split into blocks stacked in the same float. A value with its
-# CI takes about 2.5 cm, a page's text about 14-17 cm.
-BLOCK_COLUMNS = 5
+# Value columns one tabular holds; a wider table is split into blocks stacked in the same float. Every table is set
+# at the document's size, never scaled: a value sits over its CI (about 1.6 cm), a page's text is 12-17 cm wide.
+BLOCK_COLUMNS = 4
+
+# The share of the line the row names take; the value columns share the rest (names wrap within their width).
+NAME_SHARE = 0.22
+
+# The space either side of a column (LaTeX's default is 6pt).
+TABCOLSEP = "4pt"
 
 # Best and second best, as the papers mark them.
 BEST, SECOND = "best", "second"
@@ -212,21 +219,22 @@ def emphasis(values: Sequence[float | None], *, lower_is_better: bool = False) -
             else None for value in shown]
 
 
-def latex_cell(est: Entry, mark: str | None = None) -> str:
-    """The value (bold when BEST, underlined when SECOND), its CI small beside it, its marks (`marks`)."""
+def latex_cell(est: Entry, mark: str | None = None, suffix: str = "") -> str:
+    """The value (bold when BEST, underlined when SECOND) with its marks (`marks`) and `suffix` (plain text),
+    its CI small under it, so a column is as wide as a CI."""
     if isinstance(est, str):
-        return latex_escape(est)
+        return latex_escape(est + suffix)
     if est is None or est.value is None:
-        return "--"
+        return "--" + latex_escape(suffix)
     value = fmt(est.value)
     if mark == BEST:
         value = rf"\textbf{{{value}}}"
     elif mark == SECOND:
         value = rf"\underline{{{value}}}"
-    flag = latex_escape(marks(est))
+    flag = latex_escape(marks(est) + suffix)
     if est.ci_low is None or est.ci_high is None:
         return value + flag
-    return rf"{value}\,{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}{flag}"
+    return latex_stack([value + flag, rf"{{\scriptsize [{fmt(est.ci_low)}, {fmt(est.ci_high)}]}}"])
 
 
 def _blocks(n_columns: int, block_columns: int) -> list[range]:
@@ -242,32 +250,76 @@ def _blocks(n_columns: int, block_columns: int) -> list[range]:
     return blocks
 
 
+def latex_stack(lines: Sequence[str], align: str = "c") -> str:
+    """LaTeX lines set one above the other in one cell (a nested tabular without side space, its first line on
+    the row's baseline), so a cell grows down rather than across; one line is returned as it is."""
+    if len(lines) == 1:
+        return lines[0]
+    # "{}" after each line break: a next line starting with "[" is text, not the break's optional length
+    return rf"\begin{{tabular}}[t]{{@{{}}{align}@{{}}}}" + r" \\{} ".join(lines) + r"\end{tabular}"
+
+
+def latex_name(text: str) -> str:
+    """Plain `text` (a model, benchmark or group name) escaped, a line break allowed after each hyphen, underscore
+    and slash (the part after them hyphenated where it must), so a long name wraps in its column."""
+    return "".join(latex_escape(ch) + (r"\hspace{0pt}" if ch in "-_/" else "") for ch in text)
+
+
+def _widths(weights: Sequence[float], name_share: float) -> list[str]:
+    """The widths of a tabular's columns, the row names' then the value columns' (shared by `weights`), as TeX
+    dimensions that add up, with the space between the columns, to a point under the line's width."""
+    total, k = sum(weights), len(weights)
+    share = rf"({1 - name_share:g}\linewidth-{2 * k}\tabcolsep-1pt)"
+    return ([rf"\dimexpr{name_share:g}\linewidth-2\tabcolsep\relax"]
+            + [rf"\dimexpr{share}*{int(1000 * w / total)}/1000\relax" for w in weights])
+
+
+def _box(width: str, cell: str, position: str, alignment: str) -> str:
+    return rf"\parbox[{position}]{{{width}}}{{{alignment}\hspace{{0pt}}{cell}}}"
+
+
 def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows: Sequence[Sequence[str]], *,
-                align: str = "c", split: bool = True, after: Sequence[str] = ()) -> str:
-    """A booktabs table float: `header` rows and body `rows` of LaTeX cells (a row's first cell names it, the
-    others are value columns aligned by `align`: one letter for all, or one per value column). With `split`, more than BLOCK_COLUMNS value columns are cut
-    into blocks stacked in the float, each repeating the row names; any block still wider than the line shrinks
-    to fit it. `caption` is plain text (escaped here); `after`: LaTeX lines under the tabulars (footnotes)."""
+                align: str = "c", split: bool = True, after: Sequence[str] = (),
+                weights: Sequence[float] | None = None, name_share: float = NAME_SHARE) -> str:
+    """A booktabs table float set at the document's size, never scaled: `header` rows and body `rows` of LaTeX
+    cells (a row's first cell names it, the others are value columns aligned by `align`: one letter for all, or
+    one per value column; a row of one cell is a heading across the table). Each tabular is as wide as the line:
+    the row names take `name_share` of it, the value columns share the rest by `weights` (equal by default); the
+    names, the header and the cells of "l" columns wrap in their width (`latex_name` lets names break). With
+    `split`, more than BLOCK_COLUMNS value columns are cut into blocks stacked in the float, each repeating the
+    row names. `caption` is plain text (escaped here); `after`: LaTeX lines under the tabulars (notes)."""
     n_values = max(len(row) for row in [*header, *rows]) - 1
     blocks = _blocks(n_values, BLOCK_COLUMNS) if split else [range(n_values)]
     aligns = align * n_values if len(align) == 1 else align
+    weights = list(weights) if weights is not None else [1.0] * n_values
     lines = [
         "% vlmgrid report; needs " + ", ".join(rf"\usepackage{{{name}}}" for name in LATEX_PACKAGES),
         r"\begin{table}[t]",
         r"\centering",
         rf"\caption{{{latex_escape(caption)}}}",
         rf"\label{{tab:{label}}}",
+        rf"\setlength{{\tabcolsep}}{{{TABCOLSEP}}}",
     ]
     for k, block in enumerate(blocks):
         if k:
             lines.append(r"\par\medskip")
-        # natural width, or the line width when wider: a block never runs into the margin
-        lines += [r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
-                  rf"\begin{{tabular}}{{l{''.join(aligns[j] for j in block)}}}", r"\toprule"]
-        lines += [" & ".join([row[0], *(row[1 + j] for j in block)]) + r" \\" for row in header]
+        widths = _widths([weights[j] for j in block], name_share)
+        lines += [rf"\begin{{tabular}}{{l{''.join(aligns[j] for j in block)}}}", r"\toprule"]
+        for row in header:
+            cells = [_box(widths[0], row[0], "b", r"\raggedright")]
+            cells += [_box(widths[1 + i], row[1 + j], "b", r"\centering") for i, j in enumerate(block)]
+            lines.append(" & ".join(cells) + r" \\")
         lines.append(r"\midrule")
-        lines += [" & ".join([row[0], *(row[1 + j] for j in block)]) + r" \\" for row in rows]
-        lines += [r"\bottomrule", r"\end{tabular}}"]
+        for row in rows:
+            if len(row) == 1:
+                heading = _box(r"\dimexpr\linewidth-2\tabcolsep-1pt\relax", row[0], "t", r"\raggedright")
+                lines.append(rf"\multicolumn{{{len(block) + 1}}}{{l}}{{{heading}}} \\")
+                continue
+            cells = [_box(widths[0], row[0], "t", r"\raggedright")]
+            cells += [_box(widths[1 + i], row[1 + j], "t", r"\raggedright") if aligns[j] == "l" else row[1 + j]
+                      for i, j in enumerate(block)]
+            lines.append(" & ".join(cells) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}"]
     lines += [*after, r"\end{table}"]
     return "\n".join(lines) + "\n"
 

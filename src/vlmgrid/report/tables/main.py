@@ -13,7 +13,8 @@ from vlmgrid.report.labels import METRIC_NOTES, count_range, metric_label
 from vlmgrid.report.tables.format import (
     AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, coverage_note, emphasis, entry_value, error_rate, estimate_frame,
     flag_note,
-    flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_table, md_table, model_status, status,
+    flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_name, latex_table, md_table, model_status,
+    status,
     status_notes,
 )
 
@@ -122,20 +123,20 @@ def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) ->
 
 def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
     """Benchmarks as columns, named on one header row and their metric on the next; per column the best value
-    bold and the second underlined; a wide grid is split into blocks (`latex_table`)."""
+    bold and the second underlined, each CI under its value; a wide grid is split into blocks (`latex_table`)."""
     rows = _rows(grid)
     columns = [[entries[j] for _, entries in rows] for j in range(len(grid.benchmarks) + 1)]
     marks = [emphasis([entry_value(entry) for entry in column]) for column in columns]
     metrics = [grid.metric(b) for b in grid.benchmarks]
-    header = [["Model"] + [latex_escape(b) for b in grid.benchmarks] + [AVERAGE]]
+    header = [["Model"] + [latex_name(b) for b in grid.benchmarks] + [AVERAGE]]
     if any(metrics):
         header.append([""] + [rf"{{\footnotesize {latex_escape(metric_label(m))}}}" if m else "" for m in metrics]
                       + [""])
     body = []
     for i, (model, entries) in enumerate(rows):
         signs = reference_marks(grid, comparisons, model)
-        body.append([latex_escape(model)] + [latex_cell(entry, marks[j][i]) + latex_escape(signs[j])
-                                             for j, entry in enumerate(entries)])
+        body.append([latex_name(model)] + [latex_cell(entry, marks[j][i], signs[j])
+                                           for j, entry in enumerate(entries)])
     return latex_table(f"{title}. {legend(grid)}{reference_note(comparisons)} Bold: the best value of a column; "
                        f"underlined: the second.", "main", header, body)
 

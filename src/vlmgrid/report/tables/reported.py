@@ -13,7 +13,7 @@ from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.reported import Comparison, Published, compare, figure_label, is_points
 from vlmgrid.report.tables.format import (
-    flag_note, fmt, fmt_estimate, latex_cell, latex_escape, latex_table, md_table, write_csv,
+    flag_note, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table, write_csv,
 )
 
 CSV_COLUMNS = ["paper", "table", "model", "reported_as", "benchmark", "figure", "split", "unit", "reproduced",
@@ -95,24 +95,39 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
         return "\n".join([r"% vlmgrid report", r"\begin{table}[t]", r"\centering",
                           rf"\caption{{{latex_escape(caption)}}}", r"\label{tab:reported}",
                           latex_escape(no_match_sentence(published)), r"\end{table}"]) + "\n"
-    numbers = _footnotes(comparisons)
+    # the paper and its table go into the source's note, so the table keeps to six columns at the document's size
+    numbers: dict[tuple[str, str, str, str | None], int] = {}
+    for c in comparisons:
+        numbers.setdefault((c.row.paper, c.row.table, c.row.source, c.row.note), len(numbers) + 1)
+    # a reason longer than a word ("not in the score file") is a short mark in the cell and a lettered note
+    reasons = list(dict.fromkeys(c.status for c in comparisons if c.reproduced is None and " " in c.status))
+    letters = {reason: chr(ord("a") + k) for k, reason in enumerate(reasons)}
     body = []
     for comparison in comparisons:
-        footnote = numbers[(comparison.row.source, comparison.row.note)]
+        row = comparison.row
+        footnote = numbers[(row.paper, row.table, row.source, row.note)]
         cells = [latex_escape(text) for text in _cells(comparison, footnote)]
         if comparison.reproduced is not None:
             cells[5] = latex_cell(comparison.reproduced)
-        # short cells, so the table fits a page without shrinking much: the arXiv id and table in one, the
-        # source's number after the figure, a dash where nothing was compared (the reproduced cell says why)
-        paper = latex_escape(f"{comparison.row.paper}, {comparison.row.table}")
+        elif comparison.status in letters:
+            cells[5] = rf"--$^{{{letters[comparison.status]}}}$"
+        # the model over its grid name, the benchmark over its figure and source's number; a dash where nothing
+        # was compared (the reproduced cell says why)
+        model = rf"{latex_name(row.model)} ({latex_name(comparison.model)})"
+        benchmark = rf"{latex_name(comparison.benchmark)}: {cells[4]} [{footnote}]"
         words = ["--" if cell == NOT_COMPARED else cell for cell in cells[7:]]
-        body.append([paper, cells[2], cells[3], f"{cells[4]} [{footnote}]", *cells[5:7], *words])
-    footnotes = [r"\par\smallskip{\footnotesize " + latex_escape(line) + "}" for line in _footnote_lines(numbers)]
+        body.append([model, benchmark, *cells[5:7], *words])
+    footnotes = [r"\par\smallskip{\footnotesize " + latex_escape(f"[{n}] arXiv {paper}, {table}: {source}"
+                                                                  + (f". Note: {note}" if note else "")) + "}"
+                 for (paper, table, source, note), n in numbers.items()]
+    footnotes += [rf"\par\smallskip{{\footnotesize $^{{{letter}}}$not compared: {latex_escape(reason)}.}}"
+                  for reason, letter in letters.items()]
     # one row per published number: a record, not a ranking, so nothing is bold and the table is never split
-    header = ["arXiv", *HEADER[2:7], "Diff.", "In CI"]
-    return latex_table(caption + " " + _legend(grid, comparisons) + " [n] after a figure: its source, below.",
-                       "reported", [[latex_escape(h) for h in header]], body, align="lll" + "r" * 3 + "c",
-                       split=False, after=footnotes)
+    header = ["Model", "Benchmark: figure [source]", "Reproduced [95% CI]", "Reported", "Diff.", "In CI"]
+    return latex_table(caption + " " + _legend(grid, comparisons) + " [n] after a figure: its source (the paper, "
+                       "its table), below.", "reported", [[latex_escape(h) for h in header]], body,
+                       align="l" + "r" * 3 + "c", split=False, after=footnotes, weights=[2.1, 1.8, 1.0, 0.9, 0.8],
+                       name_share=0.24)
 
 
 def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
