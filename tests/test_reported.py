@@ -19,7 +19,7 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import METRICS
 from vlmgrid.report import build_report
 from vlmgrid.report.reported import (
-    COLUMNS, Published, ReportedRow, _schema, figure_label, load_reported, match_reported,
+    COLUMNS, Method, Published, ReportedRow, _schema, figure_label, grid_method, load_reported, match_reported,
 )
 from vlmgrid.stages.report import published_numbers
 
@@ -27,7 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 ZOO = "https://github.com/haotian-liu/LLaVA/blob/19d8945e1ce3b2b56a7533bc02876fc355e18f65/docs/MODEL_ZOO.md"
 
 GOOD = {"paper": "2310.03744", "table": "Table 4", "model": "LLaVA-1.5 13B", "benchmark": "pope", "split": "",
-        "figure": "f1", "value": "85.9", "source": "https://arxiv.org/abs/2310.03744 Table 4", "note": ""}
+        "figure": "f1", "value": "85.9", "source": "https://arxiv.org/abs/2310.03744 Table 4", "note": "",
+        "answering": "generation", "decoding": "greedy",
+        "prompt_suffix": "Answer the question using a single word or phrase.",
+        "method_source": "https://github.com/haotian-liu/LLaVA/blob/main/scripts/v1_5/eval/pope.sh"}
 
 
 def write_csv(path: Path, rows: list[dict], columns=COLUMNS) -> Path:
@@ -69,6 +72,13 @@ def test_an_empty_folder_has_no_rows(tmp_path):
     ({"value": "185.9"}, "value", "185.9 is above 100"),  # a POPE F1 is a percent
     ({"value": "-1"}, "value", "-1.0 is below 0"),
     ({"source": "the paper"}, "source", "'the paper' is not of the right form"),
+    ({"answering": ""}, "answering", "is empty"),
+    ({"answering": "guess"}, "answering", "'guess' is not one of the allowed names"),
+    ({"decoding": ""}, "decoding", "is empty"),  # generation says how it decoded
+    ({"decoding": "beam"}, "decoding", "'beam' is not one of the allowed names"),
+    ({"answering": "likelihood"}, "decoding", "'greedy' is given where it has no meaning"),
+    ({"method_source": ""}, "method_source", "is empty"),
+    ({"method_source": "LLaVA's scripts"}, "method_source", "\"LLaVA's scripts\" is not of the right form"),
 ])
 def test_a_bad_row_is_refused_naming_file_row_and_column(tmp_path, changes, column, problem):
     path = write_csv(tmp_path / "paper.csv", [row(), row(model="LLaVA-1.5 7B", **changes)])
@@ -77,6 +87,15 @@ def test_a_bad_row_is_refused_naming_file_row_and_column(tmp_path, changes, colu
     message = str(error.value)
     assert message.startswith(f"{path} row 2, column {column}: {problem}")
     assert "; give " in message and "\n" not in message
+
+
+def test_the_method_is_read_with_the_row(tmp_path):
+    write_csv(tmp_path / "a.csv", [row(), row(model="CLIP", answering="similarity", decoding="", prompt_suffix="")])
+    generation, similarity = load_reported(tmp_path)
+    assert generation.method == Method("generation", "greedy", "Answer the question using a single word or phrase.")
+    assert generation.method_source == GOOD["method_source"]
+    assert similarity.method == Method("similarity") and similarity.method.words() == "similarity"
+    assert generation.method.words() == "generation (greedy)"
 
 
 def test_mme_points_have_their_own_range(tmp_path):
@@ -139,6 +158,15 @@ def test_the_seeded_llava_numbers_pass_the_schema_and_are_the_model_zoo_ones():
         ("LLaVA-1.5 13B", "mmbench", "dev", "circular_accuracy"): 67.7,
     }
     assert all(r.paper == "2310.03744" and r.source.startswith(ZOO) for r in rows)
+    # how LLaVA-1.5 answered: greedy generation (--temperature 0 in scripts/v1_5/eval/*.sh), the short-answer
+    # instruction for POPE, MME and TextVQA, the letter instruction for ScienceQA and MMBench (--single-pred-prompt)
+    short, letter = ("Answer the question using a single word or phrase.",
+                     "Answer with the option's letter from the given choices directly.")
+    assert {r.benchmark: r.method for r in rows} == {
+        "pope": Method("generation", "greedy", short), "mme": Method("generation", "greedy", short),
+        "textvqa": Method("generation", "greedy", short), "scienceqa_img": Method("generation", "greedy", letter),
+        "mmbench": Method("generation", "greedy", letter)}
+    assert all(r.method_source.startswith(ZOO.replace("docs/MODEL_ZOO.md", "")) for r in rows)
     assert "OCR tokens" in next(r.note for r in rows if r.benchmark == "textvqa")
 
 
@@ -146,9 +174,10 @@ def test_the_seeded_llava_numbers_pass_the_schema_and_are_the_model_zoo_ones():
 
 
 def reported_row(model: str, benchmark: str, figure: str, value: float, split: str | None = None,
-                 note: str | None = None, source: str = "https://arxiv.org/abs/2310.03744 Table 4") -> ReportedRow:
+                 note: str | None = None, source: str = "https://arxiv.org/abs/2310.03744 Table 4",
+                 method: Method | None = None) -> ReportedRow:
     return ReportedRow("2310.03744", "Table 4", model, benchmark, split, figure, value, source, note,
-                       Path("llava.csv"), 1)
+                       Path("llava.csv"), 1, method)
 
 
 def test_matching_by_reported_as_kind_and_split():
@@ -371,3 +400,155 @@ def test_the_figure_is_seven_inches_at_300_dpi_and_deterministic(tmp_path):
         assert (tmp_path / "a" / "figures" / name).read_bytes() == (tmp_path / "b" / "figures" / name).read_bytes()
     width, height = png_size(tmp_path / "a" / "figures" / "reported.png")
     assert width == 2100 and 600 < height < 2100
+
+
+# --- the method each side answered by ----------------------------------------------------------------------
+
+GREEDY = Method("generation", "greedy", "Answer the question using a single word or phrase.")
+
+
+def test_the_grid_method_is_read_from_the_strategy_and_decoding():
+    assert grid_method("generate", {}) == Method("generation", "greedy")
+    assert grid_method("generate", {"preset": "kaleidoscope", "do_sample": True}) == Method("generation", "sampled")
+    assert grid_method("score_options", {}) == Method("likelihood")
+    assert grid_method("embed", {}) == Method("similarity")
+    assert grid_method("score_options", {}, backend="baseline") == Method("baseline guess")
+    assert grid_method(None, {}) is None
+    assert GREEDY.same_as(Method("generation", "greedy")) and not GREEDY.same_as(Method("likelihood"))
+    assert not GREEDY.same_as(Method("generation", "sampled"))
+
+
+def method_build(tmp_path: Path) -> list[Path]:
+    """MME by log-likelihood and MMBench by sampling (both unlike the paper's greedy generation), POPE by greedy
+    generation (like it), TextVQA not compared."""
+    objs = grid_objs()
+    objs[("llava13", "mme-b")]["strategy"] = "score_options"
+    objs[("llava13", "pope-b")].update(strategy="generate", generation={"max_new_tokens": 32})
+    objs[("llava13", "mmb")].update(strategy="generate", generation={"do_sample": True, "temperature": 0.7})
+    rows = tuple(dataclasses.replace(r, method=GREEDY) for r in PUBLISHED.rows)
+    return build(tmp_path, published=dataclasses.replace(PUBLISHED, rows=rows), objs=objs)
+
+
+def test_a_comparison_across_methods_is_marked_in_the_markdown(tmp_path):
+    method_build(tmp_path)
+    rows = md_rows(tmp_path / "tables" / "reported.md")
+    assert [r[5] for r in rows] == ["1500.0 [1480.0, 1540.0]\u00a7", "80.0 [78.0, 82.0]", "n/a",
+                                    "66.0 [63.0, 69.0]\u2020\u00a7"]
+    text = (tmp_path / "tables" / "reported.md").read_text(encoding="utf-8")
+    assert ("\u00a7: the paper and the grid answered by different methods, so the difference is not the model's "
+            "alone: llava13 on mme-b: paper generation (greedy), grid likelihood; llava13 on mmb: paper generation "
+            "(greedy), grid generation (sampled) (to answer as the paper did, see docs/models.md).") in text
+    assert "pope-b: paper" not in text
+
+
+def test_the_same_method_is_not_marked(tmp_path):
+    build(tmp_path)  # the rows say no method: nothing is marked, nothing is said
+    text = (tmp_path / "tables" / "reported.md").read_text(encoding="utf-8")
+    assert "\u00a7" not in text and "different methods" not in text
+    objs = {key: {**obj, "strategy": "generate"} for key, obj in grid_objs().items()}
+    rows = tuple(dataclasses.replace(r, method=GREEDY) for r in PUBLISHED.rows)
+    build(tmp_path / "same", published=dataclasses.replace(PUBLISHED, rows=rows), objs=objs)
+    for name in ("reported.md", "reported.tex"):
+        text = (tmp_path / "same" / "tables" / name).read_text(encoding="utf-8")
+        assert "\u00a7" not in text and r"\S" not in text and "different methods" not in text
+    assert {r["same_method"] for r in read_csv(tmp_path / "same" / "tables" / "reported.csv")} == {"True", ""}
+
+
+def test_a_comparison_across_methods_is_marked_in_latex_and_the_csv(tmp_path):
+    method_build(tmp_path)
+    tex = (tmp_path / "tables" / "reported.tex").read_text(encoding="utf-8")
+    assert r"1500.0$^{\S}$ \\{} {\scriptsize [1480.0, 1540.0]}" in tex
+    assert r"80.0 \\{} {\scriptsize [78.0, 82.0]}" in tex
+    assert r"$^{\S}$: the paper and the grid answered by different methods" in tex
+    rows = read_csv(tmp_path / "tables" / "reported.csv")
+    assert [(r["benchmark"], r["reported_method"], r["reproduced_method"], r["same_method"]) for r in rows] == [
+        ("mme-b", "generation (greedy)", "likelihood", "False"),
+        ("pope-b", "generation (greedy)", "generation (greedy)", "True"),
+        ("tvqa", "generation (greedy)", "", ""),
+        ("mmb", "generation (greedy)", "generation (sampled)", "False"),
+    ]
+    assert {r["reported_prompt_suffix"] for r in rows} == {GREEDY.prompt_suffix}
+
+
+def test_a_comparison_across_methods_is_marked_in_the_figure(tmp_path, monkeypatch):
+    import matplotlib.figure
+    from matplotlib.text import Text
+
+    saved = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def record(fig, path, **kwargs):
+        saved.append([t.get_text() for t in fig.findobj(Text)])
+        return savefig(fig, path, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    method_build(tmp_path)
+    texts = saved[-1]  # the reported figure is saved last (PNG, then PDF: the same texts)
+    assert texts.count("\u00a7") == 2  # beside the MME and the MMBench points, not the POPE one
+    words = " ".join(texts).replace("\n", " ")
+    assert "llava13 on mme-b: paper generation (greedy), grid likelihood" in words
+
+
+def test_the_workflow_caption_explains_the_mark():
+    caption = (REPO / "workflow" / "report" / "reported.rst").read_text(encoding="utf-8")
+    assert "\u00a7" in caption and "different methods" in caption
+
+
+# --- the recipe that answers as LLaVA-1.5's paper did --------------------------------------------------------
+
+RECIPE = REPO / "config" / "examples" / "llava-1.5-method.yaml"
+
+
+def test_the_llava_recipe_validates_and_asks_for_greedy_generation():
+    import yaml
+
+    config = validate_config(yaml.safe_load(RECIPE.read_text(encoding="utf-8")))
+    assert config.report["reported"] == "config/reported"
+    for name, size in (("llava-1.5-7b", "7B"), ("llava-1.5-13b", "13B")):
+        settings = config.model(name)
+        assert settings["reported_as"] == f"LLaVA-1.5 {size}" and settings["answer_mode"] == "generate"
+        assert settings["generation"]["do_sample"] is False and "preset" not in settings["generation"]
+        assert grid_method("generate", settings["generation"]) == Method("generation", "greedy")
+    # every benchmark the paper's rows name, so each is compared
+    kinds = {config.benchmark(b)["kind"] for b in config.benchmarks}
+    assert kinds == {r.benchmark for r in load_reported(REPO / "config" / "reported")}
+
+
+def test_the_llava_recipe_sends_llavas_prompt_and_matches_the_papers_method():
+    """A fake model with both capabilities (as the hf backend has): with the recipe's settings it answers every
+    kind by generation and receives LLaVA-1.5's instruction after the question."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    import yaml
+
+    from vlmgrid.models.base import Backend, GenerationResult
+    from vlmgrid.protocols import make_runner
+
+    class Recorder(Backend):
+        name = "recorder"
+        capabilities = frozenset({"generate", "score_options"})
+
+        def __init__(self, settings):
+            super().__init__(settings)
+            self.prompts = []
+
+        def generate_results(self, requests):
+            self.prompts.extend(r.prompt for r in requests)
+            return [GenerationResult("A") for _ in requests]
+
+    config = validate_config(yaml.safe_load(RECIPE.read_text(encoding="utf-8")))
+    paper = {r.benchmark: r.method for r in load_reported(REPO / "config" / "reported")}
+    records = pd.DataFrame({"id": ["q"], "image": [None], "question": ["Is there a dog?"],
+                            "options": [["yes", "no"]], "answer": ["yes"], "answer_index": [0]})
+    for benchmark in config.benchmarks:
+        kind = BENCHMARKS.get(config.benchmark(benchmark)["kind"])
+        model = Recorder(config.model("llava-1.5-7b"))
+        bench = SimpleNamespace(root=Path("."), records=records, classes=[], kind=kind)
+        runner, strategy = make_runner(kind.protocol, model, bench)
+        runner(records)
+        assert strategy == "generate", benchmark
+        method = paper[kind.name]
+        lettered = "\nA. yes\nB. no" if method.prompt_suffix.startswith("Answer with the option's letter") else ""
+        assert model.prompts == [f"Is there a dog?{lettered}\n{method.prompt_suffix}"], benchmark
+        assert grid_method(strategy, config.model("llava-1.5-7b")["generation"]).same_as(method)

@@ -22,7 +22,8 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
 
-COLUMNS = ("paper", "table", "model", "benchmark", "split", "figure", "value", "source", "note")
+COLUMNS = ("paper", "table", "model", "benchmark", "split", "figure", "value", "source", "note", "answering",
+           "decoding", "prompt_suffix", "method_source")
 
 # What each column holds, for the sentence that refuses a bad cell.
 _COLUMN_HINTS = {
@@ -35,7 +36,14 @@ _COLUMN_HINTS = {
     "value": "the published number as a plain decimal, e.g. 85.9",
     "source": "a URL and where in it, e.g. https://arxiv.org/abs/2310.03744 Table 4",
     "note": "free text, or leave the cell empty",
+    "answering": "how the paper answered: generation, likelihood or similarity",
+    "decoding": "greedy or sampled for generation, and nothing for likelihood or similarity",
+    "prompt_suffix": "the instruction the paper put after the question, or leave the cell empty",
+    "method_source": "a URL and where in it the paper's code or docs say how it answered",
 }
+
+# A score file's `strategy` as a method of answering (the words of the `answering` column).
+ANSWERING = {"generate": "generation", "score_options": "likelihood", "embed": "similarity"}
 
 # Figures that are points, not percent ({kind: figure names}); everything else is in percent.
 POINTS = {"mme": ("perception", "cognition", "total")}
@@ -62,6 +70,39 @@ KIND_LABELS = {
 
 
 @dataclass(frozen=True)
+class Method:
+    """How one side of a comparison answered: `answering` (generation, likelihood, similarity; for the grid a
+    strategy without such a word is kept as it is spelled), `decoding` (greedy or sampled; generation only) and
+    `prompt_suffix`, the instruction after the question (None: not given, or not recorded)."""
+
+    answering: str
+    decoding: str | None = None
+    prompt_suffix: str | None = None
+
+    def words(self) -> str:
+        """"generation (greedy)", "likelihood"."""
+        return self.answering + (f" ({self.decoding})" if self.decoding else "")
+
+    def same_as(self, other: "Method") -> bool:
+        """The same way of answering and, for generation, the same decoding; the prompt is not compared (a score
+        file does not record it)."""
+        return (self.answering, self.decoding) == (other.answering, other.decoding)
+
+
+def grid_method(strategy: str | None, generation: Mapping[str, Any], backend: str | None = None) -> Method | None:
+    """The grid's method from its score file: None when the file records no strategy; a reference baseline
+    answers by a guess, whatever its strategy says."""
+    if backend == "baseline":
+        return Method("baseline guess")
+    if strategy is None:
+        return None
+    answering = ANSWERING.get(strategy, strategy)
+    if answering != "generation":
+        return Method(answering)
+    return Method(answering, "sampled" if generation.get("do_sample") else "greedy")
+
+
+@dataclass(frozen=True)
 class ReportedRow:
     """One published number (a row of a `config/reported/*.csv` file)."""
 
@@ -76,6 +117,8 @@ class ReportedRow:
     note: str | None
     path: Path  # the file and row it was read from, for messages
     row: int
+    method: Method | None = None  # how the paper answered (always given in a file; None only when built in code)
+    method_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +147,14 @@ class Comparison:
     benchmark: str  # the grid benchmark
     reproduced: Estimate | None
     status: str | None
+    method: Method | None = None  # how the grid answered (its score file's strategy and decoding)
+
+    @property
+    def same_method(self) -> bool | None:
+        """Whether both sides answered the same way; None when not compared, or when a side's method is unknown."""
+        if self.reproduced is None or self.method is None or self.row.method is None:
+            return None
+        return self.row.method.same_as(self.method)
 
     @property
     def difference(self) -> float | None:
@@ -171,6 +222,7 @@ def _refusal(path: Path, row: int, error) -> VlmgridError:
             "pattern": "is not of the right form",
             "minimum": f"is below {error.validator_value}",
             "maximum": f"is above {error.validator_value}, the largest value this figure can take",
+            "not": "is given where it has no meaning",
         }.get(error.validator, f"is refused ({error.message})")
     return VlmgridError(f"{path} row {row}, column {column}: {problem}; give {_COLUMN_HINTS.get(column, 'a value')}")
 
@@ -199,8 +251,10 @@ def read_reported_file(path: Path) -> list[ReportedRow]:
         error = jsonschema.exceptions.best_match(validator.iter_errors(obj))
         if error is not None:
             raise _refusal(path, index, error)
+        method = Method(obj["answering"], obj.get("decoding"), obj.get("prompt_suffix"))
         rows.append(ReportedRow(obj["paper"], obj["table"], obj["model"], obj["benchmark"], obj.get("split"),
-                                obj["figure"], float(obj["value"]), obj["source"], obj.get("note"), path, index))
+                                obj["figure"], float(obj["value"]), obj["source"], obj.get("note"), path, index,
+                                method, obj["method_source"]))
     return rows
 
 
@@ -266,7 +320,7 @@ def compare(grid: Grid, published: Published) -> list[Comparison]:
     comparisons = []
     for row, model, benchmark in match_reported(published, grid.models, grid.benchmarks, grid.kinds):
         status = _status(grid, model, benchmark)
-        reproduced = None
+        reproduced, method = None, None
         if status is None:
             cell = grid.cell(model, benchmark)
             # A score file may list only its headline (older files have no `metrics`).
@@ -277,5 +331,6 @@ def compare(grid: Grid, published: Published) -> list[Comparison]:
                 rate = grid.flag(model, benchmark)
                 reproduced = estimate if rate is None else Estimate(estimate.value, estimate.ci_low,
                                                                      estimate.ci_high, rate)
-        comparisons.append(Comparison(row, model, benchmark, reproduced, status))
+                method = grid_method(cell.strategy, cell.generation, cell.backend)
+        comparisons.append(Comparison(row, model, benchmark, reproduced, status, method))
     return comparisons

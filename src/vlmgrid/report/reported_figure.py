@@ -1,6 +1,7 @@
 """The reported figure: each reproduced figure (with its 95% CI as a whisker) against the published value, one
 point per compared row, the line y = x for agreement. Percent figures and point figures (MME perception) get a
-panel each, so neither scale squeezes the other. With nothing to plot, the figure says so in words."""
+panel each, so neither scale squeezes the other. A point whose two sides answered by different methods carries
+the section sign, and the note names both methods. With nothing to plot, the figure says so in words."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import interval_label, metric_label
 from vlmgrid.report.reported import KIND_LABELS, Comparison, Published, compare, is_points
 from vlmgrid.report.style import OKABE_ITO, WIDTH_IN, figure_style, pyplot, save_figure, text
+from vlmgrid.report.tables.format import METHOD_MARK
+from vlmgrid.report.tables.reported import method_note
 
 # One marker per benchmark kind, so a point is read without its colour too.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -43,6 +46,8 @@ def _note(comparisons: list[Comparison], grid: Grid) -> str:
     if marked:
         notes.append("Hollow, \u2020: more than " + f"{grid.flag_error_rate:g}% format errors: "
                      + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked) + ".")
+    if method := method_note(comparisons):
+        notes.append(method)
     if skipped := _not_compared(comparisons):
         notes.append(skipped)
     return " ".join(notes)
@@ -90,6 +95,9 @@ def _scatter_figure(plt, comparisons: list[Comparison], grid: Grid, title: str):
             ax.errorbar([c.row.value], [est.value], yerr=err, fmt=marker[c.row.benchmark], color=colour[c.model],
                         markerfacecolor="white" if hollow else colour[c.model], markersize=6, capsize=3,
                         elinewidth=1.2, zorder=3)
+            if c.same_method is False:
+                ax.annotate(METHOD_MARK, (c.row.value, est.value), xytext=(5, 3), textcoords="offset points",
+                            fontsize=8, color=colour[c.model], zorder=4)
         ax.set_xlim(low, high)
         ax.set_ylim(low, high)
         ax.set_aspect("equal", adjustable="box")

@@ -22,6 +22,7 @@ HIDDEN = "hidden"  # a cell whose benchmark hides its labels (and that model's a
 HIDDEN_NOTE = (f"{HIDDEN}: the benchmark's labels are not public; the submission file was written "
                f"(that model's average is then {HIDDEN} too).")
 DAGGER = "\u2020"  # marks a number built on too many format errors; the footnote gives the rate
+METHOD_MARK = "\u00a7"  # marks a published number the grid reproduced by another method; the note names both
 PARTIAL = "\u2021"  # marks a number of a cell that answers a subset of its benchmark; the footnote gives how many
 FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
 MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
@@ -178,6 +179,7 @@ _LATEX_SPECIAL = {
     DASH: "--",
     DAGGER: r"$^{\dagger}$",
     PARTIAL: r"$^{\ddagger}$",
+    METHOD_MARK: r"$^{\S}$",
     "\u2192": r"$\rightarrow$",
     "\u2212": "$-$",
     "\u207a": r"$^{+}$",

@@ -1,7 +1,9 @@
 """The reported table: each published number a grid cell reproduces, beside the reproduced figure with its 95% CI,
 the difference and whether the published value lies inside the CI (Markdown, LaTeX, CSV). Sources and notes are
 footnotes under the table. A cell without a number is never compared: it reads its word (n/a, hidden, failed,
-missing, not in the score file). With nothing to compare, the table is one sentence saying so."""
+missing, not in the score file). A comparison whose two sides answered by different methods (generation or
+likelihood, greedy or sampled) carries the section sign, and a note under the table names both methods. With
+nothing to compare, the table is one sentence saying so."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import pandas as pd
 
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
-from vlmgrid.report.reported import Comparison, Published, compare, figure_label, is_points
+from vlmgrid.report.reported import Comparison, Method, Published, compare, figure_label, is_points
 from vlmgrid.report.tables.format import (
-    flag_note, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table, write_csv,
+    METHOD_MARK, flag_note, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table,
+    write_csv,
 )
 
 CSV_COLUMNS = ["paper", "table", "model", "reported_as", "benchmark", "figure", "split", "unit", "reproduced",
-               "ci_low", "ci_high", "reported", "difference", "inside_ci", "status", "flagged", "source", "note"]
+               "ci_low", "ci_high", "reported", "difference", "inside_ci", "status", "flagged", "reported_method",
+               "reported_prompt_suffix", "reproduced_method", "same_method", "source", "note"]
 HEADER = ["Paper", "Table", "Model", "Benchmark", "Figure", "Reproduced [95% CI]", "Reported", "Difference",
           "Inside CI"]
 NOT_COMPARED = "not compared"
@@ -56,10 +60,35 @@ def _inside(comparison: Comparison) -> str:
     return "no CI" if inside is None else ("yes" if inside else "no")
 
 
+def _method_words(method: Method | None) -> str:
+    return "not recorded" if method is None else method.words()
+
+
+def method_note(comparisons: list[Comparison]) -> str:
+    """The section sign's note: each comparison whose sides answered differently, with both methods, and the
+    compared ones whose grid side records no method; "" when every compared pair answered alike."""
+    other = [c for c in comparisons if c.same_method is False]
+    unknown = [c for c in comparisons if c.reproduced is not None and c.method is None and c.row.method is not None]
+    notes = []
+    if other:
+        notes.append(f"{METHOD_MARK}: the paper and the grid answered by different methods, so the difference is "
+                     "not the model's alone: " + "; ".join(
+                         f"{c.model} on {c.benchmark}: paper {_method_words(c.row.method)}, grid "
+                         f"{_method_words(c.method)}" for c in other)
+                     + " (to answer as the paper did, see docs/models.md).")
+    if unknown:
+        notes.append("Method not recorded (the score file has no strategy), so not checked: "
+                     + ", ".join(f"{c.model} on {c.benchmark}" for c in unknown) + ".")
+    return " ".join(notes)
+
+
 def _cells(comparison: Comparison, footnote: int) -> list[str]:
-    """The row's cells as text (HEADER order); the reproduced cell is its status word when there is no number."""
+    """The row's cells as text (HEADER order); the reproduced cell is its status word when there is no number,
+    and carries the section sign when the two sides answered by different methods."""
     row = comparison.row
     reproduced = comparison.status if comparison.reproduced is None else fmt_estimate(comparison.reproduced)
+    if comparison.same_method is False:
+        reproduced += METHOD_MARK
     return [f"arXiv {row.paper} [{footnote}]", row.table, f"{row.model} ({comparison.model})", comparison.benchmark,
             figure_label(row.benchmark, row.figure, row.split), reproduced, fmt(row.value),
             _difference(comparison), _inside(comparison)]
@@ -73,6 +102,8 @@ def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
                       if c.reproduced is not None and c.reproduced.flag is not None})
     if flagged:
         notes.append(flag_note(grid, [(m, b, rate) for m, b, rate in flagged]))
+    if method := method_note(comparisons):
+        notes.append(method)
     return " ".join(notes)
 
 
@@ -108,7 +139,8 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
         footnote = numbers[(row.paper, row.table, row.source, row.note)]
         cells = [latex_escape(text) for text in _cells(comparison, footnote)]
         if comparison.reproduced is not None:
-            cells[5] = latex_cell(comparison.reproduced)
+            method_mark = METHOD_MARK if comparison.same_method is False else ""
+            cells[5] = latex_cell(comparison.reproduced, suffix=method_mark)
         elif comparison.status in letters:
             cells[5] = rf"--$^{{{letters[comparison.status]}}}$"
         # the model over its grid name, the benchmark over its figure and source's number; a dash where nothing
@@ -141,12 +173,15 @@ def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
             "points" if is_points(c.row.benchmark, c.row.figure) else "percent",
             None if est is None else est.value, None if est is None else est.ci_low,
             None if est is None else est.ci_high, c.row.value, c.difference, c.inside,
-            c.status or "compared", None if est is None else est.flag is not None, c.row.source, c.row.note,
+            c.status or "compared", None if est is None else est.flag is not None,
+            None if c.row.method is None else c.row.method.words(),
+            None if c.row.method is None else c.row.method.prompt_suffix,
+            None if c.method is None else c.method.words(), c.same_method, c.row.source, c.row.note,
         ])
     frame = pd.DataFrame(records, columns=CSV_COLUMNS)
     for name in ("reproduced", "ci_low", "ci_high", "reported", "difference"):
         frame[name] = frame[name].astype("float64")
-    for name in ("inside_ci", "flagged"):
+    for name in ("inside_ci", "flagged", "same_method"):
         frame[name] = frame[name].astype("boolean")
     return frame
 
