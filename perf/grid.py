@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
-from gridrun import snakemake, workflow_copy  # noqa: E402
+from gridrun import Run, snakemake, workflow_copy  # noqa: E402, F401 (Run: what snakemake returns)
 
 from vlmgrid.paths import logs_dir  # noqa: E402
 

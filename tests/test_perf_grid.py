@@ -2,6 +2,7 @@
 a run, on hand-made logs and files (no grid runs here)."""
 
 import importlib.util
+import json
 import sys
 
 import pytest
@@ -99,3 +100,29 @@ def test_the_summary_is_the_median_run_and_the_table_shows_it():
 def test_fewer_than_one_run_is_refused():
     with pytest.raises(SystemExit):
         grid.main(["--runs", "0"])
+
+
+def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes_its_results(tmp_path, monkeypatch):
+    """The measurement's course with Snakemake replaced by a stand-in that writes one job's benchmark file."""
+    calls = []
+
+    def fake_snakemake(args, cwd):
+        assert (cwd / "Snakefile").is_file() and (cwd / "config" / "config.yaml").is_file()  # a workflow copy
+        calls.append(cwd)
+        fresh = not (cwd / grid.BENCHMARKS_DIR).exists()
+        if fresh:
+            write_tsv(cwd / grid.BENCHMARKS_DIR / "score" / "m" / "b.tsv", "2.0", "1.5")
+        return grid.Run(wall_s=100.0 + len(calls) if fresh else 2.0, cpu_s=150.0 if fresh else 1.0,
+                        stderr=LOG if fresh else "Nothing to be done")
+
+    monkeypatch.setattr(grid, "snakemake", fake_snakemake)
+    monkeypatch.setattr(grid.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "work"))
+    out = tmp_path / "results" / "grid.md"
+    assert grid.main(["--runs", "2", "--out", str(out)]) == 0
+    assert [path.name for path in calls] == ["grid-1", "grid-2", "grid-2"]  # two fresh copies, then the no-op
+    assert not (tmp_path / "work").exists()  # the copies are removed
+    saved = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert saved["figures"]["cold_walls"] == [101.0, 102.0] and saved["figures"]["noop_wall"] == 2.0
+    assert saved["figures"]["jobs"]["total"] == 102
+    assert saved["figures"]["rules"]["score"]["cpu_sum"] == 1.5
+    assert "| score | 1 | 2.0 | 2.0 | 1.5 | 1.5 | 0 |" in out.read_text(encoding="utf-8")
