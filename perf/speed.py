@@ -37,7 +37,6 @@ import os
 import platform
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,9 +44,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
+from gridrun import REPO, snakemake, workflow_copy  # noqa: E402
+
 SECTIONS = ("clip", "choice", "generate", "rank", "dag", "workflow")
-WORKFLOW_FILES = ("Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore")
 GRID_CONFIGS = ("config.yaml", "carpe.yaml", "kaleidoscope.yaml", "cvqa.yaml", "dance.yaml")
 PHOTO_SIZE = (500, 375)  # ImageNet's typical picture
 NEW_TOKENS = 16
@@ -511,44 +511,22 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
 
 # --- CPU side --------------------------------------------------------------------------------------------
 
-def _workflow_copy(destination: Path) -> Path:
-    destination.mkdir(parents=True)
-    for name in WORKFLOW_FILES:
-        source, target = REPO / name, destination / name
-        if not source.exists():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
-    return destination
-
-
-def _snakemake(args: list[str], cwd: Path) -> float:
-    env = dict(os.environ, VLMGRID_GPU_COUNT="0")
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    start = time.perf_counter()
-    result = subprocess.run(["snakemake", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"snakemake {' '.join(args)} failed in {cwd}:\n{result.stderr[-3000:]}")
-    return seconds
-
-
 def dag_section(work: Path) -> list[dict]:
     import yaml
 
-    root = _workflow_copy(work / "dag")
+    root = workflow_copy(work / "dag")
     config = largest_grid(REPO)
     (root / "config" / "largest.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     cells = len(config["grid"]["models"]) * len(config["grid"]["benchmarks"])
-    seconds = _snakemake(["-n", "--quiet", "--configfile", "config/largest.yaml"], root)
+    seconds = snakemake(["-n", "--quiet", "--configfile", "config/largest.yaml"], root).wall_s
     return [result_row("dag", f"`snakemake -n`, largest grid ({len(config['grid']['models'])} models x "
                               f"{len(config['grid']['benchmarks'])} benchmarks = {cells} cells)", "s", seconds)]
 
 
 def workflow_section(work: Path) -> list[dict]:
-    root = _workflow_copy(work / "grid")
-    cold = _snakemake(["--cores", "2"], root)
-    noop = _snakemake(["--cores", "2"], root)
+    root = workflow_copy(work / "grid")
+    cold = snakemake(["--cores", "2"], root).wall_s
+    noop = snakemake(["--cores", "2"], root).wall_s
     return [result_row("workflow cold", "default grid, cold (`snakemake --cores 2`)", "s", cold),
             result_row("workflow no-op", "default grid, nothing to do", "s", noop)]
 

@@ -119,7 +119,11 @@ def test_snakemake_prepares_a_changed_local_source_again_and_keeps_the_grids_log
     first = sha(records)
     logs = root / "results-local/logs"
     for log in ("prepare/flowers-local.log", "fetch_model/random.log", "infer/random/flowers-local.log",
-                "score/random/flowers-local.log", "report.log", "benchmarks/infer/random/flowers-local.tsv"):
+                "score/random/flowers-local.log", "report.log", "benchmarks/infer/random/flowers-local.tsv",
+                # every job's timing (perf/grid.py reads them)
+                "benchmarks/prepare/flowers-local.tsv", "benchmarks/fetch_model/random.tsv",
+                "benchmarks/score/random/flowers-local.tsv", "benchmarks/compare/flowers-local.tsv",
+                "benchmarks/inspect/flowers-local.tsv", "benchmarks/report.tsv"):
         assert (logs / log).is_file(), log
     assert not (root / "logs").exists()
     assert "Nothing to be done" in run(["snakemake", "-n", *grid], root).stdout

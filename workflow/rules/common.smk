@@ -10,14 +10,12 @@ import shutil
 import sys
 
 from vlmgrid import paths
-from vlmgrid.benchmarks.stamps import source_fingerprint
 from vlmgrid.config import load_config, workflow_config_file
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.report.outputs import report_files
 from vlmgrid.errors import VlmgridError
 from vlmgrid.escaping import report_param
 from vlmgrid.fileio import sha256_json
-from vlmgrid.stages.fetch import model_stamp
 from vlmgrid.gpu import visible_gpus
 from vlmgrid.stages import plan
 
@@ -69,6 +67,8 @@ def get_model_source(model):
     source = GRID.model(model).get("source")
     if (source or {}).get("type") != "local":
         return json.dumps(source, sort_keys=True)
+    from vlmgrid.stages.fetch import model_stamp  # the backends' modules: only a local checkpoint needs them
+
     return json.dumps({**source, "local_files": sha256_json(model_stamp(GRID.model(model)))}, sort_keys=True)
 
 
@@ -84,6 +84,8 @@ def get_benchmark_settings(bench):
     benchmark again. (Other sources add nothing, so their recorded params stay what they were.)"""
     settings = {key: value for key, value in GRID.benchmark(bench).items() if key != "shards"}
     if settings["source"].get("type") == "local":
+        from vlmgrid.benchmarks.stamps import source_fingerprint  # every kind's module: only a local source needs them
+
         settings["local_files"] = source_fingerprint(settings)
     return json.dumps(settings, sort_keys=True)
 

@@ -13,5 +13,7 @@ rule compare:
         **cluster_resources("compare"),
     log:
         f"{LOGS}/compare/{{bench}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/compare/{{bench}}.tsv"
     shell:
         "vlmgrid compare {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

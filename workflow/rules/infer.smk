@@ -66,5 +66,7 @@ rule merge_shards:
         **cluster_resources("merge_shards"),
     log:
         f"{LOGS}/merge_shards/{{model}}/{{bench}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/merge_shards/{{model}}/{{bench}}.tsv"
     shell:
         "vlmgrid merge-shards {wildcards.model:q} {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

@@ -11,5 +11,7 @@ rule inspect:
         **cluster_resources("inspect"),
     log:
         f"{LOGS}/inspect/{{bench}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/inspect/{{bench}}.tsv"
     shell:
         "vlmgrid inspect {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

@@ -9,6 +9,8 @@ rule prepare:
         **cluster_resources("prepare"),
     log:
         f"{LOGS}/prepare/{{bench}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/prepare/{{bench}}.tsv"
     shell:
         "vlmgrid prepare {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"
 
@@ -22,5 +24,7 @@ rule fetch_model:
         **cluster_resources("fetch_model"),
     log:
         f"{LOGS}/fetch_model/{{model}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/fetch_model/{{model}}.tsv"
     shell:
         "vlmgrid fetch-model {wildcards.model:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

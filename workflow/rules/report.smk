@@ -21,5 +21,7 @@ rule report:
         **cluster_resources("report"),
     log:
         f"{LOGS}/report.log",
+    benchmark:
+        f"{LOGS}/benchmarks/report.tsv"
     shell:
         "vlmgrid report --config {CONFIG_FILE:q} > {log:q} 2>&1"

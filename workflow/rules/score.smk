@@ -10,5 +10,7 @@ rule score:
         **cluster_resources("score"),
     log:
         f"{LOGS}/score/{{model}}/{{bench}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/score/{{model}}/{{bench}}.tsv"
     shell:
         "vlmgrid score {wildcards.model:q} {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"

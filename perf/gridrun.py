@@ -1,0 +1,55 @@
+"""What perf/speed.py and perf/grid.py share: a fresh copy of the repository's workflow, and Snakemake run in it
+with its wall time and the CPU time (user + system) of everything it started."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW_FILES = ("Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One `snakemake` run: its wall seconds, the CPU seconds of it and of every process it waited for, and
+    its stderr (Snakemake's log, which holds the job counts)."""
+
+    wall_s: float
+    cpu_s: float
+    stderr: str
+
+
+def workflow_copy(destination: Path, repo: Path = REPO) -> Path:
+    """The repository's workflow files (Snakefile, rules, configs, dvc.yaml) copied to a new folder: a grid that
+    has never run."""
+    destination.mkdir(parents=True)
+    for name in WORKFLOW_FILES:
+        source, target = repo / name, destination / name
+        if not source.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
+    return destination
+
+
+def snakemake(args: list[str], cwd: Path) -> Run:
+    """`snakemake <args>` in `cwd` with no GPU, with this interpreter's `vlmgrid` first on PATH; a failure stops
+    the measurement with Snakemake's last words."""
+    env = dict(os.environ, VLMGRID_GPU_COUNT="0")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    result = subprocess.run(["snakemake", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0:
+        raise SystemExit(f"snakemake {' '.join(args)} failed in {cwd}:\n{result.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(wall_s=wall, cpu_s=cpu, stderr=result.stderr)
