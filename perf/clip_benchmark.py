@@ -137,16 +137,22 @@ def timed_run(command: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def item_ids(food: Path) -> list[str]:
+    """vlmgrid's record ids ("<class>-<id>") of the test images in meta/test.json's order, the order in which
+    torchvision's Food101 (CLIP_benchmark's dataset) lists them."""
+    test = json.loads((food / "meta" / "test.json").read_text(encoding="utf-8"))
+    return [entry.replace("/", "-") for entries in test.values() for entry in entries]
+
+
 def vlmgrid_predictions(work: Path, food: Path) -> list[int]:
-    """vlmgrid's class index per test image, in meta/test.json's order (CLIP_benchmark's dataset order)."""
+    """vlmgrid's class index per test image, in CLIP_benchmark's order."""
     import pandas as pd
 
     frame = pd.read_parquet(work / "results" / "predictions" / "tiny-clip" / "food101.parquet")
     if frame["error"].notna().any():
         raise SystemExit(f"vlmgrid's predictions have error rows: {frame.loc[frame['error'].notna(), 'error'].iloc[0]}")
     by_id = dict(zip(frame["id"], frame["prediction_index"].astype(int)))
-    test = json.loads((food / "meta" / "test.json").read_text(encoding="utf-8"))
-    return [by_id[entry.replace("/", "-")] for name in sorted(test) for entry in test[name]]
+    return [by_id[item] for item in item_ids(food)]
 
 
 def main(argv: list[str] | None = None) -> int:
