@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Install vlmgrid (editable) into the active Python environment, with the PyTorch build the machine can use.
+#
+#   scripts/install.sh          # the project
+#   scripts/install.sh test     # with extras of pyproject.toml (comma-separated: test,slurm)
+#
+# On a machine with a working NVIDIA GPU (`nvidia-smi -L` lists one), pip installs PyPI's default PyTorch, the
+# CUDA build on Linux. Elsewhere it first installs torch and torchvision from PyTorch's CPU-only index, then
+# the project, whose torch and torchvision requirements are then met, so no CUDA library is downloaded.
+# VLMGRID_TORCH=cpu or VLMGRID_TORCH=default overrides the detection; VLMGRID_TORCH_CPU_INDEX the CPU index.
+set -euo pipefail
+
+case ${BASH_SOURCE[0]} in
+  */*) cd "${BASH_SOURCE[0]%/*}/.." ;;
+  *) cd .. ;;  # run as `bash install.sh` from scripts/
+esac
+cpu_index=${VLMGRID_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
+target=.${1:+[$1]}
+
+build=${VLMGRID_TORCH:-}
+if [[ -z $build ]]; then
+  if nvidia-smi -L >/dev/null 2>&1; then build=default; else build=cpu; fi
+fi
+
+case $build in
+  default)
+    echo "install.sh: NVIDIA GPU found (or VLMGRID_TORCH=default): PyTorch from the default index" >&2
+    ;;
+  cpu)
+    # torch's and torchvision's requirements as pyproject.toml states them, e.g. "torch>=2.1"
+    requirements=()
+    while IFS= read -r line; do
+      if [[ $line =~ ^[[:space:]]*\"((torch|torchvision)[^a-z_\"][^\"]*)\" ]]; then
+        requirements+=("${BASH_REMATCH[1]}")
+      fi
+    done < pyproject.toml
+    if (( ${#requirements[@]} != 2 )); then
+      echo "install.sh: pyproject.toml's dependencies must name torch and torchvision, one a line" >&2
+      exit 2
+    fi
+    echo "install.sh: no NVIDIA GPU (or VLMGRID_TORCH=cpu): PyTorch's CPU build from $cpu_index" >&2
+    pip install --index-url "$cpu_index" "${requirements[@]}"
+    ;;
+  *)
+    echo "install.sh: VLMGRID_TORCH is \"$build\"; set it to cpu or default, or unset it to detect a GPU" >&2
+    exit 2
+    ;;
+esac
+pip install -e "$target"
