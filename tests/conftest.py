@@ -18,6 +18,88 @@ WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", "
 os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")
 
 
+# --- running the suite in parallel (pytest-xdist, `-n N --dist loadgroup`) ---------------------------------------
+# Tests that share a set-up made once per session or module (the default grid's run, a Slurm cluster, a browser,
+# tiny checkpoints) run in one worker, so no worker builds it again: every test is linked to the tests' session
+# fixtures and to its module's module fixtures that it uses, and each group of linked tests becomes one
+# xdist_group. A test that asks for such a fixture only while it runs (request.getfixturevalue) says so with an
+# xdist_group mark of that fixture's name. Tests with no shared set-up are spread over the workers one by one.
+
+
+def _group_marks(item) -> set[str]:
+    """The group names of `item`'s own xdist_group marks."""
+    return {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")}
+
+
+def _shared_setups(item) -> set[str]:
+    """The names of the shared set-ups `item` uses: the tests' own session fixtures by name, module fixtures by
+    module and name, and the names its xdist_group marks give."""
+    names = _group_marks(item)
+    info = getattr(item, "_fixtureinfo", None)
+    for fixture, definitions in (info.name2fixturedefs.items() if info else ()):
+        definition = definitions[-1]
+        if not Path(definition.func.__code__.co_filename).resolve().is_relative_to(REPO / "tests"):
+            continue  # pytest's own (tmp_path_factory and the like) hold nothing expensive
+        if definition.scope == "session":
+            names.add(fixture)
+        elif definition.scope == "module":
+            names.add(f"{item.path.name}::{fixture}")
+    return names
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return (yield)
+    _group_shared_setups(items)
+    result = yield  # xdist, in a worker under --dist loadgroup, writes each test's group after its id
+    if getattr(config.option, "loadgroup", False):  # set in the workers only
+        for item in items:
+            _name_group_in_id(item)
+    return result
+
+
+def _name_group_in_id(item) -> None:
+    """Make sure `item`'s id ends with "@" and its group, as xdist's loadgroup scheduler reads it: pytest-xdist
+    3.8 writes the old `_nodeid`, which pytest 9.2 no longer reads (pytest-xdist issue 1386), so the groups
+    would be dropped without a word."""
+    names = _group_marks(item)
+    suffix = "@" + "_".join(sorted(names))
+    if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+        item._id = type(item._id).parse(item.nodeid + suffix)
+
+
+def _group_shared_setups(items) -> None:
+    """Give each group of tests linked by their shared set-ups one xdist_group mark."""
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    shared = {item: _shared_setups(item) for item in items}
+    for names in shared.values():
+        first, *rest = sorted(names) or [None]
+        for name in rest:
+            parent[root(name)] = root(first)
+    marked: dict[str, set[str]] = {}  # a group's root: the names its tests' xdist_group marks give
+    for item, names in shared.items():
+        if names:
+            marked.setdefault(root(next(iter(names))), set()).update(_group_marks(item))
+    for item, names in shared.items():
+        if not names:
+            continue
+        group = root(next(iter(names)))
+        marks = marked[group]
+        if len(marks) > 1:
+            raise pytest.UsageError(f"{item.nodeid} joins the xdist groups {sorted(marks)} through its shared "
+                                    "fixtures; give the tests one group name")
+        if not _group_marks(item):
+            item.add_marker(pytest.mark.xdist_group(next(iter(marks), group)))
+
+
 @pytest.fixture
 def default_config_data() -> dict:
     return yaml.safe_load(DEFAULT_CONFIG.read_text())

@@ -181,6 +181,7 @@ def slurm_run(slurm, tmp_path_factory):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("snakemake_run")  # in the worker that runs the default grid, which it asks for below
 def test_slurm_run_gives_the_local_tables(slurm_run, request):
     # Asked for only now, so that a machine without Slurm skips before the local run
     local = request.getfixturevalue("small_grid_tables")(SLURM_GRID)

@@ -137,6 +137,11 @@ def test_the_real_shape_path_runs_at_depth_one_on_the_cpu(tmp_path, monkeypatch)
     """The GPU run's own path at real widths and one layer (LLaVA-1.5-7B's width and vocabulary: 2 GB in fp32)."""
     monkeypatch.setitem(speed.SHAPES, "real", {**speed.SHAPES["real"], **TINY_COUNTS})
     monkeypatch.setattr(speed, "CANDIDATES", 3)
+    # every timed call once, with no warm-up call: what the figures are is not checked here, only that each path
+    # runs and gives a finite figure (the repeated forwards at real width were most of this test's time)
+    timed = speed.timed
+    monkeypatch.setattr(speed, "timed", lambda fn, device, repeats=1, warmup=1: timed(fn, device, 1, 0))
+    monkeypatch.setattr(speed, "warm_up", lambda runner, records: None)
     monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))  # the run points it at its own folder
     out = tmp_path / "speed.md"
     assert speed.main(["--shapes", "real", "--depth", "1", "--device", "cpu", "--only", "clip,choice,generate,rank",
