@@ -8,6 +8,7 @@
 # CUDA build on Linux. Elsewhere it first installs torch and torchvision from PyTorch's CPU-only index, then
 # the project, whose torch and torchvision requirements are then met, so no CUDA library is downloaded.
 # VLMGRID_TORCH=cpu or VLMGRID_TORCH=default overrides the detection; VLMGRID_TORCH_CPU_INDEX the CPU index.
+# Where the CPU index cannot be reached and the build was not chosen by VLMGRID_TORCH, the default index serves.
 set -euo pipefail
 
 case ${BASH_SOURCE[0]} in
@@ -39,7 +40,13 @@ case $build in
       exit 2
     fi
     echo "install.sh: no NVIDIA GPU (or VLMGRID_TORCH=cpu): PyTorch's CPU build from $cpu_index" >&2
-    pip install --index-url "$cpu_index" "${requirements[@]}"
+    if ! pip install --index-url "$cpu_index" "${requirements[@]}"; then
+      # A machine that reaches only PyPI (a mirror, a proxy) still gets a working install, the larger one;
+      # asked for by name, the CPU build is not replaced.
+      if [[ -n ${VLMGRID_TORCH:-} ]]; then exit 1; fi
+      echo "install.sh: PyTorch's CPU build could not be installed from $cpu_index (see pip's message above);" \
+        "installing PyTorch from the default index instead, on Linux the CUDA build of several GB" >&2
+    fi
     ;;
   *)
     echo "install.sh: VLMGRID_TORCH is \"$build\"; set it to cpu or default, or unset it to detect a GPU" >&2

@@ -109,7 +109,16 @@ def test_an_unknown_choice_is_refused_before_pip_runs(tmp_path):
     assert 'VLMGRID_TORCH is "cuda"; set it to cpu or default' in result.stderr
 
 
-def test_a_failed_cpu_torch_install_stops_before_the_project(tmp_path):
+def test_a_cpu_index_out_of_reach_falls_back_to_the_default_index_and_says_so(tmp_path):
+    # the stub pip fails every call: the CPU build's install, then the project's from the default index
     result, calls = run_script(tmp_path, pip_status=1)
     assert result.returncode == 1
+    assert [call[1:3] for call in calls] == [["install", "--index-url"], ["install", "-e"]]
+    assert "installing PyTorch from the default index instead" in result.stderr
+
+
+def test_a_failed_cpu_torch_install_asked_for_by_name_stops_before_the_project(tmp_path):
+    result, calls = run_script(tmp_path, pip_status=1, env={"VLMGRID_TORCH": "cpu"})
+    assert result.returncode == 1
     assert len(calls) == 1 and calls[0][2] == "--index-url"
+    assert "default index instead" not in result.stderr
