@@ -56,12 +56,29 @@ def compare_benchmark(config: Config, benchmark: str) -> dict:
     for pair in result["pairs"]:
         name = f"{pair['model_a']} - {pair['model_b']} on {benchmark}"
         if pair["comparable"]:
-            low, high = pair["ci95"]
-            log.info(f"{name}: {pair['difference']:+.1f} [{low:.1f}, {high:.1f}], p = {pair['p_value']:.3g}")
+            log.info(f"{name}: {compared_line(result['metric'], pair)}")
         else:
             log.info(f"{name}: no comparison ({pair['reason']})")
     log.info(f"wrote {out_path}")
     return result
+
+
+def _over(unit: str) -> str:
+    """What the resamples and sign flips draw: "items", or the groups the metric scores ("pair_id groups")."""
+    return "items" if unit == "item" else f"{unit} groups"
+
+
+def compared_line(metric: str, pair: dict) -> str:
+    """One compared pair in words that name the metric and the tests: "accuracy +30.0 [12.0, 48.0] (95% CI:
+    paired bootstrap over items), p = 0.11 (two-sided paired sign-flip permutation test over items, 2000
+    permutations; exact McNemar p = 0.109)"."""
+    low, high = pair["ci95"]
+    over = _over(pair["unit"])
+    mcnemar = pair.get("mcnemar")
+    exact = "" if mcnemar is None else f"; exact McNemar p = {mcnemar['p_value']:.3g}"
+    return (f"{metric} {pair['difference']:+.1f} [{low:.1f}, {high:.1f}] (95% CI: paired bootstrap over {over}), "
+            f"p = {pair['p_value']:.3g} (two-sided {pair['test']} test over {over}, {pair['permutations']} "
+            f"permutations{exact})")
 
 
 def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None]:
