@@ -25,6 +25,7 @@ from vlmgrid.predictions import (
     answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
 from vlmgrid.report.comparisons import comparison_pairs
+from vlmgrid.stages.score import applicable_items
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,14 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
     check_data_fingerprint(read_metadata(path), bench.manifest.get("fingerprint"), path, hint)
     records, coverage = answered_records(read_metadata(path), predictions, bench.records, path)
     check_against_records(predictions, records, path)
+    records, predictions, coverage = applicable_items(bench, read_metadata(path).get("strategy"), records,
+                                                      predictions, coverage)
+    if not len(records):
+        return None, f"{model} cannot answer any item of {bench.name}: {coverage['reason']}"
     if coverage is not None and partial_cells != "include":
+        why = coverage.get("reason") or "a partial import"
         return None, (f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of {bench.name} "
-                      f"(a partial import; report.partial_cells: include compares it on the items both answered)")
+                      f"({why}; report.partial_cells: include compares it on the items both answered)")
     return predictions, None
 
 
