@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 
@@ -26,14 +27,34 @@ def test_cells_lists_the_grid(capsys):
     assert lines[0] == "clip-tiny\timagenet-fixture" and len(lines) == 42
 
 
+def _column_starts(line: str) -> list[int]:
+    """Where each column of a listing line starts: after two spaces or more (a description has single ones)."""
+    return [match.end() for match in re.finditer(r"(?:^|  ) *(?=\S)", line)]
+
+
 def test_listing_commands(capsys):
     assert main(["benchmarks"]) == 0
     out = capsys.readouterr().out
     assert "pope" in out and "flowers102-fixture" in out
+    kinds = out.split("benchmark kinds:\n")[1].split("benchmarks in")[0].splitlines()
+    # every kind's protocol, metric and description start in the same column, the longest name
+    # (imagenet_ilsvrc2012) and metric (mmbench_circular) included
+    assert len({tuple(_column_starts(line)[:4]) for line in kinds}) == 1, kinds
+    assert next(line for line in kinds if "imagenet_ilsvrc2012" in line).split()[:3] == [
+        "imagenet_ilsvrc2012", "classification", "classification"]
     assert main(["models"]) == 0
     out = capsys.readouterr().out
-    assert "open_clip" in out and "  llava-tiny               backend=hf source=fixture\n" in out
-    assert "  random                   backend=baseline\n" in out
+    assert "open_clip" in out and "  llava-tiny  backend=hf         source=fixture\n" in out
+    assert "  random      backend=baseline\n" in out
+    backends = out.split("model backends:\n")[1].split("models in")[0].splitlines()
+    assert len({_column_starts(line)[1] for line in backends}) == 1, backends
+
+
+def test_check_config_counts_one_model_in_the_singular(capsys, tmp_path, write_config, default_config_data):
+    data = default_config_data
+    data["grid"] = {"models": ["random"], "benchmarks": ["pope-fixture"]}
+    assert main(["check-config", "--config", str(write_config(data))]) == 0
+    assert "valid; 1 model x 1 benchmark = 1 cell\n" in capsys.readouterr().out
 
 
 def test_unknown_model_is_one_sentence_with_the_closest_name(capsys):

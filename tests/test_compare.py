@@ -109,7 +109,12 @@ def test_compare_writes_every_pair_with_numbers_or_the_reason_in_words(tiny_grid
     assert pairs[("broken", "na")]["comparable"] is False and "difference" not in pairs[("broken", "na")]
     assert set(result["inputs"]["predictions_sha256"]) == {"good", "fair", "broken", "na"}
     said = capsys.readouterr().err
-    assert "good - fair on tiny: +30.0" in said and "fair - na on tiny: no comparison" in said
+    assert "fair - na on tiny: no comparison" in said
+    # each compared pair's line names the metric, the CI's resampling and both tests (McNemar's p: 112/1024)
+    line = next(line for line in said.splitlines() if "good - fair on tiny" in line)
+    assert "good - fair on tiny: accuracy +30.0 [" in line
+    assert "(95% CI: paired bootstrap over items), p = " in line
+    assert "(two-sided paired sign-flip permutation test over items, 2000 permutations; exact McNemar p = 0.109)" in line
 
 
 def test_compare_against_the_reference_model(tiny_grid, write_config):
@@ -219,7 +224,10 @@ def test_holm_runs_over_each_pair_s_benchmarks_and_marks_the_main_table(tmp_path
         ("a", "z", "True"), ("b", "z", "False")]
     assert float(table[3]["p_holm"]) == pytest.approx(0.6)
     md = (tmp_path / "tables" / "comparisons.md").read_text()
-    assert "| a | ref | x | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 0.010 | 0.030 | yes |" in md
+    assert "| a | ref | x | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 0.010 | 0.030 | yes |" in md
+    # the header names the CI's resampling and the test, each row its metric
+    assert ("| Model A | Model B | Benchmark | Metric | A | B | A \u2212 B [95% CI, paired bootstrap] | "
+            "p (paired permutation) | Holm p | Significant |") in md
     assert "family is one pair's benchmarks" in md and "each model against the reference model ref" in md
     assert "\\begin{tabular}" in (tmp_path / "tables" / "comparisons.tex").read_text()
 

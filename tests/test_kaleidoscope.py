@@ -336,6 +336,43 @@ def test_embedding_cannot_answer_text_only_questions(bench):
             assert row["error"] is None and row["prediction_index"] == gold
 
 
+def test_a_clip_model_is_scored_on_the_questions_with_an_image_and_the_others_are_not_applicable(bench, tmp_path):
+    """Every question with an image answered right by embedding: the score is 100 over those, the text-only
+    ones not applicable (never wrong, never a 0), and the score file and the report say how many and why."""
+    from vlmgrid.predictions import rows_to_table, write_table
+    from vlmgrid.report import build_report
+    from vlmgrid.stages.score import score_cell
+
+    records = bench.records
+    rows = []
+    for i in range(len(records)):
+        item = records.iloc[i:i + 1]
+        model = FakeEmbedder([f"{item['question'].iloc[0]} {item['answer'].iloc[0]}"])
+        rows += PROTOCOLS.get("exam_choice").strategies["embed"](model, bench)(item)
+    with_image = int((records["modality"] == "multimodal").sum())
+    assert 0 < with_image < len(records)  # the fixture has both kinds
+    predictions = tmp_path / "predictions" / "clip" / "k.parquet"
+    predictions.parent.mkdir(parents=True)
+    write_table(predictions, rows_to_table(rows, {"applicable": True, "strategy": "embed",
+                                                  "data_fingerprint": bench.manifest["fingerprint"]}))
+    out = tmp_path / "scores" / "clip" / "k.json"
+    score = score_cell(model_name="clip", bench_dir=bench.root, predictions_path=predictions, out_path=out,
+                       samples=100, seed=0)
+    assert score["value"] == 100.0 and score["n"] == with_image and score["format_error_rate"] == 0.0
+    assert score["coverage"] == {"answered": with_image, "total": len(records),
+                                 "reason": "a text-only question has no image to embed, so a contrastive model "
+                                           "answers the questions with an image alone"}
+    assert set(score["breakdown"]["modality"]) == {"multimodal"}
+
+    name = bench.name
+    written = build_report({("clip", name): out}, ["clip"], [name], tmp_path / "tables", tmp_path / "figures",
+                           kinds={name: "kaleidoscope"})
+    main = (tmp_path / "tables" / "main.md").read_text()
+    assert (f"clip on {name}, {with_image} of {len(records)} answered ({len(records) - with_image} not applicable: a "
+            f"text-only question has no image to embed") in " ".join(main.split())
+    assert "published answer file" not in main and written
+
+
 # ---------------------------------------------------------------------------------------------- chain
 
 def _config(small_config: dict, **llava) -> dict:

@@ -147,6 +147,18 @@ def test_every_line_of_the_plan_fits_100_columns(small, default_costs):
         assert "totals:" in out
 
 
+def test_a_total_that_leaves_out_one_row_says_1_row(tmp_path):
+    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
+                              "benchmarks": {"pope": {"kind": "pope", "source": {"type": "url"}}},
+                              "grid": {"models": ["mystery", "llava-7b"], "benchmarks": ["pope"]}})
+    out = cost.render(cost.cost_table(config))
+    # mystery has no size class: its one row (forward, 9,000 questions) has no estimate
+    mystery = next(line for line in out.splitlines() if line.strip().startswith("mystery "))
+    assert mystery.split()[1:] == ["9,000", "unknown", "1", "row", "-"], mystery
+    assert "The GPU-hours totals leave out 1 row: mystery on pope (forward)." in out
+    assert "1 rows" not in out
+
+
 def test_the_carpe_grid_counts_every_fixed_count_benchmark():
     costs = cost.cost_table(load_config("config/carpe.yaml"))
     unknown = costs[costs["requests"].isna()]

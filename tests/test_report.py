@@ -40,6 +40,19 @@ def plain_latex(tex: str) -> str:
     return unboxed.replace(r"\hspace{0pt}", "")
 
 
+def latex_rows(tex: str) -> dict[str, list[str]]:
+    """A LaTeX table's rows as their cells, keyed by the first (the first block's, where a wide table is split in
+    blocks): `plain_latex`, and each value without the CI set small under it, so a cell reads as its value and
+    marks."""
+    text = re.sub(r"\\begin\{tabular\}\[t\]\{@\{\}c@\{\}\}(.*?) \\\\\{\} \{\\scriptsize \[[^\]]*\]\}\\end\{tabular\}",
+                  r"\1", plain_latex(tex))
+    cells = [line.removesuffix(r" \\").split(" & ") for line in text.splitlines() if " & " in line]
+    rows: dict[str, list[str]] = {}
+    for row in cells:
+        rows.setdefault(row[0], row)
+    return rows
+
+
 def score_obj(model: str, bench: str) -> dict:
     value, ci, draws = HEADLINES[(model, bench)]
     metric = METRICS[bench]

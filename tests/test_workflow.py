@@ -182,6 +182,11 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
     experiment = next(row for row in table if row["Experiment"] == "seed-1")
     assert experiment["models.random.seed"] == "1"
     assert "models.clip-tiny.batch_size" not in experiment  # unchanged: left out
+    # docs/dvc.md's command: the params and metrics an experiment changed, without the dependencies' hashes
+    shown = run(["dvc", "exp", "show", "--csv", "--only-changed", "--drop", "^[^:]*/[^:]*$"], root).stdout
+    columns = next(csv.reader(io.StringIO(shown)))
+    assert {"models.random.seed", "results/metrics/pope-fixture.json:random"} <= set(columns)
+    assert not [column for column in columns if "/" in column and ":" not in column], columns
     new = json.loads((root / "results/scores/random/pope-fixture.json").read_text())
     assert float(experiment["results/metrics/pope-fixture.json:random"]) == round(new["value"], 4) \
         != round(pope["value"], 4)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -23,10 +23,21 @@ DEFAULT_VARIANT = "default"
 
 
 @dataclass(frozen=True)
+class Scope:
+    """The items a strategy can answer at all, where that is fewer than the benchmark's: `applies(records)` is
+    True for those; the others are not applicable to it (not wrong), and `reason` says why in words."""
+
+    applies: Callable[[pd.DataFrame], Sequence[bool]]
+    reason: str
+
+
+@dataclass(frozen=True)
 class Protocol:
     name: str
     description: str
     strategies: Mapping[str, StrategyFactory]  # capability -> factory, in order of preference
+    # strategy -> the items it can answer, where it cannot answer them all (scored on those alone)
+    scopes: Mapping[str, Scope] = field(default_factory=dict)
 
 
 def prediction_row(item_id: str, *, variant: str = DEFAULT_VARIANT, raw: str | None = None,

@@ -14,8 +14,10 @@ prompt mode. Records need a `language` column naming one of its languages.
   The model setting `prompt_mode` chooses; without it the openai backend (closed models) gets tag and every
   other backend json. The mode is the predictions' `variant` ("json" or "tag"), so a predictions file says
   which prompts made it; the raw text is kept and an unreadable answer is a format error;
-- embed (contrastive models): the option whose "question option" text is most like the image; a text-only
-  item cannot be embedded and becomes an error row.
+- embed (contrastive models): the option whose "question option" text is most like the image. A text-only
+  question has no image to embed, so it is not applicable to this strategy (`scopes`): its row is an error row
+  that says so, and the score is over the questions with an image, its `coverage` giving how many and why
+  (the authors evaluate LVLMs, which answer the text-only questions too).
 
 A literal "<image>" in a question or option (left in some exam texts) is removed: a processor would read it
 as an image placeholder.
@@ -33,7 +35,7 @@ import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, load_images, prediction_row, score_items
+from vlmgrid.protocols.base import Protocol, Scope, error_row, load_images, prediction_row, score_items
 from vlmgrid.protocols.choice import embed_strategy
 from vlmgrid.protocols.parsing import LETTERS
 from vlmgrid.protocols.parsing.exam import parse_exam_json, parse_exam_tag
@@ -233,8 +235,20 @@ def generate_strategy(model, bench):
     return run
 
 
+def _has_image(records: pd.DataFrame) -> list[bool]:
+    return [isinstance(image, str) and bool(image) for image in records["image"]]
+
+
+# What a contrastive model cannot answer: a question without an image.
+TEXT_ONLY_SCOPE = Scope(
+    applies=_has_image,
+    reason="a text-only question has no image to embed, so a contrastive model answers the questions with an "
+           "image alone",
+)
+
 EXAM_CHOICE = Protocol(
     name="exam_choice",
     description="pick one lettered option of an exam question, prompted in the question's language",
     strategies={"score_options": option_strategy, "generate": generate_strategy, "embed": embed_strategy},
+    scopes={"embed": TEXT_ONLY_SCOPE},
 )

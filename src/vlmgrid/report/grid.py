@@ -82,6 +82,11 @@ class Grid:
         cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
         return None if cell is None else cell.coverage
 
+    def coverage_reason(self, model: str, benchmark: str) -> str | None:
+        """Why a partial cell's strategy leaves out the other items; None for an import that lacks them."""
+        cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
+        return None if cell is None else getattr(cell, "coverage_reason", None)
+
     def partial(self) -> list[tuple[str, str, tuple[int, int]]]:
         """(model, benchmark, (answered, total)) of every partial cell, in grid order."""
         return [(model, benchmark, coverage) for model in self.models for benchmark in self.benchmarks

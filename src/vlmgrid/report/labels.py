@@ -104,3 +104,9 @@ def count_range(counts: Sequence[int], spec: str = ",") -> str:
     if len(distinct) == 1:
         return format(distinct[0], spec)
     return f"{distinct[0]:{spec}}\u2013{distinct[-1]:{spec}}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the right number: "1 model", "3 models", "1,200 items" (`plural` where
+    adding an "s" is wrong)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

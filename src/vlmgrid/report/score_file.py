@@ -68,6 +68,9 @@ class ScoreCell:
     # (answered, total) when the predictions answer a subset by construction (score-JSON `coverage`); None
     # when the cell answers every item.
     coverage: tuple[int, int] | None = None
+    # why the others are left out, where its strategy cannot answer them (score-JSON `coverage.reason`); None
+    # for an import that answers a subset by construction
+    coverage_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,14 @@ def _coverage(raw: Any) -> tuple[int, int] | None:
     return answered, total
 
 
+def _coverage_reason(raw: Any) -> str | None:
+    """Why a cell's strategy leaves out the items it does not answer (`coverage.reason`); None without one."""
+    reason = raw.get("reason") if isinstance(raw, Mapping) else None
+    if reason is not None and not (isinstance(reason, str) and reason.strip()):
+        raise _Invalid(f"coverage.reason is {reason!r}, not a sentence")
+    return reason
+
+
 def _parse_hidden(data: Mapping, model: str, benchmark: str, path: Path) -> Hidden:
     submission = data.get("submission")
     if not isinstance(submission, Mapping) or not submission or not all(
@@ -300,6 +311,7 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         backend=_name(data, "backend"),
         model_id=_name(data, "model_id"),
         coverage=_coverage(data.get("coverage")),
+        coverage_reason=_coverage_reason(data.get("coverage")),
     )
 
 

@@ -25,6 +25,7 @@ from vlmgrid.predictions import (
     answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
 from vlmgrid.report.comparisons import comparison_pairs
+from vlmgrid.stages.score import applicable_items
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,29 @@ def compare_benchmark(config: Config, benchmark: str) -> dict:
     for pair in result["pairs"]:
         name = f"{pair['model_a']} - {pair['model_b']} on {benchmark}"
         if pair["comparable"]:
-            low, high = pair["ci95"]
-            log.info(f"{name}: {pair['difference']:+.1f} [{low:.1f}, {high:.1f}], p = {pair['p_value']:.3g}")
+            log.info(f"{name}: {compared_line(result['metric'], pair)}")
         else:
             log.info(f"{name}: no comparison ({pair['reason']})")
     log.info(f"wrote {out_path}")
     return result
+
+
+def _over(unit: str) -> str:
+    """What the resamples and sign flips draw: "items", or the groups the metric scores ("pair_id groups")."""
+    return "items" if unit == "item" else f"{unit} groups"
+
+
+def compared_line(metric: str, pair: dict) -> str:
+    """One compared pair in words that name the metric and the tests: "accuracy +30.0 [12.0, 48.0] (95% CI:
+    paired bootstrap over items), p = 0.11 (two-sided paired sign-flip permutation test over items, 2000
+    permutations; exact McNemar p = 0.109)"."""
+    low, high = pair["ci95"]
+    over = _over(pair["unit"])
+    mcnemar = pair.get("mcnemar")
+    exact = "" if mcnemar is None else f"; exact McNemar p = {mcnemar['p_value']:.3g}"
+    return (f"{metric} {pair['difference']:+.1f} [{low:.1f}, {high:.1f}] (95% CI: paired bootstrap over {over}), "
+            f"p = {pair['p_value']:.3g} (two-sided {pair['test']} test over {over}, {pair['permutations']} "
+            f"permutations{exact})")
 
 
 def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None]:
@@ -75,9 +93,14 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
     check_data_fingerprint(read_metadata(path), bench.manifest.get("fingerprint"), path, hint)
     records, coverage = answered_records(read_metadata(path), predictions, bench.records, path)
     check_against_records(predictions, records, path)
+    records, predictions, coverage = applicable_items(bench, read_metadata(path).get("strategy"), records,
+                                                      predictions, coverage)
+    if not len(records):
+        return None, f"{model} cannot answer any item of {bench.name}: {coverage['reason']}"
     if coverage is not None and partial_cells != "include":
+        why = coverage.get("reason") or "a partial import"
         return None, (f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of {bench.name} "
-                      f"(a partial import; report.partial_cells: include compares it on the items both answered)")
+                      f"({why}; report.partial_cells: include compares it on the items both answered)")
     return predictions, None
 
 

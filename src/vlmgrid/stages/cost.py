@@ -57,6 +57,7 @@ import yaml
 
 from vlmgrid import fileio, paths
 from vlmgrid.config import Config
+from vlmgrid.report.labels import counted
 from vlmgrid.stages import plan
 
 THROUGHPUT_FILE = "data/throughput.yaml"
@@ -536,9 +537,9 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
         api = row["model"] in api_models or (row["model"] == "grid" and api_models)
         lines.append(total_format.format(
             _fit(str(row["model"]), 24), _number(row["requests"]), _number(row["gpu_hours"], ".3g"),
-            f"{row['rows_without_estimate']} rows" if row["rows_without_estimate"] else "",
+            counted(int(row["rows_without_estimate"]), "row") if row["rows_without_estimate"] else "",
             _number(row["cost_usd"], ",.2f") if api else "-",
-            f"{row['rows_without_price']} rows" if row["rows_without_price"] else ""))
+            counted(int(row["rows_without_price"]), "row") if row["rows_without_price"] else ""))
     lines.append("")
     left_out: dict[tuple, list[str]] = {}  # the rows left out -> which totals leave them out
     for what, column in (("GPU-hours", "gpu_hours"), ("requests", "requests"), ("USD", "cost_usd")):
@@ -549,9 +550,9 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
                                 []).append(what)
     for named, whats in left_out.items():
         # a cell's two rows of one unit (open- and closed-world templates) are named once, with their number
-        counted = [f"{name[:-1]} x{n})" if n > 1 else name for name, n in Counter(named).items()]
-        lines += _wrapped(f"The {' and '.join(whats)} totals leave out {len(named)} "
-                          f"row{'s' if len(named) != 1 else ''}: {', '.join(counted)}.")
+        listed = [f"{name[:-1]} x{n})" if n > 1 else name for name, n in Counter(named).items()]
+        lines += _wrapped(f"The {' and '.join(whats)} totals leave out {counted(len(named), 'row')}: "
+                          f"{', '.join(listed)}.")
     lines += _wrapped(ASSUMPTIONS.format(tokens=table["lvlm"]["answer_tokens"]["default"],
                                          input_tokens=table["api"]["input_tokens"]["value"]))
     return "\n".join(line.rstrip() for line in lines)

@@ -30,6 +30,7 @@ from vlmgrid.predictions import (
     answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
 from vlmgrid.registry import Registry
+from vlmgrid.report.labels import counted
 from vlmgrid.report.inspect_page import (
     FORMAT_ERROR, NO_GOLD, PARTIAL, RIGHT, WRONG, Answer, InspectPage, Item, option_label, render_page,
 )
@@ -309,5 +310,5 @@ def inspect_benchmark(config: Config, benchmark: str, *, max_items: int = DEFAUL
     page = build_page(config, benchmark, max_items=max_items, seed=seed)
     out = paths.inspect_page_path(config.results_dir, benchmark)
     write_text(out, render_page(page))
-    log.info(f"wrote {out} ({len(page.items)} of {page.n_items} items, {len(page.models)} models)")
+    log.info(f"wrote {out} ({len(page.items)} of {counted(page.n_items, 'item')}, {counted(len(page.models), 'model')})")
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from vlmgrid import paths
 from vlmgrid.config import Config
+from vlmgrid.report.labels import counted
 
 
 def not_applicable(config: Config, model: str, benchmark: str) -> str | None:
@@ -82,8 +83,9 @@ def gpu_problems(config: Config, visible: list[str], limit: int | None = None) -
 def summary(config: Config) -> str:
     """`vlmgrid check-config`: the config is valid, and the grid's size."""
     n_na = sum(not_applicable(config, cell.model, cell.benchmark) is not None for cell in config.cells)
-    return (f"{config.path}: valid; {len(config.models)} models x {len(config.benchmarks)} benchmarks "
-            f"= {len(config.cells)} cells" + (f" ({n_na} not applicable)" if n_na else ""))
+    return (f"{config.path}: valid; {counted(len(config.models), 'model')} x "
+            f"{counted(len(config.benchmarks), 'benchmark')} = {counted(len(config.cells), 'cell')}"
+            + (f" ({n_na} not applicable)" if n_na else ""))
 
 
 def cell_lines(config: Config, as_paths: bool = False) -> list[str]:
@@ -104,13 +106,11 @@ def benchmark_lines(config: Config | None) -> list[str]:
     from vlmgrid.benchmarks import BENCHMARKS
 
     lines = ["benchmark kinds:"]
-    for name, kind in BENCHMARKS.items():
-        lines.append(f"  {name:<16} {kind.protocol:<16} {kind.metric:<15} {kind.description}")
+    lines += aligned([(name, kind.protocol, kind.metric, kind.description) for name, kind in BENCHMARKS.items()])
     if config is not None:
         lines.append(f"benchmarks in {config.path}:")
-        for name in config.benchmarks:
-            entry = config.benchmark(name)
-            lines.append(f"  {name:<24} kind={entry['kind']} source={entry['source']['type']}")
+        lines += aligned([(name, f"kind={config.benchmark(name)['kind']}",
+                           f"source={config.benchmark(name)['source']['type']}") for name in config.benchmarks])
     return lines
 
 
@@ -119,13 +119,23 @@ def model_lines(config: Config | None) -> list[str]:
     from vlmgrid.models import BACKENDS
 
     lines = ["model backends:"]
-    for name, backend in BACKENDS.items():
-        lines.append(f"  {name:<12} capabilities: {', '.join(sorted(backend.capabilities))}"
-                     f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}")
+    lines += aligned([(name, f"capabilities: {', '.join(sorted(backend.capabilities))}"
+                       f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}")
+                      for name, backend in BACKENDS.items()])
     if config is not None:
         lines.append(f"models in {config.path}:")
+        rows = []
         for name in config.models:
             entry = config.model(name)
-            source = f" source={entry['source']['type']}" if entry.get("source") else ""
-            lines.append(f"  {name:<24} backend={entry['backend']}{source}")
+            source = (f"source={entry['source']['type']}",) if entry.get("source") else ()
+            rows.append((name, f"backend={entry['backend']}", *source))
+        lines += aligned(rows)
     return lines
+
+
+def aligned(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """The rows as lines of columns, each column as wide as its longest text (the last one unpadded), so a
+    long name never pushes its row's columns out of line."""
+    widths = [max((len(row[i]) for row in rows if len(row) > i), default=0)
+              for i in range(max((len(row) for row in rows), default=0))]
+    return [indent + "  ".join(text.ljust(widths[i]) for i, text in enumerate(row)).rstrip() for row in rows]

@@ -5,7 +5,9 @@ kind has a more lenient reading, its figure is scored beside the headline under 
 
 A predictions file imported from a format that answers a subset by construction (its metadata's `coverage`)
 is scored on the items it answers, and the score file's `coverage` ({answered, total}) says so; any other file
-that lacks items is refused.
+that lacks items is refused. The items the file's strategy cannot answer at all (its protocol's `scopes`: a
+contrastive model and Kaleidoscope's text-only questions) are not applicable, not wrong: the score is over the
+others, and its `coverage` adds the `reason`.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def score_grid_cell(config: Config, model: str, benchmark: str, *, predictions: 
     else:
         low, high = score["ci95"]
         coverage = score.get("coverage")
-        of = "" if coverage is None else f" of {coverage['total']} items (a partial import)"
+        of = "" if coverage is None else (
+            f" of {coverage['total']} items ({coverage.get('reason') or 'a partial import'})")
         log.info(f"{model} on {benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
                  f"(n={score['n']}{of}, format errors {score['format_error_rate']:.1f}%) -> {out_path}")
     return score
@@ -154,6 +157,26 @@ def _write_submission(metric, records, predictions, out_path: Path, hidden: Labe
     return files
 
 
+def applicable_items(bench, strategy: str | None, records: pd.DataFrame, predictions: pd.DataFrame,
+                     coverage: dict | None) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
+    """The records and predictions left once the items the strategy cannot answer at all (its protocol's scope)
+    are taken out, and the coverage that says so ({answered, total, reason}); as given when it can answer
+    them all. An item it cannot answer is not applicable, never a wrong answer."""
+    from vlmgrid.protocols import PROTOCOLS
+
+    scope = PROTOCOLS.get(bench.kind.protocol).scopes.get(strategy or "")
+    if scope is None:
+        return records, predictions, coverage
+    keep = [bool(flag) for flag in scope.applies(records)]
+    if all(keep):
+        return records, predictions, coverage
+    subset = records[keep].reset_index(drop=True)
+    answered = predictions["id"].astype(str).isin(set(subset["id"].astype(str)))
+    total = coverage["total"] if coverage is not None else int(len(bench.records))
+    return (subset, predictions[answered].reset_index(drop=True),
+            {"answered": int(len(subset)), "total": int(total), "reason": scope.reason})
+
+
 def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_path: Path,
                samples: int, seed: int, given: bool = False) -> dict:
     """`given`: the predictions file is one the user named (`--predictions`), not the grid's own: an error
@@ -193,6 +216,14 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), predictions_path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, predictions_path)
     check_against_records(predictions, records, predictions_path, given)
+    records, predictions, coverage = applicable_items(bench, metadata.get("strategy"), records, predictions, coverage)
+    if not len(records):
+        # not one item the strategy can answer: the cell has no number, as one whose model cannot run it
+        score = {"model": model_name, "benchmark": bench.name, "applicable": False, "reason": coverage["reason"],
+                 "metric": metric.headline, "strategy": metadata.get("strategy"), "inputs": inputs,
+                 "vlmgrid_version": __version__}
+        write_json(out_path, score)
+        return score
     # The items the file answers, when it answers a subset by construction (an MME eval-tool folder).
     covered = {} if coverage is None else {"coverage": coverage}
     # How the answers were obtained (likelihood, generate, embed) and with which decoding, so a table can say.

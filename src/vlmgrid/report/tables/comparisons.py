@@ -7,11 +7,16 @@ from __future__ import annotations
 import pandas as pd
 
 from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
+from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
     DASH, NA, PARTIAL, fmt, latex_escape, latex_name, latex_stack, latex_table, md_table,
 )
 
 HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
+# The Markdown table names the metric of each row and, in its header, the CI's resampling and the test (the
+# LaTeX table, held to the page's width, says so in its caption).
+MD_HEADER = ["Model A", "Model B", "Benchmark", "Metric", "A", "B", "A \u2212 B [95% CI, paired bootstrap]",
+             "p (paired permutation)", "Holm p", "Significant"]
 # The LaTeX header: each pair heads its rows, so the table has one name column, the benchmark's.
 LATEX_HEADER = ["Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
 # The value columns' shares of their part of the line: the difference holds its CI under it.
@@ -92,11 +97,12 @@ def legend(comparisons: Comparisons) -> str:
 
 def comparisons_markdown(comparisons: Comparisons, title: str) -> str:
     notes = reasons(comparisons)
-    rows = [[row.model_a, row.model_b, row.benchmark] + _cells(row, notes) for row in comparisons.rows]
+    rows = [[row.model_a, row.model_b, row.benchmark, metric_label(row.metric) if row.metric else DASH]
+            + _cells(row, notes) for row in comparisons.rows]
     if not rows:
         body = "No comparisons: the grid has fewer than two models, or no comparison file to read."
     else:
-        body = md_table(HEADER, rows, [":---"] * 3 + ["---:"] * 6)
+        body = md_table(MD_HEADER, rows, [":---"] * 4 + ["---:"] * 6)
     na = na_notes(comparisons)
     return f"# {title}: comparisons\n\n{body}\n\n{legend(comparisons)}\n" + (f"\n{na}\n" if na else "")
 

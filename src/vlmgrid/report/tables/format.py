@@ -54,10 +54,21 @@ def coverage_note(grid: Grid, cells: list[tuple[str, str, tuple[int, int]]], *, 
     does); with `average`, what the averages do with such cells (`report.partial_cells`)."""
     if not cells:
         return ""
-    listed = ", ".join(f"{model} on {benchmark} {answered:,} of {total:,} answered"
-                       for model, benchmark, (answered, total) in cells)
-    note = (f"{PARTIAL}: the cell answers a subset of the benchmark's items (its published answer file lacks the "
-            f"others, which are absent, not wrong; its numbers are over the answered items): {listed}.")
+    imported = [(m, b, counts) for m, b, counts in cells if grid.coverage_reason(m, b) is None]
+    scoped = [(m, b, counts) for m, b, counts in cells if grid.coverage_reason(m, b) is not None]
+    notes = []
+    if imported:
+        listed = ", ".join(f"{model} on {benchmark} {answered:,} of {total:,} answered"
+                           for model, benchmark, (answered, total) in imported)
+        notes.append(f"the cell answers a subset of the benchmark's items (its published answer file lacks the "
+                     f"others, which are absent, not wrong; its numbers are over the answered items): {listed}")
+    if scoped:
+        listed = "; ".join(f"{model} on {benchmark}, {answered:,} of {total:,} answered "
+                           f"({total - answered:,} not applicable: {grid.coverage_reason(model, benchmark)})"
+                           for model, benchmark, (answered, total) in scoped)
+        notes.append(f"the model cannot answer some of the benchmark's items at all, which are not applicable, "
+                     f"not wrong; its numbers are over the others: {listed}")
+    note = f"{PARTIAL}: " + "; and ".join(notes) + "."
     if average:
         note += (" An average marked so leaves such a cell out (report.partial_cells: exclude), so it is over the "
                  "model's other benchmarks." if grid.partial_cells == "exclude" else
