@@ -437,3 +437,36 @@ def test_device_map_auto_loads_through_accelerate_on_the_cpu(checkpoints):
     model = Hf.load({**_settings("llava"), "device_map": "auto"}, checkpoints("llava"), "cpu")
     assert {parameter.device.type for parameter in model.model.parameters()} == {"cpu"}
     assert model.generate([GenerateRequest(id="q1", image=_image(0), prompt="What is it?")])[0] is not None
+
+
+def test_packed_mask_lets_each_option_see_the_prefix_and_its_own_earlier_tokens():
+    from vlmgrid.models.hf_scoring import _packed_mask
+
+    mask = _packed_mask([2, 1], 1, torch.float32, "cpu")
+    assert mask.shape == (1, 1, 3, 4)
+    low = torch.finfo(torch.float32).min
+    # columns: the prefix token, then option 0's two tokens, then option 1's one token
+    expected = torch.tensor([[0, 0, low, low],
+                             [0, 0, 0, low],
+                             [0, low, low, 0]])
+    assert torch.equal(mask[0, 0], expected)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
+    """Class names packed into one row score as each in its own row (a long prompt, many names of 1-4 tokens)."""
+    names = [f" {a} {b}" if i % 3 else f" {a}" for i, (a, b) in enumerate(
+        (x, y) for x in ("cat", "dog", "red", "tree", "house", "bird") for y in ("car", "blue", "man", "woman"))]
+    prompt = "Choose one of: " + ",".join(names) + "."
+    requests = [OptionRequest("p0", _image(21), prompt, names), OptionRequest("p1", _image(22), "Which one?", names[:5])]
+    model = Hf.load(_settings(family, batch_size=7), checkpoints(family), "cpu")
+    if family in ("llava", "llava_next"):  # their text model is llama: the packed path is the one that runs
+        assert model._packable(model._text_model())
+    packed = model.score_options(requests)
+    model.pack_options = False
+    assert not model._packable(model._text_model())
+    plain = model.score_options(requests)
+    for a, b in zip(packed, plain):
+        assert a.tokens == b.tokens
+        np.testing.assert_allclose(a.total, b.total, atol=1e-5)
+        assert int(np.argmax(a.normalised)) == int(np.argmax(b.normalised))

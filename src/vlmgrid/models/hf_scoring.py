@@ -8,6 +8,11 @@
   tokenised on their own without special tokens and appended to the prompt tokens, are scored in batched
   forwards that reuse copies of its KV cache; each option's score is the sum of its tokens' log-probabilities.
   Option texts are appended as given: pass " yes" rather than "yes" where the model expects a space.
+  For a language model whose attention takes a ready-made 4D mask (`PACKED_TEXT_MODELS`), a chunk's options are
+  packed one after another into a single row that continues one copy of the prefix's cache, each option seeing
+  the prefix and its own earlier tokens at the positions it would have alone: the prefix's keys and values are
+  read once per chunk instead of copied once per option (hundreds of class names after a prompt of a thousand
+  tokens). Other models score each option in its own row of the chunk; both give the same scores.
 """
 
 from __future__ import annotations
@@ -35,6 +40,25 @@ def _cache_of(output):
     raise VlmgridError(f"{type(output).__name__} returned no KV cache; continuation scoring needs a model with use_cache")
 
 
+# Text model types (config.model_type) whose attention takes a custom 4D additive mask and explicit position ids
+# unchanged, checked against the row-per-option path on the tiny checkpoints (vlmgrid.fixtures.models.tiny_hf).
+PACKED_TEXT_MODELS = frozenset({"llama"})
+
+
+def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
+    """The (1, 1, T, prefix + T) additive mask of options packed into one row: each token sees the whole prefix
+    and its own option's tokens up to itself, nothing of the other options."""
+    import torch
+
+    total = sum(lengths)
+    option = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    position = torch.arange(total)
+    allowed = (option[:, None] == option[None, :]) & (position[None, :] <= position[:, None])
+    allowed = torch.cat([torch.ones((total, prefix_length), dtype=torch.bool), allowed], dim=1)
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    return mask[None, None].to(device)
+
+
 def _cache_argument(model) -> str:
     """The forward argument that takes a KV cache: `cache` where the model has it, else `past_key_values`."""
     import inspect
@@ -45,6 +69,8 @@ def _cache_argument(model) -> str:
 class HfOptionScoring:
     """The option-scoring methods of the `hf` backend (mixed into `Hf`, whose model, tokenizer, request encoding
     and batching they use)."""
+
+    pack_options = True  # False: every option in its own row, whatever the model (the reference path)
 
     def score_options(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
         requests = list(requests)
@@ -100,6 +126,47 @@ class HfOptionScoring:
             return language_model
         return self.model
 
+    def _packable(self, text_model) -> bool:
+        """Whether options can be packed into one row (`PACKED_TEXT_MODELS`, sdpa or eager attention)."""
+        config = getattr(text_model.config, "text_config", None) or text_model.config
+        attention = getattr(config, "_attn_implementation", None)
+        return (getattr(config, "model_type", None) in PACKED_TEXT_MODELS and attention in ("sdpa", "eager")
+                and self.pack_options)
+
+    def _score_packed(self, request: OptionRequest, option_ids: list[list[int]], cache, first, prefix_mask,
+                      text_model) -> OptionScores:
+        """Each chunk's options packed into one row after a copy of the prefix's cache (see the module's doc)."""
+        import torch
+
+        prefix_length = prefix_mask.shape[1]
+        device = prefix_mask.device
+        if bool((prefix_mask == 0).any()):  # a single request is never padded; a pad would shift the positions
+            raise ValueError("a packed continuation needs an unpadded prefix")
+
+        def run(chunk: Sequence[int]) -> list[float]:
+            lengths = [len(option_ids[i]) for i in chunk]
+            ids = torch.tensor([[token for i in chunk for token in option_ids[i]]], device=device)
+            positions = torch.tensor([[prefix_length + k for n in lengths for k in range(n)]], device=device)
+            with torch.inference_mode():
+                logits = text_model(
+                    input_ids=ids, attention_mask=_packed_mask(lengths, prefix_length, self.dtype, device),
+                    position_ids=positions, use_cache=True, **{_cache_argument(text_model): copy.deepcopy(cache)},
+                ).logits
+            logprobs = torch.log_softmax(logits[0].float(), dim=-1)
+            totals, start = [], 0
+            for i, length in zip(chunk, lengths):
+                tokens = option_ids[i]
+                total = float(first[tokens[0]])
+                if length > 1:
+                    following = torch.tensor(tokens[1:], device=logprobs.device)
+                    total += float(logprobs[start:start + length - 1].gather(-1, following[:, None]).sum())
+                totals.append(total)
+                start += length
+            return totals
+
+        totals = self._batched(list(range(len(option_ids))), run)
+        return OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])
+
     def _score_continuations(self, request: OptionRequest) -> OptionScores:
         import torch
 
@@ -122,6 +189,8 @@ class HfOptionScoring:
                 raise VlmgridError(f"item {request.id} has an empty option {option!r}; every option needs text")
         text_model = self._text_model()
         pad = self.tokenizer.pad_token_id or 0
+        if not mrope and self._packable(text_model):
+            return self._score_packed(request, option_ids, cache, first, prefix_mask, text_model)
 
         def run(chunk: Sequence[int]) -> list[float]:
             longest = max(len(option_ids[i]) for i in chunk)
