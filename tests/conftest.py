@@ -210,9 +210,8 @@ def snakemake_run(tmp_path_factory):
     anything works on `snakemake_copy`.
     """
     root = copy_workflow(tmp_path_factory.mktemp("wf") / "repo")
-    # --cores 4 even on two cores: an inference job takes 2 threads but spends most of its time loading its
-    # model on one, so two at a time keep both cores busy (a third less time than --cores 2 on two cores).
-    # The jobs' commands, and so every file, are the same.
+    # --cores 4 even on two cores: the small jobs mostly wait on their imports and files, so a few at a time keep
+    # both cores busy. The jobs' commands, and so every file, are the same.
     run(["snakemake", "--cores", "4"], root)
     return root
 
