@@ -25,7 +25,12 @@ rule all:
     default_target: True
 
 
+onstart:
+    start_forkserver()
+
+
 onsuccess:
+    stop_forkserver()
     shutil.rmtree(paths.partial_report_dir(RESULTS), ignore_errors=True)
 
 
@@ -34,3 +39,4 @@ onerror:
     # which cells are missing (their jobs failed; the logs say why). The grid's own report is made only whole.
     shell("mkdir -p {LOGS:q} && vlmgrid report --config {CONFIG_FILE:q} --allow-missing"
           " > {LOGS:q}/report-partial.log 2>&1 || true")
+    stop_forkserver()

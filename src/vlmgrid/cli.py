@@ -13,10 +13,15 @@ import os
 import sys
 from pathlib import Path
 
-from vlmgrid import __version__, fileio
-from vlmgrid.config import DEFAULT_CONFIG, Config, load_config
-from vlmgrid.errors import VlmgridError
-from vlmgrid.stages import plan
+from typing import TYPE_CHECKING
+
+from vlmgrid import __version__
+
+if TYPE_CHECKING:
+    from vlmgrid.config import Config
+
+# The package's modules are imported where they are used, not here: a command sent to the fork server (main's
+# start, vlmgrid.forkserver) costs its client only this module's import.
 
 
 log = logging.getLogger(__name__)
@@ -40,18 +45,26 @@ def _messages_on_stderr():
 
 
 def cmd_check_config(config: Config, args) -> None:
+    from vlmgrid.stages import plan
+
     print(plan.summary(config))
 
 
 def cmd_benchmarks(config: Config | None, args) -> None:
+    from vlmgrid.stages import plan
+
     print("\n".join(plan.benchmark_lines(config)))
 
 
 def cmd_models(config: Config | None, args) -> None:
+    from vlmgrid.stages import plan
+
     print("\n".join(plan.model_lines(config)))
 
 
 def cmd_cells(config: Config, args) -> None:
+    from vlmgrid.stages import plan
+
     for line in plan.cell_lines(config, as_paths=args.paths):
         print(line)
 
@@ -161,7 +174,15 @@ def cmd_build_dance(config: Config | None, args) -> None:
     log.info(f"wrote {args.out}: {meta['n_queries']} queries from {meta['n_riddle_triples']} riddle triples")
 
 
+def cmd_forkserver(config: Config | None, args) -> None:
+    from vlmgrid.forkserver import serve
+
+    serve(args.socket, idle_timeout=args.idle_timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from vlmgrid.config import DEFAULT_CONFIG
+
     parser = argparse.ArgumentParser(
         prog="vlmgrid", description="Evaluate vision-language models on a grid of benchmarks.")
     parser.add_argument("--version", action="version", version=f"vlmgrid {__version__}")
@@ -263,16 +284,32 @@ def build_parser() -> argparse.ArgumentParser:
     dance.add_argument("--relations", help="riddle templates (default: config/prompts/dance_relations.yaml)")
     dance.add_argument("--train-triples", help="ConceptNet CSV of the triples seen in training (test-seen); "
                        "default: half of the riddle triples, drawn with the seed")
+    server = add("forkserver", cmd_forkserver, "import the jobs' modules once and run each `vlmgrid` command sent "
+                 "to SOCKET in a forked child (the workflow's warm start; docs/speed.md)", needs_config=False)
+    server.add_argument("--socket", required=True, help="the Unix socket to listen on (made 0600)")
+    server.add_argument("--idle-timeout", type=float, default=300.0,
+                        help="stop after this many seconds with no job (default: 300)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and os.environ.get("VLMGRID_FORKSERVER", "") not in ("", "off"):
+        # The command line of a job: run it in the fork server where one is set and takes it (vlmgrid.forkserver)
+        from vlmgrid.forkserver import run_through_server
+
+        code = run_through_server(sys.argv[1:])
+        if code is not None:
+            return code
     args = build_parser().parse_args(argv)
     with _messages_on_stderr():
         return _run(args)
 
 
 def _run(args) -> int:
+    from vlmgrid import fileio
+    from vlmgrid.config import load_config
+    from vlmgrid.errors import VlmgridError
+
     try:
         if args.needs_config:
             config = load_config(args.config)

@@ -197,3 +197,50 @@ def get_cost_plan():
     from vlmgrid.stages import cost
 
     return cost.cost_table(GRID)
+
+
+# The jobs' warm start (docs/speed.md): where jobs run on this machine, a `vlmgrid forkserver` imports their
+# modules once and runs each job's command in a forked child; the jobs find it through VLMGRID_FORKSERVER. Snakemake
+# calls onstart only when there are jobs to run and not in a dry run. VLMGRID_FORKSERVER=off, or a cluster executor
+# (its jobs run on other nodes), starts none: each job then imports its modules itself, as does a job that cannot
+# reach the socket or whose environment differs from the server's (vlmgrid.forkserver).
+FORKSERVER = {}
+
+
+def start_forkserver():
+    import subprocess
+    import tempfile
+
+    if not workflow.local_exec or os.environ.get("VLMGRID_FORKSERVER", "") != "":
+        return  # a cluster's jobs, or off, or one that the caller started
+    vlmgrid = shutil.which("vlmgrid")
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime folder)
+    folder = tempfile.mkdtemp(prefix="vlmgrid-", dir=runtime if os.path.isdir(runtime) else "/tmp")
+    socket_path = os.path.join(folder, "socket")
+    if vlmgrid is None or len(socket_path.encode()) > 100:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    os.makedirs(LOGS, exist_ok=True)
+    with open(os.path.join(LOGS, "forkserver.log"), "w") as log:
+        FORKSERVER["process"] = subprocess.Popen([vlmgrid, "forkserver", "--socket", socket_path],
+                                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                                 start_new_session=True)
+    FORKSERVER["folder"] = folder
+    os.environ["VLMGRID_FORKSERVER"] = socket_path  # the local jobs' commands inherit it
+
+
+def stop_forkserver():
+    import subprocess
+
+    process = FORKSERVER.pop("process", None)
+    if process is None:
+        return
+    process.terminate()  # it stops its jobs first, if any are left
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    os.environ.pop("VLMGRID_FORKSERVER", None)
+    shutil.rmtree(FORKSERVER.pop("folder"), ignore_errors=True)

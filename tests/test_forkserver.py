@@ -1,0 +1,217 @@
+"""The fork server (`vlmgrid forkserver`, vlmgrid.forkserver): real `vlmgrid` commands run through it give the
+bytes and exit codes that they give in their own process; a job whose client is killed is killed; signals reach
+the job; a refusal or a missing server runs the command in the client's process."""
+
+import fcntl
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+from vlmgrid.forkserver import PER_JOB, _environment_difference
+
+REPO = Path(__file__).resolve().parents[1]
+VLMGRID = [sys.executable, "-m", "vlmgrid.cli"]
+
+
+def _base_env(**changes) -> dict:
+    """This environment without what differs from one test to the next (pytest names the running test)."""
+    keep = {name: value for name, value in os.environ.items()
+            if name not in ("PYTEST_CURRENT_TEST", "VLMGRID_FORKSERVER")}
+    return {**keep, **changes}
+
+
+def _wait_for(predicate, what: str, limit_s: float = 120.0):
+    """Poll until `predicate()` is true (a bound on waiting, not a timed assertion)."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {limit_s} s for {what}")
+        time.sleep(0.05)
+
+
+class Server:
+    def __init__(self, idle_timeout: float = 300.0):
+        # A Unix socket's path is short (107 bytes): a folder of its own under /tmp, not pytest's deep tmp_path.
+        self.folder = Path(tempfile.mkdtemp(prefix="vlmgrid-test-", dir="/tmp"))
+        self.socket = self.folder / "socket"
+        self.log = self.folder / "forkserver.log"
+        env = _base_env()
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [*VLMGRID, "forkserver", "--socket", str(self.socket), "--idle-timeout", str(idle_timeout)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd="/", start_new_session=True)
+        _wait_for(lambda: "ready:" in self.text(), "the server's imports")
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def env(self, **changes) -> dict:
+        return _base_env(VLMGRID_FORKSERVER=str(self.socket), **changes)
+
+    def started_pid(self, command: str, after: int) -> int:
+        """The pid of the job the log says started with `command` after the `after` ones before it (waiting)."""
+        def lines():
+            return [ln for ln in self.text().splitlines() if ln.endswith(f"started: vlmgrid {command}")]
+
+        _wait_for(lambda: len(lines()) > after, f"job {command!r} to start")
+        return int(lines()[after].split(" job ")[1].split()[0])
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=60)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = Server()
+    yield running
+    running.stop()
+
+
+def _run(args, env=None, cwd=REPO):
+    return subprocess.run([*VLMGRID, *args], capture_output=True, env=env or _base_env(), cwd=cwd, timeout=300)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # a zombie would still answer: gone means reaped as well
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _served(server, command: str) -> int:
+    return server.text().count(f"started: vlmgrid {command}\n")
+
+
+@pytest.mark.parametrize("args, code", [
+    (["benchmarks"], 0),
+    (["models"], 0),
+    # the grid's default config, read from the client's folder (the server runs in /), and no such benchmark
+    (["score", "clip-tiny", "no-such-bench"], 2),
+    (["no-such-command"], 2),  # argparse's own error and exit status
+])
+def test_same_bytes_and_exit_code_as_in_process(server, args, code):
+    own = _run(args)
+    before = _served(server, " ".join(args))
+    served = _run(args, env=server.env())
+    assert own.returncode == code
+    assert (served.returncode, served.stdout, served.stderr) == (own.returncode, own.stdout, own.stderr)
+    assert _served(server, " ".join(args)) == before + 1  # it did run in the server
+    if code == 2 and args[0] == "score":
+        assert served.stderr.decode().startswith("vlmgrid: error: ")
+        assert served.stderr.decode().count("\n") == 1
+
+
+def test_a_different_environment_is_refused_and_runs_in_the_client(server):
+    own = _run(["benchmarks"], env=_base_env(HF_HOME="/elsewhere/hf"))
+    served = _run(["benchmarks"], env=server.env(HF_HOME="/elsewhere/hf"))
+    assert served.returncode == 0
+    assert served.stdout == own.stdout
+    assert served.stderr.decode() == (f"vlmgrid: the fork server at {server.socket} did not run this command "
+                                      "(HF_HOME differs); it runs in its own process\n")
+    assert "refused (HF_HOME differs): vlmgrid benchmarks" in server.text()
+
+
+def test_the_per_job_variables_are_the_jobs_own(server):
+    # Snakemake's threads variables for a 3-thread job: served, and the job sees them
+    served = _run(["benchmarks"], env=server.env(OMP_NUM_THREADS="3", MKL_NUM_THREADS="3", TMPDIR="/tmp"))
+    assert served.returncode == 0 and served.stderr == b""
+    assert _environment_difference({"OMP_NUM_THREADS": "3", "A": "1"}, {"A": "1"}) is None
+    assert _environment_difference({"A": "1"}, {"A": "2", "B": "1"}) == "A"
+    assert _environment_difference({"A": "1", "B": "1"}, {"A": "1"}) == "B"
+    assert {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+            "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"} <= PER_JOB
+
+
+def test_no_server_at_the_socket_runs_in_the_client_silently(tmp_path):
+    own = _run(["benchmarks"])
+    gone = _run(["benchmarks"], env=_base_env(VLMGRID_FORKSERVER=str(tmp_path / "no-socket")))
+    off = _run(["benchmarks"], env=_base_env(VLMGRID_FORKSERVER="off"))
+    assert (gone.returncode, gone.stdout, gone.stderr) == (own.returncode, own.stdout, own.stderr)
+    assert (off.returncode, off.stdout, off.stderr) == (own.returncode, own.stdout, own.stderr)
+
+
+def _blocked_job(server):
+    """A served `vlmgrid plan` (10 kB of output) whose stdout is a pipe of 4 kB that nobody reads yet: the job
+    waits in its write. Returns the client, the job's pid and the pipe's read end."""
+    before = server.text().count("started: vlmgrid plan\n")
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    client = subprocess.Popen([*VLMGRID, "plan"], env=server.env(), cwd=REPO, stdout=write_end,
+                              stderr=subprocess.PIPE)
+    os.close(write_end)
+    pid = server.started_pid("plan", after=before)
+    _wait_for(lambda: _unread(read_end) >= 4096, "the job to fill its stdout")  # now it waits in its write
+    return client, pid, read_end
+
+
+def _unread(read_end: int) -> int:
+    """The bytes in a pipe not read yet."""
+    return struct.unpack("i", fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def _drain(read_end: int) -> bytes:
+    with os.fdopen(read_end, "rb") as pipe:
+        return pipe.read()
+
+
+def test_a_killed_clients_job_is_killed_and_reaped(server):
+    client, pid, read_end = _blocked_job(server)
+    assert _alive(pid)
+    client.kill()  # SIGKILL: the client forwards nothing; the server sees its connection close
+    client.communicate()
+    _wait_for(lambda: f"job {pid}: its client is gone" in server.text(), "the server to see the client gone")
+    _drain(read_end)
+    _wait_for(lambda: not _alive(pid), f"job {pid} to end")
+    assert f"job {pid}: its client is gone; SIGTERM" in server.text()
+    assert f"job {pid} exit 143 " in server.text()
+
+
+def test_sigterm_to_the_client_reaches_the_job(server):
+    client, pid, read_end = _blocked_job(server)
+    client.send_signal(signal.SIGTERM)
+    client.wait(timeout=120)  # the job cannot end by itself: its output is not read
+    _drain(read_end)
+    assert client.returncode == 143  # the job died of SIGTERM: 128 + 15, as a shell shows it
+    _wait_for(lambda: not _alive(pid), f"job {pid} to end")
+
+
+def test_sigint_to_the_client_interrupts_the_job_as_in_its_own_process(server):
+    client, pid, read_end = _blocked_job(server)
+    client.send_signal(signal.SIGINT)
+    stderr = client.stderr.readline()  # the job's KeyboardInterrupt, caught by the CLI, said so
+    _drain(read_end)  # then its exit flushes the rest of its output
+    client.wait(timeout=120)
+    assert client.returncode == 130
+    assert stderr == b"vlmgrid: interrupted\n"
+    client.stderr.close()
+
+
+def test_the_idle_timeout_and_sigterm_end_the_server():
+    idle = Server(idle_timeout=1)
+    try:
+        assert idle.process.wait(timeout=120) == 0
+        assert "no job for 1 s: stopping" in idle.text()
+        assert not idle.socket.exists()
+    finally:
+        idle.stop()
+    stopped = Server()
+    try:
+        stopped.process.terminate()
+        assert stopped.process.wait(timeout=120) == 0
+        assert "signal 15: stopping 0 job(s)" in stopped.text()
+        assert not stopped.socket.exists()
+    finally:
+        stopped.stop()
