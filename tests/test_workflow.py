@@ -48,6 +48,18 @@ def test_default_grid_writes_tables_figures_and_scores(snakemake_run):
     assert (root / "results/logs/infer/clip-tiny/pope-fixture.log").is_file()
 
 
+def test_the_grids_jobs_ran_in_the_fork_server(snakemake_run):
+    # Snakemake's onstart started `vlmgrid forkserver`, and every job's command ran there (docs/speed.md): one
+    # job line per rule's benchmark file, none refused, and the server stopped with the run.
+    log = (snakemake_run / "results/logs/forkserver.log").read_text()
+    served = re.findall(r"^\S+ \S+ job \d+ exit 0 in [0-9.]+ s \([0-9.]+ s CPU\): vlmgrid (\S+) ", log, re.M)
+    jobs = list((snakemake_run / "results/logs/benchmarks").rglob("*.tsv"))
+    assert len(served) == len(jobs) > 100
+    assert set(served) == {"prepare", "fetch-model", "infer", "score", "compare", "inspect", "report"}
+    assert "refused" not in log and "exit 0" in log.splitlines()[-2]
+    assert log.splitlines()[-1].endswith("stopping 0 job(s)")
+
+
 def test_noop_rerun_does_nothing(snakemake_run):
     result = run(["snakemake", "--cores", "2"], snakemake_run)
     assert "Nothing to be done" in result.stdout + result.stderr

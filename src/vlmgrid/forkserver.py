@@ -32,11 +32,12 @@ import time
 
 ENV = "VLMGRID_FORKSERVER"  # the socket's path; "off" (or empty) runs every command in its own process
 # What Snakemake sets per shell job (snakemake/shell.py: the threads variables, and the tmpdir resource's), and
-# what the shell running a job's command line sets for itself: a job may differ from the server in these. Every
-# other variable must be equal, as modules read some at import (HF_HOME, HF_HUB_OFFLINE, TORCH_HOME, ...).
+# what the shell running a job's command line sets for itself (bash drops PS1 and PS2 where not interactive): a
+# job may differ from the server in these. Every other variable must be equal, as modules read some at import
+# (HF_HOME, HF_HUB_OFFLINE, TORCH_HOME, ...).
 PER_JOB = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "_", "SHLVL", "PWD", "OLDPWD", ENV,
+    "NUMEXPR_NUM_THREADS", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "_", "SHLVL", "PWD", "OLDPWD", "PS1", "PS2", ENV,
 })
 # The modules a job may import, imported once by the server (each only where installed).
 PRELOAD = ("vlmgrid.cli", "vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages.infer",

@@ -216,7 +216,7 @@ def start_forkserver():
     vlmgrid = shutil.which("vlmgrid")
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
     # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime folder)
-    folder = tempfile.mkdtemp(prefix="vlmgrid-", dir=runtime if os.path.isdir(runtime) else "/tmp")
+    folder = tempfile.mkdtemp(prefix="vlmgrid-forkserver-", dir=runtime if os.path.isdir(runtime) else "/tmp")
     socket_path = os.path.join(folder, "socket")
     if vlmgrid is None or len(socket_path.encode()) > 100:
         shutil.rmtree(folder, ignore_errors=True)
