@@ -10,7 +10,8 @@ For each run it takes the wall time, the CPU time (user + system) of Snakemake a
 the job count from Snakemake's own job table; per rule, the sum and the largest of its jobs' wall and CPU
 seconds from their benchmark files (`<results_dir>/logs/benchmarks/<rule>/...tsv`, written by the rules'
 `benchmark:`). Snakemake samples a job's CPU time about once a second, so a rule's CPU figures are a floor
-(a job done before its first sample has none, and is counted apart); the run's own CPU time is exact.
+(a job done before its first sample has none, and is counted apart); the run's own CPU time is exact. Jobs run
+in the fork server (docs/speed.md) have their exact wall and CPU seconds in its log, read per rule as well.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from gridrun import Run, snakemake, workflow_copy  # noqa: E402, F401 (Run: what
 from vlmgrid.paths import logs_dir  # noqa: E402
 
 BENCHMARKS_DIR = logs_dir(Path("results")) / "benchmarks"  # the default grid's (config/config.yaml: results)
+FORKSERVER_LOG = logs_dir(Path("results")) / "forkserver.log"  # the jobs' fork server's (docs/speed.md)
+# A job line of the fork server's log: "<date> <time> job <pid> exit <code> in <s> s (<cpu> s CPU): vlmgrid <argv>"
+SERVED_JOB = re.compile(r"^\S+ \S+ job \d+ exit -?\d+ in ([0-9.]+) s \(([0-9.]+) s CPU\): vlmgrid (\S+)", re.M)
 
 
 def job_counts(stderr: str) -> dict[str, int]:
@@ -84,6 +88,21 @@ def rule_times(benchmarks: Path) -> dict[str, dict]:
     return dict(sorted(rules.items(), key=lambda item: -item[1]["wall_sum"]))
 
 
+def served_times(log: str) -> dict[str, dict]:
+    """Per rule (a job's command, `fetch-model` as fetch_model), the jobs that the fork server ran, the sum of
+    their wall seconds and the sum and largest of their CPU seconds: the server's wait4 figures, exact, where a
+    served job's benchmark file counts only its client."""
+    rules: dict[str, dict] = {}
+    for wall, cpu, command in SERVED_JOB.findall(log):
+        entry = rules.setdefault(command.replace("-", "_"), {"jobs": 0, "wall_sum": 0.0, "cpu_sum": 0.0,
+                                                             "cpu_max": 0.0})
+        entry["jobs"] += 1
+        entry["wall_sum"] += float(wall)
+        entry["cpu_sum"] += float(cpu)
+        entry["cpu_max"] = max(entry["cpu_max"], float(cpu))
+    return dict(sorted(rules.items(), key=lambda item: -item[1]["cpu_sum"]))
+
+
 def summary(runs: list[dict], noop: dict) -> dict:
     """The median cold run (by wall time; the lower middle of an even count) and the no-op run, as figures."""
     ordered = sorted(runs, key=lambda run: run["wall_s"])
@@ -91,6 +110,7 @@ def summary(runs: list[dict], noop: dict) -> dict:
     return {"runs": len(runs), "cold_wall_median": statistics.median(run["wall_s"] for run in runs),
             "cold_cpu_median": statistics.median(run["cpu_s"] for run in runs),
             "cold_walls": [run["wall_s"] for run in runs], "jobs": median["jobs"], "rules": median["rules"],
+            "served": median.get("served", {}),
             "noop_wall": noop["wall_s"], "noop_cpu": noop["cpu_s"]}
 
 
@@ -114,6 +134,11 @@ def render_markdown(meta: dict, figures: dict) -> str:
     for rule, entry in figures["rules"].items():
         lines.append(f"| {rule} | {entry['jobs']} | {_s(entry['wall_sum'])} | {_s(entry['wall_max'])} | "
                      f"{_s(entry['cpu_sum'])} | {_s(entry['cpu_max'])} | {entry['cpu_unsampled']} |")
+    if figures.get("served"):
+        lines += ["", "Per rule, the jobs run in the fork server, in the same run (its log; CPU exact):", "",
+                  "| rule | jobs | wall sum s | CPU sum s | CPU max s |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {rule} | {entry['jobs']} | {_s(entry['wall_sum'])} | {_s(entry['cpu_sum'])} | "
+                  f"{_s(entry['cpu_max'])} |" for rule, entry in figures["served"].items()]
     notes = meta.get("notes") or []
     if notes:
         lines += ["", *[f"- {note}" for note in notes]]
@@ -125,6 +150,8 @@ def cold_run(work: Path, index: int, cores: int) -> tuple[dict, Path]:
     run = snakemake(["--cores", str(cores)], root)
     figures = {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "jobs": job_counts(run.stderr),
                "rules": rule_times(root / BENCHMARKS_DIR)}
+    if (root / FORKSERVER_LOG).is_file():
+        figures["served"] = served_times((root / FORKSERVER_LOG).read_text(encoding="utf-8"))
     print(f"cold run {index}: {run.wall_s:.1f} s wall, {run.cpu_s:.1f} s CPU, "
           f"{figures['jobs'].get('total', 0)} jobs", flush=True)
     return figures, root

@@ -97,6 +97,32 @@ def test_the_summary_is_the_median_run_and_the_table_shows_it():
     assert text.endswith("- load 1.0\n")
 
 
+# The fork server's log of a run (vlmgrid.forkserver): a start line and an end line per job, and its own lines
+SERVER_LOG = """2026-12-03 15:17:39 listening on /tmp/vlmgrid-forkserver-vb57fxex/socket; importing the jobs' modules
+2026-12-03 15:17:47 ready: 3557 modules imported
+2026-12-03 15:17:47 job 4137 started: vlmgrid prepare flowers102-fixture --config config/config.yaml
+2026-12-03 15:17:47 job 4137 exit 0 in 0.70 s (0.32 s CPU): vlmgrid prepare flowers102-fixture --config config/config.yaml
+2026-12-03 15:17:48 job 4205 exit 0 in 0.40 s (0.18 s CPU): vlmgrid prepare food101-fixture --config config/config.yaml
+2026-12-03 15:18:51 job 12287 exit 0 in 5.09 s (1.49 s CPU): vlmgrid infer llava-tiny mme-fixture --config c.yaml --threads 1
+2026-12-03 15:18:52 job 12290 exit 2 in 0.25 s (0.25 s CPU): vlmgrid fetch-model clip-tiny --config config/config.yaml
+2026-12-03 15:18:53 refused (HF_HOME differs): vlmgrid score random mme-fixture --config config/config.yaml
+2026-12-03 15:20:03 signal 15: stopping 0 job(s)
+"""
+
+
+def test_the_fork_servers_log_gives_each_rules_served_jobs_and_their_exact_cpu():
+    served = grid.served_times(SERVER_LOG)
+    assert list(served) == ["infer", "prepare", "fetch_model"]  # the costliest first; a refused job ran elsewhere
+    assert served["prepare"] == {"jobs": 2, "wall_sum": 1.1, "cpu_sum": 0.5, "cpu_max": 0.32}
+    assert served["infer"] == {"jobs": 1, "wall_sum": 5.09, "cpu_sum": 1.49, "cpu_max": 1.49}
+    assert served["fetch_model"]["jobs"] == 1
+    meta = {"date": "d", "cpus": 2, "libraries": "l", "command": "c"}
+    figures = {"runs": 1, "cold_walls": [100.0], "cold_wall_median": 100.0, "cold_cpu_median": 90.0,
+               "noop_wall": 2.0, "noop_cpu": 1.0, "jobs": {"total": 4}, "rules": {}, "served": served}
+    text = grid.render_markdown(meta, figures)
+    assert "| prepare | 2 | 1.1 | 0.5 | 0.3 |" in text and "| infer | 1 | 5.1 | 1.5 | 1.5 |" in text
+
+
 def test_fewer_than_one_run_is_refused():
     with pytest.raises(SystemExit):
         grid.main(["--runs", "0"])
