@@ -14,8 +14,10 @@ import termios
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from conftest import copy_workflow
 from vlmgrid.forkserver import PER_JOB, _environment_difference
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,6 +114,22 @@ def test_same_bytes_and_exit_code_as_in_process(server, args, code):
     if code == 2 and args[0] == "score":
         assert served.stderr.decode().startswith("vlmgrid: error: ")
         assert served.stderr.decode().count("\n") == 1
+
+
+def test_a_tiny_cell_prepared_inferred_and_scored_in_the_server_gives_the_same_files(server, tmp_path):
+    own, served = copy_workflow(tmp_path / "own"), copy_workflow(tmp_path / "served")
+    for command in (["prepare", "pope-fixture"], ["fetch-model", "clip-tiny"],
+                    ["infer", "clip-tiny", "pope-fixture", "--threads", "1", "--no-progress"],
+                    ["score", "clip-tiny", "pope-fixture"]):
+        before = _served(server, " ".join(command))
+        in_process, in_server = _run(command, cwd=own), _run(command, env=server.env(), cwd=served)
+        assert in_process.returncode == in_server.returncode == 0, in_server.stderr
+        assert in_server.stdout == in_process.stdout
+        assert _served(server, " ".join(command)) == before + 1
+    score = "results/scores/clip-tiny/pope-fixture.json"
+    assert (served / score).read_bytes() == (own / score).read_bytes()
+    predictions = "results/predictions/clip-tiny/pope-fixture.parquet"
+    pd.testing.assert_frame_equal(pd.read_parquet(served / predictions), pd.read_parquet(own / predictions))
 
 
 def test_a_different_environment_is_refused_and_runs_in_the_client(server):

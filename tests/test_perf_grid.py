@@ -101,9 +101,9 @@ def test_the_summary_is_the_median_run_and_the_table_shows_it():
 SERVER_LOG = """2026-12-03 15:17:39 listening on /tmp/vlmgrid-forkserver-vb57fxex/socket; importing the jobs' modules
 2026-12-03 15:17:47 ready: 3557 modules imported
 2026-12-03 15:17:47 job 4137 started: vlmgrid prepare flowers102-fixture --config config/config.yaml
-2026-12-03 15:17:47 job 4137 exit 0 in 0.70 s (0.32 s CPU): vlmgrid prepare flowers102-fixture --config config/config.yaml
+2026-12-03 15:17:47 job 4137 exit 0 in 0.70 s (0.32 s CPU): vlmgrid prepare flowers102-fixture --config c.yaml
 2026-12-03 15:17:48 job 4205 exit 0 in 0.40 s (0.18 s CPU): vlmgrid prepare food101-fixture --config config/config.yaml
-2026-12-03 15:18:51 job 12287 exit 0 in 5.09 s (1.49 s CPU): vlmgrid infer llava-tiny mme-fixture --config c.yaml --threads 1
+2026-12-03 15:18:51 job 12287 exit 0 in 5.09 s (1.49 s CPU): vlmgrid infer llava-tiny mme-fixture --threads 1
 2026-12-03 15:18:52 job 12290 exit 2 in 0.25 s (0.25 s CPU): vlmgrid fetch-model clip-tiny --config config/config.yaml
 2026-12-03 15:18:53 refused (HF_HOME differs): vlmgrid score random mme-fixture --config config/config.yaml
 2026-12-03 15:20:03 signal 15: stopping 0 job(s)

@@ -12,8 +12,11 @@ When the socket cannot be reached, the command runs in the client's own process,
 another node, a server that ended); when the server refuses it (an environment that differs from the server's
 where modules read it at import), it runs there too, and says why in one line.
 
-Fork safety: the server is single-threaded (one `selectors` loop, signals through a wakeup fd) and only imports
-(no computation, no thread pool, no CUDA), so a forked child starts as clean as a fresh process.
+Fork safety: the server runs no thread of its own (one `selectors` loop, signals through a wakeup fd) and only
+imports (no computation, no thread pool, no CUDA), so a forked child starts as clean as a fresh process. The one
+library that starts threads at import is pyarrow (its jemalloc allocator's background thread and one more; the
+log's `ready` line counts them): Arrow and jemalloc register fork handlers (pthread_atfork) for exactly this, as
+multiprocessing's forkserver relies on when it preloads pandas.
 
 Protocol, over a Unix stream socket: the client sends a 4-byte big-endian length and a JSON request
 {"argv", "cwd", "environ", "python"} with its fds 0, 1 and 2 (SCM_RIGHTS); the server answers JSON lines:
@@ -90,12 +93,7 @@ def run_through_server(argv: list[str]) -> int | None:
     job["pid"] = first["pid"]
     for signum in job["pending"]:  # signals that came before the job's pid: the job gets them now
         forward(signum, None)
-    while True:
-        try:
-            line = replies.readline()
-            break
-        except InterruptedError:  # a forwarded signal; PEP 475 retries, this is for safety
-            continue
+    line = replies.readline()  # the job's exit code when it ends; a forwarded signal does not end the wait
     try:
         return int(json.loads(line)["exit"])
     except (ValueError, KeyError, TypeError):
@@ -175,7 +173,8 @@ def serve(path: str, idle_timeout: float = 300.0) -> int:
     # What the imports set in the environment (open_clip sets TOKENIZERS_PARALLELISM): a job's process gets it
     # too, as the modules, already imported in it, do not set it again.
     imported = {name: value for name, value in os.environ.items() if reference.get(name) != value}
-    _log(f"ready: {len(sys.modules)} modules imported")
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else "?"
+    _log(f"ready: {len(sys.modules)} modules imported, {threads} threads (the libraries')")
 
     # Signals reach the loop through a wakeup socket (no work in handlers, no threads).
     wake_read, wake_write = socket.socketpair()
