@@ -192,9 +192,10 @@ def test_a_killed_clients_job_is_killed_and_reaped(server):
     client.communicate()
     _wait_for(lambda: f"job {pid}: its client is gone" in server.text(), "the server to see the client gone")
     _drain(read_end)
-    _wait_for(lambda: not _alive(pid), f"job {pid} to end")
+    # the server logs a job's end just after reaping it: wait for the line, then the pid is gone
+    _wait_for(lambda: f"job {pid} exit 143 " in server.text(), f"job {pid} to end by SIGTERM")
+    assert not _alive(pid)
     assert f"job {pid}: its client is gone; SIGTERM" in server.text()
-    assert f"job {pid} exit 143 " in server.text()
 
 
 def test_sigterm_to_the_client_reaches_the_job(server):
