@@ -242,8 +242,7 @@ def _has_image(records: pd.DataFrame) -> list[bool]:
 # What a contrastive model cannot answer: a question without an image.
 TEXT_ONLY_SCOPE = Scope(
     applies=_has_image,
-    reason="a text-only question has no image to embed, so a contrastive model answers the questions with an "
-           "image alone",
+    reason="a text-only question has no image to embed",
 )
 
 EXAM_CHOICE = Protocol(

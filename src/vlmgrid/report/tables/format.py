@@ -66,12 +66,10 @@ def coverage_note(grid: Grid, cells: list[tuple[str, str, tuple[int, int]]], *, 
         listed = "; ".join(f"{model} on {benchmark}, {answered:,} of {total:,} answered "
                            f"({total - answered:,} not applicable: {grid.coverage_reason(model, benchmark)})"
                            for model, benchmark, (answered, total) in scoped)
-        notes.append(f"the model cannot answer some of the benchmark's items at all, which are not applicable, "
-                     f"not wrong; its numbers are over the others: {listed}")
+        notes.append(f"items the model cannot answer at all are not applicable, not wrong, and left out: {listed}")
     note = f"{PARTIAL}: " + "; and ".join(notes) + "."
     if average:
-        note += (" An average marked so leaves such a cell out (report.partial_cells: exclude), so it is over the "
-                 "model's other benchmarks." if grid.partial_cells == "exclude" else
+        note += (" An average marked so leaves such a cell out (report.partial_cells: exclude)." if grid.partial_cells == "exclude" else
                  " An average marked so takes such a cell in as it is (report.partial_cells: include).")
     return note
 
