@@ -1,5 +1,6 @@
 """The report's LaTeX tables: best bold and second underlined as the papers mark them, wide tables split into
-blocks, and every .tex file compiling in a minimal document with pdflatex, inside the page's width."""
+blocks, and every .tex file compiling in a minimal document with pdflatex, inside the page's width, and a table
+longer than a page running on over the next pages."""
 
 from __future__ import annotations
 
@@ -83,7 +84,10 @@ def test_each_block_repeats_the_row_names():
     rows = [["m1", *"1234567"], ["m2", *"7654321"]]
     assert BLOCK_COLUMNS == 4
     tex = latex_table("T", "t", header, rows)
-    assert tex.count(r"\begin{tabular}{lcccc}") == 1 and tex.count(r"\begin{tabular}{lccc}") == 1
+    assert tex.count(r"\begin{longtable}{lcccc}") == 1 and tex.count(r"\begin{longtable}{lccc}") == 1
+    # one caption and label, on the first block; the second has the same number
+    assert tex.count(r"\caption{T}\label{tab:t} \\") == 1 and tex.count(r"\addtocounter{table}{-1}") == 1
+    assert tex.index(r"\caption{T}") < tex.index(r"\addtocounter") < tex.index(r"\begin{longtable}{lccc}")
     cells = table_rows(tex)
     assert ["Model", *"abcd"] in cells and ["Model", *"efg"] in cells
     assert ["m1", *"567"] in cells and ["m2", *"7654"] in cells
@@ -93,7 +97,7 @@ def test_each_block_repeats_the_row_names():
     assert r"\parbox[b]{\dimexpr(0.78\linewidth-6\tabcolsep-1pt)*333/1000\relax}{\centering\hspace{0pt}e}" in tex
     assert r"\resizebox" not in tex
     unsplit = latex_table("T", "t", header, rows, split=False)
-    assert unsplit.count(r"\begin{tabular}") == 1
+    assert unsplit.count(r"\begin{longtable}") == 1 and r"\addtocounter" not in unsplit
 
 
 # --- a grid of 14 benchmarks and three models --------------------------------------------------------------
@@ -103,9 +107,9 @@ MODELS = ["clip-tiny", "llava-tiny", "random"]
 METRICS = ["accuracy", "f1", "scaled", "acc_at_50", "vqa_accuracy", "circular_accuracy", "pair_accuracy"]
 
 
-def wide_grid(root: Path) -> dict:
+def wide_grid(root: Path, models: list[str] = MODELS) -> dict:
     files = {}
-    for i, model in enumerate(MODELS):
+    for i, model in enumerate(models):
         for k, bench in enumerate(BENCHES):
             if model == "clip-tiny" and k == 5:
                 obj = {"model": model, "benchmark": bench, "applicable": False, "reason": "cannot generate"}
@@ -124,8 +128,9 @@ def test_the_main_table_of_a_wide_grid_is_split_and_marks_each_column(tmp_path):
     build_report(wide_grid(tmp_path), MODELS, BENCHES, tmp_path / "tables", tmp_path / "figures")
     tex = (tmp_path / "tables" / "main.tex").read_text(encoding="utf-8")
     # 14 benchmarks and the average: four blocks of four, four, four and three value columns
-    assert tex.count(r"\begin{tabular}{lcccc}") == 3 and tex.count(r"\begin{tabular}{lccc}") == 1
-    assert tex.count(r"\toprule") == 4
+    assert tex.count(r"\begin{longtable}{lcccc}") == 3 and tex.count(r"\begin{longtable}{lccc}") == 1
+    # each block's header twice: on its first page and on every page it runs on to
+    assert tex.count(r"\toprule") == 8 and tex.count(r"\endfirsthead") == tex.count(r"\endhead") == 4
     rows = {}
     for name, *cells in table_rows(tex):
         if name in MODELS:
@@ -146,6 +151,7 @@ def test_the_main_table_of_a_wide_grid_is_split_and_marks_each_column(tmp_path):
 DOCUMENT = r"""\documentclass{article}
 \usepackage[T1]{fontenc}
 \usepackage{booktabs}
+\usepackage{longtable}
 \usepackage{graphicx}
 \begin{document}
 \input{%s}
@@ -153,8 +159,15 @@ DOCUMENT = r"""\documentclass{article}
 """
 
 
+# What LaTeX logs of a table taller than the page (a float, or a box, that cannot be broken across pages) or
+# whose page is stretched or squeezed out of shape.
+TOO_TALL = re.compile(r"^(?:LaTeX Warning: Float too large for page by .*|(?:Overfull|Underfull) \\vbox \(.*?\))",
+                      re.M)
+
+
 def compile_table(tex: Path, workdir: Path) -> str:
-    """pdflatex on a minimal document holding the table; its log (the test fails on an error)."""
+    """pdflatex on a minimal document holding the table; its log (the test fails on an error, and on a table
+    taller than the page: `TOO_TALL`)."""
     document = workdir / f"{tex.stem}-document.tex"
     document.write_text(DOCUMENT % tex.resolve().as_posix(), encoding="utf-8")
     result = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
@@ -162,6 +175,8 @@ def compile_table(tex: Path, workdir: Path) -> str:
     log = (workdir / f"{document.stem}.log").read_text(encoding="utf-8", errors="replace")
     assert result.returncode == 0, f"{tex.name} does not compile:\n" + "\n".join(
         line for line in log.splitlines() if line.startswith("!") or "Error" in line)
+    too_tall = TOO_TALL.findall(log)
+    assert not too_tall, f"{tex.name} does not fit the page: {too_tall}"
     return log
 
 
@@ -248,6 +263,86 @@ def test_a_broken_table_fails_to_compile(tmp_path):
     broken.write_text("\\begin{tabular}{l}\nclip_tiny \\\\\n\\end{tabular}\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="does not compile"):
         compile_table(broken, tmp_path)
+
+
+@needs_pdflatex
+@pytest.mark.parametrize("body", [
+    # a float cannot run on to the next page: LaTeX sets it anyway, over the page's foot
+    "\\begin{table}[t]\n\\begin{tabular}{l}\n" + "".join(f"row {k} \\\\\n" for k in range(80))
+    + "\\end{tabular}\n\\end{table}\n",
+    "\\vbox to 10pt{\\hbox{a}\\vskip 20pt}\n",  # a box taller than its height: Overfull \vbox
+    "\\vbox to 100pt{\\hbox{a}}\n",  # a box stretched out of shape: Underfull \vbox
+])
+def test_a_table_taller_than_its_room_fails_the_compile(tmp_path, body):
+    # the checks below can fail: the log's warnings of a table or box that does not fit stop the test
+    tall = tmp_path / "tall.tex"
+    tall.write_text(body, encoding="utf-8")
+    with pytest.raises(AssertionError, match="does not fit the page"):
+        compile_table(tall, tmp_path)
+
+
+def _unescape(match: re.Match) -> bytes:
+    """A PDF string's escaped byte: an octal code ("\\050" is "(") or the character after the backslash."""
+    code = match.group(1)
+    return bytes([int(code, 8)]) if code[:1].isdigit() else code
+
+
+def page_texts(pdf: Path) -> list[str]:
+    """The text each page of an uncompressed PDF draws, in page order, its strings joined without spaces (the
+    words are apart by moves, not space characters)."""
+    texts = []
+    for head, stream in re.findall(rb"<<([^<>]*)>>\s*stream\r?\n(.*?)\r?\nendstream", pdf.read_bytes(), re.S):
+        if b"/Length1" in head or b" Tf" not in stream:  # an embedded font, not a page
+            continue
+        strings = [token[1:-1] for token in _TOKEN.findall(stream) if token.startswith(b"(")]
+        text = b"".join(re.sub(rb"\\([0-7]{1,3}|.)", _unescape, string) for string in strings)
+        texts.append(text.decode("latin-1"))
+    return texts
+
+
+def compile_pages(tex: Path, workdir: Path) -> list[str]:
+    """`compile_table` (so nothing is taller than its room), then the text of each page, compiled uncompressed."""
+    compile_table(tex, workdir)
+    document = workdir / f"{tex.parent.parent.name}-{tex.stem}-pages.tex"
+    document.write_text(r"\pdfcompresslevel=0 \pdfobjcompresslevel=0" + "\n" + DOCUMENT % tex.resolve().as_posix(),
+                        encoding="utf-8")
+    result = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
+                            cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{tex.name} does not compile"
+    return page_texts(workdir / f"{document.stem}.pdf")
+
+
+# a paper's grid: a dozen models (two of them as in the wide grid: an n/a cell, a marked one)
+MANY_MODELS = [*MODELS, *(f"model-{k:02d}" for k in range(9))]
+
+
+@needs_pdflatex
+def test_a_table_longer_than_a_page_runs_on_with_its_header(tmp_path):
+    files = wide_grid(tmp_path / "grid", MANY_MODELS)
+    build_report(files, MANY_MODELS, BENCHES, tmp_path / "grid" / "tables", tmp_path / "grid" / "figures")
+    # each model against the reference: 11 pairs x 14 benchmarks, a difference over its CI in each row
+    results, reference = tmp_path / "compared", MANY_MODELS[-1]
+    shas = {m: f"sha-{m}" for m in MANY_MODELS}
+    scores = {(m, b): write_score(results, m, b, 50.0, shas[m]) for m in MANY_MODELS for b in BENCHES}
+    comparisons = {b: write_comparison(results, b, reference, [(m, reference, 4.0, 0.01) for m in MANY_MODELS[:-1]],
+                                       shas) for b in BENCHES}
+    build_report(scores, MANY_MODELS, BENCHES, results / "tables", results / "figures",
+                 comparison_files=comparisons, reference_model=reference)
+    for tex, first, last_row in ((tmp_path / "grid" / "tables" / "main.tex", "Model", "model-08"),
+                                 (results / "tables" / "comparisons.tex", "Benchmark", "bench_13-")):
+        pages = compile_pages(tex, tmp_path)
+        assert len(pages) >= 3, f"{tex.name}: {len(pages)} pages"
+        # the caption on the first page only; every further page under "(continued)" and the header again
+        assert pages[0].startswith("Table1:") and "(continued)" not in pages[0]
+        for page in pages[1:]:
+            assert page.startswith(("Table1:(continued)" + first, first)), page[:200]
+        assert sum(page.startswith("Table1:(continued)") for page in pages) >= 1
+        # a page whose rows go on says so at its foot (before its number), and only such a page; a block that
+        # ends on a page does not, and the next begins with its own header
+        for k, page in enumerate(pages[:-1], 1):
+            assert page.endswith(f"continuedonthenextpage{k}") == pages[k].startswith("Table1:(continued)"), k
+        assert "continuedonthenextpage" not in pages[-1] and last_row in pages[-1]
+        assert_normal_size(tex, tmp_path)
 
 
 @needs_pdflatex
@@ -364,15 +459,16 @@ def test_a_table_scaled_to_fit_is_seen(tmp_path):
     rows = [["a-model", *(r"51.2\,{\scriptsize [44.0, 58.1]}" for _ in range(15))]]
     tex = tmp_path / "tables" / "wide.tex"
     tex.parent.mkdir()
-    table = latex_table("Wide", "wide", header, rows, split=False)
-    tex.write_text(table.replace(r"\begin{tabular}", r"\resizebox{\linewidth}{!}{\begin{tabular}").replace(
-        r"\end{tabular}", r"\end{tabular}}"), encoding="utf-8")
+    scaled = "\n".join([r"\begin{table}[t]", r"\resizebox{\linewidth}{!}{\begin{tabular}{l%s}" % ("c" * 15),
+                        *(" & ".join(row) + r" \\" for row in [*header, *rows]), r"\end{tabular}}", r"\end{table}"])
+    tex.write_text(scaled, encoding="utf-8")
     with pytest.raises(AssertionError, match="is scaled"):
         assert_normal_size(tex, tmp_path)
     # one set in \small throughout is seen too
-    tex.write_text(table.replace(r"\centering", r"\centering\small"), encoding="utf-8")
+    table = latex_table("Wide", "wide", header, rows)
+    tex.write_text(table.replace(r"\begingroup", r"\begingroup\small"), encoding="utf-8")
     with pytest.raises(AssertionError, match="not the document's"):
         assert_normal_size(tex, tmp_path)
     # split into blocks, at the document's size: the check passes
-    tex.write_text(latex_table("Wide", "wide", header, rows), encoding="utf-8")
+    tex.write_text(table, encoding="utf-8")
     assert_normal_size(tex, tmp_path)

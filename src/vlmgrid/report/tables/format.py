@@ -195,11 +195,11 @@ _LATEX_SPECIAL = {
     "\u207b": r"$^{-}$",
 }
 
-# The preamble a report table needs, said in each .tex file (booktabs for the rules; graphicx is kept for documents
-# written against earlier tables).
-LATEX_PACKAGES = ("booktabs", "graphicx")
+# The preamble a report table needs, said in each .tex file (booktabs for the rules, longtable for tables that run
+# past a page).
+LATEX_PACKAGES = ("booktabs", "longtable")
 
-# Value columns one tabular holds; a wider table is split into blocks stacked in the same float. Every table is set
+# Value columns one longtable holds; a wider table is split into blocks set one after the other. Every table is set
 # at the document's size, never scaled: a value sits over its CI (about 1.6 cm), a page's text is 12-17 cm wide.
 BLOCK_COLUMNS = 4
 
@@ -292,46 +292,58 @@ def _box(width: str, cell: str, position: str, alignment: str) -> str:
 def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows: Sequence[Sequence[str]], *,
                 align: str = "c", split: bool = True, after: Sequence[str] = (),
                 weights: Sequence[float] | None = None, name_share: float = NAME_SHARE) -> str:
-    """A booktabs table float set at the document's size, never scaled: `header` rows and body `rows` of LaTeX
-    cells (a row's first cell names it, the others are value columns aligned by `align`: one letter for all, or
-    one per value column; a row of one cell is a heading across the table). Each tabular is as wide as the line:
-    the row names take `name_share` of it, the value columns share the rest by `weights` (equal by default); the
-    names, the header and the cells of "l" columns wrap in their width (`latex_name` lets names break). With
-    `split`, more than BLOCK_COLUMNS value columns are cut into blocks stacked in the float, each repeating the
-    row names. `caption` is plain text (escaped here); `after`: LaTeX lines under the tabulars (notes)."""
+    """A booktabs longtable set at the document's size, never scaled, that runs on over as many pages as its
+    rows need: the caption on the first page, the `header` rows repeated on each page under "(continued)", and
+    "continued on the next page" at the foot of each page but the last. `rows` are body rows of LaTeX cells (a
+    row's first cell names it, the others are value columns aligned by `align`: one letter for all, or one per
+    value column; a row of one cell is a heading across the table, kept on the page of the row under it). Each
+    longtable is as wide as the line: the row names take `name_share` of it, the value columns share the rest
+    by `weights` (equal by default); the names, the header and the cells of "l" columns wrap in their width
+    (`latex_name` lets names break). With `split`, more than BLOCK_COLUMNS value columns are cut into blocks
+    set one after the other, each repeating the row names, all under the caption's number. `caption` is plain
+    text (escaped here); `after`: LaTeX lines under the table (notes). Everything is set in a group, so the
+    column spacing and the notes' alignment end with the table."""
     n_values = max(len(row) for row in [*header, *rows]) - 1
     blocks = _blocks(n_values, BLOCK_COLUMNS) if split else [range(n_values)]
     aligns = align * n_values if len(align) == 1 else align
     weights = list(weights) if weights is not None else [1.0] * n_values
     lines = [
         "% vlmgrid report; needs " + ", ".join(rf"\usepackage{{{name}}}" for name in LATEX_PACKAGES),
-        r"\begin{table}[t]",
+        r"\begingroup",
         r"\centering",
-        rf"\caption{{{latex_escape(caption)}}}",
-        rf"\label{{tab:{label}}}",
+        r"\setlength{\parindent}{0pt}",
         rf"\setlength{{\tabcolsep}}{{{TABCOLSEP}}}",
+        r"\setlength{\LTcapwidth}{\linewidth}",
     ]
     for k, block in enumerate(blocks):
-        if k:
-            lines.append(r"\par\medskip")
+        n_columns = len(block) + 1
         widths = _widths([weights[j] for j in block], name_share)
-        lines += [rf"\begin{{tabular}}{{l{''.join(aligns[j] for j in block)}}}", r"\toprule"]
+        head = [r"\toprule"]
         for row in header:
             cells = [_box(widths[0], row[0], "b", r"\raggedright")]
             cells += [_box(widths[1 + i], row[1 + j], "b", r"\centering") for i, j in enumerate(block)]
-            lines.append(" & ".join(cells) + r" \\")
-        lines.append(r"\midrule")
+            head.append(" & ".join(cells) + r" \\")
+        head.append(r"\midrule")
+        if k:
+            lines.append(r"\addtocounter{table}{-1}")  # a further block of the same table: the same number
+        lines.append(rf"\begin{{longtable}}{{l{''.join(aligns[j] for j in block)}}}")
+        if not k:
+            lines.append(rf"\caption{{{latex_escape(caption)}}}\label{{tab:{label}}} \\")
+        lines += [*head, r"\endfirsthead", r"\caption[]{(continued)} \\", *head, r"\endhead",
+                  r"\bottomrule",
+                  rf"\multicolumn{{{n_columns}}}{{r}}{{\footnotesize continued on the next page}} \\",
+                  r"\endfoot", r"\bottomrule", r"\endlastfoot"]
         for row in rows:
             if len(row) == 1:
                 heading = _box(r"\dimexpr\linewidth-2\tabcolsep-1pt\relax", row[0], "t", r"\raggedright")
-                lines.append(rf"\multicolumn{{{len(block) + 1}}}{{l}}{{{heading}}} \\")
+                lines.append(rf"\multicolumn{{{n_columns}}}{{l}}{{{heading}}} \\*")  # no page break under it
                 continue
             cells = [_box(widths[0], row[0], "t", r"\raggedright")]
             cells += [_box(widths[1 + i], row[1 + j], "t", r"\raggedright") if aligns[j] == "l" else row[1 + j]
                       for i, j in enumerate(block)]
             lines.append(" & ".join(cells) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}"]
-    lines += [*after, r"\end{table}"]
+        lines.append(r"\end{longtable}")
+    lines += [*after, r"\par", r"\endgroup"]
     return "\n".join(lines) + "\n"
 
 
