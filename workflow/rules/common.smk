@@ -213,6 +213,10 @@ def start_forkserver():
 
     if not workflow.local_exec or os.environ.get("VLMGRID_FORKSERVER", "") != "":
         return  # a cluster's jobs, or off, or one that the caller started
+    if visible_gpus():
+        # A job that holds GPUs sets CUDA_VISIBLE_DEVICES before it imports torch, which a child of a server that
+        # has imported it cannot do; beside a real model's load the imports are small.
+        return
     vlmgrid = shutil.which("vlmgrid")
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
     # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime folder)
