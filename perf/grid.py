@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
-from gridrun import Run, snakemake, workflow_copy  # noqa: E402, F401 (Run: what snakemake returns)
+from gridrun import Run, render_saved, snakemake, workflow_copy  # noqa: E402, F401 (Run: what snakemake returns)
 
 from vlmgrid.paths import logs_dir  # noqa: E402
 
@@ -165,11 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON")
     args = parser.parse_args(argv)
     if args.render:
-        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
-        text = render_markdown(results["meta"], results["figures"])
-        Path(args.out or Path(args.render).with_suffix(".md")).write_text(text, encoding="utf-8")
-        print(text)
-        return 0
+        return render_saved(args.render, args.out, lambda results: render_markdown(results["meta"], results["figures"]))
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: at least one cold run is needed")
 

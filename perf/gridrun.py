@@ -3,6 +3,7 @@ with its wall time and the CPU time (user + system) of everything it started."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -53,3 +54,13 @@ def snakemake(args: list[str], cwd: Path) -> Run:
         raise SystemExit(f"snakemake {' '.join(args)} failed in {cwd}:\n{result.stderr[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Run(wall_s=wall, cpu_s=cpu, stderr=result.stderr)
+
+
+def render_saved(json_path: str, out: str | None, render) -> int:
+    """`--render`: measure nothing, write the Markdown that `render` makes of a saved results JSON to `out`
+    (default: beside the JSON, as .md) and print it."""
+    results = json.loads(Path(json_path).read_text(encoding="utf-8"))
+    text = render(results)
+    Path(out or Path(json_path).with_suffix(".md")).write_text(text, encoding="utf-8")
+    print(text)
+    return 0

@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
-from gridrun import REPO, snakemake, workflow_copy  # noqa: E402
+from gridrun import REPO, render_saved, snakemake, workflow_copy  # noqa: E402
 
 SECTIONS = ("clip", "choice", "generate", "rank", "dag", "workflow")
 GRID_CONFIGS = ("config.yaml", "carpe.yaml", "kaleidoscope.yaml", "cvqa.yaml", "dance.yaml")
@@ -553,11 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON")
     args = parser.parse_args(argv)
     if args.render:
-        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
-        text = render_markdown(results["meta"], results["rows"])
-        Path(args.out or Path(args.render).with_suffix(".md")).write_text(text, encoding="utf-8")
-        print(text)
-        return 0
+        return render_saved(args.render, args.out, lambda results: render_markdown(results["meta"], results["rows"]))
     sections = [s.strip() for s in args.only.split(",") if s.strip()] + (["workflow"] if args.workflow else [])
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
