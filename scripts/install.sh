@@ -40,7 +40,9 @@ case $build in
       exit 2
     fi
     echo "install.sh: no NVIDIA GPU (or VLMGRID_TORCH=cpu): PyTorch's CPU build from $cpu_index" >&2
-    if ! pip install --index-url "$cpu_index" "${requirements[@]}"; then
+    # An extra index, not a replacement: torch's own dependencies still come from the usual index, and a CPU
+    # build (2.x.y+cpu) sorts above the same release's default build, so it is the one chosen where it is found.
+    if ! pip install --extra-index-url "$cpu_index" "${requirements[@]}"; then
       # A machine that reaches only PyPI (a mirror, a proxy) still gets a working install, the larger one;
       # asked for by name, the CPU build is not replaced.
       if [[ -n ${VLMGRID_TORCH:-} ]]; then exit 1; fi

@@ -68,7 +68,7 @@ def test_the_requirements_read_are_pyprojects():
 def test_no_nvidia_smi_installs_torch_from_the_cpu_index_first(tmp_path):
     result, calls = run_script(tmp_path)
     assert result.returncode == 0, result.stderr
-    assert calls == [[str(REPO), "install", "--index-url", CPU_INDEX, *_torch_requirements()],
+    assert calls == [[str(REPO), "install", "--extra-index-url", CPU_INDEX, *_torch_requirements()],
                      [str(REPO), "install", "-e", "."]]
     assert "no NVIDIA GPU" in result.stderr
 
@@ -76,7 +76,7 @@ def test_no_nvidia_smi_installs_torch_from_the_cpu_index_first(tmp_path):
 def test_nvidia_smi_without_a_driver_is_no_gpu(tmp_path):
     result, calls = run_script(tmp_path, nvidia_smi=NVIDIA_SMI_NO_DRIVER)
     assert result.returncode == 0, result.stderr
-    assert [call[1:4] for call in calls] == [["install", "--index-url", CPU_INDEX], ["install", "-e", "."]]
+    assert [call[1:4] for call in calls] == [["install", "--extra-index-url", CPU_INDEX], ["install", "-e", "."]]
 
 
 def test_a_working_gpu_keeps_the_default_index(tmp_path):
@@ -99,7 +99,7 @@ def test_the_choice_can_be_forced_either_way(tmp_path):
     assert calls == [[str(REPO), "install", "-e", "."]]
     _, calls = run_script(tmp_path / "b", nvidia_smi=NVIDIA_SMI_WORKING,
                           env={"VLMGRID_TORCH": "cpu", "VLMGRID_TORCH_CPU_INDEX": "https://mirror.example/cpu"})
-    assert calls[0][1:4] == ["install", "--index-url", "https://mirror.example/cpu"]
+    assert calls[0][1:4] == ["install", "--extra-index-url", "https://mirror.example/cpu"]
 
 
 def test_an_unknown_choice_is_refused_before_pip_runs(tmp_path):
@@ -113,12 +113,12 @@ def test_a_cpu_index_out_of_reach_falls_back_to_the_default_index_and_says_so(tm
     # the stub pip fails every call: the CPU build's install, then the project's from the default index
     result, calls = run_script(tmp_path, pip_status=1)
     assert result.returncode == 1
-    assert [call[1:3] for call in calls] == [["install", "--index-url"], ["install", "-e"]]
+    assert [call[1:3] for call in calls] == [["install", "--extra-index-url"], ["install", "-e"]]
     assert "installing PyTorch from the default index instead" in result.stderr
 
 
 def test_a_failed_cpu_torch_install_asked_for_by_name_stops_before_the_project(tmp_path):
     result, calls = run_script(tmp_path, pip_status=1, env={"VLMGRID_TORCH": "cpu"})
     assert result.returncode == 1
-    assert len(calls) == 1 and calls[0][2] == "--index-url"
+    assert len(calls) == 1 and calls[0][2] == "--extra-index-url"
     assert "default index instead" not in result.stderr
