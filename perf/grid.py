@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import platform
 import re
@@ -30,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
-from gridrun import Run, render_saved, snakemake, workflow_copy  # noqa: E402, F401 (Run: what snakemake returns)
+from gridrun import Run, render_saved, save_results, snakemake, workflow_copy  # noqa: E402, F401 (Run: what snakemake returns)
 
 from vlmgrid.paths import logs_dir  # noqa: E402
 
@@ -198,11 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render_markdown(meta, figures)
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "figures": figures, "runs": runs}, indent=1)
-                                            + "\n", encoding="utf-8")
+        save_results(args.out, text, {"meta": meta, "figures": figures, "runs": runs})
     return 0
 
 

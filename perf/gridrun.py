@@ -64,3 +64,12 @@ def render_saved(json_path: str, out: str | None, render) -> int:
     Path(out or Path(json_path).with_suffix(".md")).write_text(text, encoding="utf-8")
     print(text)
     return 0
+
+
+def save_results(out: str, text: str, results: dict) -> None:
+    """`--out`: the Markdown `text` at `out` and the figures it was made from, `results`, beside it as .json (what
+    `render_saved` reads back)."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    path.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
-from gridrun import REPO, render_saved, snakemake, workflow_copy  # noqa: E402
+from gridrun import REPO, render_saved, save_results, snakemake, workflow_copy  # noqa: E402
 
 SECTIONS = ("clip", "choice", "generate", "rank", "dag", "workflow")
 GRID_CONFIGS = ("config.yaml", "carpe.yaml", "kaleidoscope.yaml", "cvqa.yaml", "dance.yaml")
@@ -615,11 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render_markdown(meta, rows)
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n",
-                                            encoding="utf-8")
+        save_results(args.out, text, {"meta": meta, "rows": rows})
     return 0
 
 
