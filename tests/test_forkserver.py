@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from conftest import copy_workflow
+from vlmgrid import forkserver
 from vlmgrid.forkserver import PER_JOB, _environment_difference
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,3 +235,33 @@ def test_the_idle_timeout_and_sigterm_end_the_server():
         assert not stopped.socket.exists()
     finally:
         stopped.stop()
+
+
+def test_start_returns_once_the_socket_takes_jobs_so_the_first_one_is_served(tmp_path, monkeypatch):
+    # Snakemake's onstart calls `start` and dispatches the first jobs at once: each must find the socket
+    # listening. Before, the first few (one per core) found no socket yet and silently ran in their own process.
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)  # the server's environment is this process's
+    # the `vlmgrid` it starts is the one on PATH, as the jobs' is: this interpreter's
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    log = tmp_path / "logs" / "forkserver.log"
+    started = forkserver.start(str(log))
+    assert started is not None
+    try:
+        assert Path(started.socket_path).exists() and not list(Path(started.folder).glob("socket.*"))
+        sent = subprocess.run([*VLMGRID, "benchmarks"], capture_output=True, cwd=REPO, timeout=300,
+                              env={**os.environ, "VLMGRID_FORKSERVER": started.socket_path})
+        assert (sent.returncode, sent.stderr) == (0, b"")  # served, not refused
+    finally:
+        forkserver.stop(started)
+    assert "started: vlmgrid benchmarks\n" in log.read_text()
+    assert log.read_text().splitlines()[-1].endswith("stopping 0 job(s)")
+    assert not Path(started.folder).exists()
+
+
+def test_start_without_a_vlmgrid_command_starts_none(tmp_path, monkeypatch):
+    runtime = tmp_path / "run"  # where the server's private folder would be made
+    runtime.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `vlmgrid` on it: the jobs run in their own processes
+    assert forkserver.start(str(tmp_path / "forkserver.log")) is None
+    assert list(runtime.iterdir()) == []  # its folder is not left behind

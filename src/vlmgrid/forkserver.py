@@ -116,6 +116,62 @@ def _restore(handlers: dict, pending: list[int]) -> None:
         signal.raise_signal(signum)
 
 
+# --- starting and stopping a server for a run ----------------------------------------------------------------------
+
+class Started:
+    """A fork server started by `start`: its process, its private folder, and its socket's path."""
+
+    def __init__(self, process, folder: str, socket_path: str):
+        self.process, self.folder, self.socket_path = process, folder, socket_path
+
+
+def start(log_path: str, wait_s: float = 60.0) -> Started | None:
+    """Start `vlmgrid forkserver` with its log at `log_path` (truncated) and return it once its socket takes
+    connections, so that the run's first jobs are served too; None where none can start here (no `vlmgrid` on
+    PATH, a socket path too long) or where it ended or did not listen within `wait_s` seconds (it is stopped:
+    the jobs then run in their own processes, as without one)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    vlmgrid = shutil.which("vlmgrid")
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime folder)
+    folder = tempfile.mkdtemp(prefix="vlmgrid-forkserver-", dir=runtime if os.path.isdir(runtime) else "/tmp")
+    socket_path = os.path.join(folder, "socket")
+    if vlmgrid is None or len(socket_path.encode()) > 100:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    with open(log_path, "w") as log:
+        # os.environ, given as it is: the jobs' commands get it so, and a library's C-level setenv (which
+        # os.environ does not see) must not make the server's differ from theirs
+        process = subprocess.Popen([vlmgrid, "forkserver", "--socket", socket_path], stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=log, env=dict(os.environ), start_new_session=True)
+    server = Started(process, folder, socket_path)
+    deadline = time.monotonic() + wait_s
+    while not os.path.exists(socket_path):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(server)
+            return None
+        time.sleep(0.02)
+    return server
+
+
+def stop(server: Started) -> None:
+    """Stop a server from `start` (it stops its jobs first, if any are left) and remove its folder."""
+    import shutil
+    import subprocess
+
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+    shutil.rmtree(server.folder, ignore_errors=True)
+
+
 # --- the server --------------------------------------------------------------------------------------------------
 
 def _log(message: str) -> None:
@@ -161,12 +217,16 @@ def serve(path: str, idle_timeout: float = 300.0) -> int:
     import selectors
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    binding = f"{path}.{os.getpid()}"
     umask = os.umask(0o177)  # the socket is the user's alone (0600) from its creation
     try:
-        listener.bind(path)
+        listener.bind(binding)
     finally:
         os.umask(umask)
     listener.listen(128)  # clients that come while the modules load wait in the backlog
+    # The path appears only once the socket listens, so a client that finds it is always queued (`start` waits
+    # for it); one that came between bind and listen would be refused and run in its own process.
+    os.rename(binding, path)
     _log(f"listening on {path}; importing the jobs' modules")
     reference = dict(os.environ)  # the environment the modules are imported under: a job's must equal it
     _preload()

@@ -208,8 +208,7 @@ FORKSERVER = {}
 
 
 def start_forkserver():
-    import subprocess
-    import tempfile
+    from vlmgrid import forkserver
 
     if not workflow.local_exec or os.environ.get("VLMGRID_FORKSERVER", "") != "":
         return  # a cluster's jobs, or off, or one that the caller started
@@ -217,34 +216,16 @@ def start_forkserver():
         # A job that holds GPUs sets CUDA_VISIBLE_DEVICES before it imports torch, which a child of a server that
         # has imported it cannot do; beside a real model's load the imports are small.
         return
-    vlmgrid = shutil.which("vlmgrid")
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime folder)
-    folder = tempfile.mkdtemp(prefix="vlmgrid-forkserver-", dir=runtime if os.path.isdir(runtime) else "/tmp")
-    socket_path = os.path.join(folder, "socket")
-    if vlmgrid is None or len(socket_path.encode()) > 100:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    os.makedirs(LOGS, exist_ok=True)
-    with open(os.path.join(LOGS, "forkserver.log"), "w") as log:
-        FORKSERVER["process"] = subprocess.Popen([vlmgrid, "forkserver", "--socket", socket_path],
-                                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                                 start_new_session=True)
-    FORKSERVER["folder"] = folder
-    os.environ["VLMGRID_FORKSERVER"] = socket_path  # the local jobs' commands inherit it
+    server = forkserver.start(os.path.join(LOGS, "forkserver.log"))
+    if server is not None:
+        FORKSERVER["server"] = server
+        os.environ["VLMGRID_FORKSERVER"] = server.socket_path  # the local jobs' commands inherit it
 
 
 def stop_forkserver():
-    import subprocess
+    from vlmgrid import forkserver
 
-    process = FORKSERVER.pop("process", None)
-    if process is None:
-        return
-    process.terminate()  # it stops its jobs first, if any are left
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    os.environ.pop("VLMGRID_FORKSERVER", None)
-    shutil.rmtree(FORKSERVER.pop("folder"), ignore_errors=True)
+    server = FORKSERVER.pop("server", None)
+    if server is not None:
+        forkserver.stop(server)
+        os.environ.pop("VLMGRID_FORKSERVER", None)
