@@ -224,7 +224,7 @@ def snakemake_copy(snakemake_run, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def small_grid_tables(snakemake_run, tmp_path_factory):
-    """results/tables of a small grid through Snakemake, for the runs through DVC and Slurm to compare against:
+    """results/tables of a small grid through Snakemake, for the run through DVC to compare against:
     small_grid_tables(SMALL_GRID) is their folder (made once a session).
 
     Each is made in a copy of the default grid's workspace: its cells are done there, so Snakemake runs only

@@ -181,10 +181,14 @@ def slurm_run(slurm, tmp_path_factory):
 
 
 @pytest.mark.integration
-@pytest.mark.xdist_group("snakemake_run")  # in the worker that runs the default grid, which it asks for below
-def test_slurm_run_gives_the_local_tables(slurm_run, request):
-    # Asked for only now, so that a machine without Slurm skips before the local run
-    local = request.getfixturevalue("small_grid_tables")(SLURM_GRID)
+def test_slurm_run_gives_the_local_tables(slurm_run, tmp_path):
+    # The same grid through a local Snakemake, from scratch in a copy of its own: the Slurm tests then need no
+    # other test's workspace, and run beside the default grid's tests rather than after them.
+    root = copy_workflow(tmp_path / "repo")
+    config = root / "config" / "small.yaml"
+    config.write_text(yaml.safe_dump(small_grid_config(SLURM_GRID), sort_keys=False))
+    run(["snakemake", "--cores", "2", "--configfile", str(config)], root)
+    local = root / "results" / "tables"
     tables = slurm_run.root / "results" / "tables"
     names = sorted(path.name for path in local.iterdir())
     assert sorted(path.name for path in tables.iterdir()) == names
