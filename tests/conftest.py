@@ -48,6 +48,13 @@ def _shared_setups(item) -> set[str]:
     return names
 
 
+def pytest_configure(config):
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        # xdist would hand out the groups largest first and single tests after them in collection order, which
+        # left a long single test to run alone at the end; it keeps the order of _slow_first instead
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):
@@ -57,7 +64,16 @@ def pytest_collection_modifyitems(config, items):
     if getattr(config.option, "loadgroup", False):  # set in the workers only
         for item in items:
             _name_group_in_id(item)
+        _slow_first(items)
     return result
+
+
+def _slow_first(items) -> None:
+    """Put the end-to-end tests first, then the other tests that share a set-up, keeping the order within each
+    part (the same in every worker): xdist hands out the tests in this order, so the long ones start first and
+    the many short ones fill the end, rather than a long one collected late running alone while the other
+    workers wait."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("integration") else 1 if _group_marks(item) else 2)
 
 
 def _name_group_in_id(item) -> None:

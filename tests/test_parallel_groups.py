@@ -1,7 +1,7 @@
 """The suite in parallel (pytest-xdist, `-n 3 --dist loadgroup`, as .ci/run runs it): conftest.py puts the tests
 that share a session or module fixture in one worker, so the fixture is made once, and a test that asks for
-one only while it runs joins them by an xdist_group mark of its name. Run on a small suite beside this
-conftest.py, in two workers of their own."""
+one only while it runs joins them by an xdist_group mark of its name; the end-to-end tests are handed out
+first. Run on a small suite beside this conftest.py, in two workers of their own."""
 
 import json
 import os
@@ -83,13 +83,18 @@ def test_asks_for_it_late(request):
 def test_fails_in_its_group(shared_setup):
     note("b3")
     assert shared_setup == "not ready"
+
+
+@pytest.mark.integration
+def test_end_to_end_collected_last():
+    note("end-to-end")
 '''
 
 
 def test_tests_sharing_a_fixture_run_in_one_worker_and_still_fail(tmp_path):
     suite = tmp_path / "suite"
     (suite / "tests").mkdir(parents=True)
-    (suite / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (suite / "pytest.ini").write_text("[pytest]\ntestpaths = tests\nmarkers =\n    integration: slow\n")
     (suite / "tests" / "conftest.py").write_text((HERE / "conftest.py").read_text() + SHARED)
     (suite / "tests" / "test_a.py").write_text(TESTS_A)
     (suite / "tests" / "test_b.py").write_text(TESTS_B)
@@ -98,7 +103,7 @@ def test_tests_sharing_a_fixture_run_in_one_worker_and_still_fail(tmp_path):
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
                              "--dist", "loadgroup"], cwd=suite, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "1 failed, 12 passed" in result.stdout, result.stdout
+    assert "1 failed, 13 passed" in result.stdout, result.stdout
     assert "FAILED tests/test_b.py::test_fails_in_its_group" in result.stdout
 
     notes = [json.loads(line) for line in log.read_text().splitlines()]
@@ -110,3 +115,6 @@ def test_tests_sharing_a_fixture_run_in_one_worker_and_still_fail(tmp_path):
     assert len(shared) == 1, notes
     assert {worker["a3"], worker["a4"]} == {worker["made module_setup"]}
     assert {f"free{index}" for index in range(6)} <= set(worker)
+    # the end-to-end test, collected last, is handed out first: no long test is left to run alone at the end
+    first = next(what for who, what in notes if who == worker["end-to-end"])
+    assert first == "end-to-end", notes
