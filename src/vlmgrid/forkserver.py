@@ -32,6 +32,8 @@ import socket
 import struct
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 ENV = "VLMGRID_FORKSERVER"  # the socket's path; "off" (or empty) runs every command in its own process
 # What Snakemake sets per shell job (snakemake/shell.py: the threads variables, and the tmpdir resource's), and
@@ -118,11 +120,13 @@ def _restore(handlers: dict, pending: list[int]) -> None:
 
 # --- starting and stopping a server for a run ----------------------------------------------------------------------
 
+@dataclass(frozen=True)
 class Started:
-    """A fork server started by `start`: its process, its private folder, and its socket's path."""
+    """A fork server started by `start`: its process (a subprocess.Popen), its private folder, and its socket."""
 
-    def __init__(self, process, folder: str, socket_path: str):
-        self.process, self.folder, self.socket_path = process, folder, socket_path
+    process: Any
+    folder: str
+    socket_path: str
 
 
 def start(log_path: str, wait_s: float = 60.0) -> Started | None:
