@@ -8,7 +8,8 @@
 # CUDA build on Linux. Elsewhere it first installs torch and torchvision from PyTorch's CPU-only index, then
 # the project, whose torch and torchvision requirements are then met, so no CUDA library is downloaded.
 # VLMGRID_TORCH=cpu or VLMGRID_TORCH=default overrides the detection; VLMGRID_TORCH_CPU_INDEX the CPU index.
-# Where the CPU index cannot be reached and the build was not chosen by VLMGRID_TORCH, the default index serves.
+# Where the build was not chosen by VLMGRID_TORCH and the CPU index cannot be reached (asked once, by `pip
+# index`) or its install fails, the default index serves.
 set -euo pipefail
 
 case ${BASH_SOURCE[0]} in
@@ -40,9 +41,19 @@ case $build in
       exit 2
     fi
     echo "install.sh: no NVIDIA GPU (or VLMGRID_TORCH=cpu): PyTorch's CPU build from $cpu_index" >&2
+    # Where the build was detected, not asked for, the index is asked once first: one that cannot be reached
+    # would cost five retries for every package pip looks up there, torch's dependencies included (minutes).
+    # Only the CPU index is asked: no pip configuration file, and no other index or links from the environment.
+    if [[ -z ${VLMGRID_TORCH:-} ]] && ! (
+      unset PIP_EXTRA_INDEX_URL PIP_FIND_LINKS PIP_NO_INDEX
+      PIP_CONFIG_FILE=/dev/null pip index versions torch --index-url "$cpu_index" --retries 1 --timeout 20
+    ) >/dev/null 2>&1; then
+      echo "install.sh: PyTorch's CPU index $cpu_index cannot be reached (pip index versions torch failed);" \
+        "installing PyTorch from the default index instead, on Linux the CUDA build of several GB" \
+        "(VLMGRID_TORCH=cpu installs from the CPU index without asking first)" >&2
     # An extra index, not a replacement: torch's own dependencies still come from the usual index, and a CPU
     # build (2.x.y+cpu) sorts above the same release's default build, so it is the one chosen where it is found.
-    if ! pip install --extra-index-url "$cpu_index" "${requirements[@]}"; then
+    elif ! pip install --extra-index-url "$cpu_index" "${requirements[@]}"; then
       # A machine that reaches only PyPI (a mirror, a proxy) still gets a working install, the larger one;
       # asked for by name, the CPU build is not replaced.
       if [[ -n ${VLMGRID_TORCH:-} ]]; then exit 1; fi

@@ -28,8 +28,16 @@ exit 9
 """
 PIP = """#!{bash}
 printf '%s\\n' "$PWD" "$@" "--" >> "{log}"
+if [ "$1" = index ]; then
+  # asked with no configuration file and no other index or links
+  [ "$PIP_CONFIG_FILE" = /dev/null ] && [ -z "${{PIP_EXTRA_INDEX_URL+set}}${{PIP_FIND_LINKS+set}}" ] || exit 70
+  exit {index_status}
+fi
 exit {status}
 """
+# install.sh asks the CPU index once before it installs from it, where the build was detected
+ASK_CPU_INDEX = ["index", "versions", "torch", "--index-url", CPU_INDEX, "--retries", "1", "--timeout", "20"]
+ENV_WITH_OTHER_INDEXES = {"PIP_EXTRA_INDEX_URL": "file:///mirror/simple", "PIP_FIND_LINKS": "/wheels"}
 
 
 def _torch_requirements() -> list[str]:
@@ -38,12 +46,13 @@ def _torch_requirements() -> list[str]:
 
 
 def run_script(tmp_path: Path, *args: str, nvidia_smi: str | None = None, pip_status: int = 0,
-               env: dict | None = None) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
-    """Run install.sh with only the stubs on PATH; (the result, each pip call as [cwd, *arguments])."""
+               index_status: int = 0, env: dict | None = None) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """Run install.sh with only the stubs on PATH; (the result, each pip call as [cwd, *arguments]). The stub
+    pip exits with `index_status` for `pip index`, with `pip_status` otherwise."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "pip.log"
-    stubs = {"pip": PIP.format(bash=BASH, log=log, status=pip_status)}
+    stubs = {"pip": PIP.format(bash=BASH, log=log, status=pip_status, index_status=index_status)}
     if nvidia_smi is not None:
         stubs["nvidia-smi"] = nvidia_smi.format(bash=BASH)
     for name, text in stubs.items():
@@ -66,9 +75,10 @@ def test_the_requirements_read_are_pyprojects():
 
 
 def test_no_nvidia_smi_installs_torch_from_the_cpu_index_first(tmp_path):
-    result, calls = run_script(tmp_path)
+    result, calls = run_script(tmp_path, env=ENV_WITH_OTHER_INDEXES)
     assert result.returncode == 0, result.stderr
-    assert calls == [[str(REPO), "install", "--extra-index-url", CPU_INDEX, *_torch_requirements()],
+    assert calls == [[str(REPO), *ASK_CPU_INDEX],
+                     [str(REPO), "install", "--extra-index-url", CPU_INDEX, *_torch_requirements()],
                      [str(REPO), "install", "-e", "."]]
     assert "no NVIDIA GPU" in result.stderr
 
@@ -76,7 +86,8 @@ def test_no_nvidia_smi_installs_torch_from_the_cpu_index_first(tmp_path):
 def test_nvidia_smi_without_a_driver_is_no_gpu(tmp_path):
     result, calls = run_script(tmp_path, nvidia_smi=NVIDIA_SMI_NO_DRIVER)
     assert result.returncode == 0, result.stderr
-    assert [call[1:4] for call in calls] == [["install", "--extra-index-url", CPU_INDEX], ["install", "-e", "."]]
+    assert [call[1:4] for call in calls] == [ASK_CPU_INDEX[:3], ["install", "--extra-index-url", CPU_INDEX],
+                                             ["install", "-e", "."]]
 
 
 def test_a_working_gpu_keeps_the_default_index(tmp_path):
@@ -99,7 +110,7 @@ def test_the_choice_can_be_forced_either_way(tmp_path):
     assert calls == [[str(REPO), "install", "-e", "."]]
     _, calls = run_script(tmp_path / "b", nvidia_smi=NVIDIA_SMI_WORKING,
                           env={"VLMGRID_TORCH": "cpu", "VLMGRID_TORCH_CPU_INDEX": "https://mirror.example/cpu"})
-    assert calls[0][1:4] == ["install", "--extra-index-url", "https://mirror.example/cpu"]
+    assert calls[0][1:4] == ["install", "--extra-index-url", "https://mirror.example/cpu"]  # not asked first
 
 
 def test_an_unknown_choice_is_refused_before_pip_runs(tmp_path):
@@ -109,16 +120,25 @@ def test_an_unknown_choice_is_refused_before_pip_runs(tmp_path):
     assert 'VLMGRID_TORCH is "cuda"; set it to cpu or default' in result.stderr
 
 
-def test_a_cpu_index_out_of_reach_falls_back_to_the_default_index_and_says_so(tmp_path):
-    # the stub pip fails every call: the CPU build's install, then the project's from the default index
+def test_a_cpu_index_out_of_reach_is_asked_once_and_the_default_index_serves(tmp_path):
+    # pip would otherwise retry the index five times for every package it looks up there
+    result, calls = run_script(tmp_path, index_status=1)
+    assert result.returncode == 0, result.stderr
+    assert calls == [[str(REPO), *ASK_CPU_INDEX], [str(REPO), "install", "-e", "."]]
+    assert f"PyTorch's CPU index {CPU_INDEX} cannot be reached" in result.stderr
+    assert "installing PyTorch from the default index instead" in result.stderr
+
+
+def test_a_failed_cpu_build_install_falls_back_to_the_default_index_and_says_so(tmp_path):
+    # the index answers, but every install fails: the CPU build's, then the project's from the default index
     result, calls = run_script(tmp_path, pip_status=1)
     assert result.returncode == 1
-    assert [call[1:3] for call in calls] == [["install", "--extra-index-url"], ["install", "-e"]]
+    assert [call[1:3] for call in calls] == [ASK_CPU_INDEX[:2], ["install", "--extra-index-url"], ["install", "-e"]]
     assert "installing PyTorch from the default index instead" in result.stderr
 
 
 def test_a_failed_cpu_torch_install_asked_for_by_name_stops_before_the_project(tmp_path):
     result, calls = run_script(tmp_path, pip_status=1, env={"VLMGRID_TORCH": "cpu"})
     assert result.returncode == 1
-    assert len(calls) == 1 and calls[0][2] == "--extra-index-url"
+    assert [call[1:3] for call in calls] == [["install", "--extra-index-url"]]
     assert "default index instead" not in result.stderr
