@@ -113,3 +113,16 @@ def test_yes_no_generation_uses_the_benchmarks_official_parser():
     bench.kind = SimpleNamespace(templates=(), parser="mme")
     rows = make_runner("yes_no", CannedGenerator({"good": "Yes, it is.", "bad": "Nope"}), bench)[0](bench.records)
     assert [(r["prediction"], r["prediction_index"]) for r in rows] == [("yes", 0), ("no", 1)]
+
+
+def test_the_yes_no_prompt_puts_the_short_answer_instruction_in_place_of_mmes_own():
+    from vlmgrid.protocols.choice import yes_no_prompt
+
+    short = "\nAnswer the question using a single word or phrase."
+    # MME's questions end with its own instruction: LLaVA-1.5's question file replaces it, it is not asked twice
+    question = "Is there a dog in this image?"
+    assert yes_no_prompt(f"{question} Please answer yes or no.") == question + short
+    assert yes_no_prompt("Is there a dog? Please answer yes or no. \n") == "Is there a dog?" + short
+    # POPE's and any other question stay as they are
+    assert yes_no_prompt("Is there a dog in the image?") == "Is there a dog in the image?" + short
+    assert yes_no_prompt("Please answer yes or no. Is it red?") == "Please answer yes or no. Is it red?" + short

@@ -516,7 +516,8 @@ def test_the_llava_recipe_validates_and_asks_for_greedy_generation():
 
 def test_the_llava_recipe_sends_llavas_prompt_and_matches_the_papers_method():
     """A fake model with both capabilities (as the hf backend has): with the recipe's settings it answers every
-    kind by generation and receives LLaVA-1.5's instruction after the question."""
+    kind by generation and receives LLaVA-1.5's instruction after the question (for MME in place of the
+    question's own "Please answer yes or no.", as LLaVA's MME question file has it)."""
     from types import SimpleNamespace
 
     import pandas as pd
@@ -539,10 +540,11 @@ def test_the_llava_recipe_sends_llavas_prompt_and_matches_the_papers_method():
 
     config = validate_config(yaml.safe_load(RECIPE.read_text(encoding="utf-8")))
     paper = {r.benchmark: r.method for r in load_reported(REPO / "config" / "reported")}
-    records = pd.DataFrame({"id": ["q"], "image": [None], "question": ["Is there a dog?"],
-                            "options": [["yes", "no"]], "answer": ["yes"], "answer_index": [0]})
     for benchmark in config.benchmarks:
         kind = BENCHMARKS.get(config.benchmark(benchmark)["kind"])
+        question = "Is there a dog? Please answer yes or no." if kind.name == "mme" else "Is there a dog?"
+        records = pd.DataFrame({"id": ["q"], "image": [None], "question": [question],
+                                "options": [["yes", "no"]], "answer": ["yes"], "answer_index": [0]})
         model = Recorder(config.model("llava-1.5-7b"))
         bench = SimpleNamespace(root=Path("."), records=records, classes=[], kind=kind)
         runner, strategy = make_runner(kind.protocol, model, bench)

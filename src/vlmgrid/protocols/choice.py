@@ -69,7 +69,16 @@ def multiple_choice_prompt(question: str, options, context: str | None = None) -
     return "\n".join(lines)
 
 
+# MME's own instruction, ending each of its questions. LLaVA-1.5 replaced it by the short-answer instruction
+# rather than asking twice (its MME question file and answers hold "<question>\n" + YES_NO_INSTRUCTION), and
+# lmms-eval does the same.
+MME_INSTRUCTION = "Please answer yes or no."
+
+
 def yes_no_prompt(question: str) -> str:
+    kept = question.rstrip()
+    if kept.endswith(MME_INSTRUCTION):
+        question = kept[:-len(MME_INSTRUCTION)].rstrip()
     return f"{question}\n{YES_NO_INSTRUCTION}"
 
 
