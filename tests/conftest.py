@@ -116,6 +116,22 @@ def _group_shared_setups(items) -> None:
             item.add_marker(pytest.mark.xdist_group(next(iter(marks), group)))
 
 
+def tiny_open_clip(seed: int, multilingual: bool = False) -> dict:
+    """The settings of the smallest open_clip model the backend builds from a fixture source (a batch of 3);
+    `multilingual` gives it a transformers text tower, as the multilingual CLIP models have."""
+    source = {
+        "type": "fixture", "seed": seed,
+        "model_cfg": {
+            "embed_dim": 16,
+            "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
+            "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 16, "heads": 1, "layers": 1},
+        },
+    }
+    if multilingual:
+        source["text_tower"] = {"width": 32, "layers": 1, "heads": 2}
+    return {"backend": "open_clip", "source": source, "batch_size": 3}
+
+
 @pytest.fixture
 def default_config_data() -> dict:
     return yaml.safe_load(DEFAULT_CONFIG.read_text())

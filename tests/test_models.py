@@ -4,22 +4,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import tiny_open_clip
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models import BACKENDS, OptionRequest
 from vlmgrid.stages.fetch import fetch_model
 
-TINY = {
-    "backend": "open_clip",
-    "source": {
-        "type": "fixture", "seed": 0,
-        "model_cfg": {
-            "embed_dim": 16,
-            "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
-            "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 16, "heads": 1, "layers": 1},
-        },
-    },
-    "batch_size": 3,
-}
+TINY = tiny_open_clip(seed=0)
 
 
 def test_baseline_is_seeded_per_item_not_per_batch():
@@ -141,7 +131,7 @@ def test_majority_baseline_picks_the_most_frequent_gold_index():
     assert int(np.argmax(tie.score_options([OptionRequest("c", None, "", ["p", "q"])])[0].total)) == 0
 
 
-MULTILINGUAL = {**TINY, "source": {**TINY["source"], "text_tower": {"width": 32, "layers": 1, "heads": 2}}}
+MULTILINGUAL = tiny_open_clip(seed=0, multilingual=True)
 
 
 def test_multilingual_text_tower_embeds_other_scripts(tmp_path):

@@ -10,24 +10,14 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
+from conftest import tiny_open_clip
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.open_clip_backend import TEXT_TOWER_DIR, WEIGHTS_NAME, _checkpoint_sets_every_weight, local_text_tower
 from vlmgrid.stages.fetch import fetch_model
 
-TINY = {
-    "backend": "open_clip",
-    "source": {
-        "type": "fixture", "seed": 3,
-        "model_cfg": {
-            "embed_dim": 16,
-            "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
-            "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 16, "heads": 1, "layers": 1},
-        },
-    },
-    "batch_size": 3,  # the three images below in one batch, as the reference encodes them
-}
+TINY = tiny_open_clip(seed=3)  # its batch of 3 holds the three images below, as the reference encodes them
 # A transformers text tower as well: transformers initialises its modules through torch.nn.init too.
-MULTILINGUAL = {**TINY, "source": {**TINY["source"], "text_tower": {"width": 32, "layers": 1, "heads": 2}}}
+MULTILINGUAL = tiny_open_clip(seed=3, multilingual=True)
 
 
 def _initialised_as_usual(model_dir):
