@@ -3,7 +3,7 @@ rule prepare:
         manifest=f"{DATA}/{{bench}}/manifest.json",
         records=f"{DATA}/{{bench}}/records.parquet",
     params:
-        # the settings, and for a local source its files' sizes and times: an edit there prepares it again
+        # the settings, and for a local source its files' sizes and hashes: an edit there prepares it again
         settings=lambda wildcards: get_benchmark_settings(wildcards.bench),
     resources:
         **cluster_resources("prepare"),

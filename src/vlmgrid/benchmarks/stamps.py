@@ -1,6 +1,6 @@
 """Source stamps: what a benchmark's prepare reads from outside vlmgrid's own folders (a local source's raw
-files, listed with their sizes and modification times), so that a workflow prepares a benchmark again when
-they change."""
+files, listed with their sizes and contents' hashes), so that a workflow prepares a benchmark again when
+they change, and only then."""
 
 from __future__ import annotations
 
@@ -11,16 +11,19 @@ from typing import Any, Callable, Mapping
 from vlmgrid import fileio
 from vlmgrid.benchmarks.catalog import BENCHMARKS
 from vlmgrid.benchmarks.sources.local import local_folder, local_raw_files
+from vlmgrid.filehashes import file_stamp
 
 
 def source_stamp(settings: Mapping[str, Any]) -> dict:
     """What a benchmark's prepare reads from outside vlmgrid's own folders, in a form that changes when that does.
 
     For a `local` source: the folder and every file of it that the kind reads, as [path relative to the folder,
-    size in bytes, modification time in ns], so that an edited, added or removed raw file changes the stamp
-    (the workflows give it to prepare as an input: Snakemake as a param, DVC as a stamp file). The files are
-    only listed, never read: this runs on every workflow start. Any other source is stamped by its type alone,
-    as its settings (a param of prepare already) decide its files, and prepare checks them itself.
+    size in bytes, sha256], so that an edited, added or removed raw file changes the stamp (the workflows give
+    it to prepare as an input: Snakemake as a param, DVC as a stamp file), and a file touched with the same
+    bytes does not. This runs on every workflow start, so a file is read only when its size or modification
+    time changed since it was last hashed (vlmgrid.filehashes.file_hash). Any other source is stamped
+    by its type alone, as its settings (a param of prepare already) decide its files, and prepare checks them
+    itself.
     """
     source = settings.get("source") if isinstance(settings, Mapping) else None
     kind_name = settings.get("kind") if isinstance(settings, Mapping) else None
@@ -29,15 +32,10 @@ def source_stamp(settings: Mapping[str, Any]) -> dict:
     raw_dir = local_folder(source)
     if kind_name not in BENCHMARKS:
         return {"type": "local", "path": str(raw_dir), "files": []}
-    files = []
-    for path in local_raw_files(BENCHMARKS.get(kind_name), raw_dir):
-        try:
-            stat = path.stat()
-        except OSError:  # removed while listed: the next run sees it gone
-            continue
-        name = path.name if path == raw_dir else path.relative_to(raw_dir).as_posix()  # `path` naming one file
-        files.append([name, stat.st_size, stat.st_mtime_ns])
-    return {"type": "local", "path": str(raw_dir), "files": files}
+    # a `path` naming one file (MMBench's TSV) is that file, by its name
+    files = {path.name if path == raw_dir else path.relative_to(raw_dir).as_posix(): path
+             for path in local_raw_files(BENCHMARKS.get(kind_name), raw_dir)}
+    return {"type": "local", "path": str(raw_dir), "files": file_stamp(files)}
 
 
 def source_fingerprint(settings: Mapping[str, Any]) -> str:

@@ -1,0 +1,121 @@
+"""A user's checkpoint or benchmark file touched with the same bytes (rsync, a copy without -p, a backup restore)
+reruns no inference: the workflows watch what the files hold, so only a real edit runs the cells again."""
+
+import os
+import re
+
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, mtimes, run
+from test_workflow import UP_TO_DATE, stages_run
+from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
+
+pytestmark = pytest.mark.integration
+
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+CELLS = {"results/predictions/mine/mmbench-mine.parquet", "results/predictions/random/mmbench-mine.parquet"}
+
+
+def touch(path, seconds=10):
+    """A new modification time, the same bytes."""
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + seconds * 10**9))
+
+
+def planned_rules(output: str) -> set[str]:
+    """The rules a `snakemake -n` would run (its job stats table), empty when it has nothing to do."""
+    if "Nothing to be done" in output:
+        return set()
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    return set(re.findall(r"^(\w+)\s+\d+\s*$", table, re.M)) - {"total"}
+
+
+def changed(before: dict, after: dict) -> set[str]:
+    return {path for path in after if after[path] != before.get(path)}
+
+
+def local_grid(tmp_path):
+    """A grid of a local checkpoint folder and the baseline on a local MMBench TSV: (grid, checkpoint, TSV)."""
+    run(["vlmgrid", "make-tiny-models", str(tmp_path / "ckpts"), "--families", "llava"], tmp_path)
+    checkpoint = tmp_path / "ckpts" / "llava"
+    tsv = mmbench_fixture.write_tsv_fixture(tmp_path / "eval", {"seed": 0, "size": 2, "corrupt": 0})
+    items = sum(1 for line in tsv.read_text().splitlines()[1:] if line.strip())
+    grid = {
+        **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
+        "data_dir": "data",
+        "results_dir": "results",
+        "benchmarks": {"mmbench-mine": {"kind": "mmbench",
+                                        "source": {"type": "local", "path": str(tsv), "expected_items": items}}},
+        "models": {"mine": {"backend": "hf", "source": {"type": "local", "path": str(checkpoint)},
+                            "precision": "fp32", "batch_size": 4},
+                   "random": DEFAULT["models"]["random"]},
+        "grid": {"models": ["mine", "random"], "benchmarks": ["mmbench-mine"]},
+    }
+    return grid, checkpoint, tsv
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """The local grid, run once by Snakemake."""
+    grid, checkpoint, tsv = local_grid(tmp_path)
+    root = copy_workflow(tmp_path / "repo")
+    config = root / "config" / "local.yaml"
+    config.write_text(yaml.safe_dump(grid, sort_keys=False))
+    args = ["--configfile", str(config)]
+    run(["snakemake", "--cores", "2", *args], root)
+    assert set(mtimes(root, "results/predictions/*/*.parquet")) == CELLS
+    return root, args, checkpoint, tsv
+
+
+def test_a_touched_checkpoint_file_reruns_no_inference_and_an_edit_still_does(workspace):
+    root, args, checkpoint, _ = workspace
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    touch(checkpoint / "model.safetensors")
+    assert planned_rules(run(["snakemake", "-n", *args], root).stdout) == set()
+    run(["snakemake", "--cores", "2", *args], root)
+    assert mtimes(root, "results/predictions/*/*.parquet") == before
+
+    config = checkpoint / "config.json"
+    config.write_text(config.read_text().replace("\n", "\n ", 1))  # a real edit: other bytes
+    assert {"fetch_model", "infer"} <= planned_rules(run(["snakemake", "-n", *args], root).stdout)
+    run(["snakemake", "--cores", "2", *args], root)
+    assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == {
+        "results/predictions/mine/mmbench-mine.parquet"}
+
+
+def test_a_touched_benchmark_tsv_reruns_no_inference_and_an_edit_still_does(workspace):
+    root, args, _, tsv = workspace
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    touch(tsv)
+    assert planned_rules(run(["snakemake", "-n", *args], root).stdout) == set()
+    run(["snakemake", "--cores", "2", *args], root)
+    assert mtimes(root, "results/predictions/*/*.parquet") == before
+
+    mmbench_fixture.write_tsv_fixture(tsv.parent, {"seed": 1, "size": 2, "corrupt": 0})  # a new version
+    assert {"prepare", "infer"} <= planned_rules(run(["snakemake", "-n", *args], root).stdout)
+    run(["snakemake", "--cores", "2", *args], root)
+    assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == CELLS
+
+
+def test_dvc_reruns_no_stage_after_a_touch_and_an_edit_reruns_the_cells(tmp_path):
+    grid, checkpoint, tsv = local_grid(tmp_path)
+    root = copy_workflow(tmp_path / "repo")
+    (root / "config/config.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
+    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
+    run(["git", "init", "-q"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-q", "-m", "grid"], root)
+    run(["dvc", "repro"], root)
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    assert set(before) == CELLS
+
+    touch(checkpoint / "model.safetensors")
+    touch(tsv)
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE  # not even prepare or fetch_model
+    assert mtimes(root, "results/predictions/*/*.parquet") == before
+
+    mmbench_fixture.write_tsv_fixture(tsv.parent, {"seed": 1, "size": 2, "corrupt": 0})  # a new version
+    ran = stages_run(run(["dvc", "repro"], root).stdout)
+    assert {"prepare@mmbench-mine", "infer@mine-mmbench-mine", "infer@random-mmbench-mine"} <= ran
+    assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == CELLS
