@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from conftest import REPO, workflow_env
-from vlmgrid import cli
+from vlmgrid import cli, filehashes
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint
 from vlmgrid.fixtures.models.tiny_open_clip import TINY_MODEL_CFG, write_tiny_open_clip
 from vlmgrid.models import checkpoints
-from vlmgrid.models.checkpoints import file_hash
+from vlmgrid.filehashes import file_hash
 from vlmgrid.models.open_clip_backend import OpenClip
 from vlmgrid.predictions import read_metadata
 from vlmgrid.stages.fetch import fetch_model, in_place_weights, model_stamp
@@ -110,8 +110,8 @@ def test_hashes_are_remembered_by_size_and_mtime(tmp_path, monkeypatch):
     path = tmp_path / "w.bin"
     path.write_bytes(b"abc")
     reads = []
-    real = checkpoints.sha256_file
-    monkeypatch.setattr(checkpoints, "sha256_file", lambda p: reads.append(p) or real(p))
+    real = filehashes.sha256_file
+    monkeypatch.setattr(filehashes, "sha256_file", lambda p: reads.append(p) or real(p))
     expected = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # sha256("abc")
     assert file_hash(path) == expected and len(reads) == 1
     assert file_hash(path) == expected and len(reads) == 1  # remembered: not read again
@@ -150,14 +150,16 @@ def test_a_local_folder_is_recorded_in_place_and_never_copied(llava, tmp_path, c
     assert in_place_weights("mine", hf_local(folder), model_dir).fingerprint == again["fingerprint"]
 
 
-def test_the_stamp_lists_the_checkpoint_files_without_reading_them(llava, tmp_path):
+def test_the_stamp_lists_the_checkpoint_files_by_content_so_a_touch_changes_nothing(llava, tmp_path):
     folder = copy_of(llava, tmp_path / "mine")
     stamp = model_stamp(hf_local(folder))
     assert stamp["type"] == "local" and stamp["path"] == str(folder)
     assert [entry[0] for entry in stamp["files"]] == sorted(p.name for p in folder.iterdir())
-    name, size, mtime = stamp["files"][0]
-    assert (size, mtime) == ((folder / name).stat().st_size, (folder / name).stat().st_mtime_ns)
-    bump_mtime(folder / "config.json")
+    name, size, digest = stamp["files"][0]
+    assert (size, digest) == ((folder / name).stat().st_size, sha(folder / name))
+    bump_mtime(folder / "config.json")  # the same bytes
+    assert model_stamp(hf_local(folder)) == stamp
+    (folder / "config.json").write_text((folder / "config.json").read_text() + "\n")
     assert model_stamp(hf_local(folder)) != stamp
     assert model_stamp({"backend": "hf", "source": {"type": "local", "path": str(tmp_path / "no")}})["files"] == []
     assert model_stamp({"backend": "hf", "source": {"type": "hf_hub", "repo": "o/m", "revision": "r"}}) == {"type": "hf_hub"}

@@ -8,31 +8,37 @@ own: a file is read again only when one of those changed.
 
 The layouts checked here:
 - a transformers checkpoint folder (`hf`): config.json and weights, either one file (model.safetensors,
-  pytorch_model.bin) or shards named by an index (model.safetensors.index.json, pytorch_model.bin.index.json);
-  every file at the folder's top level belongs to it (config, tokenizer, processor, chat template);
+  pytorch_model.bin) or shards named by an index (model.safetensors.index.json, pytorch_model.bin.index.json),
+  which may lie in a subfolder but never outside the folder; every file at the folder's top level belongs to
+  it (config, tokenizer, processor, chat template), and every shard the index names;
 - an open_clip checkpoint (`open_clip`): a folder in open_clip's hub layout (open_clip_config.json and a
-  weights file), or one weights file (a training checkpoint `epoch_32.pt`, which may hold a `state_dict` key
-  and DDP's `module.` prefixes, as open_clip's own loader takes it) with its architecture's name.
+  weights file, and a transformers text tower's text_tower/config.json), or one weights file (a training
+  checkpoint `epoch_32.pt`, which may hold a `state_dict` key and DDP's `module.` prefixes, as open_clip's own
+  loader takes it) with its architecture's name.
+
+Listing a checkpoint reads none of its files but a shard index. `check_files` (fetch-model) reads what is
+cheap to read: every JSON file parses, a safetensors file's header covers the file, a PyTorch file starts as
+one; `load_failure` says, in one sentence naming the file, why a checkpoint did not load at inference.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
-from vlmgrid import cache
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fileio import sha256_file, sha256_json, write_json
-
-HASHES_DIR = "file-hashes"  # under the cache folder: one small JSON file per hashed file
+from vlmgrid.filehashes import file_hashes, unreadable
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 HF_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 OPEN_CLIP_CONFIG = "open_clip_config.json"
 OPEN_CLIP_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt")
+OPEN_CLIP_TEXT_TOWER_CONFIG = "text_tower/config.json"  # a transformers text tower's config, read at load
 
 
 @dataclass(frozen=True)
@@ -47,50 +53,6 @@ class Checkpoint:
         return file_hashes(self.files)
 
 
-# ---------------------------------------------------------------------------------------------- hashes
-
-def _entry_path(path: Path) -> Path:
-    key = sha256_json(str(path))
-    return cache.cache_root() / HASHES_DIR / key[:2] / f"{key}.json"
-
-
-def file_hash(path: Path) -> str:
-    """sha256 of the file, read only when its (resolved path, size, mtime) is not remembered in the cache."""
-    path = Path(path).resolve()
-    stat = path.stat()
-    entry_path = _entry_path(path)
-    try:
-        entry = json.loads(entry_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        entry = {}
-    if entry.get("path") == str(path) and entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
-        return entry["sha256"]
-    digest = sha256_file(path)
-    try:
-        write_json(entry_path, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                                "sha256": digest})
-    except OSError:  # a read-only cache folder only costs hashing again next time
-        pass
-    return digest
-
-
-def file_hashes(files: Mapping[str, Path]) -> dict[str, str]:
-    """{name: sha256} of the files, in name order (see file_hash)."""
-    return {name: file_hash(path) for name, path in sorted(files.items())}
-
-
-def file_stamp(files: Mapping[str, Path]) -> list[list]:
-    """[name, size, mtime_ns] of each file, never read: what a workflow watches to see the checkpoint change."""
-    entries = []
-    for name, path in sorted(files.items()):
-        try:
-            stat = Path(path).stat()
-        except OSError:
-            continue
-        entries.append([name, stat.st_size, stat.st_mtime_ns])
-    return entries
-
-
 # ---------------------------------------------------------------------------------------------- layouts
 
 def local_path(source: Mapping) -> Path:
@@ -99,18 +61,37 @@ def local_path(source: Mapping) -> Path:
 
 
 def _top_level_files(folder: Path) -> dict[str, Path]:
-    return {path.name: path for path in sorted(folder.iterdir()) if path.is_file() and not path.name.startswith(".")}
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise unreadable(folder, exc) from exc
+    return {path.name: path for path in entries if path.is_file() and not path.name.startswith(".")}
+
+
+def _outside(name: str) -> bool:
+    """Whether a file name an index holds points outside its folder (an absolute path, a `..`)."""
+    return Path(name).is_absolute() or name.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", name)
 
 
 def _shards(folder: Path, index_name: str) -> list[str]:
-    """The shard files an index names (its weight_map's values), checked to be there."""
+    """The shard files an index names (its weight_map's values), checked to lie in the folder and be there."""
     index_path = folder / index_name
     try:
-        weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
-        shards = sorted(set(weight_map.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        text = index_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise unreadable(index_path, exc) from exc
+    try:
+        shards = sorted(set(json.loads(text)["weight_map"].values()))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        shards = None
+    if not shards or not all(isinstance(name, str) and name for name in shards):
         raise VlmgridError(f"{index_path} is not a shard index (a JSON object with a weight_map); restore it "
-                           f"from the checkpoint's release") from None
+                           f"from the checkpoint's release")
+    outside = next((name for name in shards if _outside(name)), None)
+    if outside is not None:
+        raise VlmgridError(f"{index_path} names the shard {outside!r}, outside the checkpoint folder {folder}; "
+                           f"a checkpoint's index names files inside its folder: restore the index from the "
+                           f"checkpoint's release, or move the shard into the folder and name it relative to it")
     missing = [name for name in shards if not (folder / name).is_file()]
     if missing:
         more = f" and {len(missing) - 1} more of its {len(shards)} shards" if len(missing) > 1 else ""
@@ -134,15 +115,17 @@ def hf_folder(source: Mapping) -> Checkpoint:
                            f"and weights, as save_pretrained writes it); set path to its folder")
     if not (folder / "config.json").is_file():
         raise VlmgridError(f"{folder} has no config.json; point path at the folder save_pretrained wrote")
+    files = _top_level_files(folder)
     for index_name in HF_INDEXES:
         if (folder / index_name).is_file():
-            _shards(folder, index_name)
+            # a shard may lie in a subfolder: it is read at load, so it is hashed with the rest
+            files.update({name: folder / name for name in _shards(folder, index_name)})
             break
     else:
         if not any((folder / name).is_file() for name in HF_WEIGHTS):
             raise VlmgridError(f"{folder} has no weights ({', '.join(HF_WEIGHTS + HF_INDEXES)}); copy the "
                                f"checkpoint's weight files into it")
-    return Checkpoint(folder, _top_level_files(folder))
+    return Checkpoint(folder, files)
 
 
 def open_clip_checkpoint(source: Mapping) -> Checkpoint:
@@ -161,4 +144,139 @@ def open_clip_checkpoint(source: Mapping) -> Checkpoint:
     if not any(name.endswith(OPEN_CLIP_WEIGHT_SUFFIXES) for name in files):
         raise VlmgridError(f"{path} has no weights (a {', '.join(OPEN_CLIP_WEIGHT_SUFFIXES)} file); copy the "
                            f"checkpoint's weights file into it")
+    if (path / OPEN_CLIP_TEXT_TOWER_CONFIG).is_file():  # read at load: hashed with the rest
+        files[OPEN_CLIP_TEXT_TOWER_CONFIG] = path / OPEN_CLIP_TEXT_TOWER_CONFIG
     return Checkpoint(path, files)
+
+
+# ---------------------------------------------------------------------------------------------- cheap checks
+
+_ZIP_START, _ZIP_END = b"PK\x03\x04", b"PK\x05\x06"  # torch.save's zip archive: its first and last records
+_PICKLE_START = b"\x80"  # torch.save's legacy format: a pickle (protocol 2 and later)
+_ZIP_TAIL = 22 + 65535  # the end record and the longest comment a zip archive may end with
+_AGAIN = "copy it again from the checkpoint's release (or save it again)"
+
+
+def _check_json(path: Path) -> None:
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise VlmgridError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                           f"{_AGAIN}") from None
+
+
+def _check_safetensors(path: Path) -> None:
+    """The header (8 bytes of length, then JSON) describes tensors that end exactly where the file does."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        length = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+        header = handle.read(length) if length is not None and 8 + length <= size else b""
+    try:
+        tensors = json.loads(header.decode("utf-8"))
+        end = max([0, *(int(entry["data_offsets"][1]) for key, entry in tensors.items() if key != "__metadata__")])
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        raise VlmgridError(f"{path} is not a safetensors file, or is cut short within its header (its first "
+                           f"bytes are no whole safetensors header); {_AGAIN}") from None
+    if 8 + length + end != size:
+        raise VlmgridError(f"{path} is not a whole safetensors file (its header describes {8 + length + end} bytes, "
+                           f"the file has {size}: it was cut short or changed); {_AGAIN}")
+
+
+def _check_torch(path: Path) -> None:
+    """A torch.save file starts as a zip archive (and then ends as one) or as a pickle."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        start = handle.read(4)
+        handle.seek(max(0, size - _ZIP_TAIL))
+        tail = handle.read()
+    if start == _ZIP_START and _ZIP_END not in tail:
+        raise VlmgridError(f"{path} is cut short (a PyTorch zip archive without its end); {_AGAIN}")
+    if start != _ZIP_START and not start.startswith(_PICKLE_START):
+        raise VlmgridError(f"{path} is not a PyTorch weights file (it starts as neither a zip archive nor a "
+                           f"pickle, as torch.save writes them); {_AGAIN}")
+
+
+#: What `check_files` reads of a file, by the end of its name.
+_CHECKS: dict[tuple[str, ...], Callable[[Path], None]] = {
+    (".json",): _check_json,
+    (".safetensors",): _check_safetensors,
+    (".bin", ".pt", ".pth"): _check_torch,
+}
+
+
+def check_files(checkpoint: Checkpoint) -> None:
+    """What is cheap to check of the checkpoint's files (never the weights themselves): each JSON file parses
+    (as UTF-8), each safetensors file's header covers the file, each PyTorch file starts (and, as a zip, ends)
+    as torch.save writes it; the first problem is one sentence naming the file."""
+    for name, path in sorted(checkpoint.files.items()):
+        check = next((check for suffixes, check in _CHECKS.items() if name.endswith(suffixes)), None)
+        if check is None:
+            continue
+        try:
+            check(Path(path))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise unreadable(Path(path), exc) from exc
+
+
+# ---------------------------------------------------------------------------------------------- load failures
+
+@dataclass(frozen=True)
+class _LoadFailure:
+    """A kind of error a library raises loading a checkpoint: the words that tell it, its likely cause, the fix."""
+
+    words: tuple[str, ...]
+    cause: str
+    fix: str
+
+
+_LOAD_FAILURES = (
+    _LoadFailure(("size mismatch", "missing key", "unexpected key", "error(s) in loading state_dict"),
+                 "its weights do not match the architecture the model is built as (an open_clip source's arch, "
+                 "or the checkpoint's config)",
+                 "set the architecture the checkpoint was trained as, or point the model at the matching weights"),
+    _LoadFailure(("safetensor", "header", "deserializ"),
+                 "a weights file is damaged or cut short", "copy the checkpoint again from its release"),
+    _LoadFailure(("pytorchstreamreader", "zip archive", "invalid load key", "unpickl", "pickle"),
+                 "a weights file is not a PyTorch checkpoint or is damaged",
+                 "copy the checkpoint again from its release"),
+    _LoadFailure(("json", "utf-8", "codec can't decode"),
+                 "a JSON file of the checkpoint (its config) is damaged or not UTF-8",
+                 "restore it from the checkpoint's release"),
+    _LoadFailure(("permission denied",), "a file of the checkpoint cannot be read by this user",
+                 "make the checkpoint's files readable (`chmod -R a+r`)"),
+    _LoadFailure(("model_type", "unrecognized", "does not recognize", "config"),
+                 "its config does not describe a model this library version knows",
+                 "restore the checkpoint's config.json, or set the model's model_class"),
+)
+
+
+def _listing(location: Path) -> Checkpoint:
+    """Every file under the location (or the one file), for the cheap checks."""
+    if location.is_file():
+        return Checkpoint(location, {location.name: location})
+    files = {path.relative_to(location).as_posix(): path for path in sorted(location.rglob("*"))
+             if path.is_file() and not path.relative_to(location).parts[0].startswith(".")}
+    return Checkpoint(location, files)
+
+
+def load_failure(model: str, location: Path, error: Exception) -> VlmgridError:
+    """The one sentence for a checkpoint at `location` that a library failed to load with `error`: the file a
+    cheap check finds at fault, else the file the error names (or the location), with the likely cause."""
+    location = Path(location)
+    try:
+        check_files(_listing(location))
+    except VlmgridError as found:
+        return VlmgridError(f"model {model} could not be loaded: {found}")
+    except OSError:
+        pass
+    if isinstance(error, (OSError, UnicodeDecodeError)) and getattr(error, "filename", None):
+        return VlmgridError(f"model {model} could not be loaded: {unreadable(Path(error.filename), error)}")
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    lowered = f"{type(error).__name__} {text}".lower()
+    failure = next((failure for failure in _LOAD_FAILURES if any(word in lowered for word in failure.words)), None)
+    cause = failure.cause if failure else "the checkpoint is damaged or does not match the model's settings"
+    fix = failure.fix if failure else "check the checkpoint and the model's settings"
+    said = text if len(text) <= 300 else text[:300] + "..."
+    return VlmgridError(f"model {model}: {location} could not be loaded, likely because {cause} "
+                        f"({type(error).__name__}: {said}); {fix}, then run `vlmgrid fetch-model {model}` again")

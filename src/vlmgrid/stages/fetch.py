@@ -7,14 +7,16 @@ again, so the cells of that model run again. Any other source is downloaded or b
 by the backend; a `source: {type: fixture}` model is a tiny test model, whose writer
 (vlmgrid.fixtures.models.MODEL_FIXTURES, by backend name) this stage hands to the backend, which never imports
 the fixtures itself. The manifest (MANIFEST) is written last, so a present manifest means a complete fetch.
+Nothing is ever written into a checkpoint read in place, and nothing is removed from data/models/<model>/ but
+the files an earlier fetch wrote there (as its manifest records them).
 Also here: the stamp a workflow watches to see a local checkpoint change (model_stamp), and
 `vlmgrid make-tiny-models` (write_tiny_models), the tiny checkpoints written into a folder of one's own.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,10 +24,11 @@ from typing import Any, Mapping, Sequence
 from vlmgrid import __version__, paths
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fileio import sha256_file, sha256_json, write_json
+from vlmgrid.filehashes import file_hashes, file_stamp
+from vlmgrid.fileio import remove_stale_temporaries, sha256_file, sha256_json, write_json
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import MANIFEST
-from vlmgrid.models.checkpoints import Checkpoint, file_hash, file_stamp, local_path
+from vlmgrid.models.checkpoints import Checkpoint, check_files, local_path
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +59,45 @@ def _fixture_for(settings: dict):
 
 
 def _read_manifest(manifest_path: Path) -> dict | None:
-    import json
+    """The manifest fetch-model wrote; None when there is none, or it is damaged (then it is fetched again)."""
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
 
-    return json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else None
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _refuse_overlap(name: str, model_dir: Path, location: Path) -> None:
+    """A checkpoint read in place must lie apart from the model's folder, which fetch-model writes (its record)
+    and DVC keeps as an output: nothing is ever written into a checkpoint."""
+    folder, checkpoint = model_dir.resolve(), location.resolve()
+    if _inside(checkpoint, folder) or _inside(folder, checkpoint):
+        raise VlmgridError(f"model {name}: its checkpoint {location} lies in {model_dir} (or holds it), the folder "
+                           f"fetch-model writes the model's record into, and nothing is ever written into a "
+                           f"checkpoint; move the checkpoint elsewhere (e.g. checkpoints/{name}) and set the "
+                           f"model's source path there")
+
+
+def _remove_own_files(model_dir: Path) -> None:
+    """Remove what an earlier fetch wrote into model_dir: the files its manifest names, each only while it still
+    has the bytes recorded, then the manifest and the folders left empty. Nothing else is ever removed."""
+    remove_stale_temporaries(model_dir)  # what a killed write of fetch's own left
+    manifest_path = model_dir / MANIFEST
+    manifest = _read_manifest(manifest_path)
+    if manifest is not None and "location" not in manifest:  # a record in place names files elsewhere
+        for file_name, digest in manifest["files"].items():
+            path = model_dir / str(file_name)
+            if _inside(path.resolve(), model_dir.resolve()) and path.is_file() and sha256_file(path) == digest:
+                path.unlink()
+    manifest_path.unlink(missing_ok=True)
+    for folder in sorted((path for path in model_dir.rglob("*") if path.is_dir() and not path.is_symlink()),
+                         key=lambda path: len(path.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def _in_place_manifest(name: str, settings: dict, checkpoint: Checkpoint) -> dict:
@@ -82,9 +121,11 @@ def _same(manifest: dict | None, settings: dict) -> bool:
 def _recorded_hub_checkpoint(manifest: dict) -> bool:
     """Whether a hub snapshot recorded in place is still whole in the cache (so the hub is not asked again)."""
     location = Path(manifest["location"])
+    present = {name: location / name for name in manifest["files"] if (location / name).is_file()}
+    hashes = file_hashes(present)  # one warning, not one a file, where the cache cannot be written
     for name, digest in manifest["files"].items():
         path = location / name
-        if not path.is_file() or file_hash(path) != digest:
+        if hashes.get(name) != digest:
             raise VlmgridError(f"{path} does not match the manifest {manifest['model']} was fetched with; delete it "
                                f"from the Hugging Face cache and run `vlmgrid fetch-model {manifest['model']}` again")
     return True
@@ -101,6 +142,8 @@ def _fetch_in_place(name: str, settings: dict, model_dir: Path, backend) -> dict
     checkpoint = backend.in_place(settings)
     if checkpoint is None:
         return None
+    _refuse_overlap(name, model_dir, checkpoint.location)
+    check_files(checkpoint)
     manifest = _in_place_manifest(name, settings, checkpoint)
     if _same(old, settings) and old.get("location") == manifest["location"]:
         if old.get("files") == manifest["files"]:
@@ -108,9 +151,8 @@ def _fetch_in_place(name: str, settings: dict, model_dir: Path, backend) -> dict
         changed = sorted(set(old.get("files", {}).items()) ^ set(manifest["files"].items()))
         log.info("model %s: its checkpoint %s changed since it was fetched (%s, %d file(s) in all); recording it "
                  "again", name, checkpoint.location, changed[0][0], len({entry[0] for entry in changed}))
-    location = checkpoint.location
-    if model_dir.exists() and model_dir.resolve() not in (location.resolve(), *location.resolve().parents):
-        shutil.rmtree(model_dir)  # a copy an earlier source left there
+    if model_dir.exists():
+        _remove_own_files(model_dir)  # a copy an earlier source left there
     write_json(manifest_path, manifest)
     return manifest
 
@@ -140,9 +182,10 @@ def in_place_weights(name: str, settings: dict, model_dir: Path) -> InPlace | No
 
 def model_stamp(settings: Mapping[str, Any]) -> dict:
     """What a model's fetch reads from outside vlmgrid's own folders, in a form that changes when that does: for
-    a `local` source its path and each of its checkpoint's files as [name, size in bytes, mtime in ns], never
-    read (the workflows run fetch-model again when it changes: Snakemake as a param, DVC as a stamp file); any
-    other source by its type alone, as its settings (a param of fetch-model already) decide its files."""
+    a `local` source its path and each of its checkpoint's files as [name, size in bytes, sha256], each read only
+    when its size or time changed since it was hashed (file_stamp), so that a touched file with the same bytes
+    changes nothing (the workflows run fetch-model again when it changes: Snakemake as a param, DVC as a stamp
+    file); any other source by its type alone, as its settings (a param of fetch-model already) decide its files."""
     source = settings.get("source") if isinstance(settings, Mapping) else None
     if not isinstance(source, Mapping) or source.get("type") != "local" or not source.get("path"):
         return {"type": source.get("type") if isinstance(source, Mapping) else None}
@@ -164,8 +207,15 @@ def fetch_model(name: str, settings: dict, model_dir: Path) -> dict:
     if manifest is not None:
         return manifest
     if model_dir.exists():
-        shutil.rmtree(model_dir)
-    model_dir.mkdir(parents=True)
+        _remove_own_files(model_dir)
+        left = sorted(path.relative_to(model_dir).as_posix() for path in model_dir.rglob("*") if not path.is_dir())
+        if left:
+            more = f" and {len(left) - 1} more file(s)" if len(left) > 1 else ""
+            raise VlmgridError(f"{model_dir} holds {left[0]}{more} that fetch-model did not write (or that changed "
+                               f"since); it removes only what it wrote, so move them out of {model_dir} (a "
+                               f"checkpoint of your own is read where it lies: give the model a local source with "
+                               f"its path) or delete them, and run `vlmgrid fetch-model {name}` again")
+    model_dir.mkdir(parents=True, exist_ok=True)
     backend = BACKENDS.get(settings["backend"])
     files = backend.fetch(settings, model_dir, fixture=_fixture_for(settings))
     hashes = {file_name: sha256_file(path) for file_name, path in sorted(files.items())}

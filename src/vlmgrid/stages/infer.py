@@ -120,8 +120,8 @@ def run_inference(*, cell: Cell, model_settings: dict, bench_dir: Path, model_di
         # the model's server, when it has one, is stopped once the parts are done or the job fails
         with server.run() if server is not None else contextlib.nullcontext() as running:
             started = time.monotonic()
-            model = backend.load(served_settings(model_settings, running) if running else model_settings, model_dir,
-                                 device)
+            model = _load(backend, served_settings(model_settings, running) if running else model_settings,
+                          model_dir, device, cell.model)
             if "torch" in sys.modules:
                 sys.modules["torch"].set_num_threads(threads)
             log.info(f"loaded {cell.model} ({model.describe()}) in {time.monotonic() - started:.1f}s")
@@ -135,6 +135,24 @@ def run_inference(*, cell: Cell, model_settings: dict, bench_dir: Path, model_di
             model.set_answer_prior(job.bench.records["answer_index"].tolist())
             run.answer(_Answering(model, job.bench, run).run, progress=progress)
     return run.finish()
+
+
+def _load(backend, settings: dict, model_dir: Path, device: str, model: str):
+    """The backend's model. A library's error loading the checkpoint (a damaged file, weights of another
+    architecture) becomes one sentence naming the file and the likely cause; the machine's own faults (memory,
+    CUDA, a full disk, a missing package) stay as they are."""
+    from vlmgrid.fileio import failed_write
+    from vlmgrid.models.checkpoints import load_failure
+
+    try:
+        return backend.load(settings, model_dir, device)
+    except (VlmgridError, ImportError, MemoryError):
+        raise
+    except Exception as exc:
+        text = str(exc).lower()
+        if "out of memory" in text or "cuda" in text or (isinstance(exc, OSError) and failed_write(exc) is not None):
+            raise
+        raise load_failure(model, model_dir, exc) from exc
 
 
 class _Answering:
