@@ -127,7 +127,7 @@ def test_fixture_prepare_writes_canonical_records(kind, tmp_path):
     assert manifest["kind"] == kind and manifest["benchmark"] == f"{kind}-fixture"
     assert manifest["source"] == {"type": "fixture"}
     assert manifest["vlmgrid_version"] == vlmgrid.__version__
-    on_disk = set(files_on_disk(bench_dir)) - {"manifest.json"}
+    on_disk = set(files_on_disk(bench_dir)) - {"manifest.json", ".prepare-written.json"}
     assert set(manifest["files"]) == on_disk
     assert "records.parquet" in on_disk and any(p.startswith("raw/") for p in on_disk)
     assert {f"images/{Path(p).relative_to('images').as_posix()}" for p in records["image"]} <= on_disk
@@ -317,11 +317,19 @@ def test_changed_settings_rebuild_from_scratch(kind, tmp_path):
     strays = [bench_dir / "images" / "stale.jpg", bench_dir / "raw" / "stale.parquet"]
     for stray in strays:
         stray.write_bytes(b"left over")
+    # files that no prepare wrote are never removed: they are named, and kept
+    with pytest.raises(VlmgridError, match=f"^{strays[0]}: .* prepare did not write this file"):
+        prepare(kind, bench_dir, size=2, seed=1)
+    assert all(stray.read_bytes() == b"left over" for stray in strays)
+    strays[0].unlink()
+    with pytest.raises(VlmgridError, match=f"^{strays[1]}: .* prepare did not write this file"):
+        prepare(kind, bench_dir, size=2, seed=1)
+    strays[1].unlink()
     second = prepare(kind, bench_dir, size=2, seed=1)
     assert second["source"] == {"type": "fixture", "size": 2, "seed": 1}
     assert second["n_items"] < first["n_items"]
     assert not any(stray.exists() for stray in strays)
-    assert set(second["files"]) == set(files_on_disk(bench_dir)) - {"manifest.json"}
+    assert set(second["files"]) == set(files_on_disk(bench_dir)) - {"manifest.json", ".prepare-written.json"}
     assert load_benchmark(bench_dir).manifest == second
     verify_benchmark(bench_dir)
 

@@ -38,6 +38,12 @@ RECORDS = "records.parquet"
 CLASSES = "classes.json"
 SYNONYMS = "synonyms.json"
 DERIVED = ("images", RECORDS, CLASSES, SYNONYMS, IMAGE_SOURCES)
+# Present while a prepare builds the folder (written before its first file, removed after the manifest): what a
+# prepare left without a manifest is its own, and the next one may remove it.
+UNFINISHED = ".prepare-unfinished"
+# The files a prepare wrote into the folder, kept beside the manifest: Snakemake deletes a job's outputs (the
+# manifest, the records) before it runs it again, and the next prepare must still know what it may remove.
+WRITTEN = ".prepare-written.json"
 CANONICAL = pa.schema(
     [
         ("id", pa.string()),
@@ -78,7 +84,7 @@ def _hash_tree(bench_dir: Path) -> dict[str, str]:
     files = {}
     for path in sorted(bench_dir.rglob("*")):
         rel = path.relative_to(bench_dir).as_posix()
-        if path.is_file() and rel != MANIFEST:
+        if path.is_file() and rel not in (MANIFEST, UNFINISHED, WRITTEN):
             files[rel] = fileio.sha256_file(path)
     return files
 
@@ -206,15 +212,107 @@ def _records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str
 
 # ---------------------------------------------------------------------------------------------- prepare
 
-def _clear(bench_dir: Path, keep_raw: bool) -> None:
-    """Remove what a prepare writes (never anything else: bench_dir may be a user's folder by mistake)."""
+def _own_files(bench_dir: Path, manifest: dict) -> set[str]:
+    """The files (relative posix paths) that the prepare of `manifest` wrote: its own files, less a local
+    source's raw files lying in the folder (the user's copy, which prepare reads and never writes)."""
+    source = manifest.get("source") if isinstance(manifest.get("source"), dict) else {}
+    read = local_folder(source) if source.get("type") == "local" and source.get("path") else None
+    written = set()
+    for key in manifest["files"]:
+        if Path(key).is_absolute():
+            continue
+        path = (bench_dir / key).resolve()
+        if read is None or not (path == read or read in path.parents):
+            written.add(key)
+    return written
+
+
+def _written(bench_dir: Path, old: dict | None) -> set[str]:
+    """The files (relative posix paths) that earlier prepares wrote into bench_dir: the old manifest's own, and
+    those its list of written files names (which outlives a manifest that Snakemake removed before a rerun)."""
+    written = _own_files(bench_dir, old) if old is not None else set()
+    try:
+        listed = json.loads((bench_dir / WRITTEN).read_text("utf-8"))
+    except (OSError, ValueError):  # none yet (or damaged): only the manifest says what prepare wrote
+        listed = []
+    home = bench_dir.resolve()
+    for key in listed if isinstance(listed, list) else ():
+        if isinstance(key, str) and not Path(key).is_absolute() and home in (home / key).resolve().parents:
+            written.add(key)
+    return written
+
+
+def _clear(bench_dir: Path, old: dict | None, writes_raw: bool, keep_raw: bool, label: str) -> None:
+    """Remove what an earlier prepare wrote into bench_dir (its images/, records, classes, and raw/ unless
+    `keep_raw`), and never anything else: a file there that no prepare wrote (the user's own, or a copy a local
+    source reads) is refused in one sentence, before anything is removed; so is one in raw/ when the source
+    writes raw/ (`writes_raw`), whose clean-up would remove it."""
+    names = DERIVED + (() if keep_raw else ("raw",))
+    if not (bench_dir / UNFINISHED).is_file():  # else every file under those names is an unfinished prepare's
+        written = _written(bench_dir, old)
+        for name in DERIVED + (("raw",) if writes_raw else ()):
+            path = bench_dir / name
+            found = sorted(p for p in path.rglob("*") if not p.is_dir()) if path.is_dir() and not path.is_symlink() else [path]
+            for file in found:
+                rel = file.relative_to(bench_dir).as_posix()
+                if (file.exists() or file.is_symlink()) and rel not in written:
+                    raise VlmgridError(
+                        f"{file}: {label} is prepared into {bench_dir}, and prepare did not write this file "
+                        f"(no manifest there lists it), so it will not remove it; move it out of {bench_dir} (or "
+                        f"point the source at its own folder elsewhere) and run prepare again"
+                    )
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    fileio.write_text(bench_dir / UNFINISHED, "")
     (bench_dir / MANIFEST).unlink(missing_ok=True)
-    for name in DERIVED + (() if keep_raw else ("raw",)):
+    for name in names:
         path = bench_dir / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         elif path.exists() or path.is_symlink():
             path.unlink()
+
+
+def _check_local_folder(source: Mapping[str, Any], bench_dir: Path, label: str) -> None:
+    """Refuse a local source that shares the folder prepare writes into (but for its raw/, which prepare never
+    writes for a local source): prepare would mix its images/ with the copy's, or read its own outputs as raw
+    files."""
+    read, home = local_folder(source), bench_dir.resolve()
+    if read == home / "raw" or home / "raw" in read.parents:
+        return
+    if read == home:
+        where = "is the folder"
+    elif home in read.parents:
+        where = "lies inside the folder"
+    elif read in home.parents:
+        where = "holds the folder"
+    else:
+        return
+    raise VlmgridError(
+        f"{source['path']}: the local source of {label} {where} {bench_dir} that prepare writes the benchmark into "
+        f"(images/, records.parquet, manifest.json); move the copy out of it (or into {bench_dir / 'raw'}), or set "
+        f"data_dir to another folder"
+    )
+
+
+def _local_state(kind: BenchmarkKind, raw_dir: Path) -> dict[str, tuple[int, ...]]:
+    """Each raw file a local source reads (absolute path): its size, times, inode and device, which any write to
+    it changes (ctime included, which no tool sets back)."""
+    state = {}
+    for path in local_raw_files(kind, raw_dir):
+        st = path.stat()
+        state[str(path.resolve())] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+    return state
+
+
+def _first_change(before: dict, after: dict) -> str:
+    for key in sorted(set(before) | set(after)):
+        if key not in after:
+            return f"{key} is gone"
+        if key not in before:
+            return f"{key} is new"
+        if before[key] != after[key]:
+            return f"{key} changed"
+    return ""
 
 
 def _check_count(n_items: Any, source: Mapping[str, Any], kind: BenchmarkKind, where: Path) -> str | None:
@@ -260,6 +358,8 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
     if "source" not in settings:
         raise VlmgridError(f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or {json.dumps(kind.default_source)})")
     source = _json_plain(check_source(kind, settings["source"], label, fixture))
+    if source["type"] == "local":
+        _check_local_folder(source, bench_dir, label)
 
     expected = expected_items(kind, source)
     old = _read_manifest(bench_dir)
@@ -283,10 +383,14 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
     # are kept: the url and hf_hub sources re-verify their checksums before reusing them. A local source never
     # writes raw/, and its `path` may point there: leave raw/ alone.
     keep_raw = source["type"] == "local" or (old is None and source["type"] in ("url", "hf_hub"))
-    _clear(bench_dir, keep_raw=keep_raw)
-    bench_dir.mkdir(parents=True, exist_ok=True)
+    _clear(bench_dir, old, source["type"] != "local", keep_raw, label)
 
     fetched = fetch_source(kind, source, bench_dir, label, fixture)
+    if fetched.external:
+        # The raw files are hashed before they are read and must be the same files after: the manifest then
+        # hashes the bytes the records were built from, even if the user's copy is edited meanwhile.
+        before = _local_state(kind, fetched.raw_dir)
+        raw_hashes = {key: fileio.sha256_file(key) for key in before}
     adapted = kind.adapt(fetched.raw_dir, bench_dir)
     table = _records_table(adapted.records, kind, adapted.classes, bench_dir, label)
     variant = _check_count(table.num_rows, source, kind, fetched.raw_dir)
@@ -298,8 +402,13 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
 
     files = _hash_tree(bench_dir)
     if fetched.external:  # every raw file the kind reads there (the files of the layout it holds)
-        for path in local_raw_files(kind, fetched.raw_dir):
-            files[str(path.resolve())] = fileio.sha256_file(path)
+        changed = _first_change(before, _local_state(kind, fetched.raw_dir))
+        if changed:
+            raise VlmgridError(
+                f"{label}: its local source {source['path']} changed while prepare read it ({changed}), so the records "
+                f"may mix two versions of it and none is recorded; run prepare again once nothing writes there"
+            )
+        files.update(raw_hashes)
     files = dict(sorted(files.items()))
     manifest = {
         "benchmark": name,
@@ -315,7 +424,9 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
     }
     if variant is not None:  # a published variant of the benchmark (kind.variants), known by its count
         manifest["variant"] = variant
+    fileio.write_json(bench_dir / WRITTEN, sorted(_own_files(bench_dir, manifest)))
     fileio.write_json(bench_dir / MANIFEST, manifest)
+    (bench_dir / UNFINISHED).unlink()
     return manifest
 
 

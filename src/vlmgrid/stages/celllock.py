@@ -9,6 +9,9 @@ it, is taken over and rewritten. A run that ends (normally or by an exception) r
 still holds the lock, and a run that took the lock of a file removed meanwhile opens the new one instead, so
 two runs never hold locks on two different files.
 
+The prepare stage locks a benchmark folder by the same mechanism (`exclusive_lock`), but waits for the
+holder instead of refusing.
+
 The lock file is written in place, never through `vlmgrid.fileio`'s atomic rename: a rename would put a new
 file, unlocked, in the locked one's place.
 """
@@ -24,7 +27,7 @@ import shlex
 import socket
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from vlmgrid.errors import VlmgridError
 
@@ -40,9 +43,21 @@ def cell_lock(partial_dir: Path, cell: str) -> Iterator[Path]:
     """Hold the lock of the job whose parts are in `partial_dir` while the block runs; `cell` names the job in
     the refusal ("random on pope", "random on pope, shard 2/3"). Raises VlmgridError at once when another
     process holds it."""
-    path = lock_path(partial_dir)
+    def refuse(path: Path, holder: dict) -> None:
+        raise VlmgridError(_refusal(path, cell, holder))
+
+    with exclusive_lock(lock_path(partial_dir), refuse) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, held: Callable[[Path, dict], None]) -> Iterator[Path]:
+    """Hold an exclusive lock on the file `path` while the block runs, writing who holds it into the file. When
+    another process holds it, `held(path, holder)` is called with what that process wrote ({} when it has not
+    yet): it raises to refuse, or returns to wait until the lock is dropped."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _take(path, cell)
+    fd = _take(path, held)
     try:
         holder = {"pid": os.getpid(), "host": socket.gethostname(),
                   "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -56,8 +71,8 @@ def cell_lock(partial_dir: Path, cell: str) -> Iterator[Path]:
         os.close(fd)
 
 
-def _take(path: Path, cell: str) -> int:
-    """An open descriptor of `path`, locked; refuses when another process holds it."""
+def _take(path: Path, held: Callable[[Path, dict], None]) -> int:
+    """An open descriptor of `path`, locked; `held` says whether to wait when another process holds it."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -66,11 +81,11 @@ def _take(path: Path, cell: str) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder(fd)
-            os.close(fd)
-            raise VlmgridError(_refusal(path, cell, holder)) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held(path, _holder(fd))
+                fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
             os.close(fd)
             raise

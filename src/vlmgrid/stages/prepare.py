@@ -15,6 +15,8 @@ from vlmgrid import paths
 from vlmgrid.benchmarks import dataset
 from vlmgrid.benchmarks.stamps import write_source_stamps
 from vlmgrid.config import Config
+from vlmgrid.serving import recorded_settings
+from vlmgrid.stages.celllock import exclusive_lock, lock_path
 
 if TYPE_CHECKING:
     from vlmgrid.fixtures.kinds import BenchmarkFixture
@@ -40,9 +42,21 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
     """Fetch (or generate), adapt, validate and hash one benchmark into bench_dir; returns its manifest.
 
     Idempotent: a folder whose manifest matches the settings and whose files match their hashes is left as it is
-    (vlmgrid.benchmarks.dataset.prepare_benchmark says when it is rebuilt).
+    (vlmgrid.benchmarks.dataset.prepare_benchmark says when it is rebuilt). One prepare of a folder at a time:
+    a second waits for the first (two grids sharing data_dir may both need the benchmark), then finds the folder
+    prepared and reuses it. The lock is a file beside the folder, `<bench_dir>.lock`, which the kernel drops
+    when its holder dies.
     """
-    return dataset.prepare_benchmark(name, settings, bench_dir, fixture=fixture_for(settings))
+    bench_dir = Path(bench_dir)
+
+    def wait(path: Path, holder: dict) -> None:
+        who = (f"pid {holder['pid']} on {holder.get('host')}, since {holder.get('started')}: `{holder.get('command')}`"
+               if "pid" in holder else "a process that has not yet written who it is")
+        log.warning(f"benchmark {name}: another prepare of it is in progress ({who}), holding its lock {path}; "
+                    f"waiting for it to finish")
+
+    with exclusive_lock(lock_path(bench_dir), wait):
+        return dataset.prepare_benchmark(name, settings, bench_dir, fixture=fixture_for(settings))
 
 
 def prepare(config: Config, benchmark: str) -> dict:
@@ -53,24 +67,34 @@ def prepare(config: Config, benchmark: str) -> dict:
 
 
 def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
-    """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and times), one
+    """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and hashes), one
     file per benchmark in `folder` (default: the stamps folder under data_dir), for DVC's prepare stages, and
     of each grid model's source in its `models/` folder, for DVC's fetch_model stages; returns the names whose
     stamp changed (a model's as models/<name>). Each grid that shares data_dir with another needs a folder of its own, as
     the stamps of other benchmarks are removed."""
-    from vlmgrid.stages.fetch import model_stamp
-
     folder = Path(folder) if folder is not None else paths.source_stamps_dir(config.data_dir)
     written = write_source_stamps({name: config.benchmark(name) for name in config.benchmarks}, folder)
     local = sum(config.benchmark(name)["source"].get("type") == "local" for name in config.benchmarks)
     log.info(f"{folder}: {len(config.benchmarks)} source stamps ({local} local), {len(written)} changed")
     # the models' checkpoints, in a folder of their own (a model may share a benchmark's name)
     models = {name: config.model(name) for name in config.models}
-    written += [f"models/{name}" for name in write_source_stamps(models, paths.model_stamps_dir(folder),
-                                                                  stamp_of=model_stamp, label="model")]
+    stamps = {name: _model_stamp(name, settings) for name, settings in models.items()}
+    written += [f"models/{name}" for name in write_source_stamps(stamps, paths.model_stamps_dir(folder),
+                                                                  stamp_of=dict, label="model")]
     local = sum((settings.get("source") or {}).get("type") == "local" for settings in models.values())
     log.info(f"{paths.model_stamps_dir(folder)}: {len(models)} model stamps ({local} local)")
     return written
+
+
+def _model_stamp(name: str, settings: Mapping[str, Any]) -> dict:
+    """A model's stamp for DVC: its checkpoint's (vlmgrid.stages.fetch.model_stamp) and its settings, which DVC's
+    infer stages track here rather than in the config, since DVC writes a param's value into dvc.lock and a
+    `serve: env:` value is a token (recorded_settings names only its variables). The settings sit under
+    `models.<name>`, as in the config, so `dvc exp show` names them `models.<name>.<key>` (the param key is
+    `models` alone: DVC would split a dotted model name into levels)."""
+    from vlmgrid.stages.fetch import model_stamp
+
+    return {**model_stamp(settings), "models": {name: recorded_settings(dict(settings))}}
 
 
 def verify(config: Config, benchmark: str) -> None:
