@@ -44,7 +44,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import archive_file, raw_file
+from vlmgrid.benchmarks.rawio import archive_file, raw_file, read_bytes, within
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE = "caltech-101.zip"
@@ -169,7 +169,8 @@ def _folder_reader(root: str):
         test = split_test(files)
         for category, kept in test.items():
             for name in kept:
-                fileio.write_bytes(Path(bench_dir) / "images" / category / name, (top / category / name).read_bytes())
+                image = within(top, Path(category) / name, f"Caltech-101 category {category}")
+                fileio.write_bytes(Path(bench_dir) / "images" / category / name, read_bytes(image, f"extract {INNER} again"))
         return _records(test, names)
 
     return adapt_folder

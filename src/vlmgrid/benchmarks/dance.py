@@ -26,7 +26,7 @@ from vlmgrid.benchmarks.dance_build import (
     DIRECTIONS, FORMAT_DOC, FORMAT_NAME, FORMAT_VERSION, HARD_RELATIONS, META, QUERIES, SPLITS, TRIPLES,
 )
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.rawio import ImageStore
+from vlmgrid.benchmarks.rawio import ImageStore, read_bytes, read_text, within
 from vlmgrid.benchmarks.shapes import RANKING
 from vlmgrid.errors import VlmgridError
 
@@ -76,12 +76,13 @@ def load_dance(folder: Path) -> tuple[dict, list[dict]]:
         if not (folder / name).is_file():
             raise _absent(folder, name)
     try:
-        meta = json.loads((folder / META).read_text("utf-8"))
+        meta = json.loads(read_text(folder / META, f"see {FORMAT_DOC}"))
         jsonschema.validate(meta, META_SCHEMA)
     except (ValueError, jsonschema.ValidationError) as exc:
         raise VlmgridError(f"{folder / META}: not a DANCE dance.json ({getattr(exc, 'message', exc)}); see {FORMAT_DOC}") from None
     queries, ids = [], set()
-    lines = (folder / QUERIES).read_text("utf-8").splitlines()
+    # lines end at "\n" only: splitlines() would also cut at a U+2028 or U+0085 that a JSON string holds raw
+    lines = read_text(folder / QUERIES, f"see {FORMAT_DOC}").split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -113,7 +114,7 @@ def _check_query(query: dict, meta: dict, folder: Path, where: str, ids: set) ->
         raise VlmgridError(f"{where}: a candidate appears twice in query {query['id']!r}")
     pictures = items if query["direction"] == "riddle-to-image" else [query["query"]]
     for picture in pictures:
-        if Path(picture).is_absolute() or ".." in Path(picture).parts or not (folder / picture).is_file():
+        if not within(folder, picture, f"{where} (query {query['id']!r})").is_file():
             raise VlmgridError(f"{folder / picture}: missing (query {query['id']!r} names it); pictures are paths "
                                f"relative to the folder, under images/")
 
@@ -126,7 +127,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     def picture(relative: str) -> str:
         if relative not in stored:
             path = Path(raw_dir) / relative
-            stored[relative] = store.add({"bytes": path.read_bytes(), "path": path.name}, str(path))
+            stored[relative] = store.add({"bytes": read_bytes(path, f"see {FORMAT_DOC}"), "path": path.name}, str(path))
         return stored[relative]
 
     rows = []

@@ -23,7 +23,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import archive_file, raw_file
+from vlmgrid.benchmarks.rawio import archive_file, raw_file, read_bytes, within
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE, LABELS, SETID = "102flowers.tgz", "imagelabels.mat", "setid.mat"
@@ -103,7 +103,8 @@ def adapt_folder(raw_dir: Path, bench_dir: Path) -> Adapted:
     if missing:
         raise VlmgridError(f"{Path(raw_dir) / missing[0]}: missing, though setid.mat lists it as a test image ({len(missing)} missing in all); extract all of {ARCHIVE} there")
     for name in names:
-        fileio.write_bytes(Path(bench_dir) / "images" / name, (Path(raw_dir) / name).read_bytes())
+        image = within(Path(raw_dir) / "jpg", Path(name).name, f"setid.mat's test image {Path(name).name}")
+        fileio.write_bytes(Path(bench_dir) / "images" / name, read_bytes(image, f"extract {ARCHIVE} there again"))
     return _records(labels, test_ids, classes)
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import archive_file, raw_file
+from vlmgrid.benchmarks.rawio import archive_file, raw_file, read_bytes, read_text, within
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE = "food-101.tar.gz"
@@ -54,7 +54,7 @@ def _read_meta(archive: Path) -> tuple[dict, list[str] | None]:
         for member in tar:
             name = _name(member)
             if name in (TEST_JSON, CLASSES_TXT) and archive_file(archive, member):
-                data = tar.extractfile(member).read().decode("utf-8")
+                data = tar.extractfile(member).read().decode("utf-8-sig")
                 if name == TEST_JSON:
                     try:
                         test = json.loads(data)
@@ -79,7 +79,9 @@ def _wanted(test: dict, listed: list[str] | None, where: Path, split_file: str) 
     wanted: dict[str, tuple[str, int]] = {}
     for index, folder in enumerate(folders):
         for entry in test[folder]:
-            if not isinstance(entry, str) or entry.split("/")[0] != folder:
+            # "class/id" and nothing more: the entry names a file to read, and one to write under images/
+            parts = entry.split("/") if isinstance(entry, str) else []
+            if len(parts) != 2 or parts[0] != folder or parts[1] in ("", ".", ".."):
                 raise VlmgridError(f"{where}: {split_file} lists {entry!r} under {folder!r}; re-download the archive")
             wanted[IMAGE_NAME.format(entry)] = (entry, index)
     return wanted
@@ -124,12 +126,13 @@ def _folder_reader(outer: str):
         if not test_txt.is_file():
             raise VlmgridError(f"{test_txt}: missing, so the test split is unknown; extract the whole of {ARCHIVE} (its meta/ folder too)")
         test: dict[str, list[str]] = {}
-        for line in test_txt.read_text("utf-8").splitlines():
+        fix = f"extract the whole of {ARCHIVE} again"
+        for line in read_text(test_txt, fix).splitlines():
             if line.strip():
                 test.setdefault(line.strip().split("/")[0], []).append(line.strip())
         listed = None
         if classes_txt.is_file():
-            listed = [line.strip() for line in classes_txt.read_text("utf-8").splitlines() if line.strip()]
+            listed = [line.strip() for line in read_text(classes_txt, fix).splitlines() if line.strip()]
         wanted = _wanted(test, listed, test_txt, "meta/test.txt")
         for folder in sorted(test):
             if not (root / "images" / folder).is_dir():
@@ -138,7 +141,8 @@ def _folder_reader(outer: str):
         if missing:
             raise VlmgridError(f"{root / 'images' / missing[0]}.jpg: missing, though meta/test.txt lists it ({len(missing)} test images missing in all); extract the whole of {ARCHIVE}")
         for entry, _ in wanted.values():
-            fileio.write_bytes(Path(bench_dir) / "images" / f"{entry}.jpg", (root / "images" / f"{entry}.jpg").read_bytes())
+            image = within(root / "images", f"{entry}.jpg", f"{test_txt} (its entry {entry!r})")
+            fileio.write_bytes(Path(bench_dir) / "images" / f"{entry}.jpg", read_bytes(image, fix))
         return _records(wanted, test)
 
     return adapt_folder

@@ -45,7 +45,7 @@ import pyarrow as pa
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, archive_file, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, archive_file, find_raw, iter_parquet_rows, read_bytes, within
 from vlmgrid.errors import VlmgridError
 
 N_CLASSES, N_VAL = 1000, 50000
@@ -181,7 +181,8 @@ def id_to_index(leaves: Mapping[int, str]) -> dict[int, int]:
 def _devkit_files(raw_dir: Path) -> tuple[bytes, bytes, str]:
     folder = raw_dir / DEVKIT
     if (folder / META).is_file() and (folder / GROUND_TRUTH).is_file():
-        return (folder / META).read_bytes(), (folder / GROUND_TRUTH).read_bytes(), str(folder)
+        fix = f"extract {DEVKIT_TGZ} again"
+        return read_bytes(folder / META, fix), read_bytes(folder / GROUND_TRUTH, fix), str(folder)
     archive = raw_dir / DEVKIT_TGZ
     if not archive.is_file():
         raise VlmgridError(f"{raw_dir}: holds neither {DEVKIT_TGZ} nor an extracted {DEVKIT}/ folder; put the ILSVRC2012 devkit there")
@@ -206,7 +207,8 @@ def _folder_images(raw_dir: Path) -> Iterator[tuple[int, bytes]]:
     for path in sorted((raw_dir / "val").glob("ILSVRC2012_val_*.JPEG")):
         match = VAL_RE.search(path.name)
         if match:
-            yield int(match.group(1)), path.read_bytes()
+            within(raw_dir / "val", path.name, "the val/ folder")
+            yield int(match.group(1)), read_bytes(path, f"extract {VAL_TAR} again")
 
 
 def _tar_images(raw_dir: Path) -> Iterator[tuple[int, bytes]]:
@@ -236,8 +238,8 @@ def _adapt_ground_truth(raw_dir: Path, bench_dir: Path, images: Callable[[Path],
     for i, (_, lemmas) in leaves.items():
         words[mapping[i]] = lemmas
     try:
-        ids = [int(line) for line in truth.decode("ascii").split()]
-    except ValueError:
+        ids = [int(line) for line in truth.decode("utf-8-sig").split()]
+    except (ValueError, UnicodeDecodeError):
         raise VlmgridError(f"{where}: {GROUND_TRUTH} is not a list of integers; re-download the devkit") from None
     bad = [i for i in ids if i not in mapping]
     if bad:
@@ -300,7 +302,8 @@ def adapt_sorted(raw_dir: Path, bench_dir: Path) -> Adapted:
     rows = []
     for number in sorted(found):
         path, label = found[number]
-        fileio.write_bytes(Path(bench_dir) / "images" / path.name, path.read_bytes())
+        within(val, Path(path.parent.name) / path.name, f"class folder {path.parent.name}")
+        fileio.write_bytes(Path(bench_dir) / "images" / path.name, read_bytes(path, "sort the validation images into it again"))
         rows.append(classification_record(path.stem, f"images/{path.name}", names, label))
     lemmas = _wnid_words()
     return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, [lemmas.get(w, "") for w in wnids]))

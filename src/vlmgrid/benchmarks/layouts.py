@@ -8,7 +8,8 @@ an archive kept beside nothing else is never hashed twice. The kind's `adapt` is
 one layout whose markers a folder holds and runs that layout's adapter; a folder holding the markers of no
 layout, or of two, is an error that names them: the choice is never a guess. A layout whose data is one file
 (MMBench's TSV, `one_file`) may also be handed that file itself (a local source's `path` naming it); its
-adapter then reads only that file.
+adapter then reads only that file. A file so named is known by its name or, under any other name (a copy
+renamed, saved from a browser), by its content (`sniff`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Layout:
     adapt:       adapt(raw, bench_dir) -> Adapted; `raw` is the folder, or for a one_file layout the file
     one_file:    the data is one file, matched by a marker: a folder holding two such files is ambiguous, and a
                  local source's `path` may name the file itself
+    sniff:       sniff(path) -> whether a file named directly is this one-file layout's data by its content,
+                 whatever its name; None: by its name only
     """
 
     name: str
@@ -44,6 +47,7 @@ class Layout:
     files: tuple[str, ...]
     adapt: Callable[[Path, Path], Adapted] = field(repr=False)
     one_file: bool = False
+    sniff: Callable[[Path], bool] | None = field(default=None, repr=False)
 
     @property
     def words(self) -> str:
@@ -57,8 +61,12 @@ class Layout:
         return sorted(found)
 
     def names_file(self, path: Path) -> bool:
-        """Whether `path` itself is this one-file layout's data file (its name matches a marker)."""
-        return self.one_file and any("/" not in m and fnmatch.fnmatchcase(Path(path).name, m) for m in self.markers)
+        """Whether `path` itself is this one-file layout's data file (its name matches a marker, or its content
+        is the layout's)."""
+        if not self.one_file:
+            return False
+        named = any("/" not in m and fnmatch.fnmatchcase(Path(path).name, m) for m in self.markers)
+        return named or (self.sniff is not None and self.sniff(Path(path)))
 
 
 class Layouts:
@@ -91,7 +99,7 @@ class Layouts:
             named = [layout for layout in self if layout.names_file(raw)]
             if not named:
                 raise VlmgridError(
-                    f"{raw}: is not a {self.kind} data file by its name; point `path` at the folder holding "
+                    f"{raw}: is not a {self.kind} data file, by its name or its content; point `path` at "
                     f"{self._expected()}"
                 )
             return named[0], raw

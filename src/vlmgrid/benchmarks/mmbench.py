@@ -7,7 +7,8 @@ Raw layouts (`LAYOUTS`):
   category, L2-category, image (struct {bytes, path}), plus source/comment/split (not read);
 - tsv (the file the MMBench authors and VLMEvalKit distribute: mmbench_dev_20230712.tsv, the dev file
   LLaVA-1.5 was scored on, 4,377 rows, the published variant `dev_20230712`; mmbench_dev_en_<date>.tsv;
-  MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv): tab-separated with a header, columns index, question, hint,
+  MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv; a file `path` names directly may have any name, its header
+  tells it): tab-separated with a header (a UTF-8 byte-order mark before it is allowed), columns index, question, hint,
   A, B, C, D, answer, category, image (base64 of the image file; in VLMEvalKit's files a row may instead
   hold the index of the row whose image it shares, a string of at most 64 characters), source,
   l2-category (lower case, unlike the hub's L2-category), comment, split. A local source's `path` may name
@@ -160,7 +161,7 @@ def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
     """The TSV's rows as the hub's columns (L2-category; image as {bytes, path}), each image decoded from its
     base64 or from the row it refers to. Rows are numbered as lines of the file (the header is line 1)."""
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
+        with open(path, encoding="utf-8-sig", newline="") as handle:  # -sig: a byte-order mark (Excel) is no header
             csv.field_size_limit(sys.maxsize)  # an image cell is far longer than csv's default limit
             reader = csv.reader(handle, delimiter="\t")
             header = next(reader, None)
@@ -191,6 +192,17 @@ def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
         except (binascii.Error, ValueError):
             raise VlmgridError(f"{where}: image is not base64 text; the file is damaged: re-download it") from None
         yield {**row, "L2-category": row["l2-category"], "image": {"bytes": image, "path": None}}, where
+
+
+def _is_tsv(path: Path) -> bool:
+    """Whether a file's first line is MMBench's TSV header: a file `path` names is read by its content, under
+    whatever name it was saved."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as handle:
+            header = handle.readline(1 << 16).rstrip("\r\n").split("\t")
+    except OSError:
+        return False
+    return all(column in header for column in TSV_COLUMNS)
 
 
 def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted:
@@ -225,7 +237,7 @@ LAYOUTS = Layouts("mmbench", [
     Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
            lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
     Layout("tsv", f"one of the authors' TSV files ({', '.join(TSV_PATTERNS)})", TSV_PATTERNS, TSV_PATTERNS,
-           lambda path, bench_dir: _adapt_rows(_tsv_rows(path), bench_dir), one_file=True),
+           lambda path, bench_dir: _adapt_rows(_tsv_rows(path), bench_dir), one_file=True, sniff=_is_tsv),
 ])
 adapt = LAYOUTS.adapt
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
 from vlmgrid.benchmarks.layouts import Layout, Layouts
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
 from vlmgrid.benchmarks.shapes import YES_NO
 from vlmgrid.errors import VlmgridError
 
@@ -55,6 +55,7 @@ CATEGORIES = (
 IMAGES, QUESTIONS = "images", "questions_answers_YN"
 IMAGE_SUFFIXES = (".jpg", ".png")
 NESTED = "MME_Benchmark/"  # the release archive's inner folder
+RESTORE = "restore it from MME_Benchmark_release_version"
 
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -74,6 +75,7 @@ def _release_rows(root: Path):
         split = (folder / IMAGES).is_dir() and (folder / QUESTIONS).is_dir()
         image_dir, question_dir = (folder / IMAGES, folder / QUESTIONS) if split else (folder, folder)
         for path in sorted(question_dir.glob("*.txt")):
+            within(question_dir, path.name, f"MME subtask {category}")
             images = [image_dir / (path.stem + suffix) for suffix in IMAGE_SUFFIXES]
             image = next((candidate for candidate in images if candidate.is_file()), None)
             if image is None:
@@ -81,11 +83,9 @@ def _release_rows(root: Path):
                     f"{path}: its image {path.stem}.jpg (or .png) is missing from {image_dir}; the release folder is "
                     f"incomplete: restore the image from MME_Benchmark_release_version"
                 )
-            try:
-                lines = path.read_text("utf-8").splitlines()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise VlmgridError(f"{path}: not readable UTF-8 text ({exc}); restore it from MME_Benchmark_release_version") from None
-            data = image.read_bytes()
+            within(image_dir, image.name, f"MME subtask {category}")
+            lines = read_text(path, RESTORE).splitlines()
+            data = read_bytes(image, RESTORE)
             for n, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.rawio import ImageStore, find_raw
+from vlmgrid.benchmarks.rawio import ImageStore, find_raw, read_bytes, read_text, within
 from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
@@ -43,10 +43,7 @@ CORRECTIONS: dict[int, tuple[tuple[str, str], str, str]] = {
 # ---------------------------------------------------------------------------------------------- adapter
 
 def _read_questions(path: Path) -> list[dict[str, str]]:
-    try:
-        text = path.read_text("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise VlmgridError(f"{path}: not readable UTF-8 text ({exc}); delete it and run prepare again") from None
+    text = read_text(path, "delete it and run prepare again")
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in HEADER if c not in (reader.fieldnames or [])]
     if missing:
@@ -89,14 +86,14 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
         if not label_match:
             raise VlmgridError(f"{where}: Correct Answer {row['Correct Answer']!r} is not (a) or (b); re-download the file")
         label, corrected = correct_label(index, options, label_match.group(1).lower(), where)
-        image_path = raw_dir / IMAGE_DIR / f"{index}.jpg"
+        image_path = within(raw_dir / IMAGE_DIR, f"{index}.jpg", f"{where} (Index {index})")
         if not image_path.is_file():
             raise VlmgridError(f"{image_path}: missing (Index {index} of {path}); re-download the image folder")
         answer_index = "ab".index(label)
         rows.append(
             {
                 "id": str(index),
-                "image": store.add({"bytes": image_path.read_bytes(), "path": f"{IMAGE_DIR}/{image_path.name}"}, where),
+                "image": store.add({"bytes": read_bytes(image_path, "re-download the image folder"), "path": f"{IMAGE_DIR}/{image_path.name}"}, where),
                 "question": row["Question"],
                 "options": list(options),
                 "answer": options[answer_index],

@@ -22,7 +22,7 @@ import pandas as pd
 
 from vlmgrid.benchmarks import pope
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.rawio import ImageStore, find_raw
+from vlmgrid.benchmarks.rawio import ImageStore, find_raw, read_bytes, read_text, within
 from vlmgrid.benchmarks.shapes import YES_NO
 from vlmgrid.errors import VlmgridError
 
@@ -32,7 +32,8 @@ IMAGE_FOLDER = "val2014"
 
 def _questions(path: Path) -> list[tuple[dict, str]]:
     questions = []
-    for n, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+    # lines end at "\n" only: splitlines() would also cut at a U+2028 or U+0085 that a JSON string holds raw
+    for n, line in enumerate(read_text(path, "download the label file again").split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path} line {n}"
@@ -57,7 +58,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
             if answer not in ("yes", "no"):
                 raise VlmgridError(f"{where}: label {question['label']!r} is not yes/no; the file is damaged or not POPE: download it again")
             name = str(question["image"])
-            image_path = images / name
+            image_path = within(images, name, f"{where} (its image)")
             if not image_path.is_file():
                 raise VlmgridError(
                     f"{image_path}: missing, though {where} asks about it; put the COCO 2014 validation images "
@@ -66,7 +67,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
             rows.append(
                 {
                     "id": f"{split}-{question['question_id']}",
-                    "image": store.add({"bytes": image_path.read_bytes(), "path": name}, where),
+                    "image": store.add({"bytes": read_bytes(image_path, "put a readable copy of the COCO image there"), "path": name}, where),
                     "question": str(question["text"]),
                     "options": ["yes", "no"],
                     "answer": answer,

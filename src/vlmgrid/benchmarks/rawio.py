@@ -36,6 +36,43 @@ def raw_file(raw_dir: Path, name: str) -> Path:
     return find_raw(raw_dir, name)[0]
 
 
+def within(folder: Path, name: str | Path, what: str) -> Path:
+    """folder/name, the path of a file a release names (an image name, an id, a folder listing); refused,
+    naming `what` (the item that names it), unless it lies inside `folder` once links are followed. A name
+    such as "../../secret" or "/etc/hostname", or a link placed in the folder, would otherwise copy a file from
+    elsewhere on the disk into the prepared benchmark. `folder` itself may be a link (a shared image folder)."""
+    path = Path(folder) / name
+    target = path.resolve()
+    if not target.is_relative_to(Path(folder).resolve()):
+        raise VlmgridError(
+            f"{what}: {path} leads out of {folder} (to {target}); a release is read only from inside its own "
+            f"folders: fix the name, or put the file itself there in place of a link"
+        )
+    return path
+
+
+def read_bytes(path: Path, fix: str) -> bytes:
+    """The bytes of a raw file; one that cannot be read (no permission, a disk error) is named with `fix`."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise VlmgridError(f"{path}: cannot be read ({exc.strerror or exc}); {fix}") from None
+
+
+def read_text(path: Path, fix: str) -> str:
+    """A raw text file (JSON, TSV, CSV, a list) as UTF-8, with or without the byte-order mark a Windows editor
+    or Excel puts first; a file in another encoding is named with the line of its first foreign byte."""
+    data = read_bytes(path, fix)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise VlmgridError(
+            f"{path}: not readable UTF-8 text (line {line} holds byte 0x{data[exc.start]:02x}, as a file saved in "
+            f"Latin-1 or another encoding does: save it as UTF-8); {fix}"
+        ) from None
+
+
 def _refuse_link(archive: Path | str, name: str, kind: str, target: str) -> None:
     raise VlmgridError(
         f"{archive}: member {name} is a {kind} link (to {target}), and links inside an archive are not followed "

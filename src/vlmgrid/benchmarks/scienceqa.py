@@ -10,7 +10,8 @@ Raw layouts (`LAYOUTS`):
   topic, category, skill, lecture, solution, split}}), pid_splits.json ({"test": [pid, ...], ...}) and
   images/test/<pid>/image.png. The hub's rows are the test split's problems that have an image, in the
   order pid_splits.json lists them; so a release record is the n-th such problem and gets the hub's id
-  "test-<n>" (its pid is where the image came from, in image_sources.jsonl).
+  "test-<n>", and keeps its problem id as `pid` (LLaVA's ScienceQA files name their answers by it). Every
+  field is checked for the JSON type the release gives it, naming the problem and the field.
 Records keep the question as the question; hint/subject/grade/... are metadata (a protocol decides how to use
 the hint).
 """
@@ -26,7 +27,7 @@ import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
 from vlmgrid.benchmarks.layouts import Layout, Layouts
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
 from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
@@ -60,15 +61,43 @@ def _hub_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
             n += 1
 
 
+RESTORE = "restore it from lupantech/ScienceQA's data/scienceqa"
+
+
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise VlmgridError(f"{path}: not readable JSON ({exc}); restore it from lupantech/ScienceQA's data/scienceqa") from None
+        return json.loads(read_text(path, RESTORE))
+    except ValueError as exc:
+        raise VlmgridError(f"{path}: not readable JSON ({exc}); {RESTORE}") from None
+
+
+def _field_error(where: str, key: str, value: Any, wanted: str) -> VlmgridError:
+    return VlmgridError(f"{where}: `{key}` is {json.dumps(value)}, not {wanted}; the file is damaged or edited: {RESTORE}")
+
+
+def _release_problem(problem: dict, where: str) -> dict:
+    """One problem's fields as the hub's row, each checked for the JSON type the release gives it: a value
+    of another type is refused rather than coerced (1.9 or true is no option index, null no option text)."""
+    choices = problem.get("choices")
+    if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) for c in choices):
+        raise _field_error(where, "choices", choices, "a list of at least 2 option texts")
+    answer = problem.get("answer")
+    if type(answer) is not int or not 0 <= answer < len(choices):
+        raise _field_error(where, "answer", answer, f"the index of one of its {len(choices)} choices (0 to {len(choices) - 1})")
+    question = problem.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise _field_error(where, "question", question, "the question's text")
+    row = {"question": question, "choices": choices, "answer": answer}
+    for key in TEXT_COLUMNS[1:]:
+        value = problem.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _field_error(where, key, value, "a text (or null)")
+        row[key] = value
+    return row
 
 
 def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
-    """The test split's problems with an image, in pid_splits.json's order, as the hub's rows."""
+    """The test split's problems with an image, in pid_splits.json's order, as the hub's rows (with `pid`)."""
     problems_path, splits_path = raw_dir / PROBLEMS, raw_dir / SPLITS
     if not splits_path.is_file():
         raise VlmgridError(
@@ -77,21 +106,30 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
         )
     problems, splits = _read_json(problems_path), _read_json(splits_path)
     if not isinstance(splits, dict) or not isinstance(splits.get(SPLIT), list):
-        raise VlmgridError(f"{splits_path}: has no {SPLIT!r} list of problem ids; restore it from lupantech/ScienceQA's data/scienceqa")
+        raise VlmgridError(f"{splits_path}: has no {SPLIT!r} list of problem ids; {RESTORE}")
     if not isinstance(problems, dict):
-        raise VlmgridError(f"{problems_path}: is not an object of problems by id; restore it from lupantech/ScienceQA's data/scienceqa")
+        raise VlmgridError(f"{problems_path}: is not an object of problems by id; {RESTORE}")
+    images = raw_dir / "images" / SPLIT
+    seen: set[str] = set()
     for pid in splits[SPLIT]:
+        if str(pid) in seen:
+            raise VlmgridError(f"{splits_path}: lists test problem {pid!r} twice; one problem is one item: {RESTORE}")
+        seen.add(str(pid))
         problem = problems.get(str(pid))
         if not isinstance(problem, dict):
             raise VlmgridError(f"{splits_path}: lists test problem {pid!r}, which {problems_path} does not hold; the two files are from different releases: restore both")
-        if not problem.get("image"):
-            continue
-        image = raw_dir / "images" / SPLIT / str(pid) / str(problem["image"])
         where = f"{problems_path} problem {pid}"
+        name = problem.get("image")
+        if not name:
+            continue
+        if not isinstance(name, str):
+            raise _field_error(where, "image", name, "an image file name (or null)")
+        image = within(images, Path(str(pid)) / name, f"{where} (its pid and `image`)")
         if not image.is_file():
-            raise VlmgridError(f"{image}: missing (the image of {where}); unpack the release's test images into {raw_dir / 'images' / SPLIT}")
-        row = {key: problem.get(key) for key in COLUMNS if key != "image"}
-        yield {**row, "image": {"bytes": image.read_bytes(), "path": f"{pid}/{image.name}"}}, where
+            raise VlmgridError(f"{image}: missing (the image of {where}); unpack the release's test images into {images}")
+        row = _release_problem(problem, where)
+        data = read_bytes(image, f"restore the image of {where}")
+        yield {**row, "image": {"bytes": data, "path": f"{pid}/{image.name}"}, "pid": str(pid)}, where
 
 
 def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted:
@@ -114,6 +152,8 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
                 "answer": str(choices[int(answer)]),
                 "answer_index": int(answer),
                 **{key: row[key] if row[key] is not None else "" for key in METADATA},
+                # the release's problem id, by which LLaVA's ScienceQA files name their answers (the hub has none)
+                **({"pid": row["pid"]} if "pid" in row else {}),
             }
         )
     return Adapted(records=pd.DataFrame(rows))

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
 from vlmgrid.benchmarks.layouts import Layout, Layouts
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
 from vlmgrid.benchmarks.shapes import SHORT_ANSWER
 from vlmgrid.errors import VlmgridError
 
@@ -90,11 +90,14 @@ def _hub_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
             yield row, f"{path} row {n}"
 
 
+RESTORE = "restore it from textvqa.org's release"
+
+
 def _data(path: Path) -> list:
     try:
-        data = json.loads(path.read_text("utf-8")).get("data")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
-        raise VlmgridError(f"{path}: not readable TextVQA JSON ({exc}); restore it from textvqa.org's release") from None
+        data = json.loads(read_text(path, RESTORE)).get("data")
+    except (ValueError, AttributeError) as exc:
+        raise VlmgridError(f"{path}: not readable TextVQA JSON ({exc}); {RESTORE}") from None
     if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
         raise VlmgridError(f"{path}: has no `data` list of entries; it is not TextVQA's release file: restore it from textvqa.org")
     return data
@@ -110,11 +113,12 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
     for n, entry in enumerate(questions):
         where = f"{path} entry {n}"
         image_id = str(entry.get("image_id") or "")
-        image = raw_dir / IMAGE_DIR / f"{image_id}.jpg"
+        image = within(raw_dir / IMAGE_DIR, f"{image_id}.jpg", f"{where} (its image_id)")
         if not image_id or not image.is_file():
             raise VlmgridError(f"{image}: missing (the image of {where}); unpack the release's train_val_images archive into {raw_dir}")
         row = {key: entry.get(key) for key in COLUMNS if key not in ("image", "ocr_tokens")}
-        yield {**row, "image": {"bytes": image.read_bytes(), "path": image.name}, "ocr_tokens": ocr.get(image_id) or []}, where
+        data = read_bytes(image, f"restore the image of {where}")
+        yield {**row, "image": {"bytes": data, "path": image.name}, "ocr_tokens": ocr.get(image_id) or []}, where
 
 
 def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted:
