@@ -135,7 +135,7 @@ def cmd_import_predictions(config: Config, args) -> None:
     from vlmgrid.stages.imports import import_predictions
 
     import_predictions(config, args.model, args.benchmark, args.file, file_format=args.format,
-                       questions=args.questions, out=args.out)
+                       questions=args.questions, out=args.out, replace=args.replace)
 
 
 def cmd_report(config: Config, args) -> None:
@@ -177,7 +177,7 @@ def cmd_build_dance(config: Config | None, args) -> None:
 def cmd_forkserver(config: Config | None, args) -> None:
     from vlmgrid.forkserver import serve
 
-    serve(args.socket, idle_timeout=args.idle_timeout)
+    serve(args.socket, idle_timeout=args.idle_timeout, parent_pid=args.parent_pid)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "as well; the printed plan fits 100 columns")
     add("prepare", cmd_prepare, "download or generate a benchmark, normalise it and hash it").add_argument("benchmark")
     stamps = add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's "
-                 "file sizes and times) for DVC's prepare stages")
+                 "file sizes and hashes) for DVC's prepare stages")
     stamps.add_argument("--out", help="folder of the stamps (default: <data_dir>/.source-stamps)")
     add("verify", cmd_verify, "check every file of a prepared benchmark against its manifest").add_argument("benchmark")
     add("fetch-model", cmd_fetch_model, "download or build a model's weights").add_argument("model")
@@ -252,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     imported.add_argument("--questions", help="the question file the answers were made from, where their ids "
                           "name nothing else (LLaVA's POPE answers: llava_pope_test.jsonl)")
     imported.add_argument("--out", help="write the predictions file here instead")
+    imported.add_argument("--replace", action="store_true", help="replace the predictions file of this model on "
+                          "this benchmark when there is one (made by inference or imported before); without it, an "
+                          "existing file is kept and the import refused")
     report = add("report", cmd_report, "tables and figures from the grid's score files")
     report.add_argument("--allow-missing", action="store_true",
                         help="show a cell without a score file as \"missing\" (listed in the legends) instead of "
@@ -289,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--socket", required=True, help="the Unix socket to listen on (made 0600)")
     server.add_argument("--idle-timeout", type=float, default=300.0,
                         help="stop after this many seconds with no job (default: 300)")
+    server.add_argument("--parent-pid", type=int, metavar="PID",
+                        help="the pid of the process that starts the server: stop once it has ended (a run "
+                             "killed with SIGKILL, too)")
     return parser
 
 

@@ -12,7 +12,9 @@ predictions file records its coverage.
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,56 @@ def squeeze(text: str) -> str:
     return re.sub(r"\s+", " ", str(text)).strip()
 
 
+def escaped_line_breaks(text: str) -> str:
+    """A prompt with the two characters backslash-n read as a line break, when it has no real one: some tools
+    write every line break of their prompts escaped, and the question is the same."""
+    if "\n" in text or "\\n" not in text:
+        return text
+    return text.replace("\\n", "\n")
+
+
+def read_line_breaks(path: Path, lines: list[tuple[int, dict]], key: str) -> list[tuple[int, dict]]:
+    """The JSON lines with their `key` text read by `escaped_line_breaks`; one log line says how many were."""
+    read, escaped = [], 0
+    for n, item in lines:
+        text = item.get(key)
+        if isinstance(text, str) and escaped_line_breaks(text) != text:
+            item, escaped = {**item, key: escaped_line_breaks(text)}, escaped + 1
+        read.append((n, item))
+    if escaped:
+        log.info(f"{path}: {escaped} of {len(lines)} `{key}` texts write their line breaks as the two characters "
+                 f"\\n; they are read as line breaks")
+    return read
+
+
+def places(index: dict[tuple, str]) -> dict[tuple, list[tuple[str, str]]]:
+    """{place: [(record id, question)]} of an index keyed (place..., question), e.g. (split, image, question)."""
+    found: dict[tuple, list[tuple[str, str]]] = {}
+    for key, record_id in index.items():
+        found.setdefault(key[:-1], []).append((record_id, key[-1]))
+    return found
+
+
+def check_questions(path: Path, answers: Sequence[Answer], asked: Sequence[tuple[tuple, str]],
+                    at_place: dict[tuple, list[tuple[str, str]]], place: str) -> None:
+    """Refuse the first answer that matched no record although its `place` (the image, the split and image)
+    holds a record no answer matched: the questions differ, shown side by side (the record's closest question).
+    `asked[i]`: (place, question) of `answers[i]`. An answer whose place has every record answered is an item
+    the benchmark lacks, which `check_answers` says."""
+    answered = {answer.record_id for answer in answers}
+    for answer, (where, question) in zip(answers, asked):
+        if answer.record_id is not None:
+            continue
+        left = [(record_id, theirs) for record_id, theirs in at_place.get(where, []) if record_id not in answered]
+        if left:
+            record_id, theirs = max(left, key=lambda pair: difflib.SequenceMatcher(None, question, pair[1]).ratio())
+            raise VlmgridError(
+                f"{path} {answer.where} asks {question!r}, but item {record_id}, of the same {place}, asks "
+                f"{theirs!r} and no answer matches it: the file's questions differ from the benchmark's; import "
+                f"answers made from this benchmark's questions"
+            )
+
+
 def stem(name: str) -> str:
     """An image's file name without folders and extension: "artwork/images/10002.jpg" -> "10002"."""
     return Path(str(name)).stem
@@ -138,7 +192,9 @@ def _text_lines(path: Path) -> list[str]:
         if error.end >= len(data) and error.reason == "unexpected end of data":
             raise VlmgridError(_cut_short_sentence(path, n)) from None
         raise VlmgridError(f"{path} line {n} is not UTF-8 text; save the file as UTF-8") from None
-    return text.splitlines()
+    # A JSON line ends at "\n" only: str.splitlines() also splits at U+2028, U+0085 and the like, which JSON
+    # strings may hold raw (lmms-eval writes them), and would cut such a line in two.
+    return text.split("\n")
 
 
 def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tuple[int, dict]]:

@@ -38,7 +38,8 @@ import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import (
-    Answer, Importer, first_json_object, read_json_lines, squeeze, stem, unique_index,
+    Answer, Importer, check_questions, first_json_object, places, read_json_lines, read_line_breaks, squeeze, stem,
+    unique_index,
 )
 
 log = logging.getLogger(__name__)
@@ -99,14 +100,20 @@ def mme_index(records: pd.DataFrame) -> dict[tuple, str]:
                                             mme_question(r["question"])), "subtask, image and question")
 
 
+def _by_question(path, keyed: list[tuple[tuple, str, str]], index: dict[tuple, str], place: str) -> list[Answer]:
+    """Answers matched by their keys (place..., question), each given as (key, raw text, where); an answer whose
+    question differs from that of a record of its place is refused showing both (`check_questions`)."""
+    answers = [Answer(index.get(key), raw, where) for key, raw, where in keyed]
+    check_questions(path, answers, [(key[:-1], key[-1]) for key, _, _ in keyed], places(index), place)
+    return answers
+
+
 def _mme(path, lines, records, questions) -> list[Answer]:
-    index = mme_index(records)
-    answers = []
+    keyed = []
     for n, item in lines:
         parts = str(item["question_id"]).split("/")
-        key = (parts[0], stem(parts[-1]), mme_question(item.get("prompt", "")))
-        answers.append(Answer(index.get(key), _text(item), _where(n, item)))
-    return answers
+        keyed.append(((parts[0], stem(parts[-1]), mme_question(item.get("prompt", ""))), _text(item), _where(n, item)))
+    return _by_question(path, keyed, mme_index(records), "subtask and image")
 
 
 def textvqa_question(prompt: str) -> str:
@@ -118,8 +125,9 @@ def textvqa_question(prompt: str) -> str:
 def _textvqa(path, lines, records, questions) -> list[Answer]:
     index = unique_index(records, lambda r: (str(r["image_id"]), squeeze(r["question"]).lower()),
                          "image and question")
-    return [Answer(index.get((str(item["question_id"]), textvqa_question(item.get("prompt", "")))),
-                   _text(item), _where(n, item)) for n, item in lines]
+    keyed = [((str(item["question_id"]), textvqa_question(item.get("prompt", ""))), _text(item), _where(n, item))
+             for n, item in lines]
+    return _by_question(path, keyed, index, "image")
 
 
 def _pope(path, lines, records, questions) -> list[Answer]:
@@ -128,11 +136,11 @@ def _pope(path, lines, records, questions) -> list[Answer]:
             f"{path}: LLaVA's POPE answers name their questions only by the question_id of LLaVA's question file; "
             f"give that file with --questions (llava_pope_test.jsonl)"
         )
-    asked = {item["question_id"]: item for _, item in
-             read_json_lines(questions, ("question_id", "image", "text", "category"), "LLaVA's POPE question file")}
+    asked = {item["question_id"]: item for _, item in read_line_breaks(questions, read_json_lines(
+        questions, ("question_id", "image", "text", "category"), "LLaVA's POPE question file"), "text")}
     index = unique_index(records, lambda r: (str(r["split"]), stem(r["image_source"]),
                                              squeeze(str(r["question"]).split("\n")[0])), "split, image and question")
-    answers = []
+    keyed = []
     for n, item in lines:
         question = asked.get(item["question_id"])
         if question is None:
@@ -141,8 +149,8 @@ def _pope(path, lines, records, questions) -> list[Answer]:
                 f"were made from"
             )
         key = (str(question["category"]), stem(question["image"]), squeeze(str(question["text"]).split("\n")[0]))
-        answers.append(Answer(index.get(key), _text(item), _where(n, item)))
-    return answers
+        keyed.append((key, _text(item), _where(n, item)))
+    return _by_question(path, keyed, index, "split and image")
 
 
 LETTERS = "ABCDE"
@@ -208,8 +216,9 @@ def match_scienceqa(path: Path, asked: list[Asked], records: pd.DataFrame) -> li
             if pids is None:
                 raise VlmgridError(
                     f"{path} names its answers only by ScienceQA's problem id, which the records of this benchmark "
-                    f"(the hub copy) do not keep; import the answers file or its _output.jsonl, whose prompts "
-                    f"name the questions"
+                    f"do not keep (a copy prepared from the hub's parquet files has none); prepare it from the "
+                    f"authors' release (problems.json, pid_splits.json), or import the answers file or its "
+                    f"_output.jsonl, whose prompts name the questions"
                 )
             if answer.problem not in pids:
                 elsewhere += 1  # a text-only problem of the split: not in ScienceQA-IMG
@@ -251,7 +260,7 @@ MATCHERS = {"mmbench": _mmbench, "mme": _mme, "textvqa": _textvqa, "pope": _pope
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
-    lines = read_json_lines(path, REQUIRED, "a LLaVA answer file")
+    lines = read_line_breaks(path, read_json_lines(path, REQUIRED, "a LLaVA answer file"), "prompt")
     return MATCHERS[kind](path, lines, records, questions)
 
 

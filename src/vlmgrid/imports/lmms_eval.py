@@ -49,7 +49,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, first_json_object, read_json_lines, squeeze
+from vlmgrid.imports.base import Answer, Importer, check_questions, first_json_object, read_json_lines, squeeze
 from vlmgrid.imports.llava import mme_question
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def _mme(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
     by_image = defaultdict(list)  # image path -> its records' (id, question, answer)
     for _, r in records.iterrows():
         by_image[str(r["image_id"])].append((str(r["id"]), mme_question(r["question"]), str(r["answer"])))
-    answers = []
+    answers, asked_at = [], []
     for sample in samples:
         image = str(value(sample, "mme_percetion_score", "mme_cognition_score").get("question_id"))
         asked = prompt(sample)
@@ -199,6 +199,11 @@ def _mme(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
         if record_id is not None and str(sample.item.get("target", "")).strip().lower() != found[0][2]:
             raise _other_version(sample, "the gold answer", sample.item.get("target"), record_id, found[0][2], "MME")
         answers.append(Answer(record_id, response(sample), sample.where))
+        asked_at.append(((image,), mme_question(asked)))
+    if samples:
+        at_image = {(image,): [(record_id, question) for record_id, question, _ in found]
+                    for image, found in by_image.items()}
+        check_questions(samples[0].file, answers, asked_at, at_image, "image")
     return answers
 
 

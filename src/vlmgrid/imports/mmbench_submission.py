@@ -12,13 +12,13 @@ missing, never scored wrong.
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Answer, Importer, squeeze
+from vlmgrid.imports.reading import check_workbook, read_workbook
 
 REQUIRED = ("index", "question", "A", "B", "prediction")
 # The columns the script writes (a test file has option E too).
@@ -31,16 +31,14 @@ def _given(value) -> bool:
 
 
 def _read(path: Path, **kwargs) -> pd.DataFrame:
-    try:
-        return pd.read_excel(path, engine="openpyxl", dtype=str, keep_default_na=False, na_values=[""], **kwargs)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
-        raise VlmgridError(f"{path} is not a readable .xlsx workbook ({type(error).__name__}: {error}); it may be "
-                           f"cut short: copy the whole file again") from None
+    """The cells as text, an empty one NaN (an unanswered row)."""
+    return read_workbook(path, na_values=[""], **kwargs)
 
 
 def looks_like(path: Path) -> bool:
     if not path.is_file() or path.suffix.lower() != ".xlsx":
         return False
+    check_workbook(path)  # a hostile workbook (a bomb, a DTD) is refused, not taken for another format
     try:
         columns = _read(path, nrows=0).columns
     except VlmgridError:

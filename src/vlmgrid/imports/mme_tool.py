@@ -10,6 +10,8 @@ The folders are partial by construction: a release lacks the images of a few que
 answer 2,350 to 2,372 of the 2,374), so a folder is imported as it is (`partial`), and scored as the tool scores
 it, over the questions it holds. The tool reads a subtask's lines in consecutive pairs, one image's two
 questions, for acc+; so an image is answered whole or not at all, and one with a question missing is refused.
+A `.txt` saved with a byte-order mark (Notepad on Windows) reads as without one; one that cannot be read, or is
+not UTF-8, is refused naming it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Answer, Importer, stem
 from vlmgrid.imports.llava import mme_index, mme_question
+from vlmgrid.imports.reading import read_text
 
 # MME's 14 subtasks, as the release and the tool name their folders and result files.
 SUBTASKS = (
@@ -48,7 +51,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
         file = path / f"{subtask}.txt"
         if not file.is_file():
             continue
-        for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(read_text(file).splitlines(), start=1):
             if not line.strip():
                 continue
             fields = line.split("\t")

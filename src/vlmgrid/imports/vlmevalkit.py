@@ -32,13 +32,19 @@ against the record's (a mismatch means the file was made from another version of
 
 Texts are compared with white space squeezed and case folded. Rows and records that share these texts (POPE
 asks "Is there a person in the image?" of many images, an MMVP pair asks one question of two images) are
-matched in file order, the order of the dataset that both keep; where the file keeps `image_path` the row goes
-first to the record of that image (by file name without extension).
+matched in the order of the rows' `index`, the order of the dataset that both keep (not the file's order, which
+a spreadsheet may have re-sorted); where the file keeps `image_path` the row goes first to the record of that
+image (by file name without extension).
+
+Cells are text: a prediction or option "None", "NA" or "null" is that text; a `.tsv` or `.json` saved with a
+byte-order mark (Excel on Windows) reads as without one; a workbook is read only once `imports.reading` has
+checked how far it unpacks.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import json
 import logging
 from collections import defaultdict
@@ -51,6 +57,7 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Answer, Importer, squeeze, stem
 from vlmgrid.imports.llava import mme_question
+from vlmgrid.imports.reading import check_workbook, read_text, read_workbook
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +113,20 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _tsv(path: Path, **kwargs) -> pd.DataFrame:
+    """The TSV's cells as text: a prediction "None" or "NA" is that text, an empty cell ""."""
+    return pd.read_csv(io.StringIO(read_text(path)), sep="\t", dtype=str, keep_default_na=False, **kwargs)
+
+
 def _frame(path: Path) -> pd.DataFrame:
-    """The whole file as a table of texts: an empty cell is NaN (xlsx), "" (tsv) or null (json)."""
+    """The whole file as a table of texts: an empty cell is "" (xlsx, tsv) or null (json)."""
+    if path.suffix == ".xlsx":
+        return read_workbook(path)
     try:
-        if path.suffix == ".xlsx":
-            return pd.read_excel(path, dtype=str)
         if path.suffix == ".tsv":
-            return pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError, KeyError) as error:  # zip, parser and JSON errors all derive from these
+            return _tsv(path)
+        data = json.loads(read_text(path))
+    except ValueError as error:  # parser and JSON errors
         raise VlmgridError(f"{path} cannot be read as {path.suffix[1:]} ({error}): the file is not {WHAT}") from None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
         raise VlmgridError(f"{path} is not a JSON list of objects: the file is not {WHAT} (give the right --format)")
@@ -145,14 +157,19 @@ def looks_like(path: Path) -> bool:
         return False
     try:
         dataset_name(path)  # VLMEvalKit names every prediction file after its dataset
+    except VlmgridError:
+        return False
+    if path.suffix == ".xlsx":
+        check_workbook(path)  # a hostile workbook (a bomb, a DTD) is refused, not taken for another format
+    try:
         if path.suffix == ".xlsx":
-            columns = set(pd.read_excel(path, nrows=0).columns)
+            columns = set(read_workbook(path, nrows=0).columns)
         elif path.suffix == ".tsv":
-            columns = set(pd.read_csv(path, sep="\t", nrows=0).columns)
+            columns = set(_tsv(path, nrows=0).columns)
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
             columns = set(data[0]) if isinstance(data, list) and data and isinstance(data[0], dict) else set()
-    except (VlmgridError, ValueError, OSError, KeyError):
+    except (VlmgridError, ValueError):
         return False
     return all(column in columns for column in REQUIRED)
 
@@ -266,6 +283,16 @@ TEXTS = {
 TEXTS["pope_coco"] = TEXTS["pope"]
 
 
+def _in_index_order(rows: list[Row]) -> list[Row]:
+    """The rows in the order of their `index`, the dataset's order: VLMEvalKit writes them so, and a file
+    whose rows were sorted otherwise since (in a spreadsheet) still gives each row to the record in its place.
+    A file whose indices are not all numbers stays in file order."""
+    try:
+        return sorted(rows, key=lambda row: int(row.get("index")))
+    except ValueError:
+        return rows
+
+
 def _by_texts(texts: Texts, path: Path, rows: list[Row], records: pd.DataFrame, dataset: str) -> list[Answer]:
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
     every: dict[tuple, list[str]] = defaultdict(list)  # key -> its records' ids, in record order
@@ -273,7 +300,7 @@ def _by_texts(texts: Texts, path: Path, rows: list[Row], records: pd.DataFrame, 
         every[texts.record_key(record)].append(item)
     waiting = {key: list(ids) for key, ids in every.items()}  # those not answered yet
     answers, shared, corrected = [], 0, 0
-    for row in rows:
+    for row in _in_index_order(rows):
         gold = texts.row_gold(row)
         image = stem(row.get("image_path")) if row.get("image_path") else None
 
@@ -299,7 +326,7 @@ def _by_texts(texts: Texts, path: Path, rows: list[Row], records: pd.DataFrame, 
             corrected += texts.record_gold(by_id[chosen]) != gold
             answers.append(Answer(chosen, row.get("prediction"), row.where))
     if shared:
-        log.info(f"{path}: {shared} answers went to items that share their texts with others, in file order")
+        log.info(f"{path}: {shared} answers went to items that share their texts with others, in index order")
     if corrected:
         log.info(f"{path}: {corrected} rows give the label that the benchmark's records correct")
     return answers

@@ -11,14 +11,17 @@ only, and the metadata's `coverage` ({answered, total}) says so; the score stage
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from pathlib import Path
 
 from vlmgrid import paths
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, sha256_json
-from vlmgrid.predictions import rows_to_table
+from vlmgrid.predictions import read_metadata, rows_to_table
+from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.jobs import Job, predictions_metadata, write_predictions
 
 log = logging.getLogger(__name__)
@@ -45,18 +48,78 @@ def _out_path(config: Config, model: str, benchmark: str, out: str | None) -> Pa
     return paths.predictions_path(config.results_dir, model, benchmark)
 
 
+def _check_not_an_input(out_path: Path, inputs: dict[str, Path]) -> None:
+    """Refuse an output that would overwrite an input: the same file by any path (a link, a hard link) or a
+    path inside an input folder. `inputs`: {what it is: path}."""
+    for what, given in inputs.items():
+        if given.is_dir():
+            if out_path.resolve().is_relative_to(given.resolve()):
+                raise VlmgridError(f"--out {out_path} is inside the {what} {given}, which is read, not written; "
+                                   f"give --out a path outside it")
+        elif given.exists() and out_path.exists() and os.path.samefile(out_path, given):
+            raise VlmgridError(f"--out {out_path} is the {what} {given} itself (the same file, by another path or "
+                               f"a link), which would be lost; give --out another path")
+
+
+def _made_by(metadata: dict) -> str:
+    provenance = metadata.get("provenance") if isinstance(metadata.get("provenance"), dict) else {}
+    if "imported" in provenance:
+        return str(provenance["imported"])
+    if metadata.get("applicable") is False:
+        return "the record that the model cannot run it"
+    return "made by vlmgrid infer"
+
+
+def _check_replace(out_path: Path, model: str, benchmark: str, replace: bool) -> None:
+    """An existing file at the output is replaced only when it is the predictions file of this model on this
+    benchmark and `replace` says so: any other file is the user's, and kept."""
+    if not out_path.exists() and not out_path.is_symlink():
+        return
+    metadata = read_metadata(out_path) if out_path.is_file() else {}
+    cell = (metadata.get("model"), metadata.get("benchmark"))
+    if None in cell:
+        raise VlmgridError(f"{out_path} exists and is not a predictions file of vlmgrid; it is kept: give --out "
+                           f"another path, or move it away and import again")
+    if cell != (model, benchmark):
+        raise VlmgridError(f"{out_path} holds the predictions of {cell[0]} on {cell[1]}, not of {model} on "
+                           f"{benchmark}; it is kept: give --out another path")
+    if not replace:
+        raise VlmgridError(f"{out_path} already holds the predictions of {model} on {benchmark} "
+                           f"({_made_by(metadata)}); give --replace to replace them with the imported answers")
+
+
+def _cell_lock(config: Config, model: str, benchmark: str, out_path: Path):
+    """The lock of the grid cell whose predictions file `out_path` is (none for a file outside the grid)."""
+    cell = Cell.in_results(config.results_dir, model, benchmark)
+    if out_path.resolve() != cell.out_path.resolve():
+        return contextlib.nullcontext()
+    return cell.running()
+
+
 def import_predictions(config: Config, model: str, benchmark: str, file: str, *, file_format: str | None = None,
-                       questions: str | None = None, out: str | None = None) -> Path:
-    """`vlmgrid import-predictions`: write the predictions file of `file`'s answers to `benchmark`."""
+                       questions: str | None = None, out: str | None = None, replace: bool = False) -> Path:
+    """`vlmgrid import-predictions`: write the predictions file of `file`'s answers to `benchmark`; an existing
+    predictions file of the cell is replaced only with `replace`."""
+    source = Path(file)
+    if not source.exists():
+        raise VlmgridError(f"{source} not found; check the path")
+    out_path = _out_path(config, model, benchmark, out)
+    inputs = {"answer " + ("folder" if source.is_dir() else "file"): source}
+    if questions:
+        inputs["question file"] = Path(questions)
+    _check_not_an_input(out_path, inputs)
+    with _cell_lock(config, model, benchmark, out_path):
+        _check_replace(out_path, model, benchmark, replace)
+        return _import(config, model, benchmark, source, out_path, file_format, questions)
+
+
+def _import(config: Config, model: str, benchmark: str, source: Path, out_path: Path, file_format: str | None,
+            questions: str | None) -> Path:
     from vlmgrid.benchmarks import load_benchmark
     from vlmgrid.imports import IMPORTERS, check_answers, guess_format
     from vlmgrid.protocols.base import prediction_row
     from vlmgrid.protocols.parsing import PARSERS
 
-    source = Path(file)
-    if not source.exists():
-        raise VlmgridError(f"{source} not found; check the path")
-    out_path = _out_path(config, model, benchmark, out)
     bench = load_benchmark(paths.bench_dir(config.data_dir, benchmark))
     if file_format is None:
         file_format = guess_format(source)

@@ -1,0 +1,113 @@
+"""Reading a user's answer file safely: text with or without a byte-order mark, and a workbook only once it is
+known to unpack to a bounded size and to declare no DTD.
+
+An `.xlsx` is a zip of XML files, so a file of a few hundred kilobytes can unpack to gigabytes (a 414 kB
+workbook whose one cell inflates to 400 MB took 3.7 GB to read), and its XML can declare entities, which no
+spreadsheet program writes; such a workbook is refused before openpyxl opens it. Cells are read as text: a
+prediction "None", "NA" or "null" is that text, never a missing value.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+
+from vlmgrid.errors import VlmgridError
+
+# The most a workbook may unpack to: VLMEvalKit's largest files of the datasets read here (about 5,000 rows,
+# long answers included) unpack to a few tens of MB, and openpyxl and pandas take about ten times the unpacked
+# size in memory.
+MAX_UNPACKED = 128 << 20
+# How much a member larger than MAX_RATIO_FROM may inflate relative to its packed size: sheets written by
+# Excel, openpyxl or xlsxwriter inflate 3 to 20 times; a bomb inflates about a thousand times.
+MAX_RATIO = 100
+MAX_RATIO_FROM = 1 << 20
+_DTD = tuple("<!DOCTYPE".encode(encoding) for encoding in ("utf-8", "utf-16-le", "utf-16-be"))
+_CHUNK = 1 << 20
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _refused(path: Path, why: str, fix: str = "save it again from the program that made it") -> VlmgridError:
+    return VlmgridError(f"{path} {why}, so it is not read; {fix} (or give the answers as .tsv)")
+
+
+def _declares_dtd(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bool:
+    with archive.open(member) as handle:
+        tail = b""
+        while chunk := handle.read(_CHUNK):
+            window = tail + chunk
+            if any(mark in window for mark in _DTD):
+                return True
+            tail = window[-len(_DTD[1]):]  # a mark split across two chunks
+    return False
+
+
+def check_workbook(path: Path) -> None:
+    """Refuse, naming the file and the member, a workbook that would unpack beyond MAX_UNPACKED, a member that
+    inflates more than MAX_RATIO times, or XML that declares a DTD. The sizes are those the zip declares, checked
+    before anything is inflated; they bound every later read too, because zipfile never inflates a member past
+    its declared size (a member that holds more fails its CRC check). A file that is not a zip passes: reading
+    it says so."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return
+    with archive:
+        members = [member for member in archive.infolist() if not member.is_dir()]
+        total = sum(member.file_size for member in members)
+        if total > MAX_UNPACKED:
+            largest = max(members, key=lambda member: member.file_size)
+            raise _refused(path, f"would unpack to {_size(total)} ({largest.filename} alone to "
+                                 f"{_size(largest.file_size)} from {_size(largest.compress_size)}), more than the "
+                                 f"{_size(MAX_UNPACKED)} a workbook of answers is read up to",
+                           "check that it is the file meant")
+        for member in members:
+            packed = max(member.compress_size, 1)
+            if member.file_size > MAX_RATIO_FROM and member.file_size > MAX_RATIO * packed:
+                raise _refused(path, f"holds {member.filename}, which inflates {member.file_size // packed} times "
+                                     f"(to {_size(member.file_size)} from {_size(member.compress_size)}), as no "
+                                     f"spreadsheet program packs a workbook")
+        try:
+            dtd = next((member for member in members if _declares_dtd(archive, member)), None)
+        except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, RuntimeError):
+            return  # a damaged or encrypted member: reading the workbook says so
+        if dtd is not None:
+            raise _refused(path, f"holds {dtd.filename}, whose XML declares a DTD (<!DOCTYPE ...>), which no "
+                                 f"spreadsheet program writes")
+
+
+def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
+    """The workbook's first sheet, every cell as text ("" where empty, unless `na_values` says otherwise), once
+    `check_workbook` has passed it; a file that is no readable workbook is refused in one sentence."""
+    check_workbook(path)
+    try:
+        return pd.read_excel(path, engine="openpyxl", dtype=str, keep_default_na=False, **kwargs)
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, SyntaxError) as error:  # XML's ParseError is one
+        raise VlmgridError(f"{path} is not a readable .xlsx workbook ({type(error).__name__}: {error}); it may be "
+                           f"cut short: copy the whole file again") from None
+
+
+def read_text(path: Path) -> str:
+    """The file's text as UTF-8, without the byte-order mark that Excel and Notepad on Windows put first; a file
+    that cannot be read, or is not UTF-8, is refused in one sentence naming it."""
+    try:
+        data = path.read_bytes()
+    except PermissionError:
+        raise VlmgridError(f"{path} cannot be read: permission denied; make it readable by this user (chmod u+r) "
+                           f"and run again") from None
+    except OSError as error:
+        raise VlmgridError(f"{path} cannot be read ({error.strerror or error}); copy the file again") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise VlmgridError(f"{path} line {line} is not UTF-8 text (byte 0x{data[error.start]:02x}); save the file "
+                           f"as UTF-8") from None
