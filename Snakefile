@@ -26,6 +26,7 @@ rule all:
 
 
 onstart:
+    check_results_dir()
     start_forkserver()
 
 

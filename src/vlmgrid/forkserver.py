@@ -29,11 +29,14 @@ import json
 import os
 import signal
 import socket
+import stat
 import struct
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from vlmgrid.errors import VlmgridError
 
 ENV = "VLMGRID_FORKSERVER"  # the socket's path; "off" (or empty) runs every command in its own process
 # What Snakemake sets per shell job (snakemake/shell.py: the threads variables, and the tmpdir resource's), and
@@ -50,6 +53,8 @@ PRELOAD = ("vlmgrid.cli", "vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlm
            "vlmgrid.stages.inspect", "pandas", "pyarrow.parquet", "jsonschema", "matplotlib.pyplot", "torch",
            "torchvision", "open_clip", "transformers")
 KILL_GRACE_S = 5.0  # a job whose client is gone gets SIGTERM, then SIGKILL after this long
+PARENT_POLL_S = 1.0  # how often a server started with a parent's pid looks whether that parent is still there
+FOLDER_PREFIX = "vlmgrid-forkserver-"  # the private folder `start` makes for a server's socket
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -138,20 +143,33 @@ def start(log_path: str, wait_s: float = 60.0) -> Started | None:
     import subprocess
     import tempfile
 
+    from vlmgrid import fileio
+
     vlmgrid = shutil.which("vlmgrid")
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime folder)
-    folder = tempfile.mkdtemp(prefix="vlmgrid-forkserver-", dir=runtime if os.path.isdir(runtime) else "/tmp")
-    socket_path = os.path.join(folder, "socket")
-    if vlmgrid is None or len(socket_path.encode()) > 100:
-        shutil.rmtree(folder, ignore_errors=True)
+    if vlmgrid is None:
         return None
-    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-    with open(log_path, "w") as log:
+    try:  # the log first: a log that cannot be written leaves no folder behind
+        os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+        log = open(log_path, "w")
+    except OSError as error:
+        raise fileio.unwritable(log_path, error) or error from None
+    with log:
+        runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+        # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime one)
+        try:
+            folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=runtime if os.path.isdir(runtime) else "/tmp")
+        except OSError:
+            return None
+        socket_path = os.path.join(folder, "socket")
+        if len(socket_path.encode()) > 100:
+            os.rmdir(folder)
+            return None
         # os.environ, given as it is: the jobs' commands get it so, and a library's C-level setenv (which
-        # os.environ does not see) must not make the server's differ from theirs
-        process = subprocess.Popen([vlmgrid, "forkserver", "--socket", socket_path], stdin=subprocess.DEVNULL,
-                                   stdout=log, stderr=log, env=dict(os.environ), start_new_session=True)
+        # os.environ does not see) must not make the server's differ from theirs. The server ends with this
+        # process, even one killed by SIGKILL, which runs no `stop`.
+        process = subprocess.Popen([vlmgrid, "forkserver", "--socket", socket_path, "--parent-pid", str(os.getpid())],
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(os.environ),
+                                   start_new_session=True)
     server = Started(process, folder, socket_path)
     deadline = time.monotonic() + wait_s
     while not os.path.exists(socket_path):
@@ -215,11 +233,72 @@ class _Job:
         self.kill_at: float | None = None
 
 
-def serve(path: str, idle_timeout: float = 300.0) -> int:
-    """Serve jobs on the Unix socket `path` until SIGTERM (or SIGINT), or until `idle_timeout` seconds pass with
-    no job running; returns the exit code."""
+def _ours(folder: str) -> bool:
+    """Whether `folder` is one that `start` made for a server's socket (private to this user)."""
+    try:
+        found = os.lstat(folder)
+    except OSError:
+        return False
+    return (os.path.basename(folder).startswith(FOLDER_PREFIX) and stat.S_ISDIR(found.st_mode)
+            and found.st_uid == os.getuid() and found.st_mode & 0o077 == 0)
+
+
+def _clear_the_way(path: str) -> None:
+    """Make way for a server's socket at `path`: nothing there, or a stale socket of ours (one nobody listens on,
+    in a folder `start` made), which is removed. Anything else is refused: it may be someone's file."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(found.st_mode):
+        raise VlmgridError(f"{path} exists and is not a socket; give --socket a path where nothing is (the "
+                           "server makes its socket there)")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        listening = False
+    except OSError as error:
+        raise VlmgridError(f"{path} is a socket this user cannot connect to ({error.strerror}); give --socket a "
+                           "path where nothing is") from None
+    else:
+        listening = True
+    finally:
+        probe.close()
+    if listening:
+        raise VlmgridError(f"{path} is the socket of a server that is running; stop that one first, or give "
+                           "--socket another path")
+    if found.st_uid != os.getuid() or not _ours(os.path.dirname(os.path.abspath(path))):
+        raise VlmgridError(f"{path} is a socket that nobody listens on, outside a folder of vlmgrid's own; "
+                           "remove it if it is a stale server's, or give --socket another path")
+    os.unlink(path)
+
+
+def _remove_socket(path: str, made: os.stat_result) -> None:
+    """Remove the server's socket at `path` (if it is still the one it made) and the folder `start` made for it
+    (if nothing else is in it): never anything else."""
+    try:
+        found = os.lstat(path)
+        if (found.st_dev, found.st_ino) == (made.st_dev, made.st_ino):
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+    folder = os.path.dirname(os.path.abspath(path))
+    if _ours(folder):
+        try:
+            os.rmdir(folder)
+        except OSError:  # something else is in it: it stays
+            pass
+
+
+def serve(path: str, idle_timeout: float = 300.0, parent_pid: int | None = None) -> int:
+    """Serve jobs on the Unix socket `path` until SIGTERM (or SIGINT), until `idle_timeout` seconds pass with
+    no job running, or, given `parent_pid` (the pid of the process that started it), once that process has
+    ended, however it ended; returns the exit code. Nothing but a stale socket of ours may be at `path`
+    (`_clear_the_way`); at the end the socket goes, and so does the folder `start` made for it."""
     import selectors
 
+    _clear_the_way(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     binding = f"{path}.{os.getpid()}"
     umask = os.umask(0o177)  # the socket is the user's alone (0600) from its creation
@@ -229,8 +308,16 @@ def serve(path: str, idle_timeout: float = 300.0) -> int:
         os.umask(umask)
     listener.listen(128)  # clients that come while the modules load wait in the backlog
     # The path appears only once the socket listens, so a client that finds it is always queued (`start` waits
-    # for it); one that came between bind and listen would be refused and run in its own process.
-    os.rename(binding, path)
+    # for it); one that came between bind and listen would be refused and run in its own process. A link, not a
+    # rename: a rename would replace whatever appeared at the path meanwhile.
+    made = os.lstat(binding)
+    try:
+        os.link(binding, path)
+    except FileExistsError:
+        raise VlmgridError(f"{path} appeared while the server started; give --socket a path where nothing "
+                           "is") from None
+    finally:
+        os.unlink(binding)
     _log(f"listening on {path}; importing the jobs' modules")
     reference = dict(os.environ)  # the environment the modules are imported under: a job's must equal it
     _preload()
@@ -337,6 +424,9 @@ def serve(path: str, idle_timeout: float = 300.0) -> int:
         job.kill_at = time.monotonic() + KILL_GRACE_S
 
     while not stopping:
+        if parent_pid is not None and os.getppid() != parent_pid:  # it ended: this process was given to another
+            _log(f"its parent (pid {parent_pid}) ended: stopping {len(jobs)} job(s)")
+            break
         now = time.monotonic()
         if jobs:
             idle_since = now
@@ -345,6 +435,8 @@ def serve(path: str, idle_timeout: float = 300.0) -> int:
             break
         deadlines = [job.kill_at for job in jobs.values() if job.kill_at is not None]
         timeout = min(deadlines) - now if deadlines else (None if jobs else idle_since + idle_timeout - now)
+        if parent_pid is not None:
+            timeout = PARENT_POLL_S if timeout is None else min(timeout, PARENT_POLL_S)
         for key, _ in selector.select(None if timeout is None else max(timeout, 0.0)):
             if key.data == "listener":
                 accept()
@@ -376,10 +468,7 @@ def serve(path: str, idle_timeout: float = 300.0) -> int:
         reap()
         time.sleep(0.01)
     listener.close()
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    _remove_socket(path, made)
     return 0
 
 

@@ -13,6 +13,7 @@ from vlmgrid import paths
 from vlmgrid.config import load_config, workflow_config_file
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.report.outputs import report_files
+from vlmgrid.serving import recorded_settings
 from vlmgrid.errors import VlmgridError
 from vlmgrid.escaping import report_param
 from vlmgrid.fileio import sha256_json
@@ -56,14 +57,16 @@ wildcard_constraints:
 
 
 def get_model_settings(model):
-    """The model's settings as text: a change reruns exactly that model's jobs."""
-    return json.dumps(GRID.model(model), sort_keys=True)
+    """The model's settings as text: a change reruns exactly that model's jobs. The values of serve.env (tokens)
+    are left out: Snakemake keeps params in .snakemake/ and shows them in its report, and a new token reruns
+    nothing."""
+    return json.dumps(recorded_settings(GRID.model(model)), sort_keys=True)
 
 
 def get_model_source(model):
-    """The model's source as text. A local checkpoint adds a fingerprint of its files (their sizes and
-    modification times, vlmgrid.stages.fetch.model_stamp): an edit there fetches (records) it again, and a
-    changed record reruns the model's cells."""
+    """The model's source as text. A local checkpoint adds a fingerprint of its files (their sizes and contents'
+    hashes, vlmgrid.stages.fetch.model_stamp): an edit there fetches (records) it again, and a changed record
+    reruns the model's cells. Not their times: a file touched with the same bytes must not rerun inference."""
     source = GRID.model(model).get("source")
     if (source or {}).get("type") != "local":
         return json.dumps(source, sort_keys=True)
@@ -80,8 +83,9 @@ def get_prompt_hashes():
 def get_benchmark_settings(bench):
     """The benchmark's data settings as text. `shards` only splits its inference jobs: changing it must not
     prepare the data again (and so rerun every cell). A local source adds a fingerprint of its files (their
-    sizes and modification times, vlmgrid.benchmarks.stamps.source_stamp): an edit there prepares the
-    benchmark again. (Other sources add nothing, so their recorded params stay what they were.)"""
+    sizes and contents' hashes, vlmgrid.benchmarks.stamps.source_stamp): an edit there prepares the benchmark
+    again, a touch with the same bytes does not. (Other sources add nothing, so their recorded params stay what
+    they were.)"""
     settings = {key: value for key, value in GRID.benchmark(bench).items() if key != "shards"}
     if settings["source"].get("type") == "local":
         from vlmgrid.benchmarks.stamps import source_fingerprint  # every kind's module: only a local source needs them
@@ -207,6 +211,20 @@ def get_cost_plan():
 FORKSERVER = {}
 
 
+def check_results_dir():
+    """Every job writes under results_dir, its log first: a folder that cannot be written is said once, before
+    any job starts, rather than by every job."""
+    import tempfile
+
+    try:
+        os.makedirs(LOGS, exist_ok=True)
+        tempfile.TemporaryFile(dir=LOGS).close()
+    except OSError as error:
+        raise WorkflowError(f"{CONFIG_FILE}: results_dir {RESULTS} cannot be written ({error.strerror.lower()}: "
+                            f"{error.filename or LOGS}); make it writable, or set results_dir to a folder that "
+                            "is, and run again") from None
+
+
 def start_forkserver():
     from vlmgrid import forkserver
 
@@ -216,7 +234,10 @@ def start_forkserver():
         # A job that holds GPUs sets CUDA_VISIBLE_DEVICES before it imports torch, which a child of a server that
         # has imported it cannot do; beside a real model's load the imports are small.
         return
-    server = forkserver.start(os.path.join(LOGS, "forkserver.log"))
+    try:
+        server = forkserver.start(os.path.join(LOGS, "forkserver.log"))
+    except VlmgridError as error:
+        raise WorkflowError(str(error)) from None
     if server is not None:
         FORKSERVER["server"] = server
         os.environ["VLMGRID_FORKSERVER"] = server.socket_path  # the local jobs' commands inherit it
