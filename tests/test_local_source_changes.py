@@ -30,23 +30,22 @@ def bump_mtime(path, seconds=10):
 
 # ---------------------------------------------------------------------------------------------- the stamp
 
-def test_stamp_lists_the_files_the_kind_reads_with_size_and_mtime(tmp_path):
+def test_stamp_lists_the_files_the_kind_reads_with_size_and_hash(tmp_path):
     copy = raw_fixture("flowers102", tmp_path / "my-flowers", size=2, classes=3)
     (copy / "README.txt").write_text("notes")  # not a file the kind reads
     stamp = source_stamp(local(copy))
     assert stamp["type"] == "local" and stamp["path"] == str(copy.resolve())
     assert [entry[0] for entry in stamp["files"]] == sorted(FLOWERS)
-    for name, size, mtime_ns in stamp["files"]:
-        assert (size, mtime_ns) == ((copy / name).stat().st_size, (copy / name).stat().st_mtime_ns)
+    for name, size, digest in stamp["files"]:
+        assert (size, digest) == ((copy / name).stat().st_size, fileio.sha256_file(copy / name))
 
     before = source_fingerprint(local(copy))
     (copy / "README.txt").write_text("other notes")
     assert source_fingerprint(local(copy)) == before
-    bump_mtime(copy / "setid.mat")  # touched: the stamp never reads contents, so it changes
-    touched = source_fingerprint(local(copy))
-    assert touched != before
+    bump_mtime(copy / "setid.mat")  # touched, the same bytes: nothing to prepare
+    assert source_fingerprint(local(copy)) == before
     (copy / "setid.mat").write_bytes((copy / "setid.mat").read_bytes() + b"x")
-    assert source_fingerprint(local(copy)) not in (before, touched)
+    assert source_fingerprint(local(copy)) != before
 
 
 def test_stamp_sees_a_file_added_or_removed_by_a_pattern(tmp_path):
@@ -79,7 +78,9 @@ def test_write_source_stamps_rewrites_only_what_changed_and_drops_others(tmp_pat
     first = {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in folder.iterdir()}
     assert write_source_stamps(grid, folder) == []
     assert {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in folder.iterdir()} == first
-    bump_mtime(copy / "imagelabels.mat")
+    bump_mtime(copy / "imagelabels.mat")  # touched, the same bytes
+    assert write_source_stamps(grid, folder) == []
+    (copy / "imagelabels.mat").write_bytes((copy / "imagelabels.mat").read_bytes() + b"x")
     assert write_source_stamps(grid, folder) == ["flowers"]
     stamp = json.loads((folder / "flowers.json").read_text())
     assert stamp["benchmark"] == "flowers" and stamp == {"benchmark": "flowers", **source_stamp(local(copy))}
@@ -93,7 +94,9 @@ def test_stamp_sources_command_writes_the_grid_stamps(write_config, default_conf
     assert cli.main(["stamp-sources", "--config", str(write_config(data))]) == 0
     folder = tmp_path / "data" / ".source-stamps"
     assert sorted(p.name for p in folder.iterdir()) == ["flowers-local.json", "models", "pope-fixture.json"]
-    assert json.loads((folder / "models" / "random.json").read_text()) == {"model": "random", "type": None}
+    assert json.loads((folder / "models" / "random.json").read_text()) == {
+        "model": "random", "type": None,
+        "models": {"random": {"backend": "baseline", "description": "seeded random guess (chance level)", "seed": 0}}}
     err = capsys.readouterr().err
     assert "2 source stamps (1 local), 2 changed" in err and "1 model stamps (0 local)" in err
 

@@ -10,7 +10,8 @@ The command's words may name {port}, {host}, {model_dir} (the model's fetched we
 GPUs the job holds, e.g. for --tensor-parallel-size); so may the entry's `model` (the name requests carry).
 
 A command that exits or never becomes ready, or a fixed port that is in use, stops the job with one sentence
-(with the server log's last lines). The predictions' provenance records the command and the server's version.
+(with the server log's last lines). The predictions' provenance records the command and the server's version;
+the values of `serve.env` (tokens, keys) are recorded nowhere, only their names (`recorded_settings`).
 """
 
 from __future__ import annotations
@@ -252,6 +253,16 @@ class ServerPlan:
             yield server
         finally:
             server.stop()
+
+
+def recorded_settings(settings: dict) -> dict:
+    """A model's settings as the files it leaves record them (predictions metadata, fingerprints, the workflows'
+    params): each `serve.env` variable by its name alone. Its values are the server's tokens and keys, which
+    must reach no file that is shared or committed; and a new token is the same model, so it reruns nothing."""
+    serve = settings.get("serve")
+    if not isinstance(serve, dict) or not serve.get("env"):
+        return settings
+    return {**settings, "serve": {**serve, "env": sorted(serve["env"])}}
 
 
 def served_settings(settings: dict, server: Server) -> dict:

@@ -49,6 +49,7 @@ from vlmgrid.models.openai_http import ApiClient, ItemFailed, endpoint, is_local
 from vlmgrid.models.openai_wire import (
     ABSENT_LETTER_LOGPROB, TOP_LOGPROBS, encode_image, letter_logprobs, parse_text, parse_top_logprobs,
 )
+from vlmgrid.serving import recorded_settings
 
 __all__ = ["ABSENT_LETTER_LOGPROB", "ApiItemErrors", "GenerationResult", "OpenAI", "encode_image", "is_local_url"]
 
@@ -78,9 +79,9 @@ class OpenAI(ApiClient, Backend):
         self.settings["generation"] = {**_DEFAULT_GENERATION, **(self.settings.get("generation") or {})}
         self.base_url = str(self.settings["base_url"]).rstrip("/")
         # Responses are cached per server: its base_url, or for a server the job started (whose port changes
-        # from job to job) what it serves, the command and weights.
+        # from job to job) what it serves, the command and weights (a new token in serve.env serves the same).
         self.cache_scope = self.base_url if "serve" not in self.settings else "serve:" + sha256_json(
-            {"serve": self.settings["serve"], "source": self.settings.get("source")})
+            {"serve": recorded_settings(self.settings)["serve"], "source": self.settings.get("source")})
         self._api_key = api_key or None
         self._local = threading.local()
         self._sleep: Callable[[float], None] = time.sleep

@@ -20,6 +20,7 @@ import pandas as pd
 from vlmgrid import __version__, paths
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
+from vlmgrid.escaping import spreadsheet_text
 from vlmgrid.fileio import atomic_path, write_json
 from vlmgrid.metrics.differences import Differences, diff_predictions
 from vlmgrid.predictions import (
@@ -59,6 +60,12 @@ def _read_set(bench, path: Path) -> pd.DataFrame:
     if reason is not None:
         raise VlmgridError(f"predictions file {path} is the record of a cell that cannot run ({reason}): it holds no "
                            f"answers to diff")
+    made_for = metadata.get("benchmark")
+    if made_for and made_for != bench.name and metadata.get("data_fingerprint") != bench.manifest.get("fingerprint"):
+        # before the data check, which would say the benchmark "was prepared again"
+        raise VlmgridError(f"predictions file {path} holds answers to benchmark {made_for} (its metadata say so), "
+                           f"not {bench.name}; diff it with another set of {made_for}: "
+                           f"`vlmgrid diff {made_for} {path} ...`")
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path,
                            f"diff predictions of the benchmark as prepared now")
     return predictions
@@ -168,7 +175,8 @@ def items_csv(result: Differences) -> str:
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for d in result.items:
-        writer.writerow({k: ("" if v is None else v) for k, v in _item(d).items()})
+        # answers and gold texts are data: a spreadsheet must read them, not run them
+        writer.writerow({k: ("" if v is None else spreadsheet_text(v)) for k, v in _item(d).items()})
     return buffer.getvalue()
 
 

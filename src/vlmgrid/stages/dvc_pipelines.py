@@ -35,8 +35,6 @@ class Pipeline:
     config: Path  # the grid's config, relative to the repo root
     dvc_file: Path  # where its dvc.yaml goes, relative to the repo root
     fetch_models: tuple[str, ...] | None  # the models it fetches; None: all of its grid's (from the config)
-    # DVC splits a param key at every dot: a grid with a model name holding one tracks its whole `models` section
-    per_model_params: bool = True
     # the PNG figures its report draws, under ${results_dir}: DVC's image plots
     figures: tuple[str, ...] = ()
 
@@ -91,13 +89,11 @@ def plan_pipelines(root: Path) -> list[Pipeline]:
                 raise VlmgridError(
                     f"{config} gives the model {model!r} another backend or source than {model_owner[model][0]}, "
                     f"but both would fetch it into the same folder; give one of them another name")
-        per_model = not any("." in model for model in grid.get("models") or [])
         figures = _figures(data)
         if config == DEFAULT_CONFIG:
-            pipelines.append(Pipeline(config, Path("dvc.yaml"), None, per_model, figures))
+            pipelines.append(Pipeline(config, Path("dvc.yaml"), None, figures))
         else:
-            pipelines.append(Pipeline(config, PIPELINES_DIR / config.stem / "dvc.yaml", tuple(owned), per_model,
-                                      figures))
+            pipelines.append(Pipeline(config, PIPELINES_DIR / config.stem / "dvc.yaml", tuple(owned), figures))
     return pipelines
 
 
@@ -119,8 +115,6 @@ def render(template: str, pipeline: Pipeline) -> str:
     figure_plots = "\n".join(f"  - {figure}" for figure in pipeline.figures)
     replacements = {"@WDIR@": up.as_posix(), "@VARS@": (up / pipeline.config).as_posix(),
                     "@CONFIG@": pipeline.config.as_posix(), "@STAMPS@": stamps, "@FETCH_MODELS@": fetch_models,
-                    "@MODEL_PARAM@": "models.${item}" if pipeline.per_model_params else "models",
-                    "@CELL_MODEL_PARAM@": "models.${item.model}" if pipeline.per_model_params else "models",
                     "@DVC_FILE@": pipeline.dvc_file.as_posix(), "@FIGURE_PLOTS@": figure_plots}
     for placeholder, value in replacements.items():
         text = text.replace(placeholder, value)

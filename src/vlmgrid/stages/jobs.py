@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from vlmgrid.fileio import sha256_json, write_json
 from vlmgrid.predictions import METADATA_KEY, SCHEMA, rows_to_table, write_table
 from vlmgrid.prompts import prompt_file_hashes
+from vlmgrid.serving import recorded_settings
 from vlmgrid.stages.cost import item_requests
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, bounds:
                     prompts: dict[str, str] | None = None, weights: str | None = None) -> str:
     """`weights`: the fingerprint of a checkpoint read in place, whose files can change under the same settings."""
     identity = {
-        "model": model_settings,
+        "model": recorded_settings(model_settings),
         "data": manifest.get("fingerprint"),
         "protocol": protocol,
         "parts": list(bounds),
@@ -141,7 +142,7 @@ def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: st
     metadata = {
         "model": model_name,
         "benchmark": benchmark,
-        "model_settings": model_settings,
+        "model_settings": recorded_settings(model_settings),
         "applicable": False,
         "reason": reason,
         "strategy": None,
@@ -198,7 +199,7 @@ def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, str
     metadata = {
         "model": model_name,
         "benchmark": job.bench.name,
-        "model_settings": model_settings,
+        "model_settings": recorded_settings(model_settings),
         "data_fingerprint": job.bench.manifest.get("fingerprint"),
         "protocol": job.bench.kind.protocol,
         "prompts": job.prompts,

@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label, interval_label
@@ -66,7 +67,7 @@ class Table:
         rows = [[self._row_name(i, name), *(fmt_estimate(e) for e in entries)]
                 for i, (name, entries) in enumerate(self.rows)]
         table = md_table(header, rows, [":---"] + ["---:"] * len(self.columns))
-        return f"# {self.title}\n\n{table}\n\n{self.caption}\n"
+        return f"# {markdown_text(self.title)}\n\n{table}\n\n{self.caption}\n"
 
     def _emphasis(self) -> list[list[str | None]]:
         """Per row, per column: BEST / SECOND among the models, that is down a column where models are rows and

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
@@ -62,7 +63,7 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
 
 
 def breakdown_markdown(grid: Grid, title: str) -> str:
-    parts = [f"# {title}: breakdown\n"]
+    parts = [f"# {markdown_text(title)}: breakdown\n"]
     found = _breakdown_benchmarks(grid)
     if not found:
         parts.append("No benchmark of this grid has a breakdown.\n")
@@ -98,7 +99,7 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
                          fmt_count(group.n), fmt_count(group.n_valid), fmt(group.format_error_rate)]
                     )
             align = [":---", ":---", ":---"] + ["---:"] * 4
-            parts.append(f"### by {column} (headline: {metric_label(metric)})\n")
+            parts.append(f"### by {markdown_text(column)} (headline: {metric_label(metric)})\n")
             parts.append(md_table(header, rows, align) + "\n")
     notes = ""
     if marked or failed:

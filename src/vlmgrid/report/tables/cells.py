@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label
 from vlmgrid.report.tables.format import (
@@ -66,7 +67,7 @@ def cells_markdown(grid: Grid, title: str) -> str:
         errors = DASH if errors is None else fmt(errors) + (DAGGER if mark else "")
         rows.append([model, benchmark, answered, decoding or DASH, n, fmt_count(n_valid), errors,
                      DASH if lenient is None else fmt(lenient)])
-    lines = [f"# {title}: how each number was answered\n", md_table(header, rows, [":---"] * 4 + ["---:"] * 4) + "\n"]
+    lines = [f"# {markdown_text(title)}: how each number was answered\n", md_table(header, rows, [":---"] * 4 + ["---:"] * 4) + "\n"]
     lines.append(
         "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
         "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text
 from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
@@ -104,7 +105,7 @@ def comparisons_markdown(comparisons: Comparisons, title: str) -> str:
     else:
         body = md_table(MD_HEADER, rows, [":---"] * 4 + ["---:"] * 6)
     na = na_notes(comparisons)
-    return f"# {title}: comparisons\n\n{body}\n\n{legend(comparisons)}\n" + (f"\n{na}\n" if na else "")
+    return f"# {markdown_text(title)}: comparisons\n\n{body}\n\n{legend(comparisons)}\n" + (f"\n{na}\n" if na else "")
 
 
 def comparisons_latex(comparisons: Comparisons, title: str) -> str:

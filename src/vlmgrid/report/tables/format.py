@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text, spreadsheet_frame
 from vlmgrid.fileio import atomic_path
 from vlmgrid.report.grid import Grid, cell_list
 from vlmgrid.report.score_file import Estimate
@@ -158,15 +159,11 @@ def entry_value(entry: Entry) -> float | None:
 # --- Markdown ------------------------------------------------------------------------------------
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def md_table(header: list[str], rows: list[list[str]], align: list[str]) -> str:
-    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |"]
+    lines = ["| " + " | ".join(markdown_text(h) for h in header) + " |"]
     lines.append("|" + "|".join(align) + "|")
     for row in rows:
-        lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
+        lines.append("| " + " | ".join(markdown_text(c) for c in row) + " |")
     return "\n".join(lines)
 
 
@@ -381,8 +378,9 @@ def is_flagged(grid: Grid, model: str, benchmark: str) -> bool | None:
 
 
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    """The frame as CSV; a text that a spreadsheet would run as a formula is written as text."""
     with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False, na_rep="", lineterminator="\n")
+        spreadsheet_frame(frame).to_csv(tmp, index=False, na_rep="", lineterminator="\n")
 
 
 def fmt_count(x: int | None) -> str:

@@ -7,6 +7,7 @@ import html
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text
 from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, count_range, metric_label
@@ -101,7 +102,7 @@ def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None
     rows = [[model] + [fmt_estimate(e) + mark for e, mark in zip(estimates, reference_marks(grid, comparisons, model))]
             for model, estimates in _rows(grid)]
     align = [":---"] + ["---:"] * (len(header) - 1)
-    return f"# {title}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}{reference_note(comparisons)}\n"
+    return f"# {markdown_text(title)}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}{reference_note(comparisons)}\n"
 
 
 def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.reported import Comparison, Method, Published, compare, figure_label, is_points
@@ -109,7 +110,7 @@ def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
 
 def reported_markdown(grid: Grid, published: Published, title: str) -> str:
     comparisons = compare(grid, published)
-    heading = f"# {title}: reproduced vs reported\n\n"
+    heading = f"# {markdown_text(title)}: reproduced vs reported\n\n"
     if not comparisons:
         return heading + no_match_sentence(published) + "\n"
     numbers = _footnotes(comparisons)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
@@ -43,7 +44,7 @@ def variants_frame(grid: Grid) -> pd.DataFrame:
 
 
 def variants_markdown(grid: Grid, title: str) -> str:
-    parts = [f"# {title}: prompt variants\n"]
+    parts = [f"# {markdown_text(title)}: prompt variants\n"]
     rows = _variant_rows(grid)
     if not rows:
         parts.append("No cell of this grid has more than one prompt variant.\n")
