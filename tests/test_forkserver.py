@@ -117,6 +117,17 @@ def test_same_bytes_and_exit_code_as_in_process(server, args, code):
         assert served.stderr.decode().count("\n") == 1
 
 
+def test_a_jobs_messages_are_printed_once_as_in_its_own_process(server, tmp_path):
+    # the server's own command shows the package's messages on its stderr, which a forked job's is
+    command = ["stamp-sources", "--out", str(tmp_path / "stamps")]
+    own = _run(command)
+    shutil.rmtree(tmp_path / "stamps")
+    served = _run(command, env=server.env())
+    assert served.returncode == own.returncode == 0, served.stderr
+    assert len(own.stderr.decode().splitlines()) == 2, own.stderr
+    assert served.stderr == own.stderr
+
+
 def test_a_tiny_cell_prepared_inferred_and_scored_in_the_server_gives_the_same_files(server, tmp_path):
     own, served = copy_workflow(tmp_path / "own"), copy_workflow(tmp_path / "served")
     for command in (["prepare", "pope-fixture"], ["fetch-model", "clip-tiny"],

@@ -26,6 +26,7 @@ Protocol, over a Unix stream socket: the client sends a 4-byte big-endian length
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -508,6 +509,9 @@ def _child(argv: list[str], cwd: str, environ: dict[str, str], fds: list[int], s
         threads = environ.get("OMP_NUM_THREADS", "")
         if "torch" in sys.modules and threads.isdigit() and int(threads) > 0:
             sys.modules["torch"].set_num_threads(int(threads))  # what OpenMP reads from it when torch loads
+        # The server's own command showed the package's messages on its stderr (cli._messages_on_stderr), which
+        # is now the job's: left in place, the job's own would print every line twice.
+        logging.getLogger("vlmgrid").handlers.clear()
 
         from vlmgrid import cli
 
