@@ -12,7 +12,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config" / "config.yaml"
 # What a copy of the repo needs to run the grid through Snakemake or DVC.
-WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "config", ".dvc/config", ".dvc/.gitignore"]
+WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "profiles", "config", ".dvc/config",
+                  ".dvc/.gitignore"]
 
 # Caches (classifier weights, API responses) go to a fresh folder per test session, never the user's.
 os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")

@@ -1,6 +1,6 @@
 """The Slurm profile: the config's `cluster` section becomes the jobs' resources, and a small grid of the default
 grid's cells (conftest.SLURM_GRID: a two-GPU model, a one-GPU model and the baseline, every kind of job) run
-through workflow/profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's
+through profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's
 tables, every job having gone through Slurm with what the config asks for (the two-GPU model's jobs: gres
 gpu:2)."""
 
@@ -18,7 +18,7 @@ from vlmgrid.stages import cost
 
 FORWARD = cost.load_throughput()["lvlm"]["rates"]["forward"]["rate"]
 
-PROFILE = "workflow/profiles/slurm"
+PROFILE = "profiles/slurm"
 # The profile's documented switch for a cluster without accounting (sacct would never see a job end); the
 # first status check after 1 s instead of 40 s (and after each job that ends) keeps the run short: the checks
 # come 1, 11, 21 ... s apart while no job ends, and the small grid's jobs take seconds.
