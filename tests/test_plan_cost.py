@@ -6,9 +6,10 @@ import math
 
 import pandas as pd
 import pytest
+import yaml
 
 from vlmgrid.cli import main
-from vlmgrid.config import load_config, validate_config
+from vlmgrid.config import Config, validate_config
 from vlmgrid.stages import cost
 from vlmgrid.stages.prepare import prepare
 
@@ -18,6 +19,14 @@ CONTINUATION = TABLE["lvlm"]["rates"]["continuation"]["rate"]
 DECODE = TABLE["lvlm"]["rates"]["decode_tokens"]["rate"]
 
 
+def repo_grid(name: str, folder) -> Config:
+    """The repo's grid config `name`, with its data and results in `folder`: what a run left in the checkout
+    (a prepared benchmark is counted from its records) must not change the figures."""
+    data = yaml.safe_load(open(f"config/{name}.yaml", encoding="utf-8"))
+    return validate_config({**data, "data_dir": str(folder / "data"), "results_dir": str(folder / "results")},
+                           source=f"config/{name}.yaml")
+
+
 def rows(costs: pd.DataFrame, model: str, benchmark: str) -> dict:
     """{unit: row} of one cell."""
     cell = costs[(costs["model"] == model) & (costs["benchmark"] == benchmark)]
@@ -25,8 +34,8 @@ def rows(costs: pd.DataFrame, model: str, benchmark: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def default_costs():
-    return cost.cost_table(load_config("config/config.yaml"))
+def default_costs(tmp_path_factory):
+    return cost.cost_table(repo_grid("config", tmp_path_factory.mktemp("default")))
 
 
 def test_default_grid_counts_the_fixtures_items(default_costs):
@@ -159,8 +168,8 @@ def test_a_total_that_leaves_out_one_row_says_1_row(tmp_path):
     assert "1 rows" not in out
 
 
-def test_the_carpe_grid_counts_every_fixed_count_benchmark():
-    costs = cost.cost_table(load_config("config/carpe.yaml"))
+def test_the_carpe_grid_counts_every_fixed_count_benchmark(tmp_path):
+    costs = cost.cost_table(repo_grid("carpe", tmp_path))
     unknown = costs[costs["requests"].isna()]
     # only the CLIP rows of multiple-choice sets whose options per question vary are left to the records
     assert sorted(set(unknown["benchmark"])) == ["cvbench", "mmbench", "scienceqa_img"]
