@@ -2,6 +2,7 @@
 generator writes, DVC reads them all as one graph without overlapping outputs, and the plan refuses grids
 whose outputs would collide."""
 
+import json
 import shutil
 
 import pytest
@@ -81,6 +82,105 @@ def test_a_shared_model_with_another_source_is_refused(tmp_path):
 def test_stamp_sources_writes_into_the_folder_it_is_given(tmp_path):
     # the paper grids' pipelines stamp into <results_dir>/source-stamps: a folder of each grid's own
     assert main(["stamp-sources", "--config", str(REPO / "config/dance.yaml"), "--out", str(tmp_path / "stamps")]) == 0
-    assert sorted(path.name for path in (tmp_path / "stamps").iterdir()) == ["dance.json", "models"]
+    assert sorted(path.name for path in (tmp_path / "stamps").iterdir()) == ["dance.json", "grid", "models"]
     models = yaml.safe_load((REPO / "config/dance.yaml").read_text())["grid"]["models"]
     assert sorted(path.stem for path in (tmp_path / "stamps" / "models").iterdir()) == sorted(models)
+
+
+def test_the_grids_settings_stamp_holds_what_vlmgrid_reads_defaults_filled_in(tmp_path):
+    # the README's own-model config leaves bootstrap out: DVC's score stages track vlmgrid's default
+    stamps = tmp_path / "stamps"
+    assert main(["stamp-sources", "--config", str(REPO / OWN), "--out", str(stamps)]) == 0
+    written = stamps / "grid" / "settings.json"
+    assert json.loads(written.read_text()) == {"bootstrap": {"samples": 1000, "seed": 0},
+                                               "title": "My fine-tuned LLaVA on MME, MMBench and ScienceQA-IMG"}
+    before = written.stat().st_mtime_ns
+    assert main(["stamp-sources", "--config", str(REPO / OWN), "--out", str(stamps)]) == 0
+    assert written.stat().st_mtime_ns == before  # unchanged: not rewritten, so DVC reruns nothing
+
+
+# ---------------------------------------------------------------------------------------------- a config of one's own
+
+OWN = "config/examples/own-model.yaml"
+
+
+def _stages(root, dvc_file: str) -> dict:
+    return yaml.safe_load((root / dvc_file).read_text())["stages"]
+
+
+def test_a_config_of_ones_own_gets_a_pipeline_that_tracks_the_keys_it_leaves_out_in_a_stamp(tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    shutil.copytree(REPO / "pipelines", root / "pipelines")
+    example = yaml.safe_load((root / OWN).read_text())
+    assert "bootstrap" not in example and example["data_dir"] == "data/own-model"  # the README's config
+    assert main(["dvc-pipelines", "--root", str(root), "--config", str(root / OWN)]) == 0
+
+    stages = _stages(root, "pipelines/own-model/dvc.yaml")
+    # bootstrap and title, which the config leaves out, are params of the grid's settings stamp (with vlmgrid's
+    # defaults), not of the config (DVC would stop at a missing one); only keys every config holds are
+    settings = "${results_dir}/source-stamps/grid/settings.json"
+    assert stages["score"]["params"] == [{settings: ["bootstrap"]}]
+    assert stages["compare"]["do"]["params"] == [{settings: ["bootstrap"]}, {OWN: ["grid"]}]
+    assert stages["report"]["params"] == [{settings: ["title"]}, {OWN: ["grid"]}]
+    assert stages["fetch_model"]["foreach"] == ["my-llava"]
+    for grid in PAPER_GRIDS:  # the repo's pipelines are what they were
+        assert (root / f"pipelines/{grid}/dvc.yaml").read_text() == (REPO / f"pipelines/{grid}/dvc.yaml").read_text()
+    # the pipeline names its config: a plain run keeps it current, and --check checks it
+    assert main(["dvc-pipelines", "--root", str(root), "--check"]) == 0
+    (root / "pipelines/own-model/dvc.yaml").write_text((root / "pipelines/own-model/dvc.yaml").read_text() + "# x\n")
+    assert main(["dvc-pipelines", "--root", str(root), "--check"]) != 0
+    assert main(["dvc-pipelines", "--root", str(root)]) == 0
+    assert main(["dvc-pipelines", "--root", str(root), "--check", "--config", str(root / OWN)]) == 0
+
+    # DVC reads it beside CARPE's pipeline, which has an `mme` and an `mmbench` of its own in data/
+    run(["git", "init", "-q"], root)
+    listed = set(run(["dvc", "stage", "list", "--all", "--names-only"], root).stdout.split())
+    assert {"pipelines/own-model/dvc.yaml:prepare@mme", "pipelines/carpe/dvc.yaml:prepare@mme"} <= listed
+
+
+def test_a_grid_of_ones_own_in_another_grids_data_folder_is_refused_in_one_sentence(tmp_path, capsys):
+    root = copy_workflow(tmp_path / "repo")
+    example = yaml.safe_load((root / OWN).read_text())
+    _grid_file(root, "mine", {**example, "data_dir": "data", "results_dir": "results/mine"})
+    assert main(["dvc-pipelines", "--root", str(root), "--config", str(root / "config/mine.yaml")]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said == ("vlmgrid: error: config/mine.yaml and config/carpe.yaml both evaluate the benchmark 'mme' in "
+                    "data/mme, which DVC allows as one stage's output only; give config/mine.yaml a data_dir of its "
+                    "own (data_dir: data/mine), or the benchmark another name")
+    assert not (root / "pipelines").exists()
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"data_dir": None}, "config/examples/own-model.yaml sets no data_dir, which its DVC pipeline reads from the "
+                         "file; add `data_dir: data/own-model`"),
+    ({"results_dir": "results/carpe"}, "config/examples/own-model.yaml and config/carpe.yaml both write their "
+                                       "results to results/carpe; give config/examples/own-model.yaml a results_dir"),
+    ({"results_dir": "../elsewhere"}, "config/examples/own-model.yaml: results_dir ../elsewhere lies outside the "
+                                      "repo"),
+    ({"grid": {"models": ["my-llava"], "benchmarks": ["mme", "mmbnech"]}},
+     'config/examples/own-model.yaml: grid.benchmarks names "mmbnech", which is not defined under benchmarks'),
+])
+def test_a_config_of_ones_own_that_dvc_could_not_run_is_refused(tmp_path, capsys, change, said):
+    root = copy_workflow(tmp_path / "repo")
+    example = yaml.safe_load((root / OWN).read_text())
+    example.update(change)
+    (root / OWN).write_text(yaml.safe_dump({key: value for key, value in example.items() if value is not None}))
+    assert main(["dvc-pipelines", "--root", str(root), "--config", str(root / OWN)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (root / "pipelines").exists()
+
+
+def test_configs_of_ones_own_outside_the_repo_or_of_one_name_are_refused(tmp_path, capsys):
+    root = copy_workflow(tmp_path / "repo")
+    outside = tmp_path / "mine.yaml"
+    shutil.copy(root / OWN, outside)
+    assert main(["dvc-pipelines", "--root", str(root), "--config", str(outside)]) == 2
+    assert f"{outside} lies outside the repo ({root}), and DVC reads only files inside it" in capsys.readouterr().err
+    twin = root / "grids" / "own-model.yaml"
+    twin.parent.mkdir()
+    twin.write_text((root / OWN).read_text().replace("results/own-model", "results/twin")
+                    .replace("data/own-model", "data/twin"))
+    assert main(["dvc-pipelines", "--root", str(root), "--config", str(root / OWN), "--config", str(twin)]) == 2
+    assert ("grids/own-model.yaml and config/examples/own-model.yaml would both be written to "
+            "pipelines/own-model/dvc.yaml; rename one") in capsys.readouterr().err

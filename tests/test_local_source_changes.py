@@ -93,7 +93,7 @@ def test_stamp_sources_command_writes_the_grid_stamps(write_config, default_conf
     data["grid"] = {"models": ["random"], "benchmarks": ["flowers-local", "pope-fixture"]}
     assert cli.main(["stamp-sources", "--config", str(write_config(data))]) == 0
     folder = tmp_path / "data" / ".source-stamps"
-    assert sorted(p.name for p in folder.iterdir()) == ["flowers-local.json", "models", "pope-fixture.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["flowers-local.json", "grid", "models", "pope-fixture.json"]
     assert json.loads((folder / "models" / "random.json").read_text()) == {
         "model": "random", "type": None,
         "models": {"random": {"backend": "baseline", "description": "seeded random guess (chance level)", "seed": 0}}}

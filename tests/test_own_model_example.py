@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from conftest import REPO, copy_workflow, run
+from test_workflow import stages_run
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture, mme as mme_fixture
 from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture
 
@@ -30,16 +31,22 @@ def release_copies(base):
             "scienceqa": (scienceqa_dir, SETTINGS["size"])}
 
 
-def test_the_readme_example_runs_on_release_layouts_and_a_checkpoint_folder(tmp_path):
+def example_on_local_copies(base) -> dict:
+    """The example config with its paths pointed at a tiny LLaVA checkpoint folder and the release copies."""
     example = yaml.safe_load(EXAMPLE.read_text())
     assert set(example["grid"]["benchmarks"]) == {"mme", "mmbench", "scienceqa"}
-    run(["vlmgrid", "make-tiny-models", str(tmp_path / "ckpts"), "--families", "llava"], tmp_path)
-    checkpoint = tmp_path / "ckpts" / "llava"
+    run(["vlmgrid", "make-tiny-models", str(base / "ckpts"), "--families", "llava"], base)
     model = example["grid"]["models"][0]
-    example["models"][model]["source"]["path"] = str(checkpoint)
+    example["models"][model]["source"]["path"] = str(base / "ckpts" / "llava")
     example["models"][model].update(precision="fp32", batch_size=4)  # the CPU
-    for name, (path, count) in release_copies(tmp_path / "eval").items():
+    for name, (path, count) in release_copies(base / "eval").items():
         example["benchmarks"][name]["source"].update(path=str(path), expected_items=count)
+    return example
+
+
+def test_the_readme_example_runs_on_release_layouts_and_a_checkpoint_folder(tmp_path):
+    example = example_on_local_copies(tmp_path)
+    model = example["grid"]["models"][0]
 
     root = copy_workflow(tmp_path / "repo")
     config = root / "config" / "own-model.yaml"
@@ -56,6 +63,29 @@ def test_the_readme_example_runs_on_release_layouts_and_a_checkpoint_folder(tmp_
     assert [p.name for p in (data / "models" / model).iterdir()] == ["model.json"]
     assert not list(data.rglob("*.tsv")) and not list(data.rglob("problems.json"))
     assert not list(data.rglob("*.safetensors"))
+
+
+def test_the_readme_example_runs_through_dvc_to_the_end_and_again_has_nothing_to_do(tmp_path):
+    # docs/dvc.md's commands, on the example file itself (it leaves `bootstrap` out, as the README's does)
+    example = example_on_local_copies(tmp_path)
+    assert "bootstrap" not in example
+    model = example["grid"]["models"][0]
+    root = copy_workflow(tmp_path / "repo")
+    (root / "config/examples/own-model.yaml").write_text(yaml.safe_dump(example, sort_keys=False))
+    run(["git", "init", "-q"], root)
+    run(["vlmgrid", "dvc-pipelines", "--config", "config/examples/own-model.yaml"], root)
+    pipeline = "pipelines/own-model/dvc.yaml"
+    first = run(["dvc", "repro", pipeline], root)
+    assert f"{pipeline}:report" in stages_run(first.stdout)
+
+    results = root / example["results_dir"]
+    main = pd.read_csv(results / "tables" / "main.csv")
+    assert main["model"].tolist() == [model]
+    for name in example["grid"]["benchmarks"]:
+        assert (results / "scores" / model / f"{name}.json").is_file()
+    shown = run(["dvc", "metrics", "show", "-R", f"{example['results_dir']}/metrics"], root).stdout
+    assert model in shown and "mme.json" in shown
+    assert stages_run(run(["dvc", "repro", pipeline], root).stdout) == {f"{pipeline}:stamp_sources"}
 
 
 def test_the_readme_shows_a_complete_config_with_the_example_files_grid_and_sources():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -242,3 +243,40 @@ def test_prepares_one_after_another_reuse_the_folder(tmp_path):
     first = prepare_benchmark("pope", POPE, bench_dir)
     assert prepare_benchmark("pope", POPE, bench_dir) == first
     assert not (tmp_path / "data" / "pope.lock").exists()
+
+
+# ------------------------------------------------------------------------------ another grid's data
+
+def _pope_grid(path: Path, seed: int) -> str:
+    """A grid of the random baseline on `pope` (a fixture of `seed`) in the shared data folder data/."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "data_dir": "data", "results_dir": f"results/{path.stem}",
+        "benchmarks": {"pope": {"kind": "pope", "source": {"type": "fixture", "seed": seed, "size": 2}}},
+        "models": {"random": {"backend": "baseline"}}, "grid": {"models": ["random"], "benchmarks": ["pope"]}}))
+    return path.name
+
+
+def test_another_grids_data_is_never_prepared_over_but_shared_or_prepared_again_by_its_own_grid(tmp_path, monkeypatch,
+                                                                                               capsys):
+    from vlmgrid.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    first, same, other = _pope_grid(tmp_path / "a.yaml", 0), _pope_grid(tmp_path / "c.yaml", 0), \
+        _pope_grid(tmp_path / "b.yaml", 1)
+    assert main(["prepare", "pope", "--config", first]) == 0
+    manifest = json.loads((tmp_path / "data/pope/manifest.json").read_text())
+    assert manifest["grid_config"] == "a.yaml"
+    assert main(["prepare", "pope", "--config", same]) == 0  # the same source: the grids share the data
+    before = _snapshot(tmp_path / "data")
+    assert main(["prepare", "pope", "--config", other]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        'vlmgrid: error: benchmark pope: data/pope holds the data a.yaml prepared for it (pope from {"seed": 0, '
+        '"size": 2, "type": "fixture"}), and b.yaml gives it another source (pope from {"seed": 1, "size": 2, '
+        '"type": "fixture"}), which would overwrite it; give b.yaml a data_dir of its own (data_dir: data/b)')
+    assert _snapshot(tmp_path / "data") == before
+    # its own grid's changed source is a new version of its data, prepared again as always
+    _pope_grid(tmp_path / "a.yaml", 1)
+    assert main(["prepare", "pope", "--config", first]) == 0
+    assert json.loads((tmp_path / "data/pope/manifest.json").read_text())["source"]["seed"] == 1

@@ -2,6 +2,7 @@
 DVC); each grid keeps its own logs. Small grids in temporary copies of the repo."""
 
 import hashlib
+import json
 import os
 import re
 
@@ -182,3 +183,70 @@ def test_dvc_prepares_a_changed_local_source_again(dvc_local):
     assert len(said) == 1 and "benchmark flowers-local: its local source changed since it was prepared" in said[0]
     assert sha(records) != first
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
+
+
+# ---------------------------------------------------------------------------------------------- two grids, one checkout
+
+def two_grids(root, data_dirs=("data/a", "data/b")):
+    """Grid A and grid B in grids/: the same benchmark names (pope, mme) from other sources (other fixture
+    seeds), each in a data folder of its own, as the README's own-model example beside CARPE's."""
+    (root / "grids").mkdir(exist_ok=True)
+    configs = []
+    for name, seed, data_dir in zip("ab", (0, 1), data_dirs):
+        write(root / "grids" / f"{name}.yaml", {
+            **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
+            "data_dir": data_dir,
+            "results_dir": f"results/{name}",
+            "benchmarks": {bench: {"kind": bench, "source": {"type": "fixture", "seed": seed, "size": 2}}
+                           for bench in ("pope", "mme")},
+            "models": {"random": DEFAULT["models"]["random"]},
+            "grid": {"models": ["random"], "benchmarks": ["pope", "mme"]},
+        })
+        configs.append(f"grids/{name}.yaml")
+    return configs
+
+
+def test_two_grids_in_one_checkout_under_snakemake(tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    a, b = two_grids(root)
+    for config in (a, b):
+        run(["snakemake", "--cores", "2", "--configfile", config], root)
+    third = run(["snakemake", "--cores", "2", "--configfile", a], root)
+    assert "Nothing to be done" in third.stdout + third.stderr
+    for name, seed in (("a", 0), ("b", 1)):
+        manifest = json.loads((root / f"data/{name}/mme/manifest.json").read_text())
+        assert manifest["source"]["seed"] == seed and manifest["grid_config"] == f"grids/{name}.yaml"
+
+    # grid B in A's data folder is refused in one sentence before any job, and A's data stays as it was
+    write(root / "grids/c.yaml", {**yaml.safe_load((root / b).read_text()), "data_dir": "data/a"})
+    before = sha(root / "data/a/pope/records.parquet")
+    result = run(["snakemake", "--cores", "2", "--configfile", "grids/c.yaml"], root, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Building DAG" not in output
+    said = [line for line in output.splitlines() if "data/a/pope" in line]
+    assert len(said) == 1 and said[0].startswith("benchmark pope: data/a/pope holds the data grids/a.yaml prepared "
+                                                 "for it (pope from {")
+    assert '"seed": 0' in said[0] and '"seed": 1' in said[0] and said[0].endswith(
+        "which would overwrite it; give grids/c.yaml a data_dir of its own (data_dir: data/c)")
+    assert sha(root / "data/a/pope/records.parquet") == before
+    assert "Nothing to be done" in run(["snakemake", "-n", "--configfile", a], root).stdout
+
+
+def test_two_grids_in_one_checkout_under_dvc(tmp_path):
+    root = copy_workflow(tmp_path / "repo")
+    a, b = two_grids(root)
+    run(["git", "init", "-q"], root)
+    run(["vlmgrid", "dvc-pipelines", "--config", a, "--config", b], root)
+    first = run(["dvc", "repro", "pipelines/a/dvc.yaml"], root)
+    assert "pipelines/a/dvc.yaml:infer@random-mme" in stages_run(first.stdout)
+    second = run(["dvc", "repro", "pipelines/b/dvc.yaml"], root)
+    assert "pipelines/b/dvc.yaml:prepare@mme" in stages_run(second.stdout)
+    third = run(["dvc", "repro", "pipelines/a/dvc.yaml"], root)
+    assert stages_run(third.stdout) == {"pipelines/a/dvc.yaml:stamp_sources"}
+    # a grid that would prepare into A's data folder is refused before DVC reads it
+    c = write(root / "grids/c.yaml", {**yaml.safe_load((root / b).read_text()), "data_dir": "data/a",
+                                      "results_dir": "results/c"})
+    result = run(["vlmgrid", "dvc-pipelines", "--config", str(c.relative_to(root))], root, check=False)
+    assert result.returncode == 2 and ("grids/c.yaml and grids/a.yaml both evaluate the benchmark 'pope' in "
+                                       "data/a/pope") in result.stderr
+    assert not (root / "pipelines/c").exists()

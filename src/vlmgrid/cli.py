@@ -145,12 +145,13 @@ def cmd_report(config: Config, args) -> None:
 
 
 def cmd_dvc_pipelines(config: Config | None, args) -> None:
-    from vlmgrid.stages.dvc_pipelines import check_pipelines, write_pipelines
+    from vlmgrid.stages.dvc_pipelines import check_pipelines, config_in_repo, write_pipelines
 
+    configs = [config_in_repo(Path(args.root), config) for config in args.configs or []]
     if args.check:
-        check_pipelines(Path(args.root))
+        check_pipelines(Path(args.root), configs)
     else:
-        write_pipelines(Path(args.root))
+        write_pipelines(Path(args.root), configs)
 
 
 def cmd_inspect(config: Config, args) -> None:
@@ -188,10 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vlmgrid {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, handler, help_text: str, needs_config: bool = True):
+    def add(name: str, handler, help_text: str, needs_config: bool = True, config_option: bool = True):
         command = sub.add_parser(name, help=help_text, description=help_text)
-        command.add_argument("--config", default=str(DEFAULT_CONFIG),
-                             help=f"grid config (default: {DEFAULT_CONFIG})")
+        if config_option:
+            command.add_argument("--config", default=str(DEFAULT_CONFIG),
+                                 help=f"grid config (default: {DEFAULT_CONFIG})")
         command.set_defaults(handler=handler, needs_config=needs_config)
         return command
 
@@ -260,8 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show a cell without a score file as \"missing\" (listed in the legends) instead of "
                              "stopping with an error; the tables and figures go to <results_dir>/report-partial/")
     pipelines = add("dvc-pipelines", cmd_dvc_pipelines, "write dvc.yaml (config/config.yaml) and "
-                    "pipelines/<grid>/dvc.yaml (each other grid config) from workflow/dvc.template.yaml",
-                    needs_config=False)
+                    "pipelines/<grid>/dvc.yaml (each other grid config, and each config pipelines/ was written for) "
+                    "from workflow/dvc.template.yaml", needs_config=False, config_option=False)
+    # Repeatable, and no default: the command writes every grid's pipeline; --config adds one of one's own.
+    pipelines.add_argument("--config", action="append", dest="configs", metavar="PATH",
+                           help="a grid config of your own (inside the repo): write pipelines/<its name>/dvc.yaml "
+                                "too (repeatable)")
+    pipelines.set_defaults(config=None)
     pipelines.add_argument("--root", default=".", help="the repo's root folder (default: here)")
     pipelines.add_argument("--check", action="store_true",
                            help="write nothing; fail when a pipeline differs from what the template gives")
@@ -320,7 +327,7 @@ def _run(args) -> int:
         if args.needs_config:
             config = load_config(args.config)
         else:
-            config = load_config(args.config) if Path(args.config).is_file() else None
+            config = load_config(args.config) if args.config and Path(args.config).is_file() else None
         args.handler(config, args)
         sys.stdout.flush()  # inside the try: a reader that left (`vlmgrid benchmarks | head`) is seen here
     except VlmgridError as exc:

@@ -23,6 +23,13 @@ def source_stamps_dir(data_dir: Path) -> Path:
     return Path(data_dir) / ".source-stamps"
 
 
+def grid_settings_stamp(stamps_dir: Path) -> Path:
+    """The grid's own settings (its title and bootstrap, with vlmgrid's defaults where the config leaves them
+    out), in a stamps folder: DVC's score, compare and report stages track them there, as DVC has no optional
+    params of the config."""
+    return Path(stamps_dir) / "grid" / "settings.json"
+
+
 def model_stamps_dir(stamps_dir: Path) -> Path:
     """The stamps of the grid's model sources (a local checkpoint's files), one `<model>.json` each, in a
     stamps folder."""

@@ -44,6 +44,13 @@ if workflow.is_main_process and workflow.local_exec:
     if _problems:
         raise WorkflowError(" ".join(_problems))
 
+if workflow.is_main_process:
+    # Another grid's data in a shared data_dir is refused before any job: Snakemake deletes a prepare job's
+    # outputs (the manifest that names the grid config it was prepared for) before the job runs.
+    _conflict = plan.data_conflict(GRID)
+    if _conflict is not None:
+        raise WorkflowError(_conflict)
+
 DATA = str(GRID.data_dir)
 RESULTS = str(GRID.results_dir)
 # Each grid's job logs and benchmark (timing) files, beside its results: another grid's run never overwrites them.

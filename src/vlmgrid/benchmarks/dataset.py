@@ -347,9 +347,12 @@ def _json_plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *, fixture: Fixture | None = None) -> dict:
+def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *, fixture: Fixture | None = None,
+                      grid_config: str | None = None) -> dict:
     """Fetch, adapt, validate and hash one benchmark into bench_dir; returns its manifest. `fixture`: the kind's
-    fixture (vlmgrid.fixtures.kinds.BENCHMARK_FIXTURES), needed by a fixture source only."""
+    fixture (vlmgrid.fixtures.kinds.BENCHMARK_FIXTURES), needed by a fixture source only. `grid_config`: the grid
+    config it is prepared for, recorded in a new manifest (the prepare stage refuses to prepare over another
+    grid config's data: vlmgrid.stages.plan.another_grids_data)."""
     bench_dir = Path(bench_dir)
     label = f"benchmark {name}"
     if not isinstance(settings, Mapping) or "kind" not in settings:
@@ -414,6 +417,8 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
         "benchmark": name,
         "kind": kind.name,
         "source": source,
+        # the grid config it was prepared for, kept while another grid reuses the same data
+        **({"grid_config": grid_config} if grid_config is not None else {}),
         "resolved_revision": fetched.resolved_revision,
         "n_items": table.num_rows,
         # the count this copy was checked against (fixtures are stand-ins of any size)

@@ -1,33 +1,40 @@
 """`vlmgrid dvc-pipelines`: every grid's DVC pipeline written from one template (workflow/dvc.template.yaml).
 
 The default grid (config/config.yaml) is the repo's dvc.yaml; each other grid config (config/<grid>.yaml, any
-config holding a `grid`) gets pipelines/<grid>/dvc.yaml, whose stages run at the repo root (wdir), so all of them
-read the same paths. DVC sees every dvc.yaml of the repo as one graph, where no output may be declared twice:
-each grid has its own results_dir and source stamps, its benchmarks are its own (checked here), and a model
-that several grids evaluate is fetched by the first pipeline that lists it (the default grid, then the others in
-name order), on the condition that every grid gives it the same backend and source.
+config holding a `grid`, and any config of one's own given with --config) gets pipelines/<stem>/dvc.yaml, whose
+stages run at the repo root (wdir), so all of them read the same paths. A pipeline written for a config of one's
+own names its config, so the command keeps it current with the others from then on. DVC sees every dvc.yaml of
+the repo as one graph, where no output may be declared twice: each grid has its own results_dir and source
+stamps, its benchmark folders (<data_dir>/<bench>) are its own (checked here: a grid of one's own takes a
+data_dir of its own, or benchmark names no other grid uses), and a model folder that several grids evaluate is
+fetched by the first pipeline that lists it (the default grid, then the others in name order), on the condition
+that every grid gives it the same backend and source.
 """
 
 from __future__ import annotations
 
 import logging
+import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from vlmgrid import fileio
+from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report.outputs import report_files
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TEMPLATE", "Pipeline", "check_pipelines", "render_pipelines", "write_pipelines"]
+__all__ = ["TEMPLATE", "Pipeline", "check_pipelines", "config_in_repo", "render_pipelines", "write_pipelines"]
 
 TEMPLATE = Path("workflow") / "dvc.template.yaml"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
 PIPELINES_DIR = Path("pipelines")
 _TEMPLATE_NOTE = "#@"
+_WRITTEN_NOTE = "# Written by `vlmgrid dvc-pipelines`"
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,45 @@ def _grid_configs(root: Path) -> list[Path]:
     return [DEFAULT_CONFIG, *others]
 
 
+def _pipeline_file(config: Path) -> Path:
+    return Path("dvc.yaml") if config == DEFAULT_CONFIG else PIPELINES_DIR / config.stem / "dvc.yaml"
+
+
+def _written_configs(root: Path) -> list[Path]:
+    """The configs that the pipelines under pipelines/ were written for (their `vars` name it), so that a config
+    of one's own, given once with --config, is kept current with the others (and its outputs checked)."""
+    configs = []
+    for dvc_file in sorted((root / PIPELINES_DIR).glob("*/dvc.yaml")):
+        text = dvc_file.read_text(encoding="utf-8")
+        if not text.startswith(_WRITTEN_NOTE):
+            continue  # a pipeline of one's own: not this command's to write
+        try:
+            entry = yaml.safe_load(text)["vars"][0]  # "<config from the file's folder>:data_dir,results_dir,grid"
+        except (yaml.YAMLError, TypeError, KeyError, IndexError):
+            entry = None
+        if not isinstance(entry, str):
+            continue  # edited past reading: written again once its config is given with --config
+        config = Path(posixpath.normpath((dvc_file.parent.relative_to(root) / entry.rsplit(":", 1)[0]).as_posix()))
+        if (root / config).is_file():
+            configs.append(config)
+        else:
+            log.warning(f"{dvc_file.relative_to(root)} runs {config}, which does not exist; delete "
+                        f"{dvc_file.parent.relative_to(root)} if that grid is gone")
+    return configs
+
+
+def config_in_repo(root: Path, given: str | Path) -> Path:
+    """A config given on the command line, as a path relative to the repo root (DVC reads no file outside it)."""
+    path = Path(given)
+    if not path.is_file():
+        raise VlmgridError(f"config file {given} not found; pass --config with the path of a grid config")
+    try:
+        return path.resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        raise VlmgridError(f"{given} lies outside the repo ({root}), and DVC reads only files inside it; move it into "
+                           f"the repo (config/<grid>.yaml) and pass that path") from None
+
+
 def _figures(data: dict) -> tuple[str, ...]:
     """The PNG figures the report of this grid config draws (by its benchmarks' kinds), as paths under the
     pipeline's ${results_dir}."""
@@ -63,37 +109,69 @@ def _figures(data: dict) -> tuple[str, ...]:
     return tuple(path.as_posix() for path, _ in report_files(Path("${results_dir}"), kinds) if path.suffix == ".png")
 
 
-def plan_pipelines(root: Path) -> list[Pipeline]:
-    """One pipeline per grid config, each model fetched by the first that lists it; refuses two grids that share
-    a benchmark (its data folder would be two stages' output) or give a shared model another backend or source."""
+def _folder(config: Path, data: dict, key: str) -> str:
+    """The config's data_dir or results_dir, normalised: DVC reads it from the file (a var has no default) and
+    keeps outputs only inside the repo."""
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise VlmgridError(f"{config} sets no {key}, which its DVC pipeline reads from the file; add "
+                           f"`{key}: {key.split('_')[0]}/{config.stem}` (a folder of this grid's own)")
+    folder = posixpath.normpath(value)
+    if posixpath.isabs(folder) or folder.split("/")[0] == "..":
+        raise VlmgridError(f"{config}: {key} {value} lies outside the repo, where DVC keeps no output; set it to a "
+                           f"folder inside the repo, such as {key.split('_')[0]}/{config.stem}")
+    return folder
+
+
+def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
+    """One pipeline per grid config: the repo's (config/*.yaml), those pipelines/ was written for, and `configs`
+    (relative to the root), each model folder fetched by the first that lists it. Refuses two configs of one
+    pipeline file or one results_dir, two grids that share a benchmark folder (it would be two stages' output)
+    or give a shared model folder another backend or source."""
+    root = Path(root)
+    repo = _grid_configs(root)
+    own = {config: None for config in [*_written_configs(root), *configs] if config not in repo}
     pipelines: list[Pipeline] = []
-    benchmark_owner: dict[str, Path] = {}
-    model_owner: dict[str, tuple[Path, object]] = {}
-    for config in _grid_configs(root):
+    owners: dict[str, Path] = {}  # a pipeline file, results_dir or benchmark folder: the config that has it
+    model_owner: dict[str, tuple[Path, object]] = {}  # a model folder: the config that fetches it, and how
+    for config in [*repo, *sorted(own, key=lambda config: _pipeline_file(config).as_posix())]:
         data = _read_grid(root, config)
+        if config in own:
+            validate_config(data, source=config)  # a config of one's own is checked as its jobs will read it
         grid = data.get("grid") or {}
+        data_dir, results_dir = _folder(config, data, "data_dir"), _folder(config, data, "results_dir")
+        for output, clash in ((_pipeline_file(config).as_posix(), "would both be written to {output}; rename one"),
+                              (results_dir, "both write their results to {output}; give {config} a results_dir "
+                                            "of its own")):
+            if output in owners:
+                raise VlmgridError(f"{config} and {owners[output]} {clash.format(output=output, config=config)}")
+            owners[output] = config
         for bench in grid.get("benchmarks") or []:
-            if bench in benchmark_owner:
+            folder = posixpath.join(data_dir, bench)
+            if folder in owners:
                 raise VlmgridError(
-                    f"{config} and {benchmark_owner[bench]} both evaluate the benchmark {bench!r}, whose data folder "
-                    f"DVC allows as one stage's output only; give it another name in one of them")
-            benchmark_owner[bench] = config
+                    f"{config} and {owners[folder]} both evaluate the benchmark {bench!r} in {folder}, which DVC "
+                    f"allows as one stage's output only; give {config} a data_dir of its own (data_dir: "
+                    f"data/{config.stem}), or the benchmark another name")
+            owners[folder] = config
         owned = []
         for model in grid.get("models") or []:
             settings = (data.get("models") or {}).get(model) or {}
             weights = (settings.get("backend"), settings.get("source"))
-            if model not in model_owner:
-                model_owner[model] = (config, weights)
+            folder = posixpath.join(data_dir, "models", model)
+            if folder not in model_owner:
+                model_owner[folder] = (config, weights)
                 owned.append(model)
-            elif model_owner[model][1] != weights:
+            elif model_owner[folder][1] != weights:
                 raise VlmgridError(
-                    f"{config} gives the model {model!r} another backend or source than {model_owner[model][0]}, "
-                    f"but both would fetch it into the same folder; give one of them another name")
+                    f"{config} gives the model {model!r} another backend or source than {model_owner[folder][0]}, "
+                    f"but both would fetch it into {folder}; give one of them another name, or {config} a "
+                    f"data_dir of its own")
         figures = _figures(data)
         if config == DEFAULT_CONFIG:
-            pipelines.append(Pipeline(config, Path("dvc.yaml"), None, figures))
+            pipelines.append(Pipeline(config, _pipeline_file(config), None, figures))
         else:
-            pipelines.append(Pipeline(config, PIPELINES_DIR / config.stem / "dvc.yaml", tuple(owned), figures))
+            pipelines.append(Pipeline(config, _pipeline_file(config), tuple(owned), figures))
     return pipelines
 
 
@@ -121,19 +199,20 @@ def render(template: str, pipeline: Pipeline) -> str:
     return text
 
 
-def render_pipelines(root: Path) -> dict[Path, str]:
-    """{dvc.yaml path relative to the repo root: its text} for every grid config of the repo at `root`."""
+def render_pipelines(root: Path, configs: Sequence[Path] = ()) -> dict[Path, str]:
+    """{dvc.yaml path relative to the repo root: its text} for every grid config of the repo at `root` (see
+    plan_pipelines; `configs`: configs of one's own, relative to the root)."""
     template_path = Path(root) / TEMPLATE
     if not template_path.is_file():
         raise VlmgridError(f"{template_path} does not exist; run `vlmgrid dvc-pipelines` at the repo root")
     template = template_path.read_text(encoding="utf-8")
-    return {pipeline.dvc_file: render(template, pipeline) for pipeline in plan_pipelines(Path(root))}
+    return {pipeline.dvc_file: render(template, pipeline) for pipeline in plan_pipelines(Path(root), configs)}
 
 
-def write_pipelines(root: Path) -> list[Path]:
+def write_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Path]:
     """Write every pipeline whose text changed; returns the paths written (relative to the repo root)."""
     written = []
-    for path, text in render_pipelines(root).items():
+    for path, text in render_pipelines(root, configs).items():
         target = Path(root) / path
         if target.is_file() and target.read_text(encoding="utf-8") == text:
             continue
@@ -144,10 +223,11 @@ def write_pipelines(root: Path) -> list[Path]:
     return written
 
 
-def check_pipelines(root: Path) -> None:
+def check_pipelines(root: Path, configs: Sequence[Path] = ()) -> None:
     """Refuse pipelines that differ from what the template and configs give (edited by hand, or stale)."""
-    stale = [path.as_posix() for path, text in render_pipelines(root).items()
+    stale = [path.as_posix() for path, text in render_pipelines(root, configs).items()
              if not (Path(root) / path).is_file() or (Path(root) / path).read_text(encoding="utf-8") != text]
     if stale:
+        command = " ".join(["vlmgrid dvc-pipelines", *(f"--config {config.as_posix()}" for config in configs)])
         raise VlmgridError(f"{', '.join(stale)} differ from {TEMPLATE} and the grid configs; "
-                           f"run `vlmgrid dvc-pipelines` to write them again")
+                           f"run `{command}` to write them again")

@@ -2,10 +2,14 @@
 
 Its cells (model x benchmark, from the config), which of them a model cannot run and why (not applicable:
 the cell stays in the grid, its files say so and the report shows "n/a"), how many GPUs a model's jobs hold,
-and the listings behind `vlmgrid check-config`, `cells`, `benchmarks` and `models`.
+whether it would prepare a benchmark over another grid's data, and the listings behind `vlmgrid check-config`,
+`cells`, `benchmarks` and `models`.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from vlmgrid import paths
 from vlmgrid.config import Config
@@ -78,6 +82,55 @@ def gpu_problems(config: Config, visible: list[str], limit: int | None = None) -
                             f"gpu={limit} lets all running jobs hold only {limit}, so it would never start; "
                             f"allow --resources gpu={needed} or more, or give it fewer gpus in {config.path}")
     return problems
+
+
+def grid_config_name(config: Config) -> str | None:
+    """The name a prepared benchmark folder records of the grid config it was prepared for: its path from the
+    working folder (the repo root, where Snakemake and DVC run every job), so that both workflows name it alike;
+    None for a config that is no file (made in code)."""
+    path = Path(config.path)
+    if not path.is_file():
+        return None
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
+def another_grids_data(name: str, settings: dict, bench_dir: Path, grid_config: str) -> str | None:
+    """Why preparing the benchmark for the grid config `grid_config` would overwrite the data another grid config
+    prepared into bench_dir (the two share a data_dir and the benchmark's name, not its source), in one sentence;
+    None when it would not. Switching between such grids would prepare, and rerun every cell, on every switch."""
+    try:  # the manifest (vlmgrid.benchmarks.dataset.MANIFEST), read without that module's imports
+        old = json.loads((Path(bench_dir) / "manifest.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None  # nothing prepared there (or no manifest to read): prepare says what to do
+    prepared_for = old.get("grid_config") if isinstance(old, dict) else None
+    if prepared_for in (None, grid_config):
+        return None  # this grid's data (or data from before grids were recorded): changed settings prepare again
+    # the benchmark kinds' modules, slow to import: only a folder another grid prepared needs them
+    from vlmgrid.benchmarks.sources import data_settings
+
+    held, given = old.get("source"), settings.get("source")
+    held = data_settings(held) if isinstance(held, dict) else held
+    given = data_settings(json.loads(json.dumps(given))) if isinstance(given, dict) else given
+    if old.get("kind") == settings.get("kind") and held == given:
+        return None  # the same data: the grids share it
+    return (f"benchmark {name}: {bench_dir} holds the data {prepared_for} prepared for it ({old.get('kind')} from "
+            f"{json.dumps(held)}), and {grid_config} gives it another source ({settings.get('kind')} from "
+            f"{json.dumps(given)}), which would overwrite it; give {grid_config} a data_dir of its own "
+            f"(data_dir: data/{Path(grid_config).stem})")
+
+
+def data_conflict(config: Config) -> str | None:
+    """The first benchmark of the grid that it would prepare over another grid's data (another_grids_data)."""
+    name = grid_config_name(config)
+    for benchmark in config.benchmarks if name is not None else []:
+        conflict = another_grids_data(benchmark, config.benchmark(benchmark),
+                                      paths.bench_dir(config.data_dir, benchmark), name)
+        if conflict is not None:
+            return conflict
+    return None
 
 
 def summary(config: Config) -> str:

@@ -7,16 +7,19 @@ imports the fixtures itself.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from vlmgrid import paths
+from vlmgrid import fileio, paths
 from vlmgrid.benchmarks import dataset
 from vlmgrid.benchmarks.stamps import write_source_stamps
 from vlmgrid.config import Config
+from vlmgrid.errors import VlmgridError
 from vlmgrid.serving import recorded_settings
 from vlmgrid.stages.celllock import exclusive_lock, lock_path
+from vlmgrid.stages.plan import another_grids_data, grid_config_name
 
 if TYPE_CHECKING:
     from vlmgrid.fixtures.kinds import BenchmarkFixture
@@ -38,7 +41,7 @@ def fixture_for(settings: Mapping[str, Any]) -> BenchmarkFixture | None:
     return BENCHMARK_FIXTURES.get(kind) if isinstance(kind, str) and kind in BENCHMARK_FIXTURES else None
 
 
-def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -> dict:
+def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, grid_config: str | None = None) -> dict:
     """Fetch (or generate), adapt, validate and hash one benchmark into bench_dir; returns its manifest.
 
     Idempotent: a folder whose manifest matches the settings and whose files match their hashes is left as it is
@@ -56,12 +59,18 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path) -
                     f"waiting for it to finish")
 
     with exclusive_lock(lock_path(bench_dir), wait):
-        return dataset.prepare_benchmark(name, settings, bench_dir, fixture=fixture_for(settings))
+        # another grid's data in a shared data_dir is never prepared over (the workflows check it before any job)
+        conflict = another_grids_data(name, dict(settings), bench_dir, grid_config) if grid_config else None
+        if conflict is not None:
+            raise VlmgridError(conflict)
+        return dataset.prepare_benchmark(name, settings, bench_dir, fixture=fixture_for(settings),
+                                         grid_config=grid_config)
 
 
 def prepare(config: Config, benchmark: str) -> dict:
     """`vlmgrid prepare`: the config's benchmark prepared into data/<benchmark>/; returns its manifest."""
-    manifest = prepare_benchmark(benchmark, config.benchmark(benchmark), paths.bench_dir(config.data_dir, benchmark))
+    manifest = prepare_benchmark(benchmark, config.benchmark(benchmark), paths.bench_dir(config.data_dir, benchmark),
+                                 grid_config_name(config))
     log.info(f"{benchmark}: {manifest['n_items']} items, fingerprint {manifest['fingerprint'][:12]}")
     return manifest
 
@@ -83,7 +92,18 @@ def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
                                                                   stamp_of=dict, label="model")]
     local = sum((settings.get("source") or {}).get("type") == "local" for settings in models.values())
     log.info(f"{paths.model_stamps_dir(folder)}: {len(models)} model stamps ({local} local)")
+    if _write_if_changed(paths.grid_settings_stamp(folder), {"title": config.title, "bootstrap": config.bootstrap}):
+        written.append("grid/settings")
     return written
+
+
+def _write_if_changed(path: Path, data: dict) -> bool:
+    """Write `data` as JSON to `path` unless it already holds exactly that text (DVC then reruns nothing)."""
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True) + "\n"
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    fileio.write_text(path, text)
+    return True
 
 
 def _model_stamp(name: str, settings: Mapping[str, Any]) -> dict:
