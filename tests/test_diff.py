@@ -195,10 +195,10 @@ def test_printed_output_fits_a_terminal_and_names_each_item(pope, tmp_path):
     assert "same answer, read differently        1           +4.44     +4.44" in text
     assert "error rows                           1           +6.67     +4.44" in text
     assert "A - B                                4          +22.22" in text
-    assert 'random-2          "Yes, there is not …  "Yes, there is not …  no            yes           no' in text
-    assert 'random-4          "No"                  (error: image unrea…  no            (error)       no' in text
+    assert 'random-2   "Yes, there is not a c…  "Yes, there is not a c…  no             yes           no' in text
+    assert 'random-4   "No"                     (error: image unreadab…  no             (error)       no' in text
     assert "Only in A: 1 item (adversarial-4); A over all it answers: 100.00." in text
-    assert "Error rows: A 0, B 1." in text
+    assert "Unreadable answers: A 0, B 0. Error rows (a failed request or image): A 0, B 1 (9.1%)." in text
     assert "f1 is not a sum over items" in text
     one = render(document, limit=0)
     assert "random-2" not in one and "… and 1 more" in one
@@ -330,10 +330,10 @@ def test_multiple_choice_readings_show_the_option_letter_and_its_text(sqa, tmp_p
     text = render(document, limit=10)
     # test-1's options are cross, hexagon, circle, diamond (gold D); test-3's lamp, star, sun, cat (gold A);
     # test-4's purple, pink, orange, yellow (gold D); test-6's 1, 3, 2, 5 (gold A).
-    assert 'test-1            "(D)"                 "(D)"                 D. diamond    (unread)      D. diamond' in text
-    assert 'test-3            "A"                   "B"                   A. lamp       B. star       A. lamp' in text
-    assert 'test-4            "B"                   "D"                   B. pink       D. yellow     D. yellow' in text
-    assert 'test-6            "A"                   (error: HTTP 500 af…  A. 1          (error)       A. 1' in text
+    assert 'test-1  "(D)"                     "(D)"                     D. diamond     (unread)       D. diamond' in text
+    assert 'test-3  "A"                       "B"                       A. lamp        B. star        A. lamp' in text
+    assert 'test-4  "B"                       "D"                       B. pink        D. yellow      D. yellow' in text
+    assert 'test-6  "A"                       (error: HTTP 500 after …  A. 1           (error)        A. 1' in text
     items = {item["id"]: item for item in document["items"]}
     assert (items["test-1"]["prediction_a"], items["test-1"]["gold"], items["test-1"]["gold_index"]) == (
         "diamond", "diamond", 3)  # the files keep the text and the index apart
@@ -348,7 +348,7 @@ def test_classes_and_yes_no_readings_stay_as_they_are(tmp_path):
     document = as_document("imagenet", tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
                            diff_predictions("classification", records, a, b), None)
     assert document["option_labels"] == "none"
-    assert "0                 (no text)             (no text)             tabby cat     tench         tabby cat" in (
+    assert "0   (no text)                   (no text)                  tabby cat      tench          tabby cat" in (
         render(document, limit=10))
 
 
@@ -365,3 +365,71 @@ def test_the_output_says_what_to_do_next(pope, tmp_path):
     same = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
                        diff_predictions("pope", bench.records, a, a), None)
     assert "--reread" not in render(same, limit=10)
+
+
+# --- the printed output read by a person: whole ids, 100 columns, unreadable answers counted ------------------
+# MME names its images after the film and shot: ids of one image's two questions share all but their last
+# character, and a cluster's absolute paths are long.
+CELEBRITY = "celebrity/tt0032138_shot_0395_img_0.jpg#"
+CLUSTER = "/scratch/project_2001234/vlmgrid/results/predictions/llava-onevision-qwen2-72b-ov-sft/"
+
+
+def _long_document(ids, variants=("default",), only_a=(), path_a=CLUSTER + "mme.parquet", path_b="b.parquet"):
+    """A diff of `ids` (and `only_a`, answered by A alone) where A and B answer every item differently at length."""
+    from pathlib import Path
+
+    from vlmgrid.stages.diff import as_document
+
+    every = [*ids, *only_a]
+    records = pd.DataFrame({"id": every, "answer": ["Humphrey Bogart in The Maltese Falcon"] * len(every),
+                            "answer_index": [0] * len(every)})
+    rows_a = [{"id": i, "variant": v, "raw": "The person in the picture is Humphrey Bogart,\nwho plays Sam Spade "
+               "in The Maltese Falcon (1941); the answer is A.", "prediction": "Humphrey Bogart in The Maltese Falcon",
+               "prediction_index": 0, "error": None} for v in variants for i in every]
+    rows_b = [{**row, "raw": "B. Lauren Bacall, " * 12, "prediction": "Lauren Bacall in To Have and Have Not",
+               "prediction_index": 1} for row in rows_a if row["id"] in ids]
+    result = diff_predictions("accuracy", records, pd.DataFrame(rows_a), pd.DataFrame(rows_b))
+    return as_document("mme", Path(path_a), Path(path_b), "recorded", {}, result, None)
+
+
+def test_ids_that_share_a_long_prefix_are_printed_whole_and_distinct():
+    ids = [CELEBRITY + "0", CELEBRITY + "1"]
+    lines = render(_long_document(ids), limit=10).splitlines()
+    rows = [line for line in lines if line.startswith(CELEBRITY)]
+    assert [row.split()[0] for row in rows] == ids
+
+
+def test_every_line_fits_100_columns_with_long_ids_answers_and_paths():
+    ids = [f"{CELEBRITY}{k}" for k in range(4)]
+    only = [f"celebrity/tt0034583_shot_0{k}12_img_1.jpg#0" for k in range(5)]
+    text = render(_long_document(ids, variants=("default", "open-1"), only_a=only), limit=10)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, [line for line in lines if len(line) > 100]
+    for item_id in ids:  # each item of each variant, its id whole
+        for variant in ("default", "open-1"):
+            assert sum(line.split("  ")[0] == f"{item_id} [{variant}]" for line in lines) == 1
+    assert all(item_id in text for item_id in only[:3])  # the coverage note names ids whole, never broken
+    assert CLUSTER + "mme.parquet" in text.split("B =")[0]  # whole
+
+
+def test_an_id_too_long_for_the_line_has_a_line_of_its_own():
+    long_id = "kaleidoscope/" + "x" * 100 + ".png#0"
+    lines = render(_long_document([long_id, "short"]), limit=10).splitlines()
+    assert long_id in lines  # whole, alone on its line
+    assert all(len(line) <= 100 for line in lines if line != long_id)
+    answers = lines[lines.index(long_id) + 1]
+    assert answers.startswith("  ") and '"B. Lauren Bacall' in answers
+
+
+def test_error_rows_count_the_answers_the_reader_could_not_read(sqa, tmp_path):
+    bench, a, b = sqa
+    from vlmgrid.stages.diff import as_document
+
+    result = diff_predictions("accuracy", bench.records, a, b)
+    # Of the 7 items both answer, B's "(D)" (test-1) and "Answer: C" (test-2) are unread by LLaVA's rule, and
+    # test-6 is a failed request: the score counts 3 format errors of B, A none.
+    assert (result.unreadable_a, result.unreadable_b, result.error_rows_b, result.n_rows) == (0, 2, 1, 7)
+    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {}, result, None)
+    assert (document["a"]["unreadable"], document["b"]["unreadable"]) == (0, 2)
+    text = " ".join(render(document, limit=10).split())
+    assert "Unreadable answers: A 0, B 2 (28.6%). Error rows (a failed request or image): A 0, B 1 (14.3%)." in text

@@ -174,3 +174,44 @@ def test_a_partial_cell_shows_no_answer_for_an_unanswered_item_and_its_coverage(
     assert FORMAT_ERROR not in row and 'data-error=""' in row
     assert re.findall(r"<td>(.*?)</td>", row)[0] == '<span class="dim">not answered</span>'
     assert "alpha: 8 of 10 answered" in html
+
+
+def test_the_page_shows_the_context_the_prompt_showed(default_config_data, tmp_path):
+    """MMBench's hint and ScienceQA's context are in the multiple-choice prompt ("Context: ..."): the page shows
+    them, labelled as the prompt labels them, for the items that have one, and nothing for the others."""
+    from vlmgrid.config import load_config
+    from vlmgrid.predictions import rows_to_table
+    from vlmgrid.protocols.choice import multiple_choice_prompt
+    from vlmgrid.stages.prepare import prepare
+
+    kinds = {"mmbench-fixture": "mmbench", "scienceqa-fixture": "scienceqa_img"}
+    data = dict(default_config_data, data_dir=str(tmp_path / "data"), results_dir=str(tmp_path / "results"))
+    data["benchmarks"] = {name: {"kind": kind, "source": {"type": "fixture", "seed": 0, "size": 6}}
+                          for name, kind in kinds.items()}
+    data["models"] = {"alpha": {"backend": "baseline", "strategy": "first"}}
+    data["grid"] = {"models": ["alpha"], "benchmarks": list(kinds)}
+    (tmp_path / "config.yaml").write_text(json.dumps(data))
+    config = load_config(tmp_path / "config.yaml")
+    for name in kinds:
+        fingerprint = prepare(config, name)["fingerprint"]
+        records = pd.read_parquet(paths.bench_dir(config.data_dir, name) / "records.parquet")
+        rows = [{"id": item_id, "variant": "default", "raw": "A", "prediction": str(options[0]),
+                 "prediction_index": 0, "scores": None, "topk": None, "error": None}
+                for item_id, options in zip(records["id"], records["options"])]
+        metadata = {"model": "alpha", "benchmark": name, "data_fingerprint": fingerprint, "applicable": True}
+        write_table(paths.predictions_path(config.results_dir, "alpha", name), rows_to_table(rows, metadata))
+        hints = dict(zip(records["id"], records["hint"]))
+        assert any(hints.values()) and not all(hints.values())  # the fixture has items with a context and without
+        page = build_page(config, name)
+        for item in page.items:
+            hint = hints[item.item_id]
+            assert item.context == ([("Context", hint)] if hint else [])
+            # what the page shows is what the prompt showed
+            prompt = multiple_choice_prompt(item.question, item.options, hint or None)
+            assert all(f"{label}: {text}" in prompt for label, text in item.context)
+        html = render_page(page)
+        for item_id, hint in hints.items():
+            row = re.search(rf'<tr class="item" data-id="{re.escape(item_id)}".*?</tr>', html).group(0)
+            shown = re.findall(r'<div class="context"><span class="label">Context</span> '
+                               r'<span class="text">(.*?)</span>', row)
+            assert shown == ([hint] if hint else [])

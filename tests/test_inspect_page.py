@@ -95,3 +95,23 @@ def test_a_long_raw_output_is_folded():
     raw = "word " * 200
     html = render_page(_page([_item("i", {"m1": [Answer("default", raw, None, FORMAT_ERROR)]})], models=["m1"]))
     assert "<details>" in html and raw in html
+
+
+def test_the_context_the_prompt_showed_is_escaped_labelled_and_folded_when_long():
+    evil = '<script>alert(1)</script> & "x"'
+    short = Item(item_id="i0", thumbnail=None, image_note="text only", question="q", options=["yes", "no"],
+                 labels="none", gold="yes", answers={}, disagree=False, context=[("Context", f"Read this: {evil}")])
+    long = Item(item_id="i1", thumbnail=None, image_note="text only", question="q", options=["yes", "no"],
+                labels="none", gold="yes", answers={}, disagree=False, context=[("Context", "a passage. " * 40)])
+    html = render_page(_page([short, long], models=["m1"]))
+    assert "<script>alert(1)</script>" not in html
+    assert ('<div class="context"><span class="label">Context</span> <span class="text">Read this: '
+            '&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;x&quot;</span></div>') in html
+    # before the question: the prompt shows it first
+    assert html.index("Read this:") < html.index('<div class="question">q</div>')
+    folded = re.search(r'<tr class="item" data-id="i1".*?</tr>', html).group(0)
+    passage = "a passage. " * 40  # past 300 characters: its start shown, the whole folded under it
+    assert f'<details><summary><span class="text">{passage[:300]}…</span></summary>' in folded
+    assert f'<span class="text">{passage}</span></details>' in folded
+    plain = render_page(_page([_item("i2", {})], models=["m1"]))
+    assert 'class="context"' not in plain

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.metrics.base import Metric
+from vlmgrid.metrics.base import Metric, no_error
 # The score's own alignment and strata, so that a headline here is the one the score file gives.
 from vlmgrid.metrics.compute import _align, _strata
 
@@ -95,6 +95,11 @@ class Differences:
     only_b: list[str]
     error_rows_a: int  # rows with an `error` among the common items
     error_rows_b: int
+    # rows without an `error` whose answer the metric cannot read (`Metric.valid`): with the error rows, the
+    # score's format errors
+    unreadable_a: int
+    unreadable_b: int
+    n_rows: int  # rows each set has among the common items: items times variants
     order_matters: bool  # the effects depend on the substitution order (a set-level headline)
     own_value_a: float | None = None  # A's headline over all the items it answers, when B lacks some of them
     own_value_b: float | None = None
@@ -335,10 +340,15 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
     def errors(frames) -> int:
         return sum(int(frame["error"].notna().sum()) for frame in frames.values() if "error" in frame.columns)
 
+    def unreadable(frames) -> int:
+        return sum(int((no_error(frame) & ~m.valid(common, frame)).sum()) for frame in frames.values())
+
     return Differences(
         metric=m.name, headline=m.headline, n_common=len(common), value_a=value_a, value_b=value_b,
         classes=classes, items=items, only_a=only_a, only_b=only_b,
-        error_rows_a=errors(aligned_a), error_rows_b=errors(aligned_b), order_matters=order_matters,
+        error_rows_a=errors(aligned_a), error_rows_b=errors(aligned_b),
+        unreadable_a=unreadable(aligned_a), unreadable_b=unreadable(aligned_b), n_rows=len(common) * len(variants),
+        order_matters=order_matters,
         own_value_a=own(preds_a, answered_a) if only_a else None,
         own_value_b=own(preds_b, answered_b) if only_b else None,
         variant_pairing=pairing, variants=list(variants),

@@ -38,6 +38,14 @@ class Protocol:
     strategies: Mapping[str, StrategyFactory]  # capability -> factory, in order of preference
     # strategy -> the items it can answer, where it cannot answer them all (scored on those alone)
     scopes: Mapping[str, Scope] = field(default_factory=dict)
+    # (record column, its label in the prompt): what the prompt shows of an item besides its question and options,
+    # where the item has it (a non-blank text); the inspect page shows the same, so a reader sees what the model saw
+    prompt_fields: Sequence[tuple[str, str]] = ()
+
+
+def shown_text(value) -> str | None:
+    """A record's value as a prompt shows it (`Protocol.prompt_fields`): a non-blank text, else None (nothing)."""
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def prediction_row(item_id: str, *, variant: str = DEFAULT_VARIANT, raw: str | None = None,

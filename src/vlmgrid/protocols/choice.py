@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.protocols.base import (
-    Protocol, error_row, generate_items, load_images, parsed_rows, parser_for, prediction_row, score_items,
+    Protocol, error_row, generate_items, load_images, parsed_rows, parser_for, prediction_row, score_items, shown_text,
 )
 
 
@@ -61,8 +61,12 @@ MC_INSTRUCTION = "Answer with the option's letter from the given choices directl
 YES_NO_INSTRUCTION = "Answer the question using a single word or phrase."
 
 
+# The item's context (MMBench's hint, ScienceQA's), shown before the question under this label.
+CONTEXT_FIELD, CONTEXT_LABEL = "hint", "Context"
+
+
 def multiple_choice_prompt(question: str, options, context: str | None = None) -> str:
-    lines = [f"Context: {context}"] if context else []
+    lines = [f"{CONTEXT_LABEL}: {context}"] if context else []
     lines.append(question)
     lines.extend(f"{letter}. {option}" for letter, option in zip(LETTERS, options))
     lines.append(MC_INSTRUCTION)
@@ -83,10 +87,9 @@ def yes_no_prompt(question: str) -> str:
 
 
 def _context(records: pd.DataFrame, i: int) -> str | None:
-    if "hint" not in records.columns:
+    if CONTEXT_FIELD not in records.columns:
         return None
-    hint = records["hint"].iloc[i]
-    return hint if isinstance(hint, str) and hint.strip() else None
+    return shown_text(records[CONTEXT_FIELD].iloc[i])
 
 
 def _option_runner(model, bench, prompt_of, letters_of):
@@ -145,6 +148,7 @@ MULTIPLE_CHOICE = Protocol(
     description="pick one of the item's options",
     strategies={"score_options": multiple_choice_option_strategy, "generate": multiple_choice_generate_strategy,
                 "embed": embed_strategy},
+    prompt_fields=((CONTEXT_FIELD, CONTEXT_LABEL),),
 )
 
 YES_NO = Protocol(

@@ -24,7 +24,7 @@ FORMAT_ERROR = "format error"
 NO_GOLD = "no gold"  # the benchmark hides its labels (the CVQA test copy): nothing to compare with
 VERDICTS = (RIGHT, PARTIAL, WRONG, FORMAT_ERROR, NO_GOLD)
 
-# Raw outputs longer than this are folded (a <details> element) so that a row stays readable.
+# Raw outputs and contexts longer than this are folded (a <details> element) so that a row stays readable.
 FOLD_RAW_AT = 300
 # Options beyond this many are summed up in one line ("… and 42 more"): DANCE queries have 50 candidates.
 MAX_OPTIONS_SHOWN = 10
@@ -59,6 +59,9 @@ class Item:
     gold: str
     answers: dict[str, list[Answer]]  # by model (the models that can run the benchmark), variants in order
     disagree: bool  # the models' readings differ (the stage's rule)
+    # (label, text) of what the prompt showed besides the question and options, before the question
+    # (MMBench's and ScienceQA's context)
+    context: Sequence[tuple[str, str]] = ()
 
 
 @dataclass(frozen=True)
@@ -100,13 +103,24 @@ def _option_lines(options: Sequence[str], labels: str) -> str:
     return f'<ol class="options">{"".join(shown)}</ol>'
 
 
+def _folded(text: str, tag: str, css: str) -> str:
+    """`text` escaped in a `tag` of class `css`; past FOLD_RAW_AT characters, its start, the whole folded under it."""
+    if len(text) > FOLD_RAW_AT:
+        return (f'<details><summary><{tag} class="{css}">{escape(text[:FOLD_RAW_AT])}…</{tag}></summary>'
+                f'<{tag} class="{css}">{escape(text)}</{tag}></details>')
+    return f'<{tag} class="{css}">{escape(text)}</{tag}>'
+
+
 def _raw(raw: str | None) -> str:
     if raw is None:  # answered by scores (log-likelihood, similarity): there is no text to show
         return ""
-    if len(raw) > FOLD_RAW_AT:
-        return (f'<details><summary><pre class="raw">{escape(raw[:FOLD_RAW_AT])}…</pre></summary>'
-                f'<pre class="raw">{escape(raw)}</pre></details>')
-    return f'<pre class="raw">{escape(raw)}</pre>'
+    return _folded(raw, "pre", "raw")
+
+
+def _context(item: Item) -> str:
+    # In the prompt's order and under its labels: the reader sees what the model read before the question.
+    return "".join(f'<div class="context"><span class="label">{escape(label)}</span> '
+                   f'{_folded(text, "span", "text")}</div>' for label, text in item.context)
 
 
 def _answer(answer: Answer, several: bool) -> str:
@@ -150,7 +164,7 @@ def _row(item: Item, models: Sequence[str]) -> str:
         f'<tr class="item" data-id="{escape(item.item_id)}" data-wrong="{_flags(item, models, (WRONG, PARTIAL))}" '
         f'data-error="{_flags(item, models, (FORMAT_ERROR,))}" data-disagree="{"1" if item.disagree else "0"}">'
         f'<td class="thumb">{image}</td>'
-        f'<td class="itemtext"><div class="id">{escape(item.item_id)}</div>{question}'
+        f'<td class="itemtext"><div class="id">{escape(item.item_id)}</div>{_context(item)}{question}'
         f'{_option_lines(item.options, item.labels)}<div class="gold">gold: {_text(item.gold)}</div></td>'
         f'{"".join(cells)}</tr>'
     )

@@ -33,6 +33,11 @@ from vlmgrid.stages.score import read_again
 
 READINGS = ("recorded", "headline", "lenient")
 WIDTH = 100  # the printed output fits a terminal this wide
+# The item table's columns after the id: (header, width on a line of WIDTH beside a 16-column id, least width).
+# An id is never cut (two ids that differ in their last character would read the same), so these share what the
+# longest id leaves, and the texts in them are cut; below their least, the ids have lines of their own.
+ITEM_COLUMNS = (("A raw", 20, 12), ("B raw", 20, 12), ("A reading", 12, 10), ("B reading", 12, 10), ("gold", 10, 8))
+GAP = "  "
 DECIMALS = 4
 CSV_COLUMNS = ("id", "variant", "class", "raw_a", "raw_b", "prediction_a", "prediction_b", "prediction_index_a",
                "prediction_index_b", "error_a", "error_b", "gold", "gold_index")
@@ -131,8 +136,8 @@ def diff_sets(config: Config, benchmark: str, a: str, b: str, *, reading: str = 
 def as_document(benchmark: str, path_a: Path, path_b: Path, reading: str, parsers: dict, result: Differences,
                 recorded: Differences | None) -> dict:
     """The diff as the JSON file holds it (docs/diff.md)."""
-    def side(path, value, own, errors, before):
-        out = {"file": str(path), "value": _r(value), "error_rows": errors}
+    def side(path, value, own, errors, unreadable, before):
+        out = {"file": str(path), "value": _r(value), "error_rows": errors, "unreadable": unreadable}
         if own is not None:
             out["value_all_answered"] = _r(own)
         if before is not None:
@@ -146,11 +151,12 @@ def as_document(benchmark: str, path_a: Path, path_b: Path, reading: str, parser
         "option_labels": ITEM_RULES.get(result.metric).labels,
         "reading": reading,
         "parsers": parsers,
-        "a": side(path_a, result.value_a, result.own_value_a, result.error_rows_a,
+        "a": side(path_a, result.value_a, result.own_value_a, result.error_rows_a, result.unreadable_a,
                   recorded.value_a if recorded else None),
-        "b": side(path_b, result.value_b, result.own_value_b, result.error_rows_b,
+        "b": side(path_b, result.value_b, result.own_value_b, result.error_rows_b, result.unreadable_b,
                   recorded.value_b if recorded else None),
         "n_common": result.n_common,
+        "n_rows": result.n_rows,
         "difference": _r(result.difference),
         "order_matters": result.order_matters,
         "classes": [{"class": c.name, "label": c.label, "items": c.items, "effect": _r(c.effect),
@@ -186,6 +192,41 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _wrap(text: str, indent: str = "") -> list[str]:
+    # Ids and paths are never broken: a word longer than the line has a line of its own.
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
+
+
+def _whole(label: str, text: str) -> list[str]:
+    """`label` and `text` (a path: never cut) on one line where they fit; else `text` on a line of its own,
+    indented unless that pushes it past `WIDTH`."""
+    if len(label) + len(text) <= WIDTH:
+        return [label + text]
+    return [label.rstrip(), "    " + text if len(text) + 4 <= WIDTH else text]
+
+
+def _share(room: int) -> list[int]:
+    """The widths of `ITEM_COLUMNS` in `room` columns: each its least, and what is left in proportion to what
+    each gets beyond its least on a line beside a 16-column id."""
+    least = [column[2] for column in ITEM_COLUMNS]
+    weights = [column[1] - column[2] for column in ITEM_COLUMNS]
+    spare = room - sum(least)
+    widths = [w + spare * weight // sum(weights) for w, weight in zip(least, weights)]
+    for k in range(room - sum(widths)):  # what the rounding down left, to the raw texts first
+        widths[k % len(widths)] += 1
+    return widths
+
+
+def _item_layout(name_width: int) -> tuple[int | None, list[int]]:
+    """(the id column's width, or None where each id has a line of its own; the widths of `ITEM_COLUMNS`)."""
+    id_width = max(name_width, len("id"))
+    gaps = len(GAP) * len(ITEM_COLUMNS)  # one before each column; below its id, the first is the indent
+    if WIDTH - id_width - gaps >= sum(column[2] for column in ITEM_COLUMNS):
+        return id_width, _share(WIDTH - id_width - gaps)
+    return None, _share(WIDTH - gaps)
+
+
 def _raw(text: str | None, error: str | None) -> str:
     # Quoted, with escapes: white space at the ends and line breaks stay visible.
     if text is None:
@@ -214,18 +255,27 @@ def _count(n: int, what: str = "item") -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
+def _share_of(n: int, rows: int) -> str:
+    """A count of rows and, where it is not 0, its percent of `rows` ("3 (3.6%)")."""
+    if not n:
+        return "0"
+    percent = 100.0 * n / rows
+    return f"{n} ({'<0.1' if percent < 0.05 else f'{percent:.1f}'}%)"
+
+
 def render(document: dict, limit: int) -> str:
     """The summary table, the notes and the items (at most `limit` per class), in `WIDTH` columns."""
     head, a, b = document["headline"], document["a"], document["b"]
-    lines = [f"{document['benchmark']}: {head} ({document['metric']} metric), A - B explained item by item",
-             f"  A = {a['file']}", f"  B = {b['file']}"]  # whole, however long: a path cut short names nothing
+    lines = _wrap(f"{document['benchmark']}: {head} ({document['metric']} metric), A - B explained item by item")
+    # whole, however long: a path cut short names nothing
+    lines += _whole("  A = ", a["file"]) + _whole("  B = ", b["file"])
     if document["reading"] == "recorded":
         lines.append("  readings: as the files record them")
     else:
         names = sorted({name for used in document["parsers"].values() for name in used.values()})
-        lines += textwrap.wrap(f"readings: both sets' raw texts read again by the {document['reading']} reading "
-                               f"({', '.join(names)}); as recorded, A {_number(a['value_recorded'])} and B "
-                               f"{_number(b['value_recorded'])}", WIDTH, initial_indent="  ", subsequent_indent="  ")
+        lines += _wrap(f"readings: both sets' raw texts read again by the {document['reading']} reading "
+                       f"({', '.join(names)}); as recorded, A {_number(a['value_recorded'])} and B "
+                       f"{_number(b['value_recorded'])}", "  ")
     lines.append("")
     label_width = max(len(c["label"]) for c in document["classes"]) + 2
     alone_header = "alone" if document["order_matters"] else ""
@@ -255,7 +305,11 @@ def render(document: dict, limit: int) -> str:
                          f"{name} over all it answers: {_number(own)}.")
     if document["only_a"] or document["only_b"]:
         notes.append(f"The headlines above are over the {document['n_common']} items both sets answer.")
-    notes.append(f"Error rows: A {a['error_rows']}, B {b['error_rows']}.")
+    rows = document["n_rows"]
+    notes.append(f"Unreadable answers: A {_share_of(a['unreadable'], rows)}, B {_share_of(b['unreadable'], rows)}. "
+                 f"Error rows (a failed request or image): A {_share_of(a['error_rows'], rows)}, B "
+                 f"{_share_of(b['error_rows'], rows)}. Of the {_count(rows, 'row')} each set has here; the score "
+                 f"counts both as format errors.")
     read_differently = next(c["items"] for c in document["classes"] if c["class"] == "reading")
     if read_differently and document["reading"] == "recorded":
         notes.append(f"{_count(read_differently)} read differently: --reread headline reads both sets' raw texts "
@@ -263,25 +317,36 @@ def render(document: dict, limit: int) -> str:
     if document["variant_pairing"]:
         va, vb = document["variant_pairing"]
         notes.append(f'A\'s variant "{va}" is paired with B\'s "{vb}".')
-    lines += [line for note in notes for line in textwrap.wrap(note, WIDTH)]
+    lines += [line for note in notes for line in _wrap(note)]
     several = len({item["variant"] for item in document["items"]}) > 1
     labels = document["option_labels"]
-    widths = (16, 20, 20, 12, 12, 10)
-    for c in document["classes"]:
-        items = [item for item in document["items"] if item["class"] == c["class"]]
+    tables = [(c, [item for item in document["items"] if item["class"] == c["class"]]) for c in document["classes"]]
+
+    def name(item) -> str:
+        return f"{item['id']} [{item['variant']}]" if several else item["id"]
+
+    # one layout for every table: the columns line up from one class to the next
+    id_width, widths = _item_layout(max((len(name(item)) for _, items in tables for item in items[:limit]),
+                                        default=0))
+
+    def row(first: str, cells) -> list[str]:
+        text = GAP.join(f"{_cut(cell, w):<{w}}" for cell, w in zip(cells, widths))
+        if id_width is None:
+            return [first, (GAP + text).rstrip()]
+        return [(f"{first:<{id_width}}" + GAP + text).rstrip()]
+
+    for c, items in tables:
         if not items:
             continue
         lines += ["", f"{c['label']} ({len(items)}):"]
-        header = ("id", "A raw", "B raw", "A reading", "B reading", "gold")
-        lines.append("  ".join(f"{h:<{w}}" for h, w in zip(header, widths)).rstrip())
+        lines += row("id", [column[0] for column in ITEM_COLUMNS])
         for item in items[:limit]:
-            name = f"{item['id']} [{item['variant']}]" if several else item["id"]
-            cells = (name, _raw(item["raw_a"], item["error_a"]), _raw(item["raw_b"], item["error_b"]),
-                     _reading(item["prediction_a"], item["prediction_index_a"], item["error_a"], labels),
-                     _reading(item["prediction_b"], item["prediction_index_b"], item["error_b"], labels),
-                     _option(item["gold"], item["gold_index"], labels) or "")
-            lines.append("  ".join(f"{_cut(cell, w):<{w}}" for cell, w in zip(cells, widths)).rstrip())
+            lines += row(name(item), (
+                _raw(item["raw_a"], item["error_a"]), _raw(item["raw_b"], item["error_b"]),
+                _reading(item["prediction_a"], item["prediction_index_a"], item["error_a"], labels),
+                _reading(item["prediction_b"], item["prediction_index_b"], item["error_b"], labels),
+                _option(item["gold"], item["gold_index"], labels) or ""))
         if len(items) > limit:
-            lines.append(f"… and {len(items) - limit} more: --limit {len(items)} prints them, --csv FILE or --json "
-                         f"FILE writes every item")
+            lines += _wrap(f"… and {len(items) - limit} more: --limit {len(items)} prints them, --csv FILE or --json "
+                           f"FILE writes every item")
     return "\n".join(lines)

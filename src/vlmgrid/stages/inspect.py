@@ -3,7 +3,9 @@
 It reads the prepared records (`data/<bench>/records.parquet`; classification: the class names) and the
 predictions file of every model of the grid on the benchmark, judges each answer by the benchmark's rule at
 item level (`ITEM_RULES`, one per metric: the answer equals the gold one, a soft score for VQA and DANCE, a
-format error shown as such) and hands the rows to the page builder (`vlmgrid.report.inspect_page`).
+format error shown as such) and hands the rows to the page builder (`vlmgrid.report.inspect_page`). Each item
+shows what its prompt showed: the question, the options, and the record fields the protocol's prompt adds
+(`Protocol.prompt_fields`: MMBench's and ScienceQA's context).
 
 A model that cannot run the benchmark (its predictions file is marked not applicable) is said once on the
 page. A predictions file that is missing, stale or does not fit the records stops the stage with one sentence:
@@ -29,6 +31,7 @@ from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.predictions import (
     answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
+from vlmgrid.protocols.base import shown_text
 from vlmgrid.registry import Registry
 from vlmgrid.report.labels import counted
 from vlmgrid.report.inspect_page import (
@@ -179,6 +182,12 @@ ITEM_RULES: Registry[IndexRule] = Registry("item rule", [
 
 # ------------------------------------------------------------------------------------------ the stage
 
+def prompt_context(fields: Sequence[tuple[str, str]], record: dict) -> list[tuple[str, str]]:
+    """(label, text) of each of the prompt's `fields` that the record has: what the model read beside the question."""
+    shown = ((label, shown_text(record.get(column))) for column, label in fields)
+    return [(label, text) for label, text in shown if text is not None]
+
+
 def sample_positions(n: int, max_items: int, seed: int) -> np.ndarray:
     """The record positions on the page: all of them, or `max_items` drawn with the seed, in records order."""
     if n <= max_items:
@@ -244,6 +253,7 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
     """The page's rows: the sampled items, each with every applicable model's answers judged by the rule."""
     from vlmgrid.benchmarks import load_benchmark
     from vlmgrid.metrics import METRICS
+    from vlmgrid.protocols import PROTOCOLS
 
     models = [cell.model for cell in config.cells if cell.benchmark == benchmark]
     if not models:
@@ -253,6 +263,7 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
         raise VlmgridError(f"--max-items must be at least 1, got {max_items}")
     bench = load_benchmark(paths.bench_dir(config.data_dir, benchmark))
     rule, metric = ITEM_RULES.get(bench.kind.metric), METRICS.get(bench.kind.metric)
+    prompt_fields = PROTOCOLS.get(bench.kind.protocol).prompt_fields
     records = bench.records.reset_index(drop=True)
     shown = records.iloc[sample_positions(len(records), max_items, seed)].reset_index(drop=True)
 
@@ -280,6 +291,7 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
         readings = {keys[model][item_id] for model in answers if keys[model][item_id]}
         items.append(Item(
             item_id=item_id, thumbnail=uri, image_note=image_note,
+            context=prompt_context(prompt_fields, record),
             question=str(record["question"] or ""),
             options=[str(option) for option in record["options"]], labels=rule.labels,
             gold=rule.gold(record),
