@@ -148,6 +148,47 @@ def test_compare_refuses_a_benchmark_outside_the_grid_and_stale_predictions(tiny
     assert not paths.comparison_path(data["results_dir"], "tiny").exists()
 
 
+def test_a_significant_p_on_a_difference_below_the_mdd_is_not_a_win(tmp_path, write_config, capsys):
+    # 100 items, gold 0: both right on 50, only "a" on 14, only "ref" on 4, both wrong on 32: a - ref = +10 points,
+    # exact McNemar p = 2 x 4,048 / 2^18 = 0.031; but 18 discordant items give an MDD of
+    # 100 x 2.801585 x sqrt(0.18 / 100) = 11.886 points, and 10 is below it
+    from vlmgrid.report.tables.comparisons import comparisons_frame, comparisons_markdown
+
+    data = {
+        "data_dir": str(tmp_path / "data"),
+        "results_dir": str(tmp_path / "results"),
+        "bootstrap": {"samples": 2000, "seed": 0},
+        "benchmarks": {"tiny": {"kind": "scienceqa_img", "source": {"type": "fixture"}}},
+        "models": {name: {"backend": "baseline", "seed": 0} for name in ("a", "ref")},
+        "grid": {"models": ["a", "ref"], "benchmarks": ["tiny"]},
+        "report": {"reference_model": "ref"},
+    }
+    data_fp = write_bench(tmp_path / "data" / "tiny", n=100)
+    write_preds(paths.predictions_path(data["results_dir"], "a", "tiny"), [0] * 64 + [1] * 36, data_fp)
+    write_preds(paths.predictions_path(data["results_dir"], "ref", "tiny"), [0] * 50 + [1] * 14 + [0] * 4 + [1] * 32,
+                data_fp)
+    assert main(["compare", "tiny", "--config", str(write_config(data))]) == 0
+    out = paths.comparison_path(data["results_dir"], "tiny")
+    result = json.loads(out.read_text())
+    assert (result["mdd_alpha"], result["mdd_power"]) == (0.05, 0.8)
+    pair = result["pairs"][0]
+    assert pair["difference"] == 10.0 and pair["mcnemar"]["p_value"] == pytest.approx(2 * 4048 / 2**18)
+    assert pair["p_value"] < 0.05
+    assert pair["mdd"] == pytest.approx(11.886, abs=1e-3) and pair["mdd_from"] == "unit differences"
+    line = next(line for line in capsys.readouterr().err.splitlines() if "a - ref on tiny" in line)
+    assert line.endswith("MDD 11.9 (5% two-sided, 80% power): the difference is below it")
+
+    comparisons = read_comparisons({"tiny": out}, ["a", "ref"], ["tiny"], "ref")
+    row = comparisons.row("a", "ref", "tiny")
+    assert row.p_holm < 0.05 and row.below_mdd is True
+    assert row.significant is False and comparisons.versus_reference("a", "tiny") == 0
+    assert "| 64.0 | 54.0 | +10.0 [" in comparisons_markdown(comparisons, "t")
+    assert "| 11.9 | " in comparisons_markdown(comparisons, "t")
+    assert "no (below MDD) |" in comparisons_markdown(comparisons, "t")
+    frame = comparisons_frame(comparisons)
+    assert frame["mdd"].tolist() == [pytest.approx(11.886, abs=1e-3)] and frame["significant"].tolist() == [False]
+
+
 # --- the report: comparisons table, Holm, marks in the main table ----------------------------------------
 
 
@@ -163,7 +204,9 @@ def write_score(results, model, bench, value, sha):
     return path
 
 
-def write_comparison(results, bench, reference, pairs, shas=None):
+def write_comparison(results, bench, reference, pairs, shas=None, mdd=1.0):
+    """A comparison file of (model A, model B, difference, p) pairs, each with the minimum detectable
+    difference `mdd`."""
     path = paths.comparison_path(results, bench)
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -171,7 +214,7 @@ def write_comparison(results, bench, reference, pairs, shas=None):
         entries.append({"model_a": a, "model_b": b, "comparable": True, "value_a": 50 + difference, "value_b": 50.0,
                         "difference": difference, "ci95": [difference - 3, difference + 3], "p_value": p,
                         "test": "paired sign-flip permutation", "unit": "item", "units": 20,
-                        "permutations": 999, "mcnemar": None})
+                        "permutations": 999, "mcnemar": None, "mdd": mdd, "mdd_from": "unit differences"})
     path.write_text(json.dumps({"benchmark": bench, "metric": "accuracy", "reference_model": reference,
                                 "pairs": entries, "inputs": {"predictions_sha256": shas or {}}}))
     return path
@@ -224,12 +267,61 @@ def test_holm_runs_over_each_pair_s_benchmarks_and_marks_the_main_table(tmp_path
         ("a", "z", "True"), ("b", "z", "False")]
     assert float(table[3]["p_holm"]) == pytest.approx(0.6)
     md = (tmp_path / "tables" / "comparisons.md").read_text()
-    assert "| a | ref | x | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 0.010 | 0.030 | yes |" in md
+    assert "| a | ref | x | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 1.0 | 0.010 | 0.030 | yes |" in md
     # the header names the CI's resampling and the test, each row its metric
-    assert ("| Model A | Model B | Benchmark | Metric | A | B | A \u2212 B [95% CI, paired bootstrap] | "
+    assert ("| Model A | Model B | Benchmark | Metric | A | B | A \u2212 B [95% CI, paired bootstrap] | MDD | "
             "p (paired permutation) | Holm p | Significant |") in md
     assert "family is one pair's benchmarks" in md and "each model against the reference model ref" in md
     assert "\\begin{tabular}" in (tmp_path / "tables" / "comparisons.tex").read_text()
+
+
+def test_the_main_table_marks_no_difference_below_the_mdd(tmp_path):
+    from vlmgrid.report import build_report
+
+    results = tmp_path / "results"
+    models, benchmarks = ["a", "ref"], ["x", "y"]
+    score_files = {(m, bench): write_score(results, m, bench, 50.0, f"sha-{m}") for m in models for bench in benchmarks}
+    shas = {m: f"sha-{m}" for m in models}
+    # the same +4.0 at p 0.01 on both (Holm 0.02): on x the benchmark can tell 5 points apart, on y 3
+    files = {"x": write_comparison(results, "x", "ref", [("a", "ref", 4.0, 0.01)], shas, mdd=5.0),
+             "y": write_comparison(results, "y", "ref", [("a", "ref", 4.0, 0.01)], shas, mdd=3.0)}
+    build_report(score_files, models, benchmarks, tmp_path / "tables", tmp_path / "figures",
+                 comparison_files=files, reference_model="ref")
+    main_md = (tmp_path / "tables" / "main.md").read_text()
+    row = next(line for line in main_md.splitlines() if line.startswith("| a "))
+    x, y = [cell.strip() for cell in row.split("|")[2:4]]
+    assert x.endswith("]") and y.endswith("\u207a")
+    assert "at least the minimum detectable one" in main_md
+    with open(tmp_path / "tables" / "main.csv", newline="") as handle:
+        main_csv = list(csv.DictReader(handle))
+    assert (main_csv[0]["x_vs_reference"], main_csv[0]["y_vs_reference"]) == ("", "better")
+    with open(tmp_path / "tables" / "comparisons.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert [(r["benchmark"], r["mdd"], r["p_holm"], r["significant"]) for r in table] == [
+        ("x", "5.0", "0.02", "False"), ("y", "3.0", "0.02", "True")]
+    md = (tmp_path / "tables" / "comparisons.md").read_text()
+    assert "| a | ref | x | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 5.0 | 0.010 | 0.020 | no (below MDD) |" in md
+    assert "| a | ref | y | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 3.0 | 0.010 | 0.020 | yes |" in md
+    assert "MDD: the minimum detectable difference" in md
+    # LaTeX: the MDD under the difference's CI, the reason under the "no"
+    tex = (tmp_path / "tables" / "comparisons.tex").read_text()
+    assert r"{\scriptsize [1.0, 7.0]} \\{} {\scriptsize MDD 5.0}" in tex and r"{\scriptsize (below MDD)}" in tex
+
+
+def test_a_comparison_file_without_an_mdd_gives_no_comparison_and_says_so(tmp_path):
+    results = tmp_path / "results"
+    path = write_comparison(results, "x", None, [("a", "b", 10.0, 0.001)])
+    data = json.loads(path.read_text())
+    del data["pairs"][0]["mdd"]  # as an older vlmgrid wrote it
+    path.write_text(json.dumps(data))
+    comparisons = read_comparisons({"x": path}, ["a", "b"], ["x"], None)
+    assert comparisons.rows == []
+    assert comparisons.unavailable["x"] == ("the comparison file predates the minimum detectable difference "
+                                            "(rerun `vlmgrid compare x`)")
+    data["pairs"][0]["mdd"] = -1.0
+    path.write_text(json.dumps(data))
+    with pytest.raises(VlmgridError, match=r"pairs\[0\].mdd is -1.0, not a difference of at least 0"):
+        read_comparisons({"x": path}, ["a", "b"], ["x"], None)
 
 
 def test_without_a_reference_model_nothing_is_marked_and_the_legend_says_why(tmp_path):

@@ -270,3 +270,47 @@ def test_bad_input_is_one_sentence():
     with pytest.raises(VlmgridError, match='predictions of model A lack the column "prediction_index"'):
         paired_difference("accuracy", records, choice_preds([0, 1]).drop(columns="prediction_index"),
                           choice_preds([0, 1]), samples=10)
+
+
+# --- the minimum detectable difference --------------------------------------------------------------------
+
+# z_{0.975} + z_{0.8} (normal tables)
+Z = 1.959964 + 0.841621
+
+
+def test_the_mdd_of_right_or_wrong_items_comes_from_their_discordance():
+    # the 2 x 2 table above: 10 of 20 items discordant; 100 x 2.801585 x sqrt(0.5 / 20) = 44.297 points
+    a = [True] * 13 + [False] * 7
+    b = [True] * 5 + [False] * 8 + [True] * 2 + [False] * 5
+    result = paired_difference("accuracy", choice_records([0] * 20), choice_preds(outcomes(a)),
+                               choice_preds(outcomes(b)), samples=200)
+    assert result.mdd == pytest.approx(100 * Z * (0.5 / 20) ** 0.5, abs=1e-3)
+    assert result.mdd == pytest.approx(44.297, abs=1e-3) and result.mdd_from == "unit differences"
+    # the difference of 30 points has a McNemar p of 0.109 and is below the MDD: 20 items cannot tell it
+    assert abs(result.difference) < result.mdd
+
+
+def test_the_mdd_of_a_grouped_metric_counts_its_groups():
+    # MMVP, 4 pairs: A right on pairs 1-3, B on pairs 1 and 4 (its pair 2 half right): pairs 2, 3 and 4 are
+    # discordant; 100 x 2.801585 x sqrt(3/4 / 4) = 121.31 points (a pair, not a question, is the unit)
+    records = pd.DataFrame({"id": [f"q{i}" for i in range(8)], "pair_id": [1, 1, 2, 2, 3, 3, 4, 4],
+                            "answer_index": [0] * 8, "options": [["x", "y"]] * 8, "answer": ["x"] * 8})
+    preds = lambda right: pd.DataFrame({"id": [f"q{i}" for i in range(8)], "prediction": ["x"] * 8,  # noqa: E731
+                                        "prediction_index": outcomes(right), "error": [None] * 8})
+    a = [True] * 6 + [False] * 2
+    b = [True, True, True, False, False, False, True, True]
+    result = paired_difference("mmvp", records, preds(a), preds(b), samples=50)
+    assert result.mdd == pytest.approx(100 * Z * (0.75 / 4) ** 0.5, abs=1e-3)
+    assert result.mdd_from == "unit differences"
+
+
+def test_the_mdd_of_other_headlines_comes_from_the_permutations():
+    # Kaleidoscope with a single language is a plain accuracy, but its MDD is read off the permutation test's
+    # spread: an estimate of the exact 44.297 of 10 discordant items out of 20
+    records = choice_records([0] * 20, language=["ar"] * 20)
+    a = [True] * 13 + [False] * 7
+    b = [True] * 5 + [False] * 8 + [True] * 2 + [False] * 5
+    result = paired_difference("kaleidoscope", records, choice_preds(outcomes(a)), choice_preds(outcomes(b)),
+                               samples=4000, seed=1)
+    assert result.mdd_from == "permutations"
+    assert result.mdd == pytest.approx(44.297, rel=0.05)

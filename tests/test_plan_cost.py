@@ -250,3 +250,43 @@ def test_the_kinds_class_counts_match_their_class_name_lists():
     # a kind whose options vary per question fixes no count: the plan needs its records
     assert BENCHMARKS.get("scienceqa_img").option_count is None
     assert BENCHMARKS.get("pope").option_count == BENCHMARKS.get("mme").option_count == 2
+
+
+def test_the_plan_says_what_each_benchmark_can_tell(tmp_path):
+    # MMVP scores 150 pairs (300 questions): with two models disagreeing on 20% of them the minimum detectable
+    # difference is 100 x 2.801585 x sqrt(0.2 / 150) = 10.23 points, so it cannot tell two models 3 points apart;
+    # even at 5% disagreement it is 5.11 points
+    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
+                              "benchmarks": {"mmvp": {"kind": "mmvp", "source": {"type": "hf_hub", "repo": "MMVP/MMVP",
+                                                                                "revision": "main"}},
+                                             "pope": {"kind": "pope", "source": {"type": "url"}}},
+                              "grid": {"models": ["llava-7b"], "benchmarks": ["mmvp", "pope"]}})
+    costs = cost.cost_table(config)
+    mmvp = rows(costs, "llava-7b", "mmvp")["forward"]
+    assert (mmvp["items"], mmvp["scoring_units"], mmvp["scoring_unit"]) == (300, 150, "pair_id")
+    assert mmvp["mdd"] == pytest.approx(10.23, abs=0.01) and mmvp["mdd"] > 3
+    assert cost.planned_mdd(150, discordance=0.05) == pytest.approx(5.11, abs=0.01)
+    # POPE scores its 9,000 questions: 100 x 2.801585 x sqrt(0.2 / 9000) = 1.32 points
+    assert rows(costs, "llava-7b", "pope")["forward"]["mdd"] == pytest.approx(1.32, abs=0.01)
+    out = cost.render(costs)
+    lines = out.splitlines()
+    assert "  mmvp                     150 pair_id groups of 300 items" in out
+    told = lines[lines.index("what each benchmark can tell (MDD):") + 1:]
+    assert told[0].startswith("  mmvp ") and told[0].endswith("MDD 10.2 points")
+    assert told[1].split() == ["pope", "9,000", "items", "MDD", "1.3", "points"]
+    assert "assuming two models disagree on 20% of the units" in " ".join(lines)
+    assert max(len(line) for line in lines) <= 100
+    csv = tmp_path / "plan.csv"
+    costs.to_csv(csv, index=False)
+    assert pd.read_csv(csv).loc[0, "mdd"] == pytest.approx(10.23, abs=0.01)
+
+
+def test_a_fixture_counts_its_scoring_units_from_its_records(default_costs):
+    # the fixtures' groups as their records hold them: MMVP 10 pairs of 20 questions, MMBench 6 circular groups of
+    # 17 rows; items elsewhere (POPE's 90 questions)
+    first = default_costs.drop_duplicates("benchmark").set_index("benchmark")
+    assert (first.loc["mmvp-fixture", "scoring_units"], first.loc["mmvp-fixture", "scoring_unit"]) == (10, "pair_id")
+    assert (first.loc["mmbench-fixture", "scoring_units"], first.loc["mmbench-fixture", "items"]) == (6, 17)
+    assert (first.loc["pope-fixture", "scoring_units"], first.loc["pope-fixture", "scoring_unit"]) == (90, "item")
+    # 100 x 2.801585 x sqrt(0.2 / 10) = 39.62 points
+    assert first.loc["mmvp-fixture", "mdd"] == pytest.approx(39.62, abs=0.01)

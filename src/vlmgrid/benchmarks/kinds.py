@@ -62,6 +62,10 @@ class BenchmarkKind:
     option_count:    the options every item of the real benchmark has, where that number is the same for all
                      (yes/no: 2); None where it varies per item (then only the records tell). With class_count,
                      what `vlmgrid plan` counts an unprepared benchmark's requests by
+    group_size:      the items of every group the metric scores as one (MMVP's pairs, MME's images: 2), where all
+                     groups of the real benchmark have the same number; None where the metric scores items, or
+                     the groups vary (MMBench's rotations). What `vlmgrid plan` counts an unprepared benchmark's
+                     scoring units by
     layouts:         the forms its raw files come in (benchmarks/layouts.py: the hub copy, the authors' release,
                      an archive, the same files extracted), told apart by the files present; None for a kind with
                      one layout. Where set, raw_files is their union and a local source hashes the detected
@@ -88,6 +92,7 @@ class BenchmarkKind:
     layouts: Any = None  # a layouts.Layouts registry; None = one layout, raw_files as given
     class_count: int | None = None  # classification: the real benchmark's classes
     option_count: int | None = None  # options of every item, where all have the same number
+    group_size: int | None = None  # items of every scored group, where all have the same number
 
     def __post_init__(self) -> None:
         if self.protocol == "classification" and not all("{c}" in t for t in self.templates):

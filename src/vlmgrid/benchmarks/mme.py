@@ -160,6 +160,7 @@ KIND = BenchmarkKind(
     templates=(),
     expected_count=2374,
     option_count=2,  # yes, no
+    group_size=2,  # the two questions of an image
     raw_files=LAYOUTS.raw_files,
     layouts=LAYOUTS,
     hub_files=(FILE_PATTERN,),

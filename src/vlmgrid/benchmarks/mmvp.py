@@ -122,6 +122,7 @@ KIND = BenchmarkKind(
     templates=(),
     expected_count=300,
     option_count=2,  # (a), (b)
+    group_size=2,  # the two questions of a pair
     raw_files=(QUESTIONS, IMAGE_PATTERN),
     adapt=adapt,
     parser="letter",

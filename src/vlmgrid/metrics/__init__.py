@@ -17,7 +17,7 @@ valid_accuracy; refuses hidden labels and writes the leaderboard's submission ta
 
 Beside the metrics: `base` (the Metric interface, LabelsHidden), `bootstrap` (resampling and percentile CIs),
 `grouped` (GroupedMetric: metrics whose unit is a group of items), `vqa_normalise` (the VQA answer
-normalisation).
+normalisation), `power` (the minimum detectable difference of a paired comparison).
 """
 
 from vlmgrid.metrics.accuracy import Accuracy

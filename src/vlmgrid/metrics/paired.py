@@ -13,6 +13,13 @@ DANCE's ranking.
   (1 + permutations). The flips are drawn by `numpy.random.default_rng([seed, 1])`.
 - **McNemar**: where the headline is a plain accuracy and each model answered in one variant, the exact
   McNemar test (two-sided binomial on the discordant items) is given beside it.
+- **MDD**: the minimum detectable difference at 5% two-sided and 80% power (`vlmgrid.metrics.power`), over
+  the units the test flips. Where the headline is 100 x the plain mean of one score per unit (accuracies,
+  classification top-1, VQA accuracy, MMVP pairs, MMBench circular groups) it is computed exactly from the
+  per-unit differences (each model's score on a unit averaged over its variants): for 0/1 scores, the
+  discordance. Elsewhere (a mean over strata, MME's acc + acc+, POPE's F1) the headline weighs its units
+  unequally or is no sum of them, so the null's standard error is read off the permutation test itself: the
+  root mean square of the permuted differences, which is the exact one's estimate where both exist.
 
 Prompt variants: a model's headline is the mean over its variants. When both models ran the same variants, a
 swap exchanges variant v of A with variant v of B; otherwise the statistic is averaged over every (variant of
@@ -36,6 +43,7 @@ from vlmgrid.metrics.bootstrap import CHUNK_ENTRIES, bootstrap_indices, percenti
 # The score's own alignment and strata: the same resamples as the score files, so the pairing is exact.
 from vlmgrid.metrics.compute import _align, _strata
 from vlmgrid.metrics.grouped import GroupedMetric
+from vlmgrid.metrics.power import mdd_differences, mdd_from_se
 
 PERMUTATION_TEST = "paired sign-flip permutation"
 
@@ -46,6 +54,19 @@ _RIGHT_OR_WRONG: dict[str, Callable[[dict[str, np.ndarray]], np.ndarray]] = {
     "cvqa": lambda data: data["correct"],
     "classification": lambda data: data["class_top1"] % 2 == 1,
 }
+
+# Metrics whose headline is 100 x the plain mean of one score (0-1) per unit: per item, or per group where the
+# metric scores groups (read at each group's first item). Their MDD is exact, from these scores.
+_UNIT_SCORES: dict[str, Callable[[dict[str, np.ndarray]], np.ndarray]] = {
+    **_RIGHT_OR_WRONG,
+    "vqa_accuracy": lambda data: data["score"],
+    "mmvp": lambda data: data["g_all"][data["is_rep"]],
+    "mmbench_circular": lambda data: data["g_all"][data["is_rep"]],
+}
+
+# How a comparison's MDD was found (`PairedDifference.mdd_from`).
+MDD_EXACT = "unit differences"
+MDD_PERMUTATIONS = "permutations"
 
 
 class NotComparable(VlmgridError):
@@ -79,6 +100,9 @@ class PairedDifference:
     seed: int
     n: int
     mcnemar: McNemar | None = None
+    # the minimum detectable difference (5% two-sided, 80% power), in the headline's unit, and how it was found
+    mdd: float = math.nan
+    mdd_from: str = ""
     # the bootstrap draws of the difference (A's score draws minus B's)
     draws: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -142,11 +166,13 @@ def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame,
     # Sums in another order may differ in the last bits: a tie within rounding counts as at least as extreme.
     tolerance = 1e-9 * max(1.0, abs(observed))
     p_value = (1 + int(np.count_nonzero(np.abs(permuted) >= abs(observed) - tolerance))) / (1 + samples)
+    mdd, mdd_from = _mdd(m, data_a, data_b, permuted)
 
     return PairedDifference(
         value_a=value_a, value_b=value_b, difference=observed, ci95=(low, high), p_value=p_value,
         test=PERMUTATION_TEST, unit=unit, units=int(unit_codes.max()) + 1 if n else 0, permutations=int(samples),
-        samples=int(samples), seed=int(seed), n=n, mcnemar=_mcnemar(m, data_a, data_b), draws=draws,
+        samples=int(samples), seed=int(seed), n=n, mcnemar=_mcnemar(m, data_a, data_b), mdd=mdd,
+        mdd_from=mdd_from, draws=draws,
     )
 
 
@@ -233,3 +259,15 @@ def _mcnemar(m: Metric, data_a, data_b) -> McNemar | None:
     b = np.asarray(right(next(iter(data_b.values()))), dtype=bool)
     a_only, b_only = int(np.count_nonzero(a & ~b)), int(np.count_nonzero(~a & b))
     return McNemar(a_only, b_only, mcnemar_exact(a_only, b_only))
+
+
+def _mdd(m: Metric, data_a, data_b, permuted: np.ndarray) -> tuple[float, str]:
+    """The minimum detectable difference and how it was found (the module docstring)."""
+    scores = _UNIT_SCORES.get(m.name)
+    if scores is None:
+        # Under the null the permuted differences centre on 0: their root mean square is its standard error.
+        return mdd_from_se(float(np.sqrt(np.mean(permuted ** 2)))), MDD_PERMUTATIONS
+    # A model's headline is the mean over its variants, so its score on a unit is too.
+    a = np.mean([np.asarray(scores(d), dtype=float) for d in data_a.values()], axis=0)
+    b = np.mean([np.asarray(scores(d), dtype=float) for d in data_b.values()], axis=0)
+    return mdd_differences(100.0 * (a - b)), MDD_EXACT

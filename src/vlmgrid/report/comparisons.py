@@ -3,9 +3,14 @@
 Holm's family is one pair of models: its p-values over the benchmarks where the pair has a comparison. It is
 applied here, where every benchmark's file meets, not in the compare stage, which sees one benchmark.
 
-A comparison file that does not exist, or that was made from other predictions than the cell's score file
-(its `inputs.predictions_sha256` differ), gives no comparison: the tables say so and name the command that
-makes it again, and no cell is marked by it.
+A comparison file that does not exist, that was made from other predictions than the cell's score file
+(its `inputs.predictions_sha256` differ), or that predates the minimum detectable difference (its pairs have no
+`mdd`), gives no comparison: the tables say so and name the command that makes it again, and no cell is marked
+by it.
+
+A comparison is significant when its Holm-adjusted p is below 0.05 and its difference is at least its minimum
+detectable difference (MDD): a p just under 0.05 on a difference the benchmark is too small to tell reliably
+(it would be found in fewer than 80% of runs) is not marked as a win.
 """
 
 from __future__ import annotations
@@ -61,15 +66,24 @@ class Comparison:
     unit: str | None = None
     permutations: int | None = None
     mcnemar_p: float | None = None
+    # the minimum detectable difference (5% two-sided, 80% power) in the headline's unit, and how it was found
+    mdd: float | None = None
+    mdd_from: str | None = None
     reason: str | None = None
     # (answered, total): compared on the items both models answered, where a cell of the pair answers a subset
     # of the benchmark (`report.partial_cells: include`; the file's `coverage`); None when both answer every item
     coverage: tuple[int, int] | None = None
 
     @property
+    def below_mdd(self) -> bool | None:
+        """The difference is smaller than the benchmark can tell (|A - B| < MDD); None where there is no
+        comparison."""
+        return None if self.difference is None or self.mdd is None else abs(self.difference) < self.mdd
+
+    @property
     def significant(self) -> bool | None:
-        """Holm-adjusted p below 0.05; None where there is no comparison."""
-        return None if self.p_holm is None else self.p_holm < ALPHA
+        """Holm-adjusted p below 0.05 and a difference of at least the MDD; None where there is no comparison."""
+        return None if self.p_holm is None else self.p_holm < ALPHA and not self.below_mdd
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,8 @@ class Comparisons:
 
     def versus_reference(self, model: str, benchmark: str) -> int:
         """+1 / -1 when the model is significantly better / worse than the reference model on the benchmark
-        (Holm-adjusted p < 0.05), 0 otherwise (no reference, no comparison, or not significant)."""
+        (Holm-adjusted p < 0.05 and a difference of at least the MDD), 0 otherwise (no reference, no
+        comparison, or not significant)."""
         if not self.reference_model or model == self.reference_model:
             return 0
         row = self.row(model, self.reference_model, benchmark)
@@ -101,6 +116,10 @@ class Comparisons:
 
 class _Invalid(Exception):
     """Internal: why a comparison file is invalid."""
+
+
+class _Outdated(_Invalid):
+    """Internal: the comparison file was written before comparisons had an MDD."""
 
 
 def _number(value: Any, where: str) -> float:
@@ -150,15 +169,22 @@ def _pair(entry: Any, benchmark: str, metric: str | None, where: str) -> Compari
     permutations = entry.get("permutations")
     if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
         raise _Invalid(f"{where}.permutations is {permutations!r}, not a count")
+    p_value = _p(entry.get("p_value"), f"{where}.p_value")
+    if "mdd" not in entry:
+        raise _Outdated("predates the minimum detectable difference")
+    mdd = _number(entry["mdd"], f"{where}.mdd")
+    if mdd < 0:
+        raise _Invalid(f"{where}.mdd is {mdd!r}, not a difference of at least 0")
     return Comparison(
         a, b, benchmark, metric,
         value_a=_number(entry.get("value_a"), f"{where}.value_a"),
         value_b=_number(entry.get("value_b"), f"{where}.value_b"),
         difference=_number(entry.get("difference"), f"{where}.difference"),
         ci_low=_number(ci[0], f"{where}.ci95[0]"), ci_high=_number(ci[1], f"{where}.ci95[1]"),
-        p_value=_p(entry.get("p_value"), f"{where}.p_value"),
+        p_value=p_value,
         test=str(entry.get("test") or ""), unit=str(entry.get("unit") or ""), permutations=permutations,
         mcnemar_p=None if mcnemar is None else _p(mcnemar.get("p_value"), f"{where}.mcnemar.p_value"),
+        mdd=mdd, mdd_from=str(entry.get("mdd_from") or ""),
         coverage=_coverage(entry.get("coverage"), where),
     )
 
@@ -207,8 +233,9 @@ def read_comparisons(files: Mapping[str, Path], models: Sequence[str], benchmark
                      score_files: Mapping[tuple[str, str], Path] | None = None) -> Comparisons:
     """Read each benchmark's comparison file ({benchmark: path}) and apply Holm over each pair's benchmarks.
 
-    A file that does not exist, or whose recorded predictions differ from those the cells' score files were
-    made from, leaves its benchmark without comparisons (listed in `unavailable`); a file that does not fit the
+    A file that does not exist, whose recorded predictions differ from those the cells' score files were made
+    from, or that has no MDD (an older vlmgrid wrote it), leaves its benchmark without comparisons (listed in
+    `unavailable`); a file that does not fit the
     grid raises VlmgridError naming it and the command that rebuilds it."""
     if reference_model is not None and reference_model not in models:
         raise VlmgridError(f"report.reference_model {reference_model!r} is not a model of the grid; name one of "
@@ -226,6 +253,9 @@ def read_comparisons(files: Mapping[str, Path], models: Sequence[str], benchmark
             continue
         try:
             bench_rows, shas = _read_file(path, benchmark, expected, reference_model)
+        except _Outdated as exc:
+            unavailable[benchmark] = f"the comparison file {exc} (rerun `vlmgrid compare {benchmark}`)"
+            continue
         except _Invalid as exc:
             raise VlmgridError(f"{path} is not a valid comparison file ({exc}); rerun `vlmgrid compare "
                                f"{benchmark}` to rebuild it") from None

@@ -2,7 +2,8 @@
 
 Per pair of models (or each model against `report.reference_model`): the difference of their headlines with a
 paired bootstrap CI and a paired sign-flip permutation test (`vlmgrid.metrics.paired`), recomputed from the
-predictions with the score's samples and seed, so the resamples are the score files' own. A pair one of whose
+predictions with the score's samples and seed, so the resamples are the score files' own, and the minimum
+detectable difference (MDD, 5% two-sided at 80% power) over the units the test flips. A pair one of whose
 cells cannot run, hides its labels or failed gets no comparison, only the reason in words. Holm's correction
 spans benchmarks and so is the report's (`vlmgrid.report.comparisons`). A cell that answers a subset of the
 benchmark (an imported MME eval-tool folder) is not compared either, unless `report.partial_cells` is "include":
@@ -21,6 +22,7 @@ from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, write_json
 from vlmgrid.metrics.base import LabelsHidden
+from vlmgrid.metrics.power import ALPHA as MDD_ALPHA, POWER as MDD_POWER
 from vlmgrid.predictions import (
     answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
@@ -72,14 +74,16 @@ def _over(unit: str) -> str:
 def compared_line(metric: str, pair: dict) -> str:
     """One compared pair in words that name the metric and the tests: "accuracy +30.0 [12.0, 48.0] (95% CI:
     paired bootstrap over items), p = 0.11 (two-sided paired sign-flip permutation test over items, 2000
-    permutations; exact McNemar p = 0.109)"."""
+    permutations; exact McNemar p = 0.109), MDD 44.3 (5% two-sided, 80% power): the difference is below it"."""
     low, high = pair["ci95"]
     over = _over(pair["unit"])
     mcnemar = pair.get("mcnemar")
     exact = "" if mcnemar is None else f"; exact McNemar p = {mcnemar['p_value']:.3g}"
+    below = ": the difference is below it" if abs(pair["difference"]) < pair["mdd"] else ""
     return (f"{metric} {pair['difference']:+.1f} [{low:.1f}, {high:.1f}] (95% CI: paired bootstrap over {over}), "
             f"p = {pair['p_value']:.3g} (two-sided {pair['test']} test over {over}, {pair['permutations']} "
-            f"permutations{exact})")
+            f"permutations{exact}), MDD {pair['mdd']:.1f} ({MDD_ALPHA:.0%} two-sided, {MDD_POWER:.0%} power)"
+            f"{below}")
 
 
 def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None]:
@@ -167,6 +171,8 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
                 "a_only": result.mcnemar.a_only, "b_only": result.mcnemar.b_only,
                 "p_value": result.mcnemar.p_value,
             },
+            "mdd": _r(result.mdd),
+            "mdd_from": result.mdd_from,
         })
     comparison = {
         "benchmark": benchmark,
@@ -175,6 +181,8 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
         "n": int(len(bench.records)),
         "samples": int(samples),
         "seed": int(seed),
+        "mdd_alpha": MDD_ALPHA,
+        "mdd_power": MDD_POWER,
         "pairs": entries,
         "inputs": {
             "data_fingerprint": bench.manifest.get("fingerprint"),

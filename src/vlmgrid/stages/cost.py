@@ -38,6 +38,11 @@ input tokens per request are the price's `input_tokens`, else the throughput tab
 output tokens are a generated answer's assumed length, or one for a letter scored by its logprobs. Without a
 `price` its cost is unknown. A model whose job serves it on its GPUs (`serve`) is timed at the hf backend's rates, an upper
 bound. A model whose size class the table lacks gets no estimate ("unknown"), never a guess.
+
+Per benchmark, what it can tell: the minimum detectable difference (MDD) of a paired comparison of two models
+on its scoring units (items, or the groups its metric scores whole: MMVP's pairs, MME's images, MMBench's
+circular groups), from their number alone and an assumed discordance (ASSUMED_DISCORDANCE of the units, one
+model right and the other wrong): two models closer than it are not told apart, whatever they are.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import math
 import re
 from collections import Counter
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,8 +66,13 @@ from vlmgrid.report.labels import counted
 from vlmgrid.stages import plan
 
 THROUGHPUT_FILE = "data/throughput.yaml"
-COLUMNS = ["model", "benchmark", "items", "basis", "strategy", "unit", "per", "variants", "candidates",
-           "requests", "gpu_hours", "input_tokens", "output_tokens", "cost_usd", "note"]
+COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "unit", "per",
+           "variants", "candidates", "requests", "gpu_hours", "input_tokens", "output_tokens", "cost_usd", "note"]
+
+# The share of scoring units on which two models are assumed to disagree (one right, the other wrong) before
+# anything runs: two models of similar accuracy typically disagree on about one unit in five. The MDD scales
+# with its square root, so 10% would give 0.71 x the figure and the extreme 50% of a coin-flip pairing 1.58 x.
+ASSUMED_DISCORDANCE = 0.2
 
 
 def load_throughput() -> dict:
@@ -81,6 +91,10 @@ class Data:
     classes: int | None = None
     options: tuple[int, ...] | None = None  # options per record
     to_image: tuple[bool, ...] | None = None  # ranking: whether each query is riddle-to-image
+    # what the headline is scored over and a paired test flips: items, or the groups of the metric's
+    # `group_by` column (`unit`); None when that needs the records
+    units: int | None = None
+    unit: str = "item"
 
     @classmethod
     def of(cls, bench, basis: str) -> "Data":
@@ -89,6 +103,36 @@ class Data:
         to_image = (tuple(d == "riddle-to-image" for d in records["direction"])
                     if "direction" in records.columns else None)
         return cls(len(records), basis, len(bench.classes) if bench.classes is not None else None, options, to_image)
+
+
+def _scoring_units(bench) -> dict:
+    """The prepared benchmark's scoring units (Data.units, Data.unit): its items, or its metric's groups."""
+    from vlmgrid.metrics import METRICS
+    from vlmgrid.metrics.grouped import GroupedMetric
+
+    metric = METRICS.get(bench.kind.metric)
+    if isinstance(metric, GroupedMetric):
+        return {"units": int(len(set(metric.group_codes(bench.records).tolist()))), "unit": metric.group_by}
+    return {"units": len(bench.records), "unit": "item"}
+
+
+def _published_units(kind, items: int) -> dict:
+    """An unprepared benchmark's scoring units: its items, or its groups where the kind fixes their size."""
+    from vlmgrid.metrics import METRICS
+    from vlmgrid.metrics.grouped import GroupedMetric
+
+    metric = METRICS.get(kind.metric)
+    if isinstance(metric, GroupedMetric):
+        return {"units": items // kind.group_size if kind.group_size else None, "unit": metric.group_by}
+    return {"units": items, "unit": "item"}
+
+
+def planned_mdd(units: int | None, discordance: float = ASSUMED_DISCORDANCE) -> float:
+    """The MDD in points (percent) of a paired comparison on `units` scoring units that disagree on the share
+    `discordance` of them (5% two-sided, 80% power: vlmgrid.metrics.power); NaN when the units are unknown."""
+    from vlmgrid.metrics.power import mdd_discordance
+
+    return math.nan if not units else 100.0 * mdd_discordance(discordance, int(units))
 
 
 def _prepared(config: Config, benchmark: str):
@@ -118,19 +162,21 @@ def benchmark_data(config: Config, benchmark: str) -> Data:
 
     prepared = _prepared(config, benchmark)
     if prepared is not None:
-        return Data.of(prepared, "prepared")
+        return replace(Data.of(prepared, "prepared"), **_scoring_units(prepared))
     settings = config.benchmark(benchmark)
     if settings["source"]["type"] == "fixture":
         with tempfile.TemporaryDirectory() as tmp:
             prepare_benchmark(benchmark, settings, Path(tmp) / benchmark)
-            return Data.of(load_benchmark(Path(tmp) / benchmark), "fixture")
+            bench = load_benchmark(Path(tmp) / benchmark)
+            return replace(Data.of(bench, "fixture"), **_scoring_units(bench))
     kind = BENCHMARKS.get(settings["kind"])
     published = settings["source"].get("expected_items") or kind.expected_count
     if not published:
         return Data(None, "unknown")
     # what the kind fixes for every copy: its classes, and its options where every item has the same number
     options = (kind.option_count,) * published if kind.option_count else None
-    return Data(published, "published", classes=kind.class_count, options=options)
+    return Data(published, "published", classes=kind.class_count, options=options,
+                **_published_units(kind, published))
 
 
 # ---------------------------------------------------------------------------------------- units of work
@@ -396,7 +442,8 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
     rows = []
     for cell in config.cells:
         settings, bench = config.model(cell.model), data[cell.benchmark]
-        base = {"model": cell.model, "benchmark": cell.benchmark, "items": bench.items, "basis": bench.basis}
+        base = {"model": cell.model, "benchmark": cell.benchmark, "items": bench.items, "basis": bench.basis,
+                "scoring_units": bench.units, "scoring_unit": bench.unit, "mdd": planned_mdd(bench.units)}
         reason = plan.not_applicable(config, cell.model, cell.benchmark)
         if reason is not None:
             rows.append({**base, "strategy": "n/a", "gpu_hours": 0.0, "requests": 0, "note": f"n/a: {reason}"})
@@ -433,7 +480,8 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                          "variants": work.variants, "candidates": work.mean_candidates, "requests": requests,
                          "gpu_hours": hours, **priced, "note": note})
     costs = pd.DataFrame(rows, columns=COLUMNS)
-    return costs.astype({"items": "Int64", "variants": "Int64", "input_tokens": "Int64", "output_tokens": "Int64"})
+    return costs.astype({"items": "Int64", "scoring_units": "Int64", "variants": "Int64", "input_tokens": "Int64",
+                         "output_tokens": "Int64"})
 
 
 def totals(costs: pd.DataFrame) -> pd.DataFrame:
@@ -500,10 +548,38 @@ def _wrapped(text: str, indent: str = "") -> list[str]:
     return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
+MDD_NOTE = (
+    "MDD: the smallest true difference between two models' headlines (points) that a paired test, two-sided at "
+    "5%, finds with 80% power: {z:.2f} x sqrt({d:g} / units) x 100, assuming two models disagree on {d:.0%} of "
+    "the units (one right, the other wrong). Two models closer than that are not told apart by the benchmark, "
+    "whatever they are. It scales with the square root of the disagreement (10%: 0.71 x; 50%: 1.58 x), and "
+    "takes the headline for the mean of its units' scores (a guide where it is not: a mean over strata, MME's "
+    "acc + acc+, POPE's F1); `vlmgrid compare` gives each pair its own, from its answers."
+)
+
+
+def _mdd_lines(costs: pd.DataFrame) -> list[str]:
+    """Per benchmark: its scoring units and the MDD they allow (planned_mdd), then what the figure assumes."""
+    from vlmgrid.metrics.power import z_sum
+
+    lines = ["what each benchmark can tell (MDD):"]
+    for benchmark, row in costs.drop_duplicates("benchmark").set_index("benchmark").iterrows():
+        if pd.isna(row["scoring_units"]):
+            units = "units unknown: prepare it to count them"
+        elif row["scoring_unit"] == "item":
+            units = f"{row['scoring_units']:,} items"
+        else:
+            units = f"{row['scoring_units']:,} {row['scoring_unit']} groups of {row['items']:,} items"
+        mdd = "unknown" if pd.isna(row["mdd"]) else f"{row['mdd']:.1f} points"
+        lines.append(f"  {_fit(str(benchmark), _BENCH_WIDTH):<{_BENCH_WIDTH}} {_fit(units, 44):<44} MDD {mdd}")
+    return lines + _wrapped(MDD_NOTE.format(z=z_sum(), d=ASSUMED_DISCORDANCE))
+
+
 def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     """`vlmgrid plan`: per model its cells' units of work (a note's number points to the notes under the table),
-    the totals per model and for the grid with the rows each leaves out, and what the estimate assumes; every
-    line at most WIDTH characters (the CSV has the full detail)."""
+    per benchmark the MDD its scoring units allow, the totals per model and for the grid with the rows each
+    leaves out, and what the estimate assumes; every line at most WIDTH characters (the CSV has the full
+    detail)."""
     table = table or load_throughput()
     notes: dict[str, int] = {}
     lines = []
@@ -529,6 +605,7 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     lines.append("")
     for note, number in notes.items():
         lines += _wrapped(f"[{number}] {note}", "    ")
+    lines += [""] + _mdd_lines(costs)
     sums = totals(costs)
     lines += ["", "totals:"]
     total_format = "  {:<24} {:>13} {:>9} {:>10} {:>12} {:>10}"

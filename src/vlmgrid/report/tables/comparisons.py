@@ -1,6 +1,6 @@
 """The comparisons table: per pair of models and benchmark, the difference of the headlines with its paired
-bootstrap CI, the paired permutation test's p, the Holm-adjusted p and whether it is significant (Markdown,
-LaTeX, CSV)."""
+bootstrap CI, the minimum detectable difference (MDD), the paired permutation test's p, the Holm-adjusted p and
+whether it is significant (Markdown, LaTeX, CSV)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,18 @@ from vlmgrid.report.tables.format import (
     DASH, NA, PARTIAL, fmt, latex_escape, latex_name, latex_stack, latex_table, md_table,
 )
 
-HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
+HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "MDD", "p", "Holm p", "Significant"]
 # The Markdown table names the metric of each row and, in its header, the CI's resampling and the test (the
 # LaTeX table, held to the page's width, says so in its caption).
 MD_HEADER = ["Model A", "Model B", "Benchmark", "Metric", "A", "B", "A \u2212 B [95% CI, paired bootstrap]",
-             "p (paired permutation)", "Holm p", "Significant"]
-# The LaTeX header: each pair heads its rows, so the table has one name column, the benchmark's.
-LATEX_HEADER = ["Benchmark", "A", "B", "A \u2212 B [95% CI]", "p", "Holm p", "Significant"]
-# The value columns' shares of their part of the line: the difference holds its CI under it.
-LATEX_WEIGHTS = [1.0, 1.0, 1.8, 1.1, 1.1, 1.7]
+             "MDD", "p (paired permutation)", "Holm p", "Significant"]
+# The LaTeX header: each pair heads its rows, so the table has one name column, the benchmark's; the MDD sits
+# under the difference's CI rather than in a column of its own, which the page's width has no room for.
+LATEX_HEADER = ["Benchmark", "A", "B", "A \u2212 B [95% CI] MDD", "p", "Holm p", "Significant"]
+# The value columns' shares of their part of the line: the difference holds its CI and MDD under it.
+LATEX_WEIGHTS = [0.95, 0.95, 1.8, 1.1, 1.1, 1.8]
+# A Holm p below ALPHA on a difference under the MDD: not significant, and the cell says why.
+BELOW_MDD = "no (below MDD)"
 
 
 def fmt_p(p: float | None) -> str:
@@ -40,23 +43,31 @@ def _cells(row: Comparison, notes: list[str]) -> list[str]:
     note that gives its reason, one compared on the items both answered (a partial cell under `include`) is
     marked (the legend says how many)."""
     if row.difference is None:
-        return [DASH, DASH, f"{NA} [{notes.index(row.reason) + 1}]", DASH, DASH, DASH]
+        return [DASH, DASH, f"{NA} [{notes.index(row.reason) + 1}]", DASH, DASH, DASH, DASH]
     sign = "+" if row.difference > 0 and fmt(row.difference) != "0.0" else ""
     mark = PARTIAL if row.coverage is not None else ""
+    passes_p = row.p_holm is not None and row.p_holm < ALPHA
+    significant = "yes" if row.significant else BELOW_MDD if passes_p and row.below_mdd else "no"
     return [fmt(row.value_a), fmt(row.value_b),
-            f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]{mark}",
-            fmt_p(row.p_value), fmt_p(row.p_holm), "yes" if row.significant else "no"]
+            f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]{mark}", fmt(row.mdd),
+            fmt_p(row.p_value), fmt_p(row.p_holm), significant]
 
 
 def _latex_cells(row: Comparison, notes: list[str]) -> list[str]:
-    """`_cells` in LaTeX: the CI under the difference, the note's number raised after n/a."""
-    cells = [latex_escape(cell) for cell in _cells(row, notes)]
+    """`_cells` in LaTeX: the CI and the MDD under the difference, the note's number raised after n/a, "(below
+    MDD)" under the "no" it explains (the columns are too narrow for either on one line)."""
+    plain = _cells(row, notes)
+    cells = [latex_escape(cell) for cell in plain[:3] + plain[4:]]
     if row.difference is None:
         cells[2] = rf"{NA}$^{{{notes.index(row.reason) + 1}}}$"
     else:
-        difference, _, interval = _cells(row, notes)[2].partition(" ")
+        difference, _, interval = plain[2].partition(" ")
         interval, mark = interval.rstrip(PARTIAL), PARTIAL if interval.endswith(PARTIAL) else ""
-        cells[2] = latex_stack([latex_escape(difference + mark), rf"{{\scriptsize {latex_escape(interval)}}}"])
+        cells[2] = latex_stack([latex_escape(difference + mark), rf"{{\scriptsize {latex_escape(interval)}}}",
+                                rf"{{\scriptsize MDD {latex_escape(plain[3])}}}"])
+        answer, _, why = plain[-1].partition(" ")
+        if why:
+            cells[-1] = latex_stack([answer, rf"{{\scriptsize {latex_escape(why)}}}"])
     return cells
 
 
@@ -81,8 +92,12 @@ def legend(comparisons: Comparisons) -> str:
         f"metric scores groups: MME images, MMBench circular groups, MMVP pairs), the score files' own resamples. "
         f"p: two-sided paired sign-flip permutation test ({count}permutations; a permutation swaps the two models' "
         f"answers on a random half of the items or groups). Holm p: Holm's step-down correction whose family is "
-        f"one pair's benchmarks (those with a comparison). Significant: Holm p < {ALPHA:g}. The CSV adds the exact "
-        f"McNemar p where the headline is a plain accuracy."
+        f"one pair's benchmarks (those with a comparison). MDD: the minimum detectable difference, the smallest "
+        f"true difference a two-sided test at {ALPHA:g} finds with 80% power on these items or groups "
+        f"(from the per-item or per-group differences where the headline is their mean, else from the "
+        f"permutations' spread). Significant: Holm p < {ALPHA:g} and a difference at least as large as the MDD; "
+        f"marked {BELOW_MDD} where the p alone would pass but the benchmark is too small to tell a difference "
+        f"this size. The CSV adds the exact McNemar p where the headline is a plain accuracy."
     )
     covered = [row for row in comparisons.rows if row.coverage is not None and row.difference is not None]
     if covered:
@@ -103,7 +118,7 @@ def comparisons_markdown(comparisons: Comparisons, title: str) -> str:
     if not rows:
         body = "No comparisons: the grid has fewer than two models, or no comparison file to read."
     else:
-        body = md_table(MD_HEADER, rows, [":---"] * 4 + ["---:"] * 6)
+        body = md_table(MD_HEADER, rows, [":---"] * 4 + ["---:"] * 7)
     na = na_notes(comparisons)
     return f"# {markdown_text(title)}: comparisons\n\n{body}\n\n{legend(comparisons)}\n" + (f"\n{na}\n" if na else "")
 
@@ -129,15 +144,15 @@ def comparisons_frame(comparisons: Comparisons) -> pd.DataFrame:
     """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no comparison;
     `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared on, of all."""
     columns = ["model_a", "model_b", "benchmark", "metric", "value_a", "value_b", "difference", "ci_low", "ci_high",
-               "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "reason",
-               "coverage_answered", "coverage_total"]
+               "mdd", "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "mdd_from",
+               "reason", "coverage_answered", "coverage_total"]
     derived = ("significant", "coverage_answered", "coverage_total")
     frame = pd.DataFrame([{name: getattr(row, name, None) for name in columns if name not in derived}
                           | {"significant": row.significant,
                              "coverage_answered": row.coverage[0] if row.coverage else None,
                              "coverage_total": row.coverage[1] if row.coverage else None}
                           for row in comparisons.rows], columns=columns)
-    for name in ("value_a", "value_b", "difference", "ci_low", "ci_high", "p_value", "p_holm", "mcnemar_p"):
+    for name in ("value_a", "value_b", "difference", "ci_low", "ci_high", "mdd", "p_value", "p_holm", "mcnemar_p"):
         frame[name] = frame[name].astype("float64")
     frame["significant"] = frame["significant"].astype("boolean")
     for name in ("permutations", "coverage_answered", "coverage_total"):

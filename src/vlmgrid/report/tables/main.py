@@ -29,7 +29,8 @@ BETTER, WORSE = "\u207a", "\u207b"
 
 def reference_marks(grid: Grid, comparisons: Comparisons | None, model: str) -> list[str]:
     """Per benchmark of the row, then its average: BETTER / WORSE where the model is significantly better /
-    worse than the reference model (Holm-adjusted p < 0.05 over the pair's benchmarks), else ""."""
+    worse than the reference model (Holm-adjusted p < 0.05 over the pair's benchmarks, and a difference of at
+    least the minimum detectable one), else ""."""
     if comparisons is None:
         return [""] * (len(grid.benchmarks) + 1)
     marks = {1: BETTER, -1: WORSE, 0: ""}
@@ -45,7 +46,8 @@ def reference_note(comparisons: Comparisons | None) -> str:
                 "comparisons table compares every pair of models).")
     return (f" {BETTER} / {WORSE}: significantly better / worse than the reference model "
             f"{comparisons.reference_model} (paired permutation test, Holm-adjusted p < {ALPHA:g} over the "
-            f"benchmarks of the pair; the comparisons table gives the differences).")
+            f"benchmarks of the pair, and a difference of at least the minimum detectable one; the comparisons "
+            f"table gives the differences).")
 
 
 def benchmark_header(grid: Grid, benchmark: str) -> str:
