@@ -156,6 +156,22 @@ def test_every_line_of_the_plan_fits_100_columns(small, default_costs):
         assert "totals:" in out
 
 
+def test_the_plan_says_how_each_cell_answers_and_that_the_lvlm_default_is_not_llavas_recipe(tmp_path):
+    costs = cost.cost_table(repo_grid("examples/own-model", tmp_path))
+    assert set(costs["method"]) == {"option likelihood"}  # MME, MMBench, ScienceQA: the options' log-likelihood
+    out = " ".join(cost.render(costs).split())
+    assert "my-llava" in out and "answers by option likelihood (mme, mmbench, scienceqa)" in out
+    assert "`answer_mode: generate` in a model's entry answers as it did: " \
+           "config/examples/llava-1.5-method.yaml" in out
+    method = cost.cost_table(repo_grid("examples/llava-1.5-method", tmp_path))
+    assert set(method.loc[method["model"] == "llava-1.5-7b", "method"]) == {"generation"}
+    # the default grid: CLIP by similarity, the LVLM's classification by its open- and closed-world templates
+    default = " ".join(cost.render(cost.cost_table(repo_grid("config", tmp_path))).split())
+    assert "clip-tiny answers by image-text similarity (13 benchmarks)" in default
+    assert "answers by templates: open-world generation, closed-world likelihood (4 benchmarks); option " \
+           "likelihood (9 benchmarks); generation (textvqa-fixture)" in default
+
+
 def test_a_total_that_leaves_out_one_row_says_1_row(tmp_path):
     config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
                               "benchmarks": {"pope": {"kind": "pope", "source": {"type": "url"}}},

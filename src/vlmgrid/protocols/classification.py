@@ -261,4 +261,7 @@ CLASSIFICATION = Protocol(
     name="classification",
     description="zero-shot classification over the benchmark's class names",
     strategies={"embed": embed_strategy, "generate": templated_strategy, "score_options": templated_strategy},
+    # the templates answer half by generation (open-world) and half by the class names' likelihood (closed-world)
+    methods={capability: "templates: open-world generation, closed-world likelihood"
+             for capability in ("generate", "score_options")},
 )

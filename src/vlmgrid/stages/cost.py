@@ -66,7 +66,8 @@ from vlmgrid.report.labels import counted
 from vlmgrid.stages import plan
 
 THROUGHPUT_FILE = "data/throughput.yaml"
-COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "unit", "per",
+COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "method", "unit",
+           "per",
            "variants", "candidates", "requests", "gpu_hours", "input_tokens", "output_tokens", "cost_usd", "note"]
 
 # The share of scoring units on which two models are assumed to disagree (one right, the other wrong) before
@@ -436,6 +437,7 @@ def _no_gpu_note(config: Config, model: str) -> str | None:
 def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
     """One row per (cell, unit of work): items, variants, candidates, requests and GPU-hours (COLUMNS)."""
     from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.protocols import PROTOCOLS
 
     table = table or load_throughput()
     data = {name: benchmark_data(config, name) for name in config.benchmarks}
@@ -450,6 +452,7 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             continue
         kind = BENCHMARKS.get(config.benchmark(cell.benchmark)["kind"])
         capability, works = cell_work(bench, settings, kind, config.prompts_dir)
+        method = PROTOCOLS.get(kind.protocol).method(capability) if capability else None
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
         for work in works:
@@ -476,7 +479,7 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                                        else math.nan)}
                 if not price:
                     note += "; no price in its entry: cost unknown"
-            rows.append({**base, "strategy": capability, "unit": work.unit, "per": work.per,
+            rows.append({**base, "strategy": capability, "method": method, "unit": work.unit, "per": work.per,
                          "variants": work.variants, "candidates": work.mean_candidates, "requests": requests,
                          "gpu_hours": hours, **priced, "note": note})
     costs = pd.DataFrame(rows, columns=COLUMNS)
@@ -558,6 +561,23 @@ MDD_NOTE = (
 )
 
 
+LIKELIHOOD_NOTE = (
+    "Option likelihood (each option scored, the likeliest taken) is the grid's default for an LVLM on yes/no and "
+    "multiple choice; LLaVA-1.5's paper generated a short answer greedily and parsed it. `answer_mode: generate` "
+    "in a model's entry answers as it did: config/examples/llava-1.5-method.yaml."
+)
+
+
+def _method_lines(costs: pd.DataFrame) -> list[str]:
+    """How one model answers its cells, by method: the benchmarks named where a method has three or fewer."""
+    cells = costs[costs["strategy"] != "n/a"].drop_duplicates("benchmark")
+    parts = []
+    for method, benchmarks in cells.groupby("method", sort=False)["benchmark"]:
+        names = list(benchmarks)
+        parts.append(f"{method} ({', '.join(names) if len(names) <= 3 else counted(len(names), 'benchmark')})")
+    return _wrapped("  answers by " + "; ".join(parts), "    ") if parts else []
+
+
 def _mdd_lines(costs: pd.DataFrame) -> list[str]:
     """Per benchmark: its scoring units and the MDD they allow (planned_mdd), then what the figure assumes."""
     from vlmgrid.metrics.power import z_sum
@@ -589,6 +609,7 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     for model, frame in costs.groupby("model", sort=False):
         heading = _model_heading(frame)
         lines.append(_fit(f"{model}" + (f" ({heading})" if heading else ""), WIDTH))
+        lines += _method_lines(frame)
         for _, row in frame.iterrows():
             na = row["strategy"] == "n/a"
             shape = "" if na or pd.isna(row["variants"]) else (
@@ -605,6 +626,10 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     lines.append("")
     for note, number in notes.items():
         lines += _wrapped(f"[{number}] {note}", "    ")
+    from vlmgrid.protocols.base import ANSWERS_BY
+
+    if (costs["method"] == ANSWERS_BY["score_options"]).any():
+        lines += _wrapped(LIKELIHOOD_NOTE)
     lines += [""] + _mdd_lines(costs)
     sums = totals(costs)
     lines += ["", "totals:"]
