@@ -92,7 +92,7 @@ def test_the_grids_settings_stamp_holds_what_vlmgrid_reads_defaults_filled_in(tm
     stamps = tmp_path / "stamps"
     assert main(["stamp-sources", "--config", str(REPO / OWN), "--out", str(stamps)]) == 0
     written = stamps / "grid" / "settings.json"
-    assert json.loads(written.read_text()) == {"bootstrap": {"samples": 1000, "seed": 0},
+    assert json.loads(written.read_text()) == {"bootstrap": {"samples": 1000, "seed": 0}, "invariance_items": 32,
                                                "title": "My fine-tuned LLaVA on MME, MMBench and ScienceQA-IMG"}
     before = written.stat().st_mtime_ns
     assert main(["stamp-sources", "--config", str(REPO / OWN), "--out", str(stamps)]) == 0

@@ -30,7 +30,7 @@ _TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "results_dir": "results",
     "title": "vlmgrid results",
     "bootstrap": {"samples": 1000, "seed": 0},
-    "infer": {"part_size": 1024, "threads": 2},
+    "infer": {"part_size": 1024, "threads": 2, "invariance_items": 32},
     "report": {"flag_error_rate": 10, "partial_cells": "exclude", "reported": "config/reported"},
     "prompts_dir": "config/prompts",
     "cluster": {

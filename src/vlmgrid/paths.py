@@ -24,9 +24,9 @@ def source_stamps_dir(data_dir: Path) -> Path:
 
 
 def grid_settings_stamp(stamps_dir: Path) -> Path:
-    """The grid's own settings (its title and bootstrap, with vlmgrid's defaults where the config leaves them
-    out), in a stamps folder: DVC's score, compare and report stages track them there, as DVC has no optional
-    params of the config."""
+    """The grid's own settings (its title, bootstrap and batch check's size, with vlmgrid's defaults where the
+    config leaves them out), in a stamps folder: DVC's infer, score, compare and report stages track them there,
+    as DVC has no optional params of the config."""
     return Path(stamps_dir) / "grid" / "settings.json"
 
 

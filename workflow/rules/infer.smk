@@ -11,6 +11,8 @@ rule infer:
     params:
         settings=lambda wildcards: get_model_settings(wildcards.model),
         prompts=get_prompt_hashes(),
+        # the batch check's sample size: its result is in the predictions file
+        invariance_items=GRID.infer["invariance_items"],
     threads: GRID.infer["threads"]
     resources:
         gpu=lambda wildcards: get_gpus(wildcards.model),
@@ -38,6 +40,8 @@ rule infer_shard:
     params:
         settings=lambda wildcards: get_model_settings(wildcards.model),
         prompts=get_prompt_hashes(),
+        # the batch check's sample size: its result is in the predictions file
+        invariance_items=GRID.infer["invariance_items"],
     threads: GRID.infer["threads"]
     resources:
         gpu=lambda wildcards: get_gpus(wildcards.model),

@@ -14,6 +14,7 @@ exchange with a backend, and the name of the manifest `vlmgrid fetch-model` writ
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol, Sequence
@@ -163,6 +164,9 @@ class Backend:
     capabilities: ClassVar[frozenset[str]]
     uses_gpu: ClassVar[bool] = False
     defaults: ClassVar[dict] = {}
+    #: Why this backend's answers cannot depend on a batch (the batch check then skips its cells); None for a
+    #: backend that batches requests, which must implement `one_at_a_time`.
+    unbatched: ClassVar[str | None] = "the backend answers each request on its own"
 
     def __init__(self, settings: dict) -> None:
         self.settings = {**self.defaults, **resolve_generation(settings)}
@@ -212,6 +216,11 @@ class Backend:
     def score_results(self, requests: Sequence[OptionRequest]) -> list[ScoreResult]:
         """Per-item results; a backend whose items can fail one by one (an API) overrides this."""
         return [ScoreResult(scores) for scores in self.score_options(requests)]
+
+    def one_at_a_time(self) -> contextlib.AbstractContextManager:
+        """While the block runs, every request is answered alone (batch size 1, no padding): the batch check's
+        reference answers. A setting for the block, not a change of the model: the batch size comes back."""
+        return contextlib.nullcontext()
 
     def drop_capability(self, capability: str) -> bool:
         """Stop using a capability the server turned out to lack (`answer_mode: auto`); False when this

@@ -31,6 +31,7 @@ class Baseline(Backend):
     name = "baseline"
     capabilities = frozenset({"score_options"})
     uses_gpu = False
+    unbatched = "a baseline answers each item by itself, with no model pass"
     defaults = {"seed": 0, "strategy": "random"}
 
     def __init__(self, settings: dict) -> None:

@@ -23,6 +23,7 @@ it like the language model's text (left), which changes the scores with the batc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +43,7 @@ class Hf(HfOptionScoring, HfBatching, Backend):
     name = "hf"
     capabilities = frozenset({"generate", "score_options"})
     uses_gpu = True
+    unbatched = None
     defaults = {
         "batch_size": "auto", "precision": "bf16", "device": "auto", "attn_implementation": "sdpa",
         "trust_remote_code": False, "generation": {"max_new_tokens": 32, "do_sample": False},
@@ -66,6 +68,16 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         # On an accelerator the next batch's inputs are prepared by a thread while the current batch runs; on
         # the CPU that thread would only take turns with the model for the same cores.
         self._prefetch = ThreadPoolExecutor(max_workers=1) if str(device) != "cpu" else None
+
+    @contextlib.contextmanager
+    def one_at_a_time(self):
+        # The batch loop's limit is the one knob every batched path (generation, letters, continuations) reads.
+        saved = self._limit, self.batch_size
+        self._limit = 1
+        try:
+            yield self
+        finally:
+            self._limit, self.batch_size = saved
 
     # --- fetch and load ---------------------------------------------------------------------------------
 

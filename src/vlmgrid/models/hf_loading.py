@@ -120,7 +120,9 @@ def load_pretrained(settings: dict, model_dir: Path, device: str) -> tuple:
         _check_on_gpus(model, model_dir, gpus)
     model.eval()
     tokenizer = getattr(processor, "tokenizer", processor)
-    tokenizer.padding_side = "left"
+    # Left: a batch's prompts then all end where generation starts. `padding_side: right` exists only to show
+    # what the batch check catches (the bug of padding a decoder-only model on the right).
+    tokenizer.padding_side = settings.get("padding_side") or "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, processor, device, dtype

@@ -271,6 +271,9 @@ class OpenClip(Backend):
     name = "open_clip"
     capabilities = frozenset({"embed"})
     uses_gpu = True
+    # Images are resized to one size and texts padded to the fixed context length, so nothing a batch pads
+    # reaches an embedding.
+    unbatched = "a contrastive model embeds at fixed sizes, with no padding that depends on the batch"
     defaults = {"batch_size": 64, "text_batch_size": 1024, "precision": "fp32", "device": "auto", "pixel_cache": True}
 
     def __init__(self, settings: dict, model, preprocess, tokenizer, device: str, dtype,

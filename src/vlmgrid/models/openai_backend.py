@@ -71,6 +71,7 @@ class OpenAI(ApiClient, Backend):
     name = "openai"
     capabilities = frozenset({"generate"})
     uses_gpu = False
+    unbatched = "an API request carries one item; how the server batches is not the job's to choose"
     defaults = {"api_key_env": "OPENAI_API_KEY", "concurrency": 8, "max_retries": 5, "timeout": 120,
                 "logprobs": False, "cache": True, "circuit_breaker": 10}
 

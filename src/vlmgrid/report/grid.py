@@ -103,6 +103,31 @@ class Grid:
         return [benchmark for benchmark in self.benchmarks
                 if self.partial_cells == "include" or self.coverage(model, benchmark) is None]
 
+    def batch_check(self, model: str, benchmark: str) -> dict | None:
+        """The batch check's result of a scored (or failed) cell; None when it records none."""
+        cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
+        return None if cell is None else cell.invariance
+
+    def batch_dependent(self, model: str, benchmark: str) -> bool:
+        """Whether an item of the cell was answered otherwise one at a time than in its batch."""
+        check = self.batch_check(model, benchmark)
+        return bool(check and check["differing"])
+
+    def batch_dependents(self) -> list[tuple[str, str, tuple[int, int]]]:
+        """(model, benchmark, (differing, checked)) of every cell the batch check marks, in grid order."""
+        return [(model, benchmark, (len(check["differing"]), check["checked"]))
+                for model in self.models for benchmark in self.benchmarks
+                if self.batch_dependent(model, benchmark) and (check := self.batch_check(model, benchmark))]
+
+    def model_batch_dependent(self, model: str) -> bool:
+        """Whether a cell the model's average is over is batch-dependent (the average is marked too)."""
+        return any(self.batch_dependent(model, benchmark) for benchmark in self.averaged(model))
+
+    def batch_checked(self) -> bool:
+        """Whether any cell records a batch check (the tables then say what it found)."""
+        return any(self.batch_check(model, benchmark) is not None
+                   for model in self.models for benchmark in self.benchmarks)
+
     def is_not_applicable(self, model: str, benchmark: str) -> bool:
         return (model, benchmark) in self.not_applicable
 

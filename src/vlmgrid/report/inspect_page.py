@@ -62,6 +62,8 @@ class Item:
     # (label, text) of what the prompt showed besides the question and options, before the question
     # (MMBench's and ScienceQA's context)
     context: Sequence[tuple[str, str]] = ()
+    # the models whose answer to the item changed when it was answered one at a time (the batch check)
+    batch: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class InspectPage:
     n_items: int  # the benchmark's items, all of them
     sample_note: str = ""  # how the items shown were chosen when they are not all of them
     notes: Sequence[str] = field(default_factory=tuple)  # anything else said once (labels hidden, ...)
+    # a model's answers depend on the batch: the page gets that filter (a page without one is as it was)
+    batch_filter: bool = False
 
 
 def _asset(name: str) -> str:
@@ -151,6 +155,14 @@ def _flags(item: Item, models: Sequence[str], verdicts: Sequence[str]) -> str:
                     if any(answer.verdict in verdicts for answer in item.answers.get(model, [])))
 
 
+def _batch_flags(item: Item, models: Sequence[str]) -> str:
+    """The model columns (by position) whose answer to the item depends on the batch, as a data attribute."""
+    if not item.batch:
+        return ""
+    return ' data-batch="' + " ".join(str(position) for position, model in enumerate(models)
+                                      if model in item.batch) + '"'
+
+
 def _row(item: Item, models: Sequence[str]) -> str:
     image = (f'<img src="{escape(item.thumbnail)}" alt="{escape(item.item_id)}">' if item.thumbnail
              else f'<span class="dim">{escape(item.image_note)}</span>')
@@ -162,7 +174,8 @@ def _row(item: Item, models: Sequence[str]) -> str:
         cells.append(f"<td>{_answers(answers) if answers else NOT_ANSWERED}</td>")
     return (
         f'<tr class="item" data-id="{escape(item.item_id)}" data-wrong="{_flags(item, models, (WRONG, PARTIAL))}" '
-        f'data-error="{_flags(item, models, (FORMAT_ERROR,))}" data-disagree="{"1" if item.disagree else "0"}">'
+        f'data-error="{_flags(item, models, (FORMAT_ERROR,))}" data-disagree="{"1" if item.disagree else "0"}"'
+        f'{_batch_flags(item, models)}>'
         f'<td class="thumb">{image}</td>'
         f'<td class="itemtext"><div class="id">{escape(item.item_id)}</div>{_context(item)}{question}'
         f'{_option_lines(item.options, item.labels)}<div class="gold">gold: {_text(item.gold)}</div></td>'
@@ -180,7 +193,7 @@ def _preamble(page: InspectPage) -> str:
     return "\n".join(lines)
 
 
-def _controls(models: Sequence[str]) -> str:
+def _controls(models: Sequence[str], batch_filter: bool = False) -> str:
     choices = "".join(f'<option value="{position}">{escape(model)}</option>' for position, model in enumerate(models))
     return (
         '<div class="controls">'
@@ -189,6 +202,7 @@ def _controls(models: Sequence[str]) -> str:
         '<option value="wrong">wrong answers</option>'
         '<option value="error">format errors</option>'
         '<option value="disagree">models disagree</option>'
+        + ('<option value="batch">answers depend on the batch</option>' if batch_filter else "") +
         '</select></label> '
         f'<label>of <select id="model"><option value="any">any model</option>{choices}</select></label> '
         '<span id="count"></span></div>'
@@ -203,7 +217,7 @@ def render_page(page: InspectPage) -> str:
     if not page.models:
         table = '<p class="notice">No model of the grid can run this benchmark: there are no answers to show.</p>'
     else:
-        table = (f'{_controls(page.models)}<table><thead><tr><th>image</th><th>item</th>{header}</tr></thead>'
+        table = (f'{_controls(page.models, page.batch_filter)}<table><thead><tr><th>image</th><th>item</th>{header}</tr></thead>'
                  f"<tbody>\n{rows}\n</tbody></table>")
     return f"""<!doctype html>
 <html lang="en">

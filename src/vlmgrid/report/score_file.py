@@ -25,6 +25,9 @@ class Estimate:
     # partial import), or an average that leaves such cells out: marked like `flag` (a double dagger and a
     # footnote). None: nothing to mark.
     coverage: tuple[int, int] | None = None
+    # The value is built on a cell whose answers changed when items were answered one at a time instead of in
+    # batches (the score file's `invariance`): marked (a not-equal sign and a footnote). False: nothing to mark.
+    batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class ScoreCell:
     # why the others are left out, where its strategy cannot answer them (score-JSON `coverage.reason`); None
     # for an import that answers a subset by construction
     coverage_reason: str | None = None
+    # The batch check's result (score-JSON `invariance`: checked, same, differing ids, ...); None when the
+    # predictions file records none (the check was off, or the file was imported).
+    invariance: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -312,7 +318,23 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         model_id=_name(data, "model_id"),
         coverage=_coverage(data.get("coverage")),
         coverage_reason=_coverage_reason(data.get("coverage")),
+        invariance=_invariance(data.get("invariance")),
     )
+
+
+def _invariance(raw: Any) -> dict[str, Any] | None:
+    """The batch check's result; None when the score has none."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _Invalid("invariance is not an object")
+    checked, same = _count(raw.get("checked"), "invariance.checked"), _count(raw.get("same"), "invariance.same")
+    differing = raw.get("differing")
+    if (checked is None or same is None or not isinstance(differing, list) or same > checked
+            or len(differing) != checked - same):
+        raise _Invalid(f"invariance is {dict(raw)!r}, not {{checked, same, differing: [ids]}} with same + "
+                       f"len(differing) == checked")
+    return {**raw, "differing": [str(item) for item in differing]}
 
 
 def _invalid(path: Path, model: str, benchmark: str, reason: str) -> VlmgridError:

@@ -72,8 +72,9 @@ class Cell:
         return write_not_applicable(model_name=self.model, model_settings=model_settings, benchmark=self.benchmark,
                                     reason=reason, out_path=self.out_path, partial_dir=self.partial_dir)
 
-    def open(self, job: Job, model_settings: dict) -> CellRun:
-        return CellRun(self, job, model_settings)
+    def open(self, job: Job, model_settings: dict, check_items: int = 0) -> CellRun:
+        """`check_items`: the batch check's sample size (`infer.invariance_items`; 0: no check)."""
+        return CellRun(self, job, model_settings, check_items)
 
 
 def _remove_empty_folders(folder: Path, levels: int) -> None:
@@ -89,8 +90,9 @@ class CellRun:
     """A cell's job while it runs: its parts (kept as they are done, so a killed job resumes at the first missing
     one), the model run answering now, and the final write."""
 
-    def __init__(self, cell: Cell, job: Job, model_settings: dict) -> None:
+    def __init__(self, cell: Cell, job: Job, model_settings: dict, check_items: int = 0) -> None:
         self.cell, self.job, self.model_settings = cell, job, model_settings
+        self.check_items = check_items
         self.store = PartStore(cell.partial_dir, job.fingerprint)
         self.store.open()
         self.indices = cell.shard.parts(job.n_parts) if cell.shard is not None else range(job.n_parts)
@@ -102,6 +104,7 @@ class CellRun:
                 self._tables[index], self._made_by[index] = loaded
         self._run: dict | None = None
         self._fallback = self.store.fallback()
+        self._invariance = self.store.invariance(check_items) if check_items else None
         if self._tables:
             log.info(f"resuming: {len(self._tables)} of {len(self.indices)} parts ({self.done_items} of "
                      f"{self.n_items} items) already done")
@@ -118,6 +121,51 @@ class CellRun:
     def pending(self) -> list[int]:
         """The parts still to answer, in order."""
         return [index for index in self.indices if index not in self._tables]
+
+    @property
+    def check_pending(self) -> bool:
+        """The batch check is asked for and has not run (it runs once every part is done)."""
+        return self.check_items > 0 and self._invariance is None
+
+    def check_batches(self, reanswer: Callable | None, batch_size: int | None, reason: str | None = None) -> dict:
+        """The batch check (`vlmgrid.stages.invariance`): the sample's items of this cell (or shard) answered
+        again by `reanswer` (records -> rows, one request at a time) and compared with their rows; without
+        `reanswer` the model does not batch, and `reason` says so. Kept with the parts until the file is written.
+        """
+        from vlmgrid.stages import invariance
+
+        if self.pending:
+            raise RuntimeError("the batch check runs once every part is done")
+        records = self.job.bench.records
+        start, stop = ((self.job.bounds[self.indices[0]], self.job.bounds[self.indices[-1] + 1])
+                       if len(self.indices) else (0, 0))
+        # The sample is drawn over the whole benchmark: a shard checks the sample's items in its rows, so its
+        # shards together check what the unsharded job does.
+        positions = [p for p in invariance.sample_positions(self.job.bench.name, len(records), self.check_items)
+                     if start <= p < stop]
+        sample = records.iloc[positions]
+        ids = [str(item) for item in sample["id"]]
+        if reanswer is None:
+            result = invariance.skipped(reason or "the model does not batch its requests")
+        elif not ids:
+            result = invariance.compare([], [], [], batch_size)
+        else:
+            wanted = set(ids)
+            batched = [row for index in self.indices for row in self._tables[index].to_pylist()
+                       if str(row["id"]) in wanted]
+            result = invariance.compare(batched, reanswer(sample), ids, batch_size)
+        self.store.save_invariance(self.check_items, result)
+        self._invariance = result
+        if result.get("skipped"):
+            log.info(f"batch check skipped: {result['skipped']}")
+        elif result["differing"]:
+            log.warning(f"batch check: {len(result['differing'])} of {result['checked']} item(s) answered one at "
+                        f"a time differ from their batched answers (batch size {batch_size}): "
+                        f"{', '.join(result['differing'][:5])}; the cell is marked in the report")
+        else:
+            log.info(f"batch check: {result['checked']} item(s) answered one at a time match their batched "
+                     f"answers (largest log-probability difference {result['max_logprob_delta']})")
+        return result
 
     def begin(self, provenance: dict) -> None:
         """A model run starts answering: the parts it saves from now on are recorded as its own."""
@@ -190,7 +238,7 @@ class CellRun:
         last = self._made_by[self.indices[-1]] if len(self.indices) else {"strategy": None, "provenance": None}
         metadata = predictions_metadata(model_name=self.cell.model, model_settings=self.model_settings, job=self.job,
                                         strategy=last["strategy"], provenance=last["provenance"],
-                                        fallback=self._fallback)
+                                        fallback=self._fallback, invariance=self._invariance)
         if len(self.indices):
             metadata["runs"] = self.runs()
         if self.cell.shard is not None:

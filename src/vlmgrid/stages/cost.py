@@ -455,8 +455,11 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
         method = PROTOCOLS.get(kind.protocol).method(capability) if capability else None
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
-        for work in works:
-            requests = work.requests(bench.items)
+        check = int(config.infer["invariance_items"]) if _batched(settings) else 0
+        for work, checked in [(work, False) for work in works] + [(work, True) for work in works
+                                                                  if check and work.per == "item"]:
+            items = bench.items if not checked or bench.items is None else min(check, bench.items)
+            requests = work.requests(items) if not checked else _check_requests(work, items)
             note = _no_gpu_note(config, cell.model)
             hours = 0.0 if note else math.nan
             if note is None and requests is None:
@@ -470,6 +473,10 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                 else:
                     hours = requests * seconds * gpus / 3600
                     note = f"size {size}" + (", served: at hf rates, an upper bound" if "serve" in settings else "")
+            if checked:
+                note = (f"{note}; " if note else "") + (
+                    f"the batch check: {check} items (infer.invariance_items) answered again one at a time, "
+                    f"at the batched rates (a lower bound)")
             priced = {}
             if is_api(settings):
                 tokens = request_tokens(work, settings, kind.protocol, table)
@@ -479,12 +486,28 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                                        else math.nan)}
                 if not price:
                     note += "; no price in its entry: cost unknown"
-            rows.append({**base, "strategy": capability, "method": method, "unit": work.unit, "per": work.per,
+            rows.append({**base, "items": items, "strategy": capability, "method": method, "unit": work.unit,
+                         "per": "check" if checked else work.per,
                          "variants": work.variants, "candidates": work.mean_candidates, "requests": requests,
                          "gpu_hours": hours, **priced, "note": note})
     costs = pd.DataFrame(rows, columns=COLUMNS)
     return costs.astype({"items": "Int64", "scoring_units": "Int64", "variants": "Int64", "input_tokens": "Int64",
                          "output_tokens": "Int64"})
+
+
+def _batched(settings: dict) -> bool:
+    """Whether the model batches its requests, so that the batch check answers a sample again."""
+    from vlmgrid.models import BACKENDS
+
+    return BACKENDS.get(settings["backend"]).unbatched is None
+
+
+def _check_requests(work: Work, items: int | None) -> int | None:
+    """The requests of the batch check's `items` (a sample: an item of the mean shape where shapes vary)."""
+    if items is None or work.candidates is None:
+        return None
+    mean = work.mean_candidates
+    return None if mean is None else round(work.variants * mean * items)
 
 
 def totals(costs: pd.DataFrame) -> pd.DataFrame:

@@ -68,6 +68,7 @@ def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None 
                 model_dir=model_dir,
                 prompts_dir=config.prompts_dir,
                 part_size=int(config.infer["part_size"]),
+                check_items=int(config.infer["invariance_items"]),
                 threads=int(threads or config.infer["threads"]),
                 device=_device(lease, settings, model),
                 progress=progress,
@@ -101,21 +102,23 @@ def _device(lease, settings: dict, model: str) -> str:
 
 def run_inference(*, cell: Cell, model_settings: dict, bench_dir: Path, model_dir: Path, part_size: int,
                   threads: int, prompts_dir: Path | None = None, device: str = "cpu", progress: bool = True,
-                  server: ServerPlan | None = None, checkpoint: InPlace | None = None) -> Path:
+                  server: ServerPlan | None = None, checkpoint: InPlace | None = None, check_items: int = 0) -> Path:
     """Predict every item of the benchmark in bench_dir (or of the cell's shard) with the model; returns the
     cell's file. The caller holds the cell's lock.
 
     `prompts_dir` is where the protocols read their prompt sets (see `open_job`). With `server`, the model's
     server is started for the parts still to do, the backend sent to it, and the server stopped after them.
     With `checkpoint` (weights read in place, at model_dir), its files' fingerprint is part of the job's
-    identity and its path and fingerprint go into the provenance.
+    identity and its path and fingerprint go into the provenance. With `check_items` (`infer.invariance_items`),
+    that many items are answered again one at a time once every part is done, and compared (the batch check,
+    `vlmgrid.stages.invariance`).
     """
     from vlmgrid.models import BACKENDS
 
     job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir,
                    weights=checkpoint.fingerprint if checkpoint is not None else None)
-    run = cell.open(job, model_settings)
-    if run.pending:
+    run = cell.open(job, model_settings, check_items)
+    if run.pending or run.check_pending:
         backend = BACKENDS.get(model_settings["backend"])
         # the model's server, when it has one, is stopped once the parts are done or the job fails
         with server.run() if server is not None else contextlib.nullcontext() as running:
@@ -133,8 +136,27 @@ def run_inference(*, cell: Cell, model_settings: dict, bench_dir: Path, model_di
             run.begin(provenance)
             # The prior is the whole benchmark's in every shard, so a shard answers as the whole job would.
             model.set_answer_prior(job.bench.records["answer_index"].tolist())
-            run.answer(_Answering(model, job.bench, run).run, progress=progress)
+            answering = _Answering(model, job.bench, run)
+            run.answer(answering.run, progress=progress)
+            if run.check_pending:
+                _check_batches(run, model, answering)
     return run.finish()
+
+
+def _check_batches(run: CellRun, model, answering: _Answering) -> None:
+    """The batch check: the sample answered again through the same runner, every request alone."""
+    if model.unbatched is not None:
+        run.check_batches(None, None, model.unbatched)
+        return
+    batch_size = model.provenance().batch_size  # what the batched run used ("auto": the size that worked)
+
+    def one_at_a_time(records) -> list[dict]:
+        with model.one_at_a_time():
+            return answering.run(records)
+
+    started = time.monotonic()
+    run.check_batches(one_at_a_time, batch_size)
+    log.info(f"batch check took {time.monotonic() - started:.1f}s")
 
 
 def _load(backend, settings: dict, model_dir: Path, device: str, model: str):

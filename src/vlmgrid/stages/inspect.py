@@ -221,6 +221,10 @@ def _read_model(config: Config, model: str, bench) -> pd.DataFrame | str:
     records, coverage = answered_records(metadata, predictions, bench.records, path)
     check_against_records(predictions, records, path)
     predictions.attrs["coverage"] = coverage
+    # the batch check's items whose answers changed one at a time (the page can filter them)
+    check = metadata.get("invariance")
+    predictions.attrs["batch_dependent"] = [str(item) for item in check.get("differing") or []] if isinstance(
+        check, dict) else []
     return predictions
 
 
@@ -265,11 +269,18 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
     rule, metric = ITEM_RULES.get(bench.kind.metric), METRICS.get(bench.kind.metric)
     prompt_fields = PROTOCOLS.get(bench.kind.protocol).prompt_fields
     records = bench.records.reset_index(drop=True)
-    shown = records.iloc[sample_positions(len(records), max_items, seed)].reset_index(drop=True)
+    read = {model: _read_model(config, model, bench) for model in models}
+    batch_dependent = {model: set(predictions.attrs["batch_dependent"]) for model, predictions in read.items()
+                       if not isinstance(predictions, str) and predictions.attrs["batch_dependent"]}
+    positions = sample_positions(len(records), max_items, seed)
+    # The items whose answers depend on the batch are always on the page, so its filter finds every one.
+    flagged = set().union(*batch_dependent.values()) if batch_dependent else set()
+    extra = sorted(set(np.flatnonzero(records["id"].astype(str).isin(flagged))) - set(positions.tolist()))
+    shown = records.iloc[np.sort(np.concatenate([positions, np.array(extra, dtype=int)]))].reset_index(drop=True)
 
     answers, keys, not_applicable, partial = {}, {}, {}, []
     for model in models:
-        predictions = _read_model(config, model, bench)
+        predictions = read[model]
         if isinstance(predictions, str):
             not_applicable[model] = predictions
             continue
@@ -297,6 +308,7 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
             gold=rule.gold(record),
             answers={model: answers[model][item_id] for model in answers},
             disagree=len(readings) > 1,
+            batch=tuple(model for model in answers if item_id in batch_dependent.get(model, ())),
         ))
 
     notes = []
@@ -308,11 +320,17 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
         notes.append("The gold answers are hidden (a leaderboard's test copy): no answer is right or wrong here.")
     sample_note = ""
     if len(shown) < len(records):
-        sample_note = (f"This page shows {len(shown)} of the {len(records)} items: a sample drawn with seed {seed}, "
+        added = (f" and the {len(extra)} other item(s) whose answers depend on the batch" if extra else "")
+        sample_note = (f"This page shows {len(shown)} of the {len(records)} items: a sample drawn with seed {seed}{added}, "
                        f"in records order (`vlmgrid inspect {benchmark} --max-items N --seed S` draws another).")
+    if batch_dependent:
+        listed = "; ".join(f"{model}: {len(ids)}" for model, ids in batch_dependent.items())
+        notes.append(f"Answers that depend on the batch (the batch check answered these items again one at a time "
+                     f"and got other answers): {listed}; the filter \"answers depend on the batch\" shows them.")
     return InspectPage(
         benchmark=benchmark, kind=bench.kind.name, metric=metric.headline, rule=rule.rule,
         models=[model for model in models if model in answers], not_applicable=not_applicable,
+        batch_filter=bool(batch_dependent),
         items=items, n_items=len(records), sample_note=sample_note, notes=notes,
     )
 

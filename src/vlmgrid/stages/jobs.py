@@ -103,6 +103,19 @@ class PartStore:
         path = self.directory / "fallback.json"
         return json.loads(path.read_text(encoding="utf-8"))["fallback"] if path.is_file() else None
 
+    def save_invariance(self, items: int, result: dict) -> None:
+        """The batch check's result, kept so that a job resumed after it reuses it (`items`: the sample size it
+        was asked for; another size checks again)."""
+        write_json(self.directory / "invariance.json", {"items": items, "result": result})
+
+    def invariance(self, items: int) -> dict | None:
+        path = self.directory / "invariance.json"
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return saved.get("result") if saved.get("items") == items else None
+
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -193,9 +206,10 @@ def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_d
 
 
 def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, strategy: str | None,
-                         provenance: dict | None, fallback: str | None = None) -> dict:
+                         provenance: dict | None, fallback: str | None = None,
+                         invariance: dict | None = None) -> dict:
     """What a predictions file records about the job that made it (docs/formats.md); `fallback` says how
-    `answer_mode: auto` changed the way the model answers, when it did."""
+    `answer_mode: auto` changed the way the model answers, when it did; `invariance` is the batch check's."""
     metadata = {
         "model": model_name,
         "benchmark": job.bench.name,
@@ -209,6 +223,8 @@ def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, str
     }
     if fallback:
         metadata["fallback"] = fallback
+    if invariance is not None:  # the batch check's result (vlmgrid.stages.invariance); absent when it is off
+        metadata["invariance"] = invariance
     return metadata
 
 

@@ -230,6 +230,8 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
     answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata), **_answerer(metadata)}
     if metadata.get("fallback"):  # answer_mode auto answered another way than the entry asked first
         answered["fallback"] = metadata["fallback"]
+    if isinstance(metadata.get("invariance"), dict):  # the batch check's result, as inference recorded it
+        answered["invariance"] = metadata["invariance"]
     try:
         result = score_predictions(
             bench.kind.metric, records, predictions,

@@ -24,6 +24,7 @@ from vlmgrid import paths
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import read_metadata, read_table, rows_to_table
+from vlmgrid.stages import invariance
 from vlmgrid.stages.jobs import (Job, merge_runs, open_job, predictions_metadata, write_not_applicable,
                                  write_predictions)
 from vlmgrid.stages.plan import not_applicable
@@ -116,6 +117,7 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
     tables: list[pa.Table] = []
     made_by: tuple[int, dict] | None = None  # the first shard that ran the model: its strategy and provenance
     runs: list[dict] = []  # every model run of every shard, with its rows (record positions)
+    checks: list[dict] = []  # each shard's batch check, over the sample's items in its rows
     for index, path in enumerate(shard_paths, 1):
         # Read first: a truncated file is called unreadable, not made with other settings.
         tables.append(read_table(path, f"run `{rerun} {index}/{count}` again"))
@@ -134,6 +136,8 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
         if shard["parts"][0] == shard["parts"][1]:
             continue  # no parts, no model: it records no strategy or provenance
         runs.extend(recorded.get("runs") or [])
+        if recorded.get("invariance") is not None:
+            checks.append(recorded["invariance"])
         ran = {"strategy": recorded.get("strategy"), "provenance": recorded.get("provenance"),
                "fallback": recorded.get("fallback")}
         if made_by is None:
@@ -146,7 +150,8 @@ def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part
             )
     merged = pa.concat_tables(tables) if tables else rows_to_table([])
     ran = made_by[1] if made_by else {"strategy": None, "provenance": None, "fallback": None}
-    metadata = predictions_metadata(model_name=model_name, model_settings=model_settings, job=job, **ran)
+    metadata = predictions_metadata(model_name=model_name, model_settings=model_settings, job=job, **ran,
+                                    invariance=invariance.merge(checks))
     if runs:
         metadata["runs"] = merge_runs(runs)
     write_predictions(out_path, merged, metadata)

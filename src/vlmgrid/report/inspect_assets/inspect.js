@@ -6,7 +6,7 @@
   if (!show) return;  // a page without model columns has no filters
   const rows = Array.from(document.querySelectorAll("tr.item"));
 
-  // data-wrong and data-error list the model columns (by position) that answered the item so.
+  // data-wrong, data-error and data-batch list the model columns (by position) that answered the item so.
   function has(list, which) {
     const columns = list ? list.split(" ") : [];
     return which === "any" ? columns.length > 0 : columns.includes(which);
@@ -17,6 +17,7 @@
       case "wrong": return has(row.dataset.wrong, model.value);
       case "error": return has(row.dataset.error, model.value);
       case "disagree": return row.dataset.disagree === "1";
+      case "batch": return has(row.dataset.batch, model.value);  // answers that changed one at a time
       default: return true;
     }
   }

@@ -9,7 +9,7 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, coverage_note, fmt, fmt_count, is_flagged, md_table, threshold,
+    BATCH_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, batch_note, coverage_note, fmt, fmt_count, is_flagged, md_table, threshold,
 )
 
 CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
@@ -47,6 +47,16 @@ def _cell_rows(grid: Grid) -> list[list]:
     return rows
 
 
+def batch_check_text(check: dict | None) -> str:
+    """The batch check of a cell in words: "32 same", "3 of 32 differ≠", "skipped" ({DASH}: not checked)."""
+    if check is None:
+        return DASH
+    if check.get("skipped"):
+        return "skipped"
+    differing = len(check["differing"])
+    return f"{differing} of {check['checked']} differ{BATCH_MARK}" if differing else f"{check['checked']} same"
+
+
 def cells_frame(grid: Grid) -> pd.DataFrame:
     frame = pd.DataFrame(_cell_rows(grid), columns=CELL_COLUMNS)
     for name in ("n", "n_valid", "items"):
@@ -54,20 +64,31 @@ def cells_frame(grid: Grid) -> pd.DataFrame:
     for name in ("format_error_rate", "lenient"):
         frame[name] = frame[name].astype("float64")
     frame["flagged"] = frame["flagged"].astype("boolean")
+    if grid.batch_checked():
+        # The batch check's columns, only where a cell records one (a grid without the check keeps its table).
+        checks = [grid.batch_check(model, benchmark) for model, benchmark in zip(frame["model"], frame["benchmark"])]
+        frame["batch_checked"] = pd.array([c["checked"] if c else None for c in checks], dtype="Int64")
+        frame["batch_differing"] = pd.array([len(c["differing"]) if c else None for c in checks], dtype="Int64")
+        frame["batch_dependent"] = pd.array([bool(c["differing"]) if c else None for c in checks], dtype="boolean")
     return frame
 
 
 def cells_markdown(grid: Grid, title: str) -> str:
     header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)",
               "Lenient reading"]
+    checked = grid.batch_checked()
+    if checked:
+        header.append("Batch check")
     rows = []
     for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark, items in _cell_rows(grid):
         answered = word if word in (NA, MISSING) else (answered or DASH)
         n = fmt_count(n) if n is None or items is None or n == items else f"{n} of {items}{PARTIAL}"
         errors = DASH if errors is None else fmt(errors) + (DAGGER if mark else "")
         rows.append([model, benchmark, answered, decoding or DASH, n, fmt_count(n_valid), errors,
-                     DASH if lenient is None else fmt(lenient)])
-    lines = [f"# {markdown_text(title)}: how each number was answered\n", md_table(header, rows, [":---"] * 4 + ["---:"] * 4) + "\n"]
+                     DASH if lenient is None else fmt(lenient)]
+                    + ([batch_check_text(grid.batch_check(model, benchmark))] if checked else []))
+    align = [":---"] * 4 + ["---:"] * 4 + ([":---"] if checked else [])
+    lines = [f"# {markdown_text(title)}: how each number was answered\n", md_table(header, rows, align) + "\n"]
     lines.append(
         "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
         "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "
@@ -81,6 +102,10 @@ def cells_markdown(grid: Grid, title: str) -> str:
         f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written. "
         f"{DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's numbers ({FAILED} at "
         f"100%: the cell has no number). {MISSING}: the cell has no score file."
-        + "".join(f" {note}" for note in [coverage_note(grid, grid.partial())] if note) + "\n"
+        + "".join(f" {note}" for note in [coverage_note(grid, grid.partial())] if note)
+        + (" Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) and "
+           "compared with their batched answers (N same; skipped: the model does not batch its requests)."
+           if checked else "")
+        + "".join(f" {note}" for note in [batch_note(grid.batch_dependents())] if note) + "\n"
     )
     return "\n".join(lines)

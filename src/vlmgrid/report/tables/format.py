@@ -24,6 +24,7 @@ HIDDEN_NOTE = (f"{HIDDEN}: the benchmark's labels are not public; the submission
                f"(that model's average is then {HIDDEN} too).")
 DAGGER = "\u2020"  # marks a number built on too many format errors; the footnote gives the rate
 METHOD_MARK = "\u00a7"  # marks a published number the grid reproduced by another method; the note names both
+BATCH_MARK = "\u2260"  # marks a number of a cell whose answers changed when items were answered one at a time
 PARTIAL = "\u2021"  # marks a number of a cell that answers a subset of its benchmark; the footnote gives how many
 FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
 MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
@@ -75,6 +76,21 @@ def coverage_note(grid: Grid, cells: list[tuple[str, str, tuple[int, int]]], *, 
     return note
 
 
+def batch_note(cells: list[tuple[str, str, tuple[int, int]]], *, average: bool = False) -> str:
+    """The footnote of the not-equal sign: each cell whose answers depend on the batch, with how many of its
+    checked items differ ("" when none does)."""
+    if not cells:
+        return ""
+    listed = ", ".join(f"{model} on {benchmark} {differing} of {checked}" for model, benchmark, (differing, checked)
+                       in cells)
+    note = (f"{BATCH_MARK}: answers depend on the batch: items answered again one at a time (batch size 1, no "
+            f"padding) got other answers than in their batch, so the numbers depend on how items were batched "
+            f"(a batching bug such as padding on the wrong side; the inspect page lists the items): {listed}.")
+    if average:
+        note += " An average over such a cell is marked too."
+    return note
+
+
 def status_notes(grid: Grid, cells: list[tuple[str, str]] | None = None, *, average: bool = False) -> str:
     """The notes on failed and missing cells among `cells` (default: the whole grid); "" when there are none."""
     keys = cells if cells is not None else [(m, b) for m in grid.models for b in grid.benchmarks]
@@ -113,16 +129,18 @@ def fmt_estimate(est: Entry) -> str:
 
 def marks(est: Estimate) -> str:
     """The marks written after a value: a dagger when it is built on too many format errors, a double dagger
-    when on a cell that answers a subset of its benchmark."""
-    return (DAGGER if est.flag is not None else "") + (PARTIAL if est.coverage is not None else "")
+    when on a cell that answers a subset of its benchmark, a not-equal sign when on one whose answers depend on
+    the batch."""
+    return ((DAGGER if est.flag is not None else "") + (PARTIAL if est.coverage is not None else "")
+            + (BATCH_MARK if est.batch else ""))
 
 
 def flagged(estimate: Estimate | None, rate: float | None,
-            coverage: tuple[int, int] | None = None) -> Estimate | None:
-    """The estimate marked with `rate` and `coverage` (None: unmarked)."""
-    if estimate is None or (rate is None and coverage is None):
+            coverage: tuple[int, int] | None = None, batch: bool = False) -> Estimate | None:
+    """The estimate marked with `rate`, `coverage` and `batch` (None / False: unmarked)."""
+    if estimate is None or (rate is None and coverage is None and not batch):
         return estimate
-    return replace(estimate, flag=rate, coverage=coverage)
+    return replace(estimate, flag=rate, coverage=coverage, batch=batch)
 
 
 def status(grid: Grid, model: str, benchmark: str) -> str | None:
@@ -185,6 +203,7 @@ _LATEX_SPECIAL = {
     DASH: "--",
     DAGGER: r"$^{\dagger}$",
     PARTIAL: r"$^{\ddagger}$",
+    BATCH_MARK: r"$^{\neq}$",
     METHOD_MARK: r"$^{\S}$",
     "\u2192": r"$\rightarrow$",
     "\u2212": "$-$",

@@ -12,7 +12,7 @@ from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, count_range, metric_label
 from vlmgrid.report.tables.format import (
-    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, coverage_note, emphasis, entry_value, error_rate, estimate_frame,
+    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, batch_note, coverage_note, emphasis, entry_value, error_rate, estimate_frame,
     flag_note,
     flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_name, latex_table, md_table, model_status,
     status,
@@ -65,8 +65,10 @@ def legend(grid: Grid) -> str:
     averages = any(model_status(grid, m) is None and grid.average(m) is not None and grid.model_flag(m) is not None
                    for m in grid.models)
     partial = any(model_status(grid, m) is None and grid.model_coverage(m) is not None for m in grid.models)
+    batched = any(model_status(grid, m) is None and grid.model_batch_dependent(m) for m in grid.models)
     flags = " ".join(part for part in (flag_note(grid, grid.flagged(), average=averages),
                                       coverage_note(grid, grid.partial(), average=partial),
+                                      batch_note(grid.batch_dependents(), average=batched),
                                       status_notes(grid, average=True)) if part)
     return (
         f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
@@ -82,15 +84,15 @@ def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
     if word is not None:
         return word
     cell = grid.cell(model, benchmark)
-    return (flagged(cell.estimate, grid.flag(model, benchmark), grid.coverage(model, benchmark))
-            if cell is not None else None)
+    return (flagged(cell.estimate, grid.flag(model, benchmark), grid.coverage(model, benchmark),
+                    grid.batch_dependent(model, benchmark)) if cell is not None else None)
 
 
 def average_entry(grid: Grid, model: str) -> Entry:
     """The model's average: a status word, None when it cannot be computed, else marked when a cell is (a
     partial cell marks it whether it is left out or taken in)."""
     return model_status(grid, model) or flagged(grid.average(model), grid.model_flag(model),
-                                                grid.model_coverage(model))
+                                                grid.model_coverage(model), grid.model_batch_dependent(model))
 
 
 def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
@@ -165,6 +167,12 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
             covered = [grid.coverage(model, benchmark) for model in grid.models]
             frame[f"{benchmark}_answered"] = pd.array([c[0] if c else None for c in covered], dtype="Int64")
             frame[f"{benchmark}_items"] = pd.array([c[1] if c else None for c in covered], dtype="Int64")
+    if any(grid.batch_dependent(model, benchmark) for model in grid.models for benchmark in grid.benchmarks):
+        # only when a cell is marked: a grid without the check (or where it found nothing) keeps its columns
+        for benchmark in grid.benchmarks:
+            frame[f"{benchmark}_batch_dependent"] = pd.array(
+                [None if grid.batch_check(model, benchmark) is None else grid.batch_dependent(model, benchmark)
+                 for model in grid.models], dtype="boolean")
     if comparisons is not None and comparisons.reference_model:
         words = {1: "better", -1: "worse", 0: None}
         for benchmark in grid.benchmarks:

@@ -1,0 +1,101 @@
+"""The batch check: a cell's answers must not depend on the batch they were computed in.
+
+Batched inference pads the shorter prompts of a batch; done wrong (padding on the side the model reads its
+next token from, absolute positions counted over the padding, an attention mask dropped on the way) the
+answer to an item changes with its neighbours, which no score shows. The trackers of the common evaluation
+harnesses hold many reports of it (numbers that move with the batch size, generations that go wrong only at
+batch sizes above 1). So after the batched run a fixed, seeded sample of the cell's items (`infer.
+invariance_items`, default 32; 0 turns the check off) is answered again one at a time, through the same
+protocol and model, and compared with the batched rows: the same answer text and chosen option, and, for
+likelihood scoring, the largest difference of a log-probability (recorded, not judged: the batch size
+changes the order of floating-point sums, so scores move in their last digits without any bug).
+
+The result goes into the predictions file's metadata and from there into the score file (`invariance`,
+docs/formats.md); the report marks a cell with a differing item. The functions here are pure: the infer
+stage answers, these draw the sample and compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+def sample_positions(benchmark: str, n: int, k: int) -> list[int]:
+    """The record positions of the check's sample: min(k, n) of them, in record order, drawn with a seed made
+    from the benchmark's name, so every model of a benchmark (and every shard of a cell) checks the same
+    items, run after run."""
+    if k <= 0 or n <= 0:
+        return []
+    seed = int.from_bytes(hashlib.sha256(f"invariance\0{benchmark}".encode()).digest()[:8], "big")
+    chosen = np.random.default_rng(seed).choice(n, size=min(k, n), replace=False)
+    return sorted(int(position) for position in chosen)
+
+
+def _key(row: dict) -> tuple[str, str]:
+    return str(row["id"]), str(row["variant"])
+
+
+def _same(one: dict, other: dict) -> bool:
+    """The same answer: the same error (or none), text, chosen option and, for generation, raw text."""
+    return all(one.get(field) == other.get(field) for field in ("error", "raw", "prediction", "prediction_index"))
+
+
+def _delta(one: dict, other: dict) -> float | None:
+    """The largest |difference| between two rows' option scores; None when either has none to compare."""
+    first, second = one.get("scores"), other.get("scores")
+    if first is None or second is None or len(first) != len(second) or not len(first):
+        return None
+    deltas = [abs(a - b) for a, b in zip(first, second) if math.isfinite(a) and math.isfinite(b)]
+    return max(deltas) if deltas else None
+
+
+def compare(batched: Sequence[dict], single: Sequence[dict], ids: Sequence[str], batch_size: int | None) -> dict:
+    """The check's result (score-JSON `invariance`) for the items `ids` (in sample order): `batched` are their
+    rows from the cell's run, `single` the same items answered one at a time; an item differs when any of its
+    variants does, or a row is in one answer and not the other."""
+    by_key = {_key(row): row for row in batched}
+    again = {_key(row): row for row in single}
+    differing, deltas = [], []
+    for item in ids:
+        keys = {key for key in by_key if key[0] == item} | {key for key in again if key[0] == item}
+        same = bool(keys)
+        for key in sorted(keys):
+            one, other = by_key.get(key), again.get(key)
+            if one is None or other is None or not _same(one, other):
+                same = False
+            elif (delta := _delta(one, other)) is not None:
+                deltas.append(delta)
+        if not same:
+            differing.append(item)
+    return {"checked": len(ids), "same": len(ids) - len(differing), "differing": differing,
+            "max_logprob_delta": max(deltas) if deltas else None, "batch_size": batch_size}
+
+
+def skipped(reason: str) -> dict:
+    """The result of a cell whose model does not batch its requests: nothing to check, and why."""
+    return {"checked": 0, "same": 0, "differing": [], "max_logprob_delta": None, "batch_size": None,
+            "skipped": reason}
+
+
+def merge(results: Iterable[dict]) -> dict | None:
+    """The shards' results as one (their items, in shard order); None when no shard recorded a check."""
+    results = [result for result in results if result is not None]
+    if not results:
+        return None
+    reasons = [result["skipped"] for result in results if result.get("skipped")]
+    if reasons:
+        return skipped(reasons[0])
+    deltas = [r["max_logprob_delta"] for r in results if r.get("max_logprob_delta") is not None]
+    sizes = [r["batch_size"] for r in results if r.get("batch_size") is not None]
+    return {"checked": sum(r["checked"] for r in results), "same": sum(r["same"] for r in results),
+            "differing": [item for r in results for item in r["differing"]],
+            "max_logprob_delta": max(deltas) if deltas else None, "batch_size": max(sizes) if sizes else None}
+
+
+def differs(result: dict | None) -> bool:
+    """Whether a recorded check found an item whose answer depends on the batch."""
+    return bool(result) and bool(result.get("differing"))
