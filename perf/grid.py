@@ -12,6 +12,13 @@ seconds from their benchmark files (`<results_dir>/logs/benchmarks/<rule>/...tsv
 `benchmark:`). Snakemake samples a job's CPU time about once a second, so a rule's CPU figures are a floor
 (a job done before its first sample has none, and is counted apart); the run's own CPU time is exact. Jobs run
 in the fork server (docs/speed.md) have their exact wall and CPU seconds in its log, read per rule as well.
+
+Then a fresh copy made a git repository, as tests/test_workflow.py's DVC fixture makes it, runs the same grid
+through `dvc repro`, cold and again with nothing to do. DVC's stage commands start (and find) the fork server
+themselves (vlmgrid.warmstart), in a folder of this measurement's own: no process of the run waits for that
+server, so this one adopts it (Linux's child subreaper) and adds its CPU time and its jobs' to DVC's. The table
+gives both doors' times side by side and their ratio, and how much of DVC's wall time was outside its jobs,
+beside `dvc repro` of as many stages whose commands are one `echo` (DVC's own cost per stage).
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
-from gridrun import Run, render_saved, save_results, snakemake, workflow_copy  # noqa: E402, F401 (Run: what snakemake returns)
+# (Run: what snakemake returns, imported for the tests)
+from gridrun import (REPO, Run, adopt_orphans, reap_orphans, render_saved, save_results,  # noqa: E402, F401
+                     server_cpu, servers_under, snakemake, stop_servers, timed, tool_env, workflow_copy)
 
 from vlmgrid.paths import logs_dir  # noqa: E402
 
@@ -102,6 +111,74 @@ def served_times(log: str) -> dict[str, dict]:
     return dict(sorted(rules.items(), key=lambda item: -item[1]["cpu_sum"]))
 
 
+def stages_run(output: str) -> int:
+    """How many stages `dvc repro` ran, from its log ("Running stage '<name>':")."""
+    return len(re.findall(r"^Running stage '[^']+':", output, re.M))
+
+
+def dvc_runs(work: Path) -> dict:
+    """The default grid through DVC in a fresh git repository under `work`: `dvc repro` cold, then again with
+    nothing to do. Each run's wall and CPU seconds (with the fork server's and its jobs'), the stages it ran,
+    the jobs the server ran (its log), and DVC's own time per stage where the commands are trivial."""
+    root = workflow_copy(work / "dvc")
+    shutil.copy2(REPO / ".gitignore", root / ".gitignore")  # results/ ignored but the metrics DVC keeps in git
+    servers = work / "servers"  # a folder of this measurement's own: no server left by another command is used
+    env = tool_env(VLMGRID_FORKSERVER_DIR=str(servers), DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="perf",
+                   GIT_AUTHOR_EMAIL="perf@localhost", GIT_COMMITTER_NAME="perf", GIT_COMMITTER_EMAIL="perf@localhost")
+    git_repo(root, env)
+    # No process of the run waits for the servers its commands start: this one does, so their CPU time counts.
+    # A server's so far: what the ended ones' reaping gave, and the running ones' own figures.
+    adopt_orphans()
+    try:
+        cold = timed(["dvc", "repro"], root, env)
+        running = sum(server_cpu(pid) for pid in servers_under(servers))
+        cold_server = reap_orphans() + running
+        served = served_times(server_logs(servers))
+        again = timed(["dvc", "repro"], root, env)
+        again_server = reap_orphans() + sum(server_cpu(pid) for pid in servers_under(servers)) - running
+        log = server_logs(servers)
+    finally:
+        stop_servers(servers)
+        reap_orphans()
+    stages = stages_run(cold.stdout)
+    trivial = trivial_stages(work / "trivial", stages, env)
+    figures = {"wall_s": cold.wall_s, "cpu_s": cold.cpu_s + cold_server, "server_cpu_s": cold_server,
+               "stages": stages, "servers": log.count(" listening on "), "served": served,
+               "refused": log.count(" refused ("), "noop_wall": again.wall_s, "noop_cpu": again.cpu_s + again_server,
+               "noop_stages": stages_run(again.stdout),
+               "noop_served": len(SERVED_JOB.findall(log)) - sum(entry["jobs"] for entry in served.values()),
+               "trivial_wall": trivial.wall_s, "trivial_cpu": trivial.cpu_s}
+    print(f"dvc repro cold: {cold.wall_s:.1f} s wall, {figures['cpu_s']:.1f} s CPU, {stages} stages, "
+          f"{sum(entry['jobs'] for entry in served.values())} served by the fork server; nothing to do: "
+          f"{again.wall_s:.1f} s; {stages} trivial stages: {trivial.wall_s:.1f} s", flush=True)
+    return figures
+
+
+def git_repo(root: Path, env: dict) -> None:
+    """Make `root` a git repository of its files, as DVC's users keep one."""
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "grid"]):
+        timed(command, root, env)
+
+
+def server_logs(folder: Path) -> str:
+    return "".join(path.read_text(encoding="utf-8") for path in sorted(folder.rglob("*.log")))
+
+
+def trivial_stages(root: Path, count: int, env: dict) -> Run:
+    """`dvc repro` of `count` stages whose commands write one line each (a param and an output apiece, as DVC
+    tracks): DVC's own cost per stage, with no job to speak of."""
+    import yaml
+
+    (root / "out").mkdir(parents=True)
+    (root / "params.yaml").write_text("x: 1\n", encoding="utf-8")
+    stages = {"line": {"foreach": [f"s{index}" for index in range(count)],
+                       "do": {"cmd": "echo ${item} > out/${item}.txt", "params": ["x"], "outs": ["out/${item}.txt"]}}}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}), encoding="utf-8")
+    git_repo(root, env)
+    timed(["dvc", "init", "-q"], root, env)
+    return timed(["dvc", "repro"], root, env)
+
+
 def summary(runs: list[dict], noop: dict) -> dict:
     """The median cold run (by wall time; the lower middle of an even count) and the no-op run, as figures."""
     ordered = sorted(runs, key=lambda run: run["wall_s"])
@@ -138,10 +215,41 @@ def render_markdown(meta: dict, figures: dict) -> str:
                   "| rule | jobs | wall sum s | CPU sum s | CPU max s |", "|---|---:|---:|---:|---:|"]
         lines += [f"| {rule} | {entry['jobs']} | {_s(entry['wall_sum'])} | {_s(entry['cpu_sum'])} | "
                   f"{_s(entry['cpu_max'])} |" for rule, entry in figures["served"].items()]
+    if figures.get("dvc"):
+        lines += ["", *render_dvc(figures)]
     notes = meta.get("notes") or []
     if notes:
         lines += ["", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
+
+
+def render_dvc(figures: dict) -> list[str]:
+    """The same grid through DVC, in the same run, beside Snakemake's median cold run."""
+    dvc = figures["dvc"]
+    served = sum(entry["jobs"] for entry in dvc["served"].values())
+    jobs_wall = sum(entry["wall_sum"] for entry in dvc["served"].values())
+    jobs_cpu = sum(entry["cpu_sum"] for entry in dvc["served"].values())
+    outside = dvc["wall_s"] - jobs_wall  # DVC runs one stage at a time: the rest of its wall time is not the jobs'
+    stages = max(dvc["stages"], 1)
+    return ["The same grid through DVC, in the same run (`dvc repro` in a fresh git repository; its stage commands "
+            "start and share a fork server, whose CPU time and its jobs' are counted in):", "",
+            "| figure | wall s | CPU s (user + system) | DVC / Snakemake |", "|---|---:|---:|---:|",
+            f"| Snakemake cold, median | {_s(figures['cold_wall_median'])} | {_s(figures['cold_cpu_median'])} | |",
+            f"| DVC cold | {_s(dvc['wall_s'])} | {_s(dvc['cpu_s'])} | "
+            f"{dvc['wall_s'] / figures['cold_wall_median']:.2f} wall, {dvc['cpu_s'] / figures['cold_cpu_median']:.2f}"
+            f" CPU |",
+            f"| DVC, nothing to do ({dvc['noop_stages']} stage run, {dvc['noop_served']} served) | "
+            f"{_s(dvc['noop_wall'])} | {_s(dvc['noop_cpu'])} | |",
+            f"| DVC, {dvc['stages']} stages of one `echo` each | {_s(dvc['trivial_wall'])} | "
+            f"{_s(dvc['trivial_cpu'])} | |",
+            "", f"DVC ran {dvc['stages']} stages, one at a time; {dvc['servers']} fork server(s) started, which ran "
+            f"{served} of them warm ({dvc['refused']} refused; a quick listing or stamp starts no server and runs in "
+            f"its own process): {_s(jobs_wall)} s of wall time and {_s(jobs_cpu)} s of CPU in the jobs, "
+            f"{_s(dvc['server_cpu_s'] - jobs_cpu)} s in the server's own imports. The other {_s(outside)} s of DVC's "
+            f"wall time ({outside / stages:.2f} s a stage) went between the jobs: DVC's own work on each stage "
+            f"(reading and rewriting dvc.lock, hashing the dependencies and outputs, caching the outputs), the shell "
+            f"and the `vlmgrid` client; with trivial commands DVC alone takes {dvc['trivial_wall'] / stages:.2f} s a "
+            "stage."]
 
 
 def cold_run(work: Path, index: int, cores: int) -> tuple[dict, Path]:
@@ -179,21 +287,25 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(root, ignore_errors=True)
         again = snakemake(["--cores", str(args.cores)], root)
         noop = {"wall_s": again.wall_s, "cpu_s": again.cpu_s}
+        shutil.rmtree(root, ignore_errors=True)
+        dvc = dvc_runs(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+    import dvc as dvc_package
     import snakemake as snakemake_package
 
     meta = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "libraries": f"snakemake {snakemake_package.__version__}, python {platform.python_version()}",
+        "libraries": f"snakemake {snakemake_package.__version__}, dvc {dvc_package.__version__}, "
+                     f"python {platform.python_version()}",
         "command": "python perf/grid.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "notes": [f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, on "
                   f"the CPUs above: a load above the CPU count means other work shared them, and the wall times "
                   f"with it"],
     }
-    figures = summary(runs, noop)
+    figures = {**summary(runs, noop), "dvc": dvc}
     text = render_markdown(meta, figures)
     print(text)
     if args.out:

@@ -1,5 +1,5 @@
-"""What perf/speed.py and perf/grid.py share: a fresh copy of the repository's workflow, and Snakemake run in it
-with its wall time and the CPU time (user + system) of everything it started."""
+"""What perf/speed.py and perf/grid.py share: a fresh copy of the repository's workflow, and Snakemake (or DVC) run
+in it with its wall time and the CPU time (user + system) of everything it started."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,12 +21,13 @@ WORKFLOW_FILES = ("Snakefile", "dvc.yaml", ".dvcignore", "workflow", "profiles",
 
 @dataclass(frozen=True)
 class Run:
-    """One `snakemake` run: its wall seconds, the CPU seconds of it and of every process it waited for, and
-    its stderr (Snakemake's log, which holds the job counts)."""
+    """One `snakemake` (or `dvc`) run: its wall seconds, the CPU seconds of it and of every process it waited
+    for, its stderr (Snakemake's log, which holds the job counts) and its stdout (DVC's log)."""
 
     wall_s: float
     cpu_s: float
     stderr: str
+    stdout: str = ""
 
 
 def workflow_copy(destination: Path, repo: Path = REPO) -> Path:
@@ -44,17 +46,93 @@ def workflow_copy(destination: Path, repo: Path = REPO) -> Path:
 def snakemake(args: list[str], cwd: Path) -> Run:
     """`snakemake <args>` in `cwd` with no GPU, with this interpreter's `vlmgrid` first on PATH; a failure stops
     the measurement with Snakemake's last words."""
-    env = dict(os.environ, VLMGRID_GPU_COUNT="0")
+    return timed(["snakemake", *args], cwd, tool_env())
+
+
+def tool_env(**extra: str) -> dict:
+    """The environment of a measured run: no GPU, this interpreter's `vlmgrid` first on PATH, and `extra`."""
+    env = dict(os.environ, VLMGRID_GPU_COUNT="0", **extra)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def timed(command: list[str], cwd: Path, env: dict) -> Run:
+    """`command` run in `cwd`: its wall time and the CPU time of it and of every process it waited for (a
+    detached process, such as an auto-started fork server, is not one: see `adopt_orphans`); a failure stops the
+    measurement with its last words."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(["snakemake", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
-        raise SystemExit(f"snakemake {' '.join(args)} failed in {cwd}:\n{result.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(command)} failed in {cwd}:\n{(result.stdout + result.stderr)[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(wall_s=wall, cpu_s=cpu, stderr=result.stderr)
+    return Run(wall_s=wall, cpu_s=cpu, stderr=result.stderr, stdout=result.stdout)
+
+
+def adopt_orphans() -> None:
+    """Make this process the one its orphaned descendants are given to (Linux's PR_SET_CHILD_SUBREAPER): a fork
+    server started by a command, which outlives that command, is then this process's child once the command has
+    ended, and its CPU time and its jobs' count when it is reaped (`reap_orphans`)."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        raise SystemExit(f"cannot adopt the fork servers' processes here: {os.strerror(ctypes.get_errno())}")
+
+
+def reap_orphans() -> float:
+    """Reap the processes given to this one that have ended; their CPU seconds (user + system), with those of
+    the children they waited for (a fork server's jobs)."""
+    total = 0.0
+    while True:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return total
+        if pid == 0:
+            return total
+        total += usage.ru_utime + usage.ru_stime
+
+
+def servers_under(folder: Path) -> list[int]:
+    """The pids of the fork servers whose socket is under `folder` (from their command lines)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or one that ended
+            continue
+        if b"forkserver" in argv and b"--socket" in argv[:-1] and entry.name.isdigit():
+            socket_path = argv[argv.index(b"--socket") + 1].decode(errors="replace")
+            if Path(socket_path).is_relative_to(folder):
+                pids.append(int(entry.name))
+    return pids
+
+
+def server_cpu(pid: int) -> float:
+    """The CPU seconds (user + system) of a running process and of the children it has waited for (a fork
+    server's jobs), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def stop_servers(folder: Path) -> None:
+    """Stop the fork servers whose socket is under `folder`, and wait until they have ended."""
+    pids = servers_under(folder)
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process `pid` has not ended (a zombie, ended but not yet reaped by its parent, has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def render_saved(json_path: str, out: str | None, render) -> int:

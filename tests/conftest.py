@@ -17,6 +17,55 @@ WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "profiles",
 
 # Caches (classifier weights, API responses) go to a fresh folder per test session, never the user's.
 os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")
+# The `vlmgrid` commands the tests run outside Snakemake (DVC's stages, a command of a test's own) share fork
+# servers that they start themselves (vlmgrid.warmstart): the session's live in a folder of its own, never the
+# user's, and are stopped at its end (pytest_sessionfinish), each worker's by that worker.
+FORK_SERVERS = tempfile.mkdtemp(prefix="vlmgrid-servers-", dir="/tmp")  # short: a socket's path is at most 107 bytes
+os.environ["VLMGRID_FORKSERVER_DIR"] = FORK_SERVERS
+
+
+def fork_servers(folder: Path) -> list[int]:
+    """The pids of the fork servers whose socket is under `folder` (read from their command lines)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or one that ended
+            continue
+        if entry.name.isdigit() and b"forkserver" in argv and b"--socket" in argv[:-1]:
+            if Path(argv[argv.index(b"--socket") + 1].decode(errors="replace")).is_relative_to(folder):
+                pids.append(int(entry.name))
+    return pids
+
+
+def stop_fork_servers(folder: Path) -> None:
+    """Stop the fork servers under `folder` (SIGTERM, then SIGKILL) and wait until they have ended."""
+    import signal
+    import time
+
+    pids = fork_servers(folder)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(process_running(pid) for pid in pids):
+            time.sleep(0.05)
+
+
+def process_running(pid: int) -> bool:
+    """Whether the process `pid` has not ended (a zombie, ended but not yet reaped by its parent, has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def pytest_sessionfinish(session, exitstatus):
+    stop_fork_servers(Path(FORK_SERVERS))
+    shutil.rmtree(FORK_SERVERS, ignore_errors=True)
 
 
 # --- running the suite in parallel (pytest-xdist, `-n N --dist loadgroup`) ---------------------------------------

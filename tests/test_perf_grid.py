@@ -141,14 +141,50 @@ def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes
         return grid.Run(wall_s=100.0 + len(calls) if fresh else 2.0, cpu_s=150.0 if fresh else 1.0,
                         stderr=LOG if fresh else "Nothing to be done")
 
+    def fake_dvc_runs(work):
+        calls.append(work / "dvc")
+        return DVC_FIGURES
+
     monkeypatch.setattr(grid, "snakemake", fake_snakemake)
+    monkeypatch.setattr(grid, "dvc_runs", fake_dvc_runs)
     monkeypatch.setattr(grid.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "work"))
     out = tmp_path / "results" / "grid.md"
     assert grid.main(["--runs", "2", "--out", str(out)]) == 0
-    assert [path.name for path in calls] == ["grid-1", "grid-2", "grid-2"]  # two fresh copies, then the no-op
+    # two fresh copies, then the no-op, then DVC in a copy of its own
+    assert [path.name for path in calls] == ["grid-1", "grid-2", "grid-2", "dvc"]
     assert not (tmp_path / "work").exists()  # the copies are removed
     saved = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert saved["figures"]["cold_walls"] == [101.0, 102.0] and saved["figures"]["noop_wall"] == 2.0
     assert saved["figures"]["jobs"]["total"] == 102
     assert saved["figures"]["rules"]["score"]["cpu_sum"] == 1.5
     assert "| score | 1 | 2.0 | 2.0 | 1.5 | 1.5 | 0 |" in out.read_text(encoding="utf-8")
+    assert saved["figures"]["dvc"]["wall_s"] == 204.0
+    assert "| DVC cold | 204.0 | 180.0 | 2.01 wall, 1.20 CPU |" in out.read_text(encoding="utf-8")  # of 101.5 s
+
+
+# What dvc_runs gives: the cold run with the fork server's CPU added, and the jobs the server ran
+DVC_FIGURES = {"wall_s": 204.0, "cpu_s": 180.0, "server_cpu_s": 60.0, "stages": 3, "servers": 1,
+               "served": {"score": {"jobs": 2, "wall_sum": 2.0, "cpu_sum": 1.5, "cpu_max": 1.0},
+                          "stamp_sources": {"jobs": 1, "wall_sum": 0.5, "cpu_sum": 0.5, "cpu_max": 0.5}},
+               "refused": 0, "noop_wall": 2.5, "noop_cpu": 2.25, "noop_stages": 1, "noop_served": 1,
+               "trivial_wall": 0.9, "trivial_cpu": 0.6}
+
+
+def test_the_dvc_rows_give_both_doors_times_their_ratio_and_dvcs_own_time_per_stage():
+    figures = {"cold_wall_median": 100.0, "cold_cpu_median": 150.0, "dvc": DVC_FIGURES}
+    text = "\n".join(grid.render_dvc(figures))
+    assert "| Snakemake cold, median | 100.0 | 150.0 | |" in text
+    assert "| DVC cold | 204.0 | 180.0 | 2.04 wall, 1.20 CPU |" in text
+    assert "| DVC, nothing to do (1 stage run, 1 served) | 2.5 | 2.2 | |" in text
+    assert "| DVC, 3 stages of one `echo` each | 0.9 | 0.6 | |" in text
+    # 3 jobs served: 2.5 s of their wall time, 2.0 s of CPU; the server's own 58.0 s; DVC's 201.5 s, 67.17 a stage
+    assert "which ran 3 of them warm (0 refused;" in text
+    assert "2.5 s of wall time and 2.0 s of CPU in the jobs, 58.0 s in the server's own imports" in text
+    assert "The other 201.5 s of DVC's wall time (67.17 s a stage)" in text
+    assert "with trivial commands DVC alone takes 0.30 s a stage" in text
+
+
+def test_dvcs_log_gives_the_stages_it_ran():
+    log = ("Running stage 'stamp_sources':\n> vlmgrid stamp-sources\nRunning stage 'prepare@pope-fixture':\n"
+           "Stage 'fetch_model@random' didn't change, skipping\n")
+    assert grid.stages_run(log) == 2

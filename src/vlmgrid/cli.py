@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from vlmgrid.config import Config
 
 # The package's modules are imported where they are used, not here: a command sent to the fork server (main's
-# start, vlmgrid.forkserver) costs its client only this module's import.
+# start, vlmgrid.warmstart) costs its client only this module's import and the client's.
 
 
 log = logging.getLogger(__name__)
@@ -306,11 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and os.environ.get("VLMGRID_FORKSERVER", "") not in ("", "off"):
-        # The command line of a job: run it in the fork server where one is set and takes it (vlmgrid.forkserver)
-        from vlmgrid.forkserver import run_through_server
+    if argv is None and os.environ.get("VLMGRID_FORKSERVER", "") != "off":
+        # A command line: run it in the fork server where one is set (a Snakemake run's), else in this user's,
+        # found or started (vlmgrid.warmstart), where it takes it
+        from vlmgrid.warmstart import run_warm
 
-        code = run_through_server(sys.argv[1:])
+        code = run_warm(sys.argv[1:])
         if code is not None:
             return code
     args = build_parser().parse_args(argv)

@@ -6,9 +6,10 @@ job's argv, working folder, environment and stdin/stdout/stderr, exactly as the 
 shares the imported modules with the server copy-on-write. This is the classic warm-start pattern
 (multiprocessing's forkserver, Nailgun, Ruby's spring).
 
-The client is the start of `vlmgrid.cli.main`: when `VLMGRID_FORKSERVER` names the server's socket, the command
-is sent there and the client only waits for its exit code (forwarding SIGTERM, SIGINT and SIGHUP to the job).
-When the socket cannot be reached, the command runs in the client's own process, silently (a Slurm job on
+The client is the start of `vlmgrid.cli.main`: when `VLMGRID_FORKSERVER` names the server's socket (or, unset,
+where vlmgrid.warmstart finds or starts this user's server for the `vlmgrid` command), the command is sent
+there and the client only waits for its exit code (forwarding SIGTERM, SIGINT and SIGHUP to the job). When the
+socket cannot be reached, the command runs in the client's own process, silently (a Slurm job on
 another node, a server that ended); when the server refuses it (an environment that differs from the server's
 where modules read it at import), it runs there too, and says why in one line.
 
@@ -48,6 +49,9 @@ PER_JOB = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "_", "SHLVL", "PWD", "OLDPWD", "PS1", "PS2", ENV,
 })
+# What DVC sets per stage command (DVC_ROOT, DVC_STAGE; `dvc exp run` adds DVC_EXP_* and DVC_STUDIO_*): read by
+# no module at import, so every stage shares one server (vlmgrid.warmstart).
+PER_JOB_PREFIXES = ("DVC_",)
 # The modules a job may import, imported once by the server (each only where installed).
 PRELOAD = ("vlmgrid.cli", "vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages.infer",
            "vlmgrid.stages.shards", "vlmgrid.stages.score", "vlmgrid.stages.compare", "vlmgrid.stages.report",
@@ -61,10 +65,11 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 # --- the client --------------------------------------------------------------------------------------------------
 
-def run_through_server(argv: list[str]) -> int | None:
-    """Run the command `argv` in the fork server that VLMGRID_FORKSERVER names and return its exit code; None
-    where it should run in this process instead (no server set or reachable, or the server refused it)."""
-    path = os.environ.get(ENV, "")
+def run_through_server(argv: list[str], path: str | None = None, client: socket.socket | None = None) -> int | None:
+    """Run the command `argv` in the fork server at `path` (default: the one VLMGRID_FORKSERVER names) and
+    return its exit code; None where it should run in this process instead (no server set or reachable, or the
+    server refused it). `client`: a connection to that server already made (vlmgrid.warmstart)."""
+    path = os.environ.get(ENV, "") if path is None else path
     if path in ("", "off") or argv[:1] == ["forkserver"]:
         return None
     job: dict = {"pid": None, "pending": []}
@@ -80,9 +85,11 @@ def run_through_server(argv: list[str]) -> int | None:
             pass
 
     previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connected = client is not None
+    client = client or socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        client.connect(path)
+        if not connected:
+            client.connect(path)
         request = json.dumps({"argv": argv, "cwd": os.getcwd(), "environ": dict(os.environ),
                               "python": _python()}).encode()
         socket.send_fds(client, [struct.pack(">I", len(request)) + request], [0, 1, 2])
@@ -102,6 +109,7 @@ def run_through_server(argv: list[str]) -> int | None:
     for signum in job["pending"]:  # signals that came before the job's pid: the job gets them now
         forward(signum, None)
     line = replies.readline()  # the job's exit code when it ends; a forwarded signal does not end the wait
+    client.close()
     try:
         return int(json.loads(line)["exit"])
     except (ValueError, KeyError, TypeError):
@@ -215,11 +223,16 @@ def _preload() -> None:
             _log(f"preload: {name} not imported ({type(exc).__name__}: {exc})")
 
 
+def per_job(name: str) -> bool:
+    """Whether a job may differ from its server in the environment variable `name`."""
+    return name in PER_JOB or name.startswith(PER_JOB_PREFIXES)
+
+
 def _environment_difference(environ: dict[str, str], reference: dict[str, str]) -> str | None:
     """The first variable (by name) that differs between a job's environment and the server's, beside the
     per-job ones; None when none does."""
-    for name in sorted((set(environ) | set(reference)) - PER_JOB):
-        if environ.get(name) != reference.get(name):
+    for name in sorted(set(environ) | set(reference)):
+        if not per_job(name) and environ.get(name) != reference.get(name):
             return name
     return None
 
@@ -297,6 +310,7 @@ def serve(path: str, idle_timeout: float = 300.0, parent_pid: int | None = None)
     no job running, or, given `parent_pid` (the pid of the process that started it), once that process has
     ended, however it ended; returns the exit code. Nothing but a stale socket of ours may be at `path`
     (`_clear_the_way`); at the end the socket goes, and so does the folder `start` made for it."""
+    import select
     import selectors
 
     _clear_the_way(path)
@@ -432,8 +446,12 @@ def serve(path: str, idle_timeout: float = 300.0, parent_pid: int | None = None)
         if jobs:
             idle_since = now
         elif now - idle_since >= idle_timeout:
-            _log(f"no job for {idle_timeout:g} s: stopping")
-            break
+            # The socket goes first: a client that comes now finds none (vlmgrid.warmstart starts another server),
+            # and one that connected before is in the backlog, to be served rather than left without a reply.
+            _remove_socket(path, made)
+            if not select.select([listener], [], [], 0)[0]:
+                _log(f"no job for {idle_timeout:g} s: stopping")
+                break
         deadlines = [job.kill_at for job in jobs.values() if job.kill_at is not None]
         timeout = min(deadlines) - now if deadlines else (None if jobs else idle_since + idle_timeout - now)
         if parent_pid is not None:
@@ -449,7 +467,10 @@ def serve(path: str, idle_timeout: float = 300.0, parent_pid: int | None = None)
                     pass
             else:
                 client_gone(key.data)
+        busy = bool(jobs)
         reap()
+        if busy:  # the idle time counts from the end of the last job, however long it ran
+            idle_since = time.monotonic()
         for job in jobs.values():
             if job.kill_at is not None and job.kill_at <= time.monotonic():
                 _signal(job.pid, signal.SIGKILL)

@@ -1,0 +1,201 @@
+"""The warm start outside Snakemake (vlmgrid.warmstart): the `vlmgrid` command starts this user's fork server
+when none answers (but for a quick listing), once for commands that come at once, and later commands use it;
+what they print and their exit codes are those of their own process; the server stops after its idle timeout,
+counted from the end of the last job however long it ran; a server killed with SIGKILL is replaced; and no server
+is started where it must not be (off, GPUs, Slurm, `python -m vlmgrid.cli`, the `forkserver` command, a folder
+that is not private, a socket path too long)."""
+
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, fork_servers, process_running, stop_fork_servers
+from vlmgrid import forkserver, warmstart
+
+# The console script, run by this interpreter as the shell would run it: only the `vlmgrid` command starts one.
+VLMGRID = [sys.executable, str(Path(sys.executable).parent / "vlmgrid")]
+IDLE_S = 3  # long enough for the next command of a test to come, short enough to wait for
+
+
+@pytest.fixture
+def servers():
+    """A folder of the test's own for the servers' private folder (short: a socket path holds 107 bytes); the
+    servers started there are stopped at the end, whatever happened."""
+    folder = Path(tempfile.mkdtemp(prefix="vlmgrid-ws-", dir="/tmp"))
+    yield folder
+    stop_fork_servers(folder)
+    subprocess.run(["rm", "-rf", str(folder)], check=True)
+
+
+def _env(servers: Path, **changes) -> dict:
+    """This environment without what differs from one test to the next, with no GPU and the test's folder, and
+    `changes` (None unsets a variable)."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("PYTEST_CURRENT_TEST", "VLMGRID_FORKSERVER")}
+    env.update({warmstart.DIR_ENV: str(servers), warmstart.IDLE_ENV: str(IDLE_S), "VLMGRID_GPU_COUNT": "0"})
+    env.update(changes)
+    return {name: value for name, value in env.items() if value is not None}  # None: the variable unset
+
+
+def _run(args, env, command=VLMGRID) -> subprocess.CompletedProcess:
+    return subprocess.run([*command, *args], capture_output=True, env=env, cwd=REPO, timeout=300)
+
+
+def _own(args, servers) -> subprocess.CompletedProcess:
+    """The command in its own process, as before the warm start."""
+    return _run(args, _env(servers, VLMGRID_FORKSERVER="off"))
+
+
+def _logs(servers: Path) -> list[Path]:
+    return sorted(servers.glob(f"{forkserver.FOLDER_PREFIX}*/*.log"))
+
+
+def _wait_for(predicate, what: str, limit_s: float = 120.0):
+    """Poll until `predicate()` is true (a bound on waiting, not a timed assertion)."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {limit_s} s for {what}")
+        time.sleep(0.05)
+
+
+def _text(servers: Path) -> str:
+    """The servers' logs, together. (A command finds another server, with a log of its own, where the code on
+    disk changed meanwhile: a checkout edited while the test runs.)"""
+    return "".join(log.read_text() for log in _logs(servers))
+
+
+FAILING = ["score", "clip-tiny", "no-such-bench"]  # a command that starts a server: exit status 2, one sentence
+
+
+def test_commands_at_once_start_one_server_that_serves_them_and_later_ones_then_stops_when_idle(servers):
+    # A quick command (a listing) starts no server: its own process costs less than a server's imports
+    own = _own(["benchmarks"], servers)
+    assert _run(["benchmarks"], _env(servers)).stdout == own.stdout
+    assert not _logs(servers) and not fork_servers(servers)
+
+    # Two at once, as DVC's stages differ only in their DVC_* variables: one server for both, and each one's exit
+    # status and sentence as in its own process
+    own_failing = _own(FAILING, servers)
+    assert own_failing.returncode == 2 and own_failing.stderr.startswith(b"vlmgrid: error: ")
+    clients = [subprocess.Popen([*VLMGRID, *FAILING], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=_env(servers, DVC_STAGE=f"score@{name}", DVC_ROOT=str(REPO)), cwd=REPO)
+               for name in ("a", "b")]
+    for client in clients:
+        assert (*client.communicate(timeout=300), client.returncode) == (own_failing.stdout, own_failing.stderr, 2)
+    [log] = _logs(servers)
+    assert log.read_text().count(" listening on ") == 1 and log.read_text().count(" exit 2 in ") == 2
+
+    # A job that runs longer than the idle timeout (its 10 kB of output wait in a 4 kB pipe nobody reads): the
+    # idle time counts from its end, so the server is still there a while after it
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    slow = subprocess.Popen([*VLMGRID, "plan"], stdout=write_end, stderr=subprocess.PIPE, env=_env(servers),
+                            cwd=REPO)
+    os.close(write_end)
+    _wait_for(lambda: "started: vlmgrid plan\n" in _text(servers), "the slow job to start")
+    time.sleep(IDLE_S + 1)
+    with os.fdopen(read_end, "rb") as pipe:
+        assert len(pipe.read()) > 4096
+    assert slow.wait(timeout=300) == 0 and slow.stderr.read() == b""
+    slow.stderr.close()
+    time.sleep(1)  # under the idle timeout
+    assert fork_servers(servers) and ": stopping" not in _text(servers)
+
+    # A quick command uses the server that is running
+    served = _run(["benchmarks"], _env(servers))
+    assert (served.returncode, served.stdout, served.stderr) == (0, own.stdout, own.stderr)
+    assert "started: vlmgrid benchmarks\n" in _text(servers)
+
+    _wait_for(lambda: not fork_servers(servers), "the servers to stop on idle")
+    for log in _logs(servers):
+        assert log.read_text().endswith(f" no job for {IDLE_S:g} s: stopping\n")
+    assert not list(servers.glob("*/*.sock"))
+
+
+def _refused(path: Path) -> bool:
+    """Whether a connection to the socket at `path` is refused: nothing listens there any more."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+def test_a_server_killed_with_sigkill_is_replaced_by_the_next_command(servers):
+    own = _own(FAILING, servers)
+    assert _run(FAILING, _env(servers)).stderr == own.stderr
+    [pid] = fork_servers(servers)
+    [stale] = servers.glob("*/*.sock")
+    os.kill(pid, signal.SIGKILL)  # its socket file stays, with nobody listening once all its threads are gone
+    _wait_for(lambda: not process_running(pid) and _refused(stale), "the killed server to end")
+    again = _run(FAILING, _env(servers))
+    assert (again.returncode, again.stdout, again.stderr) == (2, own.stdout, own.stderr)
+    running = fork_servers(servers)
+    assert len(running) == 1 and running[0] != pid
+    assert f"started: vlmgrid {' '.join(FAILING)}\n" in _text(servers)
+
+
+@pytest.mark.parametrize("changes, command, args", [
+    ({"VLMGRID_FORKSERVER": "off"}, VLMGRID, FAILING),
+    ({"VLMGRID_GPU_COUNT": "1"}, VLMGRID, FAILING),  # a job may hold GPUs
+    ({"CUDA_VISIBLE_DEVICES": "0", "VLMGRID_GPU_COUNT": None}, VLMGRID, FAILING),
+    ({"SLURM_JOB_ID": "7"}, VLMGRID, FAILING),
+    ({}, [sys.executable, "-m", "vlmgrid.cli"], FAILING),
+    ({}, VLMGRID, ["forkserver", "--help"]),
+], ids=["off", "gpu-count", "cuda-visible-devices", "slurm", "python-m", "forkserver-itself"])
+def test_no_server_where_the_command_must_run_in_its_own_process(servers, changes, command, args):
+    result = _run(args, _env(servers, **changes), command=command)
+    if args == FAILING:
+        assert result.returncode == 2 and result.stderr.decode().startswith("vlmgrid: error: ")
+        assert result.stderr.count(b"\n") == 1
+    else:
+        assert result.returncode == 0 and result.stdout and result.stderr == b""
+    assert list(servers.iterdir()) == [] and not fork_servers(servers)
+
+
+def test_a_folder_that_is_not_private_or_too_deep_runs_the_command_in_its_own_process_silently(servers):
+    own = _own(FAILING, servers)
+    shared = servers / "shared"
+    (shared / f"{forkserver.FOLDER_PREFIX}{os.getuid()}").mkdir(parents=True, mode=0o755)
+    os.chmod(shared / f"{forkserver.FOLDER_PREFIX}{os.getuid()}", 0o755)  # whatever the umask
+    deep = servers / ("d" * 60)  # the socket's path would pass 100 bytes
+    for base in (shared, deep):
+        result = _run(FAILING, _env(servers, **{warmstart.DIR_ENV: str(base)}))
+        assert (result.returncode, result.stdout, result.stderr) == (2, own.stdout, own.stderr)
+        assert not list(base.glob("*/*.sock")) and not list(base.glob("*/*.log"))
+    assert not fork_servers(servers)
+
+
+def test_an_idle_timeout_that_is_not_a_number_is_one_sentence_and_the_command_runs_in_its_own_process(servers):
+    result = _run(["benchmarks"], _env(servers, **{warmstart.IDLE_ENV: "soon"}))
+    assert result.returncode == 0 and result.stdout == _own(["benchmarks"], servers).stdout
+    assert result.stderr.decode().splitlines() == [
+        f"vlmgrid: {warmstart.IDLE_ENV}=soon is not a number of seconds above 0; this command runs in its own "
+        "process"]
+    assert list(servers.iterdir()) == []
+
+
+def test_the_servers_key_ignores_the_per_job_variables_and_not_the_others():
+    base = {"HOME": "/home/u", "PATH": "/usr/bin", "HF_HOME": "/data/hf"}
+    key = warmstart.server_key(base)
+    per_job = {"DVC_ROOT": "/repo", "DVC_STAGE": "infer@a-b", "DVC_EXP_NAME": "e", "OMP_NUM_THREADS": "2",
+               "TMPDIR": "/tmp/job", "VLMGRID_FORKSERVER": "/x.sock", "_": "/usr/bin/vlmgrid", "SHLVL": "3"}
+    assert warmstart.server_key({**base, **per_job}) == key
+    assert warmstart.server_key({**base, "HF_HOME": "/other"}) != key
+    assert warmstart.server_key({**base, "CUDA_VISIBLE_DEVICES": "0"}) != key
+    assert len(key) == 16
+    # the server refuses no job for them either
+    assert forkserver._environment_difference({**base, **per_job}, base) is None
+    assert forkserver._environment_difference({**base, "HF_HOME": "/other"}, base) == "HF_HOME"
