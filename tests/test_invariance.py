@@ -168,6 +168,10 @@ def test_the_plan_counts_the_check(default_config_data, tmp_path):
     checks = costs[costs["per"] == "check"]
     assert set(checks["model"]) == {"llava-tiny"}  # the batched model; clip-tiny and the baseline are skipped
     pope = checks[checks["benchmark"] == "pope-fixture"]
+    assert pope["items"].tolist() == [4] and pope["requests"].tolist() == [4]  # the default grid checks 4
+    data["infer"] = {"invariance_items": 32}  # the default elsewhere
+    costs = cost_table(validate_config(data))
+    pope = costs[(costs["per"] == "check") & (costs["benchmark"] == "pope-fixture")]
     assert pope["items"].tolist() == [32] and pope["requests"].tolist() == [32]
     data["infer"] = {"invariance_items": 0}
     assert not (cost_table(validate_config(data))["per"] == "check").any()

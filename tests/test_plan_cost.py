@@ -236,8 +236,8 @@ def test_cli_prints_the_plan_and_writes_the_csv(tmp_path, capsys):
     assert "totals:" in out and "Assumes:" in out and "llava-tiny" in out
     table = pd.read_csv(csv)
     assert list(table.columns) == cost.COLUMNS
-    # the cell's forwards, then the batch check's (its 32 sampled items again, one at a time)
-    assert table.loc[(table["model"] == "llava-tiny") & (table["benchmark"] == "pope-fixture"), "requests"].tolist() == [90, 32]
+    # the cell's forwards, then the batch check's (the default grid's 4 sampled items again, one at a time)
+    assert table.loc[(table["model"] == "llava-tiny") & (table["benchmark"] == "pope-fixture"), "requests"].tolist() == [90, 4]
 
 
 def test_a_model_served_by_its_job_holds_its_gpus_at_the_hf_rates(tmp_path):

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import kill_harness as kh
-from vlmgrid.predictions import read_predictions
+from vlmgrid.predictions import read_metadata, read_predictions
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def _run_here(ws):
                   bench_dir=paths.bench_dir(config.data_dir, ws.bench),
                   model_dir=paths.model_dir(config.data_dir, ws.model),
                   cell=Cell(ws.model, ws.bench, ws.out_path, ws.partial_dir), part_size=ws.part_size, threads=1,
-                  prompts_dir=config.prompts_dir,
+                  prompts_dir=config.prompts_dir, check_items=int(config.infer["invariance_items"]),
                   device="cpu", progress=False)
 
 
@@ -82,7 +82,9 @@ def _check_killed_runs(ws, kills, reference, n_items):
     first_killed_pid = kills[0].pid
     killed = events[next(i for i, e in enumerate(events) if e["pid"] == first_killed_pid):]
     computed = sum(e["items"] for e in killed if e["event"] == "compute")
-    assert computed == n_items + sum(cost.part_items for cost in costs)
+    # and the batch check's sample, answered again once every part is done (none for an unbatched model)
+    checked = (read_metadata(ws.out_path).get("invariance") or {}).get("checked", 0)
+    assert computed == n_items + sum(cost.part_items for cost in costs) + checked
     return costs
 
 

@@ -32,8 +32,11 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # a zombie (exited, not yet reaped by its parent) holds no GPU and no port
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split()[2] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:  # reaped since the signal above
+        return False
 
 
 def gone_within(pid: int, seconds: float) -> bool:
