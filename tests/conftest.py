@@ -239,6 +239,15 @@ def copy_workflow(destination: Path) -> Path:
     return destination
 
 
+def write_grid_pipeline(root: Path) -> None:
+    """`vlmgrid dvc-pipelines` in a copy whose config/config.yaml a test rewrote, as a user runs it after editing
+    the grid; the paper grids' pipelines it writes too are left out, as copy_workflow leaves them out."""
+    had_pipelines = (root / "pipelines").exists()
+    run(["vlmgrid", "dvc-pipelines"], root)
+    if not had_pipelines:
+        shutil.rmtree(root / "pipelines")
+
+
 def lock_is_free(path: Path) -> bool:
     """Whether nobody holds the lock file (checked by taking it for an instant)."""
     import fcntl

@@ -67,8 +67,9 @@ def test_dvc_repro_dry_force_prints_every_stage_of_a_fresh_clone_and_writes_noth
         assert stages.index(f"{prefix}stamp_sources") < min(
             stages.index(s) for s in stages if s.startswith(f"{prefix}prepare@"))
         assert stages.index(f"{prefix}report") > max(
-            stages.index(s) for s in stages if s.startswith(f"{prefix}score@"))
-    assert "> vlmgrid stamp-sources --config config/config.yaml --out data/.source-stamps" in result.stdout
+            stages.index(s) for s in stages if s.startswith(f"{prefix}row@"))
+    assert ("> vlmgrid stamp-sources --config config/config.yaml --out data/.source-stamps --pipeline dvc.yaml"
+            in result.stdout)
     assert not (fresh_clone / "data").exists() and not (fresh_clone / "results" / "predictions").exists()
     assert not (fresh_clone / "dvc.lock").exists()
 

@@ -49,10 +49,10 @@ def test_dvc_reads_every_grid_as_one_graph_without_running_it(tmp_path):
     stages = set(run(["dvc", "stage", "list", "--all", "--names-only"], root).stdout.split())
     for grid in PAPER_GRIDS:
         assert {f"pipelines/{grid}/dvc.yaml:{stage}" for stage in ("stamp_sources", "report")} <= stages
-    assert "pipelines/carpe/dvc.yaml:infer@llava-1.5-7b-pope" in stages
-    assert "pipelines/kaleidoscope/dvc.yaml:infer@qwen2.5-vl-7b-kaleidoscope" in stages
-    # a shared model's folder comes from the grid that fetches it: the dance cell's upstream crosses pipelines
-    dag = run(["dvc", "dag", "pipelines/dance/dvc.yaml:infer@llava-1.5-7b-dance"], root).stdout
+    assert "pipelines/carpe/dvc.yaml:row@llava-1.5-7b" in stages
+    assert "pipelines/kaleidoscope/dvc.yaml:row@qwen2.5-vl-7b" in stages
+    # a shared model's folder comes from the grid that fetches it: the dance row's upstream crosses pipelines
+    dag = run(["dvc", "dag", "pipelines/dance/dvc.yaml:row@llava-1.5-7b"], root).stdout
     assert "pipelines/carpe/dvc.yaml:fetch_model@llava-1.5-7b" in dag
 
 
@@ -119,8 +119,8 @@ def test_a_config_of_ones_own_gets_a_pipeline_that_tracks_the_keys_it_leaves_out
     # bootstrap and title, which the config leaves out, are params of the grid's settings stamp (with vlmgrid's
     # defaults), not of the config (DVC would stop at a missing one); only keys every config holds are
     settings = "${results_dir}/source-stamps/grid/settings.json"
-    assert stages["score"]["params"] == [{settings: ["bootstrap"]}]
-    assert stages["compare"]["do"]["params"] == [{settings: ["bootstrap"]}, {OWN: ["grid"]}]
+    assert stages["row"]["do"]["params"][1] == {settings: ["invariance_items", "bootstrap"]}
+    assert stages["compare"]["params"] == [{settings: ["bootstrap"]}, {OWN: ["grid"]}]
     assert stages["report"]["params"] == [{settings: ["title"]}, {OWN: ["grid"]}]
     assert stages["fetch_model"]["foreach"] == ["my-llava"]
     for grid in PAPER_GRIDS:  # the repo's pipelines are what they were
@@ -184,3 +184,23 @@ def test_configs_of_ones_own_outside_the_repo_or_of_one_name_are_refused(tmp_pat
     assert main(["dvc-pipelines", "--root", str(root), "--config", str(root / OWN), "--config", str(twin)]) == 2
     assert ("grids/own-model.yaml and config/examples/own-model.yaml would both be written to "
             "pipelines/own-model/dvc.yaml; rename one") in capsys.readouterr().err
+
+
+def test_a_grid_changed_since_its_pipeline_was_written_stops_at_the_first_stage(tmp_path, monkeypatch, capsys):
+    """The row, compare and inspect stages list the grid's benchmark folders: the stamp stage, which `dvc repro`
+    runs first, refuses a pipeline written for another grid, and says how to write it again."""
+    root = copy_workflow(tmp_path / "repo")
+    monkeypatch.chdir(root)
+    stamp = ["stamp-sources", "--config", "config/config.yaml", "--out", str(tmp_path / "stamps"),
+             "--pipeline", "dvc.yaml"]
+    assert main(stamp) == 0
+    config = yaml.safe_load((root / "config/config.yaml").read_text())
+    config["grid"]["benchmarks"] = config["grid"]["benchmarks"][:2]
+    (root / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    capsys.readouterr()
+    assert main(stamp) == 2
+    assert capsys.readouterr().err.strip() == (
+        "vlmgrid: error: dvc.yaml is not what workflow/dvc.template.yaml and config/config.yaml give now (the grid "
+        "changed since it was written, or it was edited); run `vlmgrid dvc-pipelines`, then `dvc repro` again")
+    assert main(["dvc-pipelines"]) == 0
+    assert main(stamp) == 0

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, mtimes, run
+from conftest import REPO, copy_workflow, mtimes, run, write_grid_pipeline
 from test_workflow import UP_TO_DATE, stages_run
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
 
@@ -102,6 +102,7 @@ def test_dvc_reruns_no_stage_after_a_touch_and_an_edit_reruns_the_cells(tmp_path
     grid, checkpoint, tsv = local_grid(tmp_path)
     root = copy_workflow(tmp_path / "repo")
     (root / "config/config.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
+    write_grid_pipeline(root)
     (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
     run(["git", "init", "-q"], root)
     run(["git", "add", "-A"], root)
@@ -117,5 +118,5 @@ def test_dvc_reruns_no_stage_after_a_touch_and_an_edit_reruns_the_cells(tmp_path
 
     mmbench_fixture.write_tsv_fixture(tsv.parent, {"seed": 1, "size": 2, "corrupt": 0})  # a new version
     ran = stages_run(run(["dvc", "repro"], root).stdout)
-    assert {"prepare@mmbench-mine", "infer@mine-mmbench-mine", "infer@random-mmbench-mine"} <= ran
+    assert {"prepare@mmbench-mine", "row@mine", "row@random"} <= ran
     assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == CELLS

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import (SMALL_GRID, REPO, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
-                      small_grid_config)
+                      small_grid_config, write_grid_pipeline)
 from dvc_helpers import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
                          s3_remote_commands, transfer_counts)
 
@@ -103,6 +103,7 @@ def dvc_run(tmp_path_factory):
     Tests only read it; those that change it work on a copy."""
     root = copy_workflow(tmp_path_factory.mktemp("dvc") / "repo")
     (root / "config/config.yaml").write_text(yaml.safe_dump(small_grid_config(SMALL_GRID), sort_keys=False))
+    write_grid_pipeline(root)  # the grid changed: its benchmark lists written again, as docs/dvc.md says
     # the repo's own: results/ is ignored except the metrics and plot data that DVC keeps in git
     shutil.copy2(REPO / ".gitignore", root / ".gitignore")
     run(["git", "init", "-q"], root)
@@ -129,13 +130,14 @@ def test_dvc_plans_every_cell_of_the_default_grid(tmp_path):
     root = copy_workflow(tmp_path / "repo")
     run(["git", "init", "-q"], root)
     stages = set(run(["dvc", "stage", "list", "--names-only"], root).stdout.split())
-    cells = {f"{model}-{bench}" for model in MODELS for bench in BENCHES}
-    assert {f"infer@{cell}" for cell in cells} | {f"score@{cell}" for cell in cells} <= stages
-    assert {f"prepare@{bench}" for bench in BENCHES} | {f"fetch_model@{model}" for model in MODELS} <= stages
-    # one comparison and one inspect page per benchmark
-    assert {f"compare@{bench}" for bench in BENCHES} | {f"inspect@{bench}" for bench in BENCHES} <= stages
-    assert {"stamp_sources", "report"} <= stages
-    assert len(stages) == 2 + 3 * len(BENCHES) + len(MODELS) + 2 * len(cells)
+    # a row per model (its cells side by side), one stage of all comparisons and one of all inspect pages
+    assert {f"row@{model}" for model in MODELS} | {f"fetch_model@{model}" for model in MODELS} <= stages
+    assert {f"prepare@{bench}" for bench in BENCHES} <= stages
+    assert {"stamp_sources", "compare", "inspect", "report"} <= stages
+    assert len(stages) == 4 + len(BENCHES) + 2 * len(MODELS)
+    # every row depends on every benchmark's data folder
+    row = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["row"]["do"]
+    assert {f"${{data_dir}}/{bench}" for bench in BENCHES} <= set(row["deps"])
 
 
 def changed_stages(status: str) -> set[str]:
@@ -156,26 +158,42 @@ def test_dvc_second_repro_is_a_noop(dvc_run):
     assert changed_stages(run(["dvc", "status"], dvc_run).stdout) == UP_TO_DATE
 
 
-def test_dvc_model_change_reruns_only_its_cells_and_one_stage_rebuilds_alone(dvc_run, tmp_path):
+def test_dvc_model_change_reruns_only_its_row_and_one_row_rebuilds_alone(dvc_run, tmp_path):
     root = copy_workspace(dvc_run, tmp_path / "repo")
     set_random_seed(root, 1)
     # the model's settings reach DVC through its stamp, which the first stage writes
     assert not [stage for stage in changed_stages(run(["dvc", "status"], root).stdout)
-                if stage.startswith(("infer", "fetch_model"))]
+                if stage.startswith(("row", "fetch_model"))]
     run(["dvc", "repro", "stamp_sources"], root)
     changed = changed_stages(run(["dvc", "status"], root).stdout)
-    assert {"infer@random-pope-fixture", "fetch_model@random"} <= changed
+    assert {"row@random", "fetch_model@random"} <= changed
     assert not any("clip-tiny" in stage for stage in changed)
 
     before = mtimes(root, "results/predictions/*/*.parquet")
-    run(["dvc", "repro", "--single-item", "infer@random-pope-fixture"], root)
+    run(["dvc", "repro", "--single-item", "row@random"], root)
     after = mtimes(root, "results/predictions/*/*.parquet")
-    assert {p for p in after if after[p] != before[p]} == {"results/predictions/random/pope-fixture.parquet"}
-
-    run(["dvc", "repro"], root)
-    final = mtimes(root, "results/predictions/*/*.parquet")
-    assert {p for p in final if final[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
+    assert {p for p in after if after[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
                                                            for b in SMALL_GRID["benchmarks"]}
+    run(["dvc", "repro"], root)
+    assert mtimes(root, "results/predictions/*/*.parquet") == after
+
+
+def test_dvc_one_benchmarks_new_data_answers_only_its_cells(dvc_run, tmp_path):
+    """A row's files persist: its stage reruns for every model when one benchmark's data changes, and answers
+    only that benchmark's cells again (the others' predictions files record the same inputs)."""
+    root = copy_workspace(dvc_run, tmp_path / "repo")
+    config = yaml.safe_load((root / "config/config.yaml").read_text())
+    bench = SMALL_GRID["benchmarks"][0]
+    config["benchmarks"][bench]["source"]["seed"] = 1
+    (root / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    ran = stages_run(run(["dvc", "repro"], root).stdout)
+    assert {f"prepare@{bench}", *(f"row@{model}" for model in SMALL_GRID["models"])} <= ran
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    changed = {p for p in after if after[p] != before[p]}
+    # a cell the model cannot run records only that, whatever the data: it may be left as it is
+    assert f"results/predictions/random/{bench}.parquet" in changed
+    assert all(p.endswith(f"/{bench}.parquet") for p in changed), changed
 
 
 def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
@@ -192,8 +210,7 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
     run(["git", "add", "dvc.lock", "results/metrics"], root)
     run(["git", "commit", "-q", "-m", "results"], root)
     result = run(["dvc", "exp", "run", "-n", "seed-1", "-S", "config/config.yaml:models.random.seed=1"], root)
-    assert {stage for stage in stages_run(result.stdout) if stage.startswith(("infer", "score"))} == \
-        {f"{step}@random-{bench}" for step in ("infer", "score") for bench in SMALL_GRID["benchmarks"]}
+    assert {stage for stage in stages_run(result.stdout) if stage.startswith("row")} == {"row@random"}
     table = list(csv.DictReader(io.StringIO(run(["dvc", "exp", "show", "--csv", "--only-changed"], root).stdout)))
     experiment = next(row for row in table if row["Experiment"] == "seed-1")
     assert experiment["models.random.seed"] == "1"
@@ -294,13 +311,14 @@ def test_dvc_push_then_pull_into_a_fresh_clone_leaves_nothing_to_do(dvc_clone):
 def test_dvc_pull_brings_back_only_the_deleted_cell(dvc_clone):
     clone = dvc_clone.root
     cell = "results/predictions/random/pope-fixture.parquet"
-    md5 = lock_outputs(clone)[cell]
+    assert "results/predictions/random" in lock_outputs(clone)  # the row's folder: DVC caches each file in it
+    md5 = hashlib.md5((clone / cell).read_bytes()).hexdigest()
     before = output_mtimes(clone)
     (clone / cell).unlink()
     cache_object(clone, md5).unlink()  # so that it comes from the remote, not the clone's own cache
 
     result = run(["dvc", "pull"], clone)
-    assert re.findall(r"^A\s+(\S+)$", result.stdout, re.M) == [cell]
+    assert re.findall(r"^[AM]\s+(\S+)$", result.stdout, re.M) == ["results/predictions/random/"]
     assert transfer_counts(result.stdout) == {"fetched": 1, "added": 1}
     after = output_mtimes(clone)
     assert {path for path in after if after[path] != before[path]} == {cell}

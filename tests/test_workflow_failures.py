@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run, workflow_env
+from conftest import REPO, copy_workflow, run, workflow_env, write_grid_pipeline
 from fake_openai_server import FakeOpenAIServer, Reply
 from test_workflow import stages_run
 
@@ -82,6 +82,7 @@ def test_snakemake_keeps_going_reports_the_missing_cell_and_reruns_only_it(serve
 def test_dvc_repro_stops_at_the_failed_cell_and_the_next_repro_runs_only_it(server, tmp_path):
     root = copy_workflow(tmp_path / "repo")
     (root / "config/config.yaml").write_text(yaml.safe_dump(grid(server)))
+    write_grid_pipeline(root)
     (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
     for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "grid"]):
         run(command, root)
@@ -96,6 +97,6 @@ def test_dvc_repro_stops_at_the_failed_cell_and_the_next_repro_runs_only_it(serv
     server.script.clear()
     again = run(["dvc", "repro"], root, env=env(tmp_path))
     ran = stages_run(again.stdout)
-    assert "infer@api-pope-small" in ran and "score@api-pope-small" in ran and "report" in ran
-    assert not any(stage.startswith(("infer@random", "score@random", "prepare")) for stage in ran)
+    assert "row@api" in ran and "report" in ran
+    assert not any(stage.startswith(("row@random", "prepare")) for stage in ran)
     assert (root / "results/predictions/api/pope-small.parquet").is_file()

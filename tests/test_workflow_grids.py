@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run
+from conftest import REPO, copy_workflow, run, write_grid_pipeline
 from test_benchmarks_sources import raw_fixture
 from test_workflow import UP_TO_DATE, changed_stages, stages_run
 
@@ -145,6 +145,7 @@ def dvc_local(tmp_path_factory):
     raw = raw_fixture("flowers102", base / "my-flowers", size=2, classes=3)
     root = copy_workflow(base / "repo")
     write(root / "config/config.yaml", local_grid(raw))
+    write_grid_pipeline(root)
     (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
     run(["git", "init", "-q"], root)
     run(["git", "add", "-A"], root)
@@ -177,8 +178,7 @@ def test_dvc_prepares_a_changed_local_source_again(dvc_local):
     first = sha(records)
     new_version(raw)
     result = run(["dvc", "repro"], root)
-    assert {"prepare@flowers-local", "infer@random-flowers-local", "score@random-flowers-local",
-            "report"} <= stages_run(result.stdout)
+    assert {"prepare@flowers-local", "row@random", "report"} <= stages_run(result.stdout)
     said = [line for line in (result.stdout + result.stderr).splitlines() if "preparing it again" in line]
     assert len(said) == 1 and "benchmark flowers-local: its local source changed since it was prepared" in said[0]
     assert sha(records) != first
@@ -238,7 +238,7 @@ def test_two_grids_in_one_checkout_under_dvc(tmp_path):
     run(["git", "init", "-q"], root)
     run(["vlmgrid", "dvc-pipelines", "--config", a, "--config", b], root)
     first = run(["dvc", "repro", "pipelines/a/dvc.yaml"], root)
-    assert "pipelines/a/dvc.yaml:infer@random-mme" in stages_run(first.stdout)
+    assert "pipelines/a/dvc.yaml:row@random" in stages_run(first.stdout)
     second = run(["dvc", "repro", "pipelines/b/dvc.yaml"], root)
     assert "pipelines/b/dvc.yaml:prepare@mme" in stages_run(second.stdout)
     third = run(["dvc", "repro", "pipelines/a/dvc.yaml"], root)

@@ -84,6 +84,10 @@ def cmd_prepare(config: Config, args) -> None:
 def cmd_stamp_sources(config: Config, args) -> None:
     from vlmgrid.stages.prepare import stamp_sources
 
+    if args.pipeline:
+        from vlmgrid.stages.dvc_pipelines import check_pipeline, config_in_repo
+
+        check_pipeline(Path("."), config_in_repo(Path("."), args.config), Path(args.pipeline))
     stamp_sources(config, Path(args.out) if args.out else None)
 
 
@@ -118,7 +122,26 @@ def cmd_score(config: Config, args) -> None:
     score_grid_cell(config, args.model, args.benchmark, predictions=args.predictions, out=args.out)
 
 
+def cmd_row(config: Config, args) -> None:
+    from vlmgrid.stages.rows import run_row
+
+    run_row(config, args.model, jobs=args.jobs, progress=not args.no_progress)
+
+
+def _one_or_all(args) -> None:
+    from vlmgrid.errors import VlmgridError
+
+    if (args.benchmark is None) == (not args.all):
+        raise VlmgridError(f"vlmgrid {args.command}: name one benchmark of the grid, or pass --all for every one")
+
+
 def cmd_compare(config: Config, args) -> None:
+    _one_or_all(args)
+    if args.all:
+        from vlmgrid.stages.rows import compare_all
+
+        compare_all(config, jobs=args.jobs)
+        return
     from vlmgrid.stages.compare import compare_benchmark
 
     compare_benchmark(config, args.benchmark)
@@ -155,6 +178,12 @@ def cmd_dvc_pipelines(config: Config | None, args) -> None:
 
 
 def cmd_inspect(config: Config, args) -> None:
+    _one_or_all(args)
+    if args.all:
+        from vlmgrid.stages.rows import inspect_all
+
+        inspect_all(config, max_items=args.max_items, seed=args.seed, jobs=args.jobs)
+        return
     from vlmgrid.stages.inspect import inspect_benchmark
 
     inspect_benchmark(config, args.benchmark, max_items=args.max_items, seed=args.seed)
@@ -210,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     stamps = add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's "
                  "file sizes and hashes) for DVC's prepare stages")
     stamps.add_argument("--out", help="folder of the stamps (default: <data_dir>/.source-stamps)")
+    stamps.add_argument("--pipeline", metavar="DVC_FILE", help="first check that this dvc.yaml (from the repo root, "
+                        "here) is what `vlmgrid dvc-pipelines` writes for the config now")
     add("verify", cmd_verify, "check every file of a prepared benchmark against its manifest").add_argument("benchmark")
     add("fetch-model", cmd_fetch_model, "download or build a model's weights").add_argument("model")
     infer = add("infer", cmd_infer, "run one model on one benchmark (resumes a killed run)")
@@ -228,8 +259,15 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("benchmark")
     score.add_argument("--predictions", help="score this predictions file (made elsewhere) instead")
     score.add_argument("--out", help="write the score JSON here instead")
-    add("compare", cmd_compare, "compare the grid's models pair by pair on one benchmark (difference, paired "
-        "bootstrap CI, paired permutation test)").add_argument("benchmark")
+    row = add("row", cmd_row, "run one model's row of the grid: its cell on every benchmark inferred (a cell whose "
+              "predictions are current is left as it is) and scored, cells side by side (DVC's stage per model)")
+    row.add_argument("model")
+    row.add_argument("--jobs", type=int, help="cells at a time (default: one per GPU group the model holds, or on "
+                     "the CPU as many as the cores hold jobs of infer.threads threads)")
+    row.add_argument("--no-progress", action="store_true", help="no progress bar in the cells")
+    compare = add("compare", cmd_compare, "compare the grid's models pair by pair on one benchmark (difference, "
+                  "paired bootstrap CI, paired permutation test)")
+    _add_one_or_all(compare)
     diff = add("diff", cmd_diff, "why two prediction sets of one benchmark score differently: the items where "
                "they differ (same answer read differently, different answer, error rows) and what each kind of "
                "difference does to the headline")
@@ -274,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="write nothing; fail when a pipeline differs from what the template gives")
     inspect = add("inspect", cmd_inspect, "a static HTML page of a benchmark's items and every grid model's "
                   "answers, with filters (results/inspect/<bench>/index.html)")
-    inspect.add_argument("benchmark")
+    _add_one_or_all(inspect)
     inspect.add_argument("--max-items", type=int, default=500,
                          help="at most this many items on the page, a seeded sample of them (default: 500)")
     inspect.add_argument("--seed", type=int, default=0, help="the sample's seed (default: 0)")
@@ -303,6 +341,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the pid of the process that starts the server: stop once it has ended (a run "
                              "killed with SIGKILL, too)")
     return parser
+
+
+def _add_one_or_all(command) -> None:
+    command.add_argument("benchmark", nargs="?", help="a benchmark of the grid")
+    command.add_argument("--all", action="store_true", help="every benchmark of the grid, side by side (DVC's "
+                         "stage)")
+    command.add_argument("--jobs", type=int, help="with --all: benchmarks at a time (default: one per core)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from vlmgrid.report.outputs import report_files
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TEMPLATE", "Pipeline", "check_pipelines", "config_in_repo", "render_pipelines", "write_pipelines"]
+__all__ = ["TEMPLATE", "Pipeline", "check_pipeline", "check_pipelines", "config_in_repo", "render_pipelines", "write_pipelines"]
 
 TEMPLATE = Path("workflow") / "dvc.template.yaml"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
@@ -44,6 +44,7 @@ class Pipeline:
     fetch_models: tuple[str, ...] | None  # the models it fetches; None: all of its grid's (from the config)
     # the PNG figures its report draws, under ${results_dir}: DVC's image plots
     figures: tuple[str, ...] = ()
+    benchmarks: tuple[str, ...] = ()  # its grid's benchmarks, whose data folders its row stages depend on
 
 
 def _read_grid(root: Path, config: Path) -> dict:
@@ -167,11 +168,9 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
                     f"{config} gives the model {model!r} another backend or source than {model_owner[folder][0]}, "
                     f"but both would fetch it into {folder}; give one of them another name, or {config} a "
                     f"data_dir of its own")
-        figures = _figures(data)
-        if config == DEFAULT_CONFIG:
-            pipelines.append(Pipeline(config, _pipeline_file(config), None, figures))
-        else:
-            pipelines.append(Pipeline(config, _pipeline_file(config), tuple(owned), figures))
+        figures, benchmarks = _figures(data), tuple(grid.get("benchmarks") or [])
+        fetch_models = None if config == DEFAULT_CONFIG else tuple(owned)
+        pipelines.append(Pipeline(config, _pipeline_file(config), fetch_models, figures, benchmarks))
     return pipelines
 
 
@@ -191,7 +190,9 @@ def render(template: str, pipeline: Pipeline) -> str:
         fetch_models = "[" + ", ".join(pipeline.fetch_models) + "]"
     stamps = "${data_dir}/.source-stamps" if at_root else "${results_dir}/source-stamps"
     figure_plots = "\n".join(f"  - {figure}" for figure in pipeline.figures)
-    replacements = {"@WDIR@": up.as_posix(), "@VARS@": (up / pipeline.config).as_posix(),
+    bench_dirs = [f"- ${{data_dir}}/{bench}" for bench in pipeline.benchmarks]
+    replacements = {"@BENCH_DIRS_STAGE@": "\n".join(" " * 6 + line for line in bench_dirs),
+                    "@BENCH_DIRS@": "\n".join(" " * 8 + line for line in bench_dirs),"@WDIR@": up.as_posix(), "@VARS@": (up / pipeline.config).as_posix(),
                     "@CONFIG@": pipeline.config.as_posix(), "@STAMPS@": stamps, "@FETCH_MODELS@": fetch_models,
                     "@DVC_FILE@": pipeline.dvc_file.as_posix(), "@FIGURE_PLOTS@": figure_plots}
     for placeholder, value in replacements.items():
@@ -221,6 +222,19 @@ def write_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Path]:
     for path in written:
         log.info(f"wrote {path}")
     return written
+
+
+def check_pipeline(root: Path, config: Path, dvc_file: Path) -> None:
+    """Refuse to run a pipeline that differs from what the template and its config give now (`vlmgrid
+    stamp-sources --pipeline`, its first stage): a grid edited since its lists of benchmark folders were
+    written would run stages over the old grid."""
+    config, dvc_file = Path(config), Path(dvc_file)
+    expected = render_pipelines(root, [config]).get(dvc_file)
+    target = Path(root) / dvc_file
+    if expected is None or not target.is_file() or target.read_text(encoding="utf-8") != expected:
+        command = "vlmgrid dvc-pipelines" + ("" if config in _grid_configs(Path(root)) else f" --config {config}")
+        raise VlmgridError(f"{dvc_file} is not what {TEMPLATE} and {config} give now (the grid changed since it "
+                           f"was written, or it was edited); run `{command}`, then `dvc repro` again")
 
 
 def check_pipelines(root: Path, configs: Sequence[Path] = ()) -> None:
