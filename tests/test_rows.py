@@ -132,3 +132,42 @@ def test_the_batch_checks_sample_size_is_an_input_of_a_batching_model(small_conf
     more = _config(small_config, infer={**infer, "invariance_items": 3},
                    grid={"models": ["llava-tiny"], "benchmarks": ["mme-fixture"]})
     assert not predictions_current(more, "llava-tiny", "mme-fixture")
+
+
+PIECES_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from vlmgrid.stages.sidebyside import Task, run_side_by_side
+
+def piece(name):
+    Path(sys.argv[1], name).write_text(str(os.getpid()))
+    time.sleep(60)
+
+run_side_by_side([Task(name, lambda name=name: piece(name)) for name in ("a", "b", "c")], 2, "pieces")
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_cancelled_command_ends_its_pieces(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = subprocess.Popen([sys.executable, "-c", PIECES_SCRIPT, str(tmp_path)])
+    deadline = time.monotonic() + 60
+    while len([path for path in tmp_path.iterdir() if path.read_text()]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [int(path.read_text()) for path in tmp_path.iterdir()]
+    assert len(pids) == 2 and all(pids)  # two at a time: the third waits
+    command.send_signal(signal.SIGTERM)
+    assert command.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not any(_alive(pid) for pid in pids)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b"]

@@ -13,6 +13,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,13 @@ from vlmgrid.errors import VlmgridError
 log = logging.getLogger(__name__)
 
 __all__ = ["Task", "cpu_jobs", "run_side_by_side"]
+
+# Signals that end the command (a cancelled job, a closed terminal): its pieces end with it, never left running
+_ENDING = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _Ended(BaseException):
+    """The command got one of _ENDING while its pieces ran."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,8 @@ def cpu_jobs(threads: int = 1) -> int:
 
 def _child(task: Task) -> None:
     """Run one piece; its package messages are prefixed with its label, as the pieces' lines interleave."""
+    for signum in _ENDING:
+        signal.signal(signum, signal.SIG_DFL)
     for handler in logging.getLogger("vlmgrid").handlers:
         handler.setFormatter(logging.Formatter(f"{task.label}: %(message)s"))
     try:
@@ -78,6 +88,11 @@ def run_side_by_side(tasks: Sequence[Task], jobs: int, what: str) -> None:
     started = time.monotonic()
     jobs = max(1, jobs)
     log.info(f"{what}: {len(tasks)} to run, {min(jobs, len(tasks))} at a time")
+
+    def end(signum, frame):
+        raise _Ended(signum)
+
+    previous = {signum: signal.signal(signum, end) for signum in _ENDING}
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
@@ -91,9 +106,14 @@ def run_side_by_side(tasks: Sequence[Task], jobs: int, what: str) -> None:
                 if process.exitcode != 0:
                     failed.append(task.label)
                 _progress(what, len(tasks) - len(waiting) - len(running), len(tasks), started)
-    except BaseException:
+    except BaseException as exc:
         _stop([process for process, _ in running.values()])
+        if isinstance(exc, _Ended):
+            raise SystemExit(128 + exc.args[0]) from None  # the status a shell gives a command that signal ended
         raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if failed:
         raise VlmgridError(f"{len(failed)} of the {len(tasks)} {what} failed ({', '.join(failed)}); each one's "
                            f"error is above")
