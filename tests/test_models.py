@@ -150,7 +150,7 @@ def test_multilingual_text_tower_embeds_other_scripts(tmp_path):
 
 
 def test_text_tower_needs_a_pinned_revision():
-    from vlmgrid.models.open_clip_backend import _text_tower_files
+    from vlmgrid.models.open_clip_loading import _text_tower_files
 
     config = {"model_cfg": {"text_cfg": {"hf_model_name": "xlm-roberta-base"}}}
     with pytest.raises(VlmgridError, match="pin it with `text_tower_revision`"):

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from conftest import tiny_open_clip
 from vlmgrid.models import BACKENDS
-from vlmgrid.models.open_clip_backend import TEXT_TOWER_DIR, WEIGHTS_NAME, _checkpoint_sets_every_weight, local_text_tower
+from vlmgrid.models.open_clip_loading import TEXT_TOWER_DIR, WEIGHTS_NAME, _checkpoint_sets_every_weight, local_text_tower
 from vlmgrid.stages.fetch import fetch_model
 
 TINY = tiny_open_clip(seed=3)  # its batch of 3 holds the three images below, as the reference encodes them
