@@ -1,0 +1,401 @@
+"""perf/speed.py's measurements: the shapes, the models written and loaded as the grid loads them, the
+benchmark folders of JPEG files, and one function per section that runs vlmgrid's runner and its reference."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+from pathlib import Path
+
+from speedreport import result_row
+
+PHOTO_SIZE = (500, 375)  # ImageNet's typical picture
+NEW_TOKENS = 16
+CANDIDATES = 50  # DANCE ranks 50 riddles for each picture
+
+# The shapes: CLIP towers by role (the goals name the roles), the LLaVA model, counts and batch sizes.
+SHAPES = {
+    "real": {
+        "clip": {
+            "large": ("ViT-L/14@336", "ViT-L-14-336"),
+            "base": ("ViT-B/32@224", "ViT-B-32"),
+        },
+        # batches of 64: within a part of 256 items the next batches decode while the model runs this one
+        "clip_images": 4096, "clip_batch": 64, "precision": "bf16",
+        "vision": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+                   "num_attention_heads": 16, "patch_size": 14, "image_size": 336, "projection_dim": 768},
+        "text": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                 "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096},
+        "vocab": 32064, "choice_items": 512, "lm_batch": 64, "rank_queries": 8,
+    },
+    "small": {
+        "clip": {
+            "large": ("tiny ViT/8@64", {"embed_dim": 64, "vision_cfg": {"image_size": 64, "layers": 4, "width": 128,
+                                                                         "patch_size": 8, "head_width": 32},
+                                        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64,
+                                                     "heads": 2, "layers": 2}}),
+            "base": ("tiny ViT/16@64", {"embed_dim": 64, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64,
+                                                                         "patch_size": 16, "head_width": 32},
+                                        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64,
+                                                     "heads": 2, "layers": 2}}),
+        },
+        "clip_images": 512, "clip_batch": 64, "precision": "fp32",
+        "vision": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "patch_size": 14, "image_size": 224, "projection_dim": 64},
+        # the fixture tokenizer's own vocabulary: a 32k one would make the output layer most of a tiny model
+        "text": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+                 "num_key_value_heads": 4, "max_position_embeddings": 2048},
+        "vocab": None, "choice_items": 64, "lm_batch": 16, "rank_queries": 4,
+    },
+}
+
+
+def at_depth(shape: dict, depth: int) -> dict:
+    """The shapes with `depth` transformer layers in every CLIP tower and in LLaVA's vision tower and language
+    model, everything else (widths, heads, vocabularies, image and patch sizes, projector) as they are: the same
+    path at the same widths, small enough for a test on the CPU."""
+    import open_clip
+
+    def clip_cfg(arch) -> dict:
+        cfg = copy.deepcopy(open_clip.get_model_config(arch) if isinstance(arch, str) else arch)
+        cfg["vision_cfg"]["layers"] = cfg["text_cfg"]["layers"] = depth
+        return cfg
+
+    return {**shape, "clip": {role: (label, clip_cfg(arch)) for role, (label, arch) in shape["clip"].items()},
+            "vision": {**shape["vision"], "num_hidden_layers": depth},
+            "text": {**shape["text"], "num_hidden_layers": depth}}
+
+
+# --- helpers ---------------------------------------------------------------------------------------------
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device: str, repeats: int = 1, warmup: int = 1) -> float:
+    """Seconds per call after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - start) / repeats
+
+
+def on_host(fn, device: str) -> tuple[float, float]:
+    """(seconds, host cores used) of one call of vlmgrid's path: the cores are the process's CPU seconds over
+    the wall seconds, what the host spent feeding the device."""
+    _sync(device)
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    _sync(device)
+    wall = time.perf_counter() - wall
+    return wall, (time.process_time() - cpu) / wall
+
+
+def warm_up(runner, records) -> None:
+    """One untimed call of a runner before the timed ones (kernels chosen, caches filled, memory allocated)."""
+    runner(records)
+
+
+def infer_parts(bench, settings: dict, part_size: int) -> list:
+    """The benchmark's records cut into the parts `vlmgrid infer` cuts them into: at most part_size model
+    requests each (vlmgrid.stages.jobs.part_bounds)."""
+    from vlmgrid.stages.cost import item_requests
+    from vlmgrid.stages.jobs import part_bounds
+
+    bounds = part_bounds(item_requests(bench, settings), part_size)
+    return [bench.records.iloc[start:stop] for start, stop in zip(bounds, bounds[1:])]
+
+
+def in_parts(runner, parts: list) -> list[dict]:
+    """The runner over the parts, one call each, as `vlmgrid infer` calls it."""
+    return [row for part in parts for row in runner(part)]
+
+
+def write_photos(folder: Path, names: list[str], seed: int = 0) -> None:
+    """Photo-like JPEGs (smooth content plus noise, quality 90) of ImageNet's typical size at the given names."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    width, height = PHOTO_SIZE
+    for name in names:
+        small = Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).resize((width, height),
+                                                                                            Image.BICUBIC)
+        noisy = np.asarray(small).astype(np.int16) + rng.integers(-12, 12, (height, width, 3))
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(noisy.clip(0, 255).astype(np.uint8)).save(path, quality=90)
+
+
+def _benchmark(kind: str, root: Path, records, classes=None):
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.benchmarks.dataset import Benchmark
+
+    return Benchmark(name=f"speed-{kind}", kind=BENCHMARKS.get(kind), root=root, records=records, classes=classes,
+                     manifest={})
+
+
+# --- CLIP ------------------------------------------------------------------------------------------------
+
+def imagenet_folder(n: int, work: Path):
+    """A benchmark of n photo-like JPEGs in ImageNet's folder layout, 10 classes."""
+    import pandas as pd
+
+    n_classes = 10
+    synsets = [f"n{1440764 + k:08d}" for k in range(n_classes)]
+    names = [f"images/{synsets[i % n_classes]}/ILSVRC2012_val_{i + 1:08d}.JPEG" for i in range(n)]
+    bench_dir = work / "imagenet"
+    write_photos(bench_dir, names)
+    records = pd.DataFrame({"id": [f"val-{i}" for i in range(n)], "image": names, "question": "",
+                            "options": [[] for _ in names], "answer": "", "answer_index": [i % n_classes for i in range(n)]})
+    return _benchmark("imagenet", bench_dir, records, [f"class {k}" for k in range(n_classes)])
+
+
+def clip_section(shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
+    bench = imagenet_folder(shape["clip_images"], work)
+    rows = []
+    for role, (label, arch) in shape["clip"].items():
+        rows += _clip_tower(role, label, arch, shape, device, work, bench, part_size)
+    return rows
+
+
+def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Path, bench, part_size: int) -> list[dict]:
+    import open_clip
+    import torch
+
+    from vlmgrid.cache import cache_root
+    from vlmgrid.models import BACKENDS
+    from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
+    from vlmgrid.pixel_cache import PIXELS_DIR
+    from vlmgrid.protocols.classification import embed_strategy
+
+    n = len(bench.records)
+    model_cfg = open_clip.get_model_config(arch) if isinstance(arch, str) else arch
+    model_dir = work / f"clip-{role}"
+    model_dir.mkdir()
+    write_tiny_open_clip(model_dir, seed=0, model_cfg=model_cfg)
+    settings = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": shape["clip_batch"],
+                "precision": shape["precision"]}
+    model = BACKENDS.get("open_clip").load(settings, model_dir, device)
+    runner = embed_strategy(model, bench)  # the zero-shot classifier is built here, before the clock starts
+    parts = infer_parts(bench, settings, part_size)
+    size = model_cfg["vision_cfg"]["image_size"]
+
+    pixels = torch.randn(shape["clip_batch"], 3, size, size, device=device, dtype=model.dtype)
+    with torch.inference_mode():
+        tower = timed(lambda: model.model.encode_image(pixels, normalize=True), device, repeats=3)
+    # the first pass decodes the JPEGs (and fills the pixel cache), the second reads that cache: start cold,
+    # whatever an earlier tower of the same image size left there
+    shutil.rmtree(cache_root() / PIXELS_DIR, ignore_errors=True)
+    ours, ours_cores = on_host(lambda: in_parts(runner, parts), device)
+    cached, cached_cores = on_host(lambda: in_parts(runner, parts), device)
+
+    class Opened:
+        """The same model without `embed_image_files`: the protocol opens every image in the main process."""
+
+        embed_images, embed_texts, identity = model.embed_images, model.embed_texts, model.identity
+
+    plain_runner = embed_strategy(Opened(), bench)
+    plain, plain_cores = on_host(lambda: in_parts(plain_runner, parts), device)
+    tower_rate = shape["clip_batch"] / tower
+    return [
+        result_row(f"clip {role}", f"CLIP {label}: classification from JPEG files", "img/s", n / ours,
+                   tower_rate, "image tower on device tensors", host_cores=ours_cores),
+        result_row(f"clip {role} cached", f"CLIP {label}: the same files again, from the pixel cache", "img/s",
+                   n / cached, tower_rate, "image tower on device tensors", host_cores=cached_cores),
+        result_row(f"clip {role} plain", f"CLIP {label}: images opened one by one in the main process",
+                   "img/s", n / plain, tower_rate, "image tower on device tensors", host_cores=plain_cores),
+    ]
+
+
+# --- LLaVA -----------------------------------------------------------------------------------------------
+
+def write_llava(shape: dict, device: str, out_dir: Path) -> Path:
+    """A LLaVA-1.5 checkpoint of the given shape (random weights) with the fixture's tokenizer, via save_pretrained."""
+    import torch
+    from transformers import AutoModelForImageTextToText, CLIPVisionConfig, LlamaConfig, LlavaConfig
+
+    from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint
+
+    write_tiny_checkpoint("llava", out_dir, seed=0)
+    tiny = LlavaConfig.from_pretrained(out_dir)
+    vision = CLIPVisionConfig(**shape["vision"])
+    text = LlamaConfig(**shape["text"], vocab_size=shape["vocab"] or tiny.text_config.vocab_size, bos_token_id=tiny.text_config.bos_token_id,
+                       eos_token_id=tiny.text_config.eos_token_id, pad_token_id=tiny.text_config.pad_token_id)
+    config = LlavaConfig(vision_config=vision, text_config=text, image_token_id=tiny.image_token_id,
+                         vision_feature_layer=-2, vision_feature_select_strategy="default",
+                         projector_hidden_act="gelu", image_seq_length=(vision.image_size // vision.patch_size) ** 2)
+    dtype = torch.bfloat16 if shape["precision"] == "bf16" else torch.float32
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForImageTextToText.from_config(config, dtype=dtype).eval()
+        with torch.no_grad():
+            for parameter in model.parameters():  # a small init keeps random logits finite
+                parameter.normal_(0, 0.02)
+    model.save_pretrained(out_dir)
+    del model
+    write_llava_processor(shape, out_dir)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out_dir
+
+
+def write_llava_processor(shape: dict, out_dir: Path) -> None:
+    """The checkpoint's processor at the shape's image size and patch: LLaVA-1.5's CLIP image processing and its
+    image tokens ((size / patch)^2 of them in every prompt), with the fixture's tokenizer and chat template."""
+    from transformers import CLIPImageProcessor, LlavaProcessor
+
+    old = LlavaProcessor.from_pretrained(out_dir)
+    size, patch = shape["vision"]["image_size"], shape["vision"]["patch_size"]
+    LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": size},
+                                                      crop_size={"height": size, "width": size}),
+                   tokenizer=old.tokenizer, patch_size=patch, vision_feature_select_strategy="default",
+                   num_additional_image_tokens=1, chat_template=old.chat_template).save_pretrained(out_dir)
+
+
+def load_llava(shape: dict, device: str, model_dir: Path, batch_size: int):
+    from vlmgrid.models.hf_backend import Hf
+
+    settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava"}, "batch_size": batch_size,
+                "precision": shape["precision"], "generation": {"max_new_tokens": NEW_TOKENS}}
+    backend = Hf.load(settings, model_dir, device)
+    # every sample generates exactly NEW_TOKENS tokens, in our path and in the bare calls alike
+    backend.model.generation_config.min_new_tokens = NEW_TOKENS
+    backend.model.generation_config.max_new_tokens = NEW_TOKENS
+    return backend
+
+
+QUESTIONS = ("Which of the one is in the picture ?", "What is the small animal in the image ?",
+             "How many red car are there in the photo ?", "Which option is the man on the left ?")
+OPTIONS = (["cat", "dog", "bird", "tree"], ["red", "green", "blue", "black"], ["one", "two", "three", "four"])
+
+
+def _item_records(n: int, folder: Path, prefix: str):
+    import pandas as pd
+
+    names = [f"images/{prefix}-{i:06d}.jpg" for i in range(n)]
+    write_photos(folder, names, seed=1)
+    return pd.DataFrame({"id": [f"{prefix}-{i}" for i in range(n)], "image": names,
+                         "question": [QUESTIONS[i % len(QUESTIONS)] for i in range(n)],
+                         "options": [OPTIONS[i % len(OPTIONS)] for i in range(n)], "answer": "",
+                         "answer_index": 0, "hint": ["Look at the picture ." if i % 2 else "" for i in range(n)]})
+
+
+def choice_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
+    import torch
+
+    from vlmgrid.models.base import GenerateRequest, OptionRequest
+    from vlmgrid.protocols.choice import LETTERS, multiple_choice_option_strategy, multiple_choice_prompt, _context
+    from vlmgrid.images import open_rgb
+
+    n, bs = shape["choice_items"], shape["lm_batch"]
+    folder = work / "scienceqa"
+    records = _item_records(n, folder, "choice")
+    bench = _benchmark("scienceqa_img", folder, records)
+    runner = multiple_choice_option_strategy(backend, bench)
+    parts = infer_parts(bench, backend.settings, part_size)
+    warm_up(runner, records.iloc[:bs])
+    ours, ours_cores = on_host(lambda: in_parts(runner, parts), device)
+
+    def request(i):
+        options = list(records["options"].iloc[i])
+        return OptionRequest(records["id"].iloc[i], open_rgb(folder / records["image"].iloc[i]),
+                             multiple_choice_prompt(records["question"].iloc[i], options, _context(records, i)),
+                             options, tuple(LETTERS[:len(options)]))
+
+    batch = backend._cast(backend._encode([request(i) for i in range(bs)]))
+    with torch.inference_mode():
+        bare = timed(lambda: backend.model(**batch, logits_to_keep=1), device, repeats=3)
+        one = backend._cast(backend._encode([GenerateRequest("g", request(0).image, request(0).prompt)]))
+        per_sample = timed(lambda: backend.model.generate(**one, do_sample=False), device, repeats=2)
+    return [
+        result_row("choice", f"multiple choice by letter log-likelihood, batch {bs}", "samples/s", n / ours,
+                   bs / bare, f"bare batched forward, batch {bs}", host_cores=ours_cores),
+        result_row("choice vs per-sample generate", "multiple choice by letter log-likelihood", "samples/s",
+                   n / ours, 1 / per_sample, f"per-sample generate, {NEW_TOKENS} tokens", host_cores=ours_cores),
+    ]
+
+
+def generate_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
+    import torch
+
+    from vlmgrid.images import open_rgb
+    from vlmgrid.models.base import GenerateRequest
+    from vlmgrid.protocols.short_answer import generate_strategy, short_answer_prompt
+
+    bs = shape["lm_batch"]
+    n = 2 * bs
+    folder = work / "textvqa"
+    records = _item_records(n, folder, "vqa")
+    bench = _benchmark("textvqa", folder, records)
+    runner = generate_strategy(backend, bench)
+    parts = infer_parts(bench, backend.settings, part_size)
+    warm_up(runner, records.iloc[:2])
+    ours, ours_cores = on_host(lambda: in_parts(runner, parts), device)
+    requests = [GenerateRequest(records["id"].iloc[i], open_rgb(folder / records["image"].iloc[i]),
+                                short_answer_prompt(records["question"].iloc[i])) for i in range(bs)]
+    batch = backend._cast(backend._encode(requests))
+    with torch.inference_mode():
+        bare = timed(lambda: backend.model.generate(**batch, do_sample=False), device, repeats=1)
+    return [result_row("generate", f"short answers, {NEW_TOKENS} new tokens, batch {bs}", "samples/s", n / ours,
+                       bs / bare, f"transformers generate, batch {bs}", host_cores=ours_cores)]
+
+
+RIDDLE_WORDS = ("this is used for cutting bread a red small animal with fur that you can find in the house or "
+                "on a tree and it is green blue black white large left right").split()
+
+
+def dance_folder(n: int, k: int, work: Path):
+    """A DANCE benchmark of n pictures, each to be matched with one of k riddles of 20 words."""
+    import numpy as np
+    import pandas as pd
+
+    folder = work / "dance"
+    names = [f"images/entity-{i:04d}.jpg" for i in range(n)]
+    write_photos(folder, names, seed=2)
+    rng = np.random.default_rng(0)
+    riddles = [[" ".join(rng.choice(RIDDLE_WORDS, 20)) + " ." for _ in range(k)] for _ in range(n)]
+    records = pd.DataFrame({"id": [f"q{i}" for i in range(n)], "image": names, "question": "",
+                            "options": riddles, "answer": "", "answer_index": 0,
+                            "direction": "image-to-riddle", "split": "test-seen"})
+    return _benchmark("dance", folder, records)
+
+
+def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
+    import torch
+
+    from vlmgrid.images import open_rgb
+    from vlmgrid.models.base import OptionRequest
+    from vlmgrid.protocols.ranking import likelihood_strategy, ranking_prompt
+
+    n, k = shape["rank_queries"], CANDIDATES
+    bench = dance_folder(n, k, work)
+    folder, records = bench.root, bench.records
+    names, riddles = list(records["image"]), list(records["options"])
+    runner = likelihood_strategy(backend, bench)
+    parts = infer_parts(bench, backend.settings, part_size)
+    warm_up(runner, records.iloc[:1])
+    ours, ours_cores = on_host(lambda: in_parts(runner, parts), device)
+
+    # 50 full forwards: picture + prompt + riddle, each its own sequence, in batches as a plain evaluation does
+    prompt = ranking_prompt()
+    picture = open_rgb(folder / names[0])
+    full = [OptionRequest(f"r{j}", picture, prompt + " " + riddles[0][j], ["x"], ["A"]) for j in range(k)]
+
+    def naive():
+        for start in range(0, k, shape["lm_batch"]):
+            batch = backend._cast(backend._encode(full[start:start + shape["lm_batch"]]))
+            backend.model(**batch, use_cache=False)
+
+    with torch.inference_mode():
+        naive_s = timed(naive, device, repeats=1)
+    return [result_row("rank", f"ranking {k} riddles per picture ({len(riddles[0][0].split())} words each)",
+                       "pictures/s", n / ours, 1 / naive_s, f"{k} full forwards", host_cores=ours_cores)]
