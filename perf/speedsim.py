@@ -26,7 +26,6 @@ from speedcases import (NEW_TOKENS, _item_records, _benchmark, dance_folder, ima
 
 # The tower shapes whose preprocessing (image size) the simulated CLIP runs: the towers themselves are stand-ins.
 SIM_CLIP = {"large": ("ViT-L/14@336", "ViT-L-14@336", 336, 14), "base": ("ViT-B/32@224", "ViT-B-32@224", 224, 32)}
-GOAL_RATIO = 0.9  # of the simulated ceiling, or of the bare decode per core where the host is the limit
 # a part of 1024 requests is 16 batches of 64: the first batch's preparation, which nothing can hide, is 1/16 of it
 SIM_COUNTS = {"clip_images": 1024, "clip_batch": 64, "choice_items": 1024, "generate_items": 256, "lm_batch": 64,
               "rank_queries": 8, "candidates": 50, "candidate_tokens": 24}

@@ -33,10 +33,9 @@ def _measurements(folder):
 
 
 def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_path, monkeypatch):
-    monkeypatch.setitem(speedsim.SIM_COUNTS, "clip_images", 8)
-    monkeypatch.setitem(speedsim.SIM_COUNTS, "clip_batch", 4)
-    monkeypatch.setattr(speedsim, "SIM_COUNTS", {**speedsim.SIM_COUNTS, "choice_items": 4, "generate_items": 4,
-                                                 "lm_batch": 2, "rank_queries": 1, "candidates": 3})
+    monkeypatch.setattr(speedsim, "SIM_COUNTS", {**speedsim.SIM_COUNTS, "clip_images": 8, "clip_batch": 4,
+                                                 "choice_items": 4, "generate_items": 4, "lm_batch": 2,
+                                                 "rank_queries": 1, "candidates": 3})
     monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))  # the run points it at its own folder
     out = tmp_path / "sim.md"
     assert speed.main(["--device", "sim", "--measurements", str(_measurements(tmp_path / "m")),
