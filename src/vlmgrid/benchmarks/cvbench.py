@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.records import checked_options, choice_record
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
-from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILES = {"2D": "test_2d.parquet", "3D": "test_3d.parquet"}
@@ -65,9 +65,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                     )
                 if row["source"] not in SOURCES:
                     raise VlmgridError(f"{where}: source {row['source']!r} is not one of {', '.join(SOURCES)}; the file is not CV-Bench: check the source")
-                choices = row["choices"]
-                if not isinstance(choices, list) or len(choices) < 2:
-                    raise VlmgridError(f"{where}: `choices` must list at least 2 options, not {choices!r}; re-download the file")
+                choices = checked_options(where, row["choices"], "choices")
                 match = ANSWER.match(str(row["answer"] or "").strip())
                 index = ord(match.group(1)) - 65 if match else -1
                 if not 0 <= index < len(choices):
@@ -76,12 +74,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                     raise VlmgridError(f"{where}: has no idx; re-download the file")
                 rows.append(
                     {
-                        "id": f"{kind_type}-{int(row['idx'])}",
-                        "image": store.add(row["image"], where),
-                        "question": row["question"],
-                        "options": [str(c) for c in choices],
-                        "answer": str(choices[index]),
-                        "answer_index": index,
+                        **choice_record(f"{kind_type}-{int(row['idx'])}", store.add(row["image"], where), row["question"], choices, index),
                         "source": row["source"],
                         "task": row["task"],
                         "type": kind_type,
@@ -91,14 +84,10 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = BenchmarkKind(
-    name="cvbench",
-    protocol="multiple_choice",
-    shape=MULTIPLE_CHOICE,
+KIND = question_kind("cvbench", "multiple_choice",
     metric="cvbench",
     breakdown_by=("source", "task"),
     description="CV-Bench: vision-centric multiple choice (2D count/relation on ADE20K/COCO, 3D depth/distance on Omni3D).",
-    templates=(),
     expected_count=2638,
     raw_files=tuple(FILES.values()),
     adapt=adapt,

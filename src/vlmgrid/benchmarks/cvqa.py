@@ -22,9 +22,8 @@ from typing import Any, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
-from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/test-*.parquet"
@@ -118,15 +117,11 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = BenchmarkKind(
-    name="cvqa",
-    protocol="cvqa",
-    shape=MULTIPLE_CHOICE,
+KIND = question_kind("cvqa", "cvqa",
     metric="cvqa",
     breakdown_by=("country_language",),
     description="CVQA: culturally diverse multiple-choice VQA in 31 languages and 30 countries, in four prompt "
                 "settings (location-aware or not, English or local language); public labels are hidden.",
-    templates=(),
     # The dataset card of the current hub copy (10.4k rows, data/test-*-of-00010.parquet); earlier revisions
     # of the card listed 8,031 and 10,268 items, so a pinned older revision has another count.
     expected_count=10374,

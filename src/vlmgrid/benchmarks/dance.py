@@ -25,9 +25,8 @@ import pandas as pd
 from vlmgrid.benchmarks.dance_build import (
     DIRECTIONS, FORMAT_DOC, FORMAT_NAME, FORMAT_VERSION, HARD_RELATIONS, META, QUERIES, SPLITS, TRIPLES,
 )
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
 from vlmgrid.benchmarks.rawio import ImageStore, read_bytes, read_text, within
-from vlmgrid.benchmarks.shapes import RANKING
 from vlmgrid.errors import VlmgridError
 
 SOURCES = ("positive",) + HARD_RELATIONS + ("graph", "random")
@@ -159,14 +158,10 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=records)
 
 
-KIND = BenchmarkKind(
-    name="dance",
-    protocol="ranking",
-    shape=RANKING,
+KIND = question_kind("dance", "ranking",
     metric="dance",
     breakdown_by=("split", "subset"),
     description="DANCE: commonsense riddles ranked against 50 pictures and pictures against 50 riddles (a DANCE-format folder).",
-    templates=(),
     expected_count=0,  # no published set: any built set is valid
     raw_files=(META, QUERIES, TRIPLES, "images/*/*"),
     adapt=adapt,

@@ -43,7 +43,8 @@ import pandas as pd
 import pyarrow as pa
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks.kinds import Adapted, classification_kind, classification_record
+from vlmgrid.benchmarks.kinds import Adapted, classification_kind
+from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, archive_file, find_raw, iter_parquet_rows, read_bytes, within
 from vlmgrid.errors import VlmgridError

@@ -27,9 +27,9 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.records import checked_answer_index, checked_options, choice_record
 from vlmgrid.benchmarks.rawio import ImageStore, find_raw, iter_parquet_rows, raw_file, zip_file
-from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/train-*.parquet"
@@ -87,12 +87,8 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
             for row in iter_parquet_rows(path, COLUMNS + METADATA):
                 n = len(rows)
                 where = f"{path} row {n}"
-                options = row["options"]
-                if not isinstance(options, list) or len(options) < 2:
-                    raise VlmgridError(f"{where}: `options` must list at least 2 options, not {options!r}; re-download the file")
-                answer = row["answer"]
-                if answer is None or not 0 <= int(answer) < len(options):
-                    raise VlmgridError(f"{where}: answer index {answer!r} is outside its {len(options)} options; re-download the file")
+                options = checked_options(where, row["options"], "options")
+                answer = checked_answer_index(where, row["answer"], options, "options")
                 language = _plain(row["language"]).strip()
                 if not language:
                     raise VlmgridError(f"{where}: has no `language`; the file is not Kaleidoscope's: check the source")
@@ -106,12 +102,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                         )
                     image = store.add({"bytes": zip_file(archive_path, archive, member), "path": member}, where)
                 rows.append({
-                    "id": f"train-{n}",
-                    "image": image,
-                    "question": _plain(row["question"]),
-                    "options": [str(option) for option in options],
-                    "answer": str(options[int(answer)]),
-                    "answer_index": int(answer),
+                    **choice_record(f"train-{n}", image, _plain(row["question"]), options, answer),
                     "language": language,
                     **{key: _plain(row[key]) for key in METADATA},
                     "modality": "text-only" if image is None else "multimodal",
@@ -122,14 +113,10 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=records)
 
 
-KIND = BenchmarkKind(
-    name="kaleidoscope",
-    protocol="exam_choice",
-    shape=MULTIPLE_CHOICE,
+KIND = question_kind("kaleidoscope", "exam_choice",
     metric="kaleidoscope",
     breakdown_by=("language", "modality", "image_type", "category_en", "general_category_en"),
     description="Kaleidoscope: in-language exam questions in 18 languages, with and without an image (20,911, multiple choice).",
-    templates=(),
     expected_count=20911,
     raw_files=(FILE_PATTERN, ARCHIVE),
     adapt=adapt,

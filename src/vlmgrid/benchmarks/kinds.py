@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from vlmgrid.benchmarks.shapes import CLASSIFICATION, RecordShape
+from vlmgrid.benchmarks.shapes import CLASSIFICATION, MULTIPLE_CHOICE, RANKING, SHORT_ANSWER, YES_NO, RecordShape
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,20 @@ def classification_kind(**fields) -> BenchmarkKind:
                          parser="open_class", **fields)
 
 
-def classification_record(item_id: str, image: str, classes: list[str], index: int) -> dict:
-    """A classification item (formats.md): no question, no options, the class as the answer."""
-    return {"id": item_id, "image": image, "question": "", "options": [], "answer": classes[index],
-            "answer_index": index}
+# What a question protocol fixes of every kind that uses it: the record shape, and the options every item
+# has where the protocol fixes them (yes/no: 2).
+QUESTION_PROTOCOLS: Mapping[str, Mapping[str, Any]] = {
+    "multiple_choice": {"shape": MULTIPLE_CHOICE},
+    "exam_choice": {"shape": MULTIPLE_CHOICE},
+    "cvqa": {"shape": MULTIPLE_CHOICE},
+    "yes_no": {"shape": YES_NO, "option_count": 2},
+    "short_answer": {"shape": SHORT_ANSWER},
+    "ranking": {"shape": RANKING},
+}
+
+
+def question_kind(name: str, protocol: str, **fields) -> BenchmarkKind:
+    """A kind whose items are questions (every protocol but classification): no templates, and the record
+    shape (and option count) its protocol fixes (QUESTION_PROTOCOLS)."""
+    return BenchmarkKind(name=name, protocol=protocol, templates=(), **QUESTION_PROTOCOLS[protocol], **fields)
+

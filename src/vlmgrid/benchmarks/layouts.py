@@ -127,9 +127,26 @@ class Layouts:
         layout, path = self.detect(raw)
         return layout.adapt(path, bench_dir)
 
+    def kind_fields(self) -> dict:
+        """The BenchmarkKind fields of a kind read through these layouts: `layouts`, `raw_files` (their union,
+        in order), `adapt` (the detected layout's adapter) and `hub_files` (the files of the layout named "hub",
+        what an hf_hub source downloads; () without one)."""
+        hub = self.registry.get("hub").files if "hub" in self.order else ()
+        return {"layouts": self, "raw_files": self.raw_files, "adapt": self.adapt, "hub_files": hub}
+
+
+def rows_adapter(read_rows: Callable, adapt_rows: Callable) -> Callable[[Path, Path], Adapted]:
+    """A layout's adapter for a kind with one row adapter: read_rows(raw) gives the layout's rows, and
+    adapt_rows(rows, bench_dir) makes them records, whichever layout they came from."""
+    return lambda raw, bench_dir: adapt_rows(read_rows(raw), bench_dir)
+
+
+def hub_layout(pattern: str, adapt: Callable[[Path, Path], Adapted]) -> Layout:
+    """The hub copy's layout: its parquet files (`pattern`) mark it and are all it reads."""
+    return Layout("hub", f"the hub copy's {pattern}", (pattern,), (pattern,), adapt)
+
 
 def layout_fields(layouts: Sequence[Layout], kind: str) -> dict:
     """The BenchmarkKind fields of a kind read through layouts: `layouts` (their registry), `raw_files` (their
     union, in order) and `adapt` (the detected layout's adapter). `kind` names the data in messages."""
-    registry = Layouts(kind, list(layouts))
-    return {"layouts": registry, "raw_files": registry.raw_files, "adapt": registry.adapt}
+    return Layouts(kind, list(layouts)).kind_fields()

@@ -48,10 +48,9 @@ from typing import Any, Iterator, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.layouts import Layout, Layouts
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.layouts import Layout, Layouts, hub_layout, rows_adapter
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
-from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "en/dev-*.parquet"
@@ -234,30 +233,22 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
 
 
 LAYOUTS = Layouts("mmbench", [
-    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
-           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
     Layout("tsv", f"one of the authors' TSV files ({', '.join(TSV_PATTERNS)})", TSV_PATTERNS, TSV_PATTERNS,
-           lambda path, bench_dir: _adapt_rows(_tsv_rows(path), bench_dir), one_file=True, sniff=_is_tsv),
+           rows_adapter(_tsv_rows, _adapt_rows), one_file=True, sniff=_is_tsv),
 ])
 adapt = LAYOUTS.adapt
 
 
-KIND = BenchmarkKind(
-    name="mmbench",
-    protocol="multiple_choice",
-    shape=MULTIPLE_CHOICE,
+KIND = question_kind("mmbench", "multiple_choice",
     metric="mmbench_circular",
     breakdown_by=("category",),
     description="MMBench (en dev): multiple-choice perception and reasoning questions, scored with circular evaluation.",
-    templates=(),
     # Records == raw rows of the published dev split, which holds the copies.
     # 4,329 is the count harnesses report for MMBench_DEV_EN (one user report says 4,330): NOT confirmed
     # against the hub files; a mismatch makes prepare fail loudly rather than score a different set.
     expected_count=4329,
-    raw_files=LAYOUTS.raw_files,
-    layouts=LAYOUTS,
-    hub_files=(FILE_PATTERN,),
-    adapt=adapt,
+    **LAYOUTS.kind_fields(),
     # mmbench_dev_20230712.tsv (LLaVA's scripts/v1_5/eval/mmbench.sh reads it): 4,377 rows with the copies
     variants={"dev_20230712": 4377},
     parser="mmbench",

@@ -26,10 +26,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.layouts import Layout, Layouts
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.layouts import Layout, Layouts, hub_layout, rows_adapter
+from vlmgrid.benchmarks.records import yes_no_record
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
-from vlmgrid.benchmarks.shapes import YES_NO
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/test-*.parquet"
@@ -118,12 +118,7 @@ def _adapt_rows(rows_of, bench_dir: Path) -> Adapted:
         seen[question_id] += 1
         rows.append(
             {
-                "id": f"{question_id}#{k}",
-                "image": store.add(row["image"], where),
-                "question": row["question"],
-                "options": ["yes", "no"],
-                "answer": answer,
-                "answer_index": 0 if answer == "yes" else 1,
+                **yes_no_record(f"{question_id}#{k}", store.add(row["image"], where), row["question"], answer),
                 "category": category,
                 "image_id": question_id,
             }
@@ -142,29 +137,20 @@ def _release_layout(name: str, prefix: str) -> Layout:
 
 
 LAYOUTS = Layouts("mme", [
-    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
-           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
     _release_layout("release", ""),
     _release_layout("release_nested", NESTED),
 ])
 adapt = LAYOUTS.adapt
 
 
-KIND = BenchmarkKind(
-    name="mme",
-    protocol="yes_no",
-    shape=YES_NO,
+KIND = question_kind("mme", "yes_no",
     metric="mme",
     breakdown_by=("category",),
     description="MME: yes/no perception and cognition questions over 14 subtasks, two questions per image (2,374 items).",
-    templates=(),
     expected_count=2374,
-    option_count=2,  # yes, no
     group_size=2,  # the two questions of an image
-    raw_files=LAYOUTS.raw_files,
-    layouts=LAYOUTS,
-    hub_files=(FILE_PATTERN,),
-    adapt=adapt,
+    **LAYOUTS.kind_fields(),
     parser="mme",
     lenient_parsers={"*": "mme_lenient"},
     # sha: hub cache snapshot datasets--lmms-lab--MME/snapshots/d6c9023f017b564f7b3ccccf5348166bce8fdbcd, and a

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
 from vlmgrid.benchmarks.rawio import ImageStore, find_raw, read_bytes, read_text, within
-from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 QUESTIONS = "Questions.csv"
@@ -112,14 +111,10 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = BenchmarkKind(
-    name="mmvp",
-    protocol="multiple_choice",
-    shape=MULTIPLE_CHOICE,
+KIND = question_kind("mmvp", "multiple_choice",
     metric="mmvp",
     breakdown_by=(),
     description="MMVP: 150 pairs of CLIP-blind images, the same two-option question each (300 items, scored by pairs).",
-    templates=(),
     expected_count=300,
     option_count=2,  # (a), (b)
     group_size=2,  # the two questions of a pair

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.records import yes_no_record
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
-from vlmgrid.benchmarks.shapes import YES_NO
 from vlmgrid.errors import VlmgridError
 
 SPLITS = ("random", "popular", "adversarial")
@@ -50,12 +50,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                     raise VlmgridError(f"{where}: has no question_id; the file is damaged or not POPE: re-download it")
                 rows.append(
                     {
-                        "id": f"{split}-{row['question_id']}",
-                        "image": store.add(row["image"], where),
-                        "question": row["question"],
-                        "options": ["yes", "no"],
-                        "answer": answer,
-                        "answer_index": 0 if answer == "yes" else 1,
+                        **yes_no_record(f"{split}-{row['question_id']}", store.add(row["image"], where), row["question"], answer),
                         "split": split,
                         "category": row["category"],
                         "image_source": row["image_source"],
@@ -65,16 +60,11 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = BenchmarkKind(
-    name="pope",
-    protocol="yes_no",
-    shape=YES_NO,
+KIND = question_kind("pope", "yes_no",
     metric="pope",
     breakdown_by=("split",),
     description="POPE: yes/no questions on whether an object is in a COCO image (random, popular, adversarial negatives).",
-    templates=(),
     expected_count=9000,
-    option_count=2,  # yes, no
     raw_files=tuple(FILE_PATTERN.format(split=split) for split in SPLITS),
     adapt=adapt,
     # lmms-lab moved to lmms-lab-encoder in 2026 (history kept; the hub redirects); the pin is the commit

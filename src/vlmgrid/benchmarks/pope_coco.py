@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.benchmarks import pope
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.records import yes_no_record
 from vlmgrid.benchmarks.rawio import ImageStore, find_raw, read_bytes, read_text, within
-from vlmgrid.benchmarks.shapes import YES_NO
 from vlmgrid.errors import VlmgridError
 
 LABEL_FILE = "coco/coco_pope_{split}.json"
@@ -66,12 +66,12 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 )
             rows.append(
                 {
-                    "id": f"{split}-{question['question_id']}",
-                    "image": store.add({"bytes": read_bytes(image_path, "put a readable copy of the COCO image there"), "path": name}, where),
-                    "question": str(question["text"]),
-                    "options": ["yes", "no"],
-                    "answer": answer,
-                    "answer_index": 0 if answer == "yes" else 1,
+                    **yes_no_record(
+                        f"{split}-{question['question_id']}",
+                        store.add({"bytes": read_bytes(image_path, "put a readable copy of the COCO image there"), "path": name}, where),
+                        str(question["text"]),
+                        answer,
+                    ),
                     "split": split,
                     "category": split,
                     "image_source": Path(name).stem,
@@ -81,16 +81,11 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = BenchmarkKind(
-    name="pope_coco",
-    protocol="yes_no",
-    shape=YES_NO,
+KIND = question_kind("pope_coco", "yes_no",
     metric="pope",
     breakdown_by=("split",),
     description="POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA evaluates it.",
-    templates=(),
     expected_count=9000,
-    option_count=2,  # yes, no
     raw_files=tuple(LABEL_FILE.format(split=split) for split in pope.SPLITS) + (f"{IMAGE_FOLDER}/*",),
     adapt=adapt,
     parser="pope",

@@ -25,10 +25,10 @@ from typing import Any, Iterator
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.layouts import Layout, Layouts
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.layouts import Layout, Layouts, hub_layout, rows_adapter
+from vlmgrid.benchmarks.records import checked_answer_index, checked_options, choice_record
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
-from vlmgrid.benchmarks.shapes import MULTIPLE_CHOICE
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "ScienceQA-IMG/test-*.parquet"
@@ -137,20 +137,11 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
     rows = []
     for row, where in rows_of:
         n = len(rows)
-        choices = row["choices"]
-        if not isinstance(choices, list) or len(choices) < 2:
-            raise VlmgridError(f"{where}: `choices` must list at least 2 options, not {choices!r}; re-download the file")
-        answer = row["answer"]
-        if answer is None or not 0 <= int(answer) < len(choices):
-            raise VlmgridError(f"{where}: answer index {answer!r} is outside its {len(choices)} choices; re-download the file")
+        choices = checked_options(where, row["choices"], "choices")
+        answer = checked_answer_index(where, row["answer"], choices, "choices")
         rows.append(
             {
-                "id": f"test-{n}",
-                "image": store.add(row["image"], where),
-                "question": row["question"],
-                "options": [str(c) for c in choices],
-                "answer": str(choices[int(answer)]),
-                "answer_index": int(answer),
+                **choice_record(f"test-{n}", store.add(row["image"], where), row["question"], choices, answer),
                 **{key: row[key] if row[key] is not None else "" for key in METADATA},
                 # the release's problem id, by which LLaVA's ScienceQA files name their answers (the hub has none)
                 **({"pid": row["pid"]} if "pid" in row else {}),
@@ -160,27 +151,19 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
 
 
 LAYOUTS = Layouts("scienceqa_img", [
-    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
-           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
     Layout("release", f"the release's {PROBLEMS}, {SPLITS} and {IMAGE_PATTERN}", (PROBLEMS,),
-           (PROBLEMS, SPLITS, IMAGE_PATTERN), lambda raw_dir, bench_dir: _adapt_rows(_release_rows(raw_dir), bench_dir)),
+           (PROBLEMS, SPLITS, IMAGE_PATTERN), rows_adapter(_release_rows, _adapt_rows)),
 ])
 adapt = LAYOUTS.adapt
 
 
-KIND = BenchmarkKind(
-    name="scienceqa_img",
-    protocol="multiple_choice",
-    shape=MULTIPLE_CHOICE,
+KIND = question_kind("scienceqa_img", "multiple_choice",
     metric="accuracy",
     breakdown_by=("subject",),
     description="ScienceQA-IMG: multiple-choice science questions about an image (2,017 test items, 2-5 choices).",
-    templates=(),
     expected_count=2017,
-    raw_files=LAYOUTS.raw_files,
-    layouts=LAYOUTS,
-    hub_files=(FILE_PATTERN,),
-    adapt=adapt,
+    **LAYOUTS.kind_fields(),
     # LLaVA-1.5's reading (llava/eval/eval_science_qa.py), which CARPE's evaluation follows; an unreadable
     # answer is wrong. The ScienceQA authors' own GPT-3 script picks a random option instead.
     parser="scienceqa",

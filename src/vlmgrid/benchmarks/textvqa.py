@@ -27,10 +27,9 @@ from typing import Any, Iterator
 import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.benchmarks.kinds import Adapted, BenchmarkKind
-from vlmgrid.benchmarks.layouts import Layout, Layouts
+from vlmgrid.benchmarks.kinds import Adapted, question_kind
+from vlmgrid.benchmarks.layouts import Layout, Layouts, hub_layout, rows_adapter
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
-from vlmgrid.benchmarks.shapes import SHORT_ANSWER
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/validation-*.parquet"
@@ -151,27 +150,19 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
 
 
 LAYOUTS = Layouts("textvqa", [
-    Layout("hub", f"the hub copy's {FILE_PATTERN}", (FILE_PATTERN,), (FILE_PATTERN,),
-           lambda raw_dir, bench_dir: _adapt_rows(_hub_rows(raw_dir), bench_dir)),
+    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
     Layout("release", f"the release's {QUESTIONS} and {IMAGE_DIR}/<image_id>.jpg", (QUESTIONS,),
-           (QUESTIONS, OCR, f"{IMAGE_DIR}/*.jpg"), lambda raw_dir, bench_dir: _adapt_rows(_release_rows(raw_dir), bench_dir)),
+           (QUESTIONS, OCR, f"{IMAGE_DIR}/*.jpg"), rows_adapter(_release_rows, _adapt_rows)),
 ])
 adapt = LAYOUTS.adapt
 
 
-KIND = BenchmarkKind(
-    name="textvqa",
-    protocol="short_answer",
-    shape=SHORT_ANSWER,
+KIND = question_kind("textvqa", "short_answer",
     metric="vqa_accuracy",
     breakdown_by=(),
     description="TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy over 10 answers.",
-    templates=(),
     expected_count=5000,
-    raw_files=LAYOUTS.raw_files,
-    layouts=LAYOUTS,
-    hub_files=(FILE_PATTERN,),
-    adapt=adapt,
+    **LAYOUTS.kind_fields(),
     parser="short_answer",
     lenient_parsers={"*": "short_answer_lenient"},
     # The pin is the commit a public build script downloads data/validation-0000{0,1,2}-of-00003.parquet
