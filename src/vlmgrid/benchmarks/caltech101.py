@@ -43,9 +43,9 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind
-from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
 from vlmgrid.benchmarks.rawio import archive_file, raw_file, read_bytes, within
+from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE = "caltech-101.zip"

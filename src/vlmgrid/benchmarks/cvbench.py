@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, question_kind
-from vlmgrid.benchmarks.records import checked_options, choice_record
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.records import checked_options, choice_record
 from vlmgrid.errors import VlmgridError
 
 FILES = {"2D": "test_2d.parquet", "3D": "test_3d.parquet"}

@@ -26,9 +26,9 @@ import pandas as pd
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind
-from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
 from vlmgrid.benchmarks.rawio import archive_file, raw_file, read_bytes, read_text, within
+from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.errors import VlmgridError
 
 ARCHIVE = "food-101.tar.gz"

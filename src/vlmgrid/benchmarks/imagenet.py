@@ -28,6 +28,7 @@ open_clip without importing torch. classes.json always holds all 1,000 names, fi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import io
@@ -44,9 +45,9 @@ import pyarrow as pa
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind
-from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, archive_file, find_raw, iter_parquet_rows, read_bytes, within
+from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.errors import VlmgridError
 
 N_CLASSES, N_VAL = 1000, 50000
@@ -336,12 +337,12 @@ KIND = classification_kind(
     hub={"repo": "ILSVRC/imagenet-1k", "revision": "49e2ee26f3810fb5a7536bbf732a7b07389a47b5", "split": "validation"},
 )
 
-ILSVRC_KIND = classification_kind(
+# The same benchmark as `imagenet` (templates, counts) read from the original files.
+ILSVRC_KIND = dataclasses.replace(
+    KIND,
     name="imagenet_ilsvrc2012",
     description=DESCRIPTION + " (the original ILSVRC2012 val tar and devkit; use a local source).",
-    templates=templates(),
-    expected_count=N_VAL,
-    class_count=N_CLASSES,
+    hub=None,
     **layout_fields(ILSVRC_LAYOUTS, "ILSVRC2012"),
     url_files=(  # image-net.org serves these only after a login: download by hand, then use a local source
         {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},

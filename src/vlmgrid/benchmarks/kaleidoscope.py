@@ -28,8 +28,8 @@ import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, question_kind
-from vlmgrid.benchmarks.records import checked_answer_index, checked_options, choice_record
 from vlmgrid.benchmarks.rawio import ImageStore, find_raw, iter_parquet_rows, raw_file, zip_file
+from vlmgrid.benchmarks.records import checked_answer_index, checked_options, choice_record
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/train-*.parquet"

@@ -13,8 +13,8 @@ import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, question_kind
-from vlmgrid.benchmarks.records import yes_no_record
 from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows
+from vlmgrid.benchmarks.records import yes_no_record
 from vlmgrid.errors import VlmgridError
 
 SPLITS = ("random", "popular", "adversarial")

@@ -15,15 +15,16 @@ LLaVA-1.5 published its POPE scores on LLaVA's own copy of these files, whose ra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pandas as pd
 
 from vlmgrid.benchmarks import pope
-from vlmgrid.benchmarks.kinds import Adapted, question_kind
-from vlmgrid.benchmarks.records import yes_no_record
+from vlmgrid.benchmarks.kinds import Adapted
 from vlmgrid.benchmarks.rawio import ImageStore, find_raw, read_bytes, read_text, within
+from vlmgrid.benchmarks.records import yes_no_record
 from vlmgrid.errors import VlmgridError
 
 LABEL_FILE = "coco/coco_pope_{split}.json"
@@ -81,14 +82,15 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = question_kind("pope_coco", "yes_no",
-    metric="pope",
-    breakdown_by=("split",),
+# The same benchmark as `pope` (metric, breakdown, count) read from other files.
+KIND = dataclasses.replace(
+    pope.KIND,
+    name="pope_coco",
     description="POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA evaluates it.",
-    expected_count=9000,
     raw_files=tuple(LABEL_FILE.format(split=split) for split in pope.SPLITS) + (f"{IMAGE_FOLDER}/*",),
     adapt=adapt,
     parser="pope",
+    hub=None,
     # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at them.
     local_only=True,
 )
