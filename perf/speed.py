@@ -31,8 +31,8 @@ Sections (`--only`, comma-separated; all but `workflow` by default):
 Each vlmgrid figure comes with the host cores its path used (the process's CPU seconds over the wall seconds).
 `--device sim` runs none of these sections: it runs the same path on this machine's CPUs against stand-ins that
 take the H200's measured time for each batch (`--measurements`; perf/speedsim.py), the host's cost and its overlap
-with the device's in one table. The measurements live in speedcases.py (and speedgrid.py, the CPU side), the
-table in speedreport.py.
+with the device's in one table. The measurements live in speedcases.py (speedfolders.py: the benchmark folders;
+speedgrid.py: the CPU side), the table in speedreport.py.
 """
 
 from __future__ import annotations

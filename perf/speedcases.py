@@ -8,9 +8,9 @@ import shutil
 import time
 from pathlib import Path
 
+from speedfolders import dance_folder, folder_benchmark, imagenet_folder, item_records
 from speedreport import result_row
 
-PHOTO_SIZE = (500, 375)  # ImageNet's typical picture
 NEW_TOKENS = 16
 CANDIDATES = 50  # DANCE ranks 50 riddles for each picture
 
@@ -89,14 +89,13 @@ def timed(fn, device: str, repeats: int = 1, warmup: int = 1) -> float:
 
 
 def on_host(fn, device: str) -> tuple[float, float]:
-    """(seconds, host cores used) of one call of vlmgrid's path: the cores are the process's CPU seconds over
-    the wall seconds, what the host spent feeding the device."""
+    """(seconds, host cores used: the process's CPU seconds over the wall seconds) of one call of vlmgrid's path."""
     _sync(device)
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
     _sync(device)
-    wall = time.perf_counter() - wall
-    return wall, (time.process_time() - cpu) / wall
+    seconds = time.perf_counter() - wall
+    return seconds, (time.process_time() - cpu) / seconds
 
 
 def warm_up(runner, records) -> None:
@@ -119,45 +118,7 @@ def in_parts(runner, parts: list) -> list[dict]:
     return [row for part in parts for row in runner(part)]
 
 
-def write_photos(folder: Path, names: list[str], seed: int = 0) -> None:
-    """Photo-like JPEGs (smooth content plus noise, quality 90) of ImageNet's typical size at the given names."""
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    width, height = PHOTO_SIZE
-    for name in names:
-        small = Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).resize((width, height),
-                                                                                            Image.BICUBIC)
-        noisy = np.asarray(small).astype(np.int16) + rng.integers(-12, 12, (height, width, 3))
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(noisy.clip(0, 255).astype(np.uint8)).save(path, quality=90)
-
-
-def _benchmark(kind: str, root: Path, records, classes=None):
-    from vlmgrid.benchmarks import BENCHMARKS
-    from vlmgrid.benchmarks.dataset import Benchmark
-
-    return Benchmark(name=f"speed-{kind}", kind=BENCHMARKS.get(kind), root=root, records=records, classes=classes,
-                     manifest={})
-
-
 # --- CLIP ------------------------------------------------------------------------------------------------
-
-def imagenet_folder(n: int, work: Path):
-    """A benchmark of n photo-like JPEGs in ImageNet's folder layout, 10 classes."""
-    import pandas as pd
-
-    n_classes = 10
-    synsets = [f"n{1440764 + k:08d}" for k in range(n_classes)]
-    names = [f"images/{synsets[i % n_classes]}/ILSVRC2012_val_{i + 1:08d}.JPEG" for i in range(n)]
-    bench_dir = work / "imagenet"
-    write_photos(bench_dir, names)
-    records = pd.DataFrame({"id": [f"val-{i}" for i in range(n)], "image": names, "question": "",
-                            "options": [[] for _ in names], "answer": "", "answer_index": [i % n_classes for i in range(n)]})
-    return _benchmark("imagenet", bench_dir, records, [f"class {k}" for k in range(n_classes)])
-
 
 def clip_section(shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
     bench = imagenet_folder(shape["clip_images"], work)
@@ -273,22 +234,6 @@ def load_llava(shape: dict, device: str, model_dir: Path, batch_size: int):
     return backend
 
 
-QUESTIONS = ("Which of the one is in the picture ?", "What is the small animal in the image ?",
-             "How many red car are there in the photo ?", "Which option is the man on the left ?")
-OPTIONS = (["cat", "dog", "bird", "tree"], ["red", "green", "blue", "black"], ["one", "two", "three", "four"])
-
-
-def _item_records(n: int, folder: Path, prefix: str):
-    import pandas as pd
-
-    names = [f"images/{prefix}-{i:06d}.jpg" for i in range(n)]
-    write_photos(folder, names, seed=1)
-    return pd.DataFrame({"id": [f"{prefix}-{i}" for i in range(n)], "image": names,
-                         "question": [QUESTIONS[i % len(QUESTIONS)] for i in range(n)],
-                         "options": [OPTIONS[i % len(OPTIONS)] for i in range(n)], "answer": "",
-                         "answer_index": 0, "hint": ["Look at the picture ." if i % 2 else "" for i in range(n)]})
-
-
 def choice_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
     import torch
 
@@ -298,8 +243,8 @@ def choice_section(backend, shape: dict, device: str, work: Path, part_size: int
 
     n, bs = shape["choice_items"], shape["lm_batch"]
     folder = work / "scienceqa"
-    records = _item_records(n, folder, "choice")
-    bench = _benchmark("scienceqa_img", folder, records)
+    records = item_records(n, folder, "choice")
+    bench = folder_benchmark("scienceqa_img", folder, records)
     runner = multiple_choice_option_strategy(backend, bench)
     parts = infer_parts(bench, backend.settings, part_size)
     warm_up(runner, records.iloc[:bs])
@@ -334,8 +279,8 @@ def generate_section(backend, shape: dict, device: str, work: Path, part_size: i
     bs = shape["lm_batch"]
     n = 2 * bs
     folder = work / "textvqa"
-    records = _item_records(n, folder, "vqa")
-    bench = _benchmark("textvqa", folder, records)
+    records = item_records(n, folder, "vqa")
+    bench = folder_benchmark("textvqa", folder, records)
     runner = generate_strategy(backend, bench)
     parts = infer_parts(bench, backend.settings, part_size)
     warm_up(runner, records.iloc[:2])
@@ -347,26 +292,6 @@ def generate_section(backend, shape: dict, device: str, work: Path, part_size: i
         bare = timed(lambda: backend.model.generate(**batch, do_sample=False), device, repeats=1)
     return [result_row("generate", f"short answers, {NEW_TOKENS} new tokens, batch {bs}", "samples/s", n / ours,
                        bs / bare, f"transformers generate, batch {bs}", host_cores=ours_cores)]
-
-
-RIDDLE_WORDS = ("this is used for cutting bread a red small animal with fur that you can find in the house or "
-                "on a tree and it is green blue black white large left right").split()
-
-
-def dance_folder(n: int, k: int, work: Path):
-    """A DANCE benchmark of n pictures, each to be matched with one of k riddles of 20 words."""
-    import numpy as np
-    import pandas as pd
-
-    folder = work / "dance"
-    names = [f"images/entity-{i:04d}.jpg" for i in range(n)]
-    write_photos(folder, names, seed=2)
-    rng = np.random.default_rng(0)
-    riddles = [[" ".join(rng.choice(RIDDLE_WORDS, 20)) + " ." for _ in range(k)] for _ in range(n)]
-    records = pd.DataFrame({"id": [f"q{i}" for i in range(n)], "image": names, "question": "",
-                            "options": riddles, "answer": "", "answer_index": 0,
-                            "direction": "image-to-riddle", "split": "test-seen"})
-    return _benchmark("dance", folder, records)
 
 
 def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:

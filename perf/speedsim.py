@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from speedcases import (NEW_TOKENS, _item_records, _benchmark, dance_folder, imagenet_folder, in_parts,
-                        infer_parts, load_llava, write_llava_processor)
+from speedcases import NEW_TOKENS, in_parts, infer_parts, load_llava, write_llava_processor
+from speedfolders import dance_folder, folder_benchmark, imagenet_folder, item_records
 
 # The tower shapes whose preprocessing (image size) the simulated CLIP runs: the towers themselves are stand-ins.
 SIM_CLIP = {"large": ("ViT-L/14@336", "ViT-L-14@336", 336, 14), "base": ("ViT-B/32@224", "ViT-B-32@224", 224, 32)}
@@ -69,7 +69,8 @@ def read_h200(folder: Path) -> H200:
                     rank_images=limits["rank50"]["shared_prefix_images_per_s"],
                     decode_per_core=limits["jpeg_decode_resize_per_core_per_s"], cores=int(limits["cpu_count"]))
     except (KeyError, IndexError, ValueError, TypeError) as exc:
-        raise SystemExit(f"{folder}: the H200 measurements lack {exc}; write them with the scripts beside them") from None
+        raise SystemExit(f"{folder}: the H200 measurements lack {exc}; write them again with the scripts beside "
+                         f"them") from None
 
 
 def at_batch(rates: dict, batch: int) -> float:
@@ -254,10 +255,10 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
     token_id = backend.tokenizer.encode("cat", add_special_tokens=False)[0]
     backend.model = llava_stand_in(backend.model, clock, h200, token_id, len(backend.tokenizer))
     backend._prefetch = ThreadPoolExecutor(max_workers=1)  # as on an accelerator: the next batch prepared ahead
-    choice = _benchmark("scienceqa_img", work / "scienceqa",
-                        _item_records(SIM_COUNTS["choice_items"], work / "scienceqa", "choice"))
-    vqa = _benchmark("textvqa", work / "textvqa",
-                     _item_records(SIM_COUNTS["generate_items"], work / "textvqa", "vqa"))
+    choice = folder_benchmark("scienceqa_img", work / "scienceqa",
+                        item_records(SIM_COUNTS["choice_items"], work / "scienceqa", "choice"))
+    vqa = folder_benchmark("textvqa", work / "textvqa",
+                     item_records(SIM_COUNTS["generate_items"], work / "textvqa", "vqa"))
     dance = dance_folder(SIM_COUNTS["rank_queries"], SIM_COUNTS["candidates"], work)
     cases = [
         ("sim choice", f"LLaVA-1.5-7B letter multiple choice, batch {bs}", "samples/s", choice,
