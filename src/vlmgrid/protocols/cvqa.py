@@ -136,6 +136,17 @@ def _prepared(bench, records: pd.DataFrame):
     return prompts, images, problems
 
 
+def _asked(records: pd.DataFrame, prompts: CVQAPrompts, problems) -> list[tuple[int, str, list[str], str]]:
+    """(item, setting, options, prompt) for every usable item of the chunk in every setting: what a model is asked."""
+    countries = [str(c) for c in records["country"]]
+    asked = []
+    for i in (i for i, problem in enumerate(problems) if problem is None):
+        for setting in prompts.settings.values():
+            question, options = item_texts(records, i, setting.language)
+            asked.append((i, setting.name, options, render_prompt(prompts, setting, question, options, countries[i])))
+    return asked
+
+
 def _ordered(rows: dict[tuple[int, str], dict], records: pd.DataFrame, prompts: CVQAPrompts, problems) -> list[dict]:
     """Rows item by item, the settings in the prompt set's order; an unusable item gets an error row per setting."""
     ids = list(records["id"])
@@ -153,17 +164,13 @@ def option_strategy(model, bench):
 
     def run(records: pd.DataFrame) -> list[dict]:
         prompts, images, problems = _prepared(bench, records)
-        ids, countries = list(records["id"]), [str(c) for c in records["country"]]
-        asked, requests = [], []
-        for i in (i for i, problem in enumerate(problems) if problem is None):
-            for setting in prompts.settings.values():
-                question, options = item_texts(records, i, setting.language)
-                asked.append((i, setting.name, options))
-                requests.append(OptionRequest(ids[i], images[i], render_prompt(prompts, setting, question, options, countries[i]),
-                                              options, tuple(LETTERS[:len(options)])))
+        ids = list(records["id"])
+        asked = _asked(records, prompts, problems)
+        requests = [OptionRequest(ids[i], images[i], prompt, options, tuple(LETTERS[:len(options)]))
+                    for i, _, options, prompt in asked]
         results = model.score_results(requests) if requests else []
         rows = {}
-        for (i, variant, options), result in zip(asked, results):
+        for (i, variant, options, _), result in zip(asked, results):
             rows[i, variant] = (_choice_row(ids[i], variant, options, result.scores.normalised) if result.ok
                                 else error_row(ids[i], result.error, variant))
         return _ordered(rows, records, prompts, problems)
@@ -201,16 +208,12 @@ def generate_strategy(model, bench):
 
     def run(records: pd.DataFrame) -> list[dict]:
         prompts, images, problems = _prepared(bench, records)
-        ids, countries = list(records["id"]), [str(c) for c in records["country"]]
-        asked, requests = [], []
-        for i in (i for i, problem in enumerate(problems) if problem is None):
-            for setting in prompts.settings.values():
-                question, options = item_texts(records, i, setting.language)
-                asked.append((i, setting.name, options))
-                requests.append(GenerateRequest(ids[i], images[i], render_prompt(prompts, setting, question, options, countries[i])))
+        ids = list(records["id"])
+        asked = _asked(records, prompts, problems)
+        requests = [GenerateRequest(ids[i], images[i], prompt) for i, _, _, prompt in asked]
         results = model.generate_results(requests) if requests else []
         rows = {}
-        for (i, variant, options), result in zip(asked, results):
+        for (i, variant, options, _), result in zip(asked, results):
             if not result.ok:
                 rows[i, variant] = error_row(ids[i], result.error, variant)
                 continue
