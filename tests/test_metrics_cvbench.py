@@ -1,41 +1,16 @@
 """CV-Bench combined score: ((ADE20K + COCO) / 2 + Omni3D) / 2 over per-source accuracies."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from metric_helpers import choice_frames, values
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import score_predictions
 
 
 def frames(rows, errors=None):
     """rows: (source, gold index, predicted index; -1 = unparsable)."""
-    n = len(rows)
-    ids = [f"q{i}" for i in range(n)]
-    records = pd.DataFrame(
-        {
-            "id": ids,
-            "question": ["How many chairs?"] * n,
-            "options": [["1", "2", "3"]] * n,
-            "answer": ["1"] * n,
-            "answer_index": [r[1] for r in rows],
-            "source": [r[0] for r in rows],
-        }
-    )
-    preds = pd.DataFrame(
-        {
-            "id": ids,
-            "variant": "default",
-            "prediction": [None if r[2] < 0 else "x" for r in rows],
-            "prediction_index": [r[2] for r in rows],
-            "error": errors if errors is not None else [None] * n,
-        }
-    )
-    return records, preds
-
-
-def values(result):
-    return {k: v["value"] for k, v in result["metrics"].items()}
+    return choice_frames(rows, "How many chairs?", ["1", "2", "3"], "source", errors)
 
 
 # ADE20K 3/4 right, COCO 1/2 right (one unparsable), Omni3D 1/4 right

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from metric_helpers import values
 from vlmgrid.metrics import score_predictions
 
 
@@ -33,10 +34,6 @@ def frames(rows, errors=None):
         }
     )
     return records, preds
-
-
-def values(result):
-    return {k: v["value"] for k, v in result["metrics"].items()}
 
 
 def two_groups(b_shift0=2, b_shift2=1):

@@ -1,9 +1,9 @@
 """MME metric against hand-computed acc / acc+ scores (points) and the scaled headline."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from metric_helpers import values, yes_no_frames
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import score_predictions
 from vlmgrid.metrics.mme import COGNITION, PERCEPTION, SUBTASKS
@@ -11,34 +11,8 @@ from vlmgrid.metrics.mme import COGNITION, PERCEPTION, SUBTASKS
 
 def frames(rows, errors=None):
     """rows: (category, image_id, gold, prediction)."""
-    n = len(rows)
-    ids = [f"q{i}" for i in range(n)]
-    records = pd.DataFrame(
-        {
-            "id": ids,
-            "question": ["Is this ...? Please answer yes or no."] * n,
-            "options": [["yes", "no"]] * n,
-            "answer": [r[2] for r in rows],
-            "answer_index": [0 if r[2] == "yes" else 1 for r in rows],
-            "category": [r[0] for r in rows],
-            "image_id": [r[1] for r in rows],
-        }
-    )
-    preds = pd.DataFrame(
-        {
-            "id": ids,
-            "variant": "default",
-            "raw": [r[3] for r in rows],
-            "prediction": [r[3] for r in rows],
-            "prediction_index": [{"yes": 0, "no": 1}.get(str(r[3]).lower(), -1) for r in rows],
-            "error": errors if errors is not None else [None] * n,
-        }
-    )
-    return records, preds
-
-
-def values(result):
-    return {k: v["value"] for k, v in result["metrics"].items()}
+    return yes_no_frames("Is this ...? Please answer yes or no.", [r[2] for r in rows], [r[3] for r in rows], errors,
+                         category=[r[0] for r in rows], image_id=[r[1] for r in rows])
 
 
 TOY = [

@@ -1,40 +1,15 @@
 """MMVP: a pair scores only if both of its questions are right."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from metric_helpers import choice_frames, values
 from vlmgrid.metrics import score_predictions
 
 
 def frames(rows, errors=None):
     """rows: (pair_id, gold index, predicted index; -1 = unparsable)."""
-    n = len(rows)
-    ids = [f"q{i}" for i in range(n)]
-    records = pd.DataFrame(
-        {
-            "id": ids,
-            "question": ["Is the dog facing left or right?"] * n,
-            "options": [["left", "right"]] * n,
-            "answer": ["left"] * n,
-            "answer_index": [r[1] for r in rows],
-            "pair_id": [r[0] for r in rows],
-        }
-    )
-    preds = pd.DataFrame(
-        {
-            "id": ids,
-            "variant": "default",
-            "prediction": [None if r[2] < 0 else "x" for r in rows],
-            "prediction_index": [r[2] for r in rows],
-            "error": errors if errors is not None else [None] * n,
-        }
-    )
-    return records, preds
-
-
-def values(result):
-    return {k: v["value"] for k, v in result["metrics"].items()}
+    return choice_frames(rows, "Is the dog facing left or right?", ["left", "right"], "pair_id", errors)
 
 
 def test_pairs_by_hand():

@@ -1,42 +1,14 @@
 """POPE metric against hand-computed confusion counts."""
 
-import pandas as pd
 import pytest
 
+from metric_helpers import values, yes_no_frames
 from vlmgrid.metrics import score_predictions
 
 
 def frames(gold, pred, split=None, errors=None):
-    n = len(gold)
-    ids = [f"q{i}" for i in range(n)]
-    records = pd.DataFrame(
-        {
-            "id": ids,
-            "question": ["Is there a dog in the image?"] * n,
-            "options": [["yes", "no"]] * n,
-            "answer": gold,
-            "answer_index": [0 if g == "yes" else 1 for g in gold],
-        }
-    )
-    if split is not None:
-        records["split"] = split
-    predictions = pd.DataFrame(
-        {
-            "id": ids,
-            "variant": "default",
-            "raw": pred,
-            "prediction": pred,
-            "prediction_index": [{"yes": 0, "no": 1}.get(str(p).lower(), -1) for p in pred],
-            "scores": None,
-            "topk": None,
-            "error": errors if errors is not None else [None] * n,
-        }
-    )
-    return records, predictions
-
-
-def values(result):
-    return {k: v["value"] for k, v in result["metrics"].items()}
+    columns = {} if split is None else {"split": split}
+    return yes_no_frames("Is there a dog in the image?", gold, pred, errors, **columns)
 
 
 def test_six_items_by_hand_with_null_read_as_yes():
