@@ -8,15 +8,12 @@ import copy
 
 import pytest
 
+from chain_helpers import infer_cell, score_of
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.config import validate_config
-from vlmgrid.stages.cellrun import Cell
-from vlmgrid.stages.infer import run_inference
-from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.plan import runnable
 from vlmgrid.stages.prepare import prepare_benchmark
-from vlmgrid.stages.score import score_cell
 
 HEADLINES = {
     "flowers102": "top1", "food101": "top1", "caltech101": "top1", "imagenet": "top1",
@@ -40,15 +37,7 @@ def test_fixture_runs_through_the_whole_chain(kind, small_config, tmp_path):
     prepare_benchmark("bench", config.benchmark("bench"), bench_dir)
     assert "llava-tiny" in models  # a generative model runs every protocol
     for model in models:
-        fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
-        predictions = run_inference(
-            model_settings=config.model(model), bench_dir=bench_dir,
-            model_dir=paths.model_dir(config.data_dir, model),
-            cell=Cell.in_results(config.results_dir, model, "bench"),
-            part_size=8, threads=1, progress=False,
-        )
-        score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions,
-                           out_path=paths.score_path(config.results_dir, model, "bench"), samples=50, seed=0)
+        score = score_of(config, model, "bench", infer_cell(config, model, "bench", part_size=8), samples=50)
         assert score["metric"] == HEADLINES[kind], (kind, model)
         assert score["n"] > 0 and score["ci95"][0] <= score["value"] <= score["ci95"][1]
         assert score["strategy"] in {"score_options", "generate", "embed",

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.io
-from PIL import Image
 
 import vlmgrid
+from chain_helpers import opens
 from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks import flowers102, pope
 from vlmgrid.benchmarks.dataset import fingerprint
@@ -36,15 +36,6 @@ def fixture_settings(kind: str, **source) -> dict:
 
 def prepare(kind: str, bench_dir: Path, **source) -> dict:
     return prepare_benchmark(f"{kind}-fixture", fixture_settings(kind, **source), bench_dir)
-
-
-def opens(path: Path) -> bool:
-    try:
-        with Image.open(path) as image:
-            image.load()
-        return True
-    except OSError:
-        return False
 
 
 def files_on_disk(bench_dir: Path) -> dict[str, int]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from PIL import Image
 
+from chain_helpers import opens
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import mmbench, mme, mmvp, textvqa
 from vlmgrid.benchmarks.rawio import write_hub_parquet
@@ -43,15 +43,6 @@ def prepare(kind: str, bench_dir: Path, **source) -> dict:
 
 def records(bench_dir: Path) -> pd.DataFrame:
     return load_benchmark(bench_dir).records
-
-
-def opens(path: Path) -> bool:
-    try:
-        with Image.open(path) as image:
-            image.load()
-        return True
-    except OSError:
-        return False
 
 
 def test_kinds_are_registered_with_protocol_metric_parser_and_source():

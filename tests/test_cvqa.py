@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from chain_helpers import infer_cell
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, check_source, load_benchmark
 from vlmgrid.benchmarks import cvqa as cvqa_bench
@@ -18,12 +19,9 @@ from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES, cvqa as cvqa_fixture
-from vlmgrid.stages.cellrun import Cell
-from vlmgrid.stages.infer import run_inference
 from vlmgrid.metrics import METRICS, score_predictions
 from vlmgrid.metrics.cvqa import LabelsHidden, accuracy_by_pair, labels_hidden, submission_table, submission_tables
 from vlmgrid.models.base import Backend, GenerationResult, OptionScores, ScoreResult
-from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.protocols import make_runner
 from vlmgrid.protocols.cvqa import CVQAPrompts, cvqa_prompts
@@ -378,13 +376,7 @@ def test_fixture_runs_through_prepare_infer_and_score(small_config, tmp_path, hi
     prepare_benchmark("cvqa", config.benchmark("cvqa"), bench_dir)
     assert len(load_benchmark(bench_dir).records) == 14
     for model in config.models:
-        fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
-        predictions = run_inference(
-            model_settings=config.model(model), bench_dir=bench_dir,
-            model_dir=paths.model_dir(config.data_dir, model),
-            cell=Cell.in_results(config.results_dir, model, "cvqa"),
-            part_size=5, threads=1, progress=False,
-        )
+        predictions = infer_cell(config, model, "cvqa", part_size=5)
         assert sorted(pd.read_parquet(predictions)["variant"].unique()) == sorted(SETTINGS)
         out = paths.score_path(config.results_dir, model, "cvqa")
         if hidden:

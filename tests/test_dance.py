@@ -6,13 +6,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from chain_helpers import infer_cell, prepared_grid
 from vlmgrid.benchmarks import load_benchmark
 from vlmgrid.benchmarks import dance
 from vlmgrid.benchmarks.dance_build import build_dance, concept_name, read_triples, relation_templates
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import dance as dance_fixture
-from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.prepare import prepare_benchmark
 
 TEMPLATES = {"UsedFor": "This is used for {end}.", "HasProperty": "This is {end}."}
@@ -194,21 +194,12 @@ def test_local_source_reads_a_built_folder_and_checks_no_item_count(tmp_path):
 
 def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp_path):
     from vlmgrid import paths
-    from vlmgrid.config import validate_config
-    from vlmgrid.stages.infer import run_inference
     from vlmgrid.stages.score import score_cell
 
-    data = dict(small_config)
-    data["benchmarks"] = {"dance-fixture": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 8}}}
-    data["grid"] = {"models": ["random"], "benchmarks": ["dance-fixture"]}
-    config = validate_config(data)
+    benchmarks = {"dance-fixture": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 8}}}
+    config = prepared_grid(small_config, benchmarks, ["random"])
     bench_dir = paths.bench_dir(config.data_dir, "dance-fixture")
-    prepare_benchmark("dance-fixture", config.benchmark("dance-fixture"), bench_dir)
-    predictions = run_inference(
-        model_settings=config.model("random"), bench_dir=bench_dir,
-        model_dir=paths.model_dir(config.data_dir, "random"),
-        cell=Cell.in_results(config.results_dir, "random", "dance-fixture"),
-        part_size=4, threads=1, progress=False)
+    predictions = infer_cell(config, "random", "dance-fixture", part_size=4)
     rows = pd.read_parquet(predictions)
     assert len(rows) == 16 and all(len(scores) == 50 for scores in rows["scores"])
     score = score_cell(model_name="random", bench_dir=bench_dir, predictions_path=predictions,
@@ -222,21 +213,12 @@ def test_score_of_the_fixture_carries_split_by_direction_cells(small_config, tmp
 
 def test_unreadable_pictures_are_kept_as_format_errors(small_config, tmp_path):
     from vlmgrid import paths
-    from vlmgrid.config import validate_config
-    from vlmgrid.stages.infer import run_inference
     from vlmgrid.stages.score import score_cell
 
-    data = dict(small_config)
-    data["benchmarks"] = {"d": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 4, "corrupt": 12}}}
-    data["grid"] = {"models": ["random"], "benchmarks": ["d"]}
-    config = validate_config(data)
+    benchmarks = {"d": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 4, "corrupt": 12}}}
+    config = prepared_grid(small_config, benchmarks, ["random"])
     bench_dir = paths.bench_dir(config.data_dir, "d")
-    prepare_benchmark("d", config.benchmark("d"), bench_dir)
-    predictions = run_inference(
-        model_settings=config.model("random"), bench_dir=bench_dir,
-        model_dir=paths.model_dir(config.data_dir, "random"),
-        cell=Cell.in_results(config.results_dir, "random", "d"),
-        part_size=4, threads=1, progress=False)
+    predictions = infer_cell(config, "random", "d", part_size=4)
     rows = pd.read_parquet(predictions)
     assert len(rows) == 8 and rows["error"].notna().any()  # 12 of 60 pictures broken: riddle-to-image hits some
     score = score_cell(model_name="random", bench_dir=bench_dir, predictions_path=predictions,

@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from PIL import Image
 
+from chain_helpers import infer_cell, opens, score_of
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import kaleidoscope as kd
@@ -25,7 +25,6 @@ from vlmgrid.fixtures.kinds import kaleidoscope as kaleidoscope_fixture
 from vlmgrid.models.base import GenerationResult
 from vlmgrid.protocols import PROTOCOLS, strategy_for
 from vlmgrid.protocols.exam_choice import ExamPrompts, load_exam_prompts, prompt_mode
-from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.prepare import prepare_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,15 +46,6 @@ def bench(tmp_path_factory):
     bench_dir = tmp_path_factory.mktemp("kaleidoscope") / "bench"
     prepare(bench_dir)
     return dataclasses.replace(load_benchmark(bench_dir), prompts_dir=PROMPTS_DIR)
-
-
-def opens(path: Path) -> bool:
-    try:
-        with Image.open(path) as image:
-            image.load()
-        return True
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------------------------------------- the kind
@@ -392,25 +382,13 @@ def test_model_settings_for_the_prompt_mode_and_the_preset_validate(small_config
 
 @pytest.mark.parametrize("answer_mode, strategy", [("likelihood", "score_options"), ("generate", "generate")])
 def test_the_fixture_runs_through_prepare_infer_and_score(small_config, monkeypatch, answer_mode, strategy):
-    from vlmgrid.stages.infer import run_inference
-    from vlmgrid.stages.fetch import fetch_model
-    from vlmgrid.stages.score import score_cell
-
     monkeypatch.chdir(REPO)  # the default prompts folder, config/prompts
     config = validate_config(_config(small_config, answer_mode=answer_mode))
     bench_dir = paths.bench_dir(config.data_dir, "kaleidoscope-fixture")
     prepare_benchmark("kaleidoscope-fixture", config.benchmark("kaleidoscope-fixture"), bench_dir)
     for model in config.models:
-        fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
-        predictions = run_inference(
-            model_settings=config.model(model), bench_dir=bench_dir,
-            model_dir=paths.model_dir(config.data_dir, model),
-            cell=Cell.in_results(config.results_dir, model, "kaleidoscope-fixture"),
-            part_size=8, threads=1, progress=False,
-        )
-        score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions,
-                           out_path=paths.score_path(config.results_dir, model, "kaleidoscope-fixture"),
-                           samples=50, seed=0)
+        predictions = infer_cell(config, model, "kaleidoscope-fixture", part_size=8)
+        score = score_of(config, model, "kaleidoscope-fixture", predictions, samples=50)
         assert score["metric"] == "accuracy" and score["n"] == 21
         assert score["ci95"][0] <= score["value"] <= score["ci95"][1]
         generated = score["strategy"] == "generate"
