@@ -57,25 +57,21 @@ def test_wrong_type_names_the_key(default_config_data):
     assert "models.clip-tiny.batch_size: expected integer, got 'big'" in _error(data)
 
 
-def test_backend_typo_names_closest(default_config_data):
+@pytest.mark.parametrize("keys, value, expected", [
+    (("models", "clip-tiny", "backend"), "open-clip", ("models.clip-tiny.backend", 'did you mean "open_clip"')),
+    (("grid", "models"), ["clip-tny", "random"], ('grid.models names "clip-tny"', 'did you mean "clip-tiny"')),
+    (("benchmarks", "pope-fixture", "kind"), "popes",
+     ('benchmarks.pope-fixture.kind: "popes" is not a valid value', 'did you mean "pope"')),
+], ids=["backend typo", "grid name that does not exist", "unknown benchmark kind"])
+def test_a_misspelt_name_is_told_the_closest(default_config_data, keys, value, expected):
     data = copy.deepcopy(default_config_data)
-    data["models"]["clip-tiny"]["backend"] = "open-clip"
+    *parents, last = keys
+    target = data
+    for key in parents:
+        target = target[key]
+    target[last] = value
     message = _error(data)
-    assert "models.clip-tiny.backend" in message and 'did you mean "open_clip"' in message
-
-
-def test_grid_name_that_does_not_exist(default_config_data):
-    data = copy.deepcopy(default_config_data)
-    data["grid"]["models"] = ["clip-tny", "random"]
-    message = _error(data)
-    assert 'grid.models names "clip-tny"' in message and 'did you mean "clip-tiny"' in message
-
-
-def test_unknown_benchmark_kind(default_config_data):
-    data = copy.deepcopy(default_config_data)
-    data["benchmarks"]["pope-fixture"]["kind"] = "popes"
-    message = _error(data)
-    assert 'benchmarks.pope-fixture.kind: "popes" is not a valid value' in message and 'did you mean "pope"' in message
+    assert all(part in message for part in expected), message
 
 
 def test_source_key_unknown_for_its_type(default_config_data):

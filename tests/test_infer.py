@@ -75,19 +75,24 @@ def _crash_after(monkeypatch, n_parts):
     monkeypatch.setattr(PartStore, "save", save)
 
 
+def _crash_run(monkeypatch, n_parts, config, **run):
+    """Runs the cell until it crashes after n_parts parts, then lets the part store save again."""
+    _crash_after(monkeypatch, n_parts)
+    with pytest.raises(Crash):
+        _run(config, **run)
+    monkeypatch.undo()
+
+
 def test_resume_after_crash_gives_identical_predictions(small_config, monkeypatch, tmp_path):
     config = _setup(small_config)
     reference = read_predictions(_run(config))
     out = paths.predictions_path(config.results_dir, "random", "pope-fixture")
     out.unlink()
 
-    _crash_after(monkeypatch, 2)
-    with pytest.raises(Crash):
-        _run(config)
+    _crash_run(monkeypatch, 2, config)
     assert not out.exists()  # no half-written predictions file
     parts = sorted(paths.partial_dir(config.results_dir, "random", "pope-fixture").glob("part-*.parquet"))
     assert len(parts) == 2
-    monkeypatch.undo()
 
     messages = []
     resumed = read_predictions(_run(config, messages=messages))
@@ -98,10 +103,7 @@ def test_resume_after_crash_gives_identical_predictions(small_config, monkeypatc
 
 def test_truncated_part_is_redone(small_config, monkeypatch):
     config = _setup(small_config)
-    _crash_after(monkeypatch, 3)
-    with pytest.raises(Crash):
-        _run(config)
-    monkeypatch.undo()
+    _crash_run(monkeypatch, 3, config)
     part = paths.partial_dir(config.results_dir, "random", "pope-fixture") / "part-000001.parquet"
     part.write_bytes(part.read_bytes()[:50])
     messages = []
@@ -112,10 +114,7 @@ def test_truncated_part_is_redone(small_config, monkeypatch):
 
 def test_parts_made_with_other_settings_are_discarded(small_config, monkeypatch):
     config = _setup(small_config)
-    _crash_after(monkeypatch, 1)
-    with pytest.raises(Crash):
-        _run(config)
-    monkeypatch.undo()
+    _crash_run(monkeypatch, 1, config)
     changed = copy.deepcopy(config.data)
     changed["models"]["random"]["seed"] = 5
     messages = []
@@ -127,10 +126,7 @@ def test_parts_hold_model_requests_not_items(small_config, monkeypatch):
     # The random baseline scores 20 templates per flowers image, a prefix each (its 5 class names ride on
     # it): 20 requests, so parts of 50 requests hold 2 of the 40 images.
     config = _setup(small_config, bench="flowers102-fixture", part_size=50)
-    _crash_after(monkeypatch, 3)
-    with pytest.raises(Crash):
-        _run(config, bench="flowers102-fixture")
-    monkeypatch.undo()
+    _crash_run(monkeypatch, 3, config, bench="flowers102-fixture")
     messages = []
     resumed = read_predictions(_run(config, bench="flowers102-fixture", messages=messages))
     assert "resuming: 3 of 20 parts (6 of 40 items) already done" in messages
@@ -141,10 +137,7 @@ def test_parts_of_other_boundaries_are_discarded(small_config, monkeypatch):
     config = _setup(small_config, bench="flowers102-fixture", part_size=50)
     reference = read_predictions(_run(config, bench="flowers102-fixture"))
     paths.predictions_path(config.results_dir, "random", "flowers102-fixture").unlink()
-    _crash_after(monkeypatch, 3)
-    with pytest.raises(Crash):
-        _run(config, bench="flowers102-fixture")
-    monkeypatch.undo()
+    _crash_run(monkeypatch, 3, config, bench="flowers102-fixture")
     # 30 requests a part: one image each, so the 3 parts on disk (2 images each) are not this job's
     changed = copy.deepcopy(config.data)
     changed["infer"]["part_size"] = 30
@@ -196,15 +189,18 @@ def test_every_model_predicts_every_item(small_config, bench, model):
         assert frame["scores"].map(len).ge(2).all()
 
 
-def test_changed_prompts_discard_parts_and_are_recorded(small_config, monkeypatch, tmp_path):
-    config = _setup(small_config)
+def _prompts(tmp_path, text):
+    """A prompts folder holding one prompt set, some_protocol.yaml."""
     prompts = tmp_path / "prompts"
     prompts.mkdir()
-    (prompts / "some_protocol.yaml").write_text("templates: [a]\n")
-    _crash_after(monkeypatch, 1)
-    with pytest.raises(Crash):
-        _run(config, prompts_dir=prompts)
-    monkeypatch.undo()
+    (prompts / "some_protocol.yaml").write_text(text)
+    return prompts
+
+
+def test_changed_prompts_discard_parts_and_are_recorded(small_config, monkeypatch, tmp_path):
+    config = _setup(small_config)
+    prompts = _prompts(tmp_path, "templates: [a]\n")
+    _crash_run(monkeypatch, 1, config, prompts_dir=prompts)
     (prompts / "some_protocol.yaml").write_text("templates: [b]\n")
     messages = []
     out = _run(config, messages=messages, prompts_dir=prompts)
@@ -215,13 +211,8 @@ def test_changed_prompts_discard_parts_and_are_recorded(small_config, monkeypatc
 
 def test_unchanged_prompts_resume(small_config, monkeypatch, tmp_path):
     config = _setup(small_config)
-    prompts = tmp_path / "prompts"
-    prompts.mkdir()
-    (prompts / "some_protocol.yaml").write_text("templates: [a]\n")
-    _crash_after(monkeypatch, 1)
-    with pytest.raises(Crash):
-        _run(config, prompts_dir=prompts)
-    monkeypatch.undo()
+    prompts = _prompts(tmp_path, "templates: [a]\n")
+    _crash_run(monkeypatch, 1, config, prompts_dir=prompts)
     messages = []
     _run(config, messages=messages, prompts_dir=prompts)
     assert any(m.startswith("resuming: 1 of") for m in messages)
