@@ -65,7 +65,7 @@ class Sample:
 
     file: Path
     where: str
-    item: dict
+    item: dict[str, Any]
 
 
 @dataclass(frozen=True)

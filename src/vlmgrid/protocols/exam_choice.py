@@ -55,13 +55,6 @@ def _text(value) -> str:
 
 
 @dataclass(frozen=True)
-class Language:
-    question: str
-    options: str
-    instruction: str
-
-
-@dataclass(frozen=True)
 class ExamPrompts:
     """The prompt set: option line, per-mode layout, and per-language words (see the YAML's header)."""
 
@@ -153,6 +146,15 @@ class ExamPrompts:
 
     def likelihood(self, code: str, item_id: str, question: str, options: Sequence[str]) -> str:
         return self._fill(self.likelihood_template, self.language(code, item_id), question, options)
+
+
+@dataclass(frozen=True)
+class Language:
+    """One language's words in a prompt (ExamPrompts.languages)."""
+
+    question: str
+    options: str
+    instruction: str
 
 
 def load_exam_prompts(prompts_dir: Path | str) -> ExamPrompts:
