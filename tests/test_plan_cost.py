@@ -10,7 +10,7 @@ import yaml
 
 from vlmgrid.cli import main
 from vlmgrid.config import Config, validate_config
-from vlmgrid.stages import cost
+from vlmgrid.stages import cost, cost_text
 from vlmgrid.stages.prepare import prepare
 
 TABLE = cost.load_throughput()
@@ -140,7 +140,7 @@ def test_totals_leave_out_rows_without_an_estimate(small):
     assert pd.isna(sums.loc["mystery", "gpu_hours"]) and sums.loc["mystery", "rows_without_estimate"] == 5
     assert sums.loc["grid", "rows_without_estimate"] == 5
     assert math.isclose(sums.loc["grid", "gpu_hours"], sums.loc["llava-7b", "gpu_hours"])
-    out = cost.render(costs)
+    out = cost_text.render(costs)
     mystery_line = next(line for line in out.splitlines() if line.strip().startswith("mystery "))
     assert mystery_line.split()[2:4] == ["unknown", "5"], mystery_line
     assert "The GPU-hours totals leave out 5 rows: mystery on flowers (generate), mystery on flowers (forward)" in out
@@ -152,7 +152,7 @@ def test_totals_leave_out_rows_without_an_estimate(small):
 
 def test_every_line_of_the_plan_fits_100_columns(small, default_costs):
     for costs in (cost.cost_table(small), default_costs):
-        out = cost.render(costs)
+        out = cost_text.render(costs)
         assert max(len(line) for line in out.splitlines()) <= 100
         assert "totals:" in out
 
@@ -160,14 +160,14 @@ def test_every_line_of_the_plan_fits_100_columns(small, default_costs):
 def test_the_plan_says_how_each_cell_answers_and_that_the_lvlm_default_is_not_llavas_recipe(tmp_path):
     costs = cost.cost_table(repo_grid("examples/own-model", tmp_path))
     assert set(costs["method"]) == {"option likelihood"}  # MME, MMBench, ScienceQA: the options' log-likelihood
-    out = " ".join(cost.render(costs).split())
+    out = " ".join(cost_text.render(costs).split())
     assert "my-llava" in out and "answers by option likelihood (mme, mmbench, scienceqa)" in out
     assert "`answer_mode: generate` in a model's entry answers as it did: " \
            "config/examples/llava-1.5-method.yaml" in out
     method = cost.cost_table(repo_grid("examples/llava-1.5-method", tmp_path))
     assert set(method.loc[method["model"] == "llava-1.5-7b", "method"]) == {"generation"}
     # the default grid: CLIP by similarity, the LVLM's classification by its open- and closed-world templates
-    default = " ".join(cost.render(cost.cost_table(repo_grid("config", tmp_path))).split())
+    default = " ".join(cost_text.render(cost.cost_table(repo_grid("config", tmp_path))).split())
     assert "clip-tiny answers by image-text similarity (13 benchmarks)" in default
     assert "answers by templates: open-world generation, closed-world likelihood (4 benchmarks); option " \
            "likelihood (9 benchmarks); generation (textvqa-fixture)" in default
@@ -177,7 +177,7 @@ def test_a_total_that_leaves_out_one_row_says_1_row(tmp_path):
     config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
                               "benchmarks": {"pope": {"kind": "pope", "source": {"type": "url"}}},
                               "grid": {"models": ["mystery", "llava-7b"], "benchmarks": ["pope"]}})
-    out = cost.render(cost.cost_table(config))
+    out = cost_text.render(cost.cost_table(config))
     # mystery has no size class: its one row (forward, 9,000 questions) has no estimate
     mystery = next(line for line in out.splitlines() if line.strip().startswith("mystery "))
     assert mystery.split()[1:] == ["9,000", "unknown", "1", "row", "-"], mystery
@@ -199,7 +199,7 @@ def test_the_carpe_grid_counts_every_fixed_count_benchmark(tmp_path):
     # POPE's yes and no: two texts per question
     assert rows(costs, "clip-vit-l-14", "pope")["embed_text"]["requests"] == 9000 * 2
     assert rows(costs, "clip-vit-l-14", "mmvp")["embed_text"]["requests"] == 300 * 2
-    out = cost.render(costs)
+    out = cost_text.render(costs)
     assert "needs the records" in out  # the six rows above, and no other
     assert out.count("needs the records") == 1  # one note, numbered once
 
@@ -286,7 +286,7 @@ def test_the_plan_says_what_each_benchmark_can_tell(tmp_path):
     assert cost.planned_mdd(150, discordance=0.05) == pytest.approx(5.11, abs=0.01)
     # POPE scores its 9,000 questions: 100 x 2.801585 x sqrt(0.2 / 9000) = 1.32 points
     assert rows(costs, "llava-7b", "pope")["forward"]["mdd"] == pytest.approx(1.32, abs=0.01)
-    out = cost.render(costs)
+    out = cost_text.render(costs)
     lines = out.splitlines()
     assert "  mmvp                     150 pair_id groups of 300 items" in out
     told = lines[lines.index("what each benchmark can tell (MDD):") + 1:]

@@ -70,7 +70,7 @@ def cmd_cells(config: Config, args) -> None:
 
 
 def cmd_plan(config: Config, args) -> None:
-    from vlmgrid.stages.cost import write_plan
+    from vlmgrid.stages.cost_text import write_plan
 
     print(write_plan(config, Path(args.csv) if args.csv else None))
 
