@@ -57,12 +57,18 @@ def test_wrong_type_names_the_key(default_config_data):
     assert "models.clip-tiny.batch_size: expected integer, got 'big'" in _error(data)
 
 
+def test_backend_typo_names_closest(default_config_data):
+    data = copy.deepcopy(default_config_data)
+    data["models"]["clip-tiny"]["backend"] = "open-clip"
+    message = _error(data)
+    assert "models.clip-tiny.backend" in message and 'did you mean "open_clip"' in message
+
+
 @pytest.mark.parametrize("keys, value, expected", [
-    (("models", "clip-tiny", "backend"), "open-clip", ("models.clip-tiny.backend", 'did you mean "open_clip"')),
     (("grid", "models"), ["clip-tny", "random"], ('grid.models names "clip-tny"', 'did you mean "clip-tiny"')),
     (("benchmarks", "pope-fixture", "kind"), "popes",
      ('benchmarks.pope-fixture.kind: "popes" is not a valid value', 'did you mean "pope"')),
-], ids=["backend typo", "grid name that does not exist", "unknown benchmark kind"])
+], ids=["grid name that does not exist", "unknown benchmark kind"])
 def test_a_misspelt_name_is_told_the_closest(default_config_data, keys, value, expected):
     data = copy.deepcopy(default_config_data)
     *parents, last = keys
