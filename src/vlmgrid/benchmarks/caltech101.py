@@ -185,8 +185,7 @@ LAYOUTS = (
 )
 
 
-KIND = classification_kind(
-    name="caltech101",
+KIND = classification_kind("caltech101",
     description="Caltech-101: zero-shot classification of the 6,084 VTAB-style test images into 102 classes (background kept).",
     templates=(
         "a photo of a {c}.", "a painting of a {c}.", "a plastic {c}.", "a sculpture of a {c}.",

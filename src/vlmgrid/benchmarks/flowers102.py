@@ -12,8 +12,6 @@ Class names: CLIP's curated list (benchmarks/data/flowers102_classnames.json), i
 from __future__ import annotations
 
 import json
-import tarfile
-import zlib
 from importlib import resources
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import archive_file, raw_file, read_bytes, within
+from vlmgrid.benchmarks.rawio import extract_images, raw_file, read_bytes, within
 from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.errors import VlmgridError
 
@@ -78,21 +76,8 @@ def _records(labels: np.ndarray, test_ids: np.ndarray, classes: list[str]) -> Ad
 def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
     archive = raw_file(raw_dir, ARCHIVE)
     labels, test_ids, classes = _split(raw_dir)
-    wanted = {IMAGE_NAME.format(int(i)): int(i) for i in test_ids}
-    found: set[str] = set()
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            for member in tar:
-                name = member.name[2:] if member.name.startswith("./") else member.name
-                if name in wanted and name not in found and archive_file(archive, member):
-                    handle = tar.extractfile(member)
-                    fileio.write_bytes(Path(bench_dir) / "images" / name, handle.read())
-                    found.add(name)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise VlmgridError(f"{archive}: not a readable .tgz archive ({exc}); delete it and run prepare again") from None
-    missing = sorted(set(wanted) - found)
-    if missing:
-        raise VlmgridError(f"{archive}: has no {missing[0]} (a test image listed in setid.mat); the archive is incomplete: re-download it")
+    names = {IMAGE_NAME.format(int(i)) for i in test_ids}
+    extract_images(archive, "r:*", {name: name for name in names}, bench_dir, ".tgz archive", "setid.mat")
     return _records(labels, test_ids, classes)
 
 
@@ -115,18 +100,16 @@ LAYOUTS = (
 )
 
 
-KIND = classification_kind(
-    name="flowers102",
+KIND = classification_kind("flowers102",
     description="Oxford Flowers-102: zero-shot classification of the 6,149 test images into 102 flower species.",
     templates=("a photo of a {c}, a type of flower.",),
-    expected_count=6149,
-    class_count=102,
-    **layout_fields(LAYOUTS, "Flowers-102"),
     url_files=(
         {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/102flowers.tgz", "md5": "52808999861908f626f3c1f4e79d11fa", "name": ARCHIVE},
         {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/imagelabels.mat", "md5": "e0620be6f572b9609742df49c70aed4d", "name": LABELS},
         {"url": "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/setid.mat", "md5": "a5357ecc9cb78c4bef273ce3793fc85c", "name": SETID},
     ),
+    expected_count=6149, class_count=102,
+    **layout_fields(LAYOUTS, "Flowers-102"),
 )
 
 adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

@@ -27,7 +27,7 @@ import pandas as pd
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import archive_file, raw_file, read_bytes, read_text, within
+from vlmgrid.benchmarks.rawio import archive_file, extract_images, raw_file, read_bytes, read_text, within
 from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.errors import VlmgridError
 
@@ -102,19 +102,12 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
     archive = raw_file(raw_dir, ARCHIVE)
     try:
         test, listed = _read_meta(archive)
-        wanted = _wanted(test, listed, archive, TEST_JSON)
-        found: set[str] = set()
-        with tarfile.open(archive, "r|*") as tar:  # pass 2: only the test images, streamed
-            for member in tar:
-                name = _name(member)
-                if name in wanted and name not in found and archive_file(archive, member):
-                    fileio.write_bytes(Path(bench_dir) / "images" / f"{wanted[name][0]}.jpg", tar.extractfile(member).read())
-                    found.add(name)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise VlmgridError(f"{archive}: not a readable .tar.gz archive ({exc}); delete it and run prepare again") from None
-    missing = sorted(set(wanted) - found)
-    if missing:
-        raise VlmgridError(f"{archive}: has no {missing[0]} (a test image listed in {TEST_JSON}); the archive is incomplete: re-download it")
+    wanted = _wanted(test, listed, archive, TEST_JSON)
+    # pass 2: only the test images, streamed
+    targets = {name: f"{entry}.jpg" for name, (entry, _) in wanted.items()}
+    extract_images(archive, "r|*", targets, bench_dir, ".tar.gz archive", TEST_JSON)
     return _records(wanted, test)
 
 
@@ -164,16 +157,14 @@ LAYOUTS = (
 )
 
 
-KIND = classification_kind(
-    name="food101",
+KIND = classification_kind("food101",
     description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
     templates=("a photo of {c}, a type of food.",),
-    expected_count=25250,
-    class_count=101,
-    **layout_fields(LAYOUTS, "Food-101"),
     url_files=(
         {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},
     ),
+    expected_count=25250, class_count=101,
+    **layout_fields(LAYOUTS, "Food-101"),
 )
 
 adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

@@ -324,8 +324,7 @@ ILSVRC_LAYOUTS = (
 
 DESCRIPTION = "ImageNet-1k: zero-shot classification of the 50,000 validation images into 1,000 classes"
 
-KIND = classification_kind(
-    name="imagenet",
+KIND = classification_kind("imagenet",
     description=DESCRIPTION + " (hub copy ILSVRC/imagenet-1k, gated).",
     templates=templates(),
     expected_count=N_VAL,

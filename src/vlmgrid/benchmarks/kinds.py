@@ -119,11 +119,11 @@ class BenchmarkKind:
         return {"type": "url"}
 
 
-def classification_kind(**fields) -> BenchmarkKind:
+def classification_kind(name: str, **fields) -> BenchmarkKind:
     """A classification kind: the protocol, record shape, metric, breakdown and parser that every
     classification set shares."""
-    return BenchmarkKind(protocol="classification", shape=CLASSIFICATION, metric="classification", breakdown_by=(),
-                         parser="open_class", **fields)
+    return BenchmarkKind(name=name, protocol="classification", shape=CLASSIFICATION, metric="classification",
+                         breakdown_by=(), parser="open_class", **fields)
 
 
 # What a question protocol fixes of every kind that uses it: the record shape, and the options every item

@@ -8,6 +8,7 @@ import json
 import stat
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -87,6 +88,26 @@ def archive_file(archive: Path | str, member: tarfile.TarInfo) -> bool:
     if member.issym() or member.islnk():
         _refuse_link(archive, member.name, "symbolic" if member.issym() else "hard", member.linkname)
     return member.isfile()
+
+
+def extract_images(archive: Path, mode: str, targets: Mapping[str, str], bench_dir: Path, what: str,
+                   listed_in: str) -> None:
+    """Writes the tar archive's members named in `targets` ({member name, without a leading "./": path under
+    bench_dir/images}) once each, reading the archive in `mode`. An unreadable archive (`what`: ".tgz archive")
+    is an error, and so is one that lacks a target, naming `listed_in`, the file that lists it."""
+    found: set[str] = set()
+    try:
+        with tarfile.open(archive, mode) as tar:
+            for member in tar:
+                name = member.name[2:] if member.name.startswith("./") else member.name
+                if name in targets and name not in found and archive_file(archive, member):
+                    fileio.write_bytes(Path(bench_dir) / "images" / targets[name], tar.extractfile(member).read())
+                    found.add(name)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise VlmgridError(f"{archive}: not a readable {what} ({exc}); delete it and run prepare again") from None
+    missing = sorted(set(targets) - found)
+    if missing:
+        raise VlmgridError(f"{archive}: has no {missing[0]} (a test image listed in {listed_in}); the archive is incomplete: re-download it")
 
 
 def zip_file(archive: Path | str, zf: zipfile.ZipFile, name: str) -> bytes:
