@@ -115,12 +115,17 @@ def test_food101_prompt_names_and_layout(tmp_path):
     assert first["id"].startswith("apple_pie-") and first["image"] == f"images/{first['id'].replace('-', '/')}.jpg"
 
 
-def test_food101_missing_test_image_is_an_error(tmp_path):
-    raw = tmp_path / "raw"
+def _food101_members(raw):
+    """Writes a small Food-101 fixture into raw; its archive's files (name, bytes) and its test split."""
     food101_fixture.write_fixture(raw, {"seed": 0, "size": 1, "classes": 2, "corrupt": 0})
     with tarfile.open(raw / food101.ARCHIVE) as tar:
         members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
-        test = json.loads(dict(members)["food-101/meta/test.json"])
+    return members, json.loads(dict(members)["food-101/meta/test.json"])
+
+
+def test_food101_missing_test_image_is_an_error(tmp_path):
+    raw = tmp_path / "raw"
+    members, test = _food101_members(raw)
     dropped = f"food-101/images/{test['apple_pie'][0]}.jpg"
     fx.write_tgz(raw / food101.ARCHIVE, [m for m in members if m[0] != dropped])
     with pytest.raises(VlmgridError, match="has no food-101/images/apple_pie/"):
@@ -266,10 +271,7 @@ def test_imagenet_hub_label_names_become_synonyms(tmp_path, monkeypatch):
 
 def test_food101_a_link_in_the_archive_is_named_and_not_followed(tmp_path):
     raw = tmp_path / "raw"
-    food101_fixture.write_fixture(raw, {"seed": 0, "size": 1, "classes": 2, "corrupt": 0})
-    with tarfile.open(raw / food101.ARCHIVE) as tar:
-        members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
-        test = json.loads(dict(members)["food-101/meta/test.json"])
+    members, test = _food101_members(raw)
     linked = f"food-101/images/{test['apple_pie'][0]}.jpg"
     # As GNU tar stores a symbolic link: a SYMTYPE member with its target in linkname and no data.
     with tarfile.open(raw / food101.ARCHIVE, "w:gz", format=tarfile.GNU_FORMAT) as tar:

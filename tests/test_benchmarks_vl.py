@@ -45,6 +45,12 @@ def records(bench_dir: Path) -> pd.DataFrame:
     return load_benchmark(bench_dir).records
 
 
+def prepared_records(kind: str, bench_dir: Path, **source) -> pd.DataFrame:
+    """The records of the kind's fixture, prepared in bench_dir."""
+    prepare(kind, bench_dir, **source)
+    return records(bench_dir)
+
+
 def test_kinds_are_registered_with_protocol_metric_parser_and_source():
     expected = {
         "mme": ("yes_no", "mme", "mme", ("category",), 2374, "lmms-lab/MME"),
@@ -122,8 +128,7 @@ def test_corrupt_fixture_images_do_not_open(kind, tmp_path):
 
 def test_mme_pairs_share_an_image_and_have_one_yes_and_one_no(tmp_path):
     bench_dir = tmp_path / "mme"
-    prepare("mme", bench_dir, size=10)
-    frame = records(bench_dir)
+    frame = prepared_records("mme", bench_dir, size=10)
     raw = pd.read_parquet(bench_dir / "raw" / mme_fixture.FIXTURE_FILE)
     assert set(raw["answer"]) == {"Yes", "No"} and len(raw) == 20
     assert set(frame["answer"]) == {"yes", "no"}
@@ -190,8 +195,7 @@ def test_mmbench_records_are_the_raw_rows(tmp_path):
 
 def test_mmbench_fixture_holds_a_two_copy_group_that_keeps_d(tmp_path):
     bench_dir = tmp_path / "mmbench"
-    prepare("mmbench", bench_dir, size=9)
-    frame = records(bench_dir)
+    frame = prepared_records("mmbench", bench_dir, size=9)
     sizes = Counter()
     for group, rows in frame.groupby("circular_group"):
         n = len(rows.iloc[0]["options"])
@@ -258,8 +262,7 @@ def test_mmbench_checks_the_published_copies(tmp_path):
 
 def test_cvbench_keeps_sources_tasks_and_types(tmp_path):
     bench_dir = tmp_path / "cvbench"
-    prepare("cvbench", bench_dir, size=8)
-    frame = records(bench_dir)
+    frame = prepared_records("cvbench", bench_dir, size=8)
     raw2d = pd.read_parquet(bench_dir / "raw" / "test_2d.parquet")
     raw3d = pd.read_parquet(bench_dir / "raw" / "test_3d.parquet")
     assert len(raw2d) == len(raw3d) == 8 and set(raw2d["answer"].str[0]) == {"("}
@@ -292,8 +295,7 @@ def test_cvbench_rejects_an_answer_outside_the_choices(tmp_path):
 
 def test_mmvp_pairs(tmp_path):
     bench_dir = tmp_path / "mmvp"
-    prepare("mmvp", bench_dir, size=6)
-    frame = records(bench_dir)
+    frame = prepared_records("mmvp", bench_dir, size=6)
     assert sorted(frame["id"].astype(int)) == list(range(1, 13))
     assert (frame["pair_id"] == (frame["id"].astype(int) + 1) // 2).all()
     for _, pair in frame.groupby("pair_id"):
@@ -372,8 +374,7 @@ def test_mmvp_needs_whole_pairs_and_every_image(tmp_path):
 
 def test_textvqa_keeps_ten_answers_and_the_majority(tmp_path):
     bench_dir = tmp_path / "textvqa"
-    prepare("textvqa", bench_dir, size=11)
-    frame = records(bench_dir)
+    frame = prepared_records("textvqa", bench_dir, size=11)
     raw = pd.read_parquet(bench_dir / "raw" / textvqa_fixture.FIXTURE_FILE)
     assert len(frame) == len(raw) == 11
     assert frame["id"].tolist() == [str(q) for q in raw["question_id"]]
