@@ -163,6 +163,13 @@ def textvqa_answers(records, texts) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- imports
 
+def _score(config, model, bench, predictions, tmp_path) -> dict:
+    """The score file `vlmgrid score` writes for imported predictions."""
+    score = tmp_path / "score.json"
+    assert main(["score", model, bench, "--predictions", str(predictions), "--out", str(score), "--config", config]) == 0
+    return json.loads(score.read_text())
+
+
 def test_mmbench_answers_map_to_the_published_rows_and_score(grid, tmp_path, capsys):
     config, records = grid
     texts = ["B", "A", "A", "B", "The answer is C"]
@@ -179,10 +186,7 @@ def test_mmbench_answers_map_to_the_published_rows_and_score(grid, tmp_path, cap
     assert meta["provenance"]["imported"] == f"imported from {answers} (llava-answers)"
     assert len(meta["provenance"]["sha256"]) == 64 and meta["data_fingerprint"]
     # Question 1: both copies right; question 18: copy 2 (gold C) read as C -> right, so 2/2 groups.
-    score = tmp_path / "score.json"
-    assert main(["score", MODEL_ID, "mmbench-fixture", "--predictions", str(out), "--out", str(score),
-                 "--config", config]) == 0
-    assert json.loads(score.read_text())["value"] == 100.0
+    assert _score(config, MODEL_ID, "mmbench-fixture", out, tmp_path)["value"] == 100.0
 
 
 def test_mme_llava_answers_and_eval_tool_folder_give_the_same_rows(grid, tmp_path, capsys):
@@ -201,10 +205,7 @@ def test_mme_llava_answers_and_eval_tool_folder_give_the_same_rows(grid, tmp_pat
     assert list(a["raw"]) == texts and list(a["prediction_index"]) == [0, -1]
     # Hand-computed: existence acc 1/2 = 50, acc+ 0 (one image, one wrong) -> 50 points of the 200 of the one
     # subtask present: scaled 25%.
-    score = tmp_path / "score.json"
-    assert main(["score", MODEL_ID, "mme-fixture", "--predictions", str(out_folder), "--out", str(score),
-                 "--config", config]) == 0
-    result = json.loads(score.read_text())
+    result = _score(config, MODEL_ID, "mme-fixture", out_folder, tmp_path)
     assert result["metrics"]["total"]["value"] == 50.0 and result["value"] == 25.0
     assert result["format_error_rate"] == 50.0
 
@@ -253,10 +254,8 @@ def test_scienceqa_answers_skip_text_only_problems_and_score(grid, tmp_path, cap
     frame = imported(out)
     assert list(frame["raw"]) == texts
     assert frame["prediction"].isna().tolist() == [False, True, False, True, False, False]
-    score = tmp_path / "score.json"
-    assert main(["score", "llava-tiny", "scienceqa-fixture", "--predictions", str(out), "--out", str(score),
-                 "--config", config]) == 0
-    assert json.loads(score.read_text())["value"] == pytest.approx(round(3 / 6 * 100, 4))  # items 0, 2, 4
+    value = _score(config, "llava-tiny", "scienceqa-fixture", out, tmp_path)["value"]
+    assert value == pytest.approx(round(3 / 6 * 100, 4))  # items 0, 2, 4
 
 
 def test_scienceqa_scorer_output_file_imports_like_the_answers(grid, tmp_path, capsys):
@@ -275,10 +274,8 @@ def test_scienceqa_scorer_output_file_imports_like_the_answers(grid, tmp_path, c
                "--out", str(out_b)) == 0
     a, b = imported(out_a), imported(out_b)
     assert a.equals(b) and list(a["raw"]) == texts  # the analyses, correct ones first, back in item order
-    score = tmp_path / "score.json"
-    assert main(["score", "llava-tiny", "scienceqa-fixture", "--predictions", str(out_a), "--out", str(score),
-                 "--config", config]) == 0
-    assert json.loads(score.read_text())["value"] == pytest.approx(round(3 / 6 * 100, 4))  # items 1, 2, 4
+    value = _score(config, "llava-tiny", "scienceqa-fixture", out_a, tmp_path)["value"]
+    assert value == pytest.approx(round(3 / 6 * 100, 4))  # items 1, 2, 4
 
 
 def test_scienceqa_scorer_unanswered_problems_are_missing_not_wrong(grid, tmp_path, capsys):
