@@ -30,8 +30,10 @@ def adapt(kind: str, raw: Path, bench_dir: Path):
 
 
 def refused(kind: str, raw: Path, bench_dir: Path) -> str:
+    """The error that adapting raw into bench_dir ends in; nothing it wrote before is the private file."""
     with pytest.raises(VlmgridError) as error:
         adapt(kind, raw, bench_dir)
+    assert copied_nothing_of(bench_dir, SECRET)
     return str(error.value)
 
 
@@ -67,7 +69,6 @@ def test_a_scienceqa_image_name_leading_out_of_the_release_is_refused_naming_the
     message = refused("scienceqa_img", raw, tmp_path / "bench")
     assert message.startswith(f"{raw / 'problems.json'} problem {pids[1]} (its pid and `image`): ")
     assert f"leads out of {raw / 'images' / 'test'} (to {tmp_path / 'secret.png'})" in message
-    assert copied_nothing_of(tmp_path / "bench", SECRET)
 
 
 def test_a_scienceqa_pid_leading_out_of_the_release_is_refused(tmp_path):
@@ -79,7 +80,6 @@ def test_a_scienceqa_pid_leading_out_of_the_release_is_refused(tmp_path):
     write_json(raw / "pid_splits.json", splits)
     write_json(raw / "problems.json", problems)
     assert "problem ../../.. (its pid and `image`)" in refused("scienceqa_img", raw, tmp_path / "bench")
-    assert copied_nothing_of(tmp_path / "bench", SECRET)
 
 
 @pytest.mark.parametrize(("field", "value", "wanted"), [
@@ -175,7 +175,6 @@ def test_a_textvqa_image_id_leading_out_of_the_release_is_refused_naming_the_ent
     message = refused("textvqa", raw, tmp_path / "bench")
     assert message.startswith(f"{raw / 'TextVQA_0.5.1_val.json'} entry 1 (its image_id): ")
     assert f"leads out of {raw / 'train_images'} (to {tmp_path / 'private.jpg'})" in message
-    assert copied_nothing_of(tmp_path / "bench", SECRET)
 
 
 def test_a_link_in_the_release_pointing_outside_is_refused(tmp_path):
@@ -188,7 +187,6 @@ def test_a_link_in_the_release_pointing_outside_is_refused(tmp_path):
     image.symlink_to(tmp_path / "private.jpg")
     message = refused("textvqa", raw, tmp_path / "bench")
     assert message.startswith(f"{raw / 'TextVQA_0.5.1_val.json'} entry 0 (its image_id): {image} leads out of")
-    assert copied_nothing_of(tmp_path / "bench", SECRET)
 
 
 def test_a_linked_image_folder_is_read_where_it_lies(tmp_path):
@@ -222,7 +220,6 @@ def test_a_pope_label_leading_out_of_val2014_is_refused_naming_the_line(tmp_path
     label.write_text("\n".join(lines) + "\n")
     message = refused("pope_coco", raw, tmp_path / "bench")
     assert message.startswith(f"{label} line 2 (its image): {raw / 'val2014' / '../../secret.jpg'} leads out of")
-    assert copied_nothing_of(tmp_path / "bench", SECRET)
 
 
 def test_a_pope_label_file_saved_with_a_byte_order_mark_is_read(tmp_path):
@@ -326,4 +323,3 @@ def test_a_link_in_an_mme_subtask_pointing_outside_is_refused(tmp_path):
     image.symlink_to(tmp_path / "secret.png")
     message = refused("mme", tmp_path / "mme", tmp_path / "bench")
     assert message.startswith(f"MME subtask count: {image} leads out of {tmp_path / 'mme' / 'count'}")
-    assert copied_nothing_of(tmp_path / "bench", SECRET)
