@@ -119,28 +119,30 @@ class GenerateRequest:
     max_new_tokens: int | None = None  # None: the model's `generation.max_new_tokens` setting
 
 
+class _Outcome:
+    """A request's result: `ok` when it has no `error` (the result's last field)."""
+
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
 @dataclass(frozen=True)
-class GenerationResult:
+class GenerationResult(_Outcome):
     """One generation: the text, or None and why the item has none (an API that failed after retries)."""
 
     text: str | None
     error: str | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
 
 @dataclass(frozen=True)
-class ScoreResult:
+class ScoreResult(_Outcome):
     """One option scoring: the scores, or None and why the item has none."""
 
     scores: OptionScores | None
     error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 @dataclass

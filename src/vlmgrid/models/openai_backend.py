@@ -207,10 +207,7 @@ class OpenAI(ApiClient, Backend):
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:
         """The texts, in request order; ApiItemErrors (with every result) if any request failed."""
-        results = self.generate_results(requests)
-        if any(not result.ok for result in results):
-            raise ApiItemErrors(results, [request.id for request in requests])
-        return [result.text for result in results]
+        return [result.text for result in _all_ok(self.generate_results(requests), requests)]
 
     def score_results(self, requests: Sequence[OptionRequest]) -> list[ScoreResult]:
         """One ScoreResult per request (letters only), in request order; an item the server refused, or whose
@@ -242,7 +239,11 @@ class OpenAI(ApiClient, Backend):
 
     def score_options(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
         """The letters' log-probabilities, in request order; ApiItemErrors (with every result) if any failed."""
-        results = self.score_results(requests)
-        if any(not result.ok for result in results):
-            raise ApiItemErrors(results, [request.id for request in requests])
-        return [result.scores for result in results]
+        return [result.scores for result in _all_ok(self.score_results(requests), requests)]
+
+
+def _all_ok(results: list, requests: Sequence) -> list:
+    """The results of the requests, when every one is ok; ApiItemErrors, holding them all, when one is not."""
+    if any(not result.ok for result in results):
+        raise ApiItemErrors(results, [request.id for request in requests])
+    return results
