@@ -13,6 +13,10 @@
   the prefix and its own earlier tokens at the positions it would have alone: the prefix's keys and values are
   read once per chunk instead of copied once per option (hundreds of class names after a prompt of a thousand
   tokens). Other models score each option in its own row of the chunk; both give the same scores.
+
+On an accelerator the next batch of letters, or the next request's prompt inputs and option tokens, are prepared
+in a thread while the current one runs (hf_batching's `Prefetched`); everything that uses the tokenizer is on
+that side, so the device loop never shares it with the preparing thread.
 """
 
 from __future__ import annotations
@@ -79,11 +83,15 @@ class HfOptionScoring:
         if lettered:
             for index, scores in zip(lettered, self._by_image(
                     [requests[i] for i in lettered],
-                    Prefetched(self._inputs, self._score_letters, self._prefetch))):
+                    Prefetched(self._letter_inputs, self._score_letters, self._prefetch))):
                 results[index] = scores
-        for index, request in enumerate(requests):
-            if not request.letters:
-                results[index] = self._score_continuations(request)
+        continued = [i for i, r in enumerate(requests) if not r.letters]
+        # One request at a time (its prefix's cache is reused by its options), the next one's inputs and option
+        # tokens prepared ahead while this one runs.
+        step = Prefetched(self._continuation_inputs, self._score_continuations, self._prefetch)
+        for position, index in enumerate(continued):
+            step.ahead([requests[i] for i in continued[position + 1:position + 2]])
+            results[index] = step([requests[index]])[0]
         return results
 
     def letter_token_ids(self, letter: str) -> list[int]:
@@ -101,6 +109,14 @@ class HfOptionScoring:
                 )
             self._letter_ids[letter] = ids
         return self._letter_ids[letter]
+
+    def _letter_inputs(self, requests: Sequence[OptionRequest]) -> dict:
+        """A batch's inputs, its letters' token ids looked up here (on the preparing thread), so that the device
+        loop (`_score_letters`) reads them without using the tokenizer."""
+        for request in requests:
+            for letter in request.letters:
+                self.letter_token_ids(letter)
+        return self._inputs(requests)
 
     def _next_token_logprobs(self, inputs: dict):
         import torch
@@ -167,10 +183,24 @@ class HfOptionScoring:
         totals = self._batched(list(range(len(option_ids))), run)
         return OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])
 
-    def _score_continuations(self, request: OptionRequest) -> OptionScores:
+    def _continuation_inputs(self, requests: Sequence[OptionRequest]) -> tuple[dict, list[list[int]], int]:
+        """A request's prompt inputs, its options' tokens and the pad token: all the tokenizer's work, so that
+        the device loop (`_score_continuations`) never touches it while the next request is prepared in a thread
+        (a tokenizer used by two threads at once can fail)."""
+        (request,) = requests
+        inputs = self._inputs([request])
+        option_ids = [self.tokenizer.encode(option, add_special_tokens=False) for option in request.options]
+        for option, ids in zip(request.options, option_ids):
+            if not ids:
+                raise VlmgridError(f"item {request.id} has an empty option {option!r}; every option needs text")
+        return inputs, option_ids, self.tokenizer.pad_token_id or 0
+
+    def _score_continuations(self, requests: Sequence[OptionRequest],
+                             prepared: tuple[dict, list[list[int]], int]) -> list[OptionScores]:
         import torch
 
-        inputs = self._cast(self._encode([request]))
+        (request,) = requests
+        inputs, option_ids, pad = prepared
         # Multimodal RoPE models (Qwen2-VL, Qwen2.5-VL) keep the prefix's position offset in `rope_deltas`;
         # clear a stale one so that a text-only prefix leaves none.
         rope_owner = getattr(self.model, "model", None)
@@ -183,14 +213,9 @@ class HfOptionScoring:
         cache = _cache_of(prefix)
         first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)
         prefix_mask = inputs["attention_mask"]
-        option_ids = [self.tokenizer.encode(option, add_special_tokens=False) for option in request.options]
-        for option, ids in zip(request.options, option_ids):
-            if not ids:
-                raise VlmgridError(f"item {request.id} has an empty option {option!r}; every option needs text")
         text_model = self._text_model()
-        pad = self.tokenizer.pad_token_id or 0
         if not mrope and self._packable(text_model):
-            return self._score_packed(request, option_ids, cache, first, prefix_mask, text_model)
+            return [self._score_packed(request, option_ids, cache, first, prefix_mask, text_model)]
 
         def run(chunk: Sequence[int]) -> list[float]:
             longest = max(len(option_ids[i]) for i in chunk)
@@ -226,4 +251,4 @@ class HfOptionScoring:
             return totals
 
         totals = self._batched(list(range(len(option_ids))), run)
-        return OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])
+        return [OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])]

@@ -1,0 +1,54 @@
+"""The hf backend's continuation scoring prepares the next request (prompt inputs, option tokens) in a thread
+while the current one runs, with the tokenizer used on that thread alone, and gives the same scores."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+@pytest.fixture(scope="module")
+def llava(tmp_path_factory):
+    from vlmgrid.fixtures.models import MODEL_FIXTURES
+    from vlmgrid.models.hf_backend import Hf
+
+    model_dir = tmp_path_factory.mktemp("llava")
+    settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}, "precision": "fp32",
+                "batch_size": 2}
+    Hf.fetch(settings, model_dir, fixture=MODEL_FIXTURES.get("hf"))
+    return Hf.load(settings, model_dir, "cpu")
+
+
+def _image(seed: int):
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (36, 40, 3), dtype=np.uint8))
+
+
+def test_continuations_prefetched_give_the_same_scores_and_keep_the_tokenizer_on_one_thread(llava, monkeypatch):
+    from vlmgrid.models.base import OptionRequest
+
+    requests = [OptionRequest(f"r{i}", _image(i), f"Which riddle fits picture {i}?",
+                              [" a cat on a mat", " a dog", " two birds in a tree"]) for i in range(4)]
+    expected = llava.score_options(requests)
+
+    monkeypatch.setattr(llava, "_prefetch", ThreadPoolExecutor(max_workers=1))
+    prepared = []
+    inputs = llava._continuation_inputs
+    monkeypatch.setattr(llava, "_continuation_inputs", lambda chunk: prepared.append(
+        ([r.id for r in chunk], threading.current_thread() is threading.main_thread())) or inputs(chunk))
+    events = []  # ("encode" or "run", on the main thread?)
+    encode, run = llava.tokenizer.encode, llava._score_continuations
+    monkeypatch.setattr(llava.tokenizer, "encode", lambda *args, **kwargs: events.append(
+        ("encode", threading.current_thread() is threading.main_thread())) or encode(*args, **kwargs))
+    monkeypatch.setattr(llava, "_score_continuations", lambda *args: events.append(("run", True)) or run(*args))
+
+    assert llava.score_options(requests) == expected
+    # the first request prepared where it runs, each next one in the thread while the one before it ran
+    assert prepared == [(["r0"], True), (["r1"], False), (["r2"], False), (["r3"], False)]
+    # the device loop never tokenises: once it has started, options are tokenised on the preparing thread only
+    first_run = events.index(("run", True))
+    assert ("encode", True) not in events[first_run:]
+    assert ("encode", False) in events[first_run:]
