@@ -64,6 +64,23 @@ class Metric:
         return None
 
 
+def check_columns(m: Metric, frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    """Refuses a frame (`what`: "records", "predictions") that lacks an id or one of the metric's columns."""
+    for col in ("id", *columns):
+        if col not in frame.columns:
+            raise VlmgridError(f'{what} lack the column "{col}" that the {m.name} metric needs')
+
+
+def unique_records(records: pd.DataFrame, purpose: str) -> pd.DataFrame:
+    """The records, indexed 0..n-1, refused when there are none (`purpose`: "score") or an id is there twice."""
+    if len(records) == 0:
+        raise VlmgridError(f"there are no records to {purpose}")
+    if records["id"].duplicated().any():
+        dup = records.loc[records["id"].duplicated(), "id"].iloc[0]
+        raise VlmgridError(f'records hold item id "{dup}" more than once')
+    return records.reset_index(drop=True)
+
+
 def no_error(preds: pd.DataFrame) -> np.ndarray:
     """Per row: True when `error` is null (or there is no `error` column)."""
     if "error" not in preds.columns:

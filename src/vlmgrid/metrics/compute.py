@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.metrics.base import Metric
+from vlmgrid.metrics.base import Metric, check_columns, unique_records
 from vlmgrid.metrics.bootstrap import (
     bootstrap_indices,
     identity_indices,
@@ -136,19 +136,10 @@ def score_predictions(
     m = METRICS.get(metric)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise VlmgridError(f"bootstrap samples must be a positive integer, got {samples!r}")
-    for col in ("id", *m.record_columns):
-        if col not in records.columns:
-            raise VlmgridError(f'records lack the column "{col}" that the {m.name} metric needs')
-    for col in ("id", *m.prediction_columns):
-        if col not in predictions.columns:
-            raise VlmgridError(f'predictions lack the column "{col}" that the {m.name} metric needs')
-    if len(records) == 0:
-        raise VlmgridError("there are no records to score")
-    if records["id"].duplicated().any():
-        dup = records.loc[records["id"].duplicated(), "id"].iloc[0]
-        raise VlmgridError(f'records hold item id "{dup}" more than once')
+    check_columns(m, records, m.record_columns, "records")
+    check_columns(m, predictions, m.prediction_columns, "predictions")
+    records = unique_records(records, "score")
 
-    records = records.reset_index(drop=True)
     if "variant" in predictions.columns:
         variant_col = predictions["variant"].fillna("default").astype(str)
     else:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.metrics.base import Metric
+from vlmgrid.metrics.base import Metric, check_columns, unique_records
 from vlmgrid.metrics.bootstrap import CHUNK_ENTRIES, bootstrap_indices, percentile_ci
 # The score's own alignment and strata: the same resamples as the score files, so the pairing is exact.
 from vlmgrid.metrics.compute import _align, _strata
@@ -135,7 +135,8 @@ def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame,
     m = METRICS.get(metric)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise VlmgridError(f"bootstrap samples must be a positive integer, got {samples!r}")
-    records = _checked_records(m, records)
+    check_columns(m, records, m.record_columns, "records")
+    records = unique_records(records, "compare on")
     data_a = _prepared(m, records, preds_a, names[0])
     data_b = _prepared(m, records, preds_b, names[1])
 
@@ -174,18 +175,6 @@ def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame,
         samples=int(samples), seed=int(seed), n=n, mcnemar=_mcnemar(m, data_a, data_b), mdd=mdd,
         mdd_from=mdd_from, draws=draws,
     )
-
-
-def _checked_records(m: Metric, records: pd.DataFrame) -> pd.DataFrame:
-    for col in ("id", *m.record_columns):
-        if col not in records.columns:
-            raise VlmgridError(f'records lack the column "{col}" that the {m.name} metric needs')
-    if len(records) == 0:
-        raise VlmgridError("there are no records to compare on")
-    if records["id"].duplicated().any():
-        dup = records.loc[records["id"].duplicated(), "id"].iloc[0]
-        raise VlmgridError(f'records hold item id "{dup}" more than once')
-    return records.reset_index(drop=True)
 
 
 def _prepared(m: Metric, records: pd.DataFrame, preds: pd.DataFrame, which: str) -> dict[str, dict[str, np.ndarray]]:
