@@ -64,15 +64,19 @@ class Metric:
         return None
 
 
-def check_columns(m: Metric, frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    """Refuses a frame (`what`: "records", "predictions") that lacks an id or one of the metric's columns."""
+def _check_columns(m: Metric, frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     for col in ("id", *columns):
         if col not in frame.columns:
             raise VlmgridError(f'{what} lack the column "{col}" that the {m.name} metric needs')
 
 
-def unique_records(records: pd.DataFrame, purpose: str) -> pd.DataFrame:
-    """The records, indexed 0..n-1, refused when there are none (`purpose`: "score") or an id is there twice."""
+def checked_records(m: Metric, records: pd.DataFrame, purpose: str,
+                    predictions: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The records, indexed 0..n-1, when they (and the predictions, if given) hold an id and the metric's
+    columns, and the records hold at least one item (`purpose`: "score") and each id once."""
+    _check_columns(m, records, m.record_columns, "records")
+    if predictions is not None:
+        _check_columns(m, predictions, m.prediction_columns, "predictions")
     if len(records) == 0:
         raise VlmgridError(f"there are no records to {purpose}")
     if records["id"].duplicated().any():

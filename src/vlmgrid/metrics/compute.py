@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.metrics.base import Metric, check_columns, unique_records
+from vlmgrid.metrics.base import Metric, checked_records
 from vlmgrid.metrics.bootstrap import (
     bootstrap_indices,
     identity_indices,
@@ -51,6 +51,16 @@ def _align(records: pd.DataFrame, preds: pd.DataFrame, variant: str) -> pd.DataF
             f"rerun infer for this benchmark"
         )
     return preds.iloc[pos].reset_index(drop=True)
+
+
+def aligned_by_variant(records: pd.DataFrame, predictions: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """{variant: its predictions in the records' order}, the variants sorted ("default" for a row that names
+    none, and for every row of a file without the column); {} when there are no predictions."""
+    if "variant" in predictions.columns:
+        variant_col = predictions["variant"].fillna("default").astype(str)
+    else:
+        variant_col = pd.Series("default", index=predictions.index)
+    return {v: _align(records, predictions[variant_col == v], v) for v in sorted(variant_col.unique())}
 
 
 def _evaluate(
@@ -136,19 +146,13 @@ def score_predictions(
     m = METRICS.get(metric)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise VlmgridError(f"bootstrap samples must be a positive integer, got {samples!r}")
-    check_columns(m, records, m.record_columns, "records")
-    check_columns(m, predictions, m.prediction_columns, "predictions")
-    records = unique_records(records, "score")
+    records = checked_records(m, records, "score", predictions)
 
-    if "variant" in predictions.columns:
-        variant_col = predictions["variant"].fillna("default").astype(str)
-    else:
-        variant_col = pd.Series("default", index=predictions.index)
-    variants = sorted(variant_col.unique())
-    if not variants:
+    aligned = aligned_by_variant(records, predictions)
+    if not aligned:
         raise VlmgridError("there are no predictions to score")
+    variants = list(aligned)
 
-    aligned = {v: _align(records, predictions[variant_col == v], v) for v in variants}
     valid = {v: m.valid(records, aligned[v]) for v in variants}
     data = {v: m.prepare(records, aligned[v]) for v in variants}
 

@@ -38,10 +38,10 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.metrics.base import Metric, check_columns, unique_records
+from vlmgrid.metrics.base import Metric, checked_records
 from vlmgrid.metrics.bootstrap import CHUNK_ENTRIES, bootstrap_indices, percentile_ci
 # The score's own alignment and strata: the same resamples as the score files, so the pairing is exact.
-from vlmgrid.metrics.compute import _align, _strata
+from vlmgrid.metrics.compute import _strata, aligned_by_variant
 from vlmgrid.metrics.grouped import GroupedMetric
 from vlmgrid.metrics.power import mdd_differences, mdd_from_se
 
@@ -135,8 +135,7 @@ def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame,
     m = METRICS.get(metric)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise VlmgridError(f"bootstrap samples must be a positive integer, got {samples!r}")
-    check_columns(m, records, m.record_columns, "records")
-    records = unique_records(records, "compare on")
+    records = checked_records(m, records, "compare on")
     data_a = _prepared(m, records, preds_a, names[0])
     data_b = _prepared(m, records, preds_b, names[1])
 
@@ -182,14 +181,9 @@ def _prepared(m: Metric, records: pd.DataFrame, preds: pd.DataFrame, which: str)
     for col in ("id", *m.prediction_columns):
         if col not in preds.columns:
             raise VlmgridError(f'predictions of {which} lack the column "{col}" that the {m.name} metric needs')
-    if "variant" in preds.columns:
-        variant_col = preds["variant"].fillna("default").astype(str)
-    else:
-        variant_col = pd.Series("default", index=preds.index)
-    variants = sorted(variant_col.unique())
-    if not variants:
+    aligned = aligned_by_variant(records, preds)
+    if not aligned:
         raise NotComparable(f"{which} has no predictions")
-    aligned = {v: _align(records, preds[variant_col == v], v) for v in variants}
     if not any(m.valid(records, frame).any() for frame in aligned.values()):
         # The score of such a cell is "failed" (no number), so a difference to it would be no number either.
         raise NotComparable(f"every answer of {which} is a format error (its cell failed)")
