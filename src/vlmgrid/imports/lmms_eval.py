@@ -44,7 +44,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -183,6 +183,14 @@ def _other_version(sample: Sample, what: str, theirs: Any, record_id: str, ours:
 
 # ---------------------------------------------------------------------------------------------- per task
 
+def _check_gold_letter(sample: Sample, logged: Mapping, key: str, record_id: str, record: pd.Series,
+                       bench: str) -> None:
+    """Refuses a sample whose gold letter (`logged[key]`) is not the record's: it was made on another version."""
+    letter = LETTERS[int(record["answer_index"])]
+    if str(logged.get(key, "")).strip() != letter:
+        raise _other_version(sample, "the gold letter", logged.get(key), record_id, letter, bench)
+
+
 def _mme(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
     by_image = defaultdict(list)  # image path -> its records' (id, question, answer)
     for _, r in records.iterrows():
@@ -267,10 +275,7 @@ def _scienceqa(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
             if asked is not None and squeeze(record["question"]) not in asked:
                 raise _other_version(sample, "a prompt without the question", asked, record_id,
                                      squeeze(record["question"]), "ScienceQA-IMG")
-            letter = LETTERS[int(record["answer_index"])]
-            if str(sample.item.get("target", "")).strip() != letter:
-                raise _other_version(sample, "the gold letter", sample.item.get("target"), record_id, letter,
-                                     "ScienceQA-IMG")
+            _check_gold_letter(sample, sample.item, "target", record_id, record, "ScienceQA-IMG")
         answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
     return answers
 
@@ -292,10 +297,7 @@ def _mmbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
             shown = [submission[c] for c in LETTERS if _given(submission.get(c))]
             if any(c in submission for c in LETTERS) and shown != options:
                 raise _other_version(sample, "the options", shown, record_id, options, "MMBench")
-            letter = LETTERS[int(record["answer_index"])]
-            if str(submission.get("answer", "")).strip() != letter:
-                raise _other_version(sample, "the gold letter", submission.get("answer"), record_id, letter,
-                                     "MMBench")
+            _check_gold_letter(sample, submission, "answer", record_id, record, "MMBench")
         answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
     return answers
 
@@ -307,9 +309,8 @@ def _cvbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
         result = value(sample, "cv_bench_acc")
         record_id = f"{result.get('type')}-{result.get('id')}"
         record = by_id.get(record_id)
-        if record is not None and str(result.get("gt_content", "")).strip() != LETTERS[int(record["answer_index"])]:
-            raise _other_version(sample, "the gold letter", result.get("gt_content"), record_id,
-                                 LETTERS[int(record["answer_index"])], "CV-Bench")
+        if record is not None:
+            _check_gold_letter(sample, result, "gt_content", record_id, record, "CV-Bench")
         answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
     return answers
 
@@ -322,9 +323,8 @@ def _mmvp(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
         index = result.get("index")
         record_id = str(index + 1) if isinstance(index, int) else None  # process_results makes Index 0-based
         record = by_id.get(record_id)
-        if record is not None and str(result.get("gt", "")).strip() != LETTERS[int(record["answer_index"])]:
-            raise _other_version(sample, "the gold letter", result.get("gt"), record_id,
-                                 LETTERS[int(record["answer_index"])], "MMVP (with its label corrections)")
+        if record is not None:
+            _check_gold_letter(sample, result, "gt", record_id, record, "MMVP (with its label corrections)")
         answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
     return answers
 
