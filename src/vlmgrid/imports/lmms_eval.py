@@ -302,31 +302,35 @@ def _mmbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
     return answers
 
 
-def _cvbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+def _match_by_result(samples: list[Sample], records: pd.DataFrame, metric: tuple[str, ...],
+                     record_id_of: Callable[[dict], str | None], gold_key: str, bench: str) -> list[Answer]:
+    """Answers matched by the task's logged result (under one of the `metric` keys): record_id_of(result) names
+    the item, and the result's `gold_key` must be its gold letter."""
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
     answers = []
     for sample in samples:
-        result = value(sample, "cv_bench_acc")
-        record_id = f"{result.get('type')}-{result.get('id')}"
+        result = value(sample, *metric)
+        record_id = record_id_of(result)
         record = by_id.get(record_id)
         if record is not None:
-            _check_gold_letter(sample, result, "gt_content", record_id, record, "CV-Bench")
+            _check_gold_letter(sample, result, gold_key, record_id, record, bench)
         answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
     return answers
+
+
+def _cvbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+    return _match_by_result(samples, records, ("cv_bench_acc",),
+                            lambda result: f"{result.get('type')}-{result.get('id')}", "gt_content", "CV-Bench")
+
+
+def _mmvp_id(result: dict) -> str | None:
+    index = result.get("index")
+    return str(index + 1) if isinstance(index, int) else None  # process_results makes Index 0-based
 
 
 def _mmvp(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
-    by_id = {str(r["id"]): r for _, r in records.iterrows()}
-    answers = []
-    for sample in samples:
-        result = value(sample, "mmvp_accuracy", "mmvp_pair_accuracy")
-        index = result.get("index")
-        record_id = str(index + 1) if isinstance(index, int) else None  # process_results makes Index 0-based
-        record = by_id.get(record_id)
-        if record is not None:
-            _check_gold_letter(sample, result, "gt", record_id, record, "MMVP (with its label corrections)")
-        answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
-    return answers
+    return _match_by_result(samples, records, ("mmvp_accuracy", "mmvp_pair_accuracy"), _mmvp_id, "gt",
+                            "MMVP (with its label corrections)")
 
 
 TASKS = {task.name: task for task in [
