@@ -237,7 +237,6 @@ LAYOUTS = Layouts("mmbench", [
     Layout("tsv", f"one of the authors' TSV files ({', '.join(TSV_PATTERNS)})", TSV_PATTERNS, TSV_PATTERNS,
            rows_adapter(_tsv_rows, _adapt_rows), one_file=True, sniff=_is_tsv),
 ])
-adapt = LAYOUTS.adapt
 
 
 KIND = question_kind("mmbench", "multiple_choice",
@@ -256,3 +255,5 @@ KIND = question_kind("mmbench", "multiple_choice",
     # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split dev.
     hub={"repo": "lmms-lab/MMBench", "revision": "56ba1af8954932c4804bd3f522e05ed96e63b654", "config": "en", "split": "dev"},
 )
+
+adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

@@ -141,7 +141,6 @@ LAYOUTS = Layouts("mme", [
     _release_layout("release", ""),
     _release_layout("release_nested", NESTED),
 ])
-adapt = LAYOUTS.adapt
 
 
 KIND = question_kind("mme", "yes_no",
@@ -157,3 +156,5 @@ KIND = question_kind("mme", "yes_no",
     # public build script's pin of lmms-lab-encoder/MME (the repo's new name) to it with the 4 data/test-* files.
     hub={"repo": "lmms-lab/MME", "revision": "d6c9023f017b564f7b3ccccf5348166bce8fdbcd", "split": "test"},
 )
+
+adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

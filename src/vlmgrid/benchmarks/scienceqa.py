@@ -155,7 +155,6 @@ LAYOUTS = Layouts("scienceqa_img", [
     Layout("release", f"the release's {PROBLEMS}, {SPLITS} and {IMAGE_PATTERN}", (PROBLEMS,),
            (PROBLEMS, SPLITS, IMAGE_PATTERN), rows_adapter(_release_rows, _adapt_rows)),
 ])
-adapt = LAYOUTS.adapt
 
 
 KIND = question_kind("scienceqa_img", "multiple_choice",
@@ -172,3 +171,5 @@ KIND = question_kind("scienceqa_img", "multiple_choice",
     # ScienceQA-IMG/ (pufanyi, "Upload dataset").
     hub={"repo": "lmms-lab/ScienceQA", "revision": "df59f11e9fd34bc02e24b4d5314bb1c86dcd21c0", "config": "ScienceQA-IMG", "split": "test"},
 )
+
+adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

@@ -154,7 +154,6 @@ LAYOUTS = Layouts("textvqa", [
     Layout("release", f"the release's {QUESTIONS} and {IMAGE_DIR}/<image_id>.jpg", (QUESTIONS,),
            (QUESTIONS, OCR, f"{IMAGE_DIR}/*.jpg"), rows_adapter(_release_rows, _adapt_rows)),
 ])
-adapt = LAYOUTS.adapt
 
 
 KIND = question_kind("textvqa", "short_answer",
@@ -169,3 +168,5 @@ KIND = question_kind("textvqa", "short_answer",
     # from (with their sha256 491649b5..., 909ad12a..., a770d03e...).
     hub={"repo": "lmms-lab/textvqa", "revision": "9c0699cd19768ac5ab97568f6b3cbac4c0062884", "split": "validation"},
 )
+
+adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)
