@@ -265,9 +265,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
 
 
 IMPORTER = Importer(
-    name="llava-answers",
-    description="LLaVA's evaluation answer files (JSON lines: question_id, prompt, text, answer_id, model_id)",
-    kinds=tuple(MATCHERS),
-    looks_like=looks_like,
-    read=read,
+    "llava-answers",
+    "LLaVA's evaluation answer files (JSON lines: question_id, prompt, text, answer_id, model_id)",
+    tuple(MATCHERS), looks_like, read,
 )

@@ -103,9 +103,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
 
 
 IMPORTER = Importer(
-    name="llava-scienceqa-eval",
-    description="the files LLaVA's ScienceQA scorer writes (<model>_output.jsonl, <model>_result.json)",
-    kinds=("scienceqa_img",),
-    looks_like=looks_like,
-    read=read,
+    "llava-scienceqa-eval",
+    "the files LLaVA's ScienceQA scorer writes (<model>_output.jsonl, <model>_result.json)",
+    ("scienceqa_img",), looks_like, read,
 )

@@ -390,9 +390,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
 
 
 IMPORTER = Importer(
-    name="lmms-eval-samples",
-    description="the samples lmms-eval logs with --log_samples (<date>_samples_<task>.jsonl, or a folder of them)",
-    kinds=tuple(dict.fromkeys(task.kind for task in TASKS.values())),
-    looks_like=looks_like,
-    read=read,
+    "lmms-eval-samples",
+    "the samples lmms-eval logs with --log_samples (<date>_samples_<task>.jsonl, or a folder of them)",
+    tuple(dict.fromkeys(task.kind for task in TASKS.values())), looks_like, read,
 )

@@ -80,9 +80,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
 
 
 IMPORTER = Importer(
-    name="mmbench-submission",
-    description="an MMBench submission .xlsx (convert_mmbench_for_submission.py: index, question, A-D, prediction)",
-    kinds=("mmbench",),
-    looks_like=looks_like,
-    read=read,
+    "mmbench-submission",
+    "an MMBench submission .xlsx (convert_mmbench_for_submission.py: index, question, A-D, prediction)",
+    ("mmbench",), looks_like, read,
 )

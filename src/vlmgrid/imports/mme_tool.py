@@ -89,10 +89,7 @@ def _check_whole_images(path: Path, answers: list[Answer], records: pd.DataFrame
 
 
 IMPORTER = Importer(
-    name="mme-eval-tool",
-    description="a result folder of MME's eval tool (<subtask>.txt: image, question, gold, answer; tab-separated)",
-    kinds=("mme",),
-    looks_like=looks_like,
-    read=read,
-    partial=True,
+    "mme-eval-tool",
+    "a result folder of MME's eval tool (<subtask>.txt: image, question, gold, answer; tab-separated)",
+    ("mme",), looks_like, read, partial=True,
 )

@@ -381,10 +381,8 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
 
 
 IMPORTER = Importer(
-    name="vlmevalkit",
-    description="VLMEvalKit's prediction files (<model>_<dataset>.xlsx, .tsv or .json: the dataset's columns and "
-                "prediction)",
-    kinds=tuple(dict.fromkeys(kind for kinds in DATASETS.values() for kind in kinds)),
-    looks_like=looks_like,
-    read=read,
+    "vlmevalkit",
+    "VLMEvalKit's prediction files (<model>_<dataset>.xlsx, .tsv or .json: the dataset's columns and "
+    "prediction)",
+    tuple(dict.fromkeys(kind for kinds in DATASETS.values() for kind in kinds)), looks_like, read,
 )
