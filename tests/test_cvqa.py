@@ -182,18 +182,22 @@ def image_bench(tmp_path):
     return _bench(_records(), tmp_path)
 
 
-class RecordingScorer(Backend):
+class Recorder(Backend):
+    """A test backend that keeps what it is asked (`asked`)."""
+
+    def __init__(self):
+        super().__init__({})
+        self.asked = []
+
+
+class RecordingScorer(Recorder):
     """Scores the letter C highest (the options in order otherwise) and keeps the requests."""
 
     name = "recording"
     capabilities = frozenset({"score_options"})
 
-    def __init__(self):
-        super().__init__({})
-        self.requests = []
-
     def score_results(self, requests):
-        self.requests.extend(requests)
+        self.asked.extend(requests)
         return [ScoreResult(OptionScores(total=[0.0 if i == 2 else -1.0 - i for i in range(len(r.options))],
                                          tokens=[1] * len(r.options))) for r in requests]
 
@@ -202,7 +206,7 @@ def test_the_four_prompts(image_bench):
     model = RecordingScorer()
     runner, strategy = make_runner("cvqa", model, image_bench)
     rows = runner(image_bench.records)
-    prompts = {row["variant"]: request.prompt for row, request in zip(rows, model.requests)}
+    prompts = {row["variant"]: request.prompt for row, request in zip(rows, model.asked)}
     assert prompts == {
         "loc-en": "Location: Japan. Question: What is the name of the character? Options: (A) Cosmo Hoshimaru "
                   "(B) MYAKU-MYAKU (C) Freebie (D) Haibao Short Answer:",
@@ -214,27 +218,23 @@ def test_the_four_prompts(image_bench):
                        "(D) ハイバオ Short Answer:",
     }
     assert strategy == "score_options"
-    assert all(tuple(r.letters) == ("A", "B", "C", "D") and r.image is not None for r in model.requests)
+    assert all(tuple(r.letters) == ("A", "B", "C", "D") and r.image is not None for r in model.asked)
     assert [(row["id"], row["variant"], row["prediction_index"]) for row in rows] == [("q1", v, 2) for v in SETTINGS]
     assert [row["prediction"] for row in rows] == ["Freebie ", " フリービー ", "Freebie ", " フリービー "]
     assert rows[0]["scores"] == [-1.0, -2.0, 0.0, -4.0]
 
 
-class FakeEmbedder(Backend):
+class FakeEmbedder(Recorder):
     """One image direction; a text is similar to the image when it names "MYAKU" or "ミャク"."""
 
     name = "fake-embed"
     capabilities = frozenset({"embed"})
 
-    def __init__(self):
-        super().__init__({})
-        self.texts = []
-
     def embed_images(self, images):
         return np.tile(np.array([1.0, 0.0], dtype=np.float32), (len(images), 1))
 
     def embed_texts(self, texts):
-        self.texts.extend(texts)
+        self.asked.extend(texts)
         return np.array([[0.9, 0.1] if ("MYAKU" in t or "ミャク" in t) else [0.1, 0.9] for t in texts], dtype=np.float32)
 
 
@@ -242,9 +242,9 @@ def test_embedding_models_compare_the_image_with_question_plus_option(image_benc
     model = FakeEmbedder()
     rows = make_runner("cvqa", model, image_bench)[0](image_bench.records)
     assert [(row["variant"], row["prediction_index"]) for row in rows] == [(v, 1) for v in SETTINGS]
-    assert model.texts[:2] == ["Location: Japan. What is the name of the character? Cosmo Hoshimaru",
+    assert model.asked[:2] == ["Location: Japan. What is the name of the character? Cosmo Hoshimaru",
                                "Location: Japan. What is the name of the character? MYAKU-MYAKU"]
-    assert model.texts[-1] == "写真のキャラクターの名前は? ハイバオ" and len(model.texts) == 16
+    assert model.asked[-1] == "写真のキャラクターの名前は? ハイバオ" and len(model.asked) == 16
     assert rows[0]["scores"] == pytest.approx([0.1, 0.9, 0.1, 0.1])
 
 
@@ -272,7 +272,7 @@ def test_an_unreadable_image_is_an_error_row_in_every_setting(tmp_path):
     bench = _bench(_records(), tmp_path)
     model = RecordingScorer()
     rows = make_runner("cvqa", model, bench)[0](bench.records)
-    assert [row["variant"] for row in rows] == SETTINGS and not model.requests
+    assert [row["variant"] for row in rows] == SETTINGS and not model.asked
     assert all(row["error"] and row["prediction_index"] == -1 for row in rows)
 
 
