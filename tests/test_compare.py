@@ -66,16 +66,21 @@ def write_not_applicable(path):
     write_table(path, rows_to_table([], {"applicable": False, "reason": "it cannot answer yes or no"}))
 
 
-@pytest.fixture
-def tiny_grid(tmp_path, write_config):
-    data = {
+def grid_data(tmp_path, models) -> dict:
+    """A grid of baseline `models` on one prepared fixture benchmark, "tiny", bootstrapped 2,000 times."""
+    return {
         "data_dir": str(tmp_path / "data"),
         "results_dir": str(tmp_path / "results"),
         "bootstrap": {"samples": 2000, "seed": 0},
         "benchmarks": {"tiny": {"kind": "scienceqa_img", "source": {"type": "fixture"}}},
-        "models": {name: {"backend": "baseline", "seed": 0} for name in ("good", "fair", "broken", "na")},
-        "grid": {"models": ["good", "fair", "broken", "na"], "benchmarks": ["tiny"]},
+        "models": {name: {"backend": "baseline", "seed": 0} for name in models},
+        "grid": {"models": list(models), "benchmarks": ["tiny"]},
     }
+
+
+@pytest.fixture
+def tiny_grid(tmp_path, write_config):
+    data = grid_data(tmp_path, ["good", "fair", "broken", "na"])
     data_fp = write_bench(tmp_path / "data" / "tiny")
     results = tmp_path / "results"
     write_preds(paths.predictions_path(results, "good", "tiny"), GOOD, data_fp)
@@ -154,15 +159,7 @@ def test_a_significant_p_on_a_difference_below_the_mdd_is_not_a_win(tmp_path, wr
     # 100 x 2.801585 x sqrt(0.18 / 100) = 11.886 points, and 10 is below it
     from vlmgrid.report.tables.comparisons import comparisons_frame, comparisons_markdown
 
-    data = {
-        "data_dir": str(tmp_path / "data"),
-        "results_dir": str(tmp_path / "results"),
-        "bootstrap": {"samples": 2000, "seed": 0},
-        "benchmarks": {"tiny": {"kind": "scienceqa_img", "source": {"type": "fixture"}}},
-        "models": {name: {"backend": "baseline", "seed": 0} for name in ("a", "ref")},
-        "grid": {"models": ["a", "ref"], "benchmarks": ["tiny"]},
-        "report": {"reference_model": "ref"},
-    }
+    data = {**grid_data(tmp_path, ["a", "ref"]), "report": {"reference_model": "ref"}}
     data_fp = write_bench(tmp_path / "data" / "tiny", n=100)
     write_preds(paths.predictions_path(data["results_dir"], "a", "tiny"), [0] * 64 + [1] * 36, data_fp)
     write_preds(paths.predictions_path(data["results_dir"], "ref", "tiny"), [0] * 50 + [1] * 14 + [0] * 4 + [1] * 32,

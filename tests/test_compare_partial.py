@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from test_compare import FAIR, GOOD, write_bench, write_preds
+from test_compare import FAIR, GOOD, grid_data, write_bench, write_preds
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import rows_to_table, write_table
@@ -23,14 +23,7 @@ def write_partial(path, indices, data_fingerprint, total):
 
 @pytest.fixture
 def partial_grid(tmp_path):
-    data = {
-        "data_dir": str(tmp_path / "data"),
-        "results_dir": str(tmp_path / "results"),
-        "bootstrap": {"samples": 2000, "seed": 0},
-        "benchmarks": {"tiny": {"kind": "scienceqa_img", "source": {"type": "fixture"}}},
-        "models": {name: {"backend": "baseline", "seed": 0} for name in ("good", "part")},
-        "grid": {"models": ["good", "part"], "benchmarks": ["tiny"]},
-    }
+    data = grid_data(tmp_path, ["good", "part"])
     data_fp = write_bench(tmp_path / "data" / "tiny")
     results = tmp_path / "results"
     write_preds(paths.predictions_path(results, "good", "tiny"), GOOD, data_fp)
