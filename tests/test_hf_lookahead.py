@@ -18,7 +18,7 @@ def llava(tmp_path_factory):
 
     model_dir = tmp_path_factory.mktemp("llava")
     settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}, "precision": "fp32",
-                "batch_size": 2}
+                "batch_size": 2, "generation": {"max_new_tokens": 4}}
     Hf.fetch(settings, model_dir, fixture=MODEL_FIXTURES.get("hf"))
     return Hf.load(settings, model_dir, "cpu")
 
@@ -52,3 +52,50 @@ def test_continuations_prefetched_give_the_same_scores_and_keep_the_tokenizer_on
     first_run = events.index(("run", True))
     assert ("encode", True) not in events[first_run:]
     assert ("encode", False) in events[first_run:]
+
+
+def _bench(tmp_path, broken: bool):
+    import pandas as pd
+
+    from vlmgrid.benchmarks import BENCHMARKS
+    from vlmgrid.benchmarks.dataset import Benchmark
+
+    names = []
+    for k in range(5):
+        name = f"img_{k}.jpg"
+        _image(20 + k).resize((40 + 7 * k, 36)).save(tmp_path / name, quality=90)
+        names.append(name)
+    if broken:
+        (tmp_path / names[2]).write_bytes(b"not a jpeg at all")
+    records = pd.DataFrame({"id": [f"i{k}" for k in range(6)], "image": [*names[:4], None, names[4]]})
+    return Benchmark(name="b", kind=BENCHMARKS.get("food101"), root=tmp_path, records=records, classes=None,
+                     manifest={})
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("broken", [False, True])
+def test_images_opened_while_the_model_runs_give_the_same_rows(llava, monkeypatch, tmp_path, broken, prefetch):
+    """A part's images handed to the model as futures (opened while the first batches run) give the answers
+    and error rows of images opened first, a broken image included (the part is then answered the usual way)."""
+    from vlmgrid.protocols.base import generate_items, score_items
+
+    bench = _bench(tmp_path, broken)
+    records = bench.records
+    ask = {
+        "letters": lambda: score_items(llava, bench, records, lambda i: f"Picture {i}: A. cat B. dog?",
+                                       lambda i: ["cat", "dog"], lambda i: "AB"),
+        "continuations": lambda: score_items(llava, bench, records, lambda i: f"Picture {i}?",
+                                             lambda i: [" a cat", " a dog on a mat"]),
+        "generation": lambda: generate_items(llava, bench, records, lambda i: f"Describe picture {i}."),
+    }
+    monkeypatch.setattr(llava, "accepts_image_futures", False)
+    expected = {name: run() for name, run in ask.items()}
+    monkeypatch.setattr(llava, "accepts_image_futures", True)
+    if prefetch:
+        monkeypatch.setattr(llava, "_prefetch", ThreadPoolExecutor(max_workers=1))
+    got = {name: run() for name, run in ask.items()}
+    assert got == expected
+    problems = [problem for _, problem in expected["letters"]]
+    assert [problem is not None for problem in problems] == [False, False, broken, False, False, False]
+    if broken:
+        assert problems[2].startswith("image unreadable: ")

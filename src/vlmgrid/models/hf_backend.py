@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -44,6 +44,9 @@ class Hf(HfOptionScoring, HfBatching, Backend):
     capabilities = frozenset({"generate", "score_options"})
     uses_gpu = True
     unbatched = None
+    # A request's image may be a future of it (protocols.base opens a part's images while the first batches run);
+    # an image that cannot be opened raises its ImageError from the batch that needs it.
+    accepts_image_futures = True
     defaults = {
         "batch_size": "auto", "precision": "bf16", "device": "auto", "attn_implementation": "sdpa",
         "trust_remote_code": False, "generation": {"max_new_tokens": 32, "do_sample": False},
@@ -129,6 +132,8 @@ class Hf(HfOptionScoring, HfBatching, Backend):
     # --- prompts ----------------------------------------------------------------------------------------
 
     def _prepare_image(self, image):
+        if isinstance(image, Future):  # still being opened (`accepts_image_futures`): waited for where it is used
+            image = image.result()
         size = self.settings.get("image_size")
         image = image.convert("RGB")
         return image.resize((int(size), int(size))) if size else image

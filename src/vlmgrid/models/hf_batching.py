@@ -61,10 +61,12 @@ class Prefetched:
             ready = announced[1]
         elif announced is not None:
             wait([announced[1]])
-        inputs = self.prepare(chunk) if ready is None else None
+        # The inputs are taken before the next chunk is submitted: the one worker prepares them in turn anyway,
+        # and a preparation that fails (an image that cannot be opened) leaves no other running behind it.
+        inputs = self.prepare(chunk) if ready is None else ready.result()
         if queued is not None:
             self._next = (queued, self.pool.submit(self.prepare, queued))
-        return self.compute(chunk, inputs if ready is None else ready.result())
+        return self.compute(chunk, inputs)
 
 
 class HfBatching:

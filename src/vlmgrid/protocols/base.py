@@ -98,8 +98,12 @@ def image_problem(bench, relative: str, problem: str) -> str:
     return f"{problem} (image from {source})"
 
 
+def _no_image(relative) -> bool:
+    return relative is None or (isinstance(relative, float) and pd.isna(relative))
+
+
 def _open_image(bench, relative) -> tuple[Any, str | None]:
-    if relative is None or (isinstance(relative, float) and pd.isna(relative)):
+    if _no_image(relative):
         return None, None
     try:
         return open_rgb(bench.root / relative), None
@@ -115,6 +119,50 @@ def load_images(bench, records: pd.DataFrame) -> tuple[list, list[str | None]]:
     return [image for image, _ in opened], [problem for _, problem in opened]
 
 
+def _opened(bench, relative):
+    image, problem = _open_image(bench, relative)
+    if problem is not None:
+        raise ImageError(problem)
+    return image
+
+
+def _answered(model, bench, records: pd.DataFrame, answer, request_of) -> tuple[dict, list[str | None]]:
+    """The model's results by record index (`answer` of the requests `request_of(i, image)` builds) and, per
+    record, why its image is unusable.
+
+    A model that takes images still being opened (`accepts_image_futures`) gets each as a future, opened by
+    threads in record order, so that its first batch need not wait for the part's last image. Where one turns out
+    unusable, the part is answered again as for any model (unusable items not sent), from the images already
+    opened: the batches, and so the answers, are always those.
+    """
+    if getattr(model, "accepts_image_futures", False):
+        relatives = list(records["image"])
+        with ThreadPoolExecutor(max_workers=max(1, min(IMAGE_THREADS, len(relatives)))) as pool:
+            futures = [None if _no_image(relative) else pool.submit(_opened, bench, relative)
+                       for relative in relatives]
+            requests = [request_of(i, future) for i, future in enumerate(futures)]
+            try:
+                results = dict(enumerate(answer(requests))) if requests else {}
+            except ImageError:
+                results = None
+        opened = [(None, None) if future is None else _outcome(future) for future in futures]
+        images, problems = [image for image, _ in opened], [problem for _, problem in opened]
+        if results is not None and all(problem is None for problem in problems):
+            return results, problems
+    else:
+        images, problems = load_images(bench, records)
+    usable = [i for i, problem in enumerate(problems) if problem is None]
+    requests = [request_of(i, images[i]) for i in usable]
+    return (dict(zip(usable, answer(requests))) if requests else {}), problems
+
+
+def _outcome(future) -> tuple[Any, str | None]:
+    try:
+        return future.result(), None
+    except ImageError as exc:
+        return None, str(exc)
+
+
 def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
                 letters_of=lambda i: None) -> list[tuple[list | None, str | None]]:
     """Per item: the model's option scores, or None and why the item could not be scored.
@@ -126,11 +174,9 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
     """
     from vlmgrid.models.base import OptionRequest
 
-    images, problems = load_images(bench, records)
-    usable = [i for i, problem in enumerate(problems) if problem is None]
-    requests = [OptionRequest(records["id"].iloc[i], images[i], prompt_of(i), options_of(i), letters_of(i))
-                for i in usable]
-    results = dict(zip(usable, model.score_results(requests))) if requests else {}
+    results, problems = _answered(
+        model, bench, records, model.score_results,
+        lambda i, image: OptionRequest(records["id"].iloc[i], image, prompt_of(i), options_of(i), letters_of(i)))
     for i, result in results.items():
         if not result.ok:
             problems[i] = result.error
@@ -144,10 +190,8 @@ def generate_items(model, bench, records: pd.DataFrame, prompt_of) -> list[tuple
     """Per item: the model's generated text, or None and why there is none (broken image, failed request)."""
     from vlmgrid.models.base import GenerateRequest
 
-    images, problems = load_images(bench, records)
-    usable = [i for i, problem in enumerate(problems) if problem is None]
-    requests = [GenerateRequest(records["id"].iloc[i], images[i], prompt_of(i)) for i in usable]
-    results = dict(zip(usable, model.generate_results(requests))) if requests else {}
+    results, problems = _answered(model, bench, records, model.generate_results,
+                                  lambda i, image: GenerateRequest(records["id"].iloc[i], image, prompt_of(i)))
     for i, result in results.items():
         if not result.ok:
             problems[i] = result.error
