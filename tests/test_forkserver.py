@@ -19,7 +19,7 @@ import pytest
 
 from conftest import copy_workflow
 from vlmgrid import forkserver
-from vlmgrid.forkserver import PER_JOB, _environment_difference
+from vlmgrid.forkserver.protocol import PER_JOB, environment_difference
 
 REPO = Path(__file__).resolve().parents[1]
 VLMGRID = [sys.executable, "-m", "vlmgrid.cli"]
@@ -158,9 +158,9 @@ def test_the_per_job_variables_are_the_jobs_own(server):
     # Snakemake's threads variables for a 3-thread job: served, and the job sees them
     served = _run(["benchmarks"], env=server.env(OMP_NUM_THREADS="3", MKL_NUM_THREADS="3", TMPDIR="/tmp"))
     assert served.returncode == 0 and served.stderr == b""
-    assert _environment_difference({"OMP_NUM_THREADS": "3", "A": "1"}, {"A": "1"}) is None
-    assert _environment_difference({"A": "1"}, {"A": "2", "B": "1"}) == "A"
-    assert _environment_difference({"A": "1", "B": "1"}, {"A": "1"}) == "B"
+    assert environment_difference({"OMP_NUM_THREADS": "3", "A": "1"}, {"A": "1"}) is None
+    assert environment_difference({"A": "1"}, {"A": "2", "B": "1"}) == "A"
+    assert environment_difference({"A": "1", "B": "1"}, {"A": "1"}) == "B"
     assert {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"} <= PER_JOB
 

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REPO, fork_servers, process_running, stop_fork_servers
 from vlmgrid import forkserver, warmstart
+from vlmgrid.forkserver import protocol
 
 # The console script, run by this interpreter as the shell would run it: only the `vlmgrid` command starts one.
 VLMGRID = [sys.executable, str(Path(sys.executable).parent / "vlmgrid")]
@@ -197,5 +198,5 @@ def test_the_servers_key_ignores_the_per_job_variables_and_not_the_others():
     assert warmstart.server_key({**base, "CUDA_VISIBLE_DEVICES": "0"}) != key
     assert len(key) == 16
     # the server refuses no job for them either
-    assert forkserver._environment_difference({**base, **per_job}, base) is None
-    assert forkserver._environment_difference({**base, "HF_HOME": "/other"}, base) == "HF_HOME"
+    assert protocol.environment_difference({**base, **per_job}, base) is None
+    assert protocol.environment_difference({**base, "HF_HOME": "/other"}, base) == "HF_HOME"

@@ -7,12 +7,10 @@ the package's messages (logging, one logger per module) are shown bare on stderr
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from vlmgrid import __version__
@@ -25,23 +23,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def _messages_on_stderr():
-    """The package's messages (INFO and above) shown bare on stderr while a command runs, and only there: a
-    library that configures the root logger (open_clip does on import) must not print them a second time."""
-    package = logging.getLogger("vlmgrid")
-    handler = logging.StreamHandler(sys.stderr)  # this command's stderr (a captured one in tests); bare messages
-    saved = package.level, package.propagate
-    package.addHandler(handler)
-    package.setLevel(logging.INFO)
-    package.propagate = False
-    try:
-        yield
-    finally:
-        package.removeHandler(handler)
-        package.level, package.propagate = saved
 
 
 def cmd_check_config(config: Config, args) -> None:
@@ -204,10 +185,17 @@ def cmd_build_dance(config: Config | None, args) -> None:
     log.info(f"wrote {args.out}: {meta['n_queries']} queries from {meta['n_riddle_triples']} riddle triples")
 
 
+# What the commands import, each where installed: the fork server imports them once for all its jobs.
+JOB_MODULES = ("vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages.infer", "vlmgrid.stages.shards",
+               "vlmgrid.stages.score", "vlmgrid.stages.compare", "vlmgrid.stages.report", "vlmgrid.stages.inspect",
+               "pandas", "pyarrow.parquet", "jsonschema", "matplotlib.pyplot", "torch", "torchvision", "open_clip",
+               "transformers")
+
+
 def cmd_forkserver(config: Config | None, args) -> None:
     from vlmgrid.forkserver import serve
 
-    serve(args.socket, idle_timeout=args.idle_timeout, parent_pid=args.parent_pid)
+    serve(args.socket, main, JOB_MODULES, idle_timeout=args.idle_timeout, parent_pid=args.parent_pid)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -360,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         if code is not None:
             return code
     args = build_parser().parse_args(argv)
-    with _messages_on_stderr():
+    from vlmgrid import messages
+
+    with messages.on_stderr():
         return _run(args)
 
 

@@ -4,7 +4,7 @@ A Snakemake run starts a server of its own and names it to its jobs in VLMGRID_F
 (workflow/rules/common.smk). Anywhere else (DVC's stage commands, a shell loop) that variable is unset, and the
 `vlmgrid` command looks for a server at a well-known socket: `<key>.sock` in the private folder
 `vlmgrid-forkserver-<uid>` under VLMGRID_FORKSERVER_DIR, else $XDG_RUNTIME_DIR, else /tmp. The key is a digest of
-the interpreter, the environment less the per-job variables (vlmgrid.forkserver.per_job) and the code on disk,
+the interpreter, the environment less the per-job variables (vlmgrid.forkserver.protocol.per_job) and the code on disk,
 so a server only gets the jobs it runs as a fresh process would: another virtualenv, another HF_HOME or an
 edited checkout finds a server of its own. Where none answers, the command starts one, detached (a session of
 its own, stdin from /dev/null, its log at `<key>.log` beside the socket), waits until it listens and sends the
@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 
 from vlmgrid import forkserver
+from vlmgrid.forkserver.protocol import interpreter
+from vlmgrid.forkserver.sockets import ours
 
 IDLE_ENV = "VLMGRID_FORKSERVER_IDLE"  # seconds with no job before an auto-started server stops
 DIR_ENV = "VLMGRID_FORKSERVER_DIR"  # where its private folder is made (default $XDG_RUNTIME_DIR, else /tmp)
@@ -105,7 +107,7 @@ def _place() -> Place | None:
         pass
     except OSError:
         return None
-    if not forkserver._ours(folder):  # someone else's, or opened to others: never a socket there
+    if not ours(folder):  # someone else's, or opened to others: never a socket there
         return None
     stem = os.path.join(folder, server_key(os.environ))
     if len(f"{stem}.sock".encode()) > SOCKET_PATH_MAX:
@@ -120,7 +122,7 @@ def server_key(environ) -> str:
     import json
 
     kept = {name: value for name, value in environ.items() if not forkserver.per_job(name)}
-    text = json.dumps([forkserver._python(), kept, _code()], sort_keys=True)
+    text = json.dumps([interpreter(), kept, _code()], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
