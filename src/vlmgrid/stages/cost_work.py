@@ -92,7 +92,8 @@ def _prepared(config: Config, benchmark: str):
     """The prepared benchmark, when its folder was prepared from the config's settings; else None."""
     import json
 
-    from vlmgrid.benchmarks.dataset import MANIFEST, load_benchmark
+    from vlmgrid.benchmarks.dataset import load_benchmark
+    from vlmgrid.benchmarks.folder import MANIFEST
     from vlmgrid.benchmarks.sources import data_settings
 
     bench_dir = paths.bench_dir(config.data_dir, benchmark)

@@ -101,7 +101,7 @@ def another_grids_data(name: str, settings: dict, bench_dir: Path, grid_config: 
     """Why preparing the benchmark for the grid config `grid_config` would overwrite the data another grid config
     prepared into bench_dir (the two share a data_dir and the benchmark's name, not its source), in one sentence;
     None when it would not. Switching between such grids would prepare, and rerun every cell, on every switch."""
-    try:  # the manifest (vlmgrid.benchmarks.dataset.MANIFEST), read without that module's imports
+    try:  # the manifest (vlmgrid.benchmarks.folder.MANIFEST), read without the benchmarks package's imports
         old = json.loads((Path(bench_dir) / "manifest.json").read_text("utf-8"))
     except (OSError, ValueError):
         return None  # nothing prepared there (or no manifest to read): prepare says what to do
