@@ -1,6 +1,5 @@
-"""Benchmarks: the kinds (one module each, listed in the BENCHMARKS registry), their record shapes, the sources
-their raw files come from, the adapters from each raw format to canonical records, and a prepared folder's
-manifest, verification and loading.
+"""Benchmark kinds (BENCHMARKS), their sources and raw-format adapters, and a prepared folder's manifest and loading.
+Imported from the floors above (protocols, fixtures, stages, cli); it imports only the shared modules.
 
     from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, verify_benchmark
 

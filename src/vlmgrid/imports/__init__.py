@@ -1,8 +1,9 @@
-"""Predictions made elsewhere, read from the files other tools publish (`vlmgrid import-predictions`): one
-module per file format, found by name (`IMPORTERS`), and the guess of a file's format (`guess_format`).
+"""Answer files other tools publish (`vlmgrid import-predictions`), one importer per format (IMPORTERS).
+Imported from the floor above (stages); it imports only the shared modules, no protocol.
 
 An importer only matches the file's answers to the prepared benchmark's records and returns the raw texts;
-the stage reads them with the benchmark's own parser and writes the predictions file.
+the stage reads them with the benchmark's own parser and writes the predictions file. `guess_format`: a file's
+format.
 """
 
 from __future__ import annotations

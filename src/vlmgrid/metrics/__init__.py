@@ -1,4 +1,5 @@
 """Scoring: pure functions from (records, predictions) to the fields of the score JSON.
+Imported from the floors above (stages); it imports only the shared modules.
 
 No file I/O and no torch here: the score stage reads the files and calls `score_predictions`
 (`vlmgrid.metrics.compute`), which scores with the metric `METRICS` names.

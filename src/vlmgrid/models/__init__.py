@@ -1,4 +1,6 @@
-"""Model backends, found by name. Importing this package does not import torch."""
+"""Model backends (BACKENDS) behind one interface; importing this package does not import torch.
+Imported from the floors above (protocols, fixtures, stages); it imports only the shared modules.
+"""
 
 from vlmgrid.models.base import Backend, OptionRequest
 from vlmgrid.models.baseline import Baseline

@@ -1,8 +1,9 @@
-"""Protocols, found by name (`PROTOCOLS`), and which of a model's capabilities runs one (`strategy_for`,
-`make_runner`). Importing this package does not import torch.
+"""Protocols (PROTOCOLS): how a model answers each kind of question, and the parsers of generated answers.
+Imported from the floor above (stages); it imports benchmarks, models and the shared modules below it.
 
-A protocol turns a benchmark's records into a model's prediction rows; `vlmgrid.protocols.parsing` reads
-generated text as answers.
+A protocol turns a benchmark's records into a model's prediction rows; which of a model's capabilities runs it:
+`strategy_for`, `make_runner`; `vlmgrid.protocols.parsing` reads generated text as answers. Importing this
+package does not import torch.
 """
 
 from vlmgrid.protocols.base import Protocol, Runner

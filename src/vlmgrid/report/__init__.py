@@ -1,4 +1,5 @@
 """Paper-style tables and figures from score files (docs/formats.md); reads score files only.
+Imported from the floors above (stages); it imports only the shared modules.
 
 `build_report` writes, atomically:
 
