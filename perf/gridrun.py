@@ -118,16 +118,23 @@ def server_cpu(pid: int) -> float:
 
 
 def stop_servers(folder: Path) -> None:
-    """Stop the fork servers whose socket is under `folder`, and wait until they have ended."""
+    """Stop the fork servers whose socket is under `folder` (SIGTERM, then SIGKILL for one that has not ended
+    after 10 s), and wait until they have ended."""
     pids = servers_under(folder)
-    for pid in pids:
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(process_running(pid) for pid in pids):
+            time.sleep(0.05)
+        if not any(process_running(pid) for pid in pids):
+            return
 
 
-def _running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
     """Whether the process `pid` has not ended (a zombie, ended but not yet reaped by its parent, has)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"

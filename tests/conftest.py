@@ -1,4 +1,5 @@
 import copy
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -24,43 +25,12 @@ FORK_SERVERS = tempfile.mkdtemp(prefix="vlmgrid-servers-", dir="/tmp")  # short:
 os.environ["VLMGRID_FORKSERVER_DIR"] = FORK_SERVERS
 
 
-def fork_servers(folder: Path) -> list[int]:
-    """The pids of the fork servers whose socket is under `folder` (read from their command lines)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # not a process, or one that ended
-            continue
-        if entry.name.isdigit() and b"forkserver" in argv and b"--socket" in argv[:-1]:
-            if Path(argv[argv.index(b"--socket") + 1].decode(errors="replace")).is_relative_to(folder):
-                pids.append(int(entry.name))
-    return pids
-
-
-def stop_fork_servers(folder: Path) -> None:
-    """Stop the fork servers under `folder` (SIGTERM, then SIGKILL) and wait until they have ended."""
-    import signal
-    import time
-
-    pids = fork_servers(folder)
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(process_running(pid) for pid in pids):
-            time.sleep(0.05)
-
-
-def process_running(pid: int) -> bool:
-    """Whether the process `pid` has not ended (a zombie, ended but not yet reaped by its parent, has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+# The fork servers' pids by their socket folder, stopping them, and whether a process still runs: the grid's
+# measurement (perf/gridrun.py) needs the same
+_gridrun_spec = importlib.util.spec_from_file_location("gridrun", REPO / "perf" / "gridrun.py")
+gridrun = sys.modules["gridrun"] = importlib.util.module_from_spec(_gridrun_spec)  # a dataclass needs its module
+_gridrun_spec.loader.exec_module(gridrun)
+fork_servers, stop_fork_servers, process_running = gridrun.servers_under, gridrun.stop_servers, gridrun.process_running
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -246,6 +216,17 @@ def write_grid_pipeline(root: Path) -> None:
     run(["vlmgrid", "dvc-pipelines"], root)
     if not had_pipelines:
         shutil.rmtree(root / "pipelines")
+
+
+def dvc_grid_repo(root: Path, config: dict) -> Path:
+    """The workflow copy at `root` made a git repository for `dvc repro` of `config`: written as its
+    config/config.yaml, its pipeline written again, its data and results ignored, all committed."""
+    (root / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    write_grid_pipeline(root)
+    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "grid"]):
+        run(command, root)
+    return root
 
 
 def lock_is_free(path: Path) -> bool:

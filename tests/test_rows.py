@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import process_running
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
@@ -147,14 +148,6 @@ run_side_by_side([Task(name, lambda name=name: piece(name)) for name in ("a", "b
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_a_cancelled_command_ends_its_pieces(tmp_path):
     import signal
     import subprocess
@@ -169,5 +162,5 @@ def test_a_cancelled_command_ends_its_pieces(tmp_path):
     assert len(pids) == 2 and all(pids)  # two at a time: the third waits
     command.send_signal(signal.SIGTERM)
     assert command.wait(timeout=30) == 128 + signal.SIGTERM
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(process_running(pid) for pid in pids)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b"]

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, mtimes, run, write_grid_pipeline
+from conftest import REPO, copy_workflow, dvc_grid_repo, mtimes, run
 from test_workflow import UP_TO_DATE, stages_run
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
 
@@ -100,13 +100,7 @@ def test_a_touched_benchmark_tsv_reruns_no_inference_and_an_edit_still_does(work
 
 def test_dvc_reruns_no_stage_after_a_touch_and_an_edit_reruns_the_cells(tmp_path):
     grid, checkpoint, tsv = local_grid(tmp_path)
-    root = copy_workflow(tmp_path / "repo")
-    (root / "config/config.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
-    write_grid_pipeline(root)
-    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
-    run(["git", "init", "-q"], root)
-    run(["git", "add", "-A"], root)
-    run(["git", "commit", "-q", "-m", "grid"], root)
+    root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid)
     run(["dvc", "repro"], root)
     before = mtimes(root, "results/predictions/*/*.parquet")
     assert set(before) == CELLS

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run, workflow_env, write_grid_pipeline
+from conftest import REPO, copy_workflow, dvc_grid_repo, run, workflow_env
 from fake_openai_server import FakeOpenAIServer, Reply
 from test_workflow import stages_run
 
@@ -80,12 +80,7 @@ def test_snakemake_keeps_going_reports_the_missing_cell_and_reruns_only_it(serve
 
 
 def test_dvc_repro_stops_at_the_failed_cell_and_the_next_repro_runs_only_it(server, tmp_path):
-    root = copy_workflow(tmp_path / "repo")
-    (root / "config/config.yaml").write_text(yaml.safe_dump(grid(server)))
-    write_grid_pipeline(root)
-    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
-    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "grid"]):
-        run(command, root)
+    root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid(server))
     server.script.extend(FAILING)
     failed = run(["dvc", "repro", "--keep-going"], root, check=False, env=env(tmp_path))
     assert failed.returncode != 0

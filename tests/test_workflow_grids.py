@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run, write_grid_pipeline
+from conftest import REPO, copy_workflow, dvc_grid_repo, run
 from test_benchmarks_sources import raw_fixture
 from test_workflow import UP_TO_DATE, changed_stages, stages_run
 
@@ -143,13 +143,7 @@ def dvc_local(tmp_path_factory):
     """dvc repro of the local-source grid, written as the repo's config/config.yaml (dvc.yaml reads that)."""
     base = tmp_path_factory.mktemp("dvc-local")
     raw = raw_fixture("flowers102", base / "my-flowers", size=2, classes=3)
-    root = copy_workflow(base / "repo")
-    write(root / "config/config.yaml", local_grid(raw))
-    write_grid_pipeline(root)
-    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
-    run(["git", "init", "-q"], root)
-    run(["git", "add", "-A"], root)
-    run(["git", "commit", "-q", "-m", "grid"], root)
+    root = dvc_grid_repo(copy_workflow(base / "repo"), local_grid(raw))
     run(["dvc", "repro"], root)
     return root, raw
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, mtimes, run, write_grid_pipeline
+from conftest import REPO, copy_workflow, dvc_grid_repo, mtimes, run
 from test_workflow import UP_TO_DATE, stages_run
 
 pytestmark = pytest.mark.integration
@@ -69,13 +69,7 @@ def test_snakemake_runs_a_local_checkpoint_and_an_edit_reruns_only_its_cells(tmp
 
 def test_dvc_runs_a_local_checkpoint_and_an_edit_reruns_only_its_cells(tmp_path):
     folder = make_checkpoint(tmp_path)
-    root = copy_workflow(tmp_path / "repo")
-    (root / "config/config.yaml").write_text(yaml.safe_dump(grid(folder), sort_keys=False))
-    write_grid_pipeline(root)
-    (root / ".gitignore").write_text("/data/\n/results/\n/.snakemake/\n")
-    run(["git", "init", "-q"], root)
-    run(["git", "add", "-A"], root)
-    run(["git", "commit", "-q", "-m", "grid"], root)
+    root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid(folder))
     run(["dvc", "repro"], root)
     no_copy(root, folder)
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
