@@ -29,14 +29,13 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from gridrun import timed
 
 REPO = Path(__file__).resolve().parents[1]
 PHOTO_SIZE = (512, 384)  # Food-101's images are rescaled to 512 pixels on the longer side
@@ -127,14 +126,8 @@ def write_config(work: Path, food: Path, model: Path, items: int | None) -> Path
 
 def timed_run(command: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + sys of the process and its children) of one subprocess."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    run = timed(command, cwd, env)
+    return run.wall_s, run.cpu_s
 
 
 def item_ids(food: Path) -> list[str]:
