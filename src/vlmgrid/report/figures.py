@@ -25,8 +25,9 @@ from vlmgrid.report.style import (
     figure_style, pyplot, save_figure, text, text_colour, wrap_note,
 )
 from vlmgrid.report.tables.format import (
-    AVERAGE, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, coverage_note, fmt, marks,
+    AVERAGE, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, fmt, marks,
 )
+from vlmgrid.report.tables.notes import batch_note, coverage_note
 from vlmgrid.report.tables.main import average_entry, cell_entry
 
 SCALE = (0.0, 100.0)
@@ -48,7 +49,8 @@ def has_averages(grid: Grid) -> bool:
 
 
 def main_note(grid: Grid) -> str:
-    """What the main figure's marks and words mean, naming the cells: marked (with rates), failed, missing."""
+    """What the main figure's marks and words mean, naming the cells: marked (with rates, coverage or the batch
+    check's count), failed, missing."""
     notes = []
     marked = [(m, b, rate) for m, b, rate in grid.flagged() if not grid.is_failed(m, b)]
     if marked:
@@ -57,6 +59,9 @@ def main_note(grid: Grid) -> str:
     partial = coverage_note(grid, grid.partial(), average=has_averages(grid))
     if partial:
         notes.append(partial)
+    batched = batch_note(grid.batch_dependents(), average=has_averages(grid))
+    if batched:
+        notes.append(batched)
     if grid.not_applicable:
         notes.append(f"{NA}: the model cannot run the benchmark.")
     if grid.hidden:

@@ -3,7 +3,7 @@ which cells are marked, failed, not applicable, hidden or missing, and each mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -122,6 +122,15 @@ class Grid:
     def model_batch_dependent(self, model: str) -> bool:
         """Whether a cell the model's average is over is batch-dependent (the average is marked too)."""
         return any(self.batch_dependent(model, benchmark) for benchmark in self.averaged(model))
+
+    def marked(self, model: str, benchmark: str, estimate: Estimate | None) -> Estimate | None:
+        """`estimate` (of the cell or a part of it) with the cell's marks: its format error rate over the
+        threshold, its coverage, whether its answers depend on the batch. Every table and figure marks a cell's
+        numbers through this, so a mark reaches them all."""
+        if estimate is None:
+            return None
+        return replace(estimate, flag=self.flag(model, benchmark), coverage=self.coverage(model, benchmark),
+                       batch=self.batch_dependent(model, benchmark))
 
     def batch_checked(self) -> bool:
         """Whether any cell records a batch check (the tables then say what it found)."""

@@ -328,9 +328,7 @@ def compare(grid: Grid, published: Published) -> list[Comparison]:
             if estimate is None or estimate.value is None:
                 status = "not in the score file"
             else:
-                rate = grid.flag(model, benchmark)
-                reproduced = estimate if rate is None else Estimate(estimate.value, estimate.ci_low,
-                                                                     estimate.ci_high, rate)
+                reproduced = grid.marked(model, benchmark, estimate)
                 method = grid_method(cell.strategy, cell.generation, cell.backend)
         comparisons.append(Comparison(row, model, benchmark, reproduced, status, method))
     return comparisons

@@ -12,7 +12,8 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import interval_label, metric_label
 from vlmgrid.report.reported import KIND_LABELS, Comparison, Published, compare, is_points
 from vlmgrid.report.style import OKABE_ITO, WIDTH_IN, figure_style, pyplot, save_figure, text
-from vlmgrid.report.tables.format import METHOD_MARK
+from vlmgrid.report.tables.format import BATCH_MARK, METHOD_MARK
+from vlmgrid.report.tables.notes import batch_note
 from vlmgrid.report.tables.reported import method_note
 
 # One marker per benchmark kind, so a point is read without its colour too.
@@ -46,6 +47,9 @@ def _note(comparisons: list[Comparison], grid: Grid) -> str:
     if marked:
         notes.append("Hollow, \u2020: more than " + f"{grid.flag_error_rate:g}% format errors: "
                      + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked) + ".")
+    batched = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.batch}
+    if batched:
+        notes.append(batch_note([entry for entry in grid.batch_dependents() if entry[:2] in batched]))
     if method := method_note(comparisons):
         notes.append(method)
     if skipped := _not_compared(comparisons):
@@ -95,8 +99,10 @@ def _scatter_figure(plt, comparisons: list[Comparison], grid: Grid, title: str):
             ax.errorbar([c.row.value], [est.value], yerr=err, fmt=marker[c.row.benchmark], color=colour[c.model],
                         markerfacecolor="white" if hollow else colour[c.model], markersize=6, capsize=3,
                         elinewidth=1.2, zorder=3)
-            if c.same_method is False:
-                ax.annotate(METHOD_MARK, (c.row.value, est.value), xytext=(5, 3), textcoords="offset points",
+            # the point's marks beside it: answered by another method, answers that depend on the batch
+            beside = (METHOD_MARK if c.same_method is False else "") + (BATCH_MARK if est.batch else "")
+            if beside:
+                ax.annotate(beside, (c.row.value, est.value), xytext=(5, 3), textcoords="offset points",
                             fontsize=8, color=colour[c.model], zorder=4)
         ax.set_xlim(low, high)
         ax.set_ylim(low, high)

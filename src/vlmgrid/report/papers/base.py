@@ -15,24 +15,29 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label, interval_label
 from vlmgrid.report.score_file import Estimate, ScoreCell
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, emphasis, entry_value, error_rate, estimate_frame, flagged,
+    BATCH_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, emphasis, entry_value, error_rate, estimate_frame,
     fmt_estimate, is_flagged, latex_cell, latex_name, latex_table, md_table, status, threshold, write_csv,
 )
+from vlmgrid.report.tables.notes import batch_note
 
 @dataclass(frozen=True)
 class Marks:
     """Which cells a table's rows (or columns) stand for are marked: per row (column), the cell's format error
-    rate and whether it is over the threshold (None, None: no score with a rate)."""
+    rate and whether it is over the threshold (None, None: no score with a rate), and whether its answers
+    depend on the batch."""
 
     rates: Sequence[float | None]
     flagged: Sequence[bool | None]
+    batch: Sequence[bool] = ()
 
     @classmethod
     def of(cls, grid: Grid, benchmark: str, models: Sequence[str]) -> "Marks":
-        return cls([error_rate(grid, m, benchmark) for m in models], [is_flagged(grid, m, benchmark) for m in models])
+        return cls([error_rate(grid, m, benchmark) for m in models], [is_flagged(grid, m, benchmark) for m in models],
+                   [grid.batch_dependent(m, benchmark) for m in models])
 
     def name(self, i: int, name: str) -> str:
-        return name + DAGGER if self.flagged[i] else name
+        return (name + (DAGGER if self.flagged[i] else "")
+                + (BATCH_MARK if self.batch and self.batch[i] else ""))
 
 
 @dataclass(frozen=True)
@@ -94,11 +99,16 @@ class Table:
             if "format_error_rate" not in self.csv_columns:
                 frame["format_error_rate"] = pd.array(list(self.row_marks.rates), dtype="float64")
             frame["flagged"] = pd.array(list(self.row_marks.flagged), dtype="boolean")
+            if any(self.row_marks.batch):
+                frame["batch_dependent"] = pd.array(list(self.row_marks.batch), dtype="boolean")
         if self.column_marks is not None:
             for j, column in enumerate(self.csv_columns):
                 frame[f"{column}_format_error_rate"] = pd.array([self.column_marks.rates[j]] * len(frame),
                                                                 dtype="float64")
                 frame[f"{column}_flagged"] = pd.array([self.column_marks.flagged[j]] * len(frame), dtype="boolean")
+                if any(self.column_marks.batch):
+                    frame[f"{column}_batch_dependent"] = pd.array([self.column_marks.batch[j]] * len(frame),
+                                                                  dtype="boolean")
         return frame
 
 
@@ -168,6 +178,9 @@ def cell_notes(grid: Grid, benchmark: str) -> str:
         notes.append(f"{DAGGER}: more than {threshold(grid)} of the model's prediction rows are errors or unparsable "
                      f"answers (format errors, counted as the benchmark's rule says, usually as wrong), so its "
                      f"numbers are built on them: {listed}.")
+    batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] == benchmark])
+    if batched:
+        notes.append(batched)
     if any(grid.is_failed(m, benchmark) for m in grid.models):
         notes.append(f"{FAILED}: every prediction row is an error or unparsable, so the cell has no number.")
     if any(grid.is_missing(m, benchmark) for m in grid.models):
@@ -200,8 +213,9 @@ def group_series(grid: Grid, benchmark: str, groups: Sequence[str], column: str)
         cell = grid.cell(model, benchmark)
         flag = grid.flag(model, benchmark)
         word = status(grid, model, benchmark)  # written where the bars would stand
-        series.append((model + (DAGGER if flag is not None else ""),
-                       [flagged(group_estimate(cell, column, g), flag) if cell is not None else word for g in groups]))
+        name = model + (DAGGER if flag is not None else "") + (BATCH_MARK if grid.batch_dependent(model, benchmark) else "")
+        series.append((name, [grid.marked(model, benchmark, group_estimate(cell, column, g)) if cell is not None
+                              else word for g in groups]))
     return series
 
 
@@ -215,6 +229,9 @@ def figure_note(grid: Grid, benchmark: str) -> str:
     if marked:
         notes.append(f"{DAGGER} and hatched bars: format errors above {threshold(grid)} of the prediction rows ("
                      + ", ".join(f"{m} {rate:.1f}%" for m, rate in marked) + ").")
+    batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] == benchmark])
+    if batched:
+        notes.append(batched)
     failed = [m for m in grid.models if grid.is_failed(m, benchmark)]
     if failed:
         notes.append(f"No bar, {FAILED}: every prediction row is an error or unparsable ({', '.join(failed)}).")

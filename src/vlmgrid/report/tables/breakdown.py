@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, coverage_note, error_rate, flagged, fmt, fmt_count, fmt_estimate, md_table, threshold,
+    DAGGER, DASH, FAILED, error_rate, fmt, fmt_count, fmt_estimate, md_table, threshold,
 )
+from vlmgrid.report.tables.notes import batch_note, coverage_note
 
 BREAKDOWN_COLUMNS = ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n",
                      "format_error_rate", "flagged"]
@@ -84,10 +87,10 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
                 cell = grid.cell(model, benchmark)
                 if cell is None:
                     continue
-                flag, coverage = grid.flag(model, benchmark), grid.coverage(model, benchmark)
-                marked = marked or flag is not None
+                marked = marked or grid.flag(model, benchmark) is not None
                 rows.append(
-                    [model, "(all)", metric_label(cell.metric), fmt_estimate(flagged(cell.estimate, flag, coverage)),
+                    [model, "(all)", metric_label(cell.metric),
+                     fmt_estimate(grid.marked(model, benchmark, cell.estimate)),
                      fmt_count(cell.n), fmt_count(cell.n_valid), fmt(cell.format_error_rate)]
                 )
                 for group in cell.breakdown.get(column, []):
@@ -95,7 +98,8 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
                     marked = marked or flag is not None
                     rows.append(
                         [model, group.name, metric_label(group.metric),
-                         fmt_estimate(flagged(group.estimate, flag, coverage)),
+                         # the group's own rate where it has one, the cell's other marks
+                         fmt_estimate(replace(grid.marked(model, benchmark, group.estimate), flag=flag)),
                          fmt_count(group.n), fmt_count(group.n_valid), fmt(group.format_error_rate)]
                     )
             align = [":---", ":---", ":---"] + ["---:"] * 4
@@ -110,6 +114,9 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
     partial = coverage_note(grid, [entry for entry in grid.partial() if entry[1] in shown])
     if partial:
         notes += f" {partial}"
+    batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] in shown])
+    if batched:
+        notes += f" {batched}"
     if failed:
         notes += f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
     parts.append(

@@ -9,8 +9,9 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label
 from vlmgrid.report.tables.format import (
-    BATCH_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, batch_note, coverage_note, fmt, fmt_count, is_flagged, md_table, threshold,
+    BATCH_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, fmt, fmt_count, is_flagged, md_table, threshold,
 )
+from vlmgrid.report.tables.notes import batch_note, coverage_note
 
 CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
                 "format_error_rate", "lenient", "flagged", "items"]

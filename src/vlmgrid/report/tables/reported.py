@@ -16,9 +16,9 @@ from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.reported import Comparison, Method, Published, compare, figure_label, is_points
 from vlmgrid.report.tables.format import (
-    METHOD_MARK, flag_note, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table,
-    write_csv,
+    METHOD_MARK, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table, write_csv,
 )
+from vlmgrid.report.tables.notes import batch_note, flag_note
 
 CSV_COLUMNS = ["paper", "table", "model", "reported_as", "benchmark", "figure", "split", "unit", "reproduced",
                "ci_low", "ci_high", "reported", "difference", "inside_ci", "status", "flagged", "reported_method",
@@ -103,6 +103,9 @@ def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
                       if c.reproduced is not None and c.reproduced.flag is not None})
     if flagged:
         notes.append(flag_note(grid, [(m, b, rate) for m, b, rate in flagged]))
+    batched = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.batch}
+    if batched:
+        notes.append(batch_note([entry for entry in grid.batch_dependents() if entry[:2] in batched]))
     if method := method_note(comparisons):
         notes.append(method)
     return " ".join(notes)

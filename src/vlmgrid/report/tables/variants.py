@@ -9,8 +9,9 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.tables.format import (
-    coverage_note, error_rate, flag_note, flagged, fmt_estimate, is_flagged, md_table, natural_key,
+    error_rate, fmt_estimate, is_flagged, md_table, natural_key,
 )
+from vlmgrid.report.tables.notes import batch_note, coverage_note, flag_note
 
 VARIANT_COLUMNS = ["model", "benchmark", "variant", "metric", "value", "ci_low", "ci_high", "format_error_rate",
                    "flagged"]
@@ -26,10 +27,9 @@ def _variant_rows(grid: Grid) -> list[tuple[str, str, str, str, Estimate]]:
             cell = grid.cell(model, benchmark)
             if cell is None or len(cell.variants) < 2:
                 continue
-            flag, coverage = grid.flag(model, benchmark), grid.coverage(model, benchmark)
             for name in sorted(cell.variants, key=natural_key):
-                rows.append((model, benchmark, name, cell.metric, flagged(cell.variants[name], flag, coverage)))
-            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, flagged(cell.estimate, flag, coverage)))
+                rows.append((model, benchmark, name, cell.metric, grid.marked(model, benchmark, cell.variants[name])))
+            rows.append((model, benchmark, MEAN_VARIANT, cell.metric, grid.marked(model, benchmark, cell.estimate)))
     return rows
 
 
@@ -55,7 +55,8 @@ def variants_markdown(grid: Grid, title: str) -> str:
     shown = {(m, b) for m, b, *_ in rows}
     note = " ".join(part for part in (
         flag_note(grid, [entry for entry in grid.flagged() if (entry[0], entry[1]) in shown]),
-        coverage_note(grid, [entry for entry in grid.partial() if (entry[0], entry[1]) in shown])) if part)
+        coverage_note(grid, [entry for entry in grid.partial() if (entry[0], entry[1]) in shown]),
+        batch_note([entry for entry in grid.batch_dependents() if (entry[0], entry[1]) in shown])) if part)
     parts.append(
         f"Values in percent; 95% bootstrap CI in brackets; {MEAN_VARIANT}: the cell's headline, the mean over "
         f"its variants (its CI from their averaged bootstrap draws)." + (f" {note}" if note else "") + "\n"

@@ -1,0 +1,76 @@
+"""The notes that explain the report's marks and words, shared by the tables and figures: the dagger (format
+errors), the double dagger (partial cells), the not-equal sign (batch-dependent answers), failed and missing."""
+
+from __future__ import annotations
+
+from vlmgrid.report.grid import Grid, cell_list
+from vlmgrid.report.tables.format import BATCH_MARK, DAGGER, FAILED, MISSING, PARTIAL, threshold
+
+
+def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool = False) -> str:
+    """The footnote of the dagger: the threshold and each marked cell with its rate ("" when none is)."""
+    if not cells:
+        return ""
+    listed = ", ".join(f"{model} on {benchmark} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(model, benchmark)
+                                                                  else "")
+                       for model, benchmark, rate in cells)
+    note = (f"{DAGGER}: more than {threshold(grid)} of the cell's prediction rows are errors or unparsable answers "
+            f"(format errors, counted as the benchmark's rule says, usually as wrong): {listed}.")
+    if average:
+        note += " An average over such a cell is marked too."
+    return note
+
+
+def coverage_note(grid: Grid, cells: list[tuple[str, str, tuple[int, int]]], *, average: bool = False) -> str:
+    """The footnote of the double dagger: each cell that answers a subset, with its coverage ("" when none
+    does); with `average`, what the averages do with such cells (`report.partial_cells`)."""
+    if not cells:
+        return ""
+    imported = [(m, b, counts) for m, b, counts in cells if grid.coverage_reason(m, b) is None]
+    scoped = [(m, b, counts) for m, b, counts in cells if grid.coverage_reason(m, b) is not None]
+    notes = []
+    if imported:
+        listed = ", ".join(f"{model} on {benchmark} {answered:,} of {total:,} answered"
+                           for model, benchmark, (answered, total) in imported)
+        notes.append(f"the cell answers a subset of the benchmark's items (its published answer file lacks the "
+                     f"others, which are absent, not wrong; its numbers are over the answered items): {listed}")
+    if scoped:
+        listed = "; ".join(f"{model} on {benchmark}, {answered:,} of {total:,} answered "
+                           f"({total - answered:,} not applicable: {grid.coverage_reason(model, benchmark)})"
+                           for model, benchmark, (answered, total) in scoped)
+        notes.append(f"items the model cannot answer at all are not applicable, not wrong, and left out: {listed}")
+    note = f"{PARTIAL}: " + "; and ".join(notes) + "."
+    if average:
+        note += (" An average marked so leaves such a cell out (report.partial_cells: exclude)." if grid.partial_cells == "exclude" else
+                 " An average marked so takes such a cell in as it is (report.partial_cells: include).")
+    return note
+
+
+def batch_note(cells: list[tuple[str, str, tuple[int, int]]], *, average: bool = False) -> str:
+    """The footnote of the not-equal sign: each cell whose answers depend on the batch, with how many of its
+    checked items differ ("" when none does)."""
+    if not cells:
+        return ""
+    listed = ", ".join(f"{model} on {benchmark} {differing} of {checked}" for model, benchmark, (differing, checked)
+                       in cells)
+    note = (f"{BATCH_MARK}: answers depend on the batch: items answered again one at a time (batch size 1, no "
+            f"padding) got other answers than in their batch, so the numbers depend on how items were batched "
+            f"(a batching bug such as padding on the wrong side; the inspect page lists the items): {listed}.")
+    if average:
+        note += " An average over such a cell is marked too."
+    return note
+
+
+def status_notes(grid: Grid, cells: list[tuple[str, str]] | None = None, *, average: bool = False) -> str:
+    """The notes on failed and missing cells among `cells` (default: the whole grid); "" when there are none."""
+    keys = cells if cells is not None else [(m, b) for m in grid.models for b in grid.benchmarks]
+    failed = [key for key in keys if grid.is_failed(*key)]
+    missing = [key for key in keys if grid.is_missing(*key)]
+    notes = []
+    if failed:
+        notes.append(f"{FAILED}: every prediction row of the cell is an error or unparsable, so it has no number"
+                     + (f" (that model's average is then {FAILED} too)" if average else "") + ".")
+    if missing:
+        notes.append(f"{MISSING}: the cell has no score file (it failed or has not run): {cell_list(missing)}"
+                     + (f" (that model's average is then {MISSING} too)" if average else "") + ".")
+    return " ".join(notes)
