@@ -304,3 +304,44 @@ def test_snakemake_runs_sharded_cells_to_the_unsharded_predictions(tmp_path):
         merged = root / f"results/predictions/{model}/{bench}.parquet"
         _assert_same_file(merged, root / f"results-unsharded/predictions/{model}/{bench}.parquet")
     assert (root / f"results-unsharded/logs/infer/random/{BENCH}.log").is_file()  # each grid its own logs
+
+
+def test_the_batch_check_survives_the_merge(small_config, write_config):
+    # a LLaVA padded on the wrong side, on questions of different lengths: its batch check finds differing
+    # answers in the shards, and the merged record is the unsharded one (counts summed, differing ids united)
+    bench, model = "scienceqa-fixture", "llava-right"
+    data = copy.deepcopy(small_config)
+    data["infer"] = {"part_size": 16, "threads": 1, "invariance_items": 12}
+    data["benchmarks"] = {bench: {**data["benchmarks"][bench], "shards": 3}}
+    data["models"] = {model: {**data["models"]["llava-tiny"], "padding_side": "right"}}
+    data["grid"] = {"models": [model], "benchmarks": [bench]}
+    config = validate_config(data, source=write_config(data))
+    bench_dir, model_dir = paths.bench_dir(config.data_dir, bench), paths.model_dir(config.data_dir, model)
+    prepare_benchmark(bench, config.benchmark(bench), bench_dir)
+    fetch_model(model, config.model(model), model_dir)
+
+    def run(shard=None):
+        if shard is None:
+            cell = Cell.in_results(config.results_dir, model, bench)
+        else:
+            cell = Cell(model, bench, paths.shard_path(config.results_dir, model, bench, shard.index, shard.count),
+                        paths.shard_partial_dir(config.results_dir, model, bench, shard.index, shard.count), shard)
+        return run_inference(cell=cell, model_settings=config.model(model), bench_dir=bench_dir, model_dir=model_dir,
+                             part_size=16, threads=1, prompts_dir=config.prompts_dir, progress=False, check_items=12)
+
+    reference = read_metadata(_move_aside(run()))["invariance"]
+    checks = [read_metadata(run(Shard(i, 3)))["invariance"] for i in (1, 2, 3)]
+    out = merge_shards(model_name=model, model_settings=config.model(model), bench_dir=bench_dir, part_size=16,
+                       shard_paths=[paths.shard_path(config.results_dir, model, bench, i, 3) for i in (1, 2, 3)],
+                       out_path=paths.predictions_path(config.results_dir, model, bench),
+                       prompts_dir=config.prompts_dir)
+    merged = read_metadata(out)["invariance"]
+    assert reference["differing"] and sum(len(c["differing"]) for c in checks) == len(reference["differing"])
+    assert merged["checked"] == sum(c["checked"] for c in checks) == reference["checked"] == 12
+    assert merged["same"] == sum(c["same"] for c in checks) == reference["same"]
+    assert sorted(merged["differing"]) == sorted(i for c in checks for i in c["differing"]) \
+        == sorted(reference["differing"])
+    assert merged["batch_size"] == reference["batch_size"]
+    if reference["max_logprob_delta"] is not None:
+        assert merged["max_logprob_delta"] == max(c["max_logprob_delta"] for c in checks if c["max_logprob_delta"]
+                                                  is not None)
