@@ -237,7 +237,7 @@ def load_llava(shape: dict, device: str, model_dir: Path, batch_size: int):
 def choice_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
     import torch
 
-    from vlmgrid.models.base import GenerateRequest, OptionRequest
+    from vlmgrid.model_requests import GenerateRequest, OptionRequest
     from vlmgrid.protocols.choice import LETTERS, multiple_choice_option_strategy, multiple_choice_prompt, _context
     from vlmgrid.images import open_rgb
 
@@ -273,7 +273,7 @@ def generate_section(backend, shape: dict, device: str, work: Path, part_size: i
     import torch
 
     from vlmgrid.images import open_rgb
-    from vlmgrid.models.base import GenerateRequest
+    from vlmgrid.model_requests import GenerateRequest
     from vlmgrid.protocols.short_answer import generate_strategy, short_answer_prompt
 
     bs = shape["lm_batch"]
@@ -298,7 +298,7 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
     import torch
 
     from vlmgrid.images import open_rgb
-    from vlmgrid.models.base import OptionRequest
+    from vlmgrid.model_requests import OptionRequest
     from vlmgrid.protocols.ranking import likelihood_strategy, ranking_prompt
 
     n, k = shape["rank_queries"], CANDIDATES

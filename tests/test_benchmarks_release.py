@@ -21,7 +21,8 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture, mme as mme_fixture
 from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture, textvqa as textvqa_fixture
-from vlmgrid.models.base import Backend, GenerationResult
+from vlmgrid.model_requests import GenerationResult
+from vlmgrid.models.base import Backend
 from vlmgrid.protocols import make_runner
 from vlmgrid.registry import Registry
 from vlmgrid.stages.prepare import prepare_benchmark

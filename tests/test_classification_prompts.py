@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.models.base import Backend, GenerationResult, OptionScores, ScoreResult
+from vlmgrid.model_requests import GenerationResult, OptionScores, ScoreResult
+from vlmgrid.models.base import Backend
 from vlmgrid.protocols import make_runner
 from vlmgrid.protocols.classification import ClassificationPrompts, answer_methods, classification_prompts
 

@@ -91,7 +91,7 @@ def test_listing_into_a_closed_pipe_ends_quietly(command):
 
 def test_make_tiny_models_writes_loadable_checkpoints(tmp_path, capsys):
     from vlmgrid.models import BACKENDS
-    from vlmgrid.models.base import GenerateRequest
+    from vlmgrid.model_requests import GenerateRequest
 
     assert main(["make-tiny-models", str(tmp_path), "--families", "llava"]) == 0
     assert "no CLIP weights" not in capsys.readouterr().err

@@ -21,7 +21,8 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES, cvqa as cvqa_fixture
 from vlmgrid.metrics import METRICS, score_predictions
 from vlmgrid.metrics.cvqa import LabelsHidden, accuracy_by_pair, labels_hidden, submission_table, submission_tables
-from vlmgrid.models.base import Backend, GenerationResult, OptionScores, ScoreResult
+from vlmgrid.model_requests import GenerationResult, OptionScores, ScoreResult
+from vlmgrid.models.base import Backend
 from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.protocols import make_runner
 from vlmgrid.protocols.cvqa import CVQAPrompts, cvqa_prompts

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from vlmgrid.models.base import OptionScores, ScoreResult
+from vlmgrid.model_requests import OptionScores, ScoreResult
 from vlmgrid.protocols import PROTOCOLS, strategy_for
 from vlmgrid.protocols.ranking import embed_strategy, likelihood_strategy
 

@@ -28,7 +28,7 @@ def _image(seed: int):
 
 
 def test_continuations_prefetched_give_the_same_scores_and_keep_the_tokenizer_on_one_thread(llava, monkeypatch):
-    from vlmgrid.models.base import OptionRequest
+    from vlmgrid.model_requests import OptionRequest
 
     requests = [OptionRequest(f"r{i}", _image(i), f"Which riddle fits picture {i}?",
                               [" a cat on a mat", " a dog", " two birds in a tree"]) for i in range(4)]

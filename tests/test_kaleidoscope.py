@@ -22,7 +22,7 @@ from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import kaleidoscope as kaleidoscope_fixture
-from vlmgrid.models.base import GenerationResult
+from vlmgrid.model_requests import GenerationResult
 from vlmgrid.protocols import PROTOCOLS, strategy_for
 from vlmgrid.protocols.exam_choice import ExamPrompts, load_exam_prompts, prompt_mode
 from vlmgrid.stages.prepare import prepare_benchmark

@@ -14,7 +14,7 @@ from vlmgrid.errors import VlmgridError  # noqa: E402
 from vlmgrid.fileio import sha256_file  # noqa: E402
 from vlmgrid.fixtures.models import MODEL_FIXTURES  # noqa: E402
 from vlmgrid.fixtures.models.tiny_hf import FAMILIES, write_tiny_checkpoint  # noqa: E402
-from vlmgrid.models.base import GenerateRequest, OptionRequest  # noqa: E402
+from vlmgrid.model_requests import GenerateRequest, OptionRequest  # noqa: E402
 from vlmgrid.models.hf_backend import Hf  # noqa: E402
 
 

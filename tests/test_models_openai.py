@@ -9,7 +9,7 @@ from PIL import Image
 
 from fake_openai_server import EchoAuth, FakeOpenAIServer, Outage, Reply, Sleep, closed_port, completion
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
-from vlmgrid.models.base import GenerateRequest, OptionRequest
+from vlmgrid.model_requests import GenerateRequest, OptionRequest
 from vlmgrid.models.openai_backend import (
     ABSENT_LETTER_LOGPROB, ApiItemErrors, GenerationResult, OpenAI, encode_image, is_local_url,
 )

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from vlmgrid.models.base import Backend, OptionScores, ScoreResult
+from vlmgrid.model_requests import OptionScores, ScoreResult
+from vlmgrid.models.base import Backend
 from vlmgrid.protocols import make_runner
 
 
@@ -86,7 +87,7 @@ class CannedGenerator(Backend):
         self.prompts = []
 
     def generate_results(self, requests):
-        from vlmgrid.models.base import GenerationResult
+        from vlmgrid.model_requests import GenerationResult
 
         self.prompts.extend(r.prompt for r in requests)
         return [GenerationResult(None, "HTTP 503 (gave up after 5 attempts)") if r.id == "down"

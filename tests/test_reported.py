@@ -523,7 +523,8 @@ def test_the_llava_recipe_sends_llavas_prompt_and_matches_the_papers_method():
     import pandas as pd
     import yaml
 
-    from vlmgrid.models.base import Backend, GenerationResult
+    from vlmgrid.model_requests import GenerationResult
+    from vlmgrid.models.base import Backend
     from vlmgrid.protocols import make_runner
 
     class Recorder(Backend):

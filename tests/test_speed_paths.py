@@ -184,7 +184,7 @@ def _prefetching(model, monkeypatch):
 
 
 def test_letters_and_generation_prefetched_give_the_same_outputs(llava, monkeypatch):
-    from vlmgrid.models.base import GenerateRequest, OptionRequest
+    from vlmgrid.model_requests import GenerateRequest, OptionRequest
 
     assert llava._prefetch is None  # on the CPU nothing is prepared ahead
     letters = [OptionRequest(f"q{i}", _hf_image(i), f"Question {i}? A. cat B. dog", ["cat", "dog"], "AB")
@@ -203,7 +203,7 @@ def test_letters_and_generation_prefetched_give_the_same_outputs(llava, monkeypa
 def test_prefetched_batches_survive_running_out_of_memory(llava, monkeypatch):
     import torch
 
-    from vlmgrid.models.base import OptionRequest
+    from vlmgrid.model_requests import OptionRequest
 
     requests = [OptionRequest(f"q{i}", _hf_image(i), f"Question {i}?", ["a", "b"], "AB") for i in range(5)]
     expected = llava.score_options(requests)

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from vlmgrid import fileio
-from vlmgrid.benchmarks.rawio import IMAGE_SOURCES
+from vlmgrid.image_sources import IMAGE_SOURCES
 from vlmgrid.benchmarks.sources import local_folder
 from vlmgrid.errors import VlmgridError
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from vlmgrid import fileio
 from vlmgrid.errors import VlmgridError
+from vlmgrid.image_sources import IMAGE_SOURCES
 
 # The `datasets` Image feature as stored in hub parquet files.
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -164,7 +165,6 @@ def _extension(data: bytes, hint: str | None) -> str:
 
 
 # Where each stored image came from, one JSON object a line: {"image": <stored path>, "from": <where>}.
-IMAGE_SOURCES = "image_sources.jsonl"
 
 
 def _inside(where: str, bench_dir: Path) -> str:
@@ -214,32 +214,3 @@ class ImageStore:
             self._written[digest] = rel
             self._note_source(rel, where, image.get("path"))
         return self._written[digest]
-
-
-_SOURCES_CACHE: dict[str, tuple[tuple[int, int], dict[str, str]]] = {}
-
-
-def image_source(bench_dir: Path, image: str) -> str | None:
-    """Where prepare read a stored image (image_sources.jsonl), e.g. "raw/x.parquet row 7, '7.jpg'"; None
-    when the folder does not say (images extracted under their own names, or a folder prepared before)."""
-    path = Path(bench_dir) / IMAGE_SOURCES
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    stamp = (stat.st_mtime_ns, stat.st_size)
-    cached = _SOURCES_CACHE.get(str(path))
-    if cached is None or cached[0] != stamp:
-        sources: dict[str, str] = {}
-        try:
-            for line in path.read_text("utf-8").splitlines():
-                try:
-                    entry = json.loads(line)
-                    sources.setdefault(str(entry["image"]), str(entry["from"]))
-                except (ValueError, TypeError, KeyError):
-                    continue  # only ever read to explain an error: a damaged line is skipped, not fatal
-        except (OSError, UnicodeDecodeError):
-            return None
-        cached = (stamp, sources)
-        _SOURCES_CACHE[str(path)] = cached
-    return cached[1].get(image)

@@ -8,8 +8,9 @@ Capabilities (the protocols pick a strategy by them):
   log-likelihood of each option text as the continuation of the prompt (the image + prompt prefix computed
   once and reused for every option, which is also how many candidates are ranked for one image).
 
-Also here: the named generation presets (GENERATION_PRESETS), the request and result records the protocols
-exchange with a backend, and the name of the manifest `vlmgrid fetch-model` writes into a model's folder.
+Also here: the named generation presets (GENERATION_PRESETS) and the name of the manifest `vlmgrid fetch-model`
+writes into a model's folder. The request and result records the protocols exchange with a backend are in
+`vlmgrid.model_requests`, below both (imported here, where the backends take them).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol, Sequence
 
-from PIL.Image import Image
-
 from vlmgrid.errors import VlmgridError
+from vlmgrid.model_requests import GenerateRequest, GenerationResult, OptionRequest, ScoreResult
 from vlmgrid.models.checkpoints import Checkpoint
 from vlmgrid.registry import Registry
 
@@ -79,70 +79,6 @@ def write_fixture(backend: str, source: dict, model_dir: Path, fixture: FixtureW
         raise VlmgridError(f"a {backend} model with `source: {{type: fixture}}` is a tiny test model that only "
                            f"`vlmgrid fetch-model` can build; fetch it with `vlmgrid fetch-model`")
     return fixture.write(source, Path(model_dir))
-
-
-@dataclass(frozen=True)
-class OptionRequest:
-    """One item to score: its id (seeds the baseline), its image (or None), a prompt and the options.
-
-    With `letters` (e.g. ("A", "B", "C", "D"), one per option, already shown in the prompt), the model scores
-    the letters as the next token; without, it scores the option texts as continuations of the prompt.
-    """
-
-    id: str
-    image: Image | None
-    prompt: str
-    options: Sequence[str]
-    letters: Sequence[str] | None = None
-    system: str | None = None
-
-
-@dataclass(frozen=True)
-class OptionScores:
-    """Log-likelihood of each option (summed over its tokens) and its token count (1 for a letter)."""
-
-    total: list[float]
-    tokens: list[int]
-
-    @property
-    def normalised(self) -> list[float]:
-        """Per-token log-likelihood: the length-normalised score that does not favour short options."""
-        return [total / max(count, 1) for total, count in zip(self.total, self.tokens)]
-
-
-@dataclass(frozen=True)
-class GenerateRequest:
-    id: str
-    image: Image | None
-    prompt: str
-    system: str | None = None
-    max_new_tokens: int | None = None  # None: the model's `generation.max_new_tokens` setting
-
-
-class _Outcome:
-    """A request's result: `ok` when it has no `error` (the result's last field)."""
-
-    error: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-@dataclass(frozen=True)
-class GenerationResult(_Outcome):
-    """One generation: the text, or None and why the item has none (an API that failed after retries)."""
-
-    text: str | None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class ScoreResult(_Outcome):
-    """One option scoring: the scores, or None and why the item has none."""
-
-    scores: OptionScores | None
-    error: str | None = None
 
 
 @dataclass

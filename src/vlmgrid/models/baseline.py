@@ -14,7 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from vlmgrid.models.base import Backend, OptionRequest, OptionScores, Provenance
+from vlmgrid.model_requests import OptionRequest, OptionScores
+from vlmgrid.models.base import Backend, Provenance
 
 
 def _item_seed(seed: int, item_id: str) -> list[int]:

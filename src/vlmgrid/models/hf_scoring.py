@@ -25,7 +25,7 @@ import copy
 from typing import Sequence
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.models.base import OptionRequest, OptionScores
+from vlmgrid.model_requests import OptionRequest, OptionScores
 from vlmgrid.models.hf_batching import Prefetched
 
 

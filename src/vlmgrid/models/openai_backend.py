@@ -41,9 +41,8 @@ from typing import Callable, Sequence
 
 from vlmgrid.errors import InferenceFailed, VlmgridError
 from vlmgrid.fileio import sha256_json
-from vlmgrid.models.base import (
-    Backend, GenerateRequest, GenerationResult, OptionRequest, OptionScores, Provenance, ScoreResult, write_fixture,
-)
+from vlmgrid.model_requests import GenerateRequest, GenerationResult, OptionRequest, OptionScores, ScoreResult
+from vlmgrid.models.base import Backend, Provenance, write_fixture
 from vlmgrid.models.hf_loading import checkpoint_in_place
 from vlmgrid.models.openai_http import ApiClient, ItemFailed, endpoint, is_local_url
 from vlmgrid.models.openai_wire import (

@@ -87,7 +87,7 @@ def image_problem(bench, relative: str, problem: str) -> str:
     """Why an image is unusable, with where prepare read it when the folder records that (a stored copy's
     name, images/<sha256>.<ext>, says nothing): "image unreadable: data/b/images/94bf....jpg (from
     raw/x.parquet row 7, '7.jpg'): ..."."""
-    from vlmgrid.benchmarks.rawio import image_source
+    from vlmgrid.image_sources import image_source
 
     source = image_source(bench.root, str(relative))
     if source is None:
@@ -172,7 +172,7 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
     The score of an option is its length-normalised log-likelihood (per token), so options of different
     lengths compete fairly; for single-token letters it is the plain log-probability.
     """
-    from vlmgrid.models.base import OptionRequest
+    from vlmgrid.model_requests import OptionRequest
 
     results, problems = _answered(
         model, bench, records, model.score_results,
@@ -188,7 +188,7 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
 
 def generate_items(model, bench, records: pd.DataFrame, prompt_of) -> list[tuple[str | None, str | None]]:
     """Per item: the model's generated text, or None and why there is none (broken image, failed request)."""
-    from vlmgrid.models.base import GenerateRequest
+    from vlmgrid.model_requests import GenerateRequest
 
     results, problems = _answered(model, bench, records, model.generate_results,
                                   lambda i, image: GenerateRequest(records["id"].iloc[i], image, prompt_of(i)))

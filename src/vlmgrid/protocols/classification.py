@@ -190,7 +190,7 @@ def answer_methods(model) -> tuple[str, str]:
 
 
 def templated_strategy(model, bench):
-    from vlmgrid.models.base import GenerateRequest, OptionRequest
+    from vlmgrid.model_requests import GenerateRequest, OptionRequest
 
     classes = list(bench.classes)
     synonyms = getattr(bench, "synonyms", None) or {}

@@ -160,7 +160,7 @@ def _choice_row(item_id: str, variant: str, options: Sequence[str], scores) -> d
 
 
 def option_strategy(model, bench):
-    from vlmgrid.models.base import OptionRequest
+    from vlmgrid.model_requests import OptionRequest
 
     def run(records: pd.DataFrame) -> list[dict]:
         prompts, images, problems = _prepared(bench, records)
@@ -202,7 +202,7 @@ def embed_strategy(model, bench):
 
 
 def generate_strategy(model, bench):
-    from vlmgrid.models.base import GenerateRequest
+    from vlmgrid.model_requests import GenerateRequest
 
     parse = parser_for(bench, "letter")
 

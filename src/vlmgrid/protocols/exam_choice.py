@@ -205,7 +205,7 @@ def option_strategy(model, bench):
 
 
 def generate_strategy(model, bench):
-    from vlmgrid.models.base import GenerateRequest
+    from vlmgrid.model_requests import GenerateRequest
 
     prompts = load_exam_prompts(bench.prompts_dir)
     mode = prompt_mode(model)

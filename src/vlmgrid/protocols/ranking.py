@@ -128,7 +128,7 @@ def embed_strategy(model, bench):
 
 
 def likelihood_strategy(model, bench):
-    from vlmgrid.models.base import OptionRequest
+    from vlmgrid.model_requests import OptionRequest
 
     prompt = ranking_prompt(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
 
