@@ -19,7 +19,7 @@ from vlmgrid.report.labels import counted
 def not_applicable(config: Config, model: str, benchmark: str) -> str | None:
     """Why the model cannot run the benchmark, in one sentence; None when it can.
 
-    Such a cell stays in the grid (dvc.yaml's matrix runs every pair): inference records it as not
+    Such a cell stays in the grid (every workflow runs every pair): inference records it as not
     applicable and the report shows "n/a".
     """
     return not_applicable_reason(model, config.model(model), benchmark, config.benchmark(benchmark))
