@@ -36,19 +36,6 @@ def _rounded(number: float | None) -> float | None:
     return None if number is None else round(float(number), 4)
 
 
-def _status(grid: Grid, model: str, benchmark: str) -> str | None:
-    """Why a cell of the grid has no number; None when it has one or is not in the grid."""
-    if grid.is_not_applicable(model, benchmark):
-        return "n/a"
-    if grid.is_hidden(model, benchmark):
-        return "hidden"
-    if grid.is_failed(model, benchmark):
-        return "failed"
-    if grid.is_missing(model, benchmark):
-        return "missing"
-    return None
-
-
 def metrics(grid: Grid) -> dict[str, dict]:
     """{file name: its object}: per benchmark its metric and each model's headline (or the cell's status), then
     the averages (AVERAGE) with "-" for a model that has none (a benchmark without a number, or draws that
@@ -60,7 +47,7 @@ def metrics(grid: Grid) -> dict[str, dict]:
             cell = grid.cell(model, benchmark)
             if cell is not None:
                 row[model] = _rounded(cell.estimate.value)
-            elif (status := _status(grid, model, benchmark)) is not None:
+            elif (status := grid.status(model, benchmark)) is not None:
                 row[model] = status
         files[benchmark] = row
     averages: dict = {"metric": "mean"}

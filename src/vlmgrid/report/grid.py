@@ -146,6 +146,15 @@ class Grid:
     def is_hidden(self, model: str, benchmark: str) -> bool:
         return (model, benchmark) in self.hidden
 
+    def status(self, model: str, benchmark: str) -> str | None:
+        """Why a cell has no number: "n/a", "hidden", "failed" or "missing"; None when it has one or is not in
+        the grid."""
+        for status, holds in (("n/a", self.is_not_applicable), ("hidden", self.is_hidden),
+                              ("failed", self.is_failed), ("missing", self.is_missing)):
+            if holds(model, benchmark):
+                return status
+        return None
+
     def model_has_hidden(self, model: str) -> bool:
         return any(self.is_hidden(model, benchmark) for benchmark in self.benchmarks)
 

@@ -302,17 +302,10 @@ def match_reported(published: Published, models: Sequence[str], benchmarks: Sequ
 
 
 def _status(grid: Grid, model: str, benchmark: str) -> str | None:
-    if grid.is_not_applicable(model, benchmark):
-        return "n/a"
-    if grid.is_hidden(model, benchmark):
-        return "hidden"
-    if grid.is_missing(model, benchmark):
-        return "missing"
-    if grid.is_failed(model, benchmark):
-        return "failed"
-    if grid.cell(model, benchmark) is None:
+    status = grid.status(model, benchmark)
+    if status is None and grid.cell(model, benchmark) is None:
         return "not in the grid"
-    return None
+    return status
 
 
 def compare(grid: Grid, published: Published) -> list[Comparison]:

@@ -11,7 +11,7 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, error_rate, fmt, fmt_count, fmt_estimate, md_table, threshold,
+    DAGGER, DASH, FAILED, error_rate, fmt, fmt_count, fmt_estimate, md_table, threshold, typed_frame,
 )
 from vlmgrid.report.tables.notes import batch_note, coverage_note
 
@@ -57,12 +57,9 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
                         [model, benchmark, column, group.name, group.metric, est.value, est.ci_low, est.ci_high,
                          group.n, rate, None if rate is None else flag is not None]
                     )
-    frame = pd.DataFrame(records, columns=BREAKDOWN_COLUMNS)
-    for name in ("value", "ci_low", "ci_high", "format_error_rate"):
-        frame[name] = frame[name].astype("float64")
-    frame["n"] = frame["n"].astype("Int64")
-    frame["flagged"] = frame["flagged"].astype("boolean")
-    return frame
+    return typed_frame(pd.DataFrame(records, columns=BREAKDOWN_COLUMNS),
+                       floats=("value", "ci_low", "ci_high", "format_error_rate"), ints=("n",),
+                       booleans=("flagged",))
 
 
 def breakdown_markdown(grid: Grid, title: str) -> str:

@@ -316,6 +316,14 @@ def estimate_frame(row_header: str, value_columns: Sequence[str], rows: Iterable
     return frame
 
 
+def typed_frame(frame: pd.DataFrame, *, floats: Sequence[str] = (), ints: Sequence[str] = (),
+                booleans: Sequence[str] = ()) -> pd.DataFrame:
+    """The table with its number and flag columns typed (float64, Int64, boolean), so that a column that is
+    empty in every row is written the same as one that is not."""
+    return frame.astype({**{name: "float64" for name in floats}, **{name: "Int64" for name in ints},
+                         **{name: "boolean" for name in booleans}})
+
+
 def error_rate(grid: Grid, model: str, benchmark: str) -> float | None:
     """The format error rate of a cell with a score (a failed one too); None for the others."""
     cell = grid.cell(model, benchmark) or grid.failed.get((model, benchmark))

@@ -16,7 +16,8 @@ from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.reported import Comparison, Method, Published, compare, figure_label, is_points
 from vlmgrid.report.tables.format import (
-    METHOD_MARK, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table, write_csv,
+    METHOD_MARK, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table, typed_frame,
+    write_csv,
 )
 from vlmgrid.report.tables.notes import batch_note, flag_note
 
@@ -182,12 +183,9 @@ def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
             None if c.row.method is None else c.row.method.prompt_suffix,
             None if c.method is None else c.method.words(), c.same_method, c.row.source, c.row.note,
         ])
-    frame = pd.DataFrame(records, columns=CSV_COLUMNS)
-    for name in ("reproduced", "ci_low", "ci_high", "reported", "difference"):
-        frame[name] = frame[name].astype("float64")
-    for name in ("inside_ci", "flagged", "same_method"):
-        frame[name] = frame[name].astype("boolean")
-    return frame
+    return typed_frame(pd.DataFrame(records, columns=CSV_COLUMNS),
+                       floats=("reproduced", "ci_low", "ci_high", "reported", "difference"),
+                       booleans=("inside_ci", "flagged", "same_method"))
 
 
 def write_reported_tables(grid: Grid, published: Published, tables_dir: Path, title: str) -> list[Path]:
