@@ -313,9 +313,10 @@ def _unhidden(row: dict) -> str:
     if "batches" not in row:
         return ""
     if row["figure"] == "sim rank":
-        return ("; the ranking protocol asks the model one picture at a time (a call per query), and the look-ahead "
-                "works within a call: each picture's prompt inputs (image processing, tokens) and its riddles' tokens "
-                "are prepared between the device's calls")
+        return ("; the ranking protocol sends a part's queries in calls of up to 64 requests and each next "
+                "request's inputs are prepared ahead, yet the host time did not overlap: it lies inside the scoring "
+                "step between the stand-in's calls (the continuations' logits, made and read on the CPU here, which "
+                "a real device computes), so the simulation cannot hide it")
     return (f"; {row['wall_s'] - row['device_s']:.2f} s of the wall is host time the device did not hide: the first "
             f"of its {row['batches']} batches' images and inputs (about {row['host_s'] / row['batches']:.2f} s), "
             f"which nothing can run beside; the part's other images are opened while the batches run")

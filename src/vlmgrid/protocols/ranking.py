@@ -127,6 +127,11 @@ def embed_strategy(model, bench):
     return run
 
 
+# Requests per model call: a call's requests are prepared one ahead of the one the model runs, and its pictures
+# are held open together (a riddle-to-pictures query is one request per candidate picture).
+CALL_REQUESTS = 64
+
+
 def likelihood_strategy(model, bench):
     from vlmgrid.model_requests import OptionRequest
 
@@ -143,23 +148,37 @@ def likelihood_strategy(model, bench):
         # One request: the riddles continue one shared picture + prompt prefix.
         return [OptionRequest(item_id, _open(bench, image, broken), prompt, [f" {text}" for text in options])]
 
-    def run(records: pd.DataFrame) -> list[dict]:
+    def answer(queries: list[tuple]) -> list[dict]:
+        """The rows of queries whose requests are made: their requests in one model call, so that the backend
+        prepares each next request while one runs."""
+        results = iter(model.score_results([request for *_, requests in queries for request in requests]))
         rows = []
+        for item_id, options, requests in queries:
+            mine = [next(results) for _ in requests]
+            failed = next((result.error for result in mine if not result.ok), None)
+            if failed is not None:
+                rows.append(error_row(item_id, failed))
+                continue
+            rows.append(_ranked_row(item_id, options, [score for result in mine for score in result.scores.normalised]))
+        return rows
+
+    def run(records: pd.DataFrame) -> list[dict]:
+        rows: list[dict] = []
+        waiting: list[tuple] = []  # queries whose requests go in the next call, at most CALL_REQUESTS in all
         for item_id, direction, question, image, options in _queries(records):
             options, broken = list(options), {}
             requests = requests_for(item_id, direction, question, image, options, broken)
             problem = _problem(direction, image, options, broken)
             if problem is not None:
+                rows += answer(waiting) if waiting else []
+                waiting = []
                 rows.append(error_row(item_id, problem))
                 continue
-            results = model.score_results(requests)
-            failed = next((result.error for result in results if not result.ok), None)
-            if failed is not None:
-                rows.append(error_row(item_id, failed))
-                continue
-            scores = [score for result in results for score in result.scores.normalised]
-            rows.append(_ranked_row(item_id, options, scores))
-        return rows
+            if waiting and sum(len(queued) for *_, queued in waiting) + len(requests) > CALL_REQUESTS:
+                rows += answer(waiting)
+                waiting = []
+            waiting.append((item_id, options, requests))
+        return rows + (answer(waiting) if waiting else [])
 
     return run
 
