@@ -92,10 +92,7 @@ def render_markdown(meta: dict, rows: list[dict]) -> str:
         lines.append(f"| {row['label']} | {_number(row['value'])} | {row['unit']} | {row['reference_label']} | "
                      f"{_number(row['reference'])} | {ratio} | {cores} | {goal.text if goal else ''} | "
                      f"{verdict(goal, row, meta['shapes'])} |")
-    notes = meta.get("notes") or []
-    if notes:
-        lines += ["", *[f"- {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    return _with_notes(lines, meta)
 
 
 # --- the simulated device ----------------------------------------------------------------------------------
@@ -133,7 +130,10 @@ def render_sim_markdown(meta: dict, rows: list[dict]) -> str:
             f"{row['unit']} | {row['host_cores']:.2f} | {row['host_s']:.2f} | {row['device_s']:.2f} | "
             f"{row['host_s'] + row['device_s']:.2f} | {max(row['host_s'], row['device_s']):.2f} | "
             f"{row['wall_s']:.2f} | {_number(row['per_core'])} | {row['cores_needed']:.1f} | {goal} | {verdict} |")
+    return _with_notes(lines, meta)
+
+
+def _with_notes(lines: list[str], meta: dict) -> str:
+    """The table's lines, then the run's notes as a list, as one Markdown text."""
     notes = meta.get("notes") or []
-    if notes:
-        lines += ["", *[f"- {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *(["", *[f"- {note}" for note in notes]] if notes else [])]) + "\n"

@@ -218,6 +218,19 @@ def write_grid_pipeline(root: Path) -> None:
         shutil.rmtree(root / "pipelines")
 
 
+@pytest.fixture(scope="module")
+def llava(tmp_path_factory):
+    """The tiny random-initialised LLaVA through the hf backend on the CPU, batch 2, 4 new tokens."""
+    from vlmgrid.fixtures.models import MODEL_FIXTURES
+    from vlmgrid.models.hf_backend import Hf
+
+    model_dir = tmp_path_factory.mktemp("llava")
+    settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}, "precision": "fp32",
+                "batch_size": 2, "generation": {"max_new_tokens": 4}}
+    Hf.fetch(settings, model_dir, fixture=MODEL_FIXTURES.get("hf"))
+    return Hf.load(settings, model_dir, "cpu")
+
+
 def dvc_grid_repo(root: Path, config: dict) -> Path:
     """The workflow copy at `root` made a git repository for `dvc repro` of `config`: written as its
     config/config.yaml, its pipeline written again, its data and results ignored, all committed."""

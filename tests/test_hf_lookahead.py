@@ -11,18 +11,6 @@ import pytest
 from PIL import Image
 
 
-@pytest.fixture(scope="module")
-def llava(tmp_path_factory):
-    from vlmgrid.fixtures.models import MODEL_FIXTURES
-    from vlmgrid.models.hf_backend import Hf
-
-    model_dir = tmp_path_factory.mktemp("llava")
-    settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}, "precision": "fp32",
-                "batch_size": 2, "generation": {"max_new_tokens": 4}}
-    Hf.fetch(settings, model_dir, fixture=MODEL_FIXTURES.get("hf"))
-    return Hf.load(settings, model_dir, "cpu")
-
-
 def _image(seed: int):
     return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (36, 40, 3), dtype=np.uint8))
 

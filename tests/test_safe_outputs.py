@@ -100,10 +100,10 @@ def test_dvc_tracks_a_models_settings_by_its_stamp_which_names_the_tokens_variab
                    for key in keys]
         from_config = [key for source, key in tracked if source.endswith(".yaml")]
         assert from_config and not [key for key in from_config if key.split(".")[0] == "models"], dvc_file
-        assert ("${data_dir}/.source-stamps/models/${item.model}.json" if dvc_file == Path("dvc.yaml") else
-                "${results_dir}/source-stamps/models/${item.model}.json", "models") in tracked, dvc_file
-        infer_deps = stages["infer"]["deps"]
-        assert any(dep.endswith("/models/${item.model}.json") for dep in infer_deps), dvc_file
+        assert ("${data_dir}/.source-stamps/models/${item}.json" if dvc_file == Path("dvc.yaml") else
+                "${results_dir}/source-stamps/models/${item}.json", "models") in tracked, dvc_file
+        row_deps = stages["row"]["do"]["deps"]
+        assert any(dep.endswith("/models/${item}.json") for dep in row_deps), dvc_file
     config = served_grid(small_config, tmp_path)
     stamps = tmp_path / "stamps"
     assert main(["stamp-sources", "--config", config, "--out", str(stamps)]) == 0, capsys.readouterr().err
