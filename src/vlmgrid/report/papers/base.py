@@ -18,7 +18,7 @@ from vlmgrid.report.tables.format import (
     BATCH_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, emphasis, entry_value, error_rate, estimate_frame,
     fmt_estimate, is_flagged, latex_cell, latex_name, latex_table, md_table, status, threshold, write_csv,
 )
-from vlmgrid.report.tables.notes import batch_note
+from vlmgrid.report.tables.notes import batch_note, coverage_note
 
 @dataclass(frozen=True)
 class Marks:
@@ -229,6 +229,10 @@ def figure_note(grid: Grid, benchmark: str) -> str:
     if marked:
         notes.append(f"{DAGGER} and hatched bars: format errors above {threshold(grid)} of the prediction rows ("
                      + ", ".join(f"{m} {rate:.1f}%" for m, rate in marked) + ").")
+    # the bars of a cell that answers a subset carry the double dagger (Grid.marked), explained here
+    partial = coverage_note(grid, [entry for entry in grid.partial() if entry[1] == benchmark])
+    if partial:
+        notes.append(partial)
     batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] == benchmark])
     if batched:
         notes.append(batched)
