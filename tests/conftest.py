@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -216,6 +217,15 @@ def write_grid_pipeline(root: Path) -> None:
     run(["vlmgrid", "dvc-pipelines"], root)
     if not had_pipelines:
         shutil.rmtree(root / "pipelines")
+
+
+def wait_for(predicate, what: str, limit_s: float = 120.0):
+    """Poll until `predicate()` is true (a bound on waiting, not a timed assertion)."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {limit_s} s for {what}")
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,12 @@ import subprocess
 import sys
 import tempfile
 import termios
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import copy_workflow
+from conftest import copy_workflow, wait_for
 from vlmgrid import forkserver
 from vlmgrid.forkserver.protocol import PER_JOB, environment_difference
 
@@ -32,15 +31,6 @@ def _base_env(**changes) -> dict:
     return {**keep, **changes}
 
 
-def _wait_for(predicate, what: str, limit_s: float = 120.0):
-    """Poll until `predicate()` is true (a bound on waiting, not a timed assertion)."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {limit_s} s for {what}")
-        time.sleep(0.05)
-
-
 class Server:
     def __init__(self, idle_timeout: float = 300.0):
         # A Unix socket's path is short (107 bytes): a folder of its own under /tmp, not pytest's deep tmp_path.
@@ -52,7 +42,7 @@ class Server:
             self.process = subprocess.Popen(
                 [*VLMGRID, "forkserver", "--socket", str(self.socket), "--idle-timeout", str(idle_timeout)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd="/", start_new_session=True)
-        _wait_for(lambda: "ready:" in self.text(), "the server's imports")
+        wait_for(lambda: "ready:" in self.text(), "the server's imports")
 
     def text(self) -> str:
         return self.log.read_text()
@@ -65,7 +55,7 @@ class Server:
         def lines():
             return [ln for ln in self.text().splitlines() if ln.endswith(f"started: vlmgrid {command}")]
 
-        _wait_for(lambda: len(lines()) > after, f"job {command!r} to start")
+        wait_for(lambda: len(lines()) > after, f"job {command!r} to start")
         return int(lines()[after].split(" job ")[1].split()[0])
 
     def stop(self):
@@ -183,7 +173,7 @@ def _blocked_job(server):
                               stderr=subprocess.PIPE)
     os.close(write_end)
     pid = server.started_pid("plan", after=before)
-    _wait_for(lambda: _unread(read_end) >= 4096, "the job to fill its stdout")  # now it waits in its write
+    wait_for(lambda: _unread(read_end) >= 4096, "the job to fill its stdout")  # now it waits in its write
     return client, pid, read_end
 
 
@@ -202,10 +192,10 @@ def test_a_killed_clients_job_is_killed_and_reaped(server):
     assert _alive(pid)
     client.kill()  # SIGKILL: the client forwards nothing; the server sees its connection close
     client.communicate()
-    _wait_for(lambda: f"job {pid}: its client is gone" in server.text(), "the server to see the client gone")
+    wait_for(lambda: f"job {pid}: its client is gone" in server.text(), "the server to see the client gone")
     _drain(read_end)
     # the server logs a job's end just after reaping it: wait for the line, then the pid is gone
-    _wait_for(lambda: f"job {pid} exit 143 " in server.text(), f"job {pid} to end by SIGTERM")
+    wait_for(lambda: f"job {pid} exit 143 " in server.text(), f"job {pid} to end by SIGTERM")
     assert not _alive(pid)
     assert f"job {pid}: its client is gone; SIGTERM" in server.text()
 
@@ -216,7 +206,7 @@ def test_sigterm_to_the_client_reaches_the_job(server):
     client.wait(timeout=120)  # the job cannot end by itself: its output is not read
     _drain(read_end)
     assert client.returncode == 143  # the job died of SIGTERM: 128 + 15, as a shell shows it
-    _wait_for(lambda: not _alive(pid), f"job {pid} to end")
+    wait_for(lambda: not _alive(pid), f"job {pid} to end")
 
 
 def test_sigint_to_the_client_interrupts_the_job_as_in_its_own_process(server):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import process_running
+from conftest import process_running, wait_for
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
@@ -152,12 +152,9 @@ def test_a_cancelled_command_ends_its_pieces(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     command = subprocess.Popen([sys.executable, "-c", PIECES_SCRIPT, str(tmp_path)])
-    deadline = time.monotonic() + 60
-    while len([path for path in tmp_path.iterdir() if path.read_text()]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: len([path for path in tmp_path.iterdir() if path.read_text()]) >= 2, "two pieces to start")
     pids = [int(path.read_text()) for path in tmp_path.iterdir()]
     assert len(pids) == 2 and all(pids)  # two at a time: the third waits
     command.send_signal(signal.SIGTERM)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import copy_workflow, workflow_env
+from conftest import copy_workflow, wait_for, workflow_env
 from test_fileio import mounted_tmpfs
-from test_forkserver import REPO, VLMGRID, Server, _base_env, _run, _served, _wait_for
+from test_forkserver import REPO, VLMGRID, Server, _base_env, _run, _served
 
 FOLDER_PREFIX = "vlmgrid-forkserver-"  # the private folder Snakemake's run makes for its server's socket
 
@@ -169,7 +169,7 @@ def test_a_server_whose_parent_is_killed_ends_promptly_and_removes_its_folder(tm
         parent.kill()
         parent.wait(timeout=60)
         # promptly: not after its 300 s of idle time
-        _wait_for(lambda: _ended(server_pid), "the server to end after its parent", limit_s=30)
+        wait_for(lambda: _ended(server_pid), "the server to end after its parent", limit_s=30)
         assert f"its parent (pid {parent.pid}) ended: stopping 0 job(s)" in log.read_text()
         assert list(short_folder.iterdir()) == []
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, fork_servers, process_running, stop_fork_servers
+from conftest import REPO, fork_servers, process_running, stop_fork_servers, wait_for
 from vlmgrid import forkserver, warmstart
 from vlmgrid.forkserver import protocol
 
@@ -59,15 +59,6 @@ def _logs(servers: Path) -> list[Path]:
     return sorted(servers.glob(f"{forkserver.FOLDER_PREFIX}*/*.log"))
 
 
-def _wait_for(predicate, what: str, limit_s: float = 120.0):
-    """Poll until `predicate()` is true (a bound on waiting, not a timed assertion)."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {limit_s} s for {what}")
-        time.sleep(0.05)
-
-
 def _text(servers: Path) -> str:
     """The servers' logs, together. (A command finds another server, with a log of its own, where the code on
     disk changed meanwhile: a checkout edited while the test runs.)"""
@@ -102,7 +93,7 @@ def test_commands_at_once_start_one_server_that_serves_them_and_later_ones_then_
     slow = subprocess.Popen([*VLMGRID, "plan"], stdout=write_end, stderr=subprocess.PIPE, env=_env(servers),
                             cwd=REPO)
     os.close(write_end)
-    _wait_for(lambda: "started: vlmgrid plan\n" in _text(servers), "the slow job to start")
+    wait_for(lambda: "started: vlmgrid plan\n" in _text(servers), "the slow job to start")
     time.sleep(IDLE_S + 1)
     with os.fdopen(read_end, "rb") as pipe:
         assert len(pipe.read()) > 4096
@@ -116,7 +107,7 @@ def test_commands_at_once_start_one_server_that_serves_them_and_later_ones_then_
     assert (served.returncode, served.stdout, served.stderr) == (0, own.stdout, own.stderr)
     assert "started: vlmgrid benchmarks\n" in _text(servers)
 
-    _wait_for(lambda: not fork_servers(servers), "the servers to stop on idle")
+    wait_for(lambda: not fork_servers(servers), "the servers to stop on idle")
     for log in _logs(servers):
         assert log.read_text().endswith(f" no job for {IDLE_S:g} s: stopping\n")
     assert not list(servers.glob("*/*.sock"))
@@ -140,7 +131,7 @@ def test_a_server_killed_with_sigkill_is_replaced_by_the_next_command(servers):
     [pid] = fork_servers(servers)
     [stale] = servers.glob("*/*.sock")
     os.kill(pid, signal.SIGKILL)  # its socket file stays, with nobody listening once all its threads are gone
-    _wait_for(lambda: not process_running(pid) and _refused(stale), "the killed server to end")
+    wait_for(lambda: not process_running(pid) and _refused(stale), "the killed server to end")
     again = _run(FAILING, _env(servers))
     assert (again.returncode, again.stdout, again.stderr) == (2, own.stdout, own.stderr)
     running = fork_servers(servers)

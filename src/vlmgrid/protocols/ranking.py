@@ -151,6 +151,8 @@ def likelihood_strategy(model, bench):
     def answer(queries: list[tuple]) -> list[dict]:
         """The rows of queries whose requests are made: their requests in one model call, so that the backend
         prepares each next request while one runs."""
+        if not queries:
+            return []
         results = iter(model.score_results([request for *_, requests in queries for request in requests]))
         rows = []
         for item_id, options, requests in queries:
@@ -170,7 +172,7 @@ def likelihood_strategy(model, bench):
             requests = requests_for(item_id, direction, question, image, options, broken)
             problem = _problem(direction, image, options, broken)
             if problem is not None:
-                rows += answer(waiting) if waiting else []
+                rows += answer(waiting)
                 waiting = []
                 rows.append(error_row(item_id, problem))
                 continue
@@ -178,7 +180,7 @@ def likelihood_strategy(model, bench):
                 rows += answer(waiting)
                 waiting = []
             waiting.append((item_id, options, requests))
-        return rows + (answer(waiting) if waiting else [])
+        return rows + answer(waiting)
 
     return run
 

@@ -62,16 +62,15 @@ def predictions_current(config: Config, model: str, benchmark: str) -> bool:
                 and recorded.get("model_settings") == recorded_settings(settings))
     try:
         checkpoint = in_place_weights(model, settings, paths.model_dir(config.data_dir, model))
+        weights = checkpoint.fingerprint if checkpoint is not None else None
         job = open_job(model_settings=settings, bench_dir=paths.bench_dir(config.data_dir, benchmark),
-                       part_size=int(config.infer["part_size"]), prompts_dir=config.prompts_dir,
-                       weights=checkpoint.fingerprint if checkpoint is not None else None)
+                       part_size=int(config.infer["part_size"]), prompts_dir=config.prompts_dir, weights=weights)
     except VlmgridError:
         return False  # the run itself says what is wrong
     expected = predictions_metadata(model_name=model, model_settings=settings, job=job, strategy=None,
                                     provenance=None)
     if any(recorded.get(key) != expected.get(key) for key in _INPUT_KEYS):
         return False
-    weights = checkpoint.fingerprint if checkpoint is not None else None
     runs = recorded.get("runs") or [{"provenance": recorded.get("provenance")}]
     if any(((run.get("provenance") or {}).get("checkpoint") or {}).get("fingerprint") != weights for run in runs):
         return False
