@@ -92,6 +92,21 @@ def test_current_means_every_input_a_run_would_use_now(row_config, small_config,
     assert not predictions_current(row_config, "random", "pope-fixture")
 
 
+def test_a_cell_that_fails_to_run_again_keeps_no_number_of_its_old_inputs(row_config, small_config, monkeypatch):
+    run_row(row_config, "random", jobs=1)
+    models = copy.deepcopy(small_config["models"])
+    models["random"]["seed"] = 1
+    changed = _config(small_config, models=models)
+
+    def fails(*args, **kwargs):
+        raise VlmgridError("out of memory")
+
+    monkeypatch.setattr("vlmgrid.stages.infer.infer_cell", fails)
+    with pytest.raises(VlmgridError, match="2 of the 2 cells of random failed"):
+        run_row(changed, "random", jobs=2)
+    assert not any(paths.score_path(changed.results_dir, "random", bench).exists() for bench in BENCHES)
+
+
 def test_a_model_outside_the_grid_is_one_sentence(row_config):
     with pytest.raises(VlmgridError, match='model "nobody" is not in the grid'):
         run_row(row_config, "nobody")

@@ -89,6 +89,9 @@ def _cell(config: Config, model: str, benchmark: str, progress: bool) -> None:
     if predictions_current(config, model, benchmark):
         log.info(f"{paths.predictions_path(config.results_dir, model, benchmark)} is current: left as it is")
     else:
+        # The row's files persist: the cell's score is of inputs that changed, so it goes before the run, and
+        # a run that fails leaves the cell without a number (as Snakemake and DVC remove a job's outputs).
+        paths.score_path(config.results_dir, model, benchmark).unlink(missing_ok=True)
         infer_cell(config, model, benchmark, progress=progress)
     score_grid_cell(config, model, benchmark)
 
