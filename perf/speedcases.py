@@ -105,9 +105,9 @@ def warm_up(runner, records) -> None:
 
 def infer_parts(bench, settings: dict, part_size: int) -> list:
     """The benchmark's records cut into the parts `vlmgrid infer` cuts them into: at most part_size model
-    requests each (vlmgrid.stages.jobs.part_bounds)."""
-    from vlmgrid.stages.cost import item_requests
-    from vlmgrid.stages.jobs import part_bounds
+    requests each (vlmgrid.cellrun.job.part_bounds)."""
+    from vlmgrid.cellrun.requests import item_requests
+    from vlmgrid.cellrun.job import part_bounds
 
     bounds = part_bounds(item_requests(bench, settings), part_size)
     return [bench.records.iloc[start:stop] for start, stop in zip(bounds, bounds[1:])]

@@ -89,7 +89,7 @@ def _install_trace() -> None:
     import pyarrow.parquet as pq
 
     import vlmgrid.protocols
-    from vlmgrid.stages import jobs
+    from vlmgrid.cellrun import parts
 
     part_delay = float(os.environ.get(PART_DELAY_ENV, "0"))
     final_delay = float(os.environ.get(FINAL_DELAY_ENV, "0"))
@@ -118,13 +118,13 @@ def _install_trace() -> None:
 
     vlmgrid.protocols.make_runner = traced_make_runner
 
-    save = jobs.PartStore.save
+    save = parts.PartStore.save
 
     def traced_save(self, index, table, made_by):
         save(self, index, table, made_by)
         _trace("saved", index=index, items=len(set(table.column("id").to_pylist())))
 
-    jobs.PartStore.save = traced_save
+    parts.PartStore.save = traced_save
 
     write_table = pq.write_table
 
@@ -208,7 +208,7 @@ class Workspace:
     def job(self):
         """The job `vlmgrid infer` runs here, with its parts (at most `part_size` model requests each)."""
         from vlmgrid import paths
-        from vlmgrid.stages.jobs import open_job
+        from vlmgrid.cellrun.job import open_job
 
         config = self.config
         return open_job(model_settings=config.model(self.model), bench_dir=paths.bench_dir(config.data_dir, self.bench),

@@ -25,14 +25,14 @@ from conftest import REPO
 from fake_openai_server import FakeOpenAIServer, Reply, completion
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
+from vlmgrid.cellrun.cell import Cell
+from vlmgrid.cellrun.execute import run_inference
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.stages.cellrun import Cell
-from vlmgrid.stages.infer import run_inference
-from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import Backend
+from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.predictions import (
     SCHEMA, check_data_fingerprint, read_metadata, read_predictions, write_table,
 )

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import kill_harness as kh
+from vlmgrid.cellrun.lock import cell_lock, lock_path
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import read_metadata
-from vlmgrid.stages.celllock import cell_lock, lock_path
 
 CELL = "random on pope-fixture"
 
@@ -23,7 +23,7 @@ def _hold_in_subprocess(partial_dir: Path) -> subprocess.Popen:
     """A process that takes the lock, says so on stdout, and sleeps until it is killed."""
     code = textwrap.dedent(f"""
         import sys, time
-        from vlmgrid.stages.celllock import cell_lock
+        from vlmgrid.cellrun.lock import cell_lock
         with cell_lock({str(partial_dir)!r}, "holder"):
             print("held", flush=True)
             time.sleep(600)

@@ -1,4 +1,4 @@
-"""The running cell (`vlmgrid.stages.cellrun`): which model run made which rows, across resumes and shards, and
+"""The running cell (`vlmgrid.cellrun`): which model run made which rows, across resumes and shards, and
 the folders a finished job leaves behind."""
 
 import copy
@@ -7,15 +7,17 @@ import dataclasses
 import pytest
 
 from vlmgrid import paths
+from vlmgrid.cellrun.cell import Cell, Shard
+from vlmgrid.cellrun.execute import run_inference
+from vlmgrid.cellrun.job import merge_runs, open_job
+from vlmgrid.cellrun.parts import PartStore
+from vlmgrid.cellrun.run import CellRun
+from vlmgrid.cellrun.shards import merge_shards
 from vlmgrid.config import validate_config
 from vlmgrid.models.baseline import Baseline
 from vlmgrid.predictions import read_metadata, read_predictions, rows_to_table, write_table
-from vlmgrid.stages.cellrun import Cell
 from vlmgrid.stages.fetch import fetch_model
-from vlmgrid.stages.infer import run_inference
-from vlmgrid.stages.jobs import PartStore, merge_runs, open_job
 from vlmgrid.stages.prepare import prepare_benchmark
-from vlmgrid.stages.shards import Shard, merge_shards
 
 BENCH = "pope-fixture"  # 90 records: 6 parts of 16 (the last of 10)
 
@@ -132,12 +134,12 @@ def test_a_part_saved_without_its_run_is_redone(small_config, tmp_path):
     job = open_job(model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
                    part_size=16, prompts_dir=config.prompts_dir)
     cell = Cell.in_results(config.results_dir, "random", BENCH)
-    run = cell.open(job, config.model("random"))
+    run = CellRun(cell, job, config.model("random"))
     chunk = job.chunk(0)
     rows = [{"id": item} for item in chunk["id"]]
     write_table(run.store.path(0), rows_to_table(rows))  # a part written before parts recorded their run
     run.store.save(1, rows_to_table(rows), {"strategy": "score_options", "provenance": {"backend": "random"}})
-    assert cell.open(job, config.model("random")).pending[:2] == [0, 2]
+    assert CellRun(cell, job, config.model("random")).pending[:2] == [0, 2]
 
 
 def test_a_finished_job_leaves_no_empty_parts_folder(small_config):

@@ -13,9 +13,10 @@ import yaml
 
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.benchmarks.dataset import Benchmark
+from vlmgrid.cellrun.job import job_fingerprint, part_bounds
+from vlmgrid.cellrun.requests import item_requests
 from vlmgrid.config import validate_config
 from vlmgrid.stages import cost
-from vlmgrid.stages.jobs import job_fingerprint, part_bounds
 from vlmgrid.stages.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,22 +44,22 @@ def test_a_classification_item_asks_its_twenty_templates():
     flowers = classification(7, 5)
     # 10 open-world templates generated, 10 closed-world ones: a prefix forward each, its 5 class names scored
     # on that forward's cached prefix (no pass of their own)
-    assert cost.item_requests(flowers, HF) == [10 + 10] * 7
+    assert item_requests(flowers, HF) == [10 + 10] * 7
     # generated answers only: one request per template
-    assert cost.item_requests(flowers, {**HF, "answer_mode": "generate"}) == [20] * 7
+    assert item_requests(flowers, {**HF, "answer_mode": "generate"}) == [20] * 7
     # however many classes: ImageNet's 1,000 (128 shown per closed-world question) still ask 20
-    assert cost.item_requests(classification(2, 1000), HF) == [20] * 2
+    assert item_requests(classification(2, 1000), HF) == [20] * 2
     # CLIP: the image once; the class prompts are the cell's, no item's
-    assert cost.item_requests(flowers, CLIP) == [1] * 7
+    assert item_requests(flowers, CLIP) == [1] * 7
 
 
 def test_multiple_choice_items_ask_by_their_option_counts():
     options = [["a", "b"], ["a", "b", "c", "d"], ["a", "b", "c"], ["a", "b", "c", "d", "e"], ["a", "b"]]
     scienceqa = bench("scienceqa_img", {"options": options})
     # letters: one forward reads every option's letter at once
-    assert cost.item_requests(scienceqa, HF) == [1, 1, 1, 1, 1]
+    assert item_requests(scienceqa, HF) == [1, 1, 1, 1, 1]
     # embedding: the image, and one text per option
-    assert cost.item_requests(scienceqa, CLIP) == [3, 5, 4, 6, 3]
+    assert item_requests(scienceqa, CLIP) == [3, 5, 4, 6, 3]
 
 
 def test_ranking_queries_ask_by_their_direction():
@@ -66,38 +67,38 @@ def test_ranking_queries_ask_by_their_direction():
                             "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"]})
     # riddle-to-image: a forward per candidate picture; image-to-riddle: one picture prefix (its riddles are
     # continuations on it)
-    assert cost.item_requests(dance, HF) == [3, 1, 1, 4]
+    assert item_requests(dance, HF) == [3, 1, 1, 4]
     # embedding: every candidate picture and the riddle, or the picture and every riddle
-    assert cost.item_requests(dance, CLIP) == [3 + 1, 1 + 5, 1 + 2, 4 + 1]
+    assert item_requests(dance, CLIP) == [3 + 1, 1 + 5, 1 + 2, 4 + 1]
 
 
 # --- parts ------------------------------------------------------------------------------------------------
 
 def test_classification_parts():
     flowers = classification(7, 5)
-    assert part_bounds(cost.item_requests(flowers, HF), 64) == (0, 3, 6, 7)  # 60 requests a part
-    assert part_bounds(cost.item_requests(flowers, HF), 1024) == (0, 7)
+    assert part_bounds(item_requests(flowers, HF), 64) == (0, 3, 6, 7)  # 60 requests a part
+    assert part_bounds(item_requests(flowers, HF), 1024) == (0, 7)
     # an item asking more than a part holds is a part of its own
-    assert part_bounds(cost.item_requests(flowers, HF), 16) == (0, 1, 2, 3, 4, 5, 6, 7)
-    assert part_bounds(cost.item_requests(flowers, CLIP), 64) == (0, 7)
+    assert part_bounds(item_requests(flowers, HF), 16) == (0, 1, 2, 3, 4, 5, 6, 7)
+    assert part_bounds(item_requests(flowers, CLIP), 64) == (0, 7)
 
 
 def test_multiple_choice_parts_under_option_scoring():
     options = [["a", "b"], ["a", "b", "c", "d"], ["a", "b", "c"], ["a", "b", "c", "d", "e"], ["a", "b"]]
     scienceqa = bench("scienceqa_img", {"options": options})
     # requests 3, 5 | 4 | 6 | 3: each next item would take the part past 8
-    assert part_bounds(cost.item_requests(scienceqa, CLIP), 8) == (0, 2, 3, 4, 5)
-    assert part_bounds(cost.item_requests(scienceqa, CLIP), 9) == (0, 2, 3, 5)
-    assert part_bounds(cost.item_requests(scienceqa, HF), 2) == (0, 2, 4, 5)
+    assert part_bounds(item_requests(scienceqa, CLIP), 8) == (0, 2, 3, 4, 5)
+    assert part_bounds(item_requests(scienceqa, CLIP), 9) == (0, 2, 3, 5)
+    assert part_bounds(item_requests(scienceqa, HF), 2) == (0, 2, 4, 5)
 
 
 def test_ranking_parts():
     dance = bench("dance", {"options": [["o"] * 3, ["o"] * 5, ["o"] * 2, ["o"] * 4],
                             "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"]})
     # requests 3, 1, 1 | 4
-    assert part_bounds(cost.item_requests(dance, HF), 5) == (0, 3, 4)
-    assert part_bounds(cost.item_requests(dance, HF), 2) == (0, 1, 3, 4)
-    assert part_bounds(cost.item_requests(dance, CLIP), 5) == (0, 1, 2, 3, 4)  # 4 | 6 | 3 | 5: every query alone
+    assert part_bounds(item_requests(dance, HF), 5) == (0, 3, 4)
+    assert part_bounds(item_requests(dance, HF), 2) == (0, 1, 3, 4)
+    assert part_bounds(item_requests(dance, CLIP), 5) == (0, 1, 2, 3, 4)  # 4 | 6 | 3 | 5: every query alone
 
 
 def test_no_records_no_parts():
@@ -153,7 +154,7 @@ def test_the_plans_requests_are_its_items_requests_plus_continuations_and_the_ce
             cell = costs[(costs["model"] == model) & (costs["benchmark"] == name) & (costs["per"] != "check")]
             per_cell = cell.loc[cell["per"] == "cell", "requests"].sum()
             continuations = cell.loc[cell["unit"] == "continuation", "requests"].sum()
-            items = cost.item_requests(prepared, config.model(model))
+            items = item_requests(prepared, config.model(model))
             assert len(items) == len(prepared.records) and min(items) >= 1, (model, name)
             assert cell["requests"].sum() == sum(items) + continuations + per_cell, (model, name)
     assert costs.loc[costs["per"] == "cell", "requests"].sum() > 0  # CLIP's class prompts: counted, no item's

@@ -16,12 +16,12 @@ from test_import_predictions import (LLAVA_SHORT, MODEL_ID, grid, imported, llav
                                      write_jsonl)
 from vlmgrid.benchmarks import dance, load_benchmark
 from vlmgrid.benchmarks.dance_build import build_dance
+from vlmgrid.cellrun.lock import lock_path
 from vlmgrid.cli import main
 from vlmgrid.config import load_config
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
 from vlmgrid.fixtures.kinds import dance as dance_fixture
 from vlmgrid.predictions import read_metadata
-from vlmgrid.stages.celllock import lock_path
 from vlmgrid.stages.prepare import prepare_benchmark
 
 

@@ -15,10 +15,10 @@ import yaml
 
 from conftest import pope_grid_file
 from vlmgrid import paths
+from vlmgrid.cellrun.job import job_fingerprint
 from vlmgrid.cli import main
 from vlmgrid.models.openai_backend import OpenAI
 from vlmgrid.predictions import read_metadata
-from vlmgrid.stages.jobs import job_fingerprint
 
 SECRET = "hf_s3cr3t-T0KEN-value"
 

@@ -8,15 +8,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from vlmgrid import paths
+from vlmgrid.cellrun.cell import Cell, Shard
+from vlmgrid.cellrun.execute import run_inference
+from vlmgrid.cellrun.shards import merge_shards
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.stages.cellrun import Cell
-from vlmgrid.stages.infer import run_inference
+from vlmgrid.predictions import read_metadata, read_predictions
 from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.prepare import prepare_benchmark
-from vlmgrid.predictions import read_metadata, read_predictions
-from vlmgrid.stages.shards import Shard, merge_shards
 
 BENCH = "pope-fixture"  # 90 items: 6 parts of 16
 
@@ -149,7 +149,7 @@ def test_more_shards_than_parts_write_empty_shard_files_and_merge_the_same(small
 
 
 def test_a_killed_shard_resumes_its_own_parts(small_config, write_config, monkeypatch, caplog):
-    from vlmgrid.stages.jobs import PartStore
+    from vlmgrid.cellrun.parts import PartStore
 
     config = _setup(small_config, write_config)
     original, saved = PartStore.save, []

@@ -92,7 +92,7 @@ def cmd_infer(config: Config, args) -> None:
 
 
 def cmd_merge_shards(config: Config, args) -> None:
-    from vlmgrid.stages.shards import merge_cell
+    from vlmgrid.stages.infer import merge_cell
 
     merge_cell(config, args.model, args.benchmark)
 
@@ -186,8 +186,8 @@ def cmd_build_dance(config: Config | None, args) -> None:
 
 
 # What the commands import, each where installed: the fork server imports them once for all its jobs.
-JOB_MODULES = ("vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages.infer", "vlmgrid.stages.shards",
-               "vlmgrid.stages.score", "vlmgrid.stages.compare", "vlmgrid.stages.report", "vlmgrid.stages.inspect",
+JOB_MODULES = ("vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages.infer", "vlmgrid.stages.score",
+               "vlmgrid.stages.compare", "vlmgrid.stages.report", "vlmgrid.stages.inspect",
                "pandas", "pyarrow.parquet", "jsonschema", "matplotlib.pyplot", "torch", "torchvision", "open_clip",
                "transformers")
 

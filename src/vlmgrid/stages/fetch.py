@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -28,7 +27,7 @@ from vlmgrid.filehashes import file_hashes, file_stamp
 from vlmgrid.fileio import remove_stale_temporaries, sha256_file, sha256_json, write_json
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import MANIFEST
-from vlmgrid.models.checkpoints import Checkpoint, check_files, local_path
+from vlmgrid.models.checkpoints import Checkpoint, InPlace, check_files, local_path
 
 log = logging.getLogger(__name__)
 
@@ -155,14 +154,6 @@ def _fetch_in_place(name: str, settings: dict, model_dir: Path, backend) -> dict
         _remove_own_files(model_dir)  # a copy an earlier source left there
     write_json(manifest_path, manifest)
     return manifest
-
-
-@dataclass(frozen=True)
-class InPlace:
-    """A checkpoint the model's manifest records in place: where loading reads it, and its files' fingerprint."""
-
-    location: Path
-    fingerprint: str
 
 
 def in_place_weights(name: str, settings: dict, model_dir: Path) -> InPlace | None:

@@ -17,12 +17,12 @@ import os
 from pathlib import Path
 
 from vlmgrid import paths
+from vlmgrid.cellrun.cell import Cell
+from vlmgrid.cellrun.job import Job, predictions_metadata, write_predictions
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, sha256_json
 from vlmgrid.predictions import read_metadata, rows_to_table
-from vlmgrid.stages.cellrun import Cell
-from vlmgrid.stages.jobs import Job, predictions_metadata, write_predictions
 
 log = logging.getLogger(__name__)
 

@@ -2,6 +2,7 @@
 
 Its cells (model x benchmark, from the config), which of them a model cannot run and why (not applicable:
 the cell stays in the grid, its files say so and the report shows "n/a"), how many GPUs a model's jobs hold,
+each cell's plan as its run takes it (`cell_plan`: all of these decided once, and handed to inference),
 whether it would prepare a benchmark over another grid's data, and the listings behind `vlmgrid check-config`,
 `cells`, `benchmarks` and `models`.
 """
@@ -11,9 +12,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from vlmgrid import paths
 from vlmgrid.config import Config
 from vlmgrid.report.labels import counted
+
+if TYPE_CHECKING:
+    from vlmgrid.cellrun.cell import CellPlan
 
 
 def not_applicable(config: Config, model: str, benchmark: str) -> str | None:
@@ -40,6 +46,39 @@ def not_applicable_reason(model: str, model_settings: dict, benchmark: str, benc
     have = f"capabilit{'y' if len(capabilities) == 1 else 'ies'} {', '.join(capabilities) or 'none'}"
     return (f'model "{model}" ({backend} backend, {have}) cannot run benchmark "{benchmark}" '
             f"({protocol} protocol needs {needs})")
+
+
+def cell_plan(config: Config, model: str, benchmark: str, *, shard: str | None = None,
+              threads: int | None = None) -> CellPlan:
+    """Everything decided about a cell before it runs (vlmgrid.cellrun.cell.CellPlan), in one place: whether the
+    model can run the benchmark (`not_applicable`), how many GPUs its job holds, where its weights are read (a
+    checkpoint read in place is loaded where it lies, and its files' fingerprint named), its server, and the
+    job's settings from the config. `shard` is "I/N" (`vlmgrid infer --shard`); `threads` overrides
+    `infer.threads`. A cell that cannot run gets no GPUs, weights or server: its run only records why."""
+    from vlmgrid.cellrun.cell import Cell, CellPlan, Shard
+    from vlmgrid.serving import ServerPlan, ServeSpec
+    from vlmgrid.stages.fetch import in_place_weights
+
+    settings = config.model(model)
+    config.benchmark(benchmark)  # a clear error for an unknown name before any work
+    # Without a shard the cell runs whole whatever its benchmark's `shards` says: sharding is the workflow's
+    # choice of jobs (dvc.yaml runs cells whole), and the file is the same either way.
+    cell = Cell.in_results(config.results_dir, model, benchmark, Shard.parse(shard) if shard is not None else None)
+    reason = not_applicable(config, model, benchmark)
+    held = gpus(config, model) if reason is None else 0
+    own_dir = paths.model_dir(config.data_dir, model)
+    checkpoint = in_place_weights(model, settings, own_dir) if reason is None else None
+    model_dir = checkpoint.location if checkpoint is not None else own_dir
+    server = None
+    if reason is None and "serve" in settings:
+        shard_of = (cell.shard.index, cell.shard.count) if cell.shard is not None else None
+        server = ServerPlan(ServeSpec.of(settings["serve"]), model=model, model_dir=model_dir, gpus=held,
+                            log_path=paths.serve_log_path(config.results_dir, model, benchmark, shard_of))
+    return CellPlan(cell=cell, model_settings=settings, not_applicable=reason, gpus=held,
+                    bench_dir=paths.bench_dir(config.data_dir, benchmark), model_dir=model_dir,
+                    checkpoint=checkpoint, server=server, part_size=int(config.infer["part_size"]),
+                    check_items=int(config.infer["invariance_items"]),
+                    threads=int(threads or config.infer["threads"]), prompts_dir=config.prompts_dir)
 
 
 def runnable(protocol_name: str, model_settings: dict) -> bool:

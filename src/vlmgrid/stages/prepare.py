@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 from vlmgrid import fileio, paths
 from vlmgrid.benchmarks import dataset
 from vlmgrid.benchmarks.stamps import write_source_stamps
+from vlmgrid.cellrun.lock import exclusive_lock, lock_path
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.serving import recorded_settings
-from vlmgrid.stages.celllock import exclusive_lock, lock_path
 from vlmgrid.stages.plan import another_grids_data, grid_config_name
 
 if TYPE_CHECKING:

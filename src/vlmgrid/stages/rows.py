@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["compare_all", "inspect_all", "predictions_current", "row_jobs", "run_row"]
 
-# What a predictions file records of the inputs that made it (vlmgrid.stages.jobs.predictions_metadata)
+# What a predictions file records of the inputs that made it (vlmgrid.cellrun.job.predictions_metadata)
 _INPUT_KEYS = ("model", "benchmark", "model_settings", "data_fingerprint", "protocol", "prompts", "applicable")
 
 
@@ -46,35 +46,31 @@ def row_jobs(config: Config, model: str) -> int:
 def predictions_current(config: Config, model: str, benchmark: str) -> bool:
     """Whether the cell's predictions file is what inference would write now: it records the same inputs (see
     the module's docstring). Anything unreadable or missing counts as not current, so the cell runs again."""
-    from vlmgrid.stages.fetch import in_place_weights
-    from vlmgrid.stages.invariance import sample_positions
-    from vlmgrid.stages.jobs import open_job, predictions_metadata
-    from vlmgrid.stages.plan import not_applicable
+    from vlmgrid.cellrun.invariance import sample_positions
+    from vlmgrid.cellrun.job import predictions_metadata
+    from vlmgrid.stages.plan import cell_plan
 
     path = paths.predictions_path(config.results_dir, model, benchmark)
     if not path.is_file():
         return False
     recorded = read_metadata(path)
-    settings = config.model(model)
-    reason = not_applicable(config, model, benchmark)
-    if reason is not None:
-        return (recorded.get("applicable") is False and recorded.get("reason") == reason
-                and recorded.get("model_settings") == recorded_settings(settings))
     try:
-        checkpoint = in_place_weights(model, settings, paths.model_dir(config.data_dir, model))
-        weights = checkpoint.fingerprint if checkpoint is not None else None
-        job = open_job(model_settings=settings, bench_dir=paths.bench_dir(config.data_dir, benchmark),
-                       part_size=int(config.infer["part_size"]), prompts_dir=config.prompts_dir, weights=weights)
+        plan = cell_plan(config, model, benchmark)
+        if plan.not_applicable is not None:
+            return (recorded.get("applicable") is False and recorded.get("reason") == plan.not_applicable
+                    and recorded.get("model_settings") == recorded_settings(plan.model_settings))
+        job = plan.open_job()
     except VlmgridError:
         return False  # the run itself says what is wrong
-    expected = predictions_metadata(model_name=model, model_settings=settings, job=job, strategy=None,
+    weights = plan.checkpoint.fingerprint if plan.checkpoint is not None else None
+    expected = predictions_metadata(model_name=model, model_settings=plan.model_settings, job=job, strategy=None,
                                     provenance=None)
     if any(recorded.get(key) != expected.get(key) for key in _INPUT_KEYS):
         return False
     runs = recorded.get("runs") or [{"provenance": recorded.get("provenance")}]
     if any(((run.get("provenance") or {}).get("checkpoint") or {}).get("fingerprint") != weights for run in runs):
         return False
-    items = int(config.infer["invariance_items"])
+    items = plan.check_items
     check = recorded.get("invariance")
     if not items:
         return check is None

@@ -1,7 +1,7 @@
 """Shards: one cell's inference split over several jobs, then merged into its one predictions file.
 
 A shard is a contiguous range of whole parts (the parts of the unsharded job, at most `infer.part_size` model
-requests each: vlmgrid.stages.jobs), so every model batch sees the items it would see unsharded, and the merged
+requests each: vlmgrid.cellrun.job), so every model batch sees the items it would see unsharded, and the merged
 file is byte for byte the file an unsharded `vlmgrid infer` writes. Shard `index` of `count` (from 1) writes
 `results/shards/<model>/<bench>/<index>-of-<count>.parquet` (docs/formats.md); `merge_shards` checks that
 all of them are there and were made by the job the config describes now, and writes the predictions file.
@@ -14,89 +14,16 @@ jobs.
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from vlmgrid import paths
-from vlmgrid.config import Config
+from vlmgrid.cellrun import invariance
+from vlmgrid.cellrun.job import merge_runs, open_job, predictions_metadata, write_predictions
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import read_metadata, read_table, rows_to_table
-from vlmgrid.stages import invariance
-from vlmgrid.stages.jobs import (Job, merge_runs, open_job, predictions_metadata, write_not_applicable,
-                                 write_predictions)
-from vlmgrid.stages.plan import not_applicable
 
 log = logging.getLogger(__name__)
-
-_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
-
-@dataclass(frozen=True)
-class Shard:
-    index: int  # from 1
-    count: int
-
-    def __post_init__(self) -> None:
-        if self.count < 1 or not 1 <= self.index <= self.count:
-            raise VlmgridError(
-                f"shard {self.index}/{self.count} does not exist: a shard is I/N with N >= 1 and I from 1 to N"
-            )
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        found = _SHARD.match(text)
-        if not found:
-            raise VlmgridError(f'--shard "{text}" is not I/N (shard I of N, counted from 1, e.g. 2/3)')
-        return cls(int(found.group(1)), int(found.group(2)))
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-    def parts(self, n_parts: int) -> range:
-        """This shard's part indices: the count splits the parts into contiguous ranges whose sizes differ by one
-        at most (empty when there are fewer parts than shards)."""
-        return range((self.index - 1) * n_parts // self.count, self.index * n_parts // self.count)
-
-    def metadata(self, job: Job) -> dict:
-        """What a shard file records besides a predictions file's metadata: which shard of which job it is."""
-        parts = self.parts(job.n_parts)
-        return {"index": self.index, "count": self.count, "parts": [parts.start, parts.stop],
-                "n_parts": job.n_parts, "part_size": job.part_size, "job": job.fingerprint}
-
-
-def merge_cell(config: Config, model: str, benchmark: str) -> Path:
-    """`vlmgrid merge-shards`: join the cell's shard files (its benchmark's `shards`) into its predictions file."""
-    settings = config.model(model)
-    count = config.shards(benchmark)
-    out_path = paths.predictions_path(config.results_dir, model, benchmark)
-    reason = not_applicable(config, model, benchmark)
-    if reason is not None:
-        # No shard ran a model: the cell's file only records why, as an unsharded infer writes it.
-        return write_not_applicable(model_name=model, model_settings=settings, benchmark=benchmark, reason=reason,
-                                    out_path=out_path,
-                                    partial_dir=paths.partial_dir(config.results_dir, model, benchmark))
-    return merge_shards(
-        model_name=model,
-        model_settings=settings,
-        bench_dir=paths.bench_dir(config.data_dir, benchmark),
-        part_size=int(config.infer["part_size"]),
-        shard_paths=[paths.shard_path(config.results_dir, model, benchmark, index, count)
-                     for index in range(1, count + 1)],
-        out_path=out_path,
-        prompts_dir=config.prompts_dir,
-        weights=_weights(model, settings, paths.model_dir(config.data_dir, model)),
-    )
-
-
-def _weights(model: str, settings: dict, model_dir: Path) -> str | None:
-    """The fingerprint of the model's checkpoint read in place, part of its jobs' identity (None otherwise)."""
-    from vlmgrid.stages.fetch import in_place_weights
-
-    checkpoint = in_place_weights(model, settings, model_dir)
-    return checkpoint.fingerprint if checkpoint is not None else None
 
 
 def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part_size: int,

@@ -1,12 +1,9 @@
-"""One running cell: the object that owns an inference job from its lock to its predictions file.
+"""One running cell: the object that owns an inference job from its first part to its predictions file.
 
-A `Cell` is a model on a benchmark, or one shard of that, with the two places its files go: the predictions (or
-shard) file and the folder of its unfinished parts. `Cell.running()` holds the cell's lock
-(`vlmgrid.stages.celllock`) for a whole job. `Cell.open(job)` gives the `CellRun`: the parts done and to do,
-the loop that answers the missing ones (a part whose items failed to run is retried once; what still fails
-stops the job with one sentence and never becomes a row), the record of which model run made each part, and
-the atomic write of the file once every part is there. The infer stage only loads the model and hands the run
-a way to answer a chunk of records.
+`CellRun` holds the parts done and to do, the loop that answers the missing ones (a part whose items failed to
+run is retried once; what still fails stops the job with one sentence and never becomes a row), the record of
+which model run made each part, the batch check, and the atomic write of the file once every part is there.
+Whoever loads the model (vlmgrid.cellrun.execute) hands the run a way to answer a chunk of records.
 
 Each part is saved with the run that made it: the strategy the protocol answered by and the model's provenance
 (versions, device, the server and its version). A job resumed on another server or software version keeps its
@@ -15,75 +12,21 @@ earlier parts, so the file's metadata lists every run with the rows it made (`ru
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pyarrow as pa
 
-from vlmgrid import paths
+from vlmgrid.cellrun import invariance
+from vlmgrid.cellrun.cell import Cell
+from vlmgrid.cellrun.job import Job, merge_runs, predictions_metadata, write_predictions
+from vlmgrid.cellrun.parts import PartStore
 from vlmgrid.errors import InferenceFailed, VlmgridError
 from vlmgrid.predictions import rows_to_table
-from vlmgrid.stages.celllock import cell_lock
-from vlmgrid.stages.jobs import (Job, PartStore, merge_runs, predictions_metadata, write_not_applicable,
-                                 write_predictions)
-from vlmgrid.stages.shards import Shard
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A model on a benchmark (or one shard of it) and where its files go."""
-
-    model: str
-    benchmark: str
-    out_path: Path  # the predictions file, or the shard's file
-    partial_dir: Path  # the parts of an unfinished job
-    shard: Shard | None = None
-
-    @classmethod
-    def in_results(cls, results_dir: Path, model: str, benchmark: str, shard: Shard | None = None) -> Cell:
-        if shard is None:
-            return cls(model, benchmark, paths.predictions_path(results_dir, model, benchmark),
-                       paths.partial_dir(results_dir, model, benchmark))
-        return cls(model, benchmark, paths.shard_path(results_dir, model, benchmark, shard.index, shard.count),
-                   paths.shard_partial_dir(results_dir, model, benchmark, shard.index, shard.count), shard)
-
-    def __str__(self) -> str:
-        return f"{self.model} on {self.benchmark}" + (f", shard {self.shard}" if self.shard is not None else "")
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[Cell]:
-        """Hold the cell's lock while the block runs: a second run of the cell refuses at once, naming this one.
-        Folders the job leaves empty (`results/partial/<model>/`, then `results/partial/`) are removed as it
-        ends."""
-        try:
-            with cell_lock(self.partial_dir, str(self)):
-                yield self
-        finally:
-            _remove_empty_folders(self.partial_dir.parent, levels=2)
-
-    def write_not_applicable(self, model_settings: dict, reason: str) -> Path:
-        """The file of a cell the model cannot run: no rows, and why (any parts left belong to other settings)."""
-        return write_not_applicable(model_name=self.model, model_settings=model_settings, benchmark=self.benchmark,
-                                    reason=reason, out_path=self.out_path, partial_dir=self.partial_dir)
-
-    def open(self, job: Job, model_settings: dict, check_items: int = 0) -> CellRun:
-        """`check_items`: the batch check's sample size (`infer.invariance_items`; 0: no check)."""
-        return CellRun(self, job, model_settings, check_items)
-
-
-def _remove_empty_folders(folder: Path, levels: int) -> None:
-    """`folder` and then its parents, `levels` of them at most, while each is empty."""
-    for empty in [folder, *folder.parents][:levels]:
-        try:
-            empty.rmdir()
-        except OSError:
-            return
 
 
 class CellRun:
@@ -128,12 +71,10 @@ class CellRun:
         return self.check_items > 0 and self._invariance is None
 
     def check_batches(self, reanswer: Callable | None, batch_size: int | None, reason: str | None = None) -> dict:
-        """The batch check (`vlmgrid.stages.invariance`): the sample's items of this cell (or shard) answered
+        """The batch check (`vlmgrid.cellrun.invariance`): the sample's items of this cell (or shard) answered
         again by `reanswer` (records -> rows, one request at a time) and compared with their rows; without
         `reanswer` the model does not batch, and `reason` says so. Kept with the parts until the file is written.
         """
-        from vlmgrid.stages import invariance
-
         if self.pending:
             raise RuntimeError("the batch check runs once every part is done")
         records = self.job.bench.records

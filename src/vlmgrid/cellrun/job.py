@@ -1,13 +1,14 @@
-"""What the infer and shards stages share: a job's identity, its part store, and the predictions file it writes.
+"""A cell's inference job: its identity (the fingerprint its parts carry), its parts' bounds, and the
+predictions file it writes.
 
-Work is written in parts as it goes (atomically, one parquet file per part), so a killed job resumes at the
-first missing part and loses at most one part of work. A part is a contiguous run of records holding at most
-`part_size` model requests, counted per record as the cost plan counts them (`vlmgrid.stages.cost`, the
-requests that take a model pass of their own: not the continuations scored on a cached prefix), or one
-record that alone asks more: a classification item under CARPE's protocol asks 20 templates and a yes/no
-item one, so a part is about the same work whatever the benchmark. The parts are valid only for the inputs
-named by the job's fingerprint (model settings, data, protocol, part boundaries, prompt sets): anything else
-discards them.
+Work is written in parts as it goes (vlmgrid.cellrun.parts), so a killed job resumes at the first missing part
+and loses at most one part of work. A part is a contiguous run of records holding at most `part_size` model
+requests, counted per record as the cost plan counts them (`vlmgrid.cellrun.requests`, the requests that
+take a model pass of their own: not the continuations scored on a cached prefix), or one record that alone
+asks more: a classification item under CARPE's protocol asks 20 templates and a yes/no item one, so a part is
+about the same work whatever the benchmark. The parts are valid only for the inputs named by the job's
+fingerprint (model settings, data, protocol, part boundaries, prompt sets, an in-place checkpoint's files):
+anything else discards them.
 
 A cell whose model cannot run its benchmark gets a predictions file too, with no rows and metadata that
 say so (`write_not_applicable`): every cell of the grid has its files, and the report shows "n/a".
@@ -24,100 +25,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from vlmgrid.fileio import sha256_json, write_json
-from vlmgrid.predictions import METADATA_KEY, SCHEMA, rows_to_table, write_table
+from vlmgrid.cellrun.requests import item_requests
+from vlmgrid.fileio import sha256_json
+from vlmgrid.predictions import METADATA_KEY, rows_to_table, write_table
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.serving import recorded_settings
-from vlmgrid.stages.cost import item_requests
 
 if TYPE_CHECKING:
     from vlmgrid.benchmarks.dataset import Benchmark
 
 log = logging.getLogger(__name__)
-
-# the schema metadata key of a part file holding the run that made it (its strategy and provenance)
-PART_RUN_KEY = b"vlmgrid.part.run"
-
-
-@dataclass
-class PartStore:
-    """The parts of one unfinished job, valid only for the inputs named by `fingerprint`."""
-
-    directory: Path
-    fingerprint: str
-
-    def open(self) -> None:
-        meta_path = self.directory / "meta.json"
-        if self.directory.exists():
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                meta = {}
-            if meta.get("fingerprint") != self.fingerprint:
-                log.info(f"discarding parts in {self.directory}: they were made with other settings or data")
-                shutil.rmtree(self.directory)
-        if not self.directory.exists():
-            self.directory.mkdir(parents=True)
-            write_json(meta_path, {"fingerprint": self.fingerprint})
-
-    def path(self, index: int) -> Path:
-        return self.directory / f"part-{index:06d}.parquet"
-
-    def load(self, index: int, expected_rows_min: int) -> tuple[pa.Table, dict] | None:
-        """The part's table and the run that made it, or None when the part is absent or unreadable (a torn
-        write is redone, not trusted), or was saved without its run."""
-        path = self.path(index)
-        if not path.is_file():
-            return None
-        try:
-            table = pq.read_table(path)
-            recorded = table.schema.metadata or {}
-            table = table.replace_schema_metadata(None).cast(SCHEMA)
-        except (pa.ArrowException, OSError, ValueError):
-            log.info(f"part {path} is unreadable; redoing it")
-            path.unlink()
-            return None
-        try:
-            made_by = json.loads(recorded[PART_RUN_KEY])
-        except (KeyError, ValueError):
-            log.info(f"part {path} does not say which model run made it; redoing it")
-            path.unlink()
-            return None
-        if table.num_rows < expected_rows_min:
-            log.info(f"part {path} is incomplete; redoing it")
-            path.unlink()
-            return None
-        return table, made_by
-
-    def save(self, index: int, table: pa.Table, made_by: dict) -> None:
-        """`made_by`: the strategy and provenance of the model run that answered the part, saved with it."""
-        metadata = {PART_RUN_KEY: json.dumps(made_by, sort_keys=True).encode()}
-        write_table(self.path(index), table.replace_schema_metadata(metadata))
-
-    def save_fallback(self, note: str) -> None:
-        write_json(self.directory / "fallback.json", {"fallback": note})
-
-    def fallback(self) -> str | None:
-        path = self.directory / "fallback.json"
-        return json.loads(path.read_text(encoding="utf-8"))["fallback"] if path.is_file() else None
-
-    def save_invariance(self, items: int, result: dict) -> None:
-        """The batch check's result, kept so that a job resumed after it reuses it (`items`: the sample size it
-        was asked for; another size checks again)."""
-        write_json(self.directory / "invariance.json", {"items": items, "result": result})
-
-    def invariance(self, items: int) -> dict | None:
-        path = self.directory / "invariance.json"
-        try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return saved.get("result") if saved.get("items") == items else None
-
-    def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, bounds: Sequence[int],
@@ -223,7 +141,7 @@ def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, str
     }
     if fallback:
         metadata["fallback"] = fallback
-    if invariance is not None:  # the batch check's result (vlmgrid.stages.invariance); absent when it is off
+    if invariance is not None:  # the batch check's result (vlmgrid.cellrun.invariance); absent when it is off
         metadata["invariance"] = invariance
     return metadata
 
