@@ -20,7 +20,8 @@ from vlmgrid.stages.plan import cell_plan
 def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None = None, threads: int | None = None,
                progress: bool = True) -> Path:
     """`vlmgrid infer`: the cell's predictions file (or, with `shard` "I/N", that shard's file)."""
-    return run_cell(cell_plan(config, model, benchmark, shard=shard, threads=threads), progress=progress)
+    plan = cell_plan(config, model, benchmark, shard=shard, threads=threads)
+    return run_cell(plan, progress=progress)
 
 
 def merge_cell(config: Config, model: str, benchmark: str) -> Path:
