@@ -1,5 +1,6 @@
 """The running of one cell: its identity and plan, its job's fingerprint and parts, its lock, its shards, its run.
-Imported by vlmgrid.stages alone; it imports the domain packages (benchmarks, models, protocols) and below.
+Imported by vlmgrid.stages alone of production code; it imports the domain packages (benchmarks, models,
+protocols) and the floors below them.
 
     cell        Shard, Cell (a model on a benchmark and where its files go), CellPlan (decided by the plan)
     requests    the units of work a protocol sends, and each record's requests: what parts are cut by
