@@ -106,7 +106,7 @@ def warm_up(runner, records) -> None:
 def infer_parts(bench, settings: dict, part_size: int) -> list:
     """The benchmark's records cut into the parts `vlmgrid infer` cuts them into: at most part_size model
     requests each (vlmgrid.cellrun.job.part_bounds)."""
-    from vlmgrid.cellrun.requests import item_requests
+    from vlmgrid.stages.cost_work import item_requests
     from vlmgrid.cellrun.job import part_bounds
 
     bounds = part_bounds(item_requests(bench, settings), part_size)

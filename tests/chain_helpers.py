@@ -7,9 +7,9 @@ from PIL import Image
 
 from vlmgrid import paths
 from vlmgrid.cellrun.cell import Cell
-from vlmgrid.cellrun.execute import run_inference
 from vlmgrid.config import validate_config
 from vlmgrid.stages.fetch import fetch_model
+from vlmgrid.stages.infer import run_inference
 from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.stages.score import score_cell
 

@@ -208,7 +208,7 @@ class Workspace:
     def job(self):
         """The job `vlmgrid infer` runs here, with its parts (at most `part_size` model requests each)."""
         from vlmgrid import paths
-        from vlmgrid.cellrun.job import open_job
+        from vlmgrid.stages.infer import open_job
 
         config = self.config
         return open_job(model_settings=config.model(self.model), bench_dir=paths.bench_dir(config.data_dir, self.bench),

@@ -26,7 +26,6 @@ from fake_openai_server import FakeOpenAIServer, Reply, completion
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cellrun.cell import Cell
-from vlmgrid.cellrun.execute import run_inference
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
@@ -37,6 +36,7 @@ from vlmgrid.predictions import (
     SCHEMA, check_data_fingerprint, read_metadata, read_predictions, write_table,
 )
 from vlmgrid.prompts import load_prompts
+from vlmgrid.stages.infer import run_inference
 from vlmgrid.stages.score import score_cell
 
 prepare_module = importlib.import_module("vlmgrid.benchmarks.dataset")

@@ -8,8 +8,7 @@ import pytest
 
 from vlmgrid import paths
 from vlmgrid.cellrun.cell import Cell, Shard
-from vlmgrid.cellrun.execute import run_inference
-from vlmgrid.cellrun.job import merge_runs, open_job
+from vlmgrid.cellrun.job import merge_runs
 from vlmgrid.cellrun.parts import PartStore
 from vlmgrid.cellrun.run import CellRun
 from vlmgrid.cellrun.shards import merge_shards
@@ -17,6 +16,7 @@ from vlmgrid.config import validate_config
 from vlmgrid.models.baseline import Baseline
 from vlmgrid.predictions import read_metadata, read_predictions, rows_to_table, write_table
 from vlmgrid.stages.fetch import fetch_model
+from vlmgrid.stages.infer import open_job, run_inference
 from vlmgrid.stages.prepare import prepare_benchmark
 
 BENCH = "pope-fixture"  # 90 records: 6 parts of 16 (the last of 10)
@@ -112,11 +112,11 @@ def test_merged_shards_list_every_run_of_every_shard_with_rows_of_the_whole_cell
     shard_runs = read_metadata(shards[1].out_path)["runs"]
     assert [run["rows"] for run in shard_runs] == [[[48, 90]]]  # rows of the cell's file, not of the shard's
 
-    out = merge_shards(model_name="random", model_settings=config.model("random"),
-                       bench_dir=paths.bench_dir(config.data_dir, BENCH), part_size=16,
+    job = open_job(model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
+                   part_size=16, prompts_dir=config.prompts_dir)
+    out = merge_shards(job=job, model_name="random", model_settings=config.model("random"),
                        shard_paths=[cell.out_path for cell in shards],
-                       out_path=paths.predictions_path(config.results_dir, "random", BENCH),
-                       prompts_dir=config.prompts_dir)
+                       out_path=paths.predictions_path(config.results_dir, "random", BENCH))
     assert [run["rows"] for run in read_metadata(out)["runs"]] == [[[0, 90]]]
 
 

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from vlmgrid import paths
-from vlmgrid.cellrun import execute
 from vlmgrid.cellrun.cell import Cell
 from vlmgrid.cellrun.job import write_not_applicable
 from vlmgrid.cellrun.parts import PartStore
 from vlmgrid.config import validate_config
 from vlmgrid.predictions import read_metadata, read_predictions, recorded_not_applicable
+from vlmgrid.stages import infer as infer_module
 from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.prepare import prepare_benchmark
 
@@ -50,7 +50,7 @@ def _listening(messages):
 
 def _run(config, model="random", bench="pope-fixture", messages=None, prompts_dir=None):
     with _listening(messages):
-        return execute.run_inference(
+        return infer_module.run_inference(
             model_settings=config.model(model),
             bench_dir=paths.bench_dir(config.data_dir, bench), model_dir=paths.model_dir(config.data_dir, model),
             cell=Cell.in_results(config.results_dir, model, bench),

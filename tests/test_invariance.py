@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from vlmgrid import paths
-from vlmgrid.cellrun import execute
 from vlmgrid.cellrun import invariance
 from vlmgrid.cellrun.cell import Cell
 from vlmgrid.config import validate_config
 from vlmgrid.report import build_report
 from vlmgrid.report.tables.format import BATCH_MARK
+from vlmgrid.stages import infer as infer_module
 from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.stages.score import score_grid_cell
@@ -79,7 +79,7 @@ def _config(small_config, check_items=8):
 
 def _infer(config, model):
     fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
-    return execute.run_inference(
+    return infer_module.run_inference(
         model_settings=config.model(model), bench_dir=paths.bench_dir(config.data_dir, BENCH),
         model_dir=paths.model_dir(config.data_dir, model), cell=Cell.in_results(config.results_dir, model, BENCH),
         part_size=64, threads=1, progress=False, check_items=int(config.infer["invariance_items"]))
@@ -150,7 +150,7 @@ def test_a_model_that_does_not_batch_is_skipped_with_a_reason(small_config):
     config = validate_config(data)
     prepare_benchmark("pope-fixture", config.benchmark("pope-fixture"), paths.bench_dir(config.data_dir, "pope-fixture"))
     fetch_model("random", config.model("random"), paths.model_dir(config.data_dir, "random"))
-    out = execute.run_inference(
+    out = infer_module.run_inference(
         model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, "pope-fixture"),
         model_dir=paths.model_dir(config.data_dir, "random"),
         cell=Cell.in_results(config.results_dir, "random", "pope-fixture"), part_size=64, threads=1,

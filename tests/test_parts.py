@@ -14,9 +14,9 @@ import yaml
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.benchmarks.dataset import Benchmark
 from vlmgrid.cellrun.job import job_fingerprint, part_bounds
-from vlmgrid.cellrun.requests import item_requests
 from vlmgrid.config import validate_config
 from vlmgrid.stages import cost
+from vlmgrid.stages.cost_work import item_requests
 from vlmgrid.stages.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]

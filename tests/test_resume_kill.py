@@ -37,7 +37,7 @@ def _reference(ws, in_process: bool = False) -> pa.Table:
 def _run_here(ws):
     from vlmgrid import paths
     from vlmgrid.cellrun.cell import Cell
-    from vlmgrid.cellrun.execute import run_inference
+    from vlmgrid.stages.infer import run_inference
 
     config = ws.config
     run_inference(model_settings=config.model(ws.model),

@@ -9,13 +9,13 @@ import pytest
 
 from vlmgrid import paths
 from vlmgrid.cellrun.cell import Cell, Shard
-from vlmgrid.cellrun.execute import run_inference
 from vlmgrid.cellrun.shards import merge_shards
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import read_metadata, read_predictions
 from vlmgrid.stages.fetch import fetch_model
+from vlmgrid.stages.infer import open_job, run_inference
 from vlmgrid.stages.prepare import prepare_benchmark
 
 BENCH = "pope-fixture"  # 90 items: 6 parts of 16
@@ -128,10 +128,11 @@ def test_llava_tiny_three_shards_merge_to_the_unsharded_file_byte_for_byte(small
     config = _setup(small_config, write_config, models=("llava-tiny",), model_settings={"batch_size": 4})
     reference = _move_aside(_run(config, "llava-tiny"))
     shard_files = [_run(config, "llava-tiny", Shard(i, 3)) for i in (1, 2, 3)]
-    out = merge_shards(model_name="llava-tiny", model_settings=config.model("llava-tiny"),
-                       bench_dir=paths.bench_dir(config.data_dir, BENCH), part_size=16, shard_paths=shard_files,
-                       out_path=paths.predictions_path(config.results_dir, "llava-tiny", BENCH),
-                       prompts_dir=config.prompts_dir)
+    job = open_job(model_settings=config.model("llava-tiny"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
+                   part_size=16, prompts_dir=config.prompts_dir)
+    out = merge_shards(job=job, model_name="llava-tiny", model_settings=config.model("llava-tiny"),
+                       shard_paths=shard_files,
+                       out_path=paths.predictions_path(config.results_dir, "llava-tiny", BENCH))
     _assert_same_file(out, reference)
     assert read_metadata(out)["provenance"]["batch_size"] == 4
 
@@ -331,10 +332,11 @@ def test_the_batch_check_survives_the_merge(small_config, write_config):
 
     reference = read_metadata(_move_aside(run()))["invariance"]
     checks = [read_metadata(run(Shard(i, 3)))["invariance"] for i in (1, 2, 3)]
-    out = merge_shards(model_name=model, model_settings=config.model(model), bench_dir=bench_dir, part_size=16,
+    job = open_job(model_settings=config.model(model), bench_dir=bench_dir, part_size=16,
+                   prompts_dir=config.prompts_dir)
+    out = merge_shards(job=job, model_name=model, model_settings=config.model(model),
                        shard_paths=[paths.shard_path(config.results_dir, model, bench, i, 3) for i in (1, 2, 3)],
-                       out_path=paths.predictions_path(config.results_dir, model, bench),
-                       prompts_dir=config.prompts_dir)
+                       out_path=paths.predictions_path(config.results_dir, model, bench))
     merged = read_metadata(out)["invariance"]
     assert reference["differing"] and sum(len(c["differing"]) for c in checks) == len(reference["differing"])
     assert merged["checked"] == sum(c["checked"] for c in checks) == reference["checked"] == 12

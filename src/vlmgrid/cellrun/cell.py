@@ -4,8 +4,8 @@
 lock (vlmgrid.cellrun.lock) for a whole job. `CellPlan` is everything decided about a cell before it runs,
 once, by the plan (`vlmgrid.stages.plan.cell_plan`): whether the model can run the benchmark, how many GPUs
 its job holds, where the weights are read (a checkpoint read in place, and its fingerprint), the model's
-server, and the settings of the job; the run (vlmgrid.cellrun.execute), the merge of shards and the
-current-cell check all take it as given.
+server, and the settings of the job; the infer stage's run, the merge of shards and the current-cell check
+all take it as given.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from vlmgrid import paths
-from vlmgrid.cellrun.job import Job, open_job, write_not_applicable
+from vlmgrid.cellrun.job import Job, write_not_applicable
 from vlmgrid.cellrun.lock import cell_lock
 from vlmgrid.errors import VlmgridError
-from vlmgrid.models.checkpoints import InPlace
 
 if TYPE_CHECKING:
     from vlmgrid.serving import ServerPlan
@@ -109,6 +108,14 @@ def _remove_empty_folders(folder: Path, levels: int) -> None:
 
 
 @dataclass(frozen=True)
+class InPlace:
+    """A checkpoint the model's manifest records in place: where loading reads it, and its files' fingerprint."""
+
+    location: Path
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class CellPlan:
     """A cell's run as the plan decided it (vlmgrid.stages.plan.cell_plan)."""
 
@@ -125,8 +132,7 @@ class CellPlan:
     threads: int
     prompts_dir: Path | None
 
-    def open_job(self) -> Job:
-        """The job as its parts and predictions file name it (vlmgrid.cellrun.job)."""
-        return open_job(model_settings=self.model_settings, bench_dir=self.bench_dir, part_size=self.part_size,
-                        prompts_dir=self.prompts_dir,
-                        weights=self.checkpoint.fingerprint if self.checkpoint is not None else None)
+    @property
+    def weights(self) -> str | None:
+        """The fingerprint of the checkpoint read in place, part of the job's identity (None: none is)."""
+        return self.checkpoint.fingerprint if self.checkpoint is not None else None

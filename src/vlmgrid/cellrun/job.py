@@ -3,7 +3,7 @@ predictions file it writes.
 
 Work is written in parts as it goes (vlmgrid.cellrun.parts), so a killed job resumes at the first missing part
 and loses at most one part of work. A part is a contiguous run of records holding at most `part_size` model
-requests, counted per record as the cost plan counts them (`vlmgrid.cellrun.requests`, the requests that
+requests, counted per record as the cost plan counts them (`vlmgrid.stages.cost_work`, the requests that
 take a model pass of their own: not the continuations scored on a cached prefix), or one record that alone
 asks more: a classification item under CARPE's protocol asks 20 templates and a yes/no item one, so a part is
 about the same work whatever the benchmark. The parts are valid only for the inputs named by the job's
@@ -16,26 +16,33 @@ say so (`write_not_applicable`): every cell of the grid has its files, and the r
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Protocol, Sequence
 
+import pandas as pd
 import pyarrow as pa
 
-from vlmgrid.cellrun.requests import item_requests
 from vlmgrid.fileio import sha256_json
 from vlmgrid.predictions import METADATA_KEY, rows_to_table, write_table
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.serving import recorded_settings
 
-if TYPE_CHECKING:
-    from vlmgrid.benchmarks.dataset import Benchmark
-
 log = logging.getLogger(__name__)
+
+
+class PreparedBenchmark(Protocol):
+    """What a job reads of a prepared benchmark (vlmgrid.benchmarks.dataset.Benchmark, which the stage loads):
+    this package imports no domain package."""
+
+    name: str
+    records: pd.DataFrame
+    manifest: dict
+    kind: Any  # its protocol: kind.protocol
+    prompts_dir: Path
 
 
 def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, bounds: Sequence[int],
@@ -90,7 +97,7 @@ def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: st
 class Job:
     """One cell's inference job: the benchmark as the protocols see it, and the identity its parts carry."""
 
-    bench: Benchmark
+    bench: PreparedBenchmark
     prompts: dict[str, str]
     part_size: int
     bounds: tuple[int, ...]  # part_bounds: where each part starts, then the end
@@ -104,21 +111,14 @@ class Job:
         return self.bench.records.iloc[self.bounds[index]:self.bounds[index + 1]]
 
 
-def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_dir: Path | None = None,
+def make_job(bench: PreparedBenchmark, requests: Sequence[int], *, model_settings: dict, part_size: int,
              weights: str | None = None) -> Job:
-    """The job of one model on the benchmark in bench_dir.
-
-    `prompts_dir` is where the protocols read their prompt sets (the benchmark's default when None); the
-    hashes of its prompt sets are part of the job's identity, so edited prompts never resume old parts; so is
-    `weights`, the fingerprint of a checkpoint read in place, so parts of edited weights are never resumed.
-    """
-    from vlmgrid.benchmarks import load_benchmark
-
-    bench = load_benchmark(bench_dir)  # checks that the files are there and the records intact
-    if prompts_dir is not None:
-        bench = dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
+    """The job of one model on a prepared benchmark whose records ask `requests` model requests each (as the cost
+    plan counts them: vlmgrid.stages.cost_work.item_requests). The hashes of the benchmark's prompt sets are
+    part of the job's identity, so edited prompts never resume old parts; so is `weights`, the fingerprint of a
+    checkpoint read in place, so parts of edited weights are never resumed."""
     prompts = prompt_file_hashes(bench.prompts_dir)
-    bounds = part_bounds(item_requests(bench, model_settings), part_size)
+    bounds = part_bounds(requests, part_size)
     fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, bounds, prompts, weights)
     return Job(bench=bench, prompts=prompts, part_size=part_size, bounds=bounds, fingerprint=fingerprint)
 

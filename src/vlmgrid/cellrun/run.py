@@ -3,7 +3,7 @@
 `CellRun` holds the parts done and to do, the loop that answers the missing ones (a part whose items failed to
 run is retried once; what still fails stops the job with one sentence and never becomes a row), the record of
 which model run made each part, the batch check, and the atomic write of the file once every part is there.
-Whoever loads the model (vlmgrid.cellrun.execute) hands the run a way to answer a chunk of records.
+The infer stage (vlmgrid.stages.infer) loads the model and hands the run a way to answer a chunk of records.
 
 Each part is saved with the run that made it: the strategy the protocol answered by and the model's provenance
 (versions, device, the server and its version). A job resumed on another server or software version keeps its

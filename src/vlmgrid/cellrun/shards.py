@@ -19,20 +19,15 @@ from pathlib import Path
 import pyarrow as pa
 
 from vlmgrid.cellrun import invariance
-from vlmgrid.cellrun.job import merge_runs, open_job, predictions_metadata, write_predictions
+from vlmgrid.cellrun.job import Job, merge_runs, predictions_metadata, write_predictions
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import read_metadata, read_table, rows_to_table
 
 log = logging.getLogger(__name__)
 
 
-def merge_shards(*, model_name: str, model_settings: dict, bench_dir: Path, part_size: int,
-                 shard_paths: list[Path], out_path: Path, prompts_dir: Path | None = None,
-                 weights: str | None = None) -> Path:
-    """Join the shard files (shard 1 to N, in order) into out_path, as an unsharded job writes it (`weights`: as
-    for `open_job`)."""
-    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir,
-                   weights=weights)
+def merge_shards(*, job: Job, model_name: str, model_settings: dict, shard_paths: list[Path], out_path: Path) -> Path:
+    """Join the shard files (shard 1 to N, in order) into out_path, as the unsharded `job` writes it."""
     count = len(shard_paths)
     rerun = f"vlmgrid infer {model_name} {job.bench.name} --shard"
     missing = [index for index, path in enumerate(shard_paths, 1) if not Path(path).is_file()]

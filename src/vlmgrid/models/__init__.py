@@ -1,5 +1,5 @@
 """Model backends (BACKENDS) behind one interface; importing this package does not import torch.
-Imported from the floors above (fixtures, cellrun, stages); it imports only the shared modules.
+Imported from the floors above (fixtures, stages); it imports only the shared modules.
 """
 
 from vlmgrid.models.base import Backend, OptionRequest

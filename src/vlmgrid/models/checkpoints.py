@@ -42,14 +42,6 @@ OPEN_CLIP_TEXT_TOWER_CONFIG = "text_tower/config.json"  # a transformers text to
 
 
 @dataclass(frozen=True)
-class InPlace:
-    """A checkpoint the model's manifest records in place: where loading reads it, and its files' fingerprint."""
-
-    location: Path
-    fingerprint: str
-
-
-@dataclass(frozen=True)
 class Checkpoint:
     """A model's weights where they lie: `location` (the folder, or the one weights file, that loading reads)
     and its files by name (relative to the folder; a single file by its own name)."""

@@ -5,7 +5,7 @@ Imported by vlmgrid.cli alone; they import every floor below, and alone of produ
     cost      what the grid will cost (`vlmgrid plan`): cost_work counts, cost estimates, cost_text prints
     prepare   download or generate a benchmark, normalise it, hash it; source stamps; verify
     fetch     put a model's weights on disk and hash them
-    infer     run one model on one benchmark (or one shard of it) as its plan says (vlmgrid.cellrun); merge shards
+    infer     run one model on one benchmark (or one shard of it) as its plan says, through vlmgrid.cellrun
     rows      a model's cells on every benchmark, side by side (DVC's stages)
     score     records + predictions -> the score file
     report    score files -> tables and figures

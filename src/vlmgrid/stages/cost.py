@@ -4,8 +4,8 @@ Per cell (model x benchmark): its items, the model requests its protocol sends, 
 at the throughput table's rates (stages/data/throughput.yaml, docs/formats.md); then the totals per model
 and for the grid.
 
-The counts are vlmgrid.stages.cost_work's (a benchmark's items) and vlmgrid.cellrun.requests' (the units of work a
-model's protocol sends); the plan as `vlmgrid plan` prints it is vlmgrid.stages.cost_text's.
+The counts (a benchmark's items, the units of work a model's protocol sends) are vlmgrid.stages.cost_work's;
+the plan as `vlmgrid plan` prints it is vlmgrid.stages.cost_text's.
 
 GPU-hours are requests / rate / 3600 per GPU a job holds (the model's `gpus`). A model behind an API
 (`openai` without `serve`), or one that runs on the CPU, holds no GPU: its GPU-hours are 0. An API model's
@@ -33,8 +33,7 @@ import yaml
 
 from vlmgrid.config import Config
 from vlmgrid.stages import plan
-from vlmgrid.cellrun.requests import Work, cell_work
-from vlmgrid.stages.cost_work import benchmark_data
+from vlmgrid.stages.cost_work import Work, benchmark_data, cell_work
 
 THROUGHPUT_FILE = "data/throughput.yaml"
 COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "method", "unit",

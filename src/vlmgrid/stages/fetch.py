@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vlmgrid import __version__, paths
+from vlmgrid.cellrun.cell import InPlace
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.filehashes import file_hashes, file_stamp
 from vlmgrid.fileio import remove_stale_temporaries, sha256_file, sha256_json, write_json
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import MANIFEST
-from vlmgrid.models.checkpoints import Checkpoint, InPlace, check_files, local_path
+from vlmgrid.models.checkpoints import Checkpoint, check_files, local_path
 
 log = logging.getLogger(__name__)
 

@@ -48,6 +48,7 @@ def predictions_current(config: Config, model: str, benchmark: str) -> bool:
     the module's docstring). Anything unreadable or missing counts as not current, so the cell runs again."""
     from vlmgrid.cellrun.invariance import sample_positions
     from vlmgrid.cellrun.job import predictions_metadata
+    from vlmgrid.stages.infer import planned_job
     from vlmgrid.stages.plan import cell_plan
 
     path = paths.predictions_path(config.results_dir, model, benchmark)
@@ -59,10 +60,10 @@ def predictions_current(config: Config, model: str, benchmark: str) -> bool:
         if plan.not_applicable is not None:
             return (recorded.get("applicable") is False and recorded.get("reason") == plan.not_applicable
                     and recorded.get("model_settings") == recorded_settings(plan.model_settings))
-        job = plan.open_job()
+        job = planned_job(plan)
     except VlmgridError:
         return False  # the run itself says what is wrong
-    weights = plan.checkpoint.fingerprint if plan.checkpoint is not None else None
+    weights = plan.weights
     expected = predictions_metadata(model_name=model, model_settings=plan.model_settings, job=job, strategy=None,
                                     provenance=None)
     if any(recorded.get(key) != expected.get(key) for key in _INPUT_KEYS):
