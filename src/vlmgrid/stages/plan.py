@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from vlmgrid import paths
@@ -60,11 +59,11 @@ def cell_plan(config: Config, model: str, benchmark: str, *, shard: str | None =
     from vlmgrid.stages.fetch import in_place_weights
 
     settings = config.model(model)
-    config.benchmark(benchmark)  # a clear error for an unknown name before any work
+    benchmark_settings = config.benchmark(benchmark)  # a clear error for an unknown name before any work
     # Without a shard the cell runs whole whatever its benchmark's `shards` says: sharding is the workflow's
     # choice of jobs (dvc.yaml runs cells whole), and the file is the same either way.
     cell = Cell.in_results(config.results_dir, model, benchmark, Shard.parse(shard) if shard is not None else None)
-    reason = not_applicable(config, model, benchmark)
+    reason = not_applicable_reason(model, settings, benchmark, benchmark_settings)
     held = gpus(config, model) if reason is None else 0
     own_dir = paths.model_dir(config.data_dir, model)
     checkpoint = in_place_weights(model, settings, own_dir) if reason is None else None

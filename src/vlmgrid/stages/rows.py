@@ -63,13 +63,12 @@ def predictions_current(config: Config, model: str, benchmark: str) -> bool:
         job = planned_job(plan)
     except VlmgridError:
         return False  # the run itself says what is wrong
-    weights = plan.weights
     expected = predictions_metadata(model_name=model, model_settings=plan.model_settings, job=job, strategy=None,
                                     provenance=None)
     if any(recorded.get(key) != expected.get(key) for key in _INPUT_KEYS):
         return False
     runs = recorded.get("runs") or [{"provenance": recorded.get("provenance")}]
-    if any(((run.get("provenance") or {}).get("checkpoint") or {}).get("fingerprint") != weights for run in runs):
+    if any(((run.get("provenance") or {}).get("checkpoint") or {}).get("fingerprint") != plan.weights for run in runs):
         return False
     items = plan.check_items
     check = recorded.get("invariance")
