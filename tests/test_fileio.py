@@ -199,6 +199,25 @@ def test_the_cli_keeps_other_os_errors_as_they_are(capsys):
         _run_handler(handler, capsys)
 
 
+def test_the_cli_says_the_inputs_fault_in_its_own_sentence(capsys):
+    def handler(config, args):
+        raise VlmgridError("grid.yaml: models.x: unknown backend")
+
+    assert _run_handler(handler, capsys) == (2, "vlmgrid: error: grid.yaml: models.x: unknown backend\n")
+
+
+@pytest.mark.parametrize("error, said", [
+    (VlmgridError("the input's fault"), "the input's fault"),
+    (OSError(errno.EROFS, "Read-only file system", "/out/t.csv"), "/out/t.csv: cannot write it"),
+    (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), None),  # not the disk: a traceback
+    (ValueError("a bug"), None),
+])
+def test_one_rule_says_which_errors_end_a_command_in_one_sentence(error, said):
+    """What the command (cli) and a piece run side by side (stages.sidebyside) both end with."""
+    failure = fileio.user_error(error)
+    assert (None if failure is None else str(failure)[:len(said)]) == said
+
+
 # E: temporaries never look like outputs, a killed writer's are removed -------------------------------------
 
 def test_a_temporary_is_hidden_and_names_its_writer(tmp_path):

@@ -366,9 +366,6 @@ def _run(args) -> int:
             config = load_config(args.config) if args.config and Path(args.config).is_file() else None
         args.handler(config, args)
         sys.stdout.flush()  # inside the try: a reader that left (`vlmgrid benchmarks | head`) is seen here
-    except VlmgridError as exc:
-        print(f"vlmgrid: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("vlmgrid: interrupted", file=sys.stderr)
         return 130
@@ -381,8 +378,8 @@ def _run(args) -> int:
         except (OSError, ValueError):  # stdout is not a file (captured): nothing is flushed at exit
             pass
         return 141  # 128 + SIGPIPE, the status a shell reports for a command ended by a closed pipe
-    except OSError as exc:
-        failure = fileio.failed_write(exc)  # a full disk or a read-only one, wherever the write was
+    except (VlmgridError, OSError) as exc:
+        failure = fileio.user_error(exc)  # the input's fault, or a full or read-only disk wherever the write was
         if failure is None:
             raise
         print(f"vlmgrid: error: {failure}", file=sys.stderr)

@@ -137,6 +137,14 @@ def failed_write(error: OSError) -> VlmgridError | None:
                         "disk of the outputs (or make it writable) and run again")
 
 
+def user_error(error: BaseException) -> VlmgridError | None:
+    """The one sentence a command ends with for `error`: a VlmgridError as it is, a failed write (a full or
+    read-only disk) as failed_write says it; None for anything else, a bug whose traceback must stay."""
+    if isinstance(error, VlmgridError):
+        return error
+    return failed_write(error) if isinstance(error, OSError) else None
+
+
 def _ours(error: OSError, *paths: Path) -> bool:
     """Whether `error` is about one of `paths` (an error without a file name is a write to an open file)."""
     return error.filename is None or os.fspath(error.filename) in {os.fspath(p) for p in paths}

@@ -57,13 +57,10 @@ def _child(task: Task) -> None:
         handler.setFormatter(logging.Formatter(f"{task.label}: %(message)s"))
     try:
         task.run()
-    except VlmgridError as exc:
-        print(f"vlmgrid: error: {task.label}: {exc}", file=sys.stderr, flush=True)
-        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
-    except OSError as exc:
-        failure = fileio.failed_write(exc)  # a full or read-only disk: one sentence, as the command gives it
+    except (VlmgridError, OSError) as exc:
+        failure = fileio.user_error(exc)  # one sentence, as the command gives it
         if failure is None:
             raise
         print(f"vlmgrid: error: {task.label}: {failure}", file=sys.stderr, flush=True)
