@@ -60,8 +60,9 @@ def models(checkpoints):
 def _by_hand_logprobs(model: Hf, image, prompt: str, extra_ids=()):
     """Next-token log-softmax after prompt (+ extra_ids) from one unpadded forward, built from the processor."""
     content = ([{"type": "image"}] if image is not None else []) + [{"type": "text", "text": prompt}]
-    owner = model.processor if model.processor.chat_template else model.processor.tokenizer  # BLIP: the tokenizer's
-    text = owner.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False)
+    owner = next((owner for owner in (model.processor, model.processor.tokenizer) if owner.chat_template), None)
+    text = prompt if owner is None else owner.apply_chat_template(  # BLIP-2, InstructBLIP: no chat template
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False)
     kwargs = {"text": [text], "return_tensors": "pt"}
     if image is not None:
         kwargs["images"] = [[image]] if model._nested_images() else [image]
@@ -283,9 +284,9 @@ def test_many_candidates_in_chunks_equal_one_batch(models):
 
 def test_system_message_and_image_size(models):
     model = models("llava")
-    with_system = model._prompt_text("Is there a cat?", True, "Answer briefly.")
+    with_system = model.inputs.text(GenerateRequest("s", _image(5), "Is there a cat?", system="Answer briefly."))
     assert with_system.startswith("Answer briefly.") and "<image>" in with_system
-    assert "<image>" not in model._prompt_text("Is there a cat?", False, None)
+    assert "<image>" not in model.inputs.text(GenerateRequest("s", None, "Is there a cat?"))
     request = OptionRequest("s", _image(5, size=(50, 20)), "Which?", ["a", "b"], letters="AB")
     plain = model.score_options([request])[0]
     system = model.score_options([OptionRequest("s", request.image, "Which?", ["a", "b"], "AB", "Answer briefly.")])[0]

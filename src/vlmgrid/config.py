@@ -141,6 +141,12 @@ class Config:
         """The defined benchmarks whose cells run as several shard jobs, in config order."""
         return [name for name in self.data["benchmarks"] if self.shards(name) > 1]
 
+    def cell_settings(self, model: str, benchmark: str) -> dict:
+        """The settings a model runs one benchmark with: its settings with those of the benchmark's kind
+        (`kinds`) laid over them (vlmgrid.recipes: a recipe fixes a prompt, a decoding or an image preprocessing
+        per kind)."""
+        return settings_for_kind(self.model(model), self.benchmark(benchmark)["kind"])
+
     def model_fingerprint(self, name: str) -> str:
         """Changes exactly when the model's settings change: predictions made with other settings are stale."""
         return sha256_json(self.model(name))
@@ -218,7 +224,7 @@ def validate_config(data: Any, source: str | Path = "<config>") -> Config:
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         raise VlmgridError(f"{source}: {_describe(error)}")
-    filled = _with_defaults(data)
+    filled = _with_recipes(_with_defaults(data), validator, source)
     _check_names(filled, source)
     _check_served_models(filled, source)
     return Config(path=Path(source), data=filled)
@@ -226,6 +232,38 @@ def validate_config(data: Any, source: str | Path = "<config>") -> Config:
 
 def _with_defaults(data: dict) -> dict:
     return _merged(_TOP_LEVEL_DEFAULTS, copy.deepcopy(data))
+
+
+def _with_recipes(data: dict, validator, source) -> dict:
+    """Every model entry that names a recipe, with the recipe's settings filled in (vlmgrid.recipes), checked
+    against the schema as the entry would be."""
+    import jsonschema
+
+    from vlmgrid.recipes import with_recipe
+
+    for name, entry in data["models"].items():
+        if "recipe" not in entry:
+            continue
+        merged = with_recipe(entry, f"{source}: models.{name}")
+        shown = {key: value for key, value in merged.items() if key != "departs_from_recipe"}
+        error = jsonschema.exceptions.best_match(validator.iter_errors({**data, "models": {name: shown}}))
+        if error is not None:
+            raise VlmgridError(f"{source}: recipe {entry['recipe']} applied: {_describe(error)}")
+        data["models"][name] = merged
+    return data
+
+
+def settings_for_kind(settings: dict, kind: str) -> dict:
+    """A model's settings for the cells of one benchmark kind: its `kinds` entry for that kind laid over the
+    others (a mapping such as `generation` merged key by key), and `kinds` itself gone."""
+    own = (settings.get("kinds") or {}).get(kind) or {}
+    resolved = {key: value for key, value in settings.items() if key != "kinds"}
+    for key, value in own.items():
+        if isinstance(value, dict) and isinstance(resolved.get(key), dict):
+            resolved[key] = {**resolved[key], **value}
+        else:
+            resolved[key] = copy.deepcopy(value)
+    return resolved
 
 
 def _merged(default: dict, given: dict) -> dict:

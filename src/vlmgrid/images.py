@@ -9,6 +9,8 @@ from PIL import Image
 
 # Larger images than this are refused rather than decoded: a decompression bomb would exhaust memory.
 MAX_PIXELS = 178_956_970
+#: The key of an opened image's `info` that names the file it was read from.
+SOURCE_KEY = "vlmgrid_source"
 
 
 class ImageError(Exception):
@@ -27,7 +29,9 @@ def open_rgb(path: Path) -> Image.Image:
                 if image.width * image.height > MAX_PIXELS:
                     raise ImageError(f"image too large ({image.width}x{image.height} pixels, over {MAX_PIXELS}): {path}")
                 image.load()
-                return _to_rgb(image)
+                rgb = _to_rgb(image)
+                rgb.info[SOURCE_KEY] = str(path)  # which file it is, for `vlmgrid inputs` (copies keep it)
+                return rgb
     except ImageError:
         raise
     except Image.DecompressionBombError as exc:  # PIL refuses before the size is known to us
@@ -49,3 +53,17 @@ def _to_rgb(image: Image.Image) -> Image.Image:
         background.paste(image.convert("RGBA"), mask=image.convert("RGBA").getchannel("A"))
         return background
     return image.convert("RGB")
+
+
+def pad_to_square(image: Image.Image, fill: tuple[int, ...]) -> Image.Image:
+    """The image centred on a square canvas of colour `fill`, as wide as its longer side (LLaVA-1.5's
+    `image_aspect_ratio: pad`): the shorter side is padded by half the difference on the top or left (rounded
+    down) and the rest on the bottom or right. A square image is returned as it is."""
+    width, height = image.size
+    if width == height:
+        return image
+    side = max(width, height)
+    canvas = Image.new(image.mode, (side, side), fill)
+    canvas.paste(image, ((side - width) // 2, (side - height) // 2))
+    canvas.info.update(image.info)
+    return canvas

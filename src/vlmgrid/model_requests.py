@@ -11,7 +11,7 @@ from typing import Sequence
 
 from PIL.Image import Image
 
-__all__ = ["GenerateRequest", "GenerationResult", "OptionRequest", "OptionScores", "ScoreResult"]
+__all__ = ["GenerateRequest", "GenerationResult", "OptionRequest", "OptionScores", "ScoreResult", "content_parts"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ class OptionRequest:
 
     With `letters` (e.g. ("A", "B", "C", "D"), one per option, already shown in the prompt), the model scores
     the letters as the next token; without, it scores the option texts as continuations of the prompt.
+    The prompt's other fields are GenerateRequest's.
     """
 
     id: str
@@ -28,6 +29,9 @@ class OptionRequest:
     options: Sequence[str]
     letters: Sequence[str] | None = None
     system: str | None = None
+    variant: str = "default"
+    image_at: int | None = None
+    formatted: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,23 @@ class OptionScores:
 
 @dataclass(frozen=True)
 class GenerateRequest:
+    """One item to answer in words: its id, its image (or None) and its prompt.
+
+    `system`: the item's own system text (None: the model's `system` setting); `variant`: the prediction variant
+    the request answers (a template, a prompt setting); `image_at`: where the image stands in the prompt's text
+    (None: before it); `formatted`: the prompt is already the whole string for the tokenizer, the conversation's
+    turns and the image placeholder written by hand (vlmgrid.prompt_templates `raw`), so no chat template is
+    applied to it.
+    """
+
     id: str
     image: Image | None
     prompt: str
     system: str | None = None
     max_new_tokens: int | None = None  # None: the model's `generation.max_new_tokens` setting
+    variant: str = "default"
+    image_at: int | None = None
+    formatted: bool = False
 
 
 class _Outcome:
@@ -76,3 +92,15 @@ class ScoreResult(_Outcome):
 
     scores: OptionScores | None
     error: str | None = None
+
+
+def content_parts(request) -> list[tuple[str, str | None]]:
+    """A request's user turn as ("text", text) and ("image", None) parts in order: the image where `image_at`
+    puts it in the text (before the text when it says nothing), no empty text part. A request without an image
+    is its text alone."""
+    text = request.prompt
+    if request.image is None:
+        return [("text", text)] if text else []
+    at = 0 if request.image_at is None else request.image_at
+    parts = [("text", text[:at]), ("image", None), ("text", text[at:])]
+    return [(kind, value) for kind, value in parts if kind == "image" or value]

@@ -95,6 +95,21 @@ class Provenance:
     libraries: dict = field(default_factory=dict)
 
 
+class PromptView:
+    """What a model receives for a request (`vlmgrid inputs`), for a backend that reads the prompt as it is
+    (the baselines): its text, no chat messages, no pixels. The hf backend's view is vlmgrid.models.hf_inputs,
+    an API's its chat messages."""
+
+    def text(self, request) -> str | None:
+        return request.prompt
+
+    def messages(self, request) -> list | None:
+        return None
+
+    def pixels(self, image):
+        return None
+
+
 class Backend:
     """A model family. Subclasses set the class attributes and implement fetch/load and their capabilities."""
 
@@ -136,6 +151,12 @@ class Backend:
     def load(cls, settings: dict, model_dir: Path, device: str) -> "Backend":
         """The model from model_dir: the folder fetch wrote, or the location of an in-place checkpoint."""
         raise NotImplementedError
+
+    @classmethod
+    def request_view(cls, settings: dict, model_dir: Path):
+        """What a model with these settings receives for a request, shown without answering it (`vlmgrid
+        inputs`): an object with text(request), messages(request) and pixels(image)."""
+        return PromptView()
 
     @property
     def model_capabilities(self) -> frozenset[str]:

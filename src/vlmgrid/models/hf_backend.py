@@ -7,16 +7,16 @@ snapshot in the Hugging Face cache and a local source the user's own folder, bot
 named by `model_class`; vlmgrid.models.hf_loading), so a fixture and a real checkpoint run the same code, and
 inference never needs the network.
 
-Prompts: each request becomes a user message holding its image (when there is one) and its text, after an
-optional system message, rendered with the model's own chat template and `add_generation_prompt=True`; the
-processor then expands the image placeholder and batches with left padding.
+Prompts: each request's text and image are what vlmgrid.models.hf_inputs makes of them (the checkpoint's own chat
+template over a system message and the user's text and image, or a recipe's hand-written string; the image
+padded to a square or resized as the settings say); the processor then expands the image placeholder and
+batches with left padding.
 
 Scoring (letters as the next token, or option texts as continuations of a cached prefix) is in
 vlmgrid.models.hf_scoring; batching (auto batch size, out-of-memory halving, prefetching the next batch's
 inputs, requests with and without images batched apart) in vlmgrid.models.hf_batching.
 
-BLIP-2 and InstructBLIP cannot run without an image (`needs_image`), which is an error naming the item. A model
-without any chat template (the BLIP family on the hub) gets the system text and the prompt as plain text.
+BLIP-2 and InstructBLIP cannot run without an image (`needs_image`), which is an error naming the item.
 InstructBLIP's Q-Former text is re-padded on the right: it has absolute positions, and its processor would pad
 it like the language model's text (left), which changes the scores with the batch composition.
 """
@@ -25,18 +25,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.models.base import Backend, GenerateRequest, Provenance, write_fixture
+from vlmgrid.models.base import Backend, GenerateRequest, Provenance, resolve_generation, write_fixture
 from vlmgrid.models.hf_batching import AUTO_START, HfBatching, Prefetched
 from vlmgrid.models.checkpoints import Checkpoint
-from vlmgrid.models.hf_loading import checkpoint_in_place, load_pretrained, needs_image
+from vlmgrid.models.hf_inputs import HfInputs
+from vlmgrid.models.hf_loading import checkpoint_in_place, load_pretrained, load_processor, needs_image
 from vlmgrid.models.hf_scoring import HfOptionScoring
 
 log = logging.getLogger(__name__)
+
+
+def _model_id(source: dict) -> str:
+    return {"fixture": lambda: f"fixture:{source['family']}", "hf_hub": lambda: source["repo"],
+            "local": lambda: str(source["path"])}[source["type"]]()
 
 
 class Hf(HfOptionScoring, HfBatching, Backend):
@@ -66,7 +72,7 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         self._limit = AUTO_START if self.auto_batch else int(size)
         self.batch_size: int | None = None if self.auto_batch else int(size)
         self._letter_ids: dict[str, list[int]] = {}
-        self._warned_template = False
+        self.inputs = HfInputs(processor, self.settings, self._model_id())
         self.needs_image = needs_image(model)
         # On an accelerator the next batch's inputs are prepared by a thread while the current batch runs; on
         # the CPU that thread would only take turns with the model for the same cores.
@@ -99,12 +105,16 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         model, processor, device, dtype = load_pretrained(settings, Path(model_dir), device)
         return cls(settings, model, processor, device, dtype)
 
+    @classmethod
+    def request_view(cls, settings: dict, model_dir: Path) -> HfInputs:
+        """What the model receives for a request, from its processor alone (`vlmgrid inputs`): no weights read."""
+        settings = {**cls.defaults, **resolve_generation(settings)}
+        return HfInputs(load_processor(settings, Path(model_dir)), settings, _model_id(settings["source"]))
+
     # --- description ------------------------------------------------------------------------------------
 
     def _model_id(self) -> str:
-        source = self.settings["source"]
-        return {"fixture": lambda: f"fixture:{source['family']}", "hf_hub": lambda: source["repo"],
-                "local": lambda: str(source["path"])}[source["type"]]()
+        return _model_id(self.settings["source"])
 
     def describe(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")
@@ -131,33 +141,14 @@ class Hf(HfOptionScoring, HfBatching, Backend):
 
     # --- prompts ----------------------------------------------------------------------------------------
 
-    def _prepare_image(self, image):
-        if isinstance(image, Future):  # still being opened (`accepts_image_futures`): waited for where it is used
-            image = image.result()
-        size = self.settings.get("image_size")
-        image = image.convert("RGB")
-        return image.resize((int(size), int(size))) if size else image
-
-    def _prompt_text(self, prompt: str, has_image: bool, system: str | None) -> str:
-        content = ([{"type": "image"}] if has_image else []) + [{"type": "text", "text": prompt}]
-        messages = ([{"role": "system", "content": [{"type": "text", "text": system}]}] if system else [])
-        messages.append({"role": "user", "content": content})
-        for owner in (self.processor, self.tokenizer):
-            if getattr(owner, "chat_template", None):
-                return owner.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        if not self._warned_template:
-            log.warning("%s has no chat template; prompts are passed as plain text", self._model_id())
-            self._warned_template = True
-        return f"{system}\n{prompt}" if system else prompt
-
     def _encode(self, requests: Sequence) -> dict:
         """Tokenise a batch of requests (all with an image or all without) with left padding."""
         if self.needs_image and any(r.image is None for r in requests):
             item = next(r.id for r in requests if r.image is None)
             raise VlmgridError(f"item {item} has no image, but {self._model_id()} cannot run without one; "
                                "use a model that takes text-only prompts for this benchmark")
-        texts = [self._prompt_text(r.prompt, r.image is not None, r.system) for r in requests]
-        images = [self._prepare_image(r.image) for r in requests if r.image is not None]
+        texts = [self.inputs.text(r) for r in requests]
+        images = [self.inputs.image(r.image) for r in requests if r.image is not None]
         kwargs: dict = {"text": texts, "return_tensors": "pt", "padding": True}
         if images:
             if len(images) != len(requests):

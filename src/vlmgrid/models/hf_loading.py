@@ -85,23 +85,38 @@ def _resolve_class(name: str):
     return cls
 
 
-def load_pretrained(settings: dict, model_dir: Path, device: str) -> tuple:
-    """(model, processor, device, dtype) of the checkpoint in model_dir, as the (complete) settings ask: on
-    `device` ("auto": cuda when available), in eval mode, its tokenizer padding on the left."""
-    import torch
+def load_processor(settings: dict, model_dir: Path):
+    """The checkpoint's processor (AutoProcessor, with the settings' processor_kwargs), its tokenizer padding on
+    the left: what `load_pretrained` loads beside the model, and all `vlmgrid inputs` needs."""
     from transformers import AutoProcessor
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise VlmgridError(f"{model_dir / 'config.json'} is missing; run `vlmgrid fetch-model` for this model first")
+    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=bool(settings.get("trust_remote_code", False)),
+                                              **dict(settings.get("processor_kwargs") or {}))
+    tokenizer = getattr(processor, "tokenizer", processor)
+    # Left: a batch's prompts then all end where generation starts. `padding_side: right` exists only to show
+    # what the batch check catches (the bug of padding a decoder-only model on the right).
+    tokenizer.padding_side = settings.get("padding_side") or "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return processor
+
+
+def load_pretrained(settings: dict, model_dir: Path, device: str) -> tuple:
+    """(model, processor, device, dtype) of the checkpoint in model_dir, as the (complete) settings ask: on
+    `device` ("auto": cuda when available), in eval mode, its tokenizer padding on the left."""
+    import torch
+
+    model_dir = Path(model_dir)
+    processor = load_processor(settings, model_dir)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[settings["precision"]]
     if device == "cpu":
         dtype = torch.float32  # half precision on the CPU is slow and not what a reference run uses
     remote = bool(settings.get("trust_remote_code", False))
-    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=remote,
-                                              **dict(settings.get("processor_kwargs") or {}))
     model_class = _resolve_class(settings.get("model_class") or "AutoModelForImageTextToText")
     kwargs: dict = {"dtype": dtype, "trust_remote_code": remote}
     gpus = torch.cuda.device_count() if device == "cuda" else 0
@@ -119,10 +134,4 @@ def load_pretrained(settings: dict, model_dir: Path, device: str) -> tuple:
     elif device == "cuda":
         _check_on_gpus(model, model_dir, gpus)
     model.eval()
-    tokenizer = getattr(processor, "tokenizer", processor)
-    # Left: a batch's prompts then all end where generation starts. `padding_side: right` exists only to show
-    # what the batch check catches (the bug of padding a decoder-only model on the right).
-    tokenizer.padding_side = settings.get("padding_side") or "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
     return model, processor, device, dtype

@@ -41,7 +41,9 @@ from typing import Callable, Sequence
 
 from vlmgrid.errors import InferenceFailed, VlmgridError
 from vlmgrid.fileio import sha256_json
-from vlmgrid.model_requests import GenerateRequest, GenerationResult, OptionRequest, OptionScores, ScoreResult
+from vlmgrid.model_requests import (
+    GenerateRequest, GenerationResult, OptionRequest, OptionScores, ScoreResult, content_parts,
+)
 from vlmgrid.models.base import Backend, Provenance, write_fixture
 from vlmgrid.models.hf_loading import checkpoint_in_place
 from vlmgrid.models.openai_http import ApiClient, ItemFailed, endpoint, is_local_url
@@ -72,7 +74,7 @@ class OpenAI(ApiClient, Backend):
     uses_gpu = False
     unbatched = "an API request carries one item; how the server batches is not the job's to choose"
     defaults = {"api_key_env": "OPENAI_API_KEY", "concurrency": 8, "max_retries": 5, "timeout": 120,
-                "logprobs": False, "cache": True, "circuit_breaker": 10}
+                "logprobs": False, "cache": True, "circuit_breaker": 10, "generation": dict(_DEFAULT_GENERATION)}
 
     def __init__(self, settings: dict, api_key: str | None = None) -> None:
         super().__init__(settings)
@@ -124,6 +126,12 @@ class OpenAI(ApiClient, Backend):
         return True
 
     @classmethod
+    def request_view(cls, settings: dict, model_dir: Path | None) -> "_MessagesView":
+        """The chat messages each request would send, the image named by its file (`vlmgrid inputs`): no key
+        read, no request sent."""
+        return _MessagesView(cls({**cls.defaults, "base_url": "http://127.0.0.1", **settings}))
+
+    @classmethod
     def load(cls, settings: dict, model_dir: Path | None, device: str) -> "OpenAI":
         settings = {**cls.defaults, **settings}
         variable = settings["api_key_env"]
@@ -155,12 +163,25 @@ class OpenAI(ApiClient, Backend):
 
     # -- request bodies ----------------------------------------------------------------------------------------
 
-    def _messages(self, image, prompt: str, system: str | None) -> list[dict]:
+    def messages(self, request, image_url: Callable | None = None) -> list[dict]:
+        """The request's chat messages: its system text (the request's own, else the model's `system`), then the
+        user turn, its text and image in the request's order (vlmgrid.model_requests.content_parts). The image
+        is a PNG data URL (`image_size`: resized first), or what `image_url(image)` makes of it (`vlmgrid
+        inputs` names the file instead)."""
+        if request.formatted:
+            raise VlmgridError(f"item {request.id}: its prompt is a whole hand-written string (a recipe's `raw` "
+                               f"prompt), which an API cannot take; give the {self.name} model a `user` prompt")
+        image_url = image_url or (lambda image: encode_image(image, self.settings.get("image_size")))
         content: list[dict] = []
-        if image is not None:
-            url = encode_image(image, self.settings.get("image_size"))
-            content.append({"type": "image_url", "image_url": {"url": url}})
-        content.append({"type": "text", "text": prompt})
+        for kind, value in content_parts(request):
+            if kind == "text":
+                content.append({"type": "text", "text": value})
+                continue
+            part = {"url": image_url(request.image)}
+            if self.settings.get("image_detail"):
+                part["detail"] = self.settings["image_detail"]
+            content.append({"type": "image_url", "image_url": part})
+        system = request.system if request.system is not None else self.settings.get("system")
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": content})
         return messages
@@ -181,12 +202,12 @@ class OpenAI(ApiClient, Backend):
 
     def generation_body(self, request: GenerateRequest) -> dict:
         max_tokens = request.max_new_tokens or self.settings["generation"]["max_new_tokens"]
-        messages = self._messages(request.image, request.prompt, request.system)
+        messages = self.messages(request)
         return {"model": self.settings["model"], "messages": messages, "max_tokens": int(max_tokens),
                 **self._sampling()}
 
     def scoring_body(self, request: OptionRequest) -> dict:
-        messages = self._messages(request.image, request.prompt, request.system)
+        messages = self.messages(request)
         return {"model": self.settings["model"], "messages": messages, "max_tokens": 1, **self._sampling(),
                 "temperature": 0, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
 
@@ -246,3 +267,22 @@ def _all_ok(results: list, requests: Sequence) -> list:
     if any(not result.ok for result in results):
         raise ApiItemErrors(results, [request.id for request in requests])
     return results
+
+
+class _MessagesView:
+    """An API model's view of a request (vlmgrid.models.base.PromptView's interface): the messages it sends, each
+    image named by the file it was read from instead of its data URL; no tokenizer text, no pixels."""
+
+    def __init__(self, backend: OpenAI) -> None:
+        self.backend = backend
+
+    def text(self, request) -> str | None:
+        return None
+
+    def messages(self, request) -> list:
+        from vlmgrid.images import SOURCE_KEY
+
+        return self.backend.messages(request, image_url=lambda image: f"file:{image.info.get(SOURCE_KEY, '?')}")
+
+    def pixels(self, image):
+        return None

@@ -14,7 +14,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from vlmgrid.errors import VlmgridError
 from vlmgrid.images import ImageError, open_rgb
+from vlmgrid.protocols.parsing.base import LETTERS
 
 Runner = Callable[[pd.DataFrame], list[dict]]
 StrategyFactory = Callable[[Any, Any], Runner]  # (model, benchmark) -> runner
@@ -163,20 +165,88 @@ def _outcome(future) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
+# --- the cell's own prompt (vlmgrid.prompt_templates) -------------------------------------------------------
+
+def prompt_template(model, bench):
+    """The cell's own prompt (its `prompt` setting: a recipe's, or the model entry's), checked; None where the
+    protocol's own prompt serves."""
+    from vlmgrid.prompt_templates import PromptTemplate
+
+    spec = model.settings.get("prompt")
+    if not spec:
+        return None
+    return PromptTemplate.of(spec, where=f"the prompt of {bench.kind.name} for {model.name}")
+
+
+def refuse_own_prompt(model, bench, asks_with: str) -> None:
+    """A protocol that asks with its own prompt set has no place for a cell's own prompt: one sentence, never a
+    prompt silently left unused."""
+    if model.settings.get("prompt"):
+        raise VlmgridError(f"the prompt of {bench.kind.name} for {model.name}: the {bench.kind.protocol} protocol "
+                           f"asks with {asks_with}, not a prompt of the model's; remove the model's "
+                           f"kinds.{bench.kind.name}.prompt")
+
+
+def record_fields(records: pd.DataFrame, i: int, options, **extra) -> dict:
+    """What a prompt template sees of the i-th record: its columns, its options, their letters, whether it has
+    an image, and what the protocol adds."""
+    fields = {column: records[column].iloc[i] for column in records.columns}
+    options = [str(option) for option in options]
+    has_image = not _no_image(fields.get("image"))
+    return {**fields, "options": options, "letters": list(LETTERS[:len(options)]), "has_image": has_image, **extra}
+
+
+def own_prompt(model, bench, default):
+    """The i-th item's prompt, `prompt_of(records, i, options, **extra)`: the cell's own template rendered
+    where it has one that writes the text, else `default(records, i, options)` (the protocol's own prompt)."""
+    template = prompt_template(model, bench)
+    if template is None or not template.writes_text:
+        return lambda records, i, options, **extra: default(records, i, options)
+    return lambda records, i, options, **extra: template.render(record_fields(records, i, options, **extra))
+
+
+def answers_as_written(model, bench):
+    """`scored(options)`: the texts option likelihood scores for a question's options: as the model writes them
+    where its prompt says so (`answers`: "Yes", "No"), else the options themselves."""
+    template = prompt_template(model, bench)
+    if template is None or template.answers is None:
+        return tuple
+    answers = template.answers
+
+    def scored(options) -> tuple[str, ...]:
+        if len(answers) != len(options):
+            raise VlmgridError(f"{template.where}: `answers` lists {len(answers)} texts, but item options number "
+                               f"{len(options)}")
+        return answers
+
+    return scored
+
+
+def prompt_fields(prompt) -> dict:
+    """A request's prompt fields from a rendered prompt (vlmgrid.prompt_templates.Rendered) or a plain text."""
+    if isinstance(prompt, str):
+        return {"prompt": prompt}
+    fields = {"prompt": prompt.text, "image_at": prompt.image_at, "formatted": prompt.formatted}
+    if prompt.system is not None:
+        fields["system"] = prompt.system
+    return fields
+
+
 def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
                 letters_of=lambda i: None) -> list[tuple[list | None, str | None]]:
     """Per item: the model's option scores, or None and why the item could not be scored.
 
-    prompt_of(i), options_of(i) and letters_of(i) give the i-th item's prompt, options and the labels to score
-    as the next token (None: score the option texts as continuations); unusable items are not sent.
-    The score of an option is its length-normalised log-likelihood (per token), so options of different
-    lengths compete fairly; for single-token letters it is the plain log-probability.
+    prompt_of(i), options_of(i) and letters_of(i) give the i-th item's prompt (a text, or a rendered template),
+    options and the labels to score as the next token (None: score the option texts as continuations);
+    unusable items are not sent. The score of an option is its length-normalised log-likelihood (per token), so
+    options of different lengths compete fairly; for single-token letters it is the plain log-probability.
     """
     from vlmgrid.model_requests import OptionRequest
 
     results, problems = _answered(
         model, bench, records, model.score_results,
-        lambda i, image: OptionRequest(records["id"].iloc[i], image, prompt_of(i), options_of(i), letters_of(i)))
+        lambda i, image: OptionRequest(records["id"].iloc[i], image, options=options_of(i), letters=letters_of(i),
+                                       **prompt_fields(prompt_of(i))))
     for i, result in results.items():
         if not result.ok:
             problems[i] = result.error
@@ -191,7 +261,8 @@ def generate_items(model, bench, records: pd.DataFrame, prompt_of) -> list[tuple
     from vlmgrid.model_requests import GenerateRequest
 
     results, problems = _answered(model, bench, records, model.generate_results,
-                                  lambda i, image: GenerateRequest(records["id"].iloc[i], image, prompt_of(i)))
+                                  lambda i, image: GenerateRequest(records["id"].iloc[i], image,
+                                                                   **prompt_fields(prompt_of(i))))
     for i, result in results.items():
         if not result.ok:
             problems[i] = result.error

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.protocols.base import (
-    Protocol, error_row, generate_items, load_images, parsed_rows, parser_for, prediction_row, score_items, shown_text,
+    LETTERS, Protocol, answers_as_written, error_row, generate_items, load_images, own_prompt, parsed_rows, parser_for,
+    prediction_row, score_items, shown_text,
 )
 
 
@@ -56,7 +57,6 @@ def embed_strategy(model, bench):
     return run
 
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MC_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 YES_NO_INSTRUCTION = "Answer the question using a single word or phrase."
 
@@ -105,42 +105,41 @@ def _option_runner(model, bench, prompt_of, letters_of):
     return run
 
 
+def _multiple_choice_prompt(records, i, options) -> str:
+    return multiple_choice_prompt(records["question"].iloc[i], options, _context(records, i))
+
+
+def _yes_no_prompt(records, i, options) -> str:
+    return yes_no_prompt(records["question"].iloc[i])
+
+
 def multiple_choice_option_strategy(model, bench):
-    return _option_runner(
-        model, bench,
-        lambda records, i, options: multiple_choice_prompt(records["question"].iloc[i], options, _context(records, i)),
-        lambda options: tuple(LETTERS[:len(options)]),
-    )
+    return _option_runner(model, bench, own_prompt(model, bench, _multiple_choice_prompt),
+                          lambda options: tuple(LETTERS[:len(options)]))
 
 
 def yes_no_option_strategy(model, bench):
-    return _option_runner(
-        model, bench,
-        lambda records, i, options: yes_no_prompt(records["question"].iloc[i]),
-        lambda options: tuple(options),  # "yes" and "no" are single tokens in every tokenizer we support
-    )
+    # "yes" and "no" are single tokens in every tokenizer we support; a prompt may say the model writes them
+    # otherwise ("Yes", "No"), and those are scored
+    return _option_runner(model, bench, own_prompt(model, bench, _yes_no_prompt), answers_as_written(model, bench))
 
 
-def multiple_choice_generate_strategy(model, bench):
-    parse = parser_for(bench, "letter")
-
+def _generate_runner(model, bench, prompt_of, parse):
     def run(records: pd.DataFrame) -> list[dict]:
         options = [list(item_options) for item_options in records["options"]]
-        results = generate_items(model, bench, records, lambda i: multiple_choice_prompt(
-            records["question"].iloc[i], options[i], _context(records, i)))
+        results = generate_items(model, bench, records, lambda i: prompt_of(records, i, options[i]))
         return parsed_rows(records, results, parse, lambda i: options[i])
 
     return run
 
 
+def multiple_choice_generate_strategy(model, bench):
+    return _generate_runner(model, bench, own_prompt(model, bench, _multiple_choice_prompt),
+                            parser_for(bench, "letter"))
+
+
 def yes_no_generate_strategy(model, bench):
-    parse = parser_for(bench, "pope")
-
-    def run(records: pd.DataFrame) -> list[dict]:
-        results = generate_items(model, bench, records, lambda i: yes_no_prompt(records["question"].iloc[i]))
-        return parsed_rows(records, results, parse, lambda i: ["yes", "no"])
-
-    return run
+    return _generate_runner(model, bench, own_prompt(model, bench, _yes_no_prompt), parser_for(bench, "pope"))
 
 
 MULTIPLE_CHOICE = Protocol(

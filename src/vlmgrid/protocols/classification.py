@@ -32,7 +32,9 @@ from vlmgrid.cache import cache_root
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import atomic_path, sha256_json
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, image_problem, load_images, prediction_row, topk_indices
+from vlmgrid.protocols.base import (
+    Protocol, error_row, image_problem, load_images, prediction_row, refuse_own_prompt, topk_indices,
+)
 from vlmgrid.protocols.parsing import match_class
 
 
@@ -192,6 +194,7 @@ def answer_methods(model) -> tuple[str, str]:
 def templated_strategy(model, bench):
     from vlmgrid.model_requests import GenerateRequest, OptionRequest
 
+    refuse_own_prompt(model, bench, "the templates of its prompt set (config/prompts/lvlm_classification.yaml)")
     classes = list(bench.classes)
     synonyms = getattr(bench, "synonyms", None) or {}
     prompt_set = classification_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
@@ -222,11 +225,11 @@ def templated_strategy(model, bench):
                 prompt = text if open_world else prompt_set.fill(text, [classes[k] for k in candidates])
                 asked[method].append((variant, i, candidates, prompt))
         generated = model.generate_results(
-            [GenerateRequest(ids[i], images[i], prompt) for _, i, _, prompt in asked["generate"]]
+            [GenerateRequest(ids[i], images[i], prompt, variant=variant) for variant, i, _, prompt in asked["generate"]]
         ) if asked["generate"] else []
         scored = model.score_results(
-            [OptionRequest(ids[i], images[i], prompt, [continuation[k] for k in candidates])
-             for _, i, candidates, prompt in asked["score_options"]]
+            [OptionRequest(ids[i], images[i], prompt, [continuation[k] for k in candidates], variant=variant)
+             for variant, i, candidates, prompt in asked["score_options"]]
         ) if asked["score_options"] else []
 
         rows: dict[tuple[str, int], dict] = {}

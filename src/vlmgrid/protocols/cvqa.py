@@ -28,7 +28,7 @@ import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, load_images, parser_for, prediction_row
+from vlmgrid.protocols.base import Protocol, error_row, load_images, parser_for, prediction_row, refuse_own_prompt
 
 PROMPT_SET = "cvqa"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -51,8 +51,8 @@ class Setting:
 @dataclass(frozen=True)
 class CVQAPrompts:
     settings: Mapping[str, Setting]
-    option: str = "({letter}) {option}"
-    option_separator: str = " "
+    option: str = "{letter}. {option}"
+    option_separator: str = "\n"
 
     @classmethod
     def from_mapping(cls, data: Mapping, where: str) -> "CVQAPrompts":
@@ -123,8 +123,9 @@ def item_texts(records: pd.DataFrame, i: int, language: str) -> tuple[str, list[
     return str(records[question_col].iloc[i]), [str(o) for o in records[options_col].iloc[i]]
 
 
-def _prepared(bench, records: pd.DataFrame):
+def _prepared(model, bench, records: pd.DataFrame):
     """The chunk's images, ids and why each unusable item is unusable; the prompt set; the item texts."""
+    refuse_own_prompt(model, bench, "the four settings of its prompt set (config/prompts/cvqa.yaml)")
     missing = [c for c in ("question_en", "options_en", "country") if c not in records.columns]
     if missing:
         raise VlmgridError(f"benchmark {bench.name}: records lack `{missing[0]}`; the cvqa protocol reads CVQA records only")
@@ -163,11 +164,11 @@ def option_strategy(model, bench):
     from vlmgrid.model_requests import OptionRequest
 
     def run(records: pd.DataFrame) -> list[dict]:
-        prompts, images, problems = _prepared(bench, records)
+        prompts, images, problems = _prepared(model, bench, records)
         ids = list(records["id"])
         asked = _asked(records, prompts, problems)
-        requests = [OptionRequest(ids[i], images[i], prompt, options, tuple(LETTERS[:len(options)]))
-                    for i, _, options, prompt in asked]
+        requests = [OptionRequest(ids[i], images[i], prompt, options, tuple(LETTERS[:len(options)]), variant=variant)
+                    for i, variant, options, prompt in asked]
         results = model.score_results(requests) if requests else []
         rows = {}
         for (i, variant, options, _), result in zip(asked, results):
@@ -180,7 +181,7 @@ def option_strategy(model, bench):
 
 def embed_strategy(model, bench):
     def run(records: pd.DataFrame) -> list[dict]:
-        prompts, images, problems = _prepared(bench, records)
+        prompts, images, problems = _prepared(model, bench, records)
         ids, countries = list(records["id"]), [str(c) for c in records["country"]]
         usable = [i for i, problem in enumerate(problems) if problem is None]
         image_features = model.embed_images([images[i] for i in usable]) if usable else None
@@ -207,10 +208,10 @@ def generate_strategy(model, bench):
     parse = parser_for(bench, "letter")
 
     def run(records: pd.DataFrame) -> list[dict]:
-        prompts, images, problems = _prepared(bench, records)
+        prompts, images, problems = _prepared(model, bench, records)
         ids = list(records["id"])
         asked = _asked(records, prompts, problems)
-        requests = [GenerateRequest(ids[i], images[i], prompt) for i, _, _, prompt in asked]
+        requests = [GenerateRequest(ids[i], images[i], prompt, variant=variant) for i, variant, _, prompt in asked]
         results = model.generate_results(requests) if requests else []
         rows = {}
         for (i, variant, options, _), result in zip(asked, results):

@@ -35,7 +35,10 @@ import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, Scope, error_row, load_images, prediction_row, score_items
+from vlmgrid.protocols.base import (
+    Protocol, Scope, error_row, load_images, own_prompt, prediction_row, prompt_fields, prompt_template, record_fields,
+    score_items,
+)
 from vlmgrid.protocols.choice import embed_strategy
 from vlmgrid.protocols.parsing import LETTERS
 from vlmgrid.protocols.parsing.exam import parse_exam_json, parse_exam_tag
@@ -182,13 +185,15 @@ def _require_language(records: pd.DataFrame) -> None:
 
 def option_strategy(model, bench):
     prompts = load_exam_prompts(bench.prompts_dir)
+    prompt_of = own_prompt(model, bench, lambda records, i, options: prompts.likelihood(
+        str(records["language"].iloc[i]), str(records["id"].iloc[i]), str(records["question"].iloc[i]), options))
 
     def run(records: pd.DataFrame) -> list[dict]:
         _require_language(records)
         items = [_item(records, i) for i in range(len(records))]
         results = score_items(
             model, bench, records,
-            lambda i: prompts.likelihood(items[i][1], items[i][0], items[i][2], items[i][3]),
+            lambda i: prompt_of(records, i, items[i][3]),
             lambda i: items[i][3],
             lambda i: tuple(LETTERS[:len(items[i][3])]),
         )
@@ -210,18 +215,24 @@ def generate_strategy(model, bench):
     prompts = load_exam_prompts(bench.prompts_dir)
     mode = prompt_mode(model)
     parse = MODE_PARSERS[mode]
+    template = prompt_template(model, bench)
+
+    def request(records: pd.DataFrame, i: int, image, item) -> GenerateRequest:
+        item_id, language, question, options = item
+        if template is not None and template.writes_text:
+            # the cell's own prompt (the authors' builder for the model's family): its decoding is the model's
+            rendered = template.render(record_fields(records, i, options))
+            return GenerateRequest(item_id, image, variant=mode, **prompt_fields(rendered))
+        return GenerateRequest(item_id, image, prompts.user(mode, language, item_id, question, options),
+                               system=prompts.system(mode, language, item_id),
+                               max_new_tokens=prompts.max_new_tokens(mode), variant=mode)
 
     def run(records: pd.DataFrame) -> list[dict]:
         _require_language(records)
         items = [_item(records, i) for i in range(len(records))]
         images, problems = load_images(bench, records)
         usable = [i for i, problem in enumerate(problems) if problem is None]
-        requests = [
-            GenerateRequest(items[i][0], images[i], prompts.user(mode, items[i][1], items[i][0], items[i][2], items[i][3]),
-                            system=prompts.system(mode, items[i][1], items[i][0]),
-                            max_new_tokens=prompts.max_new_tokens(mode))
-            for i in usable
-        ]
+        requests = [request(records, i, images[i], items[i]) for i in usable]
         results = dict(zip(usable, model.generate_results(requests))) if requests else {}
         rows = []
         for i, (item_id, _, _, options) in enumerate(items):

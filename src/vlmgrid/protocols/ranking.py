@@ -28,7 +28,7 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, image_problem, prediction_row
+from vlmgrid.protocols.base import Protocol, error_row, image_problem, prediction_row, refuse_own_prompt
 
 PROMPT_SET = "dance_relations"
 TO_IMAGE = "riddle-to-image"
@@ -135,6 +135,7 @@ CALL_REQUESTS = 64
 def likelihood_strategy(model, bench):
     from vlmgrid.model_requests import OptionRequest
 
+    refuse_own_prompt(model, bench, "the prompt of its prompt set (config/prompts/dance_relations.yaml)")
     prompt = ranking_prompt(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
 
     def requests_for(item_id, direction, question, image, options, broken) -> list:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from vlmgrid.protocols.base import Protocol, generate_items, parsed_rows, parser_for
+from vlmgrid.protocols.base import Protocol, generate_items, own_prompt, parsed_rows, parser_for
 
 SHORT_ANSWER_INSTRUCTION = "Answer the question using a single word or phrase."
 
@@ -18,9 +18,10 @@ def short_answer_prompt(question: str) -> str:
 
 def generate_strategy(model, bench):
     parse = parser_for(bench, "short_answer")
+    prompt_of = own_prompt(model, bench, lambda records, i, options: short_answer_prompt(records["question"].iloc[i]))
 
     def run(records: pd.DataFrame) -> list[dict]:
-        results = generate_items(model, bench, records, lambda i: short_answer_prompt(records["question"].iloc[i]))
+        results = generate_items(model, bench, records, lambda i: prompt_of(records, i, []))
         return parsed_rows(records, results, parse, lambda i: [])
 
     return run
