@@ -91,6 +91,13 @@ def cmd_infer(config: Config, args) -> None:
                progress=not args.no_progress)
 
 
+def cmd_inputs(config: Config, args) -> None:
+    from vlmgrid.stages.inputs import cell_inputs
+
+    cell_inputs(config, args.model, args.benchmark, limit=args.limit,
+                pixels_dir=Path(args.pixels) if args.pixels else None)
+
+
 def cmd_merge_shards(config: Config, args) -> None:
     from vlmgrid.stages.infer import merge_cell
 
@@ -238,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     infer.add_argument("--no-progress", action="store_true", help="no progress bar")
     infer.add_argument("--shard", metavar="I/N", help="compute only shard I of N (from 1) and write its shard file "
                        "(default: the whole cell, whatever the benchmark's `shards`)")
+    inputs = add("inputs", cmd_inputs, "print what a cell's model receives, one JSON object per model request: the "
+                 "exact text handed to its tokenizer (system text and chat template included), the options it "
+                 "scores, the image it reads and how it decodes (docs/commands.md)")
+    inputs.add_argument("model")
+    inputs.add_argument("benchmark")
+    inputs.add_argument("--limit", type=int, metavar="N", help="only the requests of the first N items")
+    inputs.add_argument("--pixels", metavar="DIR", help="also write the pixel values the model receives for each "
+                        "image, a .npy file per image in DIR, and name it in `pixels`")
     merge = add("merge-shards", cmd_merge_shards,
                 "join a cell's shard files (the benchmark's `shards`) into its predictions file")
     merge.add_argument("model")

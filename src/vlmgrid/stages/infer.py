@@ -61,14 +61,20 @@ def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_d
     hashes of its prompt sets are part of the job's identity; so is `weights`, the fingerprint of a checkpoint
     read in place.
     """
-    from vlmgrid.benchmarks import load_benchmark
     from vlmgrid.stages.cost_work import item_requests
 
-    bench = load_benchmark(bench_dir)  # checks that the files are there and the records intact
-    if prompts_dir is not None:
-        bench = dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
+    bench = open_benchmark(bench_dir, prompts_dir)
     return make_job(bench, item_requests(bench, model_settings), model_settings=model_settings, part_size=part_size,
                     weights=weights)
+
+
+def open_benchmark(bench_dir: Path, prompts_dir: Path | None = None):
+    """The prepared benchmark in bench_dir (its files checked, its records intact), its protocols reading their
+    prompt sets from `prompts_dir` (the benchmark's default when None)."""
+    from vlmgrid.benchmarks import load_benchmark
+
+    bench = load_benchmark(bench_dir)
+    return bench if prompts_dir is None else dataclasses.replace(bench, prompts_dir=Path(prompts_dir))
 
 
 def planned_job(plan: CellPlan) -> Job:
