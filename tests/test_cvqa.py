@@ -208,16 +208,12 @@ def test_the_four_prompts(image_bench):
     runner, strategy = make_runner("cvqa", model, image_bench)
     rows = runner(image_bench.records)
     prompts = {row["variant"]: request.prompt for row, request in zip(rows, model.asked)}
-    assert prompts == {
-        "loc-en": "Location: Japan. Question: What is the name of the character? Options: (A) Cosmo Hoshimaru "
-                  "(B) MYAKU-MYAKU (C) Freebie (D) Haibao Short Answer:",
-        "loc-local": "Location: Japan. Question: 写真のキャラクターの名前は? Options: (A) コスモ星丸 (B) ミャクミャク "
-                     "(C) フリービー (D) ハイバオ Short Answer:",
-        "noloc-en": "Question: What is the name of the character? Options: (A) Cosmo Hoshimaru (B) MYAKU-MYAKU "
-                    "(C) Freebie (D) Haibao Short Answer:",
-        "noloc-local": "Question: 写真のキャラクターの名前は? Options: (A) コスモ星丸 (B) ミャクミャク (C) フリービー "
-                       "(D) ハイバオ Short Answer:",
-    }
+    # the paper's template, the options written as MMLU writes them (a line each, "A. option")
+    english = "Question: What is the name of the character? Options:\nA. Cosmo Hoshimaru\nB. MYAKU-MYAKU\nC. Freebie\nD. Haibao\nShort Answer:"
+    local = "Question: 写真のキャラクターの名前は? Options:\nA. コスモ星丸\nB. ミャクミャク\nC. フリービー\nD. ハイバオ\nShort Answer:"
+    assert prompts == {"loc-en": "Location: Japan. " + english, "loc-local": "Location: Japan. " + local,
+                       "noloc-en": english, "noloc-local": local}
+    assert all(request.variant == row["variant"] for row, request in zip(rows, model.asked))
     assert strategy == "score_options"
     assert all(tuple(r.letters) == ("A", "B", "C", "D") and r.image is not None for r in model.asked)
     assert [(row["id"], row["variant"], row["prediction_index"]) for row in rows] == [("q1", v, 2) for v in SETTINGS]
