@@ -31,7 +31,7 @@ EXTRA_COLUMNS = {
     "mme": {"category": str, "image_id": str},
     "mmbench": {"hint": str, "category": str, "l2_category": str, "circular_group": int, "circular_shift": int},
     "cvbench": {"source": str, "task": str, "type": str, "prompt": str},
-    "mmvp": {"pair_id": int, "label_corrected": bool},
+    "mmvp": {"pair_id": int, "label_corrected": bool, "options_text": str},
     "textvqa": {"answers": list, "ocr_tokens": list, "image_id": str},
 }
 CANONICAL = ["id", "image", "question", "options", "answer", "answer_index"]

@@ -8,7 +8,8 @@ holds Questions.xlsx and a README, not read.)
 Label corrections: four labels of the original copy are wrong (lmms-eval issue 1018; the corrected copy
 lmms-lab-eval/MMVP has them). They are applied here as data, by 1-based Index, after checking that the row
 holds the expected options; a row that already has the corrected label is left alone.
-Records: id = str(Index), pair_id = (Index + 1) // 2, label_corrected (bool).
+Records: id = str(Index), pair_id = (Index + 1) // 2, label_corrected (bool), options_text (the Options cell as
+the CSV writes it, which the authors' evaluation shows the model after the question).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 "image": store.add({"bytes": read_bytes(image_path, "re-download the image folder"), "path": f"{IMAGE_DIR}/{image_path.name}"}, where),
                 "question": row["Question"],
                 "options": list(options),
+                "options_text": row["Options"],  # as the CSV writes them: the authors' prompt shows this text
                 "answer": options[answer_index],
                 "answer_index": answer_index,
                 "pair_id": (index + 1) // 2,
