@@ -162,10 +162,14 @@ def test_the_plan_says_how_each_cell_answers_and_that_the_lvlm_default_is_not_ll
     assert set(costs["method"]) == {"option likelihood"}  # MME, MMBench, ScienceQA: the options' log-likelihood
     out = " ".join(cost_text.render(costs).split())
     assert "my-llava" in out and "answers by option likelihood (mme, mmbench, scienceqa)" in out
-    assert "`answer_mode: generate` in a model's entry answers as it did: " \
+    assert "A model's recipe (`recipe: llava-1.5`) answers as its authors did: " \
            "config/examples/llava-1.5-method.yaml" in out
+    assert "recipe" not in out.split("without a recipe")[0]  # my-llava has none
     method = cost.cost_table(repo_grid("examples/llava-1.5-method", tmp_path))
     assert set(method.loc[method["model"] == "llava-1.5-7b", "method"]) == {"generation"}
+    assert set(method["recipe"]) == {"llava-1.5"}
+    assert "llava-1.5-7b (size 7b) recipe llava-1.5 answers by generation (5 benchmarks)" in " ".join(
+        cost_text.render(method).split())
     # the default grid: CLIP by similarity, the LVLM's classification by its open- and closed-world templates
     default = " ".join(cost_text.render(cost.cost_table(repo_grid("config", tmp_path))).split())
     assert "clip-tiny answers by image-text similarity (13 benchmarks)" in default
@@ -191,9 +195,12 @@ def test_the_carpe_grid_counts_every_fixed_count_benchmark(tmp_path):
     # only the CLIP rows of multiple-choice sets whose options per question vary are left to the records
     assert sorted(set(unknown["benchmark"])) == ["cvbench", "mmbench", "scienceqa_img"]
     assert set(unknown["unit"]) == {"embed_text"}
-    # ImageNet: 1,000 classes, the closed-world templates list max_candidates 128 of them; CLIP's 80 templates
-    llava = rows(costs, "llava-1.5-7b", "imagenet")["continuation"]
-    assert (llava["basis"], llava["requests"]) == ("published", 50_000 * 10 * 128)
+    # ImageNet: LLaVA-1.5's recipe generates its answers, as CARPE reads an LVLM's textual prediction: the open-
+    # and the closed-world templates, 10 each, one request per image; CLIP's 80 templates
+    llava = costs[(costs["model"] == "llava-1.5-7b") & (costs["benchmark"] == "imagenet") & ~costs["note"].fillna(
+        "").str.contains("batch check")]
+    assert llava["unit"].tolist() == ["generate", "generate"]
+    assert llava["basis"].tolist() == ["published"] * 2 and llava["requests"].tolist() == [50_000 * 10] * 2
     clip = rows(costs, "clip-vit-l-14", "imagenet")["embed_text"]
     assert clip["requests"] == 80 * 1000
     # POPE's yes and no: two texts per question

@@ -38,7 +38,8 @@ from vlmgrid.stages.cost_work import Work, benchmark_data, cell_work
 THROUGHPUT_FILE = "data/throughput.yaml"
 COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "method", "unit",
            "per",
-           "variants", "candidates", "requests", "gpu_hours", "input_tokens", "output_tokens", "cost_usd", "note"]
+           "variants", "candidates", "requests", "gpu_hours", "input_tokens", "output_tokens", "cost_usd", "note",
+           "recipe"]
 
 # The share of scoring units on which two models are assumed to disagree (one right, the other wrong) before
 # anything runs: two models of similar accuracy typically disagree on about one unit in five. The MDD scales
@@ -151,6 +152,14 @@ def api_cost(requests: int, tokens: tuple[int, int], price: Mapping) -> float:
 
 # ---------------------------------------------------------------------------------------------- the plan
 
+def recipe_note(settings: dict) -> str | None:
+    """The model's recipe, and how the entry departs from it, in words; None for a model without one."""
+    if not settings.get("recipe"):
+        return None
+    departs = settings.get("departs_from_recipe") or []
+    return settings["recipe"] + (f", departing from it: {'; '.join(departs)}" if departs else "")
+
+
 def _no_gpu_note(config: Config, model: str) -> str | None:
     settings = config.model(model)
     if settings["backend"] == "openai" and "serve" not in settings:
@@ -169,9 +178,10 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
     data = {name: benchmark_data(config, name) for name in config.benchmarks}
     rows = []
     for cell in config.cells:
-        settings, bench = config.model(cell.model), data[cell.benchmark]
+        settings, bench = config.cell_settings(cell.model, cell.benchmark), data[cell.benchmark]
         base = {"model": cell.model, "benchmark": cell.benchmark, "items": bench.items, "basis": bench.basis,
-                "scoring_units": bench.units, "scoring_unit": bench.unit, "mdd": planned_mdd(bench.units)}
+                "scoring_units": bench.units, "scoring_unit": bench.unit, "mdd": planned_mdd(bench.units),
+                "recipe": recipe_note(settings)}
         reason = plan.not_applicable(config, cell.model, cell.benchmark)
         if reason is not None:
             rows.append({**base, "strategy": "n/a", "gpu_hours": 0.0, "requests": 0, "note": f"n/a: {reason}"})

@@ -73,10 +73,16 @@ MDD_NOTE = (
 
 
 LIKELIHOOD_NOTE = (
-    "Option likelihood (each option scored, the likeliest taken) is the grid's default for an LVLM on yes/no and "
-    "multiple choice; LLaVA-1.5's paper generated a short answer greedily and parsed it. `answer_mode: generate` "
-    "in a model's entry answers as it did: config/examples/llava-1.5-method.yaml."
+    "Option likelihood (each option scored, the likeliest taken) is the grid's default for an LVLM without a recipe "
+    "on yes/no and multiple choice; LLaVA-1.5's paper generated a short answer greedily and parsed it. A model's "
+    "recipe (`recipe: llava-1.5`) answers as its authors did: config/examples/llava-1.5-method.yaml."
 )
+
+
+def _recipe_lines(costs: pd.DataFrame) -> list[str]:
+    """The model's recipe (what its authors' evaluation fixed), and any departure from it."""
+    recipes = costs["recipe"].dropna().unique() if "recipe" in costs else []
+    return _wrapped(f"  recipe {recipes[0]}", "    ") if len(recipes) else []
 
 
 def _method_lines(costs: pd.DataFrame) -> list[str]:
@@ -120,6 +126,7 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     for model, frame in costs.groupby("model", sort=False):
         heading = _model_heading(frame)
         lines.append(_fit(f"{model}" + (f" ({heading})" if heading else ""), WIDTH))
+        lines += _recipe_lines(frame)
         lines += _method_lines(frame)
         for _, row in frame.iterrows():
             na = row["strategy"] == "n/a"
