@@ -96,9 +96,11 @@ class Provenance:
 
 
 class PromptView:
-    """What a model receives for a request (`vlmgrid inputs`), for a backend that reads the prompt as it is
-    (the baselines): its text, no chat messages, no pixels. The hf backend's view is vlmgrid.models.hf_inputs,
-    an API's its chat messages."""
+    """What a model receives for a request (`vlmgrid inputs`), for a backend that is handed the prompt as it is
+    and reads none of it (the baselines): its text, no chat messages, no pixels. The hf backend's view is
+    vlmgrid.models.hf_inputs, an API's its chat messages."""
+
+    reads_prompt = False  # a baseline answers without reading it: the inspect page shows no prompt for it
 
     def text(self, request) -> str | None:
         return request.prompt

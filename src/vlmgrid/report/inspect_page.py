@@ -46,6 +46,7 @@ class Answer:
     reading: str | None  # the parsed prediction as shown; None when nothing was read
     verdict: str  # one of VERDICTS
     note: str = ""  # why (the error of a format error, the soft score of a partial answer)
+    prompt: str | None = None  # what the model was handed (`vlmgrid inputs`' text: system text and chat template)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,13 @@ def _context(item: Item) -> str:
                    f'{_folded(text, "span", "text")}</div>' for label, text in item.context)
 
 
+def _prompt(prompt: str | None) -> str:
+    """What the model was handed, folded under a "prompt" summary: the exact text its tokenizer read."""
+    if prompt is None:
+        return ""
+    return f'<details class="prompt"><summary>prompt</summary><pre class="prompt">{escape(prompt)}</pre></details>'
+
+
 def _answer(answer: Answer, several: bool) -> str:
     variant = f'<span class="variant">{escape(answer.variant)}</span> ' if several else ""
     # A format error's note says what went wrong; "nothing read" beside it would say it twice.
@@ -135,7 +143,7 @@ def _answer(answer: Answer, several: bool) -> str:
     note = f' <span class="note">{escape(answer.note)}</span>' if answer.note else ""
     verdict_class = answer.verdict.replace(" ", "-")
     return (f'<div class="answer {verdict_class}">{variant}<span class="verdict">{escape(answer.verdict)}</span>'
-            f" {reading}{note}{_raw(answer.raw)}</div>")
+            f" {reading}{note}{_raw(answer.raw)}{_prompt(answer.prompt)}</div>")
 
 
 def _answers(answers: Sequence[Answer]) -> str:

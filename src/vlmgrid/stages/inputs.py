@@ -19,6 +19,7 @@ by the checkpoint's own processor, which is all that is loaded). A line holds:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -29,6 +30,10 @@ from vlmgrid.errors import VlmgridError
 
 #: Records per protocol call: the requests of a chunk are printed before the next is built.
 CHUNK = 256
+
+
+class SentNoPrompt(VlmgridError):
+    """The cell's model is handed no prompt: it answers by image-text similarity (it embeds)."""
 
 
 class _Recorder:
@@ -123,27 +128,60 @@ def request_line(request, view, generation: dict, pixels: _Pixels | None, source
     return line
 
 
-def cell_inputs(config: Config, model: str, benchmark: str, *, limit: int | None = None,
-                pixels_dir: Path | None = None, out: TextIO | None = None) -> int:
-    """Print the requests of the cell (its first `limit` items), one JSON object a line; returns their number."""
+def _recording(config: Config, model: str, benchmark: str, bench=None):
+    """(the cell's plan, its prepared benchmark (`bench`, or the one the plan names), the backend's view of a
+    request, the runner bound to a recorder, the recorder), or VlmgridError: the cell sends no requests (not
+    applicable), or its model is sent no prompt (it embeds)."""
     from vlmgrid.models import BACKENDS
     from vlmgrid.protocols import make_runner
     from vlmgrid.stages.infer import open_benchmark
     from vlmgrid.stages.plan import cell_plan
 
-    out = out or sys.stdout
     plan = cell_plan(config, model, benchmark)
     if plan.not_applicable is not None:
         raise VlmgridError(f"{plan.not_applicable}: the cell sends no requests")
     settings = plan.model_settings
     backend = BACKENDS.get(settings["backend"])
-    view = backend.request_view(settings, plan.model_dir)
-    bench = open_benchmark(plan.bench_dir, plan.prompts_dir)
+    bench = (open_benchmark(plan.bench_dir, plan.prompts_dir) if bench is None
+             else dataclasses.replace(bench, prompts_dir=plan.prompts_dir))
     recorder = _Recorder(backend, {**backend.defaults, **settings})
     runner, strategy = make_runner(bench.kind.protocol, recorder, bench)
     if strategy == "embed":
-        raise VlmgridError(f"model {model} answers {benchmark} by image-text similarity ({settings['backend']}): it "
+        raise SentNoPrompt(f"model {model} answers {benchmark} by image-text similarity ({settings['backend']}): it "
                            f"is sent no prompt, only the benchmark's texts to embed")
+    return plan, bench, backend.request_view(settings, plan.model_dir), runner, recorder
+
+
+def shown_prompts(config: Config, model: str, benchmark: str, bench, records) -> dict[tuple[str, str], str]:
+    """What the model was handed for each item of `records` and variant (the inspect page shows it): the text
+    for its tokenizer, or an API's messages as JSON; the first request of an item that sends several (a DANCE
+    query's pictures). Empty for a model that reads no prompt (a baseline)."""
+    _, _, view, runner, recorder = _recording(config, model, benchmark, bench)
+    if not getattr(view, "reads_prompt", True):
+        return {}
+    ids = {str(item) for item in records["id"]}
+    shown: dict[tuple[str, str], str] = {}
+    for start in range(0, len(records), CHUNK):
+        runner(records.iloc[start:start + CHUNK])
+        for request in recorder.requests:
+            item = str(request.id) if str(request.id) in ids else str(request.id).rsplit("#", 1)[0]
+            text = view.text(request)
+            if text is None:
+                text = json.dumps(view.messages(request), ensure_ascii=False, indent=1)
+            shown.setdefault((item, request.variant), text)
+        recorder.requests.clear()
+    return shown
+
+
+def cell_inputs(config: Config, model: str, benchmark: str, *, limit: int | None = None,
+                pixels_dir: Path | None = None, out: TextIO | None = None) -> int:
+    """Print the requests of the cell (its first `limit` items), one JSON object a line; returns their number."""
+    from vlmgrid.models import BACKENDS
+
+    out = out or sys.stdout
+    plan, bench, view, runner, recorder = _recording(config, model, benchmark)
+    settings = plan.model_settings
+    backend = BACKENDS.get(settings["backend"])
     records = bench.records if limit is None else bench.records.iloc[:max(int(limit), 0)]
     generation, source = decoding(backend, settings), prompt_source(settings)
     pixels = _Pixels(pixels_dir, view) if pixels_dir is not None else None

@@ -228,10 +228,12 @@ def _read_model(config: Config, model: str, bench) -> pd.DataFrame | str:
     return predictions
 
 
-def _answers(rule: IndexRule, metric, records: pd.DataFrame,
-             predictions: pd.DataFrame) -> tuple[dict[str, list[Answer]], dict[str, frozenset]]:
-    """For the items of `records`: {item id: its answers, one per variant} and {item id: its readings over the
-    variants}; a format error is no reading (a failure is not an answer to disagree with)."""
+def _answers(rule: IndexRule, metric, records: pd.DataFrame, predictions: pd.DataFrame,
+             prompts: dict | None = None) -> tuple[dict[str, list[Answer]], dict[str, frozenset]]:
+    """For the items of `records`: {item id: its answers, one per variant, with what the model was handed
+    (`prompts`, by item and variant)} and {item id: its readings over the variants}; a format error is no
+    reading (a failure is not an answer to disagree with)."""
+    prompts = prompts or {}
     variants = predictions["variant"].fillna("default").astype(str)
     answers: dict[str, list[Answer]] = {str(item_id): [] for item_id in records["id"]}
     keys: dict[str, set] = {str(item_id): set() for item_id in records["id"]}
@@ -249,8 +251,22 @@ def _answers(rule: IndexRule, metric, records: pd.DataFrame,
                 note = _text(row["error"]) or ("nothing was read from the output" if _is_null(row["prediction"])
                                                else "not an answer the rule reads")
             answers[item_id].append(Answer(variant=variant, raw=_text(row["raw"]), reading=rule.reading(row),
-                                           verdict=verdict, note=note))
+                                           verdict=verdict, note=note, prompt=prompts.get((item_id, variant))))
     return answers, {item_id: frozenset(readings) for item_id, readings in keys.items()}
+
+
+def model_prompts(config: Config, model: str, bench, records: pd.DataFrame) -> tuple[dict, str | None]:
+    """({(item id, variant): what the model was handed}, None), as `vlmgrid inputs` shows it, for the page's
+    items; or ({}, why the page shows none) where the model's processor cannot be read here (its weights were
+    fetched elsewhere); a model sent no prompt (it embeds) or reading none (a baseline) has none to show."""
+    from vlmgrid.stages.inputs import SentNoPrompt, shown_prompts
+
+    try:
+        return shown_prompts(config, model, bench.name, bench, records), None
+    except SentNoPrompt:
+        return {}, None
+    except VlmgridError as exc:
+        return {}, f"{model}: the prompts are not shown ({exc})."
 
 
 def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_ITEMS, seed: int = 0) -> InspectPage:
@@ -278,7 +294,7 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
     extra = sorted(set(np.flatnonzero(records["id"].astype(str).isin(flagged))) - set(positions.tolist()))
     shown = records.iloc[np.sort(np.concatenate([positions, np.array(extra, dtype=int)]))].reset_index(drop=True)
 
-    answers, keys, not_applicable, partial = {}, {}, {}, []
+    answers, keys, not_applicable, partial, notes = {}, {}, {}, [], []
     for model in models:
         predictions = read[model]
         if isinstance(predictions, str):
@@ -288,7 +304,10 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
         if coverage is not None:
             partial.append(f"{model}: {coverage['answered']:,} of {coverage['total']:,} answered")
         predictions = predictions[predictions["id"].isin(set(shown["id"]))]
-        answers[model], keys[model] = _answers(rule, metric, shown, predictions)
+        prompts, unshown = model_prompts(config, model, bench, shown)
+        if unshown:
+            notes.append(unshown)
+        answers[model], keys[model] = _answers(rule, metric, shown, predictions, prompts)
 
     thumbnails: dict[str, tuple[str | None, str]] = {}
     items = []
@@ -311,7 +330,6 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
             batch=tuple(model for model in answers if item_id in batch_dependent.get(model, ())),
         ))
 
-    notes = []
     if partial:
         notes.append(f"{'; '.join(partial)} (a published answer file that lacks the others by construction): an "
                      f"item it did not answer reads \"not answered\" here, and its scores leave the item out.")
