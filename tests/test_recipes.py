@@ -148,3 +148,12 @@ def test_a_template_cannot_reach_python_internals():
     template = PromptTemplate.of({"user": "{{ question.__class__.__mro__ }}"})
     with pytest.raises(VlmgridError, match="cannot be rendered"):
         template.render({"question": "q"})
+
+
+def test_an_items_text_is_text_never_a_template():
+    """A dataset's question holding Jinja syntax (or a template's own image mark) is shown as written: fields are
+    values of the template, never its source."""
+    template = PromptTemplate.of({"user": "{{ question }}\nA. {{ options[0] }}"})
+    hostile = "{{ 7 * 7 }} {% for x in range(3) %}x{% endfor %} {{ ''.__class__ }}"
+    rendered = template.render({"question": hostile, "options": ["{{ options }}"]})
+    assert rendered.text == hostile + "\nA. {{ options }}" and rendered.image_at is None

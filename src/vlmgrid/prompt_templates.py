@@ -16,10 +16,10 @@ model (`kinds: {<kind>: {prompt: {...}}}`); the cell's settings hold it as `prom
 
 Templates are rendered in a sandbox (jinja2's ImmutableSandboxedEnvironment, as transformers renders chat
 templates) with undefined names an error, and whitespace kept exactly: the authors' strings are reproduced byte
-for byte. The fields are the record's columns (NaN and empty cells are none), `options`, `letters` (A, B, ...,
-one per option), `has_image`, what the protocol adds (CVQA's setting, Kaleidoscope's language) and the recipe's
-`data` tables. Two filters beside jinja2's own: `upper_first` (the first character upper-cased, the rest kept)
-and `without_suffix(text)` (a trailing text removed, with the whitespace before it).
+for byte. The fields are the record's columns (`question`, `hint`, `ocr_tokens`, `language`, ...; a missing or
+NaN value is none), `options`, `letters` (A, B, ..., one per option), `has_image` and the prompt's `data`
+tables. Two filters beside jinja2's own: `upper_first` (the first character upper-cased, the rest kept) and
+`without_suffix(text)` (a trailing text removed, with the whitespace before it).
 """
 
 from __future__ import annotations

@@ -187,22 +187,23 @@ def refuse_own_prompt(model, bench, asks_with: str) -> None:
                            f"kinds.{bench.kind.name}.prompt")
 
 
-def record_fields(records: pd.DataFrame, i: int, options, **extra) -> dict:
-    """What a prompt template sees of the i-th record: its columns, its options, their letters, whether it has
-    an image, and what the protocol adds."""
+def record_fields(records: pd.DataFrame, i: int, options) -> dict:
+    """What a prompt template sees of the i-th record: its columns, its options, their letters and whether it
+    has an image."""
     fields = {column: records[column].iloc[i] for column in records.columns}
     options = [str(option) for option in options]
-    has_image = not _no_image(fields.get("image"))
-    return {**fields, "options": options, "letters": list(LETTERS[:len(options)]), "has_image": has_image, **extra}
+    image = fields.get("image")
+    return {**fields, "options": options, "letters": list(LETTERS[:len(options)]),
+            "has_image": not _no_image(image) and image != ""}
 
 
 def own_prompt(model, bench, default):
-    """The i-th item's prompt, `prompt_of(records, i, options, **extra)`: the cell's own template rendered
-    where it has one that writes the text, else `default(records, i, options)` (the protocol's own prompt)."""
+    """The i-th item's prompt, `prompt_of(records, i, options)`: the cell's own template rendered where it has
+    one that writes the text, else `default(records, i, options)` (the protocol's own prompt)."""
     template = prompt_template(model, bench)
     if template is None or not template.writes_text:
-        return lambda records, i, options, **extra: default(records, i, options)
-    return lambda records, i, options, **extra: template.render(record_fields(records, i, options, **extra))
+        return default
+    return lambda records, i, options: template.render(record_fields(records, i, options))
 
 
 def answers_as_written(model, bench):
