@@ -115,8 +115,10 @@ def test_an_api_model_shows_its_messages(grid):
 
 
 def test_a_model_sent_no_prompt_and_a_cell_that_cannot_run_are_one_sentence(grid, capsys):
-    assert main(["inputs", "clip", "pope", "--config", str(grid.path)]) == 2
-    assert "answers pope by image-text similarity (open_clip): it is sent no prompt" in capsys.readouterr().err
+    for benchmark in ("pope", "flowers"):  # flowers: the classifier is made of the model as the strategy is
+        assert main(["inputs", "clip", benchmark, "--config", str(grid.path)]) == 2
+        assert f"answers {benchmark} by image-text similarity (open_clip): it is sent no prompt" in \
+            capsys.readouterr().err
     assert main(["inputs", "clip", "textvqa", "--config", str(grid.path)]) == 2
     assert "cannot run benchmark \"textvqa\"" in capsys.readouterr().err
     assert main(["inputs", "nobody", "pope", "--config", str(grid.path)]) == 2

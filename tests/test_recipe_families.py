@@ -14,8 +14,8 @@ from vlmgrid.config import validate_config
 
 VICUNA = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
           "detailed, and polite answers to the user's questions.")
-FAMILIES = {"next-vicuna": ("llava_next_vicuna", "llava-next-vicuna"), "next-mistral": ("llava_next", "llava-next-mistral"),
-            "qwen": ("qwen2_5_vl", "qwen2.5-vl")}
+FAMILIES = {"next-vicuna": ("llava_next_vicuna", "llava-next-vicuna"),  # model: (tiny checkpoint family, recipe)
+            "next-mistral": ("llava_next", "llava-next-mistral"), "qwen": ("qwen2_5_vl", "qwen2.5-vl")}
 
 
 def conversation(model: str, user: str) -> str:

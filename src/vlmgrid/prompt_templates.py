@@ -121,7 +121,8 @@ class PromptTemplate:
                     raise VlmgridError(f"{where}.{key}: must be a string (a Jinja template)")
                 _compiled(spec[key], f"{where}.{key}")
         answers = spec.get("answers")
-        if answers is not None and (not isinstance(answers, (list, tuple)) or not all(isinstance(a, str) and a for a in answers)):
+        if answers is not None and (not isinstance(answers, (list, tuple))
+                                    or not all(isinstance(answer, str) and answer for answer in answers)):
             raise VlmgridError(f"{where}.answers: must be a list of non-empty texts, one per option")
         data = spec.get("data")
         if data is not None and not isinstance(data, Mapping):

@@ -81,10 +81,10 @@ def load_recipe(name: str) -> Recipe:
     if unknown or missing:
         raise VlmgridError(f"{where}: " + (f"unknown key {unknown[0]!r}" if unknown else f"lacks {missing[0]!r}")
                            + f"; a recipe holds {', '.join(sorted(_FILE_KEYS))}")
-    settings = data["settings"]
-    if not isinstance(settings, dict) or set(settings) - OWNED - {"batch_size"}:
-        extra = sorted(set(settings) - OWNED - {"batch_size"}) if isinstance(settings, dict) else ["?"]
-        raise VlmgridError(f"{where}: `settings` may hold {', '.join(sorted(OWNED | {'batch_size'}))}, not {extra[0]!r}")
+    settings, allowed = data["settings"], OWNED | {"batch_size"}
+    if not isinstance(settings, dict) or set(settings) - allowed:
+        extra = sorted(set(settings) - allowed) if isinstance(settings, dict) else ["?"]
+        raise VlmgridError(f"{where}: `settings` may hold {', '.join(sorted(allowed))}, not {extra[0]!r}")
     follows = data["follows"]
     if not isinstance(follows, list) or not follows or not all(
             isinstance(entry, dict) and {"repo", "commit", "path", "for"} <= set(entry) for entry in follows):

@@ -41,7 +41,6 @@ class _Recorder:
     (an empty text, equal scores); the rows it leads to are thrown away."""
 
     accepts_image_futures = False
-    unbatched = "nothing is answered"
 
     def __init__(self, backend, settings: dict) -> None:
         self.name = backend.name
@@ -133,7 +132,7 @@ def _recording(config: Config, model: str, benchmark: str, bench=None):
     request, the runner bound to a recorder, the recorder), or VlmgridError: the cell sends no requests (not
     applicable), or its model is sent no prompt (it embeds)."""
     from vlmgrid.models import BACKENDS
-    from vlmgrid.protocols import make_runner
+    from vlmgrid.protocols import make_runner, strategy_for
     from vlmgrid.stages.infer import open_benchmark
     from vlmgrid.stages.plan import cell_plan
 
@@ -145,10 +144,11 @@ def _recording(config: Config, model: str, benchmark: str, bench=None):
     bench = (open_benchmark(plan.bench_dir, plan.prompts_dir) if bench is None
              else dataclasses.replace(bench, prompts_dir=plan.prompts_dir))
     recorder = _Recorder(backend, {**backend.defaults, **settings})
-    runner, strategy = make_runner(bench.kind.protocol, recorder, bench)
-    if strategy == "embed":
+    # an embedding strategy builds its classifier from the model as it is made: ask which one runs first
+    if strategy_for(bench.kind.protocol, recorder.model_capabilities, settings.get("answer_mode")) == "embed":
         raise SentNoPrompt(f"model {model} answers {benchmark} by image-text similarity ({settings['backend']}): it "
                            f"is sent no prompt, only the benchmark's texts to embed")
+    runner, _ = make_runner(bench.kind.protocol, recorder, bench)
     return plan, bench, backend.request_view(settings, plan.model_dir), runner, recorder
 
 
