@@ -193,10 +193,13 @@ def cmd_build_dance(config: Config | None, args) -> None:
 
 
 # What the commands import, each where installed: the fork server imports them once for all its jobs.
+# transformers' processor and auto-model machinery is imported lazily, on a job's first processor (an hf cell's
+# inference, an inspect page's prompts): once in the server, not in every job.
 JOB_MODULES = ("vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages.infer", "vlmgrid.stages.score",
-               "vlmgrid.stages.compare", "vlmgrid.stages.report", "vlmgrid.stages.inspect",
+               "vlmgrid.stages.compare", "vlmgrid.stages.report", "vlmgrid.stages.inspect", "vlmgrid.stages.inputs",
                "pandas", "pyarrow.parquet", "jsonschema", "matplotlib.pyplot", "torch", "torchvision", "open_clip",
-               "transformers")
+               "transformers", "transformers.processing_utils", "transformers.models.auto.processing_auto",
+               "transformers.models.auto.modeling_auto")
 
 
 def cmd_forkserver(config: Config | None, args) -> None:
