@@ -1,5 +1,5 @@
-"""Recipes: what a model family's published evaluation fixed, as data (one YAML file per recipe, beside this
-module), applied to a model entry that names it (`recipe: llava-1.5`). On the shared floor: the config applies it, the floors above read it.
+"""Recipes: what a model family's published evaluation fixed, as data (a YAML file per recipe beside this module),
+applied to a model entry that names it (`recipe: llava-1.5`). On the shared floor: the config applies them.
 
 A recipe is a set of model settings and, per benchmark kind, the settings of that kind's cells (`kinds`): the
 system text, the image preprocessing, precision, decoding, the answering method and the prompt as the authors'
