@@ -127,10 +127,30 @@ def request_line(request, view, generation: dict, pixels: _Pixels | None, source
     return line
 
 
-def _recording(config: Config, model: str, benchmark: str, bench=None):
-    """(the cell's plan, its prepared benchmark (`bench`, or the one the plan names), the backend's view of a
-    request, the runner bound to a recorder, the recorder), or VlmgridError: the cell sends no requests (not
-    applicable), or its model is sent no prompt (it embeds)."""
+@dataclasses.dataclass(frozen=True)
+class _Recording:
+    """A cell's protocol bound to a recorder: its plan, its prepared benchmark, the backend and its view of a
+    request."""
+
+    plan: object
+    bench: object
+    backend: object
+    view: object
+    runner: object
+    recorder: _Recorder
+
+    def requests(self, records):
+        """The requests the protocol sends for `records`, a chunk at a time, in order."""
+        for start in range(0, len(records), CHUNK):
+            self.runner(records.iloc[start:start + CHUNK])
+            yield from self.recorder.requests
+            self.recorder.requests.clear()
+
+
+def _recording(config: Config, model: str, benchmark: str, bench=None) -> _Recording:
+    """The cell's protocol bound to a recorder, its benchmark `bench` or the one its plan names; VlmgridError
+    where the cell sends no requests (not applicable), SentNoPrompt where its model is sent no prompt (it
+    embeds)."""
     from vlmgrid.models import BACKENDS
     from vlmgrid.protocols import make_runner, strategy_for
     from vlmgrid.stages.infer import open_benchmark
@@ -149,47 +169,40 @@ def _recording(config: Config, model: str, benchmark: str, bench=None):
         raise SentNoPrompt(f"model {model} answers {benchmark} by image-text similarity ({settings['backend']}): it "
                            f"is sent no prompt, only the benchmark's texts to embed")
     runner, _ = make_runner(bench.kind.protocol, recorder, bench)
-    return plan, bench, backend.request_view(settings, plan.model_dir), runner, recorder
+    return _Recording(plan, bench, backend, backend.request_view(settings, plan.model_dir), runner, recorder)
 
 
 def shown_prompts(config: Config, model: str, benchmark: str, bench, records) -> dict[tuple[str, str], str]:
     """What the model was handed for each item of `records` and variant (the inspect page shows it): the text
     for its tokenizer, or an API's messages as JSON; the first request of an item that sends several (a DANCE
     query's pictures). Empty for a model that reads no prompt (a baseline)."""
-    _, _, view, runner, recorder = _recording(config, model, benchmark, bench)
+    recording = _recording(config, model, benchmark, bench)
+    view = recording.view
     if not getattr(view, "reads_prompt", True):
         return {}
     ids = {str(item) for item in records["id"]}
     shown: dict[tuple[str, str], str] = {}
-    for start in range(0, len(records), CHUNK):
-        runner(records.iloc[start:start + CHUNK])
-        for request in recorder.requests:
-            item = str(request.id) if str(request.id) in ids else str(request.id).rsplit("#", 1)[0]
-            text = view.text(request)
-            if text is None:
-                text = json.dumps(view.messages(request), ensure_ascii=False, indent=1)
-            shown.setdefault((item, request.variant), text)
-        recorder.requests.clear()
+    for request in recording.requests(records):
+        item = str(request.id) if str(request.id) in ids else str(request.id).rsplit("#", 1)[0]
+        text = view.text(request)
+        if text is None:
+            text = json.dumps(view.messages(request), ensure_ascii=False, indent=1)
+        shown.setdefault((item, request.variant), text)
     return shown
 
 
 def cell_inputs(config: Config, model: str, benchmark: str, *, limit: int | None = None,
                 pixels_dir: Path | None = None, out: TextIO | None = None) -> int:
     """Print the requests of the cell (its first `limit` items), one JSON object a line; returns their number."""
-    from vlmgrid.models import BACKENDS
-
     out = out or sys.stdout
-    plan, bench, view, runner, recorder = _recording(config, model, benchmark)
-    settings = plan.model_settings
-    backend = BACKENDS.get(settings["backend"])
+    recording = _recording(config, model, benchmark)
+    settings, bench = recording.plan.model_settings, recording.bench
     records = bench.records if limit is None else bench.records.iloc[:max(int(limit), 0)]
-    generation, source = decoding(backend, settings), prompt_source(settings)
-    pixels = _Pixels(pixels_dir, view) if pixels_dir is not None else None
+    generation, source = decoding(recording.backend, settings), prompt_source(settings)
+    pixels = _Pixels(pixels_dir, recording.view) if pixels_dir is not None else None
     shown = 0
-    for start in range(0, len(records), CHUNK):
-        runner(records.iloc[start:start + CHUNK])
-        for request in recorder.requests:
-            out.write(json.dumps(request_line(request, view, generation, pixels, source), ensure_ascii=False) + "\n")
-        shown += len(recorder.requests)
-        recorder.requests.clear()
+    for request in recording.requests(records):
+        out.write(json.dumps(request_line(request, recording.view, generation, pixels, source),
+                             ensure_ascii=False) + "\n")
+        shown += 1
     return shown
