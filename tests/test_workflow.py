@@ -274,6 +274,24 @@ def test_one_model_change_reruns_only_its_cells(snakemake_copy):
     assert changed == {f"results/predictions/random/{bench}.parquet" for bench in SMALL_GRID["benchmarks"]}
 
 
+def test_a_kinds_setting_reruns_only_the_cells_of_that_kind(snakemake_copy):
+    # A model's `kinds` entry (what a recipe writes per benchmark kind) is part of that kind's cells' settings
+    # only: a system text for POPE reruns the model's POPE cell and nothing else
+    root = snakemake_copy
+    config = yaml.safe_load((root / "config/config.yaml").read_text())
+    config["models"]["llava-tiny"]["kinds"] = {"pope": {"system": "Answer briefly."}}
+    (root / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    dry = run(["snakemake", "-n", "--quiet", "rules"], root).stdout
+    counts = [line.split() for line in dry.splitlines() if line.strip()]
+    jobs = {words[0]: words[-1] for words in counts if words[-1].isdigit()}
+    assert jobs.get("infer") == "1", dry
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    run(["snakemake", "--cores", "2"], root)
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    changed = {path for path in after if after[path] != before[path]}
+    assert changed == {"results/predictions/llava-tiny/pope-fixture.parquet"}
+
+
 @pytest.fixture(scope="module")
 def dvc_clone(dvc_run, tmp_path_factory):
     """A copy of the DVC grid with its dvc.lock committed, pushed to a temporary folder remote, pulled into a

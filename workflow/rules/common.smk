@@ -63,11 +63,12 @@ wildcard_constraints:
     model=NAME,
 
 
-def get_model_settings(model):
-    """The model's settings as text: a change reruns exactly that model's jobs. The values of serve.env (tokens)
-    are left out: Snakemake keeps params in .snakemake/ and shows them in its report, and a new token reruns
-    nothing."""
-    return json.dumps(recorded_settings(GRID.model(model)), sort_keys=True)
+def get_model_settings(model, bench):
+    """The settings the model runs the benchmark with, as text (its recipe's filled in, its `kinds` entry for
+    the benchmark's kind laid over them): a change reruns exactly the jobs it touches. The values of serve.env
+    (tokens) are left out: Snakemake keeps params in .snakemake/ and shows them in its report, and a new token
+    reruns nothing."""
+    return json.dumps(recorded_settings(GRID.cell_settings(model, bench)), sort_keys=True)
 
 
 def get_model_source(model):

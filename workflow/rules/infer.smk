@@ -9,7 +9,7 @@ rule infer:
     wildcard_constraints:
         bench=get_bench_pattern(sharded=False),
     params:
-        settings=lambda wildcards: get_model_settings(wildcards.model),
+        settings=lambda wildcards: get_model_settings(wildcards.model, wildcards.bench),
         prompts=get_prompt_hashes(),
         # the batch check's sample size: its result is in the predictions file
         invariance_items=GRID.infer["invariance_items"],
@@ -38,7 +38,7 @@ rule infer_shard:
         shard="[0-9]+",
         shards="[0-9]+",
     params:
-        settings=lambda wildcards: get_model_settings(wildcards.model),
+        settings=lambda wildcards: get_model_settings(wildcards.model, wildcards.bench),
         prompts=get_prompt_hashes(),
         # the batch check's sample size: its result is in the predictions file
         invariance_items=GRID.infer["invariance_items"],
@@ -65,7 +65,7 @@ rule merge_shards:
         bench=get_bench_pattern(sharded=True),
     params:
         # a cell that cannot run has no shards: its file records the settings that say why
-        settings=lambda wildcards: get_model_settings(wildcards.model),
+        settings=lambda wildcards: get_model_settings(wildcards.model, wildcards.bench),
     resources:
         **cluster_resources("merge_shards"),
     log:
