@@ -207,6 +207,8 @@ def test_the_carpe_grid_counts_every_fixed_count_benchmark(tmp_path):
     assert rows(costs, "clip-vit-l-14", "pope")["embed_text"]["requests"] == 9000 * 2
     assert rows(costs, "clip-vit-l-14", "mmvp")["embed_text"]["requests"] == 300 * 2
     out = cost_text.render(costs)
+    # the recipe's generation answers the closed-world templates too: the plan says so, not the default's mix
+    assert "answers by generation (open- and closed-world templates) (4 benchmarks); generation (7" in out
     assert "needs the records" in out  # the six rows above, and no other
     assert out.count("needs the records") == 1  # one note, numbered once
 

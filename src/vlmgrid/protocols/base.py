@@ -43,12 +43,15 @@ class Protocol:
     # (record column, its label in the prompt): what the prompt shows of an item besides its question and options,
     # where the item has it (a non-blank text); the inspect page shows the same, so a reader sees what the model saw
     prompt_fields: Sequence[tuple[str, str]] = ()
-    # capability -> how its strategy answers, in a reader's words, where it differs from ANSWERS_BY's
-    methods: Mapping[str, str] = field(default_factory=dict)
+    # capability, or (capability, answer_mode) where the model's answer_mode changes it -> how its strategy
+    # answers, in a reader's words, where it differs from ANSWERS_BY's
+    methods: Mapping[str | tuple[str, str], str] = field(default_factory=dict)
 
-    def method(self, capability: str) -> str:
-        """How a model with this capability answers this protocol's items (`vlmgrid plan` says it per cell)."""
-        return self.methods.get(capability) or ANSWERS_BY.get(capability, capability)
+    def method(self, capability: str, answer_mode: str | None = None) -> str:
+        """How a model with this capability (and answer_mode) answers this protocol's items (`vlmgrid plan` says
+        it per cell)."""
+        return (self.methods.get((capability, answer_mode)) or self.methods.get(capability)
+                or ANSWERS_BY.get(capability, capability))
 
 
 # How each capability's strategy answers, in a reader's words: the choice that moves an LVLM's numbers most.

@@ -264,7 +264,12 @@ CLASSIFICATION = Protocol(
     name="classification",
     description="zero-shot classification over the benchmark's class names",
     strategies={"embed": embed_strategy, "generate": templated_strategy, "score_options": templated_strategy},
-    # the templates answer half by generation (open-world) and half by the class names' likelihood (closed-world)
-    methods={capability: "templates: open-world generation, closed-world likelihood"
-             for capability in ("generate", "score_options")},
+    # the templates answer half by generation (open-world) and half by the class names' likelihood (closed-world),
+    # unless the model's answer_mode puts one way first for both (answer_methods)
+    methods={**{capability: "templates: open-world generation, closed-world likelihood"
+                for capability in ("generate", "score_options")},
+             **{(capability, "generate"): "generation (open- and closed-world templates)"
+                for capability in ("generate", "score_options")},
+             **{(capability, "likelihood"): "likelihood (open- and closed-world templates)"
+                for capability in ("generate", "score_options")}},
 )

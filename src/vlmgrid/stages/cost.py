@@ -188,7 +188,8 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             continue
         kind = BENCHMARKS.get(config.benchmark(cell.benchmark)["kind"])
         capability, works = cell_work(bench, settings, kind, config.prompts_dir)
-        method = PROTOCOLS.get(kind.protocol).method(capability) if capability else None
+        method = (PROTOCOLS.get(kind.protocol).method(capability, settings.get("answer_mode")) if capability
+                  else None)
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
         check = int(config.infer["invariance_items"]) if _batched(settings) else 0
