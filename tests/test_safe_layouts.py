@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import DEFAULT_CONFIG, REPO
+from permission_helpers import vlmgrid_held_back
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
@@ -189,6 +190,17 @@ def test_a_link_in_the_release_pointing_outside_is_refused(tmp_path):
     assert message.startswith(f"{raw / 'TextVQA_0.5.1_val.json'} entry 0 (its image_id): {image} leads out of")
 
 
+def test_a_nul_in_a_textvqa_image_id_is_refused_naming_the_entry(tmp_path):
+    raw = tmp_path / "tv"
+    textvqa_fx.write_release_fixture(raw, SETTINGS)
+    questions = json.loads((raw / "TextVQA_0.5.1_val.json").read_text())
+    questions["data"][1]["image_id"] = "abc\u0000def"
+    write_json(raw / "TextVQA_0.5.1_val.json", questions)
+    message = refused("textvqa", raw, tmp_path / "bench")
+    assert message == (f"{raw / 'TextVQA_0.5.1_val.json'} entry 1 (its image_id): the file name 'abc\\x00def.jpg' "
+                       f"holds a NUL character, which no file name can; fix the name")
+
+
 def test_a_linked_image_folder_is_read_where_it_lies(tmp_path):
     """A shared image folder linked into the release is the user's own arrangement: read through the link."""
     raw = tmp_path / "tv"
@@ -323,3 +335,58 @@ def test_a_link_in_an_mme_subtask_pointing_outside_is_refused(tmp_path):
     image.symlink_to(tmp_path / "secret.png")
     message = refused("mme", tmp_path / "mme", tmp_path / "bench")
     assert message.startswith(f"MME subtask count: {image} leads out of {tmp_path / 'mme' / 'count'}")
+
+
+def mme_grid(tmp_path: Path) -> Path:
+    """A grid config whose benchmark `mme` is a local MME release at tmp_path/mme (8 questions)."""
+    mme_fx.write_release_fixture(tmp_path / "mme", {**SETTINGS, "size": 4})
+    data = {"data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
+            "benchmarks": {"mme": local("mme", tmp_path / "mme", expected_items=8)},
+            "models": {"random": {"backend": "baseline"}}, "grid": {"models": ["random"], "benchmarks": ["mme"]}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(data))
+    return config
+
+
+def unreadable(path: Path) -> str:
+    return (f"{path} cannot be read by this user (permission denied); make it readable (`chmod a+r {path}`) and "
+            f"run again")
+
+
+@pytest.mark.parametrize("name", ["count/0000.png", "count/0000.txt"])
+def test_an_unreadable_file_of_a_local_mme_release_is_one_sentence_naming_it(tmp_path, name):
+    """Mode 000 for real, prepare hashing the release before it reads it; as root, under capsh
+    (permission_helpers)."""
+    config = mme_grid(tmp_path)
+    (tmp_path / "mme" / name).chmod(0)
+    result = vlmgrid_held_back("prepare", "mme", "--config", str(config))
+    assert (result.returncode, result.stderr) == (
+        2, f"vlmgrid: error: {unreadable(tmp_path / 'mme' / name)}\n")
+    assert not (tmp_path / "data" / "mme" / "records.parquet").exists()
+
+
+def test_a_prepared_local_mme_file_made_unreadable_is_one_sentence_to_prepare_and_verify(tmp_path):
+    """Mode 000 for real, once prepared: prepare compares the release with its manifest, verify checks it; as
+    root, under capsh (permission_helpers)."""
+    config = mme_grid(tmp_path)
+    assert main(["prepare", "mme", "--config", str(config)]) == 0
+    image = tmp_path / "mme" / "count" / "0000.png"
+    image.chmod(0)
+    result = vlmgrid_held_back("prepare", "mme", "--config", str(config))
+    assert (result.returncode, result.stderr) == (2, f"vlmgrid: error: {unreadable(image)}\n")
+    result = vlmgrid_held_back("verify", "mme", "--config", str(config))
+    assert (result.returncode, result.stderr) == (2, f"vlmgrid: error: {unreadable(image)}\n")
+
+
+def test_an_unreadable_subtask_folder_of_a_local_mme_release_is_one_sentence_naming_it(tmp_path):
+    """Mode 000 for real (a glob would take the folder for an empty one); as root, under capsh
+    (permission_helpers)."""
+    config = mme_grid(tmp_path)
+    (tmp_path / "mme" / "count").chmod(0)
+    try:
+        result = vlmgrid_held_back("prepare", "mme", "--config", str(config))
+    finally:
+        (tmp_path / "mme" / "count").chmod(0o755)  # pytest removes tmp_path later
+    assert (result.returncode, result.stderr) == (
+        2, f"vlmgrid: error: {tmp_path / 'mme' / 'count' / 'images'} cannot be read by this user (permission "
+           f"denied); make the release readable (`chmod -R a+rX {tmp_path / 'mme'}`) and run again\n")

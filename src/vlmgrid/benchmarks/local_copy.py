@@ -1,6 +1,6 @@
 """A local source's copy of a benchmark (the user's own files) as prepare reads it: where it may lie beside the
 folder prepare writes (`check_local_folder`), and whether its raw files changed since they were hashed
-(`local_change`) or while prepare read them (`local_state`, `first_change`)."""
+(`local_change`) or while prepare read them (`local_state`, `first_change`), and their hashes (`raw_hash`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,16 @@ from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.benchmarks.sources import local_folder, local_raw_files
 from vlmgrid.errors import VlmgridError
+from vlmgrid.filehashes import unreadable
+
+
+def raw_hash(path: Path) -> str:
+    """sha256 of a raw file of the user's copy; one that cannot be read (no permission) is one sentence naming it."""
+    try:
+        return fileio.sha256_file(path)
+    except OSError as exc:
+        raise unreadable(Path(path), exc) from None
+
 
 def local_change(kind: BenchmarkKind, source: Mapping[str, Any], manifest: dict) -> str | None:
     """How a local source's raw files differ from those its manifest hashed, in words ("<file> changed", the
@@ -20,7 +30,7 @@ def local_change(kind: BenchmarkKind, source: Mapping[str, Any], manifest: dict)
     changes = [f"{key} is gone" for key in sorted(set(recorded) - set(current))]
     changes += [f"{key} is new" for key in sorted(set(current) - set(recorded))]
     for key in sorted(set(recorded) & set(current)):
-        if fileio.sha256_file(current[key]) != recorded[key]:
+        if raw_hash(current[key]) != recorded[key]:
             changes.append(f"{key} changed")
     if not changes:
         return None

@@ -20,6 +20,7 @@ order; `image_id` keeps the question_id.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -72,8 +73,14 @@ def _release_rows(root: Path):
         folder = root / category
         if not folder.is_dir():
             continue
-        split = (folder / IMAGES).is_dir() and (folder / QUESTIONS).is_dir()
-        image_dir, question_dir = (folder / IMAGES, folder / QUESTIONS) if split else (folder, folder)
+        try:
+            split = (folder / IMAGES).is_dir() and (folder / QUESTIONS).is_dir()
+            image_dir, question_dir = (folder / IMAGES, folder / QUESTIONS) if split else (folder, folder)
+            for listed in (question_dir, image_dir):
+                os.listdir(listed)  # a glob passes over a folder it cannot read as if it were empty
+        except PermissionError as exc:
+            raise VlmgridError(f"{exc.filename} cannot be read by this user (permission denied); make the release "
+                               f"readable (`chmod -R a+rX {root}`) and run again") from None
         for path in sorted(question_dir.glob("*.txt")):
             within(question_dir, path.name, f"MME subtask {category}")
             images = [image_dir / (path.stem + suffix) for suffix in IMAGE_SUFFIXES]

@@ -42,7 +42,11 @@ def within(folder: Path, name: str | Path, what: str) -> Path:
     """folder/name, the path of a file a release names (an image name, an id, a folder listing); refused,
     naming `what` (the item that names it), unless it lies inside `folder` once links are followed. A name
     such as "../../secret" or "/etc/hostname", or a link placed in the folder, would otherwise copy a file from
-    elsewhere on the disk into the prepared benchmark. `folder` itself may be a link (a shared image folder)."""
+    elsewhere on the disk into the prepared benchmark. `folder` itself may be a link (a shared image folder).
+    A name holding a NUL, which no file name can, is refused too (the system refuses to look it up)."""
+    if "\0" in str(name):
+        raise VlmgridError(f"{what}: the file name {str(name)!r} holds a NUL character, which no file name can; "
+                           f"fix the name")
     path = Path(folder) / name
     target = path.resolve()
     if not target.is_relative_to(Path(folder).resolve()):
