@@ -10,7 +10,9 @@ import zipfile
 
 import pytest
 
-from test_import_predictions import MODEL_ID, imported, mme_tool_folder, refused, run, small_grid
+from permission_helpers import vlmgrid_held_back
+from test_import_predictions import (MODEL_ID, imported, mme_answers, mme_tool_folder, refused, run, small_grid,
+                                     write_jsonl)
 from test_import_vlmevalkit import dump, gold_text, mmbench_rows, mme_rows, score_of, textvqa_rows
 from vlmgrid.imports import vlmevalkit
 
@@ -215,6 +217,22 @@ def test_an_eval_tool_file_that_cannot_be_read_is_one_sentence_naming_it(grid, t
                       "--out", str(tmp_path / "o.parquet"))
     assert message == (f"vlmgrid: error: {locked} cannot be read: permission denied; make it readable by this user "
                        f"(chmod u+r) and run again")
+
+
+@pytest.mark.parametrize("given", [[], ["--format", "llava-answers"]], ids=["guessed", "given"])
+def test_a_llava_answer_file_that_cannot_be_read_is_one_sentence_naming_it(grid, tmp_path, given):
+    """Mode 000 for real, its format guessed from the file or given; as root, under capsh (permission_helpers)."""
+    config, records = grid
+    mme = records["mme-fixture"]
+    answers = pathlib.Path(write_jsonl(tmp_path / "llava_mme.jsonl", mme_answers(mme, list(mme["answer"]))))
+    answers.chmod(0)
+    out = tmp_path / "o.parquet"
+    result = vlmgrid_held_back("import-predictions", MODEL_ID, "mme-fixture", str(answers), *given, "--out",
+                               str(out), "--config", config)
+    assert (result.returncode, result.stderr) == (
+        2, f"vlmgrid: error: {answers} cannot be read: permission denied; make it readable by this user (chmod u+r) "
+           f"and run again\n")
+    assert not out.exists()
 
 
 def test_an_eval_tool_file_that_is_not_utf8_is_one_sentence_naming_it_and_its_line(grid, tmp_path, capsys):

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.imports.reading import unreadable
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,10 @@ def _cut_short_sentence(path: Path, n: int) -> str:
 
 def _text_lines(path: Path) -> list[str]:
     """The file's lines as UTF-8 text; a file that ends inside a character was cut short there."""
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise unreadable(path, error) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -226,11 +230,15 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
 def first_json_object(path: Path) -> dict | None:
     """The object on the file's first non-blank line (None when that line is not a JSON object): enough to tell
     a JSON-lines format by its keys without reading the whole file. A file of that one line, cut short, is
-    refused naming it (no format could be told from it, and the cause is the copy)."""
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        numbered = ((n, line) for n, line in enumerate(handle, start=1) if line.strip())
-        n, first = next(numbered, (1, ""))
-        alone = next(numbered, None) is None
+    refused naming it (no format could be told from it, and the cause is the copy), and so is a file that
+    cannot be read."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            numbered = ((n, line) for n, line in enumerate(handle, start=1) if line.strip())
+            n, first = next(numbered, (1, ""))
+            alone = next(numbered, None) is None
+    except OSError as error:
+        raise unreadable(path, error) from None
     try:
         item = json.loads(first)
     except json.JSONDecodeError as error:

@@ -95,16 +95,21 @@ def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
                            f"cut short: copy the whole file again") from None
 
 
+def unreadable(path: Path, error: OSError) -> VlmgridError:
+    """The one sentence for an answer file that cannot be read (no permission, a disk error)."""
+    if isinstance(error, PermissionError):
+        return VlmgridError(f"{path} cannot be read: permission denied; make it readable by this user (chmod u+r) "
+                            f"and run again")
+    return VlmgridError(f"{path} cannot be read ({error.strerror or error}); copy the file again")
+
+
 def read_text(path: Path) -> str:
     """The file's text as UTF-8, without the byte-order mark that Excel and Notepad on Windows put first; a file
     that cannot be read, or is not UTF-8, is refused in one sentence naming it."""
     try:
         data = path.read_bytes()
-    except PermissionError:
-        raise VlmgridError(f"{path} cannot be read: permission denied; make it readable by this user (chmod u+r) "
-                           f"and run again") from None
     except OSError as error:
-        raise VlmgridError(f"{path} cannot be read ({error.strerror or error}); copy the file again") from None
+        raise unreadable(path, error) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
