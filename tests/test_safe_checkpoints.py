@@ -238,6 +238,73 @@ def test_infer_of_a_damaged_fixture_copy_names_the_damaged_file(tmp_path, write_
     assert error.count("\n") == 1
 
 
+# ---------------------------------------------------------------------------------------------- unsafe pickles
+
+class RunsCode:
+    """What a hostile checkpoint's pickle holds: unpickling it calls os.system (here to leave `marker` behind)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def unsafe(model, where, held):
+    return (f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any code), so "
+            f"vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint comes from a source "
+            f"you trust, convert it to safetensors, then run `vlmgrid fetch-model {model}` again")
+
+
+CALLS = "calls posix.system when loaded"
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy pickle"])
+def test_infer_of_a_checkpoint_whose_pickle_runs_code_refuses_it_as_unsafe_and_runs_nothing(
+        tmp_path, write_config, default_config_data, capsys, monkeypatch, legacy):
+    import open_clip
+    import torch
+
+    marker = tmp_path / "ran"
+    weights = tmp_path / "run" / "epoch_3.pt"
+    weights.parent.mkdir()
+    torch.save({"epoch": 3, "state_dict": {"w": RunsCode(marker)}}, weights, _use_new_zipfile_serialization=not legacy)
+    monkeypatch.setitem(open_clip.factory._MODEL_CONFIGS, "tiny-test", dict(TINY_MODEL_CFG))
+    config = open_clip_grid(write_config, default_config_data, tmp_path, open_clip_local(weights, arch="tiny-test"))
+    for command in (["prepare", "pope-small"], ["fetch-model", "mine"]):
+        assert cli.main([*command, "--config", config]) == 0
+    capsys.readouterr()
+    assert cli.main(["infer", "mine", "pope-small", "--no-progress", "--config", config]) == 2
+    assert capsys.readouterr().err == f"vlmgrid: error: {unsafe('mine', weights, CALLS)}\n"
+    assert not marker.exists()
+    assert not (tmp_path / "results" / "predictions" / "mine" / "pope-small.parquet").exists()
+
+
+def test_an_hf_checkpoint_whose_pickle_runs_code_is_named_unsafe_whatever_the_pickle_says(llava, tmp_path):
+    """A pickle written by pickle.dump (protocol 5) calls through an operation torch's safe loading does not know,
+    so its error names no function: the file is still unsafe, never "damaged"."""
+    import pickle
+
+    import torch
+
+    from vlmgrid.models.checkpoints import load_failure
+
+    folder = tmp_path / "mine"
+    shutil.copytree(llava, folder)
+    (folder / "model.safetensors").unlink()
+    weights = folder / "pytorch_model.bin"
+    for write, held in ((lambda: torch.save({"w": RunsCode(tmp_path / "ran")}, weights), CALLS),
+                        (lambda: weights.write_bytes(pickle.dumps({"w": RunsCode(tmp_path / "ran")}, protocol=5)),
+                         "holds more than tensors, which torch's safe loading refuses")):
+        write()
+        with pytest.raises(pickle.UnpicklingError) as loading:
+            torch.load(weights)  # as transformers loads it: safely (weights_only, torch's default)
+        message = str(load_failure("mine", folder, loading.value))
+        assert message == unsafe("mine", weights, held)
+        assert "weights_only" not in message and "damaged" not in message
+    assert not (tmp_path / "ran").exists()
+
+
 # ---------------------------------------------------------------------------------------------- D2: unreadable
 
 def test_a_config_that_is_not_utf8_is_one_sentence_naming_it(llava, tmp_path):

@@ -260,9 +260,37 @@ def _listing(location: Path) -> Checkpoint:
     return Checkpoint(location, files)
 
 
+_TORCH_REFUSED = "weights only load failed"  # torch.load's safe loading (weights_only, its default) refused a pickle
+_CALLED = re.compile(r"GLOBAL ([\w.]+)")  # the function or class that pickle would have called, as torch names it
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
+
+
+def _unsafe(model: str, location: Path, error: Exception) -> VlmgridError | None:
+    """The sentence for a pickle that torch's safe loading refused, None for any other error. Such a pickle calls
+    code on load (a function or class: os.system as well as argparse.Namespace), so it is unsafe, whether it
+    names the call or uses an operation torch does not know. torch's own words are not quoted: they advise loading
+    it unsafely."""
+    text = str(error)
+    if _TORCH_REFUSED not in text.lower():
+        return None
+    try:
+        pickles = [path for name, path in _listing(location).files.items() if name.endswith(_PICKLE_SUFFIXES)]
+    except OSError:  # a folder that cannot be listed: named as a whole
+        pickles = []
+    where = pickles[0] if len(pickles) == 1 else f"a PyTorch weights file of {location}"
+    called = _CALLED.search(text)
+    held = (f"calls {called.group(1)} when loaded" if called
+            else "holds more than tensors, which torch's safe loading refuses")
+    return VlmgridError(f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any "
+                        f"code), so vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint "
+                        f"comes from a source you trust, convert it to safetensors, then run `vlmgrid fetch-model "
+                        f"{model}` again")
+
+
 def load_failure(model: str, location: Path, error: Exception) -> VlmgridError:
     """The one sentence for a checkpoint at `location` that a library failed to load with `error`: the file a
-    cheap check finds at fault, else the file the error names (or the location), with the likely cause."""
+    cheap check finds at fault, else a pickle that would run code (`_unsafe`), else the file the error names (or
+    the location), with the likely cause."""
     location = Path(location)
     try:
         check_files(_listing(location))
@@ -270,6 +298,9 @@ def load_failure(model: str, location: Path, error: Exception) -> VlmgridError:
         return VlmgridError(f"model {model} could not be loaded: {found}")
     except OSError:
         pass
+    unsafe = _unsafe(model, location, error)
+    if unsafe is not None:
+        return unsafe
     if isinstance(error, (OSError, UnicodeDecodeError)) and getattr(error, "filename", None):
         return VlmgridError(f"model {model} could not be loaded: {unreadable(Path(error.filename), error)}")
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
