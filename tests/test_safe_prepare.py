@@ -23,7 +23,7 @@ from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks.sources import local_raw_files
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
-from vlmgrid.fixtures.kinds import food101 as food_fx
+from vlmgrid.fixtures.kinds import food101 as food_fx, mme as mme_fx
 from vlmgrid.stages.prepare import prepare_benchmark
 
 FOOD = {"seed": 3, "size": 2, "classes": 3, "corrupt": 0}
@@ -280,3 +280,31 @@ def test_another_grids_data_is_never_prepared_over_but_shared_or_prepared_again_
     _pope_grid(tmp_path / "a.yaml", 1)
     assert main(["prepare", "pope", "--config", first]) == 0
     assert json.loads((tmp_path / "data/pope/manifest.json").read_text())["source"]["seed"] == 1
+
+
+def _mme_grid(path: Path, release: str) -> str:
+    """A grid of the random baseline on `mme`, the local MME release at `release`, in the shared data folder data/."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "data_dir": "data", "results_dir": f"results/{path.stem}",
+        "benchmarks": {"mme": {"kind": "mme", "source": {"type": "local", "path": release}}},
+        "models": {"random": {"backend": "baseline"}}, "grid": {"models": ["random"], "benchmarks": ["mme"]}}))
+    return path.name
+
+
+def test_a_release_reached_through_a_link_is_the_same_source_and_not_prepared_again(tmp_path, monkeypatch):
+    from vlmgrid.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    mme_fx.write_release_fixture(tmp_path / "mme", {"seed": 0, "size": 2, "corrupt": 0})
+    (tmp_path / "linked").symlink_to(tmp_path / "mme")
+    first, linked = _mme_grid(tmp_path / "a.yaml", "mme"), _mme_grid(tmp_path / "b.yaml", str(tmp_path / "linked"))
+    assert main(["prepare", "mme", "--config", first]) == 0
+    records = tmp_path / "data" / "mme" / "records.parquet"
+    written = records.stat().st_ino, records.stat().st_mtime_ns
+    assert main(["prepare", "mme", "--config", linked]) == 0  # another grid, the same release: the data is shared
+    _mme_grid(tmp_path / "a.yaml", "linked")
+    assert main(["prepare", "mme", "--config", first]) == 0  # its own grid, the same release: nothing to prepare
+    assert (records.stat().st_ino, records.stat().st_mtime_ns) == written
+    assert json.loads((tmp_path / "data" / "mme" / "manifest.json").read_text())["grid_config"] == "a.yaml"

@@ -86,8 +86,13 @@ def expected_items(kind: BenchmarkKind, source: Mapping[str, Any]) -> int | None
 
 
 def data_settings(source: Mapping[str, Any]) -> dict:
-    """The source settings that decide the data (all but `expected_items`, which only checks it)."""
-    return {key: value for key, value in source.items() if key != "expected_items"}
+    """The source settings that decide the data (all but `expected_items`, which only checks it); a local source's
+    path as the folder it reads (absolute, links followed), so that the same release, named through a link or by
+    a relative path, is the same source."""
+    settings = {key: value for key, value in source.items() if key != "expected_items"}
+    if settings.get("type") == "local" and isinstance(settings.get("path"), str):
+        settings["path"] = str(local_folder(settings))
+    return settings
 
 
 def fetch_source(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None = None) -> Fetched:
