@@ -95,3 +95,17 @@ def test_a_partial_cell_gives_its_headline_and_its_models_average_follows_partia
     # exclude: vlm's average is its sqa alone; include: (80 + 70) / 2
     assert tree["Average"] == {"metric": "mean", "clip": 55.5, "vlm": 70.0}
     assert metrics(partial_grid(tmp_path, "include"))["Average"]["vlm"] == 75.0
+
+
+def test_the_metrics_files_name_the_models_whose_answers_depend_on_the_batch(tmp_path):
+    files = score_files(tmp_path)
+    obj = json.loads(files[("vlm", "pope-fixture")].read_text())
+    obj["invariance"] = {"checked": 8, "same": 7, "differing": ["q3"], "max_logprob_delta": None, "batch_size": 16}
+    files[("vlm", "pope-fixture")].write_text(json.dumps(obj))
+    tree = metrics(load_grid(files, MODELS, BENCHES, allow_missing=True))
+    # the number stays a number (dvc metrics diff compares it); the mark is a key of its own, as the main table's
+    assert tree["pope-fixture"] == {"metric": "f1", "clip": 61.2346, "vlm": 40.0, "batch_dependent": "vlm"}
+    assert "batch_dependent" not in tree["sqa"]
+    # the average over such a cell is marked too, as in the main table
+    assert metrics(load_grid(files, MODELS, ["pope-fixture"]))["Average"] == {
+        "metric": "mean", "clip": 61.2346, "vlm": 40.0, "batch_dependent": "vlm"}

@@ -102,3 +102,45 @@ def test_cvqa_pairs_mark_the_model_column(tmp_path):
     pairs_csv = read_csv(tables / "cvqa-pairs.csv")
     assert {r["vlm-b_batch_dependent"] for r in pairs_csv} == {"True"}
     assert {r["vlm-a_batch_dependent"] for r in pairs_csv} == {"False"}
+
+
+def _pope_with_variants(files: dict, checks: dict[str, list[str]]) -> None:
+    """Two prompt variants on each model's pope-fixture cell, and a batch check that found `checks[model]`."""
+    for model, differing in checks.items():
+        obj = json.loads(files[(model, "pope-fixture")].read_text())
+        obj["variants"] = {"a": {"value": 50.0, "ci95": [40.0, 60.0]}, "b": {"value": 52.4, "ci95": [45.0, 60.0]}}
+        files[(model, "pope-fixture")].write_text(json.dumps(_checked(obj, differing)))
+
+
+def test_the_breakdown_and_variants_csv_files_say_which_cells_depend_on_the_batch(tmp_path):
+    files = write_scores(tmp_path)
+    _pope_with_variants(files, {"big-vlm": ["q1", "q7"], "clip_tiny": []})
+    build(tmp_path, files)
+    tables = tmp_path / "tables"
+    for name in ("breakdown.csv", "variants.csv"):
+        rows = read_csv(tables / name)
+        assert {(row["model"], row["batch_dependent"]) for row in rows} == {("clip_tiny", "False"),
+                                                                          ("big-vlm", "True")}, name
+
+
+def test_the_comparisons_tables_mark_the_value_of_a_batch_dependent_cell(tmp_path):
+    from test_compare import write_comparison
+    from test_report import BENCHES
+
+    files = write_scores(tmp_path)
+    files[("big-vlm", "sqa_img")].write_text(json.dumps(_checked(json.loads(files[("big-vlm", "sqa_img")].read_text()),
+                                                                 ["q3"])))
+    comparisons = {bench: write_comparison(tmp_path / "results", bench, None, [("clip_tiny", "big-vlm", 4.0, 0.01)])
+                   for bench in BENCHES}
+    build(tmp_path, files, comparison_files=comparisons)
+    tables = tmp_path / "tables"
+    md = tables.joinpath("comparisons.md").read_text(encoding="utf-8")
+    # A (clip_tiny) 54.0 unmarked; B (big-vlm) 50.0 carries the mark on sqa_img alone, as in the main table
+    assert "| clip_tiny | big-vlm | sqa_img | Acc. | 54.0 | 50.0\u2260 | +4.0 [1.0, 7.0] |" in md
+    assert "| clip_tiny | big-vlm | pope-fixture | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] |" in md
+    assert f"{NE}: answers depend on the batch" in md and "big-vlm on sqa_img 1 of 8" in md
+    tex = plain_latex(tables.joinpath("comparisons.tex").read_text(encoding="utf-8"))
+    assert f"50.0{TEX_NE}" in tex and tex.count(TEX_NE) == 2  # the cell, and the note in the caption
+    rows = read_csv(tables / "comparisons.csv")
+    assert [(row["benchmark"], row["batch_dependent_a"], row["batch_dependent_b"]) for row in rows] == [
+        ("pope-fixture", "", ""), ("sqa_img", "", "True"), ("flowers", "", "")]

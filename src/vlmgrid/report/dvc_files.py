@@ -6,7 +6,9 @@ and one of the models' averages, `metrics/Average.json` = {"metric": "mean", <mo
 file as a row and its keys as columns, so `dvc metrics show` reads as a table of benchmarks by models. The
 headline alone: the CI, n, error rate and coverage of a cell are in the report's tables (cells.csv). A cell
 without a number (n/a, hidden, failed, missing) gives its status instead and never a value, which a 0 would
-hide; a model without an average gives "-", as the main table.
+hide; a model without an average gives "-", as the main table. A mark of the main table that says a number is not
+what it seems is a key of its own, the numbers staying numbers for `dvc metrics diff`: `batch_dependent` names the
+models whose cell (in `Average.json`, whose average) the main table marks with the not-equal sign.
 """
 
 from __future__ import annotations
@@ -36,10 +38,16 @@ def _rounded(number: float | None) -> float | None:
     return None if number is None else round(float(number), 4)
 
 
+def _models(models: list[str]) -> dict[str, str]:
+    """The `batch_dependent` key naming these models ("a, b"); none when there are none."""
+    return {"batch_dependent": ", ".join(models)} if models else {}
+
+
 def metrics(grid: Grid) -> dict[str, dict]:
     """{file name: its object}: per benchmark its metric and each model's headline (or the cell's status), then
     the averages (AVERAGE) with "-" for a model that has none (a benchmark without a number, or draws that
-    cannot be averaged). A model without a cell in the grid is left out of the benchmark's file."""
+    cannot be averaged). A model without a cell in the grid is left out of the benchmark's file; the models
+    whose number the main table marks as batch-dependent are named under `batch_dependent`."""
     files: dict[str, dict] = {}
     for benchmark in grid.benchmarks:
         row: dict = {"metric": grid.metric(benchmark) or "-"}
@@ -49,11 +57,15 @@ def metrics(grid: Grid) -> dict[str, dict]:
                 row[model] = _rounded(cell.estimate.value)
             elif (status := grid.status(model, benchmark)) is not None:
                 row[model] = status
+        row.update(_models([model for model in grid.models if grid.cell(model, benchmark) is not None
+                            and grid.batch_dependent(model, benchmark)]))
         files[benchmark] = row
     averages: dict = {"metric": "mean"}
     for model in grid.models:
         average = grid.average(model)
         averages[model] = NO_AVERAGE if average is None else _rounded(average.value)
+    averages.update(_models([model for model in grid.models
+                             if grid.average(model) is not None and grid.model_batch_dependent(model)]))
     files[AVERAGE] = averages
     return files
 

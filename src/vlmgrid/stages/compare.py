@@ -108,6 +108,13 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
     return predictions, None
 
 
+def _batch_dependent(path: Path) -> bool:
+    """Whether the predictions' batch check found items answered otherwise one at a time than in their batch (the
+    report marks such a cell with the not-equal sign)."""
+    check = read_metadata(path).get("invariance")
+    return isinstance(check, dict) and bool(check.get("differing"))
+
+
 def _common(records: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame
             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict | None]:
     """The records both predictions answer and the predictions of those, and the coverage of the pair
@@ -155,6 +162,8 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
         except NotComparable as exc:
             entries.append({**entry, "comparable": False, "reason": str(exc)})
             continue
+        # the models of the pair whose cell the report marks as batch-dependent, as in its tables
+        dependent = [model for model in (a, b) if _batch_dependent(predictions[model])]
         entries.append({
             **entry,
             "comparable": True,
@@ -173,6 +182,7 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
             },
             "mdd": _r(result.mdd),
             "mdd_from": result.mdd_from,
+            **({"batch_dependent": dependent} if dependent else {}),
         })
     comparison = {
         "benchmark": benchmark,

@@ -41,8 +41,8 @@ def write_tables(grid: Grid, tables_dir: Path, title: str, comparisons: Comparis
     write_csv(tables_dir / "cells.csv", cells_frame(grid))
     written.append(tables_dir / "cells.csv")
     comparisons = comparisons or Comparisons(None)
-    write_text(tables_dir / "comparisons.md", comparisons_markdown(comparisons, title))
-    write_text(tables_dir / "comparisons.tex", comparisons_latex(comparisons, title))
-    write_csv(tables_dir / "comparisons.csv", comparisons_frame(comparisons))
+    write_text(tables_dir / "comparisons.md", comparisons_markdown(comparisons, title, grid))
+    write_text(tables_dir / "comparisons.tex", comparisons_latex(comparisons, title, grid))
+    write_csv(tables_dir / "comparisons.csv", comparisons_frame(comparisons, grid))
     written += [tables_dir / "comparisons.md", tables_dir / "comparisons.tex", tables_dir / "comparisons.csv"]
     return written

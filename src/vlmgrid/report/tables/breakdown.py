@@ -12,6 +12,7 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
     DAGGER, DASH, FAILED, error_rate, fmt, fmt_count, fmt_estimate, md_table, threshold, typed_frame,
+    with_batch_column,
 )
 from vlmgrid.report.tables.notes import batch_note, coverage_note
 
@@ -57,9 +58,10 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
                         [model, benchmark, column, group.name, group.metric, est.value, est.ci_low, est.ci_high,
                          group.n, rate, None if rate is None else flag is not None]
                     )
-    return typed_frame(pd.DataFrame(records, columns=BREAKDOWN_COLUMNS),
-                       floats=("value", "ci_low", "ci_high", "format_error_rate"), ints=("n",),
-                       booleans=("flagged",))
+    frame = typed_frame(pd.DataFrame(records, columns=BREAKDOWN_COLUMNS),
+                        floats=("value", "ci_low", "ci_high", "format_error_rate"), ints=("n",),
+                        booleans=("flagged",))
+    return with_batch_column(grid, frame)
 
 
 def breakdown_markdown(grid: Grid, title: str) -> str:

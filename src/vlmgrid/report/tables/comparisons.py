@@ -8,10 +8,12 @@ import pandas as pd
 
 from vlmgrid.escaping import markdown_text
 from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
+from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
-    DASH, NA, PARTIAL, fmt, latex_escape, latex_name, latex_stack, latex_table, md_table,
+    BATCH_MARK, DASH, NA, PARTIAL, batch_flag, fmt, latex_escape, latex_name, latex_stack, latex_table, md_table,
 )
+from vlmgrid.report.tables.notes import batch_note
 
 HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "MDD", "p", "Holm p", "Significant"]
 # The Markdown table names the metric of each row and, in its header, the CI's resampling and the test (the
@@ -38,25 +40,33 @@ def reasons(comparisons: Comparisons) -> list[str]:
     return list(dict.fromkeys(row.reason for row in comparisons.rows if row.difference is None))
 
 
-def _cells(row: Comparison, notes: list[str]) -> list[str]:
+def _value(grid: Grid | None, model: str, benchmark: str, value: float | None) -> str:
+    """A model's value with its cell's mark, as in the main table: the not-equal sign where its answers depend
+    on the batch."""
+    dependent = grid is not None and grid.batch_dependent(model, benchmark)
+    return fmt(value) + (BATCH_MARK if dependent else "")
+
+
+def _cells(row: Comparison, notes: list[str], grid: Grid | None = None) -> list[str]:
     """The row's displayed cells after the names; a pair without a comparison reads n/a with the number of the
     note that gives its reason, one compared on the items both answered (a partial cell under `include`) is
-    marked (the legend says how many)."""
+    marked (the legend says how many), and each value carries its cell's marks in the `grid` (`_value`)."""
     if row.difference is None:
         return [DASH, DASH, f"{NA} [{notes.index(row.reason) + 1}]", DASH, DASH, DASH, DASH]
     sign = "+" if row.difference > 0 and fmt(row.difference) != "0.0" else ""
     mark = PARTIAL if row.coverage is not None else ""
     passes_p = row.p_holm is not None and row.p_holm < ALPHA
     significant = "yes" if row.significant else BELOW_MDD if passes_p and row.below_mdd else "no"
-    return [fmt(row.value_a), fmt(row.value_b),
+    return [_value(grid, row.model_a, row.benchmark, row.value_a),
+            _value(grid, row.model_b, row.benchmark, row.value_b),
             f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]{mark}", fmt(row.mdd),
             fmt_p(row.p_value), fmt_p(row.p_holm), significant]
 
 
-def _latex_cells(row: Comparison, notes: list[str]) -> list[str]:
+def _latex_cells(row: Comparison, notes: list[str], grid: Grid | None = None) -> list[str]:
     """`_cells` in LaTeX: the CI and the MDD under the difference, the note's number raised after n/a, "(below
     MDD)" under the "no" it explains (the columns are too narrow for either on one line)."""
-    plain = _cells(row, notes)
+    plain = _cells(row, notes, grid)
     cells = [latex_escape(cell) for cell in plain[:3] + plain[4:]]
     if row.difference is None:
         cells[2] = rf"{NA}$^{{{notes.index(row.reason) + 1}}}$"
@@ -81,7 +91,13 @@ def na_notes(comparisons: Comparisons) -> str:
     return f"{NA}: no comparison. {listed}"
 
 
-def legend(comparisons: Comparisons) -> str:
+def _compared_cells(comparisons: Comparisons) -> set[tuple[str, str]]:
+    """(model, benchmark) of each value the table shows: both sides of every pair with a comparison."""
+    return {(model, row.benchmark) for row in comparisons.rows if row.difference is not None
+            for model in (row.model_a, row.model_b)}
+
+
+def legend(comparisons: Comparisons, grid: Grid | None = None) -> str:
     permutations = sorted({row.permutations for row in comparisons.rows if row.permutations})
     count = f"{permutations[0]} " if len(permutations) == 1 else ""
     family = (f"each model against the reference model {comparisons.reference_model}"
@@ -105,44 +121,53 @@ def legend(comparisons: Comparisons) -> str:
                            f"{row.coverage[1]:,} items" for row in covered)
         text += (f" {PARTIAL}: compared on the items both models answered, a cell of the pair answering a subset "
                  f"of the benchmark (report.partial_cells: include): {listed}.")
+    if grid is not None:
+        shown = _compared_cells(comparisons)
+        batched = batch_note([entry for entry in grid.batch_dependents() if entry[:2] in shown])
+        if batched:
+            text += f" {batched}"
     if comparisons.unavailable:
         listed = "; ".join(f"{bench}: {why}" for bench, why in comparisons.unavailable.items())
         text += f" Benchmarks without comparisons: {listed}."
     return text
 
 
-def comparisons_markdown(comparisons: Comparisons, title: str) -> str:
+def comparisons_markdown(comparisons: Comparisons, title: str, grid: Grid | None = None) -> str:
+    """`grid`: the grid whose cells' marks the values carry, as in the main table (None: no marks)."""
     notes = reasons(comparisons)
     rows = [[row.model_a, row.model_b, row.benchmark, metric_label(row.metric) if row.metric else DASH]
-            + _cells(row, notes) for row in comparisons.rows]
+            + _cells(row, notes, grid) for row in comparisons.rows]
     if not rows:
         body = "No comparisons: the grid has fewer than two models, or no comparison file to read."
     else:
         body = md_table(MD_HEADER, rows, [":---"] * 4 + ["---:"] * 7)
     na = na_notes(comparisons)
-    return f"# {markdown_text(title)}: comparisons\n\n{body}\n\n{legend(comparisons)}\n" + (f"\n{na}\n" if na else "")
+    return (f"# {markdown_text(title)}: comparisons\n\n{body}\n\n{legend(comparisons, grid)}\n"
+            + (f"\n{na}\n" if na else ""))
 
 
-def comparisons_latex(comparisons: Comparisons, title: str) -> str:
+def comparisons_latex(comparisons: Comparisons, title: str, grid: Grid | None = None) -> str:
     """At the document's size: each pair heads its rows (one per benchmark), the CI sits under the difference, a
     pair without a comparison reads n/a with a numbered note under the table. Differences, not scores: nothing
-    is bold and the table is never split."""
+    is bold and the table is never split. `grid`: as for `comparisons_markdown`."""
     notes = reasons(comparisons)
     body: list[list[str]] = []
     for model_a, model_b in dict.fromkeys((row.model_a, row.model_b) for row in comparisons.rows):
         body.append([rf"\textit{{{latex_name(model_a)} $-$ {latex_name(model_b)}}}"])
-        body += [[latex_name(row.benchmark)] + _latex_cells(row, notes) for row in comparisons.rows
+        body += [[latex_name(row.benchmark)] + _latex_cells(row, notes, grid) for row in comparisons.rows
                  if (row.model_a, row.model_b) == (model_a, model_b)]
     header = [[latex_escape(cell) for cell in LATEX_HEADER]]
     after = ([r"\par\medskip", rf"{{\footnotesize {NA}: no comparison. " + " ".join(
         rf"$^{{{k}}}${latex_escape(reason)}." for k, reason in enumerate(notes, 1)) + r"\par}"] if notes else [])
-    return latex_table(f"{title}: comparisons. {legend(comparisons)}", "comparisons", header, body,
+    return latex_table(f"{title}: comparisons. {legend(comparisons, grid)}", "comparisons", header, body,
                        align="rrcrrc", split=False, weights=LATEX_WEIGHTS, after=after)
 
 
-def comparisons_frame(comparisons: Comparisons) -> pd.DataFrame:
+def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.DataFrame:
     """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no comparison;
-    `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared on, of all."""
+    `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared on, of all.
+    Where a cell of the `grid` is batch-dependent, `batch_dependent_a` and `batch_dependent_b` say whether each
+    side's is (empty without a batch check or a comparison), as main.csv does."""
     columns = ["model_a", "model_b", "benchmark", "metric", "value_a", "value_b", "difference", "ci_low", "ci_high",
                "mdd", "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "mdd_from",
                "reason", "coverage_answered", "coverage_total"]
@@ -157,4 +182,9 @@ def comparisons_frame(comparisons: Comparisons) -> pd.DataFrame:
     frame["significant"] = frame["significant"].astype("boolean")
     for name in ("permutations", "coverage_answered", "coverage_total"):
         frame[name] = frame[name].astype("Int64")
+    if grid is not None and grid.batch_dependents():
+        for side in ("a", "b"):
+            frame[f"batch_dependent_{side}"] = pd.array(
+                [None if row.difference is None else batch_flag(grid, getattr(row, f"model_{side}"), row.benchmark)
+                 for row in comparisons.rows], dtype="boolean")
     return frame

@@ -335,6 +335,21 @@ def is_flagged(grid: Grid, model: str, benchmark: str) -> bool | None:
     return None if error_rate(grid, model, benchmark) is None else grid.flag(model, benchmark) is not None
 
 
+def batch_flag(grid: Grid, model: str, benchmark: str) -> bool | None:
+    """Whether the cell's answers depend on the batch; None (empty in a CSV) for a cell without a batch check."""
+    return None if grid.batch_check(model, benchmark) is None else grid.batch_dependent(model, benchmark)
+
+
+def with_batch_column(grid: Grid, frame: pd.DataFrame) -> pd.DataFrame:
+    """A table of one row per cell or part of one (its `model` and `benchmark` columns) with `batch_dependent`
+    (`batch_flag`) added, where a cell of the grid is batch-dependent: a grid without such a cell keeps its
+    columns, as main.csv does."""
+    if grid.batch_dependents():
+        frame["batch_dependent"] = pd.array([batch_flag(grid, model, benchmark) for model, benchmark
+                                             in zip(frame["model"], frame["benchmark"])], dtype="boolean")
+    return frame
+
+
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
     """The frame as CSV; a text that a spreadsheet would run as a formula is written as text."""
     with atomic_path(path) as tmp:

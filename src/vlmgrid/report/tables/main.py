@@ -12,7 +12,7 @@ from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, count_range, metric_label
 from vlmgrid.report.tables.format import (
-    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, emphasis, entry_value, error_rate, estimate_frame, flagged,
+    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, batch_flag, emphasis, entry_value, error_rate, estimate_frame, flagged,
     fmt_estimate, is_flagged, latex_cell, latex_escape, latex_name, latex_table, md_table, model_status, status,
 )
 from vlmgrid.report.tables.notes import batch_note, coverage_note, flag_note, status_notes
@@ -169,8 +169,7 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
         # only when a cell is marked: a grid without the check (or where it found nothing) keeps its columns
         for benchmark in grid.benchmarks:
             frame[f"{benchmark}_batch_dependent"] = pd.array(
-                [None if grid.batch_check(model, benchmark) is None else grid.batch_dependent(model, benchmark)
-                 for model in grid.models], dtype="boolean")
+                [batch_flag(grid, model, benchmark) for model in grid.models], dtype="boolean")
     if comparisons is not None and comparisons.reference_model:
         words = {1: "better", -1: "worse", 0: None}
         for benchmark in grid.benchmarks:

@@ -9,7 +9,7 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.tables.format import (
-    error_rate, fmt_estimate, is_flagged, md_table, natural_key, typed_frame,
+    error_rate, fmt_estimate, is_flagged, md_table, natural_key, typed_frame, with_batch_column,
 )
 from vlmgrid.report.tables.notes import batch_note, coverage_note, flag_note
 
@@ -36,8 +36,9 @@ def _variant_rows(grid: Grid) -> list[tuple[str, str, str, str, Estimate]]:
 def variants_frame(grid: Grid) -> pd.DataFrame:
     records = [[m, b, v, metric, e.value, e.ci_low, e.ci_high, error_rate(grid, m, b), is_flagged(grid, m, b)]
                for m, b, v, metric, e in _variant_rows(grid)]
-    return typed_frame(pd.DataFrame(records, columns=VARIANT_COLUMNS),
-                       floats=("value", "ci_low", "ci_high", "format_error_rate"), booleans=("flagged",))
+    frame = typed_frame(pd.DataFrame(records, columns=VARIANT_COLUMNS),
+                        floats=("value", "ci_low", "ci_high", "format_error_rate"), booleans=("flagged",))
+    return with_batch_column(grid, frame)
 
 
 def variants_markdown(grid: Grid, title: str) -> str:
