@@ -4,7 +4,10 @@ exactly those items, in their classes, with the headline effects computed by han
 from __future__ import annotations
 
 import csv
+import dataclasses
+import importlib
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -436,3 +439,70 @@ def test_error_rows_count_the_answers_the_reader_could_not_read(sqa, tmp_path):
     assert (document["a"]["unreadable"], document["b"]["unreadable"]) == (0, 2)
     text = " ".join(render(document, limit=10).split())
     assert "Unreadable answers: A 0, B 2 (28.6%). Error rows (a failed request or image): A 0, B 1 (14.3%)." in text
+
+
+# --- text from the data on a terminal --------------------------------------------------------------------------
+# What a terminal acts on instead of showing it: a window title set (OSC ... BEL), a colour (CSI), a carriage
+# return and a line break (a row overwritten or split), a right-to-left override (the rest of the line reversed).
+TERMINAL = "\x1b]0;pwned\x07\x1b[31m\r\n\u202e"
+SHOWN = r"\x1b]0;pwned\x07\x1b[31m\r\n\u202e"
+RAW = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def _hostile_sqa(tmp_path, monkeypatch):
+    """The ScienceQA-IMG fixture (4 items) whose first id and second item's gold option hold TERMINAL, as a
+    downloaded file could: its adapter's records are edited before they are validated and hashed."""
+    from vlmgrid.benchmarks import BENCHMARKS
+
+    kind = BENCHMARKS.get("scienceqa_img")
+
+    def adapt(raw_dir, out_dir):
+        adapted = kind.adapt(raw_dir, out_dir)
+        records = adapted.records.copy()
+        records.loc[0, "id"] = "test-0" + TERMINAL
+        options, gold = list(records.loc[1, "options"]), records.loc[1, "answer_index"]
+        options[gold] += TERMINAL
+        records.at[1, "options"], records.loc[1, "answer"] = options, options[gold]
+        return dataclasses.replace(adapted, records=records)
+
+    monkeypatch.setattr(importlib.import_module("vlmgrid.benchmarks.dataset"), "BENCHMARKS",
+                        {kind.name: dataclasses.replace(kind, adapt=adapt)})
+    return _prepare(tmp_path, "scienceqa_img", "scienceqa-fixture", size=4)
+
+
+def test_the_printed_diff_shows_ids_gold_answers_and_paths_escaped(tmp_path, write_config, monkeypatch, capsys):
+    bench = _hostile_sqa(tmp_path, monkeypatch)
+    records = bench.records
+    assert records["id"][0] == "test-0" + TERMINAL and records["answer"][1].endswith(TERMINAL)
+
+    def row(k: int, index: int, raw: str | None, error: str | None = None) -> dict:
+        option = list(records["options"][k])[index] if index >= 0 else None
+        return {"id": records["id"][k], "variant": "default", "raw": raw, "prediction": option,
+                "prediction_index": index, "error": error}
+
+    gold = int(records["answer_index"][1])
+    a = [row(k, 0, f"answer {TERMINAL}") for k in range(4)]
+    b = [row(0, 1, f"other {TERMINAL}"), row(1, gold, f"right {TERMINAL}"),
+         row(2, -1, None, f"HTTP 500 {TERMINAL}"), a[3]]
+    path_a = _write(tmp_path / f"a{TERMINAL}.parquet", bench, pd.DataFrame(a))
+    path_b = _write(tmp_path / "b.parquet", bench, pd.DataFrame(b))
+    config = _config(tmp_path, write_config, "scienceqa-fixture")
+    assert main(["diff", "scienceqa-fixture", path_a, path_b, "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.split("\n") if RAW.search(line)] == []
+    lines = out.splitlines()
+    assert f"test-0{SHOWN}" in lines  # the id whole, on a line of its own (it is long), its row not split
+    assert f"{tmp_path}/a{SHOWN}.parquet" in [line.strip(" A=") for line in lines]  # whole, on one line
+    assert any(line.strip().startswith(r'"answer \u001b]0;pwned') for line in lines)  # raw answers as JSON
+    assert r"(error: HTTP 500 \x1b]0;p" in out and r"D. diamond\x" in out  # B's error, B's reading of the gold
+
+
+def test_an_error_naming_a_hostile_item_is_one_line_with_the_item_escaped(sqa, tmp_path, write_config, capsys):
+    bench, a, b = sqa
+    config = _config(tmp_path, write_config, "scienceqa-fixture")
+    stray = pd.concat([b, b.iloc[:1].assign(id=f"test-99{TERMINAL}")])
+    path_a, path_b = _write(tmp_path / "a.parquet", bench, a), _write(tmp_path / "b.parquet", bench, stray)
+    assert main(["diff", "scienceqa-fixture", path_a, path_b, "--config", config]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vlmgrid: error: ") and err.endswith("\n") and not RAW.search(err[:-1]), repr(err)
+    assert f'"test-99{SHOWN}"' in err

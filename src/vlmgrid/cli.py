@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from vlmgrid import fileio
+    from vlmgrid import fileio, messages
     from vlmgrid.config import load_config
     from vlmgrid.errors import VlmgridError
 
@@ -400,7 +400,7 @@ def _run(args) -> int:
         failure = fileio.user_error(exc)  # the input's fault, or a full or read-only disk wherever the write was
         if failure is None:
             raise
-        print(f"vlmgrid: error: {failure}", file=sys.stderr)
+        print(messages.error_text(failure), file=sys.stderr)  # the items and paths it names, escaped
         return 2
     return 0
 

@@ -6,7 +6,16 @@ from typing import Mapping
 
 
 class VlmgridError(Exception):
-    """A problem with the user's input or environment, reported without a traceback."""
+    """A problem with the user's input or environment, reported without a traceback.
+
+    `quoted`: lines from elsewhere that the sentence shows below it (a server's last log lines), after a line
+    break of its own; the command prints them as lines, where every other line break in the message is data
+    (an item id's) and is shown escaped (vlmgrid.messages.error_text).
+    """
+
+    def __init__(self, message: str, quoted: str | None = None) -> None:
+        super().__init__(message if quoted is None else f"{message}\n{quoted}")
+        self.sentence, self.quoted = message, quoted
 
 
 class InferenceFailed(VlmgridError):

@@ -13,6 +13,12 @@ that a spreadsheet opens, a Markdown table.
   number, a negative one too, is left as it is: it runs nothing.
 - `markdown_text`: text in a Markdown table or heading, where `<`, `>` and `&` would be raw HTML and `|` would
   end the cell: written as `&lt;`, `&gt;`, `&amp;` and `\\|`, which show as the same characters.
+- `terminal_text` / `terminal_json`: text a command prints on a terminal (an item id, a gold answer, a model's
+  answer, a path), where a control character acts instead of showing: ESC starts a sequence that sets colours
+  or the window's title, CR and LF overwrite or split a row, a bidirectional override reverses what follows.
+  Each such character is written as a visible escape (`\\x1b`, `\\u202e`); the rest of the text, any script
+  or language, shows as it is. `terminal_message`: the same for a sentence of vlmgrid's that names such text
+  (an error, a log line), its backslashes left as they are.
 """
 
 from __future__ import annotations
@@ -72,3 +78,45 @@ _MARKDOWN_UNSAFE = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|"}
 def markdown_text(text: str) -> str:
     """`text` as it may stand in a Markdown table cell or heading: no HTML, no cell boundary."""
     return "".join(_MARKDOWN_UNSAFE.get(char, char) for char in text)
+
+
+# What a terminal acts on rather than shows: the C0 controls (ESC, BEL, CR, LF, TAB ...), DEL and the C1 controls
+# (U+0080-U+009F; U+009B is an ESC [ of its own); what reorders the text around it: the bidirectional controls
+# (embeddings, overrides, isolates, marks); U+2028 and U+2029, which end a line for a viewer that follows
+# Unicode (less, an editor's terminal) and would split a row as LF does; and a lone surrogate (text decoded with
+# surrogateescape), which a UTF-8 stream refuses to write, failing the command. Other invisible formatting
+# characters (zero-width space and joiners, soft hyphen, BOM) stay as they are: they move nothing and colour
+# nothing, and the joiners are part of ordinary Persian, Indic and emoji text, which escaping would garble; two
+# ids that differ only in one look alike on a terminal, and the JSON and CSV outputs keep them apart.
+_ACTING = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_ACTING_CHARS = re.compile(f"[\x00-\x1f{_ACTING}]")
+_TERMINAL_UNSAFE = re.compile(f"[\\\\\x00-\x1f{_ACTING}]")
+_JSON_UNSAFE = re.compile(f"[{_ACTING}]")  # JSON escapes the C0 controls and the backslash itself
+_SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    code = ord(char)
+    return _SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def terminal_text(text: str) -> str:
+    """`text` as a terminal may be sent it: each character it would act on (above) written as Python writes it
+    in a string (`\\n`, `\\x1b`, `\\u202e`), and a backslash as `\\\\`, so that no text forges an escape."""
+    return _TERMINAL_UNSAFE.sub(_escape, text)
+
+
+def terminal_message(text: str) -> str:
+    """A message vlmgrid prints (an error, a log line) that names text from the data: each character a terminal
+    acts on escaped as `terminal_text` escapes it, a backslash left as it is. The message is read, not parsed
+    back, and quotes library messages that already write a tab as `\\t` (YAML's, jsonschema's), which a
+    doubled backslash would only garble."""
+    return _ACTING_CHARS.sub(_escape, text)
+
+
+def terminal_json(value: Any) -> str:
+    """`value` as one line of JSON that a terminal may be sent: the same value, its text readable (not
+    ASCII-escaped), and every character a terminal acts on written as a JSON escape (`\\u001b`, `\\u202e`)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _JSON_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

@@ -153,7 +153,7 @@ def _start(spec: ServeSpec, *, model: str, values: dict, log_path: Path) -> Serv
     if not first.isdigit():
         guard.wait()
         raise VlmgridError(f"model {model}: the serve command could not start ({' '.join(command)}); the last lines "
-                           f"of its log {log_path}:\n{log_tail(log_path)}")
+                           f"of its log {log_path}:", quoted=log_tail(log_path))
     return Server(model=model, command=command, values=values, api_path=spec.api_path,
                   log_path=log_path, guard=guard, server_pid=int(first), stop_timeout=spec.stop_timeout,
                   gpus=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
@@ -168,7 +168,7 @@ def _wait_ready(server: Server, spec: ServeSpec) -> None:
         code = server.exited()
         if code is not None:
             raise VlmgridError(f"model {server.model}: the serve command exited (code {code}) before it answered "
-                               f"{url}; the last lines of its log {server.log_path}:\n{log_tail(server.log_path)}")
+                               f"{url}; the last lines of its log {server.log_path}:", quoted=log_tail(server.log_path))
         try:
             if requests.get(url, timeout=5).status_code == 200:
                 return
@@ -177,7 +177,7 @@ def _wait_ready(server: Server, spec: ServeSpec) -> None:
         if time.monotonic() > deadline:
             raise VlmgridError(f"model {server.model}: the server did not answer {url} within "
                                f"{spec.startup_timeout:g} s (serve.startup_timeout); the last lines of its log "
-                               f"{server.log_path}:\n{log_tail(server.log_path)}")
+                               f"{server.log_path}:", quoted=log_tail(server.log_path))
         time.sleep(_POLL_SECONDS)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import textwrap
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pandas as pd
 from vlmgrid import __version__, paths
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.escaping import spreadsheet_text
+from vlmgrid.escaping import spreadsheet_text, terminal_json, terminal_text
 from vlmgrid.fileio import atomic_path, write_json
 from vlmgrid.metrics.differences import Differences, diff_predictions
 from vlmgrid.predictions import (
@@ -187,6 +186,8 @@ def items_csv(result: Differences) -> str:
 
 
 # --- the printed output ------------------------------------------------------------------------------------
+# Every text from the data (ids, variants, answers, gold, error messages, paths) is printed escaped
+# (terminal_text): an id holding ESC, CR or U+202E would otherwise recolour the terminal or split its row.
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -230,13 +231,15 @@ def _item_layout(name_width: int) -> tuple[int | None, list[int]]:
 def _raw(text: str | None, error: str | None) -> str:
     # Quoted, with escapes: white space at the ends and line breaks stay visible.
     if text is None:
-        return "(no text)" if error is None else f"(error: {error})"  # no text: answered by scores
-    return json.dumps(text, ensure_ascii=False)
+        return "(no text)" if error is None else f"(error: {terminal_text(error)})"  # no text: answered by scores
+    return terminal_json(text)
 
 
 def _option(text: str | None, index: int, labels: str) -> str | None:
     # As a researcher reads a multiple-choice answer: the option's label and its text ("D. diamond").
-    return text if text is None or index < 0 else option_label(index, labels) + text
+    if text is None:
+        return None
+    return terminal_text(text) if index < 0 else option_label(index, labels) + terminal_text(text)
 
 
 def _reading(prediction: str | None, index: int, error: str | None, labels: str) -> str:
@@ -266,9 +269,10 @@ def _share_of(n: int, rows: int) -> str:
 def render(document: dict, limit: int) -> str:
     """The summary table, the notes and the items (at most `limit` per class), in `WIDTH` columns."""
     head, a, b = document["headline"], document["a"], document["b"]
-    lines = _wrap(f"{document['benchmark']}: {head} ({document['metric']} metric), A - B explained item by item")
+    lines = _wrap(f"{terminal_text(document['benchmark'])}: {head} ({document['metric']} metric), A - B explained "
+                  f"item by item")
     # whole, however long: a path cut short names nothing
-    lines += _whole("  A = ", a["file"]) + _whole("  B = ", b["file"])
+    lines += _whole("  A = ", terminal_text(a["file"])) + _whole("  B = ", terminal_text(b["file"]))
     if document["reading"] == "recorded":
         lines.append("  readings: as the files record them")
     else:
@@ -298,7 +302,7 @@ def render(document: dict, limit: int) -> str:
         notes.append(f"{head} is not a sum over items: each class's effect is B's headline after A's rows are put "
                      f"in on its items, after the classes above it; 'alone': put in on their own.")
     for key, side, name in (("only_a", "a", "A"), ("only_b", "b", "B")):
-        ids = document[key]
+        ids = [terminal_text(item_id) for item_id in document[key]]
         if ids:
             own = document[side].get("value_all_answered")
             notes.append(f"Only in {name}: {_count(len(ids))} ({', '.join(ids[:3])}{', …' if len(ids) > 3 else ''}); "
@@ -315,7 +319,7 @@ def render(document: dict, limit: int) -> str:
         notes.append(f"{_count(read_differently)} read differently: --reread headline reads both sets' raw texts "
                      f"again with the benchmark's own parser, so that what is left differs in the answers.")
     if document["variant_pairing"]:
-        va, vb = document["variant_pairing"]
+        va, vb = (terminal_text(variant) for variant in document["variant_pairing"])
         notes.append(f'A\'s variant "{va}" is paired with B\'s "{vb}".')
     lines += [line for note in notes for line in _wrap(note)]
     several = len({item["variant"] for item in document["items"]}) > 1
@@ -323,7 +327,8 @@ def render(document: dict, limit: int) -> str:
     tables = [(c, [item for item in document["items"] if item["class"] == c["class"]]) for c in document["classes"]]
 
     def name(item) -> str:
-        return f"{item['id']} [{item['variant']}]" if several else item["id"]
+        shown = terminal_text(item["id"])
+        return f"{shown} [{terminal_text(item['variant'])}]" if several else shown
 
     # one layout for every table: the columns line up from one class to the next
     id_width, widths = _item_layout(max((len(name(item)) for _, items in tables for item in items[:limit]),

@@ -27,6 +27,7 @@ from typing import TextIO
 
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
+from vlmgrid.escaping import terminal_json
 
 #: Records per protocol call: the requests of a chunk are printed before the next is built.
 CHUNK = 256
@@ -202,7 +203,7 @@ def cell_inputs(config: Config, model: str, benchmark: str, *, limit: int | None
     pixels = _Pixels(pixels_dir, recording.view) if pixels_dir is not None else None
     shown = 0
     for request in recording.requests(records):
-        out.write(json.dumps(request_line(request, recording.view, generation, pixels, source),
-                             ensure_ascii=False) + "\n")
+        # the prompt's text as it is (any script), but no character a terminal acts on: JSON escapes for those
+        out.write(terminal_json(request_line(request, recording.view, generation, pixels, source)) + "\n")
         shown += 1
     return shown

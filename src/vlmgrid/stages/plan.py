@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from vlmgrid import paths
 from vlmgrid.config import Config
+from vlmgrid.escaping import terminal_text
 from vlmgrid.report.labels import counted
 
 if TYPE_CHECKING:
@@ -172,9 +173,10 @@ def data_conflict(config: Config) -> str | None:
 
 
 def summary(config: Config) -> str:
-    """`vlmgrid check-config`: the config is valid, and the grid's size."""
+    """`vlmgrid check-config`: the config is valid, and the grid's size. Paths are the texts of the listings
+    that are no name the schema allows (letters, digits, ".", "_", "-"): they are printed escaped."""
     n_na = sum(not_applicable(config, cell.model, cell.benchmark) is not None for cell in config.cells)
-    return (f"{config.path}: valid; {counted(len(config.models), 'model')} x "
+    return (f"{terminal_text(str(config.path))}: valid; {counted(len(config.models), 'model')} x "
             f"{counted(len(config.benchmarks), 'benchmark')} = {counted(len(config.cells), 'cell')}"
             + (f" ({n_na} not applicable)" if n_na else ""))
 
@@ -185,7 +187,7 @@ def cell_lines(config: Config, as_paths: bool = False) -> list[str]:
     for cell in config.cells:
         if as_paths:
             # A not-applicable cell has its files too (they say so), so it is listed like any other.
-            lines.append(str(paths.predictions_path(config.results_dir, cell.model, cell.benchmark)))
+            lines.append(terminal_text(str(paths.predictions_path(config.results_dir, cell.model, cell.benchmark))))
             continue
         reason = not_applicable(config, cell.model, cell.benchmark)
         lines.append(f"{cell.model}\t{cell.benchmark}" + (f"\tn/a: {reason}" if reason else ""))
@@ -199,7 +201,7 @@ def benchmark_lines(config: Config | None) -> list[str]:
     lines = ["benchmark kinds:"]
     lines += aligned([(name, kind.protocol, kind.metric, kind.description) for name, kind in BENCHMARKS.items()])
     if config is not None:
-        lines.append(f"benchmarks in {config.path}:")
+        lines.append(f"benchmarks in {terminal_text(str(config.path))}:")
         lines += aligned([(name, f"kind={config.benchmark(name)['kind']}",
                            f"source={config.benchmark(name)['source']['type']}") for name in config.benchmarks])
     return lines
@@ -214,7 +216,7 @@ def model_lines(config: Config | None) -> list[str]:
                        f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}")
                       for name, backend in BACKENDS.items()])
     if config is not None:
-        lines.append(f"models in {config.path}:")
+        lines.append(f"models in {terminal_text(str(config.path))}:")
         rows = []
         for name in config.models:
             entry = config.model(name)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from vlmgrid import fileio
+from vlmgrid import fileio, messages
 from vlmgrid.errors import VlmgridError
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def _child(task: Task) -> None:
         failure = fileio.user_error(exc)  # one sentence, as the command gives it
         if failure is None:
             raise
-        print(f"vlmgrid: error: {task.label}: {failure}", file=sys.stderr, flush=True)
+        print(messages.error_text(failure, task.label), file=sys.stderr, flush=True)
         sys.exit(2)
 
 
