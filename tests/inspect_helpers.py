@@ -12,7 +12,7 @@ import yaml
 
 from vlmgrid import paths
 from vlmgrid.config import load_config
-from vlmgrid.predictions import rows_to_table, write_table
+from vlmgrid.predictions import rows_to_table, write_predictions as write_file
 from vlmgrid.stages.prepare import prepare
 
 BENCH = "scienceqa-fixture"
@@ -25,7 +25,7 @@ def _row(item_id: str, raw: str, options, index: int) -> dict:
 
 def write_predictions(config, model: str, rows: list[dict], fingerprint: str) -> None:
     metadata = {"model": model, "benchmark": BENCH, "data_fingerprint": fingerprint, "applicable": True}
-    write_table(paths.predictions_path(config.results_dir, model, BENCH), rows_to_table(rows, metadata))
+    write_file(paths.predictions_path(config.results_dir, model, BENCH), rows_to_table(rows), metadata)
 
 
 def make_grid(default_config_data: dict, tmp_path, size: int = 6):
@@ -58,5 +58,5 @@ def make_grid(default_config_data: dict, tmp_path, size: int = 6):
     write_predictions(config, "beta", beta, manifest["fingerprint"])
     not_applicable = {"model": "clip", "benchmark": BENCH, "applicable": False,
                       "reason": 'model "clip" cannot run it (a test reason)'}
-    write_table(paths.predictions_path(config.results_dir, "clip", BENCH), rows_to_table([], not_applicable))
+    write_file(paths.predictions_path(config.results_dir, "clip", BENCH), rows_to_table([]), not_applicable)
     return config, config_path, records, wrong_id, error_id

@@ -17,7 +17,6 @@ import zlib
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -33,7 +32,7 @@ from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import Backend
 from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.predictions import (
-    SCHEMA, check_data_fingerprint, read_metadata, read_predictions, write_table,
+    SCHEMA, check_data_fingerprint, read_metadata, read_predictions, write_predictions,
 )
 from vlmgrid.prompts import load_prompts
 from vlmgrid.stages.infer import run_inference
@@ -99,9 +98,10 @@ def cli_error(capsys, argv) -> str:
 
 
 def rewrite(path, frame):
-    """Write an edited predictions frame back to its file, keeping its metadata."""
+    """Write an edited predictions frame back to its file, keeping its metadata, as vlmgrid's writer would write
+    those rows (the hash of its rows is theirs): the checks of the rows themselves see it."""
     table = pa.Table.from_pandas(frame.reset_index(drop=True), schema=SCHEMA, preserve_index=False)
-    write_table(path, table.replace_schema_metadata(pq.read_schema(path).metadata))
+    write_predictions(path, table, read_metadata(path))
 
 
 def png_header(width, height) -> bytes:

@@ -16,7 +16,7 @@ from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file
-from vlmgrid.predictions import rows_to_table, write_table
+from vlmgrid.predictions import rows_to_table, write_predictions
 from vlmgrid.report.comparisons import comparison_pairs, holm, read_comparisons
 from vlmgrid.report.outputs import report_files
 
@@ -58,12 +58,12 @@ def write_preds(path, indices, data_fingerprint):
     rows = [{"id": f"q{i}", "variant": "default", "raw": None, "prediction": None if k < 0 else ["yes", "no"][k],
              "prediction_index": k, "scores": None, "topk": None, "error": None} for i, k in enumerate(indices)]
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_table(path, rows_to_table(rows, {"applicable": True, "data_fingerprint": data_fingerprint}))
+    write_predictions(path, rows_to_table(rows), {"applicable": True, "data_fingerprint": data_fingerprint})
 
 
 def write_not_applicable(path):
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_table(path, rows_to_table([], {"applicable": False, "reason": "it cannot answer yes or no"}))
+    write_predictions(path, rows_to_table([]), {"applicable": False, "reason": "it cannot answer yes or no"})
 
 
 def grid_data(tmp_path, models) -> dict:
@@ -399,7 +399,8 @@ def test_a_prepared_fixture_benchmark_through_compare_and_report(small_config, t
                 for variant, indices in variants.items() for i, (item, k) in enumerate(zip(records["id"], indices))]
         path = paths.predictions_path(data["results_dir"], model, "mmbench-fixture")
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_table(path, rows_to_table(rows, {"applicable": True, "data_fingerprint": manifest["fingerprint"]}))
+        write_predictions(path, rows_to_table(rows),
+                          {"applicable": True, "data_fingerprint": manifest["fingerprint"]})
         assert main(["score", model, "mmbench-fixture", *config]) == 0
     assert main(["compare", "mmbench-fixture", *config]) == 0
     result = json.loads(paths.comparison_path(data["results_dir"], "mmbench-fixture").read_text())

@@ -9,7 +9,7 @@ import pytest
 from test_compare import FAIR, GOOD, grid_data, write_bench, write_preds
 from vlmgrid import paths
 from vlmgrid.cli import main
-from vlmgrid.predictions import rows_to_table, write_table
+from vlmgrid.predictions import rows_to_table, write_predictions
 
 
 def write_partial(path, indices, data_fingerprint, total):
@@ -17,8 +17,8 @@ def write_partial(path, indices, data_fingerprint, total):
     rows = [{"id": f"q{i}", "variant": "default", "raw": None, "prediction": ["yes", "no"][k],
              "prediction_index": k, "scores": None, "topk": None, "error": None} for i, k in enumerate(indices)]
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_table(path, rows_to_table(rows, {"applicable": True, "data_fingerprint": data_fingerprint,
-                                           "coverage": {"answered": len(rows), "total": total}}))
+    write_predictions(path, rows_to_table(rows), {"applicable": True, "data_fingerprint": data_fingerprint,
+                                                   "coverage": {"answered": len(rows), "total": total}})
 
 
 @pytest.fixture

@@ -12,10 +12,11 @@ import yaml
 
 from conftest import DEFAULT_CONFIG, REPO
 from vlmgrid.cli import main
+from vlmgrid.codeversion import running_version
 from vlmgrid.config import load_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.llava import _scienceqa
-from vlmgrid.predictions import SCHEMA, read_metadata
+from vlmgrid.predictions import SCHEMA, read_metadata, rows_digest
 from vlmgrid.stages.prepare import prepare_benchmark
 
 SIZES = {"pope-fixture": 2, "mme-fixture": 1, "textvqa-fixture": 3, "scienceqa-fixture": 6, "mmbench-fixture": 2}
@@ -185,6 +186,7 @@ def test_mmbench_answers_map_to_the_published_rows_and_score(grid, tmp_path, cap
     assert meta["model"] == MODEL_ID and meta["benchmark"] == "mmbench-fixture" and meta["strategy"] == "generate"
     assert meta["provenance"]["imported"] == f"imported from {answers} (llava-answers)"
     assert len(meta["provenance"]["sha256"]) == 64 and meta["data_fingerprint"]
+    assert meta["rows_sha256"] == rows_digest(pq.read_table(out)) and meta["code_version"] == running_version()
     # Question 1: both copies right; question 18: copy 2 (gold C) read as C -> right, so 2/2 groups.
     assert _score(config, MODEL_ID, "mmbench-fixture", out, tmp_path)["value"] == 100.0
 

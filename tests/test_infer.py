@@ -263,23 +263,23 @@ def _score(config, predictions, bench="pope-fixture", model="random"):
 
 def test_zero_rows_not_marked_not_applicable_stay_an_error(small_config, tmp_path):
     from vlmgrid.errors import VlmgridError
-    from vlmgrid.predictions import rows_to_table, write_table
+    from vlmgrid.predictions import rows_to_table, write_predictions
 
     config = _setup(small_config)
     path = tmp_path / "empty.parquet"
-    write_table(path, rows_to_table([], {"model": "random", "strategy": "score_options"}))
+    write_predictions(path, rows_to_table([]), {"model": "random", "strategy": "score_options"})
     with pytest.raises(VlmgridError, match="no predictions to score"):
         _score(config, path)
 
 
 def test_not_applicable_marked_file_with_rows_is_an_error(small_config, tmp_path):
     from vlmgrid.errors import VlmgridError
-    from vlmgrid.predictions import rows_to_table, write_table
+    from vlmgrid.predictions import rows_to_table, write_predictions
     from vlmgrid.protocols.base import prediction_row
 
     config = _setup(small_config)
     path = tmp_path / "odd.parquet"
-    write_table(path, rows_to_table([prediction_row("x")], {"applicable": False, "reason": "it cannot"}))
+    write_predictions(path, rows_to_table([prediction_row("x")]), {"applicable": False, "reason": "it cannot"})
     with pytest.raises(VlmgridError, match=r"odd.parquet is marked not applicable but holds 1 rows; rerun"):
         _score(config, path)
 

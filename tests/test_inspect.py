@@ -14,7 +14,7 @@ from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import METRICS
-from vlmgrid.predictions import read_metadata, read_table, write_table
+from vlmgrid.predictions import read_metadata, read_table, write_predictions as write_file
 from vlmgrid.report.inspect_page import FORMAT_ERROR, NO_GOLD, PARTIAL, RIGHT, WRONG, render_page
 from vlmgrid.stages.inspect import ITEM_RULES, _answers, build_page, sample_positions
 
@@ -161,7 +161,7 @@ def test_a_partial_cell_shows_no_answer_for_an_unanswered_item_and_its_coverage(
     kept = table.filter(pc.invert(pc.is_in(table["id"], value_set=pa.array(left_out))))
     metadata = read_metadata(path)
     metadata["coverage"] = {"answered": 8, "total": 10}
-    write_table(path, kept.replace_schema_metadata({"vlmgrid": json.dumps(metadata)}))
+    write_file(path, kept, metadata)
     page = build_page(config, BENCH)
     by_id = {item.item_id: item for item in page.items}
     for item_id in left_out:
@@ -199,7 +199,7 @@ def test_the_page_shows_the_context_the_prompt_showed(default_config_data, tmp_p
                  "prediction_index": 0, "scores": None, "topk": None, "error": None}
                 for item_id, options in zip(records["id"], records["options"])]
         metadata = {"model": "alpha", "benchmark": name, "data_fingerprint": fingerprint, "applicable": True}
-        write_table(paths.predictions_path(config.results_dir, "alpha", name), rows_to_table(rows, metadata))
+        write_file(paths.predictions_path(config.results_dir, "alpha", name), rows_to_table(rows), metadata)
         hints = dict(zip(records["id"], records["hint"]))
         assert any(hints.values()) and not all(hints.values())  # the fixture has items with a context and without
         page = build_page(config, name)

@@ -329,7 +329,7 @@ def test_embedding_cannot_answer_text_only_questions(bench):
 def test_a_clip_model_is_scored_on_the_questions_with_an_image_and_the_others_are_not_applicable(bench, tmp_path):
     """Every question with an image answered right by embedding: the score is 100 over those, the text-only
     ones not applicable (never wrong, never a 0), and the score file and the report say how many and why."""
-    from vlmgrid.predictions import rows_to_table, write_table
+    from vlmgrid.predictions import rows_to_table, write_predictions
     from vlmgrid.report import build_report
     from vlmgrid.stages.score import score_cell
 
@@ -343,8 +343,8 @@ def test_a_clip_model_is_scored_on_the_questions_with_an_image_and_the_others_ar
     assert 0 < with_image < len(records)  # the fixture has both kinds
     predictions = tmp_path / "predictions" / "clip" / "k.parquet"
     predictions.parent.mkdir(parents=True)
-    write_table(predictions, rows_to_table(rows, {"applicable": True, "strategy": "embed",
-                                                  "data_fingerprint": bench.manifest["fingerprint"]}))
+    write_predictions(predictions, rows_to_table(rows), {"applicable": True, "strategy": "embed",
+                                                         "data_fingerprint": bench.manifest["fingerprint"]})
     out = tmp_path / "scores" / "clip" / "k.json"
     score = score_cell(model_name="clip", bench_dir=bench.root, predictions_path=predictions, out_path=out,
                        samples=100, seed=0)

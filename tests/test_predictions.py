@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.predictions import check_against_records, read_predictions, rows_to_table, write_table
+from vlmgrid.predictions import check_against_records, read_predictions, rows_to_table, write_predictions
 from vlmgrid.protocols.base import prediction_row
 
 
@@ -11,7 +11,7 @@ def _records(ids):
 
 
 def _write(path, rows):
-    write_table(path, rows_to_table(rows))
+    write_predictions(path, rows_to_table(rows), {})
 
 
 def test_round_trip_keeps_types(tmp_path):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
-from vlmgrid.predictions import rows_to_table, write_table
+from vlmgrid.predictions import rows_to_table, write_predictions
 from vlmgrid.protocols.parsing import PARSERS, parse
 from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.stages.score import lenient_predictions, score_cell
@@ -33,7 +33,7 @@ def _predictions(tmp_path, bench, rows) -> str:
     path = tmp_path / f"{bench.name}.parquet"
     metadata = {"model": "m", "benchmark": bench.name, "data_fingerprint": bench.manifest["fingerprint"],
                 "strategy": "generate", "applicable": True}
-    write_table(path, rows_to_table(rows, metadata))
+    write_predictions(path, rows_to_table(rows), metadata)
     return path
 
 

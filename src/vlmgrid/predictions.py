@@ -1,7 +1,15 @@
-"""Read, check and write predictions files (docs/formats.md)."""
+"""Read, check and write predictions files (docs/formats.md).
+
+A file is the model's output only while its rows are the ones vlmgrid wrote: its metadata record the hash of its
+rows (`rows_sha256`, `rows_digest`), which every reader checks, so a file edited after the run with its metadata
+kept is run again (DVC's row) or refused (score, compare, diff, inspect, merge-shards), never taken for the
+model's. The metadata also record the version of the code that wrote it (`code_version`), which no check of
+currency compares.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Iterable
@@ -10,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from vlmgrid.codeversion import running_version
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import atomic_path
 
@@ -24,6 +33,8 @@ SCHEMA = pa.schema([
     ("error", pa.string()),
 ])
 METADATA_KEY = b"vlmgrid"
+ROWS_KEY = "rows_sha256"  # the metadata's hash of the rows (rows_digest)
+ROWS_AT_ONCE = 8192  # rows turned into Python values at a time while hashing: bounds the memory it takes
 # How to fix a predictions file the user made or named (`vlmgrid score --predictions`): inference did not write it.
 GIVEN_HINT = ("write it again in the predictions format of docs/formats.md (`results/predictions/<model>/<bench>.parquet`: "
               "parquet, one row per item of this benchmark and variant)")
@@ -39,6 +50,29 @@ def rows_to_table(rows: Iterable[dict], metadata: dict | None = None) -> pa.Tabl
 def write_table(path: Path, table: pa.Table) -> None:
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
+
+
+def rows_digest(table: pa.Table) -> str:
+    """The SHA-256 of a predictions table's rows, in order: each row a compact JSON array (ASCII) of its values in
+    the columns' order of SCHEMA, followed by a line feed. The values are Python's (text, integers, floats as
+    their shortest repr, lists, null), never Arrow's buffers, so the digest is the same whichever pyarrow or
+    pandas wrote or read the file, and whatever its chunks."""
+    digest = hashlib.sha256()
+    rows = table.select(SCHEMA.names).cast(SCHEMA)
+    for batch in rows.to_batches(max_chunksize=ROWS_AT_ONCE):
+        columns = [column.to_pylist() for column in batch.columns]
+        digest.update("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in zip(*columns)).encode())
+    return digest.hexdigest()
+
+
+def write_predictions(path: Path, table: pa.Table, metadata: dict) -> None:
+    """The final write of a predictions (or shard) file, atomic; its metadata get the hash of its rows
+    (`rows_sha256`) and the version of the code that wrote it (`code_version`)."""
+    # One chunk: parquet's page boundaries follow the chunks, and the same rows must give the same bytes
+    # whether they came from fresh parts, resumed parts or merged shards.
+    table = table.combine_chunks()
+    stamped = {**metadata, ROWS_KEY: rows_digest(table), "code_version": running_version()}
+    write_table(path, table.replace_schema_metadata({METADATA_KEY: json.dumps(stamped, sort_keys=True).encode()}))
 
 
 def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
@@ -57,7 +91,7 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
             f"predictions file {path} lacks the column(s) {', '.join(missing)}; docs/formats.md lists the columns"
         )
     try:
-        return table.select(SCHEMA.names).cast(SCHEMA)
+        table = table.select(SCHEMA.names).cast(SCHEMA)
     except pa.ArrowException as exc:
         problem = str(exc)
         for field in SCHEMA:  # name the column that does not convert
@@ -69,6 +103,40 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
         raise VlmgridError(
             f"predictions file {path}: {problem}; docs/formats.md gives each column's type"
         ) from None
+    check_rows(table, read_metadata(path), path, rebuild_hint, given)
+    return table
+
+
+def check_rows(table: pa.Table, metadata: dict, path: Path, rebuild_hint: str, given: bool = False) -> None:
+    """The rows are the ones vlmgrid wrote: the hash the metadata record is theirs. A file the user made or named
+    (`given`) may record none (predictions made elsewhere); the grid's own file must."""
+    recorded = metadata.get(ROWS_KEY)
+    if recorded is None and given:
+        return
+    provenance = metadata.get("provenance")
+    if isinstance(provenance, dict) and provenance.get("imported"):
+        rebuild_hint = "import the answers again (`vlmgrid import-predictions ... --replace`)"
+    if recorded is None:
+        raise VlmgridError(
+            f"predictions file {path} records no hash of its rows (`{ROWS_KEY}`: it was written by hand or by an "
+            f"older vlmgrid), so they cannot be told from the ones the run wrote; {rebuild_hint}"
+        )
+    if recorded != rows_digest(table):
+        fix = ("restore the file, or remove its vlmgrid metadata to take it as predictions made elsewhere "
+               "(docs/formats.md)" if given else f"{rebuild_hint}, or restore the file")
+        raise VlmgridError(
+            f"predictions file {path}: its rows are not the ones vlmgrid wrote (edited after the run); {fix}"
+        )
+
+
+def rows_intact(path: Path) -> bool:
+    """Whether the file is readable and its rows are the ones vlmgrid wrote (the current-cell check's question:
+    a cell whose file is not is run again)."""
+    try:
+        read_table(path, "")
+    except VlmgridError:
+        return False
+    return True
 
 
 def read_metadata(path: Path) -> dict:

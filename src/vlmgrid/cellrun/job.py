@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 import pandas as pd
-import pyarrow as pa
 
 from vlmgrid.fileio import sha256_json
-from vlmgrid.predictions import METADATA_KEY, rows_to_table, write_table
+from vlmgrid.predictions import rows_to_table, write_predictions
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.serving import recorded_settings
 
@@ -86,7 +85,7 @@ def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: st
         "strategy": None,
         "provenance": None,
     }
-    write_table(out_path, rows_to_table([], metadata))
+    write_predictions(out_path, rows_to_table([]), metadata)
     # Parts left from when the cell could run belong to other settings.
     shutil.rmtree(partial_dir, ignore_errors=True)
     log.info(f"wrote {out_path}: not applicable, {reason}")
@@ -144,14 +143,6 @@ def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, str
     if invariance is not None:  # the batch check's result (vlmgrid.cellrun.invariance); absent when it is off
         metadata["invariance"] = invariance
     return metadata
-
-
-def write_predictions(out_path: Path, table: pa.Table, metadata: dict) -> None:
-    """The final write of a predictions (or shard) file, atomic."""
-    # One chunk: parquet's page boundaries follow the chunks, and the same rows must give the same bytes
-    # whether they came from fresh parts, resumed parts or merged shards.
-    table = table.combine_chunks()
-    write_table(out_path, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()}))
 
 
 def merge_runs(runs: list[dict]) -> list[dict]:

@@ -21,10 +21,10 @@ import pyarrow as pa
 
 from vlmgrid.cellrun import invariance
 from vlmgrid.cellrun.cell import Cell
-from vlmgrid.cellrun.job import Job, merge_runs, predictions_metadata, write_predictions
+from vlmgrid.cellrun.job import Job, merge_runs, predictions_metadata
 from vlmgrid.cellrun.parts import PartStore
 from vlmgrid.errors import InferenceFailed, VlmgridError
-from vlmgrid.predictions import rows_to_table
+from vlmgrid.predictions import rows_to_table, write_predictions
 
 log = logging.getLogger(__name__)
 

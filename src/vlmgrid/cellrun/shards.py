@@ -19,9 +19,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from vlmgrid.cellrun import invariance
-from vlmgrid.cellrun.job import Job, merge_runs, predictions_metadata, write_predictions
+from vlmgrid.cellrun.job import Job, merge_runs, predictions_metadata
 from vlmgrid.errors import VlmgridError
-from vlmgrid.predictions import read_metadata, read_table, rows_to_table
+from vlmgrid.predictions import read_metadata, read_table, rows_to_table, write_predictions
 
 log = logging.getLogger(__name__)
 

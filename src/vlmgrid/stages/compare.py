@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid import __version__, paths
+from vlmgrid.codeversion import running_version
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, write_json
@@ -199,6 +200,7 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
             "predictions_sha256": {model: sha256_file(predictions[model]) for model in models},
         },
         "vlmgrid_version": __version__,
+        "code_version": running_version(),
     }
     write_json(out_path, comparison)
     return comparison

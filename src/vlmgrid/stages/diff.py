@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid import __version__, paths
+from vlmgrid.codeversion import running_version
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.escaping import spreadsheet_text, terminal_json, terminal_text
@@ -165,6 +166,7 @@ def as_document(benchmark: str, path_a: Path, path_b: Path, reading: str, parser
         "variant_pairing": list(result.variant_pairing) if result.variant_pairing else None,
         "items": [_item(d) for d in result.items],
         "vlmgrid_version": __version__,
+        "code_version": running_version(),
     }
 
 

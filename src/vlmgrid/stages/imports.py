@@ -18,11 +18,11 @@ from pathlib import Path
 
 from vlmgrid import paths
 from vlmgrid.cellrun.cell import Cell
-from vlmgrid.cellrun.job import Job, predictions_metadata, write_predictions
+from vlmgrid.cellrun.job import Job, predictions_metadata
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, sha256_json
-from vlmgrid.predictions import read_metadata, rows_to_table
+from vlmgrid.predictions import read_metadata, rows_to_table, write_predictions
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,9 @@ benchmark of the grid, inferred and scored) and one for all the comparisons and 
 A row's outputs persist between runs, so that adding a benchmark or changing one benchmark's data does not
 answer every other cell again: a cell whose predictions file records exactly the inputs a run would use now
 (the model's settings, the data's fingerprint, the protocol, the prompt sets, a checkpoint read in place, the
-batch check's sample) is left as it is, and only scored again.
+batch check's sample) and holds the rows vlmgrid wrote (the hash its metadata record) is left as it is, and
+only scored again. The version of the code that wrote the file is no input: an edit of vlmgrid's code answers
+no cell again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from functools import partial
 from vlmgrid import paths
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.predictions import read_metadata
+from vlmgrid.predictions import read_metadata, rows_intact
 from vlmgrid.serving import recorded_settings
 from vlmgrid.stages.sidebyside import Task, cpu_jobs, run_side_by_side
 
@@ -44,15 +46,16 @@ def row_jobs(config: Config, model: str) -> int:
 
 
 def predictions_current(config: Config, model: str, benchmark: str) -> bool:
-    """Whether the cell's predictions file is what inference would write now: it records the same inputs (see
-    the module's docstring). Anything unreadable or missing counts as not current, so the cell runs again."""
+    """Whether the cell's predictions file is what inference would write now: it records the same inputs and
+    holds the rows vlmgrid wrote (see the module's docstring). Anything unreadable, missing or edited counts as
+    not current, so the cell runs again."""
     from vlmgrid.cellrun.invariance import sample_positions
     from vlmgrid.cellrun.job import predictions_metadata
     from vlmgrid.stages.infer import planned_job
     from vlmgrid.stages.plan import cell_plan
 
     path = paths.predictions_path(config.results_dir, model, benchmark)
-    if not path.is_file():
+    if not path.is_file() or not rows_intact(path):
         return False
     recorded = read_metadata(path)
     try:

@@ -19,6 +19,7 @@ from typing import Mapping
 import pandas as pd
 
 from vlmgrid import __version__, paths
+from vlmgrid.codeversion import running_version
 from vlmgrid.config import Config
 from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.errors import VlmgridError
@@ -210,6 +211,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
             "strategy": None,
             "inputs": inputs,
             "vlmgrid_version": __version__,
+            "code_version": running_version(),
         }
         write_json(out_path, score)
         return score
@@ -221,7 +223,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         # not one item the strategy can answer: the cell has no number, as one whose model cannot run it
         score = {"model": model_name, "benchmark": bench.name, "applicable": False, "reason": coverage["reason"],
                  "metric": metric.headline, "strategy": metadata.get("strategy"), "inputs": inputs,
-                 "vlmgrid_version": __version__}
+                 "vlmgrid_version": __version__, "code_version": running_version()}
         write_json(out_path, score)
         return score
     # The items the file answers, when it answers a subset by construction (an MME eval-tool folder).
@@ -252,6 +254,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
             **answered,
             "inputs": inputs,
             "vlmgrid_version": __version__,
+            "code_version": running_version(),
         }
         write_json(out_path, score)
         return score
@@ -269,6 +272,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         **answered,
         "inputs": inputs,
         "vlmgrid_version": __version__,
+        "code_version": running_version(),
     }
     write_json(out_path, score)
     return score
