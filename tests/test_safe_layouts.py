@@ -378,6 +378,22 @@ def test_a_prepared_local_mme_file_made_unreadable_is_one_sentence_to_prepare_an
     assert (result.returncode, result.stderr) == (2, f"vlmgrid: error: {unreadable(image)}\n")
 
 
+def test_a_subtask_folder_that_can_be_listed_but_not_entered_is_one_sentence_naming_it(tmp_path):
+    """Mode 0644 on a folder: its names can be listed, but nothing in it can be reached (a stat of a file in it
+    is refused). As root, under capsh (permission_helpers)."""
+    config = mme_grid(tmp_path)
+    (tmp_path / "mme" / "count").chmod(0o644)
+    try:
+        result = vlmgrid_held_back("prepare", "mme", "--config", str(config))
+    finally:
+        (tmp_path / "mme" / "count").chmod(0o755)  # pytest removes tmp_path later
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"vlmgrid: error: {tmp_path / 'mme' / 'count'}")
+    assert "cannot be entered by this user (permission denied)" in result.stderr
+    assert f"`chmod -R a+rX {tmp_path / 'mme'}`" in result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
 def test_an_unreadable_subtask_folder_of_a_local_mme_release_is_one_sentence_naming_it(tmp_path):
     """Mode 000 for real (a glob would take the folder for an empty one); as root, under capsh
     (permission_helpers)."""

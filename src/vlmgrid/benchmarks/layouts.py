@@ -57,7 +57,15 @@ class Layout:
         """The files under raw_dir that match one of the markers, sorted."""
         found: set[Path] = set()
         for pattern in self.markers:
-            found.update(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
+            for name in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern):
+                try:
+                    if Path(name).is_file():
+                        found.add(Path(name))
+                except PermissionError:  # a folder whose names can be listed but whose files cannot be reached
+                    folder = Path(name).parent
+                    raise VlmgridError(f"{folder} cannot be entered by this user (permission denied), so its files "
+                                       f"cannot be read; make the release readable (`chmod -R a+rX {raw_dir}`) and "
+                                       "run again") from None
         return sorted(found)
 
     def names_file(self, path: Path) -> bool:
