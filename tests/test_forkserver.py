@@ -1,9 +1,12 @@
 """The fork server (`vlmgrid forkserver`, vlmgrid.forkserver): real `vlmgrid` commands run through it give the
 bytes and exit codes that they give in their own process; a job whose client is killed is killed; signals reach
-the job; a refusal or a missing server runs the command in the client's process."""
+the job; a refusal or a missing server runs the command in the client's process; a command in another process
+context (umask, nice, limits, ignored signals) is refused, and so is every job once the code on disk changed,
+even by an edit that keeps the files' times."""
 
 import fcntl
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -16,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import vlmgrid
 from conftest import copy_workflow, wait_for
 from vlmgrid import forkserver
 from vlmgrid.forkserver.protocol import PER_JOB, environment_difference
@@ -153,6 +157,89 @@ def test_the_per_job_variables_are_the_jobs_own(server):
     assert environment_difference({"A": "1", "B": "1"}, {"A": "1"}) == "B"
     assert {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"} <= PER_JOB
+
+
+def _fewer_files():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 256) - 1, hard))
+
+
+@pytest.mark.parametrize("change, differs", [
+    (lambda: os.umask(0o077), "umask"),
+    (lambda: os.nice(2), "nice"),
+    (_fewer_files, "RLIMIT_NOFILE"),
+    (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN), "ignored signals"),  # as `nohup` starts it
+], ids=["umask", "nice", "rlimit", "nohup"])
+def test_a_command_in_another_process_context_is_refused_and_runs_in_its_own_process(server, change, differs):
+    # A forked job inherits these from the server, not from its caller: it would write 0644 files under umask
+    # 077, run at the server's priority and limits, and die of a hangup that its caller ignores.
+    def benchmarks(env):
+        return subprocess.run([*VLMGRID, "benchmarks"], capture_output=True, env=env, cwd=REPO, timeout=300,
+                              preexec_fn=change)
+
+    own, served = benchmarks(_base_env()), benchmarks(server.env())
+    assert (served.returncode, served.stdout) == (own.returncode, own.stdout) == (0, own.stdout)
+    assert served.stderr.decode() == (f"vlmgrid: the fork server at {server.socket} did not run this command "
+                                      f"({differs} differs); it runs in its own process\n")
+    assert f"refused ({differs} differs): vlmgrid benchmarks" in server.text()
+
+
+def package_copy(folder: Path) -> Path:
+    """A copy of the vlmgrid package under `folder` (put `folder` first on PYTHONPATH to run it), to edit."""
+    copy = folder / "vlmgrid"
+    shutil.copytree(Path(vlmgrid.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def edit_keeping_times(path: Path, old: str, new: str) -> None:
+    """Replace `old` with `new` in the file at `path` and set its times back, as `cp -p`, `rsync -a` or
+    `touch -r` leave them."""
+    before = path.stat()
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def package_version(package: Path) -> str:
+    return (package / "__init__.py").read_text().split("__version__ = ")[1].split('"')[1]
+
+
+def test_an_edit_that_keeps_the_files_times_ends_a_runs_server_and_the_next_jobs_run_the_new_code(tmp_path,
+                                                                                                   monkeypatch):
+    package = package_copy(tmp_path / "code")
+    version = package_version(package)
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)  # the server's environment is this process's
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "code"))
+    log = tmp_path / "forkserver.log"
+    started = forkserver.start(str(log))  # as Snakemake's onstart
+    assert started is not None
+    try:
+        env = {**os.environ, "VLMGRID_FORKSERVER": started.socket_path}
+
+        def version_printed() -> subprocess.CompletedProcess:
+            return subprocess.run([*VLMGRID, "--version"], capture_output=True, text=True, env=env, cwd=REPO,
+                                  timeout=300)
+
+        served = version_printed()
+        assert (served.returncode, served.stdout, served.stderr) == (0, f"vlmgrid {version}\n", "")
+        edit_keeping_times(package / "__init__.py", f'"{version}"', f'"{version}+edited"')
+        refused = version_printed()
+        assert (refused.returncode, refused.stdout) == (0, f"vlmgrid {version}+edited\n")
+        assert refused.stderr == (f"vlmgrid: the fork server at {started.socket_path} did not run this command "
+                                  "(the code on disk changed since the server started); it runs in its own process\n")
+        # its socket went with the refusal: the next job runs in its own process, silently, and the server ends
+        later = version_printed()
+        assert (later.returncode, later.stdout, later.stderr) == (0, f"vlmgrid {version}+edited\n", "")
+        assert started.process.wait(timeout=60) == 0
+        assert not Path(started.folder).exists()
+    finally:
+        forkserver.stop(started)
+    text = log.read_text()
+    assert text.count("started: vlmgrid --version\n") == 1
+    assert "the code on disk changed since the server started: no more jobs; stopping once the 0 running end" in text
+    assert text.splitlines()[-1].endswith(" its jobs ended: stopping")
 
 
 def test_no_server_at_the_socket_runs_in_the_client_silently(tmp_path):

@@ -205,7 +205,8 @@ JOB_MODULES = ("vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages
 def cmd_forkserver(config: Config | None, args) -> None:
     from vlmgrid.forkserver import serve
 
-    serve(args.socket, main, JOB_MODULES, idle_timeout=args.idle_timeout, parent_pid=args.parent_pid)
+    serve(args.socket, main, JOB_MODULES, idle_timeout=args.idle_timeout, parent_pid=args.parent_pid,
+          lock=args.lock, log=args.log)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -346,6 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--parent-pid", type=int, metavar="PID",
                         help="the pid of the process that starts the server: stop once it has ended (a run "
                              "killed with SIGKILL, too)")
+    server.add_argument("--lock", metavar="PATH", help="the warm start's lock beside the socket, in its private "
+                        "folder: removed at the end, with --log, unless a command holds it (docs/speed.md)")
+    server.add_argument("--log", metavar="PATH", help="the file the server's stderr writes to, beside the socket in "
+                        "its private folder: removed at the end with --lock")
     return parser
 
 
@@ -365,6 +370,11 @@ def main(argv: list[str] | None = None) -> int:
         code = run_warm(sys.argv[1:])
         if code is not None:
             return code
+    from vlmgrid import codeversion
+
+    # The code as it is when the command starts (the package's heavy modules are not imported yet): what its
+    # outputs record. A job forked from a fork server has the server's, which it computed before its imports.
+    codeversion.running_version()
     args = build_parser().parse_args(argv)
     from vlmgrid import messages
 

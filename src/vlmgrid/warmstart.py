@@ -4,13 +4,17 @@ A Snakemake run starts a server of its own and names it to its jobs in VLMGRID_F
 (workflow/rules/common.smk). Anywhere else (DVC's stage commands, a shell loop) that variable is unset, and the
 `vlmgrid` command looks for a server at a well-known socket: `<key>.sock` in the private folder
 `vlmgrid-forkserver-<uid>` under VLMGRID_FORKSERVER_DIR, else $XDG_RUNTIME_DIR, else /tmp. The key is a digest of
-the interpreter, the environment less the per-job variables (vlmgrid.forkserver.protocol.per_job) and the code on disk,
-so a server only gets the jobs it runs as a fresh process would: another virtualenv, another HF_HOME or an
-edited checkout finds a server of its own. Where none answers, the command starts one, detached (a session of
-its own, stdin from /dev/null, its log at `<key>.log` beside the socket), waits until it listens and sends the
-command, unless it is one of the QUICK ones, which runs in its own process; the server stops after
-VLMGRID_FORKSERVER_IDLE seconds (default 60) with no job. An flock on `<key>.lock` keeps two commands that come
-at once from both starting one.
+the interpreter, the environment less the per-job variables (vlmgrid.forkserver.protocol.per_job), the process's
+context (umask, ids, capabilities, limits, nice, namespaces, cgroups, ...) and the code on disk (the content of
+vlmgrid's files, vlmgrid.codeversion, and the import path's folders; vlmgrid.forkserver.context), so a server
+only gets the jobs it runs as a fresh process would: another virtualenv, another HF_HOME, a command under another
+umask or in a network namespace of its own, or an edited checkout finds a server of its own (which the server
+checks again before each job, refusing one that differs). Where none answers, the command starts one, detached
+(a session of its own, stdin from /dev/null, its log at `<key>.log` beside the socket), waits until it listens
+and sends the command, unless it is one of the QUICK ones, which runs in its own process; the server stops
+after VLMGRID_FORKSERVER_IDLE seconds (default 60) with no job, and removes its socket, log and lock, and the
+private folder once nothing is left in it. An flock on `<key>.lock` keeps two commands that come at once from
+both starting one.
 
 None is started, and the command runs in its own process as before, where a job may hold GPUs (it sets
 CUDA_VISIBLE_DEVICES before it imports torch, which a child of a server that has imported it cannot), in a
@@ -28,6 +32,7 @@ import time
 from dataclasses import dataclass
 
 from vlmgrid import forkserver
+from vlmgrid.forkserver.context import import_paths, process_context
 from vlmgrid.forkserver.protocol import interpreter
 from vlmgrid.forkserver.sockets import ours
 
@@ -35,6 +40,7 @@ IDLE_ENV = "VLMGRID_FORKSERVER_IDLE"  # seconds with no job before an auto-start
 DIR_ENV = "VLMGRID_FORKSERVER_DIR"  # where its private folder is made (default $XDG_RUNTIME_DIR, else /tmp)
 IDLE_DEFAULT_S = 60.0
 LISTEN_WAIT_S = 30.0  # a started server listens once the CLI is imported, before its long imports
+LOCK_TRIES = 10  # takes of the lock whose file a stopping server removed meanwhile, before giving up
 SOCKET_PATH_MAX = 100  # a Unix socket's path holds at most 107 bytes
 # Commands that take under a second in a process of their own, less than a server's imports (about 5 s), and
 # often come alone (the first stage of every `dvc repro`, a question asked at the prompt): they use a server that
@@ -53,8 +59,8 @@ class Place:
 
 def run_warm(argv: list[str]) -> int | None:
     """Run the command `argv` of the `vlmgrid` command line in a fork server and return its exit code: the one
-    VLMGRID_FORKSERVER names, else this user's for this interpreter, environment and code, started if none
-    answers (by all but the QUICK commands). None where it should run in this process instead."""
+    VLMGRID_FORKSERVER names, else this user's for this interpreter, environment, process context and code,
+    started if none answers (by all but the QUICK commands). None where it should run in this process instead."""
     chosen = os.environ.get(forkserver.ENV, "")
     if chosen == "off" or argv[:1] == ["forkserver"]:
         return None
@@ -102,12 +108,9 @@ def _place() -> Place | None:
     folder = os.path.join(os.path.abspath(base), f"{forkserver.FOLDER_PREFIX}{os.getuid()}")
     try:
         os.makedirs(base, exist_ok=True)
-        os.mkdir(folder, 0o700)
-    except FileExistsError:
-        pass
     except OSError:
         return None
-    if not ours(folder):  # someone else's, or opened to others: never a socket there
+    if not _private(folder):
         return None
     stem = os.path.join(folder, server_key(os.environ))
     if len(f"{stem}.sock".encode()) > SOCKET_PATH_MAX:
@@ -115,39 +118,30 @@ def _place() -> Place | None:
     return Place(f"{stem}.sock", f"{stem}.log", f"{stem}.lock")
 
 
+def _private(folder: str) -> bool:
+    """Whether `folder`, made here if missing, is private to this user: never a socket in someone else's."""
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    return ours(folder)
+
+
 def server_key(environ) -> str:
     """A short digest of what a server's jobs depend on beside their own arguments: the interpreter, the
-    environment less the per-job variables, and the code on disk."""
+    environment less the per-job variables, this process's context and the code on disk (the version this
+    process runs, which it records in its outputs where it runs the command itself)."""
     import hashlib
     import json
 
+    from vlmgrid import codeversion
+
     kept = {name: value for name, value in environ.items() if not forkserver.per_job(name)}
-    text = json.dumps([interpreter(), kept, _code()], sort_keys=True)
+    text = json.dumps([interpreter(), kept, process_context(), codeversion.running_version(),
+                       import_paths(sys.path)], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _code() -> list:
-    """The code a server imports, as it is on disk: the newest of vlmgrid's own files and their count (an edit in
-    a checkout), and the import path's folders' modification times (a package installed or removed). A server
-    started before a change keeps its modules, so a changed tree names another server."""
-    import vlmgrid
-
-    newest, count = 0, 0
-    for root, folders, files in os.walk(os.path.dirname(os.path.abspath(vlmgrid.__file__))):
-        folders[:] = [name for name in folders if name != "__pycache__"]  # written by the imports themselves
-        for name in files:
-            try:
-                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime_ns)
-            except OSError:
-                continue
-            count += 1
-    paths = []
-    for entry in sys.path:
-        try:
-            paths.append([entry, os.stat(entry or ".").st_mtime_ns])
-        except OSError:
-            pass
-    return [newest, count, paths]
 
 
 def _connect(path: str) -> socket.socket | None:
@@ -164,17 +158,10 @@ def _connect(path: str) -> socket.socket | None:
 def _start(place: Place, idle: float) -> socket.socket | None:
     """Start the server at `place` (unless another command did while this one waited for the lock) and return a
     connection to it once it listens; None where it could not start or ended first (its log says why)."""
-    import fcntl
-
-    try:
-        lock = open(os.open(place.lock, os.O_WRONLY | os.O_CREAT, 0o600), "w")
-    except OSError:
+    lock = _locked(place)
+    if lock is None:
         return None
     with lock:  # closing it releases the lock
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except OSError:
-            return None
         client = _connect(place.socket)
         if client is not None:
             return client
@@ -183,7 +170,15 @@ def _start(place: Place, idle: float) -> socket.socket | None:
         environ = {name: value for name, value in os.environ.items() if not forkserver.per_job(name)}
         # The `vlmgrid` script itself, run by this interpreter: the same import path as this command's.
         command = [sys.executable, os.path.abspath(sys.argv[0]), "forkserver", "--socket", place.socket,
-                   "--idle-timeout", str(idle)]
+                   "--idle-timeout", str(idle), "--lock", place.lock, "--log", place.log]
+        # Its log is a new file: a server of this key that is still stopping (its socket gone) removes its own log
+        # at its end where the path still names it (vlmgrid.forkserver.sockets.remove_lock_and_log).
+        try:
+            os.unlink(place.log)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return None
         # Spawned, not a subprocess.Popen: it outlives this command, which never waits for it. It keeps none of
         # this process's files (a pipe its caller waits on would stay open); no --parent-pid: it serves the
         # commands that come after this one.
@@ -191,7 +186,7 @@ def _start(place: Place, idle: float) -> socket.socket | None:
             inherited = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
             pid = os.posix_spawn(sys.executable, command, environ, setsid=True, file_actions=[
                 *inherited, (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, place.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                (os.POSIX_SPAWN_OPEN, 1, place.log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600),
                 (os.POSIX_SPAWN_DUP2, 1, 2)])
         except OSError:
             return None
@@ -204,6 +199,35 @@ def _start(place: Place, idle: float) -> socket.socket | None:
                 return None
             time.sleep(0.02)
         return client
+
+
+def _locked(place: Place):
+    """The lock at `place.lock`, taken (closing the file releases it); None where it cannot be. A server that stops
+    removes its lock where nobody holds it, and its folder where that leaves it empty: a lock taken on the file it
+    removed is no longer the one at the path, so it is taken again there (the folder made again if need be)."""
+    import fcntl
+
+    for _ in range(LOCK_TRIES):
+        try:
+            lock = open(os.open(place.lock, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600), "w")
+        except FileNotFoundError:  # the folder went with the last server
+            if not _private(os.path.dirname(place.lock)):
+                return None
+            continue
+        except OSError:
+            return None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            taken, there = os.fstat(lock.fileno()), os.stat(place.lock)
+            if (taken.st_dev, taken.st_ino) == (there.st_dev, there.st_ino):
+                return lock
+        except FileNotFoundError:  # removed while this command waited for it
+            pass
+        except OSError:
+            lock.close()
+            return None
+        lock.close()
+    return None
 
 
 def _inheritable_fds() -> list[int]:

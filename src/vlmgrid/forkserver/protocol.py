@@ -7,9 +7,11 @@ Over a Unix stream socket, the client sends a 4-byte big-endian length and a JSO
 The client (`run_through_server`) is the start of the `vlmgrid` command: when `VLMGRID_FORKSERVER` names the
 server's socket (or, unset, where vlmgrid.warmstart finds or starts this user's server for the command), the
 command is sent there and the client only waits for its exit code (forwarding SIGTERM, SIGINT and SIGHUP to the
-job). When the socket cannot be reached, the command runs in the client's own process, silently (a Slurm job on
-another node, a server that ended); when the server refuses it (an environment that differs from the server's
-where modules read it at import), it runs there too, and says why in one line.
+job, but one this process ignores, as the job's own process would). When the socket cannot be reached, the
+command runs in the client's own process, silently (a Slurm job on another node, a server that ended); when the
+server refuses it (an environment that differs from the server's where modules read it at import, a process
+context that differs from the server's, code on disk that changed since the server started:
+vlmgrid.forkserver.context), it runs there too, and says why in one line.
 """
 
 from __future__ import annotations
@@ -105,7 +107,10 @@ def run_through_server(argv: list[str], path: str | None = None, client: socket.
         except ProcessLookupError:
             pass
 
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    # A signal this process ignores (`nohup`, a script's background job) stays ignored: the server compares the
+    # ignored signals with its own (vlmgrid.forkserver.context), and the job's own process would ignore it.
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     connected = client is not None
     client = client or socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -9,6 +9,12 @@ copy-on-write. This is the classic warm-start pattern (multiprocessing's forkser
 What the client sends and the server answers is vlmgrid.forkserver.protocol's; the socket's file,
 vlmgrid.forkserver.sockets'.
 
+A job runs as its caller and runs the code on disk (vlmgrid.forkserver.context): before each fork the server
+compares the client's process context (read from the kernel) with its own, refusing a job that differs, and the
+package's files with those it imported, by content; once the code differs it refuses every job, its socket goes,
+and it ends when its running jobs have, so the next command runs the new code (in a fresh server, or its own
+process).
+
 Fork safety: the server runs no thread of its own (one `selectors` loop, signals through a wakeup fd) and only
 imports (no computation, no thread pool, no CUDA), so a forked child starts as clean as a fresh process. The one
 library that starts threads at import is pyarrow (its jemalloc allocator's background thread and one more; the
@@ -26,13 +32,18 @@ import sys
 import time
 from typing import Callable, Iterable
 
-from vlmgrid import messages
+from vlmgrid import codeversion, messages
 from vlmgrid.errors import VlmgridError
+from vlmgrid.forkserver.context import context_difference, import_paths, process_context
 from vlmgrid.forkserver.protocol import ENV, environment_difference, interpreter, receive_request, reply
-from vlmgrid.forkserver.sockets import clear_the_way, remove_socket
+from vlmgrid.forkserver.sockets import clear_the_way, remove_folder, remove_lock_and_log, remove_socket
 
 KILL_GRACE_S = 5.0  # a job whose client is gone gets SIGTERM, then SIGKILL after this long
 PARENT_POLL_S = 1.0  # how often a server started with a parent's pid looks whether that parent is still there
+# The signals whose handling a job takes from the server as it was when the server started (a fresh Python
+# process's, less what it inherited ignored, as the job's own process would), not as the server set it since
+CHILD_SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+CODE_CHANGED = "the code on disk changed since the server started"
 
 
 def _log(message: str) -> None:
@@ -64,15 +75,26 @@ class _Job:
 
 
 def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (), idle_timeout: float = 300.0,
-          parent_pid: int | None = None) -> int:
+          parent_pid: int | None = None, lock: str | None = None, log: str | None = None) -> int:
     """Serve jobs on the Unix socket `path`, each `run` with its argv in a child, once the modules named in
     `preload` (each where installed) are imported, until SIGTERM (or SIGINT), until `idle_timeout` seconds pass with
-    no job running, or, given `parent_pid` (the pid of the process that started it), once that process has
-    ended, however it ended; returns the exit code. Nothing but a stale socket of ours may be at `path`
-    (`clear_the_way`); at the end the socket goes, and so does the folder `start` made for it."""
+    no job running, until the code on disk changes and its jobs have ended, or, given `parent_pid` (the pid of the
+    process that started it), once that process has ended, however it ended; returns the exit code. Nothing but a
+    stale socket of ours may be at `path` (`clear_the_way`); at the end the socket goes, and so do the warm start's
+    `lock` and `log` beside it (vlmgrid.warmstart; `remove_lock_and_log`) and the folder they were in, where empty."""
     import select
     import selectors
 
+    # The signals' handling as this process started, before it sets its own below: a job gets it back, as its own
+    # process would have it (so the ignored signals are compared as they were then).
+    handlers = {signum: signal.getsignal(signum) for signum in CHILD_SIGNALS}
+    ignored = process_context()["ignored signals"]
+    # The code, before it is imported: the jobs, forked after the imports, inherit this version (their outputs
+    # record it); a file changed from here on changes what the disk's check below gives.
+    entries = list(sys.path)
+    imported = (codeversion.running_version(), import_paths(entries))
+    disk = codeversion.CodeOnDisk()
+    disk.version()  # every file read now: a job's check reads only those whose stat changed since
     clear_the_way(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     binding = f"{path}.{os.getpid()}"
@@ -98,7 +120,7 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
     _preload(preload)
     # What the imports set in the environment (open_clip sets TOKENIZERS_PARALLELISM): a job's process gets it
     # too, as the modules, already imported in it, do not set it again.
-    imported = {name: value for name, value in os.environ.items() if reference.get(name) != value}
+    set_by_imports = {name: value for name, value in os.environ.items() if reference.get(name) != value}
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else "?"
     _log(f"ready: {len(sys.modules)} modules imported, {threads} threads (the libraries')")
 
@@ -108,6 +130,7 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
     wake_write.setblocking(False)
     signal.set_wakeup_fd(wake_write.fileno())
     stopping: list[int] = []
+    retiring: list[bool] = []  # the code on disk changed: no job any more, and the server ends once its jobs have
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a Python handler, so the wakeup fd is written
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))
@@ -143,21 +166,47 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
         """What a child must not keep: the server's sockets and the other jobs' connections."""
         return [listener, wake_read, wake_write] + [job.conn for job in jobs.values() if job.conn is not None]
 
+    def retire() -> None:
+        """The code on disk is not what this server imported: it takes no job any more, and its socket goes, so
+        that the next command finds none (and starts a fresh server, or runs in its own process)."""
+        if not retiring:
+            retiring.append(True)
+            _log(f"{CODE_CHANGED}: no more jobs; stopping once the {len(jobs)} running end")
+            remove_socket(path, made)
+
+    def refusal(request: dict, fds: list[int], environ: dict[str, str], client: int) -> str | None:
+        """Why the job cannot run here as it would in its own process; None where it can."""
+        if len(fds) != 3:
+            return f"{len(fds)} file descriptors were sent, not stdin, stdout and stderr"
+        if request.get("python") != interpreter():
+            return f"Python {request.get('python')} is not the server's {interpreter()}"
+        if retiring or (disk.version(), import_paths(entries)) != imported:
+            retire()
+            return CODE_CHANGED
+        if (name := environment_difference(environ, reference)) is not None:
+            return f"{name} differs"
+        if client <= 0:  # in a pid namespace this one does not see: its context cannot be read
+            return "its process cannot be seen from the server's pid namespace"
+        # What a forked job would have: this process's context as it is now (renice or prlimit may have changed
+        # it), with the signals' handling the job gets back
+        own = {**process_context(), "ignored signals": ignored}
+        if (name := context_difference(process_context(client), own)) is not None:
+            return f"{name} differs"
+        return None
+
     def accept() -> None:
         conn, _ = listener.accept()
         fds: list[int] = []
         try:
             conn.settimeout(10)  # a client sends its request at once; one that does not cannot hold the loop
+            # The process that connected, as the kernel names it: its context is read from there, never from
+            # what it says
+            client = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))[0]
             request, fds = receive_request(conn)
             argv = [str(arg) for arg in request["argv"]]
             environ = dict(request["environ"])
-            reason = None
-            if len(fds) != 3:
-                reason = f"{len(fds)} file descriptors were sent, not stdin, stdout and stderr"
-            elif request.get("python") != interpreter():
-                reason = f"Python {request.get('python')} is not the server's {interpreter()}"
-            elif (name := environment_difference(environ, reference)) is not None:
-                reason = f"{name} differs"
+            reason = refusal(request, fds, environ, client)
             if reason is not None:
                 _log(f"refused ({reason}): vlmgrid {' '.join(argv)}")
                 reply(conn, {"refused": f"{reason}"})
@@ -166,7 +215,8 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:  # the child
-                _child(run, argv, str(request["cwd"]), {**environ, **imported}, fds, others() + [conn], selector)
+                _child(run, argv, str(request["cwd"]), {**environ, **set_by_imports}, fds, others() + [conn],
+                       selector, handlers)
             reply(conn, {"pid": pid})
         except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
             _log(f"a request failed: {type(exc).__name__}: {exc}")
@@ -199,12 +249,12 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
         now = time.monotonic()
         if jobs:
             idle_since = now
-        elif now - idle_since >= idle_timeout:
+        elif retiring or now - idle_since >= idle_timeout:
             # The socket goes first: a client that comes now finds none (vlmgrid.warmstart starts another server),
-            # and one that connected before is in the backlog, to be served rather than left without a reply.
+            # and one that connected before is in the backlog, to be answered rather than left without a reply.
             remove_socket(path, made)
             if not select.select([listener], [], [], 0)[0]:
-                _log(f"no job for {idle_timeout:g} s: stopping")
+                _log("its jobs ended: stopping" if retiring else f"no job for {idle_timeout:g} s: stopping")
                 break
         deadlines = [job.kill_at for job in jobs.values() if job.kill_at is not None]
         timeout = min(deadlines) - now if deadlines else (None if jobs else idle_since + idle_timeout - now)
@@ -245,6 +295,9 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
         time.sleep(0.01)
     listener.close()
     remove_socket(path, made)
+    if lock is not None:
+        remove_lock_and_log(lock, log, path)
+    remove_folder(path)
     return 0
 
 
@@ -256,18 +309,18 @@ def _signal(pid: int, signum: int) -> None:
 
 
 def _child(run: Callable[[list[str]], int], argv: list[str], cwd: str, environ: dict[str, str], fds: list[int],
-           server_sockets: list, selector) -> None:
-    """In the forked child: become the job's process (its stdio, folder, environment, default signals), run
-    the command as `run` would in a process of its own, and exit with its code. Never returns."""
+           server_sockets: list, selector, handlers: dict) -> None:
+    """In the forked child: become the job's process (its stdio, folder, environment, the signals' `handlers`
+    as the server's were when it started), run the command as `run` would in a process of its own, and exit with
+    its code. Never returns."""
     import atexit
     import traceback
 
     code = 1
     try:
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt, as in python
+        for signum, handler in handlers.items():  # Ctrl-C: KeyboardInterrupt, as in python, unless ignored
+            signal.signal(signum, handler)
         selector.close()
         for sock in server_sockets:
             sock.close()
