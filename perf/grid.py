@@ -123,8 +123,10 @@ def dvc_runs(work: Path) -> dict:
     root = workflow_copy(work / "dvc")
     shutil.copy2(REPO / ".gitignore", root / ".gitignore")  # results/ ignored but the metrics DVC keeps in git
     servers = work / "servers"  # a folder of this measurement's own: no server left by another command is used
-    env = tool_env(VLMGRID_FORKSERVER_DIR=str(servers), DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="perf",
-                   GIT_AUTHOR_EMAIL="perf@localhost", GIT_COMMITTER_NAME="perf", GIT_COMMITTER_EMAIL="perf@localhost")
+    # A server removes its log when it stops: one that idled out before the logs are read would go uncounted,
+    # so the servers stay until stop_servers (an hour of idle time, longer than the whole measurement).
+    env = tool_env(VLMGRID_FORKSERVER_DIR=str(servers), VLMGRID_FORKSERVER_IDLE="3600", DVC_NO_ANALYTICS="1",
+                   GIT_AUTHOR_NAME="perf", GIT_AUTHOR_EMAIL="perf@localhost", GIT_COMMITTER_NAME="perf", GIT_COMMITTER_EMAIL="perf@localhost")
     git_repo(root, env)
     # No process of the run waits for the servers its commands start: this one does, so their CPU time counts.
     # A server's so far: what the ended ones' reaping gave, and the running ones' own figures.
