@@ -324,3 +324,16 @@ def test_a_served_model_holds_its_gpus_an_api_model_none(default_config_data):
     data["grid"]["models"] = list(data["models"])
     config = validate_config(data)
     assert [gpus(config, model) for model in config.models] == [1, 4, 0]
+
+
+def test_a_config_that_cannot_be_read_is_one_sentence_naming_it(tmp_path):
+    """Mode 000 for real; as root, under capsh with the permission bypass dropped (permission_helpers)."""
+    from permission_helpers import vlmgrid_held_back
+
+    config = tmp_path / "grid.yaml"
+    config.write_text("title: t\n", encoding="utf-8")
+    config.chmod(0)
+    result = vlmgrid_held_back("check-config", "--config", str(config))
+    assert (result.returncode, result.stderr) == (
+        2, f"vlmgrid: error: config file {config} cannot be read by this user (permission denied); make it "
+           f"readable (`chmod a+r {config}`) and run again\n")

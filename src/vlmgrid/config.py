@@ -174,6 +174,9 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> Config:
         raise VlmgridError(yaml_error(path, exc)) from None
     except UnicodeDecodeError:
         raise VlmgridError(f"{path} is not UTF-8 text; save it as UTF-8") from None
+    except PermissionError:
+        raise VlmgridError(f"config file {path} cannot be read by this user (permission denied); make it readable "
+                           f"(`chmod a+r {path}`) and run again") from None
     return validate_config(data, source=path)
 
 
