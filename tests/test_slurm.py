@@ -39,7 +39,7 @@ def set_cluster(root, **changes):
 def dry_run_resources(root) -> dict[str, str]:
     """{rule: its resources line} from a dry run of the workspace's grid (the target rule `all` left out)."""
     output = run(["snakemake", "-n", "--cores", "2"], root).stdout
-    resources = dict(re.findall(r"^rule (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M))
+    resources = dict(re.findall(r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M))
     resources.pop("all", None)
     return resources
 
@@ -64,7 +64,8 @@ def test_cluster_section_becomes_the_rules_resources(tmp_path):
 def dry_run_jobs(root) -> dict[tuple[str, str], str]:
     """{(rule, its wildcards): its resources line} of every job of a dry run of the workspace's grid."""
     output = run(["snakemake", "-n", "--cores", "2"], root).stdout
-    jobs = re.findall(r"^rule (\w+):\n(?:    .*\n)*?    wildcards: (.*)\n(?:    .*\n)*?    resources: (.*)$", output, re.M)
+    jobs = re.findall(r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    wildcards: (.*)\n(?:    .*\n)*?"
+                      r"    resources: (.*)$", output, re.M)
     return {(rule, wildcards): resources for rule, wildcards, resources in jobs}
 
 

@@ -1,18 +1,22 @@
 """A failed inference job through the workflows: Snakemake (with --keep-going) and `dvc repro` stop without a
 number for the failed cell, finish the others, and the next run, once the server answers, reruns exactly that
 cell and gives the predictions of a clean run. A small grid (the random baseline and an API model on a POPE
-fixture) in temporary copies of the repo; the API is the project's scripted server, on 127.0.0.1."""
+fixture) in temporary copies of the repo; the API is the project's scripted server, on 127.0.0.1. And a failed
+fetch or prepare (a mistyped path), fixed back, answers no cell again: the cells' inputs never changed."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, dvc_grid_repo, run, workflow_env
+from conftest import REPO, copy_workflow, dvc_grid_repo, mtimes, run, workflow_env
 from fake_openai_server import FakeOpenAIServer, Reply
-from test_workflow import stages_run
+from test_touch_reruns_nothing import local_grid
+from test_workflow import UP_TO_DATE, stages_run
 
 pytestmark = pytest.mark.integration
 
@@ -95,3 +99,58 @@ def test_dvc_repro_stops_at_the_failed_cell_and_the_next_repro_runs_only_it(serv
     assert "row@api" in ran and "report" in ran
     assert not any(stage.startswith(("row@random", "prepare")) for stage in ran)
     assert (root / "results/predictions/api/pope-small.parquet").is_file()
+
+
+def with_paths(grid: dict, checkpoint, tsv) -> dict:
+    """The local grid (test_touch_reruns_nothing.local_grid) with its checkpoint's and its TSV's paths."""
+    grid = copy.deepcopy(grid)
+    grid["models"]["mine"]["source"]["path"] = str(checkpoint)
+    grid["benchmarks"]["mmbench-mine"]["source"]["path"] = str(tsv)
+    return grid
+
+
+def test_snakemake_a_failed_fetch_or_prepare_fixed_back_answers_no_cell_again(tmp_path):
+    # Snakemake removes a failed job's outputs and records its params (the mistyped path): fixed back, the fetch
+    # or prepare runs again, and makes the manifest it made before, which reruns no cell.
+    grid, checkpoint, tsv = local_grid(tmp_path)
+    root = copy_workflow(tmp_path / "repo")
+    config = tmp_path / "grid.yaml"
+    args = ["--configfile", str(config)]
+    config.write_text(yaml.safe_dump(grid, sort_keys=False))
+    run(["snakemake", "--cores", "2", *args], root)
+    cells = mtimes(root, "results/predictions/*/*.parquet")
+    assert len(cells) == 2
+    manifests = {path: (root / path).read_bytes() for path in ("data/models/mine/model.json",
+                                                                "data/mmbench-mine/manifest.json")}
+
+    for rule, mistyped in (("fetch_model", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
+                           ("prepare", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv")))):
+        config.write_text(yaml.safe_dump(mistyped, sort_keys=False))
+        failed = run(["snakemake", "--cores", "2", *args], root, check=False)
+        assert failed.returncode != 0 and "mistyped" in failed.stdout + failed.stderr
+        config.write_text(yaml.safe_dump(grid, sort_keys=False))
+        fixed = run(["snakemake", "--cores", "2", *args], root)
+        assert re.search(rf"^(local)?(rule|checkpoint) {rule}:$", fixed.stdout + fixed.stderr, re.M)  # it ran again
+        assert mtimes(root, "results/predictions/*/*.parquet") == cells, rule
+        assert {path: (root / path).read_bytes() for path in manifests} == manifests
+    assert "Nothing to be done" in run(["snakemake", "-n", *args], root).stdout
+
+
+def test_dvc_a_failed_fetch_or_prepare_fixed_back_answers_no_cell_again(tmp_path):
+    # The same failures at DVC's door
+    grid, checkpoint, tsv = local_grid(tmp_path)
+    root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid)
+    run(["dvc", "repro"], root)
+    cells = mtimes(root, "results/predictions/*/*.parquet")
+    assert len(cells) == 2
+
+    for stage, mistyped in (("fetch_model@mine", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
+                            ("prepare@mmbench-mine", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv")))):
+        (root / "config/config.yaml").write_text(yaml.safe_dump(mistyped, sort_keys=False))
+        failed = run(["dvc", "repro"], root, check=False)
+        assert failed.returncode != 0 and "mistyped" in failed.stdout + failed.stderr
+        (root / "config/config.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
+        ran = stages_run(run(["dvc", "repro"], root).stdout)
+        assert not any(name.startswith("row@") for name in ran), stage
+        assert mtimes(root, "results/predictions/*/*.parquet") == cells, stage
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE

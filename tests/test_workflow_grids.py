@@ -20,7 +20,7 @@ DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 def planned(output: str) -> set[tuple[str, str]]:
     """(rule, wildcards) of every job a dry run plans."""
-    return set(re.findall(r"^rule (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", output, re.M))
+    return set(re.findall(r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", output, re.M))
 
 
 def write(path, data):

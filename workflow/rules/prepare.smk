@@ -1,4 +1,8 @@
-rule prepare:
+# Both rules are checkpoints: once one of their jobs has run, Snakemake judges the jobs after it again by what it
+# wrote, not by its having run. A job that runs again with nothing changed (a failed prepare or fetch fixed back:
+# Snakemake removed its outputs and recorded the failed job's params) writes the same manifest, and Snakemake,
+# which keeps a checksum of each small input, runs no cell again; a manifest that changed reruns its cells.
+checkpoint prepare:
     output:
         manifest=f"{DATA}/{{bench}}/manifest.json",
         records=f"{DATA}/{{bench}}/records.parquet",
@@ -15,7 +19,7 @@ rule prepare:
         "vlmgrid prepare {wildcards.bench:q} --config {CONFIG_FILE:q} > {log:q} 2>&1"
 
 
-rule fetch_model:
+checkpoint fetch_model:
     output:
         f"{DATA}/models/{{model}}/model.json",
     params:
