@@ -190,10 +190,13 @@ def test_score_compare_diff_and_fetch_record_the_code_version_and_the_tables_do_
     assert main(["diff", BENCH, "random", "first", "--json", str(tmp_path / "diff.json"), *config]) == 0
     assert main(["report", *config]) == 0
     outputs = [paths.score_path(grid.results_dir, "random", BENCH), paths.comparison_path(grid.results_dir, BENCH),
-               tmp_path / "diff.json", paths.model_dir(grid.data_dir, "random") / "model.json"]
+               tmp_path / "diff.json"]
     for output in outputs:
         recorded = json.loads(output.read_text())
         assert recorded["code_version"] == running_version() and "vlmgrid_version" in recorded, output
+    # The records of what was read: the same files give the same bytes, whatever code wrote them.
+    for ledger in (paths.model_dir(grid.data_dir, "random") / "model.json", grid.data_dir / BENCH / "manifest.json"):
+        assert "code_version" not in json.loads(ledger.read_text()), ledger
     tables = {path: path.read_bytes() for path in (grid.results_dir / "tables").rglob("*") if path.is_file()}
     assert tables
     for output in outputs[:2]:  # other code made them: the tables are the same bytes

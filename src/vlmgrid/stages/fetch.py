@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vlmgrid import __version__, paths
-from vlmgrid.codeversion import running_version
 from vlmgrid.cellrun.cell import InPlace
 from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
@@ -111,7 +110,6 @@ def _in_place_manifest(name: str, settings: dict, checkpoint: Checkpoint) -> dic
         "files": hashes,
         "fingerprint": sha256_json(hashes),
         "vlmgrid_version": __version__,
-        "code_version": running_version(),
     }
 
 
@@ -220,7 +218,6 @@ def fetch_model(name: str, settings: dict, model_dir: Path) -> dict:
         "files": hashes,
         "fingerprint": sha256_json(hashes),
         "vlmgrid_version": __version__,
-        "code_version": running_version(),
     }
     write_json(manifest_path, manifest)  # last, so a present manifest means a complete fetch
     return manifest
