@@ -104,7 +104,23 @@ def test_a_fixture_fetch_never_removes_a_file_it_did_not_write(tmp_path):
     (model_dir / "notes.txt").unlink()
     second = fetch_model("clip", tiny_open_clip(1), model_dir)  # its own files replaced: no refusal
     assert second["fingerprint"] != first["fingerprint"]
-    assert sorted(path.name for path in model_dir.iterdir()) == sorted([*second["files"], "model.json"])
+    assert sorted(path.name for path in model_dir.iterdir()) == sorted([*second["files"], "model.json",
+                                                                        ".fetched.json"])
+
+
+def test_a_refetch_after_its_record_was_removed_still_knows_its_own_files(tmp_path):
+    """Snakemake removes a job's declared output (model.json) before the job runs: a fixture model whose seed
+    changed is fetched again over the files the last fetch wrote, which it still tells from a user's."""
+    model_dir = tmp_path / "data" / "models" / "clip"
+    first = fetch_model("clip", tiny_open_clip(0), model_dir)
+    (model_dir / "model.json").unlink()
+    second = fetch_model("clip", tiny_open_clip(1), model_dir)
+    assert second["fingerprint"] != first["fingerprint"]
+    (model_dir / "model.json").unlink()
+    (model_dir / "notes.txt").write_text("my notes")
+    with pytest.raises(VlmgridError, match=rf"^{model_dir} holds notes.txt that fetch-model did not write"):
+        fetch_model("clip", tiny_open_clip(0), model_dir)
+    assert (model_dir / "notes.txt").read_text() == "my notes"
 
 
 def test_switching_a_fixture_model_to_a_local_checkpoint_removes_only_what_fetch_wrote(clip, tmp_path):

@@ -32,6 +32,10 @@ from vlmgrid.models.checkpoints import Checkpoint, check_files, local_path
 
 log = logging.getLogger(__name__)
 
+# What fetch-model wrote into a model's folder, beside model.json: Snakemake removes a job's declared output
+# (model.json) before it runs the job, and the fetch that follows must still tell its own files from a user's.
+WRITTEN = ".fetched.json"
+
 __all__ = ["MANIFEST", "InPlace", "fetch", "fetch_model", "in_place_weights", "model_stamp", "write_tiny_models"]
 
 
@@ -83,17 +87,19 @@ def _refuse_overlap(name: str, model_dir: Path, location: Path) -> None:
 
 
 def _remove_own_files(model_dir: Path) -> None:
-    """Remove what an earlier fetch wrote into model_dir: the files its manifest names, each only while it still
-    has the bytes recorded, then the manifest and the folders left empty. Nothing else is ever removed."""
+    """Remove what an earlier fetch wrote into model_dir: the files its manifest (or, where that is gone, its
+    record of the files it wrote) names, each only while it still has the bytes recorded, then both records and
+    the folders left empty. Nothing else is ever removed."""
     remove_stale_temporaries(model_dir)  # what a killed write of fetch's own left
     manifest_path = model_dir / MANIFEST
-    manifest = _read_manifest(manifest_path)
+    manifest = _read_manifest(manifest_path) or _read_manifest(model_dir / WRITTEN)
     if manifest is not None and "location" not in manifest:  # a record in place names files elsewhere
         for file_name, digest in manifest["files"].items():
             path = model_dir / str(file_name)
             if _inside(path.resolve(), model_dir.resolve()) and path.is_file() and sha256_file(path) == digest:
                 path.unlink()
     manifest_path.unlink(missing_ok=True)
+    (model_dir / WRITTEN).unlink(missing_ok=True)
     for folder in sorted((path for path in model_dir.rglob("*") if path.is_dir() and not path.is_symlink()),
                          key=lambda path: len(path.parts), reverse=True):
         if not any(folder.iterdir()):
@@ -211,6 +217,7 @@ def fetch_model(name: str, settings: dict, model_dir: Path) -> dict:
     backend = BACKENDS.get(settings["backend"])
     files = backend.fetch(settings, model_dir, fixture=_fixture_for(settings))
     hashes = {file_name: sha256_file(path) for file_name, path in sorted(files.items())}
+    write_json(model_dir / WRITTEN, {"files": hashes})
     manifest = {
         "model": name,
         "backend": settings["backend"],
