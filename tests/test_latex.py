@@ -216,20 +216,25 @@ def every_table(root: Path) -> list[Path]:
     return sorted(path for path in written if path.suffix == ".tex")
 
 
+def _amend(path: Path, **keys) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **keys}))
+
+
 def partial_tables(root: Path) -> list[Path]:
     """Reports with a partial cell (an imported answer set that lacks items by construction, its score file's
-    coverage): the wide grid's main table with llava-tiny on bench_07 answering 2,350 of 2,374 items, and the
-    comparisons of a pair compared on the items both answered (report.partial_cells: include)."""
+    coverage): the wide grid's main table with llava-tiny on bench_07 answering 2,350 of 2,374 items (and on
+    bench_03 scored on a copy of 24 of its 2,374 items), and the comparisons of a pair compared on the items both
+    answered (report.partial_cells: include), its A on a partial copy and batch-dependent."""
     files = wide_grid(root / "grid")
-    path = files[("llava-tiny", BENCHES[7])]
-    obj = json.loads(path.read_text())
-    obj["coverage"], obj["n"] = {"answered": 2350, "total": 2374}, 2350
-    path.write_text(json.dumps(obj))
+    _amend(files[("llava-tiny", BENCHES[7])], coverage={"answered": 2350, "total": 2374}, n=2350)
+    _amend(files[("llava-tiny", BENCHES[3])], partial_copy={"items": 24, "published_items": 2374, "source": "local"})
     written = build_report(files, MODELS, BENCHES, root / "grid" / "tables", root / "grid" / "figures")
 
     results = root / "compared"
     models, benchmarks = ["model_a", "reference_model"], ["bench_x"]
     scores = {(m, b): write_score(results, m, b, 50.0, f"sha-{m}") for m in models for b in benchmarks}
+    _amend(scores[("model_a", "bench_x")], partial_copy={"items": 24, "published_items": 2374, "source": "local"},
+           invariance={"checked": 8, "same": 7, "differing": ["q1"]})
     comparison = write_comparison(results, "bench_x", "reference_model", [("model_a", "reference_model", 4.0, 0.01)],
                                   {m: f"sha-{m}" for m in models})
     data = json.loads(comparison.read_text())
@@ -246,9 +251,12 @@ def test_every_table_compiles_within_the_page(tmp_path):
     assert {path.name for path in tables} == {"main.tex", "comparisons.tex", "reported.tex", "kaleidoscope.tex",
                                               "cvqa.tex", "cvqa-pairs.tex", "dance.tex"}
     assert any(r"\textbf{" in tex.read_text() for tex in tables if tex.name == "comparisons.tex") is False
-    # the partial cell's double dagger is among what compiles: in the main table and in the comparisons
-    assert {tex.name for tex in tables if "partial" in tex.parts and r"$^{\ddagger}$" in tex.read_text()} == {
-        "main.tex", "comparisons.tex"}
+    # the partial cell's double dagger is among what compiles: in the main table and in the comparisons; so are
+    # a partial copy's pilcrow and a batch-dependent cell's not-equal sign
+    for mark, names in ((r"$^{\ddagger}$", {"main.tex", "comparisons.tex"}),
+                        (r"$^{\P}$", {"main.tex", "comparisons.tex"}),
+                        (r"$^{\neq}$", {"main.tex", "comparisons.tex"})):
+        assert {tex.name for tex in tables if "partial" in tex.parts and mark in tex.read_text()} == names, mark
     for tex in tables:
         log = compile_table(tex, tmp_path)
         # a table wider than the text would push into the margin: LaTeX says so as an overfull box

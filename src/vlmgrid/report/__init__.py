@@ -39,7 +39,10 @@ footnote with its rate), carries the dagger in the main figure and is hatched in
 100% has no number ("failed", and so is that model's average). A cell whose score file has a `coverage` (it answers
 a subset of its benchmark by construction: an imported MME eval-tool folder) carries a double dagger in every
 table and figure, with a footnote naming its coverage; it stays out of that model's average unless
-`partial_cells` is "include", and the average is marked either way. With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
+`partial_cells` is "include", and the average is marked either way. A cell scored on a copy of its benchmark that
+holds fewer items than the published benchmark (its score file's `partial_copy`: a fixture's stand-ins, a local
+subset) carries a pilcrow in every table and figure, with a note naming the count; so does the average over it.
+With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
 """
 
 from __future__ import annotations

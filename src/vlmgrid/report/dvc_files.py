@@ -8,7 +8,8 @@ headline alone: the CI, n, error rate and coverage of a cell are in the report's
 without a number (n/a, hidden, failed, missing) gives its status instead and never a value, which a 0 would
 hide; a model without an average gives "-", as the main table. A mark of the main table that says a number is not
 what it seems is a key of its own, the numbers staying numbers for `dvc metrics diff`: `batch_dependent` names the
-models whose cell (in `Average.json`, whose average) the main table marks with the not-equal sign.
+models whose cell (in `Average.json`, whose average) the main table marks with the not-equal sign, and
+`copy_items` and `published_items` give a benchmark's copy where it holds fewer items than the published one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from vlmgrid import fileio
 from vlmgrid.report.grid import Grid
+from vlmgrid.report.score_file import PartialCopy
 
 METRICS_DIR = Path("metrics")
 AVERAGE = "Average"  # the averages' file: no benchmark can be called that (the config's names are lower case)
@@ -43,11 +45,22 @@ def _models(models: list[str]) -> dict[str, str]:
     return {"batch_dependent": ", ".join(models)} if models else {}
 
 
+def _copy(copies: list[PartialCopy]) -> dict[str, int]:
+    """`copy_items` and `published_items` of the benchmark's partial copy; none when its cells were scored on a
+    whole one. The cells of a benchmark share its prepared copy; where their score files say otherwise (one
+    scored before the copy changed), the smallest is given: the tables mark each cell with its own."""
+    if not copies:
+        return {}
+    copy = min(copies, key=lambda c: (c.items, c.published))
+    return {"copy_items": copy.items, "published_items": copy.published}
+
+
 def metrics(grid: Grid) -> dict[str, dict]:
     """{file name: its object}: per benchmark its metric and each model's headline (or the cell's status), then
     the averages (AVERAGE) with "-" for a model that has none (a benchmark without a number, or draws that
     cannot be averaged). A model without a cell in the grid is left out of the benchmark's file; the models
-    whose number the main table marks as batch-dependent are named under `batch_dependent`."""
+    whose number the main table marks as batch-dependent are named under `batch_dependent`, and a partial copy
+    of the benchmark is counted under `copy_items` and `published_items`."""
     files: dict[str, dict] = {}
     for benchmark in grid.benchmarks:
         row: dict = {"metric": grid.metric(benchmark) or "-"}
@@ -59,6 +72,8 @@ def metrics(grid: Grid) -> dict[str, dict]:
                 row[model] = status
         row.update(_models([model for model in grid.models if grid.cell(model, benchmark) is not None
                             and grid.batch_dependent(model, benchmark)]))
+        row.update(_copy([copy for model, name, copy in grid.partial_copies()
+                          if name == benchmark and grid.cell(model, benchmark) is not None]))
         files[benchmark] = row
     averages: dict = {"metric": "mean"}
     for model in grid.models:

@@ -6,8 +6,9 @@ figure that shows it at a glance is one too: a row per model, a column per bench
 colour for the pattern and the number written in for the value. A cell without a number (n/a, hidden,
 failed, missing, or not in the grid) is light grey and hatched with its word, so it never looks like a 0.0.
 The colour scale is fixed at 0-100, since every headline is in percent (MME's scaled to 100), so two
-reports' figures read alike. A value built on too many format errors carries a dagger, which the note under
-the figure explains with the cells and their rates.
+reports' figures read alike. A value carries the marks of its cell as in the main table (a dagger for too many
+format errors, a pilcrow for a partial copy of the benchmark, ...), which the note under the figure explains with
+the cells and their rates or counts.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ from pathlib import Path
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
-from vlmgrid.report.score_file import Estimate
+from vlmgrid.report.score_file import Estimate, PartialCopy
 from vlmgrid.report.style import (
     CHAR_IN, COLORMAP, NO_NUMBER_COLOUR, NO_NUMBER_EDGE, NO_NUMBER_HATCH, SMALL_PT, WIDTH_IN, WORD_COLOUR, add_note,
     figure_style, pyplot, save_figure, text, text_colour, wrap_note,
 )
 from vlmgrid.report.tables.format import (
-    AVERAGE, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, fmt, marks,
+    AVERAGE, COPY_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, fmt, marks,
 )
-from vlmgrid.report.tables.notes import batch_note, coverage_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 from vlmgrid.report.tables.main import average_entry, cell_entry
 
 SCALE = (0.0, 100.0)
@@ -36,10 +37,23 @@ SCALE_LABEL = "score (0-100)"
 _ROW_IN = 0.27
 
 
+def shared_copy(grid: Grid, benchmark: str) -> PartialCopy | None:
+    """The partial copy every cell of the benchmark with a score was scored on, whose count the column's header
+    gives; None when none was, or their copies differ (the note then names each cell with its own)."""
+    copies = {grid.partial_copy(model, benchmark) for model in grid.models
+              if grid.cell(model, benchmark) is not None or grid.is_failed(model, benchmark)}
+    return copies.pop() if len(copies) == 1 else None
+
+
 def benchmark_label(grid: Grid, benchmark: str) -> str:
-    """"benchmark\\n(metric label)": the column's header."""
+    """"benchmark\\n(metric label)": the column's header, then the count of a partial copy its cells share ("24 of
+    2,374", a fixture's "16 stand-ins"): the heatmap's note has no room to list the default grid's."""
     metric = grid.metric(benchmark)
-    return f"{benchmark}\n({metric_label(metric)})" if metric else benchmark
+    label = f"{benchmark}\n({metric_label(metric)})" if metric else benchmark
+    copy = shared_copy(grid, benchmark)
+    if copy is None:
+        return label
+    return label + (f"\n{copy.items:,} stand-ins" if copy.fixture else f"\n{copy.items:,} of {copy.published:,}")
 
 
 def has_averages(grid: Grid) -> bool:
@@ -49,8 +63,8 @@ def has_averages(grid: Grid) -> bool:
 
 
 def main_note(grid: Grid) -> str:
-    """What the main figure's marks and words mean, naming the cells: marked (with rates, coverage or the batch
-    check's count), failed, missing."""
+    """What the main figure's marks and words mean, naming the cells: marked (with rates, coverage, the batch
+    check's count or the copy's), failed, missing."""
     notes = []
     marked = [(m, b, rate) for m, b, rate in grid.flagged() if not grid.is_failed(m, b)]
     if marked:
@@ -62,6 +76,13 @@ def main_note(grid: Grid) -> str:
     batched = batch_note(grid.batch_dependents(), average=has_averages(grid))
     if batched:
         notes.append(batched)
+    headed = [benchmark for benchmark in grid.benchmarks if shared_copy(grid, benchmark) is not None]
+    if headed:  # one line at most: the default grid's figure and table fill a laptop's first screen
+        notes.append(f"{COPY_MARK}: over fewer items than the benchmark has, counted under its name.")
+    copied = copy_note([entry for entry in grid.partial_copies() if entry[1] not in headed],
+                       average=has_averages(grid))
+    if copied:
+        notes.append(copied)
     if grid.not_applicable:
         notes.append(f"{NA}: the model cannot run the benchmark.")
     if grid.hidden:
@@ -142,7 +163,8 @@ def main_heatmap(grid: Grid, title: str):
     lines = [line for label in [*headers, AVERAGE] for line in label.split("\n")]
     # Headers stand upright only when every line fits its column; otherwise they are turned 90 degrees.
     upright = CHAR_IN * max(len(line) for line in lines) <= 0.95 * column_in
-    header_in = 0.3 if upright else CHAR_IN * max(len(line) for line in lines) + 0.15
+    header_in = (0.15 * max(2, *(label.count("\n") + 1 for label in headers)) if upright
+                 else CHAR_IN * max(len(line) for line in lines) + 0.15)
     grid_in = _ROW_IN * len(grid.models)
     height = 0.35 + header_in + grid_in + 0.6 + max(note_in, 0.01)
     fig = plt.figure(figsize=(WIDTH_IN, height), layout="constrained")

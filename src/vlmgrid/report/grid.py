@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.report.score_file import Estimate, Hidden, NotApplicable, ScoreCell, read_score
+from vlmgrid.report.score_file import Estimate, Hidden, NotApplicable, PartialCopy, ScoreCell, read_score
 
 # A cell whose format error rate exceeds this many percent is marked in every table and figure (the config's
 # `report.flag_error_rate`).
@@ -123,14 +123,30 @@ class Grid:
         """Whether a cell the model's average is over is batch-dependent (the average is marked too)."""
         return any(self.batch_dependent(model, benchmark) for benchmark in self.averaged(model))
 
+    def partial_copy(self, model: str, benchmark: str) -> PartialCopy | None:
+        """The copy a scored (or failed) cell was scored on, where it holds fewer items than the published
+        benchmark; None otherwise."""
+        cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
+        return None if cell is None else cell.partial_copy
+
+    def partial_copies(self) -> list[tuple[str, str, PartialCopy]]:
+        """(model, benchmark, copy) of every cell scored on a partial copy, in grid order."""
+        return [(model, benchmark, copy) for model in self.models for benchmark in self.benchmarks
+                if (copy := self.partial_copy(model, benchmark)) is not None]
+
+    def model_partial_copy(self, model: str) -> bool:
+        """Whether a cell the model's average is over was scored on a partial copy (the average is marked too)."""
+        return any(self.partial_copy(model, benchmark) is not None for benchmark in self.averaged(model))
+
     def marked(self, model: str, benchmark: str, estimate: Estimate | None) -> Estimate | None:
         """`estimate` (of the cell or a part of it) with the cell's marks: its format error rate over the
-        threshold, its coverage, whether its answers depend on the batch. Every table and figure marks a cell's
-        numbers through this, so a mark reaches them all."""
+        threshold, its coverage, whether its answers depend on the batch, whether its copy of the benchmark is
+        partial. Every table and figure marks a cell's numbers through this, so a mark reaches them all."""
         if estimate is None:
             return None
         return replace(estimate, flag=self.flag(model, benchmark), coverage=self.coverage(model, benchmark),
-                       batch=self.batch_dependent(model, benchmark))
+                       batch=self.batch_dependent(model, benchmark),
+                       partial_copy=self.partial_copy(model, benchmark) is not None)
 
     def batch_checked(self) -> bool:
         """Whether any cell records a batch check (the tables then say what it found)."""

@@ -12,8 +12,8 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import interval_label, metric_label
 from vlmgrid.report.reported import KIND_LABELS, Comparison, Published, compare, is_points
 from vlmgrid.report.style import OKABE_ITO, WIDTH_IN, figure_style, pyplot, save_figure, text
-from vlmgrid.report.tables.format import BATCH_MARK, METHOD_MARK
-from vlmgrid.report.tables.notes import batch_note
+from vlmgrid.report.tables.format import BATCH_MARK, COPY_MARK, METHOD_MARK
+from vlmgrid.report.tables.notes import batch_note, copy_note
 from vlmgrid.report.tables.reported import method_note
 
 # One marker per benchmark kind, so a point is read without its colour too.
@@ -50,6 +50,9 @@ def _note(comparisons: list[Comparison], grid: Grid) -> str:
     batched = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.batch}
     if batched:
         notes.append(batch_note([entry for entry in grid.batch_dependents() if entry[:2] in batched]))
+    copied = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.partial_copy}
+    if copied:
+        notes.append(copy_note([entry for entry in grid.partial_copies() if entry[:2] in copied]))
     if method := method_note(comparisons):
         notes.append(method)
     if skipped := _not_compared(comparisons):
@@ -99,8 +102,10 @@ def _scatter_figure(plt, comparisons: list[Comparison], grid: Grid, title: str):
             ax.errorbar([c.row.value], [est.value], yerr=err, fmt=marker[c.row.benchmark], color=colour[c.model],
                         markerfacecolor="white" if hollow else colour[c.model], markersize=6, capsize=3,
                         elinewidth=1.2, zorder=3)
-            # the point's marks beside it: answered by another method, answers that depend on the batch
-            beside = (METHOD_MARK if c.same_method is False else "") + (BATCH_MARK if est.batch else "")
+            # the point's marks beside it: answered by another method, answers that depend on the batch, a
+            # partial copy of the benchmark
+            beside = ((METHOD_MARK if c.same_method is False else "") + (BATCH_MARK if est.batch else "")
+                      + (COPY_MARK if est.partial_copy else ""))
             if beside:
                 ax.annotate(beside, (c.row.value, est.value), xytext=(5, 3), textcoords="offset points",
                             fontsize=8, color=colour[c.model], zorder=4)

@@ -28,6 +28,21 @@ class Estimate:
     # The value is built on a cell whose answers changed when items were answered one at a time instead of in
     # batches (the score file's `invariance`): marked (a not-equal sign and a footnote). False: nothing to mark.
     batch: bool = False
+    # The value is built on a cell scored on a copy of its benchmark that holds fewer items than the published
+    # benchmark (the score file's `partial_copy`): marked (a pilcrow and a footnote with the count). False: nothing
+    # to mark.
+    partial_copy: bool = False
+
+
+@dataclass(frozen=True)
+class PartialCopy:
+    """The copy of the benchmark a cell was scored on, where it holds fewer items than the published benchmark
+    (score-JSON `partial_copy`): its numbers are over those items alone."""
+
+    items: int
+    published: int
+    # generated stand-ins in the benchmark's format (a fixture source), none of the benchmark's own items
+    fixture: bool
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,9 @@ class ScoreCell:
     # The batch check's result (score-JSON `invariance`: checked, same, differing ids, ...); None when the
     # predictions file records none (the check was off, or the file was imported).
     invariance: dict[str, Any] | None = None
+    # The copy it was scored on, where it holds fewer items than the published benchmark; None when it holds
+    # them all (or the benchmark has no published count).
+    partial_copy: PartialCopy | None = None
 
 
 @dataclass(frozen=True)
@@ -232,6 +250,21 @@ def _coverage(raw: Any) -> tuple[int, int] | None:
     return answered, total
 
 
+def _partial_copy(raw: Any) -> PartialCopy | None:
+    """The copy a cell was scored on, where it holds fewer items than the published benchmark; None when the
+    score has no `partial_copy`."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _Invalid("partial_copy is not an object")
+    items = _count(raw.get("items"), "partial_copy.items")
+    published = _count(raw.get("published_items"), "partial_copy.published_items")
+    if items is None or published is None or not 0 < items < published:
+        raise _Invalid(f"partial_copy is {dict(raw)!r}, not {{items, published_items}} with 0 < items < "
+                       f"published_items")
+    return PartialCopy(items, published, raw.get("source") == "fixture")
+
+
 def _coverage_reason(raw: Any) -> str | None:
     """Why a cell's strategy leaves out the items it does not answer (`coverage.reason`); None without one."""
     reason = raw.get("reason") if isinstance(raw, Mapping) else None
@@ -319,6 +352,7 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         coverage=_coverage(data.get("coverage")),
         coverage_reason=_coverage_reason(data.get("coverage")),
         invariance=_invariance(data.get("invariance")),
+        partial_copy=_partial_copy(data.get("partial_copy")),
     )
 
 

@@ -28,7 +28,7 @@ from vlmgrid.predictions import (
     answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
 from vlmgrid.report.comparisons import comparison_pairs
-from vlmgrid.stages.score import applicable_items
+from vlmgrid.stages.score import applicable_items, partial_copy
 
 log = logging.getLogger(__name__)
 
@@ -185,11 +185,14 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
             "mdd_from": result.mdd_from,
             **({"batch_dependent": dependent} if dependent else {}),
         })
+    copy = partial_copy(bench)
     comparison = {
         "benchmark": benchmark,
         "metric": metric.headline,
         "reference_model": reference_model,
         "n": int(len(bench.records)),
+        # the copy compared on, when that holds fewer items than the published benchmark (as in the score files)
+        **({} if copy is None else {"partial_copy": copy}),
         "samples": int(samples),
         "seed": int(seed),
         "mdd_alpha": MDD_ALPHA,

@@ -59,7 +59,8 @@ def score_grid_cell(config: Config, model: str, benchmark: str, *, predictions: 
         of = "" if coverage is None else (
             f" of {coverage['total']} items ({coverage.get('reason') or 'a partial import'})")
         log.info(f"{model} on {benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
-                 f"(n={score['n']}{of}, format errors {score['format_error_rate']:.1f}%) -> {out_path}")
+                 f"(n={score['n']}{of}{copy_words(score.get('partial_copy'))}, format errors "
+                 f"{score['format_error_rate']:.1f}%) -> {out_path}")
     return score
 
 
@@ -178,6 +179,28 @@ def applicable_items(bench, strategy: str | None, records: pd.DataFrame, predict
             {"answered": int(len(subset)), "total": int(total), "reason": scope.reason})
 
 
+def partial_copy(bench) -> dict | None:
+    """The prepared copy's item count beside the published benchmark's, where the copy holds fewer (score-JSON
+    `partial_copy`: {items, published_items, source}): a fixture's generated stand-ins, or a copy whose source's
+    `expected_items` lets it hold fewer. The report marks every number scored on it. None for a whole copy (a
+    published variant's count included) or a kind without a published count (DANCE)."""
+    published = bench.kind.variants.get(bench.manifest.get("variant"), bench.kind.expected_count)
+    if not published or len(bench.records) >= published:
+        return None
+    source = bench.manifest.get("source")
+    return {"items": int(len(bench.records)), "published_items": int(published),
+            "source": source.get("type") if isinstance(source, dict) else None}
+
+
+def copy_words(copy: dict | None) -> str:
+    """", a copy of 24 of the benchmark's 2,374 items" for a log line ("" for a whole copy)."""
+    if copy is None:
+        return ""
+    if copy["source"] == "fixture":
+        return f", a fixture: {copy['items']:,} items standing in for the benchmark's {copy['published_items']:,}"
+    return f", a copy of {copy['items']:,} of the benchmark's {copy['published_items']:,} items"
+
+
 def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_path: Path,
                samples: int, seed: int, given: bool = False) -> dict:
     """`given`: the predictions file is one the user named (`--predictions`), not the grid's own: an error
@@ -228,6 +251,9 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         return score
     # The items the file answers, when it answers a subset by construction (an MME eval-tool folder).
     covered = {} if coverage is None else {"coverage": coverage}
+    # The copy it was scored on, when that holds fewer items than the published benchmark.
+    copy = partial_copy(bench)
+    copied = {} if copy is None else {"partial_copy": copy}
     # How the answers were obtained (likelihood, generate, embed) and with which decoding, so a table can say.
     answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata), **_answerer(metadata)}
     if metadata.get("fallback"):  # answer_mode auto answered another way than the entry asked first
@@ -269,6 +295,7 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         "applicable": True,
         **result,
         **covered,
+        **copied,
         **answered,
         "inputs": inputs,
         "vlmgrid_version": __version__,

@@ -13,31 +13,35 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label, interval_label
-from vlmgrid.report.score_file import Estimate, ScoreCell
+from vlmgrid.report.score_file import Estimate, PartialCopy, ScoreCell
 from vlmgrid.report.tables.format import (
-    BATCH_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, emphasis, entry_value, error_rate, estimate_frame,
-    fmt_estimate, is_flagged, latex_cell, latex_name, latex_table, md_table, status, threshold, write_csv,
+    BATCH_MARK, COPY_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, copy_columns, emphasis, entry_value,
+    error_rate, estimate_frame, fmt_estimate, is_flagged, latex_cell, latex_name, latex_table, md_table, status,
+    threshold, write_csv,
 )
-from vlmgrid.report.tables.notes import batch_note, coverage_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 
 @dataclass(frozen=True)
 class Marks:
     """Which cells a table's rows (or columns) stand for are marked: per row (column), the cell's format error
-    rate and whether it is over the threshold (None, None: no score with a rate), and whether its answers
-    depend on the batch."""
+    rate and whether it is over the threshold (None, None: no score with a rate), whether its answers
+    depend on the batch, and the partial copy of the benchmark it was scored on (None: a whole one)."""
 
     rates: Sequence[float | None]
     flagged: Sequence[bool | None]
     batch: Sequence[bool] = ()
+    copies: Sequence[PartialCopy | None] = ()
 
     @classmethod
     def of(cls, grid: Grid, benchmark: str, models: Sequence[str]) -> "Marks":
         return cls([error_rate(grid, m, benchmark) for m in models], [is_flagged(grid, m, benchmark) for m in models],
-                   [grid.batch_dependent(m, benchmark) for m in models])
+                   [grid.batch_dependent(m, benchmark) for m in models],
+                   [grid.partial_copy(m, benchmark) for m in models])
 
     def name(self, i: int, name: str) -> str:
         return (name + (DAGGER if self.flagged[i] else "")
-                + (BATCH_MARK if self.batch and self.batch[i] else ""))
+                + (BATCH_MARK if self.batch and self.batch[i] else "")
+                + (COPY_MARK if self.copies and self.copies[i] is not None else ""))
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,8 @@ class Table:
             frame["flagged"] = pd.array(list(self.row_marks.flagged), dtype="boolean")
             if any(self.row_marks.batch):
                 frame["batch_dependent"] = pd.array(list(self.row_marks.batch), dtype="boolean")
+            if any(self.row_marks.copies):
+                frame = frame.assign(**copy_columns(self.row_marks.copies))
         if self.column_marks is not None:
             for j, column in enumerate(self.csv_columns):
                 frame[f"{column}_format_error_rate"] = pd.array([self.column_marks.rates[j]] * len(frame),
@@ -109,6 +115,9 @@ class Table:
                 if any(self.column_marks.batch):
                     frame[f"{column}_batch_dependent"] = pd.array([self.column_marks.batch[j]] * len(frame),
                                                                   dtype="boolean")
+                if any(self.column_marks.copies):
+                    for name, values in copy_columns([self.column_marks.copies[j]] * len(frame)).items():
+                        frame[f"{column}_{name}"] = values
         return frame
 
 
@@ -181,6 +190,9 @@ def cell_notes(grid: Grid, benchmark: str) -> str:
     batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] == benchmark])
     if batched:
         notes.append(batched)
+    copied = copy_note([entry for entry in grid.partial_copies() if entry[1] == benchmark])
+    if copied:
+        notes.append(copied)
     if any(grid.is_failed(m, benchmark) for m in grid.models):
         notes.append(f"{FAILED}: every prediction row is an error or unparsable, so the cell has no number.")
     if any(grid.is_missing(m, benchmark) for m in grid.models):
@@ -209,13 +221,12 @@ def write_table(table: Table, tables_dir: Path, stem: str, formats: Sequence[str
 def group_series(grid: Grid, benchmark: str, groups: Sequence[str], column: str) -> list:
     """Per model (its name marked when its cell is), its estimate per group (hatched when the cell is marked)."""
     series = []
-    for model in grid.models:
+    marks = Marks.of(grid, benchmark, grid.models)
+    for i, model in enumerate(grid.models):
         cell = grid.cell(model, benchmark)
-        flag = grid.flag(model, benchmark)
         word = status(grid, model, benchmark)  # written where the bars would stand
-        name = model + (DAGGER if flag is not None else "") + (BATCH_MARK if grid.batch_dependent(model, benchmark) else "")
-        series.append((name, [grid.marked(model, benchmark, group_estimate(cell, column, g)) if cell is not None
-                              else word for g in groups]))
+        series.append((marks.name(i, model), [grid.marked(model, benchmark, group_estimate(cell, column, g))
+                                              if cell is not None else word for g in groups]))
     return series
 
 
@@ -236,6 +247,9 @@ def figure_note(grid: Grid, benchmark: str) -> str:
     batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] == benchmark])
     if batched:
         notes.append(batched)
+    copied = copy_note([entry for entry in grid.partial_copies() if entry[1] == benchmark])
+    if copied:
+        notes.append(copied)
     failed = [m for m in grid.models if grid.is_failed(m, benchmark)]
     if failed:
         notes.append(f"No bar, {FAILED}: every prediction row is an error or unparsable ({', '.join(failed)}).")

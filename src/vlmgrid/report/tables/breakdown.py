@@ -12,9 +12,9 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
     DAGGER, DASH, FAILED, error_rate, fmt, fmt_count, fmt_estimate, md_table, threshold, typed_frame,
-    with_batch_column,
+    with_batch_column, with_copy_columns,
 )
-from vlmgrid.report.tables.notes import batch_note, coverage_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 
 BREAKDOWN_COLUMNS = ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n",
                      "format_error_rate", "flagged"]
@@ -61,7 +61,7 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
     frame = typed_frame(pd.DataFrame(records, columns=BREAKDOWN_COLUMNS),
                         floats=("value", "ci_low", "ci_high", "format_error_rate"), ints=("n",),
                         booleans=("flagged",))
-    return with_batch_column(grid, frame)
+    return with_copy_columns(grid, with_batch_column(grid, frame))
 
 
 def breakdown_markdown(grid: Grid, title: str) -> str:
@@ -116,6 +116,9 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
     batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] in shown])
     if batched:
         notes += f" {batched}"
+    copied = copy_note([entry for entry in grid.partial_copies() if entry[1] in shown])
+    if copied:
+        notes += f" {copied}"
     if failed:
         notes += f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
     parts.append(

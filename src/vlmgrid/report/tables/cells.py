@@ -9,9 +9,10 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label
 from vlmgrid.report.tables.format import (
-    BATCH_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, fmt, fmt_count, is_flagged, md_table, threshold,
+    BATCH_MARK, COPY_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, fmt, fmt_count, is_flagged,
+    md_table, threshold, with_copy_columns,
 )
-from vlmgrid.report.tables.notes import batch_note, coverage_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 
 CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
                 "format_error_rate", "lenient", "flagged", "items"]
@@ -65,6 +66,7 @@ def cells_frame(grid: Grid) -> pd.DataFrame:
     for name in ("format_error_rate", "lenient"):
         frame[name] = frame[name].astype("float64")
     frame["flagged"] = frame["flagged"].astype("boolean")
+    frame = with_copy_columns(grid, frame)
     if grid.batch_checked():
         # The batch check's columns, only where a cell records one (a grid without the check keeps its table).
         checks = [grid.batch_check(model, benchmark) for model, benchmark in zip(frame["model"], frame["benchmark"])]
@@ -84,6 +86,9 @@ def cells_markdown(grid: Grid, title: str) -> str:
     for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark, items in _cell_rows(grid):
         answered = word if word in (NA, MISSING) else (answered or DASH)
         n = fmt_count(n) if n is None or items is None or n == items else f"{n} of {items}{PARTIAL}"
+        copy = grid.partial_copy(model, benchmark)
+        if copy is not None:  # the published count beside n, unless n counts a subset already or stand-ins
+            n += COPY_MARK if PARTIAL in n or copy.fixture else f" of {copy.published}{COPY_MARK}"
         errors = DASH if errors is None else fmt(errors) + (DAGGER if mark else "")
         rows.append([model, benchmark, answered, decoding or DASH, n, fmt_count(n_valid), errors,
                      DASH if lenient is None else fmt(lenient)]
@@ -103,7 +108,8 @@ def cells_markdown(grid: Grid, title: str) -> str:
         f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written. "
         f"{DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's numbers ({FAILED} at "
         f"100%: the cell has no number). {MISSING}: the cell has no score file."
-        + "".join(f" {note}" for note in [coverage_note(grid, grid.partial())] if note)
+        + "".join(f" {note}" for note in [coverage_note(grid, grid.partial()), copy_note(grid.partial_copies())]
+                  if note)
         + (" Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) and "
            "compared with their batched answers (N same; skipped: the model does not batch its requests)."
            if checked else "")

@@ -11,9 +11,10 @@ from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
-    BATCH_MARK, DASH, NA, PARTIAL, batch_flag, fmt, latex_escape, latex_name, latex_stack, latex_table, md_table,
+    BATCH_MARK, COPY_MARK, DASH, NA, PARTIAL, batch_flag, copy_columns, fmt, latex_escape, latex_name, latex_stack,
+    latex_table, md_table,
 )
-from vlmgrid.report.tables.notes import batch_note
+from vlmgrid.report.tables.notes import batch_note, copy_note
 
 HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "MDD", "p", "Holm p", "Significant"]
 # The Markdown table names the metric of each row and, in its header, the CI's resampling and the test (the
@@ -23,8 +24,9 @@ MD_HEADER = ["Model A", "Model B", "Benchmark", "Metric", "A", "B", "A \u2212 B 
 # The LaTeX header: each pair heads its rows, so the table has one name column, the benchmark's; the MDD sits
 # under the difference's CI rather than in a column of its own, which the page's width has no room for.
 LATEX_HEADER = ["Benchmark", "A", "B", "A \u2212 B [95% CI] MDD", "p", "Holm p", "Significant"]
-# The value columns' shares of their part of the line: the difference holds its CI and MDD under it.
-LATEX_WEIGHTS = [0.95, 0.95, 1.8, 1.1, 1.1, 1.8]
+# The value columns' shares of their part of the line: the difference holds its CI and MDD under it, A and B
+# their cells' marks (a value with both a not-equal sign and a pilcrow fits).
+LATEX_WEIGHTS = [1.05, 1.05, 1.8, 1.0, 1.0, 1.8]
 # A Holm p below ALPHA on a difference under the MDD: not significant, and the cell says why.
 BELOW_MDD = "no (below MDD)"
 
@@ -41,10 +43,12 @@ def reasons(comparisons: Comparisons) -> list[str]:
 
 
 def _value(grid: Grid | None, model: str, benchmark: str, value: float | None) -> str:
-    """A model's value with its cell's mark, as in the main table: the not-equal sign where its answers depend
-    on the batch."""
-    dependent = grid is not None and grid.batch_dependent(model, benchmark)
-    return fmt(value) + (BATCH_MARK if dependent else "")
+    """A model's value with its cell's marks, as in the main table: the not-equal sign where its answers depend
+    on the batch, the pilcrow where its copy of the benchmark is partial."""
+    if grid is None:
+        return fmt(value)
+    return (fmt(value) + (BATCH_MARK if grid.batch_dependent(model, benchmark) else "")
+            + (COPY_MARK if grid.partial_copy(model, benchmark) is not None else ""))
 
 
 def _cells(row: Comparison, notes: list[str], grid: Grid | None = None) -> list[str]:
@@ -123,9 +127,10 @@ def legend(comparisons: Comparisons, grid: Grid | None = None) -> str:
                  f"of the benchmark (report.partial_cells: include): {listed}.")
     if grid is not None:
         shown = _compared_cells(comparisons)
-        batched = batch_note([entry for entry in grid.batch_dependents() if entry[:2] in shown])
-        if batched:
-            text += f" {batched}"
+        for note in (batch_note([entry for entry in grid.batch_dependents() if entry[:2] in shown]),
+                     copy_note([entry for entry in grid.partial_copies() if entry[:2] in shown])):
+            if note:
+                text += f" {note}"
     if comparisons.unavailable:
         listed = "; ".join(f"{bench}: {why}" for bench, why in comparisons.unavailable.items())
         text += f" Benchmarks without comparisons: {listed}."
@@ -167,7 +172,8 @@ def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.
     """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no comparison;
     `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared on, of all.
     Where a cell of the `grid` is batch-dependent, `batch_dependent_a` and `batch_dependent_b` say whether each
-    side's is (empty without a batch check or a comparison), as main.csv does."""
+    side's is (empty without a batch check or a comparison), as main.csv does; where one was scored on a partial
+    copy, `copy_items` and `published_items` give the pair's copy (empty where both are whole)."""
     columns = ["model_a", "model_b", "benchmark", "metric", "value_a", "value_b", "difference", "ci_low", "ci_high",
                "mdd", "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "mdd_from",
                "reason", "coverage_answered", "coverage_total"]
@@ -187,4 +193,9 @@ def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.
             frame[f"batch_dependent_{side}"] = pd.array(
                 [None if row.difference is None else batch_flag(grid, getattr(row, f"model_{side}"), row.benchmark)
                  for row in comparisons.rows], dtype="boolean")
+    if grid is not None and grid.partial_copies():
+        # the two cells of a pair are scored on the benchmark's one copy; either side's, where one is partial
+        frame = frame.assign(**copy_columns([grid.partial_copy(row.model_a, row.benchmark)
+                                             or grid.partial_copy(row.model_b, row.benchmark)
+                                             for row in comparisons.rows]))
     return frame

@@ -13,7 +13,7 @@ import pandas as pd
 from vlmgrid.escaping import markdown_text, spreadsheet_frame
 from vlmgrid.fileio import atomic_path
 from vlmgrid.report.grid import Grid
-from vlmgrid.report.score_file import Estimate
+from vlmgrid.report.score_file import Estimate, PartialCopy
 
 DASH = "\u2013"  # en dash: a cell that is not in the grid
 NA = "n/a"  # a cell whose model cannot run the benchmark (and that model's average)
@@ -26,6 +26,7 @@ DAGGER = "\u2020"  # marks a number built on too many format errors; the footnot
 METHOD_MARK = "\u00a7"  # marks a published number the grid reproduced by another method; the note names both
 BATCH_MARK = "\u2260"  # marks a number of a cell whose answers changed when items were answered one at a time
 PARTIAL = "\u2021"  # marks a number of a cell that answers a subset of its benchmark; the footnote gives how many
+COPY_MARK = "\u00b6"  # marks a number of a cell scored on a copy holding fewer items than the published benchmark
 FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
 MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
 
@@ -61,17 +62,17 @@ def fmt_estimate(est: Entry) -> str:
 def marks(est: Estimate) -> str:
     """The marks written after a value: a dagger when it is built on too many format errors, a double dagger
     when on a cell that answers a subset of its benchmark, a not-equal sign when on one whose answers depend on
-    the batch."""
+    the batch, a pilcrow when on one scored on a partial copy of its benchmark."""
     return ((DAGGER if est.flag is not None else "") + (PARTIAL if est.coverage is not None else "")
-            + (BATCH_MARK if est.batch else ""))
+            + (BATCH_MARK if est.batch else "") + (COPY_MARK if est.partial_copy else ""))
 
 
-def flagged(estimate: Estimate | None, rate: float | None,
-            coverage: tuple[int, int] | None = None, batch: bool = False) -> Estimate | None:
-    """The estimate marked with `rate`, `coverage` and `batch` (None / False: unmarked)."""
-    if estimate is None or (rate is None and coverage is None and not batch):
+def flagged(estimate: Estimate | None, rate: float | None, coverage: tuple[int, int] | None = None,
+            batch: bool = False, partial_copy: bool = False) -> Estimate | None:
+    """The estimate marked with `rate`, `coverage`, `batch` and `partial_copy` (None / False: unmarked)."""
+    if estimate is None or (rate is None and coverage is None and not batch and not partial_copy):
         return estimate
-    return replace(estimate, flag=rate, coverage=coverage, batch=batch)
+    return replace(estimate, flag=rate, coverage=coverage, batch=batch, partial_copy=partial_copy)
 
 
 def status(grid: Grid, model: str, benchmark: str) -> str | None:
@@ -135,6 +136,7 @@ _LATEX_SPECIAL = {
     DAGGER: r"$^{\dagger}$",
     PARTIAL: r"$^{\ddagger}$",
     BATCH_MARK: r"$^{\neq}$",
+    COPY_MARK: r"$^{\P}$",
     METHOD_MARK: r"$^{\S}$",
     "\u2192": r"$\rightarrow$",
     "\u2212": "$-$",
@@ -347,6 +349,23 @@ def with_batch_column(grid: Grid, frame: pd.DataFrame) -> pd.DataFrame:
     if grid.batch_dependents():
         frame["batch_dependent"] = pd.array([batch_flag(grid, model, benchmark) for model, benchmark
                                              in zip(frame["model"], frame["benchmark"])], dtype="boolean")
+    return frame
+
+
+def copy_columns(copies: Sequence[PartialCopy | None]) -> dict[str, pd.arrays.IntegerArray]:
+    """`copy_items` and `published_items` of each row's partial copy (empty for a whole one)."""
+    return {"copy_items": pd.array([c.items if c else None for c in copies], dtype="Int64"),
+            "published_items": pd.array([c.published if c else None for c in copies], dtype="Int64")}
+
+
+def with_copy_columns(grid: Grid, frame: pd.DataFrame) -> pd.DataFrame:
+    """A table of one row per cell or part of one (its `model` and `benchmark` columns) with `copy_columns`
+    added, where a cell of the grid was scored on a partial copy of its benchmark: a grid without such a cell
+    keeps its columns."""
+    if grid.partial_copies():
+        for name, column in copy_columns([grid.partial_copy(model, benchmark) for model, benchmark
+                                          in zip(frame["model"], frame["benchmark"])]).items():
+            frame[name] = column
     return frame
 
 

@@ -12,10 +12,11 @@ from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, count_range, metric_label
 from vlmgrid.report.tables.format import (
-    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, batch_flag, emphasis, entry_value, error_rate, estimate_frame, flagged,
-    fmt_estimate, is_flagged, latex_cell, latex_escape, latex_name, latex_table, md_table, model_status, status,
+    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, batch_flag, copy_columns, emphasis, entry_value, error_rate,
+    estimate_frame, flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_name, latex_table, md_table,
+    model_status, status,
 )
-from vlmgrid.report.tables.notes import batch_note, coverage_note, flag_note, status_notes
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, flag_note, status_notes
 
 # The decimals the score files round their numbers to (docs/formats.md); the average columns of the CSV are
 # rounded alike, so an average does not read as more precise than the cells it is computed from.
@@ -64,9 +65,11 @@ def legend(grid: Grid) -> str:
                    for m in grid.models)
     partial = any(model_status(grid, m) is None and grid.model_coverage(m) is not None for m in grid.models)
     batched = any(model_status(grid, m) is None and grid.model_batch_dependent(m) for m in grid.models)
+    copied = any(model_status(grid, m) is None and grid.model_partial_copy(m) for m in grid.models)
     flags = " ".join(part for part in (flag_note(grid, grid.flagged(), average=averages),
                                       coverage_note(grid, grid.partial(), average=partial),
                                       batch_note(grid.batch_dependents(), average=batched),
+                                      copy_note(grid.partial_copies(), average=copied),
                                       status_notes(grid, average=True)) if part)
     return (
         f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
@@ -76,21 +79,21 @@ def legend(grid: Grid) -> str:
 
 
 def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
-    """The headline of a cell: its estimate (marked when its format error rate is over the threshold, and when
-    it answers a subset of the benchmark), a status word, or None when it is not in the grid."""
+    """The headline of a cell: its estimate (with the cell's marks, `Grid.marked`), a status word, or None when it
+    is not in the grid."""
     word = status(grid, model, benchmark)
     if word is not None:
         return word
     cell = grid.cell(model, benchmark)
-    return (flagged(cell.estimate, grid.flag(model, benchmark), grid.coverage(model, benchmark),
-                    grid.batch_dependent(model, benchmark)) if cell is not None else None)
+    return None if cell is None else grid.marked(model, benchmark, cell.estimate)
 
 
 def average_entry(grid: Grid, model: str) -> Entry:
     """The model's average: a status word, None when it cannot be computed, else marked when a cell is (a
     partial cell marks it whether it is left out or taken in)."""
     return model_status(grid, model) or flagged(grid.average(model), grid.model_flag(model),
-                                                grid.model_coverage(model), grid.model_batch_dependent(model))
+                                                grid.model_coverage(model), grid.model_batch_dependent(model),
+                                                grid.model_partial_copy(model))
 
 
 def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
@@ -165,6 +168,11 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
             covered = [grid.coverage(model, benchmark) for model in grid.models]
             frame[f"{benchmark}_answered"] = pd.array([c[0] if c else None for c in covered], dtype="Int64")
             frame[f"{benchmark}_items"] = pd.array([c[1] if c else None for c in covered], dtype="Int64")
+    for benchmark in grid.benchmarks:
+        if any(grid.partial_copy(model, benchmark) for model in grid.models):
+            columns = copy_columns([grid.partial_copy(model, benchmark) for model in grid.models])
+            frame[f"{benchmark}_copy_items"] = columns["copy_items"]
+            frame[f"{benchmark}_published_items"] = columns["published_items"]
     if any(grid.batch_dependent(model, benchmark) for model in grid.models for benchmark in grid.benchmarks):
         # only when a cell is marked: a grid without the check (or where it found nothing) keeps its columns
         for benchmark in grid.benchmarks:

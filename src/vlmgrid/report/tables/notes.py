@@ -1,10 +1,12 @@
 """The notes that explain the report's marks and words, shared by the tables and figures: the dagger (format
-errors), the double dagger (partial cells), the not-equal sign (batch-dependent answers), failed and missing."""
+errors), the double dagger (partial cells), the not-equal sign (batch-dependent answers), the pilcrow (partial
+copies of a benchmark), failed and missing."""
 
 from __future__ import annotations
 
 from vlmgrid.report.grid import Grid, cell_list
-from vlmgrid.report.tables.format import BATCH_MARK, DAGGER, FAILED, MISSING, PARTIAL, threshold
+from vlmgrid.report.score_file import PartialCopy
+from vlmgrid.report.tables.format import BATCH_MARK, COPY_MARK, DAGGER, FAILED, MISSING, PARTIAL, threshold
 
 
 def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool = False) -> str:
@@ -56,6 +58,41 @@ def batch_note(cells: list[tuple[str, str, tuple[int, int]]], *, average: bool =
     note = (f"{BATCH_MARK}: answers depend on the batch: items answered again one at a time (batch size 1, no "
             f"padding) got other answers than in their batch, so the numbers depend on how items were batched "
             f"(a batching bug such as padding on the wrong side; the inspect page lists the items): {listed}.")
+    if average:
+        note += " An average over such a cell is marked too."
+    return note
+
+
+def _copy_words(copy: PartialCopy) -> str:
+    return (f"{copy.items:,} items standing in for {copy.published:,}" if copy.fixture
+            else f"{copy.items:,} of {copy.published:,} items")
+
+
+def copy_note(cells: list[tuple[str, str, PartialCopy]], *, average: bool = False) -> str:
+    """The footnote of the pilcrow: each benchmark whose cells were scored on a copy holding fewer items than
+    the published benchmark, with the count, named once for its cells (each cell where their copies differ);
+    "" when none was."""
+    if not cells:
+        return ""
+    by_benchmark: dict[str, list[tuple[str, PartialCopy]]] = {}
+    for model, benchmark, copy in cells:
+        by_benchmark.setdefault(benchmark, []).append((model, copy))
+    named = []
+    for benchmark, entries in by_benchmark.items():
+        if len({copy for _, copy in entries}) == 1:
+            named.append((benchmark, entries[0][1]))
+        else:
+            named += [(f"{model} on {benchmark}", copy) for model, copy in entries]
+    notes = []
+    copies = ", ".join(f"{name} {_copy_words(copy)}" for name, copy in named if not copy.fixture)
+    if copies:
+        notes.append(f"the benchmark's prepared copy holds fewer items than the published benchmark, so the number "
+                     f"is over those items alone: {copies}")
+    fixtures = ", ".join(f"{name} {_copy_words(copy)}" for name, copy in named if copy.fixture)
+    if fixtures:
+        notes.append(f"a fixture: generated stand-ins in the benchmark's format, none of its items, so the number is "
+                     f"not the benchmark's: {fixtures}")
+    note = f"{COPY_MARK}: " + "; and ".join(notes) + "."
     if average:
         note += " An average over such a cell is marked too."
     return note

@@ -16,10 +16,10 @@ from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.reported import Comparison, Method, Published, compare, figure_label, is_points
 from vlmgrid.report.tables.format import (
-    METHOD_MARK, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table, typed_frame,
-    write_csv,
+    METHOD_MARK, copy_columns, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table,
+    typed_frame, write_csv,
 )
-from vlmgrid.report.tables.notes import batch_note, flag_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, flag_note
 
 CSV_COLUMNS = ["paper", "table", "model", "reported_as", "benchmark", "figure", "split", "unit", "reproduced",
                "ci_low", "ci_high", "reported", "difference", "inside_ci", "status", "flagged", "reported_method",
@@ -107,6 +107,9 @@ def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
     batched = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.batch}
     if batched:
         notes.append(batch_note([entry for entry in grid.batch_dependents() if entry[:2] in batched]))
+    copied = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.partial_copy}
+    if copied:
+        notes.append(copy_note([entry for entry in grid.partial_copies() if entry[:2] in copied]))
     if method := method_note(comparisons):
         notes.append(method)
     return " ".join(notes)
@@ -169,9 +172,11 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
 
 def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
     """One row per comparison (CSV_COLUMNS); the reproduced columns, difference and inside_ci are empty where
-    the cell was not compared, and `status` says why (`compared` otherwise)."""
+    the cell was not compared, and `status` says why (`compared` otherwise). Where a cell of the grid was scored
+    on a partial copy of its benchmark, `copy_items` and `published_items` follow (empty for a whole copy)."""
+    comparisons = compare(grid, published)
     records = []
-    for c in compare(grid, published):
+    for c in comparisons:
         est = c.reproduced
         records.append([
             c.row.paper, c.row.table, c.row.model, c.model, c.benchmark, c.row.figure, c.row.split,
@@ -183,9 +188,12 @@ def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
             None if c.row.method is None else c.row.method.prompt_suffix,
             None if c.method is None else c.method.words(), c.same_method, c.row.source, c.row.note,
         ])
-    return typed_frame(pd.DataFrame(records, columns=CSV_COLUMNS),
-                       floats=("reproduced", "ci_low", "ci_high", "reported", "difference"),
-                       booleans=("inside_ci", "flagged", "same_method"))
+    frame = typed_frame(pd.DataFrame(records, columns=CSV_COLUMNS),
+                        floats=("reproduced", "ci_low", "ci_high", "reported", "difference"),
+                        booleans=("inside_ci", "flagged", "same_method"))
+    if grid.partial_copies():
+        frame = frame.assign(**copy_columns([grid.partial_copy(c.model, c.benchmark) for c in comparisons]))
+    return frame
 
 
 def write_reported_tables(grid: Grid, published: Published, tables_dir: Path, title: str) -> list[Path]:

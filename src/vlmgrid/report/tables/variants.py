@@ -9,9 +9,9 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.tables.format import (
-    error_rate, fmt_estimate, is_flagged, md_table, natural_key, typed_frame, with_batch_column,
+    error_rate, fmt_estimate, is_flagged, md_table, natural_key, typed_frame, with_batch_column, with_copy_columns,
 )
-from vlmgrid.report.tables.notes import batch_note, coverage_note, flag_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, flag_note
 
 VARIANT_COLUMNS = ["model", "benchmark", "variant", "metric", "value", "ci_low", "ci_high", "format_error_rate",
                    "flagged"]
@@ -38,7 +38,7 @@ def variants_frame(grid: Grid) -> pd.DataFrame:
                for m, b, v, metric, e in _variant_rows(grid)]
     frame = typed_frame(pd.DataFrame(records, columns=VARIANT_COLUMNS),
                         floats=("value", "ci_low", "ci_high", "format_error_rate"), booleans=("flagged",))
-    return with_batch_column(grid, frame)
+    return with_copy_columns(grid, with_batch_column(grid, frame))
 
 
 def variants_markdown(grid: Grid, title: str) -> str:
@@ -54,7 +54,8 @@ def variants_markdown(grid: Grid, title: str) -> str:
     note = " ".join(part for part in (
         flag_note(grid, [entry for entry in grid.flagged() if (entry[0], entry[1]) in shown]),
         coverage_note(grid, [entry for entry in grid.partial() if (entry[0], entry[1]) in shown]),
-        batch_note([entry for entry in grid.batch_dependents() if (entry[0], entry[1]) in shown])) if part)
+        batch_note([entry for entry in grid.batch_dependents() if (entry[0], entry[1]) in shown]),
+        copy_note([entry for entry in grid.partial_copies() if (entry[0], entry[1]) in shown])) if part)
     parts.append(
         f"Values in percent; 95% bootstrap CI in brackets; {MEAN_VARIANT}: the cell's headline, the mean over "
         f"its variants (its CI from their averaged bootstrap draws)." + (f" {note}" if note else "") + "\n"
