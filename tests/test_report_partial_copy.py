@@ -231,3 +231,25 @@ def test_a_grid_of_fixtures_names_each_benchmark_once(tmp_path):
             f"9,000, sqa_img 90 items standing in for 2,017, flowers 90 items standing in for 6,149.") in legend
     rows = md_rows(tmp_path / "tables" / "main.md")
     assert all(cell.endswith(COPY) for model in MODELS for cell in rows[model])
+
+
+@pytest.mark.parametrize("manifest", [{"source": {"type": "local", "expected_items": 8910}},
+                                      {"source": {"type": "local"}, "variant": "llava"}])
+def test_llavas_copy_of_pope_is_a_published_variant_not_a_partial_copy(manifest):
+    """LLaVA-1.5 published its POPE scores on its own copy of POPE's label files, 8,910 questions (2,910 in the
+    random split): the copy its numbers are compared with, whether its source names the count or not."""
+    import types
+
+    import pandas as pd
+
+    from vlmgrid.benchmarks.pope_coco import KIND
+    from vlmgrid.stages.score import partial_copy
+
+    def bench(n):
+        return types.SimpleNamespace(kind=KIND, manifest=manifest, records=pd.DataFrame({"id": range(n)}))
+
+    assert KIND.variants == {"llava": 8910}
+    assert partial_copy(bench(8910)) is None
+    assert partial_copy(bench(9000)) is None
+    assert partial_copy(bench(300)) == {"items": 300, "published_items": 8910 if "variant" in manifest else 9000,
+                                        "source": "local"}

@@ -9,7 +9,8 @@ Raw layout (a `local` folder, laid out as LLaVA's and InternVL's evaluation inst
 
 POPE's repository (RUCAIBox/POPE, now AoiDragon/POPE, `output/coco/`) holds 3,000 questions per split;
 LLaVA-1.5 published its POPE scores on LLaVA's own copy of these files, whose random split has 2,910
-(8,910 in all): give such a copy `expected_items: 8910` in its source. Records are those of the `pope` kind
+(8,910 in all): the published variant `llava`, known by its count (a source may also name it with
+`expected_items: 8910`), a whole copy, never a partial one. Records are those of the `pope` kind
 (ids "<split>-<question_id>", the same columns), so the metric, parser and tables are POPE's.
 """
 
@@ -93,4 +94,5 @@ KIND = dataclasses.replace(
     hub=None,
     # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at them.
     local_only=True,
+    variants={"llava": 8910},  # LLaVA-1.5's copy (playground/data/eval/pope), its random split 2,910 questions
 )

@@ -185,7 +185,9 @@ def partial_copy(bench) -> dict | None:
     `expected_items` lets it hold fewer. The report marks every number scored on it. None for a whole copy (a
     published variant's count included) or a kind without a published count (DANCE)."""
     published = bench.kind.variants.get(bench.manifest.get("variant"), bench.kind.expected_count)
-    if not published or len(bench.records) >= published:
+    # A copy of a published variant's count is that variant, whether its source's `expected_items` named the
+    # count (the manifest then names no variant) or the count alone told it
+    if not published or len(bench.records) >= published or len(bench.records) in bench.kind.variants.values():
         return None
     source = bench.manifest.get("source")
     return {"items": int(len(bench.records)), "published_items": int(published),
