@@ -175,9 +175,9 @@ def test_the_comparisons_table_marks_both_values(tmp_path, copy_files):
 
 def test_the_dvc_metrics_files_give_the_count(copy_files):
     tree = metrics(load_grid(copy_files, MODELS, BENCHES))
-    assert tree["sqa_img"] == {"metric": "accuracy", "clip_tiny": 25.0, "big-vlm": 20.04, "copy_items": 24,
-                               "published_items": 2017}
-    assert "copy_items" not in tree["flowers"] and "copy_items" not in tree["Average"]
+    assert tree["sqa_img"] == {"metric": "accuracy", "clip_tiny": 25.0, "big-vlm": 20.04, "items": 24,
+                               "published": 2017}
+    assert "items" not in tree["flowers"] and "items" not in tree["Average"]
 
 
 def test_the_paper_tables_and_figures_mark_the_model(tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ without a number (n/a, hidden, failed, missing) gives its status instead and nev
 hide; a model without an average gives "-", as the main table. A mark of the main table that says a number is not
 what it seems is a key of its own, the numbers staying numbers for `dvc metrics diff`: `batch_dependent` names the
 models whose cell (in `Average.json`, whose average) the main table marks with the not-equal sign, and
-`copy_items` and `published_items` give a benchmark's copy where it holds fewer items than the published one.
+`items` and `published` count a benchmark's copy where it holds fewer items than the published benchmark (short
+names: `dvc metrics show` makes each key a column, and the default grid's table stays within 120 columns).
 """
 
 from __future__ import annotations
@@ -46,13 +47,14 @@ def _models(models: list[str]) -> dict[str, str]:
 
 
 def _copy(copies: list[PartialCopy]) -> dict[str, int]:
-    """`copy_items` and `published_items` of the benchmark's partial copy; none when its cells were scored on a
+    """`items` and `published`: the item counts of the benchmark's partial copy and of the published benchmark;
+    none when its cells were scored on a
     whole one. The cells of a benchmark share its prepared copy; where their score files say otherwise (one
     scored before the copy changed), the smallest is given: the tables mark each cell with its own."""
     if not copies:
         return {}
     copy = min(copies, key=lambda c: (c.items, c.published))
-    return {"copy_items": copy.items, "published_items": copy.published}
+    return {"items": copy.items, "published": copy.published}
 
 
 def metrics(grid: Grid) -> dict[str, dict]:
@@ -60,7 +62,7 @@ def metrics(grid: Grid) -> dict[str, dict]:
     the averages (AVERAGE) with "-" for a model that has none (a benchmark without a number, or draws that
     cannot be averaged). A model without a cell in the grid is left out of the benchmark's file; the models
     whose number the main table marks as batch-dependent are named under `batch_dependent`, and a partial copy
-    of the benchmark is counted under `copy_items` and `published_items`."""
+    of the benchmark is counted under `items` and `published`."""
     files: dict[str, dict] = {}
     for benchmark in grid.benchmarks:
         row: dict = {"metric": grid.metric(benchmark) or "-"}
