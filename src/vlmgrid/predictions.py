@@ -85,6 +85,7 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
     except (pa.ArrowException, OSError) as exc:
         fix = rebuild_hint if given else f"delete it and {rebuild_hint}"
         raise VlmgridError(f"predictions file {path} is unreadable (truncated or not parquet: {exc}); {fix}") from None
+    metadata = _parsed(table.schema.metadata)  # the read's own: the cast below drops it
     missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
         raise VlmgridError(
@@ -103,7 +104,7 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
         raise VlmgridError(
             f"predictions file {path}: {problem}; docs/formats.md gives each column's type"
         ) from None
-    check_rows(table, read_metadata(path), path, rebuild_hint, given)
+    check_rows(table, metadata, path, rebuild_hint, given)
     return table
 
 
@@ -142,11 +143,15 @@ def rows_intact(path: Path) -> bool:
 def read_metadata(path: Path) -> dict:
     """What inference recorded in the file (model settings, protocol, strategy, provenance); {} if none."""
     try:
-        metadata = pq.read_schema(path).metadata or {}
+        return _parsed(pq.read_schema(path).metadata)
     except (pa.ArrowException, OSError):
         return {}
+
+
+def _parsed(schema_metadata: dict | None) -> dict:
+    """vlmgrid's record among a parquet schema's metadata; {} if none."""
     try:
-        return json.loads(metadata.get(METADATA_KEY, b"{}"))
+        return json.loads((schema_metadata or {}).get(METADATA_KEY, b"{}"))
     except ValueError:
         return {}
 

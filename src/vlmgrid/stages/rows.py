@@ -49,15 +49,20 @@ def predictions_current(config: Config, model: str, benchmark: str) -> bool:
     """Whether the cell's predictions file is what inference would write now: it records the same inputs and
     holds the rows vlmgrid wrote (see the module's docstring). Anything unreadable, missing or edited counts as
     not current, so the cell runs again."""
+    path = paths.predictions_path(config.results_dir, model, benchmark)
+    if not path.is_file():
+        return False
+    # The rows' hash goes last: it reads and hashes the whole file, the checks of its inputs only its footer.
+    return _inputs_current(config, model, benchmark, read_metadata(path)) and rows_intact(path)
+
+
+def _inputs_current(config: Config, model: str, benchmark: str, recorded: dict) -> bool:
+    """Whether a predictions file's metadata (`recorded`) record the inputs a run of the cell would use now."""
     from vlmgrid.cellrun.invariance import sample_positions
     from vlmgrid.cellrun.job import predictions_metadata
     from vlmgrid.stages.infer import planned_job
     from vlmgrid.stages.plan import cell_plan
 
-    path = paths.predictions_path(config.results_dir, model, benchmark)
-    if not path.is_file() or not rows_intact(path):
-        return False
-    recorded = read_metadata(path)
     try:
         plan = cell_plan(config, model, benchmark)
         if plan.not_applicable is not None:
