@@ -18,10 +18,15 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/inspect.smk"
 
 
+# Every cell's files are targets, not only what is made of them: a deleted predictions or score file is made
+# again by the plain command (Snakemake takes a missing intermediate file whose products are present for one
+# that is no longer needed), and the rest of the grid is left as it is.
 rule all:
     input:
         get_report_outputs(),
         get_inspect_pages(),
+        get_predictions_files(),
+        get_score_files(),
     default_target: True
 
 

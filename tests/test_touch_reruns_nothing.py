@@ -114,3 +114,36 @@ def test_dvc_reruns_no_stage_after_a_touch_and_an_edit_reruns_the_cells(tmp_path
     ran = stages_run(run(["dvc", "repro"], root).stdout)
     assert {"prepare@mmbench-mine", "row@mine", "row@random"} <= ran
     assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == CELLS
+
+
+def test_a_deleted_cell_file_is_rebuilt_alone_by_the_plain_command(workspace):
+    """Any cell rebuilt on its own: a deleted predictions (or score) file is made again by a plain `snakemake`,
+    and no other cell's inference runs."""
+    root, args, _, _ = workspace
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    cell = root / "results/predictions/mine/mmbench-mine.parquet"
+    cell.unlink()
+    assert "infer" in planned_rules(run(["snakemake", "-n", *args], root).stdout)
+    run(["snakemake", "--cores", "2", *args], root)
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    assert changed(before, after) == {"results/predictions/mine/mmbench-mine.parquet"}
+
+    score = root / "results/scores/random/mmbench-mine.json"
+    score.unlink()
+    assert planned_rules(run(["snakemake", "-n", *args], root).stdout) >= {"score"}
+    run(["snakemake", "--cores", "2", *args], root)
+    assert score.is_file() and mtimes(root, "results/predictions/*/*.parquet") == after
+
+
+def test_dvc_rebuilds_a_deleted_cell_file_alone(tmp_path):
+    grid, _, _ = local_grid(tmp_path)
+    root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid)
+    run(["dvc", "repro"], root)
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    (root / "results/predictions/mine/mmbench-mine.parquet").unlink()
+    (root / "results/scores/random/mmbench-mine.json").unlink()
+    run(["dvc", "repro"], root)
+    assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == {
+        "results/predictions/mine/mmbench-mine.parquet"}
+    assert (root / "results/scores/random/mmbench-mine.json").is_file()
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE

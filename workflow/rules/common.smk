@@ -122,6 +122,10 @@ def get_gpus(model):
     return plan.gpus(GRID, model)
 
 
+def get_predictions_files():
+    return [str(paths.predictions_path(RESULTS, cell.model, cell.benchmark)) for cell in GRID.cells]
+
+
 def get_score_files():
     return [str(paths.score_path(RESULTS, cell.model, cell.benchmark)) for cell in GRID.cells]
 
