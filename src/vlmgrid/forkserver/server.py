@@ -90,11 +90,11 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
     handlers = {signum: signal.getsignal(signum) for signum in CHILD_SIGNALS}
     ignored = process_context()["ignored signals"]
     # The code, before it is imported: the jobs, forked after the imports, inherit this version (their outputs
-    # record it); a file changed from here on changes what the disk's check below gives.
+    # record it); a file changed since that reading changes what the disk's check below gives, which reads
+    # again only the files whose stat changed.
     entries = list(sys.path)
-    imported = (codeversion.running_version(), import_paths(entries))
-    disk = codeversion.CodeOnDisk()
-    disk.version()  # every file read now: a job's check reads only those whose stat changed since
+    disk, version = codeversion.running_code()
+    imported = (version, import_paths(entries))
     clear_the_way(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     binding = f"{path}.{os.getpid()}"
