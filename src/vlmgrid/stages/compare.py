@@ -87,32 +87,34 @@ def compared_line(metric: str, pair: dict) -> str:
             f"{below}")
 
 
-def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None]:
+def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None, bool]:
     """The model's predictions, or why the cell has none to compare (it cannot run the benchmark, or answers a
-    subset of it while `partial_cells` is "exclude")."""
+    subset of it while `partial_cells` is "exclude"), and whether it is batch-dependent (`_batch_dependent`)."""
     hint = f"rerun `vlmgrid infer {model} {bench.name}` to rebuild it"
     predictions = read_predictions(path, hint)
-    reason = recorded_not_applicable(read_metadata(path))
+    metadata = read_metadata(path)
+    dependent = _batch_dependent(metadata)
+    reason = recorded_not_applicable(metadata)
     if reason is not None:
-        return None, f"{model} cannot run {bench.name}: {reason}"
-    check_data_fingerprint(read_metadata(path), bench.manifest.get("fingerprint"), path, hint)
-    records, coverage = answered_records(read_metadata(path), predictions, bench.records, path)
+        return None, f"{model} cannot run {bench.name}: {reason}", dependent
+    check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path, hint)
+    records, coverage = answered_records(metadata, predictions, bench.records, path)
     check_against_records(predictions, records, path)
-    records, predictions, coverage = applicable_items(bench, read_metadata(path).get("strategy"), records,
-                                                      predictions, coverage)
+    records, predictions, coverage = applicable_items(bench, metadata.get("strategy"), records, predictions,
+                                                      coverage)
     if not len(records):
-        return None, f"{model} cannot answer any item of {bench.name}: {coverage['reason']}"
+        return None, f"{model} cannot answer any item of {bench.name}: {coverage['reason']}", dependent
     if coverage is not None and partial_cells != "include":
         why = coverage.get("reason") or "a partial import"
         return None, (f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of {bench.name} "
-                      f"({why}; report.partial_cells: include compares it on the items both answered)")
-    return predictions, None
+                      f"({why}; report.partial_cells: include compares it on the items both answered)"), dependent
+    return predictions, None, dependent
 
 
-def _batch_dependent(path: Path) -> bool:
-    """Whether the predictions' batch check found items answered otherwise one at a time than in their batch (the
-    report marks such a cell with the not-equal sign)."""
-    check = read_metadata(path).get("invariance")
+def _batch_dependent(metadata: dict) -> bool:
+    """Whether the predictions' batch check (their `metadata`) found items answered otherwise one at a time than
+    in their batch (the report marks such a cell with the not-equal sign)."""
+    check = metadata.get("invariance")
     return isinstance(check, dict) and bool(check.get("differing"))
 
 
@@ -146,7 +148,7 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
     entries = []
     for a, b in pairs:
         entry = {"model_a": a, "model_b": b}
-        reasons = [reason for _, reason in (cells[a], cells[b]) if reason is not None]
+        reasons = [reason for _, reason, _ in (cells[a], cells[b]) if reason is not None]
         if reasons:
             entries.append({**entry, "comparable": False, "reason": "; ".join(reasons)})
             continue
@@ -164,7 +166,7 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
             entries.append({**entry, "comparable": False, "reason": str(exc)})
             continue
         # the models of the pair whose cell the report marks as batch-dependent, as in its tables
-        dependent = [model for model in (a, b) if _batch_dependent(predictions[model])]
+        dependent = [model for model in (a, b) if cells[model][2]]
         entries.append({
             **entry,
             "comparable": True,
