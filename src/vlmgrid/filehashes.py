@@ -26,14 +26,15 @@ def _entry_path(path: Path) -> Path:
     return cache.cache_root() / HASHES_DIR / key[:2] / f"{key}.json"
 
 
-def unreadable(path: Path, error: Exception) -> VlmgridError:
-    """The one sentence for an input file that could not be read: no permission, not UTF-8, another OS error."""
+def unreadable(path: Path, error: Exception, denied: str | None = None) -> VlmgridError:
+    """The one sentence for an input file that could not be read: no permission, not UTF-8, another OS error.
+    `denied`: the caller's own words after the path where permission is denied (an answer file's, vlmgrid.imports)."""
     if isinstance(error, UnicodeDecodeError):
         return VlmgridError(f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at position "
                             f"{error.start}); save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) and run again")
     if isinstance(error, PermissionError):
-        return VlmgridError(f"{path} cannot be read by this user (permission denied); make it readable "
-                            f"(`chmod a+r {path}`) and run again")
+        return VlmgridError(f"{path} {denied}" if denied else f"{path} cannot be read by this user (permission "
+                            f"denied); make it readable (`chmod a+r {path}`) and run again")
     reason = getattr(error, "strerror", None) or str(error)
     return VlmgridError(f"{path} cannot be read ({reason}); check the file and run again")
 

@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.reading import unreadable
+from vlmgrid.filehashes import unreadable
+from vlmgrid.imports.reading import DENIED
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ def _text_lines(path: Path) -> list[str]:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise unreadable(path, error) from None
+        raise unreadable(path, error, DENIED) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -238,7 +239,7 @@ def first_json_object(path: Path) -> dict | None:
             n, first = next(numbered, (1, ""))
             alone = next(numbered, None) is None
     except OSError as error:
-        raise unreadable(path, error) from None
+        raise unreadable(path, error, DENIED) from None
     try:
         item = json.loads(first)
     except json.JSONDecodeError as error:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.filehashes import unreadable
 
 # The most a workbook may unpack to: VLMEvalKit's largest files of the datasets read here (about 5,000 rows,
 # long answers included) unpack to a few tens of MB, and openpyxl and pandas take about ten times the unpacked
@@ -26,6 +27,9 @@ MAX_RATIO = 100
 MAX_RATIO_FROM = 1 << 20
 _DTD = tuple("<!DOCTYPE".encode(encoding) for encoding in ("utf-8", "utf-16-le", "utf-16-be"))
 _CHUNK = 1 << 20
+# An answer file this user may not read: what follows its path in the sentence (vlmgrid.filehashes.unreadable's
+# `denied`), the fix for the one file rather than a whole release
+DENIED = "cannot be read: permission denied; make it readable by this user (chmod u+r) and run again"
 
 
 def _size(n: int) -> str:
@@ -95,21 +99,13 @@ def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
                            f"cut short: copy the whole file again") from None
 
 
-def unreadable(path: Path, error: OSError) -> VlmgridError:
-    """The one sentence for an answer file that cannot be read (no permission, a disk error)."""
-    if isinstance(error, PermissionError):
-        return VlmgridError(f"{path} cannot be read: permission denied; make it readable by this user (chmod u+r) "
-                            f"and run again")
-    return VlmgridError(f"{path} cannot be read ({error.strerror or error}); copy the file again")
-
-
 def read_text(path: Path) -> str:
     """The file's text as UTF-8, without the byte-order mark that Excel and Notepad on Windows put first; a file
     that cannot be read, or is not UTF-8, is refused in one sentence naming it."""
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise unreadable(path, error) from None
+        raise unreadable(path, error, DENIED) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
