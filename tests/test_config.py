@@ -337,3 +337,31 @@ def test_a_config_that_cannot_be_read_is_one_sentence_naming_it(tmp_path):
     assert (result.returncode, result.stderr) == (
         2, f"vlmgrid: error: config file {config} cannot be read by this user (permission denied); make it "
            f"readable (`chmod a+r {config}`) and run again\n")
+
+
+def test_a_config_in_a_folder_that_cannot_be_entered_is_one_sentence_naming_it(tmp_path):
+    """The folder of mode 0644 (listed, not entered): finding the file fails, not reading it. As root, under capsh
+    with the permission bypass dropped (permission_helpers)."""
+    from permission_helpers import vlmgrid_held_back
+
+    folder = tmp_path / "grids"
+    folder.mkdir()
+    config = folder / "grid.yaml"
+    config.write_text("title: t\n", encoding="utf-8")
+    folder.chmod(0o644)
+    try:
+        result = vlmgrid_held_back("check-config", "--config", str(config))
+    finally:
+        folder.chmod(0o755)
+    assert (result.returncode, result.stderr) == (
+        2, f"vlmgrid: error: config file {config} cannot be read by this user (permission denied); make it "
+           f"readable (`chmod a+r {config}`) and run again\n")
+
+
+def test_a_config_that_cannot_be_read_for_another_reason_is_one_sentence_naming_it(tmp_path, capsys):
+    """Any other OS error (here a name longer than the file system takes; a disk's EIO alike): the file and the
+    system's reason."""
+    config = tmp_path / f"{'g' * 300}.yaml"
+    assert main(["check-config", "--config", str(config)]) == 2
+    assert capsys.readouterr().err == (f"vlmgrid: error: config file {config} cannot be read (File name too long); "
+                                       f"check the file and run again\n")

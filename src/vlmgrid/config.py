@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import yaml
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.filehashes import unreadable
 from vlmgrid.fileio import sha256_json
 from vlmgrid.registry import closest
 
@@ -163,20 +164,19 @@ class Config:
 
 def load_config(path: str | Path = DEFAULT_CONFIG) -> Config:
     path = Path(path)
-    if not path.is_file():
-        raise VlmgridError(
-            f"config file {path} not found; pass --config with the path of a grid config "
-            f"(config/config.yaml is the default grid)"
-        )
     try:
+        if not path.is_file():  # which raises where a folder above cannot be entered or the name is too long
+            raise VlmgridError(
+                f"config file {path} not found; pass --config with the path of a grid config "
+                f"(config/config.yaml is the default grid)"
+            )
         data = _parse_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise VlmgridError(yaml_error(path, exc)) from None
     except UnicodeDecodeError:
         raise VlmgridError(f"{path} is not UTF-8 text; save it as UTF-8") from None
-    except PermissionError:
-        raise VlmgridError(f"config file {path} cannot be read by this user (permission denied); make it readable "
-                           f"(`chmod a+r {path}`) and run again") from None
+    except OSError as exc:
+        raise VlmgridError(f"config file {unreadable(path, exc)}") from None
     return validate_config(data, source=path)
 
 
