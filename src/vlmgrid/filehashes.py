@@ -39,6 +39,15 @@ def unreadable(path: Path, error: Exception, denied: str | None = None) -> Vlmgr
     return VlmgridError(f"{path} cannot be read ({reason}); check the file and run again")
 
 
+def content_hash(path: Path) -> str:
+    """sha256 of the file as it is now (read, never remembered); one that cannot be read (no permission, a disk
+    error, removed since it was listed) is one sentence naming it."""
+    try:
+        return sha256_file(path)
+    except OSError as exc:
+        raise unreadable(Path(path), exc) from None
+
+
 def _remembered(entry_path: Path, path: Path, stat: os.stat_result) -> str | None:
     """The sha256 remembered for the file at this size and mtime; None when there is none (or the entry is
     damaged: it only costs reading the file again)."""
@@ -61,12 +70,7 @@ def _hash(path: Path) -> tuple[str, str | None]:
     digest = _remembered(entry_path, path, stat)
     if digest is not None:
         return digest, None
-    try:
-        digest = sha256_file(path)
-    except FileNotFoundError:  # removed meanwhile: the caller's listing is out of date, not the file unreadable
-        raise
-    except OSError as exc:
-        raise unreadable(path, exc) from exc
+    digest = content_hash(path)
     try:
         write_json(entry_path, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
                                 "sha256": digest})

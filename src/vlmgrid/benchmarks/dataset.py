@@ -26,10 +26,10 @@ from vlmgrid.benchmarks.canonical import records_table
 from vlmgrid.benchmarks.catalog import BENCHMARKS
 from vlmgrid.benchmarks.folder import CLASSES, MANIFEST, RECORDS, SYNONYMS, UNFINISHED, WRITTEN, clear, own_files
 from vlmgrid.benchmarks.kinds import BenchmarkKind
-from vlmgrid.benchmarks.local_copy import check_local_folder, first_change, local_change, local_state, raw_hash
+from vlmgrid.benchmarks.local_copy import check_local_folder, first_change, local_change, local_state
 from vlmgrid.benchmarks.sources import Fixture, check_source, data_settings, expected_items, fetch_source
 from vlmgrid.errors import VlmgridError
-from vlmgrid.filehashes import unreadable
+from vlmgrid.filehashes import content_hash
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR
 
 log = logging.getLogger(__name__)
@@ -114,10 +114,7 @@ def verify_benchmark(bench_dir: Path, full: bool = True, external: bool = True) 
         if not path.is_file():
             raise VlmgridError(f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {fix}")
         if full or key in (RECORDS, CLASSES, SYNONYMS):
-            try:
-                got = fileio.sha256_file(path)
-            except OSError as exc:
-                raise unreadable(path, exc) from None
+            got = content_hash(path)
             if got != files[key]:
                 raise VlmgridError(f"{path}: does not match its manifest (sha256 {got}, expected {files[key]}); {fix}")
     if full and manifest.get("fingerprint") != fingerprint(files):
@@ -204,7 +201,7 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
         # The raw files are hashed before they are read and must be the same files after: the manifest then
         # hashes the bytes the records were built from, even if the user's copy is edited meanwhile.
         before = local_state(kind, fetched.raw_dir)
-        raw_hashes = {key: raw_hash(Path(key)) for key in before}
+        raw_hashes = {key: content_hash(Path(key)) for key in before}
     adapted = kind.adapt(fetched.raw_dir, bench_dir)
     table = records_table(adapted.records, kind, adapted.classes, bench_dir, label)
     variant = _check_count(table.num_rows, source, kind, fetched.raw_dir)

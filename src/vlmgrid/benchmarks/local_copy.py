@@ -1,25 +1,16 @@
 """A local source's copy of a benchmark (the user's own files) as prepare reads it: where it may lie beside the
 folder prepare writes (`check_local_folder`), and whether its raw files changed since they were hashed
-(`local_change`) or while prepare read them (`local_state`, `first_change`), and their hashes (`raw_hash`)."""
+(`local_change`) or while prepare read them (`local_state`, `first_change`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Mapping
 
-from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.benchmarks.sources import local_folder, local_raw_files
 from vlmgrid.errors import VlmgridError
-from vlmgrid.filehashes import unreadable
-
-
-def raw_hash(path: Path) -> str:
-    """sha256 of a raw file of the user's copy; one that cannot be read (no permission) is one sentence naming it."""
-    try:
-        return fileio.sha256_file(path)
-    except OSError as exc:
-        raise unreadable(Path(path), exc) from None
+from vlmgrid.filehashes import content_hash
 
 
 def local_change(kind: BenchmarkKind, source: Mapping[str, Any], manifest: dict) -> str | None:
@@ -30,7 +21,7 @@ def local_change(kind: BenchmarkKind, source: Mapping[str, Any], manifest: dict)
     changes = [f"{key} is gone" for key in sorted(set(recorded) - set(current))]
     changes += [f"{key} is new" for key in sorted(set(current) - set(recorded))]
     for key in sorted(set(recorded) & set(current)):
-        if raw_hash(current[key]) != recorded[key]:
+        if content_hash(current[key]) != recorded[key]:
             changes.append(f"{key} changed")
     if not changes:
         return None
