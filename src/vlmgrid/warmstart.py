@@ -218,8 +218,7 @@ def _locked(place: Place):
             return None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            taken, there = os.fstat(lock.fileno()), os.stat(place.lock)
-            if (taken.st_dev, taken.st_ino) == (there.st_dev, there.st_ino):
+            if os.path.samestat(os.fstat(lock.fileno()), os.stat(place.lock)):
                 return lock
         except FileNotFoundError:  # removed while this command waited for it
             pass

@@ -134,7 +134,7 @@ def clear_the_way(path: str) -> None:
 def remove_socket(path: str, made: os.stat_result) -> None:
     """Remove the server's socket at `path` if it is still the one it made: never anything else."""
     try:
-        if _same(os.lstat(path), made):
+        if os.path.samestat(os.lstat(path), made):
             os.unlink(path)
     except FileNotFoundError:
         pass
@@ -163,7 +163,7 @@ def remove_lock_and_log(lock: str, log: str | None, socket_path: str) -> None:
     try:
         for path, own in ((log, 2), (lock, fd)):
             try:
-                if path is not None and _same(os.lstat(path), os.fstat(own)):
+                if path is not None and os.path.samestat(os.lstat(path), os.fstat(own)):
                     os.unlink(path)
             except OSError:  # gone meanwhile
                 pass
@@ -179,8 +179,3 @@ def remove_folder(socket_path: str) -> None:
             os.rmdir(folder)
         except OSError:  # something else is in it: it stays
             pass
-
-
-def _same(found: os.stat_result, other: os.stat_result) -> bool:
-    """Whether two stats are of one file."""
-    return (found.st_dev, found.st_ino) == (other.st_dev, other.st_ino)
