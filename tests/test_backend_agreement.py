@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from helpers.common import REPO
 from vlmgrid.cli import main
 from vlmgrid.protocols.classification import classification_prompts
 from vlmgrid.predictions import read_metadata, read_predictions

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from conftest import REPO
-from fake_openai_server import FakeOpenAIServer, Reply, completion
+from helpers.common import REPO
+from helpers.fake_openai_server import FakeOpenAIServer, Reply, completion
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cellrun.cell import Cell

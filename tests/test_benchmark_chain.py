@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from chain_helpers import infer_cell, score_of
+from helpers.chain import infer_cell, score_of
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.config import validate_config

@@ -17,7 +17,7 @@ import pytest
 import scipy.io
 
 import vlmgrid
-from chain_helpers import opens
+from helpers.chain import opens
 from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks import flowers102, pope
 from vlmgrid.benchmarks.dataset import fingerprint

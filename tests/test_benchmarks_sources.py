@@ -353,7 +353,7 @@ def test_hf_hub_layout_mismatch_names_the_pattern(tmp_path, monkeypatch):
 
 def test_carpe_grid_reads_the_kinds_pinned_copies():
     """config/carpe.yaml holds CARPE's 11 benchmarks, each hub source exactly its kind's known-good pin."""
-    from conftest import REPO
+    from helpers.common import REPO
 
     grid = yaml.safe_load((REPO / "config" / "carpe.yaml").read_text())
     entries = grid["benchmarks"]

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from chain_helpers import opens
+from helpers.chain import opens
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import mmbench, mme, mmvp, textvqa
 from vlmgrid.benchmarks.rawio import write_hub_parquet

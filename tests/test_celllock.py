@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import kill_harness as kh
+from helpers import kill_harness as kh
 from vlmgrid.cellrun.lock import cell_lock, lock_path
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import read_metadata

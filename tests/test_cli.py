@@ -7,7 +7,7 @@ import pytest
 
 from vlmgrid.cli import main
 
-from conftest import REPO
+from helpers.common import REPO
 
 
 @pytest.fixture(autouse=True)

@@ -149,7 +149,7 @@ def test_model_fingerprint_changes_only_with_that_model(default_config_data):
 
 def test_every_catalog_model_is_valid_and_pinned_or_marked(default_config_data):
     """config/models.yaml: each entry passes the schema inside a grid, and an unpinned one says so."""
-    from conftest import REPO
+    from helpers.common import REPO
 
     text = (REPO / "config" / "models.yaml").read_text()
     catalog = yaml.safe_load(text)["models"]
@@ -224,7 +224,7 @@ def test_prompt_file_hashes(tmp_path):
     ("cvqa", {"cvqa"}),
 ])
 def test_paper_grids_validate_on_real_sources(name, kinds):
-    from conftest import REPO
+    from helpers.common import REPO
 
     config = load_config(REPO / "config" / f"{name}.yaml")
     assert {config.benchmark(b)["kind"] for b in config.benchmarks} == kinds
@@ -327,8 +327,8 @@ def test_a_served_model_holds_its_gpus_an_api_model_none(default_config_data):
 
 
 def test_a_config_that_cannot_be_read_is_one_sentence_naming_it(tmp_path):
-    """Mode 000 for real; as root, under capsh with the permission bypass dropped (permission_helpers)."""
-    from permission_helpers import vlmgrid_held_back
+    """Mode 000 for real; as root, under capsh with the permission bypass dropped (helpers.permissions)."""
+    from helpers.permissions import vlmgrid_held_back
 
     config = tmp_path / "grid.yaml"
     config.write_text("title: t\n", encoding="utf-8")
@@ -341,8 +341,8 @@ def test_a_config_that_cannot_be_read_is_one_sentence_naming_it(tmp_path):
 
 def test_a_config_in_a_folder_that_cannot_be_entered_is_one_sentence_naming_it(tmp_path):
     """The folder of mode 0644 (listed, not entered): finding the file fails, not reading it. As root, under capsh
-    with the permission bypass dropped (permission_helpers)."""
-    from permission_helpers import vlmgrid_held_back
+    with the permission bypass dropped (helpers.permissions)."""
+    from helpers.permissions import vlmgrid_held_back
 
     folder = tmp_path / "grids"
     folder.mkdir()

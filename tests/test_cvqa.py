@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from chain_helpers import infer_cell
+from helpers.chain import infer_cell
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, check_source, load_benchmark
 from vlmgrid.benchmarks import cvqa as cvqa_bench

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from chain_helpers import infer_cell, prepared_grid
+from helpers.chain import infer_cell, prepared_grid
 from vlmgrid.benchmarks import load_benchmark
 from vlmgrid.benchmarks import dance
 from vlmgrid.benchmarks.dance_build import build_dance, concept_name, read_triples, relation_templates

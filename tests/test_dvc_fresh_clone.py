@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, run
+from helpers.common import REPO, run
 
 PIPELINES = ["dvc.yaml", "pipelines/carpe/dvc.yaml", "pipelines/cvqa/dvc.yaml", "pipelines/dance/dvc.yaml",
              "pipelines/kaleidoscope/dvc.yaml"]

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run
+from helpers.common import REPO, copy_workflow, run
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.stages.dvc_pipelines import plan_pipelines, render_pipelines

@@ -4,7 +4,7 @@
 import pytest
 import yaml
 
-from conftest import copy_workflow, run
+from helpers.common import copy_workflow, run
 
 pytestmark = pytest.mark.integration
 

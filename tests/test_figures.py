@@ -15,7 +15,7 @@ from vlmgrid.report.figures import main_heatmap
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.style import NO_NUMBER_COLOUR, SMALL_PT, figure_style, pyplot, text_colour
 
-from conftest import REPO as REPO_ROOT, heatmap_cells
+from helpers.common import REPO as REPO_ROOT, heatmap_cells
 from test_report import BENCHES, MODELS, _write, build, kaleidoscope_obj, mark_not_applicable, write_scores
 
 DAGGER = "\u2020"

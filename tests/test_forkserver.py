@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import vlmgrid
-from conftest import copy_workflow, wait_for
+from helpers.common import copy_workflow, wait_for
 from vlmgrid import forkserver
 from vlmgrid.forkserver.protocol import PER_JOB, environment_difference
 

@@ -6,7 +6,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from conftest import lock_is_free
+from helpers.common import lock_is_free
 from vlmgrid.gpu import acquire_gpus, lock_dir, visible_gpus
 
 HOLDER = textwrap.dedent("""

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import lock_is_free
+from helpers.common import lock_is_free
 
 HOLDER = textwrap.dedent("""
     import logging, os, sys, time

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from conftest import DEFAULT_CONFIG, REPO
+from helpers.common import DEFAULT_CONFIG, REPO
 from vlmgrid.cli import main
 from vlmgrid.codeversion import running_version
 from vlmgrid.config import load_config

@@ -1,7 +1,7 @@
 """A failed run is never a score: what failed to run is retried, or the job stops with one sentence and keeps its
 finished parts, and the rerun after the fault clears gives the predictions of a clean run.
 
-The openai backend runs against the project's scripted server (tests/fake_openai_server.py), which does on
+The openai backend runs against the project's scripted server (tests/helpers/fake_openai_server.py), which does on
 demand what a real server will not (a given status, a body that is no completion, an outage); the same cases
 against a real server (`transformers serve`) are in tests/test_serve.py. The hf backend's out-of-memory and
 CUDA errors are simulated on the tiny LLaVA.
@@ -15,8 +15,8 @@ import pytest
 import torch
 import yaml
 
-from conftest import pope_grid_file
-from fake_openai_server import FakeOpenAIServer, Outage, Reply, Sleep, closed_port
+from helpers.common import pope_grid_file
+from helpers.fake_openai_server import FakeOpenAIServer, Outage, Reply, Sleep, closed_port
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import read_metadata, read_predictions

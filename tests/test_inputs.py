@@ -20,7 +20,7 @@ SYSTEM = "A chat between a curious user and an artificial intelligence assistant
 def grid(tmp_path_factory):
     """Small fixtures of four kinds, the tiny LLaVA with and without its recipe (and the recipe answered by
     likelihood), a CLIP model, an API model that is never called, the random baseline."""
-    from conftest import tiny_open_clip
+    from helpers.common import tiny_open_clip
 
     from vlmgrid.stages.fetch import fetch
     from vlmgrid.stages.prepare import prepare

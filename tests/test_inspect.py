@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from inspect_helpers import BENCH, make_grid, write_predictions
+from helpers.inspect_page import BENCH, make_grid, write_predictions
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError

@@ -1,7 +1,7 @@
 """The inspect page in a real headless Chromium: each filter chosen as a user would, and the rows it shows."""
 
-from browser_helpers import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
-from inspect_helpers import BENCH, make_grid
+from helpers.browser import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
+from helpers.inspect_page import BENCH, make_grid
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 from vlmgrid import paths

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from chain_helpers import infer_cell, opens, score_of
+from helpers.chain import infer_cell, opens, score_of
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import kaleidoscope as kd

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metric_helpers import values
+from helpers.metrics import values
 from vlmgrid.metrics import score_predictions
 
 

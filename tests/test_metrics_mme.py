@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from metric_helpers import values, yes_no_frames
+from helpers.metrics import values, yes_no_frames
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import score_predictions
 from vlmgrid.metrics.mme import COGNITION, PERCEPTION, SUBTASKS

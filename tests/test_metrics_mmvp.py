@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from metric_helpers import choice_frames, values
+from helpers.metrics import choice_frames, values
 from vlmgrid.metrics import score_predictions
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from metric_helpers import values, yes_no_frames
+from helpers.metrics import values, yes_no_frames
 from vlmgrid.metrics import score_predictions
 
 

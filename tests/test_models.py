@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import tiny_open_clip
+from helpers.common import tiny_open_clip
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models import BACKENDS, OptionRequest
 from vlmgrid.stages.fetch import fetch_model

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, workflow_env
+from helpers.common import REPO, workflow_env
 from vlmgrid import cli, filehashes
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint

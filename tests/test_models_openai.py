@@ -7,7 +7,7 @@ import math
 import pytest
 from PIL import Image
 
-from fake_openai_server import EchoAuth, FakeOpenAIServer, Outage, Reply, Sleep, closed_port, completion
+from helpers.fake_openai_server import EchoAuth, FakeOpenAIServer, Outage, Reply, Sleep, closed_port, completion
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.model_requests import GenerateRequest, OptionRequest
 from vlmgrid.models.openai_backend import (

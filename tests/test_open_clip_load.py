@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from conftest import tiny_open_clip
+from helpers.common import tiny_open_clip
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.open_clip_loading import TEXT_TOWER_DIR, WEIGHTS_NAME, _checkpoint_sets_every_weight, local_text_tower
 from vlmgrid.stages.fetch import fetch_model

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, run
+from helpers.common import REPO, copy_workflow, run
 from test_workflow import stages_run
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture, mme as mme_fixture
 from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture

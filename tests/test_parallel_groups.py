@@ -96,6 +96,7 @@ def test_tests_sharing_a_fixture_run_in_one_worker_and_still_fail(tmp_path):
     (suite / "tests").mkdir(parents=True)
     (suite / "pytest.ini").write_text("[pytest]\ntestpaths = tests\nmarkers =\n    integration: slow\n")
     (suite / "tests" / "conftest.py").write_text((HERE / "conftest.py").read_text() + SHARED)
+    shutil.copytree(HERE / "helpers", suite / "tests" / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
     (suite / "perf").mkdir()  # conftest.py takes its fork-server helpers from perf/gridrun.py
     (suite / "perf" / "gridrun.py").write_text((HERE.parent / "perf" / "gridrun.py").read_text())
     (suite / "tests" / "test_a.py").write_text(TESTS_A)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.common import REPO
 
 _spec = importlib.util.spec_from_file_location("grid", REPO / "perf" / "grid.py")
 grid = importlib.util.module_from_spec(_spec)

@@ -9,7 +9,7 @@ import json
 
 from vlmgrid.report import build_report
 
-from conftest import heatmap_cells
+from helpers.common import heatmap_cells
 from test_report import _write, build, cvqa_obj, kaleidoscope_obj, latex_rows, md_rows, plain_latex, read_csv, write_scores
 
 NE = "\u2260"

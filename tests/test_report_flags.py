@@ -16,7 +16,7 @@ from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report import build_report
 
-from conftest import heatmap_cells
+from helpers.common import heatmap_cells
 from test_report import (
     DASH, _write, build, cvqa_obj, dance_obj, kaleidoscope_obj, latex_rows, md_rows, plain_latex, read_csv,
     write_scores,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import heatmap_cells
+from helpers.common import heatmap_cells
 from test_report import build, latex_rows, md_rows, read_csv, write_scores
 from vlmgrid.report import load_grid
 from vlmgrid.report.figures import main_heatmap, main_note

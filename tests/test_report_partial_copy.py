@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import heatmap_cells
+from helpers.common import heatmap_cells
 from test_compare import grid_data, write_bench, write_comparison, write_preds
 from test_report import BENCHES, MODELS, _write, build, kaleidoscope_obj, latex_rows, md_rows, plain_latex, read_csv
 from test_report import write_scores

@@ -5,10 +5,10 @@ legend is open and the results start at the top of the page."""
 
 import pytest
 
-from conftest import run
+from helpers.common import run
 from vlmgrid.report.style import DPI, SMALL_PT
 
-from browser_helpers import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
+from helpers.browser import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
 from selenium.webdriver.support.ui import WebDriverWait
 
 WIDTH, HEIGHT = 1280, 800
@@ -37,7 +37,7 @@ return out;
 @pytest.fixture(scope="module")
 def first_screen(browser, snakemake_run, tmp_path_factory):
     """The report of the default grid open at 1280 x 800, and a screenshot of its first screen."""
-    from conftest import copy_workspace
+    from helpers.common import copy_workspace
 
     root = copy_workspace(snakemake_run, tmp_path_factory.mktemp("screen") / "repo")
     run(["snakemake", "--cores", "1", "--report", "results/report.html"], root)

@@ -1,6 +1,6 @@
 """`vlmgrid infer` killed with SIGKILL, again and again, resumes and writes what an uninterrupted run writes.
 
-Real processes and real kills (tests/kill_harness.py): each kill lands inside the part that follows a seeded
+Real processes and real kills (tests/helpers/kill_harness.py): each kill lands inside the part that follows a seeded
 random number of new parts, a seeded random fraction of a part's time into it (at its start, among its
 batches, or with its rows ready but not saved). The job stops itself there before the kill, so a loaded
 machine moves no kill. A kill costs the part being computed when it comes, never more.
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import kill_harness as kh
+from helpers import kill_harness as kh
 from vlmgrid.predictions import read_metadata, read_predictions
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import process_running, wait_for
+from helpers.common import process_running, wait_for
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from permission_helpers import vlmgrid_held_back
+from helpers.permissions import vlmgrid_held_back
 from test_import_predictions import (MODEL_ID, imported, mme_answers, mme_tool_folder, refused, run, small_grid,
                                      write_jsonl)
 from test_import_vlmevalkit import dump, gold_text, mmbench_rows, mme_rows, score_of, textvqa_rows
@@ -221,7 +221,7 @@ def test_an_eval_tool_file_that_cannot_be_read_is_one_sentence_naming_it(grid, t
 
 @pytest.mark.parametrize("given", [[], ["--format", "llava-answers"]], ids=["guessed", "given"])
 def test_a_llava_answer_file_that_cannot_be_read_is_one_sentence_naming_it(grid, tmp_path, given):
-    """Mode 000 for real, its format guessed from the file or given; as root, under capsh (permission_helpers)."""
+    """Mode 000 for real, its format guessed from the file or given; as root, under capsh (helpers.permissions)."""
     config, records = grid
     mme = records["mme-fixture"]
     answers = pathlib.Path(write_jsonl(tmp_path / "llava_mme.jsonl", mme_answers(mme, list(mme["answer"]))))

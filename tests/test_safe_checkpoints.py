@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from conftest import tiny_open_clip
+from helpers.common import tiny_open_clip
 from vlmgrid import cli, filehashes, fileio
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint

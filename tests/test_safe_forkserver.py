@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import copy_workflow, wait_for, workflow_env
+from helpers.common import copy_workflow, wait_for, workflow_env
 from test_fileio import mounted_tmpfs
 from test_forkserver import REPO, VLMGRID, Server, _base_env, _run, _served
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import DEFAULT_CONFIG, REPO
-from permission_helpers import vlmgrid_held_back
+from helpers.common import DEFAULT_CONFIG, REPO
+from helpers.permissions import vlmgrid_held_back
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
@@ -356,7 +356,7 @@ def unreadable(path: Path) -> str:
 @pytest.mark.parametrize("name", ["count/0000.png", "count/0000.txt"])
 def test_an_unreadable_file_of_a_local_mme_release_is_one_sentence_naming_it(tmp_path, name):
     """Mode 000 for real, prepare hashing the release before it reads it; as root, under capsh
-    (permission_helpers)."""
+    (helpers.permissions)."""
     config = mme_grid(tmp_path)
     (tmp_path / "mme" / name).chmod(0)
     result = vlmgrid_held_back("prepare", "mme", "--config", str(config))
@@ -367,7 +367,7 @@ def test_an_unreadable_file_of_a_local_mme_release_is_one_sentence_naming_it(tmp
 
 def test_a_prepared_local_mme_file_made_unreadable_is_one_sentence_to_prepare_and_verify(tmp_path):
     """Mode 000 for real, once prepared: prepare compares the release with its manifest, verify checks it; as
-    root, under capsh (permission_helpers)."""
+    root, under capsh (helpers.permissions)."""
     config = mme_grid(tmp_path)
     assert main(["prepare", "mme", "--config", str(config)]) == 0
     image = tmp_path / "mme" / "count" / "0000.png"
@@ -380,7 +380,7 @@ def test_a_prepared_local_mme_file_made_unreadable_is_one_sentence_to_prepare_an
 
 def test_a_subtask_folder_that_can_be_listed_but_not_entered_is_one_sentence_naming_it(tmp_path):
     """Mode 0644 on a folder: its names can be listed, but nothing in it can be reached (a stat of a file in it
-    is refused). As root, under capsh (permission_helpers)."""
+    is refused). As root, under capsh (helpers.permissions)."""
     config = mme_grid(tmp_path)
     (tmp_path / "mme" / "count").chmod(0o644)
     try:
@@ -396,7 +396,7 @@ def test_a_subtask_folder_that_can_be_listed_but_not_entered_is_one_sentence_nam
 
 def test_an_unreadable_subtask_folder_of_a_local_mme_release_is_one_sentence_naming_it(tmp_path):
     """Mode 000 for real (a glob would take the folder for an empty one); as root, under capsh
-    (permission_helpers)."""
+    (helpers.permissions)."""
     config = mme_grid(tmp_path)
     (tmp_path / "mme" / "count").chmod(0)
     try:

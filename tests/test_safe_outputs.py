@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from conftest import pope_grid_file
+from helpers.common import pope_grid_file
 from vlmgrid import paths
 from vlmgrid.cellrun.job import job_fingerprint
 from vlmgrid.cli import main

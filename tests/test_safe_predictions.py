@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from conftest import pope_grid_file
+from helpers.common import pope_grid_file
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.codeversion import running_version

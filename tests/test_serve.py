@@ -22,7 +22,7 @@ import pytest
 import requests
 import yaml
 
-from conftest import pope_grid_file
+from helpers.common import pope_grid_file
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import read_metadata, read_predictions
@@ -227,7 +227,7 @@ def test_a_killed_job_leaves_no_server_and_its_rerun_completes(small_config, tmp
 
 
 def test_snakemake_runs_a_served_models_cell_and_leaves_no_server(tmp_path):
-    from conftest import copy_workflow, run, small_grid_config
+    from helpers.common import copy_workflow, run, small_grid_config
 
     root = copy_workflow(tmp_path / "repo")
     path = root / "config" / "config.yaml"

@@ -1,6 +1,6 @@
 """The Slurm profile: the config's `cluster` section becomes the jobs' resources, and a small grid of the default
-grid's cells (conftest.SLURM_GRID: a two-GPU model, a one-GPU model and the baseline, every kind of job) run
-through profiles/slurm on a real single-node Slurm (tests/slurm_cluster.py) gives the local run's
+grid's cells (helpers.common.SLURM_GRID: a two-GPU model, a one-GPU model and the baseline, every kind of job) run
+through profiles/slurm on a real single-node Slurm (tests/helpers/slurm_cluster.py) gives the local run's
 tables, every job having gone through Slurm with what the config asks for (the two-GPU model's jobs: gres
 gpu:2)."""
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import REPO, SLURM_GRID, copy_workflow, run, small_grid_config, workflow_env
-from slurm_cluster import ClusterUnavailable, start_cluster
+from helpers.common import REPO, SLURM_GRID, copy_workflow, run, small_grid_config, workflow_env
+from helpers.slurm_cluster import ClusterUnavailable, start_cluster
 from vlmgrid.stages import cost
 
 FORWARD = cost.load_throughput()["lvlm"]["rates"]["forward"]["rate"]
@@ -127,7 +127,7 @@ def test_the_profile_keeps_sacct_and_takes_resources_from_the_config():
 
 
 def test_without_slurm_the_harness_says_what_is_missing(monkeypatch, tmp_path):
-    import slurm_cluster
+    from helpers import slurm_cluster
 
     monkeypatch.setattr(slurm_cluster, "find", lambda binary: None if binary in ("munged", "sbatch") else binary)
     with pytest.raises(ClusterUnavailable, match=r"missing: munged, sbatch\); install the Debian packages"):

@@ -9,7 +9,7 @@ import sys
 import open_clip
 import pytest
 
-from conftest import REPO
+from helpers.common import REPO
 
 _spec = importlib.util.spec_from_file_location("speed", REPO / "perf" / "speed.py")
 speed = importlib.util.module_from_spec(_spec)

@@ -1,5 +1,5 @@
 """The whole default grid through Snakemake (run once per session: conftest.snakemake_run) and a small grid of its
-cells (conftest.SMALL_GRID) through DVC, in temporary copies of the repo."""
+cells (helpers.common.SMALL_GRID) through DVC, in temporary copies of the repo."""
 
 import csv
 import hashlib
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import (SMALL_GRID, REPO, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
+from helpers.common import (SMALL_GRID, REPO, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
                       small_grid_config, write_grid_pipeline)
-from dvc_helpers import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
+from helpers.dvc import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
                          s3_remote_commands, transfer_counts)
 
 pytestmark = pytest.mark.integration

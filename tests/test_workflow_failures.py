@@ -13,8 +13,8 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, dvc_grid_repo, mtimes, run, workflow_env
-from fake_openai_server import FakeOpenAIServer, Reply
+from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run, workflow_env
+from helpers.fake_openai_server import FakeOpenAIServer, Reply
 from test_touch_reruns_nothing import local_grid
 from test_workflow import UP_TO_DATE, stages_run
 

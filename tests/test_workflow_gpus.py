@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from conftest import copy_workflow, run, small_grid_config, workflow_env
+from helpers.common import copy_workflow, run, small_grid_config, workflow_env
 
 GRID = {"models": ["llava-tiny", "clip-tiny", "random"], "benchmarks": ["pope-fixture", "mme-fixture"]}
 

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, dvc_grid_repo, run
+from helpers.common import REPO, copy_workflow, dvc_grid_repo, run
 from test_benchmarks_sources import raw_fixture
 from test_workflow import UP_TO_DATE, changed_stages, stages_run
 

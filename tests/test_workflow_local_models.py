@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, dvc_grid_repo, mtimes, run
+from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run
 from test_workflow import UP_TO_DATE, stages_run
 
 pytestmark = pytest.mark.integration

@@ -38,7 +38,7 @@ FINAL_DELAY_ENV = "VLMGRID_TRACE_FINAL_DELAY"
 BATCH_DELAY_ENV = "VLMGRID_TRACE_BATCH_DELAY"
 PARK_PART_ENV = "VLMGRID_TRACE_PARK_PART"
 PARK_AFTER_ENV = "VLMGRID_TRACE_PARK_AFTER"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # --- the traced job (runs in the child process) ---------------------------------------------------------

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, workflow_env
+from helpers.common import REPO, workflow_env
 
 NO_OVERRIDE = "cap_dac_override,cap_dac_read_search"
 
