@@ -3,7 +3,6 @@ raw files and records."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -17,26 +16,12 @@ import yaml
 from huggingface_hub import errors as hub_errors
 from huggingface_hub.hf_api import DatasetInfo
 
+from helpers.sources import raw_fixture, with_kind
 from vlmgrid.benchmarks import BENCHMARKS, Adapted, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks import sources
 from vlmgrid.benchmarks.sources import hub as hub_source, url as url_source
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
 from vlmgrid.stages.prepare import prepare_benchmark
-
-
-def raw_fixture(kind: str, folder: Path, **settings) -> Path:
-    """A kind's fixture raw files written into `folder` (as a user's own copy would be laid out)."""
-    fixture = BENCHMARK_FIXTURES.get(kind)
-    fixture.write(folder, {**fixture.defaults, **settings})
-    return folder
-
-
-def with_kind(monkeypatch, kind: str, **changes):
-    """Replace a registered kind for one test (e.g. expected_count to match a fixture-sized copy)."""
-    new = dataclasses.replace(BENCHMARKS.get(kind), **changes)
-    monkeypatch.setitem(BENCHMARKS._items, kind, new)
-    return new
 
 
 def hub_error(cls, message: str):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from test_compare import FAIR, GOOD, grid_data, write_bench, write_preds
+from helpers.compare import FAIR, GOOD, grid_data, write_bench, write_preds
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import rows_to_table, write_predictions

@@ -13,43 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vlmgrid.benchmarks import load_benchmark
+from helpers.diff import _config, _prepare, _rows, _write
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.differences import diff_predictions, same_answer
-from vlmgrid.predictions import rows_to_table, write_table
-from vlmgrid.protocols.parsing import parse
 from vlmgrid.stages.diff import diff_sets, headline_parsers, render
-from vlmgrid.stages.prepare import prepare_benchmark
-
-
-def _prepare(root, kind: str, name: str, **source):
-    bench_dir = root / "data" / name
-    prepare_benchmark(name, {"kind": kind, "source": {"type": "fixture", "seed": 0, **source}}, bench_dir)
-    return load_benchmark(bench_dir)
-
-
-def _rows(bench, answers: dict, parser: str) -> list[dict]:
-    """Prediction rows as a tool that reads with `parser` writes them: {id: raw text, or ("error", message)}."""
-    options = dict(zip(bench.records["id"], bench.records["options"]))
-    rows = []
-    for item_id, raw in answers.items():
-        if isinstance(raw, tuple):  # a failed request: no text, no reading
-            rows.append({"id": item_id, "variant": "default", "raw": None, "prediction": None,
-                         "prediction_index": -1, "error": raw[1]})
-            continue
-        parsed = parse(parser, raw, list(options[item_id]))
-        rows.append({"id": item_id, "variant": "default", "raw": raw, "prediction": parsed.prediction,
-                     "prediction_index": parsed.index, "error": None})
-    return rows
-
-
-def _write(path, bench, frame: pd.DataFrame) -> str:
-    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    metadata = {"model": "m", "benchmark": bench.name, "data_fingerprint": bench.manifest["fingerprint"],
-                "strategy": "generate", "applicable": True}
-    write_table(path, rows_to_table(rows, metadata))
-    return str(path)
 
 
 # --- ScienceQA-IMG (accuracy): A read with the general letter reader, B with LLaVA's rule ---------------------
@@ -212,18 +180,6 @@ def test_printed_output_fits_a_terminal_and_names_each_item(pope, tmp_path):
 
 # --- the command -----------------------------------------------------------------------------------------
 
-def _config(tmp_path, write_config, benchmark: str, models=()) -> str:
-    data = {
-        "data_dir": str(tmp_path / "data"),
-        "results_dir": str(tmp_path / "results"),
-        "benchmarks": {benchmark: {"kind": {"scienceqa-fixture": "scienceqa_img"}.get(benchmark, "pope"),
-                                   "source": {"type": "fixture", "seed": 0}}},
-        "models": {name: {"backend": "baseline", "seed": 0} for name in models} or
-                  {"random": {"backend": "baseline", "seed": 0}},
-        "grid": {"models": list(models) or ["random"], "benchmarks": [benchmark]},
-    }
-    return str(write_config(data))
-
 
 def test_cli_diffs_a_grid_model_against_a_file(pope, tmp_path, write_config, capsys):
     bench, a, b = pope
@@ -288,7 +244,6 @@ def test_items_the_benchmark_does_not_have_are_refused(pope):
     stray = pd.concat([b, b.iloc[:1].assign(id="random-99")])
     with pytest.raises(VlmgridError, match='name 1 item\\(s\\) the benchmark does not have, e.g. "random-99"'):
         diff_predictions("pope", bench.records, a, stray)
-
 
 
 def test_the_headlines_are_the_score_files_own(tmp_path):

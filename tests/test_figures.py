@@ -16,7 +16,7 @@ from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.style import NO_NUMBER_COLOUR, SMALL_PT, figure_style, pyplot, text_colour
 
 from helpers.common import REPO as REPO_ROOT, heatmap_cells
-from test_report import BENCHES, MODELS, _write, build, kaleidoscope_obj, mark_not_applicable, write_scores
+from helpers.report import BENCHES, MODELS, _write, build, kaleidoscope_obj, mark_not_applicable, write_scores
 
 DAGGER = "\u2020"
 
@@ -258,7 +258,7 @@ def all_texts(fig) -> list[str]:
 def test_no_figure_names_a_metric_by_its_raw_key(tmp_path, monkeypatch):
     import matplotlib.figure
 
-    from test_reported import build as build_reported
+    from helpers.reported import build as build_reported
 
     saved = {}
     savefig = matplotlib.figure.Figure.savefig
@@ -329,7 +329,7 @@ def test_every_paper_figure_note_names_its_interval(tmp_path, monkeypatch):
 def test_the_reported_figure_note_names_its_interval(tmp_path, monkeypatch):
     import matplotlib.figure
 
-    from test_reported import build as build_reported
+    from helpers.reported import build as build_reported
 
     saved = []
     savefig = matplotlib.figure.Figure.savefig

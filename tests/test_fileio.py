@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers.filesystems import mounted_tmpfs
 from vlmgrid import cli, fileio
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report.style import pyplot, save_figure
@@ -141,21 +142,6 @@ def test_a_permission_error_on_another_file_is_not_called_a_write_failure(tmp_pa
         with fileio.atomic_path(tmp_path / "records.jsonl"):
             raise PermissionError(errno.EACCES, "Permission denied", "/some/input.json")
     assert leftovers(tmp_path) == []
-
-
-@contextmanager
-def mounted_tmpfs(where: Path, options: str):
-    where.mkdir()
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True)
-    except OSError:
-        done = None
-    if done is None or done.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (not root or no mount rights)")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", str(where)], check=True)
 
 
 def test_a_real_full_disk(tmp_path):

@@ -4,71 +4,24 @@ task's `process_results` returns, imported into the prepared fixture benchmarks,
 values keep, refused in one sentence when they do not answer exactly the benchmark's items, and scored like
 a local run."""
 
-import hashlib
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from test_import_predictions import MODEL_ID, grid, imported, refused, run  # noqa: F401 (grid: a fixture)
+from helpers.imports import DATE, MODEL_ID, SHORT, imported, logged, mme_samples, refused, run, write_samples
+from helpers.imports import grid  # noqa: F401 (a fixture)
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
 from vlmgrid.imports.lmms_eval import IMPORTER, read_samples
 
-DATE = "20240615_093012"  # lmms_eval.utils.get_datetime_str: "%Y%m%d_%H%M%S"
-SHORT = "\nAnswer the question using a single word or phrase."
 LETTER = "\nAnswer with the option's letter from the given choices directly."
-MME_SUFFIX = " Please answer yes or no."
-MME_COGNITION = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
 POPE_TASKS = {"adversarial": "pope_adv", "popular": "pope_pop", "random": "pope_random"}
 
 
-def hash_string(text: str) -> str:
-    """lmms_eval.utils.hash_string."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def logged(doc_id: int, doc: dict, target, prompt: str, response: str, metrics: dict) -> dict:
-    """One sample as the evaluator builds it (doc_id, doc, target, arguments, resps, filtered_resps, the three
-    hashes, then process_results' values) and save_results_samples writes it: `input` = arguments[0], `resps`
-    dropped because it says what filtered_resps says, `target` as text, `arguments` and `doc` dropped."""
-    return {
-        "doc_id": doc_id,
-        "target": str(target),
-        "filtered_resps": [response],
-        "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
-        "prompt_hash": hash_string(prompt),
-        "target_hash": hash_string(str(target)),
-        **metrics,
-        "input": prompt,
-    }
-
-
-def write_samples(folder, task: str, lines: list[dict]) -> str:
-    """`<output_path>/<model>/<date>_samples_<task>.jsonl`, one JSON object a line (ensure_ascii=False)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{DATE}_samples_{task}.jsonl"
-    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
-    return str(path)
-
-
 # ---------------------------------------------------------------------------------------------- samples per task
-
-def mme_samples(records, texts) -> list[dict]:
-    """lmms_eval/tasks/mme: the default post_prompt replaces " Please answer yes or no."; process_results keys
-    the image path (question_id) under mme_percetion_score (sic) or mme_cognition_score."""
-    lines = []
-    for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
-        doc = {"question_id": r["image_id"], "question": r["question"], "answer": r["answer"].capitalize(),
-               "category": r["category"]}
-        key = "mme_cognition_score" if r["category"] in MME_COGNITION else "mme_percetion_score"
-        score = 1.0 if text.lower().strip().replace(".", "") == r["answer"] else 0.0
-        prompt = r["question"].strip().replace(MME_SUFFIX, "") + SHORT
-        lines.append(logged(n, doc, doc["answer"], prompt, text,
-                            {key: {"question_id": r["image_id"], "category": r["category"], "score": score}}))
-    return lines
 
 
 def pope_samples(records, texts) -> dict[str, list[dict]]:

@@ -2,124 +2,25 @@
 imported into prepared fixture benchmarks, read by each benchmark's own parser, refused in one sentence when
 they do not answer exactly the benchmark's items, and scored like a local run."""
 
-import copy
 import json
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
-from helpers.common import DEFAULT_CONFIG, REPO
+from helpers.imports import (LLAVA_SHORT, MODEL_ID, grid, imported, llava_line, mmbench_answers, mme_answers,
+                             mme_tool_folder, pope_files, refused, run, write_jsonl)
 from vlmgrid.cli import main
 from vlmgrid.codeversion import running_version
 from vlmgrid.config import load_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.llava import _scienceqa
-from vlmgrid.predictions import SCHEMA, read_metadata, rows_digest
-from vlmgrid.stages.prepare import prepare_benchmark
+from vlmgrid.predictions import read_metadata, rows_digest
 
-SIZES = {"pope-fixture": 2, "mme-fixture": 1, "textvqa-fixture": 3, "scienceqa-fixture": 6, "mmbench-fixture": 2}
-MODEL_ID = "llava-v1.5-13b"
-LLAVA_SHORT = "Answer the question using a single word or phrase."
 LLAVA_LETTER = "Answer with the option's letter from the given choices directly."
 
 
-@pytest.fixture(scope="module")
-def grid(tmp_path_factory):
-    """The default grid's config with the five benchmarks prepared small; (config path, {bench: records})."""
-    return small_grid(tmp_path_factory.mktemp("imports"), SIZES)
-
-
-def small_grid(root, sizes: dict[str, int]) -> tuple[str, dict[str, pd.DataFrame]]:
-    """The default grid's config under root with the benchmarks of `sizes` prepared at those fixture sizes;
-    (config path, {bench: records})."""
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    data["data_dir"], data["results_dir"] = str(root / "data"), str(root / "results")
-    data["prompts_dir"] = str(REPO / "config" / "prompts")
-    for name, size in sizes.items():
-        data["benchmarks"][name] = copy.deepcopy(data["benchmarks"][name])
-        data["benchmarks"][name]["source"]["size"] = size
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(data))
-    config = load_config(path)
-    records = {}
-    for name in sizes:
-        bench_dir = config.data_dir / name
-        prepare_benchmark(name, config.benchmark(name), bench_dir)
-        records[name] = pd.read_parquet(bench_dir / "records.parquet")
-    return str(path), records
-
-
-def llava_line(question_id, prompt, text, n, **extra) -> dict:
-    """One line as llava/eval/model_vqa_loader.py writes it (MMBench's script adds its own keys)."""
-    return {"question_id": question_id, "prompt": prompt, "text": text, "answer_id": f"ans{n:019d}",
-            "model_id": MODEL_ID, "metadata": {}, **extra}
-
-
-def write_jsonl(path, lines) -> str:
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return str(path)
-
-
-def run(config, *args) -> int:
-    return main(["import-predictions", *args, "--config", config])
-
-
-def refused(capsys, config, *args) -> str:
-    assert run(config, *args) == 2
-    message = capsys.readouterr().err.strip().splitlines()[-1]
-    assert message.startswith("vlmgrid: error: ")
-    return message
-
-
-def imported(path) -> pd.DataFrame:
-    table = pq.read_table(path)
-    assert table.schema.remove_metadata() == SCHEMA
-    return table.to_pandas()
-
-
 # ---------------------------------------------------------------------------------------------- answer files
-
-def mmbench_answers(records, texts=None) -> list[dict]:
-    """LLaVA-1.5's mmbench.sh (no --all-rounds): one round-0 line per row of the dev file, copies included."""
-    lines = []
-    for n, (_, r) in enumerate(records.iterrows()):
-        options = list(r["options"])
-        prompt = "\n".join([r["hint"], r["question"]] + [f"{'ABCD'[i]}. {o}" for i, o in enumerate(options)])
-        lines.append(llava_line(int(r["id"]), prompt, texts[n] if texts else "ABCD"[r["answer_index"]], n,
-                                round_id=0, options=options, option_char=list("ABCD"[:len(options)])))
-    return lines
-
-
-def mme_answers(records, texts) -> list[dict]:
-    """llava_mme.jsonl asks "<question>\\nAnswer the question using a single word or phrase." per image path."""
-    return [llava_line(r["image_id"], r["question"].replace(" Please answer yes or no.", "") + "\n" + LLAVA_SHORT,
-                       text, n) for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
-
-
-def mme_tool_folder(folder, records, texts) -> str:
-    """convert_answer_to_mme.py's output: <subtask>.txt, lines "<file>.txt<TAB>question<TAB>Yes/No<TAB>answer"."""
-    folder.mkdir()
-    by_subtask = {}
-    for (_, r), text in zip(records.iterrows(), texts):
-        name = r["image_id"].split("/")[-1].rsplit(".", 1)[0] + ".txt"
-        line = "\t".join([name, r["question"], r["answer"].capitalize(), text])
-        by_subtask.setdefault(r["category"], []).append(line)
-    for subtask, lines in by_subtask.items():
-        (folder / f"{subtask}.txt").write_text("\n".join(lines) + "\n")
-    return str(folder)
-
-
-def pope_files(tmp_path, records, texts) -> tuple[str, str]:
-    """llava_pope_test.jsonl (ids numbered across the three splits) and the answers to it."""
-    questions, answers = [], []
-    for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts), start=1):
-        prompt = f"{r['question']}\n{LLAVA_SHORT}"
-        questions.append({"question_id": n, "image": f"{r['image_source']}.jpg", "text": prompt,
-                          "category": r["split"]})
-        answers.append(llava_line(n, prompt, text, n))
-    return write_jsonl(tmp_path / "llava_pope_test.jsonl", questions), write_jsonl(tmp_path / "pope.jsonl", answers)
 
 
 def sqa_prompt(r, form="llava-1.5") -> str:

@@ -4,23 +4,18 @@ or tsv / json with PRED_FORMAT), built from the prepared fixture benchmarks in e
 imported, matched by the texts both keep, refused in one sentence when they do not answer exactly the
 benchmark's items, and scored like a local run."""
 
-import csv
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from test_import_predictions import MODEL_ID, imported, refused, run, small_grid
-from vlmgrid.cli import main
+from helpers.imports import (LETTERS, MODEL, MODEL_ID, NAN, dump, gold_text, imported, mmbench_rows, mme_rows, options,
+                             refused, run, score_of, small_grid, textvqa_rows)
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
 
-MODEL = "llava_v1.5_7b"  # VLMEvalKit's model names hold underscores too
 SIZES = {"mmbench-fixture": 2, "mme-fixture": 2, "pope-fixture": 4, "scienceqa-fixture": 6, "textvqa-fixture": 3,
          "cvbench-fixture": 2, "mmvp-fixture": 2}
-LETTERS = "ABCDEF"
-NAN = float("nan")
 
 
 @pytest.fixture(scope="module")
@@ -30,24 +25,6 @@ def grid(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------- the TSVs' rows
-
-def options(r, width: int) -> dict:
-    """Option columns A.. as the MCQ TSVs hold them: NaN where the question has fewer options."""
-    return {LETTERS[i]: (r["options"][i] if i < len(r["options"]) else NAN) for i in range(width)}
-
-
-def mmbench_rows(records) -> list[dict]:
-    """MMBench_DEV_EN.tsv (Development.md, table 1): index (circular copies q + k * 1e6), question, hint
-    (NaN when none), A-D, answer letter, category, l2-category, split."""
-    return [{"index": int(r["id"]), "question": r["question"], "hint": r["hint"] or NAN, **options(r, 4),
-             "answer": LETTERS[r["answer_index"]], "category": r["category"], "l2-category": r["l2_category"],
-             "split": "dev"} for _, r in records.iterrows()]
-
-
-def mme_rows(records) -> list[dict]:
-    """MME.tsv: index, question (with "Please answer yes or no."), answer Yes/No, category, image_path."""
-    return [{"index": n, "question": r["question"], "answer": r["answer"].capitalize(), "category": r["category"],
-             "image_path": r["image_id"]} for n, (_, r) in enumerate(records.iterrows())]
 
 
 def pope_rows(records) -> list[dict]:
@@ -71,12 +48,6 @@ def scienceqa_rows(records) -> list[dict]:
             for n, (_, r) in enumerate(records.iterrows())]
 
 
-def textvqa_rows(records) -> list[dict]:
-    """TextVQA_VAL.tsv: index, question, answer (the ten human answers as a Python list's text)."""
-    return [{"index": n, "question": r["question"], "answer": str(list(r["answers"]))}
-            for n, (_, r) in enumerate(records.iterrows())]
-
-
 def cvbench_rows(records, kind: str) -> list[dict]:
     """CV-Bench-2D.tsv / -3D.tsv: index, question, prompt (build_prompt sends it), A-F, answer letter, source,
     split ("2D"/"3D"), task."""
@@ -89,34 +60,6 @@ def mmvp_rows(records) -> list[dict]:
     """MMVP.tsv: index, question, A, B, answer letter, in pairs (report_acc_MMVP pairs rows 2i, 2i + 1)."""
     return [{"index": int(r["id"]), "question": r["question"], **options(r, 2), "answer": LETTERS[r["answer_index"]]}
             for _, r in records.iterrows()]
-
-
-def dump(rows: list[dict], predictions: list[str], folder, dataset: str, fmt: str = "xlsx") -> str:
-    """`<model>_<dataset>.<fmt>` as vlmeval.smp.file.dump writes the inference job's table."""
-    data = pd.DataFrame(rows)
-    data["prediction"] = [str(p) for p in predictions]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{MODEL}_{dataset}.{fmt}"
-    if fmt == "xlsx":
-        with pd.ExcelWriter(path, engine="xlsxwriter",
-                            engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
-            data.to_excel(writer, index=False)
-    elif fmt == "tsv":
-        data.to_csv(path, sep="\t", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)
-    else:
-        json.dump(data.to_dict("records"), open(path, "w"), indent=4, ensure_ascii=False)
-    return str(path)
-
-
-def score_of(config, tmp_path, bench, predictions) -> dict:
-    out = tmp_path / "score.json"
-    assert main(["score", MODEL_ID, bench, "--predictions", str(predictions), "--out", str(out),
-                 "--config", config]) == 0
-    return json.loads(out.read_text())
-
-
-def gold_text(rows) -> list[str]:
-    return [row["answer"] for row in rows]
 
 
 # ---------------------------------------------------------------------------------------------- imports

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import test_reported
-from test_compare import write_comparison, write_score
-from test_report import _write, cvqa_obj, dance_obj, kaleidoscope_obj
+from helpers.compare import write_comparison, write_score
+from helpers.report import _write, cvqa_obj, dance_obj, kaleidoscope_obj
+from helpers.reported import build as build_reported
 from vlmgrid.report import build_report
 from vlmgrid.report.tables.format import BEST, BLOCK_COLUMNS, SECOND, _blocks, emphasis, latex_table
 
@@ -211,7 +211,7 @@ def every_table(root: Path) -> list[Path]:
     written += build_report(scores, models, benchmarks, results / "tables", results / "figures",
                             comparison_files=comparisons, reference_model="reference_model")
 
-    written += test_reported.build(root / "reported")
+    written += build_reported(root / "reported")
     written += partial_tables(root / "partial")
     return sorted(path for path in written if path.suffix == ".tex")
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from test_benchmarks_sources import raw_fixture, with_kind
+from helpers.sources import raw_fixture, with_kind
 from vlmgrid import cli, fileio
 from vlmgrid.benchmarks import verify_benchmark
 from vlmgrid.benchmarks.stamps import source_fingerprint, source_stamp, write_source_stamps

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from helpers.common import REPO, copy_workflow, run
-from test_workflow import stages_run
+from helpers.workflow import stages_run
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture, mme as mme_fixture
 from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture
 

@@ -10,7 +10,8 @@ import json
 from vlmgrid.report import build_report
 
 from helpers.common import heatmap_cells
-from test_report import _write, build, cvqa_obj, kaleidoscope_obj, latex_rows, md_rows, plain_latex, read_csv, write_scores
+from helpers.report import (_capture_figures, _write, build, cvqa_obj, kaleidoscope_obj, latex_rows, md_rows,
+                            plain_latex, read_csv, write_scores)
 
 NE = "\u2260"
 TEX_NE = r"$^{\neq}$"
@@ -21,15 +22,6 @@ def _checked(obj: dict, differing: list[str]) -> dict:
     obj["invariance"] = {"checked": 8, "same": 8 - len(differing), "differing": differing,
                          "max_logprob_delta": None, "batch_size": 16}
     return obj
-
-
-def _capture_figures(monkeypatch) -> list:
-    import matplotlib.pyplot as plt
-
-    figures = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: (figures.append(fig), close(fig)))
-    return figures
 
 
 def test_breakdown_variants_and_main_figure_mark_the_cell(tmp_path, monkeypatch):
@@ -124,8 +116,8 @@ def test_the_breakdown_and_variants_csv_files_say_which_cells_depend_on_the_batc
 
 
 def test_the_comparisons_tables_mark_the_value_of_a_batch_dependent_cell(tmp_path):
-    from test_compare import write_comparison
-    from test_report import BENCHES
+    from helpers.compare import write_comparison
+    from helpers.report import BENCHES
 
     files = write_scores(tmp_path)
     files[("big-vlm", "sqa_img")].write_text(json.dumps(_checked(json.loads(files[("big-vlm", "sqa_img")].read_text()),

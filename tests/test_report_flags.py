@@ -17,10 +17,8 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.report import build_report
 
 from helpers.common import heatmap_cells
-from test_report import (
-    DASH, _write, build, cvqa_obj, dance_obj, kaleidoscope_obj, latex_rows, md_rows, plain_latex, read_csv,
-    write_scores,
-)
+from helpers.report import (DASH, _write, build, cvqa_obj, dance_obj, kaleidoscope_obj, latex_rows, md_rows,
+                            plain_latex, read_csv, write_scores)
 
 DAGGER = "\u2020"
 TEX_DAGGER = r"$^{\dagger}$"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from helpers.common import heatmap_cells
-from test_report import build, latex_rows, md_rows, read_csv, write_scores
+from helpers.report import build, latex_rows, md_rows, read_csv, write_scores
 from vlmgrid.report import load_grid
 from vlmgrid.report.figures import main_heatmap, main_note
 from vlmgrid.report.tables.main import main_markdown

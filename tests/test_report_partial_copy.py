@@ -10,9 +10,9 @@ import json
 import pytest
 
 from helpers.common import heatmap_cells
-from test_compare import grid_data, write_bench, write_comparison, write_preds
-from test_report import BENCHES, MODELS, _write, build, kaleidoscope_obj, latex_rows, md_rows, plain_latex, read_csv
-from test_report import write_scores
+from helpers.compare import grid_data, write_bench, write_comparison, write_preds
+from helpers.report import (BENCHES, MODELS, _write, build, kaleidoscope_obj, latex_rows, md_rows, plain_latex,
+                            read_csv, write_scores)
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.report import build_report, load_grid
@@ -181,7 +181,7 @@ def test_the_dvc_metrics_files_give_the_count(copy_files):
 
 
 def test_the_paper_tables_and_figures_mark_the_model(tmp_path, monkeypatch):
-    from test_report_batch import _capture_figures
+    from helpers.report import _capture_figures
 
     figures = _capture_figures(monkeypatch)
     langs = {"ar": (50.0, 0.0, 100.0), "te": (25.0, 0.0, 75.0)}
@@ -204,7 +204,7 @@ def test_the_paper_tables_and_figures_mark_the_model(tmp_path, monkeypatch):
 
 
 def test_the_reported_table_marks_a_reproduction_on_a_partial_copy(tmp_path):
-    from test_reported import build as build_reported, grid_objs
+    from helpers.reported import build as build_reported, grid_objs
 
     objs = grid_objs()
     objs[("llava13", "mme-b")]["partial_copy"] = {"items": 24, "published_items": 2374, "source": "local"}

@@ -6,25 +6,23 @@ from __future__ import annotations
 import copy
 import dataclasses
 import csv
-import json
 import struct
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from helpers.reported import BENCHES, KINDS, MODELS, PUBLISHED, ZOO, build, grid_objs, reported_row, score, write_grid
 from vlmgrid.benchmarks.catalog import BENCHMARKS
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import METRICS
 from vlmgrid.report import build_report
-from vlmgrid.report.reported import (
-    COLUMNS, Method, Published, ReportedRow, _schema, figure_label, grid_method, load_reported, match_reported,
-)
+from vlmgrid.report.reported import (COLUMNS, Method, Published, _schema, figure_label, grid_method, load_reported,
+                                     match_reported)
 from vlmgrid.stages.report import published_numbers
 
 REPO = Path(__file__).resolve().parents[1]
-ZOO = "https://github.com/haotian-liu/LLaVA/blob/19d8945e1ce3b2b56a7533bc02876fc355e18f65/docs/MODEL_ZOO.md"
 
 GOOD = {"paper": "2310.03744", "table": "Table 4", "model": "LLaVA-1.5 13B", "benchmark": "pope", "split": "",
         "figure": "f1", "value": "85.9", "source": "https://arxiv.org/abs/2310.03744 Table 4", "note": "",
@@ -173,13 +171,6 @@ def test_the_seeded_llava_numbers_pass_the_schema_and_are_the_model_zoo_ones():
 # --- matching ----------------------------------------------------------------------------------------------
 
 
-def reported_row(model: str, benchmark: str, figure: str, value: float, split: str | None = None,
-                 note: str | None = None, source: str = "https://arxiv.org/abs/2310.03744 Table 4",
-                 method: Method | None = None) -> ReportedRow:
-    return ReportedRow("2310.03744", "Table 4", model, benchmark, split, figure, value, source, note,
-                       Path("llava.csv"), 1, method)
-
-
 def test_matching_by_reported_as_kind_and_split():
     rows = (reported_row("LLaVA-1.5 13B", "pope", "f1", 85.9),
             reported_row("LLaVA-1.5 13B", "mmbench", "circular_accuracy", 67.7, split="dev"),
@@ -231,63 +222,6 @@ def test_every_llava_1_5_entry_names_its_paper_model():
 
 
 # --- the table and the figure ------------------------------------------------------------------------------
-
-MODELS = ["llava13", "clip"]
-BENCHES = ["mme-b", "pope-b", "tvqa", "mmb"]
-KINDS = {"mme-b": "mme", "pope-b": "pope", "tvqa": "textvqa", "mmb": "mmbench"}
-HEADLINE = {"mme-b": "scaled", "pope-b": "f1", "tvqa": "vqa_accuracy", "mmb": "circular_accuracy"}
-
-
-def score(model: str, bench: str, metrics: dict, rate: float = 0.0) -> dict:
-    headline = HEADLINE[bench]
-    value, ci = metrics.get(headline, (50.0, [40.0, 60.0]))
-    return {"model": model, "benchmark": bench, "metric": headline, "value": value, "ci95": ci, "n": 10,
-            "n_valid": 10, "format_error_rate": rate,
-            "metrics": {name: {"value": v, "ci95": c} for name, (v, c) in metrics.items()},
-            "bootstrap": {"samples": 3, "draws": [49.0, 50.0, 51.0]}}
-
-
-def write_grid(root: Path, objs: dict) -> dict:
-    files = {}
-    for (model, bench), obj in objs.items():
-        path = root / "scores" / model / f"{bench}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(obj))
-        files[(model, bench)] = path
-    return files
-
-
-def grid_objs() -> dict:
-    objs = {(m, b): score(m, b, {}) for m in MODELS for b in BENCHES}
-    # hand-made: MME perception 1500.0 [1480.0, 1540.0] vs 1531.3 -> -31.3, inside;
-    # POPE F1 80.0 [78.0, 82.0] vs 85.9 -> -5.9, outside
-    objs[("llava13", "mme-b")] = score("llava13", "mme-b", {"scaled": (60.0, [59.0, 61.0]),
-                                                           "perception": (1500.0, [1480.0, 1540.0])})
-    objs[("llava13", "pope-b")] = score("llava13", "pope-b", {"f1": (80.0, [78.0, 82.0])})
-    objs[("llava13", "tvqa")] = {"model": "llava13", "benchmark": "tvqa", "applicable": False,
-                                 "reason": "cannot generate", "metric": "vqa_accuracy"}
-    # MMBench: 67.7 reported, 66.0 [63.0, 69.0] reproduced but built on 20% format errors (marked)
-    objs[("llava13", "mmb")] = score("llava13", "mmb", {"circular_accuracy": (66.0, [63.0, 69.0])}, rate=20.0)
-    return objs
-
-
-PUBLISHED = Published(
-    rows=(reported_row("LLaVA-1.5 13B", "mme", "perception", 1531.3, source=ZOO + " (LLaVA-v1.5 table)"),
-          reported_row("LLaVA-1.5 13B", "pope", "f1", 85.9, source=ZOO + " (LLaVA-v1.5 table)"),
-          reported_row("LLaVA-1.5 13B", "textvqa", "vqa_accuracy", 61.3, source=ZOO + " (LLaVA-v1.5 table)",
-                       note="LLaVA's TextVQA prompt lists OCR tokens"),
-          reported_row("LLaVA-1.5 13B", "mmbench", "circular_accuracy", 67.7, split="dev"),
-          reported_row("LLaVA-1.5 7B", "pope", "f1", 85.9)),
-    reported_as={"llava13": "LLaVA-1.5 13B"},
-    splits={"mme-b": None, "pope-b": None, "tvqa": None, "mmb": "dev"},
-    folder=Path("config/reported"),
-)
-
-
-def build(tmp_path: Path, published: Published | None = PUBLISHED, objs: dict | None = None) -> list[Path]:
-    files = write_grid(tmp_path, objs or grid_objs())
-    return build_report(files, MODELS, BENCHES, tmp_path / "tables", tmp_path / "figures", title="T",
-                        kinds=KINDS, published=published)
 
 
 def md_rows(path: Path) -> list[list[str]]:

@@ -11,9 +11,8 @@ import zipfile
 import pytest
 
 from helpers.permissions import vlmgrid_held_back
-from test_import_predictions import (MODEL_ID, imported, mme_answers, mme_tool_folder, refused, run, small_grid,
-                                     write_jsonl)
-from test_import_vlmevalkit import dump, gold_text, mmbench_rows, mme_rows, score_of, textvqa_rows
+from helpers.imports import (MODEL_ID, dump, gold_text, imported, mmbench_rows, mme_answers, mme_rows, mme_tool_folder,
+                             refused, run, score_of, small_grid, textvqa_rows, write_jsonl)
 from vlmgrid.imports import vlmevalkit
 
 SIZES = {"mme-fixture": 6, "textvqa-fixture": 3, "mmbench-fixture": 2}

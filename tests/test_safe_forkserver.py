@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from helpers.common import copy_workflow, wait_for, workflow_env
-from test_fileio import mounted_tmpfs
-from test_forkserver import REPO, VLMGRID, Server, _base_env, _run, _served
+from helpers.filesystems import mounted_tmpfs
+from helpers.forkserver import REPO, Server, VLMGRID, _base_env, _run, _served
 
 FOLDER_PREFIX = "vlmgrid-forkserver-"  # the private folder Snakemake's run makes for its server's socket
 

@@ -9,11 +9,10 @@ import socket
 
 import pytest
 
-from test_celllock import _hold_in_subprocess
-from test_import_lmms_eval import DATE, mme_samples, write_samples
-from test_import_predictions import (LLAVA_SHORT, MODEL_ID, grid, imported, llava_line,  # noqa: F401 (grid)
-                                     mmbench_answers, mme_answers, mme_tool_folder, pope_files, refused, run,
-                                     write_jsonl)
+from helpers.imports import (DATE, LLAVA_SHORT, MODEL_ID, imported, llava_line, mmbench_answers, mme_answers,
+                             mme_samples, mme_tool_folder, pope_files, refused, run, write_jsonl, write_samples)
+from helpers.imports import grid  # noqa: F401 (a fixture)
+from helpers.locks import _hold_in_subprocess
 from vlmgrid.benchmarks import dance, load_benchmark
 from vlmgrid.benchmarks.dance_build import build_dance
 from vlmgrid.cellrun.lock import lock_path

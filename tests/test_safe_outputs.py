@@ -143,7 +143,7 @@ MARKUP = "<img src=x onerror=alert(1)> & a|b"
 
 
 def test_breakdown_groups_that_start_a_formula_or_hold_markup_are_written_as_text(tmp_path):
-    from test_report import build, read_csv, write_scores
+    from helpers.report import build, read_csv, write_scores
 
     files = write_scores(tmp_path)
     names = [*FORMULAS, MARKUP, CARRIAGE]
@@ -169,7 +169,7 @@ def test_breakdown_groups_that_start_a_formula_or_hold_markup_are_written_as_tex
 
 
 def test_diff_csv_writes_answers_that_start_a_formula_as_text(tmp_path, write_config, capsys):
-    from test_diff import _config, _prepare, _rows, _write
+    from helpers.diff import _config, _prepare, _rows, _write
 
     bench = _prepare(tmp_path, "pope", "pope-fixture", size=4)
     ids = bench.records["id"].tolist()
@@ -191,7 +191,7 @@ def test_diff_csv_writes_answers_that_start_a_formula_as_text(tmp_path, write_co
 # --- a predictions file of another benchmark ----------------------------------------------------------------
 
 def test_diff_of_a_file_made_for_another_benchmark_names_that_benchmark(tmp_path, write_config, capsys):
-    from test_diff import _prepare, _rows, _write
+    from helpers.diff import _prepare, _rows, _write
 
     pope = _prepare(tmp_path, "pope", "pope-fixture", size=4)
     sqa = _prepare(tmp_path, "scienceqa_img", "scienceqa-fixture", size=8)

@@ -267,7 +267,7 @@ def test_not_applicable_sharded_cell_writes_the_unsharded_record(small_config, w
 def test_snakemake_runs_sharded_cells_to_the_unsharded_predictions(tmp_path):
     import yaml
 
-    from test_workflow import copy_workflow, run
+    from helpers.common import copy_workflow, run
 
     root = copy_workflow(tmp_path / "repo")
     data = yaml.safe_load((root / "config/config.yaml").read_text())

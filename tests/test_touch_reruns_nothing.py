@@ -7,13 +7,12 @@ import re
 import pytest
 import yaml
 
-from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run
-from test_workflow import UP_TO_DATE, stages_run
+from helpers.common import copy_workflow, dvc_grid_repo, mtimes, run
+from helpers.workflow import UP_TO_DATE, local_grid, stages_run
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
 
 pytestmark = pytest.mark.integration
 
-DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 CELLS = {"results/predictions/mine/mmbench-mine.parquet", "results/predictions/random/mmbench-mine.parquet"}
 
 
@@ -33,26 +32,6 @@ def planned_rules(output: str) -> set[str]:
 
 def changed(before: dict, after: dict) -> set[str]:
     return {path for path in after if after[path] != before.get(path)}
-
-
-def local_grid(tmp_path):
-    """A grid of a local checkpoint folder and the baseline on a local MMBench TSV: (grid, checkpoint, TSV)."""
-    run(["vlmgrid", "make-tiny-models", str(tmp_path / "ckpts"), "--families", "llava"], tmp_path)
-    checkpoint = tmp_path / "ckpts" / "llava"
-    tsv = mmbench_fixture.write_tsv_fixture(tmp_path / "eval", {"seed": 0, "size": 2, "corrupt": 0})
-    items = sum(1 for line in tsv.read_text().splitlines()[1:] if line.strip())
-    grid = {
-        **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
-        "data_dir": "data",
-        "results_dir": "results",
-        "benchmarks": {"mmbench-mine": {"kind": "mmbench",
-                                        "source": {"type": "local", "path": str(tsv), "expected_items": items}}},
-        "models": {"mine": {"backend": "hf", "source": {"type": "local", "path": str(checkpoint)},
-                            "precision": "fp32", "batch_size": 4},
-                   "random": DEFAULT["models"]["random"]},
-        "grid": {"models": ["mine", "random"], "benchmarks": ["mmbench-mine"]},
-    }
-    return grid, checkpoint, tsv
 
 
 @pytest.fixture

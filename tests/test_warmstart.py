@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from helpers.common import DEFAULT_CONFIG, REPO, fork_servers, process_running, stop_fork_servers, wait_for
-from test_forkserver import edit_keeping_times, package_copy, package_version
+from helpers.forkserver import edit_keeping_times, package_copy, package_version
 from vlmgrid import forkserver, warmstart
 from vlmgrid.forkserver import protocol
 

@@ -12,10 +12,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from helpers.common import (SMALL_GRID, REPO, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
-                      small_grid_config, write_grid_pipeline)
+from helpers.common import (REPO, SMALL_GRID, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
+                            small_grid_config, write_grid_pipeline)
 from helpers.dvc import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
                          s3_remote_commands, transfer_counts)
+from helpers.workflow import UP_TO_DATE, changed_stages, stages_run
 
 pytestmark = pytest.mark.integration
 
@@ -138,20 +139,6 @@ def test_dvc_plans_every_cell_of_the_default_grid(tmp_path):
     # every row depends on every benchmark's data folder
     row = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["row"]["do"]
     assert {f"${{data_dir}}/{bench}" for bench in BENCHES} <= set(row["deps"])
-
-
-def changed_stages(status: str) -> set[str]:
-    """The stages `dvc status` lists as changed."""
-    return {line.strip().rstrip(":") for line in status.splitlines() if line and not line.startswith("\t")}
-
-
-# The stamp of the benchmark sources (a local source's files) is taken on every `dvc repro`: `dvc status` always
-# lists that stage, and only it, when nothing else is to do.
-UP_TO_DATE = {"stamp_sources"}
-
-
-def stages_run(output: str) -> set[str]:
-    return set(re.findall(r"^Running stage '([^']+)'", output, re.M))
 
 
 def test_dvc_second_repro_is_a_noop(dvc_run):

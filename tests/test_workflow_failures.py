@@ -15,8 +15,7 @@ import yaml
 
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run, workflow_env
 from helpers.fake_openai_server import FakeOpenAIServer, Reply
-from test_touch_reruns_nothing import local_grid
-from test_workflow import UP_TO_DATE, stages_run
+from helpers.workflow import UP_TO_DATE, local_grid, stages_run
 
 pytestmark = pytest.mark.integration
 

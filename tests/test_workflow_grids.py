@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, run
-from test_benchmarks_sources import raw_fixture
-from test_workflow import UP_TO_DATE, changed_stages, stages_run
+from helpers.sources import raw_fixture
+from helpers.workflow import UP_TO_DATE, changed_stages, stages_run
 
 pytestmark = pytest.mark.integration
 

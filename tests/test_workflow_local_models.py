@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run
-from test_workflow import UP_TO_DATE, stages_run
+from helpers.workflow import UP_TO_DATE, stages_run
 
 pytestmark = pytest.mark.integration
 
