@@ -73,7 +73,7 @@ def test_current_means_every_input_a_run_would_use_now(row_config, small_config,
     models["random"]["seed"] = 1
     assert not predictions_current(_config(small_config, models=models), "random", "pope-fixture")
     # the batch check turned off (the baseline does not batch, so it records why it was skipped, whatever the
-    # sample's size; a batching model's record holds the sample's size, tests/test_invariance.py)
+    # sample's size; a batching model's record holds the sample's size, tests/cellrun/test_invariance.py)
     infer = {**small_config["infer"], "invariance_items": 0}
     assert not predictions_current(_config(small_config, infer=infer), "random", "pope-fixture")
     prompts = tmp_path / "prompts"

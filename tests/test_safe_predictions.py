@@ -147,7 +147,7 @@ def test_every_writer_records_its_rows_hash_and_the_code_version(grid, tmp_path)
         assert metadata["rows_sha256"] == rows_digest(pq.read_table(path))
         assert metadata["code_version"] == running_version()
     # merged shards: test_merged_shards_record_their_rows_hash_and_an_edited_shard_is_refused; imports:
-    # tests/test_import_predictions.py::test_mmbench_answers_map_to_the_published_rows_and_score
+    # tests/imports/test_import_predictions.py::test_mmbench_answers_map_to_the_published_rows_and_score
 
 
 def test_the_rows_hash_is_sha256_of_the_rows_as_canonical_json_whatever_the_chunks():

@@ -22,7 +22,7 @@ from vlmgrid.report.reported import (COLUMNS, Method, Published, _schema, figure
                                      match_reported)
 from vlmgrid.stages.report import published_numbers
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 GOOD = {"paper": "2310.03744", "table": "Table 4", "model": "LLaVA-1.5 13B", "benchmark": "pope", "split": "",
         "figure": "f1", "value": "85.9", "source": "https://arxiv.org/abs/2310.03744 Table 4", "note": "",

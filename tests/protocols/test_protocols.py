@@ -33,7 +33,7 @@ def _bench(protocol: str):
 
 
 def test_failed_item_becomes_an_error_row_and_the_rest_is_scored():
-    for protocol in ("multiple_choice", "yes_no"):  # classification: tests/test_classification_prompts.py
+    for protocol in ("multiple_choice", "yes_no"):  # classification: tests/protocols/test_classification_prompts.py
         bench = _bench(protocol)
         rows = make_runner(protocol, FlakyScorer({}), bench)[0](bench.records)
         assert [row["id"] for row in rows] == ["good", "bad"]

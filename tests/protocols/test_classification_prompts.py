@@ -13,7 +13,7 @@ from vlmgrid.models.base import Backend
 from vlmgrid.protocols import make_runner
 from vlmgrid.protocols.classification import ClassificationPrompts, answer_methods, classification_prompts
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CLASSES = ["sunflower", "daisy", "red rose"]
 
 

@@ -1,7 +1,7 @@
 """The openai backend against a real OpenAI-compatible server the project did not write: transformers' own
 `transformers serve` (the pip extra `transformers[serving]`), serving the tiny LLaVA checkpoint on 127.0.0.1.
 
-The cases of tests/test_inference_failures.py that a real server can show: generation works; a model entry
+The cases of tests/models/test_inference_failures.py that a real server can show: generation works; a model entry
 with `logprobs: true` meets a server that returns none; the server is killed in the middle of a run and
 comes back; the rerun gives the predictions of a clean run.
 """

@@ -1,6 +1,6 @@
 """Parity tables: vlmgrid's headline parsers read raw model outputs exactly as the benchmarks' authors do.
 
-Each `tests/parity/<name>.yaml` lists raw outputs with the reading the authors' own code gives, and cites the
+Each `tests/protocols/parity/<name>.yaml` lists raw outputs with the reading the authors' own code gives, and cites the
 file and commit the readings were derived from (read from the authors' code, not from vlmgrid's). The test
 runs vlmgrid's headline parser on every case and compares:
 

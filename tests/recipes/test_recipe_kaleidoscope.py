@@ -1,6 +1,6 @@
 """The Kaleidoscope recipes against the authors' own prompt builders, item by item.
 
-tests/authors/kaleidoscope/builders.json holds 36 items (one with a picture and one without in each of the 18
+tests/recipes/authors/kaleidoscope/builders.json holds 36 items (one with a picture and one without in each of the 18
 languages, some with a stray "<image>" in their text) and what the authors' builders return for each
 (israfelsr/kaleidoscope: model_zoo.py's create_*_prompt, the ocr-experiments branch's closed-model parsers).
 The items are written as the hub copy's parquet file and data.zip, prepared, and asked of a model under each
@@ -20,8 +20,8 @@ from PIL import Image
 
 from vlmgrid.config import validate_config
 
-REPO = Path(__file__).resolve().parents[1]
-BUILDERS = json.loads((REPO / "tests" / "authors" / "kaleidoscope" / "builders.json").read_text("utf-8"))
+REPO = Path(__file__).resolve().parents[2]
+BUILDERS = json.loads((Path(__file__).parent / "authors" / "kaleidoscope" / "builders.json").read_text("utf-8"))
 API = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
 MODELS = {
     "qwen": {"backend": "hf", "source": {"type": "fixture", "family": "qwen2_5_vl"},

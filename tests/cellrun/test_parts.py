@@ -19,7 +19,7 @@ from vlmgrid.stages import cost
 from vlmgrid.stages.cost_work import item_requests
 from vlmgrid.stages.prepare import prepare
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROMPTS = REPO / "config" / "prompts"
 HF = {"backend": "hf"}
 CLIP = {"backend": "open_clip"}
@@ -150,7 +150,7 @@ def test_the_plans_requests_are_its_items_requests_plus_continuations_and_the_ce
     for name in config.benchmarks:
         prepared = dataclasses.replace(load_benchmark(config.data_dir / name), prompts_dir=PROMPTS)
         for model in config.models:
-            # the cell's own work (the batch check's rows count a sample again: tests/test_invariance.py)
+            # the cell's own work (the batch check's rows count a sample again: tests/cellrun/test_invariance.py)
             cell = costs[(costs["model"] == model) & (costs["benchmark"] == name) & (costs["per"] != "check")]
             per_cell = cell.loc[cell["per"] == "cell", "requests"].sum()
             continuations = cell.loc[cell["unit"] == "continuation", "requests"].sum()

@@ -27,7 +27,7 @@ from vlmgrid.protocols import PROTOCOLS, strategy_for
 from vlmgrid.protocols.exam_choice import ExamPrompts, load_exam_prompts, prompt_mode
 from vlmgrid.stages.prepare import prepare_benchmark
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROMPTS_DIR = REPO / "config" / "prompts"
 ALL_LANGUAGES = {"ar", "bn", "de", "en", "es", "fa", "fr", "hi", "hr", "hu", "lt", "ne", "nl", "pt", "ru", "sr",
                  "te", "uk"}

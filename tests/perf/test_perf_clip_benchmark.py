@@ -11,7 +11,7 @@ from torchvision.datasets import Food101
 from vlmgrid.benchmarks.dataset import load_benchmark
 from vlmgrid.stages.prepare import prepare_benchmark
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("clip_benchmark_perf", REPO / "perf" / "clip_benchmark.py")
 perf = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(perf)

@@ -3,7 +3,7 @@ finished parts, and the rerun after the fault clears gives the predictions of a 
 
 The openai backend runs against the project's scripted server (tests/helpers/fake_openai_server.py), which does on
 demand what a real server will not (a given status, a body that is no completion, an outage); the same cases
-against a real server (`transformers serve`) are in tests/test_serve.py. The hf backend's out-of-memory and
+against a real server (`transformers serve`) are in tests/models/test_serve.py. The hf backend's out-of-memory and
 CUDA errors are simulated on the tiny LLaVA.
 """
 

@@ -66,7 +66,7 @@ def test_default_grid_has_no_made_up_hours(default_costs):
 
 SMALL = {
     "title": "small",
-    "infer": {"invariance_items": 0},  # the batch check's rows: tests/test_invariance.py
+    "infer": {"invariance_items": 0},  # the batch check's rows: tests/cellrun/test_invariance.py
     "benchmarks": {
         "flowers": {"kind": "flowers102", "source": {"type": "url"}},
         "dance": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 10}},

@@ -1,6 +1,6 @@
 """LLaVA-1.5's recipe against LLaVA's own evaluation files, item by item.
 
-Each benchmark is built in the form its authors publish it (tests/authors/README.md: POPE's label files, MME's
+Each benchmark is built in the form its authors publish it (tests/recipes/authors/README.md: POPE's label files, MME's
 release folder, ScienceQA's problems and splits, MMBench's dev TSV), prepared as a user's local copy, and asked
 of the tiny LLaVA (llava-hf's chat template) under `recipe: llava-1.5`. `vlmgrid inputs` must print, for every
 item, the string LLaVA's evaluation handed its tokenizer: the question file's text after "<image>\\n" in the
@@ -27,8 +27,8 @@ from PIL import Image
 
 from vlmgrid.config import validate_config
 
-REPO = Path(__file__).resolve().parents[1]
-AUTHORS = REPO / "tests" / "authors"
+REPO = Path(__file__).resolve().parents[2]
+AUTHORS = Path(__file__).resolve().parent / "authors"
 SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
           "detailed, and polite answers to the user's questions.")
 LETTER_INSTRUCTION = "Answer with the option's letter from the given choices directly."

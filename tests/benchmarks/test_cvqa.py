@@ -28,7 +28,7 @@ from vlmgrid.protocols import make_runner
 from vlmgrid.protocols.cvqa import CVQAPrompts, cvqa_prompts
 from vlmgrid.stages.score import score_cell
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROMPTS = REPO / "config" / "prompts"
 SETTINGS = ["loc-en", "loc-local", "noloc-en", "noloc-local"]
 KIND = BENCHMARKS.get("cvqa")

@@ -1,6 +1,6 @@
 """Kaleidoscope's answer readers against outputs as models write them.
 
-Headline (`exam_json`, `exam_tag`): the authors' rule; the parity tables in tests/parity/ hold its edges, case
+Headline (`exam_json`, `exam_tag`): the authors' rule; the parity tables in tests/protocols/parity/ hold its edges, case
 by case. Here: what the authors' code has no rule for, the option count, and odd input. Lenient
 (`exam_json_lenient`, `exam_tag_lenient`): the more forgiving readers behind the second figure.
 """
