@@ -13,12 +13,10 @@ seconds from their benchmark files (`<results_dir>/logs/benchmarks/<rule>/...tsv
 (a job done before its first sample has none, and is counted apart); the run's own CPU time is exact. Jobs run
 in the fork server (docs/speed.md) have their exact wall and CPU seconds in its log, read per rule as well.
 
-Then a fresh copy made a git repository, as tests/test_workflow.py's DVC fixture makes it, runs the same grid
-through `dvc repro`, cold and again with nothing to do. DVC's stage commands start (and find) the fork server
-themselves (vlmgrid.warmstart), in a folder of this measurement's own: no process of the run waits for that
-server, so this one adopts it (Linux's child subreaper) and adds its CPU time and its jobs' to DVC's. The table
-gives both doors' times side by side and their ratio, and how much of DVC's wall time was outside its jobs,
-beside `dvc repro` of as many stages whose commands are one `echo` (DVC's own cost per stage).
+Then a fresh copy made a git repository, as the workflow tests' DVC fixture makes it, runs the same grid
+through `dvc repro` (its grid stage runs Snakemake with the same --cores), cold and again with nothing to do,
+and its tables are compared byte for byte with the Snakemake run's. The table gives both doors' times side by
+side and their ratio.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
 # (Run: what snakemake returns, imported for the tests)
-from gridrun import (REPO, Run, adopt_orphans, reap_orphans, render_saved, save_results,  # noqa: E402, F401
-                     server_cpu, servers_under, snakemake, stop_servers, timed, tool_env, workflow_copy)
+from gridrun import REPO, Run, render_saved, save_results, snakemake, timed, tool_env, workflow_copy  # noqa: E402, F401
 
 from vlmgrid.paths import logs_dir  # noqa: E402
 
@@ -116,69 +113,36 @@ def stages_run(output: str) -> int:
     return len(re.findall(r"^Running stage '[^']+':", output, re.M))
 
 
-def dvc_runs(work: Path) -> dict:
-    """The default grid through DVC in a fresh git repository under `work`: `dvc repro` cold, then again with
-    nothing to do. Each run's wall and CPU seconds (with the fork server's and its jobs'), the stages it ran,
-    the jobs the server ran (its log), and DVC's own time per stage where the commands are trivial."""
+def dvc_runs(work: Path, cores: int) -> tuple[dict, Path]:
+    """The default grid through DVC in a fresh git repository under `work`: `dvc repro` cold (its grid stage
+    runs Snakemake with the same --cores), then again with nothing to do. Each run's wall and CPU seconds (the
+    Snakemake run's and its jobs' and fork server's are DVC's children) and the stages it ran; returns them and
+    the copy's root."""
     root = workflow_copy(work / "dvc")
     shutil.copy2(REPO / ".gitignore", root / ".gitignore")  # results/ ignored but the metrics DVC keeps in git
-    servers = work / "servers"  # a folder of this measurement's own: no server left by another command is used
-    # A server removes its log when it stops: one that idled out before the logs are read would go uncounted,
-    # so the servers stay until stop_servers (an hour of idle time, longer than the whole measurement).
-    env = tool_env(VLMGRID_FORKSERVER_DIR=str(servers), VLMGRID_FORKSERVER_IDLE="3600", DVC_NO_ANALYTICS="1",
-                   GIT_AUTHOR_NAME="perf", GIT_AUTHOR_EMAIL="perf@localhost", GIT_COMMITTER_NAME="perf", GIT_COMMITTER_EMAIL="perf@localhost")
-    git_repo(root, env)
-    # No process of the run waits for the servers its commands start: this one does, so their CPU time counts.
-    # A server's so far: what the ended ones' reaping gave, and the running ones' own figures.
-    adopt_orphans()
-    try:
-        cold = timed(["dvc", "repro"], root, env)
-        running = sum(server_cpu(pid) for pid in servers_under(servers))
-        cold_server = reap_orphans() + running
-        served = served_times(server_logs(servers))
-        again = timed(["dvc", "repro"], root, env)
-        again_server = reap_orphans() + sum(server_cpu(pid) for pid in servers_under(servers)) - running
-        log = server_logs(servers)
-    finally:
-        stop_servers(servers)
-        reap_orphans()
-    stages = stages_run(cold.stdout)
-    trivial = trivial_stages(work / "trivial", stages, env)
-    figures = {"wall_s": cold.wall_s, "cpu_s": cold.cpu_s + cold_server, "server_cpu_s": cold_server,
-               "stages": stages, "servers": log.count(" listening on "), "served": served,
-               "refused": log.count(" refused ("), "noop_wall": again.wall_s, "noop_cpu": again.cpu_s + again_server,
-               "noop_stages": stages_run(again.stdout),
-               "noop_served": len(SERVED_JOB.findall(log)) - sum(entry["jobs"] for entry in served.values()),
-               "trivial_wall": trivial.wall_s, "trivial_cpu": trivial.cpu_s}
-    print(f"dvc repro cold: {cold.wall_s:.1f} s wall, {figures['cpu_s']:.1f} s CPU, {stages} stages, "
-          f"{sum(entry['jobs'] for entry in served.values())} served by the fork server; nothing to do: "
-          f"{again.wall_s:.1f} s; {stages} trivial stages: {trivial.wall_s:.1f} s", flush=True)
-    return figures
-
-
-def git_repo(root: Path, env: dict) -> None:
-    """Make `root` a git repository of its files, as DVC's users keep one."""
+    env = tool_env(VLMGRID_SNAKEMAKE_ARGS=f"--cores {cores}", DVC_NO_ANALYTICS="1",
+                   GIT_AUTHOR_NAME="perf", GIT_AUTHOR_EMAIL="perf@localhost", GIT_COMMITTER_NAME="perf",
+                   GIT_COMMITTER_EMAIL="perf@localhost")
     for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "grid"]):
         timed(command, root, env)
+    cold = timed(["dvc", "repro"], root, env)
+    again = timed(["dvc", "repro"], root, env)
+    figures = {"wall_s": cold.wall_s, "cpu_s": cold.cpu_s, "stages": stages_run(cold.stdout),
+               "jobs": job_counts(cold.stdout + cold.stderr), "noop_wall": again.wall_s, "noop_cpu": again.cpu_s,
+               "noop_stages": stages_run(again.stdout)}
+    print(f"dvc repro cold: {cold.wall_s:.1f} s wall, {cold.cpu_s:.1f} s CPU, {figures['stages']} stages; "
+          f"nothing to do: {again.wall_s:.1f} s", flush=True)
+    return figures, root
 
 
-def server_logs(folder: Path) -> str:
-    return "".join(path.read_text(encoding="utf-8") for path in sorted(folder.rglob("*.log")))
-
-
-def trivial_stages(root: Path, count: int, env: dict) -> Run:
-    """`dvc repro` of `count` stages whose commands write one line each (a param and an output apiece, as DVC
-    tracks): DVC's own cost per stage, with no job to speak of."""
-    import yaml
-
-    (root / "out").mkdir(parents=True)
-    (root / "params.yaml").write_text("x: 1\n", encoding="utf-8")
-    stages = {"line": {"foreach": [f"s{index}" for index in range(count)],
-                       "do": {"cmd": "echo ${item} > out/${item}.txt", "params": ["x"], "outs": ["out/${item}.txt"]}}}
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}), encoding="utf-8")
-    git_repo(root, env)
-    timed(["dvc", "init", "-q"], root, env)
-    return timed(["dvc", "repro"], root, env)
+def differing_tables(first: Path, second: Path) -> list[str]:
+    """The report files (results/tables/) that are not byte-identical between two runs' copies, or in one only."""
+    tables = Path("results") / "tables"
+    names = {path.relative_to(root / tables).as_posix() for root in (first, second)
+             for path in (root / tables).rglob("*") if path.is_file()}
+    return sorted(name for name in names if not (first / tables / name).is_file()
+                  or not (second / tables / name).is_file()
+                  or (first / tables / name).read_bytes() != (second / tables / name).read_bytes())
 
 
 def summary(runs: list[dict], noop: dict) -> dict:
@@ -228,30 +192,18 @@ def render_markdown(meta: dict, figures: dict) -> str:
 def render_dvc(figures: dict) -> list[str]:
     """The same grid through DVC, in the same run, beside Snakemake's median cold run."""
     dvc = figures["dvc"]
-    served = sum(entry["jobs"] for entry in dvc["served"].values())
-    jobs_wall = sum(entry["wall_sum"] for entry in dvc["served"].values())
-    jobs_cpu = sum(entry["cpu_sum"] for entry in dvc["served"].values())
-    outside = dvc["wall_s"] - jobs_wall  # DVC runs one stage at a time: the rest of its wall time is not the jobs'
-    stages = max(dvc["stages"], 1)
-    return ["The same grid through DVC, in the same run (`dvc repro` in a fresh git repository; its stage commands "
-            "start and share a fork server, whose CPU time and its jobs' are counted in):", "",
+    differing = dvc["differing_tables"]
+    return ["The same grid through DVC, in the same run (`dvc repro` in a fresh git repository: its grid stage runs "
+            "Snakemake, whose jobs' and fork server's CPU time is counted in):", "",
             "| figure | wall s | CPU s (user + system) | DVC / Snakemake |", "|---|---:|---:|---:|",
             f"| Snakemake cold, median | {_s(figures['cold_wall_median'])} | {_s(figures['cold_cpu_median'])} | |",
-            f"| DVC cold | {_s(dvc['wall_s'])} | {_s(dvc['cpu_s'])} | "
-            f"{dvc['wall_s'] / figures['cold_wall_median']:.2f} wall, {dvc['cpu_s'] / figures['cold_cpu_median']:.2f}"
-            f" CPU |",
-            f"| DVC, nothing to do ({dvc['noop_stages']} stage run, {dvc['noop_served']} served) | "
-            f"{_s(dvc['noop_wall'])} | {_s(dvc['noop_cpu'])} | |",
-            f"| DVC, {dvc['stages']} stages of one `echo` each | {_s(dvc['trivial_wall'])} | "
-            f"{_s(dvc['trivial_cpu'])} | |",
-            "", f"DVC ran {dvc['stages']} stages, one at a time; {dvc['servers']} fork server(s) started, which ran "
-            f"{served} of them warm ({dvc['refused']} refused; a quick listing or stamp starts no server and runs in "
-            f"its own process): {_s(jobs_wall)} s of wall time and {_s(jobs_cpu)} s of CPU in the jobs, "
-            f"{_s(dvc['server_cpu_s'] - jobs_cpu)} s in the server's own imports. The other {_s(outside)} s of DVC's "
-            f"wall time ({outside / stages:.2f} s a stage) went between the jobs: DVC's own work on each stage "
-            f"(reading and rewriting dvc.lock, hashing the dependencies and outputs, caching the outputs), the shell "
-            f"and the `vlmgrid` client; with trivial commands DVC alone takes {dvc['trivial_wall'] / stages:.2f} s a "
-            "stage."]
+            f"| DVC cold ({dvc['stages']} stages, {dvc['jobs'].get('total', 0)} jobs) | {_s(dvc['wall_s'])} | "
+            f"{_s(dvc['cpu_s'])} | {dvc['wall_s'] / figures['cold_wall_median']:.2f} wall, "
+            f"{dvc['cpu_s'] / figures['cold_cpu_median']:.2f} CPU |",
+            f"| DVC, nothing to do ({dvc['noop_stages']} stage run) | {_s(dvc['noop_wall'])} | "
+            f"{_s(dvc['noop_cpu'])} | |",
+            "", "Tables: " + ("every file of results/tables/ byte-identical between the two doors." if not differing
+                              else f"{len(differing)} file(s) of results/tables/ differ: {', '.join(differing)}.")]
 
 
 def cold_run(work: Path, index: int, cores: int) -> tuple[dict, Path]:
@@ -289,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(root, ignore_errors=True)
         again = snakemake(["--cores", str(args.cores)], root)
         noop = {"wall_s": again.wall_s, "cpu_s": again.cpu_s}
-        shutil.rmtree(root, ignore_errors=True)
-        dvc = dvc_runs(work)
+        dvc, dvc_root = dvc_runs(work, args.cores)
+        dvc["differing_tables"] = differing_tables(root, dvc_root)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

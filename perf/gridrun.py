@@ -57,9 +57,8 @@ def tool_env(**extra: str) -> dict:
 
 
 def timed(command: list[str], cwd: Path, env: dict) -> Run:
-    """`command` run in `cwd`: its wall time and the CPU time of it and of every process it waited for (a
-    detached process, such as an auto-started fork server, is not one: see `adopt_orphans`); a failure stops the
-    measurement with its last words."""
+    """`command` run in `cwd`: its wall time and the CPU time of it and of every process it waited for; a
+    failure stops the measurement with its last words."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
@@ -69,30 +68,6 @@ def timed(command: list[str], cwd: Path, env: dict) -> Run:
         raise SystemExit(f"{' '.join(command)} failed in {cwd}:\n{(result.stdout + result.stderr)[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Run(wall_s=wall, cpu_s=cpu, stderr=result.stderr, stdout=result.stdout)
-
-
-def adopt_orphans() -> None:
-    """Make this process the one its orphaned descendants are given to (Linux's PR_SET_CHILD_SUBREAPER): a fork
-    server started by a command, which outlives that command, is then this process's child once the command has
-    ended, and its CPU time and its jobs' count when it is reaped (`reap_orphans`)."""
-    import ctypes
-
-    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
-        raise SystemExit(f"cannot adopt the fork servers' processes here: {os.strerror(ctypes.get_errno())}")
-
-
-def reap_orphans() -> float:
-    """Reap the processes given to this one that have ended; their CPU seconds (user + system), with those of
-    the children they waited for (a fork server's jobs)."""
-    total = 0.0
-    while True:
-        try:
-            pid, _, usage = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            return total
-        if pid == 0:
-            return total
-        total += usage.ru_utime + usage.ru_stime
 
 
 def servers_under(folder: Path) -> list[int]:
@@ -108,13 +83,6 @@ def servers_under(folder: Path) -> list[int]:
             if Path(socket_path).is_relative_to(folder):
                 pids.append(int(entry.name))
     return pids
-
-
-def server_cpu(pid: int) -> float:
-    """The CPU seconds (user + system) of a running process and of the children it has waited for (a fork
-    server's jobs), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def stop_servers(folder: Path) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from vlmgrid.config import Config
 
 # The package's modules are imported where they are used, not here: a command sent to the fork server (main's
-# start, vlmgrid.warmstart) costs its client only this module's import and the client's.
+# start) costs its client only this module's import and the client's.
 
 
 log = logging.getLogger(__name__)
@@ -110,26 +110,7 @@ def cmd_score(config: Config, args) -> None:
     score_grid_cell(config, args.model, args.benchmark, predictions=args.predictions, out=args.out)
 
 
-def cmd_row(config: Config, args) -> None:
-    from vlmgrid.stages.rows import run_row
-
-    run_row(config, args.model, jobs=args.jobs, progress=not args.no_progress)
-
-
-def _one_or_all(args) -> None:
-    from vlmgrid.errors import VlmgridError
-
-    if (args.benchmark is None) == (not args.all):
-        raise VlmgridError(f"vlmgrid {args.command}: name one benchmark of the grid, or pass --all for every one")
-
-
 def cmd_compare(config: Config, args) -> None:
-    _one_or_all(args)
-    if args.all:
-        from vlmgrid.stages.rows import compare_all
-
-        compare_all(config, jobs=args.jobs)
-        return
     from vlmgrid.stages.compare import compare_benchmark
 
     compare_benchmark(config, args.benchmark)
@@ -166,12 +147,6 @@ def cmd_dvc_pipelines(config: Config | None, args) -> None:
 
 
 def cmd_inspect(config: Config, args) -> None:
-    _one_or_all(args)
-    if args.all:
-        from vlmgrid.stages.rows import inspect_all
-
-        inspect_all(config, max_items=args.max_items, seed=args.seed, jobs=args.jobs)
-        return
     from vlmgrid.stages.inspect import inspect_benchmark
 
     inspect_benchmark(config, args.benchmark, max_items=args.max_items, seed=args.seed)
@@ -205,8 +180,7 @@ JOB_MODULES = ("vlmgrid.stages.prepare", "vlmgrid.stages.fetch", "vlmgrid.stages
 def cmd_forkserver(config: Config | None, args) -> None:
     from vlmgrid.forkserver import serve
 
-    serve(args.socket, main, JOB_MODULES, idle_timeout=args.idle_timeout, parent_pid=args.parent_pid,
-          lock=args.lock, log=args.log)
+    serve(args.socket, main, JOB_MODULES, idle_timeout=args.idle_timeout, parent_pid=args.parent_pid)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,15 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("benchmark")
     score.add_argument("--predictions", help="score this predictions file (made elsewhere) instead")
     score.add_argument("--out", help="write the score JSON here instead")
-    row = add("row", cmd_row, "run one model's row of the grid: its cell on every benchmark inferred (a cell whose "
-              "predictions are current is left as it is) and scored, cells side by side (DVC's stage per model)")
-    row.add_argument("model")
-    row.add_argument("--jobs", type=int, help="cells at a time (default: one per GPU group the model holds, or on "
-                     "the CPU as many as the cores hold jobs of infer.threads threads)")
-    row.add_argument("--no-progress", action="store_true", help="no progress bar in the cells")
     compare = add("compare", cmd_compare, "compare the grid's models pair by pair on one benchmark (difference, "
                   "paired bootstrap CI, paired permutation test)")
-    _add_one_or_all(compare)
+    compare.add_argument("benchmark", help="a benchmark of the grid")
     diff = add("diff", cmd_diff, "why two prediction sets of one benchmark score differently: the items where "
                "they differ (same answer read differently, different answer, error rows) and what each kind of "
                "difference does to the headline")
@@ -319,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="write nothing; fail when a pipeline differs from what the template gives")
     inspect = add("inspect", cmd_inspect, "a static HTML page of a benchmark's items and every grid model's "
                   "answers, with filters (results/inspect/<bench>/index.html)")
-    _add_one_or_all(inspect)
+    inspect.add_argument("benchmark", help="a benchmark of the grid")
     inspect.add_argument("--max-items", type=int, default=500,
                          help="at most this many items on the page, a seeded sample of them (default: 500)")
     inspect.add_argument("--seed", type=int, default=0, help="the sample's seed (default: 0)")
@@ -347,27 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--parent-pid", type=int, metavar="PID",
                         help="the pid of the process that starts the server: stop once it has ended (a run "
                              "killed with SIGKILL, too)")
-    server.add_argument("--lock", metavar="PATH", help="the warm start's lock beside the socket, in its private "
-                        "folder: removed at the end, with --log, unless a command holds it (docs/speed.md)")
-    server.add_argument("--log", metavar="PATH", help="the file the server's stderr writes to, beside the socket in "
-                        "its private folder: removed at the end with --lock")
     return parser
 
 
-def _add_one_or_all(command) -> None:
-    command.add_argument("benchmark", nargs="?", help="a benchmark of the grid")
-    command.add_argument("--all", action="store_true", help="every benchmark of the grid, side by side (DVC's "
-                         "stage)")
-    command.add_argument("--jobs", type=int, help="with --all: benchmarks at a time (default: one per core)")
-
-
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and os.environ.get("VLMGRID_FORKSERVER", "") != "off":
-        # A command line: run it in the fork server where one is set (a Snakemake run's), else in this user's,
-        # found or started (vlmgrid.warmstart), where it takes it
-        from vlmgrid.warmstart import run_warm
+    if argv is None and os.environ.get("VLMGRID_FORKSERVER", "") not in ("", "off"):
+        # A job of a Snakemake run: run it in the run's fork server (workflow/rules/common.smk), where it takes it
+        from vlmgrid.forkserver import run_through_server
 
-        code = run_warm(sys.argv[1:])
+        code = run_through_server(sys.argv[1:])
         if code is not None:
             return code
     from vlmgrid import codeversion

@@ -18,8 +18,7 @@ PACKAGE = "vlmgrid"  # the logger above every module's own
 
 
 class _TerminalHandler(logging.StreamHandler):
-    """A stream handler whose every message is one line, the data it names escaped, whatever its formatter
-    (a piece of `vlmgrid row` sets its own, vlmgrid.stages.sidebyside)."""
+    """A stream handler whose every message is one line, the data it names escaped, whatever its formatter."""
 
     def format(self, record: logging.LogRecord) -> str:
         return terminal_message(super().format(record))

@@ -130,16 +130,6 @@ def check_rows(table: pa.Table, metadata: dict, path: Path, rebuild_hint: str, g
         )
 
 
-def rows_intact(path: Path) -> bool:
-    """Whether the file is readable and its rows are the ones vlmgrid wrote (the current-cell check's question:
-    a cell whose file is not is run again)."""
-    try:
-        read_table(path, "")
-    except VlmgridError:
-        return False
-    return True
-
-
 def read_metadata(path: Path) -> dict:
     """What inference recorded in the file (model settings, protocol, strategy, provenance); {} if none."""
     try:

@@ -5,8 +5,7 @@ Over a Unix stream socket, the client sends a 4-byte big-endian length and a JSO
 {"pid": N} when the job started, then {"exit": code}; or one {"refused": reason}.
 
 The client (`run_through_server`) is the start of the `vlmgrid` command: when `VLMGRID_FORKSERVER` names the
-server's socket (or, unset, where vlmgrid.warmstart finds or starts this user's server for the command), the
-command is sent there and the client only waits for its exit code (forwarding SIGTERM, SIGINT and SIGHUP to the
+server's socket (a Snakemake run's: workflow/rules/common.smk), the command is sent there and the client only waits for its exit code (forwarding SIGTERM, SIGINT and SIGHUP to the
 job, but one this process ignores, as the job's own process would). When the socket cannot be reached, the
 command runs in the client's own process, silently (a Slurm job on another node, a server that ended); when the
 server refuses it (an environment that differs from the server's where modules read it at import, a process
@@ -32,9 +31,6 @@ PER_JOB = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "_", "SHLVL", "PWD", "OLDPWD", "PS1", "PS2", ENV,
 })
-# What DVC sets per stage command (DVC_ROOT, DVC_STAGE; `dvc exp run` adds DVC_EXP_* and DVC_STUDIO_*): read by
-# no module at import, so every stage shares one server (vlmgrid.warmstart).
-PER_JOB_PREFIXES = ("DVC_",)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STDIO = 3  # the fds a request carries: stdin, stdout and stderr
 REQUEST_MAX = 1 << 16  # what one read of a request takes; a longer one is read on until its length
@@ -42,7 +38,7 @@ REQUEST_MAX = 1 << 16  # what one read of a request takes; a longer one is read 
 
 def per_job(name: str) -> bool:
     """Whether a job may differ from its server in the environment variable `name`."""
-    return name in PER_JOB or name.startswith(PER_JOB_PREFIXES)
+    return name in PER_JOB
 
 
 def environment_difference(environ: dict[str, str], reference: dict[str, str]) -> str | None:
@@ -91,7 +87,7 @@ def reply(conn: socket.socket, message: dict) -> None:
 def run_through_server(argv: list[str], path: str | None = None, client: socket.socket | None = None) -> int | None:
     """Run the command `argv` in the fork server at `path` (default: the one VLMGRID_FORKSERVER names) and
     return its exit code; None where it should run in this process instead (no server set or reachable, or the
-    server refused it). `client`: a connection to that server already made (vlmgrid.warmstart)."""
+    server refused it). `client`: a connection to that server already made."""
     path = os.environ.get(ENV, "") if path is None else path
     if path in ("", "off") or argv[:1] == ["forkserver"]:
         return None

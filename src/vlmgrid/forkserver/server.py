@@ -36,7 +36,7 @@ from vlmgrid import codeversion, messages
 from vlmgrid.errors import VlmgridError
 from vlmgrid.forkserver.context import context_difference, import_paths, process_context
 from vlmgrid.forkserver.protocol import ENV, environment_difference, interpreter, receive_request, reply
-from vlmgrid.forkserver.sockets import clear_the_way, remove_folder, remove_lock_and_log, remove_socket
+from vlmgrid.forkserver.sockets import clear_the_way, remove_folder, remove_socket
 
 KILL_GRACE_S = 5.0  # a job whose client is gone gets SIGTERM, then SIGKILL after this long
 PARENT_POLL_S = 1.0  # how often a server started with a parent's pid looks whether that parent is still there
@@ -75,13 +75,13 @@ class _Job:
 
 
 def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (), idle_timeout: float = 300.0,
-          parent_pid: int | None = None, lock: str | None = None, log: str | None = None) -> int:
+          parent_pid: int | None = None) -> int:
     """Serve jobs on the Unix socket `path`, each `run` with its argv in a child, once the modules named in
     `preload` (each where installed) are imported, until SIGTERM (or SIGINT), until `idle_timeout` seconds pass with
     no job running, until the code on disk changes and its jobs have ended, or, given `parent_pid` (the pid of the
     process that started it), once that process has ended, however it ended; returns the exit code. Nothing but a
-    stale socket of ours may be at `path` (`clear_the_way`); at the end the socket goes, and so do the warm start's
-    `lock` and `log` beside it (vlmgrid.warmstart; `remove_lock_and_log`) and the folder they were in, where empty."""
+    stale socket of ours may be at `path` (`clear_the_way`); at the end the socket goes, and the folder it was in,
+    where empty."""
     import select
     import selectors
 
@@ -250,8 +250,8 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
         if jobs:
             idle_since = now
         elif retiring or now - idle_since >= idle_timeout:
-            # The socket goes first: a client that comes now finds none (vlmgrid.warmstart starts another server),
-            # and one that connected before is in the backlog, to be answered rather than left without a reply.
+            # The socket goes first: a client that comes now finds none (and runs in its own process), and one
+            # that connected before is in the backlog, to be answered rather than left without a reply.
             remove_socket(path, made)
             if not select.select([listener], [], [], 0)[0]:
                 _log("its jobs ended: stopping" if retiring else f"no job for {idle_timeout:g} s: stopping")
@@ -295,8 +295,6 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
         time.sleep(0.01)
     listener.close()
     remove_socket(path, made)
-    if lock is not None:
-        remove_lock_and_log(lock, log, path)
     remove_folder(path)
     return 0
 

@@ -1,9 +1,8 @@
 """A fork server's socket on the disk, and the server a run starts for its jobs.
 
-The socket lives in a private folder that `start` (or vlmgrid.warmstart) makes (FOLDER_PREFIX, mode 0700): a
-server makes way only for a stale socket of its own there (`clear_the_way`) and removes only its own socket, the
-warm start's lock and log beside it, and that folder where they leave it empty, at its end (`remove_socket`,
-`remove_lock_and_log`, `remove_folder`), never a file that may be someone's. `start` and `stop`: a Snakemake
+The socket lives in a private folder that `start` makes (FOLDER_PREFIX, mode 0700): a server makes way only for
+a stale socket of its own there (`clear_the_way`) and removes only its own socket, and that folder where it
+leaves it empty, at its end (`remove_socket`, `remove_folder`), never a file that may be someone's. `start` and `stop`: a Snakemake
 run's server, which ends with the run.
 """
 
@@ -138,37 +137,6 @@ def remove_socket(path: str, made: os.stat_result) -> None:
             os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def remove_lock_and_log(lock: str, log: str | None, socket_path: str) -> None:
-    """At a warm-start server's end, remove the `lock` that the commands take to start it and its `log` (where
-    that path still names the file its stderr writes to), both beside its socket in a folder of ours; unless a
-    command holds the lock: that one is starting the next server at this socket, whose log is a new file at the
-    same path (vlmgrid.warmstart). A command that waits for the lock while it goes finds that its path no longer
-    names the file it locked, and takes the lock again at the path."""
-    import fcntl
-
-    folder = os.path.dirname(os.path.abspath(socket_path))
-    if not ours(folder) or any(os.path.dirname(os.path.abspath(path)) != folder for path in (lock, log) if path):
-        return  # never a file outside the server's own folder
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # held: both stay
-        os.close(fd)
-        return
-    try:
-        for path, own in ((log, 2), (lock, fd)):
-            try:
-                if path is not None and os.path.samestat(os.lstat(path), os.fstat(own)):
-                    os.unlink(path)
-            except OSError:  # gone meanwhile
-                pass
-    finally:
-        os.close(fd)  # the lock with it
 
 
 def remove_folder(socket_path: str) -> None:

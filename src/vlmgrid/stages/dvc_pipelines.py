@@ -41,10 +41,14 @@ _WRITTEN_NOTE = "# Written by `vlmgrid dvc-pipelines`"
 class Pipeline:
     config: Path  # the grid's config, relative to the repo root
     dvc_file: Path  # where its dvc.yaml goes, relative to the repo root
-    fetch_models: tuple[str, ...] | None  # the models it fetches; None: all of its grid's (from the config)
     # the PNG figures its report draws, under ${results_dir}: DVC's image plots
     figures: tuple[str, ...] = ()
-    benchmarks: tuple[str, ...] = ()  # its grid's benchmarks, whose data folders its row stages depend on
+    # the folders its grid stage alone writes, under ${data_dir}: its benchmarks' data, the weights of the
+    # models no other grid evaluates
+    own_folders: tuple[str, ...] = ()
+    shared_models: tuple[str, ...] = ()  # the models of several grids that its fetch_model stages fetch
+    # its models that a fetch_model stage fetches (its own or another pipeline's): its grid stage depends on them
+    fetched_models: tuple[str, ...] = ()
 
 
 def _read_grid(root: Path, config: Path) -> dict:
@@ -126,15 +130,16 @@ def _folder(config: Path, data: dict, key: str) -> str:
 
 def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
     """One pipeline per grid config: the repo's (config/*.yaml), those pipelines/ was written for, and `configs`
-    (relative to the root), each model folder fetched by the first that lists it. Refuses two configs of one
-    pipeline file or one results_dir, two grids that share a benchmark folder (it would be two stages' output)
-    or give a shared model folder another backend or source."""
+    (relative to the root). A model folder that several grids evaluate is fetched by the first that lists it.
+    Refuses two configs of one pipeline file or one results_dir, two grids that share a benchmark folder (it
+    would be two stages' output) or give a shared model folder another backend or source."""
     root = Path(root)
     repo = _grid_configs(root)
     own = {config: None for config in [*_written_configs(root), *configs] if config not in repo}
-    pipelines: list[Pipeline] = []
+    grids = []  # (config, its data, its data_dir, its grid's models)
     owners: dict[str, Path] = {}  # a pipeline file, results_dir or benchmark folder: the config that has it
     model_owner: dict[str, tuple[Path, object]] = {}  # a model folder: the config that fetches it, and how
+    listed: dict[str, int] = {}  # a model folder: how many grids evaluate it
     for config in [*repo, *sorted(own, key=lambda config: _pipeline_file(config).as_posix())]:
         data = _read_grid(root, config)
         if config in own:
@@ -155,22 +160,34 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
                     f"allows as one stage's output only; give {config} a data_dir of its own (data_dir: "
                     f"data/{config.stem}), or the benchmark another name")
             owners[folder] = config
-        owned = []
-        for model in grid.get("models") or []:
+        models = list(dict.fromkeys(grid.get("models") or []))
+        for model in models:
             settings = (data.get("models") or {}).get(model) or {}
             weights = (settings.get("backend"), settings.get("source"))
             folder = posixpath.join(data_dir, "models", model)
+            listed[folder] = listed.get(folder, 0) + 1
             if folder not in model_owner:
                 model_owner[folder] = (config, weights)
-                owned.append(model)
             elif model_owner[folder][1] != weights:
                 raise VlmgridError(
                     f"{config} gives the model {model!r} another backend or source than {model_owner[folder][0]}, "
                     f"but both would fetch it into {folder}; give one of them another name, or {config} a "
                     f"data_dir of its own")
-        figures, benchmarks = _figures(data), tuple(grid.get("benchmarks") or [])
-        fetch_models = None if config == DEFAULT_CONFIG else tuple(owned)
-        pipelines.append(Pipeline(config, _pipeline_file(config), fetch_models, figures, benchmarks))
+        grids.append((config, data, data_dir, models))
+    pipelines = []
+    for config, data, data_dir, models in grids:
+        def shared(model: str) -> bool:
+            return listed[posixpath.join(data_dir, "models", model)] > 1
+
+        def fetched_here(model: str) -> bool:
+            return model_owner[posixpath.join(data_dir, "models", model)][0] == config
+
+        benchmarks = (data.get("grid") or {}).get("benchmarks") or []
+        own_folders = (*benchmarks, *(f"models/{model}" for model in models if not shared(model)))
+        pipelines.append(Pipeline(
+            config, _pipeline_file(config), _figures(data), own_folders,
+            shared_models=tuple(model for model in models if shared(model) and fetched_here(model)),
+            fetched_models=tuple(model for model in models if shared(model))))
     return pipelines
 
 
@@ -178,26 +195,27 @@ def render(template: str, pipeline: Pipeline) -> str:
     """The dvc.yaml text of one pipeline."""
     at_root = pipeline.dvc_file.parent == Path(".")
     up = Path(*[".."] * len(pipeline.dvc_file.parent.parts))
+    stamps = "${data_dir}/.source-stamps" if at_root else "${results_dir}/source-stamps"
+    # Lists of paths, a line each (an empty one leaves no line). A top-level plot's path is read from the
+    # dvc.yaml's folder, not from a stage's wdir.
+    lists = {"@GRID_OUTS@": [f"      - ${{data_dir}}/{folder}:\n          persist: true"
+                             for folder in pipeline.own_folders],
+             "@SHARED_MODEL_DIRS@": [f"      - ${{data_dir}}/models/{model}" for model in pipeline.fetched_models],
+             "@FIGURE_PLOTS@": [f"  - {(up / figure).as_posix()}" for figure in pipeline.figures]}
+    values = {"@WDIR@": up.as_posix(), "@VARS@": (up / pipeline.config).as_posix(),
+              "@CONFIG@": pipeline.config.as_posix(), "@STAMPS@": stamps,
+              "@SHARED_MODELS@": "[" + ", ".join(pipeline.shared_models) + "]", "@DVC_FILE@": pipeline.dvc_file.as_posix()}
     lines = []
     for line in template.splitlines():
         if line.startswith(_TEMPLATE_NOTE) or (at_root and "@WDIR@" in line):
             continue
+        if line.strip() in lists:
+            lines += lists[line.strip()]
+            continue
+        for placeholder, value in values.items():
+            line = line.replace(placeholder, value)
         lines.append(line)
-    text = "\n".join(lines) + "\n"
-    if pipeline.fetch_models is None:
-        fetch_models = "${grid.models}"
-    else:
-        fetch_models = "[" + ", ".join(pipeline.fetch_models) + "]"
-    stamps = "${data_dir}/.source-stamps" if at_root else "${results_dir}/source-stamps"
-    figure_plots = "\n".join(f"  - {figure}" for figure in pipeline.figures)
-    bench_dirs = [f"- ${{data_dir}}/{bench}" for bench in pipeline.benchmarks]
-    replacements = {"@BENCH_DIRS_STAGE@": "\n".join(" " * 6 + line for line in bench_dirs),
-                    "@BENCH_DIRS@": "\n".join(" " * 8 + line for line in bench_dirs),"@WDIR@": up.as_posix(), "@VARS@": (up / pipeline.config).as_posix(),
-                    "@CONFIG@": pipeline.config.as_posix(), "@STAMPS@": stamps, "@FETCH_MODELS@": fetch_models,
-                    "@DVC_FILE@": pipeline.dvc_file.as_posix(), "@FIGURE_PLOTS@": figure_plots}
-    for placeholder, value in replacements.items():
-        text = text.replace(placeholder, value)
-    return text
+    return "\n".join(lines) + "\n"
 
 
 def render_pipelines(root: Path, configs: Sequence[Path] = ()) -> dict[Path, str]:

@@ -92,8 +92,10 @@ def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
                                                                   stamp_of=dict, label="model")]
     local = sum((settings.get("source") or {}).get("type") == "local" for settings in models.values())
     log.info(f"{paths.model_stamps_dir(folder)}: {len(models)} model stamps ({local} local)")
+    # the grid stage's params (`dvc exp show` columns): each model's settings under models.<name>, as in the config
     settings = {"title": config.title, "bootstrap": config.bootstrap,
-                "invariance_items": config.infer["invariance_items"]}
+                "invariance_items": config.infer["invariance_items"],
+                "models": {name: stamp["models"][name] for name, stamp in stamps.items()}}
     if _write_if_changed(paths.grid_settings_stamp(folder), settings):
         written.append("grid/settings")
     return written
