@@ -21,6 +21,7 @@ import pytest
 from PIL import Image
 
 from helpers.common import REPO
+from helpers.dvc_lock import write_dvc_repo
 from helpers.fake_openai_server import FakeOpenAIServer, Reply, completion
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
@@ -393,6 +394,19 @@ def test_truncated_records_or_predictions_file(grid, capsys):
         err = cli_error(capsys, command + ["--config", config_path])
         assert f"{records}: does not match its manifest" in err and "run prepare again" in err
     assert score_path.read_bytes() == kept
+
+
+def test_a_missing_predictions_file_dvc_tracks_says_dvc_pull_first(grid, capsys, tmp_path, monkeypatch):
+    config, config_path = grid
+    prepare(config, "pope-fixture")
+    predictions = paths.predictions_path(config.results_dir, "random", "pope-fixture")
+    rebuild = "rerun `vlmgrid infer random pope-fixture` to rebuild it"
+    err = cli_error(capsys, ["score", "random", "pope-fixture", "--config", config_path])
+    assert err.endswith(f"predictions file {predictions} not found; {rebuild}")  # no DVC repo around
+    monkeypatch.chdir(write_dvc_repo(tmp_path))  # results_dir is tmp_path/results, which DVC tracks
+    err = cli_error(capsys, ["score", "random", "pope-fixture", "--config", config_path])
+    assert err.endswith(f"predictions file {predictions} not found; `dvc pull results/predictions/random/pope-fixture"
+                        f".parquet` fetches it (DVC tracks it: dvc.lock), or {rebuild}")
 
 
 def test_predictions_given_to_score_are_fixed_not_rebuilt(grid, capsys, tmp_path):

@@ -1,6 +1,7 @@
 import pandas as pd
 import pytest
 
+from helpers.dvc_lock import write_dvc_repo
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import check_against_records, read_predictions, rows_to_table, write_predictions
 from vlmgrid.protocols.base import prediction_row
@@ -36,6 +37,20 @@ def test_truncated_file_is_one_clear_error(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(VlmgridError, match="not found; rerun"):
         read_predictions(tmp_path / "nope.parquet", "rerun inference")
+
+
+@pytest.mark.parametrize("given, fix", [(False, "rerun inference"), (True, "check the path")])
+def test_a_missing_file_dvc_tracks_says_dvc_pull(tmp_path, monkeypatch, given, fix):
+    monkeypatch.chdir(write_dvc_repo(tmp_path))
+    tracked = tmp_path / "results" / "predictions" / "m" / "pope-fixture.parquet"
+    with pytest.raises(VlmgridError) as caught:
+        read_predictions(tracked, "rerun inference", given)
+    assert str(caught.value) == (f"predictions file {tracked} not found; `dvc pull results/predictions/m/pope-fixture"
+                                 f".parquet` fetches it (DVC tracks it: dvc.lock), or {fix}")
+    untracked = tmp_path / "results" / "mine" / "pope-fixture.parquet"
+    with pytest.raises(VlmgridError) as caught:
+        read_predictions(untracked, "rerun inference", given)
+    assert str(caught.value) == f"predictions file {untracked} not found; {fix}"
 
 
 def test_missing_columns_named(tmp_path):

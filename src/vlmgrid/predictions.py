@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from vlmgrid.codeversion import running_version
+from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import atomic_path
 
@@ -79,7 +80,8 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
     """The predictions file's table. `given`: a file the user made or named (`vlmgrid score --predictions`),
     which is not deleted and rebuilt but fixed: the errors say what is wrong and `rebuild_hint` how to fix it."""
     if not Path(path).is_file():
-        raise VlmgridError(f"predictions file {path} not found; {'check the path' if given else rebuild_hint}")
+        raise VlmgridError(f"predictions file {path} not found; "
+                           f"{or_pull(path, 'check the path' if given else rebuild_hint)}")
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:

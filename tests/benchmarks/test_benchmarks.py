@@ -18,6 +18,7 @@ import scipy.io
 
 import vlmgrid
 from helpers.chain import opens
+from helpers.dvc_lock import write_dvc_repo
 from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks import flowers102, pope
 from vlmgrid.benchmarks.dataset import fingerprint
@@ -289,6 +290,27 @@ def test_missing_file_and_missing_manifest_are_named(tmp_path):
     (bench_dir / "manifest.json").unlink()
     with pytest.raises(VlmgridError, match="manifest.json: missing"):
         load_benchmark(bench_dir)
+
+
+@pytest.mark.parametrize("bench, pull", [
+    ("pope-fixture", "`dvc pull data/pope-fixture` fetches it (DVC tracks it: dvc.lock), or "),
+    ("textvqa-fixture", ""),  # a folder no dvc.lock records: recompute it, nothing to pull
+])
+def test_a_missing_prepared_benchmark_says_dvc_pull_when_dvc_tracks_it(tmp_path, monkeypatch, bench, pull):
+    monkeypatch.chdir(write_dvc_repo(tmp_path))
+    bench_dir = tmp_path / "data" / bench
+    with pytest.raises(VlmgridError) as caught:
+        load_benchmark(bench_dir)
+    assert str(caught.value) == (f"{bench_dir / 'manifest.json'}: missing, so {bench_dir} is not a prepared benchmark "
+                                 f"(or its prepare was interrupted); {pull}run `vlmgrid prepare` for it")
+    prepare("pope", bench_dir)
+    victim = bench_dir / load_benchmark(bench_dir).records["image"].iloc[3]
+    victim.unlink()
+    with pytest.raises(VlmgridError) as caught:
+        verify_benchmark(bench_dir, full=False)
+    pull = pull and f"`dvc pull {victim.relative_to(tmp_path)}` fetches it (DVC tracks it: dvc.lock), or "
+    assert str(caught.value) == (f"{victim}: missing (it is listed in {bench_dir / 'manifest.json'}); {pull}restore "
+                                 f"it, or delete {bench_dir} and run prepare again")
 
 
 def test_tampered_records_fail_even_the_quick_check(tmp_path):

@@ -10,6 +10,7 @@ from PIL import Image
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from helpers.dvc_lock import write_dvc_repo  # noqa: E402
 from vlmgrid.errors import VlmgridError  # noqa: E402
 from vlmgrid.fileio import sha256_file  # noqa: E402
 from vlmgrid.fixtures.models import MODEL_FIXTURES  # noqa: E402
@@ -221,6 +222,18 @@ def test_a_hub_source_is_its_snapshot_in_the_cache_never_a_copy(monkeypatch, tmp
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(VlmgridError, match="fetch-model"):
         Hf.load(_settings("llava"), tmp_path, "cpu")
+
+
+@pytest.mark.parametrize("model, pull", [
+    ("llava-1.5-7b", "`dvc pull data/models/llava-1.5-7b` fetches it (DVC tracks it: pipelines/paper/dvc.lock), or "),
+    ("llava-untracked", ""),
+])
+def test_a_missing_checkpoint_dvc_tracks_says_dvc_pull_first(tmp_path, monkeypatch, model, pull):
+    monkeypatch.chdir(write_dvc_repo(tmp_path))
+    model_dir = tmp_path / "data" / "models" / model
+    with pytest.raises(VlmgridError) as caught:
+        Hf.load(_settings("llava"), model_dir, "cpu")
+    assert str(caught.value) == f"{model_dir / 'config.json'} is missing; {pull}run `vlmgrid fetch-model` for this model first"
 
 
 def test_auto_batch_size_halves_on_out_of_memory(checkpoints, monkeypatch):

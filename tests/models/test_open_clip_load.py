@@ -11,8 +11,11 @@ from PIL import Image
 from safetensors.torch import load_file
 
 from helpers.common import tiny_open_clip
+from helpers.dvc_lock import write_dvc_repo
+from vlmgrid.errors import VlmgridError
 from vlmgrid.models import BACKENDS
-from vlmgrid.models.open_clip_loading import TEXT_TOWER_DIR, WEIGHTS_NAME, _checkpoint_sets_every_weight, local_text_tower
+from vlmgrid.models.open_clip_loading import (TEXT_TOWER_DIR, WEIGHTS_NAME, _checkpoint_sets_every_weight, load_model,
+                                              local_text_tower)
 from vlmgrid.stages.fetch import fetch_model
 
 TINY = tiny_open_clip(seed=3)  # its batch of 3 holds the three images below, as the reference encodes them
@@ -64,6 +67,19 @@ def _counting(monkeypatch) -> list[str]:
 
         monkeypatch.setattr(torch.nn.init, name, counted)
     return calls
+
+
+@pytest.mark.parametrize("model, pull", [
+    ("clip-tiny", "`dvc pull data/models/clip-tiny` fetches it (DVC tracks it: dvc.lock), or "),
+    ("clip-untracked", ""),
+])
+def test_a_missing_checkpoint_dvc_tracks_says_dvc_pull_first(tmp_path, monkeypatch, model, pull):
+    monkeypatch.chdir(write_dvc_repo(tmp_path))
+    model_dir = tmp_path / "data" / "models" / model
+    with pytest.raises(VlmgridError) as caught:
+        load_model({"backend": "open_clip", "source": {"type": "fixture"}}, model_dir, "cpu")
+    assert str(caught.value) == (f"{model_dir / 'open_clip_config.json'} is missing; {pull}run `vlmgrid fetch-model` "
+                                 f"for this model first")
 
 
 def test_no_random_initialisation_runs_while_a_checkpoint_loads(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from helpers.compare import FAIR, grid_data, tiny_grid, write_bench, write_comparison, write_preds, write_score
+from helpers.dvc_lock import write_dvc_repo
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
@@ -99,6 +100,20 @@ def test_compare_refuses_a_benchmark_outside_the_grid_and_stale_predictions(tiny
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "prepared again" in err
     assert not paths.comparison_path(data["results_dir"], "tiny").exists()
+
+
+def test_a_missing_predictions_file_dvc_tracks_says_dvc_pull_first(tiny_grid, tmp_path, monkeypatch, capsys):
+    data, config = tiny_grid
+    predictions = paths.predictions_path(data["results_dir"], "fair", "tiny")
+    predictions.unlink()
+    monkeypatch.chdir(write_dvc_repo(tmp_path))  # results_dir is tmp_path/results, which DVC tracks
+    assert main(["compare", "tiny", "--config", str(config)]) == 2
+    assert capsys.readouterr().err == (f"vlmgrid: error: predictions file {predictions} not found; `dvc pull results/"
+                                       f"predictions/fair/tiny.parquet` fetches it (DVC tracks it: dvc.lock), or "
+                                       f"rerun `vlmgrid infer fair tiny` to rebuild it\n")
+    (tmp_path / "dvc.lock").unlink()  # no lock records it: recompute it
+    assert main(["compare", "tiny", "--config", str(config)]) == 2
+    assert capsys.readouterr().err.endswith(f"{predictions} not found; rerun `vlmgrid infer fair tiny` to rebuild it\n")
 
 
 def test_a_significant_p_on_a_difference_below_the_mdd_is_not_a_win(tmp_path, write_config, capsys):

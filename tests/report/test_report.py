@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from helpers.dvc_lock import write_dvc_repo
 from helpers.report import (BENCHES, DASH, MODELS, POPE_SPLITS, _est, _write, build, cvqa_obj, dance_obj,
                             kaleidoscope_obj, mark_not_applicable, md_rows, plain_latex, read_csv, write_scores)
 from vlmgrid.errors import VlmgridError
@@ -303,6 +304,23 @@ def test_unreadable_score_file(tmp_path):
     files[("clip_tiny", "flowers")] = missing
     with pytest.raises(VlmgridError, match="nope.json is not a valid score file"):
         build(tmp_path, files)
+
+
+def test_a_missing_score_file_dvc_tracks_says_dvc_pull_first(tmp_path, monkeypatch):
+    files = write_scores(tmp_path / "results")
+    missing = files[("clip_tiny", "flowers")]
+    missing.unlink()
+    monkeypatch.chdir(write_dvc_repo(tmp_path))  # DVC tracks results/scores
+    rebuild = "rerun `vlmgrid score clip_tiny flowers` to rebuild it"
+    with pytest.raises(VlmgridError) as caught:
+        build(tmp_path, files)
+    assert str(caught.value) == (f"{missing} is not a valid score file (cannot be read: FileNotFoundError); `dvc pull "
+                                 f"results/scores/clip_tiny/flowers.json` fetches it (DVC tracks it: dvc.lock), or "
+                                 f"{rebuild}")
+    (tmp_path / "dvc.lock").unlink()
+    with pytest.raises(VlmgridError) as caught:
+        build(tmp_path, files)
+    assert str(caught.value) == f"{missing} is not a valid score file (cannot be read: FileNotFoundError); {rebuild}"
 
 
 def test_bold_compares_numbers_not_strings(tmp_path):

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from helpers.dvc_lock import write_dvc_repo
 from helpers.inspect_page import BENCH, make_grid, write_predictions
 from vlmgrid import paths
 from vlmgrid.cli import main
@@ -87,6 +88,18 @@ def test_a_missing_predictions_file_stops_with_the_command_that_makes_it(grid):
     with pytest.raises(VlmgridError, match=r"predictions file .*beta/scienceqa-fixture.parquet not found; run "
                                            r"`vlmgrid infer beta scienceqa-fixture`"):
         build_page(config, BENCH)
+
+
+def test_a_missing_predictions_file_dvc_tracks_says_dvc_pull_first(grid, tmp_path, monkeypatch):
+    config, *_ = grid
+    monkeypatch.chdir(write_dvc_repo(tmp_path))  # results_dir is tmp_path/results
+    path = paths.predictions_path(config.results_dir, "beta", BENCH)
+    path.unlink()
+    with pytest.raises(VlmgridError) as caught:
+        build_page(config, BENCH)
+    assert str(caught.value) == (f"predictions file {path} not found; `dvc pull results/predictions/beta/{BENCH}.parquet` "
+                                 f"fetches it (DVC tracks it: dvc.lock), or run `vlmgrid infer beta {BENCH}` (or "
+                                 f"snakemake) to make it")
 
 
 def test_predictions_of_other_data_are_refused(grid):

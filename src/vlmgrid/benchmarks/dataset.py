@@ -28,6 +28,7 @@ from vlmgrid.benchmarks.folder import CLASSES, MANIFEST, RECORDS, SYNONYMS, UNFI
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.benchmarks.local_copy import check_local_folder, first_change, local_change, local_state
 from vlmgrid.benchmarks.sources import Fixture, check_source, data_settings, expected_items, fetch_source
+from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
 from vlmgrid.filehashes import content_hash
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR
@@ -91,7 +92,7 @@ def _require_manifest(bench_dir: Path) -> dict:
     if manifest is None:
         raise VlmgridError(
             f"{bench_dir / MANIFEST}: missing, so {bench_dir} is not a prepared benchmark (or its prepare was "
-            f"interrupted); run `vlmgrid prepare` for it"
+            f"interrupted); {or_pull(bench_dir, 'run `vlmgrid prepare` for it')}"
         )
     return manifest
 
@@ -112,7 +113,7 @@ def verify_benchmark(bench_dir: Path, full: bool = True, external: bool = True) 
             continue
         path = _resolve(bench_dir, key)
         if not path.is_file():
-            raise VlmgridError(f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {fix}")
+            raise VlmgridError(f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {or_pull(path, fix)}")
         if full or key in (RECORDS, CLASSES, SYNONYMS):
             got = content_hash(path)
             if got != files[key]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
 from vlmgrid.hub import hub_errors
 from vlmgrid.models.checkpoints import Checkpoint, hf_folder
@@ -92,7 +93,8 @@ def load_processor(settings: dict, model_dir: Path):
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
-        raise VlmgridError(f"{model_dir / 'config.json'} is missing; run `vlmgrid fetch-model` for this model first")
+        raise VlmgridError(f"{model_dir / 'config.json'} is missing; "
+                           f"{or_pull(model_dir, 'run `vlmgrid fetch-model` for this model first')}")
     processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=bool(settings.get("trust_remote_code", False)),
                                               **dict(settings.get("processor_kwargs") or {}))
     tokenizer = getattr(processor, "tokenizer", processor)

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import write_json
 from vlmgrid.hub import hub_errors
@@ -267,7 +268,8 @@ def load_model(settings: dict, model_dir: Path, device: str) -> tuple:
         with _hub_layout(settings, model_dir) as folder:  # not a copy an earlier version fetched
             return _load_folder(settings, folder, device, _weights_fingerprint(settings, model_dir))
     if not (model_dir / CONFIG_NAME).is_file():
-        raise VlmgridError(f"{model_dir / CONFIG_NAME} is missing; run `vlmgrid fetch-model` for this model first")
+        raise VlmgridError(f"{model_dir / CONFIG_NAME} is missing; "
+                           f"{or_pull(model_dir, 'run `vlmgrid fetch-model` for this model first')}")
     return _load_folder(settings, model_dir, device, _weights_fingerprint(settings, model_dir))
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
 
 @dataclass(frozen=True)
@@ -371,10 +372,11 @@ def _invariance(raw: Any) -> dict[str, Any] | None:
     return {**raw, "differing": [str(item) for item in differing]}
 
 
-def _invalid(path: Path, model: str, benchmark: str, reason: str) -> VlmgridError:
-    return VlmgridError(
-        f"{path} is not a valid score file ({reason}); rerun `vlmgrid score {model} {benchmark}` to rebuild it"
-    )
+def _invalid(path: Path, model: str, benchmark: str, reason: str, missing: bool = False) -> VlmgridError:
+    """`missing`: the file is not there, which `dvc pull` fetches where DVC tracks it."""
+    rebuild = f"rerun `vlmgrid score {model} {benchmark}` to rebuild it"
+    fix = or_pull(path, rebuild) if missing else rebuild
+    return VlmgridError(f"{path} is not a valid score file ({reason}); {fix}")
 
 
 def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotApplicable | Hidden:
@@ -386,7 +388,8 @@ def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotA
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _invalid(path, model, benchmark, f"cannot be read: {exc.__class__.__name__}") from exc
+        raise _invalid(path, model, benchmark, f"cannot be read: {exc.__class__.__name__}",
+                       missing=isinstance(exc, FileNotFoundError)) from exc
     try:
         data = json.loads(text)
     except ValueError as exc:
