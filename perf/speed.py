@@ -13,7 +13,7 @@ files with its records, run through the protocol's own runner in parts of `--par
 `vlmgrid infer` runs it. `--shapes real` (the default on CUDA) is ViT-B/32@224 and ViT-L/14@336 CLIP, and LLaVA-1.5-7B's
 shape in bf16; `--shapes small` (the default on the CPU) is tiny shapes that run in a few minutes, whose figures
 say nothing about a GPU. `--depth N` keeps the shapes' widths but gives every tower and the language model N
-layers: the real-shape path at a size the CPU runs (tests/test_speed.py runs it at one layer), so that a short
+layers: the real-shape path at a size the CPU runs (tests/perf/test_speed.py runs it at one layer), so that a short
 GPU run is not spent on a crash.
 
 Sections (`--only`, comma-separated; all but `workflow` by default):

@@ -1,7 +1,7 @@
 """A predictions file is the model's output only while its rows are the ones vlmgrid wrote: its metadata record a
 hash of its rows (`rows_sha256`), so a file edited after the run, its metadata kept (every answer set to the
-gold), is run again by DVC's row and refused when scored, compared, diffed, inspected or merged; and every output
-records the version of the code that made it (`code_version`), which no currency check compares."""
+gold), is refused when scored, compared, diffed, inspected or merged; and every output records the version of
+the code that made it (`code_version`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from vlmgrid.codeversion import running_version
 from vlmgrid.config import load_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import METADATA_KEY, SCHEMA, read_metadata, rows_digest, rows_to_table, write_predictions
-from vlmgrid.stages.rows import predictions_current, run_row
 
 BENCH = "pope-fixture"
 MODELS = {"random": {"backend": "baseline", "seed": 0}, "first": {"backend": "baseline", "strategy": "first"}}
@@ -73,16 +72,6 @@ def test_an_edited_predictions_file_is_refused_when_scored_in_one_sentence(grid,
     assert _score(grid)["value"] < 100.0  # the number of the model's own rows stays
 
 
-def test_the_row_runs_an_edited_cell_again_and_scores_the_models_own_rows(grid):
-    path = _predictions(grid)
-    made, value = path.read_bytes(), _score(grid)["value"]
-    assert predictions_current(grid, "random", BENCH)
-    _edit_to_gold(grid, path)
-    assert not predictions_current(grid, "random", BENCH)
-    run_row(grid, "random", jobs=1)
-    assert path.read_bytes() == made and _score(grid)["value"] == value < 100.0
-
-
 def test_compare_inspect_diff_and_a_named_file_refuse_an_edited_one(grid, capsys, tmp_path):
     path = _predictions(grid)
     _edit_to_gold(grid, path)
@@ -95,13 +84,12 @@ def test_compare_inspect_diff_and_a_named_file_refuse_an_edited_one(grid, capsys
     assert "restore the file, or remove its vlmgrid metadata to take it as predictions made elsewhere" in said
 
 
-def test_a_file_without_a_rows_hash_is_not_current_and_is_scored_only_when_named(grid, capsys, tmp_path):
+def test_a_file_without_a_rows_hash_is_scored_only_when_named(grid, capsys, tmp_path):
     path = _predictions(grid)
     table = pq.read_table(path)
     metadata = read_metadata(path)
     del metadata["rows_sha256"]
     pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}), path)
-    assert not predictions_current(grid, "random", BENCH)
     said = _refused(capsys, "score", "random", BENCH, "--config", str(grid.path))
     assert f"predictions file {path} records no hash of its rows" in said
     assert "vlmgrid infer random pope-fixture" in said
@@ -169,19 +157,13 @@ def test_the_rows_hash_is_sha256_of_the_rows_as_canonical_json_whatever_the_chun
     assert rows_digest(rows_to_table(rows[::-1])) != rows_digest(table)  # the order of the rows counts
 
 
-def test_the_code_version_alone_never_makes_a_cell_stale(grid):
+def test_a_writer_records_its_own_code_version_whatever_the_metadata_it_is_given(grid):
     path = _predictions(grid)
     assert read_metadata(path)["code_version"] == running_version()
-    # a file made by other code (an edit of the package since): the same inputs, so still current
     table = pq.read_table(path)
     metadata = {**read_metadata(path), "code_version": "0" * 16}
     write_predictions(path, table.replace_schema_metadata(None), metadata)
-    assert read_metadata(path)["code_version"] == running_version()  # the writer records its own
-    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}), path)
-    made = path.read_bytes()
-    assert predictions_current(grid, "random", BENCH)
-    run_row(grid, "random", jobs=1)  # nothing is answered again
-    assert path.read_bytes() == made
+    assert read_metadata(path)["code_version"] == running_version()
 
 
 def test_score_compare_diff_and_fetch_record_the_code_version_and_the_tables_do_not(grid, capsys, tmp_path):

@@ -1,10 +1,8 @@
 """The fork server and what is already on the disk: `vlmgrid forkserver --socket PATH` never replaces nor removes
 anything but its own socket (a stale one of ours it may replace), a results folder that cannot be written is one
 sentence before any job with nothing left in the temporary folder, a server ends with the run that started it,
-even one killed with SIGKILL, leaving nothing behind, and a warm start's server takes its lock and log with it,
-unless a command holds the lock."""
+even one killed with SIGKILL, leaving nothing behind."""
 
-import fcntl
 import os
 import signal
 import socket
@@ -117,29 +115,6 @@ def test_a_stale_socket_in_a_folder_of_ours_is_replaced_and_removed_with_its_fol
         assert f"listening on {folder / 'socket'}" in result.stderr
         assert "no job for 1 s: stopping" in result.stderr
         assert not folder.exists()  # the server's own folder, empty once its socket is gone
-    finally:
-        subprocess.run(["rm", "-rf", str(folder)], check=True)
-
-
-def test_a_warm_start_servers_lock_and_log_go_with_it_unless_a_command_holds_the_lock():
-    folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir="/tmp"))
-    lock, log = folder / "key.lock", folder / "key.log"
-
-    def serve() -> int:
-        """A server as vlmgrid.warmstart starts one, its stderr its log, stopping after a second with no job."""
-        with open(log, "w") as stderr:
-            return subprocess.run([*VLMGRID, "forkserver", "--socket", str(folder / "key.sock"), "--idle-timeout",
-                                   "1", "--lock", str(lock), "--log", str(log)], stdout=stderr, stderr=stderr,
-                                  env=_base_env(), cwd="/", timeout=300).returncode
-
-    try:
-        with open(lock, "w") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)  # a command starting the next server: its lock, and the log, stay
-            assert serve() == 0, log.read_text()
-            assert sorted(path.name for path in folder.iterdir()) == ["key.lock", "key.log"]
-            assert "no job for 1 s: stopping" in log.read_text()
-        assert serve() == 0
-        assert not folder.exists()  # nothing left in it: the folder went too
     finally:
         subprocess.run(["rm", "-rf", str(folder)], check=True)
 

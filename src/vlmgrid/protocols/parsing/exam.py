@@ -4,7 +4,7 @@ The Kaleidoscope authors ask open-weight models for JSON and closed (API) models
 that ends in the tag. The headline readers, ``exam_json`` and ``exam_tag``, read an output exactly as the
 authors' code does; the lenient readers, ``exam_json_lenient`` and ``exam_tag_lenient``, read more of what
 models write and give the second, clearly named figure (``accuracy_lenient``). The parity tables
-``tests/parity/exam_json.yaml`` and ``tests/parity/exam_tag.yaml`` hold the authors' reading of each edge.
+``tests/protocols/parity/exam_json.yaml`` and ``tests/protocols/parity/exam_tag.yaml`` hold the authors' reading of each edge.
 
 The authors' rule
 -----------------
