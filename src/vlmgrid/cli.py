@@ -1,4 +1,4 @@
-"""The `vlmgrid` command: every Snakemake rule and DVC stage is one of its subcommands.
+"""The `vlmgrid` command: every Snakemake rule's job is one of its subcommands.
 
 Each subcommand parses its arguments, loads the config and calls one stage function (`vlmgrid.stages`);
 the package's messages (logging, one logger per module) are shown bare on stderr.
@@ -209,8 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     cost.add_argument("--csv", metavar="PATH", help="write the full per-row table (every column) to this CSV file "
                       "as well; the printed plan fits 100 columns")
     add("prepare", cmd_prepare, "download or generate a benchmark, normalise it and hash it").add_argument("benchmark")
-    stamps = add("stamp-sources", cmd_stamp_sources, "write a stamp of each benchmark's source (a local source's "
-                 "file sizes and hashes) for DVC's prepare stages")
+    stamps = add("stamp-sources", cmd_stamp_sources, "write what DVC cannot see change (a local source's or "
+                 "checkpoint's file sizes and hashes, each model's settings, the grid's) for DVC's grid stage")
     stamps.add_argument("--out", help="folder of the stamps (default: <data_dir>/.source-stamps)")
     stamps.add_argument("--pipeline", metavar="DVC_FILE", help="first check that this dvc.yaml (from the repo root, "
                         "here) is what `vlmgrid dvc-pipelines` writes for the config now")

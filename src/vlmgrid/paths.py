@@ -18,15 +18,15 @@ def model_dir(data_dir: Path, model: str) -> Path:
 
 def source_stamps_dir(data_dir: Path) -> Path:
     """The stamps of the grid's benchmark sources (`vlmgrid stamp-sources`), one `<bench>.json` each: DVC's
-    prepare stages depend on them, so an edit of a local source's files prepares that benchmark again. The
+    grid stage depends on them, so `dvc status` sees an edit of a local source's files. The
     leading dot keeps the folder apart from the benchmark folders (a benchmark name cannot start with one)."""
     return Path(data_dir) / ".source-stamps"
 
 
 def grid_settings_stamp(stamps_dir: Path) -> Path:
     """The grid's own settings (its title, bootstrap and batch check's size, with vlmgrid's defaults where the
-    config leaves them out), in a stamps folder: DVC's infer, score, compare and report stages track them there,
-    as DVC has no optional params of the config."""
+    config leaves them out) and each model's settings, in a stamps folder: DVC's grid stage tracks them there as
+    params, as DVC has no optional params of the config."""
     return Path(stamps_dir) / "grid" / "settings.json"
 
 

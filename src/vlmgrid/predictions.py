@@ -2,9 +2,8 @@
 
 A file is the model's output only while its rows are the ones vlmgrid wrote: its metadata record the hash of its
 rows (`rows_sha256`, `rows_digest`), which every reader checks, so a file edited after the run with its metadata
-kept is run again (DVC's row) or refused (score, compare, diff, inspect, merge-shards), never taken for the
-model's. The metadata also record the version of the code that wrote it (`code_version`), which no check of
-currency compares.
+kept is refused (score, compare, diff, inspect, merge-shards), never taken for the model's. The metadata also
+record the version of the code that wrote it (`code_version`).
 """
 
 from __future__ import annotations

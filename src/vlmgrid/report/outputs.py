@@ -33,6 +33,6 @@ def report_files(results_dir: Path, kinds: Mapping[str, str]) -> list[tuple[Path
                 name = paper_stem(file.stem, benchmark, len(benchmarks))
                 files += [(Path(results_dir) / file.folder / f"{name}.{suffix}", file.caption)
                           for suffix in file.suffixes]
-    # DVC's metrics files (dvc.yaml's report stage lists their folder as its metrics)
+    # DVC's metrics files (dvc.yaml's grid stage lists their folder as its metrics)
     files += [(metrics_file(results_dir, name), "dvc_metrics") for name in metrics_names(list(kinds))]
     return files

@@ -6,7 +6,6 @@ Imported by vlmgrid.cli alone; they import every floor below, and alone of produ
     prepare   download or generate a benchmark, normalise it, hash it; source stamps; verify
     fetch     put a model's weights on disk and hash them
     infer     run one model on one benchmark (or one shard of it) as its plan says, through vlmgrid.cellrun
-    rows      a model's cells on every benchmark, side by side (DVC's stages)
     score     records + predictions -> the score file
     report    score files -> tables and figures
 """

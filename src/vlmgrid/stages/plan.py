@@ -62,7 +62,7 @@ def cell_plan(config: Config, model: str, benchmark: str, *, shard: str | None =
     benchmark_settings = config.benchmark(benchmark)  # a clear error for an unknown name before any work
     settings = config.cell_settings(model, benchmark)  # the model's settings for this benchmark's kind
     # Without a shard the cell runs whole whatever its benchmark's `shards` says: sharding is the workflow's
-    # choice of jobs (dvc.yaml runs cells whole), and the file is the same either way.
+    # choice of jobs (a plain `vlmgrid infer` runs the cell whole), and the file is the same either way.
     cell = Cell.in_results(config.results_dir, model, benchmark, Shard.parse(shard) if shard is not None else None)
     reason = not_applicable_reason(model, settings, benchmark, benchmark_settings)
     held = gpus(config, model) if reason is None else 0

@@ -77,8 +77,8 @@ def prepare(config: Config, benchmark: str) -> dict:
 
 def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
     """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and hashes), one
-    file per benchmark in `folder` (default: the stamps folder under data_dir), for DVC's prepare stages, and
-    of each grid model's source in its `models/` folder, for DVC's fetch_model stages; returns the names whose
+    file per benchmark in `folder` (default: the stamps folder under data_dir), and of each grid model's source
+    and settings in its `models/` folder, for DVC's grid and fetch_model stages; returns the names whose
     stamp changed (a model's as models/<name>). Each grid that shares data_dir with another needs a folder of its own, as
     the stamps of other benchmarks are removed."""
     folder = Path(folder) if folder is not None else paths.source_stamps_dir(config.data_dir)
