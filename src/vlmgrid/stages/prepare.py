@@ -112,7 +112,7 @@ def _write_if_changed(path: Path, data: dict) -> bool:
 
 def _model_stamp(name: str, settings: Mapping[str, Any]) -> dict:
     """A model's stamp for DVC: its checkpoint's (vlmgrid.stages.fetch.model_stamp) and its settings, which DVC's
-    infer stages track here rather than in the config, since DVC writes a param's value into dvc.lock and a
+    grid stage tracks here rather than in the config, since DVC writes a param's value into dvc.lock and a
     `serve: env:` value is a token (recorded_settings names only its variables). The settings sit under
     `models.<name>`, as in the config, so `dvc exp show` names them `models.<name>.<key>` (the param key is
     `models` alone: DVC would split a dotted model name into levels)."""
