@@ -30,13 +30,27 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """The publishing tool's own verdict on one answer, where its files keep one beside the answers (VLMEvalKit's
+    judge file): `hit` 1 or 0, `judge` whether its judge model gave the reading rather than its rule-based
+    matcher, `option` the letter it read where known (None: not known), `source` the file it was read from."""
+
+    hit: int
+    judge: bool
+    option: str | None
+    source: str
+
+
+@dataclass(frozen=True)
 class Answer:
     """One answer of the file: the record it answers (None: no record of the benchmark), the model's raw
-    text, and where in the file it stands (for messages), e.g. "line 7 (question_id 12)"."""
+    text, and where in the file it stands (for messages), e.g. "line 7 (question_id 12)"; `verdict`: the tool's
+    own verdict on it, where the file keeps one."""
 
     record_id: str | None
     raw: str
     where: str
+    verdict: Verdict | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Importer:
     looks_like: Callable[[Path], bool]
     read: Callable[[Path, pd.DataFrame, str, Path | None], list[Answer]]
     partial: bool = False
+    tool: str | None = None  # the tool whose verdicts its answers may carry (`Answer.verdict`), by name
 
 
 def check_answers(answers: Sequence[Answer], records: pd.DataFrame, path: Path, bench: str, *,

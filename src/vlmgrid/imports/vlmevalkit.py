@@ -36,6 +36,9 @@ matched in the order of the rows' `index`, the order of the dataset that both ke
 a spreadsheet may have re-sorted); where the file keeps `image_path` the row goes first to the record of that
 image (by file name without extension).
 
+Where VLMEvalKit's judge file lies beside a ScienceQA prediction file (`<model>_<dataset>_<judge>_result.xlsx`,
+`vlmevalkit_judge`), its per-row verdicts ride with the answers (`Answer.verdict`), read, never re-run.
+
 Cells are text: a prediction or option "None", "NA" or "null" is that text; a `.tsv` or `.json` saved with a
 byte-order mark (Excel on Windows) reads as without one; a workbook is read only once `imports.reading` has
 checked how far it unpacks.
@@ -48,16 +51,17 @@ import io
 import json
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, squeeze, stem
+from vlmgrid.imports.base import Answer, Importer, Verdict, squeeze, stem
 from vlmgrid.imports.llava import mme_question
 from vlmgrid.imports.reading import check_workbook, read_text, read_workbook
+from vlmgrid.imports.vlmevalkit_judge import JUDGED, judge_file, read_verdicts
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,7 @@ class Row:
 
     cells: dict[str, str]
     where: str
+    verdict: Verdict | None = None  # VLMEvalKit's own, from its judge file beside this one
 
     def get(self, column: str) -> str:
         return self.cells.get(column, "")
@@ -213,7 +218,8 @@ def _mmbench(path: Path, rows: list[Row], records: pd.DataFrame, dataset: str) -
             if row.get("answer").strip() != _letter(record):
                 raise _other_version(path, row, "the gold letter", row.get("answer"), [str(record["id"])],
                                      _letter(record), dataset)
-        answers.append(Answer(None if record is None else str(record["id"]), row.get("prediction"), row.where))
+        answers.append(Answer(None if record is None else str(record["id"]), row.get("prediction"), row.where,
+                              row.verdict))
     return answers
 
 
@@ -310,7 +316,7 @@ def _by_texts(texts: Texts, path: Path, rows: list[Row], records: pd.DataFrame, 
 
         for key in texts.row_keys(row, dataset):
             if key not in every:
-                answers.append(Answer(None, row.get("prediction"), row.where))
+                answers.append(Answer(None, row.get("prediction"), row.where, row.verdict))
                 continue
             fits = [item for item in waiting[key] if gives(item)]
             if not fits:  # all answered already (check_answers refuses the second answer), or another gold
@@ -324,7 +330,7 @@ def _by_texts(texts: Texts, path: Path, rows: list[Row], records: pd.DataFrame, 
             waiting[key] = [item for item in waiting[key] if item != chosen]
             shared += len(every[key]) > 1
             corrected += texts.record_gold(by_id[chosen]) != gold
-            answers.append(Answer(chosen, row.get("prediction"), row.where))
+            answers.append(Answer(chosen, row.get("prediction"), row.where, row.verdict))
     if shared:
         log.info(f"{path}: {shared} answers went to items that share their texts with others, in index order")
     if corrected:
@@ -349,8 +355,20 @@ def prediction_files(folder: Path) -> dict[Path, str]:
     return found
 
 
+def _judged(path: Path, dataset: str, rows: list[Row]) -> list[Row]:
+    """The rows with VLMEvalKit's verdicts, where its judge file lies beside the prediction file
+    (`vlmevalkit_judge`); as they are where there is none."""
+    judge = judge_file(path) if dataset in JUDGED else None
+    if judge is None:
+        return rows
+    verdicts = read_verdicts(judge, read_rows(judge), {row.get("index"): row.get("prediction") for row in rows})
+    log.info(f"{path}: VLMEvalKit's verdicts read from {judge.name} ({sum(v.judge for v in verdicts.values())} of "
+             f"{len(verdicts)} read by its judge)")
+    return [replace(row, verdict=verdicts[row.get("index")]) for row in rows]
+
+
 def _read_file(path: Path, dataset: str, records: pd.DataFrame, kind: str) -> list[Answer]:
-    rows = read_rows(path)
+    rows = _judged(path, dataset, read_rows(path))
     if kind == "mmbench":
         return _mmbench(path, rows, records, dataset)
     return _by_texts(TEXTS[kind], path, rows, records, dataset)
@@ -385,4 +403,5 @@ IMPORTER = Importer(
     "VLMEvalKit's prediction files (<model>_<dataset>.xlsx, .tsv or .json: the dataset's columns and "
     "prediction)",
     tuple(dict.fromkeys(kind for kinds in DATASETS.values() for kind in kinds)), looks_like, read,
+    tool="VLMEvalKit",
 )

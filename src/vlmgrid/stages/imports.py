@@ -7,6 +7,8 @@ read by the parser the benchmark's protocol reads generated text with, so an imp
 are scored alike. An answer that cannot be read is a format-error row (prediction null), never dropped.
 A format whose files answer a subset by construction (`Importer.partial`) writes rows for the answered items
 only, and the metadata's `coverage` ({answered, total}) says so; the score stage scores those items alone.
+Where the answers carry the tool's own verdicts (VLMEvalKit's judge file), the metadata's `tool_reading` keeps
+them (`stages.tool_reading`), never the rows, whose schema and hash stay those of any predictions file.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
     from vlmgrid.imports import IMPORTERS, check_answers, guess_format
     from vlmgrid.protocols.base import prediction_row
     from vlmgrid.protocols.parsing import PARSERS
+    from vlmgrid.stages.tool_reading import metadata_entry
 
     bench = load_benchmark(paths.bench_dir(config.data_dir, benchmark))
     if file_format is None:
@@ -140,6 +143,7 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
     parse = PARSERS.get(parser_name)
     options = dict(zip(bench.records["id"].astype(str), bench.records["options"]))
     raw_of = {answer.record_id: answer.raw for answer in answers}
+    order = {item: n for n, item in enumerate(bench.records["id"].astype(str))}
     rows = []
     for item in bench.records["id"].astype(str):  # record order, as inference writes
         if item not in raw_of:  # unanswered by a partial format: absent, not wrong
@@ -160,6 +164,9 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
                                     job=job, strategy="generate", provenance=provenance)
     if len(rows) < len(bench.records):
         metadata["coverage"] = {"answered": len(rows), "total": int(len(bench.records))}
+    tool_reading = metadata_entry(importer.tool, sorted(answers, key=lambda answer: order[answer.record_id]))
+    if tool_reading is not None:  # the tool's own verdicts, kept beside the rows (their hash is unchanged)
+        metadata["tool_reading"] = tool_reading
     write_predictions(out_path, rows_to_table(rows), metadata)
     unreadable = sum(row["prediction"] is None for row in rows)
     log.info(f"wrote {out_path}: {len(rows)} answers of {model} to the {len(bench.records)} items of {benchmark} imported from {source} ({file_format}), "

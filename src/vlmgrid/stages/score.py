@@ -1,7 +1,8 @@
 """The score stage: records + predictions -> the score JSON (docs/formats.md). No model, no torch.
 
 The number is the kind's metric (`vlmgrid.metrics`) on the answers as the authors' scorer reads them; where the
-kind has a more lenient reading, its figure is scored beside the headline under its own name.
+kind has a more lenient reading, its figure is scored beside the headline under its own name, and so is the
+publishing tool's own reading of imported answers (`tool_reading`: its verdicts, or its rule).
 
 A predictions file imported from a format that answers a subset by construction (its metadata's `coverage`)
 is scored on the items it answers, and the score file's `coverage` ({answered, total}) says so; any other file
@@ -143,6 +144,20 @@ def _lenient_figure(bench, records: pd.DataFrame, metric, predictions: pd.DataFr
         "format_error_rate": result["format_error_rate"],
         "parsers": parsers,
     }
+
+
+def _tool_figure(bench, metadata: dict, records: pd.DataFrame, predictions: pd.DataFrame, samples: int, seed: int,
+                 where: str) -> dict | None:
+    """The headline as the publishing tool reads the answers (score-JSON `tool_reading`), from its recorded
+    verdicts or its rule (`stages.tool_reading`); None when the predictions carry neither."""
+    from vlmgrid.metrics import score_predictions
+    from vlmgrid.stages.tool_reading import reading, score_entry
+
+    read = reading(bench.kind.name, metadata, records, predictions, where)
+    if read is None:
+        return None
+    result = score_predictions(bench.kind.metric, records, read.frame, samples=samples, seed=seed)
+    return score_entry(read, result["value"])
 
 
 def _write_submission(metric, records, predictions, out_path: Path, hidden: LabelsHidden) -> dict[str, str]:
@@ -291,6 +306,9 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
         # A second, named figure: the headline stays the authors' reading.
         result["metrics"][lenient["metric"]] = {"value": lenient["value"], "ci95": lenient["ci95"]}
         result["lenient"] = lenient
+    tool = _tool_figure(bench, metadata, records, predictions, samples, seed, str(predictions_path))
+    if tool is not None:  # the tool's own reading, beside the headline, never in its place
+        result["tool_reading"] = tool
     score = {
         "model": model_name,
         "benchmark": bench.name,
