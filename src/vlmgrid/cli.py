@@ -120,7 +120,7 @@ def cmd_diff(config: Config, args) -> None:
     from vlmgrid.stages.diff import diff_sets
 
     print(diff_sets(config, args.benchmark, args.a, args.b, reading=args.reread or "recorded", csv_out=args.csv,
-                    json_out=args.json, limit=args.limit))
+                    json_out=args.json, limit=args.limit, tool=args.tool_reading))
 
 
 def cmd_import_predictions(config: Config, args) -> None:
@@ -248,7 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
                "difference does to the headline")
     diff.add_argument("benchmark")
     diff.add_argument("a", help="a predictions file, or a model of the grid (its predictions file)")
-    diff.add_argument("b", help="the other set, the same way")
+    diff.add_argument("b", nargs="?", help="the other set, the same way (none with --tool-reading)")
+    diff.add_argument("--tool-reading", action="store_true",
+                      help="diff A's publishing tool's own reading (its judge's and matcher's verdicts, or its rule) "
+                           "with the official reading A records, item by item")
     diff.add_argument("--reread", choices=("headline", "lenient"),
                       help="read both sets' raw texts again with the benchmark's headline (or lenient) parser "
                            "instead of taking the readings the files record")

@@ -108,3 +108,46 @@ def test_a_judge_file_without_match_logs_is_refused(grid, tmp_path, capsys):
     frame.to_excel(judge, index=False)
     message = refused(capsys, config, MODEL_ID, "scienceqa-fixture", path, "--out", str(tmp_path / "o.parquet"))
     assert "not VLMEvalKit's \"Match Log: ...\"" in message
+
+
+def test_diff_accounts_for_the_two_readings_item_by_item(grid, tmp_path, capsys):
+    from vlmgrid.cli import main
+
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    answers, verdicts = answers_and_verdicts(sqa)
+    path = dump(scienceqa_rows(sqa), answers, tmp_path, "ScienceQA_TEST")
+    write_judge_file(path, "openai", verdicts)
+    out, diff = tmp_path / "sqa.parquet", tmp_path / "diff.json"
+    assert run(config, MODEL_ID, "scienceqa-fixture", path, "--out", str(out)) == 0
+    capsys.readouterr()
+    assert main(["diff", "scienceqa-fixture", str(out), "--tool-reading", "--json", str(diff),
+                 "--config", config]) == 0
+    printed = capsys.readouterr().out
+    document = json.loads(diff.read_text())
+    assert document["reading"] == "tool"
+    assert document["tool"] == {"tool": "VLMEvalKit", "source": "verdicts", "n_read_by_judge": 2}
+    assert document["a"]["value"] == pytest.approx(4 / 6 * 100, abs=1e-4)
+    assert document["b"]["value"] == pytest.approx(2 / 6 * 100, abs=1e-4)
+    effects = {c["class"]: (c["items"], c["effect"]) for c in document["classes"]}
+    # the judge read item 2 right where the rule read nothing; the matcher read item 1 right and item 3 wrong
+    # where the rule read nothing (item 3 moves no point); item 5, the judge's random miss, reads as the rule's
+    assert effects["judge"] == (1, pytest.approx(100 / 6, abs=1e-4))
+    assert effects["matcher"] == (2, pytest.approx(100 / 6, abs=1e-4))
+    assert sum(effect for _, effect in effects.values()) == pytest.approx(document["difference"], abs=1e-3)
+    assert [(item["id"], item["class"]) for item in document["items"]] == [
+        ("test-2", "judge"), ("test-1", "matcher"), ("test-3", "matcher")]
+    assert "VLMEvalKit's own reading of the set (the verdicts it wrote; 2 items read by its judge)" in printed
+    assert "read by the tool's judge" in printed and "read by the tool's matcher" in printed
+
+
+def test_diff_of_a_set_without_a_tool_reading_is_refused(grid, tmp_path, capsys):
+    from vlmgrid.cli import main
+
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    out = tmp_path / "sqa.parquet"
+    assert run(config, MODEL_ID, "scienceqa-fixture", dump(scienceqa_rows(sqa), ["A"] * 6, tmp_path, "ScienceQA_TEST"),
+               "--out", str(out)) == 0
+    assert main(["diff", "scienceqa-fixture", str(out), str(out), "--tool-reading", "--config", config]) == 2
+    assert "give one set, without B" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -255,11 +256,15 @@ def _indices(col: pd.Series) -> np.ndarray:
 
 
 def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, preds_b: pd.DataFrame,
-                     names: tuple[str, str] = ("A", "B")) -> Differences:
+                     names: tuple[str, str] = ("A", "B"), causes: Mapping[tuple[str, str], str] | None = None,
+                     cause_classes: Sequence[DiffClass] = ()) -> Differences:
     """Set A against set B on the same records, by the named metric (`METRICS`); see the module docstring.
 
     `names` name the two sets in messages. Raises VlmgridError for sets that cannot be paired (other variants,
-    items the benchmark does not have, an item twice, no item in common).
+    items the benchmark does not have, an item twice, no item in common). `causes` ({(id, variant): class
+    name}) split the pairs read differently by why (two readings of one set: the tool's judge, its matcher):
+    each such pair is of its cause's class, one of `cause_classes`, which come first in the table and in the
+    order A's rows are put in.
     """
     from vlmgrid.metrics import METRICS
 
@@ -299,12 +304,21 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
 
     # Each variant's rows compared column by column; the differing pairs in class order, then records order,
     # then variant.
-    positions: dict[str, dict[str, list[int]]] = {c.name: {} for c in CLASSES}
+    classes_here = tuple(cause_classes) + CLASSES
+    rank_of = {c.name: k for k, c in enumerate(classes_here)}
+    positions: dict[str, dict[str, list[int]]] = {c.name: {} for c in classes_here}
     found = []
+    common_ids = common["id"].to_numpy(dtype=object)
     for k, v in enumerate(variants):
         ranks = _classes_of(m, aligned_a[v], aligned_b[v])
-        for c in CLASSES:
-            positions[c.name][v] = np.flatnonzero(ranks == _RANK[c.name]).tolist()
+        ranks = np.where(ranks >= 0, ranks + len(cause_classes), ranks)
+        if causes:
+            for at in np.flatnonzero(ranks == rank_of["reading"]):
+                cause = causes.get((common_ids[at], v))
+                if cause is not None:
+                    ranks[at] = rank_of[cause]
+        for c in classes_here:
+            positions[c.name][v] = np.flatnonzero(ranks == rank_of[c.name]).tolist()
         at = np.flatnonzero(ranks >= 0)
         found.append((np.full(len(at), k), at, ranks[at]))
     variant_key, row_key, class_key = (np.concatenate(parts) for parts in zip(*found))
@@ -321,7 +335,7 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
     ids = common["id"].to_numpy(dtype=object)
     items = [ItemDifference(*fields) for fields in zip(
         ids[row_key].tolist(), [variants[k] for k in variant_key.tolist()],
-        [CLASSES[r].name for r in class_key.tolist()],
+        [classes_here[r].name for r in class_key.tolist()],
         side(aligned_a, "raw", _texts), side(aligned_b, "raw", _texts),
         side(aligned_a, "prediction", _texts), side(aligned_b, "prediction", _texts),
         side(aligned_a, "prediction_index", _indices), side(aligned_b, "prediction_index", _indices),
@@ -331,7 +345,7 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
 
     value_a = headline_value(m, common, aligned_a)
     value_b = headline_value(m, common, aligned_b)
-    classes, order_matters = _effects(m, common, aligned_a, aligned_b, positions, value_a, value_b)
+    classes, order_matters = _effects(m, common, aligned_a, aligned_b, positions, value_a, value_b, classes_here)
 
     def own(preds, answered) -> float | None:
         subset = records[records["id"].isin(answered)].reset_index(drop=True)
@@ -368,14 +382,15 @@ def _substituted(base: dict[str, pd.DataFrame], source: dict[str, pd.DataFrame],
     return out
 
 
-def _effects(m: Metric, common: pd.DataFrame, aligned_a, aligned_b, positions, value_a, value_b):
-    """Per class its effect on the headline (in `CLASSES` order, and alone), and whether the order matters."""
+def _effects(m: Metric, common: pd.DataFrame, aligned_a, aligned_b, positions, value_a, value_b,
+             classes: Sequence[DiffClass] = CLASSES):
+    """Per class its effect on the headline (in `classes` order, and alone), and whether the order matters."""
     if value_a is None or value_b is None:  # a failed cell has no headline to explain
-        counts = {c.name: sum(len(p) for p in positions[c.name].values()) for c in CLASSES}
-        return [ClassEffect(c.name, c.label, counts[c.name], None, None) for c in CLASSES], False
+        counts = {c.name: sum(len(p) for p in positions[c.name].values()) for c in classes}
+        return [ClassEffect(c.name, c.label, counts[c.name], None, None) for c in classes], False
     effects, current, before = [], dict(aligned_b), value_b
     order_matters = False
-    for c in CLASSES:
+    for c in classes:
         rows = positions[c.name]
         count = sum(len(p) for p in rows.values())
         if not count:

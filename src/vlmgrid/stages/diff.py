@@ -3,8 +3,10 @@
 A and B are predictions files, or models of the grid (their predictions files). The item-by-item comparison and
 each kind of difference's effect on the headline are `vlmgrid.metrics.differences`, on the metric the score
 uses. With `reread`, both sets' raw texts are read again by one parser (the benchmark's headline reader, or its
-lenient one), so what is left differs in the answers, not in the reading. The summary and the items are
-printed; `csv` and `json` get the full list.
+lenient one), so what is left differs in the answers, not in the reading. With `tool`, one set is diffed
+against itself: its publishing tool's own reading (A: its verdicts or rule, `stages.tool_reading`) against the
+official one it records (B), the items read differently split by cause (the tool's judge, its matcher). The
+summary and the items are printed; `csv` and `json` get the full list.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.escaping import spreadsheet_text, terminal_json, terminal_text
 from vlmgrid.fileio import atomic_path, write_json
-from vlmgrid.metrics.differences import Differences, diff_predictions
+from vlmgrid.metrics.differences import DiffClass, Differences, diff_predictions
 from vlmgrid.predictions import (
     GIVEN_HINT, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
 )
@@ -32,6 +34,8 @@ from vlmgrid.stages.inspect import ITEM_RULES
 from vlmgrid.stages.score import read_again
 
 READINGS = ("recorded", "headline", "lenient")
+# the pairs of one set read differently by its tool and by the official rule, by cause (`--tool-reading`)
+TOOL_CLASSES = (DiffClass("judge", "read by the tool's judge"), DiffClass("matcher", "read by the tool's matcher"))
 WIDTH = 100  # the printed output fits a terminal this wide
 # The item table's columns after the id: (header, width on a line of WIDTH beside a 16-column id, least width).
 # An id is never cut (two ids that differ in their last character would read the same), so these share what the
@@ -105,16 +109,50 @@ def reread(bench, predictions: pd.DataFrame, reading: str, which: str) -> tuple[
     return result
 
 
-def diff_sets(config: Config, benchmark: str, a: str, b: str, *, reading: str = "recorded", csv_out: str | None = None,
-              json_out: str | None = None, limit: int = 10) -> str:
-    """`vlmgrid diff`: the printed summary and items; the full list to `csv_out` and `json_out`."""
+def _tool_diff(bench, path: Path) -> tuple[Differences, dict]:
+    """The set's tool reading (A) against its official reading as recorded (B), split by cause; and the
+    document's `tool` ({tool, source, n_read_by_judge})."""
+    from vlmgrid.stages.tool_reading import reading
+
+    predictions = _read_set(bench, path)
+    read = reading(bench.kind.name, read_metadata(path), bench.records, predictions, str(path))
+    if read is None:
+        raise VlmgridError(f"{path} carries no reading of the tool that published it (no verdicts in its metadata, "
+                           f"and no tool's rule applies to its import format on {bench.kind.name}); diff it with "
+                           f"another set, or import the tool's files again with their verdicts beside them")
+    variants = (predictions["variant"].fillna("default").astype(str) if "variant" in predictions.columns
+                else ["default"] * len(predictions))
+    causes = {(item, variant): "judge" if (item, variant) in read.judged else "matcher"
+              for item, variant in zip(predictions["id"].astype(str), variants)}
+    result = diff_predictions(bench.kind.metric, bench.records, read.frame, predictions,
+                              names=(f"{read.tool}'s reading of {path}", str(path)), causes=causes,
+                              cause_classes=TOOL_CLASSES)
+    return result, {"tool": read.tool, "source": read.source, "n_read_by_judge": len(read.judged)}
+
+
+def diff_sets(config: Config, benchmark: str, a: str, b: str | None, *, reading: str = "recorded",
+              csv_out: str | None = None, json_out: str | None = None, limit: int = 10, tool: bool = False) -> str:
+    """`vlmgrid diff`: the printed summary and items; the full list to `csv_out` and `json_out`. With `tool`,
+    `b` is None: A's tool reading against its official one."""
     from vlmgrid.benchmarks import load_benchmark
 
     if reading not in READINGS:
         raise VlmgridError(f'reading "{reading}" is unknown; use one of {", ".join(READINGS)}')
     if limit < 0:
         raise VlmgridError(f"--limit must be 0 or more, got {limit}")
+    if tool and (b is not None or reading != "recorded"):
+        raise VlmgridError("--tool-reading compares the two readings of one set: give one set, without B or "
+                           "--reread")
+    if not tool and b is None:
+        raise VlmgridError("give the set B to diff A with, or --tool-reading to diff A's tool reading with its "
+                           "official one")
     bench = load_benchmark(paths.bench_dir(config.data_dir, benchmark))
+    if tool:
+        path_a = set_path(config, benchmark, a)
+        result, about = _tool_diff(bench, path_a)
+        document = as_document(bench.name, path_a, path_a, "tool", {}, result, None)
+        document["tool"] = about
+        return _written(document, result, csv_out, json_out, limit)
     path_a, path_b = set_path(config, benchmark, a), set_path(config, benchmark, b)
     preds_a, preds_b = _read_set(bench, path_a), _read_set(bench, path_b)
     recorded = None
@@ -125,6 +163,10 @@ def diff_sets(config: Config, benchmark: str, a: str, b: str, *, reading: str = 
         preds_b, parsers["b"] = reread(bench, preds_b, reading, str(path_b))
     result = diff_predictions(bench.kind.metric, bench.records, preds_a, preds_b, names=(str(path_a), str(path_b)))
     document = as_document(bench.name, path_a, path_b, reading, parsers, result, recorded)
+    return _written(document, result, csv_out, json_out, limit)
+
+
+def _written(document: dict, result: Differences, csv_out: str | None, json_out: str | None, limit: int) -> str:
     if csv_out:
         with atomic_path(csv_out) as tmp:
             tmp.write_text(items_csv(result), encoding="utf-8")
@@ -274,10 +316,18 @@ def render(document: dict, limit: int) -> str:
     lines = _wrap(f"{terminal_text(document['benchmark'])}: {head} ({document['metric']} metric), A - B explained "
                   f"item by item")
     # whole, however long: a path cut short names nothing
-    lines += _whole("  A = ", terminal_text(a["file"])) + _whole("  B = ", terminal_text(b["file"]))
-    if document["reading"] == "recorded":
+    if document["reading"] == "tool":
+        about = document["tool"]
+        how = ("the verdicts it wrote" if about["source"] == "verdicts" else "its rule on the raw answers, no judge")
+        lines += _whole("  set = ", terminal_text(a["file"]))
+        lines += _wrap(f"A = {terminal_text(about['tool'])}'s own reading of the set ({how}; "
+                       f"{_count(about['n_read_by_judge'])} read by its judge); B = the official reading the file "
+                       f"records (the headline's)", "  ")
+    elif document["reading"] == "recorded":
+        lines += _whole("  A = ", terminal_text(a["file"])) + _whole("  B = ", terminal_text(b["file"]))
         lines.append("  readings: as the files record them")
     else:
+        lines += _whole("  A = ", terminal_text(a["file"])) + _whole("  B = ", terminal_text(b["file"]))
         names = sorted({name for used in document["parsers"].values() for name in used.values()})
         lines += _wrap(f"readings: both sets' raw texts read again by the {document['reading']} reading "
                        f"({', '.join(names)}); as recorded, A {_number(a['value_recorded'])} and B "
