@@ -191,20 +191,73 @@ def hash_string(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def logged(doc_id: int, doc: dict, target, prompt: str, response: str, metrics: dict) -> dict:
-    """One sample as the evaluator builds it (doc_id, doc, target, arguments, resps, filtered_resps, the three
-    hashes, then process_results' values) and save_results_samples writes it: `input` = arguments[0], `resps`
-    dropped because it says what filtered_resps says, `target` as text, `arguments` and `doc` dropped."""
-    return {
-        "doc_id": doc_id,
-        "target": str(target),
-        "filtered_resps": [response],
-        "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
-        "prompt_hash": hash_string(prompt),
-        "target_hash": hash_string(str(target)),
-        **metrics,
-        "input": prompt,
-    }
+# How each lmms-eval release writes one sample, the object its evaluator builds (lmms_eval/evaluator.py) as its
+# logger then writes it; the first release of each layout names it (the layout holds until the next):
+# - "0.2.0": `<task>.json`'s `logs` (lmms_eval/__main__.py before e20d5d6b; v0.1.0 to v0.2.3.post1; this is
+#   v0.2.0's example, before v0.2.3 took the 0.2.4 keys): doc_id, target, doc, arguments (the request's text
+#   arguments: [[prompt, doc_id, task, split]]), resps, filtered_resps, then process_results' values.
+# - "0.2.4" and "0.3.0" (evaluation_tracker.save_results_samples since e20d5d6b; v0.2.4 to v0.3.5): doc_id, doc
+#   (without its image keys), target (as text), arguments (the generation kwargs' names, numbered: the logger
+#   enumerates arguments[1]), resps, filtered_resps, doc_hash, prompt_hash, target_hash, the values, input.
+#   0.3.0 differs only in MME's key (bb3fd82).
+# - "0.4" (b7b4b1d9; v0.4 to v0.6.1): doc, arguments, prompt_hash and target_hash gone, resps dropped when it
+#   says what filtered_resps says: doc_id, target, filtered_resps ([text]), doc_hash, the values, input.
+# - "0.7" (d8fcb9c3; v0.7 on): one request's filtered_resps written bare, token_counts after it (None for each
+#   request whose model reports none): doc_id, target, filtered_resps (text), token_counts, doc_hash, the values,
+#   input.
+RELEASES = ("0.2.0", "0.2.4", "0.3.0", "0.4", "0.7")
+# The generation kwargs of a generate_until task as the request carries them (the YAML's, then `until`, which
+# ConfigurableTask adds): MME's, POPE's and the others' here.
+GEN_KWARGS = ("max_new_tokens", "temperature", "top_p", "num_beams", "do_sample", "until")
+# The release's name for MME's perception key (bb3fd82, in v0.3.0, renamed it).
+MME_PERCEPTION = {"0.2.0": "mme_percetion_score", "0.2.4": "mme_percetion_score", "0.3.0": "mme_perception_score",
+                  "0.4": "mme_perception_score", "0.7": "mme_perception_score"}
+
+
+def _json_logs_sample(doc_id, doc, target, prompt, response, metrics, task) -> dict:
+    return {"doc_id": doc_id, "target": target, "doc": doc, "arguments": [[prompt, doc_id, task, "test"]],
+            "resps": [[response]], "filtered_resps": [response], **metrics}
+
+
+def _tracker_sample(doc_id, doc, target, prompt, response, metrics, task) -> dict:
+    saved = {key: value for key, value in doc.items() if "image" not in key}
+    return {"doc_id": doc_id, "doc": saved, "target": str(target),
+            "arguments": {str(n): name for n, name in enumerate(GEN_KWARGS)}, "resps": [[response]],
+            "filtered_resps": [response], "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
+            "prompt_hash": hash_string(prompt), "target_hash": hash_string(str(target)), **metrics, "input": prompt}
+
+
+def _tracker_sample_04(doc_id, doc, target, prompt, response, metrics, task) -> dict:
+    return {"doc_id": doc_id, "target": str(target), "filtered_resps": [response],
+            "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)), **metrics, "input": prompt}
+
+
+def _tracker_sample_07(doc_id, doc, target, prompt, response, metrics, task) -> dict:
+    return {"doc_id": doc_id, "target": str(target), "filtered_resps": response, "token_counts": [None],
+            "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)), **metrics, "input": prompt}
+
+
+LAYOUTS = {"0.2.0": _json_logs_sample, "0.2.4": _tracker_sample, "0.3.0": _tracker_sample,
+           "0.4": _tracker_sample_04, "0.7": _tracker_sample_07}
+
+
+def logged(doc_id: int, doc: dict, target, prompt: str, response: str, metrics: dict, release: str = "0.4",
+           task: str = "task") -> dict:
+    """One sample as `release` writes it (`LAYOUTS`): the evaluator's doc_id, doc, target, arguments, resps,
+    filtered_resps and hashes, then process_results' values, as that release's logger keeps them."""
+    return LAYOUTS[release](doc_id, doc, target, prompt, response, metrics, task)
+
+
+def write_logs_json(folder, task: str, lines: list[dict]) -> str:
+    """`<output_path>/<task>.json` of lmms-eval before e20d5d6b (v0.2.0's __main__): args, model_configs (the
+    task's config), logs sorted by doc_id and time, `indent=4, ensure_ascii=False`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{task}.json"
+    data = {"args": {"model": "llava", "tasks": task, "log_samples": True},
+            "model_configs": {"task": task, "test_split": "test", "output_type": "generate_until"},
+            "logs": sorted(lines, key=lambda line: line["doc_id"]), "time": DATE}
+    path.write_text(json.dumps(data, indent=4, ensure_ascii=False), encoding="utf-8")
+    return str(path)
 
 
 def write_samples(folder, task: str, lines: list[dict]) -> str:
@@ -215,16 +268,31 @@ def write_samples(folder, task: str, lines: list[dict]) -> str:
     return str(path)
 
 
-def mme_samples(records, texts) -> list[dict]:
+def mme_samples(records, texts, release: str = "0.4") -> list[dict]:
     """lmms_eval/tasks/mme: the default post_prompt replaces " Please answer yes or no."; process_results keys
-    the image path (question_id) under mme_percetion_score (sic) or mme_cognition_score."""
+    the image path (question_id) under the release's perception key (`MME_PERCEPTION`: mme_percetion_score
+    (sic) before bb3fd82) or mme_cognition_score, and scores it with parse_pred_ans."""
     lines = []
     for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
         doc = {"question_id": r["image_id"], "question": r["question"], "answer": r["answer"].capitalize(),
                "category": r["category"]}
-        key = "mme_cognition_score" if r["category"] in MME_COGNITION else "mme_percetion_score"
-        score = 1.0 if text.lower().strip().replace(".", "") == r["answer"] else 0.0
+        key = "mme_cognition_score" if r["category"] in MME_COGNITION else MME_PERCEPTION[release]
+        score = 1.0 if parse_pred_ans(text) == r["answer"] else 0.0
         prompt = r["question"].strip().replace(MME_SUFFIX, "") + SHORT
         lines.append(logged(n, doc, doc["answer"], prompt, text,
-                            {key: {"question_id": r["image_id"], "category": r["category"], "score": score}}))
+                            {key: {"question_id": r["image_id"], "category": r["category"], "score": score}},
+                            release, "mme"))
     return lines
+
+
+def parse_pred_ans(text: str) -> str:
+    """lmms_eval/tasks/mme/utils.py parse_pred_ans (the same in every release): lower-cased, stripped and without
+    dots, "yes"/"no" as they are, "y"/"n" read as yes/no, another single letter "other"; a longer text is "yes"
+    or "no" when its first four characters hold it (yes first), else "other"."""
+    text = text.lower().strip().replace(".", "")
+    if text in ("yes", "no"):
+        return text
+    if len(text) == 1:
+        return {"y": "yes", "n": "no"}.get(text, "other")
+    head = text[:4]
+    return "yes" if "yes" in head else "no" if "no" in head else "other"

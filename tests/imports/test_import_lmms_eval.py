@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers.imports import DATE, MODEL_ID, SHORT, imported, logged, mme_samples, refused, run, write_samples
+from helpers.imports import (DATE, MME_PERCEPTION, MODEL_ID, RELEASES, SHORT, imported, logged, mme_samples,
+                             parse_pred_ans, refused, run, small_grid, write_logs_json, write_samples)
 from helpers.imports import grid  # noqa: F401 (a fixture)
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
@@ -24,7 +25,7 @@ POPE_TASKS = {"adversarial": "pope_adv", "popular": "pope_pop", "random": "pope_
 # ---------------------------------------------------------------------------------------------- samples per task
 
 
-def pope_samples(records, texts) -> dict[str, list[dict]]:
+def pope_samples(records, texts, release="0.4") -> dict[str, list[dict]]:
     """lmms_eval/tasks/pope: pope_adv, pope_pop, pope_random read the Full config's split of that name;
     process_results writes the same object under its five metrics."""
     by_task: dict[str, list[dict]] = {}
@@ -36,11 +37,12 @@ def pope_samples(records, texts) -> dict[str, list[dict]]:
         value = {"question_id": r["question_id"], "score": float(pred == r["answer"]), "prediction": pred,
                  "ground_truth": r["answer"]}
         metrics = {f"pope_{name}": value for name in ("accuracy", "precision", "recall", "f1_score", "yes_ratio")}
-        lines.append(logged(len(lines), doc, r["answer"], f"{r['question'].strip()}{SHORT}", text, metrics))
+        lines.append(logged(len(lines), doc, r["answer"], f"{r['question'].strip()}{SHORT}", text, metrics, release,
+                            POPE_TASKS[r["split"]]))
     return by_task
 
 
-def textvqa_samples(records, texts) -> list[dict]:
+def textvqa_samples(records, texts, release="0.4") -> list[dict]:
     """lmms_eval/tasks/textvqa (textvqa_val): the prompt capitalises the question; doc_to_target "answer" is no
     column of TextVQA, so the target is the template's text itself; `submission` keeps question_id."""
     lines = []
@@ -48,11 +50,12 @@ def textvqa_samples(records, texts) -> list[dict]:
         doc = {"image_id": r["image_id"], "question_id": int(r["id"]), "question": r["question"],
                "answers": list(r["answers"]), "ocr_tokens": list(r["ocr_tokens"])}
         metrics = {"exact_match": 0.0, "submission": {"question_id": int(r["id"]), "answer": text.lower()}}
-        lines.append(logged(n, doc, "answer", f"{r['question'].capitalize()}{SHORT}", text, metrics))
+        lines.append(logged(n, doc, "answer", f"{r['question'].capitalize()}{SHORT}", text, metrics, release,
+                            "textvqa_val"))
     return lines
 
 
-def scienceqa_samples(records, texts) -> list[dict]:
+def scienceqa_samples(records, texts, release="0.4") -> list[dict]:
     """lmms_eval/tasks/scienceqa (scienceqa_img): "Context: <hint>\\n" when there is one, the question, the
     lettered choices, the letter instruction; process_results returns exact_match alone."""
     lines = []
@@ -63,11 +66,12 @@ def scienceqa_samples(records, texts) -> list[dict]:
         doc = {"question": r["question"], "choices": list(r["options"]), "answer": int(r["answer_index"]),
                "hint": r["hint"]}
         metrics = {"exact_match": 1.0 if text == target else 0.0}
-        lines.append(logged(n, doc, target, f"{context}{r['question']}\n{choices}{LETTER}", text, metrics))
+        lines.append(logged(n, doc, target, f"{context}{r['question']}\n{choices}{LETTER}", text, metrics, release,
+                            "scienceqa_img"))
     return lines
 
 
-def mmbench_samples(records, texts) -> list[dict]:
+def mmbench_samples(records, texts, release="0.4") -> list[dict]:
     """lmms_eval/tasks/mmbench (mmbench_en_dev): "<hint> <question> There are several options:\\nA. ..." and
     the same row under gpt_eval_score and submission, its options A-E ("nan" where the row has none)."""
     lines = []
@@ -81,7 +85,7 @@ def mmbench_samples(records, texts) -> list[dict]:
                "category": r["category"], "L2-category": r["l2_category"]}
         row |= {letter: options.get(letter, "nan") for letter in "ABCDE"}
         lines.append(logged(n, row, row["answer"], f"{query}There are several options:\n{listed}{LETTER}", text,
-                            {"gpt_eval_score": dict(row), "submission": dict(row)}))
+                            {"gpt_eval_score": dict(row), "submission": dict(row)}, release, "mmbench_en_dev"))
     return lines
 
 
@@ -155,9 +159,8 @@ def test_textvqa_samples_match_by_submission_question_id(grid, tmp_path):
     config, records = grid
     textvqa = records["textvqa-fixture"]
     texts = ["Exit", "84", "the bus"]
-    lines = textvqa_samples(textvqa, texts)
-    for line in lines:  # later trackers write a single response bare, not in a list
-        line["filtered_resps"] = line["filtered_resps"][0]
+    lines = textvqa_samples(textvqa, texts, "0.7")  # v0.7 writes a single response bare, not in a list
+    assert lines[0]["filtered_resps"] == "Exit"
     samples = write_samples(tmp_path, "textvqa_val", [lines[2], lines[0], lines[1]])
     out = tmp_path / "textvqa.parquet"
     assert run(config, MODEL_ID, "textvqa-fixture", samples, "--out", str(out)) == 0
@@ -195,18 +198,13 @@ def test_mmbench_samples_match_by_index_and_score(grid, tmp_path, task):
 def test_an_older_logs_json_is_read_like_the_jsonl(grid, tmp_path):
     config, records = grid
     mme = records["mme-fixture"]
-    logs = mme_samples(mme, ["yes", "Yes"])
-    for sample in logs:  # older evaluators kept doc and the text arguments, and wrote no input
-        sample["arguments"] = [[sample.pop("input"), sample["doc_id"], "mme", "test"]]
-        sample["resps"] = [sample["filtered_resps"]]
-    path = tmp_path / "mme.json"
-    path.write_text(json.dumps({"args": {"tasks": "mme"}, "model_configs": {"task": "mme", "test_split": "test"},
-                                "logs": logs}, indent=4))
-    assert guess_format(path) == "lmms-eval-samples"
+    path = write_logs_json(tmp_path, "mme", mme_samples(mme, ["yes", "Yes"], "0.2.0"))
+    assert "mme_percetion_score" in json.loads(Path(path).read_text())["logs"][0]
+    assert guess_format(Path(path)) == "lmms-eval-samples"
     out = tmp_path / "mme.parquet"
-    assert run(config, MODEL_ID, "mme-fixture", str(path), "--out", str(out)) == 0
+    assert run(config, MODEL_ID, "mme-fixture", path, "--out", str(out)) == 0
     assert list(imported(out)["prediction"]) == ["yes", "yes"]
-    assert [s.where for s in read_samples(path)] == ["mme.json logs[0] (doc_id 0)", "mme.json logs[1] (doc_id 1)"]
+    assert [s.where for s in read_samples(Path(path))] == ["mme.json logs[0] (doc_id 0)", "mme.json logs[1] (doc_id 1)"]
 
 
 # ---------------------------------------------------------------------------------------------- refusals
@@ -257,7 +255,7 @@ def test_two_runs_of_a_task_in_one_folder_are_refused(grid, tmp_path, capsys):
 def test_a_sample_of_an_image_the_benchmark_lacks_is_refused(grid, tmp_path, capsys):
     config, records = grid
     lines = mme_samples(records["mme-fixture"], ["Yes", "No"])
-    lines[1]["mme_percetion_score"]["question_id"] = "existence/0099.jpg"
+    lines[1][MME_PERCEPTION["0.4"]]["question_id"] = "existence/0099.jpg"
     samples = write_samples(tmp_path, "mme", lines)
     message = refused(capsys, config, MODEL_ID, "mme-fixture", samples, "--out", str(tmp_path / "o.parquet"))
     assert "1 answer(s) to items that benchmark mme-fixture does not have" in message
@@ -294,12 +292,13 @@ def test_a_file_that_is_not_samples_is_refused(grid, tmp_path, capsys):
     del lines[1]["filtered_resps"]
     samples = write_samples(tmp_path, "mme", lines)
     message = refused(capsys, config, MODEL_ID, "mme-fixture", samples, "--format", "lmms-eval-samples", "--out", out)
-    assert ("line 2 has no `filtered_resps`: the file is not a samples file logged by lmms-eval (an object with "
-            "doc_id and filtered_resps a line)") in message
+    assert ("line 2 has no `filtered_resps`: the file is not a samples file logged by lmms-eval 0.1 to 0.7 (an "
+            "object with doc_id and filtered_resps a line)") in message
     renamed = tmp_path / "answers.jsonl"
     renamed.write_text("".join(json.dumps(line) + "\n" for line in mme_samples(records["mme-fixture"], ["a", "b"])))
     message = refused(capsys, config, MODEL_ID, "mme-fixture", str(renamed), "--out", out)
-    assert "is neither lmms-eval's `<date>_samples_<task>.jsonl` (the name says the task: keep it)" in message
+    assert ("is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the task: keep it) "
+            "nor an older `<task>.json` with a `logs` list (0.1 to 0.2.3)") in message
 
 
 # ---------------------------------------------------------------------------------------------- CV-Bench, MMVP
@@ -307,7 +306,7 @@ def test_a_file_that_is_not_samples_is_refused(grid, tmp_path, capsys):
 CVBENCH = pd.DataFrame({"id": ["2D-0", "2D-1", "3D-0"], "answer_index": [1, 0, 0]})
 
 
-def cvbench_samples(rows, texts) -> list[dict]:
+def cvbench_samples(rows, texts, release="0.7") -> list[dict]:
     """lmms_eval/tasks/cv_bench: doc_to_target is the row's answer "(B)"; process_results keys cv_bench_acc
     with the row's idx as `id`, its type, task, source and the gold letter without parentheses."""
     lines = []
@@ -317,7 +316,7 @@ def cvbench_samples(rows, texts) -> list[dict]:
         prompt = f"Note: You only need to respond with A, B without providing any additional information.\n{doc['prompt']}"
         result = {"id": idx, "gt_content": gold, "pred_parsed": text[:1], "pred": text, "type": kind,
                   "task": doc["task"], "source": doc["source"], "is_correct": text[:1] == gold}
-        lines.append(logged(n, doc, doc["answer"], prompt, text, {"cv_bench_acc": result}))
+        lines.append(logged(n, doc, doc["answer"], prompt, text, {"cv_bench_acc": result}, release, "cv_bench"))
     return lines
 
 
@@ -335,17 +334,24 @@ def test_cv_bench_samples_match_by_type_and_idx_from_one_task_or_its_two_halves(
         IMPORTER.read(Path(other), CVBENCH, "cvbench", None)
 
 
-def mmvp_samples(indices, golds, texts) -> list[dict]:
-    """lmms_eval/tasks/mmvp: process_results makes the 1-based Index 0-based and writes the same object under
-    mmvp_accuracy and mmvp_pair_accuracy, with the gold letter (the label corrections applied)."""
+def mmvp_samples(indices, golds, texts, release="0.7") -> list[dict]:
+    """lmms_eval/tasks/mmvp (v0.7): process_results makes the 1-based Index 0-based and writes the same object
+    under mmvp_accuracy and mmvp_pair_accuracy, with the gold letter of lmms-lab-eval/MMVP (its four label
+    corrections applied). v0.6 added original_gt and correction_applied, its gt corrected at 0-based 99 and 279
+    only (to A), on MMVP/MMVP."""
     lines = []
     for n, (index, gold, text) in enumerate(zip(indices, golds, texts)):
         doc = {"Index": index, "Question": "Is the dog facing left?", "Options": "(a) Yes (b) No",
                "Correct Answer": f"({gold.lower()})"}
         result = {"index": index - 1, "pair_index": (index - 1) // 2, "pred": text, "pred_letter": text[:1],
                   "gt": gold, "is_correct": text[:1] == gold}
+        if release == "0.6":
+            original = doc["Correct Answer"][1].upper()
+            result = {**{k: v for k, v in result.items() if k != "is_correct"}, "original_gt": original,
+                      "is_correct": text[:1] == gold, "correction_applied": index - 1 in (99, 279)}
         lines.append(logged(n, doc, gold, f"{doc['Question']}\n{doc['Options']}{LETTER}", text,
-                            {"mmvp_accuracy": result, "mmvp_pair_accuracy": result}))
+                            {"mmvp_accuracy": result, "mmvp_pair_accuracy": result}, "0.4" if release == "0.6"
+                            else release, "mmvp"))
     return lines
 
 
@@ -357,3 +363,119 @@ def test_mmvp_samples_match_by_index(tmp_path):
     uncorrected = write_samples(tmp_path / "o", "mmvp", mmvp_samples([1], ["B"], ["A"]))
     with pytest.raises(VlmgridError, match="gives the gold letter 'B', but item 1 has 'A'"):
         IMPORTER.read(Path(uncorrected), records, "mmvp", None)
+
+
+# ---------------------------------------------------------------------------------------------- releases
+
+MME_TEXTS = ["Yes", "No", "yes", "Yes", "No", "No", "Yes.", "no", "No", "No.", "yes", "no", "Yes", "yes", "no", "Yes"]
+
+
+@pytest.fixture(scope="module")
+def mme_grid(tmp_path_factory):
+    """MME's fixture at its default size: 8 images of 4 perception subtasks, two questions each."""
+    return small_grid(tmp_path_factory.mktemp("mme"), {"mme-fixture": 8})
+
+
+def samples_of(path: Path) -> list[dict]:
+    """The samples of a file as lmms-eval wrote it: its lines, or an older `<task>.json`'s logs."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text())["logs"]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def mme_aggregate(values: list[dict]) -> dict[str, float]:
+    """lmms_eval/tasks/mme/utils.py mme_aggregate_results, restated (the same in every release): the values of
+    one key grouped by category, then by question_id (the image), whose two scores give acc (their mean) and
+    acc+ (both right), each times 100 and summed per image; a category's score is its images' mean of that sum,
+    the key's aggregate the sum over its categories. {category: score}."""
+    by_category: dict[str, dict[str, list[float]]] = {}
+    for value in values:
+        by_category.setdefault(value["category"], {}).setdefault(value["question_id"], []).append(value["score"])
+    scores = {}
+    for category, images in by_category.items():
+        assert all(len(pair) == 2 for pair in images.values())  # "MME only supports pairwise evaluation"
+        per_image = [sum(pair) / 2 * 100 + (sum(pair) == 2) * 100 for pair in images.values()]
+        scores[category] = sum(per_image) / len(images)
+    return scores
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_mme_samples_of_each_release_score_as_lmms_eval_aggregates_them(mme_grid, tmp_path, release):
+    config, records = mme_grid
+    mme = records["mme-fixture"]
+    lines = mme_samples(mme, MME_TEXTS, release)
+    if release == "0.2.0":
+        path = Path(write_logs_json(tmp_path / "run", "mme", lines))
+    else:
+        path = Path(write_samples(tmp_path / "run", "mme", lines))
+    written = samples_of(path)
+    perception_key = "mme_perception_score" if release not in ("0.2.0", "0.2.4") else "mme_percetion_score"
+    assert all(perception_key in sample for sample in written)  # the fixture's categories are all perception
+    out = tmp_path / "mme.parquet"
+    assert run(config, MODEL_ID, "mme-fixture", str(path), "--out", str(out)) == 0
+    assert list(imported(out)["raw"]) == MME_TEXTS
+    theirs = mme_aggregate([sample[perception_key] for sample in written])
+    assert [parse_pred_ans(text) == gold for text, gold in zip(MME_TEXTS, mme["answer"])].count(False) == 6
+    ours = score_of(config, tmp_path, "mme-fixture", out)
+    for category, score in theirs.items():
+        assert ours["breakdown"]["category"][category]["metrics"]["total"]["value"] == pytest.approx(score)
+    assert ours["metrics"]["perception"]["value"] == pytest.approx(sum(theirs.values()))
+    assert ours["metrics"]["total"]["value"] == pytest.approx(sum(theirs.values()))
+    assert sum(theirs.values()) < 800  # some answers are wrong, so the comparison tells something
+
+
+@pytest.mark.parametrize("release", ["0.2.4", "0.4", "0.7"])
+def test_each_tasks_samples_import_in_each_release_layout(grid, tmp_path, release):
+    _, records = grid
+    pope = records["pope-fixture"]
+    for task, lines in pope_samples(pope, ["yes", "no"] * 3, release).items():
+        write_samples(tmp_path / "pope", task, lines)
+    answers = IMPORTER.read(tmp_path / "pope", pope, "pope", None)
+    assert sorted(a.record_id for a in answers) == sorted(pope["id"])
+    cases = [("textvqa_val", "textvqa", textvqa_samples, "textvqa-fixture"),
+             ("scienceqa_img", "scienceqa_img", scienceqa_samples, "scienceqa-fixture"),
+             ("mmbench_en_dev", "mmbench", mmbench_samples, "mmbench-fixture")]
+    for task, kind, make, bench in cases:
+        texts = ["A"] * len(records[bench])
+        path = write_samples(tmp_path / task, task, make(records[bench], texts, release))
+        answers = IMPORTER.read(Path(path), records[bench], kind, None)
+        assert [a.record_id for a in answers] == list(records[bench]["id"]) and [a.raw for a in answers] == texts
+
+
+def test_mmvp_samples_of_v0_6_and_v0_7_import_though_they_correct_other_labels(tmp_path):
+    # Index 99 and 100 (a pair): the original labels (a), (b); both releases' gold as their code writes it.
+    records = pd.DataFrame({"id": ["99", "100", "101"], "answer_index": [1, 0, 0],
+                            "label_corrected": [True, True, False]})
+    v06 = write_samples(tmp_path / "v06", "mmvp", mmvp_samples([99, 100, 101], ["A", "A", "A"], ["B", "A", "A"], "0.6"))
+    assert json.loads(Path(v06).read_text().splitlines()[0])["mmvp_accuracy"]["original_gt"] == "A"
+    v07 = write_samples(tmp_path / "v07", "mmvp", mmvp_samples([99, 100, 101], ["B", "A", "A"], ["B", "A", "A"]))
+    for path in (v06, v07):
+        answers = IMPORTER.read(Path(path), records, "mmvp", None)
+        assert [(a.record_id, a.raw) for a in answers] == [("99", "B"), ("100", "A"), ("101", "A")]
+    other = write_samples(tmp_path / "o", "mmvp", mmvp_samples([101], ["B"], ["A"], "0.6"))
+    with pytest.raises(VlmgridError, match="gives the gold letter 'B', but item 101 has 'A'"):
+        IMPORTER.read(Path(other), records, "mmvp", None)
+
+
+@pytest.mark.parametrize("task, make, key, expected", [
+    ("mme", lambda records: mme_samples(records["mme-fixture"], ["Yes", "No"], "0.7"), "mme_perception_score",
+     "has no `mme_perception_score` (lmms-eval >= 0.3, since bb3fd82) nor `mme_percetion_score` (lmms-eval 0.1 "
+     "to 0.2, before bb3fd82) nor `mme_cognition_score` (every release) object: it is not the samples of the task "
+     "mme its name says; vlmgrid reads lmms-eval 0.1 to 0.7"),
+    ("pope_adv", lambda records: pope_samples(records["pope-fixture"], ["yes"] * 6)["pope_adv"], "pope_accuracy",
+     "has no `pope_accuracy` (every release) object: it is not the samples of the task pope_adv its name says; "
+     "vlmgrid reads lmms-eval 0.1 to 0.7"),
+    ("mmbench_en_dev", lambda records: mmbench_samples(records["mmbench-fixture"], ["A", "B"]), "submission",
+     "has no `submission` (every release) object: it is not the samples of the task mmbench_en_dev"),
+])
+def test_samples_of_an_unknown_variant_are_refused_naming_the_key_and_the_releases(grid, tmp_path, capsys, task,
+                                                                                   make, key, expected):
+    config, records = grid
+    lines = make(records)
+    for line in lines:  # a release that would have renamed the key again
+        line[f"{key}_v2"] = line.pop(key)
+    bench = {"mme": "mme-fixture", "pope_adv": "pope-fixture", "mmbench_en_dev": "mmbench-fixture"}[task]
+    samples = write_samples(tmp_path, task, lines)
+    message = refused(capsys, config, MODEL_ID, bench, samples, "--format", "lmms-eval-samples",
+                      "--out", str(tmp_path / "o.parquet"))
+    assert message.startswith(f"vlmgrid: error: {samples} {Path(samples).name} line 1 (doc_id 0) {expected}")

@@ -1,23 +1,37 @@
-"""`lmms-eval-samples`: the samples lmms-eval logs with `--log_samples` (EvolvingLMMs-Lab/lmms-eval).
+"""`lmms-eval-samples`: the samples lmms-eval logs with `--log_samples` (EvolvingLMMs-Lab/lmms-eval), as
+releases 0.1 to 0.7 write them.
 
-Layout (`lmms_eval/loggers/evaluation_tracker.py`, `save_results_samples`): one JSON-lines file per task,
-`<output_path>/<model>/<date>_samples_<task>.jsonl`, one object per document: `doc_id` (the document's
-position in the task's split), `target` (the task's gold, as text), `filtered_resps` (the answer the task
-scored, which `--log_samples` keeps; `resps` is dropped when it says the same), hashes, `input` (the prompt),
-and one key per value the task's `process_results` returned. The document itself is not written. Older
-versions wrote `<task>.json` instead: `{"args", "model_configs" (or "config", whose "task" names the task),
-"logs": [the same objects]}`. FILE is one such file or a folder of them (a run's folder: the samples of the
-tasks that answer the benchmark's kind are read, the others skipped), so that the three POPE tasks of one run
-are imported together.
+Layout: one JSON-lines file per task, `<output_path>/<model>/<date>_samples_<task>.jsonl`, one object per
+document, the sample lmms_eval/evaluator.py builds as `lmms_eval/loggers/evaluation_tracker.py`
+`save_results_samples` writes it (`json.dumps(..., ensure_ascii=False)`, since e20d5d6b, v0.2.4); before it
+(v0.1.0 to v0.2.3.post1) `lmms_eval/__main__.py` wrote `<output_path>/<task>.json`, `{"args", "model_configs"
+(whose "task" names the task), "logs": [the samples by doc_id], "time"}`, `indent=4`. What each release's
+sample holds (the keys read here in every one: `doc_id`, `target`, `filtered_resps`, and the prompt as `input`,
+or as `arguments` in a `<task>.json`):
+
+- v0.1.0 to v0.2.3.post1 (`<task>.json`): doc_id, target, doc, arguments (v0.2.0: `[[prompt, doc_id, task,
+  split]]`), resps, filtered_resps (`[text]`), then one key per value the task's `process_results` returned.
+- v0.2.4 to v0.3.5 (e20d5d6b): doc_id, doc (without its image keys), target (as text), arguments (the
+  generation kwargs' names, numbered), resps, filtered_resps (`[text]`), doc_hash, prompt_hash, target_hash,
+  the values, input (the prompt).
+- v0.4 to v0.6.1 (b7b4b1d9): doc, arguments and the prompt and target hashes gone, resps dropped when it says
+  what filtered_resps says: doc_id, target, filtered_resps (`[text]`), doc_hash, the values, input.
+- v0.7 on (d8fcb9c3): a single request's filtered_resps is written bare (the text), token_counts after it:
+  doc_id, target, filtered_resps, token_counts, doc_hash, the values, input.
+
+FILE is one such file or a folder of them (a run's folder: the samples of the tasks that answer the benchmark's
+kind are read, the others skipped), so that the three POPE tasks of one run are imported together.
 
 The lines never name the task, so the file name (or the config) does; each task is matched by the ids its
-`process_results` keeps (`lmms_eval/tasks/<task>/utils.py`), and its gold is checked against the record's:
+`process_results` keeps (`lmms_eval/tasks/<task>/utils.py`), read under the keys of `TASKS` (a key that moved
+has each of its names, with the releases that write it), and its gold is checked against the record's:
 
-- `mme` (lmms-lab/MME, test): `mme_percetion_score` / `mme_cognition_score` `question_id` is the image's path,
+- `mme` (lmms-lab/MME, test): `mme_perception_score` (v0.3.0 on; bb3fd82 fixed the spelling) or
+  `mme_percetion_score` (v0.1.0 to v0.2.4), or `mme_cognition_score`: `question_id` is the image's path,
   shared by its two questions: the answer is the record of that image whose question (without "Please answer
   yes or no.") is in the prompt; gold `target` ("Yes"/"No").
-- `pope_adv`, `pope_pop`, `pope_random` (lmms-lab/POPE, config Full, splits adversarial, popular, random):
-  `pope_accuracy` `question_id`, i.e. our "<split>-<question_id>"; gold `ground_truth`.
+- `pope_adv`, `pope_pop`, `pope_random` (lmms-lab/POPE, config Full, splits adversarial, popular, random;
+  v0.2.0 on): `pope_accuracy` `question_id`, i.e. our "<split>-<question_id>"; gold `ground_truth`.
 - `pope` (lmms-lab/POPE's default test split, the three splits in one): `pope_accuracy` `question_id` restarts
   in each split, so it is read only when the benchmark's records have no question_id twice, and refused
   otherwise.
@@ -27,12 +41,18 @@ The lines never name the task, so the file name (or the config) does; each task 
   our "test-<row>"; the prompt must hold the record's question and `target` be its letter, which tells a file
   of another copy or order.
 - `mmbench_en_dev`, `mmbench_en_dev_static` (lmms-lab/MMBench, en, dev; the group `mmbench_en` writes the
-  former's file): `submission` `index`, our id (circular copies included); its `answer` letter and options A-E
-  must be the record's.
-- `cv_bench`, or `cv_bench_2d` and `cv_bench_3d` together (nyu-visionx/CV-Bench, test): `cv_bench_acc` `type`
-  and `id` (the row's idx), our "<type>-<idx>"; gold `gt_content`.
-- `mmvp` (lmms-lab-eval/MMVP, the label corrections applied): `mmvp_accuracy` `index`, MMVP's Index made
-  0-based, i.e. our id minus one; gold `gt`.
+  former's file; the static one since d0c1eae, v0.7.2): `submission` `index`, our id (circular copies
+  included); its `answer` letter and options A-E must be the record's.
+- `cv_bench`, or `cv_bench_2d` and `cv_bench_3d` together (nyu-visionx/CV-Bench, test; fcd18a7, v0.6 on):
+  `cv_bench_acc` `type` and `id` (the row's idx), our "<type>-<idx>"; gold `gt_content`.
+- `mmvp` (3446555, v0.6 on): `mmvp_accuracy` (or `mmvp_pair_accuracy`, the same object) `index`, MMVP's Index
+  made 0-based, i.e. our id minus one; gold `gt`. v0.6 read MMVP/MMVP and corrected two labels in
+  process_results; v0.7 (d8fcb9c3) reads lmms-lab-eval/MMVP, which corrects four, as the records do: for those
+  four either letter is taken as the gold.
+
+None of these keys moved between the releases but MME's perception key. A sample without the task's key under
+any of its names, or without `doc_id` or `filtered_resps`, is refused naming the file, the key and the releases
+read here.
 """
 
 from __future__ import annotations
@@ -55,8 +75,31 @@ from vlmgrid.imports.llava import mme_question
 log = logging.getLogger(__name__)
 
 SAMPLES_FILE = re.compile(r"(?:^|_)samples_(?P<task>.+)\.jsonl$")
-REQUIRED = ("doc_id", "filtered_resps")
+REQUIRED = ("doc_id", "filtered_resps")  # every release writes both
 LETTERS = "ABCDE"
+RELEASES = "lmms-eval 0.1 to 0.7"
+WHAT = f"a samples file logged by {RELEASES} (an object with doc_id and filtered_resps a line)"
+
+
+@dataclass(frozen=True)
+class Key:
+    """A key under which a task's process_results writes a sample's value, and the releases that write it."""
+
+    name: str
+    releases: str
+
+
+EVERY = "every release"
+# The keys each task's values are read under, in the order they are tried: a key that moved has one entry per
+# name, each with the releases that write it (lmms_eval/tasks/<task>/utils.py at the commit named).
+MME_KEYS = (Key("mme_perception_score", "lmms-eval >= 0.3, since bb3fd82"),
+            Key("mme_percetion_score", "lmms-eval 0.1 to 0.2, before bb3fd82"),
+            Key("mme_cognition_score", EVERY))
+POPE_KEYS = (Key("pope_accuracy", EVERY),)
+SUBMISSION_KEYS = (Key("submission", EVERY),)
+CV_BENCH_KEYS = (Key("cv_bench_acc", "lmms-eval >= 0.6, since fcd18a7"),)
+MMVP_KEYS = (Key("mmvp_accuracy", "lmms-eval >= 0.6, since 3446555"),
+             Key("mmvp_pair_accuracy", "lmms-eval >= 0.6, since 3446555"))
 
 
 @dataclass(frozen=True)
@@ -66,25 +109,31 @@ class Sample:
     file: Path
     where: str
     item: dict[str, Any]
+    task: str
 
 
 @dataclass(frozen=True)
 class Task:
-    """An lmms-eval task whose samples name the items of one benchmark kind, and how they are matched."""
+    """An lmms-eval task whose samples name the items of one benchmark kind, how they are matched (`match` is
+    given the samples, the records and `result`, which reads a sample's value under the task's `keys`)."""
 
     name: str
     kind: str
-    match: Callable[[list[Sample], pd.DataFrame], list[Answer]]
+    match: Callable[[list[Sample], pd.DataFrame, Callable[[Sample], dict]], list[Answer]]
+    keys: tuple[Key, ...] = ()
+
+    def result(self, sample: Sample) -> dict:
+        return value(sample, *self.keys)
 
 
 # ---------------------------------------------------------------------------------------------- reading
 
 def _check(file: Path, where: str, item: Any) -> dict:
-    if not isinstance(item, dict) or any(key not in item for key in REQUIRED):
-        raise VlmgridError(
-            f"{file} {where} is not a sample logged by lmms-eval (an object with doc_id and filtered_resps); "
-            f"give the right --format"
-        )
+    if not isinstance(item, dict):
+        raise VlmgridError(f"{file} {where} is not an object: the file is not {WHAT} (give the right --format)")
+    missing = [key for key in REQUIRED if key not in item]
+    if missing:
+        raise VlmgridError(f"{file} {where} has no `{missing[0]}`: the file is not {WHAT} (give the right --format)")
     return item
 
 
@@ -104,8 +153,8 @@ def task_name(file: Path) -> str:
     data = _json(file) if file.suffix == ".json" else None
     if not isinstance(data, dict) or not isinstance(data.get("logs"), list):
         raise VlmgridError(
-            f"{file} is neither lmms-eval's `<date>_samples_<task>.jsonl` (the name says the task: keep it) nor an "
-            f"older `<task>.json` with a `logs` list; give the right --format"
+            f"{file} is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the task: "
+            f"keep it) nor an older `<task>.json` with a `logs` list (0.1 to 0.2.3); give the right --format"
         )
     config = data.get("model_configs", data.get("config"))
     task = config.get("task") if isinstance(config, dict) else None
@@ -115,15 +164,16 @@ def task_name(file: Path) -> str:
     return task
 
 
-def read_samples(file: Path) -> list[Sample]:
-    """The samples of one samples file (`task_name` has checked its kind)."""
+def read_samples(file: Path, task: str | None = None) -> list[Sample]:
+    """The samples of one samples file of `task` (by default the one its name or config says)."""
+    task = task_name(file) if task is None else task
     if not SAMPLES_FILE.search(file.name):
         logs = _json(file)["logs"]
         items = [_check(file, f"logs[{i}]", item) for i, item in enumerate(logs)]
-        return [Sample(file, f"{file.name} logs[{i}] (doc_id {item['doc_id']})", item) for i, item in enumerate(items)]
-    lines = read_json_lines(file, REQUIRED, "a samples file logged by lmms-eval (an object with doc_id and "
-                                           "filtered_resps a line)")
-    return [Sample(file, f"{file.name} line {n} (doc_id {item['doc_id']})", item) for n, item in lines]
+        return [Sample(file, f"{file.name} logs[{i}] (doc_id {item['doc_id']})", item, task)
+                for i, item in enumerate(items)]
+    lines = read_json_lines(file, REQUIRED, WHAT)
+    return [Sample(file, f"{file.name} line {n} (doc_id {item['doc_id']})", item, task) for n, item in lines]
 
 
 def _is_samples_file(path: Path) -> bool:
@@ -165,13 +215,16 @@ def prompt(sample: Sample) -> str | None:
     return squeeze(value) if isinstance(value, str) else None
 
 
-def value(sample: Sample, *keys: str) -> dict:
-    """The first of `keys` that the sample holds: what the task's process_results returned for it."""
+def value(sample: Sample, *keys: Key) -> dict:
+    """What the task's process_results returned for the sample, under the first of `keys` it holds; a sample
+    with none of them is of no release read here, or of another task."""
     for key in keys:
-        if isinstance(sample.item.get(key), dict):
-            return sample.item[key]
-    raise VlmgridError(f"{sample.file} {sample.where} has no `{keys[0]}` object, which the task's process_results "
-                       f"writes: the file is not the samples of the task its name says")
+        if isinstance(sample.item.get(key.name), dict):
+            return sample.item[key.name]
+    lacks = " nor ".join(f"`{key.name}` ({key.releases})" for key in keys)
+    raise VlmgridError(f"{sample.file} {sample.where} has no {lacks} object: it is not the samples of the task "
+                       f"{sample.task} its name says; vlmgrid reads {RELEASES}, whose "
+                       f"process_results write these keys")
 
 
 def _other_version(sample: Sample, what: str, theirs: Any, record_id: str, ours: Any, bench: str) -> VlmgridError:
@@ -184,24 +237,28 @@ def _other_version(sample: Sample, what: str, theirs: Any, record_id: str, ours:
 # ---------------------------------------------------------------------------------------------- per task
 
 def _check_gold_letter(sample: Sample, logged: Mapping, key: str, record_id: str, record: pd.Series,
-                       bench: str) -> None:
-    """Refuses a sample whose gold letter (`logged[key]`) is not the record's: it was made on another version."""
+                       bench: str, either: bool = False) -> None:
+    """Refuses a sample whose gold letter (`logged[key]`) is not the record's: it was made on another version
+    (`either`: any letter is taken for a record whose label the benchmark corrects)."""
     letter = LETTERS[int(record["answer_index"])]
+    if either and bool(record.get("label_corrected", False)):
+        return
     if str(logged.get(key, "")).strip() != letter:
         raise _other_version(sample, "the gold letter", logged.get(key), record_id, letter, bench)
 
 
-def _mme(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+def _mme(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
     by_image = defaultdict(list)  # image path -> its records' (id, question, answer)
     for _, r in records.iterrows():
         by_image[str(r["image_id"])].append((str(r["id"]), mme_question(r["question"]), str(r["answer"])))
     answers, asked_at = [], []
     for sample in samples:
-        image = str(value(sample, "mme_percetion_score", "mme_cognition_score").get("question_id"))
+        image = str(result(sample).get("question_id"))
         asked = prompt(sample)
         if asked is None:
-            raise VlmgridError(f"{sample.file} {sample.where} has no prompt (`input`), which alone tells the two "
-                               f"questions of MME's image {image} apart")
+            raise VlmgridError(f"{sample.file} {sample.where} has no prompt (`input`, or `arguments` in a "
+                               f"`<task>.json`), which alone tells the two questions of MME's image {image} apart "
+                               f"and which {RELEASES} all write")
         found = [r for r in by_image.get(image, []) if r[1] in asked]
         record_id = found[0][0] if len(found) == 1 else None
         if record_id is not None and str(sample.item.get("target", "")).strip().lower() != found[0][2]:
@@ -215,24 +272,25 @@ def _mme(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
     return answers
 
 
-def _pope_gold(sample: Sample, record_id: str, gold: dict[str, str]) -> None:
-    truth = str(value(sample, "pope_accuracy").get("ground_truth", "")).strip().lower()
+def _pope_gold(sample: Sample, record_id: str, gold: dict[str, str], result: Callable[[Sample], dict]) -> None:
+    truth = str(result(sample).get("ground_truth", "")).strip().lower()
     if truth != gold[record_id]:
         raise _other_version(sample, "the gold answer", truth, record_id, gold[record_id], "POPE")
 
 
-def _pope_split(split: str, samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+def _pope_split(split: str, samples: list[Sample], records: pd.DataFrame,
+                result: Callable[[Sample], dict]) -> list[Answer]:
     gold = dict(zip(records["id"].astype(str), records["answer"].astype(str)))
     answers = []
     for sample in samples:
-        record_id = f"{split}-{value(sample, 'pope_accuracy').get('question_id')}"
+        record_id = f"{split}-{result(sample).get('question_id')}"
         if record_id in gold:
-            _pope_gold(sample, record_id, gold)
+            _pope_gold(sample, record_id, gold, result)
         answers.append(Answer(record_id if record_id in gold else None, response(sample), sample.where))
     return answers
 
 
-def _pope_any_split(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+def _pope_any_split(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
     if not samples:
         return []
     question_ids = records["question_id"].astype(str)
@@ -248,23 +306,23 @@ def _pope_any_split(samples: list[Sample], records: pd.DataFrame) -> list[Answer
     gold = dict(zip(records["id"].astype(str), records["answer"].astype(str)))
     answers = []
     for sample in samples:
-        record_id = id_of.get(str(value(sample, "pope_accuracy").get("question_id")))
+        record_id = id_of.get(str(result(sample).get("question_id")))
         if record_id is not None:
-            _pope_gold(sample, record_id, gold)
+            _pope_gold(sample, record_id, gold, result)
         answers.append(Answer(record_id, response(sample), sample.where))
     return answers
 
 
-def _textvqa(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+def _textvqa(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
     ids = set(records["id"].astype(str))
     answers = []
     for sample in samples:
-        record_id = str(value(sample, "submission").get("question_id"))
+        record_id = str(result(sample).get("question_id"))
         answers.append(Answer(record_id if record_id in ids else None, response(sample), sample.where))
     return answers
 
 
-def _scienceqa(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+def _scienceqa(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
     answers = []
     for sample in samples:
@@ -285,11 +343,11 @@ def _given(option: Any) -> bool:
     return isinstance(option, str) and option.strip().lower() not in ("", "nan")
 
 
-def _mmbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
+def _mmbench(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
     answers = []
     for sample in samples:
-        submission = value(sample, "submission")
+        submission = result(sample)
         record_id = str(submission.get("index"))
         record = by_id.get(record_id)
         if record is not None:
@@ -302,24 +360,25 @@ def _mmbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
     return answers
 
 
-def _match_by_result(samples: list[Sample], records: pd.DataFrame, metric: tuple[str, ...],
-                     record_id_of: Callable[[dict], str | None], gold_key: str, bench: str) -> list[Answer]:
-    """Answers matched by the task's logged result (under one of the `metric` keys): record_id_of(result) names
-    the item, and the result's `gold_key` must be its gold letter."""
+def _match_by_result(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict],
+                     record_id_of: Callable[[dict], str | None], gold_key: str, bench: str,
+                     either: bool = False) -> list[Answer]:
+    """Answers matched by the task's logged value (`result`): record_id_of(value) names the item, and the
+    value's `gold_key` must be its gold letter (`either`: see _check_gold_letter)."""
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
     answers = []
     for sample in samples:
-        result = value(sample, *metric)
-        record_id = record_id_of(result)
+        logged = result(sample)
+        record_id = record_id_of(logged)
         record = by_id.get(record_id)
         if record is not None:
-            _check_gold_letter(sample, result, gold_key, record_id, record, bench)
+            _check_gold_letter(sample, logged, gold_key, record_id, record, bench, either)
         answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
     return answers
 
 
-def _cvbench(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
-    return _match_by_result(samples, records, ("cv_bench_acc",),
+def _cvbench(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
+    return _match_by_result(samples, records, result,
                             lambda result: f"{result.get('type')}-{result.get('id')}", "gt_content", "CV-Bench")
 
 
@@ -328,25 +387,28 @@ def _mmvp_id(result: dict) -> str | None:
     return str(index + 1) if isinstance(index, int) else None  # process_results makes Index 0-based
 
 
-def _mmvp(samples: list[Sample], records: pd.DataFrame) -> list[Answer]:
-    return _match_by_result(samples, records, ("mmvp_accuracy", "mmvp_pair_accuracy"), _mmvp_id, "gt",
-                            "MMVP (with its label corrections)")
+def _mmvp(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
+    """v0.6's process_results corrected two labels (0-based 99 and 279 to A, on MMVP/MMVP), v0.7's copy
+    lmms-lab-eval/MMVP corrects four, as the records do: a label the records correct is taken in either
+    letter, so a sample of either release imports."""
+    return _match_by_result(samples, records, result, _mmvp_id, "gt", "MMVP (with its label corrections)",
+                            either=True)
 
 
 TASKS = {task.name: task for task in [
-    Task("mme", "mme", _mme),
-    Task("pope", "pope", _pope_any_split),
-    Task("pope_adv", "pope", partial(_pope_split, "adversarial")),
-    Task("pope_pop", "pope", partial(_pope_split, "popular")),
-    Task("pope_random", "pope", partial(_pope_split, "random")),
-    Task("textvqa_val", "textvqa", _textvqa),
+    Task("mme", "mme", _mme, MME_KEYS),
+    Task("pope", "pope", _pope_any_split, POPE_KEYS),
+    Task("pope_adv", "pope", partial(_pope_split, "adversarial"), POPE_KEYS),
+    Task("pope_pop", "pope", partial(_pope_split, "popular"), POPE_KEYS),
+    Task("pope_random", "pope", partial(_pope_split, "random"), POPE_KEYS),
+    Task("textvqa_val", "textvqa", _textvqa, SUBMISSION_KEYS),
     Task("scienceqa_img", "scienceqa_img", _scienceqa),
-    Task("mmbench_en_dev", "mmbench", _mmbench),
-    Task("mmbench_en_dev_static", "mmbench", _mmbench),
-    Task("cv_bench", "cvbench", _cvbench),
-    Task("cv_bench_2d", "cvbench", _cvbench),
-    Task("cv_bench_3d", "cvbench", _cvbench),
-    Task("mmvp", "mmvp", _mmvp),
+    Task("mmbench_en_dev", "mmbench", _mmbench, SUBMISSION_KEYS),
+    Task("mmbench_en_dev_static", "mmbench", _mmbench, SUBMISSION_KEYS),
+    Task("cv_bench", "cvbench", _cvbench, CV_BENCH_KEYS),
+    Task("cv_bench_2d", "cvbench", _cvbench, CV_BENCH_KEYS),
+    Task("cv_bench_3d", "cvbench", _cvbench, CV_BENCH_KEYS),
+    Task("mmvp", "mmvp", _mmvp, MMVP_KEYS),
 ]}
 
 
@@ -368,7 +430,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
         found.append(name)
         task = TASKS.get(name)
         if task is not None and task.kind == kind:
-            answers.extend(task.match(read_samples(file), records))
+            answers.extend(task.match(read_samples(file, name), records, task.result))
         elif path.is_dir():
             log.info(f"{file}: skipped, the samples of lmms-eval task {name} do not answer {kind} benchmarks")
         elif task is None:
