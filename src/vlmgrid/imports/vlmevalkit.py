@@ -42,6 +42,15 @@ Where VLMEvalKit's judge file lies beside a ScienceQA prediction file (`<model>_
 Cells are text: a prediction or option "None", "NA" or "null" is that text; a `.tsv` or `.json` saved with a
 byte-order mark (Excel on Windows) reads as without one; a workbook is read only once `imports.reading` has
 checked how far it unpacks.
+
+Releases (VLMEvalKit's history, first commit to 2026-08): the file name `<model>_<dataset>.xlsx` is the same
+since 1711b013 (2023-11); since 4ff78b62 (2024-11) it lies in `<work_dir>/<model>/<eval id>/`, linked from
+`<work_dir>/<model>/`; `.tsv` and `.json` came with `PRED_FORMAT` (9cc14cd0, 2025-09), as did an optional
+`thinking` column (`SPLIT_THINK`), and `extra_records` with agent models (bf02d66b): both ignored here. The
+datasets read kept their names and TSVs (the MD5 in `vlmeval/dataset/image_*.py`) since they were added. Until
+63a279f1 (2026-07) the workbook was written with xlsxwriter's default `strings_to_formulas`, so a prediction
+beginning with "=" became a formula whose stored value is 0: such a cell reads as "0" here (not yet told
+apart).
 """
 
 from __future__ import annotations
