@@ -1,9 +1,15 @@
 """Every grid's DVC pipeline from one template (`vlmgrid dvc-pipelines`): the committed files are what the
-generator writes, DVC reads them all as one graph without overlapping outputs, and the plan refuses grids
-whose outputs would collide."""
+generator writes, each has a stamp stage, a grid stage (Snakemake) and a fetch stage per model it shares with a
+later grid, DVC reads them all as one graph without overlapping outputs (and each pipeline's plots from its own
+folder), and the plan refuses grids whose outputs would collide."""
 
 import json
+import posixpath
+import re
 import shutil
+import struct
+import zlib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -36,24 +42,96 @@ def test_check_names_a_pipeline_edited_by_hand(tmp_path, capsys):
 
 def test_a_shared_model_is_fetched_by_the_first_grid_that_lists_it():
     plans = {plan.config.stem: plan for plan in plan_pipelines(REPO)}
-    assert plans["config"].fetch_models is None  # the default grid: all its models, read from its config
-    assert "llava-1.5-7b" in plans["carpe"].fetch_models
-    assert "llava-1.5-7b" not in plans["cvqa"].fetch_models and "llava-1.5-7b" not in plans["dance"].fetch_models
-    assert "clip-vit-b-32" in plans["cvqa"].fetch_models and "clip-vit-b-32" not in plans["dance"].fetch_models
+    assert plans["config"].shared_models == plans["config"].fetched_models == ()  # no model of another grid
+    assert "llava-1.5-7b" in plans["carpe"].shared_models
+    assert "llava-1.5-7b" not in plans["cvqa"].shared_models and "llava-1.5-7b" not in plans["dance"].shared_models
+    assert "clip-vit-b-32" in plans["cvqa"].shared_models and "clip-vit-b-32" not in plans["dance"].shared_models
+    # every grid that evaluates it reads the one folder: a dependency of its grid stage, not an output
+    for grid in ("carpe", "cvqa", "dance"):
+        assert "llava-1.5-7b" in plans[grid].fetched_models
+        assert "models/llava-1.5-7b" not in plans[grid].own_folders
+    # a model of one grid alone is fetched by that grid's stage: one of its outputs
+    assert "models/aya-vision-8b" in plans["kaleidoscope"].own_folders
+
+
+def _pipeline_stages(stages: list[str]) -> dict[str, list[str]]:
+    """`dvc stage list --all --names-only` by pipeline: {dvc.yaml path: its stages' names}."""
+    by_pipeline: dict[str, list[str]] = {}
+    for stage in stages:
+        pipeline, _, name = stage.rpartition(":")
+        by_pipeline.setdefault(pipeline or "dvc.yaml", []).append(name)
+    return by_pipeline
 
 
 def test_dvc_reads_every_grid_as_one_graph_without_running_it(tmp_path):
     root = copy_workflow(tmp_path / "repo")
     shutil.copytree(REPO / "pipelines", root / "pipelines")
     run(["git", "init", "-q"], root)
-    stages = set(run(["dvc", "stage", "list", "--all", "--names-only"], root).stdout.split())
-    for grid in PAPER_GRIDS:
-        assert {f"pipelines/{grid}/dvc.yaml:{stage}" for stage in ("stamp_sources", "report")} <= stages
-    assert "pipelines/carpe/dvc.yaml:row@llava-1.5-7b" in stages
-    assert "pipelines/kaleidoscope/dvc.yaml:row@qwen2.5-vl-7b" in stages
-    # a shared model's folder comes from the grid that fetches it: the dance row's upstream crosses pipelines
-    dag = run(["dvc", "dag", "pipelines/dance/dvc.yaml:row@llava-1.5-7b"], root).stdout
-    assert "pipelines/carpe/dvc.yaml:fetch_model@llava-1.5-7b" in dag
+    stages = run(["dvc", "stage", "list", "--all", "--names-only"], root).stdout.split()
+    by_pipeline = _pipeline_stages(stages)
+    assert sorted(by_pipeline) == sorted(["dvc.yaml", *(f"pipelines/{grid}/dvc.yaml" for grid in PAPER_GRIDS)])
+    # each pipeline: its stamps, its grid (one Snakemake run), and the fetch of each model it shares with a later grid
+    for pipeline, names in by_pipeline.items():
+        assert [name for name in names if not name.startswith("fetch_model@")] == ["stamp_sources", "grid"], pipeline
+    plans = {plan.dvc_file.as_posix(): plan for plan in plan_pipelines(REPO)}
+    for pipeline, names in by_pipeline.items():
+        assert [name for name in names if name.startswith("fetch_model@")] == [
+            f"fetch_model@{model}" for model in plans[pipeline].shared_models], pipeline
+    assert by_pipeline["dvc.yaml"] == ["stamp_sources", "grid"]  # the default grid shares no model
+    # a model of three grids has one fetch stage in the graph, in the first pipeline listing it
+    assert [stage for stage in stages if stage.endswith("fetch_model@llava-1.5-7b")] == [
+        "pipelines/carpe/dvc.yaml:fetch_model@llava-1.5-7b"]
+    # the other grids' stages depend on its folder: their upstream crosses pipelines
+    for grid in ("cvqa", "dance"):
+        grid_stage = _stages(root, f"pipelines/{grid}/dvc.yaml")["grid"]
+        assert "${data_dir}/models/llava-1.5-7b" in grid_stage["deps"]
+        assert not [out for out in grid_stage["outs"] if "models/llava-1.5-7b" in str(out)]
+        dag = run(["dvc", "dag", f"pipelines/{grid}/dvc.yaml:grid"], root).stdout
+        assert "pipelines/carpe/dvc.yaml:fetch_model@llava-1.5-7b" in dag, grid
+        assert "pipelines/carpe/dvc.yaml:grid" not in dag  # another grid's fetch, never its grid
+
+
+def test_a_paper_pipelines_plots_are_its_grids_figures_from_the_pipelines_folder():
+    # DVC reads a top-level plot's path from the dvc.yaml's folder (a stage's wdir does not apply there)
+    for path, text in render_pipelines(REPO).items():
+        pipeline = yaml.safe_load(text)
+        config = yaml.safe_load((REPO / path.parent / pipeline["vars"][0].rsplit(":", 1)[0]).read_text())
+        plots = [plot.replace("${results_dir}", config["results_dir"]) for plot in pipeline["plots"]]
+        assert plots and "main.png" in {posixpath.basename(plot) for plot in plots}, path
+        for plot in plots:
+            if path == Path("dvc.yaml"):
+                assert re.fullmatch(r"results/figures/[\w-]+\.png", plot), plot
+            else:
+                grid = path.parent.name
+                assert re.fullmatch(rf"\.\./\.\./results/{re.escape(grid)}/figures/[\w-]+\.png", plot), plot
+                assert posixpath.normpath(posixpath.join(path.parent.as_posix(), plot)).startswith(
+                    f"results/{grid}/figures/")
+
+
+def _png() -> bytes:
+    """A 1x1 grey PNG."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b""))
+
+
+def test_dvc_plots_show_lists_a_paper_grids_figure(tmp_path):
+    """A paper grid's figure, where its report draws it, is on the page `dvc plots show` writes (no grid run: a
+    PNG file stands for it)."""
+    root = copy_workflow(tmp_path / "repo")
+    shutil.copytree(REPO / "pipelines", root / "pipelines")
+    run(["git", "init", "-q"], root)
+    figure = root / "results/dance/figures/main.png"
+    figure.parent.mkdir(parents=True)
+    figure.write_bytes(_png())
+    run(["dvc", "plots", "show"], root)
+    page = (root / "dvc_plots/index.html").read_text()
+    images = re.findall(r"<img [^>]*src=\"([^\"]+)\"", page)
+    shown = [source for source in images if "dance" in source]
+    assert len(shown) == 1, images
+    assert (root / "dvc_plots" / shown[0]).read_bytes() == figure.read_bytes()
 
 
 def _grid_file(root, name: str, data: dict) -> None:
@@ -92,8 +170,13 @@ def test_the_grids_settings_stamp_holds_what_vlmgrid_reads_defaults_filled_in(tm
     stamps = tmp_path / "stamps"
     assert main(["stamp-sources", "--config", str(REPO / OWN), "--out", str(stamps)]) == 0
     written = stamps / "grid" / "settings.json"
-    assert json.loads(written.read_text()) == {"bootstrap": {"samples": 1000, "seed": 0}, "invariance_items": 32,
-                                               "title": "My fine-tuned LLaVA on MME, MMBench and ScienceQA-IMG"}
+    settings = json.loads(written.read_text())
+    assert {key: value for key, value in settings.items() if key != "models"} == {
+        "bootstrap": {"samples": 1000, "seed": 0}, "invariance_items": 32,
+        "title": "My fine-tuned LLaVA on MME, MMBench and ScienceQA-IMG"}
+    # and each model's settings, as its own stamp holds them: the grid stage's params (`dvc exp show` columns)
+    model = json.loads((stamps / "models" / "my-llava.json").read_text())["models"]["my-llava"]
+    assert settings["models"] == {"my-llava": model} and model["source"]["path"] == "/checkpoints/my-llava-13b"
     before = written.stat().st_mtime_ns
     assert main(["stamp-sources", "--config", str(REPO / OWN), "--out", str(stamps)]) == 0
     assert written.stat().st_mtime_ns == before  # unchanged: not rewritten, so DVC reruns nothing
@@ -116,13 +199,15 @@ def test_a_config_of_ones_own_gets_a_pipeline_that_tracks_the_keys_it_leaves_out
     assert main(["dvc-pipelines", "--root", str(root), "--config", str(root / OWN)]) == 0
 
     stages = _stages(root, "pipelines/own-model/dvc.yaml")
+    assert list(stages) == ["stamp_sources", "fetch_model", "grid"]
     # bootstrap and title, which the config leaves out, are params of the grid's settings stamp (with vlmgrid's
-    # defaults), not of the config (DVC would stop at a missing one); only keys every config holds are
+    # defaults), the whole file, not of the config (DVC would stop at a missing one); only `grid`, which every
+    # config holds, is
     settings = "${results_dir}/source-stamps/grid/settings.json"
-    assert stages["row"]["do"]["params"][1] == {settings: ["invariance_items", "bootstrap"]}
-    assert stages["compare"]["params"] == [{settings: ["bootstrap"]}, {OWN: ["grid"]}]
-    assert stages["report"]["params"] == [{settings: ["title"]}, {OWN: ["grid"]}]
-    assert stages["fetch_model"]["foreach"] == ["my-llava"]
+    assert stages["grid"]["params"] == [{OWN: ["grid"]}, {settings: None}]
+    # its one model is no other grid's: its grid stage fetches it, into a folder of this grid's own
+    assert stages["fetch_model"]["foreach"] == []
+    assert {"${data_dir}/models/my-llava": {"persist": True}} in stages["grid"]["outs"]
     for grid in PAPER_GRIDS:  # the repo's pipelines are what they were
         assert (root / f"pipelines/{grid}/dvc.yaml").read_text() == (REPO / f"pipelines/{grid}/dvc.yaml").read_text()
     # the pipeline names its config: a plain run keeps it current, and --check checks it
@@ -135,7 +220,8 @@ def test_a_config_of_ones_own_gets_a_pipeline_that_tracks_the_keys_it_leaves_out
     # DVC reads it beside CARPE's pipeline, which has an `mme` and an `mmbench` of its own in data/
     run(["git", "init", "-q"], root)
     listed = set(run(["dvc", "stage", "list", "--all", "--names-only"], root).stdout.split())
-    assert {"pipelines/own-model/dvc.yaml:prepare@mme", "pipelines/carpe/dvc.yaml:prepare@mme"} <= listed
+    assert {"pipelines/own-model/dvc.yaml:grid", "pipelines/carpe/dvc.yaml:grid"} <= listed
+    assert {"${data_dir}/mme": {"persist": True}} in stages["grid"]["outs"]  # data/own-model/mme, not data/mme
 
 
 def test_a_grid_of_ones_own_in_another_grids_data_folder_is_refused_in_one_sentence(tmp_path, capsys):
@@ -187,8 +273,8 @@ def test_configs_of_ones_own_outside_the_repo_or_of_one_name_are_refused(tmp_pat
 
 
 def test_a_grid_changed_since_its_pipeline_was_written_stops_at_the_first_stage(tmp_path, monkeypatch, capsys):
-    """The row, compare and inspect stages list the grid's benchmark folders: the stamp stage, which `dvc repro`
-    runs first, refuses a pipeline written for another grid, and says how to write it again."""
+    """The grid stage lists the grid's benchmark and model folders as its outputs: the stamp stage, which `dvc
+    repro` runs first, refuses a pipeline written for another grid, and says how to write it again."""
     root = copy_workflow(tmp_path / "repo")
     monkeypatch.chdir(root)
     stamp = ["stamp-sources", "--config", "config/config.yaml", "--out", str(tmp_path / "stamps"),
