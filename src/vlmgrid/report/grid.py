@@ -10,7 +10,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.report.score_file import Estimate, Hidden, NotApplicable, PartialCopy, ScoreCell, read_score
+from vlmgrid.report.score_file import (Estimate, Hidden, NotApplicable, PartialCopy, ScoreCell, ToolFigure,
+                                       read_score)
 
 # A cell whose format error rate exceeds this many percent is marked in every table and figure (the config's
 # `report.flag_error_rate`).
@@ -128,6 +129,13 @@ class Grid:
         benchmark; None otherwise."""
         cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
         return None if cell is None else cell.partial_copy
+
+    def tool_readings(self) -> list[tuple[str, str, ToolFigure, float]]:
+        """(model, benchmark, the tool's figure, the headline) of every scored cell whose score gives the
+        publishing tool's own reading, in grid order."""
+        return [(model, benchmark, cell.tool_reading, cell.estimate.value) for model in self.models
+                for benchmark in self.benchmarks
+                if (cell := self.cells.get((model, benchmark))) is not None and cell.tool_reading is not None]
 
     def partial_copies(self) -> list[tuple[str, str, PartialCopy]]:
         """(model, benchmark, copy) of every cell scored on a partial copy, in grid order."""

@@ -47,6 +47,16 @@ class PartialCopy:
 
 
 @dataclass(frozen=True)
+class ToolFigure:
+    """The headline as the tool that published the answers reads them (score-JSON `tool_reading`): its name,
+    the value, how many answers its judge model read."""
+
+    tool: str
+    value: float
+    n_read_by_judge: int
+
+
+@dataclass(frozen=True)
 class Group:
     """One group of a breakdown column (e.g. POPE split "random")."""
 
@@ -96,6 +106,9 @@ class ScoreCell:
     # The copy it was scored on, where it holds fewer items than the published benchmark; None when it holds
     # them all (or the benchmark has no published count).
     partial_copy: PartialCopy | None = None
+    # The publishing tool's own reading of imported answers, beside the headline (score-JSON `tool_reading`);
+    # None when the predictions carry none.
+    tool_reading: ToolFigure | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +279,17 @@ def _partial_copy(raw: Any) -> PartialCopy | None:
     return PartialCopy(items, published, raw.get("source") == "fixture")
 
 
+def _tool_reading(raw: Any) -> ToolFigure | None:
+    """The tool's own figure; None when the score has no `tool_reading`."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("tool"), str) or not raw["tool"]:
+        raise _Invalid("tool_reading is not an object naming its tool")
+    value = _number(raw.get("value"), "tool_reading.value")
+    judged = _count(raw.get("n_read_by_judge"), "tool_reading.n_read_by_judge")
+    return ToolFigure(raw["tool"], value, judged or 0)
+
+
 def _coverage_reason(raw: Any) -> str | None:
     """Why a cell's strategy leaves out the items it does not answer (`coverage.reason`); None without one."""
     reason = raw.get("reason") if isinstance(raw, Mapping) else None
@@ -354,6 +378,7 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         coverage_reason=_coverage_reason(data.get("coverage")),
         invariance=_invariance(data.get("invariance")),
         partial_copy=_partial_copy(data.get("partial_copy")),
+        tool_reading=_tool_reading(data.get("tool_reading")),
     )
 
 

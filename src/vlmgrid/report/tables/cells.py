@@ -12,7 +12,7 @@ from vlmgrid.report.tables.format import (
     BATCH_MARK, COPY_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, fmt, fmt_count, is_flagged,
     md_table, threshold, with_copy_columns,
 )
-from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, tool_reading_note
 
 CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
                 "format_error_rate", "lenient", "flagged", "items"]
@@ -67,6 +67,13 @@ def cells_frame(grid: Grid) -> pd.DataFrame:
         frame[name] = frame[name].astype("float64")
     frame["flagged"] = frame["flagged"].astype("boolean")
     frame = with_copy_columns(grid, frame)
+    if grid.tool_readings():
+        # The publishing tool's own reading, only where a cell's score gives one (other grids keep their table).
+        figures = {(model, benchmark): figure for model, benchmark, figure, _ in grid.tool_readings()}
+        found = [figures.get(key) for key in zip(frame["model"], frame["benchmark"])]
+        frame["tool_reading"] = pd.array([f.value if f else None for f in found], dtype="Float64").astype("float64")
+        frame["tool_reading_tool"] = [f.tool if f else None for f in found]
+        frame["tool_reading_by_judge"] = pd.array([f.n_read_by_judge if f else None for f in found], dtype="Int64")
     if grid.batch_checked():
         # The batch check's columns, only where a cell records one (a grid without the check keeps its table).
         checks = [grid.batch_check(model, benchmark) for model, benchmark in zip(frame["model"], frame["benchmark"])]
@@ -113,6 +120,7 @@ def cells_markdown(grid: Grid, title: str) -> str:
         + (" Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) and "
            "compared with their batched answers (N same; skipped: the model does not batch its requests)."
            if checked else "")
-        + "".join(f" {note}" for note in [batch_note(grid.batch_dependents())] if note) + "\n"
+        + "".join(f" {note}" for note in [batch_note(grid.batch_dependents()), tool_reading_note(grid.tool_readings())]
+                  if note) + "\n"
     )
     return "\n".join(lines)

@@ -16,7 +16,8 @@ from vlmgrid.report.tables.format import (
     estimate_frame, flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_name, latex_table, md_table,
     model_status, status,
 )
-from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, flag_note, status_notes
+from vlmgrid.report.tables.notes import (batch_note, copy_note, coverage_note, flag_note, status_notes,
+                                         tool_reading_note)
 
 # The decimals the score files round their numbers to (docs/formats.md); the average columns of the CSV are
 # rounded alike, so an average does not read as more precise than the cells it is computed from.
@@ -70,7 +71,8 @@ def legend(grid: Grid) -> str:
                                       coverage_note(grid, grid.partial(), average=partial),
                                       batch_note(grid.batch_dependents(), average=batched),
                                       copy_note(grid.partial_copies(), average=copied),
-                                      status_notes(grid, average=True)) if part)
+                                      status_notes(grid, average=True),
+                                      tool_reading_note(grid.tool_readings())) if part)
     return (
         f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
         f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{hidden}"

@@ -5,8 +5,21 @@ copies of a benchmark), failed and missing."""
 from __future__ import annotations
 
 from vlmgrid.report.grid import Grid, cell_list
-from vlmgrid.report.score_file import PartialCopy
+from vlmgrid.report.score_file import PartialCopy, ToolFigure
 from vlmgrid.report.tables.format import BATCH_MARK, COPY_MARK, DAGGER, FAILED, MISSING, PARTIAL, threshold
+
+
+def tool_reading_note(cells: list[tuple[str, str, ToolFigure, float]]) -> str:
+    """The figure each cell's publishing tool gives its answers by its own reading, beside the headline ("" when
+    no cell has one): the headline reads them by the benchmark authors' rule, the tool by its matcher and judge
+    model (`vlmgrid diff BENCH A --tool-reading` gives the items they read differently)."""
+    if not cells:
+        return ""
+    listed = "; ".join(f"{model} on {benchmark} {figure.value:.1f} by {figure.tool} ({figure.n_read_by_judge:,} "
+                       f"answers read by its judge), {headline:.1f} by the official rule"
+                       for model, benchmark, figure, headline in cells)
+    return (f"The tool that published the answers reads them its own way (its option matcher, and a judge model "
+            f"where that reads nothing), a second figure, never the headline: {listed}.")
 
 
 def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool = False) -> str:
