@@ -17,6 +17,7 @@ from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
 from vlmgrid.imports.lmms_eval import IMPORTER, read_samples
+from vlmgrid.predictions import read_metadata
 
 LETTER = "\nAnswer with the option's letter from the given choices directly."
 POPE_TASKS = {"adversarial": "pope_adv", "popular": "pope_pop", "random": "pope_random"}
@@ -65,10 +66,29 @@ def scienceqa_samples(records, texts, release="0.4") -> list[dict]:
         target = "ABCDE"[r["answer_index"]]
         doc = {"question": r["question"], "choices": list(r["options"]), "answer": int(r["answer_index"]),
                "hint": r["hint"]}
-        metrics = {"exact_match": 1.0 if text == target else 0.0}
+        metrics = {"exact_match": sqa_exact_match(text, target, release)}
         lines.append(logged(n, doc, target, f"{context}{r['question']}\n{choices}{LETTER}", text, metrics, release,
                             "scienceqa_img"))
     return lines
+
+
+def sqa_exact_match(text: str, target: str, release: str) -> float:
+    """lmms_eval/tasks/scienceqa/utils.py sqa_process_results, restated per release: right when the answer is
+    the target letter, or starts with a capital letter and a dot and that letter is the target. v0.1.0 to
+    v0.2.0 compare as written; f06f8e67 (v0.2.2 to v0.3.4) strips and lower-cases both first, so no answer
+    starts with a capital; 8ada8050 (v0.3.5 on) lower-cases the answer only to compare it whole."""
+    if release == "0.2.0":
+        pred = text
+    elif release in ("0.2.4", "0.3.0"):
+        pred, target = text.strip().lower(), target.strip().lower()
+    else:
+        pred, target = text.strip(), target.strip().lower()
+        if pred.lower() == target:
+            return 1.0
+    if pred == target:
+        return 1.0
+    starts = len(pred) >= 2 and pred[0].isupper() and pred[1] == "."
+    return float(starts and (pred[0] if release == "0.2.0" else pred[0].lower()) == target)
 
 
 def mmbench_samples(records, texts, release="0.4") -> list[dict]:
@@ -479,3 +499,112 @@ def test_samples_of_an_unknown_variant_are_refused_naming_the_key_and_the_releas
     message = refused(capsys, config, MODEL_ID, bench, samples, "--format", "lmms-eval-samples",
                       "--out", str(tmp_path / "o.parquet"))
     assert message.startswith(f"vlmgrid: error: {samples} {Path(samples).name} line 1 (doc_id 0) {expected}")
+
+
+# ---------------------------------------------------------------------------------------------- lmms-eval's own reading
+
+def tool_reading_of(path) -> dict | None:
+    return read_metadata(Path(path)).get("tool_reading")
+
+
+def pope_f1(values: list[dict]) -> float:
+    """lmms_eval/tasks/pope/utils.py pope_aggregate_f1_score, restated (the same in every release): precision and
+    recall of "yes" over the values' `prediction` and `ground_truth`, an answer neither "yes" nor "no" counted in
+    neither, 0 where a denominator is 0."""
+    tp = sum(v["prediction"] == "yes" and v["ground_truth"] == "yes" for v in values)
+    fp = sum(v["prediction"] == "yes" and v["ground_truth"] == "no" for v in values)
+    fn = sum(v["prediction"] == "no" and v["ground_truth"] == "yes" for v in values)
+    precision = tp / (tp + fp) if tp + fp else 0
+    recall = tp / (tp + fn) if tp + fn else 0
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0
+
+
+@pytest.mark.parametrize("release", ["0.2.0", "0.7"])
+def test_mme_values_are_lmms_evals_reading_and_the_tool_figure_its_aggregation(mme_grid, tmp_path, release):
+    config, records = mme_grid
+    mme = records["mme-fixture"]
+    lines = mme_samples(mme, MME_TEXTS, release)
+    key = MME_PERCEPTION[release]
+    lines[0][key]["score"] = 1.0 - lines[0][key]["score"]  # a value other than vlmgrid's rule gives: read, not redone
+    if release == "0.2.0":
+        path = write_logs_json(tmp_path / "run", "mme", lines)
+    else:
+        path = write_samples(tmp_path / "run", "mme", lines)
+    out = tmp_path / "mme.parquet"
+    assert run(config, MODEL_ID, "mme-fixture", path, "--out", str(out)) == 0
+    entry = tool_reading_of(out)
+    assert entry["tool"] == "lmms-eval" and [f["file"] for f in entry["files"]] == [path]
+    assert [(i["id"], i["hit"], i["judge"]) for i in entry["items"]] == [
+        (record_id, int(line[key]["score"]), False) for record_id, line in zip(mme["id"], lines)]
+    theirs = sum(mme_aggregate([line[key] for line in lines]).values())
+    score = score_of(config, tmp_path, "mme-fixture", out)
+    tool = score["tool_reading"]
+    assert tool["metrics"]["total"] == pytest.approx(theirs)  # lmms-eval's figure: the categories' sum
+    assert tool["value"] == pytest.approx(theirs / (200 * 4) * 100)  # the scaled headline, of 4 subtasks
+    assert tool["tool"] == "lmms-eval" and tool["n_read_by_judge"] == 0
+    assert score["metrics"]["total"]["value"] != pytest.approx(theirs)  # the headline stays the official reading
+
+
+def test_pope_values_are_lmms_evals_reading_and_the_tool_figure_its_f1(grid, tmp_path):
+    config, records = grid
+    pope = records["pope-fixture"]
+    texts = ["Yes", "Yes", "yes ", "no", "No", "no"]
+    by_task = pope_samples(pope, texts)
+    for task, lines in by_task.items():
+        write_samples(tmp_path / "run", task, lines)
+    out = tmp_path / "pope.parquet"
+    assert run(config, MODEL_ID, "pope-fixture", str(tmp_path / "run"), "--out", str(out)) == 0
+    entry = tool_reading_of(out)
+    assert entry["tool"] == "lmms-eval" and len(entry["files"]) == 3
+    values = {line["pope_accuracy"]["question_id"] + task: line["pope_accuracy"]
+              for task, lines in by_task.items() for line in lines}
+    assert sorted((i["hit"], i["option"]) for i in entry["items"]) == sorted(
+        (int(v["score"]), v["prediction"]) for v in values.values())
+    theirs = sum(pope_f1([line["pope_accuracy"] for line in lines]) for lines in by_task.values()) / 3 * 100
+    score = score_of(config, tmp_path, "pope-fixture", out)
+    assert score["tool_reading"]["value"] == pytest.approx(theirs)
+    # pope_aggregate_accuracy: the mean of the values' scores (per split task, then the splits' mean, as all
+    # three hold as many items)
+    accuracy = sum(v["score"] for v in values.values()) / len(values) * 100
+    assert score["tool_reading"]["metrics"]["accuracy"] == pytest.approx(accuracy)
+
+
+@pytest.mark.parametrize("release", ["0.2.4", "0.4"])
+def test_scienceqa_exact_match_is_lmms_evals_reading_and_the_tool_figure_its_mean(grid, tmp_path, release):
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    gold = ["ABCDE"[i] for i in sqa["answer_index"]]
+    texts = [gold[0], "I am not sure.", f"{gold[2]}. yes", "E", gold[4].lower(), "B" if gold[5] != "B" else "A"]
+    lines = scienceqa_samples(sqa, texts, release)
+    path = write_samples(tmp_path, "scienceqa_img", lines)
+    out = tmp_path / "sqa.parquet"
+    assert run(config, MODEL_ID, "scienceqa-fixture", path, "--out", str(out)) == 0
+    entry = tool_reading_of(out)
+    assert [i["hit"] for i in entry["items"]] == [int(line["exact_match"]) for line in lines]
+    mean = sum(line["exact_match"] for line in lines) / len(lines) * 100  # exact_match's aggregation: mean
+    assert mean == pytest.approx(50.0 if release == "0.4" else 33.3333, abs=1e-3)  # 0.2.4 misses "C. yes"
+    score = score_of(config, tmp_path, "scienceqa-fixture", out)
+    assert score["tool_reading"]["value"] == pytest.approx(mean)
+    assert score["tool_reading"]["source"] == "verdicts"
+
+
+def test_textvqa_values_give_no_tool_reading(grid, tmp_path):
+    config, records = grid
+    textvqa = records["textvqa-fixture"]
+    path = write_samples(tmp_path, "textvqa_val", textvqa_samples(textvqa, ["Exit", "84", "the bus"]))
+    out = tmp_path / "textvqa.parquet"
+    assert run(config, MODEL_ID, "textvqa-fixture", path, "--out", str(out)) == 0
+    assert tool_reading_of(out) is None
+    assert "tool_reading" not in score_of(config, tmp_path, "textvqa-fixture", out)
+
+
+def test_samples_whose_values_hold_no_verdict_import_without_a_tool_reading(grid, tmp_path, capsys):
+    config, records = grid
+    lines = mme_samples(records["mme-fixture"], ["Yes", "No"])
+    del lines[1][MME_PERCEPTION["0.4"]]["score"]
+    path = write_samples(tmp_path, "mme", lines)
+    out = tmp_path / "mme.parquet"
+    assert run(config, MODEL_ID, "mme-fixture", path, "--out", str(out)) == 0
+    assert tool_reading_of(out) is None
+    assert (f"{Path(path).name} line 2 (doc_id 1) has no `score` of 1.0 or 0.0 under `mme_perception_score`, so "
+            f"lmms-eval's own reading is not kept") in capsys.readouterr().err

@@ -56,7 +56,9 @@ def test_the_judge_file_beside_the_predictions_is_kept_in_the_metadata_and_score
     score = score_of(config, tmp_path, "scienceqa-fixture", out)
     assert score["value"] == pytest.approx(round(2 / 6 * 100, 4))
     assert score["tool_reading"] == {"tool": "VLMEvalKit", "value": pytest.approx(round(4 / 6 * 100, 4)),
-                                     "n_read_by_judge": 2, "source": "verdicts", "files": [str(judge)]}
+                                     "n_read_by_judge": 2, "source": "verdicts", "files": [str(judge)],
+                                     "metrics": {"accuracy": pytest.approx(round(4 / 6 * 100, 4)),
+                                                 "valid_accuracy": pytest.approx(80.0)}}
 
 
 def test_without_a_judge_file_the_matcher_rule_gives_the_tools_figure(grid, tmp_path):

@@ -61,7 +61,7 @@ import json
 import logging
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -69,7 +69,8 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, check_questions, first_json_object, read_json_lines, squeeze
+from vlmgrid.imports.base import (Answer, Importer, Verdict, check_questions, first_json_object, read_json_lines,
+                                  squeeze)
 from vlmgrid.imports.llava import mme_question
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,17 @@ MMVP_KEYS = (Key("mmvp_accuracy", "lmms-eval >= 0.6, since 3446555"),
 
 
 @dataclass(frozen=True)
+class Reading:
+    """Where a task's samples keep lmms-eval's own verdict on the answer (its `process_results` value): the field
+    `hit` (1 or 0) of the task's value, or with `top` the sample's own key of that name, and the field `read`
+    holding the answer as the task read it (None: none is kept)."""
+
+    hit: str
+    read: str | None = None
+    top: bool = False
+
+
+@dataclass(frozen=True)
 class Sample:
     """One logged document: the file it is in, where (for messages) and its object."""
 
@@ -121,9 +133,27 @@ class Task:
     kind: str
     match: Callable[[list[Sample], pd.DataFrame, Callable[[Sample], dict]], list[Answer]]
     keys: tuple[Key, ...] = ()
+    reading: Reading | None = None  # where its samples keep lmms-eval's verdict (None: its values hold none)
 
     def result(self, sample: Sample) -> dict:
         return value(sample, *self.keys)
+
+    def verdict(self, sample: Sample) -> Verdict | str | None:
+        """lmms-eval's verdict on the sample, read from the value its process_results stored (never recomputed);
+        None for a task whose values hold no verdict, a sentence when this sample's value holds none."""
+        if self.reading is None:
+            return None
+        if self.reading.top:
+            holder, under = sample.item, ""
+        else:
+            holder = self.result(sample)
+            under = f" under `{next(key.name for key in self.keys if isinstance(sample.item.get(key.name), dict))}`"
+        hit = holder.get(self.reading.hit)
+        if not isinstance(hit, (int, float)) or hit not in (0, 1):
+            return (f"{sample.where} has no `{self.reading.hit}` of 1.0 or 0.0{under}, so lmms-eval's own reading "
+                    f"is not kept")
+        read = holder.get(self.reading.read) if self.reading.read else None
+        return Verdict(int(hit), False, read if isinstance(read, str) else None, str(sample.file))
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -395,14 +425,21 @@ def _mmvp(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample
                             either=True)
 
 
+# Where each task's values keep lmms-eval's verdict (lmms_eval/tasks/<task>/utils.py, every release 0.1 to
+# 0.7): MME's `score` (parse_pred_ans of the answer is the gold), POPE's `score` (the answer lower-cased and
+# stripped is the gold) with that text as `prediction`, ScienceQA's `exact_match` (sqa_process_results).
+MME_READING = Reading("score")
+POPE_READING = Reading("score", "prediction")
+SCIENCEQA_READING = Reading("exact_match", top=True)
+
 TASKS = {task.name: task for task in [
-    Task("mme", "mme", _mme, MME_KEYS),
-    Task("pope", "pope", _pope_any_split, POPE_KEYS),
-    Task("pope_adv", "pope", partial(_pope_split, "adversarial"), POPE_KEYS),
-    Task("pope_pop", "pope", partial(_pope_split, "popular"), POPE_KEYS),
-    Task("pope_random", "pope", partial(_pope_split, "random"), POPE_KEYS),
+    Task("mme", "mme", _mme, MME_KEYS, MME_READING),
+    Task("pope", "pope", _pope_any_split, POPE_KEYS, POPE_READING),
+    Task("pope_adv", "pope", partial(_pope_split, "adversarial"), POPE_KEYS, POPE_READING),
+    Task("pope_pop", "pope", partial(_pope_split, "popular"), POPE_KEYS, POPE_READING),
+    Task("pope_random", "pope", partial(_pope_split, "random"), POPE_KEYS, POPE_READING),
     Task("textvqa_val", "textvqa", _textvqa, SUBMISSION_KEYS),
-    Task("scienceqa_img", "scienceqa_img", _scienceqa),
+    Task("scienceqa_img", "scienceqa_img", _scienceqa, reading=SCIENCEQA_READING),
     Task("mmbench_en_dev", "mmbench", _mmbench, SUBMISSION_KEYS),
     Task("mmbench_en_dev_static", "mmbench", _mmbench, SUBMISSION_KEYS),
     Task("cv_bench", "cvbench", _cvbench, CV_BENCH_KEYS),
@@ -425,12 +462,16 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
         files = [path]
     found: list[str] = []
     answers: list[Answer] = []
+    verdicts: list[Verdict | str | None] = []
     for file in files:
         name = task_name(file)
         found.append(name)
         task = TASKS.get(name)
         if task is not None and task.kind == kind:
-            answers.extend(task.match(read_samples(file, name), records, task.result))
+            samples = read_samples(file, name)
+            matched = task.match(samples, records, task.result)  # one answer per sample, in their order
+            verdicts.extend(task.verdict(sample) for sample in samples)
+            answers.extend(matched)
         elif path.is_dir():
             log.info(f"{file}: skipped, the samples of lmms-eval task {name} do not answer {kind} benchmarks")
         elif task is None:
@@ -448,11 +489,22 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
             f"{path} holds no samples of an lmms-eval task for {kind} benchmarks (it holds "
             f"{', '.join(found) or 'no samples files'}); the tasks read for {kind} are {_tasks_for(kind)}"
         )
+    return _with_verdicts(path, answers, verdicts)
+
+
+def _with_verdicts(path: Path, answers: list[Answer], verdicts: list[Verdict | str | None]) -> list[Answer]:
+    """The answers with lmms-eval's verdicts, when every sample's value holds one; else as they are, and a log
+    line says why (a task whose values hold none, or the first sample without one)."""
+    missing = next((v for v in verdicts if not isinstance(v, Verdict)), None)
+    if missing is None and answers:
+        return [replace(answer, verdict=v) for answer, v in zip(answers, verdicts)]
+    if isinstance(missing, str):
+        log.info(f"{path}: {missing} (the answers are imported all the same)")
     return answers
 
 
 IMPORTER = Importer(
     "lmms-eval-samples",
     "the samples lmms-eval logs with --log_samples (<date>_samples_<task>.jsonl, or a folder of them)",
-    tuple(dict.fromkeys(task.kind for task in TASKS.values())), looks_like, read,
+    tuple(dict.fromkeys(task.kind for task in TASKS.values())), looks_like, read, tool="lmms-eval",
 )

@@ -157,7 +157,7 @@ def _tool_figure(bench, metadata: dict, records: pd.DataFrame, predictions: pd.D
     if read is None:
         return None
     result = score_predictions(bench.kind.metric, records, read.frame, samples=samples, seed=seed)
-    return score_entry(read, result["value"])
+    return score_entry(read, result["value"], {name: figure["value"] for name, figure in result["metrics"].items()})
 
 
 def _write_submission(metric, records, predictions, out_path: Path, hidden: LabelsHidden) -> dict[str, str]:

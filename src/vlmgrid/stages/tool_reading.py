@@ -26,6 +26,7 @@ from vlmgrid.fileio import sha256_file
 #: restates (`vlmgrid.imports.vlmevalkit_matcher`), so that the raw answers give it without a verdict file
 RULES = {("vlmevalkit", "scienceqa_img"): "VLMEvalKit"}
 FROM_FILE, FROM_RULE = "verdicts", "rule"
+YES_NO = ["yes", "no"]  # the options of a yes/no benchmark's records (MME, POPE)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def _variants(predictions: pd.DataFrame) -> pd.Series:
 def _as_read(records: pd.DataFrame, predictions: pd.DataFrame, verdicts: dict[tuple[str, str], tuple[int, str | None]],
              where: str) -> pd.DataFrame:
     """The predictions with each row's reading the tool's: its gold option where it hit, the option it read
-    where it missed and the letter is known, else nothing read (wrong, as a miss)."""
+    where it missed and the letter is known, else nothing read (wrong, as a miss); a yes/no item's miss is the
+    other answer (a yes/no metric reads nothing as "yes", which would make a miss on a "yes" item right)."""
     options = dict(zip(records["id"].astype(str), records["options"]))
     golds = dict(zip(records["id"].astype(str), records["answer_index"]))
     texts, indices = [], []
@@ -78,7 +80,9 @@ def _as_read(records: pd.DataFrame, predictions: pd.DataFrame, verdicts: dict[tu
         hit, letter = verdicts[(item, variant)]
         choices = [str(option) for option in options[item]]
         index = int(golds[item]) if hit else -1
-        if not hit and letter and len(letter) == 1 and 0 <= ord(letter) - ord("A") < len(choices):
+        if not hit and choices == YES_NO:
+            index = 1 - int(golds[item])
+        elif not hit and letter and len(letter) == 1 and 0 <= ord(letter) - ord("A") < len(choices):
             index = ord(letter) - ord("A") if ord(letter) - ord("A") != int(golds[item]) else -1
         texts.append(choices[index] if index >= 0 else None)
         indices.append(index)
@@ -128,9 +132,13 @@ def reading(kind_name: str, metadata: dict, records: pd.DataFrame, predictions: 
     return ToolReading(tool, FROM_RULE, _as_read(records, predictions, verdicts, where), frozenset(), rule=RULE)
 
 
-def score_entry(read: ToolReading, value: float) -> dict:
-    """The score file's `tool_reading`: {tool, value, n_read_by_judge, source} (and the rule, or the files)."""
+def score_entry(read: ToolReading, value: float, metrics: dict | None = None) -> dict:
+    """The score file's `tool_reading`: {tool, value, n_read_by_judge, source} (and the rule, or the files;
+    `metrics`: each of the benchmark's figures as the tool reads the answers, {name: value}, e.g. MME's total,
+    lmms-eval's own figure, beside the scaled headline)."""
     entry = {"tool": read.tool, "value": value, "n_read_by_judge": len(read.judged), "source": read.source}
+    if metrics:
+        entry["metrics"] = metrics
     if read.rule:
         entry["rule"] = read.rule
     if read.files:
