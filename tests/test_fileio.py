@@ -199,7 +199,8 @@ def test_the_cli_says_the_inputs_fault_in_its_own_sentence(capsys):
     (ValueError("a bug"), None),
 ])
 def test_one_rule_says_which_errors_end_a_command_in_one_sentence(error, said):
-    """What the command (cli) and a piece run side by side (stages.sidebyside) both end with."""
+    """What a command (cli) ends with: the input's fault or a full or read-only disk in one sentence, anything
+    else as it is."""
     failure = fileio.user_error(error)
     assert (None if failure is None else str(failure)[:len(said)]) == said
 
