@@ -2,9 +2,9 @@
 pipeline (dvc.yaml and pipelines/<grid>/dvc.yaml) is read, its status shown and its plan printed.
 
 `dvc repro --dry` itself stops at the first stage whose dependency an upstream stage has not made yet (on a fresh
-clone: prepare's source stamp, then infer's data folder, and so on down every chain): DVC (up to 3.67.1) looks a
-dry-run stage up in its run cache, which hashes every dependency, and a missing one raises (treeverse/dvc#9021,
-#9818). No dvc.yaml can avoid it short of committing every stage's outputs, so the plan of a fresh clone is
+clone: the grid stage's stamps folder, and a paper grid's shared model folder that another pipeline's fetch stage
+makes): DVC (up to 3.67.1) looks a dry-run stage up in its run cache, which hashes every dependency, and a missing
+one raises (treeverse/dvc#9021, #9818). No dvc.yaml can avoid it short of committing every stage's outputs, so the plan of a fresh clone is
 `dvc repro --dry --force` (`--all-pipelines` for every grid): there every stage has to run, and the forced plan
 is the same list."""
 
@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from helpers.common import REPO, run
 
@@ -50,7 +51,7 @@ def test_dvc_status_of_a_fresh_clone_lists_every_pipeline_as_never_run(fresh_clo
     for pipeline in PIPELINES:
         prefix = _stage_prefix(pipeline)
         assert f"\n{prefix}stamp_sources:\n" in f"\n{result.stdout}", pipeline
-        assert f"\n{prefix}report:\n" in f"\n{result.stdout}", pipeline
+        assert f"\n{prefix}grid:\n" in f"\n{result.stdout}", pipeline
     # one grid alone, as the README shows it
     alone = run(["dvc", "status", "dvc.yaml"], fresh_clone).stdout
     assert "stamp_sources:" in alone and "pipelines/" not in alone
@@ -61,15 +62,19 @@ def test_dvc_repro_dry_force_prints_every_stage_of_a_fresh_clone_and_writes_noth
     stages = re.findall(r"^Running stage '([^']+)':$", result.stdout, flags=re.MULTILINE)
     listed = set(run(["dvc", "stage", "list", "--all", "--names-only"], fresh_clone).stdout.split())
     assert len(stages) == len(set(stages)) and set(stages) == listed
+    fetches = {stage.rsplit("@", 1)[1]: stages.index(stage) for stage in stages if "fetch_model@" in stage}
     for pipeline in PIPELINES:
         prefix = _stage_prefix(pipeline)
-        # the stamps come first, the report after every score of its grid
-        assert stages.index(f"{prefix}stamp_sources") < min(
-            stages.index(s) for s in stages if s.startswith(f"{prefix}prepare@"))
-        assert stages.index(f"{prefix}report") > max(
-            stages.index(s) for s in stages if s.startswith(f"{prefix}row@"))
+        # the stamps come first, then the grid, after the fetch of every shared model it reads (in any pipeline)
+        grid = stages.index(f"{prefix}grid")
+        assert stages.index(f"{prefix}stamp_sources") < grid
+        deps = yaml.safe_load((fresh_clone / pipeline).read_text())["stages"]["grid"]["deps"]
+        shared = [dep.rsplit("/", 1)[1] for dep in deps if dep.startswith("${data_dir}/models/")]
+        assert all(fetches[model] < grid for model in shared), pipeline
+    assert "pipelines/carpe/dvc.yaml:fetch_model@llava-1.5-7b" in stages
     assert ("> vlmgrid stamp-sources --config config/config.yaml --out data/.source-stamps --pipeline dvc.yaml"
             in result.stdout)
+    assert "> snakemake --configfile config/dance.yaml $VLMGRID_SNAKEMAKE_ARGS\n" in result.stdout
     assert not (fresh_clone / "data").exists() and not (fresh_clone / "results" / "predictions").exists()
     assert not (fresh_clone / "dvc.lock").exists()
 
