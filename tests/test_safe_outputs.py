@@ -11,9 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
-from helpers.common import pope_grid_file
+from helpers.common import REPO, copy_workflow, dvc_grid_repo, pope_grid_file, run
 from vlmgrid import paths
 from vlmgrid.cellrun.job import job_fingerprint
 from vlmgrid.cli import main
@@ -89,32 +90,52 @@ def test_a_serve_env_token_reaches_no_output_log_or_report(small_config, tmp_pat
 def test_dvc_tracks_a_models_settings_by_its_stamp_which_names_the_tokens_variables_only(small_config, tmp_path,
                                                                                         capsys):
     # DVC writes the value of every param a stage tracks into dvc.lock (committed, pushed): no stage tracks a
-    # model's settings in the config, and the stamp its stages track instead holds serve.env's names only
+    # model's settings in the config (the grid stage depends on the config file, which DVC records by its hash),
+    # and the grid's settings stamp, whose whole content the grid stage tracks instead, holds serve.env's names only
     from vlmgrid.stages.dvc_pipelines import render_pipelines
 
-    for dvc_file, text in render_pipelines(Path(__file__).resolve().parents[1]).items():
+    for dvc_file, text in render_pipelines(REPO).items():
         stages = yaml.safe_load(text)["stages"]
         tracked = [(source, key) for stage in stages.values()
                    for entry in (stage.get("do", stage).get("params") or [])
                    for source, keys in (entry.items() if isinstance(entry, dict) else [("params.yaml", [entry])])
-                   for key in keys]
-        from_config = [key for source, key in tracked if source.endswith(".yaml")]
-        assert from_config and not [key for key in from_config if key.split(".")[0] == "models"], dvc_file
-        assert ("${data_dir}/.source-stamps/models/${item}.json" if dvc_file == Path("dvc.yaml") else
-                "${results_dir}/source-stamps/models/${item}.json", "models") in tracked, dvc_file
-        row_deps = stages["row"]["do"]["deps"]
-        assert any(dep.endswith("/models/${item}.json") for dep in row_deps), dvc_file
+                   for key in (keys or [None])]
+        stamps = "${data_dir}/.source-stamps" if dvc_file == Path("dvc.yaml") else "${results_dir}/source-stamps"
+        # the grid stage's two: the config's `grid`, and the whole settings stamp
+        assert [key for source, key in tracked if source.endswith(".yaml")] == ["grid"], dvc_file
+        assert len(tracked) == 2 and (f"{stamps}/grid/settings.json", None) in tracked, dvc_file
+        # a shared model's weights: fetched again when its stamp changes
+        assert f"{stamps}/models/${{item}}.json" in stages["fetch_model"]["do"]["deps"], dvc_file
     config = served_grid(small_config, tmp_path)
     stamps = tmp_path / "stamps"
     assert main(["stamp-sources", "--config", config, "--out", str(stamps)]) == 0, capsys.readouterr().err
     stamp = json.loads((stamps / "models" / "served.json").read_text(encoding="utf-8"))
     assert stamp["models"]["served"]["serve"]["env"] == ["HF_TOKEN", "VLLM_API_KEY"]
+    settings = json.loads((stamps / "grid" / "settings.json").read_text(encoding="utf-8"))
+    assert settings["models"]["served"]["serve"]["env"] == ["HF_TOKEN", "VLLM_API_KEY"]
     assert files_holding(stamps, SECRET) == []
-    # a new token is the same stamp, so DVC reruns nothing
-    before = (stamps / "models" / "served.json").read_bytes()
+    # a new token is the same stamps, so DVC reruns nothing
+    before = {path: path.read_bytes() for path in (stamps / "models" / "served.json", stamps / "grid" / "settings.json")}
     assert main(["stamp-sources", "--config", served_grid(small_config, tmp_path, "hf_another"),
                  "--out", str(stamps)]) == 0
-    assert (stamps / "models" / "served.json").read_bytes() == before
+    assert {path: path.read_bytes() for path in before} == before
+
+
+@pytest.mark.integration
+def test_dvc_repro_of_a_served_model_writes_no_token_into_dvc_lock(small_config, tmp_path):
+    """The grid run through DVC: its settings go into dvc.lock (the grid stage's params), the token's variables by
+    name only, and no file DVC or Snakemake writes holds the token."""
+    grid = yaml.safe_load(Path(served_grid(small_config, tmp_path)).read_text())
+    grid = {**{key: value for key, value in grid.items() if key != "prompts_dir"}, "data_dir": "data",
+            "results_dir": "results"}
+    root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid)
+    run(["dvc", "repro"], root)
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    params = lock["stages"]["grid"]["params"]["data/.source-stamps/grid/settings.json"]
+    assert params["models"]["served"]["serve"]["env"] == ["HF_TOKEN", "VLLM_API_KEY"]
+    assert (root / "results/predictions/served/pope-fixture.parquet").is_file()
+    # the config holds it (git keeps that file compressed); nothing else
+    assert files_holding(root, SECRET) == ["config/config.yaml"]
 
 
 def test_a_new_token_is_the_same_cell_and_the_same_server(tmp_path):
