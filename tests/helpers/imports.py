@@ -150,13 +150,18 @@ def textvqa_rows(records) -> list[dict]:
             for n, (_, r) in enumerate(records.iterrows())]
 
 
-def dump(rows: list[dict], predictions: list[str], folder, dataset: str, fmt: str = "xlsx") -> str:
-    """`<model>_<dataset>.<fmt>` as vlmeval.smp.file.dump writes the inference job's table."""
+def dump(rows: list[dict], predictions: list[str], folder, dataset: str, fmt: str = "xlsx",
+         before_63a279f1: bool = False) -> str:
+    """`<model>_<dataset>.<fmt>` as vlmeval.smp.file.dump writes the inference job's table (`before_63a279f1`: as
+    it wrote a workbook until 63a279f1, `to_excel(f, index=False, engine='xlsxwriter')`, whose default
+    strings_to_formulas makes a text beginning with "=" a formula)."""
     data = pd.DataFrame(rows)
     data["prediction"] = [str(p) for p in predictions]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{MODEL}_{dataset}.{fmt}"
-    if fmt == "xlsx":
+    if fmt == "xlsx" and before_63a279f1:
+        data.to_excel(path, index=False, engine="xlsxwriter")
+    elif fmt == "xlsx":
         with pd.ExcelWriter(path, engine="xlsxwriter",
                             engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
             data.to_excel(writer, index=False)

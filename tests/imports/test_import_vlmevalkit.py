@@ -209,6 +209,23 @@ def test_an_empty_prediction_is_a_format_error_row(grid, tmp_path):
         assert frame["prediction"].isna().sum() == 1
 
 
+def test_a_prediction_written_as_a_formula_before_63a279f1_reads_as_the_models_text(grid, tmp_path):
+    config, records = grid
+    textvqa = records["textvqa-fixture"]
+    predictions = ["=A", "= 3+4", "=FILTER(B2:B3, 1)"]
+    path = dump(textvqa_rows(textvqa), predictions, tmp_path, "TextVQA_VAL", before_63a279f1=True)
+    assert list(pd.read_excel(path, dtype=str)["prediction"]) == ["0"] * 3  # the stored values: not the text
+    out = tmp_path / "textvqa.parquet"
+    assert run(config, MODEL_ID, "textvqa-fixture", path, "--out", str(out)) == 0
+    frame = imported(out)
+    assert list(frame["raw"][:2]) == predictions[:2] and frame["error"][:2].isna().all()
+    # xlsxwriter wrote FILTER( as _xlfn._xlws.FILTER(: the text the model wrote cannot be told, so it is an error
+    # row naming the cell, never "0" nor a guess
+    assert pd.isna(frame["raw"][2]) and pd.isna(frame["prediction"][2])
+    assert f"{Path(path).name} cell D4 holds the formula '=_xlfn._xlws.FILTER(B2:B3, 1)'" in frame["error"][2]
+    assert "63a279f1" in frame["error"][2]
+
+
 # ---------------------------------------------------------------------------------------------- refusals
 
 def test_a_file_without_prediction_or_index_is_refused(grid, tmp_path, capsys):

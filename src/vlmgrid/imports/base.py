@@ -45,12 +45,14 @@ class Verdict:
 class Answer:
     """One answer of the file: the record it answers (None: no record of the benchmark), the model's raw
     text, and where in the file it stands (for messages), e.g. "line 7 (question_id 12)"; `verdict`: the tool's
-    own verdict on it, where the file keeps one."""
+    own verdict on it, where the file keeps one; `error`: why the answer's text cannot be told (its row is then
+    an error row saying so, never a guess)."""
 
     record_id: str | None
     raw: str
     where: str
     verdict: Verdict | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

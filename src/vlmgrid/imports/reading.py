@@ -5,6 +5,16 @@ An `.xlsx` is a zip of XML files, so a file of a few hundred kilobytes can unpac
 workbook whose one cell inflates to 400 MB took 3.7 GB to read), and its XML can declare entities, which no
 spreadsheet program writes; such a workbook is refused before openpyxl opens it. Cells are read as text: a
 prediction "None", "NA" or "null" is that text, never a missing value.
+
+A cell that holds a formula reads as the text it was written from, never as its stored value: xlsxwriter
+(jmcnamara/XlsxWriter, `Worksheet._write_token_as_string` and `_prepare_formula`), under its default
+`strings_to_formulas`, writes a text beginning with "=" as a formula of that text without its first "=" (and
+"{=...}" as an array formula), with the stored value 0; VLMEvalKit wrote its workbooks so until 63a279f1
+(2026-07), so a prediction "=A" was read back as "0". The formula's text with "=" put back (and the braces
+of an array formula) is that text, except where xlsxwriter rewrote the formula: it prefixes Excel's newer
+functions (FILTER, XLOOKUP, ...) with `_xlfn.`, so a formula holding `_xlfn.` cannot be told from the text;
+such a cell is listed in the frame's `attrs["formulas"]` ({(row, column): "cell D4 holds the formula ..."}),
+for the reader to make an error row of or refuse.
 """
 
 from __future__ import annotations
@@ -90,13 +100,63 @@ def check_workbook(path: Path) -> None:
 
 def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
     """The workbook's first sheet, every cell as text ("" where empty, unless `na_values` says otherwise), once
-    `check_workbook` has passed it; a file that is no readable workbook is refused in one sentence."""
+    `check_workbook` has passed it, a formula's cell as the text it was written from (the module's docstring);
+    a file that is no readable workbook is refused in one sentence."""
     check_workbook(path)
     try:
-        return pd.read_excel(path, engine="openpyxl", dtype=str, keep_default_na=False, **kwargs)
+        frame = pd.read_excel(path, engine="openpyxl", dtype=str, keep_default_na=False, **kwargs)
+        formulas = _formulas(path) if _has_formulas(path) else {}
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, SyntaxError) as error:  # XML's ParseError is one
         raise VlmgridError(f"{path} is not a readable .xlsx workbook ({type(error).__name__}: {error}); it may be "
                            f"cut short: copy the whole file again") from None
+    untold = {}
+    for (row, column), (cell, text, stored) in formulas.items():
+        at = (row - 2, column - 1)  # pandas reads the first row as the header, as to_excel writes it
+        if not (0 <= at[0] < len(frame) and 0 <= at[1] < len(frame.columns)):
+            continue
+        if text is None:
+            untold[(at[0], str(frame.columns[at[1]]))] = (
+                f"{path.name} cell {cell} holds the formula {stored!r}, which xlsxwriter rewrote from the text it was "
+                f"given (a workbook of VLMEvalKit before 63a279f1 wrote a text beginning with '=' as a formula), so "
+                f"that text cannot be told")
+        else:
+            frame.iat[at] = text
+    frame.attrs["formulas"] = untold
+    return frame
+
+
+def _has_formulas(path: Path) -> bool:
+    """Whether a worksheet of the workbook holds a formula element (<f>), before openpyxl reads it twice."""
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            if member.filename.startswith("xl/worksheets/") and member.filename.endswith(".xml"):
+                with archive.open(member) as handle:
+                    data = handle.read()
+                if b"<f>" in data or b"<f " in data:
+                    return True
+    return False
+
+
+def _formulas(path: Path) -> dict[tuple[int, int], tuple[str, str | None, str]]:
+    """{(row, column), 1-based: (cell name, the text it was written from or None, the formula as stored)} of
+    the first sheet's formula cells."""
+    from openpyxl import load_workbook
+    from openpyxl.worksheet.formula import ArrayFormula
+
+    book = load_workbook(path, read_only=True, data_only=False, keep_links=False)
+    try:
+        found = {}
+        for cells in book.worksheets[0].iter_rows():
+            for cell in cells:
+                if getattr(cell, "data_type", None) != "f":
+                    continue
+                value = cell.value
+                stored = value.text if isinstance(value, ArrayFormula) else str(value)
+                text = "{" + stored + "}" if isinstance(value, ArrayFormula) else stored
+                found[(cell.row, cell.column)] = (cell.coordinate, None if "_xlfn." in stored else text, stored)
+        return found
+    finally:
+        book.close()
 
 
 def read_text(path: Path) -> str:

@@ -49,8 +49,9 @@ since 1711b013 (2023-11); since 4ff78b62 (2024-11) it lies in `<work_dir>/<model
 `thinking` column (`SPLIT_THINK`), and `extra_records` with agent models (bf02d66b): both ignored here. The
 datasets read kept their names and TSVs (the MD5 in `vlmeval/dataset/image_*.py`) since they were added. Until
 63a279f1 (2026-07) the workbook was written with xlsxwriter's default `strings_to_formulas`, so a prediction
-beginning with "=" became a formula whose stored value is 0: such a cell reads as "0" here (not yet told
-apart).
+beginning with "=" became a formula whose stored value is 0: such a cell reads as the formula's text with
+its "=" put back, the text the model wrote (`reading.read_workbook`), or, where xlsxwriter rewrote the formula
+(`_xlfn.`), is an error row naming the cell.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class Row:
     cells: dict[str, str]
     where: str
     verdict: Verdict | None = None  # VLMEvalKit's own, from its judge file beside this one
+    error: str | None = None  # why its prediction cannot be told (a formula xlsxwriter rewrote)
 
     def get(self, column: str) -> str:
         return self.cells.get(column, "")
@@ -157,10 +159,18 @@ def read_rows(path: Path) -> list[Row]:
     if missing:
         raise VlmgridError(f"{path} has no `{missing[0]}` column (it has {', '.join(map(str, frame.columns))}): the "
                            f"file is not {WHAT} (give the right --format)")
+    untold = frame.attrs.get("formulas", {})  # formula cells whose text cannot be told (reading.read_workbook)
+    other = next(((at, why) for at, why in untold.items() if at[1] != "prediction"), None)
+    if other is not None:
+        raise VlmgridError(f"{path}: {other[1]}; write that {other[0][1]} again as text in the workbook (or import "
+                           f"the .tsv of a later VLMEvalKit)")
     rows = []
     for n, values in enumerate(frame.to_dict("records"), start=1):
         cells = {str(column): _text(value) for column, value in values.items()}
-        rows.append(Row(cells, f"row {n} (index {cells['index']})"))
+        error = untold.get((n - 1, "prediction"))
+        if error is not None:  # an error row naming the cell, never its stored "0"
+            cells["prediction"] = ""
+        rows.append(Row(cells, f"row {n} (index {cells['index']})", error=error))
     return rows
 
 
@@ -379,8 +389,11 @@ def _judged(path: Path, dataset: str, rows: list[Row]) -> list[Row]:
 def _read_file(path: Path, dataset: str, records: pd.DataFrame, kind: str) -> list[Answer]:
     rows = _judged(path, dataset, read_rows(path))
     if kind == "mmbench":
-        return _mmbench(path, rows, records, dataset)
-    return _by_texts(TEXTS[kind], path, rows, records, dataset)
+        answers = _mmbench(path, rows, records, dataset)
+    else:
+        answers = _by_texts(TEXTS[kind], path, rows, records, dataset)
+    errors = {row.where: row.error for row in rows if row.error is not None}
+    return [replace(answer, error=errors[answer.where]) if answer.where in errors else answer for answer in answers]
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:

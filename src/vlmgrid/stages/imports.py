@@ -143,10 +143,14 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
     parse = PARSERS.get(parser_name)
     options = dict(zip(bench.records["id"].astype(str), bench.records["options"]))
     raw_of = {answer.record_id: answer.raw for answer in answers}
+    error_of = {answer.record_id: answer.error for answer in answers if answer.error is not None}
     order = {item: n for n, item in enumerate(bench.records["id"].astype(str))}
     rows = []
     for item in bench.records["id"].astype(str):  # record order, as inference writes
         if item not in raw_of:  # unanswered by a partial format: absent, not wrong
+            continue
+        if item in error_of:  # the text cannot be told: an error row saying why, never a guess
+            rows.append(prediction_row(item, error=error_of[item]))
             continue
         parsed = parse(raw_of[item], [str(option) for option in options[item]])
         rows.append(prediction_row(item, raw=raw_of[item], prediction=parsed.prediction,
