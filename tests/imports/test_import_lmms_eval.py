@@ -570,7 +570,8 @@ def test_pope_values_are_lmms_evals_reading_and_the_tool_figure_its_f1(grid, tmp
 
 
 @pytest.mark.parametrize("release", ["0.2.4", "0.4"])
-def test_scienceqa_exact_match_is_lmms_evals_reading_and_the_tool_figure_its_mean(grid, tmp_path, release):
+def test_scienceqa_exact_match_is_lmms_evals_reading_and_the_tool_figure_its_mean(grid, tmp_path, capsys,
+                                                                                   release):
     config, records = grid
     sqa = records["scienceqa-fixture"]
     gold = ["ABCDE"[i] for i in sqa["answer_index"]]
@@ -586,6 +587,7 @@ def test_scienceqa_exact_match_is_lmms_evals_reading_and_the_tool_figure_its_mea
     score = score_of(config, tmp_path, "scienceqa-fixture", out)
     assert score["tool_reading"]["value"] == pytest.approx(mean)
     assert score["tool_reading"]["source"] == "verdicts"
+    assert f"; lmms-eval reads {mean:.1f} (0 by its judge)) -> " in capsys.readouterr().err
 
 
 def test_textvqa_values_give_no_tool_reading(grid, tmp_path):

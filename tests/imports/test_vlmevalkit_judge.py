@@ -37,7 +37,7 @@ def answers_and_verdicts(records) -> tuple[list[str], dict]:
     return answers, verdicts
 
 
-def test_the_judge_file_beside_the_predictions_is_kept_in_the_metadata_and_scored(grid, tmp_path):
+def test_the_judge_file_beside_the_predictions_is_kept_in_the_metadata_and_scored(grid, tmp_path, capsys):
     config, records = grid
     sqa = records["scienceqa-fixture"]
     answers, verdicts = answers_and_verdicts(sqa)
@@ -59,6 +59,7 @@ def test_the_judge_file_beside_the_predictions_is_kept_in_the_metadata_and_score
                                      "n_read_by_judge": 2, "source": "verdicts", "files": [str(judge)],
                                      "metrics": {"accuracy": pytest.approx(round(4 / 6 * 100, 4)),
                                                  "valid_accuracy": pytest.approx(80.0)}}
+    assert "format errors 66.7%; VLMEvalKit reads 66.7 (2 by its judge)) -> " in capsys.readouterr().err
 
 
 def test_without_a_judge_file_the_matcher_rule_gives_the_tools_figure(grid, tmp_path):

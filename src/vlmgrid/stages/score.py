@@ -59,9 +59,12 @@ def score_grid_cell(config: Config, model: str, benchmark: str, *, predictions: 
         coverage = score.get("coverage")
         of = "" if coverage is None else (
             f" of {coverage['total']} items ({coverage.get('reason') or 'a partial import'})")
+        tool = score.get("tool_reading")
+        theirs = "" if tool is None else (
+            f"; {tool['tool']} reads {tool['value']:.1f} ({tool['n_read_by_judge']:,} by its judge)")
         log.info(f"{model} on {benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
                  f"(n={score['n']}{of}{copy_words(score.get('partial_copy'))}, format errors "
-                 f"{score['format_error_rate']:.1f}%) -> {out_path}")
+                 f"{score['format_error_rate']:.1f}%{theirs}) -> {out_path}")
     return score
 
 
