@@ -30,12 +30,27 @@ BENCH = "scienceqa-fixture"  # questions of different lengths: a batch pads most
 # --- the pure parts ------------------------------------------------------------------------------------------
 
 def test_the_sample_is_fixed_seeded_and_at_most_the_items():
-    first = invariance.sample_positions("pope-fixture", 90, 32)
-    assert first == invariance.sample_positions("pope-fixture", 90, 32) == sorted(set(first))
-    assert len(first) == 32 and all(0 <= p < 90 for p in first)
-    assert first != invariance.sample_positions("mme-fixture", 90, 32)
-    assert invariance.sample_positions("pope-fixture", 5, 32) == [0, 1, 2, 3, 4]
-    assert invariance.sample_positions("pope-fixture", 90, 0) == []
+    first = invariance.sample_positions("pope-fixture", [1] * 900, 32)
+    assert first == invariance.sample_positions("pope-fixture", [1] * 900, 32) == sorted(set(first))
+    assert len(first) == 32 and all(0 <= p < 900 for p in first)
+    assert first != invariance.sample_positions("mme-fixture", [1] * 900, 32)
+    assert invariance.sample_positions("pope-fixture", [1] * 900, 0) == []
+
+
+def test_the_sample_asks_at_most_a_tenth_of_the_cells_requests():
+    # 90 items: 9 of them; 18 classification items of 20 requests each (360): one, as 2 would ask 40
+    assert len(invariance.sample_positions("pope-fixture", [1] * 90, 32)) == 9
+    assert len(invariance.sample_positions("caltech101", [20] * 18, 32)) == 1
+    assert invariance.sample_positions("caltech101", [20] * 9, 32) == []  # too small a copy: no item fits
+    # items of varying requests: taken in the seeded order while the sum stays within the tenth
+    requests = [1, 50, 2, 3, 1, 40, 1, 1, 2, 5] * 10
+    sample = invariance.sample_positions("dance", requests, 32)
+    assert sample and sum(requests[p] for p in sample) * 10 <= sum(requests)
+    # a sample within the tenth is the same whatever k above its size, and a prefix of it below
+    assert invariance.sample_positions("pope-fixture", [1] * 90, 100) == invariance.sample_positions(
+        "pope-fixture", [1] * 90, 9)
+    assert set(invariance.sample_positions("pope-fixture", [1] * 90, 4)) <= set(
+        invariance.sample_positions("pope-fixture", [1] * 90, 9))
 
 
 def _row(item_id, variant="default", raw=None, index=0, scores=None, error=None):
@@ -100,9 +115,10 @@ def _score(config, model):
 
 def test_right_padding_is_flagged_and_left_padding_is_not(checked_grid):
     broken, sound = _score(checked_grid, "llava-right")["invariance"], _score(checked_grid, "llava-tiny")["invariance"]
-    assert broken["checked"] == 8 and broken["differing"] and broken["same"] + len(broken["differing"]) == 8
+    # 8 asked, 4 checked: a tenth of the fixture's 40 questions
+    assert broken["checked"] == 4 and broken["differing"] and broken["same"] + len(broken["differing"]) == 4
     assert broken["batch_size"] == 16
-    assert sound == {**sound, "checked": 8, "same": 8, "differing": [], "batch_size": 16}
+    assert sound == {**sound, "checked": 4, "same": 4, "differing": [], "batch_size": 16}
     assert sound["max_logprob_delta"] < 1e-3  # float noise of another batch shape, nothing more
 
 
@@ -119,7 +135,7 @@ def test_the_tables_and_the_report_mark_the_broken_cell(checked_grid, tmp_path):
     assert r"$^{\neq}$" in (out / "tables" / "main.tex").read_text(encoding="utf-8")
     cells = (out / "tables" / "cells.csv").read_text(encoding="utf-8").splitlines()
     assert cells[0].endswith("batch_checked,batch_differing,batch_dependent")
-    assert cells[1].endswith(",8,0,False") and cells[2].split(",")[-1] == "True"
+    assert cells[1].endswith(",4,0,False") and cells[2].split(",")[-1] == "True"
     assert "differ" + BATCH_MARK in (out / "tables" / "cells.md").read_text(encoding="utf-8")
 
 
@@ -134,6 +150,82 @@ def test_the_inspect_page_filters_the_batch_dependent_items(checked_grid):
     html = render_page(page)
     assert '<option value="batch">answers depend on the batch</option>' in html
     assert html.count('data-batch="1"') == len(differing)
+
+
+def _counting(monkeypatch) -> dict:
+    """{"run": Counter, "check": Counter} of what the hf backend is sent: requests, the continuations scored on
+    their prefixes, and the passes those continuations take (chunks of a request's options)."""
+    from collections import Counter
+
+    from vlmgrid.models.hf_backend import Hf
+
+    counts = {"run": Counter(), "check": Counter()}
+    generate, score, batched = Hf.generate_results, Hf.score_results, Hf._batched
+
+    def phase(model) -> Counter:
+        return counts["check" if model._requests_alone else "run"]
+
+    def generate_results(self, requests):
+        phase(self)["requests"] += len(requests)
+        return generate(self, requests)
+
+    def score_results(self, requests):
+        phase(self)["requests"] += len(requests)
+        phase(self)["continuations"] += sum(len(r.options) for r in requests if not r.letters)
+        return score(self, requests)
+
+    def _batched(self, items, run, *, options=False):
+        def counted(chunk):
+            phase(self)["option passes"] += 1
+            return run(chunk)
+
+        return batched(self, items, counted if options else run, options=options)
+
+    monkeypatch.setattr(Hf, "generate_results", generate_results)
+    monkeypatch.setattr(Hf, "score_results", score_results)
+    monkeypatch.setattr(Hf, "_batched", _batched)
+    return counts
+
+
+def _classification_cell(small_config, size):
+    bench = "caltech101-fixture"
+    data = copy.deepcopy(small_config)
+    data["benchmarks"] = {bench: {**data["benchmarks"][bench],
+                                  "source": {**data["benchmarks"][bench]["source"], "size": size}}}
+    data["models"] = {"llava-tiny": data["models"]["llava-tiny"]}
+    data["grid"] = {"models": ["llava-tiny"], "benchmarks": [bench]}
+    config = validate_config(data)
+    prepare_benchmark(bench, config.benchmark(bench), paths.bench_dir(config.data_dir, bench))
+    fetch_model("llava-tiny", config.model("llava-tiny"), paths.model_dir(config.data_dir, "llava-tiny"))
+    out = infer_module.run_inference(
+        model_settings=config.model("llava-tiny"), bench_dir=paths.bench_dir(config.data_dir, bench),
+        model_dir=paths.model_dir(config.data_dir, "llava-tiny"),
+        cell=Cell.in_results(config.results_dir, "llava-tiny", bench), part_size=64, threads=1, progress=False,
+        check_items=32)
+    metadata = json.loads(pq.read_schema(out).metadata[b"vlmgrid"])
+    return metadata["invariance"], pq.read_table(out).num_rows
+
+
+def test_the_check_asks_at_most_a_tenth_of_the_cells_requests(small_config, monkeypatch):
+    # A classification cell under CARPE's protocol: each item asks 20 templates, 10 of them scoring every class
+    # name on the prompt's prefix. The check asks the sample's items again, one request at a time, and scores
+    # each request's class names in the run's chunks, not one pass per name.
+    counts = _counting(monkeypatch)
+    check, rows = _classification_cell(small_config, size=4)
+    items = rows // 20
+    assert 10 <= items < 20 and check["checked"] == 1 and check["same"] == 1  # a tenth of the items: one
+    run, again = counts["run"], counts["check"]
+    assert again["requests"] == run["requests"] // items == 20
+    for what in ("requests", "continuations", "option passes"):
+        assert 0 < again[what] * 10 <= run[what], what
+    assert again["option passes"] * items == run["option passes"]  # the same chunks as the item had in its run
+
+
+def test_a_copy_too_small_for_a_tenth_skips_the_check_saying_so(small_config, monkeypatch):
+    counts = _counting(monkeypatch)
+    check, rows = _classification_cell(small_config, size=2)
+    assert rows // 20 < 10 and check["checked"] == 0 and "too small" in check["skipped"]
+    assert not counts["check"] and counts["run"]["requests"] == rows
 
 
 def test_the_check_off_writes_what_it_wrote_before(small_config):

@@ -5,10 +5,17 @@ next token from, absolute positions counted over the padding, an attention mask 
 answer to an item changes with its neighbours, which no score shows. The trackers of the common evaluation
 harnesses hold many reports of it (numbers that move with the batch size, generations that go wrong only at
 batch sizes above 1). So after the batched run a fixed, seeded sample of the cell's items (`infer.
-invariance_items`, default 32; 0 turns the check off) is answered again one at a time, through the same
-protocol and model, and compared with the batched rows: the same answer text and chosen option, and, for
+invariance_items`, default 32; 0 turns the check off) is answered again one request at a time, through the
+same protocol and model, and compared with the batched rows: the same answer text and chosen option, and, for
 likelihood scoring, the largest difference of a log-probability (recorded, not judged: the batch size
 changes the order of floating-point sums, so scores move in their last digits without any bug).
+
+The check costs at most a tenth of the cell's model requests (`SHARE`): the sample takes items in a seeded
+order while their requests, counted as the job counts them (the requests that take a pass of their own), stay
+within that share, so a small copy checks fewer items (an 18-item Caltech-101 copy: one), and a copy in which
+one item alone asks more than the share checks none (`skipped`, saying so). Within an item its requests go one
+at a time, which is what a batch can change (a prompt padded to its neighbours'); the options scored on one
+request's prefix are chunked as in the batched run (they follow their own tokens, where no pad reaches them).
 
 The result goes into the predictions file's metadata and from there into the score file (`invariance`,
 docs/formats.md); the report marks a cell with a differing item. The functions here are pure: the infer
@@ -24,15 +31,32 @@ from typing import Iterable, Sequence
 import numpy as np
 
 
-def sample_positions(benchmark: str, n: int, k: int) -> list[int]:
-    """The record positions of the check's sample: min(k, n) of them, in record order, drawn with a seed made
-    from the benchmark's name, so every model of a benchmark (and every shard of a cell) checks the same
-    items, run after run."""
-    if k <= 0 or n <= 0:
+SHARE = 10  # the check asks at most 1/SHARE of the cell's model requests
+
+
+def sample_positions(benchmark: str, requests: Sequence[int], k: int) -> list[int]:
+    """The record positions of the check's sample, in record order: records taken in an order drawn with a seed
+    made from the benchmark's name, up to `k` of them, while their `requests` (each record's, as the job counts
+    them) stay within 1/SHARE of the cell's. Every model of a benchmark that asks the same requests (and every
+    shard of a cell, which passes the whole benchmark's) checks the same items, run after run; the plan counts
+    the check's requests from the same positions."""
+    total = sum(requests)
+    if k <= 0 or not len(requests):
         return []
     seed = int.from_bytes(hashlib.sha256(f"invariance\0{benchmark}".encode()).digest()[:8], "big")
-    chosen = np.random.default_rng(seed).choice(n, size=min(k, n), replace=False)
-    return sorted(int(position) for position in chosen)
+    chosen, spent = [], 0
+    for position in np.random.default_rng(seed).permutation(len(requests)):
+        if len(chosen) == k or (spent + requests[position]) * SHARE > total:
+            break
+        chosen.append(int(position))
+        spent += requests[position]
+    return sorted(chosen)
+
+
+def too_small(requests: Sequence[int]) -> str:
+    """Why a cell with records has no sample: its first item alone asks more than the check's share."""
+    return (f"the copy is too small for a sample: one item's model requests are more than a tenth of the cell's "
+            f"{sum(requests)} ({len(requests)} items)")
 
 
 def _key(row: dict) -> tuple[str, str]:

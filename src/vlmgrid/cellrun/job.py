@@ -101,6 +101,9 @@ class Job:
     part_size: int
     bounds: tuple[int, ...]  # part_bounds: where each part starts, then the end
     fingerprint: str
+    # each record's model requests as the parts are cut by them (the batch check's share is counted in them);
+    # empty for rows that were not answered here (an import)
+    requests: tuple[int, ...] = ()
 
     @property
     def n_parts(self) -> int:
@@ -119,7 +122,8 @@ def make_job(bench: PreparedBenchmark, requests: Sequence[int], *, model_setting
     prompts = prompt_file_hashes(bench.prompts_dir)
     bounds = part_bounds(requests, part_size)
     fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, bounds, prompts, weights)
-    return Job(bench=bench, prompts=prompts, part_size=part_size, bounds=bounds, fingerprint=fingerprint)
+    return Job(bench=bench, prompts=prompts, part_size=part_size, bounds=bounds, fingerprint=fingerprint,
+               requests=tuple(int(count) for count in requests))
 
 
 def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, strategy: str | None,

@@ -82,12 +82,13 @@ class CellRun:
                        if len(self.indices) else (0, 0))
         # The sample is drawn over the whole benchmark: a shard checks the sample's items in its rows, so its
         # shards together check what the unsharded job does.
-        positions = [p for p in invariance.sample_positions(self.job.bench.name, len(records), self.check_items)
-                     if start <= p < stop]
-        sample = records.iloc[positions]
+        drawn = invariance.sample_positions(self.job.bench.name, self.job.requests, self.check_items)
+        sample = records.iloc[[p for p in drawn if start <= p < stop]]
         ids = [str(item) for item in sample["id"]]
         if reanswer is None:
             result = invariance.skipped(reason or "the model does not batch its requests")
+        elif not drawn and len(records):
+            result = invariance.skipped(invariance.too_small(self.job.requests))
         elif not ids:
             result = invariance.compare([], [], [], batch_size)
         else:

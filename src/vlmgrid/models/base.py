@@ -180,7 +180,8 @@ class Backend:
 
     def one_at_a_time(self) -> contextlib.AbstractContextManager:
         """While the block runs, every request is answered alone (batch size 1, no padding): the batch check's
-        reference answers. A setting for the block, not a change of the model: the batch size comes back."""
+        reference answers. The options scored on one request's prefix may stay chunked as the batched run
+        chunks them. A setting for the block, not a change of the model: the batch size comes back."""
         return contextlib.nullcontext()
 
     def drop_capability(self, capability: str) -> bool:

@@ -80,12 +80,15 @@ class Hf(HfOptionScoring, HfBatching, Backend):
 
     @contextlib.contextmanager
     def one_at_a_time(self):
-        # The batch loop's limit is the one knob every batched path (generation, letters, continuations) reads.
+        # Every batch of requests (generation, letters) holds one request; the options scored on one request's
+        # prefix are chunked as in the batched run (HfBatching._batched: `options`), as nothing pads them to
+        # another request's.
         saved = self._limit, self.batch_size
-        self._limit = 1
+        self._requests_alone = True
         try:
             yield self
         finally:
+            self._requests_alone = False
             self._limit, self.batch_size = saved
 
     # --- fetch and load ---------------------------------------------------------------------------------

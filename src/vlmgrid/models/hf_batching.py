@@ -73,13 +73,17 @@ class HfBatching:
     """The batching methods of the `hf` backend (mixed into `Hf`, whose `_limit`, `auto_batch`, `batch_size` and
     `_model_id()` they use)."""
 
-    def _batched(self, items: Sequence, run: Callable[[Sequence], list]) -> list:
-        """Run `run` over consecutive chunks of items; with batch_size "auto", halve the chunk on out-of-memory."""
+    _requests_alone = False  # the batch check (Hf.one_at_a_time): every batch of requests holds one
+
+    def _batched(self, items: Sequence, run: Callable[[Sequence], list], *, options: bool = False) -> list:
+        """Run `run` over consecutive chunks of items; with batch_size "auto", halve the chunk on out-of-memory.
+        `options`: the items are one request's options on its prefix, chunked by the batch size even while the
+        requests go one at a time."""
         import torch
 
         results: list = []
         start = 0
-        size = min(self._limit, max(len(items), 1))
+        size = min(1 if self._requests_alone and not options else self._limit, max(len(items), 1))
         while start < len(items):
             chunk = items[start:start + size]
             announce = getattr(run, "ahead", None)

@@ -180,7 +180,7 @@ class HfOptionScoring:
                 start += length
             return totals
 
-        totals = self._batched(list(range(len(option_ids))), run)
+        totals = self._batched(list(range(len(option_ids))), run, options=True)
         return OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])
 
     def _continuation_inputs(self, requests: Sequence[OptionRequest]) -> tuple[dict, list[list[int]], int]:
@@ -250,5 +250,5 @@ class HfOptionScoring:
                 totals.append(total)
             return totals
 
-        totals = self._batched(list(range(len(option_ids))), run)
+        totals = self._batched(list(range(len(option_ids))), run, options=True)
         return [OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])]

@@ -118,7 +118,8 @@ def cells_markdown(grid: Grid, title: str) -> str:
         + "".join(f" {note}" for note in [coverage_note(grid, grid.partial()), copy_note(grid.partial_copies())]
                   if note)
         + (" Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) and "
-           "compared with their batched answers (N same; skipped: the model does not batch its requests)."
+           "compared with their batched answers (N same; skipped: the model does not batch its requests, or the "
+           "copy is too small for a sample within a tenth of the cell's requests)."
            if checked else "")
         + "".join(f" {note}" for note in [batch_note(grid.batch_dependents()), tool_reading_note(grid.tool_readings())]
                   if note) + "\n"
