@@ -203,15 +203,17 @@ def _classification_cell(small_config, size):
         cell=Cell.in_results(config.results_dir, "llava-tiny", bench), part_size=64, threads=1, progress=False,
         check_items=32)
     metadata = json.loads(pq.read_schema(out).metadata[b"vlmgrid"])
-    return metadata["invariance"], pq.read_table(out).num_rows
+    return metadata["invariance"], pq.read_table(out).num_rows, config
 
 
 def test_the_check_asks_at_most_a_tenth_of_the_cells_requests(small_config, monkeypatch):
     # A classification cell under CARPE's protocol: each item asks 20 templates, 10 of them scoring every class
     # name on the prompt's prefix. The check asks the sample's items again, one request at a time, and scores
     # each request's class names in the run's chunks, not one pass per name.
+    from vlmgrid.stages.cost import cost_table
+
     counts = _counting(monkeypatch)
-    check, rows = _classification_cell(small_config, size=4)
+    check, rows, config = _classification_cell(small_config, size=4)
     items = rows // 20
     assert 10 <= items < 20 and check["checked"] == 1 and check["same"] == 1  # a tenth of the items: one
     run, again = counts["run"], counts["check"]
@@ -219,13 +221,24 @@ def test_the_check_asks_at_most_a_tenth_of_the_cells_requests(small_config, monk
     for what in ("requests", "continuations", "option passes"):
         assert 0 < again[what] * 10 <= run[what], what
     assert again["option passes"] * items == run["option passes"]  # the same chunks as the item had in its run
+    # `vlmgrid plan` counts what the check sends, and what the cell sends
+    costs = cost_table(config)
+    planned = costs[costs["per"] == "check"].set_index("unit")
+    assert planned["items"].tolist() == [1, 1, 1]
+    assert planned.loc["generate", "requests"] + planned.loc["forward", "requests"] == again["requests"]
+    assert planned.loc["continuation", "requests"] == again["continuations"]
+    own = costs[costs["per"] == "item"].set_index("unit")
+    assert own.loc["generate", "requests"] + own.loc["forward", "requests"] == run["requests"]
 
 
 def test_a_copy_too_small_for_a_tenth_skips_the_check_saying_so(small_config, monkeypatch):
+    from vlmgrid.stages.cost import cost_table
+
     counts = _counting(monkeypatch)
-    check, rows = _classification_cell(small_config, size=2)
+    check, rows, config = _classification_cell(small_config, size=2)
     assert rows // 20 < 10 and check["checked"] == 0 and "too small" in check["skipped"]
     assert not counts["check"] and counts["run"]["requests"] == rows
+    assert not (cost_table(config)["per"] == "check").any()  # and the plan counts no check
 
 
 def test_the_check_off_writes_what_it_wrote_before(small_config):
@@ -264,6 +277,6 @@ def test_the_plan_counts_the_check(default_config_data, tmp_path):
     data["infer"] = {"invariance_items": 32}  # the default elsewhere
     costs = cost_table(validate_config(data))
     pope = costs[(costs["per"] == "check") & (costs["benchmark"] == "pope-fixture")]
-    assert pope["items"].tolist() == [32] and pope["requests"].tolist() == [32]
+    assert pope["items"].tolist() == [9] and pope["requests"].tolist() == [9]  # a tenth of its 90 questions
     data["infer"] = {"invariance_items": 0}
     assert not (cost_table(validate_config(data))["per"] == "check").any()

@@ -31,9 +31,10 @@ from typing import Callable, Mapping
 import pandas as pd
 import yaml
 
+from vlmgrid.cellrun.invariance import sample_positions
 from vlmgrid.config import Config
 from vlmgrid.stages import plan
-from vlmgrid.stages.cost_work import Work, benchmark_data, cell_work
+from vlmgrid.stages.cost_work import Data, Work, benchmark_data, cell_work, pass_requests
 
 THROUGHPUT_FILE = "data/throughput.yaml"
 COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "method", "unit",
@@ -193,10 +194,11 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
         check = int(config.infer["invariance_items"]) if _batched(settings) else 0
+        sample = _check_sample(cell.benchmark, bench, works, check)
         for work, checked in [(work, False) for work in works] + [(work, True) for work in works
-                                                                  if check and work.per == "item"]:
-            items = bench.items if not checked or bench.items is None else min(check, bench.items)
-            requests = work.requests(items) if not checked else _check_requests(work, items)
+                                                                  if check and work.per == "item" and sample != []]:
+            items = bench.items if not checked else None if sample is None else len(sample)
+            requests = work.requests(items) if not checked else _check_requests(work, bench, sample)
             note = _no_gpu_note(config, cell.model)
             hours = 0.0 if note else math.nan
             if note is None and requests is None:
@@ -212,8 +214,8 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                     note = f"size {size}" + (", served: at hf rates, an upper bound" if "serve" in settings else "")
             if checked:
                 note = (f"{note}; " if note else "") + (
-                    f"the batch check: {check} items (infer.invariance_items) answered again one at a time, "
-                    f"at the batched rates (a lower bound)")
+                    f"the batch check: up to {check} items (infer.invariance_items) within a tenth of the "
+                    f"cell's requests, answered again one request at a time, at the batched rates (a lower bound)")
             priced = {}
             if is_api(settings):
                 tokens = request_tokens(work, settings, kind.protocol, table)
@@ -239,12 +241,17 @@ def _batched(settings: dict) -> bool:
     return BACKENDS.get(settings["backend"]).unbatched is None
 
 
-def _check_requests(work: Work, items: int | None) -> int | None:
-    """The requests of the batch check's `items` (a sample: an item of the mean shape where shapes vary)."""
-    if items is None or work.candidates is None:
-        return None
-    mean = work.mean_candidates
-    return None if mean is None else round(work.variants * mean * items)
+def _check_sample(benchmark: str, data: Data, works: list[Work], check: int) -> list[int] | None:
+    """The record positions the batch check will answer again: the job's own draw (vlmgrid.cellrun.invariance)
+    over the same per-record requests; None when those need records that are not at hand."""
+    requests = pass_requests(data, works)
+    return None if requests is None else sample_positions(benchmark, requests, check)
+
+
+def _check_requests(work: Work, data: Data, sample: list[int] | None) -> int | None:
+    """The requests of this unit that the batch check sends: the sampled records' own."""
+    per_item = work.item_requests(data.items)
+    return None if per_item is None or sample is None else sum(per_item[position] for position in sample)
 
 
 def totals(costs: pd.DataFrame) -> pd.DataFrame:
