@@ -317,3 +317,30 @@ def test_a_fixture_counts_its_scoring_units_from_its_records(default_costs):
     assert (first.loc["pope-fixture", "scoring_units"], first.loc["pope-fixture", "scoring_unit"]) == (90, "item")
     # 100 x 2.801585 x sqrt(0.2 / 10) = 39.62 points
     assert first.loc["mmvp-fixture", "mdd"] == pytest.approx(39.62, abs=0.01)
+
+
+def test_a_baselines_classification_rows_are_its_open_and_closed_world_templates(tmp_path):
+    # The random baseline scores options only: its 10 open-world templates are scored over every class name, as
+    # its 10 closed-world ones are (Caltech-101's 102 names are under max_candidates), where an LVLM generates
+    # the open-world answers. Two rows of one shape, each its own templates, named so; no row counted twice.
+    config = validate_config({
+        "title": "baseline", "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
+        "benchmarks": {"caltech101": {"kind": "caltech101", "source": {"type": "url"}}},
+        "models": {"random": {"backend": "baseline", "strategy": "random"},
+                   "llava-7b": SMALL["models"]["llava-7b"]},
+        "grid": {"models": ["random", "llava-7b"], "benchmarks": ["caltech101"]}})
+    costs = cost.cost_table(config)
+    baseline = costs[costs["model"] == "random"]
+    assert baseline["unit"].tolist() == ["forward", "continuation"] * 2
+    assert [note.split("; ")[-1] for note in baseline["note"]] == ["open-world templates"] * 2 + [
+        "closed-world templates"] * 2
+    assert set(baseline["method"]) == {"likelihood (open- and closed-world templates)"}
+    items = baseline["items"].iloc[0]
+    assert baseline["requests"].sum() == items * (10 + 10 * 102) * 2  # 20 templates, each 102 names on a prefix
+    llava = costs[(costs["model"] == "llava-7b") & (costs["per"] == "item")]
+    assert llava["requests"].sum() == items * (10 + 10 + 10 * 102)
+    assert set(llava["method"]) == {"templates: open-world generation, closed-world likelihood"}
+    sums = cost.totals(costs).set_index("model")
+    assert sums.loc["grid", "requests"] == sums.loc["random", "requests"] + sums.loc["llava-7b", "requests"]
+    out = cost_text.render(costs)
+    assert "open-world templates" in out and "closed-world templates" in out

@@ -34,7 +34,7 @@ import yaml
 from vlmgrid.cellrun.invariance import sample_positions
 from vlmgrid.config import Config
 from vlmgrid.stages import plan
-from vlmgrid.stages.cost_work import Data, Work, benchmark_data, cell_work, pass_requests
+from vlmgrid.stages.cost_work import Data, Work, answer_mode, benchmark_data, cell_work, pass_requests
 
 THROUGHPUT_FILE = "data/throughput.yaml"
 COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "method", "unit",
@@ -189,7 +189,7 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             continue
         kind = BENCHMARKS.get(config.benchmark(cell.benchmark)["kind"])
         capability, works = cell_work(bench, settings, kind, config.prompts_dir)
-        method = (PROTOCOLS.get(kind.protocol).method(capability, settings.get("answer_mode")) if capability
+        method = (PROTOCOLS.get(kind.protocol).method(capability, answer_mode(settings)) if capability
                   else None)
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
@@ -212,6 +212,8 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                 else:
                     hours = requests * seconds * gpus / 3600
                     note = f"size {size}" + (", served: at hf rates, an upper bound" if "serve" in settings else "")
+            if work.templates:
+                note = (f"{note}; " if note else "") + f"{work.templates} templates"
             if checked:
                 note = (f"{note}; " if note else "") + (
                     f"the batch check: up to {check} items (infer.invariance_items) within a tenth of the "

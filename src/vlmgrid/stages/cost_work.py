@@ -148,6 +148,7 @@ class Work:
     candidates: int | tuple[int, ...] | None
     per: str = "item"
     answer_tokens: int | None = None  # generate: the new tokens per answer; None: the throughput table's
+    templates: str | None = None  # classification under CARPE's protocol: "open-world" or "closed-world"
 
     @property
     def mean_candidates(self) -> float | None:
@@ -184,14 +185,17 @@ def _classification(data: Data, capability: str, settings: dict, prompts_dir: Pa
     shown = None if data.classes is None else (
         data.classes if prompts.max_candidates is None else min(data.classes, prompts.max_candidates))
     works = []
-    for method, variants, candidates in ((open_method, len(prompts.open), data.classes),
-                                         (closed_method, len(prompts.closed), shown)):
+    # A model that scores options but does not generate (a baseline) scores the open-world templates over every
+    # class name: two sets of rows of one shape where the classes are under max_candidates, each its own.
+    for templates, method, variants, candidates in (("open-world", open_method, len(prompts.open), data.classes),
+                                                    ("closed-world", closed_method, len(prompts.closed), shown)):
         if not variants:
             continue
         if method == "generate":
-            works.append(Work("generate", variants, 1))
+            works.append(Work("generate", variants, 1, templates=templates))
         else:
-            works += [Work("forward", variants, 1), Work("continuation", variants, candidates)]
+            works += [Work("forward", variants, 1, templates=templates),
+                      Work("continuation", variants, candidates, templates=templates)]
     return works
 
 
@@ -291,6 +295,17 @@ def item_requests(bench, model_settings: dict) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ model sizes
+
+def answer_mode(settings: dict) -> str | None:
+    """How the model answers where a protocol lets it choose: its entry's answer_mode, or the one way it can
+    (a model that cannot generate answers by likelihood, one that cannot score options by generation)."""
+    capabilities = _capabilities(settings)
+    if "generate" not in capabilities and "score_options" in capabilities:
+        return "likelihood"
+    if "score_options" not in capabilities and "generate" in capabilities:
+        return "generate"
+    return settings.get("answer_mode")
+
 
 def _capabilities(settings: dict) -> frozenset[str]:
     from vlmgrid.models import BACKENDS
