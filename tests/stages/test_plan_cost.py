@@ -64,6 +64,19 @@ def test_default_grid_has_no_made_up_hours(default_costs):
     assert na["note"].startswith('n/a: model "clip-tiny"') and "short_answer protocol" in na["note"]
 
 
+def test_a_total_with_no_estimate_to_add_is_unknown_never_0(default_costs):
+    # the tiny models' sizes are unknown; the baseline's 0 (the CPU) and clip-tiny's n/a cell's 0 add nothing
+    sums = cost.totals(default_costs).set_index("model")
+    for model in ("clip-tiny", "llava-tiny", "grid"):
+        assert pd.isna(sums.loc[model, "gpu_hours"]) and sums.loc[model, "rows_without_estimate"] > 0, model
+    assert sums.loc["random", "gpu_hours"] == 0 and sums.loc["random", "rows_without_estimate"] == 0
+    lines = {line.split()[0]: line.split()[1:] for line in cost_text.render(default_costs).split("totals:")[1]
+             .splitlines()[2:6]}
+    assert lines["grid"][1] == "unknown" and lines["grid"][2:4] == [str(int(sums.loc["grid",
+                                                                               "rows_without_estimate"])), "rows"]
+    assert lines["clip-tiny"][1] == "unknown" and lines["random"][1] == "0"
+
+
 SMALL = {
     "title": "small",
     "infer": {"invariance_items": 0},  # the batch check's rows: tests/cellrun/test_invariance.py

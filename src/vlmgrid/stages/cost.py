@@ -256,17 +256,24 @@ def _check_requests(work: Work, data: Data, sample: list[int] | None) -> int | N
     return None if per_item is None or sample is None else sum(per_item[position] for position in sample)
 
 
+def _sum(values: pd.Series) -> float:
+    """The sum of the known values; NaN ("unknown"), never 0, when none is known, or when the known ones are all
+    0 and some are not known (an n/a cell's or a CPU baseline's 0 beside a model of unknown size)."""
+    known = values.sum(min_count=1)
+    return math.nan if values.isna().any() and not known > 0 else known
+
+
 def totals(costs: pd.DataFrame) -> pd.DataFrame:
     """Per model and for the grid: requests, GPU-hours and (API models) USD of the rows that have them, and how
-    many rows each leaves out for want of a count or an estimate. A total that leaves out every row is NaN
-    ("unknown"), never 0."""
+    many rows each leaves out for want of a count or an estimate. A total with nothing known to add is NaN
+    ("unknown"), never 0 (_sum)."""
     def total(frame: pd.DataFrame) -> dict:
         api = frame[frame["input_tokens"].notna()]  # an API model's rows of work
-        return {"requests": frame["requests"].sum(min_count=1),
+        return {"requests": _sum(frame["requests"]),
                 "rows_without_count": int(frame["requests"].isna().sum()),
-                "gpu_hours": frame["gpu_hours"].sum(min_count=1),
+                "gpu_hours": _sum(frame["gpu_hours"]),
                 "rows_without_estimate": int(frame["gpu_hours"].isna().sum()),
-                "cost_usd": api["cost_usd"].sum(min_count=1),
+                "cost_usd": _sum(api["cost_usd"]),
                 "rows_without_price": int(api["cost_usd"].isna().sum())}
 
     rows = [{"model": model, **total(frame)} for model, frame in costs.groupby("model", sort=False)]
