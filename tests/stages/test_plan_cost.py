@@ -357,3 +357,35 @@ def test_a_baselines_classification_rows_are_its_open_and_closed_world_templates
     assert sums.loc["grid", "requests"] == sums.loc["random", "requests"] + sums.loc["llava-7b", "requests"]
     out = cost_text.render(costs)
     assert "open-world templates" in out and "closed-world templates" in out
+
+
+def _safetensors(path, shapes: dict) -> None:
+    """A safetensors file of bf16 zeros with these tensors' shapes."""
+    import json
+    import struct
+
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = math.prod(shape) * 2
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(offset))
+
+
+def test_a_local_checkpoint_gets_its_size_from_its_safetensors_files(tmp_path):
+    # a folder named for no size: its parameters are counted from the safetensors headers (two shards)
+    folder = tmp_path / "my-checkpoint"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    _safetensors(folder / "model-00001-of-00002.safetensors", {"a": [1000, 1000], "b": [1000]})
+    _safetensors(folder / "model-00002-of-00002.safetensors", {"c": [500, 1000]})
+    assert cost.safetensors_parameters(folder) == 1_501_000
+    local = {"backend": "hf", "source": {"type": "local", "path": str(folder)}}
+    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
+                              "models": {"mine": local}, "grid": {"models": ["mine"], "benchmarks": ["flowers"]}})
+    generate = rows(cost.cost_table(config), "mine", "flowers")["generate"]
+    scale = 1_501_000 / 1e9 / TABLE["lvlm"]["reference_params_b"]
+    assert generate["note"].startswith("size 0.0015b")
+    assert math.isclose(generate["gpu_hours"], 61_490 * scale * (1 / FORWARD + 16 / DECODE) / 3600, rel_tol=1e-2)
+    assert cost.safetensors_parameters(tmp_path / "nowhere") is None

@@ -73,8 +73,36 @@ def _hints(name: str, settings: dict) -> list[str]:
             if text]
 
 
+def safetensors_parameters(folder) -> int | None:
+    """The parameters of a checkpoint folder's safetensors files, counted from their headers (each tensor's
+    shape; nothing else is read); None when it has none, or one that is not a safetensors file."""
+    import json
+    import struct
+    from pathlib import Path
+
+    files = sorted(Path(folder).glob("*.safetensors")) if Path(folder).is_dir() else []
+    total = 0
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                (length,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(length)) if length < 100_000_000 else None
+        except (OSError, struct.error, ValueError):
+            return None
+        if not isinstance(header, dict):
+            return None
+        for key, tensor in header.items():
+            if key != "__metadata__" and isinstance(tensor, dict):
+                total += math.prod(int(n) for n in tensor.get("shape") or [])
+    return total or None
+
+
 def _lvlm_size(name: str, settings: dict) -> str | None:
-    """An hf model's size class, "7b", from its hub repo, name or description ("llava-1.5-7b-hf")."""
+    """An hf model's size class, "7b": a local checkpoint's from its safetensors files' parameters, else from its
+    hub repo, name or description ("llava-1.5-7b-hf")."""
+    source = settings.get("source") or {}
+    if source.get("type") == "local" and (params := safetensors_parameters(source.get("path", ""))):
+        return f"{params / 1e9:.3g}b"
     for text in _hints(name, settings):
         found = _PARAMS.search(text.replace("_", "-"))
         if found:
