@@ -484,3 +484,25 @@ def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
         assert a.tokens == b.tokens
         np.testing.assert_allclose(a.total, b.total, atol=1e-5)
         assert int(np.argmax(a.normalised)) == int(np.argmax(b.normalised))
+
+
+def test_packed_mask_is_made_on_the_device_it_is_for():
+    """No host tensor of the mask's size: on a GPU the mask is the device's work, not the host's between calls."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    from vlmgrid.models.hf_scoring import _packed_mask
+
+    made = []
+
+    class Made(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            made.extend((t.device.type, t.numel()) for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+            return out
+
+    lengths, prefix = [5, 3, 4], 7
+    with Made():
+        mask = _packed_mask(lengths, prefix, torch.float32, "meta")
+    assert mask.device.type == "meta" and mask.shape == (1, 1, 12, 19)
+    assert max((n for device, n in made if device == "cpu"), default=0) <= sum(lengths)

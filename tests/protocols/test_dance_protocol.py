@@ -107,3 +107,36 @@ def test_likelihood_scores_the_riddle_under_each_picture_and_the_riddles_under_o
 def test_registered_with_embed_and_likelihood_only():
     assert set(PROTOCOLS.get("ranking").strategies) == {"embed", "score_options"}
     assert strategy_for("ranking", {"generate"}) is None
+
+
+def test_fifty_riddles_under_one_picture_score_as_fifty_full_forwards(llava, tmp_path):
+    """DANCE on the tiny LLaVA: the picture + prompt prefix computed once and its 50 riddles packed after it give
+    each riddle the per-token log-likelihood of its own full forward (picture, prompt and riddle, no cache), within
+    1e-4 in fp32."""
+    import torch
+
+    from vlmgrid.model_requests import OptionRequest
+    from vlmgrid.protocols.ranking import ranking_prompt
+
+    words = "a red small animal with fur that you can find in the house or on a tree and it is green".split()
+    rng = np.random.default_rng(0)
+    riddles = [" ".join(rng.choice(words, 20)) + " ." for _ in range(50)]
+    Image.fromarray(rng.integers(0, 256, (36, 40, 3), dtype=np.uint8)).save(tmp_path / "entity.png")
+    query = pd.DataFrame([{"id": "q", "direction": "image-to-riddle", "image": "entity.png", "question": "",
+                           "options": riddles}])
+    (row,) = likelihood_strategy(llava, Bench(tmp_path))(query)
+
+    prefix = llava._inputs([OptionRequest("q", Image.open(tmp_path / "entity.png").convert("RGB"), ranking_prompt(),
+                                          [" x"])])
+    expected = []
+    for riddle in riddles:
+        ids = llava.tokenizer.encode(f" {riddle}", add_special_tokens=False)
+        extra = torch.tensor([ids])
+        inputs = {**prefix, "input_ids": torch.cat([prefix["input_ids"], extra], dim=1),
+                  "attention_mask": torch.cat([prefix["attention_mask"], torch.ones_like(extra)], dim=1)}
+        with torch.inference_mode():
+            logprobs = torch.log_softmax(llava.model(**inputs, use_cache=False).logits[0].float(), dim=-1)
+        start = prefix["input_ids"].shape[1] - 1  # the prompt's last position predicts the riddle's first token
+        expected.append(sum(float(logprobs[start + k, token]) for k, token in enumerate(ids)) / len(ids))
+    np.testing.assert_allclose(row["scores"], expected, atol=1e-4, rtol=0)
+    assert row["prediction_index"] == int(np.argmax(expected))

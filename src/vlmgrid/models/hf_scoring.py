@@ -22,6 +22,7 @@ that side, so the device loop never shares it with the preparing thread.
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Sequence
 
 from vlmgrid.errors import VlmgridError
@@ -51,16 +52,19 @@ PACKED_TEXT_MODELS = frozenset({"llama"})
 
 def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
     """The (1, 1, T, prefix + T) additive mask of options packed into one row: each token sees the whole prefix
-    and its own option's tokens up to itself, nothing of the other options."""
+    and its own option's tokens up to itself, nothing of the other options. Made on `device`: on a GPU it is the
+    device's work, not the host's between the prefix's forward and the options'."""
     import torch
 
     total = sum(lengths)
-    option = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-    position = torch.arange(total)
-    allowed = (option[:, None] == option[None, :]) & (position[None, :] <= position[:, None])
-    allowed = torch.cat([torch.ones((total, prefix_length), dtype=torch.bool), allowed], dim=1)
-    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-    return mask[None, None].to(device)
+    # a token sees the keys from its own option's first token to itself
+    starts = torch.repeat_interleave(torch.tensor(list(itertools.accumulate([0, *lengths[:-1]])), device=device),
+                                     torch.tensor(list(lengths), device=device), output_size=total)
+    key = torch.arange(total, device=device)
+    hidden = (key[None, :] < starts[:, None]) | (key[None, :] > key[:, None])
+    mask = torch.zeros((total, prefix_length + total), dtype=dtype, device=device)
+    mask[:, prefix_length:].masked_fill_(hidden, torch.finfo(dtype).min)
+    return mask[None, None]
 
 
 def _cache_argument(model) -> str:
@@ -169,15 +173,22 @@ class HfOptionScoring:
                     position_ids=positions, use_cache=True, **{_cache_argument(text_model): copy.deepcopy(cache)},
                 ).logits
             logprobs = torch.log_softmax(logits[0].float(), dim=-1)
-            totals, start = [], 0
+            # every option's first token read from the prefix's logits, its others from the packed row: one
+            # gather each and one copy to the host for the chunk, not a round trip per option
+            firsts = first[torch.tensor([option_ids[i][0] for i in chunk], device=first.device)].tolist()
+            rows, following, start = [], [], 0
             for i, length in zip(chunk, lengths):
-                tokens = option_ids[i]
-                total = float(first[tokens[0]])
-                if length > 1:
-                    following = torch.tensor(tokens[1:], device=logprobs.device)
-                    total += float(logprobs[start:start + length - 1].gather(-1, following[:, None]).sum())
-                totals.append(total)
+                rows += range(start, start + length - 1)
+                following += option_ids[i][1:]
                 start += length
+            picked = logprobs[torch.tensor(rows, dtype=torch.long, device=logprobs.device),
+                              torch.tensor(following, dtype=torch.long, device=logprobs.device)].cpu()
+            totals, start = [], 0
+            for total, length in zip(firsts, lengths):
+                if length > 1:
+                    total += float(picked[start:start + length - 1].sum())
+                totals.append(total)
+                start += length - 1
             return totals
 
         totals = self._batched(list(range(len(option_ids))), run, options=True)
