@@ -6,21 +6,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.common import (DEFAULT_CONFIG, REPO, copy_workflow, copy_workspace, heatmap_cells, run, small_grid_config,
-                            stop_fork_servers)
+from helpers.common import DEFAULT_CONFIG, REPO, copy_workflow, copy_workspace, heatmap_cells, run, small_grid_config
 
 # Caches (classifier weights, API responses) go to a fresh folder per test session, never the user's.
 os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")
-# The `vlmgrid` commands the tests run outside Snakemake (DVC's stages, a command of a test's own) share fork
-# servers that they start themselves (vlmgrid.warmstart): the session's live in a folder of its own, never the
-# user's, and are stopped at its end (pytest_sessionfinish), each worker's by that worker.
-FORK_SERVERS = tempfile.mkdtemp(prefix="vlmgrid-servers-", dir="/tmp")  # short: a socket's path is at most 107 bytes
-os.environ["VLMGRID_FORKSERVER_DIR"] = FORK_SERVERS
-
-
-def pytest_sessionfinish(session, exitstatus):
-    stop_fork_servers(Path(FORK_SERVERS))
-    shutil.rmtree(FORK_SERVERS, ignore_errors=True)
+# The jobs' fork server is each Snakemake run's own (started by its onstart, in a private folder, and ended with
+# the run, `dvc repro`'s grid stage included): a `vlmgrid` command outside Snakemake runs in its own process, so
+# the session has no server of its own to stop.
 
 
 # --- running the suite in parallel (pytest-xdist, `-n N --dist loadgroup`) ---------------------------------------
