@@ -1,6 +1,6 @@
-"""A failed inference job through the workflows: Snakemake (with --keep-going) and `dvc repro` stop without a
-number for the failed cell, finish the others, and the next run, once the server answers, reruns exactly that
-cell and gives the predictions of a clean run. A small grid (the random baseline and an API model on a POPE
+"""A failed inference job through the workflows: Snakemake (with --keep-going) and `dvc repro` (Snakemake's
+--keep-going through VLMGRID_SNAKEMAKE_ARGS) stop without a number for the failed cell, finish the others, and the
+next run, once the server answers, reruns exactly that cell and gives the predictions of a clean run. A small grid (the random baseline and an API model on a POPE
 fixture) in temporary copies of the repo; the API is the project's scripted server, on 127.0.0.1. And a failed
 fetch or prepare (a mistyped path), fixed back, answers no cell again: the cells' inputs never changed."""
 
@@ -15,7 +15,7 @@ import yaml
 
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run, workflow_env
 from helpers.fake_openai_server import FakeOpenAIServer, Reply
-from helpers.workflow import UP_TO_DATE, local_grid, stages_run
+from helpers.workflow import GRID_RUN, UP_TO_DATE, jobs_run, local_grid, stages_run
 
 pytestmark = pytest.mark.integration
 
@@ -85,19 +85,27 @@ def test_snakemake_keeps_going_reports_the_missing_cell_and_reruns_only_it(serve
 def test_dvc_repro_stops_at_the_failed_cell_and_the_next_repro_runs_only_it(server, tmp_path):
     root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid(server))
     server.script.extend(FAILING)
-    failed = run(["dvc", "repro", "--keep-going"], root, check=False, env=env(tmp_path))
+    keep_going = {**env(tmp_path), "VLMGRID_SNAKEMAKE_ARGS": "--keep-going"}
+    failed = run(["dvc", "repro"], root, check=False, env=keep_going)
     assert failed.returncode != 0
     output = failed.stdout + failed.stderr
-    assert "api on pope-small" in output and "Traceback" not in output
+    assert "ERROR: failed to reproduce 'grid'" in output
+    # Snakemake prints the failed job's log (show-failed-logs): vlmgrid's one sentence, naming the cell
+    said = [line for line in output.splitlines() if line.startswith("vlmgrid: error: api on pope-small:")]
+    assert said and "the last 3 requests" in said[0] and "Traceback" not in output
     assert not (root / "results/predictions/api/pope-small.parquet").exists()
-    assert (root / "results/scores/random/pope-small.json").is_file()
+    assert (root / "results/scores/random/pope-small.json").is_file()  # the other cell finished
+    assert "missing" in (root / "results/report-partial/tables/main.md").read_text()
 
     server.script.clear()
     again = run(["dvc", "repro"], root, env=env(tmp_path))
-    ran = stages_run(again.stdout)
-    assert "row@api" in ran and "report" in ran
-    assert not any(stage.startswith(("row@random", "prepare")) for stage in ran)
+    assert stages_run(again.stdout) == GRID_RUN
+    jobs = jobs_run(again.stdout + again.stderr)
+    assert ("infer", "model=api, bench=pope-small") in jobs and ("report", "") in jobs
+    assert not [job for job in jobs if job[0] in ("prepare", "fetch_model") or "model=random" in job[1]]
     assert (root / "results/predictions/api/pope-small.parquet").is_file()
+    assert not (root / "results/report-partial").exists()
+    assert stages_run(run(["dvc", "repro"], root, env=env(tmp_path)).stdout) == UP_TO_DATE
 
 
 def with_paths(grid: dict, checkpoint, tsv) -> dict:
@@ -136,20 +144,21 @@ def test_snakemake_a_failed_fetch_or_prepare_fixed_back_answers_no_cell_again(tm
 
 
 def test_dvc_a_failed_fetch_or_prepare_fixed_back_answers_no_cell_again(tmp_path):
-    # The same failures at DVC's door
+    # The same failures at DVC's door, where Snakemake runs the grid stage
     grid, checkpoint, tsv = local_grid(tmp_path)
     root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid)
     run(["dvc", "repro"], root)
     cells = mtimes(root, "results/predictions/*/*.parquet")
     assert len(cells) == 2
 
-    for stage, mistyped in (("fetch_model@mine", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
-                            ("prepare@mmbench-mine", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv")))):
+    for rule, mistyped in (("fetch_model", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
+                           ("prepare", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv")))):
         (root / "config/config.yaml").write_text(yaml.safe_dump(mistyped, sort_keys=False))
         failed = run(["dvc", "repro"], root, check=False)
         assert failed.returncode != 0 and "mistyped" in failed.stdout + failed.stderr
         (root / "config/config.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
-        ran = stages_run(run(["dvc", "repro"], root).stdout)
-        assert not any(name.startswith("row@") for name in ran), stage
-        assert mtimes(root, "results/predictions/*/*.parquet") == cells, stage
+        fixed = run(["dvc", "repro"], root)
+        jobs = jobs_run(fixed.stdout + fixed.stderr)
+        assert not [job for job in jobs if job[0] == "infer"], rule
+        assert mtimes(root, "results/predictions/*/*.parquet") == cells, rule
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
