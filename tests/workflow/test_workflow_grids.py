@@ -11,7 +11,7 @@ import yaml
 
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, run
 from helpers.sources import raw_fixture
-from helpers.workflow import UP_TO_DATE, changed_stages, stages_run
+from helpers.workflow import GRID_RUN, UP_TO_DATE, changed_stages, jobs_run, stages_run
 
 pytestmark = pytest.mark.integration
 
@@ -171,11 +171,19 @@ def test_dvc_prepares_a_changed_local_source_again(dvc_local):
     records = root / "data/flowers-local/records.parquet"
     first = sha(records)
     new_version(raw)
+    # the source lies outside the repo, where DVC cannot see it change: `dvc status` sees the edit once the stamp
+    # stage has stamped it
+    assert changed_stages(run(["dvc", "status"], root).stdout) == UP_TO_DATE
+    run(["dvc", "repro", "dvc.yaml:stamp_sources"], root)
+    status = run(["dvc", "status"], root).stdout
+    assert changed_stages(status) == UP_TO_DATE | {"grid"} and "modified:           data/.source-stamps" in status
     result = run(["dvc", "repro"], root)
-    assert {"prepare@flowers-local", "row@random", "report"} <= stages_run(result.stdout)
-    said = [line for line in (result.stdout + result.stderr).splitlines() if "preparing it again" in line]
-    assert len(said) == 1 and "benchmark flowers-local: its local source changed since it was prepared" in said[0]
+    assert stages_run(result.stdout) == GRID_RUN
+    jobs = jobs_run(result.stdout + result.stderr)
+    assert {("prepare", "bench=flowers-local"), ("infer", "model=random, bench=flowers-local"), ("report", "")} <= set(jobs)
+    assert ("fetch_model", "model=random") not in jobs
     assert sha(records) != first
+    run(["vlmgrid", "verify", "flowers-local"], root)  # the manifest holds the new files
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
 
 
@@ -232,9 +240,14 @@ def test_two_grids_in_one_checkout_under_dvc(tmp_path):
     run(["git", "init", "-q"], root)
     run(["vlmgrid", "dvc-pipelines", "--config", a, "--config", b], root)
     first = run(["dvc", "repro", "pipelines/a/dvc.yaml"], root)
-    assert "pipelines/a/dvc.yaml:row@random" in stages_run(first.stdout)
+    assert stages_run(first.stdout) == {"pipelines/a/dvc.yaml:stamp_sources", "pipelines/a/dvc.yaml:grid"}
     second = run(["dvc", "repro", "pipelines/b/dvc.yaml"], root)
-    assert "pipelines/b/dvc.yaml:prepare@mme" in stages_run(second.stdout)
+    assert stages_run(second.stdout) == {"pipelines/b/dvc.yaml:stamp_sources", "pipelines/b/dvc.yaml:grid"}
+    # B's own data: its benchmarks prepared into data/b, from its own sources
+    assert {job for job in jobs_run(second.stdout + second.stderr) if job[0] == "prepare"} == {
+        ("prepare", "bench=pope"), ("prepare", "bench=mme")}
+    for name, seed in (("a", 0), ("b", 1)):
+        assert json.loads((root / f"data/{name}/mme/manifest.json").read_text())["source"]["seed"] == seed
     third = run(["dvc", "repro", "pipelines/a/dvc.yaml"], root)
     assert stages_run(third.stdout) == {"pipelines/a/dvc.yaml:stamp_sources"}
     # a grid that would prepare into A's data folder is refused before DVC reads it
