@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run
-from helpers.workflow import UP_TO_DATE, stages_run
+from helpers.workflow import GRID_RUN, UP_TO_DATE, jobs_run, stages_run
 
 pytestmark = pytest.mark.integration
 
@@ -77,9 +77,13 @@ def test_dvc_runs_a_local_checkpoint_and_an_edit_reruns_only_its_cells(tmp_path)
     assert set(before) == CELLS
 
     edit(folder)
-    ran = stages_run(run(["dvc", "repro"], root).stdout)
-    assert {"fetch_model@mine", "row@mine"} <= ran
-    assert not any("random" in stage for stage in ran)
+    result = run(["dvc", "repro"], root)
+    assert stages_run(result.stdout) == GRID_RUN
+    # the checkpoint is recorded again, and its cells alone are answered again
+    jobs = jobs_run(result.stdout + result.stderr)
+    assert [job for job in jobs if job[0] in ("prepare", "fetch_model", "infer")] == [
+        ("fetch_model", "model=mine"), ("infer", "model=mine, bench=pope-small")]
+    assert not [job for job in jobs if "model=random" in job[1]]
     after = mtimes(root, "results/predictions/*/*.parquet")
     assert {path for path in after if after[path] != before[path]} == {"results/predictions/mine/pope-small.parquet"}
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
