@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from helpers.common import copy_workflow, dvc_grid_repo, mtimes, run
-from helpers.workflow import UP_TO_DATE, local_grid, stages_run
+from helpers.workflow import GRID_RUN, UP_TO_DATE, job_stats, jobs_run, local_grid, stages_run
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
 
 pytestmark = pytest.mark.integration
@@ -90,8 +90,10 @@ def test_dvc_reruns_no_stage_after_a_touch_and_an_edit_reruns_the_cells(tmp_path
     assert mtimes(root, "results/predictions/*/*.parquet") == before
 
     mmbench_fixture.write_tsv_fixture(tsv.parent, {"seed": 1, "size": 2, "corrupt": 0})  # a new version
-    ran = stages_run(run(["dvc", "repro"], root).stdout)
-    assert {"prepare@mmbench-mine", "row@mine", "row@random"} <= ran
+    result = run(["dvc", "repro"], root)
+    assert stages_run(result.stdout) == GRID_RUN
+    stats = job_stats(result.stdout + result.stderr)
+    assert stats.get("prepare") == 1 and stats.get("infer") == 2 and "fetch_model" not in stats, stats
     assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == CELLS
 
 
@@ -115,13 +117,21 @@ def test_a_deleted_cell_file_is_rebuilt_alone_by_the_plain_command(workspace):
 
 
 def test_dvc_rebuilds_a_deleted_cell_file_alone(tmp_path):
+    """The same by a plain `dvc repro`: DVC sees the grid stage's outputs changed and runs Snakemake, which finds
+    the missing files and runs their jobs and what reads them, nothing else."""
     grid, _, _ = local_grid(tmp_path)
     root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid)
     run(["dvc", "repro"], root)
     before = mtimes(root, "results/predictions/*/*.parquet")
     (root / "results/predictions/mine/mmbench-mine.parquet").unlink()
     (root / "results/scores/random/mmbench-mine.json").unlink()
-    run(["dvc", "repro"], root)
+    result = run(["dvc", "repro"], root)
+    assert stages_run(result.stdout) == GRID_RUN
+    jobs = jobs_run(result.stdout + result.stderr)
+    assert [job for job in jobs if job[0] in ("prepare", "fetch_model", "infer")] == [
+        ("infer", "model=mine, bench=mmbench-mine")]
+    assert {job for job in jobs if job[0] == "score"} == {("score", "model=mine, bench=mmbench-mine"),
+                                                          ("score", "model=random, bench=mmbench-mine")}
     assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == {
         "results/predictions/mine/mmbench-mine.parquet"}
     assert (root / "results/scores/random/mmbench-mine.json").is_file()
