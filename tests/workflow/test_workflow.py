@@ -1,5 +1,5 @@
 """The whole default grid through Snakemake (run once per session: conftest.snakemake_run) and a small grid of its
-cells (helpers.common.SMALL_GRID) through DVC, in temporary copies of the repo."""
+cells (helpers.common.SMALL_GRID) through DVC, whose grid stage runs Snakemake, in temporary copies of the repo."""
 
 import csv
 import hashlib
@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from helpers.common import (REPO, SMALL_GRID, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
-                            small_grid_config, write_grid_pipeline)
+                            small_grid_config, workflow_env, write_grid_pipeline)
 from helpers.dvc import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
                          s3_remote_commands, transfer_counts)
-from helpers.workflow import UP_TO_DATE, changed_stages, stages_run
+from helpers.workflow import GRID_RUN, UP_TO_DATE, changed_stages, job_stats, jobs_run, stages_run
 
 pytestmark = pytest.mark.integration
 
@@ -127,55 +127,94 @@ def test_dvc_cells_are_the_snakemake_default_grids_files(dvc_run, snakemake_run)
                 assert (dvc_run / cell).read_bytes() == (snakemake_run / cell).read_bytes(), cell
 
 
-def test_dvc_plans_every_cell_of_the_default_grid(tmp_path):
+def test_dvc_runs_the_default_grid_as_one_snakemake_stage_that_declares_every_folder_it_writes(tmp_path):
     root = copy_workflow(tmp_path / "repo")
     run(["git", "init", "-q"], root)
-    stages = set(run(["dvc", "stage", "list", "--names-only"], root).stdout.split())
-    # a row per model (its cells side by side), one stage of all comparisons and one of all inspect pages
-    assert {f"row@{model}" for model in MODELS} | {f"fetch_model@{model}" for model in MODELS} <= stages
-    assert {f"prepare@{bench}" for bench in BENCHES} <= stages
-    assert {"stamp_sources", "compare", "inspect", "report"} <= stages
-    assert len(stages) == 4 + len(BENCHES) + 2 * len(MODELS)
-    # every row depends on every benchmark's data folder
-    row = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["row"]["do"]
-    assert {f"${{data_dir}}/{bench}" for bench in BENCHES} <= set(row["deps"])
+    # the stamps, then Snakemake over the grid: the default grid shares no model with another, so no fetch stage
+    assert run(["dvc", "stage", "list", "--names-only"], root).stdout.split() == ["stamp_sources", "grid"]
+    grid = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["grid"]
+    assert grid["cmd"] == "snakemake --configfile config/config.yaml $VLMGRID_SNAKEMAKE_ARGS"
+    assert {"config/config.yaml", "${data_dir}/.source-stamps", "config/prompts", "config/reported"} == set(grid["deps"])
+    # every benchmark's data, every model's weights and every results folder: DVC hashes, pushes and pulls them, and
+    # none is deleted before a run (persist), so Snakemake decides what runs again
+    outs = {path: settings for out in grid["outs"] for path, settings in out.items()}
+    assert set(outs) == {*(f"${{data_dir}}/{bench}" for bench in BENCHES),
+                         *(f"${{data_dir}}/models/{model}" for model in MODELS),
+                         *(f"${{results_dir}}/{folder}" for folder in ("predictions", "scores", "comparisons", "tables",
+                                                                      "figures", "inspect"))}
+    assert all(settings == {"persist": True} for settings in outs.values())
+    assert grid["metrics"] == [{"${results_dir}/metrics": {"cache": False, "persist": True}}]
 
 
 def test_dvc_second_repro_is_a_noop(dvc_run):
     assert changed_stages(run(["dvc", "status"], dvc_run).stdout) == UP_TO_DATE
 
 
-def test_dvc_model_change_reruns_only_its_row_and_one_row_rebuilds_alone(dvc_run, tmp_path):
+def test_dvc_remakes_a_deleted_cell_alone_with_snakemakes_options_from_the_environment(dvc_run, tmp_path):
+    """A deleted cell file: DVC sees the grid stage's output changed and runs it, and Snakemake runs the one
+    missing file's job and what reads it, nothing else. VLMGRID_SNAKEMAKE_ARGS reaches Snakemake's command line
+    (here: other cores than the profile's "all")."""
+    from snakemake.utils import available_cpu_count
+
+    root = copy_workspace(dvc_run, tmp_path / "repo")
+    cell = "results/predictions/random/pope-fixture.parquet"
+    before = mtimes(root, "results/predictions/*/*.parquet")
+    (root / cell).unlink()
+    assert changed_stages(run(["dvc", "status"], root).stdout) == UP_TO_DATE | {"grid"}
+    cores = 1 if available_cpu_count() > 1 else 2
+    result = run(["dvc", "repro"], root, env=workflow_env({"VLMGRID_SNAKEMAKE_ARGS": f"--cores {cores}"}))
+    output = result.stdout + result.stderr
+    assert stages_run(result.stdout) == GRID_RUN
+    assert re.findall(r"^Provided cores: (\d+)", output, re.M) == [str(cores)]
+    assert [job for job in jobs_run(output) if job[0] in ("prepare", "fetch_model", "infer", "score")] == [
+        ("infer", "model=random, bench=pope-fixture"), ("score", "model=random, bench=pope-fixture")]
+    after = mtimes(root, "results/predictions/*/*.parquet")
+    assert {p for p in after if after[p] != before.get(p)} == {cell}
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
+
+
+def test_dvc_model_change_reruns_only_its_cells(dvc_run, tmp_path):
     root = copy_workspace(dvc_run, tmp_path / "repo")
     set_random_seed(root, 1)
-    # the model's settings reach DVC through its stamp, which the first stage writes
-    assert not [stage for stage in changed_stages(run(["dvc", "status"], root).stdout)
-                if stage.startswith(("row", "fetch_model"))]
-    run(["dvc", "repro", "stamp_sources"], root)
-    changed = changed_stages(run(["dvc", "status"], root).stdout)
-    assert {"row@random", "fetch_model@random"} <= changed
-    assert not any("clip-tiny" in stage for stage in changed)
+    # the grid stage depends on the config file: `dvc status` sees the edit at once, and once the stamp stage has
+    # run, the model's settings in the grid's settings stamp (its params)
+    status = run(["dvc", "status"], root).stdout
+    assert changed_stages(status) == UP_TO_DATE | {"grid"} and "modified:           config/config.yaml" in status
+    run(["dvc", "repro", "dvc.yaml:stamp_sources"], root)
+    status = run(["dvc", "status"], root).stdout
+    assert re.search(r"grid/settings.json:\n\t+modified: +models\n", status), status
 
     before = mtimes(root, "results/predictions/*/*.parquet")
-    run(["dvc", "repro", "--single-item", "row@random"], root)
+    result = run(["dvc", "repro"], root)
+    assert stages_run(result.stdout) == GRID_RUN
+    # Snakemake reruns that model's cells, and what reads them, nothing else
+    assert job_stats(result.stdout + result.stderr).get("infer") == len(SMALL_GRID["benchmarks"])
+    jobs = jobs_run(result.stdout + result.stderr)
+    assert {wildcards for rule, wildcards in jobs if rule in ("infer", "score")} == {
+        f"model=random, bench={bench}" for bench in SMALL_GRID["benchmarks"]}
+    assert not [job for job in jobs if job[0] in ("prepare", "fetch_model")]
     after = mtimes(root, "results/predictions/*/*.parquet")
     assert {p for p in after if after[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
                                                            for b in SMALL_GRID["benchmarks"]}
-    run(["dvc", "repro"], root)
+    assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
     assert mtimes(root, "results/predictions/*/*.parquet") == after
 
 
 def test_dvc_one_benchmarks_new_data_answers_only_its_cells(dvc_run, tmp_path):
-    """A row's files persist: its stage reruns for every model when one benchmark's data changes, and answers
-    only that benchmark's cells again (the others' predictions files record the same inputs)."""
+    """The grid's files persist: one benchmark's new data prepares it again and answers only its cells (Snakemake
+    finds the other benchmarks' cells up to date)."""
     root = copy_workspace(dvc_run, tmp_path / "repo")
     config = yaml.safe_load((root / "config/config.yaml").read_text())
     bench = SMALL_GRID["benchmarks"][0]
     config["benchmarks"][bench]["source"]["seed"] = 1
     (root / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     before = mtimes(root, "results/predictions/*/*.parquet")
-    ran = stages_run(run(["dvc", "repro"], root).stdout)
-    assert {f"prepare@{bench}", *(f"row@{model}" for model in SMALL_GRID["models"])} <= ran
+    result = run(["dvc", "repro"], root)
+    assert stages_run(result.stdout) == GRID_RUN
+    jobs = jobs_run(result.stdout + result.stderr)
+    assert {job for job in jobs if job[0] == "prepare"} == {("prepare", f"bench={bench}")}
+    assert {wildcards for rule, wildcards in jobs if rule == "infer"} <= {
+        f"model={model}, bench={bench}" for model in SMALL_GRID["models"]}
     after = mtimes(root, "results/predictions/*/*.parquet")
     changed = {p for p in after if after[p] != before[p]}
     # a cell the model cannot run records only that, whatever the data: it may be left as it is
@@ -196,8 +235,12 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
 
     run(["git", "add", "dvc.lock", "results/metrics"], root)
     run(["git", "commit", "-q", "-m", "results"], root)
+    before = mtimes(root, "results/predictions/*/*.parquet")
     result = run(["dvc", "exp", "run", "-n", "seed-1", "-S", "config/config.yaml:models.random.seed=1"], root)
-    assert {stage for stage in stages_run(result.stdout) if stage.startswith("row")} == {"row@random"}
+    assert stages_run(result.stdout) == GRID_RUN
+    after = mtimes(root, "results/predictions/*/*.parquet")  # the experiment's files, left in the workspace
+    assert {p for p in after if after[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
+                                                           for b in SMALL_GRID["benchmarks"]}
     table = list(csv.DictReader(io.StringIO(run(["dvc", "exp", "show", "--csv", "--only-changed"], root).stdout)))
     experiment = next(row for row in table if row["Experiment"] == "seed-1")
     assert experiment["models.random.seed"] == "1"
@@ -317,14 +360,14 @@ def test_dvc_push_then_pull_into_a_fresh_clone_leaves_nothing_to_do(dvc_clone):
 def test_dvc_pull_brings_back_only_the_deleted_cell(dvc_clone):
     clone = dvc_clone.root
     cell = "results/predictions/random/pope-fixture.parquet"
-    assert "results/predictions/random" in lock_outputs(clone)  # the row's folder: DVC caches each file in it
+    assert "results/predictions" in lock_outputs(clone)  # the grid stage's folder: DVC caches each file in it
     md5 = hashlib.md5((clone / cell).read_bytes()).hexdigest()
     before = output_mtimes(clone)
     (clone / cell).unlink()
     cache_object(clone, md5).unlink()  # so that it comes from the remote, not the clone's own cache
 
     result = run(["dvc", "pull"], clone)
-    assert re.findall(r"^[AM]\s+(\S+)$", result.stdout, re.M) == ["results/predictions/random/"]
+    assert re.findall(r"^[AM]\s+(\S+)$", result.stdout, re.M) == ["results/predictions/"]
     assert transfer_counts(result.stdout) == {"fetched": 1, "added": 1}
     after = output_mtimes(clone)
     assert {path for path in after if after[path] != before[path]} == {cell}
