@@ -30,7 +30,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     import snakemake as snakemake_package
 
     meta = {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "libraries": f"snakemake {snakemake_package.__version__}, dvc {dvc_package.__version__}, "
                      f"python {platform.python_version()}",

@@ -46,13 +46,21 @@ import signal
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
 from gridrun import REPO, render_saved, save_results  # noqa: E402
-from speedcases import (SHAPES, at_depth, choice_section, clip_section, generate_section, load_llava,  # noqa: E402
-                        rank_section, write_llava)
+from speedcases import (  # noqa: E402
+    SHAPES,
+    at_depth,
+    choice_section,
+    clip_section,
+    generate_section,
+    load_llava,
+    rank_section,
+    write_llava,
+)
 from speedgrid import dag_section, workflow_section  # noqa: E402
 from speedreport import render_markdown, render_sim_markdown, shapes_label  # noqa: E402
 from speedsim import read_h200, sim_notes, sim_rows  # noqa: E402
@@ -89,7 +97,7 @@ def simulated(measurements: str, part_size: int, out: str | None, argv: list[str
     load_after = os.getloadavg()[0]
     meta = {
         "simulated": True,
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "device": f"simulated H200 on CPU ({platform.processor() or platform.machine()})",
         "measurements": f"{os.path.relpath(measurements, REPO)} (H200, {h200.cores} host cores, "
                         f"{h200.decode_per_core:.1f} JPEG decodes + resizes per core per s)",
@@ -136,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.depth is not None and args.depth < 1:
         parser.error(f"--depth {args.depth}: a model needs at least one layer")
 
+    import open_clip
     import torch
     import transformers
-    import open_clip
 
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     shapes = args.shapes or ("real" if device == "cuda" else "small")
@@ -171,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     meta = {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()})",
         "shapes": shapes_label(shapes, args.depth),
         "precision": shape["precision"] if device == "cuda" else "fp32 (the CPU always runs fp32)",

@@ -106,8 +106,8 @@ def warm_up(runner, records) -> None:
 def infer_parts(bench, settings: dict, part_size: int) -> list:
     """The benchmark's records cut into the parts `vlmgrid infer` cuts them into: at most part_size model
     requests each (vlmgrid.cellrun.job.part_bounds)."""
-    from vlmgrid.stages.cost_work import item_requests
     from vlmgrid.cellrun.job import part_bounds
+    from vlmgrid.stages.cost_work import item_requests
 
     bounds = part_bounds(item_requests(bench, settings), part_size)
     return [bench.records.iloc[start:stop] for start, stop in zip(bounds, bounds[1:])]
@@ -133,8 +133,8 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     import torch
 
     from vlmgrid.cache import cache_root
-    from vlmgrid.models import BACKENDS
     from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
+    from vlmgrid.models import BACKENDS
     from vlmgrid.pixel_cache import PIXELS_DIR
     from vlmgrid.protocols.classification import embed_strategy
 
@@ -237,9 +237,14 @@ def load_llava(shape: dict, device: str, model_dir: Path, batch_size: int):
 def choice_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
     import torch
 
-    from vlmgrid.model_requests import GenerateRequest, OptionRequest
-    from vlmgrid.protocols.choice import LETTERS, multiple_choice_option_strategy, multiple_choice_prompt, _context
     from vlmgrid.images import open_rgb
+    from vlmgrid.model_requests import GenerateRequest, OptionRequest
+    from vlmgrid.protocols.choice import (
+        LETTERS,
+        _context,
+        multiple_choice_option_strategy,
+        multiple_choice_prompt,
+    )
 
     n, bs = shape["choice_items"], shape["lm_batch"]
     folder = work / "scienceqa"

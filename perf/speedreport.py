@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True)
 class Goal:
     """What a figure must reach: `ratio` (our figure over its reference) or `value` at least `minimum`, or

@@ -5,8 +5,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from helpers.common import DEFAULT_CONFIG, REPO, copy_workflow, copy_workspace, heatmap_cells, run, small_grid_config
+from helpers.common import (
+    DEFAULT_CONFIG,
+    REPO,
+    copy_workflow,
+    copy_workspace,
+    heatmap_cells,
+    run,
+    small_grid_config,
+)
 
 # Caches (classifier weights, API responses) go to a fresh folder per test session, never the user's.
 os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")

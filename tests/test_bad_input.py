@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from PIL import Image
-
 from helpers.common import REPO
 from helpers.dvc_lock import write_dvc_repo
 from helpers.fake_openai_server import FakeOpenAIServer, Reply, completion
+from PIL import Image
+
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cellrun.cell import Cell
@@ -31,12 +31,16 @@ from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models import BACKENDS
 from vlmgrid.models.base import Backend
-from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.predictions import (
-    SCHEMA, check_data_fingerprint, read_metadata, read_predictions, write_predictions,
+    SCHEMA,
+    check_data_fingerprint,
+    read_metadata,
+    read_predictions,
+    write_predictions,
 )
 from vlmgrid.prompts import load_prompts
 from vlmgrid.stages.infer import run_inference
+from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.stages.score import score_cell
 
 prepare_module = importlib.import_module("vlmgrid.benchmarks.dataset")

@@ -4,10 +4,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers.common import REPO
 
 from vlmgrid.cli import main
-
-from helpers.common import REPO
 
 
 @pytest.fixture(autouse=True)
@@ -90,8 +89,8 @@ def test_listing_into_a_closed_pipe_ends_quietly(command):
 
 
 def test_make_tiny_models_writes_loadable_checkpoints(tmp_path, capsys):
-    from vlmgrid.models import BACKENDS
     from vlmgrid.model_requests import GenerateRequest
+    from vlmgrid.models import BACKENDS
 
     assert main(["make-tiny-models", str(tmp_path), "--families", "llava"]) == 0
     assert "no CLIP weights" not in capsys.readouterr().err

@@ -1,13 +1,12 @@
 import copy
 
-import yaml
-
 import pytest
+import yaml
 
 from vlmgrid.cli import main
 from vlmgrid.config import load_config, validate_config
-from vlmgrid.stages.plan import not_applicable
 from vlmgrid.errors import VlmgridError
+from vlmgrid.stages.plan import not_applicable
 
 
 def test_default_config_is_valid_and_has_every_fixture_benchmark(default_config_data):
@@ -205,8 +204,8 @@ def test_prompts_dir_default_and_override(default_config_data):
 
 
 def test_prompt_file_hashes(tmp_path):
-    from vlmgrid.prompts import prompt_file_hashes
     from vlmgrid.fileio import sha256_file
+    from vlmgrid.prompts import prompt_file_hashes
 
     assert prompt_file_hashes(tmp_path / "absent") == {}
     (tmp_path / "lvlm.yaml").write_text("templates: [a]\n")

@@ -4,8 +4,8 @@ one kept in git, one no stage outputs, one outside the repo or a repo whose lock
 from __future__ import annotations
 
 import pytest
-
 from helpers.dvc_lock import write_dvc_repo
+
 from vlmgrid.dvc_outputs import or_pull, pull_hint
 
 

@@ -7,9 +7,9 @@ import re
 
 import pytest
 import yaml
-
 from helpers.common import REPO
 from helpers.inspect_page import BENCH, make_grid
+
 from vlmgrid import messages
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config

@@ -8,7 +8,6 @@ import argparse
 import errno
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -18,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from helpers.filesystems import mounted_tmpfs
+
 from vlmgrid import cli, fileio
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report.style import pyplot, save_figure

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from helpers.common import lock_is_free
+
 from vlmgrid.gpu import acquire_gpus, lock_dir, visible_gpus
 
 HOLDER = textwrap.dedent("""
@@ -37,7 +38,9 @@ def test_inherited_visible_devices_are_the_candidates():
 
 def test_each_job_gets_its_own_gpu_and_a_killed_jobs_gpu_is_freed(tmp_path):
     env = _env(tmp_path, 2)
-    start = lambda: subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE, text=True)
+    def start():
+        return subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE, text=True)
+
     first, second = start(), start()
     try:
         gpus = {first.stdout.readline().strip(), second.stdout.readline().strip()}

@@ -8,9 +8,8 @@ import pytest
 from PIL import Image
 
 from vlmgrid import pixel_cache
-from vlmgrid.models import BACKENDS
-from vlmgrid.models import open_clip_backend
 from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
+from vlmgrid.models import BACKENDS, open_clip_backend
 
 SETTINGS = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": 2}
 

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
-
 from helpers.dvc_lock import write_dvc_repo
+
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import check_against_records, read_predictions, rows_to_table, write_predictions
 from vlmgrid.protocols.base import prediction_row

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, pope_grid_file, run
+
 from vlmgrid import paths
 from vlmgrid.cellrun.job import job_fingerprint
 from vlmgrid.cli import main

@@ -12,14 +12,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from helpers.common import pope_grid_file
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.codeversion import running_version
 from vlmgrid.config import load_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.predictions import METADATA_KEY, SCHEMA, read_metadata, rows_digest, rows_to_table, write_predictions
+from vlmgrid.predictions import (
+    METADATA_KEY,
+    SCHEMA,
+    read_metadata,
+    rows_digest,
+    rows_to_table,
+    write_predictions,
+)
 
 BENCH = "pope-fixture"
 MODELS = {"random": {"backend": "baseline", "seed": 0}, "first": {"backend": "baseline", "strategy": "first"}}

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 

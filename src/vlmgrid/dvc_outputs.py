@@ -14,8 +14,9 @@ import os
 import posixpath
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 

@@ -8,8 +8,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from vlmgrid import cache
 from vlmgrid.errors import VlmgridError

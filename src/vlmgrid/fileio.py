@@ -11,9 +11,10 @@ import secrets
 import shutil
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from vlmgrid.errors import VlmgridError
 

@@ -6,8 +6,8 @@ says what each capability does with them), so that neither imports the other to 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from PIL.Image import Image
 

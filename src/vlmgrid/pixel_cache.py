@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import os
 import types
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 

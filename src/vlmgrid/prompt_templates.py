@@ -25,9 +25,10 @@ tables. Two filters beside jinja2's own: `upper_first` (the first character uppe
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from vlmgrid.errors import VlmgridError
 
@@ -103,7 +104,7 @@ class PromptTemplate:
     where: str = "prompt"
 
     @classmethod
-    def of(cls, spec: Mapping | None, where: str = "prompt") -> "PromptTemplate | None":
+    def of(cls, spec: Mapping | None, where: str = "prompt") -> PromptTemplate | None:
         """The template of a `prompt` setting; None when there is none. A malformed one is one sentence."""
         if not spec:
             return None

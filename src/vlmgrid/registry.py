@@ -13,7 +13,8 @@ is read in one line of code, and no import order can change it.
 from __future__ import annotations
 
 import difflib
-from typing import Generic, Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
 
 from vlmgrid.errors import VlmgridError
 

@@ -26,9 +26,9 @@ import string
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from vlmgrid.errors import VlmgridError
 
@@ -53,7 +53,7 @@ class ServeSpec:
     env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, serve: dict) -> "ServeSpec":
+    def of(cls, serve: dict) -> ServeSpec:
         known = {name: serve[name] for name in ("ready_path", "api_path", "port", "startup_timeout", "stop_timeout")
                  if name in serve}
         return cls(command=tuple(serve["command"]), env=dict(serve.get("env") or {}), **known)

@@ -7,8 +7,8 @@ protocol accepts, predictions the metric accepts, and a score file with the benc
 import copy
 
 import pytest
-
 from helpers.chain import infer_cell, score_of
+
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.config import validate_config

@@ -15,16 +15,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.io
-
-import vlmgrid
 from helpers.chain import opens
 from helpers.dvc_lock import write_dvc_repo
-from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, verify_benchmark
-from vlmgrid.benchmarks import flowers102, pope
+
+import vlmgrid
+from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, flowers102, load_benchmark, pope, verify_benchmark
 from vlmgrid.benchmarks.dataset import fingerprint
+from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures import drawing as fx
 from vlmgrid.stages.prepare import prepare_benchmark
-from vlmgrid.errors import VlmgridError
 
 KINDS = ("flowers102", "pope", "scienceqa_img")
 # Items a default fixture yields: flowers 5 classes x 4 test images, POPE 3 splits x 10, ScienceQA 20.
@@ -161,7 +160,7 @@ def test_pope_fixture_is_the_hub_layout_with_balanced_splits(tmp_path):
     bench_dir = tmp_path / "pope"
     prepare("pope", bench_dir, size=12)
     raw = _raw_pope(bench_dir)
-    for split, frame in raw.items():
+    for frame in raw.values():
         assert list(frame.columns) == ["id", "question_id", "question", "answer", "image_source", "image", "category"]
         assert list(frame["question_id"]) == [str(i) for i in range(1, 13)]  # restarts per split
         assert Counter(frame["answer"]) == {"yes": 6, "no": 6}
@@ -202,7 +201,7 @@ def test_pope_negatives_follow_the_three_settings(tmp_path):
             for b in objs - {a}:
                 cooc[(a, b)] += 1
     for src, negatives in asked(raw["adversarial"]).items():
-        score = lambda o: sum(cooc[(o, p)] for p in objects_of[src])  # noqa: E731
+        score = lambda o, src=src: sum(cooc[(o, p)] for p in objects_of[src])  # noqa: E731
         absent = [o for o in fx.SHAPES if o not in objects_of[src]]
         assert min(score(o) for o in negatives) >= max(score(o) for o in absent if o not in negatives)
     assert asked(raw["popular"]) != asked(first) or asked(raw["adversarial"]) != asked(first)

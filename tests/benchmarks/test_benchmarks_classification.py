@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
-from vlmgrid.benchmarks import caltech101, food101, imagenet
+from vlmgrid.benchmarks import BENCHMARKS, caltech101, food101, imagenet, load_benchmark
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures import drawing as fx
-from vlmgrid.fixtures.kinds import caltech101 as caltech101_fixture, food101 as food101_fixture
+from vlmgrid.fixtures.kinds import caltech101 as caltech101_fixture
+from vlmgrid.fixtures.kinds import food101 as food101_fixture
 from vlmgrid.fixtures.kinds import imagenet as imagenet_fixture
 from vlmgrid.stages.prepare import prepare_benchmark
 
@@ -231,6 +231,7 @@ def test_imagenet_hub_copy_and_ilsvrc_tree_agree(tmp_path):
 
 def test_imagenet_hub_label_outside_the_1000_classes_is_an_error(tmp_path):
     import pyarrow as pa
+
     from vlmgrid.benchmarks.rawio import IMAGE_TYPE, write_hub_parquet
 
     schema = pa.schema([("image", IMAGE_TYPE), ("label", pa.int64())])

@@ -19,8 +19,10 @@ from vlmgrid.benchmarks.catalog import BENCHMARKS
 from vlmgrid.benchmarks.stamps import source_stamp
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
-from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture, mme as mme_fixture
-from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture, textvqa as textvqa_fixture
+from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
+from vlmgrid.fixtures.kinds import mme as mme_fixture
+from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture
+from vlmgrid.fixtures.kinds import textvqa as textvqa_fixture
 from vlmgrid.model_requests import GenerationResult
 from vlmgrid.models.base import Backend
 from vlmgrid.protocols import make_runner

@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
-from vlmgrid.benchmarks import imagenet
+from vlmgrid.benchmarks import BENCHMARKS, imagenet, load_benchmark
 from vlmgrid.benchmarks.sources import local_raw_files
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fixtures.kinds import caltech101 as caltech_fx, flowers102 as flowers_fx, food101 as food_fx
+from vlmgrid.fixtures.kinds import caltech101 as caltech_fx
+from vlmgrid.fixtures.kinds import flowers102 as flowers_fx
+from vlmgrid.fixtures.kinds import food101 as food_fx
 from vlmgrid.fixtures.kinds import imagenet as imagenet_fx
 from vlmgrid.stages.prepare import prepare_benchmark
 

@@ -13,13 +13,13 @@ import huggingface_hub
 import pandas as pd
 import pytest
 import yaml
+from helpers.sources import raw_fixture, with_kind
 from huggingface_hub import errors as hub_errors
 from huggingface_hub.hf_api import DatasetInfo
 
-from helpers.sources import raw_fixture, with_kind
-from vlmgrid.benchmarks import BENCHMARKS, Adapted, load_benchmark, verify_benchmark
-from vlmgrid.benchmarks import sources
-from vlmgrid.benchmarks.sources import hub as hub_source, url as url_source
+from vlmgrid.benchmarks import BENCHMARKS, Adapted, load_benchmark, sources, verify_benchmark
+from vlmgrid.benchmarks.sources import hub as hub_source
+from vlmgrid.benchmarks.sources import url as url_source
 from vlmgrid.errors import VlmgridError
 from vlmgrid.stages.prepare import prepare_benchmark
 
@@ -95,7 +95,9 @@ def test_expected_items_must_be_a_positive_whole_number(tmp_path, value):
 
 
 def test_a_fixture_source_needs_the_kinds_fixture_writer(tmp_path):
-    from vlmgrid.benchmarks import prepare_benchmark as prepare_folder  # the benchmark folder alone, no fixtures
+    from vlmgrid.benchmarks import (
+        prepare_benchmark as prepare_folder,  # the benchmark folder alone, no fixtures
+    )
 
     with pytest.raises(VlmgridError, match="a fixture source needs the pope fixture writer") as info:
         prepare_folder("pope", {"kind": "pope", "source": {"type": "fixture"}}, tmp_path / "pope")

@@ -12,14 +12,16 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from helpers.chain import opens
-from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
-from vlmgrid.benchmarks import mmbench, mme, mmvp, textvqa
+
+from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, mmbench, mme, mmvp, textvqa
 from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fixtures.kinds import cvbench as cvbench_fixture, mmbench as mmbench_fixture, mme as mme_fixture
-from vlmgrid.fixtures.kinds import mmvp as mmvp_fixture, textvqa as textvqa_fixture
+from vlmgrid.fixtures.kinds import cvbench as cvbench_fixture
+from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
+from vlmgrid.fixtures.kinds import mme as mme_fixture
+from vlmgrid.fixtures.kinds import mmvp as mmvp_fixture
+from vlmgrid.fixtures.kinds import textvqa as textvqa_fixture
 from vlmgrid.stages.prepare import prepare_benchmark
 
 KINDS = ("mme", "mmbench", "cvbench", "mmvp", "textvqa")

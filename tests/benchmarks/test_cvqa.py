@@ -10,22 +10,29 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from helpers.chain import infer_cell
+
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, check_source, load_benchmark
 from vlmgrid.benchmarks import cvqa as cvqa_bench
 from vlmgrid.benchmarks.rawio import write_hub_parquet
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
-from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES, cvqa as cvqa_fixture
+from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
+from vlmgrid.fixtures.kinds import cvqa as cvqa_fixture
 from vlmgrid.metrics import METRICS, score_predictions
-from vlmgrid.metrics.cvqa import LabelsHidden, accuracy_by_pair, labels_hidden, submission_table, submission_tables
+from vlmgrid.metrics.cvqa import (
+    LabelsHidden,
+    accuracy_by_pair,
+    labels_hidden,
+    submission_table,
+    submission_tables,
+)
 from vlmgrid.model_requests import GenerationResult, OptionScores, ScoreResult
 from vlmgrid.models.base import Backend
-from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.protocols import make_runner
 from vlmgrid.protocols.cvqa import CVQAPrompts, cvqa_prompts
+from vlmgrid.stages.prepare import prepare_benchmark
 from vlmgrid.stages.score import score_cell
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,10 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from helpers.chain import infer_cell, prepared_grid
-from vlmgrid.benchmarks import load_benchmark
-from vlmgrid.benchmarks import dance
+
+from vlmgrid.benchmarks import dance, load_benchmark
 from vlmgrid.benchmarks.dance_build import build_dance, concept_name, read_triples, relation_templates
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError

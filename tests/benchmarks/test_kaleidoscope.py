@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from helpers.chain import infer_cell, opens, score_of
+
 from vlmgrid import paths
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.benchmarks import kaleidoscope as kd

@@ -8,8 +8,8 @@ import logging
 import os
 
 import pytest
-
 from helpers.sources import raw_fixture, with_kind
+
 from vlmgrid import cli, fileio
 from vlmgrid.benchmarks import verify_benchmark
 from vlmgrid.benchmarks.stamps import source_fingerprint, source_stamp, write_source_stamps

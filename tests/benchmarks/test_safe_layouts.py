@@ -11,15 +11,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.common import DEFAULT_CONFIG, REPO
 from helpers.permissions import vlmgrid_held_back
+
 from vlmgrid.benchmarks import BENCHMARKS, load_benchmark
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
-from vlmgrid.fixtures.kinds import food101 as food_fx, mmbench as mmbench_fx, mme as mme_fx
-from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fx, textvqa as textvqa_fx
+from vlmgrid.fixtures.kinds import food101 as food_fx
+from vlmgrid.fixtures.kinds import mmbench as mmbench_fx
+from vlmgrid.fixtures.kinds import mme as mme_fx
+from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fx
+from vlmgrid.fixtures.kinds import textvqa as textvqa_fx
 from vlmgrid.stages.prepare import prepare_benchmark
 
 SETTINGS = {"seed": 0, "size": 3, "corrupt": 0}

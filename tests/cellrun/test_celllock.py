@@ -7,9 +7,9 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from helpers import kill_harness as kh
 from helpers.locks import _hold_in_subprocess
+
 from vlmgrid.cellrun.lock import cell_lock, lock_path
 from vlmgrid.errors import VlmgridError
 from vlmgrid.predictions import read_metadata
@@ -54,7 +54,7 @@ def test_the_lock_is_released_on_a_normal_exit(tmp_path):
 def test_the_lock_is_released_on_an_exception(tmp_path):
     with pytest.raises(ZeroDivisionError):
         with cell_lock(tmp_path / "partial", CELL):
-            1 / 0
+            raise ZeroDivisionError("inside the lock")
     with cell_lock(tmp_path / "partial", CELL):
         pass
 

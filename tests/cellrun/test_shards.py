@@ -266,7 +266,6 @@ def test_not_applicable_sharded_cell_writes_the_unsharded_record(small_config, w
 @pytest.mark.integration
 def test_snakemake_runs_sharded_cells_to_the_unsharded_predictions(tmp_path):
     import yaml
-
     from helpers.common import copy_workflow, run
 
     root = copy_workflow(tmp_path / "repo")

@@ -17,10 +17,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from helpers.common import copy_workflow, wait_for
-from helpers.forkserver import (REPO, Server, VLMGRID, _base_env, _run, _served, edit_keeping_times, package_copy,
-                                package_version, server)
+from helpers.forkserver import (
+    REPO,
+    VLMGRID,
+    Server,
+    _base_env,
+    _run,
+    _served,
+    edit_keeping_times,
+    package_copy,
+    package_version,
+)
+
 from vlmgrid import forkserver
 from vlmgrid.forkserver.protocol import PER_JOB, environment_difference
 

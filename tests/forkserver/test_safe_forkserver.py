@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.common import copy_workflow, wait_for, workflow_env
 from helpers.filesystems import mounted_tmpfs
-from helpers.forkserver import REPO, Server, VLMGRID, _base_env, _run, _served
+from helpers.forkserver import REPO, VLMGRID, Server, _base_env, _run, _served
 
 FOLDER_PREFIX = "vlmgrid-forkserver-"  # the private folder Snakemake's run makes for its server's socket
 

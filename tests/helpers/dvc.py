@@ -6,7 +6,6 @@ from pathlib import Path
 
 import yaml
 
-
 # The outputs dvc.yaml keeps in git (cache: false): never pushed or pulled, a clone has them from git.
 IN_GIT = {"results/metrics"}
 

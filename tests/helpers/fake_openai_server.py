@@ -102,7 +102,7 @@ class FakeOpenAIServer:
     def count(self) -> int:
         return len(self.requests)
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
 

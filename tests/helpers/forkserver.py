@@ -13,7 +13,6 @@ import pytest
 import vlmgrid
 from helpers.common import wait_for
 
-
 REPO = Path(__file__).resolve().parents[2]
 VLMGRID = [sys.executable, "-m", "vlmgrid.cli"]
 

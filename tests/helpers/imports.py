@@ -17,7 +17,6 @@ from vlmgrid.config import load_config
 from vlmgrid.predictions import SCHEMA
 from vlmgrid.stages.prepare import prepare_benchmark
 
-
 SIZES = {"pope-fixture": 2, "mme-fixture": 1, "textvqa-fixture": 3, "scienceqa-fixture": 6, "mmbench-fixture": 2}
 MODEL_ID = "llava-v1.5-13b"
 LLAVA_SHORT = "Answer the question using a single word or phrase."

@@ -12,7 +12,8 @@ import yaml
 
 from vlmgrid import paths
 from vlmgrid.config import load_config
-from vlmgrid.predictions import rows_to_table, write_predictions as write_file
+from vlmgrid.predictions import rows_to_table
+from vlmgrid.predictions import write_predictions as write_file
 from vlmgrid.stages.prepare import prepare
 
 BENCH = "scienceqa-fixture"

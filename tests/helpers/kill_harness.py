@@ -302,7 +302,7 @@ def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_d
         pause = rng.uniform(0.0, 1.0) * part_seconds
         process = start(ws, part_delay=part_delay, batch_delay=batch_delay, park_part=new_parts + 1,
                         park_after=pause)
-        parked = lambda: [e for e in trace(ws) if e["event"] == "parked" and e["pid"] == process.pid]  # noqa: E731
+        parked = lambda process=process: [e for e in trace(ws) if e["event"] == "parked" and e["pid"] == process.pid]  # noqa: E731
         if not _wait_for(parked, process, timeout):
             raise AssertionError(f"the job ended before it was killed:\n{log_text(ws, ws.runs)}")
         process.send_signal(signal.SIGKILL)

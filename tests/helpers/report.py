@@ -10,7 +10,6 @@ from pathlib import Path
 
 from vlmgrid.report import build_report
 
-
 DASH = "\u2013"
 MODELS = ["clip_tiny", "big-vlm"]
 BENCHES = ["pope-fixture", "sqa_img", "flowers"]

@@ -9,7 +9,6 @@ from pathlib import Path
 from vlmgrid.report import build_report
 from vlmgrid.report.reported import Method, Published, ReportedRow
 
-
 ZOO = "https://github.com/haotian-liu/LLaVA/blob/19d8945e1ce3b2b56a7533bc02876fc355e18f65/docs/MODEL_ZOO.md"
 
 

@@ -9,10 +9,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.imports import (
+    DATE,
+    MME_PERCEPTION,
+    MODEL_ID,
+    RELEASES,
+    SHORT,
+    grid,  # noqa: F401 (a fixture)
+    imported,
+    logged,
+    mme_samples,
+    parse_pred_ans,
+    refused,
+    run,
+    small_grid,
+    write_logs_json,
+    write_samples,
+)
 
-from helpers.imports import (DATE, MME_PERCEPTION, MODEL_ID, RELEASES, SHORT, imported, logged, mme_samples,
-                             parse_pred_ans, refused, run, small_grid, write_logs_json, write_samples)
-from helpers.imports import grid  # noqa: F401 (a fixture)
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format

@@ -7,9 +7,20 @@ import json
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from helpers.imports import (
+    LLAVA_SHORT,
+    MODEL_ID,
+    imported,
+    llava_line,
+    mmbench_answers,
+    mme_answers,
+    mme_tool_folder,
+    pope_files,
+    refused,
+    run,
+    write_jsonl,
+)
 
-from helpers.imports import (LLAVA_SHORT, MODEL_ID, grid, imported, llava_line, mmbench_answers, mme_answers,
-                             mme_tool_folder, pope_files, refused, run, write_jsonl)
 from vlmgrid.cli import main
 from vlmgrid.codeversion import running_version
 from vlmgrid.config import load_config
@@ -414,7 +425,7 @@ def test_an_answer_file_cut_anywhere_is_named_cut_short_with_its_line(grid, tmp_
     data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines[:3]).encode("utf-8")
     path = tmp_path / "a.jsonl"
     if cut == "inside a character":  # the copy stopped inside the three bytes of a character
-        path.write_bytes(data[:data.index("案".encode("utf-8")) + 2])
+        path.write_bytes(data[:data.index("案".encode()) + 2])
         line = 3
     elif cut == "inside a literal":  # the parser stops at the start of `true`, not at the line's end
         path.write_bytes(data[:data.index(b"true") + 2])

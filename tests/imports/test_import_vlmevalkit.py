@@ -8,9 +8,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.imports import (
+    LETTERS,
+    MODEL,
+    MODEL_ID,
+    NAN,
+    dump,
+    gold_text,
+    imported,
+    mmbench_rows,
+    mme_rows,
+    options,
+    refused,
+    run,
+    score_of,
+    small_grid,
+    textvqa_rows,
+)
 
-from helpers.imports import (LETTERS, MODEL, MODEL_ID, NAN, dump, gold_text, imported, mmbench_rows, mme_rows, options,
-                             refused, run, score_of, small_grid, textvqa_rows)
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
 
@@ -122,7 +137,7 @@ def test_pope_rows_answer_each_split_they_name(grid, tmp_path):
     assert list(frame.loc[pope["id"], "prediction"]) == expected
     # Per split F1 from the hand count of yes-items missed; the headline is their mean.
     f1s = []
-    for split, part in pope.groupby("split"):
+    for _split, part in pope.groupby("split"):
         pred = ["no" if q in wrong else a for q, a in zip(part["question"], part["answer"])]
         tp = sum(p == "yes" and a == "yes" for p, a in zip(pred, part["answer"]))
         positives, predicted = (part["answer"] == "yes").sum(), pred.count("yes")

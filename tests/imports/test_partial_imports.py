@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from helpers.imports import MODEL_ID, mmbench_answers, mme_tool_folder, refused, run, small_grid, write_jsonl
+
 from vlmgrid.cli import main
 from vlmgrid.predictions import read_metadata
 

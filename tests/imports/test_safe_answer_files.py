@@ -9,10 +9,24 @@ import struct
 import zipfile
 
 import pytest
-
+from helpers.imports import (
+    MODEL_ID,
+    dump,
+    gold_text,
+    imported,
+    mmbench_rows,
+    mme_answers,
+    mme_rows,
+    mme_tool_folder,
+    refused,
+    run,
+    score_of,
+    small_grid,
+    textvqa_rows,
+    write_jsonl,
+)
 from helpers.permissions import vlmgrid_held_back
-from helpers.imports import (MODEL_ID, dump, gold_text, imported, mmbench_rows, mme_answers, mme_rows, mme_tool_folder,
-                             refused, run, score_of, small_grid, textvqa_rows, write_jsonl)
+
 from vlmgrid.imports import vlmevalkit
 
 SIZES = {"mme-fixture": 6, "textvqa-fixture": 3, "mmbench-fixture": 2}

@@ -8,11 +8,25 @@ import os
 import socket
 
 import pytest
-
-from helpers.imports import (DATE, LLAVA_SHORT, MODEL_ID, imported, llava_line, mmbench_answers, mme_answers,
-                             mme_samples, mme_tool_folder, pope_files, refused, run, write_jsonl, write_samples)
-from helpers.imports import grid  # noqa: F401 (a fixture)
+from helpers.imports import (
+    DATE,
+    LLAVA_SHORT,
+    MODEL_ID,
+    grid,  # noqa: F401 (a fixture)
+    imported,
+    llava_line,
+    mmbench_answers,
+    mme_answers,
+    mme_samples,
+    mme_tool_folder,
+    pope_files,
+    refused,
+    run,
+    write_jsonl,
+    write_samples,
+)
 from helpers.locks import _hold_in_subprocess
+
 from vlmgrid.benchmarks import dance, load_benchmark
 from vlmgrid.benchmarks.dance_build import build_dance
 from vlmgrid.cellrun.lock import lock_path

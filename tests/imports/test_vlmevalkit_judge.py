@@ -6,8 +6,18 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-
-from helpers.imports import LETTERS, MODEL_ID, NAN, dump, imported, options, refused, run, score_of, small_grid
+from helpers.imports import (
+    LETTERS,
+    MODEL_ID,
+    NAN,
+    dump,
+    imported,
+    options,
+    refused,
+    run,
+    score_of,
+    small_grid,
+)
 from helpers.vlmevalkit_judge import write_judge_file
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers.metrics import values
+
 from vlmgrid.metrics import score_predictions
 
 

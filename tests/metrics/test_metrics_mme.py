@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from helpers.metrics import values, yes_no_frames
+
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import score_predictions
 from vlmgrid.metrics.mme import COGNITION, PERCEPTION, SUBTASKS

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from helpers.metrics import choice_frames, values
+
 from vlmgrid.metrics import score_predictions
 
 

@@ -1,8 +1,8 @@
 """POPE metric against hand-computed confusion counts."""
 
 import pytest
-
 from helpers.metrics import values, yes_no_frames
+
 from vlmgrid.metrics import score_predictions
 
 

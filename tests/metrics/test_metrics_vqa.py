@@ -108,7 +108,7 @@ def test_numpy_answer_arrays_from_parquet():
 def test_bootstrap_ci_contains_value_and_is_deterministic():
     rng = np.random.default_rng(0)
     answers, preds = [], []
-    for i in range(60):
+    for _ in range(60):
         m = int(rng.integers(0, 11))
         answers.append(["yes"] * m + ["no"] * (10 - m))
         preds.append("yes")

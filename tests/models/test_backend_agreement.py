@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.common import REPO
+
 from vlmgrid.cli import main
-from vlmgrid.protocols.classification import classification_prompts
 from vlmgrid.predictions import read_metadata, read_predictions
+from vlmgrid.protocols.classification import classification_prompts
 
 pytestmark = [
     pytest.mark.integration,

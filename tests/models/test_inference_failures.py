@@ -14,9 +14,9 @@ import json
 import pytest
 import torch
 import yaml
-
 from helpers.common import pope_grid_file
 from helpers.fake_openai_server import FakeOpenAIServer, Outage, Reply, Sleep, closed_port
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import read_metadata, read_predictions

@@ -2,9 +2,9 @@ import json
 
 import numpy as np
 import pytest
+from helpers.common import tiny_open_clip
 from PIL import Image
 
-from helpers.common import tiny_open_clip
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models import BACKENDS, OptionRequest
 from vlmgrid.stages.fetch import fetch_model

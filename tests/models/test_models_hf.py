@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from helpers.dvc_lock import write_dvc_repo  # noqa: E402
+
 from vlmgrid.errors import VlmgridError  # noqa: E402
 from vlmgrid.fileio import sha256_file  # noqa: E402
 from vlmgrid.fixtures.models import MODEL_FIXTURES  # noqa: E402

@@ -14,14 +14,14 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from helpers.common import REPO, workflow_env
+
 from vlmgrid import cli, filehashes
 from vlmgrid.errors import VlmgridError
+from vlmgrid.filehashes import file_hash
 from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint
 from vlmgrid.fixtures.models.tiny_open_clip import TINY_MODEL_CFG, write_tiny_open_clip
 from vlmgrid.models import checkpoints
-from vlmgrid.filehashes import file_hash
 from vlmgrid.models.open_clip_backend import OpenClip
 from vlmgrid.predictions import read_metadata
 from vlmgrid.stages.fetch import fetch_model, in_place_weights, model_stamp

@@ -5,13 +5,26 @@ import logging
 import math
 
 import pytest
+from helpers.fake_openai_server import (
+    EchoAuth,
+    FakeOpenAIServer,
+    Outage,
+    Reply,
+    Sleep,
+    closed_port,
+    completion,
+)
 from PIL import Image
 
-from helpers.fake_openai_server import EchoAuth, FakeOpenAIServer, Outage, Reply, Sleep, closed_port, completion
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.model_requests import GenerateRequest, OptionRequest
 from vlmgrid.models.openai_backend import (
-    ABSENT_LETTER_LOGPROB, ApiItemErrors, GenerationResult, OpenAI, encode_image, is_local_url,
+    ABSENT_LETTER_LOGPROB,
+    ApiItemErrors,
+    GenerationResult,
+    OpenAI,
+    encode_image,
+    is_local_url,
 )
 
 KEY = "sk-test-S3CRET-0123456789abcdef"

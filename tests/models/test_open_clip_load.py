@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
 import torch
+from helpers.common import tiny_open_clip
+from helpers.dvc_lock import write_dvc_repo
 from PIL import Image
 from safetensors.torch import load_file
 
-from helpers.common import tiny_open_clip
-from helpers.dvc_lock import write_dvc_repo
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models import BACKENDS
-from vlmgrid.models.open_clip_loading import (TEXT_TOWER_DIR, WEIGHTS_NAME, _checkpoint_sets_every_weight, load_model,
-                                              local_text_tower)
+from vlmgrid.models.open_clip_loading import (
+    TEXT_TOWER_DIR,
+    WEIGHTS_NAME,
+    _checkpoint_sets_every_weight,
+    load_model,
+    local_text_tower,
+)
 from vlmgrid.stages.fetch import fetch_model
 
 TINY = tiny_open_clip(seed=3)  # its batch of 3 holds the three images below, as the reference encodes them

@@ -14,13 +14,13 @@ import os
 import shutil
 
 import pytest
-
 from helpers.common import tiny_open_clip
+
 from vlmgrid import cli, filehashes, fileio
 from vlmgrid.errors import VlmgridError
+from vlmgrid.filehashes import file_hash
 from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint
 from vlmgrid.fixtures.models.tiny_open_clip import TINY_MODEL_CFG, write_tiny_open_clip
-from vlmgrid.filehashes import file_hash
 from vlmgrid.stages.fetch import fetch_model, in_place_weights
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-
 from helpers.common import pope_grid_file
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import read_metadata, read_predictions
@@ -51,7 +51,7 @@ class Serve:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self, timeout: float = 180.0) -> "Serve":
+    def start(self, timeout: float = 180.0) -> Serve:
         command = [str(Path(sys.executable).parent / "transformers"), "serve", str(self.checkpoint),
                    "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

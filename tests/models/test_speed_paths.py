@@ -10,10 +10,9 @@ from PIL import Image
 
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.benchmarks.dataset import Benchmark
-from vlmgrid.images import ImageError, open_rgb
-from vlmgrid.models import BACKENDS
-from vlmgrid.models import open_clip_backend
 from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
+from vlmgrid.images import ImageError, open_rgb
+from vlmgrid.models import BACKENDS, open_clip_backend
 from vlmgrid.protocols.classification import embed_strategy
 
 # no pixel cache: every call here decodes, so the decoding paths are the ones compared

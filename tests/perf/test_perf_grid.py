@@ -6,7 +6,6 @@ import json
 import sys
 
 import pytest
-
 from helpers.common import REPO
 
 _spec = importlib.util.spec_from_file_location("grid", REPO / "perf" / "grid.py")

@@ -8,7 +8,6 @@ import sys
 
 import open_clip
 import pytest
-
 from helpers.common import REPO
 
 _spec = importlib.util.spec_from_file_location("speed", REPO / "perf" / "speed.py")

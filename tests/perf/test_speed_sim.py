@@ -5,7 +5,6 @@ import json
 import sys
 
 import pytest
-
 from helpers.common import REPO
 
 _spec = importlib.util.spec_from_file_location("speed", REPO / "perf" / "speed.py")

@@ -212,8 +212,8 @@ def test_mme_every_item_is_llavas_input(grid):
 
 
 def test_scienceqa_img_items_are_llavas_input(grid):
-    from vlmgrid.benchmarks import load_benchmark
     from vlmgrid import paths
+    from vlmgrid.benchmarks import load_benchmark
 
     with gzip.open(AUTHORS / "llava" / "llava_test_CQM-A.json.gz", "rt", encoding="utf-8") as handle:
         questions = {entry["id"]: entry for entry in json.load(handle)}

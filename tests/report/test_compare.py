@@ -9,9 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
-from helpers.compare import FAIR, grid_data, tiny_grid, write_bench, write_comparison, write_preds, write_score
+from helpers.compare import (
+    FAIR,
+    grid_data,
+    write_bench,
+    write_comparison,
+    write_preds,
+    write_score,
+)
 from helpers.dvc_lock import write_dvc_repo
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config

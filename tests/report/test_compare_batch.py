@@ -4,8 +4,8 @@
 import json
 
 import pyarrow.parquet as pq
-
 from helpers.compare import tiny_grid  # noqa: F401 (a fixture)
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import METADATA_KEY

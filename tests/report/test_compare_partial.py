@@ -4,9 +4,10 @@ answered with `report.partial_cells: include`."""
 
 import json
 
+import pandas as pd
 import pytest
-
 from helpers.compare import FAIR, GOOD, grid_data, write_bench, write_preds
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.predictions import rows_to_table, write_predictions
@@ -56,7 +57,7 @@ def test_include_compares_on_the_items_both_answered(tmp_path, partial_grid):
     assert pair["mcnemar"]["a_only"] == 5 and pair["mcnemar"]["b_only"] == 0
 
 
-def comparison_tables(data) -> tuple[str, str, "pd.DataFrame"]:
+def comparison_tables(data) -> tuple[str, str, pd.DataFrame]:
     """The comparisons table's Markdown, LaTeX and CSV frame, as the report writes them from the file."""
     from vlmgrid.report.comparisons import read_comparisons
     from vlmgrid.report.tables.comparisons import comparisons_frame, comparisons_latex, comparisons_markdown

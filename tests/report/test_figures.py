@@ -7,6 +7,9 @@ import json
 import re
 
 import pytest
+from helpers.common import REPO as REPO_ROOT
+from helpers.common import heatmap_cells
+from helpers.report import BENCHES, MODELS, _write, build, kaleidoscope_obj, mark_not_applicable, write_scores
 from PIL import Image
 
 from vlmgrid.report import build_report, load_grid
@@ -14,9 +17,6 @@ from vlmgrid.report.bars import grouped_bars
 from vlmgrid.report.figures import main_heatmap
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.style import NO_NUMBER_COLOUR, SMALL_PT, figure_style, pyplot, text_colour
-
-from helpers.common import REPO as REPO_ROOT, heatmap_cells
-from helpers.report import BENCHES, MODELS, _write, build, kaleidoscope_obj, mark_not_applicable, write_scores
 
 DAGGER = "\u2020"
 
@@ -257,7 +257,6 @@ def all_texts(fig) -> list[str]:
 
 def test_no_figure_names_a_metric_by_its_raw_key(tmp_path, monkeypatch):
     import matplotlib.figure
-
     from helpers.reported import build as build_reported
 
     saved = {}
@@ -328,7 +327,6 @@ def test_every_paper_figure_note_names_its_interval(tmp_path, monkeypatch):
 
 def test_the_reported_figure_note_names_its_interval(tmp_path, monkeypatch):
     import matplotlib.figure
-
     from helpers.reported import build as build_reported
 
     saved = []

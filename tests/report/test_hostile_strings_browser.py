@@ -4,12 +4,11 @@ would create exists, no script of theirs runs, and the report's own scripts stil
 
 import pytest
 import yaml
-
-from helpers.common import copy_workflow, run, small_grid_config
-from vlmgrid.report.inspect_page import FORMAT_ERROR, WRONG, Answer, InspectPage, Item, render_page
-
 from helpers.browser import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
+from helpers.common import copy_workflow, run, small_grid_config
 from selenium.webdriver.common.by import By
+
+from vlmgrid.report.inspect_page import FORMAT_ERROR, WRONG, Answer, InspectPage, Item, render_page
 
 # Each would create an element or run a script if it reached the page as markup.
 HOSTILE = [

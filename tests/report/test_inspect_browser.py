@@ -4,6 +4,7 @@ from helpers.browser import browser  # noqa: F401 (the fixture; without Chromium
 from helpers.inspect_page import BENCH, make_grid
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
+
 from vlmgrid import paths
 from vlmgrid.stages.inspect import inspect_benchmark
 

@@ -3,7 +3,14 @@
 import re
 
 from vlmgrid.report.inspect_page import (
-    FORMAT_ERROR, PARTIAL, RIGHT, WRONG, Answer, InspectPage, Item, render_page,
+    FORMAT_ERROR,
+    PARTIAL,
+    RIGHT,
+    WRONG,
+    Answer,
+    InspectPage,
+    Item,
+    render_page,
 )
 
 

@@ -12,10 +12,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from helpers.compare import write_comparison, write_score
 from helpers.report import _write, cvqa_obj, dance_obj, kaleidoscope_obj
 from helpers.reported import build as build_reported
+
 from vlmgrid.report import build_report
 from vlmgrid.report.tables.format import BEST, BLOCK_COLUMNS, SECOND, _blocks, emphasis, latex_table
 

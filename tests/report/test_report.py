@@ -7,10 +7,25 @@ import json
 import re
 
 import pytest
-
 from helpers.dvc_lock import write_dvc_repo
-from helpers.report import (BENCHES, DASH, MODELS, POPE_SPLITS, _est, _write, build, cvqa_obj, dance_obj,
-                            kaleidoscope_obj, mark_not_applicable, md_rows, plain_latex, read_csv, write_scores)
+from helpers.report import (
+    BENCHES,
+    DASH,
+    MODELS,
+    POPE_SPLITS,
+    _est,
+    _write,
+    build,
+    cvqa_obj,
+    dance_obj,
+    kaleidoscope_obj,
+    mark_not_applicable,
+    md_rows,
+    plain_latex,
+    read_csv,
+    write_scores,
+)
+
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report import build_report
 from vlmgrid.report.outputs import report_files

@@ -7,11 +7,21 @@ from __future__ import annotations
 import copy
 import json
 
-from vlmgrid.report import build_report
-
 from helpers.common import heatmap_cells
-from helpers.report import (_capture_figures, _write, build, cvqa_obj, kaleidoscope_obj, latex_rows, md_rows,
-                            plain_latex, read_csv, write_scores)
+from helpers.report import (
+    _capture_figures,
+    _write,
+    build,
+    cvqa_obj,
+    kaleidoscope_obj,
+    latex_rows,
+    md_rows,
+    plain_latex,
+    read_csv,
+    write_scores,
+)
+
+from vlmgrid.report import build_report
 
 NE = "\u2260"
 TEX_NE = r"$^{\neq}$"
@@ -40,7 +50,7 @@ def test_breakdown_variants_and_main_figure_mark_the_cell(tmp_path, monkeypatch)
     assert f"{NE}: answers depend on the batch" in breakdown and "big-vlm on pope-fixture 2 of 8" in breakdown
     variants = tables.joinpath("variants.md").read_text(encoding="utf-8")
     assert f"| big-vlm | pope-fixture | a | F1 | 50.0 [40.0, 60.0]{NE} |" in variants
-    assert f"| clip_tiny | pope-fixture | a | F1 | 50.0 [40.0, 60.0] |" in variants
+    assert "| clip_tiny | pope-fixture | a | F1 | 50.0 [40.0, 60.0] |" in variants
     assert "big-vlm on pope-fixture 2 of 8" in variants and "clip_tiny on pope-fixture" not in variants
     # the main figure: the value carries the mark, and the note under it names the cell
     fig = figures[0]
@@ -53,7 +63,7 @@ def test_breakdown_variants_and_main_figure_mark_the_cell(tmp_path, monkeypatch)
 
 def test_a_grid_whose_checks_found_nothing_has_no_mark(tmp_path):
     files = write_scores(tmp_path)
-    for (model, bench), path in files.items():
+    for path in files.values():
         path.write_text(json.dumps(_checked(json.loads(path.read_text()), [])))
     build(tmp_path, files)
     for path in (tmp_path / "tables").iterdir():

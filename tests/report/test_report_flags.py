@@ -9,16 +9,26 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.common import heatmap_cells
+from helpers.report import (
+    DASH,
+    _write,
+    build,
+    cvqa_obj,
+    dance_obj,
+    kaleidoscope_obj,
+    latex_rows,
+    md_rows,
+    plain_latex,
+    read_csv,
+    write_scores,
+)
 
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report import build_report
-
-from helpers.common import heatmap_cells
-from helpers.report import (DASH, _write, build, cvqa_obj, dance_obj, kaleidoscope_obj, latex_rows, md_rows,
-                            plain_latex, read_csv, write_scores)
 
 DAGGER = "\u2020"
 TEX_DAGGER = r"$^{\dagger}$"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers.common import heatmap_cells
 from helpers.report import build, latex_rows, md_rows, read_csv, write_scores
+
 from vlmgrid.report import load_grid
 from vlmgrid.report.figures import main_heatmap, main_note
 from vlmgrid.report.tables.main import main_markdown

@@ -8,11 +8,21 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers.common import heatmap_cells
 from helpers.compare import grid_data, write_bench, write_comparison, write_preds
-from helpers.report import (BENCHES, MODELS, _write, build, kaleidoscope_obj, latex_rows, md_rows, plain_latex,
-                            read_csv, write_scores)
+from helpers.report import (
+    BENCHES,
+    MODELS,
+    _write,
+    build,
+    kaleidoscope_obj,
+    latex_rows,
+    md_rows,
+    plain_latex,
+    read_csv,
+    write_scores,
+)
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.report import build_report, load_grid
@@ -204,7 +214,8 @@ def test_the_paper_tables_and_figures_mark_the_model(tmp_path, monkeypatch):
 
 
 def test_the_reported_table_marks_a_reproduction_on_a_partial_copy(tmp_path):
-    from helpers.reported import build as build_reported, grid_objs
+    from helpers.reported import build as build_reported
+    from helpers.reported import grid_objs
 
     objs = grid_objs()
     objs[("llava13", "mme-b")]["partial_copy"] = {"items": 24, "published_items": 2374, "source": "local"}

@@ -4,12 +4,11 @@ more (the figure's smallest, 7 pt drawn at 300 dpi, as the picture is shown), no
 legend is open and the results start at the top of the page."""
 
 import pytest
-
-from helpers.common import run
-from vlmgrid.report.style import DPI, SMALL_PT
-
 from helpers.browser import browser  # noqa: F401 (the fixture; without Chromium the module is skipped)
+from helpers.common import run
 from selenium.webdriver.support.ui import WebDriverWait
+
+from vlmgrid.report.style import DPI, SMALL_PT
 
 WIDTH, HEIGHT = 1280, 800
 MIN_PX = 11.0

@@ -4,22 +4,41 @@ cells, and the reported table and figure (vlmgrid.report.reported, report.tables
 from __future__ import annotations
 
 import copy
-import dataclasses
 import csv
+import dataclasses
 import struct
 from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers.reported import (
+    BENCHES,
+    KINDS,
+    MODELS,
+    PUBLISHED,
+    ZOO,
+    build,
+    grid_objs,
+    reported_row,
+    score,
+    write_grid,
+)
 
-from helpers.reported import BENCHES, KINDS, MODELS, PUBLISHED, ZOO, build, grid_objs, reported_row, score, write_grid
 from vlmgrid.benchmarks.catalog import BENCHMARKS
 from vlmgrid.config import validate_config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import METRICS
 from vlmgrid.report import build_report
-from vlmgrid.report.reported import (COLUMNS, Method, Published, _schema, figure_label, grid_method, load_reported,
-                                     match_reported)
+from vlmgrid.report.reported import (
+    COLUMNS,
+    Method,
+    Published,
+    _schema,
+    figure_label,
+    grid_method,
+    load_reported,
+    match_reported,
+)
 from vlmgrid.stages.report import published_numbers
 
 REPO = Path(__file__).resolve().parents[2]

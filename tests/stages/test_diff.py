@@ -12,13 +12,12 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers.diff import _config, _prepare, _rows, _write
+
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.differences import diff_predictions, same_answer
 from vlmgrid.stages.diff import diff_sets, headline_parsers, render
-
 
 # --- ScienceQA-IMG (accuracy): A read with the general letter reader, B with LLaVA's rule ---------------------
 # Gold letters of the 8 fixture items: test-0 A, test-1 D, test-2 C, test-3 A, test-4 D, test-5 C, test-6 A,

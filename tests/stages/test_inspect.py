@@ -8,14 +8,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from helpers.dvc_lock import write_dvc_repo
 from helpers.inspect_page import BENCH, make_grid, write_predictions
+
 from vlmgrid import paths
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics import METRICS
-from vlmgrid.predictions import read_metadata, read_table, write_predictions as write_file
+from vlmgrid.predictions import read_metadata, read_table
+from vlmgrid.predictions import write_predictions as write_file
 from vlmgrid.report.inspect_page import FORMAT_ERROR, NO_GOLD, PARTIAL, RIGHT, WRONG, render_page
 from vlmgrid.stages.inspect import ITEM_RULES, _answers, build_page, sample_positions
 

@@ -23,7 +23,8 @@ from vlmgrid.benchmarks import BENCHMARKS, load_benchmark, verify_benchmark
 from vlmgrid.benchmarks.sources import local_raw_files
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
-from vlmgrid.fixtures.kinds import food101 as food_fx, mme as mme_fx
+from vlmgrid.fixtures.kinds import food101 as food_fx
+from vlmgrid.fixtures.kinds import mme as mme_fx
 from vlmgrid.stages.prepare import prepare_benchmark
 
 FOOD = {"seed": 3, "size": 2, "classes": 3, "corrupt": 0}

@@ -9,7 +9,8 @@ import yaml
 
 from vlmgrid import paths
 from vlmgrid.cli import main
-from vlmgrid.metrics import METRICS, cvqa as cvqa_metric
+from vlmgrid.metrics import METRICS
+from vlmgrid.metrics import cvqa as cvqa_metric
 from vlmgrid.metrics.base import LabelsHidden, Metric
 from vlmgrid.report import build_report
 from vlmgrid.report.outputs import report_files

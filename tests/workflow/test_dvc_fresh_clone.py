@@ -14,7 +14,6 @@ import subprocess
 
 import pytest
 import yaml
-
 from helpers.common import REPO, run
 
 PIPELINES = ["dvc.yaml", "pipelines/carpe/dvc.yaml", "pipelines/cvqa/dvc.yaml", "pipelines/dance/dvc.yaml",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.common import REPO, copy_workflow, run
+
 from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.stages.dvc_pipelines import plan_pipelines, render_pipelines

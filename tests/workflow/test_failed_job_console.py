@@ -3,7 +3,6 @@
 
 import pytest
 import yaml
-
 from helpers.common import copy_workflow, run
 
 pytestmark = pytest.mark.integration

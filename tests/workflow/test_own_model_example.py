@@ -7,10 +7,11 @@ published one must."""
 import pandas as pd
 import pytest
 import yaml
-
 from helpers.common import REPO, copy_workflow, run
 from helpers.workflow import stages_run
-from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture, mme as mme_fixture
+
+from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
+from vlmgrid.fixtures.kinds import mme as mme_fixture
 from vlmgrid.fixtures.kinds import scienceqa as scienceqa_fixture
 
 pytestmark = pytest.mark.integration

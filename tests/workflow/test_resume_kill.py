@@ -11,8 +11,8 @@ import re
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from helpers import kill_harness as kh
+
 from vlmgrid.predictions import read_metadata, read_predictions
 
 pytestmark = pytest.mark.integration

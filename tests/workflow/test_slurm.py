@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from helpers.common import REPO, SLURM_GRID, copy_workflow, run, small_grid_config, workflow_env
 from helpers.slurm_cluster import ClusterUnavailable, start_cluster
+
 from vlmgrid.stages import cost
 
 FORWARD = cost.load_throughput()["lvlm"]["rates"]["forward"]["rate"]

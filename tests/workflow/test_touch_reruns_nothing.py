@@ -6,9 +6,9 @@ import re
 
 import pytest
 import yaml
-
 from helpers.common import copy_workflow, dvc_grid_repo, mtimes, run
 from helpers.workflow import GRID_RUN, UP_TO_DATE, job_stats, jobs_run, local_grid, stages_run
+
 from vlmgrid.fixtures.kinds import mmbench as mmbench_fixture
 
 pytestmark = pytest.mark.integration

@@ -11,11 +11,28 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
-from helpers.common import (REPO, SMALL_GRID, copy_workflow, copy_workspace, mtimes, run, set_random_seed,
-                            small_grid_config, workflow_env, write_grid_pipeline)
-from helpers.dvc import (cache_object, lock_outputs, moto_s3, output_files, output_mtimes, remote_objects,
-                         s3_remote_commands, transfer_counts)
+from helpers.common import (
+    REPO,
+    SMALL_GRID,
+    copy_workflow,
+    copy_workspace,
+    mtimes,
+    run,
+    set_random_seed,
+    small_grid_config,
+    workflow_env,
+    write_grid_pipeline,
+)
+from helpers.dvc import (
+    cache_object,
+    lock_outputs,
+    moto_s3,
+    output_files,
+    output_mtimes,
+    remote_objects,
+    s3_remote_commands,
+    transfer_counts,
+)
 from helpers.workflow import GRID_RUN, UP_TO_DATE, changed_stages, job_stats, jobs_run, stages_run
 
 pytestmark = pytest.mark.integration

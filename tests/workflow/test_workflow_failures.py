@@ -12,7 +12,6 @@ import re
 
 import pytest
 import yaml
-
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run, workflow_env
 from helpers.fake_openai_server import FakeOpenAIServer, Reply
 from helpers.workflow import GRID_RUN, UP_TO_DATE, jobs_run, local_grid, stages_run

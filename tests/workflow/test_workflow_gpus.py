@@ -8,7 +8,6 @@ import re
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from helpers.common import copy_workflow, run, small_grid_config, workflow_env
 
 GRID = {"models": ["llava-tiny", "clip-tiny", "random"], "benchmarks": ["pope-fixture", "mme-fixture"]}

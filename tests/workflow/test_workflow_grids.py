@@ -8,7 +8,6 @@ import re
 
 import pytest
 import yaml
-
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, run
 from helpers.sources import raw_fixture
 from helpers.workflow import GRID_RUN, UP_TO_DATE, changed_stages, jobs_run, stages_run

@@ -5,7 +5,6 @@ import json
 
 import pytest
 import yaml
-
 from helpers.common import REPO, copy_workflow, dvc_grid_repo, mtimes, run
 from helpers.workflow import GRID_RUN, UP_TO_DATE, jobs_run, stages_run
 

@@ -34,9 +34,9 @@ import json
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Mapping
 
 import numpy as np
 import pandas as pd

@@ -39,7 +39,7 @@ def records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str]
             f"{label}: item id {example!r} appears {int((ids == example).sum())} times; ids must be unique (the raw "
             f"files repeat an item: re-download them, or fix the {kind.name} adapter)"
         )
-    for n, row in enumerate(records.itertuples(index=False)):
+    for row in records.itertuples(index=False):
         options, index, answer = list(row.options), int(row.answer_index), row.answer
         where = f"{label}: item {row.id!r}"
         if not isinstance(row.question, str):

@@ -7,8 +7,21 @@ vlmgrid.fixtures.kinds.
 from __future__ import annotations
 
 from vlmgrid.benchmarks import (
-    caltech101, cvbench, cvqa, dance, flowers102, food101, imagenet, kaleidoscope, mmbench, mme, mmvp, pope,
-    pope_coco, scienceqa, textvqa,
+    caltech101,
+    cvbench,
+    cvqa,
+    dance,
+    flowers102,
+    food101,
+    imagenet,
+    kaleidoscope,
+    mmbench,
+    mme,
+    mmvp,
+    pope,
+    pope_coco,
+    scienceqa,
+    textvqa,
 )
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.registry import Registry

@@ -16,8 +16,9 @@ to score such records (see vlmgrid.metrics.cvqa) instead of reading -1 as an opt
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa

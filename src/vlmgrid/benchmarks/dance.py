@@ -23,7 +23,15 @@ import jsonschema
 import pandas as pd
 
 from vlmgrid.benchmarks.dance_build import (
-    DIRECTIONS, FORMAT_DOC, FORMAT_NAME, FORMAT_VERSION, HARD_RELATIONS, META, QUERIES, SPLITS, TRIPLES,
+    DIRECTIONS,
+    FORMAT_DOC,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HARD_RELATIONS,
+    META,
+    QUERIES,
+    SPLITS,
+    TRIPLES,
 )
 from vlmgrid.benchmarks.kinds import Adapted, question_kind
 from vlmgrid.benchmarks.rawio import ImageStore, read_bytes, read_text, within

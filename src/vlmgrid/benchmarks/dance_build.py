@@ -31,9 +31,9 @@ import json
 import random
 import shutil
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 

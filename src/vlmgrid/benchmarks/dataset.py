@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -24,7 +25,16 @@ import vlmgrid
 from vlmgrid import fileio
 from vlmgrid.benchmarks.canonical import records_table
 from vlmgrid.benchmarks.catalog import BENCHMARKS
-from vlmgrid.benchmarks.folder import CLASSES, MANIFEST, RECORDS, SYNONYMS, UNFINISHED, WRITTEN, clear, own_files
+from vlmgrid.benchmarks.folder import (
+    CLASSES,
+    MANIFEST,
+    RECORDS,
+    SYNONYMS,
+    UNFINISHED,
+    WRITTEN,
+    clear,
+    own_files,
+)
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.benchmarks.local_copy import check_local_folder, first_change, local_change, local_state
 from vlmgrid.benchmarks.sources import Fixture, check_source, data_settings, expected_items, fetch_source

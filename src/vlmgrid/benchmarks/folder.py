@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from vlmgrid import fileio
-from vlmgrid.image_sources import IMAGE_SOURCES
 from vlmgrid.benchmarks.sources import local_folder
 from vlmgrid.errors import VlmgridError
+from vlmgrid.image_sources import IMAGE_SOURCES
 
 MANIFEST = "manifest.json"
 RECORDS = "records.parquet"

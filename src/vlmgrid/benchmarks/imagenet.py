@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import io
+import json
 import re
 import tarfile
 import zlib
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,15 @@ import pyarrow as pa
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import Adapted, classification_kind
 from vlmgrid.benchmarks.layouts import Layout, layout_fields
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, archive_file, find_raw, iter_parquet_rows, read_bytes, within
+from vlmgrid.benchmarks.rawio import (
+    IMAGE_TYPE,
+    ImageStore,
+    archive_file,
+    find_raw,
+    iter_parquet_rows,
+    read_bytes,
+    within,
+)
 from vlmgrid.benchmarks.records import classification_record
 from vlmgrid.errors import VlmgridError
 

@@ -9,13 +9,21 @@ tests and the offline grid use, lives in vlmgrid.fixtures.kinds.)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pandas as pd
 
-from vlmgrid.benchmarks.shapes import CLASSIFICATION, MULTIPLE_CHOICE, RANKING, SHORT_ANSWER, YES_NO, RecordShape
+from vlmgrid.benchmarks.shapes import (
+    CLASSIFICATION,
+    MULTIPLE_CHOICE,
+    RANKING,
+    SHORT_ANSWER,
+    YES_NO,
+    RecordShape,
+)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from vlmgrid.benchmarks.kinds import Adapted
 from vlmgrid.errors import VlmgridError

@@ -4,8 +4,9 @@ folder prepare writes (`check_local_folder`), and whether its raw files changed 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.benchmarks.sources import local_folder, local_raw_files

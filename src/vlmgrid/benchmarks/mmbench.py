@@ -42,8 +42,9 @@ import binascii
 import csv
 import math
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -97,7 +98,7 @@ def _options(row: Mapping[str, Any], where: str) -> list[str]:
     present = [not _missing(row[letter]) for letter in LETTERS]
     n = sum(present)
     if n < 2 or not all(present[:n]):
-        raise VlmgridError(f"{where}: options A-D must be at least 2 given in order (A, B, ...), not {[row[l] for l in LETTERS]!r}; re-download the file")
+        raise VlmgridError(f"{where}: options A-D must be at least 2 given in order (A, B, ...), not {[row[letter] for letter in LETTERS]!r}; re-download the file")
     return [str(row[letter]) for letter in LETTERS[:n]]
 
 

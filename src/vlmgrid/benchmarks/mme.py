@@ -29,7 +29,15 @@ import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, question_kind
 from vlmgrid.benchmarks.layouts import Layout, Layouts, hub_layout, rows_adapter
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
+from vlmgrid.benchmarks.rawio import (
+    IMAGE_TYPE,
+    ImageStore,
+    find_raw,
+    iter_parquet_rows,
+    read_bytes,
+    read_text,
+    within,
+)
 from vlmgrid.benchmarks.records import yes_no_record
 from vlmgrid.errors import VlmgridError
 

@@ -9,8 +9,9 @@ import stat
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq

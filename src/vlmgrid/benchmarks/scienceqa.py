@@ -19,15 +19,24 @@ the hint).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
 from vlmgrid.benchmarks.kinds import Adapted, question_kind
 from vlmgrid.benchmarks.layouts import Layout, Layouts, hub_layout, rows_adapter
-from vlmgrid.benchmarks.rawio import IMAGE_TYPE, ImageStore, find_raw, iter_parquet_rows, read_bytes, read_text, within
+from vlmgrid.benchmarks.rawio import (
+    IMAGE_TYPE,
+    ImageStore,
+    find_raw,
+    iter_parquet_rows,
+    read_bytes,
+    read_text,
+    within,
+)
 from vlmgrid.benchmarks.records import checked_answer_index, checked_options, choice_record
 from vlmgrid.errors import VlmgridError
 

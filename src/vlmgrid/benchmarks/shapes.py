@@ -15,8 +15,8 @@ answer_index points into (the classes, or the options); `where` begins the error
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from vlmgrid.errors import VlmgridError
 
@@ -38,7 +38,7 @@ class RecordShape:
     name: str
     has_classes: bool
     needs_question: bool
-    labels: Callable[[list, int, "list[str] | None", str], list] = field(repr=False)
+    labels: Callable[[list, int, list[str] | None, str], list] = field(repr=False)
 
 
 def _classification(options: list, index: int, classes: list[str] | None, where: str) -> list:

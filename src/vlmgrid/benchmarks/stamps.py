@@ -5,8 +5,9 @@ they change, and only then."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.catalog import BENCHMARKS

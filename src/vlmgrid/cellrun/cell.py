@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from vlmgrid import paths
 from vlmgrid.cellrun.job import Job, write_not_applicable

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
-
 
 SHARE = 10  # the check asks at most 1/SHARE of the cell's model requests
 

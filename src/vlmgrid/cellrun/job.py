@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import pandas as pd
 

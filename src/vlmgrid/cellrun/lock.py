@@ -26,8 +26,8 @@ import os
 import shlex
 import socket
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from vlmgrid.errors import VlmgridError
 

@@ -30,7 +30,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from vlmgrid import codeversion, messages
 from vlmgrid.errors import VlmgridError

@@ -16,9 +16,9 @@ import difflib
 import json
 import logging
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pandas as pd
 

@@ -38,7 +38,15 @@ import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import (
-    Answer, Importer, check_questions, first_json_object, places, read_json_lines, read_line_breaks, squeeze, stem,
+    Answer,
+    Importer,
+    check_questions,
+    first_json_object,
+    places,
+    read_json_lines,
+    read_line_breaks,
+    squeeze,
+    stem,
     unique_index,
 )
 

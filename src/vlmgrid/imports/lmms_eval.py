@@ -61,16 +61,24 @@ import json
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import (Answer, Importer, Verdict, check_questions, first_json_object, read_json_lines,
-                                  squeeze)
+from vlmgrid.imports.base import (
+    Answer,
+    Importer,
+    Verdict,
+    check_questions,
+    first_json_object,
+    read_json_lines,
+    squeeze,
+)
 from vlmgrid.imports.llava import mme_question
 
 log = logging.getLogger(__name__)

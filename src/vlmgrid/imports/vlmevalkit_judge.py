@@ -22,8 +22,8 @@ logs and is not read here. The judge file of a dataset read here is that of a `J
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Verdict

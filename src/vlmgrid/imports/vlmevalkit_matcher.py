@@ -29,7 +29,7 @@ and not restated.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 #: where the rule is taken from, recorded with every figure it gives
 RULE = "VLMEvalKit can_infer (vlmeval/utils/matching_util.py at e8e78f05)"

@@ -8,7 +8,8 @@ value per resample for each of its numbers (`compute`). The same `compute` gives
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd

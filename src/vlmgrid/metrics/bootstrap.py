@@ -12,7 +12,7 @@ what makes the bootstrap paired across the variants of a protocol.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 

@@ -4,7 +4,8 @@ The metric is found by name in `vlmgrid.metrics.METRICS`."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -141,7 +142,9 @@ def score_predictions(
     (null prediction, error rows, and whatever else the metric treats as unparsable); `n_valid` counts
     the items whose prediction is valid in every variant.
     """
-    from vlmgrid.metrics import METRICS  # the package's registry, built from the metric modules beside this one
+    from vlmgrid.metrics import (
+        METRICS,  # the package's registry, built from the metric modules beside this one
+    )
 
     m = METRICS.get(metric)
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
@@ -175,7 +178,7 @@ def score_predictions(
             continue
         codes, uniques = pd.factorize(records[col], sort=True, use_na_sentinel=False)
         groups: dict[str, Any] = {}
-        for code, positions in enumerate(strata_from_codes(codes) if n else []):
+        for positions in strata_from_codes(codes) if n else []:
             sub = records.iloc[positions].reset_index(drop=True)
             sub_data = {v: {k: a[positions] for k, a in d.items()} for v, d in data.items()}
             sub_point, sub_draws = _evaluate(m, sub_data, _strata(m, sub), samples, seed)

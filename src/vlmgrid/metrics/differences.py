@@ -27,14 +27,15 @@ The headlines are over the items both sets answer; an item only one set answers 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.base import Metric, no_error
+
 # The score's own alignment and strata, so that a headline here is the one the score file gives.
 from vlmgrid.metrics.compute import _align, _strata
 

@@ -18,7 +18,8 @@ by a breakdown is scored in the part that holds its first item only.
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,7 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.base import Metric
 
 
-def _key_columns(metric: "GroupedMetric", records: pd.DataFrame) -> list[str]:
+def _key_columns(metric: GroupedMetric, records: pd.DataFrame) -> list[str]:
     cols = [metric.group_by]
     if metric.stratify_by and metric.stratify_by in records.columns:
         cols.insert(0, metric.stratify_by)

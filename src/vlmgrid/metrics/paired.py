@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.base import Metric, checked_records
 from vlmgrid.metrics.bootstrap import CHUNK_ENTRIES, bootstrap_indices, percentile_ci
+
 # The score's own alignment and strata: the same resamples as the score files, so the pairing is exact.
 from vlmgrid.metrics.compute import _strata, aligned_by_variant
 from vlmgrid.metrics.grouped import GroupedMetric

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from vlmgrid.metrics.base import Metric, count_true, gold_yes_no, safe_ratio, valid_yes_no, yes_no_text
-
 
 
 class Pope(Metric):

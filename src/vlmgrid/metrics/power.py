@@ -21,7 +21,7 @@ At alpha = 0.05 and power = 0.8, z_{0.975} + z_{0.8} = 1.95996 + 0.84162 = 2.801
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -31,7 +31,7 @@ ALPHA = 0.05
 POWER = 0.8
 
 
-@lru_cache(maxsize=None)
+@cache
 def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
     """z_{1 - alpha/2} + z_{power}: how many standard errors of the difference the MDD is."""
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:

@@ -16,9 +16,10 @@ writes into a model's folder. The request and result records the protocols excha
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol, Sequence
+from typing import ClassVar, Protocol
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.model_requests import GenerateRequest, GenerationResult, OptionRequest, ScoreResult
@@ -150,7 +151,7 @@ class Backend:
         return None
 
     @classmethod
-    def load(cls, settings: dict, model_dir: Path, device: str) -> "Backend":
+    def load(cls, settings: dict, model_dir: Path, device: str) -> Backend:
         """The model from model_dir: the folder fetch wrote, or the location of an in-place checkpoint."""
         raise NotImplementedError
 

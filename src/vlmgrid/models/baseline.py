@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class Baseline(Backend):
         self.majority: int | None = None
 
     @classmethod
-    def load(cls, settings: dict, model_dir: Path, device: str) -> "Baseline":
+    def load(cls, settings: dict, model_dir: Path, device: str) -> Baseline:
         return cls(settings)
 
     def set_answer_prior(self, answer_indices: Sequence[int]) -> None:

@@ -27,9 +27,9 @@ import json
 import os
 import re
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.filehashes import file_hashes, unreadable

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.models.base import Backend, GenerateRequest, Provenance, resolve_generation, write_fixture
-from vlmgrid.models.hf_batching import AUTO_START, HfBatching, Prefetched
 from vlmgrid.models.checkpoints import Checkpoint
+from vlmgrid.models.hf_batching import AUTO_START, HfBatching, Prefetched
 from vlmgrid.models.hf_inputs import HfInputs
 from vlmgrid.models.hf_loading import checkpoint_in_place, load_pretrained, load_processor, needs_image
 from vlmgrid.models.hf_scoring import HfOptionScoring
@@ -103,7 +103,7 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         return checkpoint_in_place(settings["source"])
 
     @classmethod
-    def load(cls, settings: dict, model_dir: Path, device: str) -> "Hf":
+    def load(cls, settings: dict, model_dir: Path, device: str) -> Hf:
         settings = {**cls.defaults, **settings}
         model, processor, device, dtype = load_pretrained(settings, Path(model_dir), device)
         return cls(settings, model, processor, device, dtype)

@@ -13,8 +13,8 @@ results come back in request order).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Callable, Sequence
 
 from vlmgrid.errors import InferenceFailed
 

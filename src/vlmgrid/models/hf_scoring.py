@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from typing import Sequence
+from collections.abc import Sequence
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.model_requests import OptionRequest, OptionScores

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class OpenClip(Backend):
         return in_place_checkpoint(settings["source"])
 
     @classmethod
-    def load(cls, settings: dict, model_dir: Path, device: str) -> "OpenClip":
+    def load(cls, settings: dict, model_dir: Path, device: str) -> OpenClip:
         settings = {**cls.defaults, **settings}
         model, preprocess, tokenizer, dtype, fingerprint = load_model(settings, model_dir, device)
         return cls(settings, model, preprocess, tokenizer, device, dtype, fingerprint)

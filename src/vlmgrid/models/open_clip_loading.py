@@ -17,8 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError

@@ -36,19 +36,29 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from vlmgrid.errors import InferenceFailed, VlmgridError
 from vlmgrid.fileio import sha256_json
 from vlmgrid.model_requests import (
-    GenerateRequest, GenerationResult, OptionRequest, OptionScores, ScoreResult, content_parts,
+    GenerateRequest,
+    GenerationResult,
+    OptionRequest,
+    OptionScores,
+    ScoreResult,
+    content_parts,
 )
 from vlmgrid.models.base import Backend, Provenance, write_fixture
 from vlmgrid.models.hf_loading import checkpoint_in_place
 from vlmgrid.models.openai_http import ApiClient, ItemFailed, endpoint, is_local_url
 from vlmgrid.models.openai_wire import (
-    ABSENT_LETTER_LOGPROB, TOP_LOGPROBS, encode_image, letter_logprobs, parse_text, parse_top_logprobs,
+    ABSENT_LETTER_LOGPROB,
+    TOP_LOGPROBS,
+    encode_image,
+    letter_logprobs,
+    parse_text,
+    parse_top_logprobs,
 )
 from vlmgrid.serving import recorded_settings
 
@@ -126,13 +136,13 @@ class OpenAI(ApiClient, Backend):
         return True
 
     @classmethod
-    def request_view(cls, settings: dict, model_dir: Path | None) -> "_MessagesView":
+    def request_view(cls, settings: dict, model_dir: Path | None) -> _MessagesView:
         """The chat messages each request would send, the image named by its file (`vlmgrid inputs`): no key
         read, no request sent."""
         return _MessagesView(cls({**cls.defaults, "base_url": "http://127.0.0.1", **settings}))
 
     @classmethod
-    def load(cls, settings: dict, model_dir: Path | None, device: str) -> "OpenAI":
+    def load(cls, settings: dict, model_dir: Path | None, device: str) -> OpenAI:
         settings = {**cls.defaults, **settings}
         variable = settings["api_key_env"]
         api_key = os.environ.get(variable) or None

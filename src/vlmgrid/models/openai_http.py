@@ -20,9 +20,9 @@ import logging
 import random
 import re
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import urlsplit
 
 from vlmgrid.errors import CapabilityMissing, InferenceFailed

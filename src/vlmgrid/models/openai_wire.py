@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import io
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 #: log-probability given to a letter that is not among the top log-probabilities of the first token
 ABSENT_LETTER_LOGPROB = float("-inf")

@@ -9,10 +9,10 @@ package does not import torch.
 from vlmgrid.protocols.base import Protocol, Runner
 from vlmgrid.protocols.choice import MULTIPLE_CHOICE, YES_NO
 from vlmgrid.protocols.classification import CLASSIFICATION
-from vlmgrid.protocols.exam_choice import EXAM_CHOICE
 from vlmgrid.protocols.cvqa import CVQA
-from vlmgrid.protocols.short_answer import SHORT_ANSWER
+from vlmgrid.protocols.exam_choice import EXAM_CHOICE
 from vlmgrid.protocols.ranking import RANKING
+from vlmgrid.protocols.short_answer import SHORT_ANSWER
 from vlmgrid.registry import Registry
 
 PROTOCOLS: Registry[Protocol] = Registry(

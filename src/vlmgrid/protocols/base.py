@@ -8,9 +8,10 @@ of records, returning one row per (item, variant) in the predictions format (doc
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -16,8 +16,18 @@ import numpy as np
 import pandas as pd
 
 from vlmgrid.protocols.base import (
-    LETTERS, Protocol, answers_as_written, error_row, generate_items, load_images, own_prompt, parsed_rows, parser_for,
-    prediction_row, score_items, shown_text,
+    LETTERS,
+    Protocol,
+    answers_as_written,
+    error_row,
+    generate_items,
+    load_images,
+    own_prompt,
+    parsed_rows,
+    parser_for,
+    prediction_row,
+    score_items,
+    shown_text,
 )
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,13 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import atomic_path, sha256_json
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
 from vlmgrid.protocols.base import (
-    Protocol, error_row, image_problem, load_images, prediction_row, refuse_own_prompt, topk_indices,
+    Protocol,
+    error_row,
+    image_problem,
+    load_images,
+    prediction_row,
+    refuse_own_prompt,
+    topk_indices,
 )
 from vlmgrid.protocols.parsing import match_class
 
@@ -132,7 +138,7 @@ class ClassificationPrompts:
     max_candidates: int | None = None  # None: every class is a candidate
 
     @classmethod
-    def from_mapping(cls, data: Mapping, where: str) -> "ClassificationPrompts":
+    def from_mapping(cls, data: Mapping, where: str) -> ClassificationPrompts:
         unknown = set(data) - {"open", "closed", "candidates_separator", "max_candidates"}
         if unknown:
             raise VlmgridError(f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are open, closed, "

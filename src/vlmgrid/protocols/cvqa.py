@@ -19,16 +19,23 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, load_images, parser_for, prediction_row, refuse_own_prompt
+from vlmgrid.protocols.base import (
+    Protocol,
+    error_row,
+    load_images,
+    parser_for,
+    prediction_row,
+    refuse_own_prompt,
+)
 
 PROMPT_SET = "cvqa"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -55,7 +62,7 @@ class CVQAPrompts:
     option_separator: str = "\n"
 
     @classmethod
-    def from_mapping(cls, data: Mapping, where: str) -> "CVQAPrompts":
+    def from_mapping(cls, data: Mapping, where: str) -> CVQAPrompts:
         unknown = set(data) - {"settings", "option", "option_separator"}
         if unknown:
             raise VlmgridError(f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are settings, option, option_separator")

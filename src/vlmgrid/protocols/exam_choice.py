@@ -26,9 +26,9 @@ as an image placeholder.
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,15 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 from vlmgrid.prompts import load_prompts, prompts_file
 from vlmgrid.protocols.base import (
-    Protocol, Scope, error_row, load_images, own_prompt, prediction_row, prompt_fields, prompt_template, record_fields,
+    Protocol,
+    Scope,
+    error_row,
+    load_images,
+    own_prompt,
+    prediction_row,
+    prompt_fields,
+    prompt_template,
+    record_fields,
     score_items,
 )
 from vlmgrid.protocols.choice import embed_strategy
@@ -72,7 +80,7 @@ class ExamPrompts:
     source: str = PROMPT_SET
 
     @classmethod
-    def from_mapping(cls, data: Mapping, where: str) -> "ExamPrompts":
+    def from_mapping(cls, data: Mapping, where: str) -> ExamPrompts:
         def section(name: str) -> Mapping:
             value = data.get(name)
             if not isinstance(value, Mapping):

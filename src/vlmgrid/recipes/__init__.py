@@ -20,10 +20,11 @@ of `data/` (`data: kaleidoscope`) that several recipes share: the authors' texts
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -63,7 +64,7 @@ def recipe_names() -> list[str]:
     return sorted(entry.name[:-len(".yaml")] for entry in _folder().iterdir() if entry.name.endswith(".yaml"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_recipe(name: str) -> Recipe:
     """The recipe `name`; an unknown name or a malformed file is one sentence."""
     names = recipe_names()

@@ -47,8 +47,8 @@ With `allow_missing`, a cell whose score file does not exist reads "missing" the
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from vlmgrid.report.comparisons import read_comparisons
 from vlmgrid.report.grid import FLAG_ERROR_RATE, PARTIAL_CELLS, Grid, load_grid

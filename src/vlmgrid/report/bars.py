@@ -11,13 +11,23 @@ errors than the report's threshold) is hatched and its value carries a dagger.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.style import (
-    CHAR_IN, MARKED_HATCH, OKABE_ITO, SMALL_PT, WIDTH_IN, WORD_COLOUR, add_note, figure_style, pyplot, save_figure,
-    text, wrap_note,
+    CHAR_IN,
+    MARKED_HATCH,
+    OKABE_ITO,
+    SMALL_PT,
+    WIDTH_IN,
+    WORD_COLOUR,
+    add_note,
+    figure_style,
+    pyplot,
+    save_figure,
+    text,
+    wrap_note,
 )
 from vlmgrid.report.tables.format import fmt, marks
 

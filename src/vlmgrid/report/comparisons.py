@@ -18,9 +18,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from vlmgrid.errors import VlmgridError
 

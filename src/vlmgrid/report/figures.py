@@ -22,14 +22,37 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate, PartialCopy
 from vlmgrid.report.style import (
-    CHAR_IN, COLORMAP, NO_NUMBER_COLOUR, NO_NUMBER_EDGE, NO_NUMBER_HATCH, SMALL_PT, WIDTH_IN, WORD_COLOUR, add_note,
-    figure_style, pyplot, save_figure, text, text_colour, wrap_note,
+    CHAR_IN,
+    COLORMAP,
+    NO_NUMBER_COLOUR,
+    NO_NUMBER_EDGE,
+    NO_NUMBER_HATCH,
+    SMALL_PT,
+    WIDTH_IN,
+    WORD_COLOUR,
+    add_note,
+    figure_style,
+    pyplot,
+    save_figure,
+    text,
+    text_colour,
+    wrap_note,
 )
 from vlmgrid.report.tables.format import (
-    AVERAGE, COPY_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, fmt, marks,
+    AVERAGE,
+    COPY_MARK,
+    DAGGER,
+    DASH,
+    FAILED,
+    HIDDEN,
+    MISSING,
+    NA,
+    Entry,
+    fmt,
+    marks,
 )
-from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 from vlmgrid.report.tables.main import average_entry, cell_entry
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 
 SCALE = (0.0, 100.0)
 SCALE_LABEL = "score (0-100)"

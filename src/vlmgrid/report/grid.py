@@ -3,15 +3,22 @@ which cells are marked, failed, not applicable, hidden or missing, and each mode
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.report.score_file import (Estimate, Hidden, NotApplicable, PartialCopy, ScoreCell, ToolFigure,
-                                       read_score)
+from vlmgrid.report.score_file import (
+    Estimate,
+    Hidden,
+    NotApplicable,
+    PartialCopy,
+    ScoreCell,
+    ToolFigure,
+    read_score,
+)
 
 # A cell whose format error rate exceeds this many percent is marked in every table and figure (the config's
 # `report.flag_error_rate`).

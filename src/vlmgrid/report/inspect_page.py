@@ -9,10 +9,10 @@ model or any, and items where the models disagree; a line says how many rows are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 from importlib.resources import files
-from typing import Sequence
 
 from vlmgrid.report.labels import metric_label
 

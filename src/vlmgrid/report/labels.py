@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 # Display names for headline metrics; an unknown metric is shown as it is spelled in the score file.
 METRIC_LABELS = {

@@ -5,8 +5,8 @@ Cheap to import (the Snakefile imports it on every run): no pandas, no matplotli
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from vlmgrid import paths
 from vlmgrid.report.dvc_files import metrics_file, metrics_names

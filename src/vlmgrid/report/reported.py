@@ -10,10 +10,11 @@ comparison carries the word that says why.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -83,7 +84,7 @@ class Method:
         """"generation (greedy)", "likelihood"."""
         return self.answering + (f" ({self.decoding})" if self.decoding else "")
 
-    def same_as(self, other: "Method") -> bool:
+    def same_as(self, other: Method) -> bool:
         """The same way of answering and, for generation, the same decoding; the prompt is not compared (a score
         file does not record it)."""
         return (self.answering, self.decoding) == (other.answering, other.decoding)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
+
 
 @dataclass(frozen=True)
 class Estimate:

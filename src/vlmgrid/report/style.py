@@ -8,9 +8,9 @@ Importing this module does not import matplotlib; `pyplot()` does, with the Agg 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from vlmgrid.fileio import atomic_path
 

@@ -23,9 +23,15 @@ from vlmgrid.config import Config
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import sha256_file, write_json
 from vlmgrid.metrics.base import LabelsHidden
-from vlmgrid.metrics.power import ALPHA as MDD_ALPHA, POWER as MDD_POWER
+from vlmgrid.metrics.power import ALPHA as MDD_ALPHA
+from vlmgrid.metrics.power import POWER as MDD_POWER
 from vlmgrid.predictions import (
-    answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
+    answered_records,
+    check_against_records,
+    check_data_fingerprint,
+    read_metadata,
+    read_predictions,
+    recorded_not_applicable,
 )
 from vlmgrid.report.comparisons import comparison_pairs
 from vlmgrid.stages.score import applicable_items, partial_copy

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Callable, Mapping
 
 import pandas as pd
 import yaml

@@ -120,7 +120,7 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     table = table or load_throughput()
     notes: dict[str, int] = {}
     lines = []
-    row_format = "  {:<%d} {:<12} {:>7} {:>8} {:>11} {:>8} {:>9} {:>5}" % _BENCH_WIDTH
+    row_format = "  {:<" + str(_BENCH_WIDTH) + "} {:<12} {:>7} {:>8} {:>11} {:>8} {:>9} {:>5}"
     lines.append(row_format.format(*_HEADER))
     api_models = set(costs.loc[costs["input_tokens"].notna(), "model"])
     for model, frame in costs.groupby("model", sort=False):

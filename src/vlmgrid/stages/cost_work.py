@@ -33,10 +33,10 @@ by item and without the continuations (`item_requests`), cuts an inference job i
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Mapping
 
 from vlmgrid import paths
 from vlmgrid.config import Config
@@ -58,7 +58,7 @@ class Data:
     unit: str = "item"
 
     @classmethod
-    def of(cls, bench, basis: str) -> "Data":
+    def of(cls, bench, basis: str) -> Data:
         records = bench.records
         options = tuple(len(o) for o in records["options"]) if "options" in records.columns else None
         to_image = (tuple(d == "riddle-to-image" for d in records["direction"])

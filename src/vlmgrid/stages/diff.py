@@ -26,7 +26,11 @@ from vlmgrid.escaping import spreadsheet_text, terminal_json, terminal_text
 from vlmgrid.fileio import atomic_path, write_json
 from vlmgrid.metrics.differences import DiffClass, Differences, diff_predictions
 from vlmgrid.predictions import (
-    GIVEN_HINT, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
+    GIVEN_HINT,
+    check_data_fingerprint,
+    read_metadata,
+    read_predictions,
+    recorded_not_applicable,
 )
 from vlmgrid.report.inspect_page import option_label
 from vlmgrid.stages.imports import PROTOCOL_PARSERS
@@ -76,7 +80,7 @@ def _read_set(bench, path: Path) -> pd.DataFrame:
                            f"not {bench.name}; diff it with another set of {made_for}: "
                            f"`vlmgrid diff {made_for} {path} ...`")
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path,
-                           f"diff predictions of the benchmark as prepared now")
+                           "diff predictions of the benchmark as prepared now")
     return predictions
 
 

@@ -55,7 +55,7 @@ def _read_grid(root: Path, config: Path) -> dict:
     try:
         data = yaml.safe_load((root / config).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise VlmgridError(f"{config} cannot be read as YAML ({exc}); fix it, then run `vlmgrid dvc-pipelines`")
+        raise VlmgridError(f"{config} cannot be read as YAML ({exc}); fix it, then run `vlmgrid dvc-pipelines`") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -176,18 +176,14 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
         grids.append((config, data, data_dir, models))
     pipelines = []
     for config, data, data_dir, models in grids:
-        def shared(model: str) -> bool:
-            return listed[posixpath.join(data_dir, "models", model)] > 1
-
-        def fetched_here(model: str) -> bool:
-            return model_owner[posixpath.join(data_dir, "models", model)][0] == config
-
+        folders = {model: posixpath.join(data_dir, "models", model) for model in models}
+        shared = [model for model in models if listed[folders[model]] > 1]
         benchmarks = (data.get("grid") or {}).get("benchmarks") or []
-        own_folders = (*benchmarks, *(f"models/{model}" for model in models if not shared(model)))
+        own_folders = (*benchmarks, *(f"models/{model}" for model in models if model not in shared))
         pipelines.append(Pipeline(
             config, _pipeline_file(config), _figures(data), own_folders,
-            shared_models=tuple(model for model in models if shared(model) and fetched_here(model)),
-            fetched_models=tuple(model for model in models if shared(model))))
+            shared_models=tuple(model for model in shared if model_owner[folders[model]][0] == config),
+            fetched_models=tuple(shared)))
     return pipelines
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from vlmgrid import __version__, paths
 from vlmgrid.cellrun.cell import InPlace

@@ -17,8 +17,9 @@ from __future__ import annotations
 import base64
 import io
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,14 +30,28 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import write_text
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.predictions import (
-    answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions, recorded_not_applicable,
+    answered_records,
+    check_against_records,
+    check_data_fingerprint,
+    read_metadata,
+    read_predictions,
+    recorded_not_applicable,
 )
 from vlmgrid.protocols.base import shown_text
 from vlmgrid.registry import Registry
-from vlmgrid.report.labels import counted
 from vlmgrid.report.inspect_page import (
-    FORMAT_ERROR, NO_GOLD, PARTIAL, RIGHT, WRONG, Answer, InspectPage, Item, option_label, render_page,
+    FORMAT_ERROR,
+    NO_GOLD,
+    PARTIAL,
+    RIGHT,
+    WRONG,
+    Answer,
+    InspectPage,
+    Item,
+    option_label,
+    render_page,
 )
+from vlmgrid.report.labels import counted
 
 log = logging.getLogger(__name__)
 

@@ -14,19 +14,24 @@ others, and its `coverage` adds the `reason`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 
 from vlmgrid import __version__, paths
 from vlmgrid.codeversion import running_version
 from vlmgrid.config import Config
-from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.errors import VlmgridError
+from vlmgrid.fileio import atomic_path, sha256_file, write_json
 from vlmgrid.metrics.base import LabelsHidden
 from vlmgrid.predictions import (
-    GIVEN_HINT, answered_records, check_against_records, check_data_fingerprint, read_metadata, read_predictions,
+    GIVEN_HINT,
+    answered_records,
+    check_against_records,
+    check_data_fingerprint,
+    read_metadata,
+    read_predictions,
     recorded_not_applicable,
 )
 

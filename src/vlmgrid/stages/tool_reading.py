@@ -14,8 +14,8 @@ diff --tool-reading` compares with the official reading item by item.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pandas as pd
 

@@ -25,11 +25,13 @@ source's files, are in benchmarks/stamps.py.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vlmgrid.benchmarks.kinds import BenchmarkKind
-from vlmgrid.benchmarks.sources import fixture as fixture_source, hub, local, url
+from vlmgrid.benchmarks.sources import fixture as fixture_source
+from vlmgrid.benchmarks.sources import hub, local, url
 from vlmgrid.benchmarks.sources.base import SOURCE_TYPES, Fetched, Fixture, Source
 from vlmgrid.benchmarks.sources.local import local_folder, local_raw_files
 from vlmgrid.errors import VlmgridError

@@ -3,9 +3,10 @@ source is handed, and the clean-up of a download folder."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 
@@ -39,7 +40,7 @@ class Source:
     name: str
     keys: tuple[str, ...]
     check: Callable[[BenchmarkKind, dict, str], None]
-    fetch: Callable[[BenchmarkKind, dict, Path, str, "Fixture | None"], Fetched]
+    fetch: Callable[[BenchmarkKind, dict, Path, str, Fixture | None], Fetched]
 
 
 def prune(raw_dir: Path, keep: set[str]) -> None:

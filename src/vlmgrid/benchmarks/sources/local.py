@@ -4,8 +4,9 @@ authors' own release), read in place; or, for a kind whose data is one file (MMB
 from __future__ import annotations
 
 import glob
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.benchmarks.sources.base import Fetched, Fixture, Source

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vlmgrid import fileio
 from vlmgrid.benchmarks.kinds import BenchmarkKind

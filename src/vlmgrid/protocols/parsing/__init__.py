@@ -30,16 +30,27 @@ ScienceQA), `open_answer` (short answers, open-world class names) and `exam` (Ka
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from vlmgrid.protocols.parsing.base import LETTERS, UNPARSABLE, Parsed, Parser
-from vlmgrid.protocols.parsing.choice import parse_cvbench, parse_cvbench_lenient, parse_mmbench, parse_scienceqa
+from vlmgrid.protocols.parsing.choice import (
+    parse_cvbench,
+    parse_cvbench_lenient,
+    parse_mmbench,
+    parse_scienceqa,
+)
 from vlmgrid.protocols.parsing.exam import (
-    parse_exam_json, parse_exam_json_lenient, parse_exam_tag, parse_exam_tag_lenient,
+    parse_exam_json,
+    parse_exam_json_lenient,
+    parse_exam_tag,
+    parse_exam_tag_lenient,
 )
 from vlmgrid.protocols.parsing.letter import match_option_text, parse_letter
 from vlmgrid.protocols.parsing.open_answer import (
-    match_class, parse_open_class, parse_short_answer, parse_short_answer_lenient,
+    match_class,
+    parse_open_class,
+    parse_short_answer,
+    parse_short_answer_lenient,
 )
 from vlmgrid.protocols.parsing.yes_no import parse_mme, parse_mme_lenient, parse_pope
 from vlmgrid.registry import Registry

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from vlmgrid.protocols.parsing.base import LETTERS, UNPARSABLE, Parsed, as_options, choice_at
 

@@ -88,7 +88,7 @@ import json
 import re
 import unicodedata
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 from vlmgrid.protocols.parsing.base import LETTERS, UNPARSABLE, Parsed
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from vlmgrid.protocols.parsing.base import LETTERS, UNPARSABLE, Parsed, as_options, choice_at
-
 
 # Words after a capital "A" or "I" that show it is an option letter ("A is correct", "A or B"); any other
 # lowercase word after it makes it the article ("A cat sits") or the pronoun ("I think"), not a letter.

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from vlmgrid.protocols.parsing.base import UNPARSABLE, Parsed, as_options, choice_at
+
 
 def parse_short_answer(text: str, options: Sequence[str] = ()) -> Parsed:
     """A short open answer (TextVQA), read whole as mmf's evaluator does (facebookresearch/mmf

@@ -14,7 +14,6 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
 if TYPE_CHECKING:
     from vlmgrid.report.grid import Grid
 

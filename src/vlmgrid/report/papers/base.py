@@ -3,9 +3,9 @@ their cell's marks, the rows and notes built from the grid, and the grouped-bar 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -15,11 +15,32 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label, interval_label
 from vlmgrid.report.score_file import Estimate, PartialCopy, ScoreCell
 from vlmgrid.report.tables.format import (
-    BATCH_MARK, COPY_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, Entry, copy_columns, emphasis, entry_value,
-    error_rate, estimate_frame, fmt_estimate, is_flagged, latex_cell, latex_name, latex_table, md_table, status,
-    threshold, write_csv,
+    BATCH_MARK,
+    COPY_MARK,
+    DAGGER,
+    DASH,
+    FAILED,
+    HIDDEN,
+    MISSING,
+    NA,
+    Entry,
+    copy_columns,
+    emphasis,
+    entry_value,
+    error_rate,
+    estimate_frame,
+    fmt_estimate,
+    is_flagged,
+    latex_cell,
+    latex_name,
+    latex_table,
+    md_table,
+    status,
+    threshold,
+    write_csv,
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
+
 
 @dataclass(frozen=True)
 class Marks:
@@ -33,7 +54,7 @@ class Marks:
     copies: Sequence[PartialCopy | None] = ()
 
     @classmethod
-    def of(cls, grid: Grid, benchmark: str, models: Sequence[str]) -> "Marks":
+    def of(cls, grid: Grid, benchmark: str, models: Sequence[str]) -> Marks:
         return cls([error_rate(grid, m, benchmark) for m in models], [is_flagged(grid, m, benchmark) for m in models],
                    [grid.batch_dependent(m, benchmark) for m in models],
                    [grid.partial_copy(m, benchmark) for m in models])

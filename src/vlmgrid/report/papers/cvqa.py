@@ -9,8 +9,18 @@ from vlmgrid.report.bars import write_grouped_bars
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.papers.base import (
-    Table, Marks, answered_note, cell_notes, entry_status, figure_note, group_estimate, group_names, group_series,
-    join_caption, model_rows, write_table,
+    Marks,
+    Table,
+    answered_note,
+    cell_notes,
+    entry_status,
+    figure_note,
+    group_estimate,
+    group_names,
+    group_series,
+    join_caption,
+    model_rows,
+    write_table,
 )
 from vlmgrid.report.tables.format import Entry, natural_key
 

@@ -6,7 +6,15 @@ from pathlib import Path
 
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.papers.base import (
-    Table, Marks, answered_note, cell_notes, group_estimate, group_names, join_caption, model_rows, write_table,
+    Marks,
+    Table,
+    answered_note,
+    cell_notes,
+    group_estimate,
+    group_names,
+    join_caption,
+    model_rows,
+    write_table,
 )
 from vlmgrid.report.tables.format import natural_key
 

@@ -17,6 +17,7 @@ from vlmgrid.report.tables.format import write_csv
 from vlmgrid.report.tables.main import main_frame, main_html, main_latex, main_markdown
 from vlmgrid.report.tables.variants import variants_frame, variants_markdown
 
+
 def write_tables(grid: Grid, tables_dir: Path, title: str, comparisons: Comparisons | None = None) -> list[Path]:
     """`comparisons`: the grid's comparison files, read (None: none to read; the comparisons table says so)."""
     tables_dir = Path(tables_dir)

@@ -11,8 +11,18 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
-    DAGGER, DASH, FAILED, error_rate, fmt, fmt_count, fmt_estimate, md_table, threshold, typed_frame,
-    with_batch_column, with_copy_columns,
+    DAGGER,
+    DASH,
+    FAILED,
+    error_rate,
+    fmt,
+    fmt_count,
+    fmt_estimate,
+    md_table,
+    threshold,
+    typed_frame,
+    with_batch_column,
+    with_copy_columns,
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 

@@ -9,8 +9,21 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label
 from vlmgrid.report.tables.format import (
-    BATCH_MARK, COPY_MARK, DAGGER, DASH, FAILED, HIDDEN, MISSING, NA, PARTIAL, fmt, fmt_count, is_flagged,
-    md_table, threshold, with_copy_columns,
+    BATCH_MARK,
+    COPY_MARK,
+    DAGGER,
+    DASH,
+    FAILED,
+    HIDDEN,
+    MISSING,
+    NA,
+    PARTIAL,
+    fmt,
+    fmt_count,
+    is_flagged,
+    md_table,
+    threshold,
+    with_copy_columns,
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, tool_reading_note
 

@@ -11,8 +11,19 @@ from vlmgrid.report.comparisons import ALPHA, Comparison, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
-    BATCH_MARK, COPY_MARK, DASH, NA, PARTIAL, batch_flag, copy_columns, fmt, latex_escape, latex_name, latex_stack,
-    latex_table, md_table,
+    BATCH_MARK,
+    COPY_MARK,
+    DASH,
+    NA,
+    PARTIAL,
+    batch_flag,
+    copy_columns,
+    fmt,
+    latex_escape,
+    latex_name,
+    latex_stack,
+    latex_table,
+    md_table,
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note
 

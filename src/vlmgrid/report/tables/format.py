@@ -4,9 +4,9 @@ formatting, and Markdown, LaTeX and CSV output (the notes that explain the marks
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pandas as pd
 

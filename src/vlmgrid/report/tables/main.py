@@ -12,12 +12,36 @@ from vlmgrid.report.comparisons import ALPHA, Comparisons
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import METRIC_NOTES, count_range, metric_label
 from vlmgrid.report.tables.format import (
-    AVERAGE, DASH, HIDDEN_NOTE, NA_NOTE, Entry, batch_flag, copy_columns, emphasis, entry_value, error_rate,
-    estimate_frame, flagged, fmt_estimate, is_flagged, latex_cell, latex_escape, latex_name, latex_table, md_table,
-    model_status, status,
+    AVERAGE,
+    DASH,
+    HIDDEN_NOTE,
+    NA_NOTE,
+    Entry,
+    batch_flag,
+    copy_columns,
+    emphasis,
+    entry_value,
+    error_rate,
+    estimate_frame,
+    flagged,
+    fmt_estimate,
+    is_flagged,
+    latex_cell,
+    latex_escape,
+    latex_name,
+    latex_table,
+    md_table,
+    model_status,
+    status,
 )
-from vlmgrid.report.tables.notes import (batch_note, copy_note, coverage_note, flag_note, status_notes,
-                                         tool_reading_note)
+from vlmgrid.report.tables.notes import (
+    batch_note,
+    copy_note,
+    coverage_note,
+    flag_note,
+    status_notes,
+    tool_reading_note,
+)
 
 # The decimals the score files round their numbers to (docs/formats.md); the average columns of the CSV are
 # rounded alike, so an average does not read as more precise than the cells it is computed from.

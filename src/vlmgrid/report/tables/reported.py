@@ -16,8 +16,17 @@ from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.reported import Comparison, Method, Published, compare, figure_label, is_points
 from vlmgrid.report.tables.format import (
-    METHOD_MARK, copy_columns, fmt, fmt_estimate, latex_cell, latex_escape, latex_name, latex_table, md_table,
-    typed_frame, write_csv,
+    METHOD_MARK,
+    copy_columns,
+    fmt,
+    fmt_estimate,
+    latex_cell,
+    latex_escape,
+    latex_name,
+    latex_table,
+    md_table,
+    typed_frame,
+    write_csv,
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, flag_note
 

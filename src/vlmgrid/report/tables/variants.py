@@ -9,7 +9,14 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
 from vlmgrid.report.tables.format import (
-    error_rate, fmt_estimate, is_flagged, md_table, natural_key, typed_frame, with_batch_column, with_copy_columns,
+    error_rate,
+    fmt_estimate,
+    is_flagged,
+    md_table,
+    natural_key,
+    typed_frame,
+    with_batch_column,
+    with_copy_columns,
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, flag_note
 
