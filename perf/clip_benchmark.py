@@ -47,9 +47,26 @@ MODEL_CFG = {  # open_clip's ViT-B/32 image path at 224 pixels, at 2 layers of w
 }
 # The first class folders of the real Food-101 (meta/classes.txt, sorted).
 FOOD101_CLASSES = (
-    "apple_pie", "baby_back_ribs", "baklava", "beef_carpaccio", "beef_tartare", "beet_salad", "beignets",
-    "bibimbap", "bread_pudding", "breakfast_burrito", "bruschetta", "caesar_salad", "cannoli", "caprese_salad",
-    "carrot_cake", "ceviche", "cheese_plate", "cheesecake", "chicken_curry", "chicken_quesadilla",
+    "apple_pie",
+    "baby_back_ribs",
+    "baklava",
+    "beef_carpaccio",
+    "beef_tartare",
+    "beet_salad",
+    "beignets",
+    "bibimbap",
+    "bread_pudding",
+    "breakfast_burrito",
+    "bruschetta",
+    "caesar_salad",
+    "cannoli",
+    "caprese_salad",
+    "carrot_cake",
+    "ceviche",
+    "cheese_plate",
+    "cheesecake",
+    "chicken_curry",
+    "chicken_quesadilla",
 )
 
 # Run by CLIP_benchmark's python: its CLI, with run_classification wrapped to save the argmax per image.
@@ -89,8 +106,9 @@ def write_food101(root: Path, classes: int, images: int, seed: int = 0) -> Path:
         entry = f"{name}/{100000 + k}"
         test[name].append(entry)
         width, height = PHOTO_SIZE if k % 3 else PHOTO_SIZE[::-1]  # some portrait pictures
-        small = Image.fromarray(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8)).resize((width, height),
-                                                                                            Image.BICUBIC)
+        small = Image.fromarray(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8)).resize(
+            (width, height), Image.BICUBIC
+        )
         noisy = np.asarray(small).astype(np.int16) + rng.integers(-12, 12, (height, width, 3))
         path = folder / "images" / f"{entry}.jpg"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,8 +120,9 @@ def write_food101(root: Path, classes: int, images: int, seed: int = 0) -> Path:
     (meta / "train.json").write_text(json.dumps({name: [] for name in names}), encoding="utf-8")
     (meta / "train.txt").write_text("", encoding="utf-8")
     (meta / "classes.txt").write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
-    (meta / "labels.txt").write_text("".join(" ".join(w.capitalize() for w in name.split("_")) + "\n"
-                                             for name in names), encoding="utf-8")
+    (meta / "labels.txt").write_text(
+        "".join(" ".join(w.capitalize() for w in name.split("_")) + "\n" for name in names), encoding="utf-8"
+    )
     return folder
 
 
@@ -112,11 +131,26 @@ def write_config(work: Path, food: Path, model: Path, items: int | None) -> Path
 
     config = {
         "title": "vlmgrid next to CLIP_benchmark",
-        "data_dir": str(work / "data"), "results_dir": str(work / "results"),
-        "benchmarks": {"food101": {"kind": "food101", "source": {"type": "local", "path": str(food),
-                                                                 **({"expected_items": items} if items else {})}}},
-        "models": {"tiny-clip": {"backend": "open_clip", "source": {"type": "local", "path": str(model)},
-                                 "batch_size": BATCH, "device": "cpu"}},
+        "data_dir": str(work / "data"),
+        "results_dir": str(work / "results"),
+        "benchmarks": {
+            "food101": {
+                "kind": "food101",
+                "source": {
+                    "type": "local",
+                    "path": str(food),
+                    **({"expected_items": items} if items else {}),
+                },
+            }
+        },
+        "models": {
+            "tiny-clip": {
+                "backend": "open_clip",
+                "source": {"type": "local", "path": str(model)},
+                "batch_size": BATCH,
+                "device": "cpu",
+            }
+        },
         "grid": {"models": ["tiny-clip"], "benchmarks": ["food101"]},
     }
     path = work / "config.yaml"
@@ -143,28 +177,43 @@ def vlmgrid_predictions(work: Path, food: Path) -> list[int]:
 
     frame = pd.read_parquet(work / "results" / "predictions" / "tiny-clip" / "food101.parquet")
     if frame["error"].notna().any():
-        raise SystemExit(f"vlmgrid's predictions have error rows: {frame.loc[frame['error'].notna(), 'error'].iloc[0]}")
+        raise SystemExit(
+            f"vlmgrid's predictions have error rows: {frame.loc[frame['error'].notna(), 'error'].iloc[0]}"
+        )
     by_id = dict(zip(frame["id"], frame["prediction_index"].astype(int)))
     return [by_id[item] for item in item_ids(food)]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clip-benchmark-python", default=sys.executable,
-                        help="the python of the environment where clip-benchmark is installed")
+    parser.add_argument(
+        "--clip-benchmark-python",
+        default=sys.executable,
+        help="the python of the environment where clip-benchmark is installed",
+    )
     parser.add_argument("--food101", type=Path, help="an extracted food-101/ folder (default: write one)")
     parser.add_argument("--images", type=int, default=1000)
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=None,
-                        help="CLIP_benchmark's --num_workers (default: its own default, 4)")
-    parser.add_argument("--work", type=Path, help="a folder for the data, model and results (default: temporary)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="CLIP_benchmark's --num_workers (default: its own default, 4)",
+    )
+    parser.add_argument(
+        "--work", type=Path, help="a folder for the data, model and results (default: temporary)"
+    )
     args = parser.parse_args(argv)
 
     work = args.work or Path(tempfile.mkdtemp(prefix="clip-benchmark-"))
     work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "VLMGRID_CACHE_DIR": str(work / "cache"), "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "VLMGRID_CACHE_DIR": str(work / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
+    }
     food = args.food101 or write_food101(work / "food", args.classes, args.images)
     model = work / "tiny-clip"
     if not (model / "open_clip_config.json").is_file():
@@ -176,14 +225,36 @@ def main(argv: list[str] | None = None) -> int:
     config = write_config(work, food, model, None if args.food101 else args.images)
     vlmgrid = [sys.executable, "-m", "vlmgrid.cli"]
     prepare = timed_run([*vlmgrid, "prepare", "food101", "--config", str(config)], env, work)
-    timed_run([*vlmgrid, "fetch-model", "tiny-clip", "--config", str(config)], env, work)  # records it in place
+    timed_run(
+        [*vlmgrid, "fetch-model", "tiny-clip", "--config", str(config)], env, work
+    )  # records it in place
     runner = work / "clip_benchmark_runner.py"
     runner.write_text(CLIP_BENCHMARK_RUNNER, encoding="utf-8")
     argmax = work / "clip_benchmark_argmax.npy"
-    clip_benchmark = [args.clip_benchmark_python, str(runner), str(argmax), "eval", "--dataset", "food101",
-                      "--dataset_root", str(food.parent), "--split", "test", "--task", "zeroshot_classification",
-                      "--model", f"local-dir:{model}", "--pretrained", "none", "--no_amp",
-                      "--batch_size", str(BATCH), "--output", str(work / "clip_benchmark.json"), "--quiet"]
+    clip_benchmark = [
+        args.clip_benchmark_python,
+        str(runner),
+        str(argmax),
+        "eval",
+        "--dataset",
+        "food101",
+        "--dataset_root",
+        str(food.parent),
+        "--split",
+        "test",
+        "--task",
+        "zeroshot_classification",
+        "--model",
+        f"local-dir:{model}",
+        "--pretrained",
+        "none",
+        "--no_amp",
+        "--batch_size",
+        str(BATCH),
+        "--output",
+        str(work / "clip_benchmark.json"),
+        "--quiet",
+    ]
     if args.workers is not None:
         clip_benchmark += ["--num_workers", str(args.workers)]
     infer = [*vlmgrid, "infer", "tiny-clip", "food101", "--config", str(config)]
@@ -195,7 +266,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work / "cache", ignore_errors=True)
         return timed_run(infer, env, work)
 
-    times: dict[str, list[tuple[float, float]]] = {"clip_benchmark": [], "vlmgrid cold": [], "vlmgrid warm": []}
+    times: dict[str, list[tuple[float, float]]] = {
+        "clip_benchmark": [],
+        "vlmgrid cold": [],
+        "vlmgrid warm": [],
+    }
     load = [os.getloadavg()[0]]
     for _ in range(args.runs):  # interleaved, so that a change in the machine's load touches all three alike
         times["clip_benchmark"].append(timed_run(clip_benchmark, env, work))
@@ -209,15 +284,23 @@ def main(argv: list[str] | None = None) -> int:
     ours = vlmgrid_predictions(work, food)
     differing = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     if len(ours) != len(theirs) or differing:
-        print(f"predictions differ: {len(ours)} vs {len(theirs)} items, {len(differing)} differing "
-              f"(first at item {differing[:1]})")
+        print(
+            f"predictions differ: {len(ours)} vs {len(theirs)} items, {len(differing)} differing "
+            f"(first at item {differing[:1]})"
+        )
         return 1
-    median = {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
-              for name, runs in times.items()}
+    median = {
+        name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        for name, runs in times.items()
+    }
     base_wall, base_cpu = median["clip_benchmark"]
-    print(f"{len(ours)} images, {args.classes if not args.food101 else 'all'} classes: predictions equal item by item")
-    print(f"{platform.node()}, {os.cpu_count()} CPUs, 1-minute load {min(load):.1f}-{max(load):.1f} during the runs; "
-          f"vlmgrid prepare (once, before): {prepare[0]:.1f} s wall, {prepare[1]:.1f} s CPU")
+    print(
+        f"{len(ours)} images, {args.classes if not args.food101 else 'all'} classes: predictions equal item by item"
+    )
+    print(
+        f"{platform.node()}, {os.cpu_count()} CPUs, 1-minute load {min(load):.1f}-{max(load):.1f} during the runs; "
+        f"vlmgrid prepare (once, before): {prepare[0]:.1f} s wall, {prepare[1]:.1f} s CPU"
+    )
     print(f"median of {args.runs} runs      wall s   CPU s   wall ratio   CPU ratio")
     for name, (wall, cpu) in median.items():
         print(f"{name:<22}{wall:>9.2f}{cpu:>8.2f}{wall / base_wall:>13.2f}{cpu / base_cpu:>12.2f}")

@@ -42,7 +42,9 @@ from vlmgrid.paths import logs_dir  # noqa: E402
 BENCHMARKS_DIR = logs_dir(Path("results")) / "benchmarks"  # the default grid's (config/config.yaml: results)
 FORKSERVER_LOG = logs_dir(Path("results")) / "forkserver.log"  # the jobs' fork server's (docs/speed.md)
 # A job line of the fork server's log: "<date> <time> job <pid> exit <code> in <s> s (<cpu> s CPU): vlmgrid <argv>"
-SERVED_JOB = re.compile(r"^\S+ \S+ job \d+ exit -?\d+ in ([0-9.]+) s \(([0-9.]+) s CPU\): vlmgrid (\S+)", re.M)
+SERVED_JOB = re.compile(
+    r"^\S+ \S+ job \d+ exit -?\d+ in ([0-9.]+) s \(([0-9.]+) s CPU\): vlmgrid (\S+)", re.M
+)
 
 
 def job_counts(stderr: str) -> dict[str, int]:
@@ -52,7 +54,9 @@ def job_counts(stderr: str) -> dict[str, int]:
     if len(tables) < 2:
         return {}
     lines = tables[-1].splitlines()
-    rows = next((lines[at + 1:] for at, line in enumerate(lines) if re.fullmatch(r"\s*-+\s+-+\s*", line)), [])
+    rows = next(
+        (lines[at + 1 :] for at, line in enumerate(lines) if re.fullmatch(r"\s*-+\s+-+\s*", line)), []
+    )
     counts: dict[str, int] = {}
     for line in rows:
         match = re.fullmatch(r"\s*(\S+)\s+(\d+)\s*", line)
@@ -80,8 +84,10 @@ def rule_times(benchmarks: Path) -> dict[str, dict]:
         parts = path.relative_to(benchmarks).parts
         rule = parts[0] if len(parts) > 1 else path.stem  # a rule of one job: <rule>.tsv
         wall, cpu = read_benchmark(path)
-        entry = rules.setdefault(rule, {"jobs": 0, "wall_sum": 0.0, "wall_max": 0.0, "cpu_sum": 0.0,
-                                        "cpu_max": 0.0, "cpu_unsampled": 0})
+        entry = rules.setdefault(
+            rule,
+            {"jobs": 0, "wall_sum": 0.0, "wall_max": 0.0, "cpu_sum": 0.0, "cpu_max": 0.0, "cpu_unsampled": 0},
+        )
         entry["jobs"] += 1
         entry["wall_sum"] += wall
         entry["wall_max"] = max(entry["wall_max"], wall)
@@ -99,8 +105,9 @@ def served_times(log: str) -> dict[str, dict]:
     served job's benchmark file counts only its client."""
     rules: dict[str, dict] = {}
     for wall, cpu, command in SERVED_JOB.findall(log):
-        entry = rules.setdefault(command.replace("-", "_"), {"jobs": 0, "wall_sum": 0.0, "cpu_sum": 0.0,
-                                                             "cpu_max": 0.0})
+        entry = rules.setdefault(
+            command.replace("-", "_"), {"jobs": 0, "wall_sum": 0.0, "cpu_sum": 0.0, "cpu_max": 0.0}
+        )
         entry["jobs"] += 1
         entry["wall_sum"] += float(wall)
         entry["cpu_sum"] += float(cpu)
@@ -119,41 +126,71 @@ def dvc_runs(work: Path, cores: int) -> tuple[dict, Path]:
     Snakemake run's and its jobs' and fork server's are DVC's children) and the stages it ran; returns them and
     the copy's root."""
     root = workflow_copy(work / "dvc")
-    shutil.copy2(REPO / ".gitignore", root / ".gitignore")  # results/ ignored but the metrics DVC keeps in git
-    env = tool_env(VLMGRID_SNAKEMAKE_ARGS=f"--cores {cores}", DVC_NO_ANALYTICS="1",
-                   GIT_AUTHOR_NAME="perf", GIT_AUTHOR_EMAIL="perf@localhost", GIT_COMMITTER_NAME="perf",
-                   GIT_COMMITTER_EMAIL="perf@localhost")
+    shutil.copy2(
+        REPO / ".gitignore", root / ".gitignore"
+    )  # results/ ignored but the metrics DVC keeps in git
+    env = tool_env(
+        VLMGRID_SNAKEMAKE_ARGS=f"--cores {cores}",
+        DVC_NO_ANALYTICS="1",
+        GIT_AUTHOR_NAME="perf",
+        GIT_AUTHOR_EMAIL="perf@localhost",
+        GIT_COMMITTER_NAME="perf",
+        GIT_COMMITTER_EMAIL="perf@localhost",
+    )
     for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "grid"]):
         timed(command, root, env)
     cold = timed(["dvc", "repro"], root, env)
     again = timed(["dvc", "repro"], root, env)
-    figures = {"wall_s": cold.wall_s, "cpu_s": cold.cpu_s, "stages": stages_run(cold.stdout),
-               "jobs": job_counts(cold.stdout + cold.stderr), "noop_wall": again.wall_s, "noop_cpu": again.cpu_s,
-               "noop_stages": stages_run(again.stdout)}
-    print(f"dvc repro cold: {cold.wall_s:.1f} s wall, {cold.cpu_s:.1f} s CPU, {figures['stages']} stages; "
-          f"nothing to do: {again.wall_s:.1f} s", flush=True)
+    figures = {
+        "wall_s": cold.wall_s,
+        "cpu_s": cold.cpu_s,
+        "stages": stages_run(cold.stdout),
+        "jobs": job_counts(cold.stdout + cold.stderr),
+        "noop_wall": again.wall_s,
+        "noop_cpu": again.cpu_s,
+        "noop_stages": stages_run(again.stdout),
+    }
+    print(
+        f"dvc repro cold: {cold.wall_s:.1f} s wall, {cold.cpu_s:.1f} s CPU, {figures['stages']} stages; "
+        f"nothing to do: {again.wall_s:.1f} s",
+        flush=True,
+    )
     return figures, root
 
 
 def differing_tables(first: Path, second: Path) -> list[str]:
     """The report files (results/tables/) that are not byte-identical between two runs' copies, or in one only."""
     tables = Path("results") / "tables"
-    names = {path.relative_to(root / tables).as_posix() for root in (first, second)
-             for path in (root / tables).rglob("*") if path.is_file()}
-    return sorted(name for name in names if not (first / tables / name).is_file()
-                  or not (second / tables / name).is_file()
-                  or (first / tables / name).read_bytes() != (second / tables / name).read_bytes())
+    names = {
+        path.relative_to(root / tables).as_posix()
+        for root in (first, second)
+        for path in (root / tables).rglob("*")
+        if path.is_file()
+    }
+    return sorted(
+        name
+        for name in names
+        if not (first / tables / name).is_file()
+        or not (second / tables / name).is_file()
+        or (first / tables / name).read_bytes() != (second / tables / name).read_bytes()
+    )
 
 
 def summary(runs: list[dict], noop: dict) -> dict:
     """The median cold run (by wall time; the lower middle of an even count) and the no-op run, as figures."""
     ordered = sorted(runs, key=lambda run: run["wall_s"])
     median = ordered[(len(ordered) - 1) // 2]
-    return {"runs": len(runs), "cold_wall_median": statistics.median(run["wall_s"] for run in runs),
-            "cold_cpu_median": statistics.median(run["cpu_s"] for run in runs),
-            "cold_walls": [run["wall_s"] for run in runs], "jobs": median["jobs"], "rules": median["rules"],
-            "served": median.get("served", {}),
-            "noop_wall": noop["wall_s"], "noop_cpu": noop["cpu_s"]}
+    return {
+        "runs": len(runs),
+        "cold_wall_median": statistics.median(run["wall_s"] for run in runs),
+        "cold_cpu_median": statistics.median(run["cpu_s"] for run in runs),
+        "cold_walls": [run["wall_s"] for run in runs],
+        "jobs": median["jobs"],
+        "rules": median["rules"],
+        "served": median.get("served", {}),
+        "noop_wall": noop["wall_s"],
+        "noop_cpu": noop["cpu_s"],
+    }
 
 
 def _s(value: float) -> str:
@@ -164,23 +201,40 @@ def render_markdown(meta: dict, figures: dict) -> str:
     jobs = figures["jobs"]
     lines = [f"# vlmgrid default grid: {meta['cpus']} CPUs", ""]
     lines += [f"- {key}: {meta[key]}" for key in ("date", "cpus", "libraries", "command")]
-    lines += ["", "| figure | wall s | CPU s (user + system) |", "|---|---:|---:|",
-              f"| cold, median of {figures['runs']} (each: {', '.join(_s(w) for w in figures['cold_walls'])} s) "
-              f"| {_s(figures['cold_wall_median'])} | {_s(figures['cold_cpu_median'])} |",
-              f"| nothing to do | {_s(figures['noop_wall'])} | {_s(figures['noop_cpu'])} |",
-              "", f"Jobs: {jobs.get('total', 0)} "
-              f"({', '.join(f'{rule} {count}' for rule, count in jobs.items() if rule != 'total')}).", "",
-              "Per rule, in the median cold run (jobs' benchmark files; CPU sampled about once a second, so a floor):",
-              "", "| rule | jobs | wall sum s | wall max s | CPU sum s | CPU max s | jobs without a CPU sample |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "| figure | wall s | CPU s (user + system) |",
+        "|---|---:|---:|",
+        f"| cold, median of {figures['runs']} (each: {', '.join(_s(w) for w in figures['cold_walls'])} s) "
+        f"| {_s(figures['cold_wall_median'])} | {_s(figures['cold_cpu_median'])} |",
+        f"| nothing to do | {_s(figures['noop_wall'])} | {_s(figures['noop_cpu'])} |",
+        "",
+        f"Jobs: {jobs.get('total', 0)} "
+        f"({', '.join(f'{rule} {count}' for rule, count in jobs.items() if rule != 'total')}).",
+        "",
+        "Per rule, in the median cold run (jobs' benchmark files; CPU sampled about once a second, so a floor):",
+        "",
+        "| rule | jobs | wall sum s | wall max s | CPU sum s | CPU max s | jobs without a CPU sample |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for rule, entry in figures["rules"].items():
-        lines.append(f"| {rule} | {entry['jobs']} | {_s(entry['wall_sum'])} | {_s(entry['wall_max'])} | "
-                     f"{_s(entry['cpu_sum'])} | {_s(entry['cpu_max'])} | {entry['cpu_unsampled']} |")
+        lines.append(
+            f"| {rule} | {entry['jobs']} | {_s(entry['wall_sum'])} | {_s(entry['wall_max'])} | "
+            f"{_s(entry['cpu_sum'])} | {_s(entry['cpu_max'])} | {entry['cpu_unsampled']} |"
+        )
     if figures.get("served"):
-        lines += ["", "Per rule, the jobs run in the fork server, in the same run (its log; CPU exact):", "",
-                  "| rule | jobs | wall sum s | CPU sum s | CPU max s |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {rule} | {entry['jobs']} | {_s(entry['wall_sum'])} | {_s(entry['cpu_sum'])} | "
-                  f"{_s(entry['cpu_max'])} |" for rule, entry in figures["served"].items()]
+        lines += [
+            "",
+            "Per rule, the jobs run in the fork server, in the same run (its log; CPU exact):",
+            "",
+            "| rule | jobs | wall sum s | CPU sum s | CPU max s |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {rule} | {entry['jobs']} | {_s(entry['wall_sum'])} | {_s(entry['cpu_sum'])} | "
+            f"{_s(entry['cpu_max'])} |"
+            for rule, entry in figures["served"].items()
+        ]
     if figures.get("dvc"):
         lines += ["", *render_dvc(figures)]
     notes = meta.get("notes") or []
@@ -193,28 +247,44 @@ def render_dvc(figures: dict) -> list[str]:
     """The same grid through DVC, in the same run, beside Snakemake's median cold run."""
     dvc = figures["dvc"]
     differing = dvc["differing_tables"]
-    return ["The same grid through DVC, in the same run (`dvc repro` in a fresh git repository: its grid stage runs "
-            "Snakemake, whose jobs' and fork server's CPU time is counted in):", "",
-            "| figure | wall s | CPU s (user + system) | DVC / Snakemake |", "|---|---:|---:|---:|",
-            f"| Snakemake cold, median | {_s(figures['cold_wall_median'])} | {_s(figures['cold_cpu_median'])} | |",
-            f"| DVC cold ({dvc['stages']} stages, {dvc['jobs'].get('total', 0)} jobs) | {_s(dvc['wall_s'])} | "
-            f"{_s(dvc['cpu_s'])} | {dvc['wall_s'] / figures['cold_wall_median']:.2f} wall, "
-            f"{dvc['cpu_s'] / figures['cold_cpu_median']:.2f} CPU |",
-            f"| DVC, nothing to do ({dvc['noop_stages']} stage run) | {_s(dvc['noop_wall'])} | "
-            f"{_s(dvc['noop_cpu'])} | |",
-            "", "Tables: " + ("every file of results/tables/ byte-identical between the two doors." if not differing
-                              else f"{len(differing)} file(s) of results/tables/ differ: {', '.join(differing)}.")]
+    return [
+        "The same grid through DVC, in the same run (`dvc repro` in a fresh git repository: its grid stage runs "
+        "Snakemake, whose jobs' and fork server's CPU time is counted in):",
+        "",
+        "| figure | wall s | CPU s (user + system) | DVC / Snakemake |",
+        "|---|---:|---:|---:|",
+        f"| Snakemake cold, median | {_s(figures['cold_wall_median'])} | {_s(figures['cold_cpu_median'])} | |",
+        f"| DVC cold ({dvc['stages']} stages, {dvc['jobs'].get('total', 0)} jobs) | {_s(dvc['wall_s'])} | "
+        f"{_s(dvc['cpu_s'])} | {dvc['wall_s'] / figures['cold_wall_median']:.2f} wall, "
+        f"{dvc['cpu_s'] / figures['cold_cpu_median']:.2f} CPU |",
+        f"| DVC, nothing to do ({dvc['noop_stages']} stage run) | {_s(dvc['noop_wall'])} | "
+        f"{_s(dvc['noop_cpu'])} | |",
+        "",
+        "Tables: "
+        + (
+            "every file of results/tables/ byte-identical between the two doors."
+            if not differing
+            else f"{len(differing)} file(s) of results/tables/ differ: {', '.join(differing)}."
+        ),
+    ]
 
 
 def cold_run(work: Path, index: int, cores: int) -> tuple[dict, Path]:
     root = workflow_copy(work / f"grid-{index}")
     run = snakemake(["--cores", str(cores)], root)
-    figures = {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "jobs": job_counts(run.stderr),
-               "rules": rule_times(root / BENCHMARKS_DIR)}
+    figures = {
+        "wall_s": run.wall_s,
+        "cpu_s": run.cpu_s,
+        "jobs": job_counts(run.stderr),
+        "rules": rule_times(root / BENCHMARKS_DIR),
+    }
     if (root / FORKSERVER_LOG).is_file():
         figures["served"] = served_times((root / FORKSERVER_LOG).read_text(encoding="utf-8"))
-    print(f"cold run {index}: {run.wall_s:.1f} s wall, {run.cpu_s:.1f} s CPU, "
-          f"{figures['jobs'].get('total', 0)} jobs", flush=True)
+    print(
+        f"cold run {index}: {run.wall_s:.1f} s wall, {run.cpu_s:.1f} s CPU, "
+        f"{figures['jobs'].get('total', 0)} jobs",
+        flush=True,
+    )
     return figures, root
 
 
@@ -223,10 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="cold runs, each in a fresh copy (default 3)")
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
     parser.add_argument("--out", help="write the results here (Markdown; the same name with .json beside it)")
-    parser.add_argument("--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON")
+    parser.add_argument(
+        "--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON"
+    )
     args = parser.parse_args(argv)
     if args.render:
-        return render_saved(args.render, args.out, lambda results: render_markdown(results["meta"], results["figures"]))
+        return render_saved(
+            args.render, args.out, lambda results: render_markdown(results["meta"], results["figures"])
+        )
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: at least one cold run is needed")
 
@@ -253,11 +327,13 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "libraries": f"snakemake {snakemake_package.__version__}, dvc {dvc_package.__version__}, "
-                     f"python {platform.python_version()}",
+        f"python {platform.python_version()}",
         "command": "python perf/grid.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "notes": [f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, on "
-                  f"the CPUs above: a load above the CPU count means other work shared them, and the wall times "
-                  f"with it"],
+        "notes": [
+            f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, on "
+            f"the CPUs above: a load above the CPU count means other work shared them, and the wall times "
+            f"with it"
+        ],
     }
     figures = {**summary(runs, noop), "dvc": dvc}
     text = render_markdown(meta, figures)

@@ -15,8 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ("Snakefile", "dvc.yaml", ".dvcignore", "workflow", "profiles", "config", ".dvc/config",
-                  ".dvc/.gitignore")
+WORKFLOW_FILES = (
+    "Snakefile",
+    "dvc.yaml",
+    ".dvcignore",
+    "workflow",
+    "profiles",
+    "config",
+    ".dvc/config",
+    ".dvc/.gitignore",
+)
 
 
 @dataclass(frozen=True)

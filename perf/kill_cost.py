@@ -32,8 +32,9 @@ import kill_harness as kh  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="llava-tiny", choices=["llava-tiny", "random"])
-    parser.add_argument("--part-size", type=int,
-                        help="model requests per part, items on POPE (default: the default grid's)")
+    parser.add_argument(
+        "--part-size", type=int, help="model requests per part, items on POPE (default: the default grid's)"
+    )
     parser.add_argument("--batch-size", type=int, default=16, help="the hf model's batch size")
     parser.add_argument("--size", type=int, default=300, help="POPE fixture size (3 items each)")
     parser.add_argument("--kills", type=int, default=4)
@@ -50,8 +51,15 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="vlmgrid-kill-") as tmp:
         root = Path(tmp)
-        ws = kh.make_workspace(root / "grid", config, model=args.model, bench="pope-fixture", part_size=part_size,
-                               size=args.size, model_settings=settings)
+        ws = kh.make_workspace(
+            root / "grid",
+            config,
+            model=args.model,
+            bench="pope-fixture",
+            part_size=part_size,
+            size=args.size,
+            model_settings=settings,
+        )
         delays = {"part_delay": args.part_delay, "batch_delay": args.batch_delay if hf else 0.0}
         kh.finish(ws, kh.start(ws, **delays))
         # Kills are spread over a part's measured time, so they land as often late in a part as early.
@@ -66,19 +74,33 @@ def main(argv: list[str] | None = None) -> int:
         costs = kh.kill_costs(ws, kills)
 
     batch_note = f", batch size {args.batch_size} ({batches_per_part} batches a part)" if hf else ""
-    print(f"{args.model} on pope-fixture ({3 * args.size} items), part size {part_size}{batch_note}, "
-          f"{args.kills} kills, a part taking {part_seconds:.3f} s")
-    print(f"{'kill':>4} {'parts on disk':>13} {'part cut short':>14} {'batches done':>12} {'items done':>10} "
-          f"{'seconds lost':>12} {'restart s':>9}")
+    print(
+        f"{args.model} on pope-fixture ({3 * args.size} items), part size {part_size}{batch_note}, "
+        f"{args.kills} kills, a part taking {part_seconds:.3f} s"
+    )
+    print(
+        f"{'kill':>4} {'parts on disk':>13} {'part cut short':>14} {'batches done':>12} {'items done':>10} "
+        f"{'seconds lost':>12} {'restart s':>9}"
+    )
     for number, (kill, cost) in enumerate(zip(kills, costs), 1):
         done = (cost.batches_done, cost.items_done) if hf else ("n/a", "n/a")  # the baseline has no batches
-        print(f"{number:>4} {kill.parts_at_kill:>13} {cost.part_items:>14} {done[0]:>12} {done[1]:>10} "
-              f"{cost.seconds_lost:>12.3f} {cost.restart_seconds:>9.1f}")
-    batches = (f"batches done and lost {statistics.mean(c.batches_done for c in costs):.1f} on average, "
-               f"{max(c.batches_done for c in costs)} at most (bound {batches_per_part}); ") if hf else ""
-    print(f"per kill: part cut short {statistics.mean(c.part_items for c in costs):.1f} items on average "
-          f"(at most {part_size}); {batches}{statistics.mean(c.seconds_lost for c in costs):.3f} s of compute and "
-          f"{statistics.mean(c.restart_seconds for c in costs):.1f} s of restart")
+        print(
+            f"{number:>4} {kill.parts_at_kill:>13} {cost.part_items:>14} {done[0]:>12} {done[1]:>10} "
+            f"{cost.seconds_lost:>12.3f} {cost.restart_seconds:>9.1f}"
+        )
+    batches = (
+        (
+            f"batches done and lost {statistics.mean(c.batches_done for c in costs):.1f} on average, "
+            f"{max(c.batches_done for c in costs)} at most (bound {batches_per_part}); "
+        )
+        if hf
+        else ""
+    )
+    print(
+        f"per kill: part cut short {statistics.mean(c.part_items for c in costs):.1f} items on average "
+        f"(at most {part_size}); {batches}{statistics.mean(c.seconds_lost for c in costs):.3f} s of compute and "
+        f"{statistics.mean(c.restart_seconds for c in costs):.1f} s of restart"
+    )
     print(f"final predictions {'identical to' if identical else 'DIFFERENT from'} the uninterrupted run's")
     return 0 if identical else 1
 

@@ -100,10 +100,10 @@ def simulated(measurements: str, part_size: int, out: str | None, argv: list[str
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "device": f"simulated H200 on CPU ({platform.processor() or platform.machine()})",
         "measurements": f"{os.path.relpath(measurements, REPO)} (H200, {h200.cores} host cores, "
-                        f"{h200.decode_per_core:.1f} JPEG decodes + resizes per core per s)",
+        f"{h200.decode_per_core:.1f} JPEG decodes + resizes per core per s)",
         "cpus": _cpus(),
         "libraries": f"torch {torch.__version__}, transformers {transformers.__version__}, "
-                     f"open_clip {open_clip.__version__}, python {platform.python_version()}",
+        f"open_clip {open_clip.__version__}, python {platform.python_version()}",
         "command": "python perf/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "seconds": round(time.perf_counter() - started, 1),
         "load": [round(load_before, 2), round(load_after, 2)],
@@ -118,26 +118,48 @@ def simulated(measurements: str, part_size: int, out: str | None, argv: list[str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda", "sim"], default="auto",
-                        help="sim: the CPU path against stand-ins that take the H200's measured time")
-    parser.add_argument("--measurements", default=str(MEASUREMENTS),
-                        help="the H200's measurements the simulated device takes its times from")
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda", "sim"],
+        default="auto",
+        help="sim: the CPU path against stand-ins that take the H200's measured time",
+    )
+    parser.add_argument(
+        "--measurements",
+        default=str(MEASUREMENTS),
+        help="the H200's measurements the simulated device takes its times from",
+    )
     parser.add_argument("--shapes", choices=["real", "small"], help="default: real on CUDA, small on the CPU")
-    parser.add_argument("--only", default=",".join(s for s in SECTIONS if s != "workflow"),
-                        help=f"comma-separated sections of {', '.join(SECTIONS)}")
+    parser.add_argument(
+        "--only",
+        default=",".join(s for s in SECTIONS if s != "workflow"),
+        help=f"comma-separated sections of {', '.join(SECTIONS)}",
+    )
     parser.add_argument("--workflow", action="store_true", help="add the default grid's cold and no-op runs")
-    parser.add_argument("--depth", type=int, help="layers in every tower and in the language model, the widths kept "
-                                                  "(default: the shapes' own; a test runs the real shapes at 1)")
-    parser.add_argument("--part-size", type=int, default=1024,
-                        help="model requests per runner call at most, as infer.part_size (its default)")
+    parser.add_argument(
+        "--depth",
+        type=int,
+        help="layers in every tower and in the language model, the widths kept "
+        "(default: the shapes' own; a test runs the real shapes at 1)",
+    )
+    parser.add_argument(
+        "--part-size",
+        type=int,
+        default=1024,
+        help="model requests per runner call at most, as infer.part_size (its default)",
+    )
     parser.add_argument("--out", help="write the results here (Markdown; the same name with .json beside it)")
-    parser.add_argument("--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON")
+    parser.add_argument(
+        "--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON"
+    )
     args = parser.parse_args(argv)
     if args.render:
         return render_saved(args.render, args.out, rendered)
     if args.device == "sim":
         return simulated(args.measurements, args.part_size, args.out, argv)
-    sections = [s.strip() for s in args.only.split(",") if s.strip()] + (["workflow"] if args.workflow else [])
+    sections = [s.strip() for s in args.only.split(",") if s.strip()] + (
+        ["workflow"] if args.workflow else []
+    )
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown section {unknown[0]!r}; the sections are {', '.join(SECTIONS)}")
@@ -154,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="vlmgrid-speed-"))
     # a stopped run still removes its models and pictures (several GB with real shapes)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    os.environ["VLMGRID_CACHE_DIR"] = str(work / "cache")  # classifier weights start cold, and stay out of ~/.cache
+    os.environ["VLMGRID_CACHE_DIR"] = str(
+        work / "cache"
+    )  # classifier weights start cold, and stay out of ~/.cache
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     rows: list[dict] = []
     try:
@@ -180,21 +204,25 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()})",
+        "device": torch.cuda.get_device_name()
+        if device == "cuda"
+        else f"CPU ({platform.processor() or platform.machine()})",
         "shapes": shapes_label(shapes, args.depth),
         "precision": shape["precision"] if device == "cuda" else "fp32 (the CPU always runs fp32)",
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "libraries": f"torch {torch.__version__}, transformers {transformers.__version__}, "
-                     f"open_clip {open_clip.__version__}, python {platform.python_version()}",
+        f"open_clip {open_clip.__version__}, python {platform.python_version()}",
         "command": "python perf/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "seconds": round(time.perf_counter() - started, 1),
         "part_size": args.part_size,
     }
-    meta["notes"] = [f"runners called in parts of at most {args.part_size} model requests, cut as `vlmgrid infer` "
-                     f"cuts them; the whole run "
-                     f"took {meta['seconds']} s",
-                     f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, "
-                     f"on {meta['cpus']} CPUs: a load above the CPU count means other work shared them"]
+    meta["notes"] = [
+        f"runners called in parts of at most {args.part_size} model requests, cut as `vlmgrid infer` "
+        f"cuts them; the whole run "
+        f"took {meta['seconds']} s",
+        f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, "
+        f"on {meta['cpus']} CPUs: a load above the CPU count means other work shared them",
+    ]
     text = render_markdown(meta, rows)
     print(text)
     if args.out:

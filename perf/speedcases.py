@@ -22,31 +22,99 @@ SHAPES = {
             "base": ("ViT-B/32@224", "ViT-B-32"),
         },
         # batches of 64: within a part of 256 items the next batches decode while the model runs this one
-        "clip_images": 4096, "clip_batch": 64, "precision": "bf16",
-        "vision": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
-                   "num_attention_heads": 16, "patch_size": 14, "image_size": 336, "projection_dim": 768},
-        "text": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-                 "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096},
-        "vocab": 32064, "choice_items": 512, "lm_batch": 64, "rank_queries": 8,
+        "clip_images": 4096,
+        "clip_batch": 64,
+        "precision": "bf16",
+        "vision": {
+            "hidden_size": 1024,
+            "intermediate_size": 4096,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 16,
+            "patch_size": 14,
+            "image_size": 336,
+            "projection_dim": 768,
+        },
+        "text": {
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "max_position_embeddings": 4096,
+        },
+        "vocab": 32064,
+        "choice_items": 512,
+        "lm_batch": 64,
+        "rank_queries": 8,
     },
     "small": {
         "clip": {
-            "large": ("tiny ViT/8@64", {"embed_dim": 64, "vision_cfg": {"image_size": 64, "layers": 4, "width": 128,
-                                                                         "patch_size": 8, "head_width": 32},
-                                        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64,
-                                                     "heads": 2, "layers": 2}}),
-            "base": ("tiny ViT/16@64", {"embed_dim": 64, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64,
-                                                                         "patch_size": 16, "head_width": 32},
-                                        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64,
-                                                     "heads": 2, "layers": 2}}),
+            "large": (
+                "tiny ViT/8@64",
+                {
+                    "embed_dim": 64,
+                    "vision_cfg": {
+                        "image_size": 64,
+                        "layers": 4,
+                        "width": 128,
+                        "patch_size": 8,
+                        "head_width": 32,
+                    },
+                    "text_cfg": {
+                        "context_length": 77,
+                        "vocab_size": 49408,
+                        "width": 64,
+                        "heads": 2,
+                        "layers": 2,
+                    },
+                },
+            ),
+            "base": (
+                "tiny ViT/16@64",
+                {
+                    "embed_dim": 64,
+                    "vision_cfg": {
+                        "image_size": 64,
+                        "layers": 2,
+                        "width": 64,
+                        "patch_size": 16,
+                        "head_width": 32,
+                    },
+                    "text_cfg": {
+                        "context_length": 77,
+                        "vocab_size": 49408,
+                        "width": 64,
+                        "heads": 2,
+                        "layers": 2,
+                    },
+                },
+            ),
         },
-        "clip_images": 512, "clip_batch": 64, "precision": "fp32",
-        "vision": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-                   "patch_size": 14, "image_size": 224, "projection_dim": 64},
+        "clip_images": 512,
+        "clip_batch": 64,
+        "precision": "fp32",
+        "vision": {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "patch_size": 14,
+            "image_size": 224,
+            "projection_dim": 64,
+        },
         # the fixture tokenizer's own vocabulary: a 32k one would make the output layer most of a tiny model
-        "text": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
-                 "num_key_value_heads": 4, "max_position_embeddings": 2048},
-        "vocab": None, "choice_items": 64, "lm_batch": 16, "rank_queries": 4,
+        "text": {
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 2048,
+        },
+        "vocab": None,
+        "choice_items": 64,
+        "lm_batch": 16,
+        "rank_queries": 4,
     },
 }
 
@@ -62,12 +130,16 @@ def at_depth(shape: dict, depth: int) -> dict:
         cfg["vision_cfg"]["layers"] = cfg["text_cfg"]["layers"] = depth
         return cfg
 
-    return {**shape, "clip": {role: (label, clip_cfg(arch)) for role, (label, arch) in shape["clip"].items()},
-            "vision": {**shape["vision"], "num_hidden_layers": depth},
-            "text": {**shape["text"], "num_hidden_layers": depth}}
+    return {
+        **shape,
+        "clip": {role: (label, clip_cfg(arch)) for role, (label, arch) in shape["clip"].items()},
+        "vision": {**shape["vision"], "num_hidden_layers": depth},
+        "text": {**shape["text"], "num_hidden_layers": depth},
+    }
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
+
 
 def _sync(device: str) -> None:
     import torch
@@ -120,6 +192,7 @@ def in_parts(runner, parts: list) -> list[dict]:
 
 # --- CLIP ------------------------------------------------------------------------------------------------
 
+
 def clip_section(shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
     bench = imagenet_folder(shape["clip_images"], work)
     rows = []
@@ -128,7 +201,9 @@ def clip_section(shape: dict, device: str, work: Path, part_size: int) -> list[d
     return rows
 
 
-def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Path, bench, part_size: int) -> list[dict]:
+def _clip_tower(
+    role: str, label: str, arch, shape: dict, device: str, work: Path, bench, part_size: int
+) -> list[dict]:
     import open_clip
     import torch
 
@@ -143,8 +218,12 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     model_dir = work / f"clip-{role}"
     model_dir.mkdir()
     write_tiny_open_clip(model_dir, seed=0, model_cfg=model_cfg)
-    settings = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": shape["clip_batch"],
-                "precision": shape["precision"]}
+    settings = {
+        "backend": "open_clip",
+        "source": {"type": "fixture"},
+        "batch_size": shape["clip_batch"],
+        "precision": shape["precision"],
+    }
     model = BACKENDS.get("open_clip").load(settings, model_dir, device)
     runner = embed_strategy(model, bench)  # the zero-shot classifier is built here, before the clock starts
     parts = infer_parts(bench, settings, part_size)
@@ -168,16 +247,38 @@ def _clip_tower(role: str, label: str, arch, shape: dict, device: str, work: Pat
     plain, plain_cores = on_host(lambda: in_parts(plain_runner, parts), device)
     tower_rate = shape["clip_batch"] / tower
     return [
-        result_row(f"clip {role}", f"CLIP {label}: classification from JPEG files", "img/s", n / ours,
-                   tower_rate, "image tower on device tensors", host_cores=ours_cores),
-        result_row(f"clip {role} cached", f"CLIP {label}: the same files again, from the pixel cache", "img/s",
-                   n / cached, tower_rate, "image tower on device tensors", host_cores=cached_cores),
-        result_row(f"clip {role} plain", f"CLIP {label}: images opened one by one in the main process",
-                   "img/s", n / plain, tower_rate, "image tower on device tensors", host_cores=plain_cores),
+        result_row(
+            f"clip {role}",
+            f"CLIP {label}: classification from JPEG files",
+            "img/s",
+            n / ours,
+            tower_rate,
+            "image tower on device tensors",
+            host_cores=ours_cores,
+        ),
+        result_row(
+            f"clip {role} cached",
+            f"CLIP {label}: the same files again, from the pixel cache",
+            "img/s",
+            n / cached,
+            tower_rate,
+            "image tower on device tensors",
+            host_cores=cached_cores,
+        ),
+        result_row(
+            f"clip {role} plain",
+            f"CLIP {label}: images opened one by one in the main process",
+            "img/s",
+            n / plain,
+            tower_rate,
+            "image tower on device tensors",
+            host_cores=plain_cores,
+        ),
     ]
 
 
 # --- LLaVA -----------------------------------------------------------------------------------------------
+
 
 def write_llava(shape: dict, device: str, out_dir: Path) -> Path:
     """A LLaVA-1.5 checkpoint of the given shape (random weights) with the fixture's tokenizer, via save_pretrained."""
@@ -189,11 +290,22 @@ def write_llava(shape: dict, device: str, out_dir: Path) -> Path:
     write_tiny_checkpoint("llava", out_dir, seed=0)
     tiny = LlavaConfig.from_pretrained(out_dir)
     vision = CLIPVisionConfig(**shape["vision"])
-    text = LlamaConfig(**shape["text"], vocab_size=shape["vocab"] or tiny.text_config.vocab_size, bos_token_id=tiny.text_config.bos_token_id,
-                       eos_token_id=tiny.text_config.eos_token_id, pad_token_id=tiny.text_config.pad_token_id)
-    config = LlavaConfig(vision_config=vision, text_config=text, image_token_id=tiny.image_token_id,
-                         vision_feature_layer=-2, vision_feature_select_strategy="default",
-                         projector_hidden_act="gelu", image_seq_length=(vision.image_size // vision.patch_size) ** 2)
+    text = LlamaConfig(
+        **shape["text"],
+        vocab_size=shape["vocab"] or tiny.text_config.vocab_size,
+        bos_token_id=tiny.text_config.bos_token_id,
+        eos_token_id=tiny.text_config.eos_token_id,
+        pad_token_id=tiny.text_config.pad_token_id,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tiny.image_token_id,
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        projector_hidden_act="gelu",
+        image_seq_length=(vision.image_size // vision.patch_size) ** 2,
+    )
     dtype = torch.bfloat16 if shape["precision"] == "bf16" else torch.float32
     torch.manual_seed(0)
     with torch.device(device):
@@ -216,17 +328,28 @@ def write_llava_processor(shape: dict, out_dir: Path) -> None:
 
     old = LlavaProcessor.from_pretrained(out_dir)
     size, patch = shape["vision"]["image_size"], shape["vision"]["patch_size"]
-    LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": size},
-                                                      crop_size={"height": size, "width": size}),
-                   tokenizer=old.tokenizer, patch_size=patch, vision_feature_select_strategy="default",
-                   num_additional_image_tokens=1, chat_template=old.chat_template).save_pretrained(out_dir)
+    LlavaProcessor(
+        image_processor=CLIPImageProcessor(
+            size={"shortest_edge": size}, crop_size={"height": size, "width": size}
+        ),
+        tokenizer=old.tokenizer,
+        patch_size=patch,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=old.chat_template,
+    ).save_pretrained(out_dir)
 
 
 def load_llava(shape: dict, device: str, model_dir: Path, batch_size: int):
     from vlmgrid.models.hf_backend import Hf
 
-    settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava"}, "batch_size": batch_size,
-                "precision": shape["precision"], "generation": {"max_new_tokens": NEW_TOKENS}}
+    settings = {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": "llava"},
+        "batch_size": batch_size,
+        "precision": shape["precision"],
+        "generation": {"max_new_tokens": NEW_TOKENS},
+    }
     backend = Hf.load(settings, model_dir, device)
     # every sample generates exactly NEW_TOKENS tokens, in our path and in the bare calls alike
     backend.model.generation_config.min_new_tokens = NEW_TOKENS
@@ -257,9 +380,13 @@ def choice_section(backend, shape: dict, device: str, work: Path, part_size: int
 
     def request(i):
         options = list(records["options"].iloc[i])
-        return OptionRequest(records["id"].iloc[i], open_rgb(folder / records["image"].iloc[i]),
-                             multiple_choice_prompt(records["question"].iloc[i], options, _context(records, i)),
-                             options, tuple(LETTERS[:len(options)]))
+        return OptionRequest(
+            records["id"].iloc[i],
+            open_rgb(folder / records["image"].iloc[i]),
+            multiple_choice_prompt(records["question"].iloc[i], options, _context(records, i)),
+            options,
+            tuple(LETTERS[: len(options)]),
+        )
 
     batch = backend._cast(backend._encode([request(i) for i in range(bs)]))
     with torch.inference_mode():
@@ -267,10 +394,24 @@ def choice_section(backend, shape: dict, device: str, work: Path, part_size: int
         one = backend._cast(backend._encode([GenerateRequest("g", request(0).image, request(0).prompt)]))
         per_sample = timed(lambda: backend.model.generate(**one, do_sample=False), device, repeats=2)
     return [
-        result_row("choice", f"multiple choice by letter log-likelihood, batch {bs}", "samples/s", n / ours,
-                   bs / bare, f"bare batched forward, batch {bs}", host_cores=ours_cores),
-        result_row("choice vs per-sample generate", "multiple choice by letter log-likelihood", "samples/s",
-                   n / ours, 1 / per_sample, f"per-sample generate, {NEW_TOKENS} tokens", host_cores=ours_cores),
+        result_row(
+            "choice",
+            f"multiple choice by letter log-likelihood, batch {bs}",
+            "samples/s",
+            n / ours,
+            bs / bare,
+            f"bare batched forward, batch {bs}",
+            host_cores=ours_cores,
+        ),
+        result_row(
+            "choice vs per-sample generate",
+            "multiple choice by letter log-likelihood",
+            "samples/s",
+            n / ours,
+            1 / per_sample,
+            f"per-sample generate, {NEW_TOKENS} tokens",
+            host_cores=ours_cores,
+        ),
     ]
 
 
@@ -292,13 +433,28 @@ def generate_section(backend, shape: dict, device: str, work: Path, part_size: i
     # grows the device's memory pool (the KV cache of a batch of 64), which neither timed call should pay
     warm_up(runner, records.iloc[:bs])
     ours, ours_cores = on_host(lambda: in_parts(runner, parts), device)
-    requests = [GenerateRequest(records["id"].iloc[i], open_rgb(folder / records["image"].iloc[i]),
-                                short_answer_prompt(records["question"].iloc[i])) for i in range(bs)]
+    requests = [
+        GenerateRequest(
+            records["id"].iloc[i],
+            open_rgb(folder / records["image"].iloc[i]),
+            short_answer_prompt(records["question"].iloc[i]),
+        )
+        for i in range(bs)
+    ]
     batch = backend._cast(backend._encode(requests))
     with torch.inference_mode():
         bare = timed(lambda: backend.model.generate(**batch, do_sample=False), device, repeats=1)
-    return [result_row("generate", f"short answers, {NEW_TOKENS} new tokens, batch {bs}", "samples/s", n / ours,
-                       bs / bare, f"transformers generate, batch {bs}", host_cores=ours_cores)]
+    return [
+        result_row(
+            "generate",
+            f"short answers, {NEW_TOKENS} new tokens, batch {bs}",
+            "samples/s",
+            n / ours,
+            bs / bare,
+            f"transformers generate, batch {bs}",
+            host_cores=ours_cores,
+        )
+    ]
 
 
 def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) -> list[dict]:
@@ -324,10 +480,19 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
 
     def naive():
         for start in range(0, k, shape["lm_batch"]):
-            batch = backend._cast(backend._encode(full[start:start + shape["lm_batch"]]))
+            batch = backend._cast(backend._encode(full[start : start + shape["lm_batch"]]))
             backend.model(**batch, use_cache=False)
 
     with torch.inference_mode():
         naive_s = timed(naive, device, repeats=1)
-    return [result_row("rank", f"ranking {k} riddles per picture ({len(riddles[0][0].split())} words each)",
-                       "pictures/s", n / ours, 1 / naive_s, f"{k} full forwards", host_cores=ours_cores)]
+    return [
+        result_row(
+            "rank",
+            f"ranking {k} riddles per picture ({len(riddles[0][0].split())} words each)",
+            "pictures/s",
+            n / ours,
+            1 / naive_s,
+            f"{k} full forwards",
+            host_cores=ours_cores,
+        )
+    ]

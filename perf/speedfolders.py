@@ -15,8 +15,9 @@ def write_photos(folder: Path, names: list[str], seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     width, height = PHOTO_SIZE
     for name in names:
-        small = Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).resize((width, height),
-                                                                                            Image.BICUBIC)
+        small = Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).resize(
+            (width, height), Image.BICUBIC
+        )
         noisy = np.asarray(small).astype(np.int16) + rng.integers(-12, 12, (height, width, 3))
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -27,8 +28,14 @@ def folder_benchmark(kind: str, root: Path, records, classes=None):
     from vlmgrid.benchmarks import BENCHMARKS
     from vlmgrid.benchmarks.dataset import Benchmark
 
-    return Benchmark(name=f"speed-{kind}", kind=BENCHMARKS.get(kind), root=root, records=records, classes=classes,
-                     manifest={})
+    return Benchmark(
+        name=f"speed-{kind}",
+        kind=BENCHMARKS.get(kind),
+        root=root,
+        records=records,
+        classes=classes,
+        manifest={},
+    )
 
 
 def imagenet_folder(n: int, work: Path):
@@ -40,13 +47,25 @@ def imagenet_folder(n: int, work: Path):
     names = [f"images/{synsets[i % n_classes]}/ILSVRC2012_val_{i + 1:08d}.JPEG" for i in range(n)]
     bench_dir = work / "imagenet"
     write_photos(bench_dir, names)
-    records = pd.DataFrame({"id": [f"val-{i}" for i in range(n)], "image": names, "question": "",
-                            "options": [[] for _ in names], "answer": "", "answer_index": [i % n_classes for i in range(n)]})
+    records = pd.DataFrame(
+        {
+            "id": [f"val-{i}" for i in range(n)],
+            "image": names,
+            "question": "",
+            "options": [[] for _ in names],
+            "answer": "",
+            "answer_index": [i % n_classes for i in range(n)],
+        }
+    )
     return folder_benchmark("imagenet", bench_dir, records, [f"class {k}" for k in range(n_classes)])
 
 
-QUESTIONS = ("Which of the one is in the picture ?", "What is the small animal in the image ?",
-             "How many red car are there in the photo ?", "Which option is the man on the left ?")
+QUESTIONS = (
+    "Which of the one is in the picture ?",
+    "What is the small animal in the image ?",
+    "How many red car are there in the photo ?",
+    "Which option is the man on the left ?",
+)
 OPTIONS = (["cat", "dog", "bird", "tree"], ["red", "green", "blue", "black"], ["one", "two", "three", "four"])
 
 
@@ -55,14 +74,23 @@ def item_records(n: int, folder: Path, prefix: str):
 
     names = [f"images/{prefix}-{i:06d}.jpg" for i in range(n)]
     write_photos(folder, names, seed=1)
-    return pd.DataFrame({"id": [f"{prefix}-{i}" for i in range(n)], "image": names,
-                         "question": [QUESTIONS[i % len(QUESTIONS)] for i in range(n)],
-                         "options": [OPTIONS[i % len(OPTIONS)] for i in range(n)], "answer": "",
-                         "answer_index": 0, "hint": ["Look at the picture ." if i % 2 else "" for i in range(n)]})
+    return pd.DataFrame(
+        {
+            "id": [f"{prefix}-{i}" for i in range(n)],
+            "image": names,
+            "question": [QUESTIONS[i % len(QUESTIONS)] for i in range(n)],
+            "options": [OPTIONS[i % len(OPTIONS)] for i in range(n)],
+            "answer": "",
+            "answer_index": 0,
+            "hint": ["Look at the picture ." if i % 2 else "" for i in range(n)],
+        }
+    )
 
 
-RIDDLE_WORDS = ("this is used for cutting bread a red small animal with fur that you can find in the house or "
-                "on a tree and it is green blue black white large left right").split()
+RIDDLE_WORDS = (
+    "this is used for cutting bread a red small animal with fur that you can find in the house or "
+    "on a tree and it is green blue black white large left right"
+).split()
 
 
 def dance_folder(n: int, k: int, work: Path):
@@ -75,7 +103,16 @@ def dance_folder(n: int, k: int, work: Path):
     write_photos(folder, names, seed=2)
     rng = np.random.default_rng(0)
     riddles = [[" ".join(rng.choice(RIDDLE_WORDS, 20)) + " ." for _ in range(k)] for _ in range(n)]
-    records = pd.DataFrame({"id": [f"q{i}" for i in range(n)], "image": names, "question": "",
-                            "options": riddles, "answer": "", "answer_index": 0,
-                            "direction": "image-to-riddle", "split": "test-seen"})
+    records = pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(n)],
+            "image": names,
+            "question": "",
+            "options": riddles,
+            "answer": "",
+            "answer_index": 0,
+            "direction": "image-to-riddle",
+            "split": "test-seen",
+        }
+    )
     return folder_benchmark("dance", folder, records)

@@ -19,8 +19,12 @@ def largest_grid(repo: Path = REPO) -> dict:
     for name in GRID_CONFIGS:
         benchmarks.update(yaml.safe_load((repo / "config" / name).read_text(encoding="utf-8"))["benchmarks"])
     models = yaml.safe_load((repo / "config" / "models.yaml").read_text(encoding="utf-8"))["models"]
-    config.update(benchmarks=benchmarks, models=models, results_dir="results/largest",
-                  grid={"models": list(models), "benchmarks": list(benchmarks)})
+    config.update(
+        benchmarks=benchmarks,
+        models=models,
+        results_dir="results/largest",
+        grid={"models": list(models), "benchmarks": list(benchmarks)},
+    )
     return config
 
 
@@ -32,13 +36,22 @@ def dag_section(work: Path) -> list[dict]:
     (root / "config" / "largest.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     cells = len(config["grid"]["models"]) * len(config["grid"]["benchmarks"])
     seconds = snakemake(["-n", "--quiet", "--configfile", "config/largest.yaml"], root).wall_s
-    return [result_row("dag", f"`snakemake -n`, largest grid ({len(config['grid']['models'])} models x "
-                              f"{len(config['grid']['benchmarks'])} benchmarks = {cells} cells)", "s", seconds)]
+    return [
+        result_row(
+            "dag",
+            f"`snakemake -n`, largest grid ({len(config['grid']['models'])} models x "
+            f"{len(config['grid']['benchmarks'])} benchmarks = {cells} cells)",
+            "s",
+            seconds,
+        )
+    ]
 
 
 def workflow_section(work: Path) -> list[dict]:
     root = workflow_copy(work / "grid")
     cold = snakemake(["--cores", "2"], root).wall_s
     noop = snakemake(["--cores", "2"], root).wall_s
-    return [result_row("workflow cold", "default grid, cold (`snakemake --cores 2`)", "s", cold),
-            result_row("workflow no-op", "default grid, nothing to do", "s", noop)]
+    return [
+        result_row("workflow cold", "default grid, cold (`snakemake --cores 2`)", "s", cold),
+        result_row("workflow no-op", "default grid, nothing to do", "s", noop),
+    ]

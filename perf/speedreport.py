@@ -32,7 +32,7 @@ GOALS = (
 
 
 def verdict(goal: Goal | None, row: dict, shapes: str) -> str:
-    """"met", "missed", "n/a (...)" or "" (no goal) for one result row."""
+    """ "met", "missed", "n/a (...)" or "" (no goal) for one result row."""
     if goal is None:
         return ""
     if not goal.cpu_side and shapes != "real":
@@ -47,13 +47,28 @@ def verdict(goal: Goal | None, row: dict, shapes: str) -> str:
     return "met"
 
 
-def result_row(figure: str, label: str, unit: str, value: float, reference: float | None = None,
-               reference_label: str = "", host_cores: float | None = None) -> dict:
+def result_row(
+    figure: str,
+    label: str,
+    unit: str,
+    value: float,
+    reference: float | None = None,
+    reference_label: str = "",
+    host_cores: float | None = None,
+) -> dict:
     """One line of the results: our figure, the reference measured beside it and their ratio, and the host
     cores vlmgrid's path used meanwhile (CPU seconds over wall seconds)."""
     ratio = value / reference if reference else None
-    return {"figure": figure, "label": label, "unit": unit, "value": value, "reference": reference,
-            "reference_label": reference_label, "ratio": ratio, "host_cores": host_cores}
+    return {
+        "figure": figure,
+        "label": label,
+        "unit": unit,
+        "value": value,
+        "reference": reference,
+        "reference_label": reference_label,
+        "ratio": ratio,
+        "host_cores": host_cores,
+    }
 
 
 def _number(value: float | None) -> str:
@@ -65,11 +80,15 @@ def _number(value: float | None) -> str:
 # Above the table, what its figures can say, by shapes; any shapes not named here are at a reduced depth.
 CAVEATS = {
     "real": [],
-    "small": ["**CPU, small shapes.** Tiny random models on the CPU: these figures check that every path runs and ",
-              "show ratios between paths on this machine; they say nothing about a GPU or about real model sizes."],
+    "small": [
+        "**CPU, small shapes.** Tiny random models on the CPU: these figures check that every path runs and ",
+        "show ratios between paths on this machine; they say nothing about a GPU or about real model sizes.",
+    ],
 }
-REDUCED_DEPTH = ["**Reduced depth.** The shapes' widths with fewer layers in every tower and in the language model: "
-                 "these figures check that the path of these shapes runs; they say nothing about its speed."]
+REDUCED_DEPTH = [
+    "**Reduced depth.** The shapes' widths with fewer layers in every tower and in the language model: "
+    "these figures check that the path of these shapes runs; they say nothing about its speed."
+]
 
 
 def shapes_label(shapes: str, depth: int | None) -> str:
@@ -82,17 +101,25 @@ def render_markdown(meta: dict, rows: list[dict]) -> str:
     caveat = CAVEATS.get(meta["shapes"], REDUCED_DEPTH)
     if caveat:
         lines += [*caveat, ""]
-    lines += [f"- {key}: {meta[key]}" for key in ("date", "device", "shapes", "precision", "cpus", "libraries", "command")]
-    lines += ["", "| figure | vlmgrid | unit | reference (same run) | reference | ratio | host cores used | goal | "
-                  "verdict |",
-              "|---|---:|---|---|---:|---:|---:|---|---|"]
+    lines += [
+        f"- {key}: {meta[key]}"
+        for key in ("date", "device", "shapes", "precision", "cpus", "libraries", "command")
+    ]
+    lines += [
+        "",
+        "| figure | vlmgrid | unit | reference (same run) | reference | ratio | host cores used | goal | "
+        "verdict |",
+        "|---|---:|---|---|---:|---:|---:|---|---|",
+    ]
     for row in rows:
         goal = goals.get(row["figure"])
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
         cores = "" if row.get("host_cores") is None else f"{row['host_cores']:.2f}"  # absent in older results
-        lines.append(f"| {row['label']} | {_number(row['value'])} | {row['unit']} | {row['reference_label']} | "
-                     f"{_number(row['reference'])} | {ratio} | {cores} | {goal.text if goal else ''} | "
-                     f"{verdict(goal, row, meta['shapes'])} |")
+        lines.append(
+            f"| {row['label']} | {_number(row['value'])} | {row['unit']} | {row['reference_label']} | "
+            f"{_number(row['reference'])} | {ratio} | {cores} | {goal.text if goal else ''} | "
+            f"{verdict(goal, row, meta['shapes'])} |"
+        )
     return _with_notes(lines, meta)
 
 
@@ -113,24 +140,34 @@ def sim_goal(row: dict) -> tuple[str, str]:
 
 
 def render_sim_markdown(meta: dict, rows: list[dict]) -> str:
-    lines = [f"# vlmgrid speed: {meta['device']}", "",
-             "**Simulated device.** vlmgrid's own path from files on disk, every model call a stand-in that sleeps "
-             "the H200's measured time for its batch (batch size over the items per second measured there) and "
-             "returns outputs of the right shape. The ceiling is the stand-ins alone, back to back; *host alone* is "
-             "the same run with stand-ins that take no time; the host cores used are the process's CPU seconds over "
-             "its wall seconds.", ""]
-    lines += [f"- {key}: {meta[key]}" for key in ("date", "device", "measurements", "cpus", "libraries", "command")]
-    lines += ["", "| workload | vlmgrid | simulated H200 | ratio | unit | host cores used | host alone s | device s | "
-                  "host + device s | max(host, device) s | wall s | host per core | cores the H200 rate needs | "
-                  "goal | verdict |",
-              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    lines = [
+        f"# vlmgrid speed: {meta['device']}",
+        "",
+        "**Simulated device.** vlmgrid's own path from files on disk, every model call a stand-in that sleeps "
+        "the H200's measured time for its batch (batch size over the items per second measured there) and "
+        "returns outputs of the right shape. The ceiling is the stand-ins alone, back to back; *host alone* is "
+        "the same run with stand-ins that take no time; the host cores used are the process's CPU seconds over "
+        "its wall seconds.",
+        "",
+    ]
+    lines += [
+        f"- {key}: {meta[key]}" for key in ("date", "device", "measurements", "cpus", "libraries", "command")
+    ]
+    lines += [
+        "",
+        "| workload | vlmgrid | simulated H200 | ratio | unit | host cores used | host alone s | device s | "
+        "host + device s | max(host, device) s | wall s | host per core | cores the H200 rate needs | "
+        "goal | verdict |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
     for row in rows:
         goal, verdict = sim_goal(row)
         lines.append(
             f"| {row['label']} | {_number(row['value'])} | {_number(row['reference'])} | {row['ratio']:.2f}x | "
             f"{row['unit']} | {row['host_cores']:.2f} | {row['host_s']:.2f} | {row['device_s']:.2f} | "
             f"{row['host_s'] + row['device_s']:.2f} | {max(row['host_s'], row['device_s']):.2f} | "
-            f"{row['wall_s']:.2f} | {_number(row['per_core'])} | {row['cores_needed']:.1f} | {goal} | {verdict} |")
+            f"{row['wall_s']:.2f} | {_number(row['per_core'])} | {row['cores_needed']:.1f} | {goal} | {verdict} |"
+        )
     return _with_notes(lines, meta)
 
 

@@ -25,10 +25,21 @@ from speedcases import NEW_TOKENS, in_parts, infer_parts, load_llava, write_llav
 from speedfolders import dance_folder, folder_benchmark, imagenet_folder, item_records
 
 # The tower shapes whose preprocessing (image size) the simulated CLIP runs: the towers themselves are stand-ins.
-SIM_CLIP = {"large": ("ViT-L/14@336", "ViT-L-14@336", 336, 14), "base": ("ViT-B/32@224", "ViT-B-32@224", 224, 32)}
+SIM_CLIP = {
+    "large": ("ViT-L/14@336", "ViT-L-14@336", 336, 14),
+    "base": ("ViT-B/32@224", "ViT-B-32@224", 224, 32),
+}
 # a part of 1024 requests is 16 batches of 64: the first batch's preparation, which nothing can hide, is 1/16 of it
-SIM_COUNTS = {"clip_images": 1024, "clip_batch": 64, "choice_items": 1024, "generate_items": 256, "lm_batch": 64,
-              "rank_queries": 8, "candidates": 50, "candidate_tokens": 24}
+SIM_COUNTS = {
+    "clip_images": 1024,
+    "clip_batch": 64,
+    "choice_items": 1024,
+    "generate_items": 256,
+    "lm_batch": 64,
+    "rank_queries": 8,
+    "candidates": 50,
+    "candidate_tokens": 24,
+}
 # LLaVA-1.5's image processing (336 pixels, 14-pixel patches: 576 image tokens in every prompt)
 LLAVA_VISION = {"vision": {"image_size": 336, "patch_size": 14}}
 
@@ -37,10 +48,12 @@ LLAVA_VISION = {"vision": {"image_size": 336, "patch_size": 14}}
 class H200:
     """The H200's measured rates (items per second) that the stand-ins take their time from."""
 
-    clip: dict          # tower label -> images/s
-    letters: dict       # batch size -> samples/s of one forward for the letter logits
-    generate16: dict    # batch size -> samples/s of batched greedy generation of 16 tokens
-    rank_images: float  # DANCE pictures/s, the image prefix computed once and its cache reused for 50 candidates
+    clip: dict  # tower label -> images/s
+    letters: dict  # batch size -> samples/s of one forward for the letter logits
+    generate16: dict  # batch size -> samples/s of batched greedy generation of 16 tokens
+    rank_images: (
+        float  # DANCE pictures/s, the image prefix computed once and its cache reused for 50 candidates
+    )
     decode_per_core: float  # JPEG decode + bicubic resize, one core of its host
     cores: int
 
@@ -54,23 +67,37 @@ def read_h200(folder: Path) -> H200:
     files = {name: folder / name for name in ("gpu-limits-h200.json", "gen-limits-h200.json")}
     missing = [str(path) for path in files.values() if not path.is_file()]
     if missing:
-        raise SystemExit(f"{missing[0]} is missing: the simulated device takes its times from the H200's "
-                         f"measurements; pass their folder with --measurements")
+        raise SystemExit(
+            f"{missing[0]} is missing: the simulated device takes its times from the H200's "
+            f"measurements; pass their folder with --measurements"
+        )
     limits = json.loads(files["gpu-limits-h200.json"].read_text(encoding="utf-8"))
     generation = json.loads(files["gen-limits-h200.json"].read_text(encoding="utf-8"))
     try:
         # batch 256, the measured size nearest the runs' 64
         clip = {key: limits["clip"][f"{key} bs256"]["img_per_s"] for _, key, _, _ in SIM_CLIP.values()}
-        letters = {int(key.split("bs")[1]): value["samples_per_s"] for key, value in limits["llava"].items()
-                   if key.startswith("forward_letter")}
-        generate16 = {int(key.split("bs")[1]): value["samples_per_s"] for key, value in generation.items()
-                      if key.startswith("generate16")}
-        return H200(clip=clip, letters=letters, generate16=generate16,
-                    rank_images=limits["rank50"]["shared_prefix_images_per_s"],
-                    decode_per_core=limits["jpeg_decode_resize_per_core_per_s"], cores=int(limits["cpu_count"]))
+        letters = {
+            int(key.split("bs")[1]): value["samples_per_s"]
+            for key, value in limits["llava"].items()
+            if key.startswith("forward_letter")
+        }
+        generate16 = {
+            int(key.split("bs")[1]): value["samples_per_s"]
+            for key, value in generation.items()
+            if key.startswith("generate16")
+        }
+        return H200(
+            clip=clip,
+            letters=letters,
+            generate16=generate16,
+            rank_images=limits["rank50"]["shared_prefix_images_per_s"],
+            decode_per_core=limits["jpeg_decode_resize_per_core_per_s"],
+            cores=int(limits["cpu_count"]),
+        )
     except (KeyError, IndexError, ValueError, TypeError) as exc:
-        raise SystemExit(f"{folder}: the H200 measurements lack {exc}; write them again with the scripts beside "
-                         f"them") from None
+        raise SystemExit(
+            f"{folder}: the H200 measurements lack {exc}; write them again with the scripts beside them"
+        ) from None
 
 
 def at_batch(rates: dict, batch: int) -> float:
@@ -95,6 +122,7 @@ class Clock:
 
 
 # --- stand-ins ---------------------------------------------------------------------------------------------
+
 
 def clip_stand_in(real, clock: Clock, images_per_s: float):
     """The open_clip model with its image tower replaced: unit embeddings after batch / images_per_s seconds.
@@ -144,8 +172,9 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
             else:
                 clock.run(rows * length / tokens_per_s)
             kept = 1 if cache is None else length  # a prompt's last position; every continued token
-            return CausalLMOutputWithPast(logits=torch.zeros((rows, kept, vocab)),
-                                          cache=torch.zeros(1) if use_cache else None)
+            return CausalLMOutputWithPast(
+                logits=torch.zeros((rows, kept, vocab)), cache=torch.zeros(1) if use_cache else None
+            )
 
         def generate(self, input_ids=None, max_new_tokens=NEW_TOKENS, **kwargs):
             rows = input_ids.shape[0]
@@ -157,6 +186,7 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
 
 # --- measuring ---------------------------------------------------------------------------------------------
 
+
 def _run(runner, parts: list, before=None) -> tuple[float, float]:
     """(wall s, process CPU s) of the runner over the parts."""
     if before is not None:
@@ -166,8 +196,9 @@ def _run(runner, parts: list, before=None) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measured(figure: str, label: str, unit: str, n: int, runner, parts: list, clock: Clock, cpus: int,
-             before=None) -> dict:
+def measured(
+    figure: str, label: str, unit: str, n: int, runner, parts: list, clock: Clock, cpus: int, before=None
+) -> dict:
     """One row: the runner's rate with the stand-in sleeping, against the stand-in alone back to back, with
     the host's own time (the stand-in taking none) and the host cores used and needed."""
     clock.speed = 0.0
@@ -177,10 +208,25 @@ def measured(figure: str, label: str, unit: str, n: int, runner, parts: list, cl
     device_s = clock.owed
     ceiling = n / device_s
     per_core = n / cpu_s
-    return {"figure": figure, "label": label, "unit": unit, "value": n / wall_s, "reference": ceiling,
-            "reference_label": "simulated H200", "ratio": n / wall_s / ceiling, "items": n,
-            "host_s": host_s, "host_cpu_s": host_cpu, "device_s": device_s, "wall_s": wall_s, "cpu_s": cpu_s,
-            "host_cores": cpu_s / wall_s, "per_core": per_core, "cores_needed": ceiling / per_core, "cpus": cpus}
+    return {
+        "figure": figure,
+        "label": label,
+        "unit": unit,
+        "value": n / wall_s,
+        "reference": ceiling,
+        "reference_label": "simulated H200",
+        "ratio": n / wall_s / ceiling,
+        "items": n,
+        "host_s": host_s,
+        "host_cpu_s": host_cpu,
+        "device_s": device_s,
+        "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "host_cores": cpu_s / wall_s,
+        "per_core": per_core,
+        "cores_needed": ceiling / per_core,
+        "cpus": cpus,
+    }
 
 
 def bare_decode_per_core(bench, preprocess, n: int) -> float:
@@ -211,14 +257,26 @@ def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
     n = len(bench.records)
     rows = []
     for role, (label, key, size, patch) in SIM_CLIP.items():
-        model_cfg = {"embed_dim": 64, "vision_cfg": {"image_size": size, "layers": 1, "width": 64,
-                                                     "patch_size": patch, "head_width": 32},
-                     "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1}}
+        model_cfg = {
+            "embed_dim": 64,
+            "vision_cfg": {
+                "image_size": size,
+                "layers": 1,
+                "width": 64,
+                "patch_size": patch,
+                "head_width": 32,
+            },
+            "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1},
+        }
         model_dir = work / f"clip-{role}"
         model_dir.mkdir()
         write_tiny_open_clip(model_dir, seed=0, model_cfg=model_cfg)
-        settings = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": SIM_COUNTS["clip_batch"],
-                    "precision": "fp32"}
+        settings = {
+            "backend": "open_clip",
+            "source": {"type": "fixture"},
+            "batch_size": SIM_COUNTS["clip_batch"],
+            "precision": "fp32",
+        }
         model = BACKENDS.get("open_clip").load(settings, model_dir, "cpu")
         runner = embed_strategy(model, bench)  # the classifier, from the real text tower
         clock = Clock()
@@ -228,11 +286,23 @@ def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
         cold = lambda: shutil.rmtree(cache_root() / PIXELS_DIR, ignore_errors=True)  # noqa: E731
         clock.speed = 0.0
         runner(bench.records.iloc[:4])  # warm: the first decodes and the first batch's allocations
-        row = measured(f"sim clip {role}", f"CLIP {label} zero-shot from JPEG files", "img/s", n, runner,
-                       infer_parts(bench, settings, part_size), clock, cpus, before=cold)
+        row = measured(
+            f"sim clip {role}",
+            f"CLIP {label} zero-shot from JPEG files",
+            "img/s",
+            n,
+            runner,
+            infer_parts(bench, settings, part_size),
+            clock,
+            cpus,
+            before=cold,
+        )
         bare = bare_decode_per_core(bench, model.preprocess, min(n, 256))
-        row.update(bare_per_core=bare, per_core_ratio=row["per_core"] / bare,
-                   h200_cores_needed=h200.clip[key] / h200.decode_per_core)
+        row.update(
+            bare_per_core=bare,
+            per_core_ratio=row["per_core"] / bare,
+            h200_cores_needed=h200.clip[key] / h200.decode_per_core,
+        )
         rows.append(row)
     return rows
 
@@ -253,27 +323,56 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
     clock = Clock()
     token_id = backend.tokenizer.encode("cat", add_special_tokens=False)[0]
     backend.model = llava_stand_in(backend.model, clock, h200, token_id, len(backend.tokenizer))
-    backend._prefetch = ThreadPoolExecutor(max_workers=1)  # as on an accelerator: the next batch prepared ahead
-    choice = folder_benchmark("scienceqa_img", work / "scienceqa",
-                        item_records(SIM_COUNTS["choice_items"], work / "scienceqa", "choice"))
-    vqa = folder_benchmark("textvqa", work / "textvqa",
-                     item_records(SIM_COUNTS["generate_items"], work / "textvqa", "vqa"))
+    backend._prefetch = ThreadPoolExecutor(
+        max_workers=1
+    )  # as on an accelerator: the next batch prepared ahead
+    choice = folder_benchmark(
+        "scienceqa_img",
+        work / "scienceqa",
+        item_records(SIM_COUNTS["choice_items"], work / "scienceqa", "choice"),
+    )
+    vqa = folder_benchmark(
+        "textvqa", work / "textvqa", item_records(SIM_COUNTS["generate_items"], work / "textvqa", "vqa")
+    )
     dance = dance_folder(SIM_COUNTS["rank_queries"], SIM_COUNTS["candidates"], work)
     cases = [
-        ("sim choice", f"LLaVA-1.5-7B letter multiple choice, batch {bs}", "samples/s", choice,
-         multiple_choice_option_strategy),
-        ("sim generate", f"LLaVA-1.5-7B short answers, {NEW_TOKENS} new tokens, batch {bs}", "samples/s", vqa,
-         generate_strategy),
-        ("sim rank", f"LLaVA-1.5-7B DANCE ranking, {SIM_COUNTS['candidates']} riddles per picture", "pictures/s",
-         dance, likelihood_strategy),
+        (
+            "sim choice",
+            f"LLaVA-1.5-7B letter multiple choice, batch {bs}",
+            "samples/s",
+            choice,
+            multiple_choice_option_strategy,
+        ),
+        (
+            "sim generate",
+            f"LLaVA-1.5-7B short answers, {NEW_TOKENS} new tokens, batch {bs}",
+            "samples/s",
+            vqa,
+            generate_strategy,
+        ),
+        (
+            "sim rank",
+            f"LLaVA-1.5-7B DANCE ranking, {SIM_COUNTS['candidates']} riddles per picture",
+            "pictures/s",
+            dance,
+            likelihood_strategy,
+        ),
     ]
     rows = []
     for figure, label, unit, bench, strategy in cases:
         runner = strategy(backend, bench)
         clock.speed = 0.0
         runner(bench.records.iloc[:2])  # warm: the tokenizer's and processor's first calls
-        row = measured(figure, label, unit, len(bench.records), runner,
-                       infer_parts(bench, backend.settings, part_size), clock, cpus)
+        row = measured(
+            figure,
+            label,
+            unit,
+            len(bench.records),
+            runner,
+            infer_parts(bench, backend.settings, part_size),
+            clock,
+            cpus,
+        )
         rows.append({**row, "batches": -(-len(bench.records) // bs)})
     backend._prefetch.shutdown()
     return rows
@@ -288,23 +387,29 @@ def sim_notes(rows: list[dict], h200: H200, meta: dict, part_size: int) -> list[
     notes = []
     for row in rows:
         if "bare_per_core" in row:
-            notes.append(f"{row['label']}: the H200's {_rate(row['reference'])} img/s need "
-                         f"{row['h200_cores_needed']:.1f} host cores at its host's {h200.decode_per_core:.1f} decodes "
-                         f"+ resizes per core per s ({h200.cores} there); vlmgrid's path here decodes "
-                         f"{row['per_core']:.1f} img per CPU second, a bare decode + resize in one thread "
-                         f"{row['bare_per_core']:.1f} ({row['per_core_ratio']:.2f}x); beyond the host's cores, "
-                         f"decoding on the GPU (torchvision's decode_jpeg: 4,052 img/s for ViT-B/32 on the H200) "
-                         f"is the route")
+            notes.append(
+                f"{row['label']}: the H200's {_rate(row['reference'])} img/s need "
+                f"{row['h200_cores_needed']:.1f} host cores at its host's {h200.decode_per_core:.1f} decodes "
+                f"+ resizes per core per s ({h200.cores} there); vlmgrid's path here decodes "
+                f"{row['per_core']:.1f} img per CPU second, a bare decode + resize in one thread "
+                f"{row['bare_per_core']:.1f} ({row['per_core_ratio']:.2f}x); beyond the host's cores, "
+                f"decoding on the GPU (torchvision's decode_jpeg: 4,052 img/s for ViT-B/32 on the H200) "
+                f"is the route"
+            )
     for row in rows:
         hidden = row["host_s"] + row["device_s"] - row["wall_s"]
-        notes.append(f"{row['label']}: wall {row['wall_s']:.2f} s against host + device "
-                     f"{row['host_s'] + row['device_s']:.2f} s and max(host, device) "
-                     f"{max(row['host_s'], row['device_s']):.2f} s: {hidden:.2f} s overlapped, of at most "
-                     f"{min(row['host_s'], row['device_s']):.2f} s" + _unhidden(row))
-    notes += [f"{len(rows)} workloads, runners called in parts of at most {part_size} model requests, as "
-              f"`vlmgrid infer` cuts them; the whole run took {meta['seconds']} s",
-              f"load average (1 min) at the start {meta['load'][0]:.1f}, at the end {meta['load'][1]:.1f}, on "
-              f"{meta['cpus']} CPUs: a load above the CPU count means other work shared them"]
+        notes.append(
+            f"{row['label']}: wall {row['wall_s']:.2f} s against host + device "
+            f"{row['host_s'] + row['device_s']:.2f} s and max(host, device) "
+            f"{max(row['host_s'], row['device_s']):.2f} s: {hidden:.2f} s overlapped, of at most "
+            f"{min(row['host_s'], row['device_s']):.2f} s" + _unhidden(row)
+        )
+    notes += [
+        f"{len(rows)} workloads, runners called in parts of at most {part_size} model requests, as "
+        f"`vlmgrid infer` cuts them; the whole run took {meta['seconds']} s",
+        f"load average (1 min) at the start {meta['load'][0]:.1f}, at the end {meta['load'][1]:.1f}, on "
+        f"{meta['cpus']} CPUs: a load above the CPU count means other work shared them",
+    ]
     return notes
 
 
@@ -313,13 +418,17 @@ def _unhidden(row: dict) -> str:
     if "batches" not in row:
         return ""
     if row["figure"] == "sim rank":
-        return ("; the ranking protocol sends a part's queries in calls of up to 64 requests and each next "
-                "request's inputs are prepared ahead, yet the host time did not overlap: it lies inside the scoring "
-                "step between the stand-in's calls (the continuations' logits, made and read on the CPU here, which "
-                "a real device computes), so the simulation cannot hide it")
-    return (f"; {row['wall_s'] - row['device_s']:.2f} s of the wall is host time the device did not hide: the first "
-            f"of its {row['batches']} batches' images and inputs (about {row['host_s'] / row['batches']:.2f} s), "
-            f"which nothing can run beside; the part's other images are opened while the batches run")
+        return (
+            "; the ranking protocol sends a part's queries in calls of up to 64 requests and each next "
+            "request's inputs are prepared ahead, yet the host time did not overlap: it lies inside the scoring "
+            "step between the stand-in's calls (the continuations' logits, made and read on the CPU here, which "
+            "a real device computes), so the simulation cannot hide it"
+        )
+    return (
+        f"; {row['wall_s'] - row['device_s']:.2f} s of the wall is host time the device did not hide: the first "
+        f"of its {row['batches']} batches' images and inputs (about {row['host_s'] / row['batches']:.2f} s), "
+        f"which nothing can run beside; the part's other images are opened while the batches run"
+    )
 
 
 def _rate(value: float) -> str:

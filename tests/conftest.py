@@ -32,8 +32,10 @@ os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")
 
 def _group_marks(item) -> set[str]:
     """The group names of `item`'s own xdist_group marks."""
-    return {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-            for mark in item.iter_markers("xdist_group")}
+    return {
+        str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        for mark in item.iter_markers("xdist_group")
+    }
 
 
 def _shared_setups(item) -> set[str]:
@@ -41,7 +43,7 @@ def _shared_setups(item) -> set[str]:
     module and name, and the names its xdist_group marks give."""
     names = _group_marks(item)
     info = getattr(item, "_fixtureinfo", None)
-    for fixture, definitions in (info.name2fixturedefs.items() if info else ()):
+    for fixture, definitions in info.name2fixturedefs.items() if info else ():
         definition = definitions[-1]
         if not Path(definition.func.__code__.co_filename).resolve().is_relative_to(REPO / "tests"):
             continue  # pytest's own (tmp_path_factory and the like) hold nothing expensive
@@ -77,7 +79,9 @@ def _slow_first(items) -> None:
     part (the same in every worker): xdist hands out the tests in this order, so the long ones start first and
     the many short ones fill the end, rather than a long one collected late running alone while the other
     workers wait."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("integration") else 1 if _group_marks(item) else 2)
+    items.sort(
+        key=lambda item: 0 if item.get_closest_marker("integration") else 1 if _group_marks(item) else 2
+    )
 
 
 def _name_group_in_id(item) -> None:
@@ -114,8 +118,10 @@ def _group_shared_setups(items) -> None:
         group = root(next(iter(names)))
         marks = marked[group]
         if len(marks) > 1:
-            raise pytest.UsageError(f"{item.nodeid} joins the xdist groups {sorted(marks)} through its shared "
-                                    "fixtures; give the tests one group name")
+            raise pytest.UsageError(
+                f"{item.nodeid} joins the xdist groups {sorted(marks)} through its shared "
+                "fixtures; give the tests one group name"
+            )
         if not _group_marks(item):
             item.add_marker(pytest.mark.xdist_group(next(iter(marks), group)))
 
@@ -153,8 +159,13 @@ def llava(tmp_path_factory):
     from vlmgrid.models.hf_backend import Hf
 
     model_dir = tmp_path_factory.mktemp("llava")
-    settings = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}, "precision": "fp32",
-                "batch_size": 2, "generation": {"max_new_tokens": 4}}
+    settings = {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": "llava", "seed": 0},
+        "precision": "fp32",
+        "batch_size": 2,
+        "generation": {"max_new_tokens": 4},
+    }
     Hf.fetch(settings, model_dir, fixture=MODEL_FIXTURES.get("hf"))
     return Hf.load(settings, model_dir, "cpu")
 

@@ -40,7 +40,10 @@ def test_listing_commands(capsys):
     # (imagenet_ilsvrc2012) and metric (mmbench_circular) included
     assert len({tuple(_column_starts(line)[:4]) for line in kinds}) == 1, kinds
     assert next(line for line in kinds if "imagenet_ilsvrc2012" in line).split()[:3] == [
-        "imagenet_ilsvrc2012", "classification", "classification"]
+        "imagenet_ilsvrc2012",
+        "classification",
+        "classification",
+    ]
     assert main(["models"]) == 0
     out = capsys.readouterr().out
     assert "open_clip" in out and "  llava-tiny  backend=hf         source=fixture\n" in out
@@ -69,7 +72,9 @@ def test_missing_config_file(capsys, tmp_path):
 
 
 def test_console_script_is_installed():
-    result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", "--version"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "vlmgrid.cli", "--version"], capture_output=True, text=True
+    )
     assert result.returncode == 0 and result.stdout.startswith("vlmgrid ")
 
 
@@ -80,12 +85,15 @@ def test_listing_into_a_closed_pipe_ends_quietly(command):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", *command], stdout=write_end,
-                                stderr=subprocess.PIPE, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "vlmgrid.cli", *command],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     finally:
         os.close(write_end)
     assert result.stderr == "" and result.returncode == 141  # no traceback; 128 + SIGPIPE, as a shell reports
-
 
 
 def test_make_tiny_models_writes_loadable_checkpoints(tmp_path, capsys):
@@ -94,11 +102,13 @@ def test_make_tiny_models_writes_loadable_checkpoints(tmp_path, capsys):
 
     assert main(["make-tiny-models", str(tmp_path), "--families", "llava"]) == 0
     assert "no CLIP weights" not in capsys.readouterr().err
-    hf = BACKENDS.get("hf").load({"backend": "hf", "source": {"type": "fixture", "family": "llava"}},
-                                 tmp_path / "llava", "cpu")
+    hf = BACKENDS.get("hf").load(
+        {"backend": "hf", "source": {"type": "fixture", "family": "llava"}}, tmp_path / "llava", "cpu"
+    )
     assert isinstance(hf.generate([GenerateRequest("a", None, "Hello", max_new_tokens=3)])[0], str)
-    clip = BACKENDS.get("open_clip").load({"backend": "open_clip", "source": {"type": "fixture"}},
-                                          tmp_path / "open_clip", "cpu")
+    clip = BACKENDS.get("open_clip").load(
+        {"backend": "open_clip", "source": {"type": "fixture"}}, tmp_path / "open_clip", "cpu"
+    )
     assert clip.embed_texts(["a cat"]).shape == (1, 32)
 
 
@@ -106,12 +116,17 @@ def _grid_with_textvqa(tmp_path, write_config, default_config_data):
     data = default_config_data
     data["data_dir"] = str(tmp_path / "data")
     data["results_dir"] = str(tmp_path / "results")
-    data["benchmarks"]["textvqa-fixture"] = {"kind": "textvqa", "source": {"type": "fixture", "seed": 0, "size": 6}}
+    data["benchmarks"]["textvqa-fixture"] = {
+        "kind": "textvqa",
+        "source": {"type": "fixture", "seed": 0, "size": 6},
+    }
     data["grid"] = {"models": ["clip-tiny", "llava-tiny"], "benchmarks": ["pope-fixture", "textvqa-fixture"]}
     return str(write_config(data))
 
 
-def test_cells_and_check_config_show_not_applicable_cells(capsys, tmp_path, write_config, default_config_data):
+def test_cells_and_check_config_show_not_applicable_cells(
+    capsys, tmp_path, write_config, default_config_data
+):
     config = _grid_with_textvqa(tmp_path, write_config, default_config_data)
     assert main(["check-config", "--config", config]) == 0
     assert "2 models x 2 benchmarks = 4 cells (1 not applicable)" in capsys.readouterr().out
@@ -135,8 +150,10 @@ def test_infer_and_score_of_a_not_applicable_cell(capsys, tmp_path, write_config
     config = _grid_with_textvqa(tmp_path, write_config, default_config_data)
     assert main(["prepare", "textvqa-fixture", "--config", config]) == 0
     # A separate interpreter: the cell must be written without importing torch or loading the model.
-    code = ("import sys; from vlmgrid.cli import main; rc = main(['infer', 'clip-tiny', 'textvqa-fixture', "
-            f"'--config', {config!r}]); assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    code = (
+        "import sys; from vlmgrid.cli import main; rc = main(['infer', 'clip-tiny', 'textvqa-fixture', "
+        f"'--config', {config!r}]); assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     predictions = tmp_path / "results" / "predictions" / "clip-tiny" / "textvqa-fixture.parquet"

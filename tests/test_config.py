@@ -11,11 +11,28 @@ from vlmgrid.stages.plan import not_applicable
 
 def test_default_config_is_valid_and_has_every_fixture_benchmark(default_config_data):
     config = validate_config(default_config_data, source="config/config.yaml")
-    assert [c.name for c in config.cells][:2] == ["clip-tiny-imagenet-fixture", "clip-tiny-caltech101-fixture"]
+    assert [c.name for c in config.cells][:2] == [
+        "clip-tiny-imagenet-fixture",
+        "clip-tiny-caltech101-fixture",
+    ]
     assert len(config.cells) == 3 * 14
     kinds = {config.benchmark(b)["kind"] for b in config.benchmarks}
-    assert kinds == {"imagenet", "caltech101", "flowers102", "food101", "scienceqa_img", "textvqa", "pope", "mme",
-                     "mmbench", "cvbench", "mmvp", "kaleidoscope", "cvqa", "dance"}
+    assert kinds == {
+        "imagenet",
+        "caltech101",
+        "flowers102",
+        "food101",
+        "scienceqa_img",
+        "textvqa",
+        "pope",
+        "mme",
+        "mmbench",
+        "cvbench",
+        "mmvp",
+        "kaleidoscope",
+        "cvqa",
+        "dance",
+    }
     assert config.bootstrap == {"samples": 1000, "seed": 0}
     assert config.infer["part_size"] == 64
 
@@ -63,11 +80,22 @@ def test_backend_typo_names_closest(default_config_data):
     assert "models.clip-tiny.backend" in message and 'did you mean "open_clip"' in message
 
 
-@pytest.mark.parametrize("keys, value, expected", [
-    (("grid", "models"), ["clip-tny", "random"], ('grid.models names "clip-tny"', 'did you mean "clip-tiny"')),
-    (("benchmarks", "pope-fixture", "kind"), "popes",
-     ('benchmarks.pope-fixture.kind: "popes" is not a valid value', 'did you mean "pope"')),
-], ids=["grid name that does not exist", "unknown benchmark kind"])
+@pytest.mark.parametrize(
+    "keys, value, expected",
+    [
+        (
+            ("grid", "models"),
+            ["clip-tny", "random"],
+            ('grid.models names "clip-tny"', 'did you mean "clip-tiny"'),
+        ),
+        (
+            ("benchmarks", "pope-fixture", "kind"),
+            "popes",
+            ('benchmarks.pope-fixture.kind: "popes" is not a valid value', 'did you mean "pope"'),
+        ),
+    ],
+    ids=["grid name that does not exist", "unknown benchmark kind"],
+)
 def test_a_misspelt_name_is_told_the_closest(default_config_data, keys, value, expected):
     data = copy.deepcopy(default_config_data)
     *parents, last = keys
@@ -102,29 +130,44 @@ def test_missing_config_file(tmp_path):
         load_config(tmp_path / "nope.yaml")
 
 
-@pytest.mark.parametrize("text, said", [
-    # an unclosed flow list: the parser notices at the next key, the fix points back at the bracket
-    ('title: "x"\nmodels:\n  a: [1, 2\nbenchmarks: {}\n',
-     "is not valid YAML at line 4, column 11 (expected ',' or ']', but got ':'); close the [ opened at line 3, "
-     "column 6 with ], or separate its items with commas"),
-    ("models:\n\trandom: {}\n",
-     "is not valid YAML at line 2, column 1 (found character '\\t' that cannot start any token); indent with "
-     "spaces, not tabs"),
-    ('title: "my grid\nmodels: {}\n',
-     "is not valid YAML at line 3, column 1 (found unexpected end of stream); close the quote opened at line 1, "
-     "column 8"),
-    ("title: grid: two\n",
-     "is not valid YAML at line 1, column 12 (mapping values are not allowed here); quote the value, which "
-     "holds a ': ', or put the key on a line of its own"),
-    ("title: x\nmodels\nbenchmarks: {}\n",
-     "is not valid YAML at line 3, column 1 (could not find expected ':'); end the key at line 2, column 1 with "
-     "': ', or quote the text"),
-    # a tag that would build a Python object (and run a command) is never constructed
-    ("title: !!python/object/apply:os.system [\"touch pwned\"]\n",
-     "is not valid YAML at line 1, column 8 (could not determine a constructor for the tag "
-     "'tag:yaml.org,2002:python/object/apply:os.system'); remove the tag (the !name before the value): a grid "
-     "config is plain YAML"),
-])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        # an unclosed flow list: the parser notices at the next key, the fix points back at the bracket
+        (
+            'title: "x"\nmodels:\n  a: [1, 2\nbenchmarks: {}\n',
+            "is not valid YAML at line 4, column 11 (expected ',' or ']', but got ':'); close the [ opened at line 3, "
+            "column 6 with ], or separate its items with commas",
+        ),
+        (
+            "models:\n\trandom: {}\n",
+            "is not valid YAML at line 2, column 1 (found character '\\t' that cannot start any token); indent with "
+            "spaces, not tabs",
+        ),
+        (
+            'title: "my grid\nmodels: {}\n',
+            "is not valid YAML at line 3, column 1 (found unexpected end of stream); close the quote opened at line 1, "
+            "column 8",
+        ),
+        (
+            "title: grid: two\n",
+            "is not valid YAML at line 1, column 12 (mapping values are not allowed here); quote the value, which "
+            "holds a ': ', or put the key on a line of its own",
+        ),
+        (
+            "title: x\nmodels\nbenchmarks: {}\n",
+            "is not valid YAML at line 3, column 1 (could not find expected ':'); end the key at line 2, column 1 with "
+            "': ', or quote the text",
+        ),
+        # a tag that would build a Python object (and run a command) is never constructed
+        (
+            'title: !!python/object/apply:os.system ["touch pwned"]\n',
+            "is not valid YAML at line 1, column 8 (could not determine a constructor for the tag "
+            "'tag:yaml.org,2002:python/object/apply:os.system'); remove the tag (the !name before the value): a grid "
+            "config is plain YAML",
+        ),
+    ],
+)
 def test_invalid_yaml_is_one_sentence_naming_the_file_line_column_and_fix(tmp_path, capsys, text, said):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -179,8 +222,12 @@ def test_a_pair_that_cannot_run_is_not_applicable_not_an_error(default_config_da
         "(short_answer protocol needs generate)"
     )
     assert not_applicable(config, "llava-tiny", "textvqa-fixture") is None
-    assert all(not_applicable(config, m, b) is None for m in config.models for b in config.benchmarks
-               if b != "textvqa-fixture")
+    assert all(
+        not_applicable(config, m, b) is None
+        for m in config.models
+        for b in config.benchmarks
+        if b != "textvqa-fixture"
+    )
 
 
 def test_not_applicable_follows_settings_dependent_capabilities(default_config_data):
@@ -216,47 +263,82 @@ def test_prompt_file_hashes(tmp_path):
     assert prompt_file_hashes(tmp_path) != hashes
 
 
-@pytest.mark.parametrize("name, kinds", [
-    ("carpe", {"imagenet", "caltech101", "flowers102", "food101", "scienceqa_img", "textvqa", "pope", "mme",
-               "mmbench", "cvbench", "mmvp"}),
-    ("kaleidoscope", {"kaleidoscope"}),
-    ("cvqa", {"cvqa"}),
-])
+@pytest.mark.parametrize(
+    "name, kinds",
+    [
+        (
+            "carpe",
+            {
+                "imagenet",
+                "caltech101",
+                "flowers102",
+                "food101",
+                "scienceqa_img",
+                "textvqa",
+                "pope",
+                "mme",
+                "mmbench",
+                "cvbench",
+                "mmvp",
+            },
+        ),
+        ("kaleidoscope", {"kaleidoscope"}),
+        ("cvqa", {"cvqa"}),
+    ],
+)
 def test_paper_grids_validate_on_real_sources(name, kinds):
     from helpers.common import REPO
 
     config = load_config(REPO / "config" / f"{name}.yaml")
     assert {config.benchmark(b)["kind"] for b in config.benchmarks} == kinds
     assert all(config.benchmark(b)["source"]["type"] != "fixture" for b in config.benchmarks)
-    assert all(config.model(m)["source"]["type"] != "fixture" for m in config.models
-               if "source" in config.model(m))
+    assert all(
+        config.model(m)["source"]["type"] != "fixture" for m in config.models if "source" in config.model(m)
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the workflow's file
+
 
 def test_workflow_config_file_is_the_given_one_else_the_default():
     from vlmgrid.config import DEFAULT_CONFIG, workflow_config_file
 
     assert workflow_config_file() == DEFAULT_CONFIG
     assert workflow_config_file([], ["/venv/bin/snakemake", "-n"]) == DEFAULT_CONFIG
-    assert str(workflow_config_file(["/r/config/carpe.yaml"], ["snakemake", "--configfile", "config/carpe.yaml"])) \
+    assert (
+        str(
+            workflow_config_file(["/r/config/carpe.yaml"], ["snakemake", "--configfile", "config/carpe.yaml"])
+        )
         == "/r/config/carpe.yaml"
+    )
     # another program's command line (the workflow run through the Python API) is not read
     assert str(workflow_config_file(["/r/a.yaml"], ["myscript.py", "--configfile", "x", "y"])) == "/r/a.yaml"
 
 
-@pytest.mark.parametrize("argv", [
-    ["/venv/bin/snakemake", "--configfile", "a.yaml", "b.yaml"],
-    ["/venv/bin/snakemake", "--configfile", "a.yaml", "-n", "--configfiles", "b.yaml"],
-    ["/venv/bin/snakemake", "--configfile=a.yaml", "--configfile=b.yaml", "--cores", "2"],
-    ["/venv/lib/python3/site-packages/snakemake/__main__.py", "--configfile", "a.yaml", "--configfile", "b.yaml"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["/venv/bin/snakemake", "--configfile", "a.yaml", "b.yaml"],
+        ["/venv/bin/snakemake", "--configfile", "a.yaml", "-n", "--configfiles", "b.yaml"],
+        ["/venv/bin/snakemake", "--configfile=a.yaml", "--configfile=b.yaml", "--cores", "2"],
+        [
+            "/venv/lib/python3/site-packages/snakemake/__main__.py",
+            "--configfile",
+            "a.yaml",
+            "--configfile",
+            "b.yaml",
+        ],
+    ],
+)
 def test_workflow_config_file_refuses_more_than_one(argv):
     from vlmgrid.config import workflow_config_file
 
     # Snakemake keeps only the last of repeated --configfile options: the command line shows them all
-    with pytest.raises(VlmgridError, match=r"^--configfile was given 2 files \(a.yaml, b.yaml\), but a run reads one "
-                                           r"grid config: put the grid in one file and pass only that one$"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"^--configfile was given 2 files \(a.yaml, b.yaml\), but a run reads one "
+        r"grid config: put the grid in one file and pass only that one$",
+    ):
         workflow_config_file(["b.yaml"], argv)
     with pytest.raises(VlmgridError, match="--configfile was given 2 files"):
         workflow_config_file(["a.yaml", "b.yaml"])
@@ -265,8 +347,11 @@ def test_workflow_config_file_refuses_more_than_one(argv):
 def test_gpus_zero_is_refused_with_the_fix(default_config_data):
     data = copy.deepcopy(default_config_data)
     data["models"]["llava-tiny"]["gpus"] = 0
-    with pytest.raises(VlmgridError, match=r"^<config>: models\.llava-tiny\.gpus: 0 is less than the minimum of 1; a "
-                                           r"job holds 1 GPU or more; to run the model on the CPU, set device: cpu"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"^<config>: models\.llava-tiny\.gpus: 0 is less than the minimum of 1; a "
+        r"job holds 1 GPU or more; to run the model on the CPU, set device: cpu",
+    ):
         validate_config(data)
 
 
@@ -281,30 +366,50 @@ def test_gpus_per_job_follow_the_backend_device_and_gpus(default_config_data):
     assert [gpus(config, model) for model in config.models] == [4, 0, 1, 0]
     assert gpu_problems(config, ["0", "1", "2", "3"]) == [] and gpu_problems(config, []) == []
     short = gpu_problems(config, ["0", "1"])
-    assert short == ['model "llava-tiny" cannot run here: it needs 4 GPUs at once, but this machine shows only 2 '
-                     "(0, 1), so it would wait forever; give it fewer gpus in grid.yaml, or run the grid on a machine "
-                     "with 4 GPUs"]
+    assert short == [
+        'model "llava-tiny" cannot run here: it needs 4 GPUs at once, but this machine shows only 2 '
+        "(0, 1), so it would wait forever; give it fewer gpus in grid.yaml, or run the grid on a machine "
+        "with 4 GPUs"
+    ]
     limited = gpu_problems(config, ["0", "1", "2", "3"], limit=2)
     assert len(limited) == 1 and "--resources gpu=2 lets all running jobs hold only 2" in limited[0]
     assert gpu_problems(config, [], limit=0)[0].startswith('model "llava-tiny" cannot run: it needs 4 GPUs')
     assert len(gpu_problems(config, [], limit=0)) == 2  # clip-tiny's one GPU is more than 0 too
 
 
-SERVED = {"backend": "openai", "model": "{model_dir}", "source": {"type": "fixture", "family": "llava", "seed": 0},
-          "serve": {"command": ["transformers", "serve", "{model_dir}", "--port", "{port}"]}}
+SERVED = {
+    "backend": "openai",
+    "model": "{model_dir}",
+    "source": {"type": "fixture", "family": "llava", "seed": 0},
+    "serve": {"command": ["transformers", "serve", "{model_dir}", "--port", "{port}"]},
+}
 
 
-@pytest.mark.parametrize("change, said", [
-    ({"base_url": "http://localhost:8000/v1"}, r"models\.served has both base_url and serve: a served model's "
-                                               r"address is the server its job starts; remove base_url$"),
-    ({"serve": None}, r"models\.served needs base_url \(a running server's address\), or serve \(a server its jobs "
-                      r"start\)$"),
-    ({"serve": None, "base_url": "http://localhost:8000/v1", "gpus": 2},
-     r"models\.served\.gpus means something only for a server the jobs start \(serve\); remove gpus, or add serve$"),
-    ({"serve": {"command": []}}, r"models\.served\.serve\.command: \[\] should be non-empty"),
-    ({"serve": {"command": ["x"], "ready_path": "v1/models"}}, r"models\.served\.serve\.ready_path: 'v1/models' does "
-                                                               r"not match"),
-])
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (
+            {"base_url": "http://localhost:8000/v1"},
+            r"models\.served has both base_url and serve: a served model's "
+            r"address is the server its job starts; remove base_url$",
+        ),
+        (
+            {"serve": None},
+            r"models\.served needs base_url \(a running server's address\), or serve \(a server its jobs "
+            r"start\)$",
+        ),
+        (
+            {"serve": None, "base_url": "http://localhost:8000/v1", "gpus": 2},
+            r"models\.served\.gpus means something only for a server the jobs start \(serve\); remove gpus, or add serve$",
+        ),
+        ({"serve": {"command": []}}, r"models\.served\.serve\.command: \[\] should be non-empty"),
+        (
+            {"serve": {"command": ["x"], "ready_path": "v1/models"}},
+            r"models\.served\.serve\.ready_path: 'v1/models' does "
+            r"not match",
+        ),
+    ],
+)
 def test_a_served_model_entry_is_checked(default_config_data, change, said):
     data = copy.deepcopy(default_config_data)
     entry = {**SERVED, **change}
@@ -318,8 +423,11 @@ def test_a_served_model_holds_its_gpus_an_api_model_none(default_config_data):
     from vlmgrid.stages.plan import gpus
 
     data = copy.deepcopy(default_config_data)
-    data["models"] = {"served": SERVED, "served-wide": {**SERVED, "gpus": 4},
-                      "api": {"backend": "openai", "base_url": "https://api.example.com/v1", "model": "m"}}
+    data["models"] = {
+        "served": SERVED,
+        "served-wide": {**SERVED, "gpus": 4},
+        "api": {"backend": "openai", "base_url": "https://api.example.com/v1", "model": "m"},
+    }
     data["grid"]["models"] = list(data["models"])
     config = validate_config(data)
     assert [gpus(config, model) for model in config.models] == [1, 4, 0]
@@ -334,8 +442,10 @@ def test_a_config_that_cannot_be_read_is_one_sentence_naming_it(tmp_path):
     config.chmod(0)
     result = vlmgrid_held_back("check-config", "--config", str(config))
     assert (result.returncode, result.stderr) == (
-        2, f"vlmgrid: error: config file {config} cannot be read by this user (permission denied); make it "
-           f"readable (`chmod a+r {config}`) and run again\n")
+        2,
+        f"vlmgrid: error: config file {config} cannot be read by this user (permission denied); make it "
+        f"readable (`chmod a+r {config}`) and run again\n",
+    )
 
 
 def test_a_config_in_a_folder_that_cannot_be_entered_is_one_sentence_naming_it(tmp_path):
@@ -353,8 +463,10 @@ def test_a_config_in_a_folder_that_cannot_be_entered_is_one_sentence_naming_it(t
     finally:
         folder.chmod(0o755)
     assert (result.returncode, result.stderr) == (
-        2, f"vlmgrid: error: config file {config} cannot be read by this user (permission denied); make it "
-           f"readable (`chmod a+r {config}`) and run again\n")
+        2,
+        f"vlmgrid: error: config file {config} cannot be read by this user (permission denied); make it "
+        f"readable (`chmod a+r {config}`) and run again\n",
+    )
 
 
 def test_a_config_that_cannot_be_read_for_another_reason_is_one_sentence_naming_it(tmp_path, capsys):
@@ -362,5 +474,7 @@ def test_a_config_that_cannot_be_read_for_another_reason_is_one_sentence_naming_
     system's reason."""
     config = tmp_path / f"{'g' * 300}.yaml"
     assert main(["check-config", "--config", str(config)]) == 2
-    assert capsys.readouterr().err == (f"vlmgrid: error: config file {config} cannot be read (File name too long); "
-                                       f"check the file and run again\n")
+    assert capsys.readouterr().err == (
+        f"vlmgrid: error: config file {config} cannot be read (File name too long); "
+        f"check the file and run again\n"
+    )

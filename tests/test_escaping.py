@@ -71,17 +71,23 @@ def test_a_data_or_results_folder_with_markup_is_refused_in_one_sentence(default
         data = {**default_config_data, key: f"out/{BREAKOUT}"}
         with pytest.raises(VlmgridError) as error:
             validate_config(data, "grid.yaml")
-        assert str(error.value) == (f"grid.yaml: {key}: 'out/{BREAKOUT}' does not match '^[^<]*$'; choose a folder "
-                                    "whose path has no '<' (Snakemake's report would read it as markup in its page)")
-    validate_config({**default_config_data, "results_dir": "out/a & b > c"}, "grid.yaml")  # no "<": nothing to refuse
+        assert str(error.value) == (
+            f"grid.yaml: {key}: 'out/{BREAKOUT}' does not match '^[^<]*$'; choose a folder "
+            "whose path has no '<' (Snakemake's report would read it as markup in its page)"
+        )
+    validate_config(
+        {**default_config_data, "results_dir": "out/a & b > c"}, "grid.yaml"
+    )  # no "<": nothing to refuse
 
 
 # --- the terminal -------------------------------------------------------------------------------------------
 
+
 def test_terminal_text_writes_controls_and_direction_marks_as_visible_escapes():
     assert terminal_text(f"id{TERMINAL}gpt") == f"id{TERMINAL_SHOWN}gpt"
     assert terminal_text("\x00\t\x7f\x85\x9b\u061c\u200e\u200f\u202a\u2066\u2069\u2028\u2029") == (
-        r"\x00\t\x7f\x85\x9b\u061c\u200e\u200f\u202a\u2066\u2069\u2028\u2029")
+        r"\x00\t\x7f\x85\x9b\u061c\u200e\u200f\u202a\u2066\u2069\u2028\u2029"
+    )
     assert terminal_text("\ud800") == r"\ud800"  # a lone surrogate, which a UTF-8 terminal cannot be sent
 
 
@@ -107,15 +113,25 @@ def test_terminal_json_reads_back_as_the_same_value_and_acts_on_no_terminal():
 
 def test_an_error_is_one_line_with_the_data_it_names_escaped_and_quoted_lines_stay_lines():
     assert messages.error_text(VlmgridError(f'item "a{TERMINAL}" is unknown')) == (
-        f'vlmgrid: error: item "a{TERMINAL_SHOWN}" is unknown')
-    assert messages.error_text(VlmgridError("it failed"), "llava on mme") == "vlmgrid: error: llava on mme: it failed"
+        f'vlmgrid: error: item "a{TERMINAL_SHOWN}" is unknown'
+    )
+    assert (
+        messages.error_text(VlmgridError("it failed"), "llava on mme")
+        == "vlmgrid: error: llava on mme: it failed"
+    )
     # a server's last log lines, quoted below the sentence: a line each, each escaped
-    failure = VlmgridError("model m: the serve command exited; the last lines of its log s.log:",
-                           quoted="INFO start\n\x1b[31mERROR\x1b[0m out of memory\rgone")
-    assert str(failure) == ("model m: the serve command exited; the last lines of its log s.log:\nINFO start\n"
-                            "\x1b[31mERROR\x1b[0m out of memory\rgone")
-    assert messages.error_text(failure) == ("vlmgrid: error: model m: the serve command exited; the last lines of "
-                                            "its log s.log:\nINFO start\n" + r"\x1b[31mERROR\x1b[0m out of memory\rgone")
+    failure = VlmgridError(
+        "model m: the serve command exited; the last lines of its log s.log:",
+        quoted="INFO start\n\x1b[31mERROR\x1b[0m out of memory\rgone",
+    )
+    assert str(failure) == (
+        "model m: the serve command exited; the last lines of its log s.log:\nINFO start\n"
+        "\x1b[31mERROR\x1b[0m out of memory\rgone"
+    )
+    assert messages.error_text(failure) == (
+        "vlmgrid: error: model m: the serve command exited; the last lines of "
+        "its log s.log:\nINFO start\n" + r"\x1b[31mERROR\x1b[0m out of memory\rgone"
+    )
 
 
 def test_log_lines_on_stderr_show_the_data_they_name_escaped(capsys):
@@ -143,20 +159,27 @@ def test_the_listings_show_hostile_config_and_results_paths_escaped(default_conf
     root = tmp_path / f"grid{TERMINAL}"
     root.mkdir()
     path = root / "grid.yaml"
-    path.write_text(yaml.safe_dump({**default_config_data, "data_dir": str(root / "data"),
-                                    "results_dir": str(root / "results")}))
+    path.write_text(
+        yaml.safe_dump(
+            {**default_config_data, "data_dir": str(root / "data"), "results_dir": str(root / "results")}
+        )
+    )
     shown = terminal_text(str(path))
-    for command, line in ((["check-config"], f"{shown}: valid; "), (["models"], f"models in {shown}:"),
-                          (["benchmarks"], f"benchmarks in {shown}:"),
-                          (["cells", "--paths"], f"{terminal_text(str(root))}/results/predictions/")):
+    for command, line in (
+        (["check-config"], f"{shown}: valid; "),
+        (["models"], f"models in {shown}:"),
+        (["benchmarks"], f"benchmarks in {shown}:"),
+        (["cells", "--paths"], f"{terminal_text(str(root))}/results/predictions/"),
+    ):
         assert main([*command, "--config", str(path)]) == 0
         out = capsys.readouterr().out
         assert_no_raw_control(out)
         assert any(printed.startswith(line) for printed in out.splitlines()), (command, out)
 
 
-def test_the_inspect_commands_console_line_shows_a_hostile_results_path_escaped(default_config_data, tmp_path,
-                                                                                 capsys):
+def test_the_inspect_commands_console_line_shows_a_hostile_results_path_escaped(
+    default_config_data, tmp_path, capsys
+):
     root = tmp_path / f"grid{TERMINAL}"
     root.mkdir()
     config, config_path, *_ = make_grid(default_config_data, root, size=3)
@@ -169,11 +192,21 @@ def test_the_inspect_commands_console_line_shows_a_hostile_results_path_escaped(
 
 def test_the_inputs_commands_json_lines_read_back_and_act_on_no_terminal(tmp_path, capsys):
     system = f"Be brief.{TERMINAL}\x85\u2066"  # a config's text, handed to the model as it is
-    data = {"data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-            "benchmarks": {"pope": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 1}}},
-            "models": {"api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
-                               "system": system, "image_size": 16}},
-            "grid": {"models": ["api"], "benchmarks": ["pope"]}}
+    data = {
+        "data_dir": str(tmp_path / "data"),
+        "results_dir": str(tmp_path / "results"),
+        "benchmarks": {"pope": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 1}}},
+        "models": {
+            "api": {
+                "backend": "openai",
+                "model": "m",
+                "base_url": "http://127.0.0.1:9/v1",
+                "system": system,
+                "image_size": 16,
+            }
+        },
+        "grid": {"models": ["api"], "benchmarks": ["pope"]},
+    }
     path = tmp_path / "grid.yaml"
     path.write_text(json.dumps(data))
     assert main(["prepare", "pope", "--config", str(path)]) == 0
@@ -182,4 +215,7 @@ def test_the_inputs_commands_json_lines_read_back_and_act_on_no_terminal(tmp_pat
     out = capsys.readouterr().out
     assert_no_raw_control(out)
     requests = [json.loads(line) for line in out.splitlines()]
-    assert requests and requests[0]["messages"][0] == {"role": "system", "content": system}  # read back as it was
+    assert requests and requests[0]["messages"][0] == {
+        "role": "system",
+        "content": system,
+    }  # read back as it was

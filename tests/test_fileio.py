@@ -46,6 +46,7 @@ def leftovers(folder: Path) -> list[str]:
 
 # B: outputs follow the umask -------------------------------------------------------------------------------
 
+
 def _write_every_kind(folder: Path) -> list[Path]:
     """The main writers: JSON, parquet, a table (Markdown and CSV), a figure (PNG and PDF)."""
     fileio.write_json(folder / "score.json", {"value": 1})
@@ -55,8 +56,13 @@ def _write_every_kind(folder: Path) -> list[Path]:
     fig = pyplot().figure(figsize=(1, 1))
     written = save_figure(fig, folder / "figures", "main")
     pyplot().close(fig)
-    return [folder / "score.json", folder / "predictions.parquet", folder / "tables" / "main.md",
-            folder / "tables" / "main.csv", *written]
+    return [
+        folder / "score.json",
+        folder / "predictions.parquet",
+        folder / "tables" / "main.md",
+        folder / "tables" / "main.csv",
+        *written,
+    ]
 
 
 @pytest.mark.parametrize("mask, expected", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
@@ -80,6 +86,7 @@ def test_a_rewritten_output_follows_the_umask_too(tmp_path):
 
 # C: a full disk or a read-only folder ----------------------------------------------------------------------
 
+
 def test_a_full_disk_while_writing_is_one_sentence_and_leaves_nothing(tmp_path, monkeypatch):
     def full(self, data):
         with open(self, "wb") as handle:
@@ -99,7 +106,9 @@ def test_a_full_disk_while_writing_is_one_sentence_and_leaves_nothing(tmp_path, 
 def test_the_space_wanted_by_a_writer_of_unknown_size_is_what_it_had_written(tmp_path):
     out = tmp_path / "predictions.parquet"
     out.write_text("the previous run's output")
-    with pytest.raises(VlmgridError, match=r"no space is left on its disk \(more than 7 bytes wanted, .* free\)"):
+    with pytest.raises(
+        VlmgridError, match=r"no space is left on its disk \(more than 7 bytes wanted, .* free\)"
+    ):
         with fileio.atomic_path(out) as tmp:
             tmp.write_text("partial")
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -107,8 +116,13 @@ def test_the_space_wanted_by_a_writer_of_unknown_size_is_what_it_had_written(tmp
     assert out.read_text() == "the previous run's output"
 
 
-@pytest.mark.parametrize("code, reason", [(errno.EROFS, "its folder is on a read-only file system"),
-                                          (errno.EACCES, "its folder is not writable by this user")])
+@pytest.mark.parametrize(
+    "code, reason",
+    [
+        (errno.EROFS, "its folder is on a read-only file system"),
+        (errno.EACCES, "its folder is not writable by this user"),
+    ],
+)
 def test_a_folder_that_cannot_be_written_is_one_sentence(tmp_path, monkeypatch, code, reason):
     real_open = os.open
 
@@ -121,8 +135,10 @@ def test_a_folder_that_cannot_be_written_is_one_sentence(tmp_path, monkeypatch, 
     out = tmp_path / "score.json"
     with pytest.raises(VlmgridError) as caught:
         fileio.write_json(out, {"value": 1})  # '{\n  "value": 1\n}\n': 17 bytes
-    assert str(caught.value) == (f"{out}: cannot write it (17 bytes wanted), {reason}; make {tmp_path} writable "
-                                 "(or write the outputs elsewhere) and run again")
+    assert str(caught.value) == (
+        f"{out}: cannot write it (17 bytes wanted), {reason}; make {tmp_path} writable "
+        "(or write the outputs elsewhere) and run again"
+    )
     assert leftovers(tmp_path) == []
 
 
@@ -148,15 +164,20 @@ def test_a_real_full_disk(tmp_path):
         out = disk / "predictions.parquet"
         with pytest.raises(VlmgridError) as caught:
             fileio.write_bytes(out, b"\0" * 100_000)
-        assert str(caught.value).startswith(f"{out}: cannot write it, no space is left on its disk (97.7 kB wanted, 64.0 kB free); ")
+        assert str(caught.value).startswith(
+            f"{out}: cannot write it, no space is left on its disk (97.7 kB wanted, 64.0 kB free); "
+        )
         assert leftovers(disk) == []
 
 
 def test_a_real_read_only_folder(tmp_path):
     with mounted_tmpfs(tmp_path / "disk", "ro,size=64k") as disk:
         out = disk / "tables" / "main.md"
-        with pytest.raises(VlmgridError, match=rf"^{out}: cannot write it \(5 bytes wanted\), its folder is on a "
-                                               "read-only file system; make"):
+        with pytest.raises(
+            VlmgridError,
+            match=rf"^{out}: cannot write it \(5 bytes wanted\), its folder is on a "
+            "read-only file system; make",
+        ):
             fileio.write_text(out, "| a |")
         assert leftovers(disk) == []
 
@@ -172,7 +193,9 @@ def test_the_cli_turns_a_full_disk_anywhere_into_one_sentence(capsys):
 
     code, err = _run_handler(handler, capsys)
     assert code == 2
-    assert err.startswith("vlmgrid: error: /data/cache/weights.bin: cannot write it, no space is left on its disk")
+    assert err.startswith(
+        "vlmgrid: error: /data/cache/weights.bin: cannot write it, no space is left on its disk"
+    )
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -191,20 +214,24 @@ def test_the_cli_says_the_inputs_fault_in_its_own_sentence(capsys):
     assert _run_handler(handler, capsys) == (2, "vlmgrid: error: grid.yaml: models.x: unknown backend\n")
 
 
-@pytest.mark.parametrize("error, said", [
-    (VlmgridError("the input's fault"), "the input's fault"),
-    (OSError(errno.EROFS, "Read-only file system", "/out/t.csv"), "/out/t.csv: cannot write it"),
-    (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), None),  # not the disk: a traceback
-    (ValueError("a bug"), None),
-])
+@pytest.mark.parametrize(
+    "error, said",
+    [
+        (VlmgridError("the input's fault"), "the input's fault"),
+        (OSError(errno.EROFS, "Read-only file system", "/out/t.csv"), "/out/t.csv: cannot write it"),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), None),  # not the disk: a traceback
+        (ValueError("a bug"), None),
+    ],
+)
 def test_one_rule_says_which_errors_end_a_command_in_one_sentence(error, said):
     """What a command (cli) ends with: the input's fault or a full or read-only disk in one sentence, anything
     else as it is."""
     failure = fileio.user_error(error)
-    assert (None if failure is None else str(failure)[:len(said)]) == said
+    assert (None if failure is None else str(failure)[: len(said)]) == said
 
 
 # E: temporaries never look like outputs, a killed writer's are removed -------------------------------------
+
 
 def test_a_temporary_is_hidden_and_names_its_writer(tmp_path):
     with fileio.atomic_path(tmp_path / "main.png") as tmp:
@@ -221,12 +248,20 @@ def _dead_pid() -> int:
 
 def test_a_killed_table_writer_leaves_a_temporary_the_next_run_removes(tmp_path):
     tables = tmp_path / "tables"
-    killed = subprocess.run([sys.executable, "-c", (
-        "import os, signal, sys\n"
-        "from vlmgrid import fileio\n"
-        "with fileio.atomic_path(sys.argv[1]) as tmp:\n"
-        "    tmp.write_text('half a table')\n"
-        "    os.kill(os.getpid(), signal.SIGKILL)\n"), str(tables / "main.md")])
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import os, signal, sys\n"
+                "from vlmgrid import fileio\n"
+                "with fileio.atomic_path(sys.argv[1]) as tmp:\n"
+                "    tmp.write_text('half a table')\n"
+                "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            ),
+            str(tables / "main.md"),
+        ]
+    )
     assert killed.returncode == -signal.SIGKILL
     [stale] = leftovers(tables)
     assert stale.startswith(".main.md.vlmgrid-") and stale.endswith(".tmp")

@@ -38,6 +38,7 @@ def test_inherited_visible_devices_are_the_candidates():
 
 def test_each_job_gets_its_own_gpu_and_a_killed_jobs_gpu_is_freed(tmp_path):
     env = _env(tmp_path, 2)
+
     def start():
         return subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE, text=True)
 
@@ -90,4 +91,3 @@ def test_several_gpus_are_held_and_exposed_together(tmp_path, monkeypatch):
     assert lock_is_free(tmp_path / "gpu0.lock") and lock_is_free(tmp_path / "gpu1.lock")
     assert not lock_is_free(tmp_path / "gpu2.lock")
     three.release()
-

@@ -24,8 +24,9 @@ HOLDER = textwrap.dedent("""
 
 
 def _start(env):
-    return subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _line(stream, timeout):
@@ -56,7 +57,9 @@ def test_four_jobs_hold_four_gpus_and_a_fifth_gets_the_killed_jobs_gpu(tmp_path)
         assert _line(fifth.stdout, 5) == "2"  # it polls every 0.05 s
         assert _line(fifth.stderr, 1) == "using GPU 2"
         assert (tmp_path / "locks" / "gpu2.lock").read_text() == f"{fifth.pid}\n"
-        assert all(holder.poll() is None for i, holder in enumerate(holders) if i != victim)  # the others hold on
+        assert all(
+            holder.poll() is None for i, holder in enumerate(holders) if i != victim
+        )  # the others hold on
     finally:
         for process in holders + [fifth]:
             if process is not None:
@@ -81,8 +84,13 @@ SIZED_HOLDER = textwrap.dedent("""
 
 
 def _start_sized(env, count, hold, journal):
-    return subprocess.Popen([sys.executable, "-c", SIZED_HOLDER, str(count), str(hold), str(journal)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", SIZED_HOLDER, str(count), str(hold), str(journal)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _env(tmp_path, gpus):
@@ -122,7 +130,9 @@ def test_a_job_waiting_for_two_gpus_holds_none_and_is_not_overtaken(tmp_path):
     try:
         assert _line(first.stdout, 15) == "0"
         wide = _start_sized(env, 2, -1, journal)
-        assert _line(wide.stderr, 15) == "fewer than 2 of the 2 GPUs are free; waiting for 2 to be free at once"
+        assert (
+            _line(wide.stderr, 15) == "fewer than 2 of the 2 GPUs are free; waiting for 2 to be free at once"
+        )
         # all or none: while it waits, the free GPU is nobody's
         assert lock_is_free(tmp_path / "locks" / "gpu1.lock")
         late = _start_sized(env, 1, -1, journal)
@@ -141,4 +151,3 @@ def test_a_job_waiting_for_two_gpus_holds_none_and_is_not_overtaken(tmp_path):
             if process is not None:
                 process.kill()
                 process.wait()
-

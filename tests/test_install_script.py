@@ -41,12 +41,20 @@ ENV_WITH_OTHER_INDEXES = {"PIP_EXTRA_INDEX_URL": "file:///mirror/simple", "PIP_F
 
 
 def _torch_requirements() -> list[str]:
-    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "dependencies"
+    ]
     return [d for d in dependencies if d.split(">")[0].split("=")[0] in ("torch", "torchvision")]
 
 
-def run_script(tmp_path: Path, *args: str, nvidia_smi: str | None = None, pip_status: int = 0,
-               index_status: int = 0, env: dict | None = None) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+def run_script(
+    tmp_path: Path,
+    *args: str,
+    nvidia_smi: str | None = None,
+    pip_status: int = 0,
+    index_status: int = 0,
+    env: dict | None = None,
+) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
     """Run install.sh with only the stubs on PATH; (the result, each pip call as [cwd, *arguments]). The stub
     pip exits with `index_status` for `pip index`, with `pip_status` otherwise."""
     bin_dir = tmp_path / "bin"
@@ -58,10 +66,15 @@ def run_script(tmp_path: Path, *args: str, nvidia_smi: str | None = None, pip_st
     for name, text in stubs.items():
         (bin_dir / name).write_text(text, encoding="utf-8")
         (bin_dir / name).chmod(0o755)
-    result = subprocess.run([BASH, str(SCRIPT), *args], capture_output=True, text=True, cwd=tmp_path,
-                            env={"PATH": str(bin_dir), **(env or {})})
+    result = subprocess.run(
+        [BASH, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": str(bin_dir), **(env or {})},
+    )
     calls, call = [], []
-    for line in (log.read_text(encoding="utf-8").splitlines() if log.exists() else []):
+    for line in log.read_text(encoding="utf-8").splitlines() if log.exists() else []:
         if line == "--":
             calls.append(call)
             call = []
@@ -77,17 +90,22 @@ def test_the_requirements_read_are_pyprojects():
 def test_no_nvidia_smi_installs_torch_from_the_cpu_index_first(tmp_path):
     result, calls = run_script(tmp_path, env=ENV_WITH_OTHER_INDEXES)
     assert result.returncode == 0, result.stderr
-    assert calls == [[str(REPO), *ASK_CPU_INDEX],
-                     [str(REPO), "install", "--extra-index-url", CPU_INDEX, *_torch_requirements()],
-                     [str(REPO), "install", "-e", "."]]
+    assert calls == [
+        [str(REPO), *ASK_CPU_INDEX],
+        [str(REPO), "install", "--extra-index-url", CPU_INDEX, *_torch_requirements()],
+        [str(REPO), "install", "-e", "."],
+    ]
     assert "no NVIDIA GPU" in result.stderr
 
 
 def test_nvidia_smi_without_a_driver_is_no_gpu(tmp_path):
     result, calls = run_script(tmp_path, nvidia_smi=NVIDIA_SMI_NO_DRIVER)
     assert result.returncode == 0, result.stderr
-    assert [call[1:4] for call in calls] == [ASK_CPU_INDEX[:3], ["install", "--extra-index-url", CPU_INDEX],
-                                             ["install", "-e", "."]]
+    assert [call[1:4] for call in calls] == [
+        ASK_CPU_INDEX[:3],
+        ["install", "--extra-index-url", CPU_INDEX],
+        ["install", "-e", "."],
+    ]
 
 
 def test_a_working_gpu_keeps_the_default_index(tmp_path):
@@ -108,8 +126,11 @@ def test_the_choice_can_be_forced_either_way(tmp_path):
     (tmp_path / "b").mkdir()
     _, calls = run_script(tmp_path / "a", env={"VLMGRID_TORCH": "default"})
     assert calls == [[str(REPO), "install", "-e", "."]]
-    _, calls = run_script(tmp_path / "b", nvidia_smi=NVIDIA_SMI_WORKING,
-                          env={"VLMGRID_TORCH": "cpu", "VLMGRID_TORCH_CPU_INDEX": "https://mirror.example/cpu"})
+    _, calls = run_script(
+        tmp_path / "b",
+        nvidia_smi=NVIDIA_SMI_WORKING,
+        env={"VLMGRID_TORCH": "cpu", "VLMGRID_TORCH_CPU_INDEX": "https://mirror.example/cpu"},
+    )
     assert calls[0][1:4] == ["install", "--extra-index-url", "https://mirror.example/cpu"]  # not asked first
 
 
@@ -133,7 +154,11 @@ def test_a_failed_cpu_build_install_falls_back_to_the_default_index_and_says_so(
     # the index answers, but every install fails: the CPU build's, then the project's from the default index
     result, calls = run_script(tmp_path, pip_status=1)
     assert result.returncode == 1
-    assert [call[1:3] for call in calls] == [ASK_CPU_INDEX[:2], ["install", "--extra-index-url"], ["install", "-e"]]
+    assert [call[1:3] for call in calls] == [
+        ASK_CPU_INDEX[:2],
+        ["install", "--extra-index-url"],
+        ["install", "-e"],
+    ]
     assert "installing PyTorch from the default index instead" in result.stderr
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("xdist", reason="pytest-xdist is not installed (the test ext
 HERE = Path(__file__).resolve().parent
 
 # Appended to a copy of conftest.py: a session fixture that notes each time it is made, in which worker.
-SHARED = '''
+SHARED = """
 
 @pytest.fixture(scope="session")
 def shared_setup():
@@ -31,9 +31,9 @@ def note(what):
 
     with open(_os.environ["GROUPS_LOG"], "a") as log:
         log.write(_json.dumps([_os.environ.get("PYTEST_XDIST_WORKER", "main"), what]) + "\\n")
-'''
+"""
 
-TESTS_A = '''
+TESTS_A = """
 import pytest
 from conftest import note
 
@@ -63,9 +63,9 @@ def test_uses_the_module_fixture_too(module_setup):
 @pytest.mark.parametrize("index", range(6))
 def test_needs_nothing(index):
     note(f"free{index}")
-'''
+"""
 
-TESTS_B = '''
+TESTS_B = """
 import pytest
 from conftest import note
 
@@ -88,7 +88,7 @@ def test_fails_in_its_group(shared_setup):
 @pytest.mark.integration
 def test_end_to_end_collected_last():
     note("end-to-end")
-'''
+"""
 
 
 def test_tests_sharing_a_fixture_run_in_one_worker_and_still_fail(tmp_path):
@@ -96,15 +96,23 @@ def test_tests_sharing_a_fixture_run_in_one_worker_and_still_fail(tmp_path):
     (suite / "tests").mkdir(parents=True)
     (suite / "pytest.ini").write_text("[pytest]\ntestpaths = tests\nmarkers =\n    integration: slow\n")
     (suite / "tests" / "conftest.py").write_text((HERE / "conftest.py").read_text() + SHARED)
-    shutil.copytree(HERE / "helpers", suite / "tests" / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        HERE / "helpers", suite / "tests" / "helpers", ignore=shutil.ignore_patterns("__pycache__")
+    )
     (suite / "perf").mkdir()  # conftest.py takes its fork-server helpers from perf/gridrun.py
     (suite / "perf" / "gridrun.py").write_text((HERE.parent / "perf" / "gridrun.py").read_text())
     (suite / "tests" / "test_a.py").write_text(TESTS_A)
     (suite / "tests" / "test_b.py").write_text(TESTS_B)
     log = tmp_path / "log.jsonl"
     env = {**os.environ, "GROUPS_LOG": str(log)}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                             "--dist", "loadgroup"], cwd=suite, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
+        cwd=suite,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "1 failed, 13 passed" in result.stdout, result.stdout
     assert "FAILED tests/test_b.py::test_fails_in_its_group" in result.stdout

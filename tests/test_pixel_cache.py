@@ -70,7 +70,9 @@ def test_cached_pixels_embed_exactly_as_decoded(model_dir, cache, pictures, monk
     _no_decoding(monkeypatch)
     cached, cached_problems = clip.embed_image_files(pictures)
     assert cached_problems == decoded_problems
-    assert decoded_problems[1].startswith("image unreadable") and decoded_problems[4].startswith("image missing")
+    assert decoded_problems[1].startswith("image unreadable") and decoded_problems[4].startswith(
+        "image missing"
+    )
     assert [problem is None for problem in cached_problems] == [True, False, True, True, False, True, True]
     assert np.array_equal(cached, decoded)
     assert _entries(cache) == names
@@ -93,14 +95,18 @@ def test_a_changed_file_misses_the_cache(model_dir, cache, pictures):
 
     stat = os.stat(pictures[2])
     os.utime(pictures[2], ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))  # touched: same bytes, another mtime
-    key = pixel_cache.entry_key(pictures, pixel_cache.describe_steps(open_clip_backend._split_preprocess(clip.preprocess)[0]))
+    key = pixel_cache.entry_key(
+        pictures, pixel_cache.describe_steps(open_clip_backend._split_preprocess(clip.preprocess)[0])
+    )
     assert pixel_cache.load(key, len(pictures)) is None
 
 
 def test_a_half_written_entry_is_ignored(model_dir, cache, pictures, monkeypatch):
     clip = _load(model_dir, pixel_cache=False)
     expected, expected_problems = clip.embed_image_files(pictures)
-    key = pixel_cache.entry_key(pictures, pixel_cache.describe_steps(open_clip_backend._split_preprocess(clip.preprocess)[0]))
+    key = pixel_cache.entry_key(
+        pictures, pixel_cache.describe_steps(open_clip_backend._split_preprocess(clip.preprocess)[0])
+    )
     pixels_path, problems_path = pixel_cache.entry_paths(key)
     cache.mkdir(parents=True)
     # a killed run: its temporary file, and a .npy of zeros without the JSON that completes an entry

@@ -17,8 +17,13 @@ def _write(path, rows):
 
 def test_round_trip_keeps_types(tmp_path):
     path = tmp_path / "p.parquet"
-    _write(path, [prediction_row("a", prediction="yes", prediction_index=0, scores=[0.5, 0.25]),
-                  prediction_row("b", error="image unreadable: x.jpg")])
+    _write(
+        path,
+        [
+            prediction_row("a", prediction="yes", prediction_index=0, scores=[0.5, 0.25]),
+            prediction_row("b", error="image unreadable: x.jpg"),
+        ],
+    )
     frame = read_predictions(path)
     assert list(frame["id"]) == ["a", "b"]
     assert list(frame["scores"][0]) == [0.5, 0.25]
@@ -30,7 +35,9 @@ def test_truncated_file_is_one_clear_error(tmp_path):
     path = tmp_path / "p.parquet"
     _write(path, [prediction_row("a", prediction="yes", prediction_index=0)])
     path.write_bytes(path.read_bytes()[:40])
-    with pytest.raises(VlmgridError, match=r"p.parquet is unreadable \(truncated or not parquet.*delete it and rerun"):
+    with pytest.raises(
+        VlmgridError, match=r"p.parquet is unreadable \(truncated or not parquet.*delete it and rerun"
+    ):
         read_predictions(path, "rerun inference")
 
 
@@ -45,8 +52,10 @@ def test_a_missing_file_dvc_tracks_says_dvc_pull(tmp_path, monkeypatch, given, f
     tracked = tmp_path / "results" / "predictions" / "m" / "pope-fixture.parquet"
     with pytest.raises(VlmgridError) as caught:
         read_predictions(tracked, "rerun inference", given)
-    assert str(caught.value) == (f"predictions file {tracked} not found; `dvc pull results/predictions/m/pope-fixture"
-                                 f".parquet` fetches it (DVC tracks it: dvc.lock), or {fix}")
+    assert str(caught.value) == (
+        f"predictions file {tracked} not found; `dvc pull results/predictions/m/pope-fixture"
+        f".parquet` fetches it (DVC tracks it: dvc.lock), or {fix}"
+    )
     untracked = tmp_path / "results" / "mine" / "pope-fixture.parquet"
     with pytest.raises(VlmgridError) as caught:
         read_predictions(untracked, "rerun inference", given)

@@ -22,8 +22,11 @@ def test_which_backend_can_run_which_protocol():
         "openai": {"classification", "multiple_choice", "yes_no", "short_answer"},  # LVLM prompts: generate
     }
     for backend, protocols in expected.items():
-        runs = {p for p in ("classification", "multiple_choice", "yes_no", "short_answer")
-                if runnable(p, {"backend": backend})}
+        runs = {
+            p
+            for p in ("classification", "multiple_choice", "yes_no", "short_answer")
+            if runnable(p, {"backend": backend})
+        }
         assert runs == protocols, backend
     assert BACKENDS.get("baseline").uses_gpu is False
 

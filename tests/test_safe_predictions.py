@@ -36,8 +36,14 @@ MODELS = {"random": {"backend": "baseline", "seed": 0}, "first": {"backend": "ba
 def grid(small_config, tmp_path, capsys):
     """Both baselines inferred and scored on a small POPE fixture; the config."""
     path = pope_grid_file(small_config, tmp_path, MODELS)
-    for command in (["prepare", BENCH], *(step for model in MODELS for step in (
-            ["fetch-model", model], ["infer", model, BENCH], ["score", model, BENCH]))):
+    for command in (
+        ["prepare", BENCH],
+        *(
+            step
+            for model in MODELS
+            for step in (["fetch-model", model], ["infer", model, BENCH], ["score", model, BENCH])
+        ),
+    ):
         assert main([*command, "--config", path]) == 0, capsys.readouterr().err
     capsys.readouterr()
     return load_config(path)
@@ -49,7 +55,9 @@ def _predictions(config, model: str = "random") -> Path:
 
 def _edit_to_gold(config, path: Path) -> None:
     """Every answer set to the gold, as a user would with pyarrow: the metadata kept as they were."""
-    records = pq.read_table(paths.bench_dir(config.data_dir, BENCH) / "records.parquet").to_pandas().set_index("id")
+    records = (
+        pq.read_table(paths.bench_dir(config.data_dir, BENCH) / "records.parquet").to_pandas().set_index("id")
+    )
     table = pq.read_table(path)
     frame = table.to_pandas()
     frame["prediction"] = frame["id"].map(records["answer"])
@@ -83,8 +91,12 @@ def test_compare_inspect_diff_and_a_named_file_refuse_an_edited_one(grid, capsys
     path = _predictions(grid)
     _edit_to_gold(grid, path)
     config = ["--config", str(grid.path)]
-    for command in (["compare", BENCH], ["inspect", BENCH], ["diff", BENCH, "random", "first"],
-                    ["score", "random", BENCH, "--predictions", str(path), "--out", str(tmp_path / "s.json")]):
+    for command in (
+        ["compare", BENCH],
+        ["inspect", BENCH],
+        ["diff", BENCH, "random", "first"],
+        ["score", "random", BENCH, "--predictions", str(path), "--out", str(tmp_path / "s.json")],
+    ):
         said = _refused(capsys, *command, *config)
         assert f"predictions file {path}: its rows are not the ones vlmgrid wrote" in said, command
     # a file named on the command line is fixed, not rebuilt: the sentence says how
@@ -104,8 +116,22 @@ def test_a_file_without_a_rows_hash_is_scored_only_when_named(grid, capsys, tmp_
     elsewhere = tmp_path / "mine.parquet"
     pq.write_table(table.replace_schema_metadata(None), elsewhere)
     out = tmp_path / "mine.json"
-    assert main(["score", "random", BENCH, "--predictions", str(elsewhere), "--out", str(out),
-                 "--config", str(grid.path)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "random",
+                BENCH,
+                "--predictions",
+                str(elsewhere),
+                "--out",
+                str(out),
+                "--config",
+                str(grid.path),
+            ]
+        )
+        == 0
+    )
     assert json.loads(out.read_text())["value"] == _score(grid)["value"]
 
 
@@ -115,8 +141,12 @@ def test_merged_shards_record_their_rows_hash_and_an_edited_shard_is_refused(sma
     data["benchmarks"][BENCH]["shards"] = 2
     Path(path).write_text(yaml.safe_dump(data))
     config = load_config(path)
-    for command in (["prepare", BENCH], ["fetch-model", "random"], ["infer", "random", BENCH, "--shard", "1/2"],
-                    ["infer", "random", BENCH, "--shard", "2/2"]):
+    for command in (
+        ["prepare", BENCH],
+        ["fetch-model", "random"],
+        ["infer", "random", BENCH, "--shard", "1/2"],
+        ["infer", "random", BENCH, "--shard", "2/2"],
+    ):
         assert main([*command, "--config", path]) == 0
     assert main(["merge-shards", "random", BENCH, "--config", path]) == 0
     merged = read_metadata(_predictions(config))
@@ -135,8 +165,14 @@ def test_every_writer_records_its_rows_hash_and_the_code_version(grid, tmp_path)
     not_applicable = tmp_path / "na.parquet"
     from vlmgrid.cellrun.job import write_not_applicable
 
-    write_not_applicable(model_name="clip", model_settings={}, benchmark=BENCH, reason="it cannot",
-                         out_path=not_applicable, partial_dir=tmp_path / "parts")
+    write_not_applicable(
+        model_name="clip",
+        model_settings={},
+        benchmark=BENCH,
+        reason="it cannot",
+        out_path=not_applicable,
+        partial_dir=tmp_path / "parts",
+    )
     for path in (inferred, not_applicable):
         metadata = read_metadata(path)
         assert metadata["rows_sha256"] == rows_digest(pq.read_table(path))
@@ -146,21 +182,42 @@ def test_every_writer_records_its_rows_hash_and_the_code_version(grid, tmp_path)
 
 
 def test_the_rows_hash_is_sha256_of_the_rows_as_canonical_json_whatever_the_chunks():
-    rows = [{"id": "a", "variant": "default", "raw": "Yes é", "prediction": "yes", "prediction_index": 0,
-             "scores": [0.25, -1.5], "topk": None, "error": None},
-            {"id": "b", "variant": "default", "raw": None, "prediction": None, "prediction_index": -1,
-             "scores": None, "topk": [3, 1], "error": "image unreadable"}]
+    rows = [
+        {
+            "id": "a",
+            "variant": "default",
+            "raw": "Yes é",
+            "prediction": "yes",
+            "prediction_index": 0,
+            "scores": [0.25, -1.5],
+            "topk": None,
+            "error": None,
+        },
+        {
+            "id": "b",
+            "variant": "default",
+            "raw": None,
+            "prediction": None,
+            "prediction_index": -1,
+            "scores": None,
+            "topk": [3, 1],
+            "error": "image unreadable",
+        },
+    ]
     table = rows_to_table(rows)
     # the documented serialisation (docs/formats.md), so any tool can check it: a JSON array per row, in the
     # schema's column order, compact, ASCII, each followed by a line feed
-    canonical = ('["a","default","Yes \\u00e9","yes",0,[0.25,-1.5],null,null]\n'
-                 '["b","default",null,null,-1,null,[3,1],"image unreadable"]\n')
+    canonical = (
+        '["a","default","Yes \\u00e9","yes",0,[0.25,-1.5],null,null]\n'
+        '["b","default",null,null,-1,null,[3,1],"image unreadable"]\n'
+    )
     import hashlib
 
     assert rows_digest(table) == hashlib.sha256(canonical.encode()).hexdigest()
     assert rows_digest(pa.concat_tables([table.slice(0, 1), table.slice(1)])) == rows_digest(table)
-    assert rows_digest(pa.Table.from_pandas(table.to_pandas(), schema=SCHEMA, preserve_index=False)) == \
-        rows_digest(table)
+    assert rows_digest(
+        pa.Table.from_pandas(table.to_pandas(), schema=SCHEMA, preserve_index=False)
+    ) == rows_digest(table)
     assert rows_digest(rows_to_table(rows[::-1])) != rows_digest(table)  # the order of the rows counts
 
 
@@ -178,13 +235,19 @@ def test_score_compare_diff_and_fetch_record_the_code_version_and_the_tables_do_
     assert main(["compare", BENCH, *config]) == 0
     assert main(["diff", BENCH, "random", "first", "--json", str(tmp_path / "diff.json"), *config]) == 0
     assert main(["report", *config]) == 0
-    outputs = [paths.score_path(grid.results_dir, "random", BENCH), paths.comparison_path(grid.results_dir, BENCH),
-               tmp_path / "diff.json"]
+    outputs = [
+        paths.score_path(grid.results_dir, "random", BENCH),
+        paths.comparison_path(grid.results_dir, BENCH),
+        tmp_path / "diff.json",
+    ]
     for output in outputs:
         recorded = json.loads(output.read_text())
         assert recorded["code_version"] == running_version() and "vlmgrid_version" in recorded, output
     # The records of what was read: the same files give the same bytes, whatever code wrote them.
-    for ledger in (paths.model_dir(grid.data_dir, "random") / "model.json", grid.data_dir / BENCH / "manifest.json"):
+    for ledger in (
+        paths.model_dir(grid.data_dir, "random") / "model.json",
+        grid.data_dir / BENCH / "manifest.json",
+    ):
         assert "code_version" not in json.loads(ledger.read_text()), ledger
     tables = {path: path.read_bytes() for path in (grid.results_dir / "tables").rglob("*") if path.is_file()}
     assert tables
@@ -200,13 +263,21 @@ def test_an_edited_import_is_imported_again_not_inferred(tmp_path):
     from vlmgrid.protocols.base import prediction_row
 
     path = tmp_path / "imported.parquet"
-    metadata = {"model": "m", "benchmark": BENCH, "provenance": {"imported": "imported from a.jsonl (llava-answers)"}}
-    write_predictions(path, rows_to_table([prediction_row("a", raw="no", prediction="no", prediction_index=1)]),
-                      metadata)
+    metadata = {
+        "model": "m",
+        "benchmark": BENCH,
+        "provenance": {"imported": "imported from a.jsonl (llava-answers)"},
+    }
+    write_predictions(
+        path, rows_to_table([prediction_row("a", raw="no", prediction="no", prediction_index=1)]), metadata
+    )
     table = pq.read_table(path)
     edited = rows_to_table([prediction_row("a", raw="yes", prediction="yes", prediction_index=0)])
     pq.write_table(edited.replace_schema_metadata(table.schema.metadata), path)
-    with pytest.raises(VlmgridError, match=r"its rows are not the ones vlmgrid wrote \(edited after the run\); import "
-                                           r"the answers again \(`vlmgrid import-predictions \.\.\. --replace`\), or "
-                                           r"restore the file"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"its rows are not the ones vlmgrid wrote \(edited after the run\); import "
+        r"the answers again \(`vlmgrid import-predictions \.\.\. --replace`\), or "
+        r"restore the file",
+    ):
         read_predictions(path, "rerun `vlmgrid infer m pope-fixture` to rebuild it")

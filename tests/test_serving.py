@@ -22,8 +22,13 @@ HTTP_SERVER = [sys.executable, "-m", "http.server", "{port}", "--bind", "{host}"
 
 
 def plan(tmp_path, command, **spec) -> ServerPlan:
-    return ServerPlan(ServeSpec.of({"command": command, **spec}), model="served", model_dir=Path("data/models/served"),
-                      gpus=2, log_path=tmp_path / "logs" / "serve.log")
+    return ServerPlan(
+        ServeSpec.of({"command": command, **spec}),
+        model="served",
+        model_dir=Path("data/models/served"),
+        gpus=2,
+        log_path=tmp_path / "logs" / "serve.log",
+    )
 
 
 def alive(pid: int) -> bool:
@@ -52,8 +57,11 @@ def test_placeholders_are_filled_and_an_unknown_one_is_named():
     values = {"port": 8123, "host": "127.0.0.1", "model_dir": "data/models/m", "gpus": 2}
     assert fill("--tensor-parallel-size={gpus}", values, "w") == "--tensor-parallel-size=2"
     assert fill('{{"image": 1}}', values, "w") == '{"image": 1}'  # vLLM's --limit-mm-per-prompt
-    with pytest.raises(VlmgridError, match=r'^model m: a word of serve.command "--tp \{gpu\}" names \{gpu\}, which is '
-                                           r"none of \{port\}, \{host\}, \{model_dir\}, \{gpus\}; a literal brace is written \{\{ or \}\}$"):
+    with pytest.raises(
+        VlmgridError,
+        match=r'^model m: a word of serve.command "--tp \{gpu\}" names \{gpu\}, which is '
+        r"none of \{port\}, \{host\}, \{model_dir\}, \{gpus\}; a literal brace is written \{\{ or \}\}$",
+    ):
         fill("--tp {gpu}", values, "model m: a word of serve.command")
 
 
@@ -66,7 +74,9 @@ def test_the_server_answers_for_the_body_of_the_with_and_is_stopped_after(tmp_pa
         assert settings["base_url"] == server.base_url and settings["model"] == "data/models/served"
         assert alive(server.server_pid)
         provenance = server.provenance()
-        assert provenance["command"] == server.command and provenance["version"] is None  # http.server: no /version
+        assert (
+            provenance["command"] == server.command and provenance["version"] is None
+        )  # http.server: no /version
     assert gone_within(server.server_pid, 5)
     assert "Serving HTTP on 127.0.0.1" in (tmp_path / "logs" / "serve.log").read_text()
 
@@ -79,18 +89,28 @@ def test_the_server_is_stopped_when_the_body_fails(tmp_path):
 
 
 def test_a_command_that_exits_before_it_is_ready_is_one_sentence_with_its_log(tmp_path):
-    command = [sys.executable, "-c", "import sys; print('CUDA out of memory while loading', flush=True); sys.exit(3)"]
-    with pytest.raises(VlmgridError, match=r"^model served: the serve command exited \(code 3\) before it answered "
-                                           r"http://127.0.0.1:\d+/v1/models; the last lines of its log .*serve.log:\n"
-                                           r"(.*\n)*CUDA out of memory while loading$"):
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; print('CUDA out of memory while loading', flush=True); sys.exit(3)",
+    ]
+    with pytest.raises(
+        VlmgridError,
+        match=r"^model served: the serve command exited \(code 3\) before it answered "
+        r"http://127.0.0.1:\d+/v1/models; the last lines of its log .*serve.log:\n"
+        r"(.*\n)*CUDA out of memory while loading$",
+    ):
         with plan(tmp_path, command).run():
             pass
 
 
 def test_a_command_that_cannot_start_is_one_sentence(tmp_path):
-    with pytest.raises(VlmgridError, match=r"^model served: the serve command could not start \(no-such-server-x "
-                                           r"--port \d+\); the last lines of its log .*:\n(.*\n)*cannot start "
-                                           r"no-such-server-x"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"^model served: the serve command could not start \(no-such-server-x "
+        r"--port \d+\); the last lines of its log .*:\n(.*\n)*cannot start "
+        r"no-such-server-x",
+    ):
         with plan(tmp_path, ["no-such-server-x", "--port", "{port}"]).run():
             pass
 
@@ -98,9 +118,12 @@ def test_a_command_that_cannot_start_is_one_sentence(tmp_path):
 def test_a_server_that_never_becomes_ready_is_stopped_and_named(tmp_path):
     command = [sys.executable, "-c", "import time; print('loading shards', flush=True); time.sleep(600)"]
     started = time.monotonic()
-    with pytest.raises(VlmgridError, match=r"^model served: the server did not answer http://127.0.0.1:\d+/v1/models "
-                                           r"within 1.5 s \(serve.startup_timeout\); the last lines of its log "
-                                           r".*:\n(.*\n)*loading shards$"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"^model served: the server did not answer http://127.0.0.1:\d+/v1/models "
+        r"within 1.5 s \(serve.startup_timeout\); the last lines of its log "
+        r".*:\n(.*\n)*loading shards$",
+    ):
         with plan(tmp_path, command, startup_timeout=1.5, stop_timeout=1).run():
             pass
     assert time.monotonic() - started < 30
@@ -113,9 +136,12 @@ def test_a_fixed_port_in_use_is_refused_before_anything_starts(tmp_path):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        with pytest.raises(VlmgridError, match=rf"^model served: serve.port {port} is in use on this machine "
-                                               r"\(another server\?\); stop what holds it, pick another port, or "
-                                               r"leave serve.port out to take a free one$"):
+        with pytest.raises(
+            VlmgridError,
+            match=rf"^model served: serve.port {port} is in use on this machine "
+            r"\(another server\?\); stop what holds it, pick another port, or "
+            r"leave serve.port out to take a free one$",
+        ):
             with plan(tmp_path, HTTP_SERVER, port=port).run():
                 pass
     assert not (tmp_path / "logs" / "serve.log").exists()  # nothing was started
@@ -136,7 +162,9 @@ JOB = textwrap.dedent("""
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 def test_a_killed_job_leaves_no_server_behind(tmp_path, how):
-    job = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path / "serve.log")], stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "-c", JOB, str(tmp_path / "serve.log")], stdout=subprocess.PIPE, text=True
+    )
     try:
         server_pid, guard_pid = map(int, job.stdout.readline().split())
         assert alive(server_pid)

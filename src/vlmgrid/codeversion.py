@@ -38,7 +38,9 @@ class CodeOnDisk:
 
     def __init__(self, folder: str | None = None):
         self.folder = folder or package_folder()
-        self._known: dict[str, tuple[tuple, str]] = {}  # path inside the folder -> (stat key, sha256 of content)
+        self._known: dict[
+            str, tuple[tuple, str]
+        ] = {}  # path inside the folder -> (stat key, sha256 of content)
 
     def version(self) -> str:
         """The digest of every file's path and content, as they are now."""
@@ -57,7 +59,9 @@ class CodeOnDisk:
                         # A write between the stat and the read leaves a key that no longer matches: read again
                         # next time.
                         known = (key, digest)
-                except OSError as error:  # unreadable or gone between the listing and the read: it counts as such
+                except (
+                    OSError
+                ) as error:  # unreadable or gone between the listing and the read: it counts as such
                     known = ((), f"unreadable: {error.strerror}")
                 seen[inside] = known
         self._known = seen

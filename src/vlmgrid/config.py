@@ -188,9 +188,15 @@ _YAML_FIXES: tuple[tuple[str, str], ...] = (
     (r"expected ',' or '\]'", "close the [ opened at {start} with ], or separate its items with commas"),
     (r"expected ',' or '\}'", "close the {{ opened at {start} with }}, or separate its entries with commas"),
     (r"quoted scalar", "close the quote opened at {start}"),
-    (r"mapping values are not allowed", "quote the value, which holds a ': ', or put the key on a line of its own"),
+    (
+        r"mapping values are not allowed",
+        "quote the value, which holds a ': ', or put the key on a line of its own",
+    ),
     (r"could not find expected ':'", "end the key at {start} with ': ', or quote the text"),
-    (r"expected <block end>", "indent the line as deep as the other keys of the block that starts at {start}"),
+    (
+        r"expected <block end>",
+        "indent the line as deep as the other keys of the block that starts at {start}",
+    ),
     (r"constructor for the tag", "remove the tag (the !name before the value): a grid config is plain YAML"),
     (r"alias", "define the anchor (&name) before its alias (*name), or quote the text"),
 )
@@ -304,7 +310,11 @@ def _describe(error) -> str:
         return f"{where}: expected {error.validator_value}, got {error.instance!r}"
     if error.validator == "required":
         return f"{where}: {error.message}"
-    if error.validator in ("pattern", "not") and error.absolute_schema_path and "propertyNames" in error.absolute_schema_path:
+    if (
+        error.validator in ("pattern", "not")
+        and error.absolute_schema_path
+        and "propertyNames" in error.absolute_schema_path
+    ):
         return f'{where}: "{error.instance}" is not a valid name (lowercase letters, digits, ".", "_", "-"; not "models")'
     # A property may carry the fix for its own bad values (`x-fix` in the schema).
     fix = error.schema.get("x-fix") if isinstance(error.schema, dict) else None
@@ -337,15 +347,20 @@ def _check_served_models(data: dict, source) -> None:
             continue
         where = f"{source}: models.{name}"
         if "serve" in model and "base_url" in model:
-            raise VlmgridError(f"{where} has both base_url and serve: a served model's address is the server its "
-                               f"job starts; remove base_url")
+            raise VlmgridError(
+                f"{where} has both base_url and serve: a served model's address is the server its "
+                f"job starts; remove base_url"
+            )
         if "serve" not in model and "base_url" not in model:
-            raise VlmgridError(f"{where} needs base_url (a running server's address), or serve (a server its jobs "
-                               f"start)")
+            raise VlmgridError(
+                f"{where} needs base_url (a running server's address), or serve (a server its jobs start)"
+            )
         for key in ("gpus", "source"):
             if key in model and "serve" not in model:
-                raise VlmgridError(f"{where}.{key} means something only for a server the jobs start (serve); "
-                                   f"remove {key}, or add serve")
+                raise VlmgridError(
+                    f"{where}.{key} means something only for a server the jobs start (serve); "
+                    f"remove {key}, or add serve"
+                )
 
 
 def workflow_config_file(configfiles: Sequence[str | Path] = (), argv: Sequence[str] = ()) -> Path:

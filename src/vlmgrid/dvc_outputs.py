@@ -21,7 +21,11 @@ from typing import Any
 import yaml
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_OUTPUT_SECTIONS = ("outs", "metrics", "plots")  # a stage's outputs in dvc.yaml; dvc.lock lists all under `outs`
+_OUTPUT_SECTIONS = (
+    "outs",
+    "metrics",
+    "plots",
+)  # a stage's outputs in dvc.yaml; dvc.lock lists all under `outs`
 _TEMPLATE = re.compile(r"\\\$\\\{[^}]*\\\}")  # a `${...}` of dvc.yaml, as re.escape writes it
 
 
@@ -41,8 +45,10 @@ def pull_hint(path: str | os.PathLike) -> str | None:
                 continue
             for lock in _lock_files(root):
                 if any(rel == out or rel.startswith(out + "/") for out in _cached_outputs(lock, root)):
-                    return (f"`dvc pull {shlex.quote(os.path.relpath(candidate, cwd))}` fetches it "
-                            f"(DVC tracks it: {os.path.relpath(lock, cwd)})")
+                    return (
+                        f"`dvc pull {shlex.quote(os.path.relpath(candidate, cwd))}` fetches it "
+                        f"(DVC tracks it: {os.path.relpath(lock, cwd)})"
+                    )
     except (OSError, ValueError):  # a path the system refuses (a NUL in it, the current folder gone)
         return None
     return None
@@ -114,7 +120,11 @@ def _cached_outputs(lock_path: str, root: str) -> Iterator[str]:
             continue
         kept_in_git = _kept_in_git(definition)
         for out in locked.get("outs") or ():
-            if not isinstance(out, dict) or not isinstance(out.get("path"), str) or not isinstance(out.get("md5"), str):
+            if (
+                not isinstance(out, dict)
+                or not isinstance(out.get("path"), str)
+                or not isinstance(out.get("md5"), str)
+            ):
                 continue
             own = posixpath.normpath(out["path"])
             if any(pattern.fullmatch(own) for pattern in kept_in_git):

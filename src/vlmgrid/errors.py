@@ -28,7 +28,9 @@ class InferenceFailed(VlmgridError):
     the job must end now rather than go on with other items.
     """
 
-    def __init__(self, message: str, failures: Mapping[str, str] | None = None, *, stop: bool = False) -> None:
+    def __init__(
+        self, message: str, failures: Mapping[str, str] | None = None, *, stop: bool = False
+    ) -> None:
         super().__init__(message)
         self.failures = dict(failures or {})
         self.stop = stop

@@ -30,11 +30,17 @@ def unreadable(path: Path, error: Exception, denied: str | None = None) -> Vlmgr
     """The one sentence for an input file that could not be read: no permission, not UTF-8, another OS error.
     `denied`: the caller's own words after the path where permission is denied (an answer file's, vlmgrid.imports)."""
     if isinstance(error, UnicodeDecodeError):
-        return VlmgridError(f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at position "
-                            f"{error.start}); save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) and run again")
+        return VlmgridError(
+            f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at position "
+            f"{error.start}); save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) and run again"
+        )
     if isinstance(error, PermissionError):
-        return VlmgridError(f"{path} {denied}" if denied else f"{path} cannot be read by this user (permission "
-                            f"denied); make it readable (`chmod a+r {path}`) and run again")
+        return VlmgridError(
+            f"{path} {denied}"
+            if denied
+            else f"{path} cannot be read by this user (permission "
+            f"denied); make it readable (`chmod a+r {path}`) and run again"
+        )
     reason = getattr(error, "strerror", None) or str(error)
     return VlmgridError(f"{path} cannot be read ({reason}); check the file and run again")
 
@@ -56,7 +62,10 @@ def _remembered(entry_path: Path, path: Path, stat: os.stat_result) -> str | Non
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or (entry.get("path"), entry.get("size"), entry.get("mtime_ns")) != (
-            str(path), stat.st_size, stat.st_mtime_ns):
+        str(path),
+        stat.st_size,
+        stat.st_mtime_ns,
+    ):
         return None
     digest = entry.get("sha256")
     return digest if isinstance(digest, str) and _SHA256.fullmatch(digest) else None
@@ -72,17 +81,24 @@ def _hash(path: Path) -> tuple[str, str | None]:
         return digest, None
     digest = content_hash(path)
     try:
-        write_json(entry_path, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                                "sha256": digest})
+        write_json(
+            entry_path,
+            {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest},
+        )
     except (OSError, VlmgridError) as exc:  # an unwritable or full cache folder only costs hashing again
         return digest, str(exc)
     return digest, None
 
 
 def _warn_unremembered(problem: str) -> None:
-    log.warning("the cache folder %s (%s) cannot be written, so the file hashes are not remembered "
-                "and the files are hashed again next time (%s); set %s to a writable folder to avoid that",
-                cache.cache_root(), cache.CACHE_ENV, problem, cache.CACHE_ENV)
+    log.warning(
+        "the cache folder %s (%s) cannot be written, so the file hashes are not remembered "
+        "and the files are hashed again next time (%s); set %s to a writable folder to avoid that",
+        cache.cache_root(),
+        cache.CACHE_ENV,
+        problem,
+        cache.CACHE_ENV,
+    )
 
 
 def file_hash(path: Path) -> str:

@@ -112,16 +112,25 @@ def unwritable(path: str | os.PathLike, error: OSError, wanted: str | None = Non
             space.append(f"{_size(shutil.disk_usage(existing).free)} free")
         except (OSError, StopIteration):
             pass
-        reason = "the disk quota is exceeded" if error.errno == errno.EDQUOT else "no space is left on its disk"
+        reason = (
+            "the disk quota is exceeded" if error.errno == errno.EDQUOT else "no space is left on its disk"
+        )
         detail = f" ({', '.join(space)})" if space else ""
-        return VlmgridError(f"{path}: cannot write it, {reason}{detail}; free some space there (or write the "
-                            "outputs elsewhere) and run again")
+        return VlmgridError(
+            f"{path}: cannot write it, {reason}{detail}; free some space there (or write the "
+            "outputs elsewhere) and run again"
+        )
     if error.errno in _NOT_WRITABLE:
-        reason = ("its folder is on a read-only file system" if error.errno == errno.EROFS
-                  else "its folder is not writable by this user")
+        reason = (
+            "its folder is on a read-only file system"
+            if error.errno == errno.EROFS
+            else "its folder is not writable by this user"
+        )
         detail = f" ({wanted} wanted)" if wanted else ""
-        return VlmgridError(f"{path}: cannot write it{detail}, {reason}; make {path.parent} writable (or write "
-                            "the outputs elsewhere) and run again")
+        return VlmgridError(
+            f"{path}: cannot write it{detail}, {reason}; make {path.parent} writable (or write "
+            "the outputs elsewhere) and run again"
+        )
     return None
 
 
@@ -134,8 +143,10 @@ def failed_write(error: OSError) -> VlmgridError | None:
     if error.filename is not None:
         return unwritable(error.filename, error)
     reason = os.strerror(error.errno).lower()
-    return VlmgridError(f"a write failed ({reason}) on a file the error does not name; free some space on the "
-                        "disk of the outputs (or make it writable) and run again")
+    return VlmgridError(
+        f"a write failed ({reason}) on a file the error does not name; free some space on the "
+        "disk of the outputs (or make it writable) and run again"
+    )
 
 
 def user_error(error: BaseException) -> VlmgridError | None:

@@ -48,7 +48,10 @@ def visible_gpus(environ=os.environ) -> list[str]:
     try:
         listing = subprocess.run(
             ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
@@ -75,8 +78,10 @@ def shortfall(needed: int, visible: list[str]) -> str | None:
     No GPU at all is no shortfall: the job runs on the CPU, as every model with `device: auto` does there.
     """
     if visible and needed > len(visible):
-        return (f"it needs {needed} GPUs at once, but this machine shows only {len(visible)} "
-                f"({', '.join(visible)}), so it would wait forever")
+        return (
+            f"it needs {needed} GPUs at once, but this machine shows only {len(visible)} "
+            f"({', '.join(visible)}), so it would wait forever"
+        )
     return None
 
 
@@ -148,9 +153,13 @@ def acquire_gpus(count: int = 1, environ=os.environ, poll_seconds: float = 5.0) 
         return GpuLease()
     problem = shortfall(count, gpus)
     if problem is not None:
-        raise VlmgridError(f"this job cannot start: {problem}; give the model fewer gpus, or run it where it fits")
+        raise VlmgridError(
+            f"this job cannot start: {problem}; give the model fewer gpus, or run it where it fits"
+        )
     if "torch" in sys.modules:
-        raise RuntimeError("acquire_gpus must run before torch is imported, or CUDA_VISIBLE_DEVICES has no effect")
+        raise RuntimeError(
+            "acquire_gpus must run before torch is imported, or CUDA_VISIBLE_DEVICES has no effect"
+        )
     directory = lock_dir(environ)
     directory.mkdir(parents=True, exist_ok=True)
     queue = _queue(directory)
@@ -161,8 +170,11 @@ def acquire_gpus(count: int = 1, environ=os.environ, poll_seconds: float = 5.0) 
             if taken is not None:
                 break
             if not waited:
-                log.info(f"all {len(gpus)} GPUs are busy; waiting for one to be free" if count == 1 else
-                         f"fewer than {count} of the {len(gpus)} GPUs are free; waiting for {count} to be free at once")
+                log.info(
+                    f"all {len(gpus)} GPUs are busy; waiting for one to be free"
+                    if count == 1
+                    else f"fewer than {count} of the {len(gpus)} GPUs are free; waiting for {count} to be free at once"
+                )
                 waited = True
             time.sleep(poll_seconds)
     finally:

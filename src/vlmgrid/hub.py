@@ -9,8 +9,9 @@ from vlmgrid.errors import VlmgridError
 
 
 @contextlib.contextmanager
-def hub_errors(repo: str, revision: str, label: str, *, repo_type: str = "model",
-               alternative: str | None = None) -> Iterator[None]:
+def hub_errors(
+    repo: str, revision: str, label: str, *, repo_type: str = "model", alternative: str | None = None
+) -> Iterator[None]:
     """Translate hub failures inside the block; `alternative` is a fallback the user has (a local copy)."""
     from huggingface_hub import errors
 

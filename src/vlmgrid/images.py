@@ -27,7 +27,9 @@ def open_rgb(path: Path) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path) as image:
                 if image.width * image.height > MAX_PIXELS:
-                    raise ImageError(f"image too large ({image.width}x{image.height} pixels, over {MAX_PIXELS}): {path}")
+                    raise ImageError(
+                        f"image too large ({image.width}x{image.height} pixels, over {MAX_PIXELS}): {path}"
+                    )
                 image.load()
                 rgb = _to_rgb(image)
                 rgb.info[SOURCE_KEY] = str(path)  # which file it is, for `vlmgrid inputs` (copies keep it)

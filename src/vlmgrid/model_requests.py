@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 from PIL.Image import Image
 
-__all__ = ["GenerateRequest", "GenerationResult", "OptionRequest", "OptionScores", "ScoreResult", "content_parts"]
+__all__ = [
+    "GenerateRequest",
+    "GenerationResult",
+    "OptionRequest",
+    "OptionScores",
+    "ScoreResult",
+    "content_parts",
+]
 
 
 @dataclass(frozen=True)

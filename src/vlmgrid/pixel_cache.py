@@ -41,8 +41,11 @@ def _describe_step(step) -> str:
     if isinstance(step, types.FunctionType):
         return f"{step.__module__}.{step.__qualname__}"
     kind = type(step)
-    settings = {name: repr(value) for name, value in sorted(getattr(step, "__dict__", {}).items())
-                if not name.startswith("_")}
+    settings = {
+        name: repr(value)
+        for name, value in sorted(getattr(step, "__dict__", {}).items())
+        if not name.startswith("_")
+    }
     return f"{kind.__module__}.{kind.__qualname__}{settings or repr(step)}"
 
 
@@ -58,8 +61,14 @@ def _identity(path) -> list:
 def entry_key(paths: Sequence, geometry: str) -> str:
     from PIL import __version__ as pil_version
 
-    return sha256_json({"layout": _LAYOUT, "pil": pil_version, "geometry": geometry,
-                        "files": [_identity(path) for path in paths]})
+    return sha256_json(
+        {
+            "layout": _LAYOUT,
+            "pil": pil_version,
+            "geometry": geometry,
+            "files": [_identity(path) for path in paths],
+        }
+    )
 
 
 def entry_paths(key: str, root: Path | None = None) -> tuple[Path, Path]:
@@ -85,12 +94,18 @@ def load(key: str, n: int, root: Path | None = None) -> tuple[np.ndarray, list[s
 def batches(pixels: np.ndarray, problems: list[str | None], batch_size: int) -> Iterator[tuple[int, list]]:
     """(start, [(pixels, problem), ...]) per batch, as the decoders yield them, from an entry."""
     for start in range(0, len(problems), batch_size):
-        yield start, [(None if problem is not None else pixels[i], problem)
-                      for i, problem in enumerate(problems[start:start + batch_size], start)]
+        yield (
+            start,
+            [
+                (None if problem is not None else pixels[i], problem)
+                for i, problem in enumerate(problems[start : start + batch_size], start)
+            ],
+        )
 
 
-def filling(key: str, n: int, decoded: Iterable[tuple[int, list]], geometry: str,
-            root: Path | None = None) -> Iterator[tuple[int, list]]:
+def filling(
+    key: str, n: int, decoded: Iterable[tuple[int, list]], geometry: str, root: Path | None = None
+) -> Iterator[tuple[int, list]]:
     """Pass the decoded batches through, writing their rows into a new entry that appears when all are through.
 
     Rows go into a temporary .npy as they come, so the whole set is never held in memory. A consumer that

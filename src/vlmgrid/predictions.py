@@ -22,22 +22,26 @@ from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fileio import atomic_path
 
-SCHEMA = pa.schema([
-    ("id", pa.string()),
-    ("variant", pa.string()),
-    ("raw", pa.string()),
-    ("prediction", pa.string()),
-    ("prediction_index", pa.int64()),
-    ("scores", pa.list_(pa.float64())),
-    ("topk", pa.list_(pa.int64())),
-    ("error", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("variant", pa.string()),
+        ("raw", pa.string()),
+        ("prediction", pa.string()),
+        ("prediction_index", pa.int64()),
+        ("scores", pa.list_(pa.float64())),
+        ("topk", pa.list_(pa.int64())),
+        ("error", pa.string()),
+    ]
+)
 METADATA_KEY = b"vlmgrid"
 ROWS_KEY = "rows_sha256"  # the metadata's hash of the rows (rows_digest)
 ROWS_AT_ONCE = 8192  # rows turned into Python values at a time while hashing: bounds the memory it takes
 # How to fix a predictions file the user made or named (`vlmgrid score --predictions`): inference did not write it.
-GIVEN_HINT = ("write it again in the predictions format of docs/formats.md (`results/predictions/<model>/<bench>.parquet`: "
-              "parquet, one row per item of this benchmark and variant)")
+GIVEN_HINT = (
+    "write it again in the predictions format of docs/formats.md (`results/predictions/<model>/<bench>.parquet`: "
+    "parquet, one row per item of this benchmark and variant)"
+)
 
 
 def rows_to_table(rows: Iterable[dict], metadata: dict | None = None) -> pa.Table:
@@ -61,7 +65,9 @@ def rows_digest(table: pa.Table) -> str:
     rows = table.select(SCHEMA.names).cast(SCHEMA)
     for batch in rows.to_batches(max_chunksize=ROWS_AT_ONCE):
         columns = [column.to_pylist() for column in batch.columns]
-        digest.update("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in zip(*columns)).encode())
+        digest.update(
+            "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in zip(*columns)).encode()
+        )
     return digest.hexdigest()
 
 
@@ -72,20 +78,25 @@ def write_predictions(path: Path, table: pa.Table, metadata: dict) -> None:
     # whether they came from fresh parts, resumed parts or merged shards.
     table = table.combine_chunks()
     stamped = {**metadata, ROWS_KEY: rows_digest(table), "code_version": running_version()}
-    write_table(path, table.replace_schema_metadata({METADATA_KEY: json.dumps(stamped, sort_keys=True).encode()}))
+    write_table(
+        path, table.replace_schema_metadata({METADATA_KEY: json.dumps(stamped, sort_keys=True).encode()})
+    )
 
 
 def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
     """The predictions file's table. `given`: a file the user made or named (`vlmgrid score --predictions`),
     which is not deleted and rebuilt but fixed: the errors say what is wrong and `rebuild_hint` how to fix it."""
     if not Path(path).is_file():
-        raise VlmgridError(f"predictions file {path} not found; "
-                           f"{or_pull(path, 'check the path' if given else rebuild_hint)}")
+        raise VlmgridError(
+            f"predictions file {path} not found; {or_pull(path, 'check the path' if given else rebuild_hint)}"
+        )
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         fix = rebuild_hint if given else f"delete it and {rebuild_hint}"
-        raise VlmgridError(f"predictions file {path} is unreadable (truncated or not parquet: {exc}); {fix}") from None
+        raise VlmgridError(
+            f"predictions file {path} is unreadable (truncated or not parquet: {exc}); {fix}"
+        ) from None
     metadata = _parsed(table.schema.metadata)  # the read's own: the cast below drops it
     missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
@@ -124,8 +135,12 @@ def check_rows(table: pa.Table, metadata: dict, path: Path, rebuild_hint: str, g
             f"older vlmgrid), so they cannot be told from the ones the run wrote; {rebuild_hint}"
         )
     if recorded != rows_digest(table):
-        fix = ("restore the file, or remove its vlmgrid metadata to take it as predictions made elsewhere "
-               "(docs/formats.md)" if given else f"{rebuild_hint}, or restore the file")
+        fix = (
+            "restore the file, or remove its vlmgrid metadata to take it as predictions made elsewhere "
+            "(docs/formats.md)"
+            if given
+            else f"{rebuild_hint}, or restore the file"
+        )
         raise VlmgridError(
             f"predictions file {path}: its rows are not the ones vlmgrid wrote (edited after the run); {fix}"
         )
@@ -154,7 +169,9 @@ def recorded_not_applicable(metadata: dict) -> str | None:
     return None
 
 
-def read_predictions(path: Path, rebuild_hint: str = "run inference again", given: bool = False) -> pd.DataFrame:
+def read_predictions(
+    path: Path, rebuild_hint: str = "run inference again", given: bool = False
+) -> pd.DataFrame:
     return read_table(path, rebuild_hint, given).to_pandas()
 
 
@@ -169,8 +186,9 @@ def check_data_fingerprint(metadata: dict, fingerprint: str | None, path: Path, 
         )
 
 
-def answered_records(metadata: dict, predictions: pd.DataFrame, records: pd.DataFrame, path: Path
-                     ) -> tuple[pd.DataFrame, dict | None]:
+def answered_records(
+    metadata: dict, predictions: pd.DataFrame, records: pd.DataFrame, path: Path
+) -> tuple[pd.DataFrame, dict | None]:
     """The records a predictions file is scored on, and its coverage ({answered, total}; None when complete).
 
     Every record, unless the metadata record a `coverage`: a file imported from a format whose published files
@@ -182,8 +200,12 @@ def answered_records(metadata: dict, predictions: pd.DataFrame, records: pd.Data
         return records, None
     answered = set(predictions["id"].astype(str))
     subset = records[records["id"].astype(str).isin(answered)]
-    if (not isinstance(coverage, dict) or coverage.get("total") != len(records)
-            or coverage.get("answered") != len(answered) or not len(subset)):
+    if (
+        not isinstance(coverage, dict)
+        or coverage.get("total") != len(records)
+        or coverage.get("answered") != len(answered)
+        or not len(subset)
+    ):
         raise VlmgridError(
             f"predictions file {path} records the coverage {coverage!r}, but it answers {len(answered)} of the "
             f"{len(records)} items of the benchmark; import the file again"
@@ -191,7 +213,9 @@ def answered_records(metadata: dict, predictions: pd.DataFrame, records: pd.Data
     return subset.reset_index(drop=True), {"answered": int(len(subset)), "total": int(len(records))}
 
 
-def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path: Path, given: bool = False) -> None:
+def check_against_records(
+    predictions: pd.DataFrame, records: pd.DataFrame, path: Path, given: bool = False
+) -> None:
     """Every record id exactly once per variant, no id that the benchmark does not have, and no option index
     that the item does not have (it would count as a valid wrong answer instead of a format error).
     `given`: a file the user made or named, which the errors ask to fix, not to rebuild by inference."""
@@ -225,6 +249,6 @@ def check_against_records(predictions: pd.DataFrame, records: pd.DataFrame, path
             row = predictions[bad].iloc[0]
             raise VlmgridError(
                 f'predictions file {path} gives item "{row["id"]}" (variant "{row["variant"]}") prediction_index '
-                f'{row["prediction_index"]}, but it has {int(n_options[bad].iloc[0])} options; the index is 0-based '
+                f"{row['prediction_index']}, but it has {int(n_options[bad].iloc[0])} options; the index is 0-based "
                 f"(-1 for none): fix the file{'' if given else ' or rerun inference'}"
             )

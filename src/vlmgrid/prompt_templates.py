@@ -57,7 +57,7 @@ def _upper_first(text: Any) -> str:
 def _without_suffix(text: Any, suffix: str) -> str:
     text = "" if text is None else str(text)
     kept = text.rstrip()
-    return kept[:-len(suffix)].rstrip() if suffix and kept.endswith(suffix) else text
+    return kept[: -len(suffix)].rstrip() if suffix and kept.endswith(suffix) else text
 
 
 @lru_cache(maxsize=1)
@@ -65,8 +65,9 @@ def _environment():
     from jinja2 import StrictUndefined
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    environment = ImmutableSandboxedEnvironment(keep_trailing_newline=True, undefined=StrictUndefined,
-                                                autoescape=False)
+    environment = ImmutableSandboxedEnvironment(
+        keep_trailing_newline=True, undefined=StrictUndefined, autoescape=False
+    )
     environment.filters["upper_first"] = _upper_first
     environment.filters["without_suffix"] = _without_suffix
     return environment
@@ -79,8 +80,9 @@ def _compiled(source: str, where: str):
     try:
         return _environment().from_string(source)
     except TemplateError as exc:
-        raise VlmgridError(f"{where}: not a valid template ({exc}); fix it (templates are Jinja, as chat "
-                           f"templates are)") from None
+        raise VlmgridError(
+            f"{where}: not a valid template ({exc}); fix it (templates are Jinja, as chat templates are)"
+        ) from None
 
 
 def cell_value(value: Any) -> Any:
@@ -110,10 +112,14 @@ class PromptTemplate:
             return None
         unknown = sorted(set(spec) - set(PROMPT_KEYS))
         if unknown:
-            raise VlmgridError(f"{where}: unknown key {unknown[0]!r}; a prompt holds {', '.join(PROMPT_KEYS)}")
+            raise VlmgridError(
+                f"{where}: unknown key {unknown[0]!r}; a prompt holds {', '.join(PROMPT_KEYS)}"
+            )
         if spec.get("raw") is not None and (spec.get("user") is not None or spec.get("system") is not None):
-            raise VlmgridError(f"{where}: `raw` is the whole string handed to the tokenizer; it cannot be given "
-                               f"with `user` or `system`")
+            raise VlmgridError(
+                f"{where}: `raw` is the whole string handed to the tokenizer; it cannot be given "
+                f"with `user` or `system`"
+            )
         if spec.get("raw") is None and spec.get("user") is None and spec.get("answers") is None:
             raise VlmgridError(f"{where}: give `user` (the user turn's text) or `raw` (the whole string)")
         for key in TEMPLATE_KEYS:
@@ -122,14 +128,22 @@ class PromptTemplate:
                     raise VlmgridError(f"{where}.{key}: must be a string (a Jinja template)")
                 _compiled(spec[key], f"{where}.{key}")
         answers = spec.get("answers")
-        if answers is not None and (not isinstance(answers, (list, tuple))
-                                    or not all(isinstance(answer, str) and answer for answer in answers)):
+        if answers is not None and (
+            not isinstance(answers, (list, tuple))
+            or not all(isinstance(answer, str) and answer for answer in answers)
+        ):
             raise VlmgridError(f"{where}.answers: must be a list of non-empty texts, one per option")
         data = spec.get("data")
         if data is not None and not isinstance(data, Mapping):
             raise VlmgridError(f"{where}.data: must be a mapping of the tables the templates read")
-        return cls(user=spec.get("user"), system=spec.get("system"), raw=spec.get("raw"),
-                   answers=tuple(answers) if answers is not None else None, data=data, where=where)
+        return cls(
+            user=spec.get("user"),
+            system=spec.get("system"),
+            raw=spec.get("raw"),
+            answers=tuple(answers) if answers is not None else None,
+            data=data,
+            where=where,
+        )
 
     @property
     def writes_text(self) -> bool:
@@ -140,22 +154,29 @@ class PromptTemplate:
         from jinja2 import TemplateError
 
         source = getattr(self, key)
-        values = {**{name: cell_value(value) for name, value in fields.items()}, "data": self.data or {},
-                  "image": IMAGE_MARK}
+        values = {
+            **{name: cell_value(value) for name, value in fields.items()},
+            "data": self.data or {},
+            "image": IMAGE_MARK,
+        }
         try:
             return _compiled(source, f"{self.where}.{key}").render(**values)
         except TemplateError as exc:
             item = fields.get("id", "?")
-            raise VlmgridError(f"{self.where}.{key}: cannot be rendered for item {item} ({exc}); the item's fields "
-                               f"are {', '.join(sorted(values))}") from None
+            raise VlmgridError(
+                f"{self.where}.{key}: cannot be rendered for item {item} ({exc}); the item's fields "
+                f"are {', '.join(sorted(values))}"
+            ) from None
 
     def render(self, fields: Mapping[str, Any]) -> Rendered:
         """The prompt of one item (`fields`: its record's values and what the protocol adds)."""
         if self.raw is not None:
             text = self._render("raw", fields)
             if IMAGE_MARK in text:
-                raise VlmgridError(f"{self.where}.raw: holds {{{{ image }}}}; a raw prompt writes the model's own "
-                                   f"image placeholder itself")
+                raise VlmgridError(
+                    f"{self.where}.raw: holds {{{{ image }}}}; a raw prompt writes the model's own "
+                    f"image placeholder itself"
+                )
             return Rendered(text, formatted=True)
         text = self._render("user", fields)
         system = self._render("system", fields) if self.system is not None else None

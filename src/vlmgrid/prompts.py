@@ -50,5 +50,6 @@ def prompt_file_hashes(prompts_dir: str | Path) -> dict[str, str]:
         return {}
     return {
         path.relative_to(folder).as_posix(): sha256_file(path)
-        for path in sorted(folder.rglob("*.yaml")) if path.is_file()
+        for path in sorted(folder.rglob("*.yaml"))
+        if path.is_file()
     }

@@ -65,8 +65,13 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, _raise_stop)
     try:
         # The server writes to the guard's stderr (the job's server log); the guard's stdout is the job's pipe.
-        server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
-                                  start_new_session=True, preexec_fn=_die_with_guard)
+        server = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr.fileno(),
+            start_new_session=True,
+            preexec_fn=_die_with_guard,
+        )
     except OSError as error:
         print(f"cannot start {command[0]}: {error}", file=sys.stderr, flush=True)
         return 127

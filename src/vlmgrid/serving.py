@@ -54,8 +54,11 @@ class ServeSpec:
 
     @classmethod
     def of(cls, serve: dict) -> ServeSpec:
-        known = {name: serve[name] for name in ("ready_path", "api_path", "port", "startup_timeout", "stop_timeout")
-                 if name in serve}
+        known = {
+            name: serve[name]
+            for name in ("ready_path", "api_path", "port", "startup_timeout", "stop_timeout")
+            if name in serve
+        }
         return cls(command=tuple(serve["command"]), env=dict(serve.get("env") or {}), **known)
 
 
@@ -64,8 +67,10 @@ def fill(template: str, values: Mapping[str, object], where: str) -> str:
     for _, name, _, _ in string.Formatter().parse(template):
         if name is not None and name not in values:
             known = ", ".join("{" + placeholder + "}" for placeholder in PLACEHOLDERS)
-            raise VlmgridError(f'{where} "{template}" names {{{name}}}, which is none of {known}; a literal brace '
-                               f"is written {{{{ or }}}}")
+            raise VlmgridError(
+                f'{where} "{template}" names {{{name}}}, which is none of {known}; a literal brace '
+                f"is written {{{{ or }}}}"
+            )
     return template.format_map(values)
 
 
@@ -80,9 +85,11 @@ def check_port_free(port: int, model: str) -> None:
         try:
             sock.bind((HOST, port))
         except OSError:
-            raise VlmgridError(f"model {model}: serve.port {port} is in use on this machine (another server?); "
-                               f"stop what holds it, pick another port, or leave serve.port out to take a free "
-                               f"one") from None
+            raise VlmgridError(
+                f"model {model}: serve.port {port} is in use on this machine (another server?); "
+                f"stop what holds it, pick another port, or leave serve.port out to take a free "
+                f"one"
+            ) from None
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -117,8 +124,13 @@ class Server:
         return self.root_url + self.api_path
 
     def provenance(self) -> dict:
-        return {"command": self.command, "version": self.version, "base_url": self.base_url,
-                "gpus": self.gpus or None, "log": str(self.log_path)}
+        return {
+            "command": self.command,
+            "version": self.version,
+            "base_url": self.base_url,
+            "gpus": self.gpus or None,
+            "log": str(self.log_path),
+        }
 
     def exited(self) -> int | None:
         return self.guard.poll()
@@ -146,17 +158,31 @@ def _start(spec: ServeSpec, *, model: str, values: dict, log_path: Path) -> Serv
         server_log.flush()
         guard = subprocess.Popen(
             [sys.executable, "-m", "vlmgrid.serve_guard", str(spec.stop_timeout), "--", *command],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=server_log, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=server_log,
+            env=env,
             start_new_session=True,  # the job's Ctrl-C or group kill must leave the guard to stop the server
         )
     first = guard.stdout.readline().strip()
     if not first.isdigit():
         guard.wait()
-        raise VlmgridError(f"model {model}: the serve command could not start ({' '.join(command)}); the last lines "
-                           f"of its log {log_path}:", quoted=log_tail(log_path))
-    return Server(model=model, command=command, values=values, api_path=spec.api_path,
-                  log_path=log_path, guard=guard, server_pid=int(first), stop_timeout=spec.stop_timeout,
-                  gpus=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        raise VlmgridError(
+            f"model {model}: the serve command could not start ({' '.join(command)}); the last lines "
+            f"of its log {log_path}:",
+            quoted=log_tail(log_path),
+        )
+    return Server(
+        model=model,
+        command=command,
+        values=values,
+        api_path=spec.api_path,
+        log_path=log_path,
+        guard=guard,
+        server_pid=int(first),
+        stop_timeout=spec.stop_timeout,
+        gpus=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+    )
 
 
 def _wait_ready(server: Server, spec: ServeSpec) -> None:
@@ -167,17 +193,23 @@ def _wait_ready(server: Server, spec: ServeSpec) -> None:
     while True:
         code = server.exited()
         if code is not None:
-            raise VlmgridError(f"model {server.model}: the serve command exited (code {code}) before it answered "
-                               f"{url}; the last lines of its log {server.log_path}:", quoted=log_tail(server.log_path))
+            raise VlmgridError(
+                f"model {server.model}: the serve command exited (code {code}) before it answered "
+                f"{url}; the last lines of its log {server.log_path}:",
+                quoted=log_tail(server.log_path),
+            )
         try:
             if requests.get(url, timeout=5).status_code == 200:
                 return
         except requests.RequestException:
             pass
         if time.monotonic() > deadline:
-            raise VlmgridError(f"model {server.model}: the server did not answer {url} within "
-                               f"{spec.startup_timeout:g} s (serve.startup_timeout); the last lines of its log "
-                               f"{server.log_path}:", quoted=log_tail(server.log_path))
+            raise VlmgridError(
+                f"model {server.model}: the server did not answer {url} within "
+                f"{spec.startup_timeout:g} s (serve.startup_timeout); the last lines of its log "
+                f"{server.log_path}:",
+                quoted=log_tail(server.log_path),
+            )
         time.sleep(_POLL_SECONDS)
 
 
@@ -244,12 +276,16 @@ class ServerPlan:
         started = time.monotonic()
         server = _start(spec, model=model, values=values, log_path=self.log_path)
         try:
-            log.info(f"started the server of {model} ({' '.join(server.command)}); waiting for "
-                     f"{server.root_url + spec.ready_path}; its log: {self.log_path}")
+            log.info(
+                f"started the server of {model} ({' '.join(server.command)}); waiting for "
+                f"{server.root_url + spec.ready_path}; its log: {self.log_path}"
+            )
             _wait_ready(server, spec)
             server.version = server_version(server)
-            log.info(f"the server of {model} is ready after {time.monotonic() - started:.0f} s "
-                     f"({server.version or 'version unknown'})")
+            log.info(
+                f"the server of {model} is ready after {time.monotonic() - started:.0f} s "
+                f"({server.version or 'version unknown'})"
+            )
             yield server
         finally:
             server.stop()
@@ -267,5 +303,8 @@ def recorded_settings(settings: dict) -> dict:
 
 def served_settings(settings: dict, server: Server) -> dict:
     """The model's settings as the openai backend takes them: the running server's address, the model name filled."""
-    return {**settings, "base_url": server.base_url,
-            "model": fill(str(settings["model"]), server.values, f"model {server.model}: model")}
+    return {
+        **settings,
+        "base_url": server.base_url,
+        "model": fill(str(settings["model"]), server.values, f"model {server.model}: model"),
+    }

@@ -39,18 +39,39 @@ def prepare(kind: str, bench_dir: Path, **source) -> dict:
 
 
 def files_on_disk(bench_dir: Path) -> dict[str, int]:
-    return {p.relative_to(bench_dir).as_posix(): p.stat().st_mtime_ns for p in sorted(bench_dir.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(bench_dir).as_posix(): p.stat().st_mtime_ns
+        for p in sorted(bench_dir.rglob("*"))
+        if p.is_file()
+    }
 
 
-ALL_KINDS = KINDS + ("caltech101", "cvbench", "cvqa", "dance", "food101", "imagenet", "imagenet_ilsvrc2012", "kaleidoscope",
-                     "mmbench", "mme", "mmvp", "pope_coco", "textvqa")
+ALL_KINDS = KINDS + (
+    "caltech101",
+    "cvbench",
+    "cvqa",
+    "dance",
+    "food101",
+    "imagenet",
+    "imagenet_ilsvrc2012",
+    "kaleidoscope",
+    "mmbench",
+    "mme",
+    "mmvp",
+    "pope_coco",
+    "textvqa",
+)
 
 
 def test_kinds_are_registered_with_their_protocol_metric_and_source():
     assert list(BENCHMARKS) == sorted(ALL_KINDS)
     assert SOURCE_TYPES == ("fixture", "url", "hf_hub", "local")
     flowers, pope_kind, sqa = (BENCHMARKS.get(k) for k in KINDS)
-    assert (flowers.protocol, flowers.metric, flowers.breakdown_by) == ("classification", "classification", ())
+    assert (flowers.protocol, flowers.metric, flowers.breakdown_by) == (
+        "classification",
+        "classification",
+        (),
+    )
     assert flowers.templates == ("a photo of a {c}, a type of flower.",)
     assert (pope_kind.protocol, pope_kind.metric, pope_kind.breakdown_by) == ("yes_no", "pope", ("split",))
     assert (sqa.protocol, sqa.metric, sqa.breakdown_by) == ("multiple_choice", "accuracy", ("subject",))
@@ -60,7 +81,10 @@ def test_kinds_are_registered_with_their_protocol_metric_and_source():
         "e0620be6f572b9609742df49c70aed4d",
         "a5357ecc9cb78c4bef273ce3793fc85c",
     ]
-    assert pope_kind.default_source["repo"] == "lmms-lab/POPE" and len(pope_kind.default_source["revision"]) == 40
+    assert (
+        pope_kind.default_source["repo"] == "lmms-lab/POPE"
+        and len(pope_kind.default_source["revision"]) == 40
+    )
     assert sqa.default_source["repo"] == "lmms-lab/ScienceQA"
     assert all(k.description and "\n" not in k.description for k in (flowers, pope_kind, sqa))
     with pytest.raises(VlmgridError, match='did you mean "pope"'):
@@ -72,12 +96,17 @@ def test_every_kind_has_a_fixture_and_a_record_shape_that_fits_its_protocol():
     from vlmgrid.fixtures.kinds import BENCHMARK_FIXTURES
 
     assert BENCHMARK_FIXTURES.names() == BENCHMARKS.names()
-    assert all({"seed", "size", "corrupt"} <= set(BENCHMARK_FIXTURES.get(name).defaults) for name in BENCHMARKS)
+    assert all(
+        {"seed", "size", "corrupt"} <= set(BENCHMARK_FIXTURES.get(name).defaults) for name in BENCHMARKS
+    )
     for name, kind in BENCHMARKS.items():
         assert kind.shape.has_classes == (kind.protocol == "classification"), name
         assert ("classes" in BENCHMARK_FIXTURES.get(name).defaults) == kind.shape.has_classes, name
     by_protocol = {"yes_no": shapes.YES_NO, "short_answer": shapes.SHORT_ANSWER, "ranking": shapes.RANKING}
-    assert all(kind.shape is by_protocol.get(kind.protocol, kind.shape) for kind in (BENCHMARKS.get(n) for n in BENCHMARKS))
+    assert all(
+        kind.shape is by_protocol.get(kind.protocol, kind.shape)
+        for kind in (BENCHMARKS.get(n) for n in BENCHMARKS)
+    )
 
 
 def test_flowers_classnames_are_clips_102():
@@ -153,7 +182,10 @@ def test_flowers_fixture_is_the_published_layout_and_records_the_test_split(tmp_
 
 
 def _raw_pope(bench_dir: Path) -> dict[str, pd.DataFrame]:
-    return {split: pd.read_parquet(next((bench_dir / "raw/Full").glob(f"{split}-*.parquet"))) for split in pope.SPLITS}
+    return {
+        split: pd.read_parquet(next((bench_dir / "raw/Full").glob(f"{split}-*.parquet")))
+        for split in pope.SPLITS
+    }
 
 
 def test_pope_fixture_is_the_hub_layout_with_balanced_splits(tmp_path):
@@ -161,7 +193,15 @@ def test_pope_fixture_is_the_hub_layout_with_balanced_splits(tmp_path):
     prepare("pope", bench_dir, size=12)
     raw = _raw_pope(bench_dir)
     for frame in raw.values():
-        assert list(frame.columns) == ["id", "question_id", "question", "answer", "image_source", "image", "category"]
+        assert list(frame.columns) == [
+            "id",
+            "question_id",
+            "question",
+            "answer",
+            "image_source",
+            "image",
+            "category",
+        ]
         assert list(frame["question_id"]) == [str(i) for i in range(1, 13)]  # restarts per split
         assert Counter(frame["answer"]) == {"yes": 6, "no": 6}
         assert frame["question"].str.fullmatch(r"Is there a [a-z ]+ in the image\?").all()
@@ -189,7 +229,8 @@ def test_pope_negatives_follow_the_three_settings(tmp_path):
             objects_of.setdefault(row.image_source, set()).add(row.question.split("a ", 1)[1].split(" in")[0])
     freq = Counter(o for objs in objects_of.values() for o in objs)
     asked = lambda frame: {  # noqa: E731
-        src: {q.split("a ", 1)[1].split(" in")[0] for q in g["question"]} for src, g in frame[frame["answer"] == "no"].groupby("image_source")
+        src: {q.split("a ", 1)[1].split(" in")[0] for q in g["question"]}
+        for src, g in frame[frame["answer"] == "no"].groupby("image_source")
     }
     for src, negatives in asked(raw["popular"]).items():
         absent = [o for o in freq.keys() | set(fx.SHAPES) if o not in objects_of[src]]
@@ -212,8 +253,19 @@ def test_scienceqa_fixture_is_the_hub_layout_with_four_choices(tmp_path):
     prepare("scienceqa_img", bench_dir, size=12)
     raw = pd.read_parquet(bench_dir / "raw/ScienceQA-IMG/test-00000-of-00001.parquet")
     assert list(raw.columns) == [
-        "image", "question", "choices", "answer", "hint", "task", "grade", "subject", "topic", "category",
-        "skill", "lecture", "solution",
+        "image",
+        "question",
+        "choices",
+        "answer",
+        "hint",
+        "task",
+        "grade",
+        "subject",
+        "topic",
+        "category",
+        "skill",
+        "lecture",
+        "solution",
     ]
     assert raw["choices"].map(len).eq(4).all() and raw["answer"].between(0, 3).all()
     bench = load_benchmark(bench_dir)
@@ -226,7 +278,9 @@ def test_scienceqa_fixture_is_the_hub_layout_with_four_choices(tmp_path):
     assert {"grade", "topic", "skill"} <= set(records.columns)
     assert records["image"].str.fullmatch(r"images/[0-9a-f]{64}\.png").all()
     for rel in records["image"]:
-        assert hashlib.sha256((bench_dir / rel).read_bytes()).hexdigest() == Path(rel).stem  # named by content
+        assert (
+            hashlib.sha256((bench_dir / rel).read_bytes()).hexdigest() == Path(rel).stem
+        )  # named by content
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -258,7 +312,9 @@ def test_rename_only_rewrites_the_manifest(tmp_path):
     renamed = prepare_benchmark("pope-small", fixture_settings("pope"), bench_dir)
     assert renamed["benchmark"] == "pope-small"
     after = files_on_disk(bench_dir)
-    assert {k: v for k, v in after.items() if k != "manifest.json"} == {k: v for k, v in before.items() if k != "manifest.json"}
+    assert {k: v for k, v in after.items() if k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -291,25 +347,32 @@ def test_missing_file_and_missing_manifest_are_named(tmp_path):
         load_benchmark(bench_dir)
 
 
-@pytest.mark.parametrize("bench, pull", [
-    ("pope-fixture", "`dvc pull data/pope-fixture` fetches it (DVC tracks it: dvc.lock), or "),
-    ("textvqa-fixture", ""),  # a folder no dvc.lock records: recompute it, nothing to pull
-])
+@pytest.mark.parametrize(
+    "bench, pull",
+    [
+        ("pope-fixture", "`dvc pull data/pope-fixture` fetches it (DVC tracks it: dvc.lock), or "),
+        ("textvqa-fixture", ""),  # a folder no dvc.lock records: recompute it, nothing to pull
+    ],
+)
 def test_a_missing_prepared_benchmark_says_dvc_pull_when_dvc_tracks_it(tmp_path, monkeypatch, bench, pull):
     monkeypatch.chdir(write_dvc_repo(tmp_path))
     bench_dir = tmp_path / "data" / bench
     with pytest.raises(VlmgridError) as caught:
         load_benchmark(bench_dir)
-    assert str(caught.value) == (f"{bench_dir / 'manifest.json'}: missing, so {bench_dir} is not a prepared benchmark "
-                                 f"(or its prepare was interrupted); {pull}run `vlmgrid prepare` for it")
+    assert str(caught.value) == (
+        f"{bench_dir / 'manifest.json'}: missing, so {bench_dir} is not a prepared benchmark "
+        f"(or its prepare was interrupted); {pull}run `vlmgrid prepare` for it"
+    )
     prepare("pope", bench_dir)
     victim = bench_dir / load_benchmark(bench_dir).records["image"].iloc[3]
     victim.unlink()
     with pytest.raises(VlmgridError) as caught:
         verify_benchmark(bench_dir, full=False)
     pull = pull and f"`dvc pull {victim.relative_to(tmp_path)}` fetches it (DVC tracks it: dvc.lock), or "
-    assert str(caught.value) == (f"{victim}: missing (it is listed in {bench_dir / 'manifest.json'}); {pull}restore "
-                                 f"it, or delete {bench_dir} and run prepare again")
+    assert str(caught.value) == (
+        f"{victim}: missing (it is listed in {bench_dir / 'manifest.json'}); {pull}restore "
+        f"it, or delete {bench_dir} and run prepare again"
+    )
 
 
 def test_tampered_records_fail_even_the_quick_check(tmp_path):
@@ -356,7 +419,9 @@ def test_corrupt_images_are_written_hashed_and_unloadable(kind, tmp_path):
     assert len(broken) == 1
     assert manifest["files"][broken[0]]  # hashed like any other file
     clean = prepare(kind, tmp_path / "clean")
-    assert all(opens(tmp_path / "clean" / rel) for rel in set(load_benchmark(tmp_path / "clean").records["image"]))
+    assert all(
+        opens(tmp_path / "clean" / rel) for rel in set(load_benchmark(tmp_path / "clean").records["image"])
+    )
     assert clean["fingerprint"] != manifest["fingerprint"]
 
 

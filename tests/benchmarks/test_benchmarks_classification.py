@@ -37,14 +37,23 @@ def _prepare(tmp_path: Path, kind: str, **source) -> Path:
 
 
 def _tree_hash(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_kinds_are_registered_as_open_class_classification():
     expected = {"food101": 25250, "caltech101": 6084, "imagenet": 50000, "imagenet_ilsvrc2012": 50000}
     for name, count in expected.items():
         kind = BENCHMARKS.get(name)
-        assert (kind.protocol, kind.metric, kind.breakdown_by, kind.parser) == ("classification", "classification", (), "open_class")
+        assert (kind.protocol, kind.metric, kind.breakdown_by, kind.parser) == (
+            "classification",
+            "classification",
+            (),
+            "open_class",
+        )
         assert kind.expected_count == count
         assert kind.templates and all("{c}" in t for t in kind.templates)
     assert BENCHMARKS.get("food101").templates == ("a photo of {c}, a type of food.",)
@@ -52,7 +61,9 @@ def test_kinds_are_registered_as_open_class_classification():
     assert len(BENCHMARKS.get("caltech101").templates) == 34
     assert BENCHMARKS.get("imagenet").hub["repo"] == "ILSVRC/imagenet-1k"
     assert {f["md5"] for f in BENCHMARKS.get("imagenet_ilsvrc2012").url_files} == {
-        "fa75699e90414af021442c21a62c3abf", "29b22e2961454d5413ddabcf34fc5622"}
+        "fa75699e90414af021442c21a62c3abf",
+        "29b22e2961454d5413ddabcf34fc5622",
+    }
 
 
 def test_imagenet_names_and_templates_come_from_open_clip():
@@ -65,7 +76,9 @@ def test_imagenet_names_and_templates_come_from_open_clip():
     assert imagenet.classnames() == list(metadata["IMAGENET_CLASSNAMES"])
     assert imagenet.classnames()[:2] == ["tench", "goldfish"]
     assert len(imagenet.templates()) == 80
-    assert [t.format(c="dog") for t in imagenet.templates()] == [t("dog") for t in metadata["OPENAI_IMAGENET_TEMPLATES"]]
+    assert [t.format(c="dog") for t in imagenet.templates()] == [
+        t("dog") for t in metadata["OPENAI_IMAGENET_TEMPLATES"]
+    ]
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
@@ -108,11 +121,16 @@ def test_food101_prompt_names_and_layout(tmp_path):
     with tarfile.open(bench_dir / "raw" / food101.ARCHIVE) as tar:
         names = tar.getnames()
         test = json.loads(tar.extractfile("food-101/meta/test.json").read())
-    assert names.index("food-101/meta/test.json") > names.index("food-101/images/apple_pie")  # meta after images
+    assert names.index("food-101/meta/test.json") > names.index(
+        "food-101/images/apple_pie"
+    )  # meta after images
     wanted = sorted(f"{entry.replace('/', '-')}" for entries in test.values() for entry in entries)
     assert sorted(bench.records["id"]) == wanted
     first = bench.records.iloc[0]
-    assert first["id"].startswith("apple_pie-") and first["image"] == f"images/{first['id'].replace('-', '/')}.jpg"
+    assert (
+        first["id"].startswith("apple_pie-")
+        and first["image"] == f"images/{first['id'].replace('-', '/')}.jpg"
+    )
 
 
 def _food101_members(raw):
@@ -133,7 +151,10 @@ def test_food101_missing_test_image_is_an_error(tmp_path):
 
 
 def test_caltech_split_keeps_all_but_30_per_class_deterministically():
-    files = {"b": [f"image_{i:04d}.jpg" for i in range(1, 36)], "a": [f"image_{i:04d}.jpg" for i in range(1, 31)]}
+    files = {
+        "b": [f"image_{i:04d}.jpg" for i in range(1, 36)],
+        "a": [f"image_{i:04d}.jpg" for i in range(1, 31)],
+    }
     test = caltech101.split_test(files)
     assert len(test["b"]) == 5 and test["a"] == []
     assert set(test["b"]) < set(files["b"]) and test["b"] == sorted(test["b"])
@@ -154,8 +175,13 @@ def test_caltech_fixture_follows_the_split_and_keeps_background(tmp_path):
         assert "caltech-101/101_ObjectCategories.tar.gz" in zf.namelist()
     counts = bench.records.groupby("answer_index").size().to_dict()
     assert counts == {0: 2, 1: 3, 2: 4}  # (30 + size + k) images, 30 to train
-    files = {c: [f"image_{i:04d}.jpg" for i in range(1, 30 + 2 + k + 1)] for k, c in enumerate(["BACKGROUND_Google", "Faces", "Faces_easy"])}
-    expected = sorted(f"{c}-{Path(n).stem}" for c, names in caltech101.split_test(files).items() for n in names)
+    files = {
+        c: [f"image_{i:04d}.jpg" for i in range(1, 30 + 2 + k + 1)]
+        for k, c in enumerate(["BACKGROUND_Google", "Faces", "Faces_easy"])
+    }
+    expected = sorted(
+        f"{c}-{Path(n).stem}" for c, names in caltech101.split_test(files).items() for n in names
+    )
     assert sorted(bench.records["id"]) == expected
     assert len(list((bench_dir / "images").rglob("*.jpg"))) == len(expected)  # train images are not kept
 
@@ -163,7 +189,11 @@ def test_caltech_fixture_follows_the_split_and_keeps_background(tmp_path):
 def test_caltech_class_names_cover_all_102_folders():
     names = caltech101.classnames()
     assert len(names) == 102 and list(names) == sorted(names)
-    assert names["BACKGROUND_Google"] == "background" and names["Faces"] == "off-center face" and names["yin_yang"] == "yin and yang symbol"
+    assert (
+        names["BACKGROUND_Google"] == "background"
+        and names["Faces"] == "off-center face"
+        and names["yin_yang"] == "yin and yang symbol"
+    )
 
 
 def test_caltech_full_copy_with_another_inner_md5_is_refused(tmp_path, monkeypatch):
@@ -235,7 +265,10 @@ def test_imagenet_hub_label_outside_the_1000_classes_is_an_error(tmp_path):
     from vlmgrid.benchmarks.rawio import IMAGE_TYPE, write_hub_parquet
 
     schema = pa.schema([("image", IMAGE_TYPE), ("label", pa.int64())])
-    row = {"image": {"bytes": b"\xff\xd8jpeg", "path": "ILSVRC2012_val_00000001.JPEG"}, "label": -1}  # the test split
+    row = {
+        "image": {"bytes": b"\xff\xd8jpeg", "path": "ILSVRC2012_val_00000001.JPEG"},
+        "label": -1,
+    }  # the test split
     write_hub_parquet(tmp_path / "raw" / "data" / "validation-00000-of-00014.parquet", schema, [row], {})
     with pytest.raises(VlmgridError, match="outside 0..999"):
         imagenet.adapt_hub(tmp_path / "raw", tmp_path / "bench")
@@ -246,7 +279,10 @@ def test_imagenet_synonyms_keep_the_other_lemmas_and_drop_shared_ones():
     words = ["tench, Tinca tinca", "crane", "crane, derrick", "great white shark, white shark, man-eater"]
     # "crane" names the bird class and is a lemma of the machine: it stays the bird's name, not a synonym
     assert imagenet.synonyms_from_words(names, words) == {
-        "tench": ["Tinca tinca"], "crane (machine)": ["derrick"], "great white shark": ["white shark", "man-eater"]}
+        "tench": ["Tinca tinca"],
+        "crane (machine)": ["derrick"],
+        "great white shark": ["white shark", "man-eater"],
+    }
     assert imagenet.synonyms_from_words(names, []) == {}
 
 
@@ -289,7 +325,8 @@ def test_food101_a_link_in_the_archive_is_named_and_not_followed(tmp_path):
     assert str(caught.value) == (
         f"{raw / food101.ARCHIVE}: member {linked} is a symbolic link (to /etc/passwd), and links inside an "
         f"archive are not followed (one could point anywhere on the disk); re-download the archive, or rebuild "
-        f"it with the file itself in place of the link (tar --dereference)")
+        f"it with the file itself in place of the link (tar --dereference)"
+    )
     assert not (tmp_path / "bench" / "images" / f"{test['apple_pie'][0]}.jpg").exists()
 
 
@@ -306,7 +343,10 @@ def test_a_symbolic_link_in_a_zip_is_named_and_not_followed(tmp_path):
         zf.writestr(info, "../../secret.jpg")
     with zipfile.ZipFile(archive) as zf:
         assert zip_file(archive, zf, "images/a.jpg") == b"\xff\xd8 jpeg"
-        with pytest.raises(VlmgridError, match=r"images.zip: member images/b.jpg is a symbolic link \(to "
-                                               r"\.\./\.\./secret\.jpg\), and links inside an archive are not "
-                                               r"followed .*; re-download the archive"):
+        with pytest.raises(
+            VlmgridError,
+            match=r"images.zip: member images/b.jpg is a symbolic link \(to "
+            r"\.\./\.\./secret\.jpg\), and links inside an archive are not "
+            r"followed .*; re-download the archive",
+        ):
             zip_file(archive, zf, "images/b.jpg")

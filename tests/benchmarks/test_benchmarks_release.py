@@ -43,6 +43,7 @@ def _folder(writer):
     def write(raw_dir: Path, settings: dict) -> Path:
         writer(raw_dir, settings)
         return raw_dir
+
     return write
 
 
@@ -82,7 +83,9 @@ def prompts(bench) -> dict[str, str]:
 
 
 def image_hashes(bench) -> list[str]:
-    return [hashlib.sha256(bench.image_path(image).read_bytes()).hexdigest() for image in bench.records["image"]]
+    return [
+        hashlib.sha256(bench.image_path(image).read_bytes()).hexdigest() for image in bench.records["image"]
+    ]
 
 
 @pytest.mark.parametrize("case", sorted(RELEASES))
@@ -104,7 +107,9 @@ def test_release_and_hub_layouts_prepare_to_the_same_records_images_and_prompts(
     assert list(b.records.columns) == list(a.records.columns) + extra
     pd.testing.assert_frame_equal(a.records, b.records.drop(columns=extra))
     if not extra:
-        assert (tmp_path / "bench-hub" / "records.parquet").read_bytes() == (tmp_path / "bench-release" / "records.parquet").read_bytes()
+        assert (tmp_path / "bench-hub" / "records.parquet").read_bytes() == (
+            tmp_path / "bench-release" / "records.parquet"
+        ).read_bytes()
     assert image_hashes(a) == image_hashes(b)
     assert prompts(a) == prompts(b) and len(prompts(a)) == n
     # the manifest hashes the release's own files, where they lie, and nothing of the hub layout
@@ -126,15 +131,24 @@ def test_release_records_by_hand(tmp_path):
     assert splits["train"] == ["20002"] and problems["20002"]["split"] == "train"
     records = BENCHMARKS.get("scienceqa_img").adapt(tmp_path / "sqa", tmp_path / "b1").records
     assert list(records["id"]) == ["test-0", "test-1", "test-2", "test-3", "test-4"]
-    assert list(records["question"]) == [problems[pid]["question"] for pid in ("1000", "1260", "1520", "1780", "1189")]
+    assert list(records["question"]) == [
+        problems[pid]["question"] for pid in ("1000", "1260", "1520", "1780", "1189")
+    ]
     assert list(records["pid"]) == ["1000", "1260", "1520", "1780", "1189"]
 
     mme_fixture.write_release_fixture(tmp_path / "mme", {**settings, "size": 5})
     records = BENCHMARKS.get("mme").adapt(tmp_path / "mme", tmp_path / "b2").records
     # 5 images: existence 0000, 0001 (made 1st and 5th), count 0000, color 0000, OCR 0000
     assert list(records["id"]) == [
-        "existence/0000.jpg#0", "existence/0000.jpg#1", "existence/0001.jpg#0", "existence/0001.jpg#1",
-        "count/0000.png#0", "count/0000.png#1", "color/0000.jpg#0", "color/0000.jpg#1", "OCR/0000.png#0",
+        "existence/0000.jpg#0",
+        "existence/0000.jpg#1",
+        "existence/0001.jpg#0",
+        "existence/0001.jpg#1",
+        "count/0000.png#0",
+        "count/0000.png#1",
+        "color/0000.jpg#0",
+        "color/0000.jpg#1",
+        "OCR/0000.png#0",
         "OCR/0000.png#1",
     ]
     assert list(records["answer"]) == ["yes", "no"] * 5
@@ -155,7 +169,8 @@ def test_mme_release_with_images_apart_and_the_archive_folder(tmp_path):
     (root / "scene" / "images" / "sa_1.jpg").write_bytes(b"\xff\xd8scene")
     (root / "scene" / "questions_answers_YN" / "sa_1.txt").write_text(
         "Is this photo taken in a place of beach? Please answer yes or no.\tYes\n"
-        "Is this photo taken in a place of forest? Please answer yes or no.\tNo\n\n")
+        "Is this photo taken in a place of forest? Please answer yes or no.\tNo\n\n"
+    )
     records = BENCHMARKS.get("mme").adapt(root.parent, tmp_path / "bench").records
     assert list(records["id"]) == ["scene/sa_1.jpg#0", "scene/sa_1.jpg#1"]
     assert list(records["answer"]) == ["yes", "no"] and set(records["category"]) == {"scene"}
@@ -167,15 +182,18 @@ def test_mmbench_dev_20230712_is_a_known_variant(tmp_path, monkeypatch):
     source = {"type": "local", "path": "x"}
     assert dataset._check_count(4377, source, kind, Path("x")) == "dev_20230712"
     assert dataset._check_count(4329, source, kind, Path("x")) is None
-    with pytest.raises(VlmgridError, match=r"holds 4000 mmbench items.*known variant dev_20230712: 4377 items"):
+    with pytest.raises(
+        VlmgridError, match=r"holds 4000 mmbench items.*known variant dev_20230712: 4377 items"
+    ):
         dataset._check_count(4000, source, kind, Path("x"))
     with pytest.raises(VlmgridError, match="`expected_items` is 17"):  # a source's own count rules
         dataset._check_count(4377, {**source, "expected_items": 17}, kind, Path("x"))
     # prepared without expected_items, a copy of the variant's count names the variant in its manifest
     small = replace(kind, variants={"dev_20230712": 17})
     monkeypatch.setattr(dataset, "BENCHMARKS", Registry("benchmark kind", [small]))
-    path = mmbench_fixture.write_tsv_fixture(tmp_path / "raw", {"seed": 0, "size": 6, "corrupt": 0},
-                                             name="mmbench_dev_20230712.tsv")
+    path = mmbench_fixture.write_tsv_fixture(
+        tmp_path / "raw", {"seed": 0, "size": 6, "corrupt": 0}, name="mmbench_dev_20230712.tsv"
+    )
     manifest = prepare_benchmark("mmbench-llava", local("mmbench", path), tmp_path / "bench")
     assert (manifest["variant"], manifest["n_items"], manifest["expected_items"]) == ("dev_20230712", 17, 17)
     again = prepare_benchmark("mmbench-llava", local("mmbench", path), tmp_path / "bench")
@@ -186,31 +204,46 @@ def test_a_tsv_file_path_is_stamped_and_hashed_alone(tmp_path):
     path = mmbench_fixture.write_tsv_fixture(tmp_path, {"seed": 0, "size": 2, "corrupt": 0})
     (tmp_path / "MMBench_TEST_EN.tsv").write_text("not read\n")
     stamp = source_stamp(local("mmbench", path))
-    assert stamp["path"] == str(path.resolve()) and [entry[0] for entry in stamp["files"]] == ["MMBench_DEV_EN.tsv"]
+    assert stamp["path"] == str(path.resolve()) and [entry[0] for entry in stamp["files"]] == [
+        "MMBench_DEV_EN.tsv"
+    ]
     assert stamp["files"][0][1] == path.stat().st_size
 
 
 # ---------------------------------------------------------------------------------------------- bad input
 
+
 def test_a_folder_in_no_layout_names_what_it_needs(tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()
     (copy / "notes.txt").write_text("hello\n")
-    for kind, needs in (("mmbench", "MMBench_DEV_EN.tsv"), ("mme", "<subtask>/<name>.txt"),
-                        ("scienceqa_img", "problems.json"), ("textvqa", "TextVQA_0.5.1_val.json")):
+    for kind, needs in (
+        ("mmbench", "MMBench_DEV_EN.tsv"),
+        ("mme", "<subtask>/<name>.txt"),
+        ("scienceqa_img", "problems.json"),
+        ("textvqa", "TextVQA_0.5.1_val.json"),
+    ):
         with pytest.raises(VlmgridError) as error:
             prepare_benchmark("b", local(kind, copy, expected_items=1), tmp_path / f"bench-{kind}")
-        assert str(error.value).startswith(f"{copy.resolve()}: holds no {kind} data in a layout") and needs in str(error.value)
+        assert str(error.value).startswith(
+            f"{copy.resolve()}: holds no {kind} data in a layout"
+        ) and needs in str(error.value)
 
 
 def test_a_folder_in_two_layouts_or_with_two_tsv_files_is_ambiguous(tmp_path):
     settings = {"seed": 0, "size": 2, "corrupt": 0}
     mmbench_fixture.write_tsv_fixture(tmp_path, settings)
     mmbench_fixture.write_tsv_fixture(tmp_path, settings, name="MMBench_DEV_EN_V11.tsv")
-    with pytest.raises(VlmgridError, match=r"holds 2 mmbench files \(MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv\); point `path` at the one"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"holds 2 mmbench files \(MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv\); point `path` at the one",
+    ):
         mmbench.adapt(tmp_path, tmp_path / "bench")
     mmbench_fixture.write_fixture(tmp_path, settings)
-    with pytest.raises(VlmgridError, match=r"in more than one layout \(en/dev-00000-of-00001.parquet \(hub\), MMBench_DEV_EN.tsv \(tsv\)\)"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"in more than one layout \(en/dev-00000-of-00001.parquet \(hub\), MMBench_DEV_EN.tsv \(tsv\)\)",
+    ):
         mmbench.adapt(tmp_path, tmp_path / "bench")
 
 
@@ -226,10 +259,14 @@ def test_a_tsv_missing_a_column(tmp_path):
     lines = path.read_text().splitlines()
     header = lines[0].split("\t")
     drop = header.index("l2-category")
-    path.write_text("".join("\t".join(c for i, c in enumerate(line.split("\t")) if i != drop) + "\n" for line in lines))
+    path.write_text(
+        "".join("\t".join(c for i, c in enumerate(line.split("\t")) if i != drop) + "\n" for line in lines)
+    )
     with pytest.raises(VlmgridError) as error:
         mmbench.adapt(path, tmp_path / "bench")
-    assert str(error.value).startswith(f"{path}: has no column 'l2-category' (its header has index, question, hint,")
+    assert str(error.value).startswith(
+        f"{path}: has no column 'l2-category' (its header has index, question, hint,"
+    )
 
 
 def test_an_mmbench_row_whose_image_refers_to_no_row(tmp_path):
@@ -238,7 +275,9 @@ def test_an_mmbench_row_whose_image_refers_to_no_row(tmp_path):
     cells = lines[2].split("\t")
     cells[9] = "999"
     path.write_text("\n".join(lines[:2] + ["\t".join(cells)]) + "\n")
-    with pytest.raises(VlmgridError, match=r"line 3: image '999' is neither an image nor the index of a row with one"):
+    with pytest.raises(
+        VlmgridError, match=r"line 3: image '999' is neither an image nor the index of a row with one"
+    ):
         mmbench.adapt(path, tmp_path / "bench")
 
 
@@ -266,5 +305,7 @@ def test_textvqa_question_without_its_image(tmp_path):
     textvqa_fixture.write_release_fixture(tmp_path, {"seed": 0, "size": 2, "corrupt": 0})
     image = next((tmp_path / "train_images").glob("*.jpg"))
     image.unlink()
-    with pytest.raises(VlmgridError, match=rf"{image.name}: missing \(the image of .*TextVQA_0.5.1_val.json entry 0\)"):
+    with pytest.raises(
+        VlmgridError, match=rf"{image.name}: missing \(the image of .*TextVQA_0.5.1_val.json entry 0\)"
+    ):
         BENCHMARKS.get("textvqa").adapt(tmp_path, tmp_path / "bench")

@@ -43,15 +43,27 @@ def _ilsvrc_extracted_flat(raw: Path, settings) -> None:
 # kind -> the archive-layout writer and the extracted-layout writers (name -> writer(raw_dir, settings))
 CASES = {
     "flowers102": (flowers_fx.write_fixture, {"jpg": flowers_fx.write_extracted_fixture}),
-    "caltech101": (caltech_fx.write_fixture, {
-        "caltech-101/101_ObjectCategories": caltech_fx.write_extracted_fixture,
-        "101_ObjectCategories": lambda raw, s: caltech_fx.write_extracted_fixture(raw, s, outer=False)}),
-    "food101": (food_fx.write_fixture, {
-        "food-101": food_fx.write_extracted_fixture,
-        "food-101 contents": lambda raw, s: food_fx.write_extracted_fixture(raw.parent / "outer", s) or
-        (raw.parent / "outer" / "food-101").rename(raw)}),
-    "imagenet_ilsvrc2012": (imagenet_fx.write_ilsvrc_fixture, {
-        "val/<WNID>": imagenet_fx.write_sorted_fixture, "val flat": _ilsvrc_extracted_flat}),
+    "caltech101": (
+        caltech_fx.write_fixture,
+        {
+            "caltech-101/101_ObjectCategories": caltech_fx.write_extracted_fixture,
+            "101_ObjectCategories": lambda raw, s: caltech_fx.write_extracted_fixture(raw, s, outer=False),
+        },
+    ),
+    "food101": (
+        food_fx.write_fixture,
+        {
+            "food-101": food_fx.write_extracted_fixture,
+            "food-101 contents": lambda raw, s: (
+                food_fx.write_extracted_fixture(raw.parent / "outer", s)
+                or (raw.parent / "outer" / "food-101").rename(raw)
+            ),
+        },
+    ),
+    "imagenet_ilsvrc2012": (
+        imagenet_fx.write_ilsvrc_fixture,
+        {"val/<WNID>": imagenet_fx.write_sorted_fixture, "val flat": _ilsvrc_extracted_flat},
+    ),
 }
 LAYOUT_CASES = [(kind, layout) for kind, (_, extracted) in CASES.items() for layout in extracted]
 
@@ -61,14 +73,18 @@ def _prepare_local(raw: Path, bench_dir: Path, kind: str) -> dict:
 
 
 def _images(bench_dir: Path) -> dict[str, str]:
-    return {p.relative_to(bench_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((bench_dir / "images").rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(bench_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((bench_dir / "images").rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(autouse=True)
 def _any_count(monkeypatch):
     # fixtures are small copies: the published counts are checked elsewhere
     from vlmgrid.benchmarks import dataset
+
     monkeypatch.setattr(dataset, "_check_count", lambda *args: None)
 
 
@@ -82,7 +98,9 @@ def test_extracted_layout_prepares_like_the_archive(tmp_path, kind, layout):
     archive, folder = load_benchmark(tmp_path / "a"), load_benchmark(tmp_path / "e")
     assert len(archive.records) >= 6
     pd.testing.assert_frame_equal(archive.records, folder.records)
-    assert (tmp_path / "a" / "records.parquet").read_bytes() == (tmp_path / "e" / "records.parquet").read_bytes()
+    assert (tmp_path / "a" / "records.parquet").read_bytes() == (
+        tmp_path / "e" / "records.parquet"
+    ).read_bytes()
     assert _images(tmp_path / "a") == _images(tmp_path / "e")
     assert archive.classes == folder.classes
     # the manifest hashes the extracted layout's files, which are among the kind's raw_files patterns
@@ -93,7 +111,11 @@ def test_extracted_layout_prepares_like_the_archive(tmp_path, kind, layout):
 
 def test_flowers_folder_holds_only_the_test_images_it_read(tmp_path):
     flowers_fx.write_extracted_fixture(tmp_path / "raw", SETTINGS)
-    records = load_benchmark(tmp_path / "b") if _prepare_local(tmp_path / "raw", tmp_path / "b", "flowers102") else None
+    records = (
+        load_benchmark(tmp_path / "b")
+        if _prepare_local(tmp_path / "raw", tmp_path / "b", "flowers102")
+        else None
+    )
     # 3 classes x (1 train + 1 val + 2 test): the 6 test images, by setid.mat's tstid
     assert len(records.records) == 6 and len(_images(tmp_path / "b")) == 6
     assert len(list((tmp_path / "raw" / "jpg").glob("image_*.jpg"))) == 12
@@ -108,14 +130,21 @@ def test_imagenet_sorted_tree_indexes_the_sorted_wnids_with_timm_lemmas(tmp_path
         (raw / wnid / f"ILSVRC2012_val_{number:08d}.JPEG").write_bytes(b"\xff\xd8 image %d" % number)
     adapted = imagenet.adapt_ilsvrc(tmp_path / "raw", tmp_path / "bench")
     records = adapted.records
-    assert list(records["id"]) == ["ILSVRC2012_val_00000001", "ILSVRC2012_val_00000002", "ILSVRC2012_val_00000007"]
+    assert list(records["id"]) == [
+        "ILSVRC2012_val_00000001",
+        "ILSVRC2012_val_00000002",
+        "ILSVRC2012_val_00000007",
+    ]
     assert list(records["answer_index"]) == [999, 0, 1]
     assert list(records["answer"]) == ["toilet paper", "tench", "goldfish"]
     assert adapted.synonyms["tench"] == ["Tinca tinca"]
-    assert (tmp_path / "bench" / "images" / "ILSVRC2012_val_00000007.JPEG").read_bytes() == b"\xff\xd8 image 7"
+    assert (
+        tmp_path / "bench" / "images" / "ILSVRC2012_val_00000007.JPEG"
+    ).read_bytes() == b"\xff\xd8 image 7"
 
 
 # ---------------------------------------------------------------------------------------------- bad input
+
 
 def _error(tmp_path: Path, kind: str) -> str:
     with pytest.raises(VlmgridError) as caught:
@@ -139,7 +168,11 @@ def test_an_archive_beside_its_extracted_tree_is_ambiguous(tmp_path):
     flowers_fx.write_fixture(tmp_path / "raw", SETTINGS)
     flowers_fx.write_extracted_fixture(tmp_path / "raw", SETTINGS)
     message = _error(tmp_path, "flowers102")
-    assert "Flowers-102 data in more than one layout" in message and "102flowers.tgz" in message and "jpg/image_" in message
+    assert (
+        "Flowers-102 data in more than one layout" in message
+        and "102flowers.tgz" in message
+        and "jpg/image_" in message
+    )
 
 
 def test_flowers_labels_without_setid_names_setid(tmp_path):
@@ -151,10 +184,13 @@ def test_flowers_labels_without_setid_names_setid(tmp_path):
 def test_flowers_missing_test_image_is_named(tmp_path):
     flowers_fx.write_extracted_fixture(tmp_path / "raw", SETTINGS)
     import scipy.io
+
     first = int(scipy.io.loadmat(tmp_path / "raw" / "setid.mat")["tstid"].ravel().min())
     (tmp_path / "raw" / "jpg" / f"image_{first:05d}.jpg").unlink()
     message = _error(tmp_path, "flowers102")
-    assert message.startswith(f"{tmp_path / 'raw' / 'jpg' / f'image_{first:05d}.jpg'}: missing, though setid.mat lists it")
+    assert message.startswith(
+        f"{tmp_path / 'raw' / 'jpg' / f'image_{first:05d}.jpg'}: missing, though setid.mat lists it"
+    )
     assert not (tmp_path / "bench" / "records.parquet").exists()
 
 
@@ -170,14 +206,18 @@ def test_food_class_folder_missing_is_named(tmp_path):
 def test_food_tree_without_test_txt_names_it(tmp_path):
     food_fx.write_extracted_fixture(tmp_path / "raw", SETTINGS)
     (tmp_path / "raw" / "food-101" / "meta" / "test.txt").unlink()
-    assert _error(tmp_path, "food101").startswith(f"{tmp_path / 'raw' / 'food-101' / 'meta' / 'test.txt'}: missing")
+    assert _error(tmp_path, "food101").startswith(
+        f"{tmp_path / 'raw' / 'food-101' / 'meta' / 'test.txt'}: missing"
+    )
 
 
 def test_caltech_unknown_category_folder_is_named(tmp_path):
     caltech_fx.write_extracted_fixture(tmp_path / "raw", SETTINGS)
     top = tmp_path / "raw" / "caltech-101" / "101_ObjectCategories"
     (top / "Faces_easy").rename(top / "faces_2")
-    assert _error(tmp_path, "caltech101").startswith(f"{top / 'faces_2'}: 'faces_2' is not a Caltech-101 category")
+    assert _error(tmp_path, "caltech101").startswith(
+        f"{top / 'faces_2'}: 'faces_2' is not a Caltech-101 category"
+    )
 
 
 def test_caltech_empty_category_folder_is_named(tmp_path):
@@ -192,12 +232,16 @@ def test_imagenet_sorted_tree_unknown_or_empty_class_folder_is_named(tmp_path):
     imagenet_fx.write_sorted_fixture(tmp_path / "raw", SETTINGS)
     val = tmp_path / "raw" / "val"
     (val / "tench").mkdir()
-    assert _error(tmp_path, "imagenet_ilsvrc2012").startswith(f"{val / 'tench'}: 'tench' is not one of the 1000 ILSVRC2012 WNIDs")
+    assert _error(tmp_path, "imagenet_ilsvrc2012").startswith(
+        f"{val / 'tench'}: 'tench' is not one of the 1000 ILSVRC2012 WNIDs"
+    )
     (val / "tench").rmdir()
     (val / "n01440764").mkdir(exist_ok=True)  # a class folder whose images are missing
     for path in (val / "n01440764").iterdir():
         path.unlink()
-    assert _error(tmp_path, "imagenet_ilsvrc2012").startswith(f"{val / 'n01440764'}: holds no ILSVRC2012_val_*.JPEG image")
+    assert _error(tmp_path, "imagenet_ilsvrc2012").startswith(
+        f"{val / 'n01440764'}: holds no ILSVRC2012_val_*.JPEG image"
+    )
 
 
 def test_imagenet_flat_images_beside_class_folders_are_ambiguous(tmp_path):

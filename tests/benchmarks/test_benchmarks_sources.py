@@ -30,17 +30,22 @@ def hub_error(cls, message: str):
         import httpx2 as http
     except ImportError:  # older huggingface_hub versions
         import httpx as http  # type: ignore[no-redef]
-    request = http.Request("GET", "https://huggingface.co/datasets/lmms-lab/POPE/resolve/x/Full/random.parquet")
+    request = http.Request(
+        "GET", "https://huggingface.co/datasets/lmms-lab/POPE/resolve/x/Full/random.parquet"
+    )
     return cls(message, response=http.Response(403, request=request))
 
 
 # ---------------------------------------------------------------------------------------------- local
 
+
 def test_local_source_reads_raw_in_place_and_checks_the_real_count(tmp_path, monkeypatch):
     copy = raw_fixture("flowers102", tmp_path / "my-flowers")
     bench_dir = tmp_path / "data" / "flowers"
     settings = {"kind": "flowers102", "source": {"type": "local", "path": str(copy)}}
-    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the published benchmark has 6149"):
+    with pytest.raises(
+        VlmgridError, match=r"holds 20 flowers102 items, but the published benchmark has 6149"
+    ):
         prepare_benchmark("flowers", settings, bench_dir)
     assert not (bench_dir / "manifest.json").exists()
 
@@ -64,7 +69,9 @@ def test_expected_items_in_the_source_sets_the_count_of_a_published_variant(tmp_
     def settings(**extra):
         return {"kind": "flowers102", "source": {"type": "local", "path": str(copy), **extra}}
 
-    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the source's `expected_items` is 21"):
+    with pytest.raises(
+        VlmgridError, match=r"holds 20 flowers102 items, but the source's `expected_items` is 21"
+    ):
         prepare_benchmark("flowers", settings(expected_items=21), bench_dir)
     manifest = prepare_benchmark("flowers", settings(expected_items=20), bench_dir)
     assert manifest["n_items"] == manifest["expected_items"] == 20
@@ -72,9 +79,13 @@ def test_expected_items_in_the_source_sets_the_count_of_a_published_variant(tmp_
     records = (bench_dir / "records.parquet").stat().st_mtime_ns
 
     # A reused folder is counted again: the data stays, only the check (and the manifest) follow the source.
-    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the source's `expected_items` is 19"):
+    with pytest.raises(
+        VlmgridError, match=r"holds 20 flowers102 items, but the source's `expected_items` is 19"
+    ):
         prepare_benchmark("flowers", settings(expected_items=19), bench_dir)
-    with pytest.raises(VlmgridError, match=r"holds 20 flowers102 items, but the published benchmark has 6149"):
+    with pytest.raises(
+        VlmgridError, match=r"holds 20 flowers102 items, but the published benchmark has 6149"
+    ):
         prepare_benchmark("flowers", settings(), bench_dir)
     assert prepare_benchmark("flowers", settings(expected_items=20), bench_dir)["expected_items"] == 20
     assert (bench_dir / "records.parquet").stat().st_mtime_ns == records
@@ -89,7 +100,10 @@ def test_expected_items_in_the_source_sets_the_count_of_a_published_variant(tmp_
 
 @pytest.mark.parametrize("value", [0, -3, "8910", True, 2.5])
 def test_expected_items_must_be_a_positive_whole_number(tmp_path, value):
-    settings = {"kind": "flowers102", "source": {"type": "local", "path": str(tmp_path), "expected_items": value}}
+    settings = {
+        "kind": "flowers102",
+        "source": {"type": "local", "path": str(tmp_path), "expected_items": value},
+    }
     with pytest.raises(VlmgridError, match="`expected_items` must be a positive whole number"):
         prepare_benchmark("flowers", settings, tmp_path / "bench")
 
@@ -118,7 +132,11 @@ def test_local_source_missing_raw_file_is_named(tmp_path):
     with pytest.raises(VlmgridError, match=r"copy/setid\.mat: missing"):
         prepare_benchmark("flowers", settings, tmp_path / "bench")
     with pytest.raises(VlmgridError, match="not a folder"):
-        prepare_benchmark("flowers", {"kind": "flowers102", "source": {"type": "local", "path": str(tmp_path / "nope")}}, tmp_path / "b2")
+        prepare_benchmark(
+            "flowers",
+            {"kind": "flowers102", "source": {"type": "local", "path": str(tmp_path / "nope")}},
+            tmp_path / "b2",
+        )
 
 
 def test_unreadable_raw_file_is_named(tmp_path):
@@ -126,19 +144,24 @@ def test_unreadable_raw_file_is_named(tmp_path):
     broken = next((copy / "Full").glob("popular-*.parquet"))
     broken.write_bytes(b"not parquet at all")
     with pytest.raises(VlmgridError, match=f"{broken}: not a readable parquet file"):
-        prepare_benchmark("pope", {"kind": "pope", "source": {"type": "local", "path": str(copy)}}, tmp_path / "bench")
+        prepare_benchmark(
+            "pope", {"kind": "pope", "source": {"type": "local", "path": str(copy)}}, tmp_path / "bench"
+        )
 
 
 def test_local_scienceqa_and_pope_copies_are_adapted(tmp_path, monkeypatch):
     for kind, count in (("scienceqa_img", 20), ("pope", 30)):
         copy = raw_fixture(kind, tmp_path / f"{kind}-copy")
         with_kind(monkeypatch, kind, expected_count=count)
-        manifest = prepare_benchmark(kind, {"kind": kind, "source": {"type": "local", "path": str(copy)}}, tmp_path / kind)
+        manifest = prepare_benchmark(
+            kind, {"kind": kind, "source": {"type": "local", "path": str(copy)}}, tmp_path / kind
+        )
         assert manifest["n_items"] == manifest["expected_items"] == count
         assert sum(Path(k).is_absolute() for k in manifest["files"]) == (1 if kind == "scienceqa_img" else 3)
 
 
 # ---------------------------------------------------------------------------------------------- url
+
 
 def _serve(files: dict[str, bytes]):
     def fake_download(url: str, dest: Path) -> None:
@@ -156,7 +179,10 @@ def test_url_source_rejects_a_wrong_md5(tmp_path, monkeypatch):
 
     monkeypatch.setattr(url_source, "download_url", wrong_bytes)
     bench_dir = tmp_path / "flowers"
-    with pytest.raises(VlmgridError, match=r"102flowers\.tgz: the download from https://www\.robots\.ox\.ac\.uk/.*has md5 .* expected 52808999861908f626f3c1f4e79d11fa"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"102flowers\.tgz: the download from https://www\.robots\.ox\.ac\.uk/.*has md5 .* expected 52808999861908f626f3c1f4e79d11fa",
+    ):
         prepare_benchmark("flowers", {"kind": "flowers102", "source": {"type": "url"}}, bench_dir)
     assert calls == ["https://www.robots.ox.ac.uk/~vgg/data/flowers/102/102flowers.tgz"]
     assert not (bench_dir / "raw" / "102flowers.tgz").exists()
@@ -166,9 +192,17 @@ def test_url_source_rejects_a_wrong_md5(tmp_path, monkeypatch):
 def test_url_source_downloads_verifies_and_prepares(tmp_path, monkeypatch):
     served = {p.name: p.read_bytes() for p in raw_fixture("flowers102", tmp_path / "server").iterdir()}
     files = [
-        {"url": f"https://example.org/flowers/{name}", "sha256": hashlib.sha256(data).hexdigest(), "name": name}
+        {
+            "url": f"https://example.org/flowers/{name}",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "name": name,
+        }
         if name.endswith(".tgz")
-        else {"url": f"https://example.org/flowers/{name}", "md5": hashlib.md5(data).hexdigest(), "name": name}
+        else {
+            "url": f"https://example.org/flowers/{name}",
+            "md5": hashlib.md5(data).hexdigest(),
+            "name": name,
+        }
         for name, data in sorted(served.items())
     ]
     monkeypatch.setattr(url_source, "download_url", _serve(served))
@@ -288,8 +322,14 @@ def test_hf_hub_download_not_matching_the_hub_sha256_is_an_error(tmp_path, monke
         return str(path)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", damaged)
-    settings = {"kind": "scienceqa_img", "source": {"type": "hf_hub", "revision": "v1", "repo": "me/ScienceQA"}}
-    with pytest.raises(VlmgridError, match=r"test-00000-of-00001\.parquet: the download .* from me/ScienceQA@v1 does not match the hub's sha256"):
+    settings = {
+        "kind": "scienceqa_img",
+        "source": {"type": "hf_hub", "revision": "v1", "repo": "me/ScienceQA"},
+    }
+    with pytest.raises(
+        VlmgridError,
+        match=r"test-00000-of-00001\.parquet: the download .* from me/ScienceQA@v1 does not match the hub's sha256",
+    ):
         prepare_benchmark("sqa", settings, tmp_path / "sqa")
 
 
@@ -301,12 +341,19 @@ def test_hf_hub_gated_download_says_how_to_fix_it(tmp_path, monkeypatch):
         raise hub_error(hub_errors.GatedRepoError, "403 Client Error: cannot access gated repo")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
-    settings = {"kind": "scienceqa_img", "source": {"type": "hf_hub", "revision": "df59f11e9fd34bc02e24b4d5314bb1c86dcd21c0"}}
+    settings = {
+        "kind": "scienceqa_img",
+        "source": {"type": "hf_hub", "revision": "df59f11e9fd34bc02e24b4d5314bb1c86dcd21c0"},
+    }
     with pytest.raises(VlmgridError) as info:
         prepare_benchmark("sqa", settings, tmp_path / "sqa")
     message = str(info.value)
     assert "lmms-lab/ScienceQA is gated" in message
-    assert "https://huggingface.co/datasets/lmms-lab/ScienceQA" in message and "HF_TOKEN" in message and "`local` source" in message
+    assert (
+        "https://huggingface.co/datasets/lmms-lab/ScienceQA" in message
+        and "HF_TOKEN" in message
+        and "`local` source" in message
+    )
     assert "\n" not in message
 
 
@@ -314,15 +361,24 @@ def test_hf_hub_gated_download_says_how_to_fix_it(tmp_path, monkeypatch):
 def test_hf_hub_gated_listing_and_other_hub_errors(tmp_path, monkeypatch, failing):
     """The commit lookup and the listing both turn hub failures into one-sentence errors."""
     settings = {"kind": "pope", "source": {"type": "hf_hub", "revision": "abc"}}
-    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda self, repo_id, **kwargs: DatasetInfo(
-        id=repo_id, sha=COMMIT, private=False, downloads=0, likes=0, tags=[]))
+    monkeypatch.setattr(
+        huggingface_hub.HfApi,
+        "dataset_info",
+        lambda self, repo_id, **kwargs: DatasetInfo(
+            id=repo_id, sha=COMMIT, private=False, downloads=0, likes=0, tags=[]
+        ),
+    )
     cases = [
         (hub_error(hub_errors.GatedRepoError, "gated"), "is gated; accept its licence"),
         (hub_error(hub_errors.RevisionNotFoundError, "no rev"), "revision 'abc' does not exist"),
-        (hub_error(hub_errors.RepositoryNotFoundError, "404"), "was not found or this account may not read it"),
+        (
+            hub_error(hub_errors.RepositoryNotFoundError, "404"),
+            "was not found or this account may not read it",
+        ),
         (ConnectionError("Network is unreachable"), "cannot reach the Hugging Face hub"),
     ]
     for error, expected in cases:
+
         def raising(self, *args, _error=error, **kwargs):
             raise _error
 
@@ -335,7 +391,9 @@ def test_hf_hub_gated_listing_and_other_hub_errors(tmp_path, monkeypatch, failin
 def test_hf_hub_layout_mismatch_names_the_pattern(tmp_path, monkeypatch):
     _fake_hub(monkeypatch, {"Full/random-00000-of-00001.parquet": b"x"}, [])
     with pytest.raises(VlmgridError, match=r"no file matching Full/popular-\*\.parquet"):
-        prepare_benchmark("pope", {"kind": "pope", "source": {"type": "hf_hub", "revision": "abc"}}, tmp_path / "p")
+        prepare_benchmark(
+            "pope", {"kind": "pope", "source": {"type": "hf_hub", "revision": "abc"}}, tmp_path / "p"
+        )
 
 
 def test_carpe_grid_reads_the_kinds_pinned_copies():
@@ -344,10 +402,21 @@ def test_carpe_grid_reads_the_kinds_pinned_copies():
 
     grid = yaml.safe_load((REPO / "config" / "carpe.yaml").read_text())
     entries = grid["benchmarks"]
-    assert sorted(entries[name]["kind"] for name in grid["grid"]["benchmarks"]) == sorted([
-        "imagenet", "caltech101", "flowers102", "food101", "scienceqa_img", "textvqa", "pope", "mme", "mmbench",
-        "cvbench", "mmvp",
-    ])
+    assert sorted(entries[name]["kind"] for name in grid["grid"]["benchmarks"]) == sorted(
+        [
+            "imagenet",
+            "caltech101",
+            "flowers102",
+            "food101",
+            "scienceqa_img",
+            "textvqa",
+            "pope",
+            "mme",
+            "mmbench",
+            "cvbench",
+            "mmvp",
+        ]
+    )
     for name, entry in entries.items():
         kind = BENCHMARKS.get(entry["kind"])
         source = sources.check_source(kind, entry["source"], name)
@@ -359,22 +428,44 @@ def test_carpe_grid_reads_the_kinds_pinned_copies():
 
 # ---------------------------------------------------------------------------------------------- settings
 
+
 @pytest.mark.parametrize(
     "settings, expected",
     [
         ({"source": {"type": "fixture"}}, "`kind` is missing"),
         ({"kind": "pope"}, "`source` is missing"),
         ({"kind": "flowers"}, 'did you mean "flowers102"'),
-        ({"kind": "pope", "source": {"type": "fixtures"}}, 'source type \'fixtures\' is unknown \\(did you mean "fixture"\\?\\)'),
-        ({"kind": "pope", "source": {"type": "fixture", "sizes": 3}}, 'source key `sizes` is not valid .* \\(did you mean "size"\\?\\)'),
+        (
+            {"kind": "pope", "source": {"type": "fixtures"}},
+            "source type 'fixtures' is unknown \\(did you mean \"fixture\"\\?\\)",
+        ),
+        (
+            {"kind": "pope", "source": {"type": "fixture", "sizes": 3}},
+            'source key `sizes` is not valid .* \\(did you mean "size"\\?\\)',
+        ),
         ({"kind": "pope", "source": {"type": "fixture", "classes": 3}}, "source key `classes` is not valid"),
         ({"kind": "pope", "source": {"type": "fixture", "size": 0}}, "`size` must be an integer >= 1"),
-        ({"kind": "pope", "source": {"type": "hf_hub"}}, "`revision` is required .*revision: 4db1276663dfa5eb8ad16a52d24c31a09e470896"),
-        ({"kind": "pope", "source": {"type": "hf_hub", "revision": "a", "config": "default"}}, "`config: default` is not supported"),
+        (
+            {"kind": "pope", "source": {"type": "hf_hub"}},
+            "`revision` is required .*revision: 4db1276663dfa5eb8ad16a52d24c31a09e470896",
+        ),
+        (
+            {"kind": "pope", "source": {"type": "hf_hub", "revision": "a", "config": "default"}},
+            "`config: default` is not supported",
+        ),
         ({"kind": "flowers102", "source": {"type": "hf_hub", "revision": "a"}}, "flowers102 has no hub copy"),
         ({"kind": "pope", "source": {"type": "url"}}, "pope has no published URL list"),
-        ({"kind": "flowers102", "source": {"type": "url", "files": [{"url": "https://x/a", "name": "a"}]}}, "`md5` or `sha256`"),
-        ({"kind": "flowers102", "source": {"type": "url", "files": [{"url": "https://x/a", "md5": "0", "name": "../a"}]}}, "must be a relative path"),
+        (
+            {"kind": "flowers102", "source": {"type": "url", "files": [{"url": "https://x/a", "name": "a"}]}},
+            "`md5` or `sha256`",
+        ),
+        (
+            {
+                "kind": "flowers102",
+                "source": {"type": "url", "files": [{"url": "https://x/a", "md5": "0", "name": "../a"}]},
+            },
+            "must be a relative path",
+        ),
         ({"kind": "pope", "source": {"type": "local"}}, "`path` is required"),
     ],
 )
@@ -387,6 +478,7 @@ def test_bad_settings_are_one_sentence_errors(settings, expected, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- records
 
+
 def _adapter_giving(records: pd.DataFrame, classes=None):
     def adapt(raw_dir, bench_dir):
         return Adapted(records=records.copy(), classes=classes)
@@ -395,14 +487,30 @@ def _adapter_giving(records: pd.DataFrame, classes=None):
 
 
 def _record(id_, options, answer, index, **extra):
-    return {"id": id_, "image": None, "question": "q", "options": options, "answer": answer, "answer_index": index, **extra}
+    return {
+        "id": id_,
+        "image": None,
+        "question": "q",
+        "options": options,
+        "answer": answer,
+        "answer_index": index,
+        **extra,
+    }
 
 
 @pytest.mark.parametrize(
     "kind, rows, expected",
     [
-        ("pope", [_record("a-1", ["yes", "no"], "yes", 0), _record("a-1", ["yes", "no"], "no", 1)], "item id 'a-1' appears 2 times"),
-        ("pope", [_record("a-1", ["yes", "no", "maybe"], "yes", 0)], "yes/no items must have \\['yes', 'no'\\]"),
+        (
+            "pope",
+            [_record("a-1", ["yes", "no"], "yes", 0), _record("a-1", ["yes", "no"], "no", 1)],
+            "item id 'a-1' appears 2 times",
+        ),
+        (
+            "pope",
+            [_record("a-1", ["yes", "no", "maybe"], "yes", 0)],
+            "yes/no items must have \\['yes', 'no'\\]",
+        ),
         ("scienceqa_img", [_record("t-0", ["only"], "only", 0)], "multiple-choice items need at least 2"),
         ("scienceqa_img", [_record("t-0", ["a", "b"], "b", 2)], "answer_index 2, outside 0..1"),
         ("scienceqa_img", [_record("t-0", ["a", "b"], "a", 1)], "answer 'a' is not option 1"),
@@ -418,7 +526,9 @@ def test_records_are_validated_before_writing(kind, rows, expected, tmp_path, mo
 
 def test_classification_answer_index_is_checked_against_classes(tmp_path, monkeypatch):
     rows = [_record("image_00001", [], "rose", 3)]
-    with_kind(monkeypatch, "flowers102", adapt=_adapter_giving(pd.DataFrame(rows), classes=["a", "b", "rose"]))
+    with_kind(
+        monkeypatch, "flowers102", adapt=_adapter_giving(pd.DataFrame(rows), classes=["a", "b", "rose"])
+    )
     with pytest.raises(VlmgridError, match="answer_index 3, outside 0..2"):
         prepare_benchmark("f", {"kind": "flowers102", "source": {"type": "fixture"}}, tmp_path / "f")
 
@@ -448,8 +558,16 @@ def test_local_source_inside_the_benchmark_folder_is_never_deleted(tmp_path, mon
     bench_dir = tmp_path / "data" / "sqa"
     raw_fixture("scienceqa_img", bench_dir / "raw")
     with_kind(monkeypatch, "scienceqa_img", expected_count=20)
-    prepare_benchmark("sqa", {"kind": "scienceqa_img", "source": {"type": "fixture", "size": 5}}, tmp_path / "other")
-    (bench_dir / "manifest.json").write_text((tmp_path / "other" / "manifest.json").read_text())  # older settings
-    manifest = prepare_benchmark("sqa", {"kind": "scienceqa_img", "source": {"type": "local", "path": str(bench_dir / "raw")}}, bench_dir)
+    prepare_benchmark(
+        "sqa", {"kind": "scienceqa_img", "source": {"type": "fixture", "size": 5}}, tmp_path / "other"
+    )
+    (bench_dir / "manifest.json").write_text(
+        (tmp_path / "other" / "manifest.json").read_text()
+    )  # older settings
+    manifest = prepare_benchmark(
+        "sqa",
+        {"kind": "scienceqa_img", "source": {"type": "local", "path": str(bench_dir / "raw")}},
+        bench_dir,
+    )
     assert manifest["n_items"] == 20
     assert (bench_dir / "raw" / "ScienceQA-IMG" / "test-00000-of-00001.parquet").is_file()

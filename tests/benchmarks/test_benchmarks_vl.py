@@ -31,7 +31,13 @@ KINDS = ("mme", "mmbench", "cvbench", "mmvp", "textvqa")
 DEFAULT_COUNTS = {"mme": 16, "mmbench": 17, "cvbench": 16, "mmvp": 20, "textvqa": 12}
 EXTRA_COLUMNS = {
     "mme": {"category": str, "image_id": str},
-    "mmbench": {"hint": str, "category": str, "l2_category": str, "circular_group": int, "circular_shift": int},
+    "mmbench": {
+        "hint": str,
+        "category": str,
+        "l2_category": str,
+        "circular_group": int,
+        "circular_shift": int,
+    },
     "cvbench": {"source": str, "task": str, "type": str, "prompt": str},
     "mmvp": {"pair_id": int, "label_corrected": bool, "options_text": str},
     "textvqa": {"answers": list, "ocr_tokens": list, "image_id": str},
@@ -40,7 +46,9 @@ CANONICAL = ["id", "image", "question", "options", "answer", "answer_index"]
 
 
 def prepare(kind: str, bench_dir: Path, **source) -> dict:
-    return prepare_benchmark(f"{kind}-fixture", {"kind": kind, "source": {"type": "fixture", **source}}, bench_dir)
+    return prepare_benchmark(
+        f"{kind}-fixture", {"kind": kind, "source": {"type": "fixture", **source}}, bench_dir
+    )
 
 
 def records(bench_dir: Path) -> pd.DataFrame:
@@ -56,14 +64,33 @@ def prepared_records(kind: str, bench_dir: Path, **source) -> pd.DataFrame:
 def test_kinds_are_registered_with_protocol_metric_parser_and_source():
     expected = {
         "mme": ("yes_no", "mme", "mme", ("category",), 2374, "lmms-lab/MME"),
-        "mmbench": ("multiple_choice", "mmbench_circular", "mmbench", ("category",), 4329, "lmms-lab/MMBench"),
-        "cvbench": ("multiple_choice", "cvbench", "cvbench", ("source", "task"), 2638, "nyu-visionx/CV-Bench"),
+        "mmbench": (
+            "multiple_choice",
+            "mmbench_circular",
+            "mmbench",
+            ("category",),
+            4329,
+            "lmms-lab/MMBench",
+        ),
+        "cvbench": (
+            "multiple_choice",
+            "cvbench",
+            "cvbench",
+            ("source", "task"),
+            2638,
+            "nyu-visionx/CV-Bench",
+        ),
         "mmvp": ("multiple_choice", "mmvp", "letter", (), 300, "MMVP/MMVP"),
         "textvqa": ("short_answer", "vqa_accuracy", "short_answer", (), 5000, "lmms-lab/textvqa"),
     }
     for name, (protocol, metric, parser, breakdown, count, repo) in expected.items():
         kind = BENCHMARKS.get(name)
-        assert (kind.protocol, kind.metric, kind.parser, kind.breakdown_by) == (protocol, metric, parser, breakdown)
+        assert (kind.protocol, kind.metric, kind.parser, kind.breakdown_by) == (
+            protocol,
+            metric,
+            parser,
+            breakdown,
+        )
         assert kind.expected_count == count and kind.templates == ()
         assert kind.default_source["type"] == "hf_hub" and kind.default_source["repo"] == repo
         assert kind.description and "\n" not in kind.description
@@ -128,6 +155,7 @@ def test_corrupt_fixture_images_do_not_open(kind, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- MME
 
+
 def test_mme_pairs_share_an_image_and_have_one_yes_and_one_no(tmp_path):
     bench_dir = tmp_path / "mme"
     frame = prepared_records("mme", bench_dir, size=10)
@@ -156,6 +184,7 @@ def test_mme_rejects_an_unknown_category(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- MMBench
+
 
 def _mmbench_raw(bench_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(bench_dir / "raw" / mmbench_fixture.FIXTURE_FILE)
@@ -192,7 +221,10 @@ def test_mmbench_records_are_the_raw_rows(tmp_path):
         assert list(record["options"]) == options
         assert "ABCD"[record["answer_index"]] == row["answer"]
         assert record["answer"] == row[row["answer"]]
-        assert (record["circular_group"], record["circular_shift"]) == (row["index"] % 1_000_000, row["index"] // 1_000_000)
+        assert (record["circular_group"], record["circular_shift"]) == (
+            row["index"] % 1_000_000,
+            row["index"] // 1_000_000,
+        )
 
 
 def test_mmbench_fixture_holds_a_two_copy_group_that_keeps_d(tmp_path):
@@ -219,7 +251,11 @@ def test_mmbench_expands_a_raw_file_of_originals_only_in_the_published_conventio
     prepare("mmbench", bench_dir, size=5)  # no two-copy question among the first five
     published = records(bench_dir).drop(columns=["image"])
     raw_dir = tmp_path / "originals"
-    rows = [r for r in pq.read_table(bench_dir / "raw" / mmbench_fixture.FIXTURE_FILE).to_pylist() if r["index"] < mmbench.GROUP]
+    rows = [
+        r
+        for r in pq.read_table(bench_dir / "raw" / mmbench_fixture.FIXTURE_FILE).to_pylist()
+        if r["index"] < mmbench.GROUP
+    ]
     assert len(rows) == 5
     write_hub_parquet(raw_dir / mmbench_fixture.FIXTURE_FILE, mmbench.SCHEMA, rows, mmbench.FEATURES)
     adapted = mmbench.adapt(raw_dir, tmp_path / "bench2").records.drop(columns=["image"])
@@ -243,15 +279,15 @@ def test_mmbench_checks_the_published_copies(tmp_path):
     assert len(adapt_with(raw, "same").records) == 17
     # A group scores over the rows the file has: a file with one copy fewer is read as it is.
     copy = next(n for n, r in enumerate(raw) if r["index"] >= mmbench.GROUP)
-    fewer = adapt_with(raw[:copy] + raw[copy + 1:], "fewer").records
-    assert list(fewer["id"]) == [str(r["index"]) for r in raw[:copy] + raw[copy + 1:]]
+    fewer = adapt_with(raw[:copy] + raw[copy + 1 :], "fewer").records
+    assert list(fewer["id"]) == [str(r["index"]) for r in raw[:copy] + raw[copy + 1 :]]
     wrong = [dict(r) for r in raw]
     wrong[copy]["answer"] = "A" if wrong[copy]["answer"] != "A" else "B"
     with pytest.raises(VlmgridError, match="does not hold the options and correct answer"):
         adapt_with(wrong, "wrong")
     original = next(n for n, r in enumerate(raw) if r["index"] == raw[copy]["index"] % mmbench.GROUP)
     with pytest.raises(VlmgridError, match="has no original question"):
-        adapt_with(raw[:original] + raw[original + 1:], "orphan")
+        adapt_with(raw[:original] + raw[original + 1 :], "orphan")
     with pytest.raises(VlmgridError, match="appears twice"):
         adapt_with(raw + raw[:1], "repeated")
     # The index column may be a string in the hub copy: it is cast.
@@ -261,6 +297,7 @@ def test_mmbench_checks_the_published_copies(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- CV-Bench
+
 
 def test_cvbench_keeps_sources_tasks_and_types(tmp_path):
     bench_dir = tmp_path / "cvbench"
@@ -295,6 +332,7 @@ def test_cvbench_rejects_an_answer_outside_the_choices(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- MMVP
 
+
 def test_mmvp_pairs(tmp_path):
     bench_dir = tmp_path / "mmvp"
     frame = prepared_records("mmvp", bench_dir, size=6)
@@ -318,10 +356,17 @@ def test_mmvp_applies_the_label_corrections(tmp_path):
     frame = records(bench_dir).set_index("id")
     assert len(frame) == 300
     # ... and the records the corrected ones.
-    assert [frame.loc[i, "answer"] for i in ("99", "100", "279", "280")] == ["Short", "Long", "Sitting", "Standing"]
+    assert [frame.loc[i, "answer"] for i in ("99", "100", "279", "280")] == [
+        "Short",
+        "Long",
+        "Sitting",
+        "Standing",
+    ]
     assert sorted(frame.index[frame["label_corrected"]].astype(int)) == [99, 100, 279, 280]
     assert frame.loc["98", "answer"] == list(frame.loc["98", "options"])[0 if published[98] == "(a)" else 1]
-    assert (frame.loc[["99", "100"], "pair_id"] == 50).all() and (frame.loc[["279", "280"], "pair_id"] == 140).all()
+    assert (frame.loc[["99", "100"], "pair_id"] == 50).all() and (
+        frame.loc[["279", "280"], "pair_id"] == 140
+    ).all()
 
 
 def _rewrite_csv(raw_dir: Path, change) -> None:
@@ -373,6 +418,7 @@ def test_mmvp_needs_whole_pairs_and_every_image(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- TextVQA
+
 
 def test_textvqa_keeps_ten_answers_and_the_majority(tmp_path):
     bench_dir = tmp_path / "textvqa"

@@ -44,6 +44,7 @@ FIXTURE = BENCHMARK_FIXTURES.get("cvqa")
 
 # ---------------------------------------------------------------------------------------------- raw format
 
+
 def _fixture(tmp_path, **settings) -> Path:
     raw = tmp_path / "raw"
     FIXTURE.write(raw, {**FIXTURE.defaults, **settings})
@@ -51,7 +52,9 @@ def _fixture(tmp_path, **settings) -> Path:
 
 
 def _raw_rows(raw: Path) -> list[dict]:
-    return [row for path in sorted(raw.glob("data/test-*.parquet")) for row in pq.read_table(path).to_pylist()]
+    return [
+        row for path in sorted(raw.glob("data/test-*.parquet")) for row in pq.read_table(path).to_pylist()
+    ]
 
 
 def test_subset_is_a_language_country_tuple_repr():
@@ -72,19 +75,30 @@ def test_fixture_is_hub_parquet_in_shards_with_embedded_images(tmp_path):
     assert features["image"] == {"_type": "Image"} and features["Options"]["_type"] == "Sequence"
     rows = _raw_rows(raw)
     assert len(rows) == 7 * 4
-    assert rows[0]["image"]["bytes"].startswith(b"\xff\xd8")  # JPEG bytes inside the parquet, as the hub stores them
+    assert rows[0]["image"]["bytes"].startswith(
+        b"\xff\xd8"
+    )  # JPEG bytes inside the parquet, as the hub stores them
     assert len({row["Subset"] for row in rows}) == 7 and len({row["ID"] for row in rows}) == 28
     assert all(re.fullmatch(r"\d+_\d", row["ID"]) for row in rows)
-    assert all(0 <= row["Label"] < 4 and len(row["Options"]) == len(row["Translated Options"]) == 4 for row in rows)
+    assert all(
+        0 <= row["Label"] < 4 and len(row["Options"]) == len(row["Translated Options"]) == 4 for row in rows
+    )
 
 
 def test_fixture_writes_non_latin_scripts(tmp_path):
-    scripts = {"Arabic": r"[\u0600-\u06FF]", "Bengali": r"[\u0980-\u09FF]", "Cyrillic": r"[\u0400-\u04FF]",
-               "Telugu": r"[\u0C00-\u0C7F]", "CJK": r"[\u4E00-\u9FFF]"}
+    scripts = {
+        "Arabic": r"[\u0600-\u06FF]",
+        "Bengali": r"[\u0980-\u09FF]",
+        "Cyrillic": r"[\u0400-\u04FF]",
+        "Telugu": r"[\u0C00-\u0C7F]",
+        "CJK": r"[\u4E00-\u9FFF]",
+    }
     rows = _raw_rows(_fixture(tmp_path, size=1))
     for script, pattern in scripts.items():
-        assert any(re.search(pattern, row["Question"]) and all(re.search(pattern, o) for o in row["Options"])
-                   for row in rows), script
+        assert any(
+            re.search(pattern, row["Question"]) and all(re.search(pattern, o) for o in row["Options"])
+            for row in rows
+        ), script
     assert all(row["Translated Question"].isascii() for row in rows)
 
 
@@ -103,13 +117,20 @@ def test_hidden_labels_fixture_has_every_label_minus_one(tmp_path):
 
 
 def test_hidden_labels_is_a_cvqa_fixture_setting_only():
-    assert check_source(KIND, {"type": "fixture", "hidden_labels": True}, "b", FIXTURE)["hidden_labels"] is True
+    assert (
+        check_source(KIND, {"type": "fixture", "hidden_labels": True}, "b", FIXTURE)["hidden_labels"] is True
+    )
     with pytest.raises(VlmgridError, match="hidden_labels"):
-        check_source(BENCHMARKS.get("scienceqa_img"), {"type": "fixture", "hidden_labels": True}, "b",
-                     BENCHMARK_FIXTURES.get("scienceqa_img"))
+        check_source(
+            BENCHMARKS.get("scienceqa_img"),
+            {"type": "fixture", "hidden_labels": True},
+            "b",
+            BENCHMARK_FIXTURES.get("scienceqa_img"),
+        )
 
 
 # ---------------------------------------------------------------------------------------------- adapter
+
 
 def test_adapter_keeps_both_languages_and_parses_the_pair(tmp_path):
     raw = _fixture(tmp_path)
@@ -117,10 +138,19 @@ def test_adapter_keeps_both_languages_and_parses_the_pair(tmp_path):
     rows = _raw_rows(raw)
     assert list(records["id"]) == [row["ID"] for row in rows]
     first = records.iloc[0]
-    assert (first["language"], first["country"], first["country_language"]) == ("Egyptian Arabic", "Egypt", "Egypt-Egyptian Arabic")
+    assert (first["language"], first["country"], first["country_language"]) == (
+        "Egyptian Arabic",
+        "Egypt",
+        "Egypt-Egyptian Arabic",
+    )
     assert first["question"] == rows[0]["Question"] and first["question_en"] == rows[0]["Translated Question"]
-    assert list(first["options"]) == rows[0]["Options"] and list(first["options_en"]) == rows[0]["Translated Options"]
-    assert first["answer"] == rows[0]["Options"][rows[0]["Label"]] and first["answer_index"] == rows[0]["Label"]
+    assert (
+        list(first["options"]) == rows[0]["Options"]
+        and list(first["options_en"]) == rows[0]["Translated Options"]
+    )
+    assert (
+        first["answer"] == rows[0]["Options"][rows[0]["Label"]] and first["answer_index"] == rows[0]["Label"]
+    )
     assert (tmp_path / "bench" / first["image"]).is_file()
     assert {"category", "image_type", "image_source", "license"} <= set(records.columns)
     # The local options are the translations of the English ones, position by position.
@@ -145,13 +175,19 @@ def _rewrite(raw: Path, change) -> None:
     write_hub_parquet(path, cvqa_bench.SCHEMA, rows, features)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda row: row.update(Label=4), "Label 4"),
-    (lambda row: row.update(Label=-2), "Label -2"),
-    (lambda row: row.update(Subset="Japanese"), "Subset"),
-    (lambda row: row.update({"Translated Options": row["Translated Options"][:3]}), "4 local options but 3"),
-    (lambda row: row.update(Options=["only one"]), "at least 2"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda row: row.update(Label=4), "Label 4"),
+        (lambda row: row.update(Label=-2), "Label -2"),
+        (lambda row: row.update(Subset="Japanese"), "Subset"),
+        (
+            lambda row: row.update({"Translated Options": row["Translated Options"][:3]}),
+            "4 local options but 3",
+        ),
+        (lambda row: row.update(Options=["only one"]), "at least 2"),
+    ],
+)
 def test_adapter_names_the_row_of_a_damaged_file(tmp_path, change, message):
     raw = _fixture(tmp_path)
     _rewrite(raw, change)
@@ -161,25 +197,44 @@ def test_adapter_names_the_row_of_a_damaged_file(tmp_path, change, message):
 
 
 def test_real_source_is_the_hub_test_split_with_the_cards_count():
-    assert KIND.default_source == {"type": "hf_hub", "repo": "afaji/cvqa", "revision": "main", "split": "test"}
+    assert KIND.default_source == {
+        "type": "hf_hub",
+        "repo": "afaji/cvqa",
+        "revision": "main",
+        "split": "test",
+    }
     assert KIND.expected_count == 10374 and KIND.raw_files == ("data/test-*.parquet",)
 
 
 # ---------------------------------------------------------------------------------------------- prompts
 
+
 def _bench(records: pd.DataFrame, root: Path = Path(".")):
-    return SimpleNamespace(name="cvqa-test", root=root, records=records, prompts_dir=PROMPTS,
-                           kind=SimpleNamespace(parser="letter", templates=()))
+    return SimpleNamespace(
+        name="cvqa-test",
+        root=root,
+        records=records,
+        prompts_dir=PROMPTS,
+        kind=SimpleNamespace(parser="letter", templates=()),
+    )
 
 
 def _records(n_images: int = 1) -> pd.DataFrame:
-    return pd.DataFrame({
-        "id": ["q1"], "image": ["img.png"], "question": ["写真のキャラクターの名前は? "],
-        "options": [["コスモ星丸", "ミャクミャク", " フリービー ", "ハイバオ"]], "answer": ["ミャクミャク"],
-        "answer_index": [1], "question_en": ["What is the name of the character? "],
-        "options_en": [["Cosmo Hoshimaru", "MYAKU-MYAKU", "Freebie ", "Haibao"]],
-        "country": ["Japan"], "language": ["Japanese"], "country_language": ["Japan-Japanese"],
-    })
+    return pd.DataFrame(
+        {
+            "id": ["q1"],
+            "image": ["img.png"],
+            "question": ["写真のキャラクターの名前は? "],
+            "options": [["コスモ星丸", "ミャクミャク", " フリービー ", "ハイバオ"]],
+            "answer": ["ミャクミャク"],
+            "answer_index": [1],
+            "question_en": ["What is the name of the character? "],
+            "options_en": [["Cosmo Hoshimaru", "MYAKU-MYAKU", "Freebie ", "Haibao"]],
+            "country": ["Japan"],
+            "language": ["Japanese"],
+            "country_language": ["Japan-Japanese"],
+        }
+    )
 
 
 @pytest.fixture
@@ -206,8 +261,15 @@ class RecordingScorer(Recorder):
 
     def score_results(self, requests):
         self.asked.extend(requests)
-        return [ScoreResult(OptionScores(total=[0.0 if i == 2 else -1.0 - i for i in range(len(r.options))],
-                                         tokens=[1] * len(r.options))) for r in requests]
+        return [
+            ScoreResult(
+                OptionScores(
+                    total=[0.0 if i == 2 else -1.0 - i for i in range(len(r.options))],
+                    tokens=[1] * len(r.options),
+                )
+            )
+            for r in requests
+        ]
 
 
 def test_the_four_prompts(image_bench):
@@ -218,12 +280,18 @@ def test_the_four_prompts(image_bench):
     # the paper's template, the options written as MMLU writes them (a line each, "A. option")
     english = "Question: What is the name of the character? Options:\nA. Cosmo Hoshimaru\nB. MYAKU-MYAKU\nC. Freebie\nD. Haibao\nShort Answer:"
     local = "Question: 写真のキャラクターの名前は? Options:\nA. コスモ星丸\nB. ミャクミャク\nC. フリービー\nD. ハイバオ\nShort Answer:"
-    assert prompts == {"loc-en": "Location: Japan. " + english, "loc-local": "Location: Japan. " + local,
-                       "noloc-en": english, "noloc-local": local}
+    assert prompts == {
+        "loc-en": "Location: Japan. " + english,
+        "loc-local": "Location: Japan. " + local,
+        "noloc-en": english,
+        "noloc-local": local,
+    }
     assert all(request.variant == row["variant"] for row, request in zip(rows, model.asked))
     assert strategy == "score_options"
     assert all(tuple(r.letters) == ("A", "B", "C", "D") and r.image is not None for r in model.asked)
-    assert [(row["id"], row["variant"], row["prediction_index"]) for row in rows] == [("q1", v, 2) for v in SETTINGS]
+    assert [(row["id"], row["variant"], row["prediction_index"]) for row in rows] == [
+        ("q1", v, 2) for v in SETTINGS
+    ]
     assert [row["prediction"] for row in rows] == ["Freebie ", " フリービー ", "Freebie ", " フリービー "]
     assert rows[0]["scores"] == [-1.0, -2.0, 0.0, -4.0]
 
@@ -239,15 +307,19 @@ class FakeEmbedder(Recorder):
 
     def embed_texts(self, texts):
         self.asked.extend(texts)
-        return np.array([[0.9, 0.1] if ("MYAKU" in t or "ミャク" in t) else [0.1, 0.9] for t in texts], dtype=np.float32)
+        return np.array(
+            [[0.9, 0.1] if ("MYAKU" in t or "ミャク" in t) else [0.1, 0.9] for t in texts], dtype=np.float32
+        )
 
 
 def test_embedding_models_compare_the_image_with_question_plus_option(image_bench):
     model = FakeEmbedder()
     rows = make_runner("cvqa", model, image_bench)[0](image_bench.records)
     assert [(row["variant"], row["prediction_index"]) for row in rows] == [(v, 1) for v in SETTINGS]
-    assert model.asked[:2] == ["Location: Japan. What is the name of the character? Cosmo Hoshimaru",
-                               "Location: Japan. What is the name of the character? MYAKU-MYAKU"]
+    assert model.asked[:2] == [
+        "Location: Japan. What is the name of the character? Cosmo Hoshimaru",
+        "Location: Japan. What is the name of the character? MYAKU-MYAKU",
+    ]
     assert model.asked[-1] == "写真のキャラクターの名前は? ハイバオ" and len(model.asked) == 16
     assert rows[0]["scores"] == pytest.approx([0.1, 0.9, 0.1, 0.1])
 
@@ -281,7 +353,9 @@ def test_an_unreadable_image_is_an_error_row_in_every_setting(tmp_path):
 
 
 def test_the_prompt_set_is_checked_with_one_sentence_naming_the_key():
-    good = {"settings": {"a": {"language": "en", "prompt": "{question} {options}", "text": "{question} {option}"}}}
+    good = {
+        "settings": {"a": {"language": "en", "prompt": "{question} {options}", "text": "{question} {option}"}}
+    }
     assert list(CVQAPrompts.from_mapping(good, "p.yaml").settings) == ["a"]
     assert list(cvqa_prompts(PROMPTS).settings) == SETTINGS
     for change, message in (
@@ -297,32 +371,53 @@ def test_the_prompt_set_is_checked_with_one_sentence_naming_the_key():
 
 # ---------------------------------------------------------------------------------------------- metric
 
+
 def _metric_records() -> pd.DataFrame:
-    return pd.DataFrame({
-        "id": ["a", "b", "c", "d"], "answer_index": [0, 1, 2, 3],
-        "country_language": ["India-Bengali", "India-Bengali", "India-Telugu", "India-Telugu"],
-    })
+    return pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "answer_index": [0, 1, 2, 3],
+            "country_language": ["India-Bengali", "India-Bengali", "India-Telugu", "India-Telugu"],
+        }
+    )
 
 
 def _predictions(picks: dict[str, list[int]]) -> pd.DataFrame:
     rows = []
     for variant, indices in picks.items():
         for item_id, index in zip("abcd", indices):
-            rows.append({"id": item_id, "variant": variant, "prediction": None if index < 0 else f"o{index}",
-                         "prediction_index": index, "error": None})
+            rows.append(
+                {
+                    "id": item_id,
+                    "variant": variant,
+                    "prediction": None if index < 0 else f"o{index}",
+                    "prediction_index": index,
+                    "error": None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 # Right per setting: loc-en 4/4, loc-local a, b (2/4), noloc-en c only (1/4), noloc-local none (d unparsable).
-PICKS = {"loc-en": [0, 1, 2, 3], "loc-local": [0, 1, 0, 0], "noloc-en": [1, 0, 2, 0], "noloc-local": [3, 3, 3, -1]}
+PICKS = {
+    "loc-en": [0, 1, 2, 3],
+    "loc-local": [0, 1, 0, 0],
+    "noloc-en": [1, 0, 2, 0],
+    "noloc-local": [3, 3, 3, -1],
+}
 
 
 def test_accuracy_per_setting_mean_headline_and_pair_breakdown():
-    score = score_predictions("cvqa", _metric_records(), _predictions(PICKS), breakdown_by=("country_language",),
-                              samples=20, seed=0)
+    score = score_predictions(
+        "cvqa", _metric_records(), _predictions(PICKS), breakdown_by=("country_language",), samples=20, seed=0
+    )
     assert score["metric"] == "accuracy" and score["value"] == pytest.approx((100 + 50 + 25 + 0) / 4)
-    assert {v: e["value"] for v, e in score["variants"].items()} == {"loc-en": 100.0, "loc-local": 50.0,
-                                                                      "noloc-en": 25.0, "noloc-local": 0.0}
+    assert {v: e["value"] for v, e in score["variants"].items()} == {
+        "loc-en": 100.0,
+        "loc-local": 50.0,
+        "noloc-en": 25.0,
+        "noloc-local": 0.0,
+    }
     pairs = score["breakdown"]["country_language"]
     # Bengali (a, b): 100, 100, 0, 0 -> 50; Telugu (c, d): 100, 0, 50, 0 -> 37.5
     assert pairs["India-Bengali"]["metrics"]["accuracy"]["value"] == pytest.approx(50.0)
@@ -370,10 +465,13 @@ def test_submission_table_lists_every_item_with_its_chosen_letter():
 
 # ---------------------------------------------------------------------------------------------- whole chain
 
+
 @pytest.mark.parametrize("hidden", [False, True])
 def test_fixture_runs_through_prepare_infer_and_score(small_config, tmp_path, hidden):
     data = copy.deepcopy(small_config)
-    data["benchmarks"] = {"cvqa": {"kind": "cvqa", "source": {"type": "fixture", "size": 2, "hidden_labels": hidden}}}
+    data["benchmarks"] = {
+        "cvqa": {"kind": "cvqa", "source": {"type": "fixture", "size": 2, "hidden_labels": hidden}}
+    }
     data["grid"] = {"models": ["random", "clip-tiny"], "benchmarks": ["cvqa"]}
     config = validate_config(data)
     bench_dir = paths.bench_dir(config.data_dir, "cvqa")
@@ -384,18 +482,34 @@ def test_fixture_runs_through_prepare_infer_and_score(small_config, tmp_path, hi
         assert sorted(pd.read_parquet(predictions)["variant"].unique()) == sorted(SETTINGS)
         out = paths.score_path(config.results_dir, model, "cvqa")
         if hidden:
-            score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions, out_path=out,
-                               samples=20, seed=0)
+            score = score_cell(
+                model_name=model,
+                bench_dir=bench_dir,
+                predictions_path=predictions,
+                out_path=out,
+                samples=20,
+                seed=0,
+            )
             assert score["labels_hidden"] is True and "value" not in score and score["n"] == 14
             assert json.loads(out.read_text()) == score
             records = load_benchmark(bench_dir).records
             for setting in SETTINGS:
-                written = pd.read_csv(out.parent / f"cvqa.submission-{setting}.csv", keep_default_na=False, dtype=str)
+                written = pd.read_csv(
+                    out.parent / f"cvqa.submission-{setting}.csv", keep_default_na=False, dtype=str
+                )
                 assert score["submission"][setting] == f"cvqa.submission-{setting}.csv"
                 assert written.equals(submission_table(records, pd.read_parquet(predictions), setting))
             continue
-        score = score_cell(model_name=model, bench_dir=bench_dir, predictions_path=predictions, out_path=out,
-                           samples=20, seed=0)
+        score = score_cell(
+            model_name=model,
+            bench_dir=bench_dir,
+            predictions_path=predictions,
+            out_path=out,
+            samples=20,
+            seed=0,
+        )
         assert score["metric"] == "accuracy" and set(score["variants"]) == set(SETTINGS)
         assert len(score["breakdown"]["country_language"]) == 7
-        assert score["value"] == pytest.approx(np.mean([e["value"] for e in score["variants"].values()]), abs=1e-3)
+        assert score["value"] == pytest.approx(
+            np.mean([e["value"] for e in score["variants"].values()]), abs=1e-3
+        )

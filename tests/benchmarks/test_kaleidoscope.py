@@ -29,16 +29,52 @@ from vlmgrid.stages.prepare import prepare_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS_DIR = REPO / "config" / "prompts"
-ALL_LANGUAGES = {"ar", "bn", "de", "en", "es", "fa", "fr", "hi", "hr", "hu", "lt", "ne", "nl", "pt", "ru", "sr",
-                 "te", "uk"}
-CARD_COLUMNS = ["language", "country", "file_name", "source", "license", "level", "category_en",
-                "category_original_lang", "original_question_num", "question", "options", "answer", "image_png",
-                "image_information", "image_type", "parallel_question_id", "image", "general_category_en"]
+ALL_LANGUAGES = {
+    "ar",
+    "bn",
+    "de",
+    "en",
+    "es",
+    "fa",
+    "fr",
+    "hi",
+    "hr",
+    "hu",
+    "lt",
+    "ne",
+    "nl",
+    "pt",
+    "ru",
+    "sr",
+    "te",
+    "uk",
+}
+CARD_COLUMNS = [
+    "language",
+    "country",
+    "file_name",
+    "source",
+    "license",
+    "level",
+    "category_en",
+    "category_original_lang",
+    "original_question_num",
+    "question",
+    "options",
+    "answer",
+    "image_png",
+    "image_information",
+    "image_type",
+    "parallel_question_id",
+    "image",
+    "general_category_en",
+]
 
 
 def prepare(bench_dir: Path, **source):
-    return prepare_benchmark("kaleidoscope-fixture", {"kind": "kaleidoscope", "source": {"type": "fixture", **source}},
-                             bench_dir)
+    return prepare_benchmark(
+        "kaleidoscope-fixture", {"kind": "kaleidoscope", "source": {"type": "fixture", **source}}, bench_dir
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +86,17 @@ def bench(tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------------- the kind
 
+
 def test_kind_is_registered_with_its_protocol_metric_and_unpinned_source():
     kind = BENCHMARKS.get("kaleidoscope")
     assert (kind.protocol, kind.metric, kind.expected_count) == ("exam_choice", "kaleidoscope", 20911)
     assert kind.breakdown_by == ("language", "modality", "image_type", "category_en", "general_category_en")
-    assert kind.default_source == {"type": "hf_hub", "repo": "CohereLabs/kaleidoscope", "revision": "main",
-                                   "split": "train"}
+    assert kind.default_source == {
+        "type": "hf_hub",
+        "repo": "CohereLabs/kaleidoscope",
+        "revision": "main",
+        "split": "train",
+    }
     assert kind.raw_files == ("data/train-*.parquet", "data.zip")
     assert "exam_choice" in PROTOCOLS
 
@@ -151,6 +192,7 @@ def test_an_answer_outside_the_options_is_an_error(bench, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- prompts
 
+
 @pytest.fixture(scope="module")
 def prompts() -> ExamPrompts:
     return load_exam_prompts(PROMPTS_DIR)
@@ -165,10 +207,12 @@ def test_the_prompt_set_covers_every_language(prompts):
 
 def test_json_prompt_in_russian_by_hand(prompts):
     user = prompts.user("json", "ru", "q1", "Сколько будет 2 + 2?", ["3", "4", "5"])
-    assert user == ("Give your choice in the JSON format described.\n\n"
-                    "Вопрос: Сколько будет 2 + 2?\n"
-                    "Варианты ответа:\n"
-                    "A. 3\nB. 4\nC. 5")
+    assert user == (
+        "Give your choice in the JSON format described.\n\n"
+        "Вопрос: Сколько будет 2 + 2?\n"
+        "Варианты ответа:\n"
+        "A. 3\nB. 4\nC. 5"
+    )
     assert prompts.system("json", "ru", "q1") == prompts.json_system
     assert '{"choice":' in prompts.json_system
     assert prompts.max_new_tokens("json") is None
@@ -189,7 +233,9 @@ def test_every_language_gets_its_own_words(prompts, code):
     assert f"\n\n{words.question}: Q?\n{words.options}:\nA. x\nB. y" in json_user
     assert prompts.user("tag", code, "q", "Q?", ["x", "y"]) == f"Q?\n{words.options}:\nA. x\nB. y"
     assert prompts.system("tag", code, "q") == words.instruction
-    assert prompts.likelihood(code, "q", "Q?", ["x", "y"]).startswith(f"{words.question}: Q?\n{words.options}:\nA. x")
+    assert prompts.likelihood(code, "q", "Q?", ["x", "y"]).startswith(
+        f"{words.question}: Q?\n{words.options}:\nA. x"
+    )
 
 
 def test_image_placeholders_are_removed_and_braces_kept(prompts):
@@ -209,20 +255,24 @@ def _edited_prompts(tmp_path: Path, edit) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d["json"].update(template="{question} {opts}"), r"unknown placeholder \{opts\}"),
-    (lambda d: d["tag"].update(template="{question}"), r"must hold \{question\} and \{options\}"),
-    (lambda d: d["tag"].update(max_new_tokens=0), "tag.max_new_tokens"),
-    (lambda d: d["languages"]["ru"].pop("options"), "languages.ru.options"),
-    (lambda d: d.pop("likelihood"), "`likelihood` must be a mapping"),
-    (lambda d: d.update(option_line="{letter}"), "option_line"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["json"].update(template="{question} {opts}"), r"unknown placeholder \{opts\}"),
+        (lambda d: d["tag"].update(template="{question}"), r"must hold \{question\} and \{options\}"),
+        (lambda d: d["tag"].update(max_new_tokens=0), "tag.max_new_tokens"),
+        (lambda d: d["languages"]["ru"].pop("options"), "languages.ru.options"),
+        (lambda d: d.pop("likelihood"), "`likelihood` must be a mapping"),
+        (lambda d: d.update(option_line="{letter}"), "option_line"),
+    ],
+)
 def test_a_malformed_prompt_set_is_one_clear_error(tmp_path, edit, message):
     with pytest.raises(VlmgridError, match=message):
         load_exam_prompts(_edited_prompts(tmp_path, edit))
 
 
 # ---------------------------------------------------------------------------------------------- strategies
+
 
 class FakeGenerator:
     """A generating model that answers from a script and records its requests."""
@@ -256,15 +306,22 @@ def test_generate_in_json_mode(bench, prompts):
     assert all(row["prediction_index"] == 1 and row["raw"].startswith("```json") for row in rows)
     first = model.requests[0]
     assert first.system == prompts.json_system and first.max_new_tokens is None
-    assert first.prompt == prompts.user("json", records["language"].iloc[0], "train-0", records["question"].iloc[0],
-                                        list(records["options"].iloc[0]))
+    assert first.prompt == prompts.user(
+        "json",
+        records["language"].iloc[0],
+        "train-0",
+        records["question"].iloc[0],
+        list(records["options"].iloc[0]),
+    )
     with_image = {r.id: r.image is not None for r in model.requests}
     assert with_image == dict(zip(records["id"], records["modality"] == "multimodal"))
 
 
 def test_generate_in_tag_mode_keeps_unreadable_answers(bench, prompts):
     records = bench.records
-    answers = {rid: ("<ANSWER> A </ANSWER>" if n % 2 else "I think it is A.") for n, rid in enumerate(records["id"])}
+    answers = {
+        rid: ("<ANSWER> A </ANSWER>" if n % 2 else "I think it is A.") for n, rid in enumerate(records["id"])
+    }
     model = FakeGenerator("openai", lambda r: answers[r.id])
     rows = PROTOCOLS.get("exam_choice").strategies["generate"](model, bench)(records)
     assert {row["variant"] for row in rows} == {"tag"}
@@ -316,7 +373,7 @@ def test_embedding_cannot_answer_text_only_questions(bench):
     records = bench.records
     rows = []
     for i in range(len(records)):  # one item at a time: questions repeat across items, their answers differ
-        item = records.iloc[i:i + 1]
+        item = records.iloc[i : i + 1]
         model = FakeEmbedder([f"{item['question'].iloc[0]} {item['answer'].iloc[0]}"])
         rows += PROTOCOLS.get("exam_choice").strategies["embed"](model, bench)(item)
     for row, modality, gold in zip(rows, records["modality"], records["answer_index"]):
@@ -326,7 +383,9 @@ def test_embedding_cannot_answer_text_only_questions(bench):
             assert row["error"] is None and row["prediction_index"] == gold
 
 
-def test_a_clip_model_is_scored_on_the_questions_with_an_image_and_the_others_are_not_applicable(bench, tmp_path):
+def test_a_clip_model_is_scored_on_the_questions_with_an_image_and_the_others_are_not_applicable(
+    bench, tmp_path
+):
     """Every question with an image answered right by embedding: the score is 100 over those, the text-only
     ones not applicable (never wrong, never a 0), and the score file and the report say how many and why."""
     from vlmgrid.predictions import rows_to_table, write_predictions
@@ -336,37 +395,60 @@ def test_a_clip_model_is_scored_on_the_questions_with_an_image_and_the_others_ar
     records = bench.records
     rows = []
     for i in range(len(records)):
-        item = records.iloc[i:i + 1]
+        item = records.iloc[i : i + 1]
         model = FakeEmbedder([f"{item['question'].iloc[0]} {item['answer'].iloc[0]}"])
         rows += PROTOCOLS.get("exam_choice").strategies["embed"](model, bench)(item)
     with_image = int((records["modality"] == "multimodal").sum())
     assert 0 < with_image < len(records)  # the fixture has both kinds
     predictions = tmp_path / "predictions" / "clip" / "k.parquet"
     predictions.parent.mkdir(parents=True)
-    write_predictions(predictions, rows_to_table(rows), {"applicable": True, "strategy": "embed",
-                                                         "data_fingerprint": bench.manifest["fingerprint"]})
+    write_predictions(
+        predictions,
+        rows_to_table(rows),
+        {"applicable": True, "strategy": "embed", "data_fingerprint": bench.manifest["fingerprint"]},
+    )
     out = tmp_path / "scores" / "clip" / "k.json"
-    score = score_cell(model_name="clip", bench_dir=bench.root, predictions_path=predictions, out_path=out,
-                       samples=100, seed=0)
+    score = score_cell(
+        model_name="clip",
+        bench_dir=bench.root,
+        predictions_path=predictions,
+        out_path=out,
+        samples=100,
+        seed=0,
+    )
     assert score["value"] == 100.0 and score["n"] == with_image and score["format_error_rate"] == 0.0
-    assert score["coverage"] == {"answered": with_image, "total": len(records),
-                                 "reason": "a text-only question has no image to embed"}
+    assert score["coverage"] == {
+        "answered": with_image,
+        "total": len(records),
+        "reason": "a text-only question has no image to embed",
+    }
     assert set(score["breakdown"]["modality"]) == {"multimodal"}
 
     name = bench.name
-    written = build_report({("clip", name): out}, ["clip"], [name], tmp_path / "tables", tmp_path / "figures",
-                           kinds={name: "kaleidoscope"})
+    written = build_report(
+        {("clip", name): out},
+        ["clip"],
+        [name],
+        tmp_path / "tables",
+        tmp_path / "figures",
+        kinds={name: "kaleidoscope"},
+    )
     main = (tmp_path / "tables" / "main.md").read_text()
-    assert (f"clip on {name}, {with_image} of {len(records)} answered ({len(records) - with_image} not applicable: a "
-            f"text-only question has no image to embed") in " ".join(main.split())
+    assert (
+        f"clip on {name}, {with_image} of {len(records)} answered ({len(records) - with_image} not applicable: a "
+        f"text-only question has no image to embed"
+    ) in " ".join(main.split())
     assert "published answer file" not in main and written
 
 
 # ---------------------------------------------------------------------------------------------- chain
 
+
 def _config(small_config: dict, **llava) -> dict:
     data = copy.deepcopy(small_config)
-    data["benchmarks"] = {"kaleidoscope-fixture": {"kind": "kaleidoscope", "source": {"type": "fixture", "size": 3}}}
+    data["benchmarks"] = {
+        "kaleidoscope-fixture": {"kind": "kaleidoscope", "source": {"type": "fixture", "size": 3}}
+    }
     data["models"]["llava-tiny"].update(llava)
     data["grid"] = {"models": ["random", "llava-tiny"], "benchmarks": ["kaleidoscope-fixture"]}
     return data
@@ -394,11 +476,11 @@ def test_the_fixture_runs_through_prepare_infer_and_score(small_config, monkeypa
         generated = score["strategy"] == "generate"
         # Generated answers are also read leniently: a second figure beside the authors' reading.
         assert set(score["metrics"]) == {"accuracy", "valid_accuracy", "format_error_rate"} | (
-            {"accuracy_lenient"} if generated else set())
+            {"accuracy_lenient"} if generated else set()
+        )
         assert ("lenient" in score) == generated
         assert set(score["breakdown"]) == set(BENCHMARKS.get("kaleidoscope").breakdown_by)
         assert len(score["breakdown"]["language"]) == 7
         assert score["strategy"] == ("score_options" if model == "random" else strategy)
         if model == "random":
             assert score["format_error_rate"] == 0.0
-

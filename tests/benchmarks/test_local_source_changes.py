@@ -30,6 +30,7 @@ def bump_mtime(path, seconds=10):
 
 # ---------------------------------------------------------------------------------------------- the stamp
 
+
 def test_stamp_lists_the_files_the_kind_reads_with_size_and_hash(tmp_path):
     copy = raw_fixture("flowers102", tmp_path / "my-flowers", size=2, classes=3)
     (copy / "README.txt").write_text("notes")  # not a file the kind reads
@@ -93,15 +94,25 @@ def test_stamp_sources_command_writes_the_grid_stamps(write_config, default_conf
     data["grid"] = {"models": ["random"], "benchmarks": ["flowers-local", "pope-fixture"]}
     assert cli.main(["stamp-sources", "--config", str(write_config(data))]) == 0
     folder = tmp_path / "data" / ".source-stamps"
-    assert sorted(p.name for p in folder.iterdir()) == ["flowers-local.json", "grid", "models", "pope-fixture.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "flowers-local.json",
+        "grid",
+        "models",
+        "pope-fixture.json",
+    ]
     assert json.loads((folder / "models" / "random.json").read_text()) == {
-        "model": "random", "type": None,
-        "models": {"random": {"backend": "baseline", "description": "seeded random guess (chance level)", "seed": 0}}}
+        "model": "random",
+        "type": None,
+        "models": {
+            "random": {"backend": "baseline", "description": "seeded random guess (chance level)", "seed": 0}
+        },
+    }
     err = capsys.readouterr().err
     assert "2 source stamps (1 local), 2 changed" in err and "1 model stamps (0 local)" in err
 
 
 # ---------------------------------------------------------------------------------------------- prepare
+
 
 @pytest.fixture
 def prepared(tmp_path, monkeypatch):
@@ -126,7 +137,10 @@ def test_an_unchanged_local_source_is_reused_even_when_touched(prepared, caplog)
 def test_a_changed_local_source_is_prepared_again_with_one_line(prepared, caplog):
     copy, bench_dir, manifest = prepared
     raw_fixture("flowers102", copy, size=2, classes=3, seed=1)  # the user's data, a new version
-    assert fileio.sha256_file(copy / "imagelabels.mat") != manifest["files"][str((copy / "imagelabels.mat").resolve())]
+    assert (
+        fileio.sha256_file(copy / "imagelabels.mat")
+        != manifest["files"][str((copy / "imagelabels.mat").resolve())]
+    )
     with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.dataset"):
         again = prepare_benchmark("flowers", local(copy), bench_dir)
     lines = [record.getMessage() for record in caplog.records]
@@ -145,7 +159,9 @@ def test_a_removed_local_raw_file_is_a_change_and_prepare_names_it(prepared, cap
     with caplog.at_level(logging.WARNING, logger="vlmgrid.benchmarks.dataset"):
         with pytest.raises(VlmgridError, match="setid.mat: missing from the raw files"):
             prepare_benchmark("flowers", local(copy), bench_dir)
-    assert f"changed since it was prepared ({(copy / 'setid.mat').resolve()} is gone); preparing" in caplog.text
+    assert (
+        f"changed since it was prepared ({(copy / 'setid.mat').resolve()} is gone); preparing" in caplog.text
+    )
 
 
 def test_a_tampered_benchmark_folder_stays_an_error(prepared):

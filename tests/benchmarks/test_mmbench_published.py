@@ -37,12 +37,37 @@ CAPTIONS = (
 # (index, question, options A-D as published in that row, gold letter)
 PUBLISHED_ROWS = (
     (1, "What is correct Python code to generate the content of the image?", CODE, "D"),
-    (1000001, "What is correct Python code to generate the content of the image?", (CODE[3], CODE[0], CODE[1], CODE[2]), "A"),
-    (2000001, "What is correct Python code to generate the content of the image?", (CODE[2], CODE[3], CODE[0], CODE[1]), "B"),
-    (3000001, "What is correct Python code to generate the content of the image?", (CODE[1], CODE[2], CODE[3], CODE[0]), "C"),
+    (
+        1000001,
+        "What is correct Python code to generate the content of the image?",
+        (CODE[3], CODE[0], CODE[1], CODE[2]),
+        "A",
+    ),
+    (
+        2000001,
+        "What is correct Python code to generate the content of the image?",
+        (CODE[2], CODE[3], CODE[0], CODE[1]),
+        "B",
+    ),
+    (
+        3000001,
+        "What is correct Python code to generate the content of the image?",
+        (CODE[1], CODE[2], CODE[3], CODE[0]),
+        "C",
+    ),
     (34, "Which one is the correct caption of this image?", CAPTIONS, "A"),
-    (1000034, "Which one is the correct caption of this image?", (CAPTIONS[2], CAPTIONS[0], CAPTIONS[1], CAPTIONS[3]), "B"),
-    (2000034, "Which one is the correct caption of this image?", (CAPTIONS[1], CAPTIONS[2], CAPTIONS[0], CAPTIONS[3]), "C"),
+    (
+        1000034,
+        "Which one is the correct caption of this image?",
+        (CAPTIONS[2], CAPTIONS[0], CAPTIONS[1], CAPTIONS[3]),
+        "B",
+    ),
+    (
+        2000034,
+        "Which one is the correct caption of this image?",
+        (CAPTIONS[1], CAPTIONS[2], CAPTIONS[0], CAPTIONS[3]),
+        "C",
+    ),
 )
 
 
@@ -50,11 +75,21 @@ def _write_published(raw_dir) -> None:
     image, _ = fx.canvas(16, (200, 200, 200))
     data = fx.encode(image, "JPEG")
     rows = [
-        {"index": index, "question": question, "hint": None, **dict(zip("ABCD", options)), "answer": gold,
-         "category": "image_topic" if index % 1_000_000 == 34 else "structuralized_imagetext_understanding",
-         "image": {"bytes": data, "path": None}, "source": None,
-         "L2-category": "coarse_perception" if index % 1_000_000 == 34 else "logic_reasoning",
-         "comment": None, "split": "dev"}
+        {
+            "index": index,
+            "question": question,
+            "hint": None,
+            **dict(zip("ABCD", options)),
+            "answer": gold,
+            "category": "image_topic"
+            if index % 1_000_000 == 34
+            else "structuralized_imagetext_understanding",
+            "image": {"bytes": data, "path": None},
+            "source": None,
+            "L2-category": "coarse_perception" if index % 1_000_000 == 34 else "logic_reasoning",
+            "comment": None,
+            "split": "dev",
+        }
         for index, question, options, gold in PUBLISHED_ROWS
     ]
     write_hub_parquet(raw_dir / mmbench_fixture.FIXTURE_FILE, mmbench.SCHEMA, rows, mmbench.FEATURES)
@@ -83,14 +118,30 @@ def _score(records: pd.DataFrame, letters: dict[str, str]) -> dict:
     rows = []
     for _, record in records.iterrows():
         parsed = parse_mmbench(letters[record["id"]], list(record["options"]))
-        rows.append({"id": record["id"], "variant": "default", "raw": letters[record["id"]],
-                     "prediction": parsed.prediction, "prediction_index": parsed.index, "error": None})
+        rows.append(
+            {
+                "id": record["id"],
+                "variant": "default",
+                "raw": letters[record["id"]],
+                "prediction": parsed.prediction,
+                "prediction_index": parsed.index,
+                "error": None,
+            }
+        )
     return score_predictions("mmbench_circular", records, pd.DataFrame(rows), samples=50, seed=0)
 
 
 def test_answers_to_the_published_rows_score_by_the_circular_rule(published):
     # Right on every row of group 1; group 34 right on rows 34 and 1000034, wrong on 2000034.
-    answers = {"1": "D", "1000001": "A", "2000001": "B", "3000001": "C", "34": "A", "1000034": "B", "2000034": "D"}
+    answers = {
+        "1": "D",
+        "1000001": "A",
+        "2000001": "B",
+        "3000001": "C",
+        "34": "A",
+        "1000034": "B",
+        "2000034": "D",
+    }
     score = _score(published, answers)
     assert score["metrics"]["circular_accuracy"]["value"] == 50.0
     assert score["metrics"]["vanilla_accuracy"]["value"] == 100.0
@@ -104,5 +155,13 @@ def test_the_other_rotation_would_score_group_1_wrong(published):
     # Answers that follow the opposite rotation (copy k holding the original option (i + k) mod n, the
     # adapter's old reading) miss copies 1 and 3 of group 1 (copy 2 is the same either way): the rows are
     # scored as published, not rebuilt.
-    answers = {"1": "D", "1000001": "C", "2000001": "B", "3000001": "A", "34": "A", "1000034": "B", "2000034": "C"}
+    answers = {
+        "1": "D",
+        "1000001": "C",
+        "2000001": "B",
+        "3000001": "A",
+        "34": "A",
+        "1000034": "B",
+        "2000034": "C",
+    }
     assert _score(published, answers)["value"] == 50.0

@@ -51,6 +51,7 @@ def local(kind: str, path: Path, **source) -> dict:
 
 # ---------------------------------------------------------------------------------------------- scienceqa
 
+
 def sqa_release(tmp_path: Path, size: int = 3) -> tuple[Path, dict, list[str]]:
     """A ScienceQA release under tmp_path/sqa: (folder, problems, the test pids with an image)."""
     raw = tmp_path / "sqa"
@@ -86,21 +87,30 @@ def test_a_scienceqa_pid_leading_out_of_the_release_is_refused(tmp_path):
     assert "problem ../../.. (its pid and `image`)" in refused("scienceqa_img", raw, tmp_path / "bench")
 
 
-@pytest.mark.parametrize(("field", "value", "wanted"), [
-    ("answer", 1.9, "not the index of one of its 4 choices (0 to 3)"),
-    ("answer", True, "not the index of one of its 4 choices"),
-    ("answer", "B", "not the index of one of its 4 choices"),
-    ("choices", ["a", None, "c", "d"], "not a list of at least 2 option texts"),
-    ("hint", ["a", "list"], "not a text (or null)"),
-    ("question", None, "not the question's text"),
-])
-def test_a_scienceqa_value_of_the_wrong_type_is_refused_naming_the_pid_and_field(tmp_path, field, value, wanted):
+@pytest.mark.parametrize(
+    ("field", "value", "wanted"),
+    [
+        ("answer", 1.9, "not the index of one of its 4 choices (0 to 3)"),
+        ("answer", True, "not the index of one of its 4 choices"),
+        ("answer", "B", "not the index of one of its 4 choices"),
+        ("choices", ["a", None, "c", "d"], "not a list of at least 2 option texts"),
+        ("hint", ["a", "list"], "not a text (or null)"),
+        ("question", None, "not the question's text"),
+    ],
+)
+def test_a_scienceqa_value_of_the_wrong_type_is_refused_naming_the_pid_and_field(
+    tmp_path, field, value, wanted
+):
     raw, problems, pids = sqa_release(tmp_path)
     problems[pids[2]][field] = value
     write_json(raw / "problems.json", problems)
     message = refused("scienceqa_img", raw, tmp_path / "bench")
-    assert message.startswith(f"{raw / 'problems.json'} problem {pids[2]}: `{field}` is {json.dumps(value)}, {wanted}")
-    assert message.endswith("; the file is damaged or edited: restore it from lupantech/ScienceQA's data/scienceqa")
+    assert message.startswith(
+        f"{raw / 'problems.json'} problem {pids[2]}: `{field}` is {json.dumps(value)}, {wanted}"
+    )
+    assert message.endswith(
+        "; the file is damaged or edited: restore it from lupantech/ScienceQA's data/scienceqa"
+    )
 
 
 def test_a_scienceqa_pid_listed_twice_is_refused_not_two_items(tmp_path):
@@ -137,14 +147,51 @@ def test_llava_scienceqa_result_file_imports_into_a_release_prepared_benchmark(t
     letters[pids[1]] = "ABCD"[(problems[pids[1]]["answer"] + 1) % 4]  # one wrong answer
     outputs = {**letters, "5": "A"}
     result = tmp_path / "llava-v1.5-13b_result.json"
-    result.write_text(json.dumps({"acc": 75.0, "correct": 3, "count": 5, "outputs": outputs,
-                                  "results": {pid: "ABCD".index(text) for pid, text in outputs.items()}}, indent=2))
+    result.write_text(
+        json.dumps(
+            {
+                "acc": 75.0,
+                "correct": 3,
+                "count": 5,
+                "outputs": outputs,
+                "results": {pid: "ABCD".index(text) for pid, text in outputs.items()},
+            },
+            indent=2,
+        )
+    )
     out = tmp_path / "imported.parquet"
-    assert main(["import-predictions", "llava-tiny", "scienceqa-release", str(result), "--out", str(out),
-                 "--config", str(config)]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "import-predictions",
+                "llava-tiny",
+                "scienceqa-release",
+                str(result),
+                "--out",
+                str(out),
+                "--config",
+                str(config),
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     score = tmp_path / "score.json"
-    assert main(["score", "llava-tiny", "scienceqa-release", "--predictions", str(out), "--out", str(score),
-                 "--config", str(config)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "llava-tiny",
+                "scienceqa-release",
+                "--predictions",
+                str(out),
+                "--out",
+                str(score),
+                "--config",
+                str(config),
+            ]
+        )
+        == 0
+    )
     assert json.loads(score.read_text())["value"] == pytest.approx(75.0)
 
 
@@ -157,17 +204,37 @@ def test_a_result_file_into_records_without_problem_ids_says_where_they_come_fro
     config.write_text(yaml.safe_dump(data))
     assert main(["prepare", "scienceqa-fixture", "--config", str(config)]) == 0
     result = tmp_path / "llava-v1.5-13b_result.json"
-    result.write_text(json.dumps({"acc": 0.0, "correct": 0, "count": 1, "results": {"4": 1}, "outputs": {"4": "B"}},
-                                 indent=2))
+    result.write_text(
+        json.dumps(
+            {"acc": 0.0, "correct": 0, "count": 1, "results": {"4": 1}, "outputs": {"4": "B"}}, indent=2
+        )
+    )
     capsys.readouterr()
-    assert main(["import-predictions", "llava-tiny", "scienceqa-fixture", str(result), "--out",
-                 str(tmp_path / "o.parquet"), "--config", str(config)]) == 2
+    assert (
+        main(
+            [
+                "import-predictions",
+                "llava-tiny",
+                "scienceqa-fixture",
+                str(result),
+                "--out",
+                str(tmp_path / "o.parquet"),
+                "--config",
+                str(config),
+            ]
+        )
+        == 2
+    )
     message = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "(a copy prepared from the hub's parquet files has none); prepare it from the authors' release" in message
+    assert (
+        "(a copy prepared from the hub's parquet files has none); prepare it from the authors' release"
+        in message
+    )
     assert "(the hub copy)" not in message
 
 
 # ---------------------------------------------------------------------------------------------- textvqa
+
 
 def test_a_textvqa_image_id_leading_out_of_the_release_is_refused_naming_the_entry(tmp_path):
     raw = tmp_path / "tv"
@@ -190,7 +257,9 @@ def test_a_link_in_the_release_pointing_outside_is_refused(tmp_path):
     image.unlink()
     image.symlink_to(tmp_path / "private.jpg")
     message = refused("textvqa", raw, tmp_path / "bench")
-    assert message.startswith(f"{raw / 'TextVQA_0.5.1_val.json'} entry 0 (its image_id): {image} leads out of")
+    assert message.startswith(
+        f"{raw / 'TextVQA_0.5.1_val.json'} entry 0 (its image_id): {image} leads out of"
+    )
 
 
 def test_a_nul_in_a_textvqa_image_id_is_refused_naming_the_entry(tmp_path):
@@ -200,8 +269,10 @@ def test_a_nul_in_a_textvqa_image_id_is_refused_naming_the_entry(tmp_path):
     questions["data"][1]["image_id"] = "abc\u0000def"
     write_json(raw / "TextVQA_0.5.1_val.json", questions)
     message = refused("textvqa", raw, tmp_path / "bench")
-    assert message == (f"{raw / 'TextVQA_0.5.1_val.json'} entry 1 (its image_id): the file name 'abc\\x00def.jpg' "
-                       f"holds a NUL character, which no file name can; fix the name")
+    assert message == (
+        f"{raw / 'TextVQA_0.5.1_val.json'} entry 1 (its image_id): the file name 'abc\\x00def.jpg' "
+        f"holds a NUL character, which no file name can; fix the name"
+    )
 
 
 def test_a_linked_image_folder_is_read_where_it_lies(tmp_path):
@@ -224,6 +295,7 @@ def test_a_textvqa_json_saved_with_a_byte_order_mark_is_read(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- pope_coco
 
+
 def test_a_pope_label_leading_out_of_val2014_is_refused_naming_the_line(tmp_path):
     raw = tmp_path / "pope"
     fixture = BENCHMARK_FIXTURES.get("pope_coco")
@@ -234,7 +306,9 @@ def test_a_pope_label_leading_out_of_val2014_is_refused_naming_the_line(tmp_path
     lines[1] = json.dumps({**json.loads(lines[1]), "image": "../../secret.jpg"})
     label.write_text("\n".join(lines) + "\n")
     message = refused("pope_coco", raw, tmp_path / "bench")
-    assert message.startswith(f"{label} line 2 (its image): {raw / 'val2014' / '../../secret.jpg'} leads out of")
+    assert message.startswith(
+        f"{label} line 2 (its image): {raw / 'val2014' / '../../secret.jpg'} leads out of"
+    )
 
 
 def test_a_pope_label_file_saved_with_a_byte_order_mark_is_read(tmp_path):
@@ -247,6 +321,7 @@ def test_a_pope_label_file_saved_with_a_byte_order_mark_is_read(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- food101
+
 
 def test_a_food_test_entry_leading_out_of_its_class_is_refused_and_nothing_is_written_outside(tmp_path):
     food_fx.write_extracted_fixture(tmp_path / "raw", {"seed": 3, "size": 2, "classes": 3, "corrupt": 0})
@@ -273,6 +348,7 @@ def test_a_food_test_list_saved_with_a_byte_order_mark_is_read(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- mmbench
 
+
 def test_an_mmbench_tsv_saved_with_a_byte_order_mark_is_read(tmp_path):
     path = mmbench_fx.write_tsv_fixture(tmp_path, {**SETTINGS, "size": 2})
     plain = adapt("mmbench", path, tmp_path / "a")
@@ -291,11 +367,14 @@ def test_an_mmbench_tsv_under_another_name_is_read_by_its_content(tmp_path):
 def test_a_file_neither_named_nor_headed_as_mmbench_names_both(tmp_path):
     path = tmp_path / "notes.tsv"
     path.write_text("index\tquestion\n1\twhat?\n")
-    with pytest.raises(VlmgridError, match=r"notes.tsv: is not a mmbench data file, by its name or its content"):
+    with pytest.raises(
+        VlmgridError, match=r"notes.tsv: is not a mmbench data file, by its name or its content"
+    ):
         BENCHMARKS.get("mmbench").adapt(path, tmp_path / "bench")
 
 
 # ---------------------------------------------------------------------------------------------- mme
+
 
 def test_an_mme_question_file_in_latin1_is_named_with_its_line(tmp_path):
     mme_fx.write_release_fixture(tmp_path / "mme", {**SETTINGS, "size": 4})
@@ -303,8 +382,10 @@ def test_an_mme_question_file_in_latin1_is_named_with_its_line(tmp_path):
     lines = path.read_text().splitlines()
     path.write_bytes(("\n".join([lines[0], "Is the caf\u00e9 open?\tYes"]) + "\n").encode("latin-1"))
     message = refused("mme", tmp_path / "mme", tmp_path / "bench")
-    assert message == (f"{path}: not readable UTF-8 text (line 2 holds byte 0xe9, as a file saved in Latin-1 or "
-                       f"another encoding does: save it as UTF-8); restore it from MME_Benchmark_release_version")
+    assert message == (
+        f"{path}: not readable UTF-8 text (line 2 holds byte 0xe9, as a file saved in Latin-1 or "
+        f"another encoding does: save it as UTF-8); restore it from MME_Benchmark_release_version"
+    )
 
 
 def test_an_mme_question_file_saved_with_a_byte_order_mark_keeps_no_mark_in_the_question(tmp_path):
@@ -327,7 +408,10 @@ def test_an_mme_image_that_cannot_be_read_is_named(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
     message = refused("mme", tmp_path / "mme", tmp_path / "bench")
-    assert message == f"{image}: cannot be read (Permission denied); restore it from MME_Benchmark_release_version"
+    assert (
+        message
+        == f"{image}: cannot be read (Permission denied); restore it from MME_Benchmark_release_version"
+    )
 
 
 def test_a_link_in_an_mme_subtask_pointing_outside_is_refused(tmp_path):
@@ -343,17 +427,23 @@ def test_a_link_in_an_mme_subtask_pointing_outside_is_refused(tmp_path):
 def mme_grid(tmp_path: Path) -> Path:
     """A grid config whose benchmark `mme` is a local MME release at tmp_path/mme (8 questions)."""
     mme_fx.write_release_fixture(tmp_path / "mme", {**SETTINGS, "size": 4})
-    data = {"data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-            "benchmarks": {"mme": local("mme", tmp_path / "mme", expected_items=8)},
-            "models": {"random": {"backend": "baseline"}}, "grid": {"models": ["random"], "benchmarks": ["mme"]}}
+    data = {
+        "data_dir": str(tmp_path / "data"),
+        "results_dir": str(tmp_path / "results"),
+        "benchmarks": {"mme": local("mme", tmp_path / "mme", expected_items=8)},
+        "models": {"random": {"backend": "baseline"}},
+        "grid": {"models": ["random"], "benchmarks": ["mme"]},
+    }
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(data))
     return config
 
 
 def unreadable(path: Path) -> str:
-    return (f"{path} cannot be read by this user (permission denied); make it readable (`chmod a+r {path}`) and "
-            f"run again")
+    return (
+        f"{path} cannot be read by this user (permission denied); make it readable (`chmod a+r {path}`) and "
+        f"run again"
+    )
 
 
 @pytest.mark.parametrize("name", ["count/0000.png", "count/0000.txt"])
@@ -364,7 +454,9 @@ def test_an_unreadable_file_of_a_local_mme_release_is_one_sentence_naming_it(tmp
     (tmp_path / "mme" / name).chmod(0)
     result = vlmgrid_held_back("prepare", "mme", "--config", str(config))
     assert (result.returncode, result.stderr) == (
-        2, f"vlmgrid: error: {unreadable(tmp_path / 'mme' / name)}\n")
+        2,
+        f"vlmgrid: error: {unreadable(tmp_path / 'mme' / name)}\n",
+    )
     assert not (tmp_path / "data" / "mme" / "records.parquet").exists()
 
 
@@ -407,5 +499,7 @@ def test_an_unreadable_subtask_folder_of_a_local_mme_release_is_one_sentence_nam
     finally:
         (tmp_path / "mme" / "count").chmod(0o755)  # pytest removes tmp_path later
     assert (result.returncode, result.stderr) == (
-        2, f"vlmgrid: error: {tmp_path / 'mme' / 'count' / 'images'} cannot be read by this user (permission "
-           f"denied); make the release readable (`chmod -R a+rX {tmp_path / 'mme'}`) and run again\n")
+        2,
+        f"vlmgrid: error: {tmp_path / 'mme' / 'count' / 'images'} cannot be read by this user (permission "
+        f"denied); make the release readable (`chmod -R a+rX {tmp_path / 'mme'}`) and run again\n",
+    )

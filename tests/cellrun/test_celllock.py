@@ -18,11 +18,15 @@ CELL = "random on pope-fixture"
 
 
 def _files(root: Path) -> dict:
-    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))
+    }
 
 
 def test_the_lock_file_lies_beside_the_parts_folder(tmp_path):
-    assert lock_path(tmp_path / "partial" / "random" / "pope") == tmp_path / "partial" / "random" / "pope.lock"
+    assert (
+        lock_path(tmp_path / "partial" / "random" / "pope") == tmp_path / "partial" / "random" / "pope.lock"
+    )
     shard = tmp_path / "shards" / "m" / "b"
     assert lock_path(shard / "2-of-3.parts") == shard / "2-of-3.parts.lock"
 
@@ -68,11 +72,15 @@ def test_a_lock_held_by_another_process_is_refused_naming_it_and_dropped_when_it
             with cell_lock(partial, CELL):
                 pytest.fail("two holders of one lock")
         said = str(refused.value)
-        assert said.startswith(f"{CELL}: another run of this cell is in progress (pid {holder.pid} on "
-                               f"{socket.gethostname()}, since ")
+        assert said.startswith(
+            f"{CELL}: another run of this cell is in progress (pid {holder.pid} on "
+            f"{socket.gethostname()}, since "
+        )
         assert "--holder-marker" in said  # its command line
-        assert said.endswith(f"holding its lock {lock_path(partial)}; wait for it to finish, or stop it "
-                             f"(`kill {holder.pid}` on {socket.gethostname()}) and run this again")
+        assert said.endswith(
+            f"holding its lock {lock_path(partial)}; wait for it to finish, or stop it "
+            f"(`kill {holder.pid}` on {socket.gethostname()}) and run this again"
+        )
         assert lock_path(partial).read_bytes() == before  # the refused run wrote nothing, not even its name
     finally:
         holder.send_signal(signal.SIGKILL)
@@ -83,7 +91,9 @@ def test_a_lock_held_by_another_process_is_refused_naming_it_and_dropped_when_it
 
 
 @pytest.mark.integration
-def test_a_second_infer_of_a_running_cell_is_refused_and_a_killed_ones_lock_is_taken_over(small_config, tmp_path):
+def test_a_second_infer_of_a_running_cell_is_refused_and_a_killed_ones_lock_is_taken_over(
+    small_config, tmp_path
+):
     ws = kh.make_workspace(tmp_path / "grid", small_config, model="random", bench="pope-fixture", part_size=8)
     first = kh.start(ws, park_part=2, park_after=0.0)  # stops itself inside its second part, one part saved
     try:
@@ -94,8 +104,10 @@ def test_a_second_infer_of_a_running_cell_is_refused_and_a_killed_ones_lock_is_t
         second = kh.start(ws)
         assert second.wait(timeout=120) == 2
         said = kh.log_text(ws, ws.runs)
-        assert (f"vlmgrid: error: random on pope-fixture: another run of this cell is in progress (pid {first.pid} "
-                f"on {socket.gethostname()}, since ") in said
+        assert (
+            f"vlmgrid: error: random on pope-fixture: another run of this cell is in progress (pid {first.pid} "
+            f"on {socket.gethostname()}, since "
+        ) in said
         assert f"kill_harness.py infer random pope-fixture --config {ws.config_path}" in said
         assert said.rstrip().endswith(f"(`kill {first.pid}` on {socket.gethostname()}) and run this again")
         assert _files(results) == before  # nothing of the second run was written

@@ -36,17 +36,26 @@ def _setup(small_config):
 
 
 def _run(config, cell):
-    return run_inference(cell=cell, model_settings=config.model("random"),
-                         bench_dir=paths.bench_dir(config.data_dir, BENCH),
-                         model_dir=paths.model_dir(config.data_dir, "random"), part_size=16, threads=1,
-                         prompts_dir=config.prompts_dir, progress=False)
+    return run_inference(
+        cell=cell,
+        model_settings=config.model("random"),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        model_dir=paths.model_dir(config.data_dir, "random"),
+        part_size=16,
+        threads=1,
+        prompts_dir=config.prompts_dir,
+        progress=False,
+    )
 
 
 def _served_by(monkeypatch, server: str) -> None:
     """The model reports the server (and its version) it answers through, as a served model's provenance does."""
     provenance = Baseline.provenance
-    monkeypatch.setattr(Baseline, "provenance",
-                        lambda self: dataclasses.replace(provenance(self), libraries={"server": server}))
+    monkeypatch.setattr(
+        Baseline,
+        "provenance",
+        lambda self: dataclasses.replace(provenance(self), libraries={"server": server}),
+    )
 
 
 def _killed_after(monkeypatch, n_parts: int) -> None:
@@ -80,7 +89,10 @@ def test_a_job_resumed_on_another_server_lists_both_with_the_rows_each_made(smal
     metadata = _interrupted_then_resumed(config, monkeypatch, cell, "server 1.0", "server 2.0", parts_first=2)
 
     runs = metadata["runs"]
-    assert [run["provenance"]["libraries"] for run in runs] == [{"server": "server 1.0"}, {"server": "server 2.0"}]
+    assert [run["provenance"]["libraries"] for run in runs] == [
+        {"server": "server 1.0"},
+        {"server": "server 2.0"},
+    ]
     assert [run["rows"] for run in runs] == [[[0, 32]], [[32, 90]]]
     assert all(run["strategy"] == metadata["strategy"] == "score_options" for run in runs)
     # the headline provenance is the run that made the last rows, as before
@@ -88,8 +100,9 @@ def test_a_job_resumed_on_another_server_lists_both_with_the_rows_each_made(smal
     assert len(read_predictions(cell.out_path)) == 90
 
 
-def test_a_job_resumed_on_the_same_server_writes_the_file_of_an_uninterrupted_one(small_config, monkeypatch,
-                                                                                     tmp_path):
+def test_a_job_resumed_on_the_same_server_writes_the_file_of_an_uninterrupted_one(
+    small_config, monkeypatch, tmp_path
+):
     config = _setup(small_config)
     cell = Cell.in_results(config.results_dir, "random", BENCH)
     resumed = _interrupted_then_resumed(config, monkeypatch, cell, "server 1.0", "server 1.0", parts_first=3)
@@ -112,11 +125,19 @@ def test_merged_shards_list_every_run_of_every_shard_with_rows_of_the_whole_cell
     shard_runs = read_metadata(shards[1].out_path)["runs"]
     assert [run["rows"] for run in shard_runs] == [[[48, 90]]]  # rows of the cell's file, not of the shard's
 
-    job = open_job(model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
-                   part_size=16, prompts_dir=config.prompts_dir)
-    out = merge_shards(job=job, model_name="random", model_settings=config.model("random"),
-                       shard_paths=[cell.out_path for cell in shards],
-                       out_path=paths.predictions_path(config.results_dir, "random", BENCH))
+    job = open_job(
+        model_settings=config.model("random"),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        part_size=16,
+        prompts_dir=config.prompts_dir,
+    )
+    out = merge_shards(
+        job=job,
+        model_name="random",
+        model_settings=config.model("random"),
+        shard_paths=[cell.out_path for cell in shards],
+        out_path=paths.predictions_path(config.results_dir, "random", BENCH),
+    )
     assert [run["rows"] for run in read_metadata(out)["runs"]] == [[[0, 90]]]
 
 
@@ -124,15 +145,31 @@ def test_merge_runs_joins_touching_ranges_and_keeps_distinct_runs_apart():
     a = {"strategy": "generate", "provenance": {"server": "1"}}
     b = {"strategy": "generate", "provenance": {"server": "2"}}
     fallback = {"strategy": "score_options", "provenance": {"server": "1"}}
-    runs = merge_runs([{**b, "rows": [[32, 48]]}, {**a, "rows": [[0, 16]]}, {**a, "rows": [[16, 32]]},
-                       {**a, "rows": [[48, 64]]}, {**fallback, "rows": [[64, 70]]}, {**a, "rows": [[70, 70]]}])
-    assert runs == [{**a, "rows": [[0, 32], [48, 64]]}, {**b, "rows": [[32, 48]]}, {**fallback, "rows": [[64, 70]]}]
+    runs = merge_runs(
+        [
+            {**b, "rows": [[32, 48]]},
+            {**a, "rows": [[0, 16]]},
+            {**a, "rows": [[16, 32]]},
+            {**a, "rows": [[48, 64]]},
+            {**fallback, "rows": [[64, 70]]},
+            {**a, "rows": [[70, 70]]},
+        ]
+    )
+    assert runs == [
+        {**a, "rows": [[0, 32], [48, 64]]},
+        {**b, "rows": [[32, 48]]},
+        {**fallback, "rows": [[64, 70]]},
+    ]
 
 
 def test_a_part_saved_without_its_run_is_redone(small_config, tmp_path):
     config = _setup(small_config)
-    job = open_job(model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
-                   part_size=16, prompts_dir=config.prompts_dir)
+    job = open_job(
+        model_settings=config.model("random"),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        part_size=16,
+        prompts_dir=config.prompts_dir,
+    )
     cell = Cell.in_results(config.results_dir, "random", BENCH)
     run = CellRun(cell, job, config.model("random"))
     chunk = job.chunk(0)

@@ -29,6 +29,7 @@ BENCH = "scienceqa-fixture"  # questions of different lengths: a batch pads most
 
 # --- the pure parts ------------------------------------------------------------------------------------------
 
+
 def test_the_sample_is_fixed_seeded_and_at_most_the_items():
     first = invariance.sample_positions("pope-fixture", [1] * 900, 32)
     assert first == invariance.sample_positions("pope-fixture", [1] * 900, 32) == sorted(set(first))
@@ -48,24 +49,47 @@ def test_the_sample_asks_at_most_a_tenth_of_the_cells_requests():
     assert sample and sum(requests[p] for p in sample) * 10 <= sum(requests)
     # a sample within the tenth is the same whatever k above its size, and a prefix of it below
     assert invariance.sample_positions("pope-fixture", [1] * 90, 100) == invariance.sample_positions(
-        "pope-fixture", [1] * 90, 9)
+        "pope-fixture", [1] * 90, 9
+    )
     assert set(invariance.sample_positions("pope-fixture", [1] * 90, 4)) <= set(
-        invariance.sample_positions("pope-fixture", [1] * 90, 9))
+        invariance.sample_positions("pope-fixture", [1] * 90, 9)
+    )
 
 
 def _row(item_id, variant="default", raw=None, index=0, scores=None, error=None):
-    return {"id": item_id, "variant": variant, "raw": raw, "prediction": None if error else str(index),
-            "prediction_index": index, "scores": scores, "topk": None, "error": error}
+    return {
+        "id": item_id,
+        "variant": variant,
+        "raw": raw,
+        "prediction": None if error else str(index),
+        "prediction_index": index,
+        "scores": scores,
+        "topk": None,
+        "error": error,
+    }
 
 
 def test_compare_names_the_items_whose_answer_changed():
-    batched = [_row("a", scores=[-1.0, -2.0]), _row("b", raw="yes"), _row("c", variant="v1", index=1),
-               _row("c", variant="v2", index=0)]
-    single = [_row("a", scores=[-1.0 + 1e-6, -2.0]), _row("b", raw="yes, it is"), _row("c", variant="v1", index=1),
-              _row("c", variant="v2", index=1)]
+    batched = [
+        _row("a", scores=[-1.0, -2.0]),
+        _row("b", raw="yes"),
+        _row("c", variant="v1", index=1),
+        _row("c", variant="v2", index=0),
+    ]
+    single = [
+        _row("a", scores=[-1.0 + 1e-6, -2.0]),
+        _row("b", raw="yes, it is"),
+        _row("c", variant="v1", index=1),
+        _row("c", variant="v2", index=1),
+    ]
     result = invariance.compare(batched, single, ["a", "b", "c"], 16)
-    assert result == {"checked": 3, "same": 1, "differing": ["b", "c"],
-                      "max_logprob_delta": pytest.approx(1e-6), "batch_size": 16}
+    assert result == {
+        "checked": 3,
+        "same": 1,
+        "differing": ["b", "c"],
+        "max_logprob_delta": pytest.approx(1e-6),
+        "batch_size": 16,
+    }
     # a score that moves in its last digits is recorded, never a difference; a missing row is one
     assert invariance.compare(batched[:1], [], ["a"], 1)["differing"] == ["a"]
 
@@ -73,19 +97,27 @@ def test_compare_names_the_items_whose_answer_changed():
 def test_shards_merge_into_the_unsharded_result():
     one = {"checked": 2, "same": 1, "differing": ["x"], "max_logprob_delta": 0.5, "batch_size": 8}
     two = {"checked": 3, "same": 3, "differing": [], "max_logprob_delta": None, "batch_size": 8}
-    assert invariance.merge([one, two]) == {"checked": 5, "same": 4, "differing": ["x"], "max_logprob_delta": 0.5,
-                                            "batch_size": 8}
+    assert invariance.merge([one, two]) == {
+        "checked": 5,
+        "same": 4,
+        "differing": ["x"],
+        "max_logprob_delta": 0.5,
+        "batch_size": 8,
+    }
     assert invariance.merge([]) is None
 
 
 # --- a broken and a sound model --------------------------------------------------------------------------------
 
+
 def _config(small_config, check_items=8):
     data = copy.deepcopy(small_config)
     data["infer"] = {"part_size": 64, "threads": 1, "invariance_items": check_items}
     data["benchmarks"] = {BENCH: data["benchmarks"][BENCH]}
-    data["models"] = {"llava-tiny": data["models"]["llava-tiny"],
-                      "llava-right": {**data["models"]["llava-tiny"], "padding_side": "right"}}
+    data["models"] = {
+        "llava-tiny": data["models"]["llava-tiny"],
+        "llava-right": {**data["models"]["llava-tiny"], "padding_side": "right"},
+    }
     data["grid"] = {"models": ["llava-tiny", "llava-right"], "benchmarks": [BENCH]}
     config = validate_config(data)
     prepare_benchmark(BENCH, config.benchmark(BENCH), paths.bench_dir(config.data_dir, BENCH))
@@ -95,9 +127,15 @@ def _config(small_config, check_items=8):
 def _infer(config, model):
     fetch_model(model, config.model(model), paths.model_dir(config.data_dir, model))
     return infer_module.run_inference(
-        model_settings=config.model(model), bench_dir=paths.bench_dir(config.data_dir, BENCH),
-        model_dir=paths.model_dir(config.data_dir, model), cell=Cell.in_results(config.results_dir, model, BENCH),
-        part_size=64, threads=1, progress=False, check_items=int(config.infer["invariance_items"]))
+        model_settings=config.model(model),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        model_dir=paths.model_dir(config.data_dir, model),
+        cell=Cell.in_results(config.results_dir, model, BENCH),
+        part_size=64,
+        threads=1,
+        progress=False,
+        check_items=int(config.infer["invariance_items"]),
+    )
 
 
 @pytest.fixture
@@ -114,7 +152,10 @@ def _score(config, model):
 
 
 def test_right_padding_is_flagged_and_left_padding_is_not(checked_grid):
-    broken, sound = _score(checked_grid, "llava-right")["invariance"], _score(checked_grid, "llava-tiny")["invariance"]
+    broken, sound = (
+        _score(checked_grid, "llava-right")["invariance"],
+        _score(checked_grid, "llava-tiny")["invariance"],
+    )
     # 8 asked, 4 checked: a tenth of the fixture's 40 questions
     assert broken["checked"] == 4 and broken["differing"] and broken["same"] + len(broken["differing"]) == 4
     assert broken["batch_size"] == 16
@@ -123,7 +164,10 @@ def test_right_padding_is_flagged_and_left_padding_is_not(checked_grid):
 
 
 def test_the_tables_and_the_report_mark_the_broken_cell(checked_grid, tmp_path):
-    files = {(model, BENCH): paths.score_path(checked_grid.results_dir, model, BENCH) for model in checked_grid.models}
+    files = {
+        (model, BENCH): paths.score_path(checked_grid.results_dir, model, BENCH)
+        for model in checked_grid.models
+    }
     out = tmp_path / "report"
     build_report(files, list(checked_grid.models), [BENCH], out / "tables", out / "figures")
     main = (out / "tables" / "main.md").read_text(encoding="utf-8")
@@ -190,18 +234,24 @@ def _counting(monkeypatch) -> dict:
 def _classification_cell(small_config, size):
     bench = "caltech101-fixture"
     data = copy.deepcopy(small_config)
-    data["benchmarks"] = {bench: {**data["benchmarks"][bench],
-                                  "source": {**data["benchmarks"][bench]["source"], "size": size}}}
+    data["benchmarks"] = {
+        bench: {**data["benchmarks"][bench], "source": {**data["benchmarks"][bench]["source"], "size": size}}
+    }
     data["models"] = {"llava-tiny": data["models"]["llava-tiny"]}
     data["grid"] = {"models": ["llava-tiny"], "benchmarks": [bench]}
     config = validate_config(data)
     prepare_benchmark(bench, config.benchmark(bench), paths.bench_dir(config.data_dir, bench))
     fetch_model("llava-tiny", config.model("llava-tiny"), paths.model_dir(config.data_dir, "llava-tiny"))
     out = infer_module.run_inference(
-        model_settings=config.model("llava-tiny"), bench_dir=paths.bench_dir(config.data_dir, bench),
+        model_settings=config.model("llava-tiny"),
+        bench_dir=paths.bench_dir(config.data_dir, bench),
         model_dir=paths.model_dir(config.data_dir, "llava-tiny"),
-        cell=Cell.in_results(config.results_dir, "llava-tiny", bench), part_size=64, threads=1, progress=False,
-        check_items=32)
+        cell=Cell.in_results(config.results_dir, "llava-tiny", bench),
+        part_size=64,
+        threads=1,
+        progress=False,
+        check_items=32,
+    )
     metadata = json.loads(pq.read_schema(out).metadata[b"vlmgrid"])
     return metadata["invariance"], pq.read_table(out).num_rows, config
 
@@ -220,7 +270,9 @@ def test_the_check_asks_at_most_a_tenth_of_the_cells_requests(small_config, monk
     assert again["requests"] == run["requests"] // items == 20
     for what in ("requests", "continuations", "option passes"):
         assert 0 < again[what] * 10 <= run[what], what
-    assert again["option passes"] * items == run["option passes"]  # the same chunks as the item had in its run
+    assert (
+        again["option passes"] * items == run["option passes"]
+    )  # the same chunks as the item had in its run
     # `vlmgrid plan` counts what the check sends, and what the cell sends
     costs = cost_table(config)
     planned = costs[costs["per"] == "check"].set_index("unit")
@@ -253,13 +305,20 @@ def test_a_model_that_does_not_batch_is_skipped_with_a_reason(small_config):
     data = copy.deepcopy(small_config)
     data["infer"] = {"part_size": 64, "threads": 1, "invariance_items": 4}
     config = validate_config(data)
-    prepare_benchmark("pope-fixture", config.benchmark("pope-fixture"), paths.bench_dir(config.data_dir, "pope-fixture"))
+    prepare_benchmark(
+        "pope-fixture", config.benchmark("pope-fixture"), paths.bench_dir(config.data_dir, "pope-fixture")
+    )
     fetch_model("random", config.model("random"), paths.model_dir(config.data_dir, "random"))
     out = infer_module.run_inference(
-        model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, "pope-fixture"),
+        model_settings=config.model("random"),
+        bench_dir=paths.bench_dir(config.data_dir, "pope-fixture"),
         model_dir=paths.model_dir(config.data_dir, "random"),
-        cell=Cell.in_results(config.results_dir, "random", "pope-fixture"), part_size=64, threads=1,
-        progress=False, check_items=4)
+        cell=Cell.in_results(config.results_dir, "random", "pope-fixture"),
+        part_size=64,
+        threads=1,
+        progress=False,
+        check_items=4,
+    )
     check = json.loads(pq.read_schema(out).metadata[b"vlmgrid"])["invariance"]
     assert check["checked"] == 0 and "baseline" in check["skipped"]
 

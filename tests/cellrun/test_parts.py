@@ -28,17 +28,35 @@ CLIP = {"backend": "open_clip"}
 def bench(kind: str, records: dict, classes: list[str] | None = None) -> Benchmark:
     """A benchmark of `kind` held in memory: only its records' shape counts here."""
     n = len(next(iter(records.values())))
-    frame = pd.DataFrame({"id": [f"q{i}" for i in range(n)], "image": "x.png", "question": "q", "answer": "",
-                          "answer_index": 0, **records})
-    return Benchmark(name=kind, kind=BENCHMARKS.get(kind), root=Path("."), records=frame, classes=classes,
-                     manifest={}, prompts_dir=PROMPTS)
+    frame = pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(n)],
+            "image": "x.png",
+            "question": "q",
+            "answer": "",
+            "answer_index": 0,
+            **records,
+        }
+    )
+    return Benchmark(
+        name=kind,
+        kind=BENCHMARKS.get(kind),
+        root=Path("."),
+        records=frame,
+        classes=classes,
+        manifest={},
+        prompts_dir=PROMPTS,
+    )
 
 
 def classification(n_items: int, n_classes: int) -> Benchmark:
-    return bench("flowers102", {"options": [[] for _ in range(n_items)]}, [f"class {k}" for k in range(n_classes)])
+    return bench(
+        "flowers102", {"options": [[] for _ in range(n_items)]}, [f"class {k}" for k in range(n_classes)]
+    )
 
 
 # --- each item's requests ----------------------------------------------------------------------------------
+
 
 def test_a_classification_item_asks_its_twenty_templates():
     flowers = classification(7, 5)
@@ -63,8 +81,13 @@ def test_multiple_choice_items_ask_by_their_option_counts():
 
 
 def test_ranking_queries_ask_by_their_direction():
-    dance = bench("dance", {"options": [["o"] * 3, ["o"] * 5, ["o"] * 2, ["o"] * 4],
-                            "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"]})
+    dance = bench(
+        "dance",
+        {
+            "options": [["o"] * 3, ["o"] * 5, ["o"] * 2, ["o"] * 4],
+            "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"],
+        },
+    )
     # riddle-to-image: a forward per candidate picture; image-to-riddle: one picture prefix (its riddles are
     # continuations on it)
     assert item_requests(dance, HF) == [3, 1, 1, 4]
@@ -73,6 +96,7 @@ def test_ranking_queries_ask_by_their_direction():
 
 
 # --- parts ------------------------------------------------------------------------------------------------
+
 
 def test_classification_parts():
     flowers = classification(7, 5)
@@ -93,8 +117,13 @@ def test_multiple_choice_parts_under_option_scoring():
 
 
 def test_ranking_parts():
-    dance = bench("dance", {"options": [["o"] * 3, ["o"] * 5, ["o"] * 2, ["o"] * 4],
-                            "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"]})
+    dance = bench(
+        "dance",
+        {
+            "options": [["o"] * 3, ["o"] * 5, ["o"] * 2, ["o"] * 4],
+            "direction": ["riddle-to-image", "image-to-riddle", "image-to-riddle", "riddle-to-image"],
+        },
+    )
     # requests 3, 1, 1 | 4
     assert part_bounds(item_requests(dance, HF), 5) == (0, 3, 4)
     assert part_bounds(item_requests(dance, HF), 2) == (0, 1, 3, 4)
@@ -121,17 +150,25 @@ def test_no_part_exceeds_the_part_size_unless_it_is_one_item(seed):
 
 def test_the_part_boundaries_are_part_of_the_job_fingerprint():
     settings, manifest = {"backend": "baseline"}, {"fingerprint": "data"}
-    assert (job_fingerprint(settings, manifest, "yes_no", (0, 2, 4))
-            != job_fingerprint(settings, manifest, "yes_no", (0, 3, 4)))
+    assert job_fingerprint(settings, manifest, "yes_no", (0, 2, 4)) != job_fingerprint(
+        settings, manifest, "yes_no", (0, 3, 4)
+    )
 
 
 # --- the plan's totals are the items' requests, with the continuations ------------------------------------
 
 GRID = {
-    "benchmarks": {name: {"kind": kind, "source": {"type": "fixture", "seed": 0, "size": size}}
-                   for name, kind, size in [("flowers", "flowers102", 3), ("scienceqa", "scienceqa_img", 12),
-                                            ("mmbench", "mmbench", 8), ("cvqa", "cvqa", 2), ("dance", "dance", 4),
-                                            ("pope", "pope", 4)]},
+    "benchmarks": {
+        name: {"kind": kind, "source": {"type": "fixture", "seed": 0, "size": size}}
+        for name, kind, size in [
+            ("flowers", "flowers102", 3),
+            ("scienceqa", "scienceqa_img", 12),
+            ("mmbench", "mmbench", 8),
+            ("cvqa", "cvqa", 2),
+            ("dance", "dance", 4),
+            ("pope", "pope", 4),
+        ]
+    },
 }
 
 
@@ -140,9 +177,17 @@ def test_the_plans_requests_are_its_items_requests_plus_continuations_and_the_ce
 
     models = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"]
     models["llava-generate"] = {**models["llava-tiny"], "answer_mode": "generate"}
-    config = validate_config({**GRID, "models": models, "title": "t", "data_dir": str(tmp_path / "data"),
-                              "results_dir": str(tmp_path / "results"), "prompts_dir": str(PROMPTS),
-                              "grid": {"models": list(models), "benchmarks": list(GRID["benchmarks"])}})
+    config = validate_config(
+        {
+            **GRID,
+            "models": models,
+            "title": "t",
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "prompts_dir": str(PROMPTS),
+            "grid": {"models": list(models), "benchmarks": list(GRID["benchmarks"])},
+        }
+    )
     for name in config.benchmarks:
         prepare(config, name)
     costs = cost.cost_table(config)

@@ -23,6 +23,7 @@ BENCH = "pope-fixture"  # 90 items: 6 parts of 16
 
 # --- shard ranges ----------------------------------------------------------------------------------------
 
+
 def test_shards_split_parts_into_contiguous_ranges_of_near_equal_size():
     assert [Shard(i, 3).parts(10) for i in (1, 2, 3)] == [range(0, 3), range(3, 6), range(6, 10)]
     assert [Shard(i, 3).parts(6) for i in (1, 2, 3)] == [range(0, 2), range(2, 4), range(4, 6)]
@@ -64,6 +65,7 @@ def test_config_shards_default_to_one_and_are_validated(small_config):
 
 # --- sharded runs -----------------------------------------------------------------------------------------
 
+
 def _setup(small_config, write_config, models=("random",), part_size=16, shards=3, model_settings=None):
     data = copy.deepcopy(small_config)
     data["infer"] = {"part_size": part_size, "threads": 1}
@@ -89,11 +91,16 @@ def _run(config, model, shard=None):
     else:
         out = paths.shard_path(config.results_dir, model, BENCH, shard.index, shard.count)
         partial = paths.shard_partial_dir(config.results_dir, model, BENCH, shard.index, shard.count)
-    return run_inference(cell=Cell(model, BENCH, out, partial, shard), model_settings=config.model(model),
-                         bench_dir=paths.bench_dir(config.data_dir, BENCH),
-                         model_dir=paths.model_dir(config.data_dir, model),
-                         part_size=int(config.infer["part_size"]), threads=1, prompts_dir=config.prompts_dir,
-                         progress=False)
+    return run_inference(
+        cell=Cell(model, BENCH, out, partial, shard),
+        model_settings=config.model(model),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        model_dir=paths.model_dir(config.data_dir, model),
+        part_size=int(config.infer["part_size"]),
+        threads=1,
+        prompts_dir=config.prompts_dir,
+        progress=False,
+    )
 
 
 def _move_aside(out):
@@ -115,9 +122,15 @@ def test_random_three_shards_merge_to_the_unsharded_file_byte_for_byte(small_con
     for index in (3, 1, 2):  # any order: each shard is its own job
         _cli(config, "infer", "random", BENCH, "--shard", f"{index}/3")
     shard_files = [paths.shard_path(config.results_dir, "random", BENCH, i, 3) for i in (1, 2, 3)]
-    assert [len(read_predictions(path)) for path in shard_files] == [32, 32, 26]  # 2 parts of 16 each, 90 items
+    assert [len(read_predictions(path)) for path in shard_files] == [
+        32,
+        32,
+        26,
+    ]  # 2 parts of 16 each, 90 items
     assert read_metadata(shard_files[2])["shard"]["parts"] == [4, 6]
-    assert not any(paths.shard_partial_dir(config.results_dir, "random", BENCH, i, 3).exists() for i in (1, 2, 3))
+    assert not any(
+        paths.shard_partial_dir(config.results_dir, "random", BENCH, i, 3).exists() for i in (1, 2, 3)
+    )
 
     _cli(config, "merge-shards", "random", BENCH)
     _assert_same_file(paths.predictions_path(config.results_dir, "random", BENCH), reference)
@@ -128,11 +141,19 @@ def test_llava_tiny_three_shards_merge_to_the_unsharded_file_byte_for_byte(small
     config = _setup(small_config, write_config, models=("llava-tiny",), model_settings={"batch_size": 4})
     reference = _move_aside(_run(config, "llava-tiny"))
     shard_files = [_run(config, "llava-tiny", Shard(i, 3)) for i in (1, 2, 3)]
-    job = open_job(model_settings=config.model("llava-tiny"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
-                   part_size=16, prompts_dir=config.prompts_dir)
-    out = merge_shards(job=job, model_name="llava-tiny", model_settings=config.model("llava-tiny"),
-                       shard_paths=shard_files,
-                       out_path=paths.predictions_path(config.results_dir, "llava-tiny", BENCH))
+    job = open_job(
+        model_settings=config.model("llava-tiny"),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        part_size=16,
+        prompts_dir=config.prompts_dir,
+    )
+    out = merge_shards(
+        job=job,
+        model_name="llava-tiny",
+        model_settings=config.model("llava-tiny"),
+        shard_paths=shard_files,
+        out_path=paths.predictions_path(config.results_dir, "llava-tiny", BENCH),
+    )
     _assert_same_file(out, reference)
     assert read_metadata(out)["provenance"]["batch_size"] == 4
 
@@ -168,15 +189,20 @@ def test_a_killed_shard_resumes_its_own_parts(small_config, write_config, monkey
 
     caplog.set_level(logging.INFO, logger="vlmgrid")
     run_inference(
-        model_settings=config.model("random"), bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        model_settings=config.model("random"),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
         model_dir=paths.model_dir(config.data_dir, "random"),
         cell=Cell.in_results(config.results_dir, "random", BENCH, Shard(2, 3)),
-        part_size=16, threads=1,
-        prompts_dir=config.prompts_dir, progress=False)
+        part_size=16,
+        threads=1,
+        prompts_dir=config.prompts_dir,
+        progress=False,
+    )
     assert "resuming: 1 of 2 parts (16 of 32 items) already done" in caplog.messages
 
 
 # --- merge refuses what it cannot trust -----------------------------------------------------------------------
+
 
 def _all_shards(config, model="random"):
     for index in (1, 2, 3):
@@ -206,8 +232,10 @@ def test_merge_refuses_a_stale_shard_from_other_settings(small_config, write_con
     other = validate_config(data, source=config.path)
     _run(other, "random", Shard(3, 3))  # shard 3 made with seed 1; the config says seed 0
     err = _merge_error(config, capsys)
-    assert "3-of-3.parquet was made with other model settings, data, prompts or part size than random on " \
-           "pope-fixture has now; run `vlmgrid infer random pope-fixture --shard 3/3` again" in err
+    assert (
+        "3-of-3.parquet was made with other model settings, data, prompts or part size than random on "
+        "pope-fixture has now; run `vlmgrid infer random pope-fixture --shard 3/3` again" in err
+    )
 
 
 def test_merge_calls_a_truncated_shard_unreadable(small_config, write_config, capsys):
@@ -242,7 +270,9 @@ def test_merge_refuses_shards_that_ran_the_model_differently(small_config, write
     metadata["provenance"]["device"] = "another GPU"
     write_table(path, table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}))
     err = _merge_error(config, capsys)
-    assert "3-of-3.parquet differs from shard 1 in how the model ran (provenance.device: 'another GPU' vs" in err
+    assert (
+        "3-of-3.parquet differs from shard 1 in how the model ran (provenance.device: 'another GPU' vs" in err
+    )
 
 
 def test_not_applicable_sharded_cell_writes_the_unsharded_record(small_config, write_config):
@@ -262,6 +292,7 @@ def test_not_applicable_sharded_cell_writes_the_unsharded_record(small_config, w
 
 
 # --- Snakemake ------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.integration
 def test_snakemake_runs_sharded_cells_to_the_unsharded_predictions(tmp_path):
@@ -324,25 +355,50 @@ def test_the_batch_check_survives_the_merge(small_config, write_config):
         if shard is None:
             cell = Cell.in_results(config.results_dir, model, bench)
         else:
-            cell = Cell(model, bench, paths.shard_path(config.results_dir, model, bench, shard.index, shard.count),
-                        paths.shard_partial_dir(config.results_dir, model, bench, shard.index, shard.count), shard)
-        return run_inference(cell=cell, model_settings=config.model(model), bench_dir=bench_dir, model_dir=model_dir,
-                             part_size=16, threads=1, prompts_dir=config.prompts_dir, progress=False, check_items=12)
+            cell = Cell(
+                model,
+                bench,
+                paths.shard_path(config.results_dir, model, bench, shard.index, shard.count),
+                paths.shard_partial_dir(config.results_dir, model, bench, shard.index, shard.count),
+                shard,
+            )
+        return run_inference(
+            cell=cell,
+            model_settings=config.model(model),
+            bench_dir=bench_dir,
+            model_dir=model_dir,
+            part_size=16,
+            threads=1,
+            prompts_dir=config.prompts_dir,
+            progress=False,
+            check_items=12,
+        )
 
     reference = read_metadata(_move_aside(run()))["invariance"]
     checks = [read_metadata(run(Shard(i, 3)))["invariance"] for i in (1, 2, 3)]
-    job = open_job(model_settings=config.model(model), bench_dir=bench_dir, part_size=16,
-                   prompts_dir=config.prompts_dir)
-    out = merge_shards(job=job, model_name=model, model_settings=config.model(model),
-                       shard_paths=[paths.shard_path(config.results_dir, model, bench, i, 3) for i in (1, 2, 3)],
-                       out_path=paths.predictions_path(config.results_dir, model, bench))
+    job = open_job(
+        model_settings=config.model(model), bench_dir=bench_dir, part_size=16, prompts_dir=config.prompts_dir
+    )
+    out = merge_shards(
+        job=job,
+        model_name=model,
+        model_settings=config.model(model),
+        shard_paths=[paths.shard_path(config.results_dir, model, bench, i, 3) for i in (1, 2, 3)],
+        out_path=paths.predictions_path(config.results_dir, model, bench),
+    )
     merged = read_metadata(out)["invariance"]
     assert reference["differing"] and sum(len(c["differing"]) for c in checks) == len(reference["differing"])
-    assert merged["checked"] == sum(c["checked"] for c in checks) == reference["checked"] == 4  # a tenth of 40
+    assert (
+        merged["checked"] == sum(c["checked"] for c in checks) == reference["checked"] == 4
+    )  # a tenth of 40
     assert merged["same"] == sum(c["same"] for c in checks) == reference["same"]
-    assert sorted(merged["differing"]) == sorted(i for c in checks for i in c["differing"]) \
+    assert (
+        sorted(merged["differing"])
+        == sorted(i for c in checks for i in c["differing"])
         == sorted(reference["differing"])
+    )
     assert merged["batch_size"] == reference["batch_size"]
     if reference["max_logprob_delta"] is not None:
-        assert merged["max_logprob_delta"] == max(c["max_logprob_delta"] for c in checks if c["max_logprob_delta"]
-                                                  is not None)
+        assert merged["max_logprob_delta"] == max(
+            c["max_logprob_delta"] for c in checks if c["max_logprob_delta"] is not None
+        )

@@ -25,15 +25,23 @@ def named_tests(text: str) -> list[tuple[str, str]]:
 
 def test_the_helper_reads_a_row_as_written():
     row = "| a | b | `tests/test_x.py::test_one`, `::test_two`, `tests/test_y.py::test_three` |"
-    assert named_tests(row) == [("tests/test_x.py", "test_one"), ("tests/test_x.py", "test_two"),
-                                ("tests/test_y.py", "test_three")]
+    assert named_tests(row) == [
+        ("tests/test_x.py", "test_one"),
+        ("tests/test_x.py", "test_two"),
+        ("tests/test_y.py", "test_three"),
+    ]
 
 
 def test_every_row_names_tests_that_exist():
     text = DOC.read_text(encoding="utf-8")
     rows = [line for line in text.splitlines() if line.startswith("|") and not line.startswith("| ---")][1:]
     named = named_tests(text)
-    assert rows and all(re.search(r"`(tests/[\w/]+\.py)?::\w+`", row.rstrip("|").rsplit("|", 1)[-1]) for row in rows)
-    missing = [f"{file}::{name}" for file, name in named
-               if file is None or not re.search(rf"^def {name}\(", (ROOT / file).read_text(encoding="utf-8"), re.M)]
+    assert rows and all(
+        re.search(r"`(tests/[\w/]+\.py)?::\w+`", row.rstrip("|").rsplit("|", 1)[-1]) for row in rows
+    )
+    missing = [
+        f"{file}::{name}"
+        for file, name in named
+        if file is None or not re.search(rf"^def {name}\(", (ROOT / file).read_text(encoding="utf-8"), re.M)
+    ]
     assert missing == []

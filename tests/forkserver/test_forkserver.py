@@ -42,13 +42,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("args, code", [
-    (["benchmarks"], 0),
-    (["models"], 0),
-    # the grid's default config, read from the client's folder (the server runs in /), and no such benchmark
-    (["score", "clip-tiny", "no-such-bench"], 2),
-    (["no-such-command"], 2),  # argparse's own error and exit status
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["benchmarks"], 0),
+        (["models"], 0),
+        # the grid's default config, read from the client's folder (the server runs in /), and no such benchmark
+        (["score", "clip-tiny", "no-such-bench"], 2),
+        (["no-such-command"], 2),  # argparse's own error and exit status
+    ],
+)
 def test_same_bytes_and_exit_code_as_in_process(server, args, code):
     own = _run(args)
     before = _served(server, " ".join(args))
@@ -74,9 +77,12 @@ def test_a_jobs_messages_are_printed_once_as_in_its_own_process(server, tmp_path
 
 def test_a_tiny_cell_prepared_inferred_and_scored_in_the_server_gives_the_same_files(server, tmp_path):
     own, served = copy_workflow(tmp_path / "own"), copy_workflow(tmp_path / "served")
-    for command in (["prepare", "pope-fixture"], ["fetch-model", "clip-tiny"],
-                    ["infer", "clip-tiny", "pope-fixture", "--threads", "1", "--no-progress"],
-                    ["score", "clip-tiny", "pope-fixture"]):
+    for command in (
+        ["prepare", "pope-fixture"],
+        ["fetch-model", "clip-tiny"],
+        ["infer", "clip-tiny", "pope-fixture", "--threads", "1", "--no-progress"],
+        ["score", "clip-tiny", "pope-fixture"],
+    ):
         before = _served(server, " ".join(command))
         in_process, in_server = _run(command, cwd=own), _run(command, env=server.env(), cwd=served)
         assert in_process.returncode == in_server.returncode == 0, in_server.stderr
@@ -93,8 +99,10 @@ def test_a_different_environment_is_refused_and_runs_in_the_client(server):
     served = _run(["benchmarks"], env=server.env(HF_HOME="/elsewhere/hf"))
     assert served.returncode == 0
     assert served.stdout == own.stdout
-    assert served.stderr.decode() == (f"vlmgrid: the fork server at {server.socket} did not run this command "
-                                      "(HF_HOME differs); it runs in its own process\n")
+    assert served.stderr.decode() == (
+        f"vlmgrid: the fork server at {server.socket} did not run this command "
+        "(HF_HOME differs); it runs in its own process\n"
+    )
     assert "refused (HF_HOME differs): vlmgrid benchmarks" in server.text()
 
 
@@ -105,8 +113,14 @@ def test_the_per_job_variables_are_the_jobs_own(server):
     assert environment_difference({"OMP_NUM_THREADS": "3", "A": "1"}, {"A": "1"}) is None
     assert environment_difference({"A": "1"}, {"A": "2", "B": "1"}) == "A"
     assert environment_difference({"A": "1", "B": "1"}, {"A": "1"}) == "B"
-    assert {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
-            "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"} <= PER_JOB
+    assert {
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "GOTO_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+    } <= PER_JOB
 
 
 def _fewer_files():
@@ -114,28 +128,36 @@ def _fewer_files():
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 256) - 1, hard))
 
 
-@pytest.mark.parametrize("change, differs", [
-    (lambda: os.umask(0o077), "umask"),
-    (lambda: os.nice(2), "nice"),
-    (_fewer_files, "RLIMIT_NOFILE"),
-    (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN), "ignored signals"),  # as `nohup` starts it
-], ids=["umask", "nice", "rlimit", "nohup"])
+@pytest.mark.parametrize(
+    "change, differs",
+    [
+        (lambda: os.umask(0o077), "umask"),
+        (lambda: os.nice(2), "nice"),
+        (_fewer_files, "RLIMIT_NOFILE"),
+        (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN), "ignored signals"),  # as `nohup` starts it
+    ],
+    ids=["umask", "nice", "rlimit", "nohup"],
+)
 def test_a_command_in_another_process_context_is_refused_and_runs_in_its_own_process(server, change, differs):
     # A forked job inherits these from the server, not from its caller: it would write 0644 files under umask
     # 077, run at the server's priority and limits, and die of a hangup that its caller ignores.
     def benchmarks(env):
-        return subprocess.run([*VLMGRID, "benchmarks"], capture_output=True, env=env, cwd=REPO, timeout=300,
-                              preexec_fn=change)
+        return subprocess.run(
+            [*VLMGRID, "benchmarks"], capture_output=True, env=env, cwd=REPO, timeout=300, preexec_fn=change
+        )
 
     own, served = benchmarks(_base_env()), benchmarks(server.env())
     assert (served.returncode, served.stdout) == (own.returncode, own.stdout) == (0, own.stdout)
-    assert served.stderr.decode() == (f"vlmgrid: the fork server at {server.socket} did not run this command "
-                                      f"({differs} differs); it runs in its own process\n")
+    assert served.stderr.decode() == (
+        f"vlmgrid: the fork server at {server.socket} did not run this command "
+        f"({differs} differs); it runs in its own process\n"
+    )
     assert f"refused ({differs} differs): vlmgrid benchmarks" in server.text()
 
 
-def test_an_edit_that_keeps_the_files_times_ends_a_runs_server_and_the_next_jobs_run_the_new_code(tmp_path,
-                                                                                                   monkeypatch):
+def test_an_edit_that_keeps_the_files_times_ends_a_runs_server_and_the_next_jobs_run_the_new_code(
+    tmp_path, monkeypatch
+):
     package = package_copy(tmp_path / "code")
     version = package_version(package)
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)  # the server's environment is this process's
@@ -148,16 +170,19 @@ def test_an_edit_that_keeps_the_files_times_ends_a_runs_server_and_the_next_jobs
         env = {**os.environ, "VLMGRID_FORKSERVER": started.socket_path}
 
         def version_printed() -> subprocess.CompletedProcess:
-            return subprocess.run([*VLMGRID, "--version"], capture_output=True, text=True, env=env, cwd=REPO,
-                                  timeout=300)
+            return subprocess.run(
+                [*VLMGRID, "--version"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+            )
 
         served = version_printed()
         assert (served.returncode, served.stdout, served.stderr) == (0, f"vlmgrid {version}\n", "")
         edit_keeping_times(package / "__init__.py", f'"{version}"', f'"{version}+edited"')
         refused = version_printed()
         assert (refused.returncode, refused.stdout) == (0, f"vlmgrid {version}+edited\n")
-        assert refused.stderr == (f"vlmgrid: the fork server at {started.socket_path} did not run this command "
-                                  "(the code on disk changed since the server started); it runs in its own process\n")
+        assert refused.stderr == (
+            f"vlmgrid: the fork server at {started.socket_path} did not run this command "
+            "(the code on disk changed since the server started); it runs in its own process\n"
+        )
         # its socket went with the refusal: the next job runs in its own process, silently, and the server ends
         later = version_printed()
         assert (later.returncode, later.stdout, later.stderr) == (0, f"vlmgrid {version}+edited\n", "")
@@ -167,7 +192,10 @@ def test_an_edit_that_keeps_the_files_times_ends_a_runs_server_and_the_next_jobs
         forkserver.stop(started)
     text = log.read_text()
     assert text.count("started: vlmgrid --version\n") == 1
-    assert "the code on disk changed since the server started: no more jobs; stopping once the 0 running end" in text
+    assert (
+        "the code on disk changed since the server started: no more jobs; stopping once the 0 running end"
+        in text
+    )
     assert text.splitlines()[-1].endswith(" its jobs ended: stopping")
 
 
@@ -185,8 +213,9 @@ def _blocked_job(server):
     before = server.text().count("started: vlmgrid plan\n")
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
-    client = subprocess.Popen([*VLMGRID, "plan"], env=server.env(), cwd=REPO, stdout=write_end,
-                              stderr=subprocess.PIPE)
+    client = subprocess.Popen(
+        [*VLMGRID, "plan"], env=server.env(), cwd=REPO, stdout=write_end, stderr=subprocess.PIPE
+    )
     os.close(write_end)
     pid = server.started_pid("plan", after=before)
     wait_for(lambda: _unread(read_end) >= 4096, "the job to fill its stdout")  # now it waits in its write
@@ -265,8 +294,13 @@ def test_start_returns_once_the_socket_takes_jobs_so_the_first_one_is_served(tmp
     assert started is not None
     try:
         assert Path(started.socket_path).exists() and not list(Path(started.folder).glob("socket.*"))
-        sent = subprocess.run([*VLMGRID, "benchmarks"], capture_output=True, cwd=REPO, timeout=300,
-                              env={**os.environ, "VLMGRID_FORKSERVER": started.socket_path})
+        sent = subprocess.run(
+            [*VLMGRID, "benchmarks"],
+            capture_output=True,
+            cwd=REPO,
+            timeout=300,
+            env={**os.environ, "VLMGRID_FORKSERVER": started.socket_path},
+        )
         assert (sent.returncode, sent.stderr) == (0, b"")  # served, not refused
     finally:
         forkserver.stop(started)

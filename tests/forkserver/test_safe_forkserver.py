@@ -30,8 +30,14 @@ def short_folder():
 
 def _forkserver(socket_path: Path, *args: str) -> subprocess.CompletedProcess:
     """`vlmgrid forkserver` on `socket_path`, stopping after a second with no job (its log is its stderr)."""
-    return subprocess.run([*VLMGRID, "forkserver", "--socket", str(socket_path), "--idle-timeout", "1", *args],
-                          capture_output=True, text=True, env=_base_env(), cwd="/", timeout=300)
+    return subprocess.run(
+        [*VLMGRID, "forkserver", "--socket", str(socket_path), "--idle-timeout", "1", *args],
+        capture_output=True,
+        text=True,
+        env=_base_env(),
+        cwd="/",
+        timeout=300,
+    )
 
 
 def _stale_socket(path: Path) -> None:
@@ -74,10 +80,14 @@ def test_a_socket_path_where_something_is_is_refused_and_what_is_there_is_kept(s
     _make(kind, target)
     result = _forkserver(target)
     assert result.returncode == 2, result.stderr
-    assert result.stderr == (f"vlmgrid: error: {target} exists and is not a socket; give --socket a path where "
-                             "nothing is (the server makes its socket there)\n")
+    assert result.stderr == (
+        f"vlmgrid: error: {target} exists and is not a socket; give --socket a path where "
+        "nothing is (the server makes its socket there)\n"
+    )
     assert _unchanged(kind, target)
-    assert [p.name for p in short_folder.iterdir() if p.name.startswith("sock.")] == []  # no socket made either
+    assert [
+        p.name for p in short_folder.iterdir() if p.name.startswith("sock.")
+    ] == []  # no socket made either
 
 
 def test_a_stale_socket_outside_a_folder_of_ours_is_refused_and_kept(short_folder):
@@ -85,8 +95,10 @@ def test_a_stale_socket_outside_a_folder_of_ours_is_refused_and_kept(short_folde
     _stale_socket(stale)
     result = _forkserver(stale)
     assert result.returncode == 2, result.stderr
-    assert result.stderr == (f"vlmgrid: error: {stale} is a socket that nobody listens on, outside a folder of "
-                             "vlmgrid's own; remove it if it is a stale server's, or give --socket another path\n")
+    assert result.stderr == (
+        f"vlmgrid: error: {stale} is a socket that nobody listens on, outside a folder of "
+        "vlmgrid's own; remove it if it is a stale server's, or give --socket another path\n"
+    )
     assert stale.is_socket()
 
 
@@ -95,8 +107,10 @@ def test_the_socket_of_a_running_server_is_refused_and_that_server_keeps_serving
     try:
         result = _forkserver(running.socket)
         assert result.returncode == 2, result.stderr
-        assert result.stderr == (f"vlmgrid: error: {running.socket} is the socket of a server that is running; "
-                                 "stop that one first, or give --socket another path\n")
+        assert result.stderr == (
+            f"vlmgrid: error: {running.socket} is the socket of a server that is running; "
+            "stop that one first, or give --socket another path\n"
+        )
         before = _served(running, "benchmarks")
         served = _run(["benchmarks"], env=running.env())
         assert (served.returncode, served.stderr) == (0, b"")
@@ -138,12 +152,20 @@ def test_a_read_only_results_dir_under_snakemake_is_one_sentence_and_leaves_no_f
         (root / "config/readonly.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
         # the server's folder would be made in the runtime folder, else the temporary folder: both point here
         env = workflow_env({"TMPDIR": str(short_folder), "XDG_RUNTIME_DIR": str(short_folder)})
-        result = subprocess.run(["snakemake", "--cores", "1", "--configfile", "config/readonly.yaml"], cwd=root,
-                                env=env, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            ["snakemake", "--cores", "1", "--configfile", "config/readonly.yaml"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    said = (f"{root}/config/readonly.yaml: results_dir {results} cannot be written (read-only file system: "
-            f"{results}/logs); make it writable, or set results_dir to a folder that is, and run again")
+    said = (
+        f"{root}/config/readonly.yaml: results_dir {results} cannot be written (read-only file system: "
+        f"{results}/logs); make it writable, or set results_dir to a folder that is, and run again"
+    )
     assert output.count(said) == 1, output
     assert "Traceback" not in output and "OSError" not in output
     assert list(short_folder.glob(f"{FOLDER_PREFIX}*")) == []
@@ -151,16 +173,19 @@ def test_a_read_only_results_dir_under_snakemake_is_one_sentence_and_leaves_no_f
 
 def test_a_server_whose_parent_is_killed_ends_promptly_and_removes_its_folder(tmp_path, short_folder):
     # The parent is what Snakemake's onstart is: a process that called `start`. SIGKILL runs none of its code.
-    parent_code = ("import sys, time\n"
-                   "from vlmgrid import forkserver\n"
-                   "server = forkserver.start(sys.argv[1])\n"
-                   "print(server.process.pid, server.folder, flush=True)\n"
-                   "time.sleep(600)\n")
+    parent_code = (
+        "import sys, time\n"
+        "from vlmgrid import forkserver\n"
+        "server = forkserver.start(sys.argv[1])\n"
+        "print(server.process.pid, server.folder, flush=True)\n"
+        "time.sleep(600)\n"
+    )
     env = _base_env(XDG_RUNTIME_DIR=str(short_folder))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # its `vlmgrid`, as a run's
     log = tmp_path / "forkserver.log"
-    parent = subprocess.Popen([sys.executable, "-c", parent_code, str(log)], stdout=subprocess.PIPE, text=True,
-                              env=env, cwd=REPO)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", parent_code, str(log)], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO
+    )
     server_pid, folder = parent.stdout.readline().split()
     server_pid = int(server_pid)
     try:

@@ -8,10 +8,14 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test extra has it)")
+webdriver = pytest.importorskip(
+    "selenium.webdriver", reason="selenium is not installed (the test extra has it)"
+)
 if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("Chromium or chromedriver is not installed (Debian: apt-get install chromium chromium-driver)",
-                allow_module_level=True)
+    pytest.skip(
+        "Chromium or chromedriver is not installed (Debian: apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -15,23 +15,38 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "config" / "config.yaml"
 # What a copy of the repo needs to run the grid through Snakemake or DVC.
-WORKFLOW_FILES = ["Snakefile", "dvc.yaml", ".dvcignore", "workflow", "profiles", "config", ".dvc/config",
-                  ".dvc/.gitignore"]
+WORKFLOW_FILES = [
+    "Snakefile",
+    "dvc.yaml",
+    ".dvcignore",
+    "workflow",
+    "profiles",
+    "config",
+    ".dvc/config",
+    ".dvc/.gitignore",
+]
 
 
 # The fork servers' pids by their socket folder, stopping them, and whether a process still runs: the grid's
 # measurement (perf/gridrun.py) needs the same
 _gridrun_spec = importlib.util.spec_from_file_location("gridrun", REPO / "perf" / "gridrun.py")
-gridrun = sys.modules["gridrun"] = importlib.util.module_from_spec(_gridrun_spec)  # a dataclass needs its module
+gridrun = sys.modules["gridrun"] = importlib.util.module_from_spec(
+    _gridrun_spec
+)  # a dataclass needs its module
 _gridrun_spec.loader.exec_module(gridrun)
-fork_servers, stop_fork_servers, process_running = gridrun.servers_under, gridrun.stop_servers, gridrun.process_running
+fork_servers, stop_fork_servers, process_running = (
+    gridrun.servers_under,
+    gridrun.stop_servers,
+    gridrun.process_running,
+)
 
 
 def tiny_open_clip(seed: int, multilingual: bool = False) -> dict:
     """The settings of the smallest open_clip model the backend builds from a fixture source (a batch of 3);
     `multilingual` gives it a transformers text tower, as the multilingual CLIP models have."""
     source = {
-        "type": "fixture", "seed": seed,
+        "type": "fixture",
+        "seed": seed,
         "model_cfg": {
             "embed_dim": 16,
             "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
@@ -47,8 +62,16 @@ def workflow_env(extra: dict | None = None) -> dict:
     """The environment of a workflow run: this venv's commands first, no GPU, fixed git identity."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "VLMGRID_GPU_COUNT": "0"})
+    env.update(
+        {
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "DVC_NO_ANALYTICS": "1",
+            "VLMGRID_GPU_COUNT": "0",
+        }
+    )
     env.update(extra or {})
     return env
 
@@ -57,7 +80,9 @@ def run(args, cwd, check=True, env=None):
     """Run a command in `cwd` with `env` (default: workflow_env()); with check, fail the test on an error."""
     result = subprocess.run(args, cwd=cwd, env=env or workflow_env(), capture_output=True, text=True)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -164,15 +189,20 @@ def heatmap_cells(fig, models) -> dict[tuple[str, str], tuple[str, tuple]]:
     return cells
 
 
-def pope_grid_file(small_config: dict, tmp_path: Path, models: dict, name: str = "grid.yaml",
-                   results: str = "results") -> str:
+def pope_grid_file(
+    small_config: dict, tmp_path: Path, models: dict, name: str = "grid.yaml", results: str = "results"
+) -> str:
     """A grid of the given models on a 12-item POPE fixture in parts of 4, written to tmp_path/name."""
     data = copy.deepcopy(small_config)
     data["prompts_dir"] = str(REPO / "config" / "prompts")
     data["results_dir"] = str(tmp_path / results)
     data["infer"] = {**data["infer"], "part_size": 4}
-    data["benchmarks"] = {"pope-fixture": {**data["benchmarks"]["pope-fixture"],
-                                           "source": {"type": "fixture", "seed": 0, "size": 4}}}
+    data["benchmarks"] = {
+        "pope-fixture": {
+            **data["benchmarks"]["pope-fixture"],
+            "source": {"type": "fixture", "seed": 0, "size": 4},
+        }
+    }
     data["models"] = models
     data["grid"] = {"models": list(models), "benchmarks": ["pope-fixture"]}
     path = tmp_path / name

@@ -18,18 +18,42 @@ FAIR = [0] * 5 + [1] * 8 + [0] * 2 + [1] * 5
 
 def write_bench(bench_dir, n=20):
     bench_dir.mkdir(parents=True)
-    records = pd.DataFrame({"id": [f"q{i}" for i in range(n)], "image": None, "question": "Which?",
-                            "options": [["yes", "no"]] * n, "answer": "yes", "answer_index": 0})
+    records = pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(n)],
+            "image": None,
+            "question": "Which?",
+            "options": [["yes", "no"]] * n,
+            "answer": "yes",
+            "answer_index": 0,
+        }
+    )
     records.to_parquet(bench_dir / "records.parquet")
     files = {"records.parquet": sha256_file(bench_dir / "records.parquet")}
-    manifest = {"kind": "scienceqa_img", "benchmark": bench_dir.name, "files": files, "fingerprint": fingerprint(files)}
+    manifest = {
+        "kind": "scienceqa_img",
+        "benchmark": bench_dir.name,
+        "files": files,
+        "fingerprint": fingerprint(files),
+    }
     (bench_dir / "manifest.json").write_text(json.dumps(manifest))
     return manifest["fingerprint"]
 
 
 def write_preds(path, indices, data_fingerprint):
-    rows = [{"id": f"q{i}", "variant": "default", "raw": None, "prediction": None if k < 0 else ["yes", "no"][k],
-             "prediction_index": k, "scores": None, "topk": None, "error": None} for i, k in enumerate(indices)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "variant": "default",
+            "raw": None,
+            "prediction": None if k < 0 else ["yes", "no"][k],
+            "prediction_index": k,
+            "scores": None,
+            "topk": None,
+            "error": None,
+        }
+        for i, k in enumerate(indices)
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_predictions(path, rows_to_table(rows), {"applicable": True, "data_fingerprint": data_fingerprint})
 
@@ -66,12 +90,25 @@ def tiny_grid(tmp_path, write_config):
 def write_score(results, model, bench, value, sha):
     path = paths.score_path(results, model, bench)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "model": model, "benchmark": bench, "applicable": True, "metric": "accuracy", "value": value,
-        "ci95": [value - 5, value + 5], "n": 20, "n_valid": 20, "format_error_rate": 0.0, "metrics": {},
-        "breakdown": {}, "bootstrap": {"samples": 3, "seed": 0, "draws": [value - 1, value, value + 1]},
-        "inputs": {"predictions_sha256": sha},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "model": model,
+                "benchmark": bench,
+                "applicable": True,
+                "metric": "accuracy",
+                "value": value,
+                "ci95": [value - 5, value + 5],
+                "n": 20,
+                "n_valid": 20,
+                "format_error_rate": 0.0,
+                "metrics": {},
+                "breakdown": {},
+                "bootstrap": {"samples": 3, "seed": 0, "draws": [value - 1, value, value + 1]},
+                "inputs": {"predictions_sha256": sha},
+            }
+        )
+    )
     return path
 
 
@@ -82,10 +119,34 @@ def write_comparison(results, bench, reference, pairs, shas=None, mdd=1.0):
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = []
     for a, b, difference, p in pairs:
-        entries.append({"model_a": a, "model_b": b, "comparable": True, "value_a": 50 + difference, "value_b": 50.0,
-                        "difference": difference, "ci95": [difference - 3, difference + 3], "p_value": p,
-                        "test": "paired sign-flip permutation", "unit": "item", "units": 20,
-                        "permutations": 999, "mcnemar": None, "mdd": mdd, "mdd_from": "unit differences"})
-    path.write_text(json.dumps({"benchmark": bench, "metric": "accuracy", "reference_model": reference,
-                                "pairs": entries, "inputs": {"predictions_sha256": shas or {}}}))
+        entries.append(
+            {
+                "model_a": a,
+                "model_b": b,
+                "comparable": True,
+                "value_a": 50 + difference,
+                "value_b": 50.0,
+                "difference": difference,
+                "ci95": [difference - 3, difference + 3],
+                "p_value": p,
+                "test": "paired sign-flip permutation",
+                "unit": "item",
+                "units": 20,
+                "permutations": 999,
+                "mcnemar": None,
+                "mdd": mdd,
+                "mdd_from": "unit differences",
+            }
+        )
+    path.write_text(
+        json.dumps(
+            {
+                "benchmark": bench,
+                "metric": "accuracy",
+                "reference_model": reference,
+                "pairs": entries,
+                "inputs": {"predictions_sha256": shas or {}},
+            }
+        )
+    )
     return path

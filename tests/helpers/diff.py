@@ -22,19 +22,40 @@ def _rows(bench, answers: dict, parser: str) -> list[dict]:
     rows = []
     for item_id, raw in answers.items():
         if isinstance(raw, tuple):  # a failed request: no text, no reading
-            rows.append({"id": item_id, "variant": "default", "raw": None, "prediction": None,
-                         "prediction_index": -1, "error": raw[1]})
+            rows.append(
+                {
+                    "id": item_id,
+                    "variant": "default",
+                    "raw": None,
+                    "prediction": None,
+                    "prediction_index": -1,
+                    "error": raw[1],
+                }
+            )
             continue
         parsed = parse(parser, raw, list(options[item_id]))
-        rows.append({"id": item_id, "variant": "default", "raw": raw, "prediction": parsed.prediction,
-                     "prediction_index": parsed.index, "error": None})
+        rows.append(
+            {
+                "id": item_id,
+                "variant": "default",
+                "raw": raw,
+                "prediction": parsed.prediction,
+                "prediction_index": parsed.index,
+                "error": None,
+            }
+        )
     return rows
 
 
 def _write(path, bench, frame: pd.DataFrame) -> str:
     rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    metadata = {"model": "m", "benchmark": bench.name, "data_fingerprint": bench.manifest["fingerprint"],
-                "strategy": "generate", "applicable": True}
+    metadata = {
+        "model": "m",
+        "benchmark": bench.name,
+        "data_fingerprint": bench.manifest["fingerprint"],
+        "strategy": "generate",
+        "applicable": True,
+    }
     write_table(path, rows_to_table(rows, metadata))
     return str(path)
 
@@ -43,10 +64,14 @@ def _config(tmp_path, write_config, benchmark: str, models=()) -> str:
     data = {
         "data_dir": str(tmp_path / "data"),
         "results_dir": str(tmp_path / "results"),
-        "benchmarks": {benchmark: {"kind": {"scienceqa-fixture": "scienceqa_img"}.get(benchmark, "pope"),
-                                   "source": {"type": "fixture", "seed": 0}}},
-        "models": {name: {"backend": "baseline", "seed": 0} for name in models} or
-                  {"random": {"backend": "baseline", "seed": 0}},
+        "benchmarks": {
+            benchmark: {
+                "kind": {"scienceqa-fixture": "scienceqa_img"}.get(benchmark, "pope"),
+                "source": {"type": "fixture", "seed": 0},
+            }
+        },
+        "models": {name: {"backend": "baseline", "seed": 0} for name in models}
+        or {"random": {"backend": "baseline", "seed": 0}},
         "grid": {"models": list(models) or ["random"], "benchmarks": [benchmark]},
     }
     return str(write_config(data))

@@ -13,8 +13,12 @@ IN_GIT = {"results/metrics"}
 def lock_outputs(root: Path) -> dict[str, str]:
     """Every output path in dvc.lock that DVC's cache holds, with its md5 (a folder's ends in .dir)."""
     stages = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
-    return {out["path"]: out["md5"] for stage in stages.values() for out in stage.get("outs", [])
-            if out["path"] not in IN_GIT}
+    return {
+        out["path"]: out["md5"]
+        for stage in stages.values()
+        for out in stage.get("outs", [])
+        if out["path"] not in IN_GIT
+    }
 
 
 def output_files(root: Path) -> list[Path]:
@@ -41,18 +45,23 @@ def remote_objects(store: Path) -> list[Path]:
 
 def transfer_counts(output: str) -> dict[str, int]:
     """DVC's summary line ("12 files pushed", "3 files fetched and 1 file added") as {"pushed": 12, ...}."""
-    return {verb: int(n) for n, verb in re.findall(r"(\d+) files? (pushed|fetched|added|modified|deleted)", output)}
+    return {
+        verb: int(n)
+        for n, verb in re.findall(r"(\d+) files? (pushed|fetched|added|modified|deleted)", output)
+    }
 
 
 def s3_remote_commands(url: str, endpoint: str) -> list[list[str]]:
     """The commands of docs/remote.md for an S3 remote named s3, kept to this checkout (--local), plus the
     endpoint of a local server and its dummy credentials."""
     local = ["dvc", "remote", "modify", "--local", "s3"]
-    return [["dvc", "remote", "add", "--local", "s3", url],
-            local + ["endpointurl", endpoint],
-            local + ["region", "us-east-1"],
-            local + ["access_key_id", "testing"],
-            local + ["secret_access_key", "testing"]]
+    return [
+        ["dvc", "remote", "add", "--local", "s3", url],
+        local + ["endpointurl", endpoint],
+        local + ["region", "us-east-1"],
+        local + ["access_key_id", "testing"],
+        local + ["secret_access_key", "testing"],
+    ]
 
 
 @contextlib.contextmanager
@@ -66,8 +75,13 @@ def moto_s3(bucket: str):
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=bucket)
         yield endpoint
     finally:
         server.stop()

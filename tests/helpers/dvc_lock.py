@@ -10,10 +10,22 @@ import yaml
 
 # The outputs each lock file records in DVC's cache (relative to the repo root); results/metrics and
 # results/paper/metrics are recorded too but kept in git (`cache: false` in their dvc.yaml).
-ROOT_OUTPUTS = ["data/.source-stamps", "data/models/clip-tiny", "data/mme-fixture", "data/pope-fixture",
-                "results/predictions", "results/scores", "results/comparisons"]
-PAPER_OUTPUTS = ["results/paper/source-stamps", "data/models/llava-1.5-7b", "data/mme", "results/paper/predictions",
-                 "results/paper/scores"]
+ROOT_OUTPUTS = [
+    "data/.source-stamps",
+    "data/models/clip-tiny",
+    "data/mme-fixture",
+    "data/pope-fixture",
+    "results/predictions",
+    "results/scores",
+    "results/comparisons",
+]
+PAPER_OUTPUTS = [
+    "results/paper/source-stamps",
+    "data/models/llava-1.5-7b",
+    "data/mme",
+    "results/paper/predictions",
+    "results/paper/scores",
+]
 
 ROOT_YAML = """\
 vars:
@@ -124,18 +136,41 @@ def write_dvc_repo(root: Path) -> Path:
     (root / ".dvc").mkdir(parents=True, exist_ok=True)
     (root / ".dvc" / "config").write_text("[core]\n    remote = store\n", encoding="utf-8")
     (root / "dvc.yaml").write_text(ROOT_YAML, encoding="utf-8")
-    (root / "dvc.lock").write_text(_lock({
-        "stamp_sources": ["data/.source-stamps"],
-        "fetch_model@clip-tiny": ["data/models/clip-tiny"],
-        "grid": ["data/mme-fixture", "data/pope-fixture", "results/predictions", "results/scores",
-                 "results/comparisons", "results/metrics"],
-    }, ["config/config.yaml"]), encoding="utf-8")
+    (root / "dvc.lock").write_text(
+        _lock(
+            {
+                "stamp_sources": ["data/.source-stamps"],
+                "fetch_model@clip-tiny": ["data/models/clip-tiny"],
+                "grid": [
+                    "data/mme-fixture",
+                    "data/pope-fixture",
+                    "results/predictions",
+                    "results/scores",
+                    "results/comparisons",
+                    "results/metrics",
+                ],
+            },
+            ["config/config.yaml"],
+        ),
+        encoding="utf-8",
+    )
     paper = root / "pipelines" / "paper"
     paper.mkdir(parents=True, exist_ok=True)
     (paper / "dvc.yaml").write_text(PAPER_YAML, encoding="utf-8")
-    (paper / "dvc.lock").write_text(_lock({
-        "stamp_sources": ["results/paper/source-stamps"],
-        "fetch_model@llava-1.5-7b": ["data/models/llava-1.5-7b"],
-        "grid": ["data/mme", "results/paper/predictions", "results/paper/scores", "results/paper/metrics"],
-    }, ["config/paper.yaml"]), encoding="utf-8")
+    (paper / "dvc.lock").write_text(
+        _lock(
+            {
+                "stamp_sources": ["results/paper/source-stamps"],
+                "fetch_model@llava-1.5-7b": ["data/models/llava-1.5-7b"],
+                "grid": [
+                    "data/mme",
+                    "results/paper/predictions",
+                    "results/paper/scores",
+                    "results/paper/metrics",
+                ],
+            },
+            ["config/paper.yaml"],
+        ),
+        encoding="utf-8",
+    )
     return root

@@ -69,12 +69,22 @@ def completion(content: str, top_logprobs: list[tuple[str, float]] | None = None
     choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
     if top_logprobs is not None:
         first = top_logprobs[0] if top_logprobs else (content, 0.0)
-        choice["logprobs"] = {"content": [{
-            "token": first[0], "logprob": first[1],
-            "top_logprobs": [{"token": token, "logprob": logprob} for token, logprob in top_logprobs],
-        }]}
-    return {"id": "chatcmpl-test", "object": "chat.completion", "model": "fake", "choices": [choice],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": first[0],
+                    "logprob": first[1],
+                    "top_logprobs": [{"token": token, "logprob": logprob} for token, logprob in top_logprobs],
+                }
+            ]
+        }
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": "fake",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
 
 class FakeOpenAIServer:
@@ -91,8 +101,9 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:

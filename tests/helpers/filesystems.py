@@ -13,7 +13,9 @@ import pytest
 def mounted_tmpfs(where: Path, options: str):
     where.mkdir()
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True
+        )
     except OSError:
         done = None
     if done is None or done.returncode != 0:

@@ -19,8 +19,11 @@ VLMGRID = [sys.executable, "-m", "vlmgrid.cli"]
 
 def _base_env(**changes) -> dict:
     """This environment without what differs from one test to the next (pytest names the running test)."""
-    keep = {name: value for name, value in os.environ.items()
-            if name not in ("PYTEST_CURRENT_TEST", "VLMGRID_FORKSERVER")}
+    keep = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("PYTEST_CURRENT_TEST", "VLMGRID_FORKSERVER")
+    }
     return {**keep, **changes}
 
 
@@ -34,7 +37,13 @@ class Server:
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
                 [*VLMGRID, "forkserver", "--socket", str(self.socket), "--idle-timeout", str(idle_timeout)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd="/", start_new_session=True)
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd="/",
+                start_new_session=True,
+            )
         wait_for(lambda: "ready:" in self.text(), "the server's imports")
 
     def text(self) -> str:
@@ -45,6 +54,7 @@ class Server:
 
     def started_pid(self, command: str, after: int) -> int:
         """The pid of the job the log says started with `command` after the `after` ones before it (waiting)."""
+
         def lines():
             return [ln for ln in self.text().splitlines() if ln.endswith(f"started: vlmgrid {command}")]
 
@@ -66,7 +76,9 @@ def server():
 
 
 def _run(args, env=None, cwd=REPO):
-    return subprocess.run([*VLMGRID, *args], capture_output=True, env=env or _base_env(), cwd=cwd, timeout=300)
+    return subprocess.run(
+        [*VLMGRID, *args], capture_output=True, env=env or _base_env(), cwd=cwd, timeout=300
+    )
 
 
 def _served(server, command: str) -> int:

@@ -17,7 +17,13 @@ from vlmgrid.config import load_config
 from vlmgrid.predictions import SCHEMA
 from vlmgrid.stages.prepare import prepare_benchmark
 
-SIZES = {"pope-fixture": 2, "mme-fixture": 1, "textvqa-fixture": 3, "scienceqa-fixture": 6, "mmbench-fixture": 2}
+SIZES = {
+    "pope-fixture": 2,
+    "mme-fixture": 1,
+    "textvqa-fixture": 3,
+    "scienceqa-fixture": 6,
+    "mmbench-fixture": 2,
+}
 MODEL_ID = "llava-v1.5-13b"
 LLAVA_SHORT = "Answer the question using a single word or phrase."
 
@@ -50,8 +56,15 @@ def small_grid(root, sizes: dict[str, int]) -> tuple[str, dict[str, pd.DataFrame
 
 def llava_line(question_id, prompt, text, n, **extra) -> dict:
     """One line as llava/eval/model_vqa_loader.py writes it (MMBench's script adds its own keys)."""
-    return {"question_id": question_id, "prompt": prompt, "text": text, "answer_id": f"ans{n:019d}",
-            "model_id": MODEL_ID, "metadata": {}, **extra}
+    return {
+        "question_id": question_id,
+        "prompt": prompt,
+        "text": text,
+        "answer_id": f"ans{n:019d}",
+        "model_id": MODEL_ID,
+        "metadata": {},
+        **extra,
+    }
 
 
 def write_jsonl(path, lines) -> str:
@@ -82,15 +95,31 @@ def mmbench_answers(records, texts=None) -> list[dict]:
     for n, (_, r) in enumerate(records.iterrows()):
         options = list(r["options"])
         prompt = "\n".join([r["hint"], r["question"]] + [f"{'ABCD'[i]}. {o}" for i, o in enumerate(options)])
-        lines.append(llava_line(int(r["id"]), prompt, texts[n] if texts else "ABCD"[r["answer_index"]], n,
-                                round_id=0, options=options, option_char=list("ABCD"[:len(options)])))
+        lines.append(
+            llava_line(
+                int(r["id"]),
+                prompt,
+                texts[n] if texts else "ABCD"[r["answer_index"]],
+                n,
+                round_id=0,
+                options=options,
+                option_char=list("ABCD"[: len(options)]),
+            )
+        )
     return lines
 
 
 def mme_answers(records, texts) -> list[dict]:
     """llava_mme.jsonl asks "<question>\\nAnswer the question using a single word or phrase." per image path."""
-    return [llava_line(r["image_id"], r["question"].replace(" Please answer yes or no.", "") + "\n" + LLAVA_SHORT,
-                       text, n) for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
+    return [
+        llava_line(
+            r["image_id"],
+            r["question"].replace(" Please answer yes or no.", "") + "\n" + LLAVA_SHORT,
+            text,
+            n,
+        )
+        for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))
+    ]
 
 
 def mme_tool_folder(folder, records, texts) -> str:
@@ -111,10 +140,13 @@ def pope_files(tmp_path, records, texts) -> tuple[str, str]:
     questions, answers = [], []
     for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts), start=1):
         prompt = f"{r['question']}\n{LLAVA_SHORT}"
-        questions.append({"question_id": n, "image": f"{r['image_source']}.jpg", "text": prompt,
-                          "category": r["split"]})
+        questions.append(
+            {"question_id": n, "image": f"{r['image_source']}.jpg", "text": prompt, "category": r["split"]}
+        )
         answers.append(llava_line(n, prompt, text, n))
-    return write_jsonl(tmp_path / "llava_pope_test.jsonl", questions), write_jsonl(tmp_path / "pope.jsonl", answers)
+    return write_jsonl(tmp_path / "llava_pope_test.jsonl", questions), write_jsonl(
+        tmp_path / "pope.jsonl", answers
+    )
 
 
 MODEL = "llava_v1.5_7b"  # VLMEvalKit's model names hold underscores too
@@ -132,25 +164,51 @@ def options(r, width: int) -> dict:
 def mmbench_rows(records) -> list[dict]:
     """MMBench_DEV_EN.tsv (Development.md, table 1): index (circular copies q + k * 1e6), question, hint
     (NaN when none), A-D, answer letter, category, l2-category, split."""
-    return [{"index": int(r["id"]), "question": r["question"], "hint": r["hint"] or NAN, **options(r, 4),
-             "answer": LETTERS[r["answer_index"]], "category": r["category"], "l2-category": r["l2_category"],
-             "split": "dev"} for _, r in records.iterrows()]
+    return [
+        {
+            "index": int(r["id"]),
+            "question": r["question"],
+            "hint": r["hint"] or NAN,
+            **options(r, 4),
+            "answer": LETTERS[r["answer_index"]],
+            "category": r["category"],
+            "l2-category": r["l2_category"],
+            "split": "dev",
+        }
+        for _, r in records.iterrows()
+    ]
 
 
 def mme_rows(records) -> list[dict]:
     """MME.tsv: index, question (with "Please answer yes or no."), answer Yes/No, category, image_path."""
-    return [{"index": n, "question": r["question"], "answer": r["answer"].capitalize(), "category": r["category"],
-             "image_path": r["image_id"]} for n, (_, r) in enumerate(records.iterrows())]
+    return [
+        {
+            "index": n,
+            "question": r["question"],
+            "answer": r["answer"].capitalize(),
+            "category": r["category"],
+            "image_path": r["image_id"],
+        }
+        for n, (_, r) in enumerate(records.iterrows())
+    ]
 
 
 def textvqa_rows(records) -> list[dict]:
     """TextVQA_VAL.tsv: index, question, answer (the ten human answers as a Python list's text)."""
-    return [{"index": n, "question": r["question"], "answer": str(list(r["answers"]))}
-            for n, (_, r) in enumerate(records.iterrows())]
+    return [
+        {"index": n, "question": r["question"], "answer": str(list(r["answers"]))}
+        for n, (_, r) in enumerate(records.iterrows())
+    ]
 
 
-def dump(rows: list[dict], predictions: list[str], folder, dataset: str, fmt: str = "xlsx",
-         before_63a279f1: bool = False) -> str:
+def dump(
+    rows: list[dict],
+    predictions: list[str],
+    folder,
+    dataset: str,
+    fmt: str = "xlsx",
+    before_63a279f1: bool = False,
+) -> str:
     """`<model>_<dataset>.<fmt>` as vlmeval.smp.file.dump writes the inference job's table (`before_63a279f1`: as
     it wrote a workbook until 63a279f1, `to_excel(f, index=False, engine='xlsxwriter')`, whose default
     strings_to_formulas makes a text beginning with "=" a formula)."""
@@ -161,8 +219,9 @@ def dump(rows: list[dict], predictions: list[str], folder, dataset: str, fmt: st
     if fmt == "xlsx" and before_63a279f1:
         data.to_excel(path, index=False, engine="xlsxwriter")
     elif fmt == "xlsx":
-        with pd.ExcelWriter(path, engine="xlsxwriter",
-                            engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
+        with pd.ExcelWriter(
+            path, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}
+        ) as writer:
             data.to_excel(writer, index=False)
     elif fmt == "tsv":
         data.to_csv(path, sep="\t", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)
@@ -173,8 +232,22 @@ def dump(rows: list[dict], predictions: list[str], folder, dataset: str, fmt: st
 
 def score_of(config, tmp_path, bench, predictions) -> dict:
     out = tmp_path / "score.json"
-    assert main(["score", MODEL_ID, bench, "--predictions", str(predictions), "--out", str(out),
-                 "--config", config]) == 0
+    assert (
+        main(
+            [
+                "score",
+                MODEL_ID,
+                bench,
+                "--predictions",
+                str(predictions),
+                "--out",
+                str(out),
+                "--config",
+                config,
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text())
 
 
@@ -214,39 +287,86 @@ RELEASES = ("0.2.0", "0.2.4", "0.3.0", "0.4", "0.7")
 # ConfigurableTask adds): MME's, POPE's and the others' here.
 GEN_KWARGS = ("max_new_tokens", "temperature", "top_p", "num_beams", "do_sample", "until")
 # The release's name for MME's perception key (bb3fd82, in v0.3.0, renamed it).
-MME_PERCEPTION = {"0.2.0": "mme_percetion_score", "0.2.4": "mme_percetion_score", "0.3.0": "mme_perception_score",
-                  "0.4": "mme_perception_score", "0.7": "mme_perception_score"}
+MME_PERCEPTION = {
+    "0.2.0": "mme_percetion_score",
+    "0.2.4": "mme_percetion_score",
+    "0.3.0": "mme_perception_score",
+    "0.4": "mme_perception_score",
+    "0.7": "mme_perception_score",
+}
 
 
 def _json_logs_sample(doc_id, doc, target, prompt, response, metrics, task) -> dict:
-    return {"doc_id": doc_id, "target": target, "doc": doc, "arguments": [[prompt, doc_id, task, "test"]],
-            "resps": [[response]], "filtered_resps": [response], **metrics}
+    return {
+        "doc_id": doc_id,
+        "target": target,
+        "doc": doc,
+        "arguments": [[prompt, doc_id, task, "test"]],
+        "resps": [[response]],
+        "filtered_resps": [response],
+        **metrics,
+    }
 
 
 def _tracker_sample(doc_id, doc, target, prompt, response, metrics, task) -> dict:
     saved = {key: value for key, value in doc.items() if "image" not in key}
-    return {"doc_id": doc_id, "doc": saved, "target": str(target),
-            "arguments": {str(n): name for n, name in enumerate(GEN_KWARGS)}, "resps": [[response]],
-            "filtered_resps": [response], "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
-            "prompt_hash": hash_string(prompt), "target_hash": hash_string(str(target)), **metrics, "input": prompt}
+    return {
+        "doc_id": doc_id,
+        "doc": saved,
+        "target": str(target),
+        "arguments": {str(n): name for n, name in enumerate(GEN_KWARGS)},
+        "resps": [[response]],
+        "filtered_resps": [response],
+        "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
+        "prompt_hash": hash_string(prompt),
+        "target_hash": hash_string(str(target)),
+        **metrics,
+        "input": prompt,
+    }
 
 
 def _tracker_sample_04(doc_id, doc, target, prompt, response, metrics, task) -> dict:
-    return {"doc_id": doc_id, "target": str(target), "filtered_resps": [response],
-            "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)), **metrics, "input": prompt}
+    return {
+        "doc_id": doc_id,
+        "target": str(target),
+        "filtered_resps": [response],
+        "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
+        **metrics,
+        "input": prompt,
+    }
 
 
 def _tracker_sample_07(doc_id, doc, target, prompt, response, metrics, task) -> dict:
-    return {"doc_id": doc_id, "target": str(target), "filtered_resps": response, "token_counts": [None],
-            "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)), **metrics, "input": prompt}
+    return {
+        "doc_id": doc_id,
+        "target": str(target),
+        "filtered_resps": response,
+        "token_counts": [None],
+        "doc_hash": hash_string(json.dumps(doc, indent=2, ensure_ascii=False)),
+        **metrics,
+        "input": prompt,
+    }
 
 
-LAYOUTS = {"0.2.0": _json_logs_sample, "0.2.4": _tracker_sample, "0.3.0": _tracker_sample,
-           "0.4": _tracker_sample_04, "0.7": _tracker_sample_07}
+LAYOUTS = {
+    "0.2.0": _json_logs_sample,
+    "0.2.4": _tracker_sample,
+    "0.3.0": _tracker_sample,
+    "0.4": _tracker_sample_04,
+    "0.7": _tracker_sample_07,
+}
 
 
-def logged(doc_id: int, doc: dict, target, prompt: str, response: str, metrics: dict, release: str = "0.4",
-           task: str = "task") -> dict:
+def logged(
+    doc_id: int,
+    doc: dict,
+    target,
+    prompt: str,
+    response: str,
+    metrics: dict,
+    release: str = "0.4",
+    task: str = "task",
+) -> dict:
     """One sample as `release` writes it (`LAYOUTS`): the evaluator's doc_id, doc, target, arguments, resps,
     filtered_resps and hashes, then process_results' values, as that release's logger keeps them."""
     return LAYOUTS[release](doc_id, doc, target, prompt, response, metrics, task)
@@ -257,9 +377,12 @@ def write_logs_json(folder, task: str, lines: list[dict]) -> str:
     task's config), logs sorted by doc_id and time, `indent=4, ensure_ascii=False`."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{task}.json"
-    data = {"args": {"model": "llava", "tasks": task, "log_samples": True},
-            "model_configs": {"task": task, "test_split": "test", "output_type": "generate_until"},
-            "logs": sorted(lines, key=lambda line: line["doc_id"]), "time": DATE}
+    data = {
+        "args": {"model": "llava", "tasks": task, "log_samples": True},
+        "model_configs": {"task": task, "test_split": "test", "output_type": "generate_until"},
+        "logs": sorted(lines, key=lambda line: line["doc_id"]),
+        "time": DATE,
+    }
     path.write_text(json.dumps(data, indent=4, ensure_ascii=False), encoding="utf-8")
     return str(path)
 
@@ -278,14 +401,27 @@ def mme_samples(records, texts, release: str = "0.4") -> list[dict]:
     (sic) before bb3fd82) or mme_cognition_score, and scores it with parse_pred_ans."""
     lines = []
     for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
-        doc = {"question_id": r["image_id"], "question": r["question"], "answer": r["answer"].capitalize(),
-               "category": r["category"]}
+        doc = {
+            "question_id": r["image_id"],
+            "question": r["question"],
+            "answer": r["answer"].capitalize(),
+            "category": r["category"],
+        }
         key = "mme_cognition_score" if r["category"] in MME_COGNITION else MME_PERCEPTION[release]
         score = 1.0 if parse_pred_ans(text) == r["answer"] else 0.0
         prompt = r["question"].strip().replace(MME_SUFFIX, "") + SHORT
-        lines.append(logged(n, doc, doc["answer"], prompt, text,
-                            {key: {"question_id": r["image_id"], "category": r["category"], "score": score}},
-                            release, "mme"))
+        lines.append(
+            logged(
+                n,
+                doc,
+                doc["answer"],
+                prompt,
+                text,
+                {key: {"question_id": r["image_id"], "category": r["category"], "score": score}},
+                release,
+                "mme",
+            )
+        )
     return lines
 
 

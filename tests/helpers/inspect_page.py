@@ -20,8 +20,16 @@ BENCH = "scienceqa-fixture"
 
 
 def _row(item_id: str, raw: str, options, index: int) -> dict:
-    return {"id": item_id, "variant": "default", "raw": raw, "prediction": options[index] if index >= 0 else None,
-            "prediction_index": index, "scores": None, "topk": None, "error": None}
+    return {
+        "id": item_id,
+        "variant": "default",
+        "raw": raw,
+        "prediction": options[index] if index >= 0 else None,
+        "prediction_index": index,
+        "scores": None,
+        "topk": None,
+        "error": None,
+    }
 
 
 def write_predictions(config, model: str, rows: list[dict], fingerprint: str) -> None:
@@ -33,7 +41,9 @@ def make_grid(default_config_data: dict, tmp_path, size: int = 6):
     """The config and records of the grid; returns (config, records, wrong id of alpha, error id of beta)."""
     data = copy.deepcopy(default_config_data)
     data["data_dir"], data["results_dir"] = str(tmp_path / "data"), str(tmp_path / "results")
-    data["benchmarks"] = {BENCH: {"kind": "scienceqa_img", "source": {"type": "fixture", "seed": 0, "size": size}}}
+    data["benchmarks"] = {
+        BENCH: {"kind": "scienceqa_img", "source": {"type": "fixture", "seed": 0, "size": size}}
+    }
     data["models"] = {
         "alpha": {"backend": "baseline", "strategy": "first"},
         "beta": {"backend": "baseline", "strategy": "random"},
@@ -51,13 +61,29 @@ def make_grid(default_config_data: dict, tmp_path, size: int = 6):
     for item_id, options, gold in zip(ids, records["options"], records["answer_index"]):
         options = list(options)
         other = (gold + 1) % len(options)
-        alpha.append(_row(item_id, f"The answer is {'ABCD'[other if item_id == wrong_id else gold]}.", options,
-                          other if item_id == wrong_id else gold))
-        beta.append(_row(item_id, "I cannot tell <b>which</b>" if item_id == error_id else "ABCD"[gold], options,
-                         -1 if item_id == error_id else gold))
+        alpha.append(
+            _row(
+                item_id,
+                f"The answer is {'ABCD'[other if item_id == wrong_id else gold]}.",
+                options,
+                other if item_id == wrong_id else gold,
+            )
+        )
+        beta.append(
+            _row(
+                item_id,
+                "I cannot tell <b>which</b>" if item_id == error_id else "ABCD"[gold],
+                options,
+                -1 if item_id == error_id else gold,
+            )
+        )
     write_predictions(config, "alpha", alpha, manifest["fingerprint"])
     write_predictions(config, "beta", beta, manifest["fingerprint"])
-    not_applicable = {"model": "clip", "benchmark": BENCH, "applicable": False,
-                      "reason": 'model "clip" cannot run it (a test reason)'}
+    not_applicable = {
+        "model": "clip",
+        "benchmark": BENCH,
+        "applicable": False,
+        "reason": 'model "clip" cannot run it (a test reason)',
+    }
     write_file(paths.predictions_path(config.results_dir, "clip", BENCH), rows_to_table([]), not_applicable)
     return config, config_path, records, wrong_id, error_id

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # --- the traced job (runs in the child process) ---------------------------------------------------------
 
+
 def _trace(event: str, **fields) -> None:
     line = json.dumps({"t": time.time(), "pid": os.getpid(), "event": event, **fields}) + "\n"
     # One write per line on an O_APPEND file: lines of a killed process are whole or absent.
@@ -134,7 +135,7 @@ def _install_trace() -> None:
             return write_table(table, where, *args, **kwargs)
         write_table(table, where, *args, **kwargs)
         data = Path(where).read_bytes()
-        Path(where).write_bytes(data[:len(data) // 2])
+        Path(where).write_bytes(data[: len(data) // 2])
         _trace("final-write", path=str(where))
         time.sleep(final_delay)
         write_table(table, where, *args, **kwargs)
@@ -168,6 +169,7 @@ def main(argv: list[str]) -> int:
 
 
 # --- driving jobs (runs in the test) --------------------------------------------------------------------
+
 
 @dataclass
 class Workspace:
@@ -211,12 +213,24 @@ class Workspace:
         from vlmgrid.stages.infer import open_job
 
         config = self.config
-        return open_job(model_settings=config.model(self.model), bench_dir=paths.bench_dir(config.data_dir, self.bench),
-                        part_size=self.part_size, prompts_dir=config.prompts_dir)
+        return open_job(
+            model_settings=config.model(self.model),
+            bench_dir=paths.bench_dir(config.data_dir, self.bench),
+            part_size=self.part_size,
+            prompts_dir=config.prompts_dir,
+        )
 
 
-def make_workspace(root: Path, config_data: dict, *, model: str, bench: str, part_size: int, size: int | None = None,
-                   model_settings: dict | None = None) -> Workspace:
+def make_workspace(
+    root: Path,
+    config_data: dict,
+    *,
+    model: str,
+    bench: str,
+    part_size: int,
+    size: int | None = None,
+    model_settings: dict | None = None,
+) -> Workspace:
     """Prepare `bench` and fetch `model` under root, with the prompts copied there so no edit elsewhere moves
     the job's identity between runs."""
     from vlmgrid import paths
@@ -244,16 +258,40 @@ def make_workspace(root: Path, config_data: dict, *, model: str, bench: str, par
     return Workspace(root, config_path, model, bench, part_size)
 
 
-def start(ws: Workspace, part_delay: float = 0.0, batch_delay: float = 0.0, final_delay: float = 0.0,
-          park_part: int = 0, park_after: float = 0.0) -> subprocess.Popen:
+def start(
+    ws: Workspace,
+    part_delay: float = 0.0,
+    batch_delay: float = 0.0,
+    final_delay: float = 0.0,
+    park_part: int = 0,
+    park_after: float = 0.0,
+) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    env.update({TRACE_ENV: str(ws.trace_path), PART_DELAY_ENV: str(part_delay), BATCH_DELAY_ENV: str(batch_delay),
-                FINAL_DELAY_ENV: str(final_delay), PARK_PART_ENV: str(park_part), PARK_AFTER_ENV: str(park_after),
-                "VLMGRID_GPU_COUNT": "0"})
+    env.update(
+        {
+            TRACE_ENV: str(ws.trace_path),
+            PART_DELAY_ENV: str(part_delay),
+            BATCH_DELAY_ENV: str(batch_delay),
+            FINAL_DELAY_ENV: str(final_delay),
+            PARK_PART_ENV: str(park_part),
+            PARK_AFTER_ENV: str(park_after),
+            "VLMGRID_GPU_COUNT": "0",
+        }
+    )
     ws.runs += 1
     log = open(ws.root / f"run-{ws.runs}.log", "w")
-    command = [sys.executable, __file__, "infer", ws.model, ws.bench, "--config", str(ws.config_path),
-               "--no-progress", "--threads", "1"]
+    command = [
+        sys.executable,
+        __file__,
+        "infer",
+        ws.model,
+        ws.bench,
+        "--config",
+        str(ws.config_path),
+        "--no-progress",
+        "--threads",
+        "1",
+    ]
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ws.root)
 
 
@@ -287,8 +325,15 @@ class Kill:
     log: str = field(repr=False, default="")
 
 
-def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_delay: float = 0.0,
-               batch_delay: float = 0.0, timeout: float = 300) -> list[Kill]:
+def run_killed(
+    ws: Workspace,
+    kills: int,
+    seed: int,
+    part_seconds: float,
+    part_delay: float = 0.0,
+    batch_delay: float = 0.0,
+    timeout: float = 300,
+) -> list[Kill]:
     """Start the job, and SIGKILL it `kills` times: each time inside the part that follows a seeded random
     number (1 to 3) of new parts, a seeded random fraction of `part_seconds` (about a part's time) into it.
     Then let it finish."""
@@ -300,9 +345,13 @@ def run_killed(ws: Workspace, kills: int, seed: int, part_seconds: float, part_d
         if new_parts < 1:
             raise AssertionError(f"{kills} kills need more than the {n_parts} parts of {ws.bench}")
         pause = rng.uniform(0.0, 1.0) * part_seconds
-        process = start(ws, part_delay=part_delay, batch_delay=batch_delay, park_part=new_parts + 1,
-                        park_after=pause)
-        parked = lambda process=process: [e for e in trace(ws) if e["event"] == "parked" and e["pid"] == process.pid]  # noqa: E731
+        process = start(
+            ws, part_delay=part_delay, batch_delay=batch_delay, park_part=new_parts + 1, park_after=pause
+        )
+
+        def parked(process=process):
+            return [e for e in trace(ws) if e["event"] == "parked" and e["pid"] == process.pid]
+
         if not _wait_for(parked, process, timeout):
             raise AssertionError(f"the job ended before it was killed:\n{log_text(ws, ws.runs)}")
         process.send_signal(signal.SIGKILL)
@@ -318,7 +367,9 @@ def kill_in_final_write(ws: Workspace, timeout: float = 300) -> Path:
     process = start(ws, final_delay=30.0)
     writes = lambda: [e for e in trace(ws) if e["event"] == "final-write" and e["pid"] == process.pid]  # noqa: E731
     if not _wait_for(writes, process, timeout):
-        raise AssertionError(f"the job ended without writing its predictions as parquet:\n{log_text(ws, ws.runs)}")
+        raise AssertionError(
+            f"the job ended without writing its predictions as parquet:\n{log_text(ws, ws.runs)}"
+        )
     process.send_signal(signal.SIGKILL)
     process.wait()
     return Path(writes()[0]["path"])
@@ -358,8 +409,17 @@ def kill_costs(ws: Workspace, kills: list[Kill]) -> list[Cost]:
         later = [e for e in events if e["t"] > kill.at and e["event"] in ("start", "ready")]
         ready = [e for e in later[1:2] if e["event"] == "ready" and e["pid"] == later[0]["pid"]]
         restart = ready[0]["t"] - later[0]["t"] if ready else 0.0
-        costs.append(Cost(kill.run, sum(e["items"] for e in saved), started[-1]["items"] if started else 0,
-                          len(batches), sum(batches), seconds, restart))
+        costs.append(
+            Cost(
+                kill.run,
+                sum(e["items"] for e in saved),
+                started[-1]["items"] if started else 0,
+                len(batches),
+                sum(batches),
+                seconds,
+                restart,
+            )
+        )
     return costs
 
 

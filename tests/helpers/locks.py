@@ -15,6 +15,8 @@ def _hold_in_subprocess(partial_dir: Path) -> subprocess.Popen:
             print("held", flush=True)
             time.sleep(600)
     """)
-    process = subprocess.Popen([sys.executable, "-c", code, "--holder-marker"], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "--holder-marker"], stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout.readline() == "held\n"
     return process

@@ -19,11 +19,25 @@ def choice_frames(rows, question, options, column, errors=None):
     with `options`."""
     n = len(rows)
     ids = [f"q{i}" for i in range(n)]
-    records = pd.DataFrame({"id": ids, "question": [question] * n, "options": [options] * n,
-                            "answer": [options[0]] * n, "answer_index": [r[1] for r in rows],
-                            column: [r[0] for r in rows]})
-    preds = pd.DataFrame({"id": ids, "variant": "default", "prediction": [None if r[2] < 0 else "x" for r in rows],
-                          "prediction_index": [r[2] for r in rows], "error": _errors(errors, n)})
+    records = pd.DataFrame(
+        {
+            "id": ids,
+            "question": [question] * n,
+            "options": [options] * n,
+            "answer": [options[0]] * n,
+            "answer_index": [r[1] for r in rows],
+            column: [r[0] for r in rows],
+        }
+    )
+    preds = pd.DataFrame(
+        {
+            "id": ids,
+            "variant": "default",
+            "prediction": [None if r[2] < 0 else "x" for r in rows],
+            "prediction_index": [r[2] for r in rows],
+            "error": _errors(errors, n),
+        }
+    )
     return records, preds
 
 
@@ -32,9 +46,24 @@ def yes_no_frames(question, gold, pred, errors=None, **columns):
     `columns` are the records' own columns."""
     n = len(gold)
     ids = [f"q{i}" for i in range(n)]
-    records = pd.DataFrame({"id": ids, "question": [question] * n, "options": [["yes", "no"]] * n, "answer": gold,
-                            "answer_index": [YES_NO_INDEX[g] for g in gold], **columns})
-    preds = pd.DataFrame({"id": ids, "variant": "default", "raw": pred, "prediction": pred,
-                          "prediction_index": [YES_NO_INDEX.get(str(p).lower(), -1) for p in pred],
-                          "error": _errors(errors, n)})
+    records = pd.DataFrame(
+        {
+            "id": ids,
+            "question": [question] * n,
+            "options": [["yes", "no"]] * n,
+            "answer": gold,
+            "answer_index": [YES_NO_INDEX[g] for g in gold],
+            **columns,
+        }
+    )
+    preds = pd.DataFrame(
+        {
+            "id": ids,
+            "variant": "default",
+            "raw": pred,
+            "prediction": pred,
+            "prediction_index": [YES_NO_INDEX.get(str(p).lower(), -1) for p in pred],
+            "error": _errors(errors, n),
+        }
+    )
     return records, preds

@@ -46,5 +46,10 @@ def vlmgrid_held_back(*args: str, cwd=None) -> subprocess.CompletedProcess:
     """`vlmgrid ARGS` of this checkout, run by `held_back`. In a process of its own: a fork server, started with
     the caller's powers, would read the file for it."""
     env = workflow_env({"PYTHONPATH": str(REPO / "src"), "VLMGRID_FORKSERVER": "off"})
-    return subprocess.run(held_back([sys.executable, "-m", "vlmgrid.cli", *args]), cwd=cwd, env=env,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        held_back([sys.executable, "-m", "vlmgrid.cli", *args]),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )

@@ -32,8 +32,12 @@ POPE_SPLITS = ["random", "popular", "adversarial"]
 def plain_latex(tex: str) -> str:
     """A LaTeX table's text without the boxes its header and name cells are set in, nor the break points its
     names carry (`latex_table`, `latex_name`)."""
-    unboxed = re.sub(r"\\parbox\[[tb]\]\{[^{}]*\}\{\\(?:raggedright|centering)\\hspace\{0pt\}(.*?)\}(?= & | \\\\$)",
-                     r"\1", tex, flags=re.M)
+    unboxed = re.sub(
+        r"\\parbox\[[tb]\]\{[^{}]*\}\{\\(?:raggedright|centering)\\hspace\{0pt\}(.*?)\}(?= & | \\\\$)",
+        r"\1",
+        tex,
+        flags=re.M,
+    )
     return unboxed.replace(r"\hspace{0pt}", "")
 
 
@@ -41,8 +45,11 @@ def latex_rows(tex: str) -> dict[str, list[str]]:
     """A LaTeX table's rows as their cells, keyed by the first (the first block's, where a wide table is split in
     blocks): `plain_latex`, and each value without the CI set small under it, so a cell reads as its value and
     marks."""
-    text = re.sub(r"\\begin\{tabular\}\[t\]\{@\{\}c@\{\}\}(.*?) \\\\\{\} \{\\scriptsize \[[^\]]*\]\}\\end\{tabular\}",
-                  r"\1", plain_latex(tex))
+    text = re.sub(
+        r"\\begin\{tabular\}\[t\]\{@\{\}c@\{\}\}(.*?) \\\\\{\} \{\\scriptsize \[[^\]]*\]\}\\end\{tabular\}",
+        r"\1",
+        plain_latex(tex),
+    )
     cells = [line.removesuffix(r" \\").split(" & ") for line in text.splitlines() if " & " in line]
     rows: dict[str, list[str]] = {}
     for row in cells:
@@ -121,15 +128,27 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-NA_REASON = ('model "clip_tiny" (open_clip backend, capability embed) cannot run benchmark "sqa_img" '
-             "(multiple_choice protocol needs score_options or generate)")
+NA_REASON = (
+    'model "clip_tiny" (open_clip backend, capability embed) cannot run benchmark "sqa_img" '
+    "(multiple_choice protocol needs score_options or generate)"
+)
 
 
 def mark_not_applicable(files: dict, model: str, bench: str) -> None:
-    files[(model, bench)].write_text(json.dumps({
-        "model": model, "benchmark": bench, "applicable": False, "reason": NA_REASON,
-        "metric": METRICS[bench], "strategy": None, "inputs": {}, "vlmgrid_version": "0.1.0",
-    }))
+    files[(model, bench)].write_text(
+        json.dumps(
+            {
+                "model": model,
+                "benchmark": bench,
+                "applicable": False,
+                "reason": NA_REASON,
+                "metric": METRICS[bench],
+                "strategy": None,
+                "inputs": {},
+                "vlmgrid_version": "0.1.0",
+            }
+        )
+    )
 
 
 def _est(value, low, high):
@@ -140,18 +159,33 @@ def _group(value, low, high, n=4):
     return {"n": n, "metrics": {"accuracy": _est(value, low, high), "valid_accuracy": _est(value, low, high)}}
 
 
-def kaleidoscope_obj(model: str, bench: str, languages: dict, *, strategy="generate", generation=None) -> dict:
+def kaleidoscope_obj(
+    model: str, bench: str, languages: dict, *, strategy="generate", generation=None
+) -> dict:
     """A Kaleidoscope score: headline 30.0 [20.0, 40.0], format errors 12.5 [5.0, 20.0]."""
     return {
-        "model": model, "benchmark": bench, "applicable": True, "metric": "accuracy",
-        "value": 30.0, "ci95": [20.0, 40.0], "n": 28, "n_valid": 24, "n_errors": 0, "format_error_rate": 12.5,
-        "metrics": {"accuracy": _est(30.0, 20.0, 40.0), "valid_accuracy": _est(35.0, 25.0, 45.0),
-                    "format_error_rate": _est(12.5, 5.0, 20.0)},
+        "model": model,
+        "benchmark": bench,
+        "applicable": True,
+        "metric": "accuracy",
+        "value": 30.0,
+        "ci95": [20.0, 40.0],
+        "n": 28,
+        "n_valid": 24,
+        "n_errors": 0,
+        "format_error_rate": 12.5,
+        "metrics": {
+            "accuracy": _est(30.0, 20.0, 40.0),
+            "valid_accuracy": _est(35.0, 25.0, 45.0),
+            "format_error_rate": _est(12.5, 5.0, 20.0),
+        },
         "breakdown": {
             "language": {lang: _group(*v) for lang, v in languages.items()},
             "modality": {"multimodal": _group(33.3, 20.0, 50.0, 21), "text-only": _group(14.3, 0.0, 42.9, 7)},
         },
-        "variants": {}, "strategy": strategy, "generation": generation or {},
+        "variants": {},
+        "strategy": strategy,
+        "generation": generation or {},
         "bootstrap": {"samples": 5, "seed": 0, "draws": [20, 25, 30, 35, 40]},
     }
 
@@ -166,25 +200,49 @@ def _write(root: Path, obj: dict) -> Path:
 def cvqa_obj(model: str, shift: float) -> dict:
     settings = {"loc-en": 40.0, "loc-local": 30.0, "noloc-en": 20.0, "noloc-local": 10.0}
     return {
-        "model": model, "benchmark": "cvqa", "applicable": True, "metric": "accuracy",
-        "value": 25.0 + shift, "ci95": [15.0 + shift, 35.0 + shift], "n": 21, "n_valid": 21, "n_errors": 0,
-        "format_error_rate": 0.0, "metrics": {"accuracy": _est(25.0 + shift, 15.0 + shift, 35.0 + shift)},
-        "breakdown": {"country_language": {"Japan-Japanese": _group(50.0 + shift, 0.0, 100.0, 3),
-                                           "India-Telugu": _group(0.0 + shift, 0.0, 10.0, 3)}},
+        "model": model,
+        "benchmark": "cvqa",
+        "applicable": True,
+        "metric": "accuracy",
+        "value": 25.0 + shift,
+        "ci95": [15.0 + shift, 35.0 + shift],
+        "n": 21,
+        "n_valid": 21,
+        "n_errors": 0,
+        "format_error_rate": 0.0,
+        "metrics": {"accuracy": _est(25.0 + shift, 15.0 + shift, 35.0 + shift)},
+        "breakdown": {
+            "country_language": {
+                "Japan-Japanese": _group(50.0 + shift, 0.0, 100.0, 3),
+                "India-Telugu": _group(0.0 + shift, 0.0, 10.0, 3),
+            }
+        },
         # written in another order than the paper's: the table puts them in its order
-        "variants": {name: _est(v + shift, v - 10, v + 10) for name, v in sorted(settings.items(), reverse=True)},
-        "strategy": "score_options", "generation": {},
+        "variants": {
+            name: _est(v + shift, v - 10, v + 10) for name, v in sorted(settings.items(), reverse=True)
+        },
+        "strategy": "score_options",
+        "generation": {},
         "bootstrap": {"samples": 5, "seed": 0, "draws": [15, 20, 25, 30, 35]},
     }
 
 
 def dance_obj(model: str, subsets: dict[str, tuple[float, float, float]]) -> dict:
     return {
-        "model": model, "benchmark": "dance", "applicable": True, "metric": "acc_at_50",
-        "value": 40.0, "ci95": [30.0, 50.0], "n": 20, "n_valid": 20, "n_errors": 0, "format_error_rate": 0.0,
+        "model": model,
+        "benchmark": "dance",
+        "applicable": True,
+        "metric": "acc_at_50",
+        "value": 40.0,
+        "ci95": [30.0, 50.0],
+        "n": 20,
+        "n_valid": 20,
+        "n_errors": 0,
+        "format_error_rate": 0.0,
         "metrics": {"acc_at_50": _est(40.0, 30.0, 50.0)},
         "breakdown": {"subset": {name: _group(v, lo, hi, 5) for name, (v, lo, hi) in subsets.items()}},
-        "strategy": "embed", "generation": {},
+        "strategy": "embed",
+        "generation": {},
         "bootstrap": {"samples": 5, "seed": 0, "draws": [30, 35, 40, 45, 50]},
     }
 

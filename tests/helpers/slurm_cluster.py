@@ -178,8 +178,13 @@ def _start(cluster: SlurmCluster, name: str, args: list[str]) -> None:
     out = open(cluster.root / f"{name}.out", "w")
     try:
         cluster.processes[name] = subprocess.Popen(
-            [find(name), *args], env=cluster.env(), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            [find(name), *args],
+            env=cluster.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     finally:
         out.close()
 
@@ -189,8 +194,10 @@ def _wait(cluster: SlurmCluster, what: str, ready, timeout: float) -> None:
     while time.monotonic() < deadline:
         for name, process in cluster.processes.items():
             if process.poll() is not None:
-                raise ClusterUnavailable(f"{name} exited with status {process.returncode} while waiting for "
-                                         f"{what}:\n{cluster.log_tail()}")
+                raise ClusterUnavailable(
+                    f"{name} exited with status {process.returncode} while waiting for "
+                    f"{what}:\n{cluster.log_tail()}"
+                )
         if ready():
             return
         time.sleep(0.5)
@@ -202,30 +209,52 @@ def _node_state(cluster: SlurmCluster) -> str:
     return result.stdout.strip() if result.returncode == 0 else ""
 
 
-def start_cluster(root: Path, partition: str = "vlmgrid-test", gpus: int = 2, timeout: float = 60) -> SlurmCluster:
+def start_cluster(
+    root: Path, partition: str = "vlmgrid-test", gpus: int = 2, timeout: float = 60
+) -> SlurmCluster:
     """Start munged, slurmctld and slurmd under `root`; return once `sinfo` shows the node idle."""
     missing = missing_binaries()
     if missing:
-        raise ClusterUnavailable(f"Slurm is not installed here (missing: {', '.join(missing)}); "
-                                 "install the Debian packages slurm-wlm and munge")
+        raise ClusterUnavailable(
+            f"Slurm is not installed here (missing: {', '.join(missing)}); "
+            "install the Debian packages slurm-wlm and munge"
+        )
     root = Path(root)
     for folder in ("state", "spool"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     # Slurm rejects a node that has less memory than it claims, so claim a little less than there is.
-    cluster = SlurmCluster(root=root, partition=partition, node=socket.gethostname().split(".")[0],
-                           cpus=os.cpu_count() or 1, memory_mb=int(_memory_mb() * 0.9), gpus=gpus)
+    cluster = SlurmCluster(
+        root=root,
+        partition=partition,
+        node=socket.gethostname().split(".")[0],
+        cpus=os.cpu_count() or 1,
+        memory_mb=int(_memory_mb() * 0.9),
+        gpus=gpus,
+    )
     _write_config(cluster)
     _write_wrappers(cluster)
     key = root / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     try:
-        _start(cluster, "munged", ["--foreground", "--force", f"--socket={root}/munge.socket",
-                                   f"--key-file={key}", f"--log-file={root}/munged.log",
-                                   f"--pid-file={root}/munged.pid", f"--seed-file={root}/munged.seed"])
+        _start(
+            cluster,
+            "munged",
+            [
+                "--foreground",
+                "--force",
+                f"--socket={root}/munge.socket",
+                f"--key-file={key}",
+                f"--log-file={root}/munged.log",
+                f"--pid-file={root}/munged.pid",
+                f"--seed-file={root}/munged.seed",
+            ],
+        )
         _wait(cluster, "munged's socket", (root / "munge.socket").exists, timeout)
         _start(cluster, "slurmctld", ["-D", "-i", "-f", str(cluster.conf)])
-        _wait(cluster, "slurmctld to answer", lambda: cluster.run("scontrol", "ping").returncode == 0, timeout)
+        _wait(
+            cluster, "slurmctld to answer", lambda: cluster.run("scontrol", "ping").returncode == 0, timeout
+        )
         _start(cluster, "slurmd", ["-D", "-f", str(cluster.conf), "-N", cluster.node])
         _wait(cluster, f"node {cluster.node} to be idle", lambda: _node_state(cluster) == "idle", timeout)
     except BaseException:

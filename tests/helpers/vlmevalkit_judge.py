@@ -28,6 +28,8 @@ def write_judge_file(prediction_file: str, judge: str, verdicts: dict[int, tuple
     data["hit"] = [verdicts[int(i)][0] for i in data["index"]]
     data["log"] = [match_log(p, verdicts[int(i)][1]) for i, p in zip(data["index"], data["prediction"])]
     out = path.with_name(f"{path.stem}_{judge}_result{path.suffix}")
-    with pd.ExcelWriter(out, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}) as writer:
+    with pd.ExcelWriter(
+        out, engine="xlsxwriter", engine_kwargs={"options": {"strings_to_formulas": False}}
+    ) as writer:
         data.to_excel(writer, index=False)
     return out

@@ -67,11 +67,21 @@ def local_grid(tmp_path):
         **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
         "data_dir": "data",
         "results_dir": "results",
-        "benchmarks": {"mmbench-mine": {"kind": "mmbench",
-                                        "source": {"type": "local", "path": str(tsv), "expected_items": items}}},
-        "models": {"mine": {"backend": "hf", "source": {"type": "local", "path": str(checkpoint)},
-                            "precision": "fp32", "batch_size": 4},
-                   "random": DEFAULT["models"]["random"]},
+        "benchmarks": {
+            "mmbench-mine": {
+                "kind": "mmbench",
+                "source": {"type": "local", "path": str(tsv), "expected_items": items},
+            }
+        },
+        "models": {
+            "mine": {
+                "backend": "hf",
+                "source": {"type": "local", "path": str(checkpoint)},
+                "precision": "fp32",
+                "batch_size": 4,
+            },
+            "random": DEFAULT["models"]["random"],
+        },
         "grid": {"models": ["mine", "random"], "benchmarks": ["mmbench-mine"]},
     }
     return grid, checkpoint, tsv

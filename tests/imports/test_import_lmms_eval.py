@@ -46,14 +46,36 @@ def pope_samples(records, texts, release="0.4") -> dict[str, list[dict]]:
     by_task: dict[str, list[dict]] = {}
     for (_, r), text in zip(records.iterrows(), texts):
         lines = by_task.setdefault(POPE_TASKS[r["split"]], [])
-        doc = {"id": r["id"], "question_id": r["question_id"], "question": r["question"], "answer": r["answer"],
-               "image_source": r["image_source"], "category": r["category"]}
+        doc = {
+            "id": r["id"],
+            "question_id": r["question_id"],
+            "question": r["question"],
+            "answer": r["answer"],
+            "image_source": r["image_source"],
+            "category": r["category"],
+        }
         pred = text.lower().strip()
-        value = {"question_id": r["question_id"], "score": float(pred == r["answer"]), "prediction": pred,
-                 "ground_truth": r["answer"]}
-        metrics = {f"pope_{name}": value for name in ("accuracy", "precision", "recall", "f1_score", "yes_ratio")}
-        lines.append(logged(len(lines), doc, r["answer"], f"{r['question'].strip()}{SHORT}", text, metrics, release,
-                            POPE_TASKS[r["split"]]))
+        value = {
+            "question_id": r["question_id"],
+            "score": float(pred == r["answer"]),
+            "prediction": pred,
+            "ground_truth": r["answer"],
+        }
+        metrics = {
+            f"pope_{name}": value for name in ("accuracy", "precision", "recall", "f1_score", "yes_ratio")
+        }
+        lines.append(
+            logged(
+                len(lines),
+                doc,
+                r["answer"],
+                f"{r['question'].strip()}{SHORT}",
+                text,
+                metrics,
+                release,
+                POPE_TASKS[r["split"]],
+            )
+        )
     return by_task
 
 
@@ -62,11 +84,26 @@ def textvqa_samples(records, texts, release="0.4") -> list[dict]:
     column of TextVQA, so the target is the template's text itself; `submission` keeps question_id."""
     lines = []
     for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
-        doc = {"image_id": r["image_id"], "question_id": int(r["id"]), "question": r["question"],
-               "answers": list(r["answers"]), "ocr_tokens": list(r["ocr_tokens"])}
+        doc = {
+            "image_id": r["image_id"],
+            "question_id": int(r["id"]),
+            "question": r["question"],
+            "answers": list(r["answers"]),
+            "ocr_tokens": list(r["ocr_tokens"]),
+        }
         metrics = {"exact_match": 0.0, "submission": {"question_id": int(r["id"]), "answer": text.lower()}}
-        lines.append(logged(n, doc, "answer", f"{r['question'].capitalize()}{SHORT}", text, metrics, release,
-                            "textvqa_val"))
+        lines.append(
+            logged(
+                n,
+                doc,
+                "answer",
+                f"{r['question'].capitalize()}{SHORT}",
+                text,
+                metrics,
+                release,
+                "textvqa_val",
+            )
+        )
     return lines
 
 
@@ -78,11 +115,25 @@ def scienceqa_samples(records, texts, release="0.4") -> list[dict]:
         choices = "\n".join(f"{'ABCDE'[i]}. {c}" for i, c in enumerate(r["options"]))
         context = f"Context: {r['hint']}\n" if r["hint"] else ""
         target = "ABCDE"[r["answer_index"]]
-        doc = {"question": r["question"], "choices": list(r["options"]), "answer": int(r["answer_index"]),
-               "hint": r["hint"]}
+        doc = {
+            "question": r["question"],
+            "choices": list(r["options"]),
+            "answer": int(r["answer_index"]),
+            "hint": r["hint"],
+        }
         metrics = {"exact_match": sqa_exact_match(text, target, release)}
-        lines.append(logged(n, doc, target, f"{context}{r['question']}\n{choices}{LETTER}", text, metrics, release,
-                            "scienceqa_img"))
+        lines.append(
+            logged(
+                n,
+                doc,
+                target,
+                f"{context}{r['question']}\n{choices}{LETTER}",
+                text,
+                metrics,
+                release,
+                "scienceqa_img",
+            )
+        )
     return lines
 
 
@@ -114,23 +165,56 @@ def mmbench_samples(records, texts, release="0.4") -> list[dict]:
         listed = "\n".join(f"{letter}. {option}" for letter, option in options.items())
         hint = r["hint"] or None
         query = f"{hint} {r['question']} " if hint else f"{r['question']} "
-        row = {"index": int(r["id"]), "question": r["question"], "answer": "ABCD"[r["answer_index"]],
-               "prediction": text.strip(), "hint": hint, "source": "fixture", "split": "dev",
-               "category": r["category"], "L2-category": r["l2_category"]}
+        row = {
+            "index": int(r["id"]),
+            "question": r["question"],
+            "answer": "ABCD"[r["answer_index"]],
+            "prediction": text.strip(),
+            "hint": hint,
+            "source": "fixture",
+            "split": "dev",
+            "category": r["category"],
+            "L2-category": r["l2_category"],
+        }
         row |= {letter: options.get(letter, "nan") for letter in "ABCDE"}
-        lines.append(logged(n, row, row["answer"], f"{query}There are several options:\n{listed}{LETTER}", text,
-                            {"gpt_eval_score": dict(row), "submission": dict(row)}, release, "mmbench_en_dev"))
+        lines.append(
+            logged(
+                n,
+                row,
+                row["answer"],
+                f"{query}There are several options:\n{listed}{LETTER}",
+                text,
+                {"gpt_eval_score": dict(row), "submission": dict(row)},
+                release,
+                "mmbench_en_dev",
+            )
+        )
     return lines
 
 
 def score_of(config, tmp_path, bench, predictions) -> dict:
     out = tmp_path / "score.json"
-    assert main(["score", MODEL_ID, bench, "--predictions", str(predictions), "--out", str(out),
-                 "--config", config]) == 0
+    assert (
+        main(
+            [
+                "score",
+                MODEL_ID,
+                bench,
+                "--predictions",
+                str(predictions),
+                "--out",
+                str(out),
+                "--config",
+                config,
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text())
 
 
 # ---------------------------------------------------------------------------------------------- imports
+
 
 def test_mme_samples_match_their_image_and_question_and_score(grid, tmp_path, capsys):
     config, records = grid
@@ -157,8 +241,19 @@ def test_pope_split_tasks_are_imported_from_a_run_folder(grid, tmp_path, capsys)
     write_samples(run_folder, "mme", mme_samples(records["mme-fixture"], ["Yes", "No"]))
     (run_folder / f"{DATE}_results.json").write_text(json.dumps({"results": {"pope_adv": {}}}))
     out = tmp_path / "pope.parquet"
-    assert run(config, MODEL_ID, "pope-fixture", str(run_folder), "--format", "lmms-eval-samples",
-               "--out", str(out)) == 0
+    assert (
+        run(
+            config,
+            MODEL_ID,
+            "pope-fixture",
+            str(run_folder),
+            "--format",
+            "lmms-eval-samples",
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     assert "samples of lmms-eval task mme do not answer pope benchmarks" in capsys.readouterr().err
     frame = imported(out)
     assert list(frame["id"]) == list(pope["id"]) and list(frame["raw"]) == texts
@@ -179,9 +274,17 @@ def test_the_pope_task_is_refused_when_its_question_ids_restart_per_split(grid, 
 
 
 def test_the_pope_task_is_read_when_its_question_ids_name_one_item_each(tmp_path):
-    records = pd.DataFrame({"id": ["random-1", "random-2"], "question_id": ["1", "2"], "answer": ["yes", "no"],
-                            "split": ["random"] * 2, "question": ["Is there a star in the image?"] * 2,
-                            "image_source": ["a", "b"], "category": ["random"] * 2})
+    records = pd.DataFrame(
+        {
+            "id": ["random-1", "random-2"],
+            "question_id": ["1", "2"],
+            "answer": ["yes", "no"],
+            "split": ["random"] * 2,
+            "question": ["Is there a star in the image?"] * 2,
+            "image_source": ["a", "b"],
+            "category": ["random"] * 2,
+        }
+    )
     lines = pope_samples(records, ["no", "No"])["pope_random"]
     samples = write_samples(tmp_path, "pope", list(reversed(lines)))
     answers = IMPORTER.read(Path(samples), records, "pope", None)
@@ -213,7 +316,9 @@ def test_scienceqa_samples_match_their_row_and_score(grid, tmp_path):
     frame = imported(out)
     assert list(frame["id"]) == [f"test-{n}" for n in range(6)] and list(frame["raw"]) == texts
     assert frame["prediction"].isna().tolist() == [False, True, False, True, False, False]
-    assert score_of(config, tmp_path, "scienceqa-fixture", out)["value"] == pytest.approx(round(3 / 6 * 100, 4))
+    assert score_of(config, tmp_path, "scienceqa-fixture", out)["value"] == pytest.approx(
+        round(3 / 6 * 100, 4)
+    )
 
 
 @pytest.mark.parametrize("task", ["mmbench_en_dev", "mmbench_en_dev_static"])
@@ -238,18 +343,28 @@ def test_an_older_logs_json_is_read_like_the_jsonl(grid, tmp_path):
     out = tmp_path / "mme.parquet"
     assert run(config, MODEL_ID, "mme-fixture", path, "--out", str(out)) == 0
     assert list(imported(out)["prediction"]) == ["yes", "yes"]
-    assert [s.where for s in read_samples(Path(path))] == ["mme.json logs[0] (doc_id 0)", "mme.json logs[1] (doc_id 1)"]
+    assert [s.where for s in read_samples(Path(path))] == [
+        "mme.json logs[0] (doc_id 0)",
+        "mme.json logs[1] (doc_id 1)",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- refusals
 
+
 def test_a_task_that_cannot_be_matched_is_refused(grid, tmp_path, capsys):
     config, records = grid
-    samples = write_samples(tmp_path, "textvqa_test", textvqa_samples(records["textvqa-fixture"], ["a", "b", "c"]))
-    message = refused(capsys, config, MODEL_ID, "textvqa-fixture", samples, "--out", str(tmp_path / "o.parquet"))
+    samples = write_samples(
+        tmp_path, "textvqa_test", textvqa_samples(records["textvqa-fixture"], ["a", "b", "c"])
+    )
+    message = refused(
+        capsys, config, MODEL_ID, "textvqa-fixture", samples, "--out", str(tmp_path / "o.parquet")
+    )
     assert "samples of lmms-eval task textvqa_test, whose documents cannot be matched to items" in message
-    assert ("mme, pope, pope_adv, pope_pop, pope_random, textvqa_val, scienceqa_img, mmbench_en_dev, "
-            "mmbench_en_dev_static, cv_bench, cv_bench_2d, cv_bench_3d, mmvp") in message
+    assert (
+        "mme, pope, pope_adv, pope_pop, pope_random, textvqa_val, scienceqa_img, mmbench_en_dev, "
+        "mmbench_en_dev_static, cv_bench, cv_bench_2d, cv_bench_3d, mmvp"
+    ) in message
 
 
 def test_samples_of_another_kind_are_refused(grid, tmp_path, capsys):
@@ -263,8 +378,15 @@ def test_samples_of_another_kind_are_refused(grid, tmp_path, capsys):
 def test_a_folder_without_samples_for_the_kind_is_refused(grid, tmp_path, capsys):
     config, records = grid
     write_samples(tmp_path / "run", "mme", mme_samples(records["mme-fixture"], ["Yes", "No"]))
-    message = refused(capsys, config, MODEL_ID, "scienceqa-fixture", str(tmp_path / "run"),
-                      "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        "scienceqa-fixture",
+        str(tmp_path / "run"),
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
     assert "holds no samples of an lmms-eval task for scienceqa_img benchmarks (it holds mme)" in message
 
 
@@ -272,7 +394,9 @@ def test_a_limited_run_is_refused(grid, tmp_path, capsys):
     config, records = grid
     sqa = records["scienceqa-fixture"]
     samples = write_samples(tmp_path, "scienceqa_img", scienceqa_samples(sqa, ["A"] * 6)[:4])  # --limit 4
-    message = refused(capsys, config, MODEL_ID, "scienceqa-fixture", samples, "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "scienceqa-fixture", samples, "--out", str(tmp_path / "o.parquet")
+    )
     assert 'answers 4 of the 6 items of scienceqa-fixture: 2 missing, the first "test-4"' in message
 
 
@@ -280,10 +404,16 @@ def test_two_runs_of_a_task_in_one_folder_are_refused(grid, tmp_path, capsys):
     config, records = grid
     lines = mme_samples(records["mme-fixture"], ["Yes", "No"])
     write_samples(tmp_path / "run", "mme", lines)
-    (tmp_path / "run" / "20240616_101500_samples_mme.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    message = refused(capsys, config, MODEL_ID, "mme-fixture", str(tmp_path / "run"),
-                      "--out", str(tmp_path / "o.parquet"))
-    assert f"twice ({DATE}_samples_mme.jsonl line 1 (doc_id 0) and 20240616_101500_samples_mme.jsonl line 1" in message
+    (tmp_path / "run" / "20240616_101500_samples_mme.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in lines)
+    )
+    message = refused(
+        capsys, config, MODEL_ID, "mme-fixture", str(tmp_path / "run"), "--out", str(tmp_path / "o.parquet")
+    )
+    assert (
+        f"twice ({DATE}_samples_mme.jsonl line 1 (doc_id 0) and 20240616_101500_samples_mme.jsonl line 1"
+        in message
+    )
 
 
 def test_a_sample_of_an_image_the_benchmark_lacks_is_refused(grid, tmp_path, capsys):
@@ -296,25 +426,64 @@ def test_a_sample_of_an_image_the_benchmark_lacks_is_refused(grid, tmp_path, cap
     assert f"{DATE}_samples_mme.jsonl line 2 (doc_id 1)" in message
 
 
-@pytest.mark.parametrize("bench, task, make, change, expected", [
-    ("mme-fixture", "mme", mme_samples, lambda line: line.update(target="No"), "gives the gold answer 'No'"),
-    ("scienceqa-fixture", "scienceqa_img", scienceqa_samples,
-     lambda line: line.update(input="Which is it?\nA. x\nB. y"), "gives a prompt without the question"),
-    ("scienceqa-fixture", "scienceqa_img", scienceqa_samples, lambda line: line.update(target="E"),
-     "gives the gold letter 'E'"),
-    ("mmbench-fixture", "mmbench_en_dev", mmbench_samples, lambda line: line["submission"].update(A="a dog"),
-     "gives the options ['a dog'"),
-    ("pope-fixture", "pope_adv", lambda records, texts: pope_samples(records, texts)["pope_adv"],
-     lambda line: line["pope_accuracy"].update(ground_truth="no"), "gives the gold answer 'no'"),
-])
-def test_samples_of_another_copy_of_the_benchmark_are_refused(grid, tmp_path, capsys, bench, task, make, change,
-                                                              expected):
+@pytest.mark.parametrize(
+    "bench, task, make, change, expected",
+    [
+        (
+            "mme-fixture",
+            "mme",
+            mme_samples,
+            lambda line: line.update(target="No"),
+            "gives the gold answer 'No'",
+        ),
+        (
+            "scienceqa-fixture",
+            "scienceqa_img",
+            scienceqa_samples,
+            lambda line: line.update(input="Which is it?\nA. x\nB. y"),
+            "gives a prompt without the question",
+        ),
+        (
+            "scienceqa-fixture",
+            "scienceqa_img",
+            scienceqa_samples,
+            lambda line: line.update(target="E"),
+            "gives the gold letter 'E'",
+        ),
+        (
+            "mmbench-fixture",
+            "mmbench_en_dev",
+            mmbench_samples,
+            lambda line: line["submission"].update(A="a dog"),
+            "gives the options ['a dog'",
+        ),
+        (
+            "pope-fixture",
+            "pope_adv",
+            lambda records, texts: pope_samples(records, texts)["pope_adv"],
+            lambda line: line["pope_accuracy"].update(ground_truth="no"),
+            "gives the gold answer 'no'",
+        ),
+    ],
+)
+def test_samples_of_another_copy_of_the_benchmark_are_refused(
+    grid, tmp_path, capsys, bench, task, make, change, expected
+):
     config, records = grid
     lines = make(records[bench], ["yes"] * len(records[bench]))
     change(lines[0])
     samples = write_samples(tmp_path, task, lines)
-    message = refused(capsys, config, MODEL_ID, bench, samples, "--format", "lmms-eval-samples",
-                      "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        bench,
+        samples,
+        "--format",
+        "lmms-eval-samples",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
     assert f"{DATE}_samples_{task}.jsonl line 1 (doc_id 0) {expected}" in message
     assert "made from another" in message and "copy; import them into that one" in message
 
@@ -325,14 +494,22 @@ def test_a_file_that_is_not_samples_is_refused(grid, tmp_path, capsys):
     lines = mme_samples(records["mme-fixture"], ["Yes", "No"])
     del lines[1]["filtered_resps"]
     samples = write_samples(tmp_path, "mme", lines)
-    message = refused(capsys, config, MODEL_ID, "mme-fixture", samples, "--format", "lmms-eval-samples", "--out", out)
-    assert ("line 2 has no `filtered_resps`: the file is not a samples file logged by lmms-eval 0.1 to 0.7 (an "
-            "object with doc_id and filtered_resps a line)") in message
+    message = refused(
+        capsys, config, MODEL_ID, "mme-fixture", samples, "--format", "lmms-eval-samples", "--out", out
+    )
+    assert (
+        "line 2 has no `filtered_resps`: the file is not a samples file logged by lmms-eval 0.1 to 0.7 (an "
+        "object with doc_id and filtered_resps a line)"
+    ) in message
     renamed = tmp_path / "answers.jsonl"
-    renamed.write_text("".join(json.dumps(line) + "\n" for line in mme_samples(records["mme-fixture"], ["a", "b"])))
+    renamed.write_text(
+        "".join(json.dumps(line) + "\n" for line in mme_samples(records["mme-fixture"], ["a", "b"]))
+    )
     message = refused(capsys, config, MODEL_ID, "mme-fixture", str(renamed), "--out", out)
-    assert ("is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the task: keep it) "
-            "nor an older `<task>.json` with a `logs` list (0.1 to 0.2.3)") in message
+    assert (
+        "is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the task: keep it) "
+        "nor an older `<task>.json` with a `logs` list (0.1 to 0.2.3)"
+    ) in message
 
 
 # ---------------------------------------------------------------------------------------------- CV-Bench, MMVP
@@ -345,12 +522,28 @@ def cvbench_samples(rows, texts, release="0.7") -> list[dict]:
     with the row's idx as `id`, its type, task, source and the gold letter without parentheses."""
     lines = []
     for n, ((kind, idx, gold), text) in enumerate(zip(rows, texts)):
-        doc = {"idx": idx, "type": kind, "task": "Count" if kind == "2D" else "Depth", "answer": f"({gold})",
-               "source": "ADE20K" if kind == "2D" else "Omni3D", "prompt": "How many chairs are in the image?"}
+        doc = {
+            "idx": idx,
+            "type": kind,
+            "task": "Count" if kind == "2D" else "Depth",
+            "answer": f"({gold})",
+            "source": "ADE20K" if kind == "2D" else "Omni3D",
+            "prompt": "How many chairs are in the image?",
+        }
         prompt = f"Note: You only need to respond with A, B without providing any additional information.\n{doc['prompt']}"
-        result = {"id": idx, "gt_content": gold, "pred_parsed": text[:1], "pred": text, "type": kind,
-                  "task": doc["task"], "source": doc["source"], "is_correct": text[:1] == gold}
-        lines.append(logged(n, doc, doc["answer"], prompt, text, {"cv_bench_acc": result}, release, "cv_bench"))
+        result = {
+            "id": idx,
+            "gt_content": gold,
+            "pred_parsed": text[:1],
+            "pred": text,
+            "type": kind,
+            "task": doc["task"],
+            "source": doc["source"],
+            "is_correct": text[:1] == gold,
+        }
+        lines.append(
+            logged(n, doc, doc["answer"], prompt, text, {"cv_bench_acc": result}, release, "cv_bench")
+        )
     return lines
 
 
@@ -375,17 +568,40 @@ def mmvp_samples(indices, golds, texts, release="0.7") -> list[dict]:
     only (to A), on MMVP/MMVP."""
     lines = []
     for n, (index, gold, text) in enumerate(zip(indices, golds, texts)):
-        doc = {"Index": index, "Question": "Is the dog facing left?", "Options": "(a) Yes (b) No",
-               "Correct Answer": f"({gold.lower()})"}
-        result = {"index": index - 1, "pair_index": (index - 1) // 2, "pred": text, "pred_letter": text[:1],
-                  "gt": gold, "is_correct": text[:1] == gold}
+        doc = {
+            "Index": index,
+            "Question": "Is the dog facing left?",
+            "Options": "(a) Yes (b) No",
+            "Correct Answer": f"({gold.lower()})",
+        }
+        result = {
+            "index": index - 1,
+            "pair_index": (index - 1) // 2,
+            "pred": text,
+            "pred_letter": text[:1],
+            "gt": gold,
+            "is_correct": text[:1] == gold,
+        }
         if release == "0.6":
             original = doc["Correct Answer"][1].upper()
-            result = {**{k: v for k, v in result.items() if k != "is_correct"}, "original_gt": original,
-                      "is_correct": text[:1] == gold, "correction_applied": index - 1 in (99, 279)}
-        lines.append(logged(n, doc, gold, f"{doc['Question']}\n{doc['Options']}{LETTER}", text,
-                            {"mmvp_accuracy": result, "mmvp_pair_accuracy": result}, "0.4" if release == "0.6"
-                            else release, "mmvp"))
+            result = {
+                **{k: v for k, v in result.items() if k != "is_correct"},
+                "original_gt": original,
+                "is_correct": text[:1] == gold,
+                "correction_applied": index - 1 in (99, 279),
+            }
+        lines.append(
+            logged(
+                n,
+                doc,
+                gold,
+                f"{doc['Question']}\n{doc['Options']}{LETTER}",
+                text,
+                {"mmvp_accuracy": result, "mmvp_pair_accuracy": result},
+                "0.4" if release == "0.6" else release,
+                "mmvp",
+            )
+        )
     return lines
 
 
@@ -401,7 +617,24 @@ def test_mmvp_samples_match_by_index(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- releases
 
-MME_TEXTS = ["Yes", "No", "yes", "Yes", "No", "No", "Yes.", "no", "No", "No.", "yes", "no", "Yes", "yes", "no", "Yes"]
+MME_TEXTS = [
+    "Yes",
+    "No",
+    "yes",
+    "Yes",
+    "No",
+    "No",
+    "Yes.",
+    "no",
+    "No",
+    "No.",
+    "yes",
+    "no",
+    "Yes",
+    "yes",
+    "no",
+    "Yes",
+]
 
 
 @pytest.fixture(scope="module")
@@ -424,7 +657,9 @@ def mme_aggregate(values: list[dict]) -> dict[str, float]:
     the key's aggregate the sum over its categories. {category: score}."""
     by_category: dict[str, dict[str, list[float]]] = {}
     for value in values:
-        by_category.setdefault(value["category"], {}).setdefault(value["question_id"], []).append(value["score"])
+        by_category.setdefault(value["category"], {}).setdefault(value["question_id"], []).append(
+            value["score"]
+        )
     scores = {}
     for category, images in by_category.items():
         assert all(len(pair) == 2 for pair in images.values())  # "MME only supports pairwise evaluation"
@@ -466,23 +701,32 @@ def test_each_tasks_samples_import_in_each_release_layout(grid, tmp_path, releas
         write_samples(tmp_path / "pope", task, lines)
     answers = IMPORTER.read(tmp_path / "pope", pope, "pope", None)
     assert sorted(a.record_id for a in answers) == sorted(pope["id"])
-    cases = [("textvqa_val", "textvqa", textvqa_samples, "textvqa-fixture"),
-             ("scienceqa_img", "scienceqa_img", scienceqa_samples, "scienceqa-fixture"),
-             ("mmbench_en_dev", "mmbench", mmbench_samples, "mmbench-fixture")]
+    cases = [
+        ("textvqa_val", "textvqa", textvqa_samples, "textvqa-fixture"),
+        ("scienceqa_img", "scienceqa_img", scienceqa_samples, "scienceqa-fixture"),
+        ("mmbench_en_dev", "mmbench", mmbench_samples, "mmbench-fixture"),
+    ]
     for task, kind, make, bench in cases:
         texts = ["A"] * len(records[bench])
         path = write_samples(tmp_path / task, task, make(records[bench], texts, release))
         answers = IMPORTER.read(Path(path), records[bench], kind, None)
-        assert [a.record_id for a in answers] == list(records[bench]["id"]) and [a.raw for a in answers] == texts
+        assert [a.record_id for a in answers] == list(records[bench]["id"]) and [
+            a.raw for a in answers
+        ] == texts
 
 
 def test_mmvp_samples_of_v0_6_and_v0_7_import_though_they_correct_other_labels(tmp_path):
     # Index 99 and 100 (a pair): the original labels (a), (b); both releases' gold as their code writes it.
-    records = pd.DataFrame({"id": ["99", "100", "101"], "answer_index": [1, 0, 0],
-                            "label_corrected": [True, True, False]})
-    v06 = write_samples(tmp_path / "v06", "mmvp", mmvp_samples([99, 100, 101], ["A", "A", "A"], ["B", "A", "A"], "0.6"))
+    records = pd.DataFrame(
+        {"id": ["99", "100", "101"], "answer_index": [1, 0, 0], "label_corrected": [True, True, False]}
+    )
+    v06 = write_samples(
+        tmp_path / "v06", "mmvp", mmvp_samples([99, 100, 101], ["A", "A", "A"], ["B", "A", "A"], "0.6")
+    )
     assert json.loads(Path(v06).read_text().splitlines()[0])["mmvp_accuracy"]["original_gt"] == "A"
-    v07 = write_samples(tmp_path / "v07", "mmvp", mmvp_samples([99, 100, 101], ["B", "A", "A"], ["B", "A", "A"]))
+    v07 = write_samples(
+        tmp_path / "v07", "mmvp", mmvp_samples([99, 100, 101], ["B", "A", "A"], ["B", "A", "A"])
+    )
     for path in (v06, v07):
         answers = IMPORTER.read(Path(path), records, "mmvp", None)
         assert [(a.record_id, a.raw) for a in answers] == [("99", "B"), ("100", "A"), ("101", "A")]
@@ -491,31 +735,57 @@ def test_mmvp_samples_of_v0_6_and_v0_7_import_though_they_correct_other_labels(t
         IMPORTER.read(Path(other), records, "mmvp", None)
 
 
-@pytest.mark.parametrize("task, make, key, expected", [
-    ("mme", lambda records: mme_samples(records["mme-fixture"], ["Yes", "No"], "0.7"), "mme_perception_score",
-     "has no `mme_perception_score` (lmms-eval >= 0.3, since bb3fd82) nor `mme_percetion_score` (lmms-eval 0.1 "
-     "to 0.2, before bb3fd82) nor `mme_cognition_score` (every release) object: it is not the samples of the task "
-     "mme its name says; vlmgrid reads lmms-eval 0.1 to 0.7"),
-    ("pope_adv", lambda records: pope_samples(records["pope-fixture"], ["yes"] * 6)["pope_adv"], "pope_accuracy",
-     "has no `pope_accuracy` (every release) object: it is not the samples of the task pope_adv its name says; "
-     "vlmgrid reads lmms-eval 0.1 to 0.7"),
-    ("mmbench_en_dev", lambda records: mmbench_samples(records["mmbench-fixture"], ["A", "B"]), "submission",
-     "has no `submission` (every release) object: it is not the samples of the task mmbench_en_dev"),
-])
-def test_samples_of_an_unknown_variant_are_refused_naming_the_key_and_the_releases(grid, tmp_path, capsys, task,
-                                                                                   make, key, expected):
+@pytest.mark.parametrize(
+    "task, make, key, expected",
+    [
+        (
+            "mme",
+            lambda records: mme_samples(records["mme-fixture"], ["Yes", "No"], "0.7"),
+            "mme_perception_score",
+            "has no `mme_perception_score` (lmms-eval >= 0.3, since bb3fd82) nor `mme_percetion_score` (lmms-eval 0.1 "
+            "to 0.2, before bb3fd82) nor `mme_cognition_score` (every release) object: it is not the samples of the task "
+            "mme its name says; vlmgrid reads lmms-eval 0.1 to 0.7",
+        ),
+        (
+            "pope_adv",
+            lambda records: pope_samples(records["pope-fixture"], ["yes"] * 6)["pope_adv"],
+            "pope_accuracy",
+            "has no `pope_accuracy` (every release) object: it is not the samples of the task pope_adv its name says; "
+            "vlmgrid reads lmms-eval 0.1 to 0.7",
+        ),
+        (
+            "mmbench_en_dev",
+            lambda records: mmbench_samples(records["mmbench-fixture"], ["A", "B"]),
+            "submission",
+            "has no `submission` (every release) object: it is not the samples of the task mmbench_en_dev",
+        ),
+    ],
+)
+def test_samples_of_an_unknown_variant_are_refused_naming_the_key_and_the_releases(
+    grid, tmp_path, capsys, task, make, key, expected
+):
     config, records = grid
     lines = make(records)
     for line in lines:  # a release that would have renamed the key again
         line[f"{key}_v2"] = line.pop(key)
     bench = {"mme": "mme-fixture", "pope_adv": "pope-fixture", "mmbench_en_dev": "mmbench-fixture"}[task]
     samples = write_samples(tmp_path, task, lines)
-    message = refused(capsys, config, MODEL_ID, bench, samples, "--format", "lmms-eval-samples",
-                      "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        bench,
+        samples,
+        "--format",
+        "lmms-eval-samples",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
     assert message.startswith(f"vlmgrid: error: {samples} {Path(samples).name} line 1 (doc_id 0) {expected}")
 
 
 # ---------------------------------------------------------------------------------------------- lmms-eval's own reading
+
 
 def tool_reading_of(path) -> dict | None:
     return read_metadata(Path(path)).get("tool_reading")
@@ -539,7 +809,9 @@ def test_mme_values_are_lmms_evals_reading_and_the_tool_figure_its_aggregation(m
     mme = records["mme-fixture"]
     lines = mme_samples(mme, MME_TEXTS, release)
     key = MME_PERCEPTION[release]
-    lines[0][key]["score"] = 1.0 - lines[0][key]["score"]  # a value other than vlmgrid's rule gives: read, not redone
+    lines[0][key]["score"] = (
+        1.0 - lines[0][key]["score"]
+    )  # a value other than vlmgrid's rule gives: read, not redone
     if release == "0.2.0":
         path = write_logs_json(tmp_path / "run", "mme", lines)
     else:
@@ -549,14 +821,17 @@ def test_mme_values_are_lmms_evals_reading_and_the_tool_figure_its_aggregation(m
     entry = tool_reading_of(out)
     assert entry["tool"] == "lmms-eval" and [f["file"] for f in entry["files"]] == [path]
     assert [(i["id"], i["hit"], i["judge"]) for i in entry["items"]] == [
-        (record_id, int(line[key]["score"]), False) for record_id, line in zip(mme["id"], lines)]
+        (record_id, int(line[key]["score"]), False) for record_id, line in zip(mme["id"], lines)
+    ]
     theirs = sum(mme_aggregate([line[key] for line in lines]).values())
     score = score_of(config, tmp_path, "mme-fixture", out)
     tool = score["tool_reading"]
     assert tool["metrics"]["total"] == pytest.approx(theirs)  # lmms-eval's figure: the categories' sum
     assert tool["value"] == pytest.approx(theirs / (200 * 4) * 100)  # the scaled headline, of 4 subtasks
     assert tool["tool"] == "lmms-eval" and tool["n_read_by_judge"] == 0
-    assert score["metrics"]["total"]["value"] != pytest.approx(theirs)  # the headline stays the official reading
+    assert score["metrics"]["total"]["value"] != pytest.approx(
+        theirs
+    )  # the headline stays the official reading
 
 
 def test_pope_values_are_lmms_evals_reading_and_the_tool_figure_its_f1(grid, tmp_path):
@@ -570,10 +845,14 @@ def test_pope_values_are_lmms_evals_reading_and_the_tool_figure_its_f1(grid, tmp
     assert run(config, MODEL_ID, "pope-fixture", str(tmp_path / "run"), "--out", str(out)) == 0
     entry = tool_reading_of(out)
     assert entry["tool"] == "lmms-eval" and len(entry["files"]) == 3
-    values = {line["pope_accuracy"]["question_id"] + task: line["pope_accuracy"]
-              for task, lines in by_task.items() for line in lines}
+    values = {
+        line["pope_accuracy"]["question_id"] + task: line["pope_accuracy"]
+        for task, lines in by_task.items()
+        for line in lines
+    }
     assert sorted((i["hit"], i["option"]) for i in entry["items"]) == sorted(
-        (int(v["score"]), v["prediction"]) for v in values.values())
+        (int(v["score"]), v["prediction"]) for v in values.values()
+    )
     theirs = sum(pope_f1([line["pope_accuracy"] for line in lines]) for lines in by_task.values()) / 3 * 100
     score = score_of(config, tmp_path, "pope-fixture", out)
     assert score["tool_reading"]["value"] == pytest.approx(theirs)
@@ -584,12 +863,20 @@ def test_pope_values_are_lmms_evals_reading_and_the_tool_figure_its_f1(grid, tmp
 
 
 @pytest.mark.parametrize("release", ["0.2.4", "0.4"])
-def test_scienceqa_exact_match_is_lmms_evals_reading_and_the_tool_figure_its_mean(grid, tmp_path, capsys,
-                                                                                   release):
+def test_scienceqa_exact_match_is_lmms_evals_reading_and_the_tool_figure_its_mean(
+    grid, tmp_path, capsys, release
+):
     config, records = grid
     sqa = records["scienceqa-fixture"]
     gold = ["ABCDE"[i] for i in sqa["answer_index"]]
-    texts = [gold[0], "I am not sure.", f"{gold[2]}. yes", "E", gold[4].lower(), "B" if gold[5] != "B" else "A"]
+    texts = [
+        gold[0],
+        "I am not sure.",
+        f"{gold[2]}. yes",
+        "E",
+        gold[4].lower(),
+        "B" if gold[5] != "B" else "A",
+    ]
     lines = scienceqa_samples(sqa, texts, release)
     path = write_samples(tmp_path, "scienceqa_img", lines)
     out = tmp_path / "sqa.parquet"
@@ -622,5 +909,7 @@ def test_samples_whose_values_hold_no_verdict_import_without_a_tool_reading(grid
     out = tmp_path / "mme.parquet"
     assert run(config, MODEL_ID, "mme-fixture", path, "--out", str(out)) == 0
     assert tool_reading_of(out) is None
-    assert (f"{Path(path).name} line 2 (doc_id 1) has no `score` of 1.0 or 0.0 under `mme_perception_score`, so "
-            f"lmms-eval's own reading is not kept") in capsys.readouterr().err
+    assert (
+        f"{Path(path).name} line 2 (doc_id 1) has no `score` of 1.0 or 0.0 under `mme_perception_score`, so "
+        f"lmms-eval's own reading is not kept"
+    ) in capsys.readouterr().err

@@ -39,8 +39,11 @@ def sqa_prompt(r, form="llava-1.5") -> str:
     LLaVA-1.5's llava_test_CQM-A.json: "Context: <hint>" only when there is a hint, the question, "A. x" lines;
     scripts/convert_sqa_to_llava.py "CQM-A": "Context: <hint or N/A>\\nQuestion: ...\\nOptions: (A) x (B) y"."""
     if form == "llava-1.5":
-        text = "\n".join(([f"Context: {r['hint']}"] if r["hint"] else []) + [r["question"]]
-                         + [f"{'ABCDE'[i]}. {o}" for i, o in enumerate(r["options"])])
+        text = "\n".join(
+            ([f"Context: {r['hint']}"] if r["hint"] else [])
+            + [r["question"]]
+            + [f"{'ABCDE'[i]}. {o}" for i, o in enumerate(r["options"])]
+        )
     else:
         choices = " ".join(f"({'ABCDE'[i]}) {o}" for i, o in enumerate(r["options"]))
         text = f"Context: {r['hint'] or 'N/A'}\nQuestion: {r['question']}\nOptions: {choices}"
@@ -48,8 +51,10 @@ def sqa_prompt(r, form="llava-1.5") -> str:
 
 
 def sqa_answers(records, texts, form="llava-1.5") -> list[dict]:
-    lines = [llava_line(str(4 + 3 * n), sqa_prompt(r, form), text, n)
-             for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
+    lines = [
+        llava_line(str(4 + 3 * n), sqa_prompt(r, form), text, n)
+        for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))
+    ]
     # A text-only problem of the test split (LLaVA-1.5's file puts its hint after the question): skipped.
     lines.insert(1, llava_line("5", "Which word rhymes with cat?\nA. hat\nB. dog\n" + LLAVA_LETTER, "A", 99))
     return lines
@@ -60,26 +65,61 @@ def sqa_output(lines, gold) -> dict:
     result = {"correct": [], "incorrect": []}
     for line in lines:
         truth = gold.get(line["question_id"], "A")
-        parsed = line["text"] if line["text"] in "ABCDE" else line["text"][0] if line["text"][1:3] == ". " else "FAILED"
+        parsed = (
+            line["text"]
+            if line["text"] in "ABCDE"
+            else line["text"][0]
+            if line["text"][1:3] == ". "
+            else "FAILED"
+        )
         result["correct" if parsed == truth else "incorrect"].append(
-            {"question_id": line["question_id"], "parsed_ans": parsed, "ground_truth": truth,
-             "question": line["prompt"], "pred": line["text"], "is_multimodal": "<image>" in line["prompt"]})
+            {
+                "question_id": line["question_id"],
+                "parsed_ans": parsed,
+                "ground_truth": truth,
+                "question": line["prompt"],
+                "pred": line["text"],
+                "is_multimodal": "<image>" in line["prompt"],
+            }
+        )
     return result
 
 
 def textvqa_answers(records, texts) -> list[dict]:
     """llava_textvqa_val_v051_ocr.jsonl: question_id is the image id; the prompt adds the OCR tokens."""
-    return [llava_line(r["image_id"], f"{r['question']}\nReference OCR token: {', '.join(r['ocr_tokens'])}\n"
-                       f"{LLAVA_SHORT}", text, n)
-            for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))]
+    return [
+        llava_line(
+            r["image_id"],
+            f"{r['question']}\nReference OCR token: {', '.join(r['ocr_tokens'])}\n{LLAVA_SHORT}",
+            text,
+            n,
+        )
+        for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts))
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- imports
 
+
 def _score(config, model, bench, predictions, tmp_path) -> dict:
     """The score file `vlmgrid score` writes for imported predictions."""
     score = tmp_path / "score.json"
-    assert main(["score", model, bench, "--predictions", str(predictions), "--out", str(score), "--config", config]) == 0
+    assert (
+        main(
+            [
+                "score",
+                model,
+                bench,
+                "--predictions",
+                str(predictions),
+                "--out",
+                str(score),
+                "--config",
+                config,
+            ]
+        )
+        == 0
+    )
     return json.loads(score.read_text())
 
 
@@ -95,10 +135,16 @@ def test_mmbench_answers_map_to_the_published_rows_and_score(grid, tmp_path, cap
     assert list(frame["raw"]) == texts
     assert list(frame["prediction_index"]) == [1, 0, 0, 1, 2]
     meta = read_metadata(out)
-    assert meta["model"] == MODEL_ID and meta["benchmark"] == "mmbench-fixture" and meta["strategy"] == "generate"
+    assert (
+        meta["model"] == MODEL_ID
+        and meta["benchmark"] == "mmbench-fixture"
+        and meta["strategy"] == "generate"
+    )
     assert meta["provenance"]["imported"] == f"imported from {answers} (llava-answers)"
     assert len(meta["provenance"]["sha256"]) == 64 and meta["data_fingerprint"]
-    assert meta["rows_sha256"] == rows_digest(pq.read_table(out)) and meta["code_version"] == running_version()
+    assert (
+        meta["rows_sha256"] == rows_digest(pq.read_table(out)) and meta["code_version"] == running_version()
+    )
     # Question 1: both copies right; question 18: copy 2 (gold C) read as C -> right, so 2/2 groups.
     assert _score(config, MODEL_ID, "mmbench-fixture", out, tmp_path)["value"] == 100.0
 
@@ -179,13 +225,26 @@ def test_scienceqa_scorer_output_file_imports_like_the_answers(grid, tmp_path, c
     texts = ["B" if gold[0] != "B" else "A", gold[1], f"{gold[2]}. yes", "E", gold[4], "I am not sure."]
     lines = sqa_answers(sqa, texts)
     output = tmp_path / "llava-v1.5-13b_output.jsonl"
-    output.write_text(json.dumps(sqa_output(lines, {line["question_id"]: g for line, g in
-                                                    zip(lines[:1] + lines[2:], gold)}), indent=2))
+    output.write_text(
+        json.dumps(
+            sqa_output(lines, {line["question_id"]: g for line, g in zip(lines[:1] + lines[2:], gold)}),
+            indent=2,
+        )
+    )
     out_a, out_b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     assert run(config, "llava-tiny", "scienceqa-fixture", str(output), "--out", str(out_a)) == 0
     assert "read as llava-scienceqa-eval (guessed" in capsys.readouterr().err
-    assert run(config, "llava-tiny", "scienceqa-fixture", write_jsonl(tmp_path / "a.jsonl", lines),
-               "--out", str(out_b)) == 0
+    assert (
+        run(
+            config,
+            "llava-tiny",
+            "scienceqa-fixture",
+            write_jsonl(tmp_path / "a.jsonl", lines),
+            "--out",
+            str(out_b),
+        )
+        == 0
+    )
     a, b = imported(out_a), imported(out_b)
     assert a.equals(b) and list(a["raw"]) == texts  # the analyses, correct ones first, back in item order
     value = _score(config, "llava-tiny", "scienceqa-fixture", out_a, tmp_path)["value"]
@@ -198,11 +257,14 @@ def test_scienceqa_scorer_unanswered_problems_are_missing_not_wrong(grid, tmp_pa
     lines = sqa_answers(sqa, ["A"] * 6)
     output = sqa_output(lines, {})
     dropped = output["correct"].pop(2)  # the scorer's line for a problem the answers file lacked:
-    output["incorrect"].append({**dropped, "question": "Unknown", "pred": "FAILED", "parsed_ans": "FAILED",
-                                "is_multimodal": False})
+    output["incorrect"].append(
+        {**dropped, "question": "Unknown", "pred": "FAILED", "parsed_ans": "FAILED", "is_multimodal": False}
+    )
     path = tmp_path / "llava-v1.5-13b_output.jsonl"
     path.write_text(json.dumps(output, indent=2))
-    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--out", str(tmp_path / "o.parquet")
+    )
     assert 'answers 5 of the 6 items of scienceqa-fixture: 1 missing, the first "test-1"' in message
     assert not (tmp_path / "o.parquet").exists()
 
@@ -210,9 +272,21 @@ def test_scienceqa_scorer_unanswered_problems_are_missing_not_wrong(grid, tmp_pa
 def test_scienceqa_scorer_result_file_needs_problem_ids(grid, tmp_path, capsys):
     config, records = grid
     path = tmp_path / "llava-v1.5-13b_result.json"
-    path.write_text(json.dumps({"acc": 50.0, "correct": 1, "count": 2, "results": {"4": 1, "5": -1},
-                                "outputs": {"4": "B", "5": "FAILED"}}, indent=2))
-    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
+    path.write_text(
+        json.dumps(
+            {
+                "acc": 50.0,
+                "correct": 1,
+                "count": 2,
+                "results": {"4": 1, "5": -1},
+                "outputs": {"4": "B", "5": "FAILED"},
+            },
+            indent=2,
+        )
+    )
+    message = refused(
+        capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--out", str(tmp_path / "o.parquet")
+    )
     assert "only by ScienceQA's problem id" in message and "_output.jsonl" in message
 
 
@@ -221,8 +295,17 @@ def test_a_scorer_output_file_cut_short_is_named(grid, tmp_path, capsys):
     path = tmp_path / "llava-v1.5-13b_output.jsonl"
     text = json.dumps(sqa_output(sqa_answers(records["scienceqa-fixture"], ["A"] * 6), {}), indent=2)
     path.write_text(text[: len(text) // 2])
-    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), "--format",
-                      "llava-scienceqa-eval", "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys,
+        config,
+        "llava-tiny",
+        "scienceqa-fixture",
+        str(path),
+        "--format",
+        "llava-scienceqa-eval",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
     assert f"{path} is cut short" in message
 
 
@@ -234,46 +317,77 @@ def test_a_grid_model_is_written_to_its_predictions_file(grid, tmp_path):
     assert read_metadata(path)["model_settings"]["backend"] == "hf"
 
 
-SQA = pd.DataFrame({
-    "id": ["test-0", "test-1", "test-2", "test-3"],
-    "question": ["Which is it?", "Which is it?", "Which tense does the sentence use?", "What is the capital of Ohio?"],
-    "hint": ["", "", "Mona will print her name with care.\n\nRead the sentence.", ""],
-    "options": [["a", "b"], ["a", "b"], ["past tense", "future tense"], ["Columbus", "Austin", "Salem"]],
-})
-MULTI_LINE = ("<image>\nContext: Mona will print her name with care.\n\nRead the sentence.\nWhich tense does the "
-              "sentence use?\nA. past tense\nB. future tense\n" + LLAVA_LETTER)
+SQA = pd.DataFrame(
+    {
+        "id": ["test-0", "test-1", "test-2", "test-3"],
+        "question": [
+            "Which is it?",
+            "Which is it?",
+            "Which tense does the sentence use?",
+            "What is the capital of Ohio?",
+        ],
+        "hint": ["", "", "Mona will print her name with care.\n\nRead the sentence.", ""],
+        "options": [["a", "b"], ["a", "b"], ["past tense", "future tense"], ["Columbus", "Austin", "Salem"]],
+    }
+)
+MULTI_LINE = (
+    "<image>\nContext: Mona will print her name with care.\n\nRead the sentence.\nWhich tense does the "
+    "sentence use?\nA. past tense\nB. future tense\n" + LLAVA_LETTER
+)
 NO_CONTEXT = "<image>\nWhat is the capital of Ohio?\nA. Columbus\nB. Austin\nC. Salem\n" + LLAVA_LETTER
 SAME = "<image>\nWhich is it?\nA. a\nB. b\n" + LLAVA_LETTER
 
 
 def test_scienceqa_prompts_match_multi_line_and_empty_contexts_and_same_content_in_file_order():
-    lines = [(1, llava_line("12", NO_CONTEXT, "A", 1)), (2, llava_line("7", SAME, "A", 2)),
-             (3, llava_line("8", MULTI_LINE, "B", 3)), (4, llava_line("9", SAME, "B", 4))]
+    lines = [
+        (1, llava_line("12", NO_CONTEXT, "A", 1)),
+        (2, llava_line("7", SAME, "A", 2)),
+        (3, llava_line("8", MULTI_LINE, "B", 3)),
+        (4, llava_line("9", SAME, "B", 4)),
+    ]
     answers = _scienceqa("f.jsonl", lines, SQA, None)
-    assert [(a.record_id, a.raw) for a in answers] == [("test-3", "A"), ("test-0", "A"), ("test-2", "B"),
-                                                       ("test-1", "B")]
+    assert [(a.record_id, a.raw) for a in answers] == [
+        ("test-3", "A"),
+        ("test-0", "A"),
+        ("test-2", "B"),
+        ("test-1", "B"),
+    ]
 
 
 def test_scienceqa_records_with_problem_ids_are_matched_by_them():
     records = SQA.assign(pid=["7", "9", "8", "12"])
-    lines = [(1, llava_line("9", SAME, "B", 1)), (2, llava_line("12", NO_CONTEXT, "A", 2)),
-             (3, llava_line("7", SAME, "A", 3)), (4, llava_line("8", MULTI_LINE, "B", 4)),
-             (5, llava_line("30", SAME, "C", 5))]
+    lines = [
+        (1, llava_line("9", SAME, "B", 1)),
+        (2, llava_line("12", NO_CONTEXT, "A", 2)),
+        (3, llava_line("7", SAME, "A", 3)),
+        (4, llava_line("8", MULTI_LINE, "B", 4)),
+        (5, llava_line("30", SAME, "C", 5)),
+    ]
     answers = _scienceqa("f.jsonl", lines, records, None)
     assert [a.record_id for a in answers] == ["test-1", "test-3", "test-0", "test-2", None]
     ids_are_pids = SQA.assign(id=["7", "9", "8", "12"])
-    assert [a.record_id for a in _scienceqa("f.jsonl", lines[:4], ids_are_pids, None)] == ["9", "12", "7", "8"]
-    with pytest.raises(VlmgridError, match=r"line 1 \(question_id '12'\) asks .* not the question of item test-3"):
+    assert [a.record_id for a in _scienceqa("f.jsonl", lines[:4], ids_are_pids, None)] == [
+        "9",
+        "12",
+        "7",
+        "8",
+    ]
+    with pytest.raises(
+        VlmgridError, match=r"line 1 \(question_id '12'\) asks .* not the question of item test-3"
+    ):
         _scienceqa("f.jsonl", [(1, llava_line("12", SAME, "A", 1))], records, None)
 
 
 # ---------------------------------------------------------------------------------------------- refusals
 
+
 def test_an_id_the_benchmark_does_not_have_is_refused(grid, tmp_path, capsys):
     config, records = grid
     lines = mmbench_answers(records["mmbench-fixture"]) + [llava_line(77, "?", "A", 9, round_id=0)]
     answers = write_jsonl(tmp_path / "a.jsonl", lines)
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet")
+    )
     assert "1 answer(s) to items that benchmark mmbench-fixture does not have" in message
     assert "line 6 (question_id 77)" in message
 
@@ -281,7 +395,9 @@ def test_an_id_the_benchmark_does_not_have_is_refused(grid, tmp_path, capsys):
 def test_missing_items_are_refused(grid, tmp_path, capsys):
     config, records = grid
     answers = write_jsonl(tmp_path / "a.jsonl", mmbench_answers(records["mmbench-fixture"])[:3])
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet")
+    )
     assert 'answers 3 of the 5 items of mmbench-fixture: 2 missing, the first "1000018"' in message
     assert not (tmp_path / "o.parquet").exists()
 
@@ -290,7 +406,9 @@ def test_duplicates_are_refused(grid, tmp_path, capsys):
     config, records = grid
     lines = mmbench_answers(records["mmbench-fixture"])
     answers = write_jsonl(tmp_path / "a.jsonl", lines + lines[:1])
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet")
+    )
     assert 'answers item "1" of mmbench-fixture twice (line 1 (question_id 1) and line 6' in message
 
 
@@ -299,7 +417,9 @@ def test_llavas_own_rotation_rounds_are_refused(grid, tmp_path, capsys):
     lines = mmbench_answers(records["mmbench-fixture"])
     lines[1]["round_id"] = 1
     answers = write_jsonl(tmp_path / "a.jsonl", lines)
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet")
+    )
     assert "round 1" in message and "keep the round-0 lines" in message
 
 
@@ -308,12 +428,17 @@ def test_a_file_of_another_format_is_refused(grid, tmp_path, capsys):
     csv = tmp_path / "answers.csv"
     csv.write_text("index,prediction\n1,A\n")
     out = str(tmp_path / "o.parquet")
-    assert "looks like no known format; give --format" in refused(capsys, config, MODEL_ID, "mmbench-fixture",
-                                                                   str(csv), "--out", out)
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(csv), "--format", "llava-answers", "--out", out)
+    assert "looks like no known format; give --format" in refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", str(csv), "--out", out
+    )
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", str(csv), "--format", "llava-answers", "--out", out
+    )
     assert "line 1 is not a JSON object: the file is not a LLaVA answer file" in message
     jsonl = write_jsonl(tmp_path / "a.jsonl", mme_answers(records["mme-fixture"], ["Yes", "No"]))
-    message = refused(capsys, config, MODEL_ID, "mme-fixture", jsonl, "--format", "mme-eval-tool", "--out", out)
+    message = refused(
+        capsys, config, MODEL_ID, "mme-fixture", jsonl, "--format", "mme-eval-tool", "--out", out
+    )
     assert "is not a folder" in message
 
 
@@ -342,8 +467,17 @@ def test_an_eval_tool_gold_answer_of_another_version_is_refused(grid, tmp_path, 
 def test_unknown_format_name_is_refused(grid, tmp_path, capsys):
     config, records = grid
     answers = write_jsonl(tmp_path / "a.jsonl", mmbench_answers(records["mmbench-fixture"]))
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--format", "llava",
-                      "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        "mmbench-fixture",
+        answers,
+        "--format",
+        "llava",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
     assert 'unknown import format "llava"' in message
 
 
@@ -352,21 +486,33 @@ def test_an_answer_line_cut_short_is_named(grid, tmp_path, capsys):
     lines = [json.dumps(line) for line in mmbench_answers(records["mmbench-fixture"])]
     path = tmp_path / "a.jsonl"
     path.write_text("\n".join(lines[:2] + [lines[2][:40]]) + "\n")
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(tmp_path / "o.parquet")
+    )
     assert f"{path} line 3 is cut short" in message
 
 
 # ---------------------------------------------------------------------------------------------- MMBench submission
 
+
 def mmbench_submission(path, records, lines) -> str:
     """scripts/convert_mmbench_for_submission.py: the dev TSV (its columns, in its order) without hint, category,
     source, image, comment, l2-category; `prediction` inserted seventh and set per answer by index; to_excel."""
-    tsv = pd.DataFrame({
-        "index": records["id"].astype(int), "question": records["question"], "hint": records["hint"],
-        **{c: [o[i] if i < len(o) else None for o in records["options"]] for i, c in enumerate("ABCD")},
-        "answer": ["ABCD"[i] for i in records["answer_index"]], "category": records["category"],
-        "image": "iVBORw0KGgo=", "source": "scienceqa", "l2-category": records["l2_category"], "comment": None,
-        "split": "dev"})
+    tsv = pd.DataFrame(
+        {
+            "index": records["id"].astype(int),
+            "question": records["question"],
+            "hint": records["hint"],
+            **{c: [o[i] if i < len(o) else None for o in records["options"]] for i, c in enumerate("ABCD")},
+            "answer": ["ABCD"[i] for i in records["answer_index"]],
+            "category": records["category"],
+            "image": "iVBORw0KGgo=",
+            "source": "scienceqa",
+            "l2-category": records["l2_category"],
+            "comment": None,
+            "split": "dev",
+        }
+    )
     df = tsv.drop(columns=["hint", "category", "source", "image", "comment", "l2-category"])
     df.insert(6, "prediction", None)
     for line in lines:
@@ -381,13 +527,31 @@ def test_mmbench_submission_file_imports_like_llavas_answers(grid, tmp_path, cap
     texts = ["B", "A", "A", "B", "The answer is C"]
     lines = mmbench_answers(mmbench, texts)
     xlsx = mmbench_submission(tmp_path / "llava-v1.5-13b.xlsx", mmbench, lines)
-    assert list(pd.read_excel(xlsx).columns) == ["index", "question", "A", "B", "C", "D", "prediction", "answer",
-                                                 "split"]
+    assert list(pd.read_excel(xlsx).columns) == [
+        "index",
+        "question",
+        "A",
+        "B",
+        "C",
+        "D",
+        "prediction",
+        "answer",
+        "split",
+    ]
     out, out_jsonl = tmp_path / "x.parquet", tmp_path / "j.parquet"
     assert run(config, MODEL_ID, "mmbench-fixture", xlsx, "--out", str(out)) == 0
     assert "read as mmbench-submission (guessed" in capsys.readouterr().err
-    assert run(config, MODEL_ID, "mmbench-fixture", write_jsonl(tmp_path / "a.jsonl", lines), "--out",
-               str(out_jsonl)) == 0
+    assert (
+        run(
+            config,
+            MODEL_ID,
+            "mmbench-fixture",
+            write_jsonl(tmp_path / "a.jsonl", lines),
+            "--out",
+            str(out_jsonl),
+        )
+        == 0
+    )
     frame = imported(out)
     assert frame.equals(imported(out_jsonl)) and list(frame["raw"]) == texts
     assert list(frame["prediction_index"]) == [1, 0, 0, 1, 2]
@@ -399,7 +563,10 @@ def test_mmbench_submission_rows_left_empty_are_missing(grid, tmp_path, capsys):
     lines = mmbench_answers(mmbench)
     xlsx = mmbench_submission(tmp_path / "s.xlsx", mmbench, lines[:3] + lines[4:])
     message = refused(capsys, config, MODEL_ID, "mmbench-fixture", xlsx, "--out", str(tmp_path / "o.parquet"))
-    assert f'answers 4 of the 5 items of mmbench-fixture: 1 missing, the first "{mmbench["id"].iloc[3]}"' in message
+    assert (
+        f'answers 4 of the 5 items of mmbench-fixture: 1 missing, the first "{mmbench["id"].iloc[3]}"'
+        in message
+    )
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -411,8 +578,17 @@ def test_mmbench_submission_of_another_version_is_refused(grid, tmp_path, capsys
     message = refused(capsys, config, MODEL_ID, "mmbench-fixture", xlsx, "--out", str(tmp_path / "o.parquet"))
     assert "row 2 (index 1)" in message and "another MMBench version" in message
     (tmp_path / "cut.xlsx").write_bytes((tmp_path / "s.xlsx").read_bytes()[:500])
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(tmp_path / "cut.xlsx"), "--format",
-                      "mmbench-submission", "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        "mmbench-fixture",
+        str(tmp_path / "cut.xlsx"),
+        "--format",
+        "mmbench-submission",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
     assert "is not a readable .xlsx workbook" in message and "cut short" in message
 
 
@@ -425,16 +601,21 @@ def test_an_answer_file_cut_anywhere_is_named_cut_short_with_its_line(grid, tmp_
     data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines[:3]).encode("utf-8")
     path = tmp_path / "a.jsonl"
     if cut == "inside a character":  # the copy stopped inside the three bytes of a character
-        path.write_bytes(data[:data.index("案".encode()) + 2])
+        path.write_bytes(data[: data.index("案".encode()) + 2])
         line = 3
     elif cut == "inside a literal":  # the parser stops at the start of `true`, not at the line's end
-        path.write_bytes(data[:data.index(b"true") + 2])
+        path.write_bytes(data[: data.index(b"true") + 2])
         line = 3
     else:  # no format can be told from the file, and the cause is the copy
         first = json.dumps(lines[0]).encode("utf-8")
-        path.write_bytes(first[:first.index(b"prompt")])
+        path.write_bytes(first[: first.index(b"prompt")])
         line = 1
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(tmp_path / "o.parquet"))
-    assert message == f"vlmgrid: error: {path} line {line} is cut short (its JSON object does not end); copy the " \
-                      f"whole file again"
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(tmp_path / "o.parquet")
+    )
+    assert (
+        message
+        == f"vlmgrid: error: {path} line {line} is cut short (its JSON object does not end); copy the "
+        f"whole file again"
+    )
     assert not (tmp_path / "o.parquet").exists()

@@ -29,8 +29,15 @@ from helpers.imports import (
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
 
-SIZES = {"mmbench-fixture": 2, "mme-fixture": 2, "pope-fixture": 4, "scienceqa-fixture": 6, "textvqa-fixture": 3,
-         "cvbench-fixture": 2, "mmvp-fixture": 2}
+SIZES = {
+    "mmbench-fixture": 2,
+    "mme-fixture": 2,
+    "pope-fixture": 4,
+    "scienceqa-fixture": 6,
+    "textvqa-fixture": 3,
+    "cvbench-fixture": 2,
+    "mmvp-fixture": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,33 +58,64 @@ def pope_rows(records) -> list[dict]:
         if key in rows:
             rows[key]["category"] += f",{r['split']}"
         else:
-            rows[key] = {"index": len(rows), "question": r["question"], "answer": r["answer"].capitalize(),
-                         "category": r["split"]}
+            rows[key] = {
+                "index": len(rows),
+                "question": r["question"],
+                "answer": r["answer"].capitalize(),
+                "category": r["split"],
+            }
     return list(rows.values())
 
 
 def scienceqa_rows(records) -> list[dict]:
     """ScienceQA_TEST.tsv: index, question, hint (NaN when none), A-E, answer letter, category, split."""
-    return [{"index": n, "question": r["question"], "hint": r["hint"] or NAN, **options(r, 5),
-             "answer": LETTERS[r["answer_index"]], "category": r["category"], "split": "test"}
-            for n, (_, r) in enumerate(records.iterrows())]
+    return [
+        {
+            "index": n,
+            "question": r["question"],
+            "hint": r["hint"] or NAN,
+            **options(r, 5),
+            "answer": LETTERS[r["answer_index"]],
+            "category": r["category"],
+            "split": "test",
+        }
+        for n, (_, r) in enumerate(records.iterrows())
+    ]
 
 
 def cvbench_rows(records, kind: str) -> list[dict]:
     """CV-Bench-2D.tsv / -3D.tsv: index, question, prompt (build_prompt sends it), A-F, answer letter, source,
     split ("2D"/"3D"), task."""
-    return [{"index": int(r["id"].split("-")[1]), "question": r["question"], "prompt": r["prompt"],
-             **options(r, 6), "answer": LETTERS[r["answer_index"]], "source": r["source"], "split": kind,
-             "task": r["task"]} for _, r in records[records["type"] == kind].iterrows()]
+    return [
+        {
+            "index": int(r["id"].split("-")[1]),
+            "question": r["question"],
+            "prompt": r["prompt"],
+            **options(r, 6),
+            "answer": LETTERS[r["answer_index"]],
+            "source": r["source"],
+            "split": kind,
+            "task": r["task"],
+        }
+        for _, r in records[records["type"] == kind].iterrows()
+    ]
 
 
 def mmvp_rows(records) -> list[dict]:
     """MMVP.tsv: index, question, A, B, answer letter, in pairs (report_acc_MMVP pairs rows 2i, 2i + 1)."""
-    return [{"index": int(r["id"]), "question": r["question"], **options(r, 2), "answer": LETTERS[r["answer_index"]]}
-            for _, r in records.iterrows()]
+    return [
+        {
+            "index": int(r["id"]),
+            "question": r["question"],
+            **options(r, 2),
+            "answer": LETTERS[r["answer_index"]],
+        }
+        for _, r in records.iterrows()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- imports
+
 
 @pytest.mark.parametrize("fmt", ["xlsx", "tsv", "json"])
 def test_mmbench_rows_match_by_index_in_each_pred_format(grid, tmp_path, capsys, fmt):
@@ -89,7 +127,9 @@ def test_mmbench_rows_match_by_index_in_each_pred_format(grid, tmp_path, capsys,
     assert run(config, MODEL_ID, "mmbench-fixture", path, "--out", str(out)) == 0
     assert "read as vlmevalkit (guessed" in capsys.readouterr().err
     frame = imported(out)
-    assert list(frame["id"]) == list(mmbench["id"]) and list(frame["prediction_index"]) == list(mmbench["answer_index"])
+    assert list(frame["id"]) == list(mmbench["id"]) and list(frame["prediction_index"]) == list(
+        mmbench["answer_index"]
+    )
     assert score_of(config, tmp_path, "mmbench-fixture", out)["value"] == 100.0
 
 
@@ -101,12 +141,22 @@ def test_mmbench_one_wrong_copy_fails_its_question(grid, tmp_path):
     wrong = next(n for n, row in enumerate(rows) if row["index"] >= 1_000_000)
     answers[wrong] = "A" if answers[wrong] != "A" else "B"
     out = tmp_path / "mmbench.parquet"
-    assert run(config, MODEL_ID, "mmbench-fixture", dump(rows, answers, tmp_path, "MMBench_DEV_EN"),
-               "--out", str(out)) == 0
+    assert (
+        run(
+            config,
+            MODEL_ID,
+            "mmbench-fixture",
+            dump(rows, answers, tmp_path, "MMBench_DEV_EN"),
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     groups = mmbench["circular_group"].nunique()
     # Circular: a question counts only when every copy is right; one of the `groups` questions fails.
     assert score_of(config, tmp_path, "mmbench-fixture", out)["value"] == pytest.approx(
-        round((groups - 1) / groups * 100, 4))
+        round((groups - 1) / groups * 100, 4)
+    )
 
 
 def test_mme_rows_match_by_subtask_and_question_and_score(grid, tmp_path):
@@ -114,8 +164,17 @@ def test_mme_rows_match_by_subtask_and_question_and_score(grid, tmp_path):
     mme = records["mme-fixture"]
     rows = mme_rows(mme)
     out = tmp_path / "mme.parquet"
-    assert run(config, MODEL_ID, "mme-fixture", dump(list(reversed(rows)), list(reversed(gold_text(rows))),
-                                                    tmp_path, "MME"), "--out", str(out)) == 0
+    assert (
+        run(
+            config,
+            MODEL_ID,
+            "mme-fixture",
+            dump(list(reversed(rows)), list(reversed(gold_text(rows))), tmp_path, "MME"),
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     frame = imported(out)
     assert list(frame["id"]) == list(mme["id"]) and list(frame["prediction"]) == list(mme["answer"])
     result = score_of(config, tmp_path, "mme-fixture", out)
@@ -131,7 +190,9 @@ def test_pope_rows_answer_each_split_they_name(grid, tmp_path):
     wrong = {rows[0]["question"]}  # answered "No" wherever asked (its gold is Yes)
     answers = ["No" if row["question"] in wrong else row["answer"] for row in rows]
     out = tmp_path / "pope.parquet"
-    assert run(config, MODEL_ID, "pope-fixture", dump(rows, answers, tmp_path, "POPE"), "--out", str(out)) == 0
+    assert (
+        run(config, MODEL_ID, "pope-fixture", dump(rows, answers, tmp_path, "POPE"), "--out", str(out)) == 0
+    )
     frame = imported(out).set_index("id")
     expected = ["no" if q in wrong else a for q, a in zip(pope["question"], pope["answer"])]
     assert list(frame.loc[pope["id"], "prediction"]) == expected
@@ -143,7 +204,8 @@ def test_pope_rows_answer_each_split_they_name(grid, tmp_path):
         positives, predicted = (part["answer"] == "yes").sum(), pred.count("yes")
         f1s.append(2 * tp / (positives + predicted))
     assert score_of(config, tmp_path, "pope-fixture", out)["value"] == pytest.approx(
-        round(sum(f1s) / len(f1s) * 100, 4))
+        round(sum(f1s) / len(f1s) * 100, 4)
+    )
     assert min(f1s) < 1.0
 
 
@@ -154,12 +216,23 @@ def test_scienceqa_rows_match_by_question_hint_and_options(grid, tmp_path):
     gold = gold_text(rows)
     answers = [gold[0], "I am not sure.", f"{gold[2]}. yes", "E", gold[4], "B" if gold[5] != "B" else "A"]
     out = tmp_path / "sqa.parquet"
-    assert run(config, MODEL_ID, "scienceqa-fixture", dump(rows, answers, tmp_path, "ScienceQA_TEST"),
-               "--out", str(out)) == 0
+    assert (
+        run(
+            config,
+            MODEL_ID,
+            "scienceqa-fixture",
+            dump(rows, answers, tmp_path, "ScienceQA_TEST"),
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     frame = imported(out)
     assert list(frame["raw"]) == answers
     assert frame["prediction"].isna().tolist() == [False, True, False, True, False, False]
-    assert score_of(config, tmp_path, "scienceqa-fixture", out)["value"] == pytest.approx(round(3 / 6 * 100, 4))
+    assert score_of(config, tmp_path, "scienceqa-fixture", out)["value"] == pytest.approx(
+        round(3 / 6 * 100, 4)
+    )
 
 
 def test_textvqa_rows_match_by_question_and_their_ten_answers(grid, tmp_path):
@@ -167,8 +240,17 @@ def test_textvqa_rows_match_by_question_and_their_ten_answers(grid, tmp_path):
     textvqa = records["textvqa-fixture"]
     rows = textvqa_rows(textvqa)
     out = tmp_path / "textvqa.parquet"
-    assert run(config, MODEL_ID, "textvqa-fixture", dump(rows, list(textvqa["answer"]), tmp_path, "TextVQA_VAL"),
-               "--out", str(out)) == 0
+    assert (
+        run(
+            config,
+            MODEL_ID,
+            "textvqa-fixture",
+            dump(rows, list(textvqa["answer"]), tmp_path, "TextVQA_VAL"),
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     assert list(imported(out)["raw"]) == list(textvqa["answer"])
     # The most common human answer matches at least 3 of the others in each fixture item: VQA accuracy 1.
     assert score_of(config, tmp_path, "textvqa-fixture", out)["value"] == 100.0
@@ -193,7 +275,8 @@ def test_cvbench_2d_and_3d_files_are_imported_from_their_folder(grid, tmp_path, 
     omni = (cv["source"] == "Omni3D").sum()
     # ((ADE20K 1 + COCO 1) / 2 + Omni3D (omni - 1) / omni) / 2
     assert score_of(config, tmp_path, "cvbench-fixture", out)["value"] == pytest.approx(
-        round((1 + (omni - 1) / omni) / 2 * 100, 4))
+        round((1 + (omni - 1) / omni) / 2 * 100, 4)
+    )
 
 
 def test_mmvp_pairs_are_matched_in_order_and_scored_by_pair(grid, tmp_path):
@@ -203,11 +286,14 @@ def test_mmvp_pairs_are_matched_in_order_and_scored_by_pair(grid, tmp_path):
     answers = gold_text(rows)
     answers[1] = "A" if answers[1] == "B" else "B"  # the first pair's second image wrong
     out = tmp_path / "mmvp.parquet"
-    assert run(config, MODEL_ID, "mmvp-fixture", dump(rows, answers, tmp_path, "MMVP"), "--out", str(out)) == 0
+    assert (
+        run(config, MODEL_ID, "mmvp-fixture", dump(rows, answers, tmp_path, "MMVP"), "--out", str(out)) == 0
+    )
     assert list(imported(out)["raw"]) == answers
     pairs = mmvp["pair_id"].nunique()
     assert score_of(config, tmp_path, "mmvp-fixture", out)["value"] == pytest.approx(
-        round((pairs - 1) / pairs * 100, 4))
+        round((pairs - 1) / pairs * 100, 4)
+    )
 
 
 def test_an_empty_prediction_is_a_format_error_row(grid, tmp_path):
@@ -217,8 +303,17 @@ def test_an_empty_prediction_is_a_format_error_row(grid, tmp_path):
     answers[1] = ""
     for fmt in ("xlsx", "tsv"):
         out = tmp_path / f"mme-{fmt}.parquet"
-        assert run(config, MODEL_ID, "mme-fixture", dump(rows, answers, tmp_path / fmt, "MME", fmt),
-                   "--out", str(out)) == 0
+        assert (
+            run(
+                config,
+                MODEL_ID,
+                "mme-fixture",
+                dump(rows, answers, tmp_path / fmt, "MME", fmt),
+                "--out",
+                str(out),
+            )
+            == 0
+        )
         frame = imported(out)
         assert len(frame) == len(rows) and frame["raw"][1] == "" and frame["prediction"].isna().tolist()[1]
         assert frame["prediction"].isna().sum() == 1
@@ -243,6 +338,7 @@ def test_a_prediction_written_as_a_formula_before_63a279f1_reads_as_the_models_t
 
 # ---------------------------------------------------------------------------------------------- refusals
 
+
 def test_a_file_without_prediction_or_index_is_refused(grid, tmp_path, capsys):
     config, records = grid
     rows = mme_rows(records["mme-fixture"])
@@ -263,9 +359,13 @@ def test_rows_that_match_no_item_are_refused_with_their_count_and_the_first(grid
     rows[2]["question"] = "Which ocean is highlighted?"
     rows[4]["question"] = "Which country is highlighted?"
     path = dump(rows, ["A"] * len(rows), tmp_path, "ScienceQA_TEST")
-    message = refused(capsys, config, MODEL_ID, "scienceqa-fixture", path, "--out", str(tmp_path / "o.parquet"))
-    assert "has 2 answer(s) to items that benchmark scienceqa-fixture does not have, the first at row 3 (index 2)" \
+    message = refused(
+        capsys, config, MODEL_ID, "scienceqa-fixture", path, "--out", str(tmp_path / "o.parquet")
+    )
+    assert (
+        "has 2 answer(s) to items that benchmark scienceqa-fixture does not have, the first at row 3 (index 2)"
         in message
+    )
 
 
 def test_a_subset_is_refused(grid, tmp_path, capsys):
@@ -276,18 +376,46 @@ def test_a_subset_is_refused(grid, tmp_path, capsys):
     assert f"answers {len(rows)} of the {len(rows) + 1} items of mmvp-fixture: 1 missing" in message
 
 
-@pytest.mark.parametrize("bench, dataset, make, change, expected", [
-    ("mme-fixture", "MME", mme_rows, lambda row: row.update(answer="No" if row["answer"] == "Yes" else "Yes"),
-     "gives the gold answer"),
-    ("pope-fixture", "POPE", pope_rows, lambda row: row.update(answer="No" if row["answer"] == "Yes" else "Yes"),
-     "gives the gold answer"),
-    ("mmbench-fixture", "MMBench_DEV_EN_V11", mmbench_rows, lambda row: row.update(A="a dog"),
-     "gives the options ['a dog'"),
-    ("mmbench-fixture", "MMBench_DEV_EN", mmbench_rows,
-     lambda row: row.update(answer="B" if row["answer"] == "A" else "A"), "gives the gold letter"),
-    ("textvqa-fixture", "TextVQA_VAL", textvqa_rows, lambda row: row.update(answer=str(["stop"] * 10)),
-     "gives the gold answer"),
-])
+@pytest.mark.parametrize(
+    "bench, dataset, make, change, expected",
+    [
+        (
+            "mme-fixture",
+            "MME",
+            mme_rows,
+            lambda row: row.update(answer="No" if row["answer"] == "Yes" else "Yes"),
+            "gives the gold answer",
+        ),
+        (
+            "pope-fixture",
+            "POPE",
+            pope_rows,
+            lambda row: row.update(answer="No" if row["answer"] == "Yes" else "Yes"),
+            "gives the gold answer",
+        ),
+        (
+            "mmbench-fixture",
+            "MMBench_DEV_EN_V11",
+            mmbench_rows,
+            lambda row: row.update(A="a dog"),
+            "gives the options ['a dog'",
+        ),
+        (
+            "mmbench-fixture",
+            "MMBench_DEV_EN",
+            mmbench_rows,
+            lambda row: row.update(answer="B" if row["answer"] == "A" else "A"),
+            "gives the gold letter",
+        ),
+        (
+            "textvqa-fixture",
+            "TextVQA_VAL",
+            textvqa_rows,
+            lambda row: row.update(answer=str(["stop"] * 10)),
+            "gives the gold answer",
+        ),
+    ],
+)
 def test_rows_of_another_version_are_refused(grid, tmp_path, capsys, bench, dataset, make, change, expected):
     config, records = grid
     rows = make(records[bench])
@@ -302,11 +430,22 @@ def test_an_unknown_dataset_name_is_refused_with_the_names_read(grid, tmp_path, 
     config, records = grid
     rows = mme_rows(records["mme-fixture"])
     path = dump(rows, gold_text(rows), tmp_path, "MME_CoT_TEST")
-    message = refused(capsys, config, MODEL_ID, "mme-fixture", path, "--format", "vlmevalkit",
-                      "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        "mme-fixture",
+        path,
+        "--format",
+        "vlmevalkit",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
     assert "is not named <model>_<dataset>.xlsx for a dataset whose rows can be matched" in message
-    assert "MMBench_DEV_EN, MMBench_DEV_EN_V11, MME, POPE, ScienceQA_TEST, ScienceQA_VAL, TextVQA_VAL, " \
-           "CV-Bench-2D, CV-Bench-3D, MMVP" in message
+    assert (
+        "MMBench_DEV_EN, MMBench_DEV_EN_V11, MME, POPE, ScienceQA_TEST, ScienceQA_VAL, TextVQA_VAL, "
+        "CV-Bench-2D, CV-Bench-3D, MMVP" in message
+    )
 
 
 def test_a_dataset_of_another_kind_is_refused(grid, tmp_path, capsys):
@@ -314,8 +453,10 @@ def test_a_dataset_of_another_kind_is_refused(grid, tmp_path, capsys):
     rows = mme_rows(records["mme-fixture"])
     path = dump(rows, gold_text(rows), tmp_path, "MME")
     message = refused(capsys, config, MODEL_ID, "pope-fixture", path, "--out", str(tmp_path / "o.parquet"))
-    assert "predictions for MME, whose rows answer mme benchmarks, not pope ones (the datasets read for pope " \
-           "are POPE)" in message
+    assert (
+        "predictions for MME, whose rows answer mme benchmarks, not pope ones (the datasets read for pope "
+        "are POPE)" in message
+    )
 
 
 def test_the_format_is_guessed_from_the_columns(grid, tmp_path):

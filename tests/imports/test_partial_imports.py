@@ -24,8 +24,10 @@ def grid(tmp_path_factory):
 def texts(frame: pd.DataFrame) -> list[str]:
     """Per record: existence/0000 and OCR/0000 both right, count/0000 "Yes" to its no-question, color/0000 "No"
     to its yes-question (existence/0001, where kept, right)."""
-    return ["Yes" if image.startswith("count/") else "No" if image.startswith("color/") else answer.capitalize()
-            for image, answer in zip(frame["image_id"], frame["answer"])]
+    return [
+        "Yes" if image.startswith("count/") else "No" if image.startswith("color/") else answer.capitalize()
+        for image, answer in zip(frame["image_id"], frame["answer"])
+    ]
 
 
 def partial_folder(tmp_path, records, keep) -> str:
@@ -43,11 +45,27 @@ def test_partial_eval_tool_folder_imports_and_scores_the_answered_questions(grid
     out = tmp_path / "p.parquet"
     assert run(config, MODEL_ID, "mme-fixture", folder, "--out", str(out)) == 0
     rows = pq.read_table(out).to_pandas()
-    assert rows["id"].tolist() == mme["id"][answered].astype(str).tolist()  # the two unanswered items: no rows
+    assert (
+        rows["id"].tolist() == mme["id"][answered].astype(str).tolist()
+    )  # the two unanswered items: no rows
     assert read_metadata(out)["coverage"] == {"answered": 8, "total": 10}
     score = tmp_path / "score.json"
-    assert main(["score", MODEL_ID, "mme-fixture", "--predictions", str(out), "--out", str(score),
-                 "--config", config]) == 0
+    assert (
+        main(
+            [
+                "score",
+                MODEL_ID,
+                "mme-fixture",
+                "--predictions",
+                str(out),
+                "--out",
+                str(score),
+                "--config",
+                config,
+            ]
+        )
+        == 0
+    )
     assert "n=8 of 10 items (a partial import)" in capsys.readouterr().err
     result = json.loads(score.read_text())
     # Hand-computed as calculation.py does, over the questions present: existence acc 100 + acc+ 100 = 200 (its
@@ -57,7 +75,9 @@ def test_partial_eval_tool_folder_imports_and_scores_the_answered_questions(grid
     assert result["n"] == 8
     assert result["metrics"]["total"]["value"] == 500.0 and result["metrics"]["perception"]["value"] == 500.0
     assert result["value"] == 62.5
-    assert result["metrics"]["accuracy"]["value"] == 75.0 and result["metrics"]["accuracy_plus"]["value"] == 50.0
+    assert (
+        result["metrics"]["accuracy"]["value"] == 75.0 and result["metrics"]["accuracy_plus"]["value"] == 50.0
+    )
     by_subtask = result["breakdown"]["category"]
     assert by_subtask["existence"]["metrics"]["total"]["value"] == 200.0
     assert by_subtask["existence"]["n"] == 2
@@ -78,7 +98,9 @@ def test_an_image_with_one_of_its_questions_missing_is_refused(grid, tmp_path, c
 def test_a_subset_in_another_format_is_still_refused(grid, tmp_path, capsys):
     config, records = grid
     answers = write_jsonl(tmp_path / "a.jsonl", mmbench_answers(records["mmbench-fixture"])[:3])
-    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "mmbench-fixture", answers, "--out", str(tmp_path / "o.parquet")
+    )
     assert 'answers 3 of the 5 items of mmbench-fixture: 2 missing, the first "1000018"' in message
 
 
@@ -93,7 +115,21 @@ def test_a_predictions_file_without_a_recorded_coverage_that_lacks_items_is_refu
     del metadata["coverage"]
     stripped = tmp_path / "stripped.parquet"
     pq.write_table(table.replace_schema_metadata({"vlmgrid": json.dumps(metadata)}), stripped)
-    assert main(["score", MODEL_ID, "mme-fixture", "--predictions", str(stripped), "--out",
-                 str(tmp_path / "s.json"), "--config", config]) == 2
+    assert (
+        main(
+            [
+                "score",
+                MODEL_ID,
+                "mme-fixture",
+                "--predictions",
+                str(stripped),
+                "--out",
+                str(tmp_path / "s.json"),
+                "--config",
+                config,
+            ]
+        )
+        == 2
+    )
     assert "misses 2 item(s)" in capsys.readouterr().err
     assert not (tmp_path / "s.json").exists()

@@ -41,6 +41,7 @@ def grid(tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------------- hostile workbooks
 
+
 def rewrite(path: pathlib.Path, member: str, change) -> None:
     """The workbook with `member`'s bytes replaced by change(bytes), packed as zipfile packs it."""
     with zipfile.ZipFile(path) as source:
@@ -56,8 +57,8 @@ def declare_size(path: pathlib.Path, member: str, size: int) -> None:
     data = bytearray(path.read_bytes())
     at = data.index(b"PK\x01\x02")
     while True:
-        length, = struct.unpack_from("<H", data, at + 28)
-        if bytes(data[at + 46:at + 46 + length]) == member.encode():
+        (length,) = struct.unpack_from("<H", data, at + 28)
+        if bytes(data[at + 46 : at + 46 + length]) == member.encode():
             struct.pack_into("<I", data, at + 24, size)
             path.write_bytes(bytes(data))
             return
@@ -75,8 +76,10 @@ def mmbench_workbook(records, folder: pathlib.Path) -> pathlib.Path:
 def refused_in_every_format(capsys, config, path, tmp_path) -> list[str]:
     """The refusals of the workbook guessed, and read as each format that takes workbooks."""
     out = str(tmp_path / "o.parquet")
-    messages = [refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), *given, "--out", out)
-                for given in ([], ["--format", "vlmevalkit"], ["--format", "mmbench-submission"])]
+    messages = [
+        refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), *given, "--out", out)
+        for given in ([], ["--format", "vlmevalkit"], ["--format", "mmbench-submission"])
+    ]
     assert not (tmp_path / "o.parquet").exists()
     return messages
 
@@ -86,10 +89,13 @@ def test_a_workbook_declaring_400_mb_unpacked_is_refused_before_anything_is_infl
     path = mmbench_workbook(records["mmbench-fixture"], tmp_path)
     declare_size(path, "xl/sharedStrings.xml", 400 << 20)
     for message in refused_in_every_format(capsys, config, path, tmp_path):
-        assert message.startswith(f"vlmgrid: error: {path} would unpack to 400.0 MB (xl/sharedStrings.xml alone to "
-                                  f"400.0 MB from ")
-        assert message.endswith("), more than the 128.0 MB a workbook of answers is read up to, so it is not read; "
-                                "check that it is the file meant (or give the answers as .tsv)")
+        assert message.startswith(
+            f"vlmgrid: error: {path} would unpack to 400.0 MB (xl/sharedStrings.xml alone to 400.0 MB from "
+        )
+        assert message.endswith(
+            "), more than the 128.0 MB a workbook of answers is read up to, so it is not read; "
+            "check that it is the file meant (or give the answers as .tsv)"
+        )
 
 
 def test_a_workbook_whose_cell_inflates_a_thousand_times_is_refused(grid, tmp_path, capsys):
@@ -99,8 +105,10 @@ def test_a_workbook_whose_cell_inflates_a_thousand_times_is_refused(grid, tmp_pa
     for message in refused_in_every_format(capsys, config, path, tmp_path):
         assert f"{path} holds xl/sharedStrings.xml, which inflates" in message
         assert "times (to 8.0 MB from " in message
-        assert "), as no spreadsheet program packs a workbook, so it is not read; save it again from the program " \
-               "that made it (or give the answers as .tsv)" in message
+        assert (
+            "), as no spreadsheet program packs a workbook, so it is not read; save it again from the program "
+            "that made it (or give the answers as .tsv)" in message
+        )
 
 
 def billion_laughs() -> bytes:
@@ -129,12 +137,15 @@ def test_a_workbook_whose_xml_declares_a_dtd_is_refused_in_one_sentence(grid, tm
 
     rewrite(path, "xl/sharedStrings.xml", hostile)
     for message in refused_in_every_format(capsys, config, path, tmp_path):
-        assert message == (f"vlmgrid: error: {path} holds xl/sharedStrings.xml, whose XML declares a DTD "
-                           f"(<!DOCTYPE ...>), which no spreadsheet program writes, so it is not read; save it "
-                           f"again from the program that made it (or give the answers as .tsv)")
+        assert message == (
+            f"vlmgrid: error: {path} holds xl/sharedStrings.xml, whose XML declares a DTD "
+            f"(<!DOCTYPE ...>), which no spreadsheet program writes, so it is not read; save it "
+            f"again from the program that made it (or give the answers as .tsv)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- text is text
+
 
 def test_predictions_none_null_and_na_are_text_in_a_workbook_as_in_a_tsv(grid, tmp_path):
     config, records = grid
@@ -143,8 +154,17 @@ def test_predictions_none_null_and_na_are_text_in_a_workbook_as_in_a_tsv(grid, t
     frames, scores = {}, {}
     for fmt in ("xlsx", "tsv"):
         out = tmp_path / f"{fmt}.parquet"
-        assert run(config, MODEL_ID, "textvqa-fixture", dump(rows, texts, tmp_path / fmt, "TextVQA_VAL", fmt),
-                   "--out", str(out)) == 0
+        assert (
+            run(
+                config,
+                MODEL_ID,
+                "textvqa-fixture",
+                dump(rows, texts, tmp_path / fmt, "TextVQA_VAL", fmt),
+                "--out",
+                str(out),
+            )
+            == 0
+        )
         frames[fmt] = imported(out)
         scores[fmt] = score_of(config, tmp_path, "textvqa-fixture", out)["value"]
     assert list(frames["xlsx"]["raw"]) == texts
@@ -154,8 +174,9 @@ def test_predictions_none_null_and_na_are_text_in_a_workbook_as_in_a_tsv(grid, t
 def test_an_mmbench_option_none_is_the_records_option_not_another_version(grid, tmp_path):
     _, records = grid
     mmbench = records["mmbench-fixture"].copy()
-    mmbench["options"] = [["None", *options[1:]] if n == 0 else list(options)
-                          for n, options in enumerate(mmbench["options"])]
+    mmbench["options"] = [
+        ["None", *options[1:]] if n == 0 else list(options) for n, options in enumerate(mmbench["options"])
+    ]
     rows = mmbench_rows(mmbench)
     for fmt in ("xlsx", "tsv", "json"):
         path = pathlib.Path(dump(rows, gold_text(rows), tmp_path / fmt, "MMBench_DEV_EN", fmt))
@@ -165,13 +186,18 @@ def test_an_mmbench_option_none_is_the_records_option_not_another_version(grid, 
 
 # ---------------------------------------------------------------------------------------------- rows re-sorted
 
+
 def test_mme_rows_without_image_path_are_matched_by_index_not_file_order(grid, tmp_path):
     config, records = grid
     mme = records["mme-fixture"]
     rows = [{key: value for key, value in row.items() if key != "image_path"} for row in mme_rows(mme)]
     answers = gold_text(rows)
-    first, second = [n for n, r in enumerate(rows) if r["category"] == "existence" and r["answer"] == "Yes"][:2]
-    assert rows[first]["question"] == rows[second]["question"]  # two images asked the same, with the same gold
+    first, second = [n for n, r in enumerate(rows) if r["category"] == "existence" and r["answer"] == "Yes"][
+        :2
+    ]
+    assert (
+        rows[first]["question"] == rows[second]["question"]
+    )  # two images asked the same, with the same gold
     answers[second] = "No"  # the second image's question answered wrong
     scores, predictions = [], []
     for order, folder in ((list(range(len(rows))), "as written"), (None, "re-sorted")):
@@ -188,6 +214,7 @@ def test_mme_rows_without_image_path_are_matched_by_index_not_file_order(grid, t
 
 
 # ---------------------------------------------------------------------------------------------- byte-order marks
+
 
 def test_a_vlmevalkit_file_saved_with_a_byte_order_mark_is_read(grid, tmp_path):
     config, records = grid
@@ -213,6 +240,7 @@ def test_an_eval_tool_folder_saved_with_byte_order_marks_is_read(grid, tmp_path)
 
 # ---------------------------------------------------------------------------------------------- unreadable text
 
+
 def test_an_eval_tool_file_that_cannot_be_read_is_one_sentence_naming_it(grid, tmp_path, capsys, monkeypatch):
     config, records = grid
     mme = records["mme-fixture"]
@@ -226,10 +254,21 @@ def test_an_eval_tool_file_that_cannot_be_read_is_one_sentence_naming_it(grid, t
         return opened(self, *args, **kwargs)
 
     monkeypatch.setattr(pathlib.Path, "open", open_unless_locked)
-    message = refused(capsys, config, MODEL_ID, "mme-fixture", str(folder), "--format", "mme-eval-tool",
-                      "--out", str(tmp_path / "o.parquet"))
-    assert message == (f"vlmgrid: error: {locked} cannot be read: permission denied; make it readable by this user "
-                       f"(chmod u+r) and run again")
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        "mme-fixture",
+        str(folder),
+        "--format",
+        "mme-eval-tool",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
+    assert message == (
+        f"vlmgrid: error: {locked} cannot be read: permission denied; make it readable by this user "
+        f"(chmod u+r) and run again"
+    )
 
 
 @pytest.mark.parametrize("given", [[], ["--format", "llava-answers"]], ids=["guessed", "given"])
@@ -240,11 +279,22 @@ def test_a_llava_answer_file_that_cannot_be_read_is_one_sentence_naming_it(grid,
     answers = pathlib.Path(write_jsonl(tmp_path / "llava_mme.jsonl", mme_answers(mme, list(mme["answer"]))))
     answers.chmod(0)
     out = tmp_path / "o.parquet"
-    result = vlmgrid_held_back("import-predictions", MODEL_ID, "mme-fixture", str(answers), *given, "--out",
-                               str(out), "--config", config)
+    result = vlmgrid_held_back(
+        "import-predictions",
+        MODEL_ID,
+        "mme-fixture",
+        str(answers),
+        *given,
+        "--out",
+        str(out),
+        "--config",
+        config,
+    )
     assert (result.returncode, result.stderr) == (
-        2, f"vlmgrid: error: {answers} cannot be read: permission denied; make it readable by this user (chmod u+r) "
-           f"and run again\n")
+        2,
+        f"vlmgrid: error: {answers} cannot be read: permission denied; make it readable by this user (chmod u+r) "
+        f"and run again\n",
+    )
     assert not out.exists()
 
 
@@ -254,7 +304,11 @@ def test_an_eval_tool_file_that_is_not_utf8_is_one_sentence_naming_it_and_its_li
     folder = pathlib.Path(mme_tool_folder(tmp_path / "mme", mme, list(mme["answer"])))
     file = folder / "count.txt"
     lines = file.read_bytes().split(b"\n")
-    lines[1] = lines[1].rsplit(b"\t", 1)[0] + "\tSí".encode("cp1252")  # saved by Notepad in the ANSI code page
+    lines[1] = lines[1].rsplit(b"\t", 1)[0] + "\tSí".encode(
+        "cp1252"
+    )  # saved by Notepad in the ANSI code page
     file.write_bytes(b"\n".join(lines))
-    message = refused(capsys, config, MODEL_ID, "mme-fixture", str(folder), "--out", str(tmp_path / "o.parquet"))
+    message = refused(
+        capsys, config, MODEL_ID, "mme-fixture", str(folder), "--out", str(tmp_path / "o.parquet")
+    )
     assert message == f"vlmgrid: error: {file} line 2 is not UTF-8 text (byte 0xed); save the file as UTF-8"

@@ -8,26 +8,32 @@ from vlmgrid.imports.vlmevalkit_matcher import can_infer, choices_of, matcher_hi
 CHOICES = {"A": "Denver", "B": "Helena", "C": "Boise", "D": "Cheyenne"}
 
 
-@pytest.mark.parametrize("answer, expected", [
-    ("D", "D"),
-    ("**Answer:** D. Cheyenne", "D"),  # words Answer, D, Cheyenne: one letter, among the last four
-    ("(B)", "B"),
-    ("The answer is C.", "C"),  # the words: The, answer, is, C
-    # one letter, but not among the last four words: the text reader then finds no option text
-    ("D is right because the capital of Wyoming is a city called that name", None),
-    # ... unless "answer is X" names it
-    ("The correct answer is **B** here, since Helena has been the state's capital for over a century now", "B"),
-    ("A or B", None),  # two letters: no letter; no option text either
-    ("Cheyenne", "D"),  # the option's text, once
-    ("cheyenne or denver", None),  # two options' texts
-    ("Z", "Z"),  # no option letter, the word Z
-    ("Z or Z", "Z"),  # counted as a word once, however often it is there
-    ("B, B", "B"),
-    ("Sorry, I can't help with images of people yet.", "Z"),
-    ("Failed to obtain answer via API. D", None),  # an API failure reads nothing, not even the D
-    ("I think it is " + "very " * 20 + "likely Cheyenne", None),  # longer than twice the options' texts
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("D", "D"),
+        ("**Answer:** D. Cheyenne", "D"),  # words Answer, D, Cheyenne: one letter, among the last four
+        ("(B)", "B"),
+        ("The answer is C.", "C"),  # the words: The, answer, is, C
+        # one letter, but not among the last four words: the text reader then finds no option text
+        ("D is right because the capital of Wyoming is a city called that name", None),
+        # ... unless "answer is X" names it
+        (
+            "The correct answer is **B** here, since Helena has been the state's capital for over a century now",
+            "B",
+        ),
+        ("A or B", None),  # two letters: no letter; no option text either
+        ("Cheyenne", "D"),  # the option's text, once
+        ("cheyenne or denver", None),  # two options' texts
+        ("Z", "Z"),  # no option letter, the word Z
+        ("Z or Z", "Z"),  # counted as a word once, however often it is there
+        ("B, B", "B"),
+        ("Sorry, I can't help with images of people yet.", "Z"),
+        ("Failed to obtain answer via API. D", None),  # an API failure reads nothing, not even the D
+        ("I think it is " + "very " * 20 + "likely Cheyenne", None),  # longer than twice the options' texts
+        ("", None),
+    ],
+)
 def test_the_matcher_reads_as_vlmevalkit_does(answer, expected):
     assert can_infer(answer, dict(CHOICES)) == expected
 

@@ -13,31 +13,54 @@ LANGUAGES = ["en", "en", "en", "en", "ar", "ar", "ru", "ru"]
 GOLD = [0, 1, 2, 3, 0, 1, 0, 1]
 PRED = [0, 1, -1, 0, -1, -1, 0, 0]
 ERROR = [None, None, None, None, "image could not be read", None, None, None]
-MODALITY = ["multimodal", "multimodal", "text-only", "text-only", "multimodal", "text-only", "multimodal", "text-only"]
+MODALITY = [
+    "multimodal",
+    "multimodal",
+    "text-only",
+    "text-only",
+    "multimodal",
+    "text-only",
+    "multimodal",
+    "text-only",
+]
 
 
 def records() -> pd.DataFrame:
     options = [["w", "x", "y", "z"]] * len(GOLD)
-    return pd.DataFrame({
-        "id": [f"train-{i}" for i in range(len(GOLD))], "image": None, "question": "q", "options": options,
-        "answer": [o[g] for o, g in zip(options, GOLD)], "answer_index": GOLD, "language": LANGUAGES,
-        "modality": MODALITY,
-    })
+    return pd.DataFrame(
+        {
+            "id": [f"train-{i}" for i in range(len(GOLD))],
+            "image": None,
+            "question": "q",
+            "options": options,
+            "answer": [o[g] for o, g in zip(options, GOLD)],
+            "answer_index": GOLD,
+            "language": LANGUAGES,
+            "modality": MODALITY,
+        }
+    )
 
 
 def predictions() -> pd.DataFrame:
-    return pd.DataFrame({
-        "id": [f"train-{i}" for i in range(len(GOLD))], "variant": "json",
-        "raw": ['{"choice": "A"}'] * len(GOLD),
-        "prediction": [None if p < 0 else "wxyz"[p] for p in PRED], "prediction_index": PRED,
-        "scores": None, "topk": None, "error": ERROR,
-    })
+    return pd.DataFrame(
+        {
+            "id": [f"train-{i}" for i in range(len(GOLD))],
+            "variant": "json",
+            "raw": ['{"choice": "A"}'] * len(GOLD),
+            "prediction": [None if p < 0 else "wxyz"[p] for p in PRED],
+            "prediction_index": PRED,
+            "scores": None,
+            "topk": None,
+            "error": ERROR,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def score():
-    return score_predictions("kaleidoscope", records(), predictions(),
-                             breakdown_by=("language", "modality"), samples=200, seed=0)
+    return score_predictions(
+        "kaleidoscope", records(), predictions(), breakdown_by=("language", "modality"), samples=200, seed=0
+    )
 
 
 def test_headline_is_the_mean_over_languages(score):
@@ -90,7 +113,11 @@ def test_perfect_and_all_invalid_answers():
     assert values["format_error_rate"][0] == 0.0
     nothing = predictions().assign(prediction_index=-1, prediction=None)
     values = metric.compute(metric.prepare(recs, nothing), np.arange(8)[None, :], slices)
-    assert (values["accuracy"][0], values["valid_accuracy"][0], values["format_error_rate"][0]) == (0.0, 0.0, 100.0)
+    assert (values["accuracy"][0], values["valid_accuracy"][0], values["format_error_rate"][0]) == (
+        0.0,
+        0.0,
+        100.0,
+    )
 
 
 def test_without_a_language_column_the_records_are_one_language():

@@ -41,7 +41,9 @@ def preds_frame(pred, variant="default", errors=None):
 
 def test_accuracy_counts_minus_one_rows_wrong():
     # m2 and m5 unparsed (-1); m5's gold is -1 too, which must not count as a match
-    r = score_predictions("accuracy", records_frame([0, 1, 2, 3, 1, -1]), preds_frame([0, 1, -1, 2, 1, -1]), samples=100)
+    r = score_predictions(
+        "accuracy", records_frame([0, 1, 2, 3, 1, -1]), preds_frame([0, 1, -1, 2, 1, -1]), samples=100
+    )
     assert r["metric"] == "accuracy"
     assert r["value"] == 50.0  # 3 / 6
     assert r["metrics"]["valid_accuracy"]["value"] == 75.0  # 3 / 4 valid
@@ -94,8 +96,17 @@ def test_result_is_plain_json_with_all_fields():
     records = records_frame([0, 1, 2, 3], grade=[1, 1, 2, 2])
     r = score_predictions("accuracy", records, preds_frame([0, 1, 0, 0]), breakdown_by=["grade"], samples=20)
     assert set(r) == {
-        "metric", "value", "ci95", "n", "n_valid", "n_errors", "format_error_rate",
-        "metrics", "breakdown", "variants", "bootstrap",
+        "metric",
+        "value",
+        "ci95",
+        "n",
+        "n_valid",
+        "n_errors",
+        "format_error_rate",
+        "metrics",
+        "breakdown",
+        "variants",
+        "bootstrap",
     }
     assert json.loads(json.dumps(r)) == r
     assert type(r["value"]) is float and all(type(x) is float for x in r["ci95"])

@@ -1,6 +1,5 @@
 """The seeded percentile bootstrap and the public entry points."""
 
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -80,8 +79,17 @@ def test_percentile_ci():
 
 def test_unknown_metric_names_the_closest():
     assert list(METRICS) == [
-        "accuracy", "classification", "cvbench", "cvqa", "dance", "kaleidoscope", "mmbench_circular", "mme", "mmvp",
-        "pope", "vqa_accuracy",
+        "accuracy",
+        "classification",
+        "cvbench",
+        "cvqa",
+        "dance",
+        "kaleidoscope",
+        "mmbench_circular",
+        "mme",
+        "mmvp",
+        "pope",
+        "vqa_accuracy",
     ]
     with pytest.raises(VlmgridError, match='did you mean "accuracy"'):
         score_predictions("acuracy", *mc([True, False]))

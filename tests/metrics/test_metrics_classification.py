@@ -75,8 +75,14 @@ def test_mean_per_class_recall_differs_from_top1_on_imbalanced_classes():
     # 9 items of class 0 all right, 1 item of class 1 wrong: top1 90, mean per-class recall 50
     records = pd.DataFrame({"id": list("abcdefghij"), "answer_index": [0] * 9 + [1], "answer": ""})
     preds = pd.DataFrame(
-        {"id": list("abcdefghij"), "variant": "default", "prediction": "x", "prediction_index": [0] * 10,
-         "topk": None, "error": None}
+        {
+            "id": list("abcdefghij"),
+            "variant": "default",
+            "prediction": "x",
+            "prediction_index": [0] * 10,
+            "topk": None,
+            "error": None,
+        }
     )
     r = score_predictions("classification", records, preds, samples=100)
     assert r["value"] == 90.0

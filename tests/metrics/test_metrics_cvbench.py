@@ -60,7 +60,11 @@ def test_missing_source_averages_the_parts_present():
 
 def test_bootstrap_stratified_by_source_and_deterministic():
     rng = np.random.default_rng(1)
-    rows = [(s, 0, 0 if rng.random() < p else 1) for s, n, p in (("ADE20K", 30, 0.8), ("COCO", 20, 0.6), ("Omni3D", 50, 0.5)) for _ in range(n)]
+    rows = [
+        (s, 0, 0 if rng.random() < p else 1)
+        for s, n, p in (("ADE20K", 30, 0.8), ("COCO", 20, 0.6), ("Omni3D", 50, 0.5))
+        for _ in range(n)
+    ]
     records, preds = frames(rows)
     a = score_predictions("cvbench", records, preds, samples=400, seed=0)
     b = score_predictions("cvbench", records, preds, samples=400, seed=0)

@@ -11,8 +11,14 @@ from vlmgrid.metrics.mme import COGNITION, PERCEPTION, SUBTASKS
 
 def frames(rows, errors=None):
     """rows: (category, image_id, gold, prediction)."""
-    return yes_no_frames("Is this ...? Please answer yes or no.", [r[2] for r in rows], [r[3] for r in rows], errors,
-                         category=[r[0] for r in rows], image_id=[r[1] for r in rows])
+    return yes_no_frames(
+        "Is this ...? Please answer yes or no.",
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        errors,
+        category=[r[0] for r in rows],
+        image_id=[r[1] for r in rows],
+    )
 
 
 TOY = [
@@ -54,8 +60,12 @@ def test_two_subtasks_three_images_by_hand():
 
 
 def test_error_rows_and_other_text_are_wrong():
-    rows = [("count", "i1", "yes", "yes"), ("count", "i1", "no", "no"), ("count", "i2", "yes", "maybe"),
-            ("count", "i2", "no", "no")]
+    rows = [
+        ("count", "i1", "yes", "yes"),
+        ("count", "i1", "no", "no"),
+        ("count", "i2", "yes", "maybe"),
+        ("count", "i2", "no", "no"),
+    ]
     errors = [None, "API failure", None, None]
     r = score_predictions("mme", *frames(rows, errors=errors), samples=10)
     # right: q0, q3 -> acc 50; no image all right -> acc+ 0
@@ -67,7 +77,10 @@ def full_grid(subtasks, wrong):
     rows = []
     for s in subtasks:
         bad = s in wrong
-        rows += [(s, f"{s}-img", "yes", "no" if bad else "yes"), (s, f"{s}-img", "no", "yes" if bad else "no")]
+        rows += [
+            (s, f"{s}-img", "yes", "no" if bad else "yes"),
+            (s, f"{s}-img", "no", "yes" if bad else "no"),
+        ]
     return rows
 
 
@@ -108,7 +121,10 @@ def test_bootstrap_ci_contains_value_and_depends_on_seed():
     rows = []
     for i in range(30):
         cat = ("existence", "celebrity", "numerical_calculation")[i % 3]
-        rows += [(cat, f"x{i}", "yes", "yes" if i % 4 else "no"), (cat, f"x{i}", "no", "no" if i % 5 else "yes")]
+        rows += [
+            (cat, f"x{i}", "yes", "yes" if i % 4 else "no"),
+            (cat, f"x{i}", "no", "no" if i % 5 else "yes"),
+        ]
     records, preds = frames(rows)
     a = score_predictions("mme", records, preds, samples=400, seed=0)
     c = score_predictions("mme", records, preds, samples=400, seed=1)

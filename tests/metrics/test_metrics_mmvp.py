@@ -47,11 +47,18 @@ def test_bootstrap_resamples_pairs():
 
 def test_bootstrap_ci_contains_value_and_is_deterministic():
     rng = np.random.default_rng(4)
-    rows = [row for p in range(50) for row in ((p, 0, int(rng.random() < 0.2)), (p, 1, 1 - int(rng.random() < 0.3)))]
+    rows = [
+        row
+        for p in range(50)
+        for row in ((p, 0, int(rng.random() < 0.2)), (p, 1, 1 - int(rng.random() < 0.3)))
+    ]
     records, preds = frames(rows)
     a = score_predictions("mmvp", records, preds, samples=500, seed=0)
     assert a == score_predictions("mmvp", records, preds, samples=500, seed=0)
-    assert a["bootstrap"]["draws"] != score_predictions("mmvp", records, preds, samples=500, seed=1)["bootstrap"]["draws"]
+    assert (
+        a["bootstrap"]["draws"]
+        != score_predictions("mmvp", records, preds, samples=500, seed=1)["bootstrap"]["draws"]
+    )
     assert a["ci95"][0] < a["value"] < a["ci95"][1]
     assert a["metrics"]["question_accuracy"]["ci95"][0] < a["metrics"]["question_accuracy"]["value"]
     # pair draws: the pair accuracy of every resample is a whole number of the 50 pairs

@@ -18,7 +18,8 @@ def test_six_items_by_hand_with_null_read_as_yes():
     assert r["metric"] == "f1"
     assert r["value"] == pytest.approx(100 * 4 / 7, abs=1e-4)  # 2TP / (2TP + FP + FN) = 4/7
     assert values(r) == pytest.approx(
-        {"f1": 57.1429, "accuracy": 50.0, "precision": 50.0, "recall": 66.6667, "yes_ratio": 66.6667}, abs=1e-4
+        {"f1": 57.1429, "accuracy": 50.0, "precision": 50.0, "recall": 66.6667, "yes_ratio": 66.6667},
+        abs=1e-4,
     )
     assert r["n"] == 6
     assert r["n_valid"] == 5

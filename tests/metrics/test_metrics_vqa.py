@@ -47,7 +47,9 @@ def brute_force(pred, answers):
     return sum(accs) / len(accs)
 
 
-@pytest.mark.parametrize(("matches", "expected"), [(0, 0.0), (1, 0.3), (2, 0.6), (3, 0.9), (4, 1.0), (7, 1.0), (10, 1.0)])
+@pytest.mark.parametrize(
+    ("matches", "expected"), [(0, 0.0), (1, 0.3), (2, 0.6), (3, 0.9), (4, 1.0), (7, 1.0), (10, 1.0)]
+)
 def test_leave_one_out_score_of_ten_answers(matches, expected):
     answers = ["cat"] * matches + ["dog"] * (10 - matches)
     assert vqa_score("cat", answers) == pytest.approx(expected)
@@ -69,12 +71,24 @@ def frames(preds_text, answers, errors=None):
     n = len(preds_text)
     ids = [f"q{i}" for i in range(n)]
     records = pd.DataFrame(
-        {"id": ids, "question": ["What does the sign say?"] * n, "options": [[]] * n, "answer": [a[0] for a in answers],
-         "answer_index": -1, "answers": answers}
+        {
+            "id": ids,
+            "question": ["What does the sign say?"] * n,
+            "options": [[]] * n,
+            "answer": [a[0] for a in answers],
+            "answer_index": -1,
+            "answers": answers,
+        }
     )
     preds = pd.DataFrame(
-        {"id": ids, "variant": "default", "raw": preds_text, "prediction": preds_text, "prediction_index": -1,
-         "error": errors if errors is not None else [None] * n}
+        {
+            "id": ids,
+            "variant": "default",
+            "raw": preds_text,
+            "prediction": preds_text,
+            "prediction_index": -1,
+            "error": errors if errors is not None else [None] * n,
+        }
     )
     return records, preds
 
@@ -86,7 +100,9 @@ def test_score_predictions_with_normalisation_and_null():
         ["coca cola"] * 4 + ["coke"] * 6,  # 4 of 10 -> 1.0
         ["yes"] * 10,  # null prediction: 0, a format error
     ]
-    r = score_predictions("vqa_accuracy", *frames(["Two dogs.", "STOP", "Coca-Cola", None], answers), samples=200)
+    r = score_predictions(
+        "vqa_accuracy", *frames(["Two dogs.", "STOP", "Coca-Cola", None], answers), samples=200
+    )
     assert r["metric"] == "vqa_accuracy"
     # "Coca-Cola" -> "coca cola"
     assert r["value"] == pytest.approx(100 * (0.6 + 0.9 + 1.0 + 0.0) / 4, abs=1e-4)
@@ -95,7 +111,9 @@ def test_score_predictions_with_normalisation_and_null():
 
 def test_answers_are_normalised_too_and_error_rows_score_zero():
     answers = [["The Cat"] * 10, ["cat"] * 10]
-    r = score_predictions("vqa_accuracy", *frames(["cat", "cat"], answers, errors=[None, "timeout"]), samples=10)
+    r = score_predictions(
+        "vqa_accuracy", *frames(["cat", "cat"], answers, errors=[None, "timeout"]), samples=10
+    )
     assert r["value"] == 50.0
     assert r["n_errors"] == 1
 
@@ -115,5 +133,8 @@ def test_bootstrap_ci_contains_value_and_is_deterministic():
     records, p = frames(preds, answers)
     a = score_predictions("vqa_accuracy", records, p, samples=500, seed=0)
     assert a == score_predictions("vqa_accuracy", records, p, samples=500, seed=0)
-    assert a["bootstrap"]["draws"] != score_predictions("vqa_accuracy", records, p, samples=500, seed=1)["bootstrap"]["draws"]
+    assert (
+        a["bootstrap"]["draws"]
+        != score_predictions("vqa_accuracy", records, p, samples=500, seed=1)["bootstrap"]["draws"]
+    )
     assert a["ci95"][0] < a["value"] < a["ci95"][1]

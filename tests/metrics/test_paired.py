@@ -13,19 +13,28 @@ from vlmgrid.metrics.paired import NotComparable, mcnemar_exact, paired_differen
 
 def choice_records(gold, **columns):
     n = len(gold)
-    return pd.DataFrame({"id": [f"q{i}" for i in range(n)], "options": [["A", "B", "C", "D"]] * n,
-                         "answer": ["x"] * n, "answer_index": list(gold), **columns})
+    return pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(n)],
+            "options": [["A", "B", "C", "D"]] * n,
+            "answer": ["x"] * n,
+            "answer_index": list(gold),
+            **columns,
+        }
+    )
 
 
 def choice_preds(indices, variant="default"):
     """One prediction row per item: -1 (or None) is an unparsable answer."""
-    return pd.DataFrame({
-        "id": [f"q{i}" for i in range(len(indices))],
-        "variant": variant,
-        "prediction": [None if i is None or i < 0 else "x" for i in indices],
-        "prediction_index": [-1 if i is None else i for i in indices],
-        "error": [None] * len(indices),
-    })
+    return pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(len(indices))],
+            "variant": variant,
+            "prediction": [None if i is None or i < 0 else "x" for i in indices],
+            "prediction_index": [-1 if i is None else i for i in indices],
+            "error": [None] * len(indices),
+        }
+    )
 
 
 def outcomes(right):
@@ -52,8 +61,9 @@ def test_a_two_by_two_table_by_hand_through_the_accuracy_metric():
     a = [True] * 5 + [True] * 8 + [False] * 2 + [False] * 5
     b = [True] * 5 + [False] * 8 + [True] * 2 + [False] * 5
     records = choice_records([0] * 20)
-    result = paired_difference("accuracy", records, choice_preds(outcomes(a)), choice_preds(outcomes(b)),
-                               samples=4000, seed=3)
+    result = paired_difference(
+        "accuracy", records, choice_preds(outcomes(a)), choice_preds(outcomes(b)), samples=4000, seed=3
+    )
     assert result.value_a == pytest.approx(65.0) and result.value_b == pytest.approx(35.0)
     assert result.difference == pytest.approx(30.0)
     assert (result.mcnemar.a_only, result.mcnemar.b_only) == (8, 2)
@@ -87,8 +97,9 @@ def test_identical_answers_give_p_one_and_a_zero_difference():
 
 def test_a_clear_win_gives_the_smallest_p_the_permutations_allow():
     records = choice_records([0] * 50)
-    result = paired_difference("accuracy", records, choice_preds([0] * 50), choice_preds([1] * 50),
-                               samples=500, seed=0)
+    result = paired_difference(
+        "accuracy", records, choice_preds([0] * 50), choice_preds([1] * 50), samples=500, seed=0
+    )
     assert result.difference == pytest.approx(100.0)
     assert result.p_value == pytest.approx(1 / 501)
     assert result.mcnemar.p_value == pytest.approx(2 / 2**50)
@@ -110,11 +121,29 @@ def test_the_p_value_is_symmetric_in_the_models_and_the_difference_changes_sign(
 def test_groups_swap_whole_in_the_permutation_test():
     # MMVP, 2 pairs: A gets all 4 questions right, B none. Flipping whole pairs, |difference| stays 100 when
     # both pairs flip alike (2 of 4 patterns): p near 1/2. Flipping single questions it would be 2 of 16.
-    records = pd.DataFrame({"id": ["a1", "a2", "b1", "b2"], "pair_id": [1, 1, 2, 2], "answer_index": [0, 1, 0, 1],
-                            "options": [["x", "y"]] * 4, "answer": ["x", "y", "x", "y"]})
-    preds = lambda idx: pd.DataFrame({"id": ["a1", "a2", "b1", "b2"], "prediction": ["x"] * 4,  # noqa: E731
-                                      "prediction_index": idx, "error": [None] * 4})
-    result = paired_difference("mmvp", records, preds([0, 1, 0, 1]), preds([1, 0, 1, 0]), samples=4000, seed=2)
+    records = pd.DataFrame(
+        {
+            "id": ["a1", "a2", "b1", "b2"],
+            "pair_id": [1, 1, 2, 2],
+            "answer_index": [0, 1, 0, 1],
+            "options": [["x", "y"]] * 4,
+            "answer": ["x", "y", "x", "y"],
+        }
+    )
+
+    def preds(idx):
+        return pd.DataFrame(
+            {
+                "id": ["a1", "a2", "b1", "b2"],
+                "prediction": ["x"] * 4,
+                "prediction_index": idx,
+                "error": [None] * 4,
+            }
+        )
+
+    result = paired_difference(
+        "mmvp", records, preds([0, 1, 0, 1]), preds([1, 0, 1, 0]), samples=4000, seed=2
+    )
     assert result.difference == pytest.approx(100.0)
     assert result.unit == "pair_id" and result.units == 2
     assert result.p_value == pytest.approx(0.5, abs=0.03)
@@ -166,8 +195,14 @@ def mme_frames():
         for image in range(6):
             for gold in ("yes", "no"):
                 rows.append((category, f"{category}-{image}", gold))
-    records = pd.DataFrame({"id": [f"m{i}" for i in range(len(rows))], "category": [r[0] for r in rows],
-                            "image_id": [r[1] for r in rows], "answer": [r[2] for r in rows]})
+    records = pd.DataFrame(
+        {
+            "id": [f"m{i}" for i in range(len(rows))],
+            "category": [r[0] for r in rows],
+            "image_id": [r[1] for r in rows],
+            "answer": [r[2] for r in rows],
+        }
+    )
 
     def preds(p_right):
         gold = records["answer"].to_numpy()
@@ -181,14 +216,22 @@ def mmbench_frames():
     rng = np.random.default_rng(9)
     rows = [(g, s) for g in range(15) for s in range(4 if g % 3 else 2)]
     gold = rng.integers(0, 4, len(rows))
-    records = pd.DataFrame({"id": [f"{g + s * 1_000_000}" for g, s in rows], "circular_group": [g for g, _ in rows],
-                            "circular_shift": [s for _, s in rows], "answer_index": gold,
-                            "options": [["a", "b", "c", "d"]] * len(rows), "answer": ["a"] * len(rows)})
+    records = pd.DataFrame(
+        {
+            "id": [f"{g + s * 1_000_000}" for g, s in rows],
+            "circular_group": [g for g, _ in rows],
+            "circular_shift": [s for _, s in rows],
+            "answer_index": gold,
+            "options": [["a", "b", "c", "d"]] * len(rows),
+            "answer": ["a"] * len(rows),
+        }
+    )
 
     def preds(p_right):
         said = np.where(rng.random(len(gold)) < p_right, gold, (gold + 1) % 4)
-        return pd.DataFrame({"id": records["id"], "prediction": "a", "prediction_index": said,
-                             "error": [None] * len(gold)})
+        return pd.DataFrame(
+            {"id": records["id"], "prediction": "a", "prediction_index": said, "error": [None] * len(gold)}
+        )
 
     return "mmbench_circular", records, preds(0.85), preds(0.5)
 
@@ -197,19 +240,30 @@ def dance_frames():
     # 2 directions x 10 queries of 6 candidates with 1 to 3 positives; A scores its positives higher than B does
     rng = np.random.default_rng(11)
     n = 20
-    positives = [sorted(rng.choice(6, size=int(rng.integers(1, 4)), replace=False).tolist()) for _ in range(n)]
-    records = pd.DataFrame({"id": [f"d{i}" for i in range(n)], "options": [[f"c{k}" for k in range(6)]] * n,
-                            "positives": positives, "direction": ["riddle_to_image", "image_to_riddle"] * (n // 2)})
+    positives = [
+        sorted(rng.choice(6, size=int(rng.integers(1, 4)), replace=False).tolist()) for _ in range(n)
+    ]
+    records = pd.DataFrame(
+        {
+            "id": [f"d{i}" for i in range(n)],
+            "options": [[f"c{k}" for k in range(6)]] * n,
+            "positives": positives,
+            "direction": ["riddle_to_image", "image_to_riddle"] * (n // 2),
+        }
+    )
 
     def preds(boost):
         scores = [(rng.random(6) + boost * np.isin(np.arange(6), pos)).tolist() for pos in positives]
-        return pd.DataFrame({"id": records["id"], "prediction": "ranked", "scores": scores, "error": [None] * n})
+        return pd.DataFrame(
+            {"id": records["id"], "prediction": "ranked", "scores": scores, "error": [None] * n}
+        )
 
     return "dance", records, preds(0.6), preds(0.1)
 
 
-@pytest.mark.parametrize("frames", [pope_frames, mme_frames, mmbench_frames, dance_frames],
-                         ids=["pope", "mme", "mmbench", "dance"])
+@pytest.mark.parametrize(
+    "frames", [pope_frames, mme_frames, mmbench_frames, dance_frames], ids=["pope", "mme", "mmbench", "dance"]
+)
 def test_the_difference_and_its_draws_are_the_scores_own(frames):
     """The bootstrap pairs the two models exactly as their score files do: the same strata, seed and n, so a
     draw of the difference is A's score draw minus B's, and the point difference the scores' difference."""
@@ -241,7 +295,9 @@ def test_models_with_other_prompt_variants_compare_by_their_means():
     assert (result.value_a, result.value_b) == pytest.approx((50.0, 75.0))
     assert result.difference == pytest.approx(-25.0)
     # the same answers in every template of both models: nothing to tell apart
-    same = pd.concat([choice_preds([0, 0, 0, 0, 1, 1, 1, 1], "t1"), choice_preds([0, 0, 0, 0, 1, 1, 1, 1], "t2")])
+    same = pd.concat(
+        [choice_preds([0, 0, 0, 0, 1, 1, 1, 1], "t1"), choice_preds([0, 0, 0, 0, 1, 1, 1, 1], "t2")]
+    )
     tie = paired_difference("accuracy", records, one, same, samples=200)
     assert tie.difference == 0.0 and tie.p_value == 1.0
 
@@ -252,7 +308,9 @@ def test_models_with_other_prompt_variants_compare_by_their_means():
 def test_a_model_whose_every_answer_is_a_format_error_has_no_comparison():
     records = choice_records([0, 1, 2])
     with pytest.raises(NotComparable, match="every answer of model B is a format error"):
-        paired_difference("accuracy", records, choice_preds([0, 1, 2]), choice_preds([-1, None, -1]), samples=10)
+        paired_difference(
+            "accuracy", records, choice_preds([0, 1, 2]), choice_preds([-1, None, -1]), samples=10
+        )
 
 
 def test_hidden_labels_have_no_comparison():
@@ -268,8 +326,13 @@ def test_bad_input_is_one_sentence():
     with pytest.raises(VlmgridError, match="positive integer"):
         paired_difference("accuracy", records, choice_preds([0, 1]), choice_preds([0, 1]), samples=0)
     with pytest.raises(VlmgridError, match='predictions of model A lack the column "prediction_index"'):
-        paired_difference("accuracy", records, choice_preds([0, 1]).drop(columns="prediction_index"),
-                          choice_preds([0, 1]), samples=10)
+        paired_difference(
+            "accuracy",
+            records,
+            choice_preds([0, 1]).drop(columns="prediction_index"),
+            choice_preds([0, 1]),
+            samples=10,
+        )
 
 
 # --- the minimum detectable difference --------------------------------------------------------------------
@@ -282,8 +345,13 @@ def test_the_mdd_of_right_or_wrong_items_comes_from_their_discordance():
     # the 2 x 2 table above: 10 of 20 items discordant; 100 x 2.801585 x sqrt(0.5 / 20) = 44.297 points
     a = [True] * 13 + [False] * 7
     b = [True] * 5 + [False] * 8 + [True] * 2 + [False] * 5
-    result = paired_difference("accuracy", choice_records([0] * 20), choice_preds(outcomes(a)),
-                               choice_preds(outcomes(b)), samples=200)
+    result = paired_difference(
+        "accuracy",
+        choice_records([0] * 20),
+        choice_preds(outcomes(a)),
+        choice_preds(outcomes(b)),
+        samples=200,
+    )
     assert result.mdd == pytest.approx(100 * Z * (0.5 / 20) ** 0.5, abs=1e-3)
     assert result.mdd == pytest.approx(44.297, abs=1e-3) and result.mdd_from == "unit differences"
     # the difference of 30 points has a McNemar p of 0.109 and is below the MDD: 20 items cannot tell it
@@ -293,10 +361,26 @@ def test_the_mdd_of_right_or_wrong_items_comes_from_their_discordance():
 def test_the_mdd_of_a_grouped_metric_counts_its_groups():
     # MMVP, 4 pairs: A right on pairs 1-3, B on pairs 1 and 4 (its pair 2 half right): pairs 2, 3 and 4 are
     # discordant; 100 x 2.801585 x sqrt(3/4 / 4) = 121.31 points (a pair, not a question, is the unit)
-    records = pd.DataFrame({"id": [f"q{i}" for i in range(8)], "pair_id": [1, 1, 2, 2, 3, 3, 4, 4],
-                            "answer_index": [0] * 8, "options": [["x", "y"]] * 8, "answer": ["x"] * 8})
-    preds = lambda right: pd.DataFrame({"id": [f"q{i}" for i in range(8)], "prediction": ["x"] * 8,  # noqa: E731
-                                        "prediction_index": outcomes(right), "error": [None] * 8})
+    records = pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(8)],
+            "pair_id": [1, 1, 2, 2, 3, 3, 4, 4],
+            "answer_index": [0] * 8,
+            "options": [["x", "y"]] * 8,
+            "answer": ["x"] * 8,
+        }
+    )
+
+    def preds(right):
+        return pd.DataFrame(
+            {
+                "id": [f"q{i}" for i in range(8)],
+                "prediction": ["x"] * 8,
+                "prediction_index": outcomes(right),
+                "error": [None] * 8,
+            }
+        )
+
     a = [True] * 6 + [False] * 2
     b = [True, True, True, False, False, False, True, True]
     result = paired_difference("mmvp", records, preds(a), preds(b), samples=50)
@@ -310,7 +394,8 @@ def test_the_mdd_of_other_headlines_comes_from_the_permutations():
     records = choice_records([0] * 20, language=["ar"] * 20)
     a = [True] * 13 + [False] * 7
     b = [True] * 5 + [False] * 8 + [True] * 2 + [False] * 5
-    result = paired_difference("kaleidoscope", records, choice_preds(outcomes(a)), choice_preds(outcomes(b)),
-                               samples=4000, seed=1)
+    result = paired_difference(
+        "kaleidoscope", records, choice_preds(outcomes(a)), choice_preds(outcomes(b)), samples=4000, seed=1
+    )
     assert result.mdd_from == "permutations"
     assert result.mdd == pytest.approx(44.297, rel=0.05)

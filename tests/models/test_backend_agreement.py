@@ -37,38 +37,71 @@ from vlmgrid.protocols.classification import classification_prompts
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None,
-                       reason="`transformers serve` needs the pip extra transformers[serving] (fastapi, uvicorn)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None,
+        reason="`transformers serve` needs the pip extra transformers[serving] (fastapi, uvicorn)",
+    ),
 ]
 
 GENERATION = {"max_new_tokens": 8, "do_sample": False}
 MODELS = ("llava-tiny", "llava-tiny-generate", "llava-tiny-served")
 # llava-tiny-generate (hf, `answer_mode: generate`) runs only where hf would otherwise score the options
-CELLS = {"textvqa-fixture": ("llava-tiny", "llava-tiny-served"),
-         "caltech101-fixture": ("llava-tiny", "llava-tiny-served"),
-         "pope-fixture": MODELS}
+CELLS = {
+    "textvqa-fixture": ("llava-tiny", "llava-tiny-served"),
+    "caltech101-fixture": ("llava-tiny", "llava-tiny-served"),
+    "pope-fixture": MODELS,
+}
 
 
 def served_entry(source: dict) -> dict:
-    command = [str(Path(sys.executable).parent / "transformers"), "serve", "{model_dir}", "--host", "{host}",
-               "--port", "{port}", "--device", "cpu", "--dtype", "float32"]
-    return {"backend": "openai", "source": source, "model": "{model_dir}", "max_retries": 1, "concurrency": 2,
-            "timeout": 60, "cache": False, "generation": GENERATION,
-            "serve": {"command": command, "startup_timeout": 180,
-                      "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}}}
+    command = [
+        str(Path(sys.executable).parent / "transformers"),
+        "serve",
+        "{model_dir}",
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+    ]
+    return {
+        "backend": "openai",
+        "source": source,
+        "model": "{model_dir}",
+        "max_retries": 1,
+        "concurrency": 2,
+        "timeout": 60,
+        "cache": False,
+        "generation": GENERATION,
+        "serve": {
+            "command": command,
+            "startup_timeout": 180,
+            "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        },
+    }
 
 
 def agreement_grid(small_config: dict, tmp_path: Path) -> str:
     data = copy.deepcopy(small_config)
     data["prompts_dir"] = str(REPO / "config" / "prompts")
     hf = {**data["models"]["llava-tiny"], "generation": GENERATION}
-    data["models"] = {"llava-tiny": hf, "llava-tiny-generate": {**hf, "answer_mode": "generate"},
-                      "llava-tiny-served": served_entry(hf["source"])}
+    data["models"] = {
+        "llava-tiny": hf,
+        "llava-tiny-generate": {**hf, "answer_mode": "generate"},
+        "llava-tiny-served": served_entry(hf["source"]),
+    }
     benchmarks = data["benchmarks"]
     data["benchmarks"] = {
-        "textvqa-fixture": {**benchmarks["textvqa-fixture"], "source": {"type": "fixture", "seed": 0, "size": 6}},
+        "textvqa-fixture": {
+            **benchmarks["textvqa-fixture"],
+            "source": {"type": "fixture", "seed": 0, "size": 6},
+        },
         "pope-fixture": {**benchmarks["pope-fixture"], "source": {"type": "fixture", "seed": 0, "size": 4}},
-        "caltech101-fixture": benchmarks["caltech101-fixture"]}
+        "caltech101-fixture": benchmarks["caltech101-fixture"],
+    }
     data["grid"] = {"models": list(data["models"]), "benchmarks": list(data["benchmarks"])}
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(data))

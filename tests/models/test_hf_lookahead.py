@@ -15,23 +15,46 @@ def _image(seed: int):
     return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (36, 40, 3), dtype=np.uint8))
 
 
-def test_continuations_prefetched_give_the_same_scores_and_keep_the_tokenizer_on_one_thread(llava, monkeypatch):
+def test_continuations_prefetched_give_the_same_scores_and_keep_the_tokenizer_on_one_thread(
+    llava, monkeypatch
+):
     from vlmgrid.model_requests import OptionRequest
 
-    requests = [OptionRequest(f"r{i}", _image(i), f"Which riddle fits picture {i}?",
-                              [" a cat on a mat", " a dog", " two birds in a tree"]) for i in range(4)]
+    requests = [
+        OptionRequest(
+            f"r{i}",
+            _image(i),
+            f"Which riddle fits picture {i}?",
+            [" a cat on a mat", " a dog", " two birds in a tree"],
+        )
+        for i in range(4)
+    ]
     expected = llava.score_options(requests)
 
     monkeypatch.setattr(llava, "_prefetch", ThreadPoolExecutor(max_workers=1))
     prepared = []
     inputs = llava._continuation_inputs
-    monkeypatch.setattr(llava, "_continuation_inputs", lambda chunk: prepared.append(
-        ([r.id for r in chunk], threading.current_thread() is threading.main_thread())) or inputs(chunk))
+    monkeypatch.setattr(
+        llava,
+        "_continuation_inputs",
+        lambda chunk: (
+            prepared.append(([r.id for r in chunk], threading.current_thread() is threading.main_thread()))
+            or inputs(chunk)
+        ),
+    )
     events = []  # ("encode" or "run", on the main thread?)
     encode, run = llava.tokenizer.encode, llava._score_continuations
-    monkeypatch.setattr(llava.tokenizer, "encode", lambda *args, **kwargs: events.append(
-        ("encode", threading.current_thread() is threading.main_thread())) or encode(*args, **kwargs))
-    monkeypatch.setattr(llava, "_score_continuations", lambda *args: events.append(("run", True)) or run(*args))
+    monkeypatch.setattr(
+        llava.tokenizer,
+        "encode",
+        lambda *args, **kwargs: (
+            events.append(("encode", threading.current_thread() is threading.main_thread()))
+            or encode(*args, **kwargs)
+        ),
+    )
+    monkeypatch.setattr(
+        llava, "_score_continuations", lambda *args: events.append(("run", True)) or run(*args)
+    )
 
     assert llava.score_options(requests) == expected
     # the first request prepared where it runs, each next one in the thread while the one before it ran
@@ -56,13 +79,16 @@ def _bench(tmp_path, broken: bool):
     if broken:
         (tmp_path / names[2]).write_bytes(b"not a jpeg at all")
     records = pd.DataFrame({"id": [f"i{k}" for k in range(6)], "image": [*names[:4], None, names[4]]})
-    return Benchmark(name="b", kind=BENCHMARKS.get("food101"), root=tmp_path, records=records, classes=None,
-                     manifest={})
+    return Benchmark(
+        name="b", kind=BENCHMARKS.get("food101"), root=tmp_path, records=records, classes=None, manifest={}
+    )
 
 
 @pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("broken", [False, True])
-def test_images_opened_while_the_model_runs_give_the_same_rows(llava, monkeypatch, tmp_path, broken, prefetch):
+def test_images_opened_while_the_model_runs_give_the_same_rows(
+    llava, monkeypatch, tmp_path, broken, prefetch
+):
     """A part's images handed to the model as futures (opened while the first batches run) give the answers
     and error rows of images opened first, a broken image included (the part is then answered the usual way)."""
     from vlmgrid.protocols.base import generate_items, score_items
@@ -70,10 +96,17 @@ def test_images_opened_while_the_model_runs_give_the_same_rows(llava, monkeypatc
     bench = _bench(tmp_path, broken)
     records = bench.records
     ask = {
-        "letters": lambda: score_items(llava, bench, records, lambda i: f"Picture {i}: A. cat B. dog?",
-                                       lambda i: ["cat", "dog"], lambda i: "AB"),
-        "continuations": lambda: score_items(llava, bench, records, lambda i: f"Picture {i}?",
-                                             lambda i: [" a cat", " a dog on a mat"]),
+        "letters": lambda: score_items(
+            llava,
+            bench,
+            records,
+            lambda i: f"Picture {i}: A. cat B. dog?",
+            lambda i: ["cat", "dog"],
+            lambda i: "AB",
+        ),
+        "continuations": lambda: score_items(
+            llava, bench, records, lambda i: f"Picture {i}?", lambda i: [" a cat", " a dog on a mat"]
+        ),
         "generation": lambda: generate_items(llava, bench, records, lambda i: f"Describe picture {i}."),
     }
     monkeypatch.setattr(llava, "accepts_image_futures", False)

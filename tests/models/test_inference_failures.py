@@ -40,8 +40,16 @@ def server():
 
 def api(server_or_url, **settings) -> dict:
     url = server_or_url if isinstance(server_or_url, str) else server_or_url.base_url
-    return {"api": {"backend": "openai", "base_url": url, "model": "fake-vlm", "max_retries": 1, "concurrency": 2,
-                    **settings}}
+    return {
+        "api": {
+            "backend": "openai",
+            "base_url": url,
+            "model": "fake-vlm",
+            "max_retries": 1,
+            "concurrency": 2,
+            **settings,
+        }
+    }
 
 
 def run_cli(capsys, *argv) -> tuple[int, str]:
@@ -97,27 +105,37 @@ def test_answer_mode_auto_falls_back_to_generation_and_says_so(small_config, tmp
     frame = read_predictions(predictions(config))
     assert len(frame) == ITEMS and frame["error"].isna().all() and frame["raw"].notna().all()
     assert main(["score", "api", "pope-fixture", "--config", config]) == 0
-    score = json.loads(paths.score_path(yaml.safe_load(open(config))["results_dir"], "api", "pope-fixture").read_text())
+    score = json.loads(
+        paths.score_path(yaml.safe_load(open(config))["results_dir"], "api", "pope-fixture").read_text()
+    )
     assert score["strategy"] == "generate" and "fell back" in score["fallback"]
 
 
-def test_a_closed_port_stops_the_job_at_the_first_refused_connection(small_config, tmp_path, capsys, monkeypatch):
+def test_a_closed_port_stops_the_job_at_the_first_refused_connection(
+    small_config, tmp_path, capsys, monkeypatch
+):
     import requests
 
     attempts = []
     original = requests.Session.post
-    monkeypatch.setattr(requests.Session, "post", lambda self, url, *a, **k: attempts.append(url) or
-                        original(self, url, *a, **k))
+    monkeypatch.setattr(
+        requests.Session,
+        "post",
+        lambda self, url, *a, **k: attempts.append(url) or original(self, url, *a, **k),
+    )
     port = closed_port()
     # The backend's default retries and circuit breaker: a refusal before any answer is not retried.
-    config = pope_grid_file(small_config, tmp_path, api(f"http://127.0.0.1:{port}/v1", max_retries=5,
-                                                        circuit_breaker=10))
+    config = pope_grid_file(
+        small_config, tmp_path, api(f"http://127.0.0.1:{port}/v1", max_retries=5, circuit_breaker=10)
+    )
     code, err = infer(capsys, config)
     line = one_sentence(err)
     assert code == 2 and 1 <= len(attempts) <= 2  # the requests in flight (concurrency 2), no retry, no more
-    assert f"connection refused at http://127.0.0.1:{port}/v1/chat/completions before any request to model " \
-           "fake-vlm was answered; check that the server is running and listening there, and the model entry's " \
-           "base_url" in line
+    assert (
+        f"connection refused at http://127.0.0.1:{port}/v1/chat/completions before any request to model "
+        "fake-vlm was answered; check that the server is running and listening there, and the model entry's "
+        "base_url" in line
+    )
     assert "0 of 3 parts are done and kept" in line and "runs only the missing parts" in line
     assert "retry" not in err, err  # no backoff warning: nothing was retried
     assert not predictions(config).exists()
@@ -126,8 +144,9 @@ def test_a_closed_port_stops_the_job_at_the_first_refused_connection(small_confi
     assert code == 2 and "not found" in one_sentence(err)
 
 
-def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(small_config, tmp_path, server,
-                                                                                capsys):
+def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(
+    small_config, tmp_path, server, capsys
+):
     # The first part's four items fail in both passes (the server answers 503); the other two parts run. (No
     # response cache here, so that every item is one request: some items of the fixture ask the same.)
     server.script.extend([Reply(503, "{}")] * 4 + [Sleep(0)] * 8 + [Reply(503, "{}")] * 4)
@@ -135,8 +154,10 @@ def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(s
     code, err = infer(capsys, config)
     line = one_sentence(err)
     assert code == 2, err
-    assert "api on pope-fixture: 4 item(s) failed to run (HTTP 503: {} (gave up after 1 attempt): 4x; the first: " \
-           "random-1, random-2, random-3, random-4)" in line
+    assert (
+        "api on pope-fixture: 4 item(s) failed to run (HTTP 503: {} (gave up after 1 attempt): 4x; the first: "
+        "random-1, random-2, random-3, random-4)" in line
+    )
     assert "No predictions file was written" in line and "2 of 3 parts are done and kept" in line
     assert not predictions(config).exists()
     asked = server.count
@@ -146,8 +167,9 @@ def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(s
     code, err = infer(capsys, config)
     assert code == 0 and "resuming: 2 of 3 parts" in err, err
     assert server.count - asked == 4
-    clean = pope_grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, cache=False), "clean.yaml",
-                      "clean")
+    clean = pope_grid_file(
+        small_config, tmp_path, api(server, max_retries=0, concurrency=1, cache=False), "clean.yaml", "clean"
+    )
     assert main(["infer", "api", "pope-fixture", "--config", clean, "--no-progress"]) == 0
     assert predictions(config).read_bytes() == predictions(clean).read_bytes()
     assert read_predictions(predictions(config))["error"].isna().all()
@@ -155,7 +177,9 @@ def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(s
 
 def test_a_dead_server_trips_the_breaker_and_nothing_more_is_sent(small_config, tmp_path, server, capsys):
     server.script.append(Outage(seconds=60))
-    config = pope_grid_file(small_config, tmp_path, api(server, max_retries=0, concurrency=1, circuit_breaker=5))
+    config = pope_grid_file(
+        small_config, tmp_path, api(server, max_retries=0, concurrency=1, circuit_breaker=5)
+    )
     code, err = infer(capsys, config)
     line = one_sentence(err)
     assert code == 2 and server.count == 5
@@ -184,21 +208,33 @@ def test_an_item_the_server_refuses_stays_a_row(small_config, tmp_path, server, 
 
 # ---------------------------------------------------------------------------------------------- the hf backend
 
+
 def _tiny_llava(small_config, tmp_path, capsys) -> str:
-    config = pope_grid_file(small_config, tmp_path, {"llava-tiny": dict(small_config["models"]["llava-tiny"],
-                                                                   batch_size=2)})
+    config = pope_grid_file(
+        small_config, tmp_path, {"llava-tiny": dict(small_config["models"]["llava-tiny"], batch_size=2)}
+    )
     assert main(["fetch-model", "llava-tiny", "--config", config]) == 0
     return config
 
 
-@pytest.mark.parametrize("fault, said", [
-    (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
-     "ran out of GPU memory with batch size 2"),
-    (RuntimeError("CUDA error: an illegal memory access was encountered\nCompile with TORCH_USE_CUDA_DSA"),
-     "hit a CUDA error (CUDA error: an illegal memory access was encountered)"),
-])
+@pytest.mark.parametrize(
+    "fault, said",
+    [
+        (
+            torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+            "ran out of GPU memory with batch size 2",
+        ),
+        (
+            RuntimeError(
+                "CUDA error: an illegal memory access was encountered\nCompile with TORCH_USE_CUDA_DSA"
+            ),
+            "hit a CUDA error (CUDA error: an illegal memory access was encountered)",
+        ),
+    ],
+)
 def test_hf_out_of_memory_or_a_cuda_error_stops_the_job_and_the_rerun_completes_it(
-        small_config, tmp_path, capsys, monkeypatch, fault, said):
+    small_config, tmp_path, capsys, monkeypatch, fault, said
+):
     from vlmgrid.models.hf_backend import Hf
 
     config = _tiny_llava(small_config, tmp_path, capsys)
@@ -225,7 +261,12 @@ def test_hf_out_of_memory_or_a_cuda_error_stops_the_job_and_the_rerun_completes_
     monkeypatch.setattr(Hf, "_batched", original)
     code, err = infer(capsys, config, "llava-tiny")
     assert code == 0 and "resuming: 1 of 3 parts" in err, err
-    clean = pope_grid_file(small_config, tmp_path, {"llava-tiny": dict(small_config["models"]["llava-tiny"], batch_size=2)},
-                      "clean.yaml", "clean")
+    clean = pope_grid_file(
+        small_config,
+        tmp_path,
+        {"llava-tiny": dict(small_config["models"]["llava-tiny"], batch_size=2)},
+        "clean.yaml",
+        "clean",
+    )
     assert main(["infer", "llava-tiny", "pope-fixture", "--config", clean, "--no-progress"]) == 0
     assert predictions(config, "llava-tiny").read_bytes() == predictions(clean, "llava-tiny").read_bytes()

@@ -24,8 +24,12 @@ def test_baseline_is_seeded_per_item_not_per_batch():
 
 def test_baseline_guesses_are_roughly_uniform():
     model = BACKENDS.get("baseline").load({"backend": "baseline", "seed": 0}, None, "cpu")
-    picks = [int(np.argmax(s.total)) for s in model.score_options(
-        [OptionRequest(str(i), None, "", ["a", "b", "c", "d"]) for i in range(4000)])]
+    picks = [
+        int(np.argmax(s.total))
+        for s in model.score_options(
+            [OptionRequest(str(i), None, "", ["a", "b", "c", "d"]) for i in range(4000)]
+        )
+    ]
     counts = np.bincount(picks, minlength=4)
     assert counts.min() > 850 and counts.max() < 1150
 
@@ -114,16 +118,21 @@ def _baseline(strategy):
 
 
 def test_first_option_baseline_always_picks_the_first():
-    picks = [int(np.argmax(s.total)) for s in _baseline("first").score_options(
-        [OptionRequest(str(i), None, "", ["a", "b", "c"][: 2 + i % 2]) for i in range(6)])]
+    picks = [
+        int(np.argmax(s.total))
+        for s in _baseline("first").score_options(
+            [OptionRequest(str(i), None, "", ["a", "b", "c"][: 2 + i % 2]) for i in range(6)]
+        )
+    ]
     assert picks == [0] * 6
 
 
 def test_majority_baseline_picks_the_most_frequent_gold_index():
     model = _baseline("majority")
     model.set_answer_prior([2, 1, 2, -1, 0, 2, 1])
-    scores = model.score_options([OptionRequest("a", None, "", ["w", "x", "y", "z"]),
-                                  OptionRequest("b", None, "", ["yes", "no"])])
+    scores = model.score_options(
+        [OptionRequest("a", None, "", ["w", "x", "y", "z"]), OptionRequest("b", None, "", ["yes", "no"])]
+    )
     assert int(np.argmax(scores[0].total)) == 2
     assert int(np.argmax(scores[1].total)) == 0  # index 2 does not exist there: first option
     tie = _baseline("majority")
@@ -154,7 +163,9 @@ def test_text_tower_needs_a_pinned_revision():
 
     config = {"model_cfg": {"text_cfg": {"hf_model_name": "xlm-roberta-base"}}}
     with pytest.raises(VlmgridError, match="pin it with `text_tower_revision`"):
-        _text_tower_files(config, {"type": "pretrained", "arch": "x", "tag": "y", "revision": "abc"}, download=True)
+        _text_tower_files(
+            config, {"type": "pretrained", "arch": "x", "tag": "y", "revision": "abc"}, download=True
+        )
 
 
 def test_open_clip_hub_errors_name_the_fix(monkeypatch, tmp_path):
@@ -162,12 +173,15 @@ def test_open_clip_hub_errors_name_the_fix(monkeypatch, tmp_path):
     from huggingface_hub import errors
 
     def gated(**kwargs):
-        raise errors.GatedRepoError("boom", response=__import__("types").SimpleNamespace(
-            headers={}, request=None, status_code=403))
+        raise errors.GatedRepoError(
+            "boom", response=__import__("types").SimpleNamespace(headers={}, request=None, status_code=403)
+        )
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
     settings = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "org/clip", "revision": "abc"}}
-    with pytest.raises(VlmgridError, match=r"org/clip is gated; accept its licence on https://huggingface.co/org/clip"):
+    with pytest.raises(
+        VlmgridError, match=r"org/clip is gated; accept its licence on https://huggingface.co/org/clip"
+    ):
         BACKENDS.get("open_clip").in_place(settings)
 
 
@@ -177,10 +191,18 @@ def test_generation_preset_fills_the_keys_the_model_does_not_set():
     plain = {"backend": "hf", "generation": {"max_new_tokens": 8}}
     assert resolve_generation(plain) == plain  # no preset: greedy decoding as configured
     resolved = resolve_generation({"backend": "hf", "generation": {"preset": "kaleidoscope", "seed": 2}})
-    assert resolved["generation"] == {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7,
-                                      "top_p": 0.9, "max_new_tokens": 1024, "seed": 2}
+    assert resolved["generation"] == {
+        "preset": "kaleidoscope",
+        "do_sample": True,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "max_new_tokens": 1024,
+        "seed": 2,
+    }
     assert resolved["image_size"] == 512
-    own = resolve_generation({"generation": {"preset": "kaleidoscope", "max_new_tokens": 64}, "image_size": 336})
+    own = resolve_generation(
+        {"generation": {"preset": "kaleidoscope", "max_new_tokens": 64}, "image_size": 336}
+    )
     assert own["generation"]["max_new_tokens"] == 64 and own["image_size"] == 336
     with pytest.raises(VlmgridError, match="generation preset 'paper' is unknown; use one of kaleidoscope"):
         resolve_generation({"generation": {"preset": "paper"}})
@@ -189,11 +211,17 @@ def test_generation_preset_fills_the_keys_the_model_does_not_set():
 def test_a_fixture_source_is_written_by_the_writer_it_is_handed(tmp_path):
     from vlmgrid.fixtures.models import MODEL_FIXTURES
 
-    assert MODEL_FIXTURES.names() == ["hf", "open_clip", "openai"] and all(name in BACKENDS for name in MODEL_FIXTURES)
+    assert MODEL_FIXTURES.names() == ["hf", "open_clip", "openai"] and all(
+        name in BACKENDS for name in MODEL_FIXTURES
+    )
     hf = {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0}}
     for settings in (TINY, hf):
-        with pytest.raises(VlmgridError, match="is a tiny test model that only `vlmgrid fetch-model` can build"):
+        with pytest.raises(
+            VlmgridError, match="is a tiny test model that only `vlmgrid fetch-model` can build"
+        ):
             BACKENDS.get(settings["backend"]).fetch(settings, tmp_path)
     seen = []
-    fixture = MODEL_FIXTURES.get("open_clip").__class__("open_clip", lambda source, folder: seen.append(source) or {})
+    fixture = MODEL_FIXTURES.get("open_clip").__class__(
+        "open_clip", lambda source, folder: seen.append(source) or {}
+    )
     assert BACKENDS.get("open_clip").fetch(TINY, tmp_path, fixture=fixture) == {} and seen == [TINY["source"]]

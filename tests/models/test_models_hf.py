@@ -21,8 +21,13 @@ from vlmgrid.models.hf_backend import Hf  # noqa: E402
 
 
 def _settings(family: str, **extra) -> dict:
-    return {"backend": "hf", "source": {"type": "fixture", "family": family, "seed": 0}, "precision": "fp32",
-            "generation": {"max_new_tokens": 6}, **extra}
+    return {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": family, "seed": 0},
+        "precision": "fp32",
+        "generation": {"max_new_tokens": 6},
+        **extra,
+    }
 
 
 def _image(seed: int, size=(40, 36)) -> Image.Image:
@@ -62,9 +67,16 @@ def models(checkpoints):
 def _by_hand_logprobs(model: Hf, image, prompt: str, extra_ids=()):
     """Next-token log-softmax after prompt (+ extra_ids) from one unpadded forward, built from the processor."""
     content = ([{"type": "image"}] if image is not None else []) + [{"type": "text", "text": prompt}]
-    owner = next((owner for owner in (model.processor, model.processor.tokenizer) if owner.chat_template), None)
-    text = prompt if owner is None else owner.apply_chat_template(  # BLIP-2, InstructBLIP: no chat template
-        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False)
+    owner = next(
+        (owner for owner in (model.processor, model.processor.tokenizer) if owner.chat_template), None
+    )
+    text = (
+        prompt
+        if owner is None
+        else owner.apply_chat_template(  # BLIP-2, InstructBLIP: no chat template
+            [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+        )
+    )
     kwargs = {"text": [text], "return_tensors": "pt"}
     if image is not None:
         kwargs["images"] = [[image]] if model._nested_images() else [image]
@@ -110,7 +122,11 @@ def test_loads_through_from_pretrained_and_generates_deterministically(models, f
     else:
         assert isinstance(model.generate(text_only)[0], str)
     provenance = model.provenance()
-    assert provenance.model_id == f"fixture:{family}" and provenance.device == "cpu" and provenance.dtype == "float32"
+    assert (
+        provenance.model_id == f"fixture:{family}"
+        and provenance.device == "cpu"
+        and provenance.dtype == "float32"
+    )
     assert set(provenance.libraries) == {"torch", "transformers"}
     assert family in model.describe()
 
@@ -118,14 +134,22 @@ def test_loads_through_from_pretrained_and_generates_deterministically(models, f
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_letter_scores_equal_the_next_token_log_softmax(models, family):
     model = models(family)
-    prompts = ["Is there a cat?\nA. yes\nB. no\nC. two\nD. red\nAnswer with the letter.", "Which one?", "Is the dog left?"]
-    requests = [OptionRequest(f"q{i}", _image(10 + i), prompt, ["yes", "no", "two", "red"], letters="ABCD")
-                for i, prompt in enumerate(prompts)]
+    prompts = [
+        "Is there a cat?\nA. yes\nB. no\nC. two\nD. red\nAnswer with the letter.",
+        "Which one?",
+        "Is the dog left?",
+    ]
+    requests = [
+        OptionRequest(f"q{i}", _image(10 + i), prompt, ["yes", "no", "two", "red"], letters="ABCD")
+        for i, prompt in enumerate(prompts)
+    ]
     scores = model.score_options(requests)
     for request, score in zip(requests, scores):
         assert score.tokens == [1, 1, 1, 1] and all(math.isfinite(value) for value in score.total)
         logprobs = _by_hand_logprobs(model, request.image, request.prompt)[-1]
-        expected = [max(float(logprobs[token]) for token in model.letter_token_ids(letter)) for letter in "ABCD"]
+        expected = [
+            max(float(logprobs[token]) for token in model.letter_token_ids(letter)) for letter in "ABCD"
+        ]
         np.testing.assert_allclose(score.total, expected, atol=1e-4)
     # both spellings are considered where the tokenizer has them (byte-level BPE: "A" and " A")
     assert len(model.letter_token_ids("A")) == 2
@@ -150,11 +174,15 @@ def test_continuations_reuse_the_prefix_and_equal_full_forwards(models, family):
     batch = [lettered, request] if model.needs_image else [lettered, text_only, request]
     mixed = model.score_options(batch)
     assert mixed[-1].total == pytest.approx(score.total, abs=1e-5) and mixed[0].tokens == [1, 1]
-    if not model.needs_image:  # scored after image requests: nothing of theirs (e.g. Qwen's rope deltas) lingers
+    if (
+        not model.needs_image
+    ):  # scored after image requests: nothing of theirs (e.g. Qwen's rope deltas) lingers
         for option, total in zip(text_only.options, mixed[1].total):
             ids = model.tokenizer.encode(option, add_special_tokens=False)
             logprobs = _by_hand_logprobs(model, None, text_only.prompt, ids[:-1])
-            expected = sum(float(logprobs[len(logprobs) - len(ids) + k, token]) for k, token in enumerate(ids))
+            expected = sum(
+                float(logprobs[len(logprobs) - len(ids) + k, token]) for k, token in enumerate(ids)
+            )
             assert total == pytest.approx(expected, abs=1e-4)
 
 
@@ -166,7 +194,8 @@ def test_fixture_fetch_is_byte_identical(tmp_path, family):
     second = Hf.fetch(_settings(family), tmp_path / "two", fixture=MODEL_FIXTURES.get("hf"))
     assert sorted(first) == sorted(second) and "model.safetensors" in first and "tokenizer.json" in first
     assert {name: sha256_file(path) for name, path in first.items()} == {
-        name: sha256_file(path) for name, path in second.items()}
+        name: sha256_file(path) for name, path in second.items()
+    }
     assert sum(path.stat().st_size for path in first.values()) < 2_000_000  # tiny
     other = write_tiny_checkpoint(family, tmp_path / "three", seed=1)
     assert sha256_file(other["model.safetensors"]) != sha256_file(first["model.safetensors"])
@@ -177,12 +206,15 @@ def test_unknown_family_is_a_clear_error(tmp_path):
         write_tiny_checkpoint("nope", tmp_path)
 
 
-@pytest.mark.parametrize("error_name, match", [
-    ("GatedRepoError", "accept its licence.*HF_TOKEN"),
-    ("RepositoryNotFoundError", "was not found"),
-    ("RevisionNotFoundError", "revision 'abc' does not exist in the hub repo org/model"),
-    ("LocalEntryNotFoundError", "cannot reach the Hugging Face hub"),
-])
+@pytest.mark.parametrize(
+    "error_name, match",
+    [
+        ("GatedRepoError", "accept its licence.*HF_TOKEN"),
+        ("RepositoryNotFoundError", "was not found"),
+        ("RevisionNotFoundError", "revision 'abc' does not exist in the hub repo org/model"),
+        ("LocalEntryNotFoundError", "cannot reach the Hugging Face hub"),
+    ],
+)
 def test_hub_fetch_errors_name_the_fix(monkeypatch, tmp_path, error_name, match):
     import huggingface_hub
     from huggingface_hub import errors
@@ -217,7 +249,10 @@ def test_a_hub_source_is_its_snapshot_in_the_cache_never_a_copy(monkeypatch, tmp
     monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
     checkpoint = Hf.in_place({"source": {"type": "hf_hub", "repo": "o/m", "revision": "r"}})
     assert checkpoint.location == snapshot
-    assert checkpoint.files == {"config.json": snapshot / "config.json", "sub/w.safetensors": snapshot / "sub/w.safetensors"}
+    assert checkpoint.files == {
+        "config.json": snapshot / "config.json",
+        "sub/w.safetensors": snapshot / "sub/w.safetensors",
+    }
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
@@ -225,22 +260,33 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
         Hf.load(_settings("llava"), tmp_path, "cpu")
 
 
-@pytest.mark.parametrize("model, pull", [
-    ("llava-1.5-7b", "`dvc pull data/models/llava-1.5-7b` fetches it (DVC tracks it: pipelines/paper/dvc.lock), or "),
-    ("llava-untracked", ""),
-])
+@pytest.mark.parametrize(
+    "model, pull",
+    [
+        (
+            "llava-1.5-7b",
+            "`dvc pull data/models/llava-1.5-7b` fetches it (DVC tracks it: pipelines/paper/dvc.lock), or ",
+        ),
+        ("llava-untracked", ""),
+    ],
+)
 def test_a_missing_checkpoint_dvc_tracks_says_dvc_pull_first(tmp_path, monkeypatch, model, pull):
     monkeypatch.chdir(write_dvc_repo(tmp_path))
     model_dir = tmp_path / "data" / "models" / model
     with pytest.raises(VlmgridError) as caught:
         Hf.load(_settings("llava"), model_dir, "cpu")
-    assert str(caught.value) == f"{model_dir / 'config.json'} is missing; {pull}run `vlmgrid fetch-model` for this model first"
+    assert (
+        str(caught.value)
+        == f"{model_dir / 'config.json'} is missing; {pull}run `vlmgrid fetch-model` for this model first"
+    )
 
 
 def test_auto_batch_size_halves_on_out_of_memory(checkpoints, monkeypatch):
     model = Hf.load(_settings("llava"), checkpoints("llava"), "cpu")
     assert model.settings["batch_size"] == "auto"
-    requests = [OptionRequest(f"q{i}", _image(20 + i), f"Question {i}?", ["a", "b"], letters="AB") for i in range(5)]
+    requests = [
+        OptionRequest(f"q{i}", _image(20 + i), f"Question {i}?", ["a", "b"], letters="AB") for i in range(5)
+    ]
     expected = [model.score_options([request])[0] for request in requests]
     forward = model.model.forward
     sizes = []
@@ -298,12 +344,16 @@ def test_many_candidates_in_chunks_equal_one_batch(models):
 
 def test_system_message_and_image_size(models):
     model = models("llava")
-    with_system = model.inputs.text(GenerateRequest("s", _image(5), "Is there a cat?", system="Answer briefly."))
+    with_system = model.inputs.text(
+        GenerateRequest("s", _image(5), "Is there a cat?", system="Answer briefly.")
+    )
     assert with_system.startswith("Answer briefly.") and "<image>" in with_system
     assert "<image>" not in model.inputs.text(GenerateRequest("s", None, "Is there a cat?"))
     request = OptionRequest("s", _image(5, size=(50, 20)), "Which?", ["a", "b"], letters="AB")
     plain = model.score_options([request])[0]
-    system = model.score_options([OptionRequest("s", request.image, "Which?", ["a", "b"], "AB", "Answer briefly.")])[0]
+    system = model.score_options(
+        [OptionRequest("s", request.image, "Which?", ["a", "b"], "AB", "Answer briefly.")]
+    )[0]
     assert plain.total != system.total
     resized = models("llava", image_size=16)
     pre_resized = OptionRequest("s", request.image.resize((16, 16)), "Which?", ["a", "b"], letters="AB")
@@ -325,8 +375,11 @@ def test_letters_and_options_that_cannot_be_scored_are_clear_errors(models):
 def test_model_class_by_name_and_eager_fallback(checkpoints, monkeypatch, caplog):
     import transformers
 
-    model = Hf.load(_settings("instructblip", model_class="InstructBlipForConditionalGeneration"),
-                    checkpoints("instructblip"), "cpu")
+    model = Hf.load(
+        _settings("instructblip", model_class="InstructBlipForConditionalGeneration"),
+        checkpoints("instructblip"),
+        "cpu",
+    )
     assert type(model.model).__name__ == "InstructBlipForConditionalGeneration"
     with pytest.raises(VlmgridError, match="no class"):
         Hf.load(_settings("llava", model_class="NoSuchModel"), checkpoints("llava"), "cpu")
@@ -337,8 +390,10 @@ def test_model_class_by_name_and_eager_fallback(checkpoints, monkeypatch, caplog
     def no_sdpa(*args, attn_implementation=None, **kwargs):
         seen.append(attn_implementation)
         if attn_implementation == "sdpa":
-            raise ValueError("LlavaForConditionalGeneration does not support an attention implementation through "
-                             "torch.nn.functional.scaled_dot_product_attention yet.")
+            raise ValueError(
+                "LlavaForConditionalGeneration does not support an attention implementation through "
+                "torch.nn.functional.scaled_dot_product_attention yet."
+            )
         return original(*args, attn_implementation=attn_implementation, **kwargs)
 
     monkeypatch.setattr(transformers.AutoModelForImageTextToText, "from_pretrained", no_sdpa)
@@ -367,8 +422,13 @@ def test_fetch_model_manifest_and_registry(tmp_path):
 
 def test_hub_provenance(models):
     model = models("llava")
-    hub = Hf({"source": {"type": "hf_hub", "repo": "llava-hf/llava-1.5-7b-hf", "revision": "abc123"}},
-             model.model, model.processor, "cpu", torch.float32)
+    hub = Hf(
+        {"source": {"type": "hf_hub", "repo": "llava-hf/llava-1.5-7b-hf", "revision": "abc123"}},
+        model.model,
+        model.processor,
+        "cpu",
+        torch.float32,
+    )
     provenance = hub.provenance()
     assert provenance.model_id == "llava-hf/llava-1.5-7b-hf" and provenance.revision == "abc123"
     assert "llava-hf/llava-1.5-7b-hf" in hub.describe()
@@ -378,13 +438,17 @@ def test_device_map_without_accelerate_is_a_clear_error(checkpoints, monkeypatch
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a)
+    )
     with pytest.raises(VlmgridError, match="accelerate"):
         Hf.load(_settings("llava", device_map="auto"), checkpoints("llava"), "cpu")
 
 
 def test_sampling_is_seeded(checkpoints):
-    settings = _settings("llava", generation={"max_new_tokens": 6, "do_sample": True, "temperature": 1.5, "seed": 4})
+    settings = _settings(
+        "llava", generation={"max_new_tokens": 6, "do_sample": True, "temperature": 1.5, "seed": 4}
+    )
     model = Hf.load(settings, checkpoints("llava"), "cpu")
     requests = [GenerateRequest(f"q{i}", _image(i), "What is it?") for i in range(2)]
     first = model.generate_token_ids(requests)
@@ -397,8 +461,14 @@ def test_generation_preset_is_what_runs_and_what_the_provenance_says(checkpoints
     settings = _settings("llava", generation={"preset": "kaleidoscope", "max_new_tokens": 4, "seed": 1})
     model = Hf.load(settings, checkpoints("llava"), "cpu")
     assert model.settings["image_size"] == 512
-    assert model.provenance().generation == {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7,
-                                             "top_p": 0.9, "max_new_tokens": 4, "seed": 1}
+    assert model.provenance().generation == {
+        "preset": "kaleidoscope",
+        "do_sample": True,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "max_new_tokens": 4,
+        "seed": 1,
+    }
     requests = [GenerateRequest(f"q{i}", _image(i), "What is it?") for i in range(2)]
     sampled = model.generate_token_ids(requests)
     assert model.generate_token_ids(requests) == sampled  # seeded
@@ -413,6 +483,7 @@ def test_a_job_holding_several_gpus_spreads_the_model_over_them(checkpoints, mon
 
     class Loaded:
         """What from_pretrained returns: spread by accelerate (its map), or moved whole by `.to`."""
+
         hf_device_map = {"model.vision_tower": 0, "model.language_model": 1, "lm_head": 1}
 
         def to(self, device):
@@ -428,13 +499,17 @@ def test_a_job_holding_several_gpus_spreads_the_model_over_them(checkpoints, mon
 
     monkeypatch.setattr(hf_loading, "_from_pretrained", loaded)
     settings = {**Hf.defaults, **_settings("llava")}
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # CUDA_VISIBLE_DEVICES shows the job's two GPUs
+    monkeypatch.setattr(
+        torch.cuda, "device_count", lambda: 2
+    )  # CUDA_VISIBLE_DEVICES shows the job's two GPUs
     hf_loading.load_pretrained(settings, checkpoints("llava"), "cuda")
     assert asked["device_map"] == "auto" and "moved_to" not in asked
     asked.clear()
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     hf_loading.load_pretrained(settings, checkpoints("llava"), "cuda")
-    assert "device_map" not in asked and asked["moved_to"] == "cuda"  # one GPU: the model is moved there whole
+    assert (
+        "device_map" not in asked and asked["moved_to"] == "cuda"
+    )  # one GPU: the model is moved there whole
 
 
 def test_a_model_that_does_not_fit_its_gpus_stops_instead_of_running_from_the_cpu(tmp_path):
@@ -442,9 +517,12 @@ def test_a_model_that_does_not_fit_its_gpus_stops_instead_of_running_from_the_cp
 
     _check_on_gpus(SimpleNamespace(hf_device_map={"model": 0, "lm_head": 1}), tmp_path, 2)
     spilled = SimpleNamespace(hf_device_map={"model.layers.0": 0, "model.layers.1": "cpu", "lm_head": "disk"})
-    with pytest.raises(VlmgridError, match=r"does not fit on the 2 GPU\(s\) this job holds \(2 of its 3 modules "
-                                           r"would lie on the CPU or disk, the first model.layers.1\); give the "
-                                           r"model more gpus"):
+    with pytest.raises(
+        VlmgridError,
+        match=r"does not fit on the 2 GPU\(s\) this job holds \(2 of its 3 modules "
+        r"would lie on the CPU or disk, the first model.layers.1\); give the "
+        r"model more gpus",
+    ):
         _check_on_gpus(spilled, tmp_path, 2)
 
 
@@ -461,19 +539,26 @@ def test_packed_mask_lets_each_option_see_the_prefix_and_its_own_earlier_tokens(
     assert mask.shape == (1, 1, 3, 4)
     low = torch.finfo(torch.float32).min
     # columns: the prefix token, then option 0's two tokens, then option 1's one token
-    expected = torch.tensor([[0, 0, low, low],
-                             [0, 0, 0, low],
-                             [0, low, low, 0]])
+    expected = torch.tensor([[0, 0, low, low], [0, 0, 0, low], [0, low, low, 0]])
     assert torch.equal(mask[0, 0], expected)
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
     """Class names packed into one row score as each in its own row (a long prompt, many names of 1-4 tokens)."""
-    names = [f" {a} {b}" if i % 3 else f" {a}" for i, (a, b) in enumerate(
-        (x, y) for x in ("cat", "dog", "red", "tree", "house", "bird") for y in ("car", "blue", "man", "woman"))]
+    names = [
+        f" {a} {b}" if i % 3 else f" {a}"
+        for i, (a, b) in enumerate(
+            (x, y)
+            for x in ("cat", "dog", "red", "tree", "house", "bird")
+            for y in ("car", "blue", "man", "woman")
+        )
+    ]
     prompt = "Choose one of: " + ",".join(names) + "."
-    requests = [OptionRequest("p0", _image(21), prompt, names), OptionRequest("p1", _image(22), "Which one?", names[:5])]
+    requests = [
+        OptionRequest("p0", _image(21), prompt, names),
+        OptionRequest("p1", _image(22), "Which one?", names[:5]),
+    ]
     model = Hf.load(_settings(family, batch_size=7), checkpoints(family), "cpu")
     if family in ("llava", "llava_next"):  # their text model is llama: the packed path is the one that runs
         assert model._packable(model._text_model())

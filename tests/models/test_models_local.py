@@ -32,7 +32,12 @@ def sha(path):
 
 
 def hf_local(path):
-    return {"backend": "hf", "source": {"type": "local", "path": str(path)}, "precision": "fp32", "batch_size": 4}
+    return {
+        "backend": "hf",
+        "source": {"type": "local", "path": str(path)},
+        "precision": "fp32",
+        "batch_size": 4,
+    }
 
 
 def bump_mtime(path, seconds=10):
@@ -57,19 +62,25 @@ def copy_of(folder, destination):
 
 # ---------------------------------------------------------------------------------------------- bad folders
 
+
 def test_a_missing_folder_is_one_sentence(tmp_path):
     with pytest.raises(VlmgridError) as caught:
         fetch_model("mine", hf_local(tmp_path / "nowhere"), tmp_path / "data" / "models" / "mine")
-    assert str(caught.value) == (f"{tmp_path / 'nowhere'} does not exist; set the model's source path to the folder "
-                                 f"of its transformers checkpoint (config.json and weights)")
+    assert str(caught.value) == (
+        f"{tmp_path / 'nowhere'} does not exist; set the model's source path to the folder "
+        f"of its transformers checkpoint (config.json and weights)"
+    )
     assert not (tmp_path / "data").exists()
 
 
 def test_a_folder_without_weights_is_one_sentence(llava, tmp_path):
     folder = copy_of(llava, tmp_path / "mine")
     (folder / "model.safetensors").unlink()
-    with pytest.raises(VlmgridError, match=rf"^{folder} has no weights \(model.safetensors, pytorch_model.bin, "
-                                           r"model.safetensors.index.json, pytorch_model.bin.index.json\); copy"):
+    with pytest.raises(
+        VlmgridError,
+        match=rf"^{folder} has no weights \(model.safetensors, pytorch_model.bin, "
+        r"model.safetensors.index.json, pytorch_model.bin.index.json\); copy",
+    ):
         fetch_model("mine", hf_local(folder), tmp_path / "m")
 
 
@@ -79,19 +90,34 @@ def test_a_sharded_checkpoint_missing_a_shard_names_it(tmp_path):
     (folder / "config.json").write_text("{}")
     shards = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
     # transformers' index: metadata and a weight_map from each tensor to its shard
-    (folder / "model.safetensors.index.json").write_text(json.dumps({
-        "metadata": {"total_size": 30},
-        "weight_map": {"a.weight": shards[0], "b.weight": shards[1], "c.weight": shards[2], "d.weight": shards[1]}}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "metadata": {"total_size": 30},
+                "weight_map": {
+                    "a.weight": shards[0],
+                    "b.weight": shards[1],
+                    "c.weight": shards[2],
+                    "d.weight": shards[1],
+                },
+            }
+        )
+    )
     (folder / shards[0]).write_bytes(b"x")
     with pytest.raises(VlmgridError) as caught:
         fetch_model("big", hf_local(folder), tmp_path / "m")
-    assert str(caught.value) == (f"{folder / shards[1]} and 1 more of its 3 shards named by "
-                                 f"{folder / 'model.safetensors.index.json'} is missing; copy the missing shard "
-                                 f"files into {folder}")
+    assert str(caught.value) == (
+        f"{folder / shards[1]} and 1 more of its 3 shards named by "
+        f"{folder / 'model.safetensors.index.json'} is missing; copy the missing shard "
+        f"files into {folder}"
+    )
     (folder / shards[1]).write_bytes(b"y")
     (folder / shards[2]).write_bytes(b"z")
-    assert set(checkpoints.hf_folder({"path": str(folder)}).files) == {"config.json", "model.safetensors.index.json",
-                                                                         *shards}
+    assert set(checkpoints.hf_folder({"path": str(folder)}).files) == {
+        "config.json",
+        "model.safetensors.index.json",
+        *shards,
+    }
 
 
 def test_an_open_clip_file_needs_its_arch_and_a_folder_its_config(tmp_path):
@@ -104,6 +130,7 @@ def test_an_open_clip_file_needs_its_arch_and_a_folder_its_config(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- hashes
+
 
 def test_hashes_are_remembered_by_size_and_mtime(tmp_path, monkeypatch):
     monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))
@@ -124,6 +151,7 @@ def test_hashes_are_remembered_by_size_and_mtime(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- local hf folder
 
+
 def test_a_local_folder_is_recorded_in_place_and_never_copied(llava, tmp_path, caplog):
     folder = copy_of(llava, tmp_path / "mine")
     model_dir = tmp_path / "data" / "models" / "mine"
@@ -139,14 +167,20 @@ def test_a_local_folder_is_recorded_in_place_and_never_copied(llava, tmp_path, c
 
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps(config, indent=4))  # edited
-    with pytest.raises(VlmgridError, match=rf"^model mine: its checkpoint {folder} changed since `vlmgrid "
-                                           r"fetch-model mine` recorded it; run that again"):
+    with pytest.raises(
+        VlmgridError,
+        match=rf"^model mine: its checkpoint {folder} changed since `vlmgrid "
+        r"fetch-model mine` recorded it; run that again",
+    ):
         in_place_weights("mine", hf_local(folder), model_dir)
     with caplog.at_level(logging.INFO, logger="vlmgrid.stages.fetch"):
         again = fetch_model("mine", hf_local(folder), model_dir)
     assert again["files"]["config.json"] == sha(folder / "config.json") != manifest["files"]["config.json"]
     assert again["fingerprint"] != manifest["fingerprint"]
-    assert f"model mine: its checkpoint {folder} changed since it was fetched (config.json, 1 file(s) in all)" in caplog.text
+    assert (
+        f"model mine: its checkpoint {folder} changed since it was fetched (config.json, 1 file(s) in all)"
+        in caplog.text
+    )
     assert in_place_weights("mine", hf_local(folder), model_dir).fingerprint == again["fingerprint"]
 
 
@@ -161,8 +195,13 @@ def test_the_stamp_lists_the_checkpoint_files_by_content_so_a_touch_changes_noth
     assert model_stamp(hf_local(folder)) == stamp
     (folder / "config.json").write_text((folder / "config.json").read_text() + "\n")
     assert model_stamp(hf_local(folder)) != stamp
-    assert model_stamp({"backend": "hf", "source": {"type": "local", "path": str(tmp_path / "no")}})["files"] == []
-    assert model_stamp({"backend": "hf", "source": {"type": "hf_hub", "repo": "o/m", "revision": "r"}}) == {"type": "hf_hub"}
+    assert (
+        model_stamp({"backend": "hf", "source": {"type": "local", "path": str(tmp_path / "no")}})["files"]
+        == []
+    )
+    assert model_stamp({"backend": "hf", "source": {"type": "hf_hub", "repo": "o/m", "revision": "r"}}) == {
+        "type": "hf_hub"
+    }
 
 
 def local_grid(write_config, default_config_data, tmp_path, models):
@@ -174,19 +213,28 @@ def local_grid(write_config, default_config_data, tmp_path, models):
 
 
 def test_a_local_checkpoint_runs_a_cell_with_its_path_and_hash_in_the_provenance(
-        llava, tmp_path, write_config, default_config_data):
+    llava, tmp_path, write_config, default_config_data
+):
     folder = copy_of(llava, tmp_path / "mine")
     config = str(local_grid(write_config, default_config_data, tmp_path, {"mine": hf_local(folder)}))
-    for command in (["prepare", "pope-small"], ["fetch-model", "mine"], ["infer", "mine", "pope-small", "--no-progress"]):
+    for command in (
+        ["prepare", "pope-small"],
+        ["fetch-model", "mine"],
+        ["infer", "mine", "pope-small", "--no-progress"],
+    ):
         assert cli.main([*command, "--config", config]) == 0
     metadata = read_metadata(tmp_path / "results/predictions/mine/pope-small.parquet")
     manifest = json.loads((tmp_path / "data/models/mine/model.json").read_text())
-    assert metadata["provenance"]["checkpoint"] == {"path": str(folder), "fingerprint": manifest["fingerprint"]}
+    assert metadata["provenance"]["checkpoint"] == {
+        "path": str(folder),
+        "fingerprint": manifest["fingerprint"],
+    }
     assert metadata["provenance"]["model_id"] == str(folder)
     assert not list((tmp_path / "data").rglob("*.safetensors"))
 
 
 # ---------------------------------------------------------------------------------------------- open_clip
+
 
 def test_an_open_clip_training_checkpoint_file_loads_as_open_clip_reads_it(tmp_path, monkeypatch):
     import open_clip
@@ -194,15 +242,23 @@ def test_an_open_clip_training_checkpoint_file_loads_as_open_clip_reads_it(tmp_p
 
     folder = tmp_path / "tiny"
     write_tiny_open_clip(folder)
-    reference = OpenClip.load({"backend": "open_clip", "source": {"type": "local", "path": str(folder)}}, folder, "cpu")
+    reference = OpenClip.load(
+        {"backend": "open_clip", "source": {"type": "local", "path": str(folder)}}, folder, "cpu"
+    )
     # a training run's checkpoint (open_clip's train.py): epoch, name, the DDP-wrapped state_dict, optimizer
     state = {f"module.{key}": value for key, value in reference.model.state_dict().items()}
     weights = tmp_path / "logs" / "run" / "checkpoints" / "epoch_3.pt"
     weights.parent.mkdir(parents=True)
-    torch.save({"epoch": 3, "name": "run", "state_dict": state, "optimizer": {"state": {}, "param_groups": []}}, weights)
+    torch.save(
+        {"epoch": 3, "name": "run", "state_dict": state, "optimizer": {"state": {}, "param_groups": []}},
+        weights,
+    )
     monkeypatch.setitem(open_clip.factory._MODEL_CONFIGS, "tiny-test", dict(TINY_MODEL_CFG))
 
-    settings = {"backend": "open_clip", "source": {"type": "local", "path": str(weights), "arch": "tiny-test"}}
+    settings = {
+        "backend": "open_clip",
+        "source": {"type": "local", "path": str(weights), "arch": "tiny-test"},
+    }
     checkpoint = OpenClip.in_place(settings)
     assert checkpoint.location == weights and list(checkpoint.files) == ["epoch_3.pt"]
     model = OpenClip.load(settings, checkpoint.location, "cpu")
@@ -216,6 +272,7 @@ def test_an_open_clip_training_checkpoint_file_loads_as_open_clip_reads_it(tmp_p
 
 
 # ---------------------------------------------------------------------------------------------- the HF cache
+
 
 def git_blob_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
@@ -244,27 +301,47 @@ def run_offline(write_config, default_config_data, tmp_path, hub: dict, cache) -
     proxy that does not exist: no network at all."""
     config = str(local_grid(write_config, default_config_data, tmp_path, {"hub": hub}))
     assert cli.main(["prepare", "pope-small", "--config", config]) == 0
-    env = workflow_env({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "hf"),
-                        "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-                        "PYTHONPATH": str(REPO / "src")})
+    env = workflow_env(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "HF_HUB_CACHE": str(cache),
+            "HF_HOME": str(tmp_path / "hf"),
+            "HTTPS_PROXY": "http://127.0.0.1:9",
+            "HTTP_PROXY": "http://127.0.0.1:9",
+            "PYTHONPATH": str(REPO / "src"),
+        }
+    )
     for command in (["fetch-model", "hub"], ["infer", "hub", "pope-small", "--no-progress"]):
-        result = subprocess.run([sys.executable, "-m", "vlmgrid.cli", *command, "--config", config], env=env,
-                                capture_output=True, text=True, cwd=tmp_path)
+        result = subprocess.run(
+            [sys.executable, "-m", "vlmgrid.cli", *command, "--config", config],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
         assert result.returncode == 0, result.stderr
 
 
-def test_an_offline_hub_model_runs_from_the_cache_with_no_copy(llava, tmp_path, write_config, default_config_data):
+def test_an_offline_hub_model_runs_from_the_cache_with_no_copy(
+    llava, tmp_path, write_config, default_config_data
+):
     from huggingface_hub import scan_cache_dir
 
     cache = tmp_path / "hf" / "hub"
     commit = "0123456789abcdef0123456789abcdef01234567"
     snapshot = write_hub_cache(cache, "someone/tiny-llava", commit, llava)
     scanned = scan_cache_dir(cache)  # huggingface_hub's own reading of the layout
-    assert [(r.repo_id, [rev.commit_hash for rev in r.revisions]) for r in scanned.repos] == [("someone/tiny-llava", [commit])]
+    assert [(r.repo_id, [rev.commit_hash for rev in r.revisions]) for r in scanned.repos] == [
+        ("someone/tiny-llava", [commit])
+    ]
     assert not scanned.warnings
 
-    hub = {"backend": "hf", "source": {"type": "hf_hub", "repo": "someone/tiny-llava", "revision": commit},
-           "precision": "fp32", "batch_size": 4}
+    hub = {
+        "backend": "hf",
+        "source": {"type": "hf_hub", "repo": "someone/tiny-llava", "revision": commit},
+        "precision": "fp32",
+        "batch_size": 4,
+    }
     run_offline(write_config, default_config_data, tmp_path, hub, cache)
     manifest = json.loads((tmp_path / "data/models/hub/model.json").read_text())
     assert manifest["location"] == str(snapshot)
@@ -287,22 +364,32 @@ def hub_repo_folder(destination, files):
     return destination
 
 
-def test_an_offline_open_clip_hub_repo_runs_from_the_cache_with_no_copy(tmp_path, write_config, default_config_data):
+def test_an_offline_open_clip_hub_repo_runs_from_the_cache_with_no_copy(
+    tmp_path, write_config, default_config_data
+):
     tiny = tmp_path / "tiny"
     write_tiny_open_clip(tiny)
     cache = tmp_path / "hf" / "hub"
     commit = "89abcdef0123456789abcdef0123456789abcdef"
     snapshot = write_hub_cache(cache, "someone/tiny-clip", commit, tiny)
-    hub = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "someone/tiny-clip", "revision": commit},
-           "batch_size": 4}
+    hub = {
+        "backend": "open_clip",
+        "source": {"type": "hf_hub", "repo": "someone/tiny-clip", "revision": commit},
+        "batch_size": 4,
+    }
     run_offline(write_config, default_config_data, tmp_path, hub, cache)
     manifest = json.loads((tmp_path / "data/models/hub/model.json").read_text())
     assert manifest["location"] == str(snapshot)
-    assert manifest["files"] == {name: sha(tiny / name) for name in ("open_clip_config.json", "open_clip_model.safetensors")}
+    assert manifest["files"] == {
+        name: sha(tiny / name) for name in ("open_clip_config.json", "open_clip_model.safetensors")
+    }
     assert [p.name for p in (tmp_path / "data/models/hub").iterdir()] == ["model.json"]
     assert not [p for p in (tmp_path / "data").rglob("*") if p.name in {q.name for q in tiny.iterdir()}]
     metadata = read_metadata(tmp_path / "results/predictions/hub/pope-small.parquet")
-    assert metadata["provenance"]["checkpoint"] == {"path": str(snapshot), "fingerprint": manifest["fingerprint"]}
+    assert metadata["provenance"]["checkpoint"] == {
+        "path": str(snapshot),
+        "fingerprint": manifest["fingerprint"],
+    }
     assert metadata["provenance"]["model_id"] == "someone/tiny-clip"
     assert metadata["provenance"]["revision"] == commit
 
@@ -321,20 +408,45 @@ def test_a_pretrained_tag_and_its_text_tower_are_read_from_the_cache(tmp_path, m
     written = json.loads((tiny / "open_clip_config.json").read_text())
     cache = tmp_path / "hf" / "hub"
     clip_commit, tower_commit = "1" * 40, "2" * 40
-    snapshot = write_hub_cache(cache, "someone/tiny-mclip", clip_commit, hub_repo_folder(
-        tmp_path / "clip-repo", {"open_clip_model.safetensors": tiny / "open_clip_model.safetensors"}))
-    tower_files = {"config.json": tiny / "text_tower" / "config.json",
-                   **{name: tiny / name for name in ("tokenizer.json", "tokenizer_config.json") if (tiny / name).is_file()}}
-    write_hub_cache(cache, "xlm-roberta-base", tower_commit, hub_repo_folder(tmp_path / "tower-repo", tower_files))
+    snapshot = write_hub_cache(
+        cache,
+        "someone/tiny-mclip",
+        clip_commit,
+        hub_repo_folder(
+            tmp_path / "clip-repo", {"open_clip_model.safetensors": tiny / "open_clip_model.safetensors"}
+        ),
+    )
+    tower_files = {
+        "config.json": tiny / "text_tower" / "config.json",
+        **{
+            name: tiny / name
+            for name in ("tokenizer.json", "tokenizer_config.json")
+            if (tiny / name).is_file()
+        },
+    }
+    write_hub_cache(
+        cache, "xlm-roberta-base", tower_commit, hub_repo_folder(tmp_path / "tower-repo", tower_files)
+    )
     mean, std = (0.5, 0.25, 0.125), (0.5, 0.5, 0.25)  # not the fixture's: the tag's preprocessing must win
     monkeypatch.setitem(open_clip.factory._MODEL_CONFIGS, "tiny-mclip", written["model_cfg"])
-    monkeypatch.setitem(open_clip.pretrained._PRETRAINED, "tiny-mclip",
-                        {"tag": {"hf_hub": "someone/tiny-mclip/", "mean": mean, "std": std}})
+    monkeypatch.setitem(
+        open_clip.pretrained._PRETRAINED,
+        "tiny-mclip",
+        {"tag": {"hf_hub": "someone/tiny-mclip/", "mean": mean, "std": std}},
+    )
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-    settings = {"backend": "open_clip", "source": {"type": "pretrained", "arch": "tiny-mclip", "tag": "tag",
-                                                   "revision": clip_commit, "text_tower_revision": tower_commit}}
+    settings = {
+        "backend": "open_clip",
+        "source": {
+            "type": "pretrained",
+            "arch": "tiny-mclip",
+            "tag": "tag",
+            "revision": clip_commit,
+            "text_tower_revision": tower_commit,
+        },
+    }
     model_dir = tmp_path / "data" / "models" / "m"
     manifest = fetch_model("m", settings, model_dir)
     assert manifest["location"] == str(snapshot)
@@ -343,9 +455,14 @@ def test_a_pretrained_tag_and_its_text_tower_are_read_from_the_cache(tmp_path, m
 
     checkpoint = in_place_weights("m", settings, model_dir)
     model = OpenClip.load(settings, checkpoint.location, "cpu")
-    reference = OpenClip.load({"backend": "open_clip", "source": {"type": "local", "path": str(tiny)}}, tiny, "cpu")
+    reference = OpenClip.load(
+        {"backend": "open_clip", "source": {"type": "local", "path": str(tiny)}}, tiny, "cpu"
+    )
     assert model.weights_fingerprint == manifest["fingerprint"] == checkpoint.fingerprint
-    assert tuple(model.preprocess.transforms[-1].mean) == mean and tuple(model.preprocess.transforms[-1].std) == std
+    assert (
+        tuple(model.preprocess.transforms[-1].mean) == mean
+        and tuple(model.preprocess.transforms[-1].std) == std
+    )
     texts = ["a photo of a cat", "猫の写真"]
     assert model.tokenizer(texts).tolist() == reference.tokenizer(texts).tolist()
     assert np.allclose(model.embed_texts(texts), reference.embed_texts(texts), atol=1e-6)
@@ -362,13 +479,30 @@ def test_an_open_clip_tower_missing_from_the_offline_cache_is_one_sentence(tmp_p
     write_tiny_open_clip(tiny, text_tower={"width": 32, "layers": 1, "heads": 2})
     cache = tmp_path / "hub"
     commit = "3" * 40
-    write_hub_cache(cache, "someone/tiny-mclip", commit, hub_repo_folder(tmp_path / "repo", {
-        name: tiny / name for name in ("open_clip_config.json", "open_clip_model.safetensors")}))
+    write_hub_cache(
+        cache,
+        "someone/tiny-mclip",
+        commit,
+        hub_repo_folder(
+            tmp_path / "repo",
+            {name: tiny / name for name in ("open_clip_config.json", "open_clip_model.safetensors")},
+        ),
+    )
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    settings = {"backend": "open_clip", "source": {"type": "hf_hub", "repo": "someone/tiny-mclip", "revision": commit,
-                                                   "text_tower_revision": "4" * 40}}
-    with pytest.raises(VlmgridError, match=r"^the config.json of the text tower xlm-roberta-base@4{40} is not in the "
-                                           r"Hugging Face cache; run `vlmgrid fetch-model`"):
+    settings = {
+        "backend": "open_clip",
+        "source": {
+            "type": "hf_hub",
+            "repo": "someone/tiny-mclip",
+            "revision": commit,
+            "text_tower_revision": "4" * 40,
+        },
+    }
+    with pytest.raises(
+        VlmgridError,
+        match=r"^the config.json of the text tower xlm-roberta-base@4{40} is not in the "
+        r"Hugging Face cache; run `vlmgrid fetch-model`",
+    ):
         fetch_model("m", settings, tmp_path / "m")
     assert not (tmp_path / "m").exists()

@@ -55,8 +55,9 @@ def make(server, sleeps):
     """load() an OpenAI backend against the fake server; backoff sleeps are recorded, not slept."""
 
     def build(**settings) -> OpenAI:
-        model = OpenAI.load({"backend": "openai", "base_url": server.base_url, "model": "fake-vlm", **settings},
-                            None, "cpu")
+        model = OpenAI.load(
+            {"backend": "openai", "base_url": server.base_url, "model": "fake-vlm", **settings}, None, "cpu"
+        )
         model._sleep = sleeps.append
         return model
 
@@ -77,9 +78,13 @@ def image(width=40, height=30, colour=(200, 10, 60)):
 
 # -- capabilities and loading --------------------------------------------------------------------------------------
 
+
 def test_capabilities_follow_logprobs_setting():
     assert OpenAI.capabilities_for({"base_url": "x", "model": "m"}) == {"generate"}
-    assert OpenAI.capabilities_for({"base_url": "x", "model": "m", "logprobs": True}) == {"generate", "score_options"}
+    assert OpenAI.capabilities_for({"base_url": "x", "model": "m", "logprobs": True}) == {
+        "generate",
+        "score_options",
+    }
     assert OpenAI.fetch({"base_url": "x", "model": "m"}, None) == {}
 
 
@@ -101,6 +106,7 @@ def test_localhost_needs_no_key_and_sends_no_authorization(make, server):
 
 
 # -- request bodies --------------------------------------------------------------------------------------------------
+
 
 def test_request_body_has_system_image_and_text_parts(make, server):
     model = make(image_size=16, generation={"max_new_tokens": 7, "seed": 3})
@@ -145,6 +151,7 @@ def test_image_encoding_is_deterministic_and_keeps_size_without_image_size():
 
 # -- generation ------------------------------------------------------------------------------------------------------
 
+
 def test_generation_keeps_request_order(make, server):
     # Later requests answer faster, so completions arrive out of order.
     server.delay_of = lambda body: 0.02 * (12 - int(body["messages"][-1]["content"][-1]["text"].split()[-1]))
@@ -167,8 +174,9 @@ def test_concurrency_one_is_sequential(make, server):
 
 
 def test_retries_then_success_honouring_retry_after(make, server, sleeps):
-    server.script.extend([Reply(429, "{}", {"Retry-After": "0"}), Reply(503, "busy"),
-                          Reply(429, "{}", {"Retry-After": "2"})])
+    server.script.extend(
+        [Reply(429, "{}", {"Retry-After": "0"}), Reply(503, "busy"), Reply(429, "{}", {"Retry-After": "2"})]
+    )
     model = make(max_retries=5)
     model.backoff_base = 0.25
     results = model.generate_results(requests_for(1))
@@ -177,7 +185,9 @@ def test_retries_then_success_honouring_retry_after(make, server, sleeps):
     assert sleeps[0] == 0 and 0.125 <= sleeps[1] <= 0.5 and sleeps[2] == 2
 
 
-def test_retries_exhausted_are_an_inference_failure_naming_the_items_never_a_result(make, server, sleeps, cache_dir):
+def test_retries_exhausted_are_an_inference_failure_naming_the_items_never_a_result(
+    make, server, sleeps, cache_dir
+):
     server.script.extend([Reply(500, json.dumps({"error": {"message": "overloaded"}}))] * 3)
     model = make(max_retries=2, concurrency=1)
     with pytest.raises(InferenceFailed) as caught:
@@ -189,8 +199,10 @@ def test_retries_exhausted_are_an_inference_failure_naming_the_items_never_a_res
     assert server.count == 4 and len(sleeps) == 2
     # The other request ran and is cached: asking again answers it without the server.
     assert len(cache_files(cache_dir)) == 1
-    assert model.generate_results(requests_for(2)) == [GenerationResult(text="echo: prompt 0"),
-                                                       GenerationResult(text="echo: prompt 1")]
+    assert model.generate_results(requests_for(2)) == [
+        GenerationResult(text="echo: prompt 0"),
+        GenerationResult(text="echo: prompt 1"),
+    ]
     assert server.count == 5
 
 
@@ -214,8 +226,11 @@ def test_client_errors_are_the_items_and_not_retried(make, server, sleeps):
 @pytest.mark.parametrize("status", [401, 403, 404, 405])
 def test_a_wrong_entry_or_credentials_stop_at_the_first_request(make, server, sleeps, status):
     server.script.append(Reply(status, json.dumps({"error": {"message": "model not found"}})))
-    with pytest.raises(InferenceFailed, match=rf"refused model fake-vlm \(HTTP {status}: model not found\); check "
-                                              r"the model entry's base_url, model and api_key_env") as caught:
+    with pytest.raises(
+        InferenceFailed,
+        match=rf"refused model fake-vlm \(HTTP {status}: model not found\); check "
+        r"the model entry's base_url, model and api_key_env",
+    ) as caught:
         make(max_retries=5, concurrency=1).generate_results(requests_for(5))
     assert caught.value.stop and server.count == 1 and sleeps == []
 
@@ -253,17 +268,20 @@ def posts(monkeypatch):
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_a_closed_port_stops_at_the_first_refused_connection_with_one_sentence(sleeps, posts, concurrency):
     port = closed_port()
-    model = OpenAI.load({"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "concurrency": concurrency},
-                        None, "cpu")  # the default max_retries (5) and circuit_breaker (10)
+    model = OpenAI.load(
+        {"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "concurrency": concurrency}, None, "cpu"
+    )  # the default max_retries (5) and circuit_breaker (10)
     model._sleep = sleeps.append
     with pytest.raises(InferenceFailed) as caught:
         model.generate_results(requests_for(20))
     assert caught.value.stop and sleeps == []
     # One attempt per request in flight when the first refusal came back, none retried, no other sent.
     assert 1 <= len(posts) <= concurrency
-    assert str(caught.value) == (f"connection refused at http://127.0.0.1:{port}/v1/chat/completions before any "
-                                 f"request to model m was answered; check that the server is running and listening "
-                                 f"there, and the model entry's base_url")
+    assert str(caught.value) == (
+        f"connection refused at http://127.0.0.1:{port}/v1/chat/completions before any "
+        f"request to model m was answered; check that the server is running and listening "
+        f"there, and the model entry's base_url"
+    )
     # The job is over: a later call sends nothing.
     with pytest.raises(InferenceFailed):
         model.generate_results(requests_for(1))
@@ -274,7 +292,9 @@ def test_a_refused_connection_names_the_url_without_its_credentials(sleeps, post
     port = closed_port()
     model = OpenAI.load({"base_url": f"http://user:pa55@127.0.0.1:{port}/v1", "model": "m"}, None, "cpu")
     model._sleep = sleeps.append
-    with pytest.raises(InferenceFailed, match=rf"connection refused at http://127.0.0.1:{port}/v1/chat/completions "):
+    with pytest.raises(
+        InferenceFailed, match=rf"connection refused at http://127.0.0.1:{port}/v1/chat/completions "
+    ):
         model.generate_results(requests_for(1))
     assert len(posts) == 1
 
@@ -319,8 +339,11 @@ def test_dropped_connections_are_retried_then_reported(make, server, sleeps, pos
 def test_the_circuit_breaker_ends_the_call_after_that_many_failed_requests_in_a_row(make, server, sleeps):
     server.script.append(Outage(seconds=60))
     model = make(max_retries=1, concurrency=2, circuit_breaker=3)
-    with pytest.raises(InferenceFailed, match=r"the last 3 requests to 127.0.0.1:\d+ \(model fake-vlm\) all failed, "
-                                              r"the last one: connection error .*; check that the server is up") as caught:
+    with pytest.raises(
+        InferenceFailed,
+        match=r"the last 3 requests to 127.0.0.1:\d+ \(model fake-vlm\) all failed, "
+        r"the last one: connection error .*; check that the server is up",
+    ) as caught:
         model.generate_results(requests_for(40))
     assert caught.value.stop
     # Two requests in flight when it tripped at most: the other 38 were never sent (two attempts each).
@@ -332,19 +355,31 @@ def test_the_circuit_breaker_ends_the_call_after_that_many_failed_requests_in_a_
 
 
 def test_a_success_resets_the_breaker(make, server):
-    server.script.extend([Reply(400, "{}"), Reply(400, "{}"), Reply(200, json.dumps(completion("ok"))),
-                          Reply(400, "{}"), Reply(400, "{}")])
+    server.script.extend(
+        [
+            Reply(400, "{}"),
+            Reply(400, "{}"),
+            Reply(200, json.dumps(completion("ok"))),
+            Reply(400, "{}"),
+            Reply(400, "{}"),
+        ]
+    )
     results = make(concurrency=1, circuit_breaker=3, cache=False).generate_results(requests_for(5))
     assert [result.ok for result in results] == [False, False, True, False, False]
 
 
-@pytest.mark.parametrize("garbage", [
-    "<html>oops</html>",
-    json.dumps({"object": "chat.completion"}),
-    json.dumps({"choices": []}),
-    json.dumps({"choices": [{"text": "no message"}]}),
-])
-def test_garbage_is_retried_then_an_inference_failure_and_not_cached(make, server, cache_dir, sleeps, garbage):
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "<html>oops</html>",
+        json.dumps({"object": "chat.completion"}),
+        json.dumps({"choices": []}),
+        json.dumps({"choices": [{"text": "no message"}]}),
+    ],
+)
+def test_garbage_is_retried_then_an_inference_failure_and_not_cached(
+    make, server, cache_dir, sleeps, garbage
+):
     server.script.extend([Reply(200, garbage)] * 2)
     with pytest.raises(InferenceFailed) as caught:
         make(max_retries=1).generate_results(requests_for(1))
@@ -358,13 +393,27 @@ def test_garbage_is_retried_then_an_inference_failure_and_not_cached(make, serve
 
 @pytest.mark.parametrize("content", ["", None])
 def test_an_empty_answer_is_the_models_answer_and_not_cached(make, server, cache_dir, content):
-    server.script.append(Reply(200, json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
-                                                            "finish_reason": "content_filter"}]})))
+    server.script.append(
+        Reply(
+            200,
+            json.dumps(
+                {
+                    "choices": [
+                        {
+                            "message": {"role": "assistant", "content": content},
+                            "finish_reason": "content_filter",
+                        }
+                    ]
+                }
+            ),
+        )
+    )
     assert make().generate_results(requests_for(1)) == [GenerationResult(text="")]
     assert cache_files(cache_dir) == []
 
 
 # -- cache -----------------------------------------------------------------------------------------------------------
+
 
 def test_cache_hit_makes_no_http_call(make, server, cache_dir):
     requests = requests_for(3, image=image())
@@ -405,6 +454,7 @@ def test_corrupt_cache_entry_is_ignored(make, server, cache_dir):
 
 # -- the API key -----------------------------------------------------------------------------------------------------
 
+
 def test_api_key_only_in_the_authorization_header(make, server, cache_dir, monkeypatch, caplog):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     caplog.set_level(logging.DEBUG)
@@ -421,9 +471,18 @@ def test_api_key_only_in_the_authorization_header(make, server, cache_dir, monke
     with pytest.raises(InferenceFailed) as caught:
         make(max_retries=0, cache=False).generate(requests_for(1))
     assert "HTTP 403" in str(caught.value) and caught.value.stop
-    texts = [refused, str(unavailable.value), *unavailable.value.failures.values(), str(caught.value),
-             *caught.value.failures.values(), caplog.text, repr(model), model.describe(), repr(model.provenance()),
-             *(path.read_text() for path in cache_files(cache_dir))]
+    texts = [
+        refused,
+        str(unavailable.value),
+        *unavailable.value.failures.values(),
+        str(caught.value),
+        *caught.value.failures.values(),
+        caplog.text,
+        repr(model),
+        model.describe(),
+        repr(model.provenance()),
+        *(path.read_text() for path in cache_files(cache_dir)),
+    ]
     assert len(cache_files(cache_dir)) >= 1 and len(caplog.records) >= 1
     for text in texts:
         assert KEY not in text
@@ -431,11 +490,22 @@ def test_api_key_only_in_the_authorization_header(make, server, cache_dir, monke
 
 # -- letter scoring --------------------------------------------------------------------------------------------------
 
+
 def test_letters_are_scored_from_first_token_logprobs(make, server):
     server.top_logprobs = [(" B", -0.1), ("A", -2.5), ("b", -3.0), ("B", -4.0), ("The", -5.0)]
     model = make(logprobs=True, generation={"max_new_tokens": 50, "seed": 1})
-    (scores,) = model.score_options([OptionRequest("q", image(), "Q? A. x B. y C. z", ["x", "y", "z"],
-                                                   letters=["A", "B", "C"], system="answer with a letter")])
+    (scores,) = model.score_options(
+        [
+            OptionRequest(
+                "q",
+                image(),
+                "Q? A. x B. y C. z",
+                ["x", "y", "z"],
+                letters=["A", "B", "C"],
+                system="answer with a letter",
+            )
+        ]
+    )
     assert scores.total[0] == pytest.approx(-2.5)
     assert scores.total[1] == pytest.approx(math.log(math.exp(-0.1) + math.exp(-4.0)))
     assert scores.total[2] == ABSENT_LETTER_LOGPROB
@@ -458,9 +528,12 @@ def test_a_server_without_logprobs_stops_at_the_first_request_and_names_the_sett
     model = make(logprobs=True, concurrency=1)
     server.script.append(Reply(200, json.dumps({"choices": [{"message": {"content": "A"}}]})))
     requests = [OptionRequest(f"q{i}", None, "Q?", ["x", "y"], letters=["A", "B"]) for i in range(5)]
-    with pytest.raises(CapabilityMissing, match=r"returned no logprobs for model fake-vlm, whose entry sets "
-                                                r"`logprobs: true`; set `logprobs: false` or `answer_mode: generate`"
-                                                r" in the entry, or `answer_mode: auto`") as caught:
+    with pytest.raises(
+        CapabilityMissing,
+        match=r"returned no logprobs for model fake-vlm, whose entry sets "
+        r"`logprobs: true`; set `logprobs: false` or `answer_mode: generate`"
+        r" in the entry, or `answer_mode: auto`",
+    ) as caught:
         model.score_results(requests)
     assert caught.value.stop and caught.value.capability == "score_options" and server.count == 1
     # answer_mode auto drops the capability: the model generates from then on
@@ -499,17 +572,31 @@ def test_the_kaleidoscope_preset_samples_and_resizes_and_says_so(make, server):
     assert body["temperature"] == 0.7 and body["top_p"] == 0.9 and body["max_tokens"] == 1024
     url = body["messages"][0]["content"][0]["image_url"]["url"]
     assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (512, 512)
-    assert model.provenance().generation == {"preset": "kaleidoscope", "do_sample": True, "temperature": 0.7,
-                                             "top_p": 0.9, "max_new_tokens": 1024}
+    assert model.provenance().generation == {
+        "preset": "kaleidoscope",
+        "do_sample": True,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "max_new_tokens": 1024,
+    }
 
 
-@pytest.mark.parametrize("message", ["At most 0 image(s) may be provided in one request.",
-                                     "Invalid content type. image_url is only supported by certain models.",
-                                     "model x is not a multimodal model", "This model does not support image input"])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "At most 0 image(s) may be provided in one request.",
+        "Invalid content type. image_url is only supported by certain models.",
+        "model x is not a multimodal model",
+        "This model does not support image input",
+    ],
+)
 def test_a_server_without_image_input_stops_at_the_first_request(make, server, message):
     server.script.append(Reply(400, json.dumps({"error": {"message": message}})))
-    with pytest.raises(CapabilityMissing, match=r"refused the image of the first request to model fake-vlm \(HTTP "
-                                                r"400: .*\): it serves a model without image input") as caught:
+    with pytest.raises(
+        CapabilityMissing,
+        match=r"refused the image of the first request to model fake-vlm \(HTTP "
+        r"400: .*\): it serves a model without image input",
+    ) as caught:
         make(concurrency=1).generate_results(requests_for(3, image=image()))
     assert caught.value.capability == "images" and caught.value.stop and server.count == 1
 
@@ -534,17 +621,27 @@ def test_once_the_server_has_answered_a_refused_image_is_the_items(make, server)
 def test_a_served_models_cache_is_keyed_by_what_it_serves_not_by_its_port(cache_dir):
     from vlmgrid.models.openai_backend import OpenAI
 
-    served = {"backend": "openai", "model": "m", "serve": {"command": ["vllm", "serve", "{model_dir}"]},
-              "source": {"type": "hf_hub", "repo": "org/m", "revision": "a" * 40}}
+    served = {
+        "backend": "openai",
+        "model": "m",
+        "serve": {"command": ["vllm", "serve", "{model_dir}"]},
+        "source": {"type": "hf_hub", "repo": "org/m", "revision": "a" * 40},
+    }
     one = OpenAI({**served, "base_url": "http://127.0.0.1:40001/v1"})
     two = OpenAI({**served, "base_url": "http://127.0.0.1:40002/v1"})
     assert one.cache_path(b"{}") == two.cache_path(b"{}")  # the next job's server, on another port
-    other_weights = OpenAI({**served, "base_url": "http://127.0.0.1:40001/v1",
-                            "source": {**served["source"], "revision": "b" * 40}})
+    other_weights = OpenAI(
+        {
+            **served,
+            "base_url": "http://127.0.0.1:40001/v1",
+            "source": {**served["source"], "revision": "b" * 40},
+        }
+    )
     assert other_weights.cache_path(b"{}") != one.cache_path(b"{}")
     api = {"backend": "openai", "model": "m"}
-    assert (OpenAI({**api, "base_url": "http://127.0.0.1:40001/v1"}).cache_path(b"{}")
-            != OpenAI({**api, "base_url": "http://127.0.0.1:40002/v1"}).cache_path(b"{}"))
+    assert OpenAI({**api, "base_url": "http://127.0.0.1:40001/v1"}).cache_path(b"{}") != OpenAI(
+        {**api, "base_url": "http://127.0.0.1:40002/v1"}
+    ).cache_path(b"{}")
 
 
 def test_a_served_models_weights_are_fetched_like_a_checkpoint(tmp_path):
@@ -552,8 +649,15 @@ def test_a_served_models_weights_are_fetched_like_a_checkpoint(tmp_path):
     from vlmgrid.fixtures.models import MODEL_FIXTURES
     from vlmgrid.models.openai_backend import OpenAI
 
-    assert OpenAI.fetch({"backend": "openai", "model": "m", "base_url": "https://api.example.com/v1"}, tmp_path) == {}
-    settings = {"backend": "openai", "model": "{model_dir}", "serve": {"command": ["x"]},
-                "source": {"type": "fixture", "family": "llava", "seed": 0}}
+    assert (
+        OpenAI.fetch({"backend": "openai", "model": "m", "base_url": "https://api.example.com/v1"}, tmp_path)
+        == {}
+    )
+    settings = {
+        "backend": "openai",
+        "model": "{model_dir}",
+        "serve": {"command": ["x"]},
+        "source": {"type": "fixture", "family": "llava", "seed": 0},
+    }
     files = OpenAI.fetch(settings, tmp_path / "served", fixture=MODEL_FIXTURES.get("openai"))
     assert "config.json" in files and any(name.endswith(".safetensors") for name in files)

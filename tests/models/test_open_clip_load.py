@@ -33,7 +33,9 @@ def _initialised_as_usual(model_dir):
     import open_clip
 
     model_cfg = json.loads((model_dir / "open_clip_config.json").read_text())["model_cfg"]
-    return open_clip.create_model(f"local-dir:{model_dir}", device="cpu", **local_text_tower(model_cfg, model_dir)).eval()
+    return open_clip.create_model(
+        f"local-dir:{model_dir}", device="cpu", **local_text_tower(model_cfg, model_dir)
+    ).eval()
 
 
 @pytest.mark.parametrize("settings", [TINY, MULTILINGUAL], ids=["open_clip text", "transformers text tower"])
@@ -72,17 +74,22 @@ def _counting(monkeypatch) -> list[str]:
     return calls
 
 
-@pytest.mark.parametrize("model, pull", [
-    ("clip-tiny", "`dvc pull data/models/clip-tiny` fetches it (DVC tracks it: dvc.lock), or "),
-    ("clip-untracked", ""),
-])
+@pytest.mark.parametrize(
+    "model, pull",
+    [
+        ("clip-tiny", "`dvc pull data/models/clip-tiny` fetches it (DVC tracks it: dvc.lock), or "),
+        ("clip-untracked", ""),
+    ],
+)
 def test_a_missing_checkpoint_dvc_tracks_says_dvc_pull_first(tmp_path, monkeypatch, model, pull):
     monkeypatch.chdir(write_dvc_repo(tmp_path))
     model_dir = tmp_path / "data" / "models" / model
     with pytest.raises(VlmgridError) as caught:
         load_model({"backend": "open_clip", "source": {"type": "fixture"}}, model_dir, "cpu")
-    assert str(caught.value) == (f"{model_dir / 'open_clip_config.json'} is missing; {pull}run `vlmgrid fetch-model` "
-                                 f"for this model first")
+    assert str(caught.value) == (
+        f"{model_dir / 'open_clip_config.json'} is missing; {pull}run `vlmgrid fetch-model` "
+        f"for this model first"
+    )
 
 
 def test_no_random_initialisation_runs_while_a_checkpoint_loads(tmp_path, monkeypatch):

@@ -25,7 +25,12 @@ from vlmgrid.stages.fetch import fetch_model, in_place_weights
 
 
 def hf_local(path):
-    return {"backend": "hf", "source": {"type": "local", "path": str(path)}, "precision": "fp32", "batch_size": 4}
+    return {
+        "backend": "hf",
+        "source": {"type": "local", "path": str(path)},
+        "precision": "fp32",
+        "batch_size": 4,
+    }
 
 
 def open_clip_local(path, arch=None):
@@ -34,8 +39,11 @@ def open_clip_local(path, arch=None):
 
 
 def listing(folder):
-    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
-            if path.is_file()}
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +75,19 @@ def tiny_safetensors(path, value=0.0):
 
 # ---------------------------------------------------------------------------------------------- A5: nothing written
 
-def test_a_local_checkpoint_kept_in_its_models_folder_is_refused_and_nothing_is_written_into_it(llava, tmp_path):
+
+def test_a_local_checkpoint_kept_in_its_models_folder_is_refused_and_nothing_is_written_into_it(
+    llava, tmp_path
+):
     model_dir = tmp_path / "data" / "models" / "mine"
     shutil.copytree(llava, model_dir)
     before = listing(model_dir)
     with pytest.raises(VlmgridError) as caught:
         fetch_model("mine", hf_local(model_dir), model_dir)
-    assert str(caught.value).startswith(f"model mine: its checkpoint {model_dir} lies in {model_dir} (or holds it), "
-                                        f"the folder fetch-model writes the model's record into")
+    assert str(caught.value).startswith(
+        f"model mine: its checkpoint {model_dir} lies in {model_dir} (or holds it), "
+        f"the folder fetch-model writes the model's record into"
+    )
     assert "move the checkpoint elsewhere (e.g. checkpoints/mine)" in str(caught.value)
     assert listing(model_dir) == before  # no model.json, nothing removed
 
@@ -91,8 +104,10 @@ def test_a_fixture_fetch_never_removes_a_file_it_did_not_write(tmp_path):
     (model_dir / "open_clip_config.json").write_text('{"mine": true}')  # a user's file where the fixture goes
     with pytest.raises(VlmgridError) as caught:
         fetch_model("clip", tiny_open_clip(0), model_dir)
-    assert str(caught.value).startswith(f"{model_dir} holds open_clip_config.json that fetch-model did not write "
-                                        f"(or that changed since); it removes only what it wrote")
+    assert str(caught.value).startswith(
+        f"{model_dir} holds open_clip_config.json that fetch-model did not write "
+        f"(or that changed since); it removes only what it wrote"
+    )
     assert (model_dir / "open_clip_config.json").read_text() == '{"mine": true}'
 
     (model_dir / "open_clip_config.json").unlink()
@@ -104,8 +119,9 @@ def test_a_fixture_fetch_never_removes_a_file_it_did_not_write(tmp_path):
     (model_dir / "notes.txt").unlink()
     second = fetch_model("clip", tiny_open_clip(1), model_dir)  # its own files replaced: no refusal
     assert second["fingerprint"] != first["fingerprint"]
-    assert sorted(path.name for path in model_dir.iterdir()) == sorted([*second["files"], "model.json",
-                                                                        ".fetched.json"])
+    assert sorted(path.name for path in model_dir.iterdir()) == sorted(
+        [*second["files"], "model.json", ".fetched.json"]
+    )
 
 
 def test_a_refetch_after_its_record_was_removed_still_knows_its_own_files(tmp_path):
@@ -135,11 +151,18 @@ def test_switching_a_fixture_model_to_a_local_checkpoint_removes_only_what_fetch
 
 # ---------------------------------------------------------------------------------------------- A8: every shard
 
+
 def sharded(folder, shard_names):
     folder.mkdir(parents=True)
     (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors.index.json").write_text(json.dumps({
-        "metadata": {"total_size": 16}, "weight_map": {f"t{i}.weight": name for i, name in enumerate(shard_names)}}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "metadata": {"total_size": 16},
+                "weight_map": {f"t{i}.weight": name for i, name in enumerate(shard_names)},
+            }
+        )
+    )
     return folder
 
 
@@ -164,12 +187,15 @@ def test_an_index_naming_a_shard_outside_the_folder_is_refused_naming_the_index_
     model_dir = tmp_path / "data" / "models" / "big"
     with pytest.raises(VlmgridError) as caught:
         fetch_model("big", hf_local(folder), model_dir)
-    assert str(caught.value).startswith(f"{folder / 'model.safetensors.index.json'} names the shard {entry!r}, "
-                                        f"outside the checkpoint folder {folder}; ")
+    assert str(caught.value).startswith(
+        f"{folder / 'model.safetensors.index.json'} names the shard {entry!r}, "
+        f"outside the checkpoint folder {folder}; "
+    )
     assert not model_dir.exists()
 
 
 # ---------------------------------------------------------------------------------------------- D1: damaged files
+
 
 def truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -181,14 +207,24 @@ def cut_json(path):
 
 def not_weights(path):
     path.unlink()
-    (path.parent / "pytorch_model.bin").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:abc\n")
+    (path.parent / "pytorch_model.bin").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:abc\n"
+    )
 
 
-@pytest.mark.parametrize("damage, file_name, said", [
-    (truncate, "model.safetensors", "is not a whole safetensors file (its header describes"),
-    (cut_json, "config.json", "is not valid JSON (line"),
-    (not_weights, "pytorch_model.bin", "is not a PyTorch weights file (it starts as neither a zip archive nor a"),
-], ids=["truncated safetensors", "invalid config.json", "a Git LFS pointer for weights"])
+@pytest.mark.parametrize(
+    "damage, file_name, said",
+    [
+        (truncate, "model.safetensors", "is not a whole safetensors file (its header describes"),
+        (cut_json, "config.json", "is not valid JSON (line"),
+        (
+            not_weights,
+            "pytorch_model.bin",
+            "is not a PyTorch weights file (it starts as neither a zip archive nor a",
+        ),
+    ],
+    ids=["truncated safetensors", "invalid config.json", "a Git LFS pointer for weights"],
+)
 def test_fetch_refuses_a_damaged_hf_checkpoint_naming_the_file(llava, tmp_path, damage, file_name, said):
     folder = tmp_path / "mine"
     shutil.copytree(llava, folder)
@@ -203,7 +239,9 @@ def test_fetch_refuses_an_invalid_open_clip_config_naming_it(clip, tmp_path):
     folder = tmp_path / "clip"
     shutil.copytree(clip, folder)
     (folder / "open_clip_config.json").write_text('{"model_cfg": {"embed_dim": 32,')
-    with pytest.raises(VlmgridError, match=rf"^{folder / 'open_clip_config.json'} is not valid JSON \(line 1, "):
+    with pytest.raises(
+        VlmgridError, match=rf"^{folder / 'open_clip_config.json'} is not valid JSON \(line 1, "
+    ):
         fetch_model("clip", open_clip_local(folder), tmp_path / "data" / "models" / "clip")
 
 
@@ -216,7 +254,8 @@ def open_clip_grid(write_config, default_config_data, tmp_path, settings):
 
 
 def test_infer_of_weights_of_another_architecture_is_one_sentence_naming_the_file(
-        clip, tmp_path, monkeypatch, write_config, default_config_data, capsys):
+    clip, tmp_path, monkeypatch, write_config, default_config_data, capsys
+):
     import open_clip
     import torch
 
@@ -228,19 +267,25 @@ def test_infer_of_weights_of_another_architecture_is_one_sentence_naming_the_fil
     torch.save({"epoch": 3, "state_dict": reference.model.state_dict()}, weights)
     wider = {**TINY_MODEL_CFG, "embed_dim": 48}  # not the architecture the checkpoint was trained as
     monkeypatch.setitem(open_clip.factory._MODEL_CONFIGS, "tiny-wider", wider)
-    config = open_clip_grid(write_config, default_config_data, tmp_path, open_clip_local(weights, arch="tiny-wider"))
+    config = open_clip_grid(
+        write_config, default_config_data, tmp_path, open_clip_local(weights, arch="tiny-wider")
+    )
     for command in (["prepare", "pope-small"], ["fetch-model", "mine"]):
         assert cli.main([*command, "--config", config]) == 0
     capsys.readouterr()
     assert cli.main(["infer", "mine", "pope-small", "--no-progress", "--config", config]) == 2
     error = capsys.readouterr().err
-    assert error.startswith(f"vlmgrid: error: model mine: {weights} could not be loaded, likely because its weights "
-                            f"do not match the architecture the model is built as")
+    assert error.startswith(
+        f"vlmgrid: error: model mine: {weights} could not be loaded, likely because its weights "
+        f"do not match the architecture the model is built as"
+    )
     assert "Traceback" not in error and error.count("\n") == 1
     assert not (tmp_path / "results" / "predictions" / "mine" / "pope-small.parquet").exists()
 
 
-def test_infer_of_a_damaged_fixture_copy_names_the_damaged_file(tmp_path, write_config, default_config_data, capsys):
+def test_infer_of_a_damaged_fixture_copy_names_the_damaged_file(
+    tmp_path, write_config, default_config_data, capsys
+):
     config = open_clip_grid(write_config, default_config_data, tmp_path, tiny_open_clip(0))
     for command in (["prepare", "pope-small"], ["fetch-model", "mine"]):
         assert cli.main([*command, "--config", config]) == 0
@@ -249,12 +294,15 @@ def test_infer_of_a_damaged_fixture_copy_names_the_damaged_file(tmp_path, write_
     capsys.readouterr()
     assert cli.main(["infer", "mine", "pope-small", "--no-progress", "--config", config]) == 2
     error = capsys.readouterr().err
-    assert error.startswith(f"vlmgrid: error: model mine could not be loaded: {weights} is not a whole safetensors "
-                            f"file (its header describes")
+    assert error.startswith(
+        f"vlmgrid: error: model mine could not be loaded: {weights} is not a whole safetensors "
+        f"file (its header describes"
+    )
     assert error.count("\n") == 1
 
 
 # ---------------------------------------------------------------------------------------------- unsafe pickles
+
 
 class RunsCode:
     """What a hostile checkpoint's pickle holds: unpickling it calls os.system (here to leave `marker` behind)."""
@@ -267,9 +315,11 @@ class RunsCode:
 
 
 def unsafe(model, where, held):
-    return (f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any code), so "
-            f"vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint comes from a source "
-            f"you trust, convert it to safetensors, then run `vlmgrid fetch-model {model}` again")
+    return (
+        f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any code), so "
+        f"vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint comes from a source "
+        f"you trust, convert it to safetensors, then run `vlmgrid fetch-model {model}` again"
+    )
 
 
 CALLS = "calls posix.system when loaded"
@@ -277,16 +327,23 @@ CALLS = "calls posix.system when loaded"
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy pickle"])
 def test_infer_of_a_checkpoint_whose_pickle_runs_code_refuses_it_as_unsafe_and_runs_nothing(
-        tmp_path, write_config, default_config_data, capsys, monkeypatch, legacy):
+    tmp_path, write_config, default_config_data, capsys, monkeypatch, legacy
+):
     import open_clip
     import torch
 
     marker = tmp_path / "ran"
     weights = tmp_path / "run" / "epoch_3.pt"
     weights.parent.mkdir()
-    torch.save({"epoch": 3, "state_dict": {"w": RunsCode(marker)}}, weights, _use_new_zipfile_serialization=not legacy)
+    torch.save(
+        {"epoch": 3, "state_dict": {"w": RunsCode(marker)}},
+        weights,
+        _use_new_zipfile_serialization=not legacy,
+    )
     monkeypatch.setitem(open_clip.factory._MODEL_CONFIGS, "tiny-test", dict(TINY_MODEL_CFG))
-    config = open_clip_grid(write_config, default_config_data, tmp_path, open_clip_local(weights, arch="tiny-test"))
+    config = open_clip_grid(
+        write_config, default_config_data, tmp_path, open_clip_local(weights, arch="tiny-test")
+    )
     for command in (["prepare", "pope-small"], ["fetch-model", "mine"]):
         assert cli.main([*command, "--config", config]) == 0
     capsys.readouterr()
@@ -309,9 +366,13 @@ def test_an_hf_checkpoint_whose_pickle_runs_code_is_named_unsafe_whatever_the_pi
     shutil.copytree(llava, folder)
     (folder / "model.safetensors").unlink()
     weights = folder / "pytorch_model.bin"
-    for write, held in ((lambda: torch.save({"w": RunsCode(tmp_path / "ran")}, weights), CALLS),
-                        (lambda: weights.write_bytes(pickle.dumps({"w": RunsCode(tmp_path / "ran")}, protocol=5)),
-                         "holds more than tensors, which torch's safe loading refuses")):
+    for write, held in (
+        (lambda: torch.save({"w": RunsCode(tmp_path / "ran")}, weights), CALLS),
+        (
+            lambda: weights.write_bytes(pickle.dumps({"w": RunsCode(tmp_path / "ran")}, protocol=5)),
+            "holds more than tensors, which torch's safe loading refuses",
+        ),
+    ):
         write()
         with pytest.raises(pickle.UnpicklingError) as loading:
             torch.load(weights)  # as transformers loads it: safely (weights_only, torch's default)
@@ -322,6 +383,7 @@ def test_an_hf_checkpoint_whose_pickle_runs_code_is_named_unsafe_whatever_the_pi
 
 
 # ---------------------------------------------------------------------------------------------- D2: unreadable
+
 
 def test_a_config_that_is_not_utf8_is_one_sentence_naming_it(llava, tmp_path):
     folder = tmp_path / "mine"
@@ -355,8 +417,10 @@ def test_an_unreadable_checkpoint_file_is_one_sentence_naming_it(llava, tmp_path
     refuse_reading(monkeypatch, folder / file_name)
     with pytest.raises(VlmgridError) as caught:
         fetch_model("mine", hf_local(folder), tmp_path / "data" / "models" / "mine")
-    assert str(caught.value) == (f"{folder / file_name} cannot be read by this user (permission denied); make it "
-                                 f"readable (`chmod a+r {folder / file_name}`) and run again")
+    assert str(caught.value) == (
+        f"{folder / file_name} cannot be read by this user (permission denied); make it "
+        f"readable (`chmod a+r {folder / file_name}`) and run again"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
@@ -370,9 +434,11 @@ def test_a_mode_000_weights_file_is_one_sentence_naming_it(llava, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- D3: the cache
 
+
 @pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC], ids=["read-only", "full"])
 def test_a_cache_folder_that_cannot_be_written_costs_one_warning_and_the_fetch_carries_on(
-        llava, tmp_path, monkeypatch, caplog, code):
+    llava, tmp_path, monkeypatch, caplog, code
+):
     cache = tmp_path / "cache"
     real = fileio.create_temporary
 
@@ -386,20 +452,26 @@ def test_a_cache_folder_that_cannot_be_written_costs_one_warning_and_the_fetch_c
     shutil.copytree(llava, folder)
     with caplog.at_level(logging.WARNING):
         manifest = fetch_model("mine", hf_local(folder), tmp_path / "data" / "models" / "mine")
-    assert manifest["files"]["model.safetensors"] == hashlib.sha256(
-        (folder / "model.safetensors").read_bytes()).hexdigest()
+    assert (
+        manifest["files"]["model.safetensors"]
+        == hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    )
     warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
     assert len(warnings) == 1
     assert warnings[0].startswith(f"the cache folder {cache} (VLMGRID_CACHE_DIR) cannot be written")
     assert warnings[0].endswith("set VLMGRID_CACHE_DIR to a writable folder to avoid that")
 
 
-@pytest.mark.parametrize("damage", [
-    lambda entry: {key: value for key, value in entry.items() if key != "sha256"},
-    lambda entry: [entry],
-    lambda entry: {**entry, "sha256": "../../not-a-hash"},
-    lambda entry: {**entry, "sha256": None},
-], ids=["no sha256", "a list", "not a hash", "null"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda entry: {key: value for key, value in entry.items() if key != "sha256"},
+        lambda entry: [entry],
+        lambda entry: {**entry, "sha256": "../../not-a-hash"},
+        lambda entry: {**entry, "sha256": None},
+    ],
+    ids=["no sha256", "a list", "not a hash", "null"],
+)
 def test_a_damaged_cache_entry_is_ignored_and_the_file_read_again(tmp_path, damage):
     path = tmp_path / "w.bin"
     path.write_bytes(b"abc")

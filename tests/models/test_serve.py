@@ -29,8 +29,10 @@ from vlmgrid.predictions import read_metadata, read_predictions
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None,
-                       reason="`transformers serve` needs the pip extra transformers[serving] (fastapi, uvicorn)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None,
+        reason="`transformers serve` needs the pip extra transformers[serving] (fastapi, uvicorn)",
+    ),
 ]
 
 
@@ -52,16 +54,28 @@ class Serve:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, timeout: float = 180.0) -> Serve:
-        command = [str(Path(sys.executable).parent / "transformers"), "serve", str(self.checkpoint),
-                   "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"]
+        command = [
+            str(Path(sys.executable).parent / "transformers"),
+            "serve",
+            str(self.checkpoint),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--device",
+            "cpu",
+        ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                pytest.fail(f"transformers serve exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}")
+                pytest.fail(
+                    f"transformers serve exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}"
+                )
             try:
                 if requests.get(f"http://127.0.0.1:{self.port}/health", timeout=2).ok:
                     return self
@@ -97,8 +111,16 @@ def fresh_cache(tmp_path, monkeypatch):
 
 
 def grid(small_config, tmp_path, serve, name="grid.yaml", results="results", **settings) -> str:
-    served = {"backend": "openai", "base_url": serve.base_url, "model": str(serve.checkpoint), "max_retries": 1,
-              "concurrency": 2, "timeout": 60, "generation": {"max_new_tokens": 4}, **settings}
+    served = {
+        "backend": "openai",
+        "base_url": serve.base_url,
+        "model": str(serve.checkpoint),
+        "max_retries": 1,
+        "concurrency": 2,
+        "timeout": 60,
+        "generation": {"max_new_tokens": 4},
+        **settings,
+    }
     return pope_grid_file(small_config, tmp_path, {"served": served}, name, results)
 
 
@@ -134,47 +156,77 @@ def test_logprobs_the_server_does_not_return_stop_the_job_or_fall_back(small_con
     assert code == 2 and "returned no logprobs" in line and "`answer_mode: auto`" in line, err
     assert not out(config).exists()
 
-    config = grid(small_config, tmp_path, serve, name="auto.yaml", results="auto", logprobs=True,
-                  answer_mode="auto")
+    config = grid(
+        small_config, tmp_path, serve, name="auto.yaml", results="auto", logprobs=True, answer_mode="auto"
+    )
     code, err = infer(capsys, config)
     assert code == 0, err
     assert read_metadata(out(config))["strategy"] == "generate"
     assert "fell back to generate" in read_metadata(out(config))["fallback"]
 
 
-def test_a_killed_server_fails_the_job_and_the_rerun_equals_a_clean_run(small_config, tmp_path, serve, capsys):
+def test_a_killed_server_fails_the_job_and_the_rerun_equals_a_clean_run(
+    small_config, tmp_path, serve, capsys
+):
     config = grid(small_config, tmp_path, serve, cache=False, circuit_breaker=4)
     serve.stop()
     try:
         code, err = infer(capsys, config)
         line = last_line(err)
-        assert code == 2 and "connection refused at" in line and "No predictions file was written" in line, err
+        assert code == 2 and "connection refused at" in line and "No predictions file was written" in line, (
+            err
+        )
         assert not out(config).exists()
     finally:
         serve.start()
     code, err = infer(capsys, config)
     assert code == 0, err
-    clean = grid(small_config, tmp_path, serve, name="clean.yaml", results="clean", cache=False, circuit_breaker=4)
+    clean = grid(
+        small_config, tmp_path, serve, name="clean.yaml", results="clean", cache=False, circuit_breaker=4
+    )
     assert infer(capsys, clean)[0] == 0
     assert out(config).read_bytes() == out(clean).read_bytes()
 
 
 # ------------------------------------------------------------------ a server the job starts for itself (`serve`)
 
+
 def served_by_job(small_config, tmp_path, name="grid.yaml", results="results", **serve) -> str:
     """A grid whose model's infer job starts `transformers serve` on the tiny LLaVA that fetch-model builds."""
-    command = [str(Path(sys.executable).parent / "transformers"), "serve", "{model_dir}", "--host", "{host}",
-               "--port", "{port}", "--device", "cpu"]
-    model = {"backend": "openai", "source": {"type": "fixture", "family": "llava", "seed": 0}, "model": "{model_dir}",
-             "max_retries": 1, "concurrency": 2, "timeout": 60, "generation": {"max_new_tokens": 4},
-             "serve": {"command": command, "startup_timeout": 180,
-                       "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, **serve}}
+    command = [
+        str(Path(sys.executable).parent / "transformers"),
+        "serve",
+        "{model_dir}",
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--device",
+        "cpu",
+    ]
+    model = {
+        "backend": "openai",
+        "source": {"type": "fixture", "family": "llava", "seed": 0},
+        "model": "{model_dir}",
+        "max_retries": 1,
+        "concurrency": 2,
+        "timeout": 60,
+        "generation": {"max_new_tokens": 4},
+        "serve": {
+            "command": command,
+            "startup_timeout": 180,
+            "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+            **serve,
+        },
+    }
     return pope_grid_file(small_config, tmp_path, {"served": model}, name, results)
 
 
 def servers_of(model_dir: Path) -> list[int]:
     """The pids of `transformers serve` processes serving model_dir."""
-    found = subprocess.run(["pgrep", "-f", f"serve {model_dir} "], capture_output=True, text=True).stdout.split()
+    found = subprocess.run(
+        ["pgrep", "-f", f"serve {model_dir} "], capture_output=True, text=True
+    ).stdout.split()
     return [int(pid) for pid in found if int(pid) != os.getpid()]
 
 
@@ -197,7 +249,9 @@ def test_a_job_starts_its_server_answers_through_it_and_stops_it(small_config, t
     # the same weights behind a server started by hand answer the same
     by_hand = grid(small_config, tmp_path, serve, name="by-hand.yaml", results="by-hand")
     assert infer(capsys, by_hand)[0] == 0
-    assert read_predictions(out(by_hand))[["id", "raw", "prediction"]].equals(frame[["id", "raw", "prediction"]])
+    assert read_predictions(out(by_hand))[["id", "raw", "prediction"]].equals(
+        frame[["id", "raw", "prediction"]]
+    )
 
 
 def test_a_killed_job_leaves_no_server_and_its_rerun_completes(small_config, tmp_path):
@@ -205,8 +259,22 @@ def test_a_killed_job_leaves_no_server_and_its_rerun_completes(small_config, tmp
     assert main(["fetch-model", "served", "--config", config]) == 0
     assert main(["prepare", "pope-fixture", "--config", config]) == 0
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLMGRID_GPU_COUNT": "0"}
-    job = subprocess.Popen([sys.executable, "-m", "vlmgrid.cli", "infer", "served", "pope-fixture", "--config", config,
-                            "--no-progress"], stderr=subprocess.PIPE, text=True, env=env)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vlmgrid.cli",
+            "infer",
+            "served",
+            "pope-fixture",
+            "--config",
+            config,
+            "--no-progress",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         for line in job.stderr:
             if "is ready after" in line:
@@ -220,8 +288,22 @@ def test_a_killed_job_leaves_no_server_and_its_rerun_completes(small_config, tmp
     while servers_of(model_dir_of(config)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert servers_of(model_dir_of(config)) == [], "the server outlived its killed job"
-    rerun = subprocess.run([sys.executable, "-m", "vlmgrid.cli", "infer", "served", "pope-fixture", "--config", config,
-                            "--no-progress"], capture_output=True, text=True, env=env)
+    rerun = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vlmgrid.cli",
+            "infer",
+            "served",
+            "pope-fixture",
+            "--config",
+            config,
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert len(read_predictions(out(config))) == 12
 
@@ -231,11 +313,17 @@ def test_snakemake_runs_a_served_models_cell_and_leaves_no_server(tmp_path):
 
     root = copy_workflow(tmp_path / "repo")
     path = root / "config" / "config.yaml"
-    data = small_grid_config({"models": ["served"], "benchmarks": ["pope-fixture"]}, yaml.safe_load(path.read_text()))
+    data = small_grid_config(
+        {"models": ["served"], "benchmarks": ["pope-fixture"]}, yaml.safe_load(path.read_text())
+    )
     data["models"] = yaml.safe_load(open(served_by_job(data, tmp_path)))["models"]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     run(["snakemake", "--cores", "2"], root)
     score = yaml.safe_load((root / "results" / "scores" / "served" / "pope-fixture.json").read_text())
     assert score["n"] > 0
-    assert "Uvicorn running" in (root / "results" / "logs" / "serve" / "served" / "pope-fixture.log").read_text()
-    assert servers_of(root / "data" / "models" / "served") == [] and servers_of(Path("data/models/served")) == []
+    assert (
+        "Uvicorn running" in (root / "results" / "logs" / "serve" / "served" / "pope-fixture.log").read_text()
+    )
+    assert (
+        servers_of(root / "data" / "models" / "served") == [] and servers_of(Path("data/models/served")) == []
+    )

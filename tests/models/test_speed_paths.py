@@ -103,16 +103,34 @@ def test_unknown_preprocessing_goes_the_plain_way(clip, pictures, monkeypatch):
 def test_classification_reads_files_as_it_read_opened_images(clip, pictures):
     root = pictures[0].parent.parent
     names = [str(path.relative_to(root)) for path in pictures] + [None]
-    records = pd.DataFrame({"id": [f"i{k}" for k in range(len(names))], "image": names,
-                            "question": "", "options": [[] for _ in names], "answer": "cat", "answer_index": 0})
-    bench = Benchmark(name="speed", kind=BENCHMARKS.get("food101"), root=root, records=records,
-                      classes=["cat", "dog", "car"], manifest={})
+    records = pd.DataFrame(
+        {
+            "id": [f"i{k}" for k in range(len(names))],
+            "image": names,
+            "question": "",
+            "options": [[] for _ in names],
+            "answer": "cat",
+            "answer_index": 0,
+        }
+    )
+    bench = Benchmark(
+        name="speed",
+        kind=BENCHMARKS.get("food101"),
+        root=root,
+        records=records,
+        classes=["cat", "dog", "car"],
+        manifest={},
+    )
 
     class Opened:
         """The same model without `embed_image_files`: the protocol opens the images itself."""
 
         def __init__(self, model):
-            self.embed_images, self.embed_texts, self.identity = model.embed_images, model.embed_texts, model.identity
+            self.embed_images, self.embed_texts, self.identity = (
+                model.embed_images,
+                model.embed_texts,
+                model.identity,
+            )
 
     rows = embed_strategy(clip, bench)(records)
     assert rows == embed_strategy(Opened(clip), bench)(records)
@@ -126,16 +144,41 @@ def test_ranking_reads_picture_files_as_it_read_opened_pictures(clip, pictures):
     root = pictures[0].parent.parent
     names = [str(path.relative_to(root)) for path in pictures]
     readable = [names[k] for k in (0, 1, 2, 3, 5, 7)]
-    records = pd.DataFrame([
-        {"id": "r2i", "direction": "riddle-to-image", "image": None, "question": "a red cat", "options": readable},
-        {"id": "i2r", "direction": "image-to-riddle", "image": names[2], "question": "",
-         "options": ["a red cat", "a dog", "a tree"]},
-        {"id": "bad", "direction": "riddle-to-image", "image": None, "question": "a dog",
-         "options": [names[0], names[4], names[1]]},  # names[4] is the broken file
-        {"id": "gone", "direction": "image-to-riddle", "image": names[6], "question": "", "options": ["a dog"]},
-    ])
-    bench = Benchmark(name="dance", kind=BENCHMARKS.get("dance"), root=root, records=records, classes=None,
-                      manifest={})
+    records = pd.DataFrame(
+        [
+            {
+                "id": "r2i",
+                "direction": "riddle-to-image",
+                "image": None,
+                "question": "a red cat",
+                "options": readable,
+            },
+            {
+                "id": "i2r",
+                "direction": "image-to-riddle",
+                "image": names[2],
+                "question": "",
+                "options": ["a red cat", "a dog", "a tree"],
+            },
+            {
+                "id": "bad",
+                "direction": "riddle-to-image",
+                "image": None,
+                "question": "a dog",
+                "options": [names[0], names[4], names[1]],
+            },  # names[4] is the broken file
+            {
+                "id": "gone",
+                "direction": "image-to-riddle",
+                "image": names[6],
+                "question": "",
+                "options": ["a dog"],
+            },
+        ]
+    )
+    bench = Benchmark(
+        name="dance", kind=BENCHMARKS.get("dance"), root=root, records=records, classes=None, manifest={}
+    )
 
     class Opened:
         def __init__(self, model):
@@ -152,6 +195,7 @@ def test_ranking_reads_picture_files_as_it_read_opened_pictures(clip, pictures):
 
 # --- hf: the next batch's inputs prepared in a thread ------------------------------------------------------
 
+
 def _hf_image(seed: int):
     return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (36, 40, 3), dtype=np.uint8))
 
@@ -163,9 +207,15 @@ def _prefetching(model, monkeypatch):
     monkeypatch.setattr(model, "_prefetch", pool)
     prepared = []
     inputs = model._inputs
-    monkeypatch.setattr(model, "_inputs", lambda requests: prepared.append(
-        [r.id for r in requests]) or in_thread.append(threading.current_thread() is not threading.main_thread())
-        or inputs(requests))
+    monkeypatch.setattr(
+        model,
+        "_inputs",
+        lambda requests: (
+            prepared.append([r.id for r in requests])
+            or in_thread.append(threading.current_thread() is not threading.main_thread())
+            or inputs(requests)
+        ),
+    )
     in_thread = []
     return prepared, in_thread
 
@@ -174,8 +224,10 @@ def test_letters_and_generation_prefetched_give_the_same_outputs(llava, monkeypa
     from vlmgrid.model_requests import GenerateRequest, OptionRequest
 
     assert llava._prefetch is None  # on the CPU nothing is prepared ahead
-    letters = [OptionRequest(f"q{i}", _hf_image(i), f"Question {i}? A. cat B. dog", ["cat", "dog"], "AB")
-               for i in range(5)]
+    letters = [
+        OptionRequest(f"q{i}", _hf_image(i), f"Question {i}? A. cat B. dog", ["cat", "dog"], "AB")
+        for i in range(5)
+    ]
     prompts = [GenerateRequest(f"g{i}", _hf_image(10 + i), "Describe the image.") for i in range(5)]
     scores, texts = llava.score_options(letters), llava.generate(prompts)
 
@@ -221,13 +273,18 @@ def test_images_of_a_chunk_are_opened_by_threads_in_record_order(pictures, monke
     root = pictures[0].parent.parent
     names = [str(path.relative_to(root)) for path in pictures]
     records = pd.DataFrame({"image": [names[0], None, *names[1:], float("nan")]})
-    bench = Benchmark(name="b", kind=BENCHMARKS.get("food101"), root=root, records=records, classes=None, manifest={})
+    bench = Benchmark(
+        name="b", kind=BENCHMARKS.get("food101"), root=root, records=records, classes=None, manifest={}
+    )
     images, problems = base.load_images(bench, records)
     monkeypatch.setattr(base, "IMAGE_THREADS", 1)
     one_by_one = base.load_images(bench, records)
     assert problems == one_by_one[1] == [None, None, *[_problem(path) for path in pictures[1:]], None]
-    assert [image is None for image in images] == [problem is not None or name is None
-                                                   for name, problem in zip([0, None, *names[1:], None], problems)]
-    for image, alone, path in zip([images[0], *images[2:-1]], [one_by_one[0][0], *one_by_one[0][2:-1]], pictures):
+    assert [image is None for image in images] == [
+        problem is not None or name is None for name, problem in zip([0, None, *names[1:], None], problems)
+    ]
+    for image, alone, path in zip(
+        [images[0], *images[2:-1]], [one_by_one[0][0], *one_by_one[0][2:-1]], pictures
+    ):
         if image is not None:
             assert image.tobytes() == alone.tobytes() == open_rgb(path).tobytes()

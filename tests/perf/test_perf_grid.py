@@ -36,14 +36,24 @@ Execute 2 jobs...
 
 def write_tsv(path, seconds, cpu):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(HEADER + f"{seconds}\t0:00:01\t120.5\t900.1\t80.2\t90.3\t0.00\t0.01\t40.0\t{cpu}\n",
-                    encoding="utf-8")
+    path.write_text(
+        HEADER + f"{seconds}\t0:00:01\t120.5\t900.1\t80.2\t90.3\t0.00\t0.01\t40.0\t{cpu}\n", encoding="utf-8"
+    )
 
 
 def test_the_job_counts_are_read_from_snakemakes_job_table():
-    assert grid.job_counts(LOG) == {"fetch_model": 3, "prepare": 14, "infer": 42, "score": 42, "all": 1,
-                                    "total": 102}
-    assert grid.job_counts("Building DAG of jobs...\nNothing to be done (all requested files are present).\n") == {}
+    assert grid.job_counts(LOG) == {
+        "fetch_model": 3,
+        "prepare": 14,
+        "infer": 42,
+        "score": 42,
+        "all": 1,
+        "total": 102,
+    }
+    assert (
+        grid.job_counts("Building DAG of jobs...\nNothing to be done (all requested files are present).\n")
+        == {}
+    )
 
 
 def test_a_benchmark_file_gives_its_wall_and_cpu_seconds_and_none_for_a_job_without_a_sample(tmp_path):
@@ -63,31 +73,72 @@ def test_each_rule_sums_and_maxes_its_jobs_and_counts_those_without_a_cpu_sample
     write_tsv(bench / "report.tsv", "3.0", "2.0")  # a rule of one job
     rules = grid.rule_times(bench)
     assert list(rules) == ["infer", "report", "score"]  # the costliest first
-    assert rules["infer"] == {"jobs": 3, "wall_sum": 20.0, "wall_max": 10.0, "cpu_sum": 16.0, "cpu_max": 7.5,
-                              "cpu_unsampled": 0}
-    assert rules["score"] == {"jobs": 2, "wall_sum": 2.0, "wall_max": 1.5, "cpu_sum": 1.25, "cpu_max": 1.25,
-                              "cpu_unsampled": 1}
-    assert rules["report"] == {"jobs": 1, "wall_sum": 3.0, "wall_max": 3.0, "cpu_sum": 2.0, "cpu_max": 2.0,
-                               "cpu_unsampled": 0}
+    assert rules["infer"] == {
+        "jobs": 3,
+        "wall_sum": 20.0,
+        "wall_max": 10.0,
+        "cpu_sum": 16.0,
+        "cpu_max": 7.5,
+        "cpu_unsampled": 0,
+    }
+    assert rules["score"] == {
+        "jobs": 2,
+        "wall_sum": 2.0,
+        "wall_max": 1.5,
+        "cpu_sum": 1.25,
+        "cpu_max": 1.25,
+        "cpu_unsampled": 1,
+    }
+    assert rules["report"] == {
+        "jobs": 1,
+        "wall_sum": 3.0,
+        "wall_max": 3.0,
+        "cpu_sum": 2.0,
+        "cpu_max": 2.0,
+        "cpu_unsampled": 0,
+    }
 
 
 def test_the_summary_is_the_median_run_and_the_table_shows_it():
     def run(wall, cpu, score_wall):
-        return {"wall_s": wall, "cpu_s": cpu, "jobs": {"score": 2, "all": 1, "total": 3},
-                "rules": {"score": {"jobs": 2, "wall_sum": score_wall, "wall_max": score_wall / 2,
-                                    "cpu_sum": 1.0, "cpu_max": 0.5, "cpu_unsampled": 0}}}
+        return {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "jobs": {"score": 2, "all": 1, "total": 3},
+            "rules": {
+                "score": {
+                    "jobs": 2,
+                    "wall_sum": score_wall,
+                    "wall_max": score_wall / 2,
+                    "cpu_sum": 1.0,
+                    "cpu_max": 0.5,
+                    "cpu_unsampled": 0,
+                }
+            },
+        }
 
-    figures = grid.summary([run(130.0, 200.0, 9.0), run(110.0, 180.0, 7.0), run(120.0, 190.0, 8.0)],
-                           {"wall_s": 2.5, "cpu_s": 2.25})
+    figures = grid.summary(
+        [run(130.0, 200.0, 9.0), run(110.0, 180.0, 7.0), run(120.0, 190.0, 8.0)],
+        {"wall_s": 2.5, "cpu_s": 2.25},
+    )
     assert figures["cold_wall_median"] == 120.0 and figures["cold_cpu_median"] == 190.0
     assert figures["rules"]["score"]["wall_sum"] == 8.0  # the per-rule figures of the 120 s run
     assert figures["noop_wall"] == 2.5 and figures["runs"] == 3
     # of two runs, the faster one's rules (the lower middle)
-    assert grid.summary([run(130.0, 200.0, 9.0), run(110.0, 180.0, 7.0)],
-                        {"wall_s": 2.5, "cpu_s": 2.25})["rules"]["score"]["wall_sum"] == 7.0
+    assert (
+        grid.summary([run(130.0, 200.0, 9.0), run(110.0, 180.0, 7.0)], {"wall_s": 2.5, "cpu_s": 2.25})[
+            "rules"
+        ]["score"]["wall_sum"]
+        == 7.0
+    )
 
-    meta = {"date": "2026-12-03 12:00 UTC", "cpus": 2, "libraries": "snakemake 9", "command": "python perf/grid.py",
-            "notes": ["load 1.0"]}
+    meta = {
+        "date": "2026-12-03 12:00 UTC",
+        "cpus": 2,
+        "libraries": "snakemake 9",
+        "command": "python perf/grid.py",
+        "notes": ["load 1.0"],
+    }
     text = grid.render_markdown(meta, figures)
     assert "| cold, median of 3 (each: 130.0, 110.0, 120.0 s) | 120.0 | 190.0 |" in text
     assert "| nothing to do | 2.5 | 2.2 |" in text
@@ -111,13 +162,26 @@ SERVER_LOG = """2026-12-03 15:17:39 listening on /tmp/vlmgrid-forkserver-vb57fxe
 
 def test_the_fork_servers_log_gives_each_rules_served_jobs_and_their_exact_cpu():
     served = grid.served_times(SERVER_LOG)
-    assert list(served) == ["infer", "prepare", "fetch_model"]  # the costliest first; a refused job ran elsewhere
+    assert list(served) == [
+        "infer",
+        "prepare",
+        "fetch_model",
+    ]  # the costliest first; a refused job ran elsewhere
     assert served["prepare"] == {"jobs": 2, "wall_sum": 1.1, "cpu_sum": 0.5, "cpu_max": 0.32}
     assert served["infer"] == {"jobs": 1, "wall_sum": 5.09, "cpu_sum": 1.49, "cpu_max": 1.49}
     assert served["fetch_model"]["jobs"] == 1
     meta = {"date": "d", "cpus": 2, "libraries": "l", "command": "c"}
-    figures = {"runs": 1, "cold_walls": [100.0], "cold_wall_median": 100.0, "cold_cpu_median": 90.0,
-               "noop_wall": 2.0, "noop_cpu": 1.0, "jobs": {"total": 4}, "rules": {}, "served": served}
+    figures = {
+        "runs": 1,
+        "cold_walls": [100.0],
+        "cold_wall_median": 100.0,
+        "cold_cpu_median": 90.0,
+        "noop_wall": 2.0,
+        "noop_cpu": 1.0,
+        "jobs": {"total": 4},
+        "rules": {},
+        "served": served,
+    }
     text = grid.render_markdown(meta, figures)
     assert "| prepare | 2 | 1.1 | 0.5 | 0.3 |" in text and "| infer | 1 | 5.1 | 1.5 | 1.5 |" in text
 
@@ -127,7 +191,9 @@ def test_fewer_than_one_run_is_refused():
         grid.main(["--runs", "0"])
 
 
-def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes_its_results(tmp_path, monkeypatch):
+def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes_its_results(
+    tmp_path, monkeypatch
+):
     """The measurement's course with Snakemake replaced by a stand-in that writes one job's benchmark file."""
     calls = []
 
@@ -137,8 +203,11 @@ def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes
         fresh = not (cwd / grid.BENCHMARKS_DIR).exists()
         if fresh:
             write_tsv(cwd / grid.BENCHMARKS_DIR / "score" / "m" / "b.tsv", "2.0", "1.5")
-        return grid.Run(wall_s=100.0 + len(calls) if fresh else 2.0, cpu_s=150.0 if fresh else 1.0,
-                        stderr=LOG if fresh else "Nothing to be done")
+        return grid.Run(
+            wall_s=100.0 + len(calls) if fresh else 2.0,
+            cpu_s=150.0 if fresh else 1.0,
+            stderr=LOG if fresh else "Nothing to be done",
+        )
 
     def fake_dvc_runs(work):
         calls.append(work / "dvc")
@@ -158,15 +227,30 @@ def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes
     assert saved["figures"]["rules"]["score"]["cpu_sum"] == 1.5
     assert "| score | 1 | 2.0 | 2.0 | 1.5 | 1.5 | 0 |" in out.read_text(encoding="utf-8")
     assert saved["figures"]["dvc"]["wall_s"] == 204.0
-    assert "| DVC cold | 204.0 | 180.0 | 2.01 wall, 1.20 CPU |" in out.read_text(encoding="utf-8")  # of 101.5 s
+    assert "| DVC cold | 204.0 | 180.0 | 2.01 wall, 1.20 CPU |" in out.read_text(
+        encoding="utf-8"
+    )  # of 101.5 s
 
 
 # What dvc_runs gives: the cold run with the fork server's CPU added, and the jobs the server ran
-DVC_FIGURES = {"wall_s": 204.0, "cpu_s": 180.0, "server_cpu_s": 60.0, "stages": 3, "servers": 1,
-               "served": {"score": {"jobs": 2, "wall_sum": 2.0, "cpu_sum": 1.5, "cpu_max": 1.0},
-                          "stamp_sources": {"jobs": 1, "wall_sum": 0.5, "cpu_sum": 0.5, "cpu_max": 0.5}},
-               "refused": 0, "noop_wall": 2.5, "noop_cpu": 2.25, "noop_stages": 1, "noop_served": 1,
-               "trivial_wall": 0.9, "trivial_cpu": 0.6}
+DVC_FIGURES = {
+    "wall_s": 204.0,
+    "cpu_s": 180.0,
+    "server_cpu_s": 60.0,
+    "stages": 3,
+    "servers": 1,
+    "served": {
+        "score": {"jobs": 2, "wall_sum": 2.0, "cpu_sum": 1.5, "cpu_max": 1.0},
+        "stamp_sources": {"jobs": 1, "wall_sum": 0.5, "cpu_sum": 0.5, "cpu_max": 0.5},
+    },
+    "refused": 0,
+    "noop_wall": 2.5,
+    "noop_cpu": 2.25,
+    "noop_stages": 1,
+    "noop_served": 1,
+    "trivial_wall": 0.9,
+    "trivial_cpu": 0.6,
+}
 
 
 def test_the_dvc_rows_give_both_doors_times_their_ratio_and_dvcs_own_time_per_stage():
@@ -184,6 +268,8 @@ def test_the_dvc_rows_give_both_doors_times_their_ratio_and_dvcs_own_time_per_st
 
 
 def test_dvcs_log_gives_the_stages_it_ran():
-    log = ("Running stage 'stamp_sources':\n> vlmgrid stamp-sources\nRunning stage 'prepare@pope-fixture':\n"
-           "Stage 'fetch_model@random' didn't change, skipping\n")
+    log = (
+        "Running stage 'stamp_sources':\n> vlmgrid stamp-sources\nRunning stage 'prepare@pope-fixture':\n"
+        "Stage 'fetch_model@random' didn't change, skipping\n"
+    )
     assert grid.stages_run(log) == 2

@@ -27,18 +27,21 @@ def test_a_row_holds_the_ratio_to_its_reference():
     assert speedreport.result_row("dag", "dag", "s", 4.2)["ratio"] is None
 
 
-@pytest.mark.parametrize("figure,value,reference,shapes,expected", [
-    ("clip large", 927.0, 1030.0, "real", "met"),          # exactly 0.9x
-    ("clip large", 679.0, 1030.0, "real", "missed"),       # a plain DataLoader: 0.66x
-    ("clip base", 8100.0, 28000.0, "real", "met"),         # an absolute goal: 8,000 img/s
-    ("clip base", 4052.0, 28000.0, "real", "missed"),
-    ("clip base", 50.0, 120.0, "small", "n/a (small shapes)"),  # no absolute GPU figure from tiny shapes
-    ("choice vs per-sample generate", 45.0, 2.8, "real", "met"),  # 16x
-    ("choice", 1.0, 5.0, "small", "n/a (small shapes)"),   # the CPU says nothing of a GPU ratio
-    ("rank", 6.9, 1.0, "real", "missed"),
-    ("dag", 9.99, None, "small", "met"),
-    ("dag", 10.0, None, "small", "missed"),                # under 10 s, not at
-])
+@pytest.mark.parametrize(
+    "figure,value,reference,shapes,expected",
+    [
+        ("clip large", 927.0, 1030.0, "real", "met"),  # exactly 0.9x
+        ("clip large", 679.0, 1030.0, "real", "missed"),  # a plain DataLoader: 0.66x
+        ("clip base", 8100.0, 28000.0, "real", "met"),  # an absolute goal: 8,000 img/s
+        ("clip base", 4052.0, 28000.0, "real", "missed"),
+        ("clip base", 50.0, 120.0, "small", "n/a (small shapes)"),  # no absolute GPU figure from tiny shapes
+        ("choice vs per-sample generate", 45.0, 2.8, "real", "met"),  # 16x
+        ("choice", 1.0, 5.0, "small", "n/a (small shapes)"),  # the CPU says nothing of a GPU ratio
+        ("rank", 6.9, 1.0, "real", "missed"),
+        ("dag", 9.99, None, "small", "met"),
+        ("dag", 10.0, None, "small", "missed"),  # under 10 s, not at
+    ],
+)
 def test_verdicts(figure, value, reference, shapes, expected):
     row = speedreport.result_row(figure, figure, "", value, reference)
     assert speedreport.verdict(GOALS[figure], row, shapes) == expected
@@ -47,19 +50,36 @@ def test_verdicts(figure, value, reference, shapes, expected):
 def test_a_figure_without_goal_or_reference_has_no_verdict():
     row = speedreport.result_row("workflow cold", "cold", "s", 480.0)
     assert speedreport.verdict(None, row, "small") == ""
-    assert speedreport.verdict(GOALS["rank"], speedreport.result_row("rank", "rank", "", 3.0), "real") == "n/a (not measured)"
+    assert (
+        speedreport.verdict(GOALS["rank"], speedreport.result_row("rank", "rank", "", 3.0), "real")
+        == "n/a (not measured)"
+    )
 
 
 def test_the_table_says_cpu_small_shapes_and_every_figure():
-    meta = {"date": "2026-11-30 05:00 UTC", "device": "CPU (x86_64)", "shapes": "small", "precision": "fp32",
-            "cpus": 2, "libraries": "torch 2", "command": "python perf/speed.py", "notes": ["parts of 256"]}
-    rows = [speedreport.result_row("choice", "multiple choice", "samples/s", 40.0, 50.0, "bare forward", host_cores=1.5),
-            speedreport.result_row("dag", "snakemake -n", "s", 5.25)]
+    meta = {
+        "date": "2026-11-30 05:00 UTC",
+        "device": "CPU (x86_64)",
+        "shapes": "small",
+        "precision": "fp32",
+        "cpus": 2,
+        "libraries": "torch 2",
+        "command": "python perf/speed.py",
+        "notes": ["parts of 256"],
+    }
+    rows = [
+        speedreport.result_row(
+            "choice", "multiple choice", "samples/s", 40.0, 50.0, "bare forward", host_cores=1.5
+        ),
+        speedreport.result_row("dag", "snakemake -n", "s", 5.25),
+    ]
     text = speedreport.render_markdown(meta, rows)
     assert text.startswith("# vlmgrid speed: CPU (x86_64), small shapes")
     assert "**CPU, small shapes.**" in text and "say nothing about a GPU" in text
-    assert ("| multiple choice | 40.0 | samples/s | bare forward | 50.0 | 0.80x | 1.50 | >= 0.85x batched forward | "
-            "n/a (small shapes) |") in text
+    assert (
+        "| multiple choice | 40.0 | samples/s | bare forward | 50.0 | 0.80x | 1.50 | >= 0.85x batched forward | "
+        "n/a (small shapes) |"
+    ) in text
     assert "| snakemake -n | 5.25 | s |  |  |  |  | < 10 s | met |" in text
     assert "- parts of 256" in text
     real = speedreport.render_markdown({**meta, "shapes": "real", "device": "NVIDIA H200"}, rows)
@@ -67,8 +87,15 @@ def test_the_table_says_cpu_small_shapes_and_every_figure():
 
 
 def test_render_writes_the_markdown_of_saved_results(tmp_path):
-    meta = {"date": "d", "device": "CPU", "shapes": "small", "precision": "fp32", "cpus": 2, "libraries": "l",
-            "command": "c"}
+    meta = {
+        "date": "d",
+        "device": "CPU",
+        "shapes": "small",
+        "precision": "fp32",
+        "cpus": 2,
+        "libraries": "l",
+        "command": "c",
+    }
     rows = [speedreport.result_row("dag", "snakemake -n", "s", 3.5)]
     saved = tmp_path / "speed.json"
     saved.write_text(json.dumps({"meta": meta, "rows": rows}))
@@ -88,8 +115,19 @@ def test_the_largest_grid_is_every_catalog_model_on_every_shipped_benchmark():
         shipped = yaml.safe_load((REPO / "config" / name).read_text())["benchmarks"]
         assert set(shipped) <= set(config["grid"]["benchmarks"])
     kinds = {bench["kind"] for bench in config["benchmarks"].values()}
-    assert {"imagenet", "scienceqa_img", "textvqa", "pope", "mme", "mmbench", "cvbench", "mmvp",
-            "kaleidoscope", "cvqa", "dance"} <= kinds
+    assert {
+        "imagenet",
+        "scienceqa_img",
+        "textvqa",
+        "pope",
+        "mme",
+        "mmbench",
+        "cvbench",
+        "mmvp",
+        "kaleidoscope",
+        "cvqa",
+        "dance",
+    } <= kinds
     grid = validate_config(config, source="largest")
     assert len(grid.cells) == len(catalog) * len(config["benchmarks"])
 
@@ -108,13 +146,22 @@ def test_a_reduced_depth_keeps_every_real_width():
     assert shallow["vision"] == {**real["vision"], "num_hidden_layers": 1}
     assert shallow["text"] == {**real["text"], "num_hidden_layers": 1}
     assert shallow["vocab"] == 32064 and shallow["precision"] == "bf16"
-    assert real["vision"]["num_hidden_layers"] == 24 and real["text"]["num_hidden_layers"] == 32  # left as it was
+    assert (
+        real["vision"]["num_hidden_layers"] == 24 and real["text"]["num_hidden_layers"] == 32
+    )  # left as it was
     assert open_clip.get_model_config("ViT-L-14-336")["vision_cfg"]["layers"] == 24
 
 
 def test_a_reduced_depth_is_said_above_the_table_and_judges_no_goal():
-    meta = {"date": "d", "device": "CPU", "shapes": speedreport.shapes_label("real", 1), "precision": "fp32", "cpus": 2,
-            "libraries": "l", "command": "c"}
+    meta = {
+        "date": "d",
+        "device": "CPU",
+        "shapes": speedreport.shapes_label("real", 1),
+        "precision": "fp32",
+        "cpus": 2,
+        "libraries": "l",
+        "command": "c",
+    }
     rows = [speedreport.result_row("rank", "ranking", "pictures/s", 80.0, 1.0, "full forwards")]
     text = speedreport.render_markdown(meta, rows)
     assert text.startswith("# vlmgrid speed: CPU, depth-1 real shapes")
@@ -146,8 +193,25 @@ def test_the_real_shape_path_runs_at_depth_one_on_the_cpu(tmp_path, monkeypatch)
     monkeypatch.setattr(speedcases, "warm_up", lambda runner, records: None)
     monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))  # the run points it at its own folder
     out = tmp_path / "speed.md"
-    assert speed.main(["--shapes", "real", "--depth", "1", "--device", "cpu", "--only", "clip,choice,generate,rank",
-                       "--part-size", "3", "--out", str(out)]) == 0
+    assert (
+        speed.main(
+            [
+                "--shapes",
+                "real",
+                "--depth",
+                "1",
+                "--device",
+                "cpu",
+                "--only",
+                "clip,choice,generate,rank",
+                "--part-size",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     saved = json.loads(out.with_suffix(".json").read_text())
     meta, rows = saved["meta"], saved["rows"]
     assert meta["shapes"] == "depth-1 real"
@@ -159,7 +223,9 @@ def test_the_real_shape_path_runs_at_depth_one_on_the_cpu(tmp_path, monkeypatch)
         assert row["reference"] is not None and math.isfinite(row["reference"]) and row["reference"] > 0, row
         assert 0 < row["host_cores"] <= meta["cpus"] + 0.5, row  # the host side beside every figure
     labels = {row["figure"]: row["label"] for row in rows}
-    assert labels["clip large"].startswith("CLIP ViT-L/14@336") and labels["clip base"].startswith("CLIP ViT-B/32@224")
+    assert labels["clip large"].startswith("CLIP ViT-L/14@336") and labels["clip base"].startswith(
+        "CLIP ViT-B/32@224"
+    )
     assert labels["rank"].startswith("ranking 3 riddles per picture")
     text = out.read_text()
     assert text == speedreport.render_markdown(meta, rows)

@@ -21,10 +21,13 @@ GENERATE = {1: 40.0, 2: 60.0}
 
 def _measurements(folder):
     folder.mkdir()
-    limits = {"jpeg_decode_resize_per_core_per_s": 150.0, "cpu_count": 16,
-              "clip": {f"{key} bs256": {"img_per_s": rate} for key, rate in CLIP_RATES.items()},
-              "llava": {f"forward_letter bs{bs}": {"samples_per_s": rate} for bs, rate in LETTERS.items()},
-              "rank50": {"shared_prefix_images_per_s": 50.0}}
+    limits = {
+        "jpeg_decode_resize_per_core_per_s": 150.0,
+        "cpu_count": 16,
+        "clip": {f"{key} bs256": {"img_per_s": rate} for key, rate in CLIP_RATES.items()},
+        "llava": {f"forward_letter bs{bs}": {"samples_per_s": rate} for bs, rate in LETTERS.items()},
+        "rank50": {"shared_prefix_images_per_s": 50.0},
+    }
     generation = {f"generate16 bs{bs}": {"samples_per_s": rate} for bs, rate in GENERATE.items()}
     (folder / "gpu-limits-h200.json").write_text(json.dumps(limits))
     (folder / "gen-limits-h200.json").write_text(json.dumps(generation))
@@ -32,13 +35,28 @@ def _measurements(folder):
 
 
 def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_path, monkeypatch):
-    monkeypatch.setattr(speedsim, "SIM_COUNTS", {**speedsim.SIM_COUNTS, "clip_images": 8, "clip_batch": 4,
-                                                 "choice_items": 4, "generate_items": 4, "lm_batch": 2,
-                                                 "rank_queries": 1, "candidates": 3})
+    monkeypatch.setattr(
+        speedsim,
+        "SIM_COUNTS",
+        {
+            **speedsim.SIM_COUNTS,
+            "clip_images": 8,
+            "clip_batch": 4,
+            "choice_items": 4,
+            "generate_items": 4,
+            "lm_batch": 2,
+            "rank_queries": 1,
+            "candidates": 3,
+        },
+    )
     monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))  # the run points it at its own folder
     out = tmp_path / "sim.md"
-    assert speed.main(["--device", "sim", "--measurements", str(_measurements(tmp_path / "m")),
-                       "--out", str(out)]) == 0
+    assert (
+        speed.main(
+            ["--device", "sim", "--measurements", str(_measurements(tmp_path / "m")), "--out", str(out)]
+        )
+        == 0
+    )
     saved = json.loads(out.with_suffix(".json").read_text())
     rows = {row["figure"]: row for row in saved["rows"]}
     assert list(rows) == ["sim clip large", "sim clip base", "sim choice", "sim generate", "sim rank"]
@@ -54,7 +72,9 @@ def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_
         assert row["cores_needed"] == pytest.approx(row["reference"] / row["per_core"])
     for role in ("large", "base"):
         clip = rows[f"sim clip {role}"]
-        assert clip["bare_per_core"] > 0 and clip["per_core_ratio"] == pytest.approx(clip["per_core"] / clip["bare_per_core"])
+        assert clip["bare_per_core"] > 0 and clip["per_core_ratio"] == pytest.approx(
+            clip["per_core"] / clip["bare_per_core"]
+        )
     assert rows["sim clip large"]["h200_cores_needed"] == pytest.approx(4000.0 / 150.0)
     text = out.read_text()
     assert text.startswith("# vlmgrid speed: simulated H200")
@@ -65,7 +85,9 @@ def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_
 
 
 def test_missing_measurements_are_one_sentence(tmp_path):
-    with pytest.raises(SystemExit, match="gpu-limits-h200.json is missing: the simulated device takes its times"):
+    with pytest.raises(
+        SystemExit, match="gpu-limits-h200.json is missing: the simulated device takes its times"
+    ):
         speed.main(["--device", "sim", "--measurements", str(tmp_path)])
 
 

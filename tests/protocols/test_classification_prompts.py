@@ -22,7 +22,9 @@ def test_the_shipped_set_has_ten_open_and_ten_closed_templates():
     assert len(prompts.open) == 10 and len(prompts.closed) == 10
     assert prompts.open["open-01"] == "Identify the object in this image:"
     assert list(prompts.open)[:2] == ["open-01", "open-02"] and list(prompts.closed)[0] == "closed-01"
-    assert all(prompts.fill(t, CLASSES).count("sunflower, daisy, red rose") == 1 for t in prompts.closed.values())
+    assert all(
+        prompts.fill(t, CLASSES).count("sunflower, daisy, red rose") == 1 for t in prompts.closed.values()
+    )
     assert not any("{candidates}" in t for t in prompts.open.values())
     assert prompts.max_candidates == 128
 
@@ -34,20 +36,25 @@ def test_closed_world_lists_every_class_up_to_the_limit_then_gold_and_seeded_oth
     assert len(drawn) == 4 and 917 in drawn and drawn == sorted(drawn)
     assert prompts.candidates(1000, "item-1", 917) == drawn  # seeded by the item id
     assert prompts.candidates(1000, "item-2", 917) != drawn
-    assert ClassificationPrompts(open={}, closed={"c": "{candidates}"}).candidates(1000, "x", 5) == list(range(1000))
+    assert ClassificationPrompts(open={}, closed={"c": "{candidates}"}).candidates(1000, "x", 5) == list(
+        range(1000)
+    )
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"open": {"o-1": "Name it: {candidates}"}}, "must not hold {candidates}"),
-    ({"closed": {"c-1": "Which one is it?"}}, "must hold {candidates} exactly once"),
-    ({"closed": {"c-1": "{candidates} or {candidates}"}}, "must hold {candidates} exactly once"),
-    ({"open": {"x": "a"}, "closed": {"x": "{candidates}"}}, "both open and closed"),
-    ({"open": {"Open 1": "a"}}, "variant name"),
-    ({"open": {"o-1": ""}}, "non-empty string"),
-    ({"opne": {"o-1": "a"}}, "unknown key 'opne'"),
-    ({}, "holds no template"),
-    ({"closed": {"c-1": "{candidates}"}, "max_candidates": 1}, "at least 2"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"open": {"o-1": "Name it: {candidates}"}}, "must not hold {candidates}"),
+        ({"closed": {"c-1": "Which one is it?"}}, "must hold {candidates} exactly once"),
+        ({"closed": {"c-1": "{candidates} or {candidates}"}}, "must hold {candidates} exactly once"),
+        ({"open": {"x": "a"}, "closed": {"x": "{candidates}"}}, "both open and closed"),
+        ({"open": {"Open 1": "a"}}, "variant name"),
+        ({"open": {"o-1": ""}}, "non-empty string"),
+        ({"opne": {"o-1": "a"}}, "unknown key 'opne'"),
+        ({}, "holds no template"),
+        ({"closed": {"c-1": "{candidates}"}, "max_candidates": 1}, "at least 2"),
+    ],
+)
 def test_a_malformed_template_set_is_one_clear_error(data, message):
     with pytest.raises(VlmgridError, match=message) as error:
         ClassificationPrompts.from_mapping(data, "prompts.yaml")
@@ -72,13 +79,23 @@ class Both(Backend):
 
     def generate_results(self, requests):
         self.generated.extend(requests)
-        return [GenerationResult(None, "HTTP 503") if r.id == "down" else GenerationResult(self.answers.get(r.id, "Sunflowers."))
-                for r in requests]
+        return [
+            GenerationResult(None, "HTTP 503")
+            if r.id == "down"
+            else GenerationResult(self.answers.get(r.id, "Sunflowers."))
+            for r in requests
+        ]
 
     def score_results(self, requests):
         self.scored.extend(requests)
-        return [ScoreResult(OptionScores(total=[-2.0 if o == " daisy" else -5.0 for o in r.options], tokens=[1] * len(r.options)))
-                for r in requests]
+        return [
+            ScoreResult(
+                OptionScores(
+                    total=[-2.0 if o == " daisy" else -5.0 for o in r.options], tokens=[1] * len(r.options)
+                )
+            )
+            for r in requests
+        ]
 
 
 class ScoresOnly(Both):
@@ -86,33 +103,61 @@ class ScoresOnly(Both):
 
 
 def _bench(tmp_path, ids=("a", "b")):
-    (tmp_path / "lvlm_classification.yaml").write_text(yaml.safe_dump({
-        "open": {"open-01": "Identify the object in this image:", "open-02": "What is this?"},
-        "closed": {"closed-01": "Choose one of: {candidates}."},
-    }))
-    records = pd.DataFrame({"id": list(ids), "image": [None] * len(ids), "question": "", "options": [[]] * len(ids),
-                            "answer": "daisy", "answer_index": 1})
-    return SimpleNamespace(root=tmp_path, records=records, classes=CLASSES, prompts_dir=tmp_path,
-                           kind=SimpleNamespace(templates=(), parser="open_class"))
+    (tmp_path / "lvlm_classification.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "open": {"open-01": "Identify the object in this image:", "open-02": "What is this?"},
+                "closed": {"closed-01": "Choose one of: {candidates}."},
+            }
+        )
+    )
+    records = pd.DataFrame(
+        {
+            "id": list(ids),
+            "image": [None] * len(ids),
+            "question": "",
+            "options": [[]] * len(ids),
+            "answer": "daisy",
+            "answer_index": 1,
+        }
+    )
+    return SimpleNamespace(
+        root=tmp_path,
+        records=records,
+        classes=CLASSES,
+        prompts_dir=tmp_path,
+        kind=SimpleNamespace(templates=(), parser="open_class"),
+    )
 
 
 def test_open_world_generates_and_matches_closed_world_scores_the_class_names(tmp_path, monkeypatch):
     bench = _bench(tmp_path)
-    monkeypatch.setattr("vlmgrid.protocols.classification.load_images",
-                        lambda bench, records: (["img"] * len(records), [None] * len(records)))
+    monkeypatch.setattr(
+        "vlmgrid.protocols.classification.load_images",
+        lambda bench, records: (["img"] * len(records), [None] * len(records)),
+    )
     model = Both(answers={"a": "It is a sunflower.", "b": "A rose, probably."})
     runner, strategy = make_runner("classification", model, bench)
     rows = runner(bench.records)
     assert strategy == "open-world: generate; closed-world: score_options"
     assert [(r["variant"], r["id"]) for r in rows] == [
-        ("open-01", "a"), ("open-01", "b"), ("open-02", "a"), ("open-02", "b"), ("closed-01", "a"), ("closed-01", "b")]
+        ("open-01", "a"),
+        ("open-01", "b"),
+        ("open-02", "a"),
+        ("open-02", "b"),
+        ("closed-01", "a"),
+        ("closed-01", "b"),
+    ]
     by = {(r["variant"], r["id"]): r for r in rows}
     assert (by["open-01", "a"]["prediction"], by["open-01", "a"]["prediction_index"]) == ("sunflower", 0)
     assert by["open-01", "a"]["raw"] == "It is a sunflower."
     # "A rose" names no class ("red rose" is the class): kept raw, a format error, not a guess
     assert by["open-02", "b"]["prediction"] is None and by["open-02", "b"]["raw"] == "A rose, probably."
     assert (by["closed-01", "a"]["prediction"], by["closed-01", "a"]["topk"][0]) == ("daisy", 1)
-    assert model.scored[0].prompt == "Choose one of: sunflower, daisy, red rose." and model.scored[0].letters is None
+    assert (
+        model.scored[0].prompt == "Choose one of: sunflower, daisy, red rose."
+        and model.scored[0].letters is None
+    )
     assert [r.prompt for r in model.generated[:2]] == ["Identify the object in this image:"] * 2
 
 
@@ -127,10 +172,13 @@ def test_a_limited_closed_world_question_maps_its_answers_back_to_class_indices(
     bench = _bench(tmp_path, ids=("a",))
     bench.classes = ["sunflower", "tulip", "daisy", "iris", "orchid", "lily"]
     bench.records["answer_index"] = 2
-    (tmp_path / "lvlm_classification.yaml").write_text(yaml.safe_dump(
-        {"closed": {"closed-01": "Choose one of: {candidates}."}, "max_candidates": 3}))
-    monkeypatch.setattr("vlmgrid.protocols.classification.load_images",
-                        lambda bench, records: (["img"] * len(records), [None] * len(records)))
+    (tmp_path / "lvlm_classification.yaml").write_text(
+        yaml.safe_dump({"closed": {"closed-01": "Choose one of: {candidates}."}, "max_candidates": 3})
+    )
+    monkeypatch.setattr(
+        "vlmgrid.protocols.classification.load_images",
+        lambda bench, records: (["img"] * len(records), [None] * len(records)),
+    )
     model = Both()
     row = make_runner("classification", model, bench)[0](bench.records)[0]
     shown = [c.strip() for c in model.scored[0].prompt.removeprefix("Choose one of: ").rstrip(".").split(",")]
@@ -143,8 +191,10 @@ def test_a_limited_closed_world_question_maps_its_answers_back_to_class_indices(
 
 def test_a_broken_image_and_a_failed_request_are_error_rows_in_every_variant(tmp_path, monkeypatch):
     bench = _bench(tmp_path, ids=("a", "down", "broken"))
-    monkeypatch.setattr("vlmgrid.protocols.classification.load_images",
-                        lambda bench, records: (["img", "img", None], [None, None, "image is truncated"]))
+    monkeypatch.setattr(
+        "vlmgrid.protocols.classification.load_images",
+        lambda bench, records: (["img", "img", None], [None, None, "image is truncated"]),
+    )
     rows = make_runner("classification", Both({"answer_mode": "generate"}), bench)[0](bench.records)
     assert len(rows) == 9
     errors = {(r["variant"], r["id"]): r["error"] for r in rows if r["error"]}

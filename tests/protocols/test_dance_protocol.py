@@ -30,14 +30,31 @@ def pictures(tmp_path):
 
 
 def records():
-    return pd.DataFrame([
-        {"id": "r2i", "direction": "riddle-to-image", "image": None, "question": "This is green.",
-         "options": ["red.png", "green.png", "blue.png"]},
-        {"id": "i2r", "direction": "image-to-riddle", "image": "blue.png", "question": "",
-         "options": ["This is red.", "This is blue.", "This is green."]},
-        {"id": "bad", "direction": "riddle-to-image", "image": None, "question": "This is red.",
-         "options": ["red.png", "broken.png", "blue.png"]},
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "id": "r2i",
+                "direction": "riddle-to-image",
+                "image": None,
+                "question": "This is green.",
+                "options": ["red.png", "green.png", "blue.png"],
+            },
+            {
+                "id": "i2r",
+                "direction": "image-to-riddle",
+                "image": "blue.png",
+                "question": "",
+                "options": ["This is red.", "This is blue.", "This is green."],
+            },
+            {
+                "id": "bad",
+                "direction": "riddle-to-image",
+                "image": None,
+                "question": "This is red.",
+                "options": ["red.png", "broken.png", "blue.png"],
+            },
+        ]
+    )
 
 
 class ColourEmbedder:
@@ -83,8 +100,14 @@ class ColourScorer:
         results = []
         for request in requests:
             colour = names[tuple(np.asarray(request.image)[0, 0])]
-            results.append(ScoreResult(OptionScores(total=[0.0 if colour in o else -2.0 for o in request.options],
-                                                    tokens=[2] * len(request.options))))
+            results.append(
+                ScoreResult(
+                    OptionScores(
+                        total=[0.0 if colour in o else -2.0 for o in request.options],
+                        tokens=[2] * len(request.options),
+                    )
+                )
+            )
         return results
 
 
@@ -100,7 +123,11 @@ def test_likelihood_scores_the_riddle_under_each_picture_and_the_riddles_under_o
     assert [r.id for r in to_image] == ["r2i#0", "r2i#1", "r2i#2"]
     assert all(r.options == [" This is green."] for r in to_image)
     # picture -> riddles: one request, the riddles continue one shared picture + prompt prefix
-    assert len(to_riddle) == 1 and to_riddle[0].options == [" This is red.", " This is blue.", " This is green."]
+    assert len(to_riddle) == 1 and to_riddle[0].options == [
+        " This is red.",
+        " This is blue.",
+        " This is green.",
+    ]
     assert to_riddle[0].prompt == to_image[0].prompt and to_riddle[0].letters is None
 
 
@@ -122,21 +149,36 @@ def test_fifty_riddles_under_one_picture_score_as_fifty_full_forwards(llava, tmp
     rng = np.random.default_rng(0)
     riddles = [" ".join(rng.choice(words, 20)) + " ." for _ in range(50)]
     Image.fromarray(rng.integers(0, 256, (36, 40, 3), dtype=np.uint8)).save(tmp_path / "entity.png")
-    query = pd.DataFrame([{"id": "q", "direction": "image-to-riddle", "image": "entity.png", "question": "",
-                           "options": riddles}])
+    query = pd.DataFrame(
+        [
+            {
+                "id": "q",
+                "direction": "image-to-riddle",
+                "image": "entity.png",
+                "question": "",
+                "options": riddles,
+            }
+        ]
+    )
     (row,) = likelihood_strategy(llava, Bench(tmp_path))(query)
 
-    prefix = llava._inputs([OptionRequest("q", Image.open(tmp_path / "entity.png").convert("RGB"), ranking_prompt(),
-                                          [" x"])])
+    prefix = llava._inputs(
+        [OptionRequest("q", Image.open(tmp_path / "entity.png").convert("RGB"), ranking_prompt(), [" x"])]
+    )
     expected = []
     for riddle in riddles:
         ids = llava.tokenizer.encode(f" {riddle}", add_special_tokens=False)
         extra = torch.tensor([ids])
-        inputs = {**prefix, "input_ids": torch.cat([prefix["input_ids"], extra], dim=1),
-                  "attention_mask": torch.cat([prefix["attention_mask"], torch.ones_like(extra)], dim=1)}
+        inputs = {
+            **prefix,
+            "input_ids": torch.cat([prefix["input_ids"], extra], dim=1),
+            "attention_mask": torch.cat([prefix["attention_mask"], torch.ones_like(extra)], dim=1),
+        }
         with torch.inference_mode():
             logprobs = torch.log_softmax(llava.model(**inputs, use_cache=False).logits[0].float(), dim=-1)
-        start = prefix["input_ids"].shape[1] - 1  # the prompt's last position predicts the riddle's first token
+        start = (
+            prefix["input_ids"].shape[1] - 1
+        )  # the prompt's last position predicts the riddle's first token
         expected.append(sum(float(logprobs[start + k, token]) for k, token in enumerate(ids)) / len(ids))
     np.testing.assert_allclose(row["scores"], expected, atol=1e-4, rtol=0)
     assert row["prediction_index"] == int(np.argmax(expected))

@@ -27,15 +27,22 @@ from vlmgrid.protocols.parsing import LETTERS, PARSERS, Parsed
 
 PARITY_DIR = Path(__file__).parent / "parity"
 COMPARERS = {
-    "letter": lambda parsed: LETTERS[parsed.index] if parsed.prediction is not None and parsed.index >= 0 else None,
+    "letter": lambda parsed: (
+        LETTERS[parsed.index] if parsed.prediction is not None and parsed.index >= 0 else None
+    ),
     "text": lambda parsed: parsed.prediction,
-    "vqa_answer": lambda parsed: (normalise_answer(parsed.prediction) or None) if parsed.prediction is not None else None,
+    "vqa_answer": lambda parsed: (
+        (normalise_answer(parsed.prediction) or None) if parsed.prediction is not None else None
+    ),
 }
 SOURCE_KEYS = {"repository", "path", "commit", "rule"}
 
 
 def _tables() -> dict[str, dict]:
-    return {path.stem: yaml.safe_load(path.read_text(encoding="utf-8")) for path in sorted(PARITY_DIR.glob("*.yaml"))}
+    return {
+        path.stem: yaml.safe_load(path.read_text(encoding="utf-8"))
+        for path in sorted(PARITY_DIR.glob("*.yaml"))
+    }
 
 
 TABLES = _tables()
@@ -68,7 +75,8 @@ def test_headline_parser_reads_as_the_authors(name, i):
         reading = table["unparsable_reads"]
     assert reading == case["reads"], (
         f"{name} case {i}: {case['output']!r} reads {reading!r} in vlmgrid, {case['reads']!r} in "
-        f"{table['source']['repository']} {table['source']['path']}" + (f" ({case['why']})" if case.get("why") else "")
+        f"{table['source']['repository']} {table['source']['path']}"
+        + (f" ({case['why']})" if case.get("why") else "")
     )
 
 
@@ -79,8 +87,11 @@ def test_unparsable_reading_is_the_metrics():
     from vlmgrid.benchmarks import BENCHMARKS
     from vlmgrid.metrics import score_predictions
 
-    metric_of = {BENCHMARKS.get(name).parser or "pope": BENCHMARKS.get(name).metric
-                 for name in BENCHMARKS if BENCHMARKS.get(name).protocol == "yes_no"}
+    metric_of = {
+        BENCHMARKS.get(name).parser or "pope": BENCHMARKS.get(name).metric
+        for name in BENCHMARKS
+        if BENCHMARKS.get(name).protocol == "yes_no"
+    }
     checked = 0
     for name, table in TABLES.items():
         if "unparsable_reads" not in table:
@@ -88,10 +99,23 @@ def test_unparsable_reading_is_the_metrics():
         reading = table["unparsable_reads"]
         other = next(option for option in table["options"] if option != reading)
         golds = [reading, reading, other]
-        records = pd.DataFrame({"id": ["a", "b", "c"], "answer": golds, "options": [table["options"]] * 3,
-                                "answer_index": [table["options"].index(gold) for gold in golds]})
-        predictions = pd.DataFrame({"id": ["a", "b", "c"], "variant": "default", "prediction": [None, None, None],
-                                    "prediction_index": [-1, -1, -1], "error": [None, None, None]})
+        records = pd.DataFrame(
+            {
+                "id": ["a", "b", "c"],
+                "answer": golds,
+                "options": [table["options"]] * 3,
+                "answer_index": [table["options"].index(gold) for gold in golds],
+            }
+        )
+        predictions = pd.DataFrame(
+            {
+                "id": ["a", "b", "c"],
+                "variant": "default",
+                "prediction": [None, None, None],
+                "prediction_index": [-1, -1, -1],
+                "error": [None, None, None],
+            }
+        )
         score = score_predictions(metric_of[table["parser"]], records, predictions, samples=10, seed=0)
         # every unparsable answer reads as `reading`: right on "a" and "b", wrong on "c"
         assert score["metrics"]["accuracy"]["value"] == 66.6667, name

@@ -34,11 +34,25 @@ NONE = Parsed(None, -1)
 
 
 def test_registry_holds_every_parser_under_its_name():
-    assert list(PARSERS) == sorted([
-        "letter", "pope", "mme", "mme_lenient", "cvbench", "cvbench_lenient", "mmbench", "scienceqa",
-        "short_answer", "short_answer_lenient", "open_class",
-        "exam_json", "exam_tag", "exam_json_lenient", "exam_tag_lenient",
-    ])
+    assert list(PARSERS) == sorted(
+        [
+            "letter",
+            "pope",
+            "mme",
+            "mme_lenient",
+            "cvbench",
+            "cvbench_lenient",
+            "mmbench",
+            "scienceqa",
+            "short_answer",
+            "short_answer_lenient",
+            "open_class",
+            "exam_json",
+            "exam_tag",
+            "exam_json_lenient",
+            "exam_tag_lenient",
+        ]
+    )
     assert PARSERS.get("letter").read is parse_letter
     assert PARSERS.get("pope").read is parse_pope
     assert PARSERS.get("mme_lenient").read is parse_mme_lenient
@@ -143,15 +157,18 @@ def test_letter_reads_none_and_tuples_of_options():
     assert parse_letter("C", tuple(FOUR)) == Parsed("bird", 2)
 
 
-@pytest.mark.parametrize("text, options, expected", [
-    ("the cat", DOG_CAT, 1),
-    ("Cat", DOG_CAT, 1),
-    ("dog or cat", DOG_CAT, -1),
-    ("a sports car", ["car", "sports car"], 1),
-    ("nothing", DOG_CAT, -1),
-    ("same", ["same", "same"], -1),
-    ("x", ["", "x"], 1),
-])
+@pytest.mark.parametrize(
+    "text, options, expected",
+    [
+        ("the cat", DOG_CAT, 1),
+        ("Cat", DOG_CAT, 1),
+        ("dog or cat", DOG_CAT, -1),
+        ("a sports car", ["car", "sports car"], 1),
+        ("nothing", DOG_CAT, -1),
+        ("same", ["same", "same"], -1),
+        ("x", ["", "x"], 1),
+    ],
+)
 def test_match_option_text(text, options, expected):
     assert match_option_text(text, options) == expected
 
@@ -430,7 +447,9 @@ def test_match_class_longest_name_wins_and_shared_names_are_ambiguous():
     # "big cat" is the longest name found, although "cat" (another class) is inside it
     assert match_class("Big cats", ["cat", "big cat"]) == Parsed("big cat", 1)
     assert match_class("jaguar", ["animal", "car"], {"animal": ["jaguar"], "car": ["jaguar"]}) == NONE
-    assert match_class("a jaguar car", ["animal", "car"], {"animal": ["jaguar"]}) == Parsed("animal", 0)  # 6 > 3
+    assert match_class("a jaguar car", ["animal", "car"], {"animal": ["jaguar"]}) == Parsed(
+        "animal", 0
+    )  # 6 > 3
     assert match_class("a jaguar car", ["animal", "car"], {"car": ["jaguar car"]}) == Parsed("car", 1)
     assert match_class("a horse and a mouse", ["horse", "mouse"]) == NONE  # 5 characters each: a tie
     assert match_class("x", []) == NONE

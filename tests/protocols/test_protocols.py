@@ -18,22 +18,36 @@ class FlakyScorer(Backend):
 
     def score_results(self, requests):
         return [
-            ScoreResult(None, "HTTP 500: overloaded (gave up after 3 attempts)") if r.id == "bad"
-            else ScoreResult(OptionScores(total=[-float(i) for i in range(len(r.options))], tokens=[1] * len(r.options)))
+            ScoreResult(None, "HTTP 500: overloaded (gave up after 3 attempts)")
+            if r.id == "bad"
+            else ScoreResult(
+                OptionScores(total=[-float(i) for i in range(len(r.options))], tokens=[1] * len(r.options))
+            )
             for r in requests
         ]
 
 
 def _bench(protocol: str):
-    records = pd.DataFrame({
-        "id": ["good", "bad"], "image": [None, None], "question": ["q1", "q2"],
-        "options": [["x", "y"], ["x", "y"]], "answer": ["x", "y"], "answer_index": [0, 1],
-    })
-    return SimpleNamespace(root=Path("."), records=records, classes=["x", "y"], kind=SimpleNamespace(templates=()))
+    records = pd.DataFrame(
+        {
+            "id": ["good", "bad"],
+            "image": [None, None],
+            "question": ["q1", "q2"],
+            "options": [["x", "y"], ["x", "y"]],
+            "answer": ["x", "y"],
+            "answer_index": [0, 1],
+        }
+    )
+    return SimpleNamespace(
+        root=Path("."), records=records, classes=["x", "y"], kind=SimpleNamespace(templates=())
+    )
 
 
 def test_failed_item_becomes_an_error_row_and_the_rest_is_scored():
-    for protocol in ("multiple_choice", "yes_no"):  # classification: tests/protocols/test_classification_prompts.py
+    for protocol in (
+        "multiple_choice",
+        "yes_no",
+    ):  # classification: tests/protocols/test_classification_prompts.py
         bench = _bench(protocol)
         rows = make_runner(protocol, FlakyScorer({}), bench)[0](bench.records)
         assert [row["id"] for row in rows] == ["good", "bad"]
@@ -59,8 +73,10 @@ def test_multiple_choice_shows_context_and_lettered_options_and_scores_letters()
     model = RecordingScorer({})
     make_runner("multiple_choice", model, bench)[0](bench.records)
     first, second = model.requests
-    assert first.prompt == ("Context: The picture shows a farm.\nq1\nA. x\nB. y\nC. z\n"
-                            "Answer with the option's letter from the given choices directly.")
+    assert first.prompt == (
+        "Context: The picture shows a farm.\nq1\nA. x\nB. y\nC. z\n"
+        "Answer with the option's letter from the given choices directly."
+    )
     assert tuple(first.letters) == ("A", "B", "C") and list(first.options) == ["x", "y", "z"]
     assert not second.prompt.startswith("Context") and tuple(second.letters) == ("A", "B")
 
@@ -90,8 +106,12 @@ class CannedGenerator(Backend):
         from vlmgrid.model_requests import GenerationResult
 
         self.prompts.extend(r.prompt for r in requests)
-        return [GenerationResult(None, "HTTP 503 (gave up after 5 attempts)") if r.id == "down"
-                else GenerationResult(self.answers[r.id]) for r in requests]
+        return [
+            GenerationResult(None, "HTTP 503 (gave up after 5 attempts)")
+            if r.id == "down"
+            else GenerationResult(self.answers[r.id])
+            for r in requests
+        ]
 
 
 def test_generated_answers_are_parsed_and_kept_raw():
@@ -102,7 +122,11 @@ def test_generated_answers_are_parsed_and_kept_raw():
     runner, strategy = make_runner("multiple_choice", model, bench)
     rows = runner(bench.records)
     assert strategy == "generate"
-    assert (rows[0]["prediction"], rows[0]["prediction_index"], rows[0]["raw"]) == ("y", 1, "The answer is B.")
+    assert (rows[0]["prediction"], rows[0]["prediction_index"], rows[0]["raw"]) == (
+        "y",
+        1,
+        "The answer is B.",
+    )
     assert rows[1]["prediction"] is None and rows[1]["raw"] == "I am not sure." and rows[1]["error"] is None
     assert rows[2]["error"].startswith("HTTP 503") and rows[2]["raw"] is None
     assert model.prompts[0].endswith("Answer with the option's letter from the given choices directly.")
@@ -112,7 +136,9 @@ def test_yes_no_generation_uses_the_benchmarks_official_parser():
     bench = _bench("yes_no")
     bench.records["options"] = [["yes", "no"], ["yes", "no"]]
     bench.kind = SimpleNamespace(templates=(), parser="mme")
-    rows = make_runner("yes_no", CannedGenerator({"good": "Yes, it is.", "bad": "Nope"}), bench)[0](bench.records)
+    rows = make_runner("yes_no", CannedGenerator({"good": "Yes, it is.", "bad": "Nope"}), bench)[0](
+        bench.records
+    )
     assert [(r["prediction"], r["prediction_index"]) for r in rows] == [("yes", 0), ("no", 1)]
 
 
@@ -126,4 +152,6 @@ def test_the_yes_no_prompt_puts_the_short_answer_instruction_in_place_of_mmes_ow
     assert yes_no_prompt("Is there a dog? Please answer yes or no. \n") == "Is there a dog?" + short
     # POPE's and any other question stay as they are
     assert yes_no_prompt("Is there a dog in the image?") == "Is there a dog in the image?" + short
-    assert yes_no_prompt("Please answer yes or no. Is it red?") == "Please answer yes or no. Is it red?" + short
+    assert (
+        yes_no_prompt("Please answer yes or no. Is it red?") == "Please answer yes or no. Is it red?" + short
+    )

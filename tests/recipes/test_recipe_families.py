@@ -12,10 +12,15 @@ import pytest
 
 from vlmgrid.config import validate_config
 
-VICUNA = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
-          "detailed, and polite answers to the user's questions.")
-FAMILIES = {"next-vicuna": ("llava_next_vicuna", "llava-next-vicuna"),  # model: (tiny checkpoint family, recipe)
-            "next-mistral": ("llava_next", "llava-next-mistral"), "qwen": ("qwen2_5_vl", "qwen2.5-vl")}
+VICUNA = (
+    "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
+    "detailed, and polite answers to the user's questions."
+)
+FAMILIES = {
+    "next-vicuna": ("llava_next_vicuna", "llava-next-vicuna"),  # model: (tiny checkpoint family, recipe)
+    "next-mistral": ("llava_next", "llava-next-mistral"),
+    "qwen": ("qwen2_5_vl", "qwen2.5-vl"),
+}
 
 
 def conversation(model: str, user: str) -> str:
@@ -25,8 +30,10 @@ def conversation(model: str, user: str) -> str:
     if model == "next-mistral":  # LLaVA's conv_mistral_instruct: no system text
         return f"[INST] <image>\n{user} [/INST]"
     # Qwen2.5-VL's chat template with its default system text, the image first
-    return ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-            f"<|vision_start|><|image_pad|><|vision_end|>{user}<|im_end|>\n<|im_start|>assistant\n")
+    return (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+        f"<|vision_start|><|image_pad|><|vision_end|>{user}<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def lmms_eval(kind: str, record: dict) -> str:
@@ -61,15 +68,25 @@ def grid(tmp_path_factory):
     from vlmgrid.stages.prepare import prepare
 
     root = tmp_path_factory.mktemp("families")
-    config = validate_config({
-        "data_dir": str(root / "data"), "results_dir": str(root / "results"),
-        "benchmarks": {kind: {"kind": kind if kind != "scienceqa" else "scienceqa_img",
-                              "source": {"type": "fixture", "seed": 0, "size": 3}}
-                       for kind in ("pope", "mmbench", "scienceqa")},
-        "models": {model: {"backend": "hf", "source": {"type": "fixture", "family": family}, "recipe": recipe}
-                   for model, (family, recipe) in FAMILIES.items()},
-        "grid": {"models": list(FAMILIES), "benchmarks": ["pope", "mmbench", "scienceqa"]},
-    }, source=root / "config.yaml")
+    config = validate_config(
+        {
+            "data_dir": str(root / "data"),
+            "results_dir": str(root / "results"),
+            "benchmarks": {
+                kind: {
+                    "kind": kind if kind != "scienceqa" else "scienceqa_img",
+                    "source": {"type": "fixture", "seed": 0, "size": 3},
+                }
+                for kind in ("pope", "mmbench", "scienceqa")
+            },
+            "models": {
+                model: {"backend": "hf", "source": {"type": "fixture", "family": family}, "recipe": recipe}
+                for model, (family, recipe) in FAMILIES.items()
+            },
+            "grid": {"models": list(FAMILIES), "benchmarks": ["pope", "mmbench", "scienceqa"]},
+        },
+        source=root / "config.yaml",
+    )
     for benchmark in config.benchmarks:
         prepare(config, benchmark)
     for model in config.models:

@@ -21,16 +21,31 @@ from PIL import Image
 from vlmgrid.config import validate_config
 
 REPO = Path(__file__).resolve().parents[2]
-BUILDERS = json.loads((Path(__file__).parent / "authors" / "kaleidoscope" / "builders.json").read_text("utf-8"))
+BUILDERS = json.loads(
+    (Path(__file__).parent / "authors" / "kaleidoscope" / "builders.json").read_text("utf-8")
+)
 API = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
 MODELS = {
-    "qwen": {"backend": "hf", "source": {"type": "fixture", "family": "qwen2_5_vl"},
-             "recipe": "kaleidoscope-qwen2.5-vl"},
-    "molmo": {"backend": "hf", "source": {"type": "fixture", "family": "llava"}, "recipe": "kaleidoscope-molmo"},
-    "pangea": {"backend": "hf", "source": {"type": "fixture", "family": "llava_next_vicuna"},
-               "recipe": "kaleidoscope-pangea"},
-    "aya": {"backend": "hf", "source": {"type": "fixture", "family": "aya_vision"},
-            "recipe": "kaleidoscope-aya-vision"},
+    "qwen": {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": "qwen2_5_vl"},
+        "recipe": "kaleidoscope-qwen2.5-vl",
+    },
+    "molmo": {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": "llava"},
+        "recipe": "kaleidoscope-molmo",
+    },
+    "pangea": {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": "llava_next_vicuna"},
+        "recipe": "kaleidoscope-pangea",
+    },
+    "aya": {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": "aya_vision"},
+        "recipe": "kaleidoscope-aya-vision",
+    },
     "aya-api": {"backend": "openai", **API, "recipe": "kaleidoscope-aya-vision"},
     "openai": {"backend": "openai", **API, "recipe": "kaleidoscope-api"},
     "claude": {"backend": "openai", **API, "recipe": "kaleidoscope-claude"},
@@ -49,12 +64,28 @@ def _raw_copy(folder: Path) -> None:
             buffer = io.BytesIO()
             Image.new("RGB", (40 + n, 24), (n * 7 % 256, 90, 160)).save(buffer, format="PNG")
             members[ARCHIVE_ROOT + item["image"]] = buffer.getvalue()
-        rows.append({"language": item["language"], "country": "x", "file_name": "exam.pdf", "source": "s",
-                     "license": "CC BY 4.0", "level": "Secondary", "category_en": "Mathematics",
-                     "category_original_lang": "Mathematics", "original_question_num": str(n),
-                     "question": item["question"], "options": item["options"], "answer": item["answer"],
-                     "image_png": None, "image_information": None, "image_type": None,
-                     "parallel_question_id": None, "image": item["image"], "general_category_en": "STEM"})
+        rows.append(
+            {
+                "language": item["language"],
+                "country": "x",
+                "file_name": "exam.pdf",
+                "source": "s",
+                "license": "CC BY 4.0",
+                "level": "Secondary",
+                "category_en": "Mathematics",
+                "category_original_lang": "Mathematics",
+                "original_question_num": str(n),
+                "question": item["question"],
+                "options": item["options"],
+                "answer": item["answer"],
+                "image_png": None,
+                "image_information": None,
+                "image_type": None,
+                "parallel_question_id": None,
+                "image": item["image"],
+                "general_category_en": "STEM",
+            }
+        )
     write_hub_parquet(folder / "data" / "train-00000-of-00001.parquet", SCHEMA, rows, FEATURES)
     with zipfile.ZipFile(folder / ARCHIVE, "w") as archive:
         for name, data in sorted(members.items()):
@@ -70,14 +101,22 @@ def grid(tmp_path_factory):
     raw = root / "raw"
     raw.mkdir()
     _raw_copy(raw)
-    config = validate_config({
-        "data_dir": str(root / "data"), "results_dir": str(root / "results"),
-        "prompts_dir": str(REPO / "config" / "prompts"),
-        "benchmarks": {"kaleidoscope": {"kind": "kaleidoscope",
-                                        "source": {"type": "local", "path": str(raw), "expected_items": 36}}},
-        "models": MODELS,
-        "grid": {"models": list(MODELS), "benchmarks": ["kaleidoscope"]},
-    }, source=root / "config.yaml")
+    config = validate_config(
+        {
+            "data_dir": str(root / "data"),
+            "results_dir": str(root / "results"),
+            "prompts_dir": str(REPO / "config" / "prompts"),
+            "benchmarks": {
+                "kaleidoscope": {
+                    "kind": "kaleidoscope",
+                    "source": {"type": "local", "path": str(raw), "expected_items": 36},
+                }
+            },
+            "models": MODELS,
+            "grid": {"models": list(MODELS), "benchmarks": ["kaleidoscope"]},
+        },
+        source=root / "config.yaml",
+    )
     prepare(config, "kaleidoscope")
     for model, settings in MODELS.items():
         if settings["backend"] == "hf":
@@ -99,11 +138,18 @@ def _inputs(config, model: str) -> list[dict]:
 def test_the_hand_written_strings_are_the_authors(grid, model):
     lines = _inputs(grid, model)
     equal = sum(line["text"] == entry["authors"][model] for line, entry in zip(lines, BUILDERS))
-    assert equal == 36, next((line["text"], entry["authors"][model]) for line, entry in zip(lines, BUILDERS)
-                             if line["text"] != entry["authors"][model])
+    assert equal == 36, next(
+        (line["text"], entry["authors"][model])
+        for line, entry in zip(lines, BUILDERS)
+        if line["text"] != entry["authors"][model]
+    )
     # the authors sampled: temperature 0.7, top-p 0.9, 1,024 new tokens
-    assert {json.dumps(line["generation"], sort_keys=True) for line in lines} == {json.dumps(
-        {"do_sample": True, "max_new_tokens": 1024, "seed": 0, "temperature": 0.7, "top_p": 0.9}, sort_keys=True)}
+    assert {json.dumps(line["generation"], sort_keys=True) for line in lines} == {
+        json.dumps(
+            {"do_sample": True, "max_new_tokens": 1024, "seed": 0, "temperature": 0.7, "top_p": 0.9},
+            sort_keys=True,
+        )
+    }
     assert all(line["variant"] == "json" for line in lines)
 
 
@@ -124,19 +170,30 @@ def _parts(message: dict) -> list:
     return parts
 
 
-@pytest.mark.parametrize("model, authors, detail", [("openai", "openai", "low"), ("claude", "claude", None),
-                                                    ("aya-api", "aya", None)])
+@pytest.mark.parametrize(
+    "model, authors, detail",
+    [("openai", "openai", "low"), ("claude", "claude", None), ("aya-api", "aya", None)],
+)
 def test_the_api_messages_are_the_authors(grid, model, authors, detail):
     for line, entry in zip(_inputs(grid, model), BUILDERS):
         theirs = entry["authors"][authors]
         if authors == "claude":  # Anthropic's image block: the same place in the content, no detail
-            theirs = [theirs[0], {**theirs[1], "content": [
-                {"type": "image_url", "image_url": {}} if part["type"] == "image" else part
-                for part in theirs[1]["content"]]}]
+            theirs = [
+                theirs[0],
+                {
+                    **theirs[1],
+                    "content": [
+                        {"type": "image_url", "image_url": {}} if part["type"] == "image" else part
+                        for part in theirs[1]["content"]
+                    ],
+                },
+            ]
         ours = line["messages"]
         assert [message["role"] for message in ours] == [message["role"] for message in theirs]
         assert [_parts(message) for message in ours] == [
-            [(kind, detail if kind == "image" else value) for kind, value in _parts(message)] for message in theirs]
+            [(kind, detail if kind == "image" else value) for kind, value in _parts(message)]
+            for message in theirs
+        ]
         assert line["text"] is None
         assert (line["image"] is None) == (entry["item"]["image"] is None)
 
@@ -149,8 +206,16 @@ def test_aya_through_transformers_renders_the_authors_messages(grid):
     processor = AutoProcessor.from_pretrained(paths.model_dir(grid.data_dir, "aya"))
     for line, entry in zip(_inputs(grid, "aya"), BUILDERS):
         system, user = entry["authors"]["aya"]
-        messages = [{"role": "system", "content": [{"type": "text", "text": system["content"]}]},
-                    {"role": "user", "content": [{"type": "image"} if part["type"] == "image_url" else part
-                                                 for part in user["content"]]}]
-        assert line["text"] == processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        messages = [
+            {"role": "system", "content": [{"type": "text", "text": system["content"]}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image"} if part["type"] == "image_url" else part for part in user["content"]
+                ],
+            },
+        ]
+        assert line["text"] == processor.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
         assert line["generation"]["temperature"] == 0.3 and "top_p" not in line["generation"]

@@ -29,8 +29,10 @@ from vlmgrid.config import validate_config
 
 REPO = Path(__file__).resolve().parents[2]
 AUTHORS = Path(__file__).resolve().parent / "authors"
-SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
-          "detailed, and polite answers to the user's questions.")
+SYSTEM = (
+    "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
+    "detailed, and polite answers to the user's questions."
+)
 LETTER_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 
 
@@ -50,6 +52,7 @@ def _picture(path: Path, size=(6, 4)) -> None:
 
 
 # --- the benchmarks as their authors publish them ---------------------------------------------------------------
+
 
 def _pope(root: Path) -> Path:
     folder = root / "pope"
@@ -84,8 +87,11 @@ def _mme(root: Path) -> Path:
                 image, question, answer = line.split("\t")[:3]
                 questions[image].append(f"{question}\t{answer}\n")
         for image, lines in questions.items():
-            images, texts = ((folder / category / "images", folder / category / "questions_answers_YN")
-                             if category in NESTED else (folder / category, folder / category))
+            images, texts = (
+                (folder / category / "images", folder / category / "questions_answers_YN")
+                if category in NESTED
+                else (folder / category, folder / category)
+            )
             _picture(images / image)
             texts.mkdir(parents=True, exist_ok=True)
             (texts / f"{Path(image).stem}.txt").write_text("".join(lines), "utf-8")
@@ -110,14 +116,19 @@ def _scienceqa(root: Path) -> Path:
 def _mmbench_rows() -> list[dict]:
     """The dev file's rows: index, question, options and answer as LLaVA uploaded them; the hint, which that
     upload leaves out, as LLaVA's prompt shows it (the text before the question)."""
-    upload = pd.read_excel(AUTHORS / "llava" / "mmbench_dev_20230712_upload_llava-v1.5-13b.xlsx", dtype=str,
-                           keep_default_na=False)
-    prompts = {int(line["question_id"]): line["prompt"] for line in _lines(
-        "mmbench_dev_20230712_answers_llava-v1.5-13b.jsonl.gz")}
+    upload = pd.read_excel(
+        AUTHORS / "llava" / "mmbench_dev_20230712_upload_llava-v1.5-13b.xlsx",
+        dtype=str,
+        keep_default_na=False,
+    )
+    prompts = {
+        int(line["question_id"]): line["prompt"]
+        for line in _lines("mmbench_dev_20230712_answers_llava-v1.5-13b.jsonl.gz")
+    }
     rows = []
     for row in upload.to_dict("records"):
         prompt, question = prompts[int(row["index"])], row["question"]
-        hint = "" if prompt.startswith(question + "\n") else prompt[:prompt.index("\n" + question + "\n")]
+        hint = "" if prompt.startswith(question + "\n") else prompt[: prompt.index("\n" + question + "\n")]
         rows.append({**row, "hint": hint})
     return rows
 
@@ -128,14 +139,44 @@ def _mmbench(root: Path) -> Path:
     buffer = io.BytesIO()
     Image.new("RGB", (7, 3), (10, 120, 40)).save(buffer, format="JPEG")
     picture = base64.b64encode(buffer.getvalue()).decode("ascii")
-    header = ["index", "question", "hint", "A", "B", "C", "D", "answer", "category", "image", "source",
-              "l2-category", "comment", "split"]
+    header = [
+        "index",
+        "question",
+        "hint",
+        "A",
+        "B",
+        "C",
+        "D",
+        "answer",
+        "category",
+        "image",
+        "source",
+        "l2-category",
+        "comment",
+        "split",
+    ]
     with open(folder / "mmbench_dev_20230712.tsv", "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, delimiter="\t", quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
         writer.writerow(header)
         for row in _mmbench_rows():
-            writer.writerow([row["index"], row["question"], row["hint"], row["A"], row["B"], row["C"], row["D"],
-                             row["answer"], "", picture, "", "", "", row["split"]])
+            writer.writerow(
+                [
+                    row["index"],
+                    row["question"],
+                    row["hint"],
+                    row["A"],
+                    row["B"],
+                    row["C"],
+                    row["D"],
+                    row["answer"],
+                    "",
+                    picture,
+                    "",
+                    "",
+                    "",
+                    row["split"],
+                ]
+            )
     return folder
 
 
@@ -148,21 +189,34 @@ def grid(tmp_path_factory):
     root = tmp_path_factory.mktemp("authors")
     raw = root / "raw"
     raw.mkdir()
-    config = validate_config({
-        "data_dir": str(root / "data"), "results_dir": str(root / "results"),
-        "prompts_dir": str(REPO / "config" / "prompts"),
-        "benchmarks": {
-            "pope": {"kind": "pope_coco", "source": {"type": "local", "path": str(_pope(raw)),
-                                                     "expected_items": 8910}},
-            "mme": {"kind": "mme", "source": {"type": "local", "path": str(_mme(raw))}},
-            "scienceqa": {"kind": "scienceqa_img", "source": {"type": "local", "path": str(_scienceqa(raw)),
-                                                              "expected_items": 164}},
-            "mmbench": {"kind": "mmbench", "source": {"type": "local", "path": str(_mmbench(raw))}},
+    config = validate_config(
+        {
+            "data_dir": str(root / "data"),
+            "results_dir": str(root / "results"),
+            "prompts_dir": str(REPO / "config" / "prompts"),
+            "benchmarks": {
+                "pope": {
+                    "kind": "pope_coco",
+                    "source": {"type": "local", "path": str(_pope(raw)), "expected_items": 8910},
+                },
+                "mme": {"kind": "mme", "source": {"type": "local", "path": str(_mme(raw))}},
+                "scienceqa": {
+                    "kind": "scienceqa_img",
+                    "source": {"type": "local", "path": str(_scienceqa(raw)), "expected_items": 164},
+                },
+                "mmbench": {"kind": "mmbench", "source": {"type": "local", "path": str(_mmbench(raw))}},
+            },
+            "models": {
+                "llava": {
+                    "backend": "hf",
+                    "source": {"type": "fixture", "family": "llava", "seed": 0},
+                    "recipe": "llava-1.5",
+                }
+            },
+            "grid": {"models": ["llava"], "benchmarks": ["pope", "mme", "scienceqa", "mmbench"]},
         },
-        "models": {"llava": {"backend": "hf", "source": {"type": "fixture", "family": "llava", "seed": 0},
-                             "recipe": "llava-1.5"}},
-        "grid": {"models": ["llava"], "benchmarks": ["pope", "mme", "scienceqa", "mmbench"]},
-    }, source=root / "config.yaml")
+        source=root / "config.yaml",
+    )
     for benchmark in config.benchmarks:
         prepare(config, benchmark)
     fetch(config, "llava")
@@ -186,11 +240,14 @@ def _compare(expected: dict, shown: dict) -> tuple[int, list]:
 
 # --- the prompts -------------------------------------------------------------------------------------------
 
+
 def test_pope_every_item_is_llavas_input(grid):
     offsets = {"adversarial": 0, "random": 10_000_000, "popular": 20_000_000}
     expected = {}
     for line in _lines("llava_pope_test.jsonl.gz"):
-        expected[f"{line['category']}-{line['question_id'] - offsets[line['category']]}"] = vicuna_v1(line["text"])
+        expected[f"{line['category']}-{line['question_id'] - offsets[line['category']]}"] = vicuna_v1(
+            line["text"]
+        )
     shown = _inputs(grid, "pope")
     equal, differ = _compare(expected, {line["id"]: line["text"] for line in shown})
     assert (equal, differ) == (8910, [])
@@ -222,21 +279,31 @@ def test_scienceqa_img_items_are_llavas_input(grid):
     shown = {pid_of[line["id"]]: line for line in _inputs(grid, "scienceqa")}
     # model_vqa_science: the file's text without "<image>", stripped; "<image>\n" before it and the letter
     # instruction after it (--single-pred-prompt)
-    expected = {pid: vicuna_v1(questions[pid]["conversations"][0]["value"].replace("<image>", "").strip()
-                               + "\n" + LETTER_INSTRUCTION) for pid in shown}
+    expected = {
+        pid: vicuna_v1(
+            questions[pid]["conversations"][0]["value"].replace("<image>", "").strip()
+            + "\n"
+            + LETTER_INSTRUCTION
+        )
+        for pid in shown
+    }
     equal, differ = _compare(expected, {pid: line["text"] for pid, line in shown.items()})
     assert (equal, differ) == (164, [])
     assert {line["generation"]["max_new_tokens"] for line in shown.values()} == {1024}
 
 
 def test_mmbench_every_row_is_llavas_input(grid):
-    prompts = {str(line["question_id"]): line["prompt"] for line in _lines(
-        "mmbench_dev_20230712_answers_llava-v1.5-13b.jsonl.gz")}
+    prompts = {
+        str(line["question_id"]): line["prompt"]
+        for line in _lines("mmbench_dev_20230712_answers_llava-v1.5-13b.jsonl.gz")
+    }
     expected = {key: vicuna_v1(prompt + "\n" + LETTER_INSTRUCTION) for key, prompt in prompts.items()}
     shown = _inputs(grid, "mmbench")
     equal, differ = _compare(expected, {line["id"]: line["text"] for line in shown})
     assert (equal, differ) == (4377, [])
-    hinted = sum(not prompts[line["id"]].startswith(row["question"]) for line, row in zip(shown, _mmbench_rows()))
+    hinted = sum(
+        not prompts[line["id"]].startswith(row["question"]) for line, row in zip(shown, _mmbench_rows())
+    )
     assert hinted == 322  # the rows with a hint: bare on its own line, with no "Context: " label
 
 
@@ -253,20 +320,38 @@ def test_textvqa_layout_on_questions_rebuilt_from_llavas_file(tmp_path):
     for n, line in enumerate(lines):
         question, tokens, instruction = line["text"].split("\n")
         assert tokens.startswith("Reference OCR token: ") and instruction.startswith("Answer the question")
-        listed = tokens[len("Reference OCR token: "):]
-        data.append({"question": question[:1].lower() + question[1:], "image_id": line["image"][:-4],
-                     "question_id": n, "answers": ["x"] * 10})
+        listed = tokens[len("Reference OCR token: ") :]
+        data.append(
+            {
+                "question": question[:1].lower() + question[1:],
+                "image_id": line["image"][:-4],
+                "question_id": n,
+                "answers": ["x"] * 10,
+            }
+        )
         ocr[line["image"][:-4]] = listed.split(", ") if listed else []
         _picture(raw / "train_images" / line["image"])
     (raw / "TextVQA_0.5.1_val.json").write_text(json.dumps({"data": data}), "utf-8")
     (raw / "TextVQA_Rosetta_OCR_v0.2_val.json").write_text(
-        json.dumps({"data": [{"image_id": image, "ocr_tokens": tokens} for image, tokens in ocr.items()]}), "utf-8")
-    config = validate_config({
-        "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-        "benchmarks": {"textvqa": {"kind": "textvqa", "source": {"type": "local", "path": str(raw)}}},
-        "models": {"llava": {"backend": "hf", "source": {"type": "fixture", "family": "llava"},
-                             "recipe": "llava-1.5"}},
-        "grid": {"models": ["llava"], "benchmarks": ["textvqa"]}}, source=tmp_path / "config.yaml")
+        json.dumps({"data": [{"image_id": image, "ocr_tokens": tokens} for image, tokens in ocr.items()]}),
+        "utf-8",
+    )
+    config = validate_config(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "benchmarks": {"textvqa": {"kind": "textvqa", "source": {"type": "local", "path": str(raw)}}},
+            "models": {
+                "llava": {
+                    "backend": "hf",
+                    "source": {"type": "fixture", "family": "llava"},
+                    "recipe": "llava-1.5",
+                }
+            },
+            "grid": {"models": ["llava"], "benchmarks": ["textvqa"]},
+        },
+        source=tmp_path / "config.yaml",
+    )
     prepare(config, "textvqa")
     from vlmgrid.stages.fetch import fetch
 
@@ -281,6 +366,7 @@ def test_textvqa_layout_on_questions_rebuilt_from_llavas_file(tmp_path):
 
 
 # --- the pixels ----------------------------------------------------------------------------------------------
+
 
 def expand2square(image: Image.Image, background: tuple[int, ...]) -> Image.Image:
     """LLaVA's padding (llava/mm_utils.py), written here from its description: the image centred on a square
@@ -302,29 +388,57 @@ def pictures(tmp_path_factory):
     folder = root / "raw" / "MME_Benchmark_release_version"
     rng = np.random.default_rng(0)
     sizes = {"OCR": [(64, 48), (37, 90), (101, 60)], "existence": [(48, 48)]}
-    for category in ("OCR", "existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark",
-                     "artwork", "commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning"):
+    for category in (
+        "OCR",
+        "existence",
+        "count",
+        "position",
+        "color",
+        "posters",
+        "celebrity",
+        "scene",
+        "landmark",
+        "artwork",
+        "commonsense_reasoning",
+        "numerical_calculation",
+        "text_translation",
+        "code_reasoning",
+    ):
         images = sizes.get(category, [(20, 12)])
         nested = category in NESTED
         for k, (width, height) in enumerate(images):
             stem = f"{category}_{k}"
-            image_dir, text_dir = (folder / category / "images", folder / category / "questions_answers_YN") \
-                if nested else (folder / category, folder / category)
+            image_dir, text_dir = (
+                (folder / category / "images", folder / category / "questions_answers_YN")
+                if nested
+                else (folder / category, folder / category)
+            )
             image_dir.mkdir(parents=True, exist_ok=True)
             text_dir.mkdir(parents=True, exist_ok=True)
             pixels = rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(image_dir / f"{stem}.png")
-            (text_dir / f"{stem}.txt").write_text("Is it red? Please answer yes or no.\tYes\n"
-                                                  "Is it blue? Please answer yes or no.\tNo\n")
-    config = validate_config({
-        "data_dir": str(root / "data"), "results_dir": str(root / "results"),
-        "benchmarks": {"mme": {"kind": "mme", "source": {"type": "local", "path": str(folder),
-                                                          "expected_items": 32}}},
-        "models": {
-            "llava": {"backend": "hf", "source": {"type": "fixture", "family": "llava"}, "recipe": "llava-1.5"},
-            "cropped": {"backend": "hf", "source": {"type": "fixture", "family": "llava"}},
+            (text_dir / f"{stem}.txt").write_text(
+                "Is it red? Please answer yes or no.\tYes\nIs it blue? Please answer yes or no.\tNo\n"
+            )
+    config = validate_config(
+        {
+            "data_dir": str(root / "data"),
+            "results_dir": str(root / "results"),
+            "benchmarks": {
+                "mme": {"kind": "mme", "source": {"type": "local", "path": str(folder), "expected_items": 32}}
+            },
+            "models": {
+                "llava": {
+                    "backend": "hf",
+                    "source": {"type": "fixture", "family": "llava"},
+                    "recipe": "llava-1.5",
+                },
+                "cropped": {"backend": "hf", "source": {"type": "fixture", "family": "llava"}},
+            },
+            "grid": {"models": ["llava", "cropped"], "benchmarks": ["mme"]},
         },
-        "grid": {"models": ["llava", "cropped"], "benchmarks": ["mme"]}}, source=root / "config.yaml")
+        source=root / "config.yaml",
+    )
     prepare(config, "mme")
     fetch(config, "llava")
     fetch(config, "cropped")
@@ -348,8 +462,9 @@ def test_pixels_are_llavas_padding_then_the_checkpoints_processor(pictures):
     for line in lines:
         with Image.open(line["image"]) as opened:
             image = opened.convert("RGB")
-        expected = processor.image_processor(images=[expand2square(image, background)],
-                                             return_tensors="np")["pixel_values"]
+        expected = processor.image_processor(images=[expand2square(image, background)], return_tensors="np")[
+            "pixel_values"
+        ]
         np.testing.assert_allclose(np.load(line["pixels"]), expected, atol=1e-4)
         checked.add(image.size)
     assert {(64, 48), (37, 90), (101, 60), (48, 48)} <= checked

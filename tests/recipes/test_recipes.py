@@ -17,8 +17,11 @@ COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def _grid(model: dict, kind: str = "pope") -> dict:
-    return {"benchmarks": {"b": {"kind": kind, "source": {"type": "fixture"}}}, "models": {"m": model},
-            "grid": {"models": ["m"], "benchmarks": ["b"]}}
+    return {
+        "benchmarks": {"b": {"kind": kind, "source": {"type": "fixture"}}},
+        "models": {"m": model},
+        "grid": {"models": ["m"], "benchmarks": ["b"]},
+    }
 
 
 def _hf(**settings) -> dict:
@@ -38,8 +41,11 @@ def test_every_recipe_loads_and_cites_each_file_at_a_commit(name):
         assert "/" in entry["repo"] and entry["path"] and entry["for"]
     assert set(recipe.settings) <= OWNED | {"batch_size"}
     backend = recipe.backends[0]
-    model = _hf(recipe=name) if backend == "hf" else {"backend": "openai", "model": "x", "base_url": "http://h/v1",
-                                                      "recipe": name}
+    model = (
+        _hf(recipe=name)
+        if backend == "hf"
+        else {"backend": "openai", "model": "x", "base_url": "http://h/v1", "recipe": name}
+    )
     config = validate_config(_grid(model, next(iter(recipe.kinds), "pope")))
     assert config.model("m")["recipe"] == name
 
@@ -57,16 +63,31 @@ def test_a_recipe_fills_the_entry_and_the_cell_takes_its_kind():
 
 
 def test_settings_for_kind_merges_mappings_and_leaves_other_kinds_alone():
-    settings = {"generation": {"do_sample": False, "max_new_tokens": 8}, "system": "s",
-                "kinds": {"mme": {"generation": {"max_new_tokens": 16}, "system": "t"}}}
-    assert settings_for_kind(settings, "mme") == {"generation": {"do_sample": False, "max_new_tokens": 16},
-                                                  "system": "t"}
-    assert settings_for_kind(settings, "pope") == {"generation": {"do_sample": False, "max_new_tokens": 8},
-                                                   "system": "s"}
+    settings = {
+        "generation": {"do_sample": False, "max_new_tokens": 8},
+        "system": "s",
+        "kinds": {"mme": {"generation": {"max_new_tokens": 16}, "system": "t"}},
+    }
+    assert settings_for_kind(settings, "mme") == {
+        "generation": {"do_sample": False, "max_new_tokens": 16},
+        "system": "t",
+    }
+    assert settings_for_kind(settings, "pope") == {
+        "generation": {"do_sample": False, "max_new_tokens": 8},
+        "system": "s",
+    }
 
 
-@pytest.mark.parametrize("key, value", [("precision", "bf16"), ("system", "other"), ("image_size", 336),
-                                        ("generation", {"max_new_tokens": 8}), ("answer_mode", "generate")])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("precision", "bf16"),
+        ("system", "other"),
+        ("image_size", 336),
+        ("generation", {"max_new_tokens": 8}),
+        ("answer_mode", "generate"),
+    ],
+)
 def test_an_entry_cannot_change_what_its_recipe_fixes(key, value):
     with pytest.raises(VlmgridError, match=f"models.m.{key}: recipe llava-1.5 fixes {key}"):
         validate_config(_grid(_hf(recipe="llava-1.5", **{key: value})))
@@ -76,8 +97,9 @@ def test_likelihood_is_the_one_departure_and_it_is_recorded_for_every_kind():
     config = validate_config(_grid(_hf(recipe="llava-1.5", answer_mode="likelihood"), kind="cvqa"))
     model = config.model("m")
     assert model["answer_mode"] == "likelihood"
-    assert model["departs_from_recipe"] == ["answer_mode: likelihood (scores the options; the recipe reads a "
-                                            "generated answer)"]
+    assert model["departs_from_recipe"] == [
+        "answer_mode: likelihood (scores the options; the recipe reads a generated answer)"
+    ]
     assert all("answer_mode" not in spec for spec in model["kinds"].values())
     assert config.cell_settings("m", "b")["answer_mode"] == "likelihood"
 
@@ -85,7 +107,9 @@ def test_likelihood_is_the_one_departure_and_it_is_recorded_for_every_kind():
 def test_a_recipe_for_another_backend_or_an_unknown_one_is_one_sentence():
     with pytest.raises(VlmgridError, match="recipe kaleidoscope-api is for the openai backend, not hf"):
         validate_config(_grid(_hf(recipe="kaleidoscope-api")))
-    with pytest.raises(VlmgridError, match='models.m.recipe: "llava-15" is not a valid value \\(did you mean'):
+    with pytest.raises(
+        VlmgridError, match='models.m.recipe: "llava-15" is not a valid value \\(did you mean'
+    ):
         validate_config(_grid(_hf(recipe="llava-15")))
     with pytest.raises(VlmgridError, match='there is no recipe "llava-15" \\(did you mean "llava-1.5"'):
         load_recipe("llava-15")
@@ -93,27 +117,58 @@ def test_a_recipe_for_another_backend_or_an_unknown_one_is_one_sentence():
 
 def test_kaleidoscope_recipes_carry_the_authors_texts_not_a_name():
     spec = load_recipe("kaleidoscope-qwen2.5-vl").kinds["kaleidoscope"]["prompt"]
-    table = yaml.safe_load(resources.files("vlmgrid").joinpath("recipes/data/kaleidoscope.yaml").read_text("utf-8"))
+    table = yaml.safe_load(
+        resources.files("vlmgrid").joinpath("recipes/data/kaleidoscope.yaml").read_text("utf-8")
+    )
     assert spec["data"] == table
-    assert sorted(table["languages"]) == sorted(["ar", "bn", "de", "en", "es", "fa", "fr", "hi", "hr", "hu", "lt",
-                                                "ne", "nl", "pt", "ru", "sr", "te", "uk"])
+    assert sorted(table["languages"]) == sorted(
+        [
+            "ar",
+            "bn",
+            "de",
+            "en",
+            "es",
+            "fa",
+            "fr",
+            "hi",
+            "hr",
+            "hu",
+            "lt",
+            "ne",
+            "nl",
+            "pt",
+            "ru",
+            "sr",
+            "te",
+            "uk",
+        ]
+    )
     assert "\n\\ONLY output" in table["sys_message"]  # the published string's backslash, kept
 
 
 # --- prompt templates -----------------------------------------------------------------------------------------
 
+
 def test_a_template_renders_fields_exactly_and_marks_the_image():
-    template = PromptTemplate.of({"user": "{{ question | capitalize }}{{ image }}\n{% for o in options %}"
-                                          "{{ letters[loop.index0] }}. {{ o }}\n{% endfor %}  "})
+    template = PromptTemplate.of(
+        {
+            "user": "{{ question | capitalize }}{{ image }}\n{% for o in options %}"
+            "{{ letters[loop.index0] }}. {{ o }}\n{% endfor %}  "
+        }
+    )
     rendered = template.render({"question": "what is it?", "options": ["a", "b"], "letters": ["A", "B"]})
     assert rendered.text == "What is it?\nA. a\nB. b\n  "  # trailing whitespace kept
     assert rendered.image_at == len("What is it?") and not rendered.formatted and rendered.system is None
 
 
 def test_filters_and_missing_values():
-    template = PromptTemplate.of({"user": "{% if hint %}{{ hint }}\n{% endif %}"
-                                          "{{ question | without_suffix('Please answer yes or no.') }}|"
-                                          "{{ name | upper_first }}"})
+    template = PromptTemplate.of(
+        {
+            "user": "{% if hint %}{{ hint }}\n{% endif %}"
+            "{{ question | without_suffix('Please answer yes or no.') }}|"
+            "{{ name | upper_first }}"
+        }
+    )
     fields = {"hint": float("nan"), "question": "Is it red?  Please answer yes or no. ", "name": "dAKOTA"}
     assert template.render(fields).text == "Is it red?|DAKOTA"
 
@@ -121,18 +176,22 @@ def test_filters_and_missing_values():
 def test_a_raw_template_is_the_whole_string_and_a_system_template_goes_with_the_item():
     raw = PromptTemplate.of({"raw": "<s>{{ question }}</s>"}).render({"question": "q"})
     assert raw.formatted and raw.text == "<s>q</s>"
-    system = PromptTemplate.of({"system": "{{ data.words[language] }}", "user": "{{ question }}",
-                                "data": {"words": {"es": "hola"}}}).render({"question": "q", "language": "es"})
+    system = PromptTemplate.of(
+        {"system": "{{ data.words[language] }}", "user": "{{ question }}", "data": {"words": {"es": "hola"}}}
+    ).render({"question": "q", "language": "es"})
     assert system.system == "hola" and system.text == "q"
 
 
-@pytest.mark.parametrize("spec, problem", [
-    ({"user": "{{ question"}, "not a valid template"),
-    ({"raw": "x", "user": "y"}, "cannot be given with `user` or `system`"),
-    ({"system": "x"}, "give `user`"),
-    ({"user": "x", "shape": "y"}, "unknown key 'shape'"),
-    ({"answers": "Yes"}, "must be a list of non-empty texts"),
-])
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ({"user": "{{ question"}, "not a valid template"),
+        ({"raw": "x", "user": "y"}, "cannot be given with `user` or `system`"),
+        ({"system": "x"}, "give `user`"),
+        ({"user": "x", "shape": "y"}, "unknown key 'shape'"),
+        ({"answers": "Yes"}, "must be a list of non-empty texts"),
+    ],
+)
 def test_a_malformed_prompt_is_one_sentence(spec, problem):
     with pytest.raises(VlmgridError, match=re.escape(problem)):
         PromptTemplate.of(spec)
@@ -140,7 +199,9 @@ def test_a_malformed_prompt_is_one_sentence(spec, problem):
 
 def test_an_unknown_field_names_the_item_and_the_fields():
     template = PromptTemplate.of({"user": "{{ questoin }}"}, where="the prompt of pope for m")
-    with pytest.raises(VlmgridError, match=r"the prompt of pope for m.user: cannot be rendered for item 7 .*questoin"):
+    with pytest.raises(
+        VlmgridError, match=r"the prompt of pope for m.user: cannot be rendered for item 7 .*questoin"
+    ):
         template.render({"id": "7", "question": "q"})
 
 

@@ -51,7 +51,9 @@ def test_compare_writes_every_pair_with_numbers_or_the_reason_in_words(tiny_grid
     assert main(["compare", "tiny", "--config", str(config)]) == 0
     out = paths.comparison_path(data["results_dir"], "tiny")
     result = json.loads(out.read_text())
-    assert result["benchmark"] == "tiny" and result["metric"] == "accuracy" and result["reference_model"] is None
+    assert (
+        result["benchmark"] == "tiny" and result["metric"] == "accuracy" and result["reference_model"] is None
+    )
     assert (result["n"], result["samples"], result["seed"]) == (20, 2000, 0)
     pairs = {(p["model_a"], p["model_b"]): p for p in result["pairs"]}
     assert list(pairs) == comparison_pairs(["good", "fair", "broken", "na"], None)
@@ -64,8 +66,12 @@ def test_compare_writes_every_pair_with_numbers_or_the_reason_in_words(tiny_grid
     assert good_fair["unit"] == "item" and good_fair["units"] == 20
     # a failed cell and a cell that cannot run: no number, the reason in words
     broken = pairs[("good", "broken")]
-    assert broken == {"model_a": "good", "model_b": "broken", "comparable": False,
-                      "reason": "every answer of broken is a format error (its cell failed)"}
+    assert broken == {
+        "model_a": "good",
+        "model_b": "broken",
+        "comparable": False,
+        "reason": "every answer of broken is a format error (its cell failed)",
+    }
     assert pairs[("fair", "na")]["reason"] == "na cannot run tiny: it cannot answer yes or no"
     assert pairs[("broken", "na")]["comparable"] is False and "difference" not in pairs[("broken", "na")]
     assert set(result["inputs"]["predictions_sha256"]) == {"good", "fair", "broken", "na"}
@@ -75,7 +81,10 @@ def test_compare_writes_every_pair_with_numbers_or_the_reason_in_words(tiny_grid
     line = next(line for line in said.splitlines() if "good - fair on tiny" in line)
     assert "good - fair on tiny: accuracy +30.0 [" in line
     assert "(95% CI: paired bootstrap over items), p = " in line
-    assert "(two-sided paired sign-flip permutation test over items, 2000 permutations; exact McNemar p = 0.109)" in line
+    assert (
+        "(two-sided paired sign-flip permutation test over items, 2000 permutations; exact McNemar p = 0.109)"
+        in line
+    )
 
 
 def test_compare_against_the_reference_model(tiny_grid, write_config):
@@ -86,8 +95,11 @@ def test_compare_against_the_reference_model(tiny_grid, write_config):
     assert main(["compare", "tiny", "--config", str(config)]) == 0
     result = json.loads(paths.comparison_path(data["results_dir"], "tiny").read_text())
     assert result["reference_model"] == "fair"
-    assert [(p["model_a"], p["model_b"]) for p in result["pairs"]] == [("good", "fair"), ("broken", "fair"),
-                                                                        ("na", "fair")]
+    assert [(p["model_a"], p["model_b"]) for p in result["pairs"]] == [
+        ("good", "fair"),
+        ("broken", "fair"),
+        ("na", "fair"),
+    ]
 
 
 def test_the_reference_model_must_be_a_model_of_the_grid(tiny_grid):
@@ -115,12 +127,16 @@ def test_a_missing_predictions_file_dvc_tracks_says_dvc_pull_first(tiny_grid, tm
     predictions.unlink()
     monkeypatch.chdir(write_dvc_repo(tmp_path))  # results_dir is tmp_path/results, which DVC tracks
     assert main(["compare", "tiny", "--config", str(config)]) == 2
-    assert capsys.readouterr().err == (f"vlmgrid: error: predictions file {predictions} not found; `dvc pull results/"
-                                       f"predictions/fair/tiny.parquet` fetches it (DVC tracks it: dvc.lock), or "
-                                       f"rerun `vlmgrid infer fair tiny` to rebuild it\n")
+    assert capsys.readouterr().err == (
+        f"vlmgrid: error: predictions file {predictions} not found; `dvc pull results/"
+        f"predictions/fair/tiny.parquet` fetches it (DVC tracks it: dvc.lock), or "
+        f"rerun `vlmgrid infer fair tiny` to rebuild it\n"
+    )
     (tmp_path / "dvc.lock").unlink()  # no lock records it: recompute it
     assert main(["compare", "tiny", "--config", str(config)]) == 2
-    assert capsys.readouterr().err.endswith(f"{predictions} not found; rerun `vlmgrid infer fair tiny` to rebuild it\n")
+    assert capsys.readouterr().err.endswith(
+        f"{predictions} not found; rerun `vlmgrid infer fair tiny` to rebuild it\n"
+    )
 
 
 def test_a_significant_p_on_a_difference_below_the_mdd_is_not_a_win(tmp_path, write_config, capsys):
@@ -132,8 +148,11 @@ def test_a_significant_p_on_a_difference_below_the_mdd_is_not_a_win(tmp_path, wr
     data = {**grid_data(tmp_path, ["a", "ref"]), "report": {"reference_model": "ref"}}
     data_fp = write_bench(tmp_path / "data" / "tiny", n=100)
     write_preds(paths.predictions_path(data["results_dir"], "a", "tiny"), [0] * 64 + [1] * 36, data_fp)
-    write_preds(paths.predictions_path(data["results_dir"], "ref", "tiny"), [0] * 50 + [1] * 14 + [0] * 4 + [1] * 32,
-                data_fp)
+    write_preds(
+        paths.predictions_path(data["results_dir"], "ref", "tiny"),
+        [0] * 50 + [1] * 14 + [0] * 4 + [1] * 32,
+        data_fp,
+    )
     assert main(["compare", "tiny", "--config", str(write_config(data))]) == 0
     out = paths.comparison_path(data["results_dir"], "tiny")
     result = json.loads(out.read_text())
@@ -153,7 +172,9 @@ def test_a_significant_p_on_a_difference_below_the_mdd_is_not_a_win(tmp_path, wr
     assert "| 11.9 | " in comparisons_markdown(comparisons, "t")
     assert "no (below MDD) |" in comparisons_markdown(comparisons, "t")
     frame = comparisons_frame(comparisons)
-    assert frame["mdd"].tolist() == [pytest.approx(11.886, abs=1e-3)] and frame["significant"].tolist() == [False]
+    assert frame["mdd"].tolist() == [pytest.approx(11.886, abs=1e-3)] and frame["significant"].tolist() == [
+        False
+    ]
 
 
 # --- the report: comparisons table, Holm, marks in the main table ----------------------------------------
@@ -164,15 +185,23 @@ def test_holm_runs_over_each_pair_s_benchmarks_and_marks_the_main_table(tmp_path
 
     results = tmp_path / "results"
     models, benchmarks = ["a", "b", "ref"], ["x", "y", "z"]
-    score_files = {(m, bench): write_score(results, m, bench, 50.0, f"sha-{m}") for m in models for bench in benchmarks}
+    score_files = {
+        (m, bench): write_score(results, m, bench, 50.0, f"sha-{m}") for m in models for bench in benchmarks
+    }
     # a vs ref: p 0.01, 0.02, 0.04 -> Holm 0.03, 0.04, 0.04: all significant (x better, y worse, z better)
     # b vs ref: p 0.01, 0.3, 0.5 -> Holm 0.03, 0.6, 0.6: only x
     p = {"x": (0.01, 0.01), "y": (0.02, 0.3), "z": (0.04, 0.5)}
     sign = {"x": 4.0, "y": -4.0, "z": 2.0}
-    files = {bench: write_comparison(results, bench, "ref", [("a", "ref", sign[bench], p[bench][0]),
-                                                               ("b", "ref", sign[bench], p[bench][1])],
-                                     {m: f"sha-{m}" for m in models})
-             for bench in benchmarks}
+    files = {
+        bench: write_comparison(
+            results,
+            bench,
+            "ref",
+            [("a", "ref", sign[bench], p[bench][0]), ("b", "ref", sign[bench], p[bench][1])],
+            {m: f"sha-{m}" for m in models},
+        )
+        for bench in benchmarks
+    }
     comparisons = read_comparisons(files, models, benchmarks, "ref", score_files)
     holm_a = [comparisons.row("a", "ref", bench).p_holm for bench in benchmarks]
     holm_b = [comparisons.row("b", "ref", bench).p_holm for bench in benchmarks]
@@ -181,18 +210,30 @@ def test_holm_runs_over_each_pair_s_benchmarks_and_marks_the_main_table(tmp_path
     assert [comparisons.versus_reference("b", bench) for bench in benchmarks] == [1, 0, 0]
     assert comparisons.versus_reference("ref", "x") == 0
 
-    written = build_report(score_files, models, benchmarks, tmp_path / "tables", tmp_path / "figures",
-                           comparison_files=files, reference_model="ref")
-    assert written == [path for path, _ in report_files(tmp_path, {bench: "scienceqa_img" for bench in benchmarks})]
+    written = build_report(
+        score_files,
+        models,
+        benchmarks,
+        tmp_path / "tables",
+        tmp_path / "figures",
+        comparison_files=files,
+        reference_model="ref",
+    )
+    assert written == [
+        path for path, _ in report_files(tmp_path, {bench: "scienceqa_img" for bench in benchmarks})
+    ]
     main_md = (tmp_path / "tables" / "main.md").read_text()
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in main_md.splitlines()
-            if line.startswith("| ") and not line.startswith("| Model")}
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in main_md.splitlines()
+        if line.startswith("| ") and not line.startswith("| Model")
+    }
     assert [cell[-1] for cell in rows["a"][:3]] == ["\u207a", "\u207b", "\u207a"]
     assert rows["b"][0].endswith("\u207a") and rows["b"][1].endswith("]") and rows["b"][2].endswith("]")
     assert all(cell.endswith("]") for cell in rows["ref"][:3])
     assert "significantly better / worse than the reference model ref" in main_md
     tex = (tmp_path / "tables" / "main.tex").read_text()
-    body = tex[tex.index(r"\midrule"):]  # the caption's legend names both marks once
+    body = tex[tex.index(r"\midrule") :]  # the caption's legend names both marks once
     assert body.count("$^{+}$") == 3 and body.count("$^{-}$") == 1
     with open(tmp_path / "tables" / "main.csv", newline="") as handle:
         main_csv = list(csv.DictReader(handle))
@@ -202,14 +243,21 @@ def test_holm_runs_over_each_pair_s_benchmarks_and_marks_the_main_table(tmp_path
     with open(tmp_path / "tables" / "comparisons.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert [(r["model_a"], r["benchmark"], r["significant"]) for r in table] == [
-        ("a", "x", "True"), ("b", "x", "True"), ("a", "y", "True"), ("b", "y", "False"),
-        ("a", "z", "True"), ("b", "z", "False")]
+        ("a", "x", "True"),
+        ("b", "x", "True"),
+        ("a", "y", "True"),
+        ("b", "y", "False"),
+        ("a", "z", "True"),
+        ("b", "z", "False"),
+    ]
     assert float(table[3]["p_holm"]) == pytest.approx(0.6)
     md = (tmp_path / "tables" / "comparisons.md").read_text()
     assert "| a | ref | x | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 1.0 | 0.010 | 0.030 | yes |" in md
     # the header names the CI's resampling and the test, each row its metric
-    assert ("| Model A | Model B | Benchmark | Metric | A | B | A \u2212 B [95% CI, paired bootstrap] | MDD | "
-            "p (paired permutation) | Holm p | Significant |") in md
+    assert (
+        "| Model A | Model B | Benchmark | Metric | A | B | A \u2212 B [95% CI, paired bootstrap] | MDD | "
+        "p (paired permutation) | Holm p | Significant |"
+    ) in md
     assert "family is one pair's benchmarks" in md and "each model against the reference model ref" in md
     assert "\\begin{tabular}" in (tmp_path / "tables" / "comparisons.tex").read_text()
 
@@ -219,13 +267,24 @@ def test_the_main_table_marks_no_difference_below_the_mdd(tmp_path):
 
     results = tmp_path / "results"
     models, benchmarks = ["a", "ref"], ["x", "y"]
-    score_files = {(m, bench): write_score(results, m, bench, 50.0, f"sha-{m}") for m in models for bench in benchmarks}
+    score_files = {
+        (m, bench): write_score(results, m, bench, 50.0, f"sha-{m}") for m in models for bench in benchmarks
+    }
     shas = {m: f"sha-{m}" for m in models}
     # the same +4.0 at p 0.01 on both (Holm 0.02): on x the benchmark can tell 5 points apart, on y 3
-    files = {"x": write_comparison(results, "x", "ref", [("a", "ref", 4.0, 0.01)], shas, mdd=5.0),
-             "y": write_comparison(results, "y", "ref", [("a", "ref", 4.0, 0.01)], shas, mdd=3.0)}
-    build_report(score_files, models, benchmarks, tmp_path / "tables", tmp_path / "figures",
-                 comparison_files=files, reference_model="ref")
+    files = {
+        "x": write_comparison(results, "x", "ref", [("a", "ref", 4.0, 0.01)], shas, mdd=5.0),
+        "y": write_comparison(results, "y", "ref", [("a", "ref", 4.0, 0.01)], shas, mdd=3.0),
+    }
+    build_report(
+        score_files,
+        models,
+        benchmarks,
+        tmp_path / "tables",
+        tmp_path / "figures",
+        comparison_files=files,
+        reference_model="ref",
+    )
     main_md = (tmp_path / "tables" / "main.md").read_text()
     row = next(line for line in main_md.splitlines() if line.startswith("| a "))
     x, y = [cell.strip() for cell in row.split("|")[2:4]]
@@ -237,14 +296,20 @@ def test_the_main_table_marks_no_difference_below_the_mdd(tmp_path):
     with open(tmp_path / "tables" / "comparisons.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert [(r["benchmark"], r["mdd"], r["p_holm"], r["significant"]) for r in table] == [
-        ("x", "5.0", "0.02", "False"), ("y", "3.0", "0.02", "True")]
+        ("x", "5.0", "0.02", "False"),
+        ("y", "3.0", "0.02", "True"),
+    ]
     md = (tmp_path / "tables" / "comparisons.md").read_text()
-    assert "| a | ref | x | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 5.0 | 0.010 | 0.020 | no (below MDD) |" in md
+    assert (
+        "| a | ref | x | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 5.0 | 0.010 | 0.020 | no (below MDD) |" in md
+    )
     assert "| a | ref | y | Acc. | 54.0 | 50.0 | +4.0 [1.0, 7.0] | 3.0 | 0.010 | 0.020 | yes |" in md
     assert "MDD: the minimum detectable difference" in md
     # LaTeX: the MDD under the difference's CI, the reason under the "no"
     tex = (tmp_path / "tables" / "comparisons.tex").read_text()
-    assert r"{\scriptsize [1.0, 7.0]} \\{} {\scriptsize MDD 5.0}" in tex and r"{\scriptsize (below MDD)}" in tex
+    assert (
+        r"{\scriptsize [1.0, 7.0]} \\{} {\scriptsize MDD 5.0}" in tex and r"{\scriptsize (below MDD)}" in tex
+    )
 
 
 def test_a_comparison_file_without_an_mdd_gives_no_comparison_and_says_so(tmp_path):
@@ -255,8 +320,9 @@ def test_a_comparison_file_without_an_mdd_gives_no_comparison_and_says_so(tmp_pa
     path.write_text(json.dumps(data))
     comparisons = read_comparisons({"x": path}, ["a", "b"], ["x"], None)
     assert comparisons.rows == []
-    assert comparisons.unavailable["x"] == ("the comparison file predates the minimum detectable difference "
-                                            "(rerun `vlmgrid compare x`)")
+    assert comparisons.unavailable["x"] == (
+        "the comparison file predates the minimum detectable difference (rerun `vlmgrid compare x`)"
+    )
     data["pairs"][0]["mdd"] = -1.0
     path.write_text(json.dumps(data))
     with pytest.raises(VlmgridError, match=r"pairs\[0\].mdd is -1.0, not a difference of at least 0"):
@@ -270,8 +336,9 @@ def test_without_a_reference_model_nothing_is_marked_and_the_legend_says_why(tmp
     models, benchmarks = ["a", "b"], ["x"]
     score_files = {(m, "x"): write_score(results, m, "x", 50.0, f"sha-{m}") for m in models}
     files = {"x": write_comparison(results, "x", None, [("a", "b", 10.0, 0.001)])}
-    build_report(score_files, models, benchmarks, tmp_path / "tables", tmp_path / "figures",
-                 comparison_files=files)
+    build_report(
+        score_files, models, benchmarks, tmp_path / "tables", tmp_path / "figures", comparison_files=files
+    )
     main_md = (tmp_path / "tables" / "main.md").read_text()
     assert "\u207a" not in main_md and "\u207b" not in main_md
     assert "No cell is marked for significance: the config names no report.reference_model" in main_md
@@ -284,9 +351,15 @@ def test_without_a_reference_model_nothing_is_marked_and_the_legend_says_why(tmp
 def test_missing_or_stale_comparison_files_give_no_comparison_and_say_so(tmp_path):
     results = tmp_path / "results"
     models, benchmarks = ["a", "ref"], ["x", "y"]
-    score_files = {(m, bench): write_score(results, m, bench, 50.0, f"sha-{m}") for m in models for bench in benchmarks}
-    files = {"x": write_comparison(results, "x", "ref", [("a", "ref", 5.0, 0.001)], {"a": "old", "ref": "sha-ref"}),
-             "y": paths.comparison_path(results, "y")}
+    score_files = {
+        (m, bench): write_score(results, m, bench, 50.0, f"sha-{m}") for m in models for bench in benchmarks
+    }
+    files = {
+        "x": write_comparison(
+            results, "x", "ref", [("a", "ref", 5.0, 0.001)], {"a": "old", "ref": "sha-ref"}
+        ),
+        "y": paths.comparison_path(results, "y"),
+    }
     comparisons = read_comparisons(files, models, benchmarks, "ref", score_files)
     assert comparisons.rows == []
     assert "other predictions of a" in comparisons.unavailable["x"]
@@ -297,13 +370,33 @@ def test_missing_or_stale_comparison_files_give_no_comparison_and_say_so(tmp_pat
 def test_a_comparison_file_of_another_grid_is_refused_in_one_sentence(tmp_path):
     results = tmp_path / "results"
     files = {"x": write_comparison(results, "x", None, [("a", "b", 5.0, 0.01)])}
-    with pytest.raises(VlmgridError, match=r"not a valid comparison file \(its pairs of models are not the grid's"):
+    with pytest.raises(
+        VlmgridError, match=r"not a valid comparison file \(its pairs of models are not the grid's"
+    ):
         read_comparisons(files, ["a", "b", "c"], ["x"], None)
     with pytest.raises(VlmgridError, match="compares against the reference model None.*names 'a'"):
         read_comparisons(files, ["a", "b"], ["x"], "a")
-    files["x"].write_text(json.dumps({"benchmark": "x", "reference_model": None, "pairs": [
-        {"model_a": "a", "model_b": "b", "comparable": True, "difference": 1.0, "ci95": [0, 2], "p_value": 0.0,
-         "value_a": 1, "value_b": 0, "permutations": 9}]}))
+    files["x"].write_text(
+        json.dumps(
+            {
+                "benchmark": "x",
+                "reference_model": None,
+                "pairs": [
+                    {
+                        "model_a": "a",
+                        "model_b": "b",
+                        "comparable": True,
+                        "difference": 1.0,
+                        "ci95": [0, 2],
+                        "p_value": 0.0,
+                        "value_a": 1,
+                        "value_b": 0,
+                        "permutations": 9,
+                    }
+                ],
+            }
+        )
+    )
     with pytest.raises(VlmgridError, match=r"pairs\[0\].p_value is 0.0, not a p-value"):
         read_comparisons(files, ["a", "b"], ["x"], None)
 
@@ -336,19 +429,34 @@ def test_a_prepared_fixture_benchmark_through_compare_and_report(small_config, t
         "twice": {"t1": gold, "t2": rng.integers(0, n_options)},
     }
     for model, variants in answers.items():
-        rows = [{"id": item, "variant": variant, "raw": None, "prediction": str(records["options"].iloc[i][k]),
-                 "prediction_index": int(k), "scores": None, "topk": None, "error": None}
-                for variant, indices in variants.items() for i, (item, k) in enumerate(zip(records["id"], indices))]
+        rows = [
+            {
+                "id": item,
+                "variant": variant,
+                "raw": None,
+                "prediction": str(records["options"].iloc[i][k]),
+                "prediction_index": int(k),
+                "scores": None,
+                "topk": None,
+                "error": None,
+            }
+            for variant, indices in variants.items()
+            for i, (item, k) in enumerate(zip(records["id"], indices))
+        ]
         path = paths.predictions_path(data["results_dir"], model, "mmbench-fixture")
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_predictions(path, rows_to_table(rows),
-                          {"applicable": True, "data_fingerprint": manifest["fingerprint"]})
+        write_predictions(
+            path, rows_to_table(rows), {"applicable": True, "data_fingerprint": manifest["fingerprint"]}
+        )
         assert main(["score", model, "mmbench-fixture", *config]) == 0
     assert main(["compare", "mmbench-fixture", *config]) == 0
     result = json.loads(paths.comparison_path(data["results_dir"], "mmbench-fixture").read_text())
     pairs = {(p["model_a"], p["model_b"]): p for p in result["pairs"]}
     assert list(pairs) == [("oracle", "guess"), ("twice", "guess")]
-    scores = {m: json.loads(paths.score_path(data["results_dir"], m, "mmbench-fixture").read_text()) for m in answers}
+    scores = {
+        m: json.loads(paths.score_path(data["results_dir"], m, "mmbench-fixture").read_text())
+        for m in answers
+    }
     for (a, b), pair in pairs.items():
         # the scores' own numbers, and their own resamples: the difference of the score draws gives the CI
         assert pair["value_a"] == pytest.approx(scores[a]["value"], abs=1e-4)
@@ -362,6 +470,8 @@ def test_a_prepared_fixture_benchmark_through_compare_and_report(small_config, t
     with open(tables / "comparisons.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [(r["model_a"], r["model_b"], r["benchmark"]) for r in rows] == [
-        ("oracle", "guess", "mmbench-fixture"), ("twice", "guess", "mmbench-fixture")]
+        ("oracle", "guess", "mmbench-fixture"),
+        ("twice", "guess", "mmbench-fixture"),
+    ]
     # a family of one benchmark: Holm leaves p as it is
     assert all(float(r["p_holm"]) == pytest.approx(float(r["p_value"])) for r in rows)

@@ -15,8 +15,13 @@ def record_check(path, differing: list[str]) -> None:
     """The predictions file's metadata with a batch check that found `differing`, its rows as they are."""
     table = pq.read_table(path)
     metadata = json.loads(table.schema.metadata[METADATA_KEY])
-    metadata["invariance"] = {"checked": 4, "same": 4 - len(differing), "differing": differing,
-                              "max_logprob_delta": None, "batch_size": 8}
+    metadata["invariance"] = {
+        "checked": 4,
+        "same": 4 - len(differing),
+        "differing": differing,
+        "max_logprob_delta": None,
+        "batch_size": 8,
+    }
     pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()}), path)
 
 
@@ -29,4 +34,6 @@ def test_the_comparison_file_names_the_models_whose_answers_depend_on_the_batch(
     pairs = {(p["model_a"], p["model_b"]): p for p in result["pairs"]}
     # fair's cell is marked, as in the main table; good's check found nothing; a pair without numbers has no mark
     assert pairs[("good", "fair")]["batch_dependent"] == ["fair"]
-    assert "batch_dependent" not in pairs[("good", "broken")] and "batch_dependent" not in pairs[("fair", "na")]
+    assert (
+        "batch_dependent" not in pairs[("good", "broken")] and "batch_dependent" not in pairs[("fair", "na")]
+    )

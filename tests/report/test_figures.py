@@ -81,7 +81,9 @@ def test_a_marked_value_carries_the_dagger_and_the_note_names_it(heatmap):
     assert cells[("big-vlm", "Average")][0].endswith(DAGGER)  # an average over a marked cell is marked too
     assert cells[("clip_tiny", "flowers")][0] == "18.0"
     texts = " ".join(t.get_text() for ax in heatmap.axes for t in ax.texts)
-    assert f"{DAGGER}: format errors above 10% of the prediction rows (big-vlm on pope-fixture 12.0%)" in texts
+    assert (
+        f"{DAGGER}: format errors above 10% of the prediction rows (big-vlm on pope-fixture 12.0%)" in texts
+    )
     assert "n/a: the model cannot run the benchmark." in texts and "bars" not in texts
 
 
@@ -93,8 +95,11 @@ def test_headers_name_the_metric_and_the_colorbar_its_scale(heatmap):
 
 
 def test_text_is_readable_at_print_size_and_contrasts_with_its_cell(heatmap):
-    sizes = [t.get_fontsize() for ax in heatmap.axes for t in [*ax.texts, *ax.get_xticklabels(),
-                                                              *ax.get_yticklabels()]]
+    sizes = [
+        t.get_fontsize()
+        for ax in heatmap.axes
+        for t in [*ax.texts, *ax.get_xticklabels(), *ax.get_yticklabels()]
+    ]
     assert min(sizes) >= SMALL_PT >= 7
     assert heatmap.get_figwidth() == 7.0
     assert text_colour(cividis(0.0)) == "white" and text_colour(cividis(100.0)) == "black"
@@ -143,16 +148,34 @@ def test_a_cell_not_in_the_grid_reads_a_dash(tmp_path):
 
 # --- the files: PNG at 300 dpi, vector PDF, 7 in, the same bytes twice ----------------------------------------
 
+
 def kaleidoscope_files(root):
-    return {("vlm-a", "kal"): _write(root, kaleidoscope_obj("vlm-a", "kal", {"ar": (50.0, 0.0, 100.0),
-                                                                            "te": (0.0, 0.0, 0.0)})),
-            ("clip", "kal"): _write(root, {"model": "clip", "benchmark": "kal", "applicable": False,
-                                           "reason": "cannot", "metric": "accuracy"})}
+    return {
+        ("vlm-a", "kal"): _write(
+            root, kaleidoscope_obj("vlm-a", "kal", {"ar": (50.0, 0.0, 100.0), "te": (0.0, 0.0, 0.0)})
+        ),
+        ("clip", "kal"): _write(
+            root,
+            {
+                "model": "clip",
+                "benchmark": "kal",
+                "applicable": False,
+                "reason": "cannot",
+                "metric": "accuracy",
+            },
+        ),
+    }
 
 
 def test_every_figure_is_seven_inches_at_300_dpi_and_a_vector_pdf(tmp_path):
-    written = build_report(kaleidoscope_files(tmp_path), ["vlm-a", "clip"], ["kal"], tmp_path / "t",
-                           tmp_path / "f", kinds={"kal": "kaleidoscope"})
+    written = build_report(
+        kaleidoscope_files(tmp_path),
+        ["vlm-a", "clip"],
+        ["kal"],
+        tmp_path / "t",
+        tmp_path / "f",
+        kinds={"kal": "kaleidoscope"},
+    )
     pngs = [p for p in written if p.suffix == ".png"]
     assert {p.name for p in pngs} == {"main.png", "reported.png", "kaleidoscope.png"}
     for png in pngs:
@@ -173,11 +196,24 @@ def test_every_figure_is_seven_inches_at_300_dpi_and_a_vector_pdf(tmp_path):
 def test_reruns_give_the_same_bytes(tmp_path):
     files = kaleidoscope_files(tmp_path)
     for run in ("a", "b"):
-        build_report(files, ["vlm-a", "clip"], ["kal"], tmp_path / run / "t", tmp_path / run / "f",
-                     kinds={"kal": "kaleidoscope"})
+        build_report(
+            files,
+            ["vlm-a", "clip"],
+            ["kal"],
+            tmp_path / run / "t",
+            tmp_path / run / "f",
+            kinds={"kal": "kaleidoscope"},
+        )
     names = sorted(p.name for p in (tmp_path / "a" / "f").iterdir())
-    assert names == ["kaleidoscope.pdf", "kaleidoscope.png", "main-embedded.html", "main.pdf", "main.png",
-                     "reported.pdf", "reported.png"]
+    assert names == [
+        "kaleidoscope.pdf",
+        "kaleidoscope.png",
+        "main-embedded.html",
+        "main.pdf",
+        "main.png",
+        "reported.pdf",
+        "reported.png",
+    ]
     for name in names:
         assert (tmp_path / "a" / "f" / name).read_bytes() == (tmp_path / "b" / "f" / name).read_bytes(), name
 
@@ -190,6 +226,7 @@ def test_the_main_figure_of_a_built_report(tmp_path, main_heatmaps):
 
 
 # --- the paper figures' bars -------------------------------------------------------------------------------
+
 
 def bars_figure(groups, series, ylabel="Acc. (%)"):
     plt = pyplot()
@@ -227,10 +264,19 @@ def test_the_paper_figure_labels_its_metric(tmp_path, monkeypatch):
     import vlmgrid.report.bars as bars
 
     labels = []
-    monkeypatch.setattr(bars, "grouped_bars", lambda title, groups, series, ylabel, note="": (
-        labels.append(ylabel), pyplot().figure())[1])
-    build_report(kaleidoscope_files(tmp_path), ["vlm-a", "clip"], ["kal"], tmp_path / "t", tmp_path / "f",
-                 kinds={"kal": "kaleidoscope"})
+    monkeypatch.setattr(
+        bars,
+        "grouped_bars",
+        lambda title, groups, series, ylabel, note="": (labels.append(ylabel), pyplot().figure())[1],
+    )
+    build_report(
+        kaleidoscope_files(tmp_path),
+        ["vlm-a", "clip"],
+        ["kal"],
+        tmp_path / "t",
+        tmp_path / "f",
+        kinds={"kal": "kaleidoscope"},
+    )
     assert labels == ["Acc. (%)"]
 
 
@@ -247,7 +293,14 @@ def test_bars_without_a_group_draw_an_empty_panel_without_warnings():
 def all_texts(fig) -> list[str]:
     texts = [*fig.texts, *([fig._suptitle] if fig._suptitle else [])]
     for ax in fig.axes:
-        texts += [*ax.texts, ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]
+        texts += [
+            *ax.texts,
+            ax.title,
+            ax.xaxis.label,
+            ax.yaxis.label,
+            *ax.get_xticklabels(),
+            *ax.get_yticklabels(),
+        ]
         if ax.get_legend():
             texts += ax.get_legend().get_texts()
     for legend in fig.legends:
@@ -279,8 +332,10 @@ def test_value_labels_sit_clear_of_the_whisker_caps_and_inside_the_panel():
     from vlmgrid.report.bars import LABEL_GAP_PT
 
     # a whisker up to 100 (the highest a label can start), a zero-width one at 0, an ordinary one
-    series = [("a", [Estimate(97.5, 90.0, 100.0), Estimate(50.0, 40.0, 62.0)]),
-              ("b", [Estimate(0.0, 0.0, 0.0), Estimate(99.0, 95.0, 100.0, flag=12.0)])]
+    series = [
+        ("a", [Estimate(97.5, 90.0, 100.0), Estimate(50.0, 40.0, 62.0)]),
+        ("b", [Estimate(0.0, 0.0, 0.0), Estimate(99.0, 95.0, 100.0, flag=12.0)]),
+    ]
     fig, plt = bars_figure(["ar", "te"], series)
     [ax] = [ax for ax in fig.axes if ax.patches]
     renderer = fig.canvas.get_renderer()
@@ -316,13 +371,23 @@ def test_every_paper_figure_note_names_its_interval(tmp_path, monkeypatch):
     import vlmgrid.report.bars as bars
 
     notes = []
-    monkeypatch.setattr(bars, "grouped_bars", lambda title, groups, series, ylabel, note="": (
-        notes.append(note), pyplot().figure())[1])
-    build_report(kaleidoscope_files(tmp_path), ["vlm-a", "clip"], ["kal"], tmp_path / "t", tmp_path / "f",
-                 kinds={"kal": "kaleidoscope"})
+    monkeypatch.setattr(
+        bars,
+        "grouped_bars",
+        lambda title, groups, series, ylabel, note="": (notes.append(note), pyplot().figure())[1],
+    )
+    build_report(
+        kaleidoscope_files(tmp_path),
+        ["vlm-a", "clip"],
+        ["kal"],
+        tmp_path / "t",
+        tmp_path / "f",
+        kinds={"kal": "kaleidoscope"},
+    )
     # the score files' bootstrap: percentile, over items, 5 resamples (kaleidoscope_obj)
     assert [note.split(". ")[0] for note in notes] == [
-        "Whiskers: 95% percentile bootstrap CI over items (5 resamples)"]
+        "Whiskers: 95% percentile bootstrap CI over items (5 resamples)"
+    ]
 
 
 def test_the_reported_figure_note_names_its_interval(tmp_path, monkeypatch):
@@ -346,8 +411,11 @@ def test_every_figure_caption_names_what_its_numbers_and_whiskers_are():
     from vlmgrid.report.outputs import report_files
     from vlmgrid.report.papers import PAPER_LIST
 
-    captions = {caption for path, caption in report_files(REPO_ROOT / "results", {p.name: p.name for p in PAPER_LIST})
-                if path.suffix == ".png"}
+    captions = {
+        caption
+        for path, caption in report_files(REPO_ROOT / "results", {p.name: p.name for p in PAPER_LIST})
+        if path.suffix == ".png"
+    }
     assert {"main_figure", "reported", "kaleidoscope_figure", "cvqa_pairs_figure"} <= captions
     for caption in captions:
         words = " ".join((REPO_ROOT / "workflow" / "report" / f"{caption}.rst").read_text().split())

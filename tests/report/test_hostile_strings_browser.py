@@ -52,7 +52,8 @@ def test_snakemake_report_runs_no_script_of_a_hostile_title(browser, hostile_gri
     assert_nothing_injected(browser, "report.html")
     # the report's data scripts were not cut short: the report job's params hold the title, whole
     params = browser.execute_script(
-        "return Object.values(results).find(r => r.job_properties.rule === 'report').job_properties.params")
+        "return Object.values(results).find(r => r.job_properties.rule === 'report').job_properties.params"
+    )
     assert "\\u003c/script\\u003e\\u003cimg src=x onerror=" in params
     assert browser.find_element(By.ID, "app").find_elements(By.CSS_SELECTOR, "*")  # the app rendered
 
@@ -65,19 +66,41 @@ def test_main_table_shows_a_hostile_title_as_text(browser, hostile_grid):
 
 
 def test_inspect_page_shows_hostile_items_and_answers_as_text(browser, tmp_path):
-    answers = [Answer(variant=f"v {EVIL}", raw=f"raw {EVIL}", reading=f"read {EVIL}", verdict=WRONG,
-                      note=f"note {EVIL}"),
-               Answer(variant="v2", raw=f"long {EVIL} " * 20, reading=None, verdict=FORMAT_ERROR, note=EVIL)]
-    item = Item(item_id=f"id {EVIL}", thumbnail=None, image_note=f"no image {EVIL}", question=f"question {EVIL}",
-                options=[f"option {text}" for text in HOSTILE], labels="letters", gold=f"gold {EVIL}",
-                answers={f"model {EVIL}": answers}, disagree=False)
-    page = InspectPage(benchmark=f"bench {EVIL}", kind=f"kind {EVIL}", metric="accuracy", rule=f"rule {EVIL}",
-                       models=[f"model {EVIL}"], not_applicable={f"other {EVIL}": f"reason {EVIL}"}, items=[item],
-                       n_items=1, sample_note=f"sample {EVIL}", notes=[f"notice {EVIL}"])
+    answers = [
+        Answer(
+            variant=f"v {EVIL}", raw=f"raw {EVIL}", reading=f"read {EVIL}", verdict=WRONG, note=f"note {EVIL}"
+        ),
+        Answer(variant="v2", raw=f"long {EVIL} " * 20, reading=None, verdict=FORMAT_ERROR, note=EVIL),
+    ]
+    item = Item(
+        item_id=f"id {EVIL}",
+        thumbnail=None,
+        image_note=f"no image {EVIL}",
+        question=f"question {EVIL}",
+        options=[f"option {text}" for text in HOSTILE],
+        labels="letters",
+        gold=f"gold {EVIL}",
+        answers={f"model {EVIL}": answers},
+        disagree=False,
+    )
+    page = InspectPage(
+        benchmark=f"bench {EVIL}",
+        kind=f"kind {EVIL}",
+        metric="accuracy",
+        rule=f"rule {EVIL}",
+        models=[f"model {EVIL}"],
+        not_applicable={f"other {EVIL}": f"reason {EVIL}"},
+        items=[item],
+        n_items=1,
+        sample_note=f"sample {EVIL}",
+        notes=[f"notice {EVIL}"],
+    )
     path = tmp_path / "index.html"
     path.write_text(render_page(page), encoding="utf-8")
     browser.get(path.as_uri())
     assert_nothing_injected(browser, "inspect page")
-    assert browser.find_element(By.CSS_SELECTOR, ".question").get_attribute("textContent") == f"question {EVIL}"
+    assert (
+        browser.find_element(By.CSS_SELECTOR, ".question").get_attribute("textContent") == f"question {EVIL}"
+    )
     # the page's own filters still run
     assert browser.find_element(By.ID, "count").text == "1 of 1 rows shown"

@@ -16,8 +16,11 @@ def _choose(browser, select_id: str, text: str) -> None:
 
 
 def _shown(browser) -> list[str]:
-    return [row.get_attribute("data-id") for row in browser.find_elements(By.CSS_SELECTOR, "tr.item")
-            if row.is_displayed()]
+    return [
+        row.get_attribute("data-id")
+        for row in browser.find_elements(By.CSS_SELECTOR, "tr.item")
+        if row.is_displayed()
+    ]
 
 
 def test_each_filter_shows_the_rows_it_names(browser, default_config_data, tmp_path):
@@ -49,4 +52,6 @@ def test_each_filter_shows_the_rows_it_names(browser, default_config_data, tmp_p
     _choose(browser, "show", "all items")
     assert _shown(browser) == everything
     # the thumbnails are part of the page: they load without a network
-    assert all(image.get_attribute("naturalWidth") != "0" for image in browser.find_elements(By.TAG_NAME, "img"))
+    assert all(
+        image.get_attribute("naturalWidth") != "0" for image in browser.find_elements(By.TAG_NAME, "img")
+    )

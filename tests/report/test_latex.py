@@ -23,7 +23,7 @@ PDFLATEX = shutil.which("pdflatex")
 needs_pdflatex = pytest.mark.skipif(
     PDFLATEX is None,
     reason="pdflatex is not installed (Debian: texlive-latex-base and texlive-latex-recommended); the tables are "
-           "not compiled",
+    "not compiled",
 )
 
 
@@ -69,14 +69,19 @@ def test_a_wide_table_is_split_into_even_blocks():
 
 def unbox(cell: str) -> str:
     """A cell's text without the box `latex_table` sets it in, nor the break points `latex_name` adds."""
-    match = re.fullmatch(r"\\parbox\[[tb]\]\{[^{}]*\}\{\\(?:raggedright|centering)\\hspace\{0pt\}(.*)\}", cell)
+    match = re.fullmatch(
+        r"\\parbox\[[tb]\]\{[^{}]*\}\{\\(?:raggedright|centering)\\hspace\{0pt\}(.*)\}", cell
+    )
     return (match.group(1) if match else cell).replace(r"\hspace{0pt}", "")
 
 
 def table_rows(tex: str) -> list[list[str]]:
     """The rows of every tabular of a table, their cells unboxed."""
-    return [[unbox(cell) for cell in line.removesuffix(r" \\").split(" & ")] for line in tex.splitlines()
-            if line.endswith(r" \\") and not line.startswith(r"\multicolumn")]
+    return [
+        [unbox(cell) for cell in line.removesuffix(r" \\").split(" & ")]
+        for line in tex.splitlines()
+        if line.endswith(r" \\") and not line.startswith(r"\multicolumn")
+    ]
 
 
 def test_each_block_repeats_the_row_names():
@@ -93,8 +98,12 @@ def test_each_block_repeats_the_row_names():
     assert ["m1", *"567"] in cells and ["m2", *"7654"] in cells
     # every tabular is as wide as the line, at most: the names' share and the value columns' add up to it
     assert r"\parbox[t]{\dimexpr0.22\linewidth-2\tabcolsep\relax}{\raggedright\hspace{0pt}m1}" in tex
-    assert r"\parbox[b]{\dimexpr(0.78\linewidth-8\tabcolsep-1pt)*250/1000\relax}{\centering\hspace{0pt}a}" in tex
-    assert r"\parbox[b]{\dimexpr(0.78\linewidth-6\tabcolsep-1pt)*333/1000\relax}{\centering\hspace{0pt}e}" in tex
+    assert (
+        r"\parbox[b]{\dimexpr(0.78\linewidth-8\tabcolsep-1pt)*250/1000\relax}{\centering\hspace{0pt}a}" in tex
+    )
+    assert (
+        r"\parbox[b]{\dimexpr(0.78\linewidth-6\tabcolsep-1pt)*333/1000\relax}{\centering\hspace{0pt}e}" in tex
+    )
     assert r"\resizebox" not in tex
     unsplit = latex_table("T", "t", header, rows, split=False)
     assert unsplit.count(r"\begin{longtable}") == 1 and r"\addtocounter" not in unsplit
@@ -115,11 +124,19 @@ def wide_grid(root: Path, models: list[str] = MODELS) -> dict:
                 obj = {"model": model, "benchmark": bench, "applicable": False, "reason": "cannot generate"}
             else:
                 value = 20.0 + 10 * ((i + k) % 3) + k / 10
-                obj = {"model": model, "benchmark": bench, "metric": METRICS[k % len(METRICS)], "value": value,
-                       "ci95": [value - 5, value + 5], "n": 90, "n_valid": 80, "n_errors": 10,
-                       # llava-tiny on bench_03 is built on too many format errors: a dagger
-                       "format_error_rate": 40.0 if (model, k) == ("llava-tiny", 3) else 1.0,
-                       "bootstrap": {"samples": 3, "seed": 0, "draws": [value - 1, value, value + 1]}}
+                obj = {
+                    "model": model,
+                    "benchmark": bench,
+                    "metric": METRICS[k % len(METRICS)],
+                    "value": value,
+                    "ci95": [value - 5, value + 5],
+                    "n": 90,
+                    "n_valid": 80,
+                    "n_errors": 10,
+                    # llava-tiny on bench_03 is built on too many format errors: a dagger
+                    "format_error_rate": 40.0 if (model, k) == ("llava-tiny", 3) else 1.0,
+                    "bootstrap": {"samples": 3, "seed": 0, "draws": [value - 1, value, value + 1]},
+                }
             files[(model, bench)] = _write(root, obj)
     return files
 
@@ -138,12 +155,16 @@ def test_the_main_table_of_a_wide_grid_is_split_and_marks_each_column(tmp_path):
     assert all(len(cells) == 15 for cells in rows.values())
     # bench_00: clip-tiny 20.0, llava-tiny 30.0, random 40.0, each over its CI
     stacked = r"\begin{tabular}[t]{@{}c@{}}%s \\{} {\scriptsize [%s, %s]}\end{tabular}"
-    assert [rows[m][0] for m in MODELS] == [stacked % ("20.0", "15.0", "25.0"),
-                                            stacked % (r"\underline{30.0}", "25.0", "35.0"),
-                                            stacked % (r"\textbf{40.0}", "35.0", "45.0")]
+    assert [rows[m][0] for m in MODELS] == [
+        stacked % ("20.0", "15.0", "25.0"),
+        stacked % (r"\underline{30.0}", "25.0", "35.0"),
+        stacked % (r"\textbf{40.0}", "35.0", "45.0"),
+    ]
     assert rows["clip-tiny"][5] == "n/a"
     assert r"$^{\dagger}$" in rows["llava-tiny"][3]
-    assert r"{\footnotesize Acc@50}" in tex and r"{\footnotesize MME scaled}" in tex and "acc_at_50" not in tex
+    assert (
+        r"{\footnotesize Acc@50}" in tex and r"{\footnotesize MME scaled}" in tex and "acc_at_50" not in tex
+    )
 
 
 # --- compiled ----------------------------------------------------------------------------------------------
@@ -161,8 +182,9 @@ DOCUMENT = r"""\documentclass{article}
 
 # What LaTeX logs of a table taller than the page (a float, or a box, that cannot be broken across pages) or
 # whose page is stretched or squeezed out of shape.
-TOO_TALL = re.compile(r"^(?:LaTeX Warning: Float too large for page by .*|(?:Overfull|Underfull) \\vbox \(.*?\))",
-                      re.M)
+TOO_TALL = re.compile(
+    r"^(?:LaTeX Warning: Float too large for page by .*|(?:Overfull|Underfull) \\vbox \(.*?\))", re.M
+)
 
 
 def compile_table(tex: Path, workdir: Path) -> str:
@@ -170,11 +192,17 @@ def compile_table(tex: Path, workdir: Path) -> str:
     taller than the page: `TOO_TALL`)."""
     document = workdir / f"{tex.stem}-document.tex"
     document.write_text(DOCUMENT % tex.resolve().as_posix(), encoding="utf-8")
-    result = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
-                            cwd=workdir, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     log = (workdir / f"{document.stem}.log").read_text(encoding="utf-8", errors="replace")
     assert result.returncode == 0, f"{tex.name} does not compile:\n" + "\n".join(
-        line for line in log.splitlines() if line.startswith("!") or "Error" in line)
+        line for line in log.splitlines() if line.startswith("!") or "Error" in line
+    )
     too_tall = TOO_TALL.findall(log)
     assert not too_tall, f"{tex.name} does not fit the page: {too_tall}"
     return log
@@ -185,31 +213,79 @@ def every_table(root: Path) -> list[Path]:
     comparisons against a reference model, and the published numbers beside the reproduced ones."""
     files = wide_grid(root / "grid")
     for k, model in enumerate(MODELS):
-        files[(model, "kal_bench")] = _write(root / "grid", {**kaleidoscope_obj(model, "kal_bench", {
-            "ar": (50.0 - 10 * k, 0.0, 100.0), "te": (25.0 + k, 0.0, 75.0), "es": (10.0 * k, 0.0, 40.0)})})
+        files[(model, "kal_bench")] = _write(
+            root / "grid",
+            {
+                **kaleidoscope_obj(
+                    model,
+                    "kal_bench",
+                    {
+                        "ar": (50.0 - 10 * k, 0.0, 100.0),
+                        "te": (25.0 + k, 0.0, 75.0),
+                        "es": (10.0 * k, 0.0, 40.0),
+                    },
+                )
+            },
+        )
         files[(model, "cvqa")] = _write(root / "grid", {**cvqa_obj(model, 5.0 * k), "model": model})
-        files[(model, "dance")] = _write(root / "grid", {**dance_obj(model, {
-            "test-seen riddle-to-image": (60.0 - k, 40.0, 80.0), "test-seen image-to-riddle": (50.0, 30.0, 70.0),
-            "test-unseen riddle-to-image": (20.0, 10.0, 30.0), "test-unseen image-to-riddle": (10.0, 0.0, 20.0)}),
-            "model": model})
+        files[(model, "dance")] = _write(
+            root / "grid",
+            {
+                **dance_obj(
+                    model,
+                    {
+                        "test-seen riddle-to-image": (60.0 - k, 40.0, 80.0),
+                        "test-seen image-to-riddle": (50.0, 30.0, 70.0),
+                        "test-unseen riddle-to-image": (20.0, 10.0, 30.0),
+                        "test-unseen image-to-riddle": (10.0, 0.0, 20.0),
+                    },
+                ),
+                "model": model,
+            },
+        )
     kinds = {"kal_bench": "kaleidoscope", "cvqa": "cvqa", "dance": "dance"}
-    written = build_report(files, MODELS, [*BENCHES, *kinds], root / "grid" / "tables", root / "grid" / "figures",
-                           kinds=kinds, title="Results: 100% of the grid & more")
+    written = build_report(
+        files,
+        MODELS,
+        [*BENCHES, *kinds],
+        root / "grid" / "tables",
+        root / "grid" / "figures",
+        kinds=kinds,
+        title="Results: 100% of the grid & more",
+    )
 
     results = root / "compared"
     models, benchmarks = ["model_a", "model_b", "reference_model"], ["bench_x", "bench_y"]
     scores = {(m, b): write_score(results, m, b, 50.0, f"sha-{m}") for m in models for b in benchmarks}
-    comparisons = {b: write_comparison(results, b, "reference_model",
-                                       [("model_a", "reference_model", 4.0, 0.01), ("model_b", "reference_model", -2.0, 0.3)],
-                                       {m: f"sha-{m}" for m in models}) for b in benchmarks}
+    comparisons = {
+        b: write_comparison(
+            results,
+            b,
+            "reference_model",
+            [("model_a", "reference_model", 4.0, 0.01), ("model_b", "reference_model", -2.0, 0.3)],
+            {m: f"sha-{m}" for m in models},
+        )
+        for b in benchmarks
+    }
     # a pair without a comparison, as the compare stage writes it: n/a in the table, its reason in a note
     data = json.loads(comparisons["bench_y"].read_text())
-    data["pairs"][1] = {"model_a": "model_b", "model_b": "reference_model", "comparable": False,
-                        "reason": "model_b cannot run bench_y: the model scores image-text similarity and cannot "
-                                  "generate text"}
+    data["pairs"][1] = {
+        "model_a": "model_b",
+        "model_b": "reference_model",
+        "comparable": False,
+        "reason": "model_b cannot run bench_y: the model scores image-text similarity and cannot "
+        "generate text",
+    }
     comparisons["bench_y"].write_text(json.dumps(data))
-    written += build_report(scores, models, benchmarks, results / "tables", results / "figures",
-                            comparison_files=comparisons, reference_model="reference_model")
+    written += build_report(
+        scores,
+        models,
+        benchmarks,
+        results / "tables",
+        results / "figures",
+        comparison_files=comparisons,
+        reference_model="reference_model",
+    )
 
     written += build_reported(root / "reported")
     written += partial_tables(root / "partial")
@@ -227,36 +303,65 @@ def partial_tables(root: Path) -> list[Path]:
     answered (report.partial_cells: include), its A on a partial copy and batch-dependent."""
     files = wide_grid(root / "grid")
     _amend(files[("llava-tiny", BENCHES[7])], coverage={"answered": 2350, "total": 2374}, n=2350)
-    _amend(files[("llava-tiny", BENCHES[3])], partial_copy={"items": 24, "published_items": 2374, "source": "local"})
+    _amend(
+        files[("llava-tiny", BENCHES[3])],
+        partial_copy={"items": 24, "published_items": 2374, "source": "local"},
+    )
     written = build_report(files, MODELS, BENCHES, root / "grid" / "tables", root / "grid" / "figures")
 
     results = root / "compared"
     models, benchmarks = ["model_a", "reference_model"], ["bench_x"]
     scores = {(m, b): write_score(results, m, b, 50.0, f"sha-{m}") for m in models for b in benchmarks}
-    _amend(scores[("model_a", "bench_x")], partial_copy={"items": 24, "published_items": 2374, "source": "local"},
-           invariance={"checked": 8, "same": 7, "differing": ["q1"]})
-    comparison = write_comparison(results, "bench_x", "reference_model", [("model_a", "reference_model", 4.0, 0.01)],
-                                  {m: f"sha-{m}" for m in models})
+    _amend(
+        scores[("model_a", "bench_x")],
+        partial_copy={"items": 24, "published_items": 2374, "source": "local"},
+        invariance={"checked": 8, "same": 7, "differing": ["q1"]},
+    )
+    comparison = write_comparison(
+        results,
+        "bench_x",
+        "reference_model",
+        [("model_a", "reference_model", 4.0, 0.01)],
+        {m: f"sha-{m}" for m in models},
+    )
     data = json.loads(comparison.read_text())
     data["pairs"][0]["coverage"] = {"answered": 2350, "total": 2374}
     comparison.write_text(json.dumps(data))
-    written += build_report(scores, models, benchmarks, results / "tables", results / "figures",
-                            comparison_files={"bench_x": comparison}, reference_model="reference_model")
+    written += build_report(
+        scores,
+        models,
+        benchmarks,
+        results / "tables",
+        results / "figures",
+        comparison_files={"bench_x": comparison},
+        reference_model="reference_model",
+    )
     return written
 
 
 @needs_pdflatex
 def test_every_table_compiles_within_the_page(tmp_path):
     tables = every_table(tmp_path / "report")
-    assert {path.name for path in tables} == {"main.tex", "comparisons.tex", "reported.tex", "kaleidoscope.tex",
-                                              "cvqa.tex", "cvqa-pairs.tex", "dance.tex"}
+    assert {path.name for path in tables} == {
+        "main.tex",
+        "comparisons.tex",
+        "reported.tex",
+        "kaleidoscope.tex",
+        "cvqa.tex",
+        "cvqa-pairs.tex",
+        "dance.tex",
+    }
     assert any(r"\textbf{" in tex.read_text() for tex in tables if tex.name == "comparisons.tex") is False
     # the partial cell's double dagger is among what compiles: in the main table and in the comparisons; so are
     # a partial copy's pilcrow and a batch-dependent cell's not-equal sign
-    for mark, names in ((r"$^{\ddagger}$", {"main.tex", "comparisons.tex"}),
-                        (r"$^{\P}$", {"main.tex", "comparisons.tex"}),
-                        (r"$^{\neq}$", {"main.tex", "comparisons.tex"})):
-        assert {tex.name for tex in tables if "partial" in tex.parts and mark in tex.read_text()} == names, mark
+    for mark, names in (
+        (r"$^{\ddagger}$", {"main.tex", "comparisons.tex"}),
+        (r"$^{\P}$", {"main.tex", "comparisons.tex"}),
+        (r"$^{\neq}$", {"main.tex", "comparisons.tex"}),
+    ):
+        assert {tex.name for tex in tables if "partial" in tex.parts and mark in tex.read_text()} == names, (
+            mark
+        )
     for tex in tables:
         log = compile_table(tex, tmp_path)
         # a table wider than the text would push into the margin: LaTeX says so as an overfull box
@@ -274,13 +379,17 @@ def test_a_broken_table_fails_to_compile(tmp_path):
 
 
 @needs_pdflatex
-@pytest.mark.parametrize("body", [
-    # a float cannot run on to the next page: LaTeX sets it anyway, over the page's foot
-    "\\begin{table}[t]\n\\begin{tabular}{l}\n" + "".join(f"row {k} \\\\\n" for k in range(80))
-    + "\\end{tabular}\n\\end{table}\n",
-    "\\vbox to 10pt{\\hbox{a}\\vskip 20pt}\n",  # a box taller than its height: Overfull \vbox
-    "\\vbox to 100pt{\\hbox{a}}\n",  # a box stretched out of shape: Underfull \vbox
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a float cannot run on to the next page: LaTeX sets it anyway, over the page's foot
+        "\\begin{table}[t]\n\\begin{tabular}{l}\n"
+        + "".join(f"row {k} \\\\\n" for k in range(80))
+        + "\\end{tabular}\n\\end{table}\n",
+        "\\vbox to 10pt{\\hbox{a}\\vskip 20pt}\n",  # a box taller than its height: Overfull \vbox
+        "\\vbox to 100pt{\\hbox{a}}\n",  # a box stretched out of shape: Underfull \vbox
+    ],
+)
 def test_a_table_taller_than_its_room_fails_the_compile(tmp_path, body):
     # the checks below can fail: the log's warnings of a table or box that does not fit stop the test
     tall = tmp_path / "tall.tex"
@@ -312,10 +421,17 @@ def compile_pages(tex: Path, workdir: Path) -> list[str]:
     """`compile_table` (so nothing is taller than its room), then the text of each page, compiled uncompressed."""
     compile_table(tex, workdir)
     document = workdir / f"{tex.parent.parent.name}-{tex.stem}-pages.tex"
-    document.write_text(r"\pdfcompresslevel=0 \pdfobjcompresslevel=0" + "\n" + DOCUMENT % tex.resolve().as_posix(),
-                        encoding="utf-8")
-    result = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
-                            cwd=workdir, capture_output=True, text=True, timeout=120)
+    document.write_text(
+        r"\pdfcompresslevel=0 \pdfobjcompresslevel=0" + "\n" + DOCUMENT % tex.resolve().as_posix(),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, f"{tex.name} does not compile"
     return page_texts(workdir / f"{document.stem}.pdf")
 
@@ -332,12 +448,25 @@ def test_a_table_longer_than_a_page_runs_on_with_its_header(tmp_path):
     results, reference = tmp_path / "compared", MANY_MODELS[-1]
     shas = {m: f"sha-{m}" for m in MANY_MODELS}
     scores = {(m, b): write_score(results, m, b, 50.0, shas[m]) for m in MANY_MODELS for b in BENCHES}
-    comparisons = {b: write_comparison(results, b, reference, [(m, reference, 4.0, 0.01) for m in MANY_MODELS[:-1]],
-                                       shas) for b in BENCHES}
-    build_report(scores, MANY_MODELS, BENCHES, results / "tables", results / "figures",
-                 comparison_files=comparisons, reference_model=reference)
-    for tex, first, last_row in ((tmp_path / "grid" / "tables" / "main.tex", "Model", "model-08"),
-                                 (results / "tables" / "comparisons.tex", "Benchmark", "bench_13-")):
+    comparisons = {
+        b: write_comparison(
+            results, b, reference, [(m, reference, 4.0, 0.01) for m in MANY_MODELS[:-1]], shas
+        )
+        for b in BENCHES
+    }
+    build_report(
+        scores,
+        MANY_MODELS,
+        BENCHES,
+        results / "tables",
+        results / "figures",
+        comparison_files=comparisons,
+        reference_model=reference,
+    )
+    for tex, first, last_row in (
+        (tmp_path / "grid" / "tables" / "main.tex", "Model", "model-08"),
+        (results / "tables" / "comparisons.tex", "Benchmark", "bench_13-"),
+    ):
         pages = compile_pages(tex, tmp_path)
         assert len(pages) >= 3, f"{tex.name}: {len(pages)} pages"
         # the caption on the first page only; every further page under "(continued)" and the header again
@@ -370,7 +499,8 @@ def test_a_wide_table_is_split_to_fit_the_page_at_its_size(tmp_path):
 def test_the_default_grids_tables_compile_within_the_page(snakemake_run, tmp_path):
     tables = sorted((snakemake_run / "results" / "tables").glob("*.tex"))
     assert {"main.tex", "comparisons.tex", "reported.tex", "kaleidoscope.tex", "cvqa.tex", "dance.tex"} <= {
-        path.name for path in tables}
+        path.name for path in tables
+    }
     for tex in tables:
         assert "Overfull \\hbox" not in compile_table(tex, tmp_path), f"{tex.name} is wider than the page"
         assert_normal_size(tex, tmp_path)
@@ -408,7 +538,9 @@ def set_sizes(pdf: Path) -> Counter:
             elif token == b"Tf":
                 font = float(operands[-1])
             elif token in (b"TJ", b"Tj"):
-                sizes[round(font * text * scale, 2)] += sum(len(o) - 2 for o in operands if o.startswith(b"("))
+                sizes[round(font * text * scale, 2)] += sum(
+                    len(o) - 2 for o in operands if o.startswith(b"(")
+                )
             if token[:1].isalpha() and token not in (b"true", b"false", b"null"):
                 operands = []
             else:
@@ -420,14 +552,28 @@ def table_sizes(tex: Path, workdir: Path) -> Counter:
     """The sizes the table's own text is set in: the .tex without its caption (set at the document's size
     whatever the table does) on a page without a number, compiled uncompressed."""
     bare = workdir / f"{tex.parent.parent.name}-{tex.stem}-bare.tex"
-    bare.write_text("\n".join(line for line in tex.read_text(encoding="utf-8").splitlines()
-                              if not line.startswith(r"\caption{")), encoding="utf-8")
+    bare.write_text(
+        "\n".join(
+            line for line in tex.read_text(encoding="utf-8").splitlines() if not line.startswith(r"\caption{")
+        ),
+        encoding="utf-8",
+    )
     document = workdir / f"{bare.stem}-document.tex"
     # without the page number, which is set at the document's size whatever the table does
-    document.write_text(r"\pdfcompresslevel=0 \pdfobjcompresslevel=0" + "\n" + DOCUMENT.replace(
-        r"\begin{document}", r"\begin{document}\pagestyle{empty}") % bare.resolve().as_posix(), encoding="utf-8")
-    result = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
-                            cwd=workdir, capture_output=True, text=True, timeout=120)
+    document.write_text(
+        r"\pdfcompresslevel=0 \pdfobjcompresslevel=0"
+        + "\n"
+        + DOCUMENT.replace(r"\begin{document}", r"\begin{document}\pagestyle{empty}")
+        % bare.resolve().as_posix(),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", document.name],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, f"{tex.name} does not compile"
     return set_sizes(workdir / f"{document.stem}.pdf")
 
@@ -437,7 +583,9 @@ def assert_normal_size(tex: Path, workdir: Path) -> None:
     in smaller ones), never in a size a scaling makes."""
     sizes = table_sizes(tex, workdir)
     assert set(sizes) <= LATEX_SIZES, f"{tex.name} is scaled: it sets text in {sorted(sizes)} pt"
-    assert max(sizes) == NORMAL, f"{tex.name} is set in {max(sizes)} pt at most, not the document's {NORMAL} pt"
+    assert max(sizes) == NORMAL, (
+        f"{tex.name} is set in {max(sizes)} pt at most, not the document's {NORMAL} pt"
+    )
 
 
 @needs_pdflatex
@@ -467,8 +615,15 @@ def test_a_table_scaled_to_fit_is_seen(tmp_path):
     rows = [["a-model", *(r"51.2\,{\scriptsize [44.0, 58.1]}" for _ in range(15))]]
     tex = tmp_path / "tables" / "wide.tex"
     tex.parent.mkdir()
-    scaled = "\n".join([r"\begin{table}[t]", r"\resizebox{\linewidth}{!}{\begin{tabular}{l%s}" % ("c" * 15),
-                        *(" & ".join(row) + r" \\" for row in [*header, *rows]), r"\end{tabular}}", r"\end{table}"])
+    scaled = "\n".join(
+        [
+            r"\begin{table}[t]",
+            r"\resizebox{\linewidth}{!}{\begin{tabular}{l%s}" % ("c" * 15),
+            *(" & ".join(row) + r" \\" for row in [*header, *rows]),
+            r"\end{tabular}}",
+            r"\end{table}",
+        ]
+    )
     tex.write_text(scaled, encoding="utf-8")
     with pytest.raises(AssertionError, match="is scaled"):
         assert_normal_size(tex, tmp_path)

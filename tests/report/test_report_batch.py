@@ -29,8 +29,13 @@ TEX_NE = r"$^{\neq}$"
 
 def _checked(obj: dict, differing: list[str]) -> dict:
     obj = copy.deepcopy(obj)
-    obj["invariance"] = {"checked": 8, "same": 8 - len(differing), "differing": differing,
-                         "max_logprob_delta": None, "batch_size": 16}
+    obj["invariance"] = {
+        "checked": 8,
+        "same": 8 - len(differing),
+        "differing": differing,
+        "max_logprob_delta": None,
+        "batch_size": 16,
+    }
     return obj
 
 
@@ -39,7 +44,10 @@ def test_breakdown_variants_and_main_figure_mark_the_cell(tmp_path, monkeypatch)
     files = write_scores(tmp_path)
     for model, differing in (("big-vlm", ["q1", "q7"]), ("clip_tiny", [])):
         obj = json.loads(files[(model, "pope-fixture")].read_text())
-        obj["variants"] = {"a": {"value": 50.0, "ci95": [40.0, 60.0]}, "b": {"value": 52.4, "ci95": [45.0, 60.0]}}
+        obj["variants"] = {
+            "a": {"value": 50.0, "ci95": [40.0, 60.0]},
+            "b": {"value": 52.4, "ci95": [45.0, 60.0]},
+        }
         files[(model, "pope-fixture")].write_text(json.dumps(_checked(obj, differing)))
     build(tmp_path, files)
     tables = tmp_path / "tables"
@@ -74,11 +82,22 @@ def test_a_grid_whose_checks_found_nothing_has_no_mark(tmp_path):
 def test_kaleidoscope_table_and_figure_mark_the_model(tmp_path, monkeypatch):
     figures = _capture_figures(monkeypatch)
     langs = {"ar": (50.0, 0.0, 100.0), "te": (25.0, 0.0, 75.0)}
-    objs = {model: {**kaleidoscope_obj(model, "kal", langs), "format_error_rate": 3.0} for model in ("vlm-a", "vlm-b")}
-    files = {("vlm-a", "kal"): _write(tmp_path, _checked(objs["vlm-a"], [])),
-             ("vlm-b", "kal"): _write(tmp_path, _checked(objs["vlm-b"], ["x"]))}
-    build_report(files, ["vlm-a", "vlm-b"], ["kal"], tmp_path / "tables", tmp_path / "figures",
-                 kinds={"kal": "kaleidoscope"})
+    objs = {
+        model: {**kaleidoscope_obj(model, "kal", langs), "format_error_rate": 3.0}
+        for model in ("vlm-a", "vlm-b")
+    }
+    files = {
+        ("vlm-a", "kal"): _write(tmp_path, _checked(objs["vlm-a"], [])),
+        ("vlm-b", "kal"): _write(tmp_path, _checked(objs["vlm-b"], ["x"])),
+    }
+    build_report(
+        files,
+        ["vlm-a", "vlm-b"],
+        ["kal"],
+        tmp_path / "tables",
+        tmp_path / "figures",
+        kinds={"kal": "kaleidoscope"},
+    )
     tables = tmp_path / "tables"
     rows = md_rows(tables / "kaleidoscope.md")
     assert "vlm-a" in rows and f"vlm-b{NE}" in rows and "vlm-b" not in rows
@@ -93,10 +112,13 @@ def test_kaleidoscope_table_and_figure_mark_the_model(tmp_path, monkeypatch):
 
 
 def test_cvqa_pairs_mark_the_model_column(tmp_path):
-    files = {("vlm-a", "cvqa"): _write(tmp_path, cvqa_obj("vlm-a", 0.0)),  # no check recorded: unmarked
-             ("vlm-b", "cvqa"): _write(tmp_path, _checked(cvqa_obj("vlm-b", 5.0), ["y", "z"]))}
-    build_report(files, ["vlm-a", "vlm-b"], ["cvqa"], tmp_path / "tables", tmp_path / "figures",
-                 kinds={"cvqa": "cvqa"})
+    files = {
+        ("vlm-a", "cvqa"): _write(tmp_path, cvqa_obj("vlm-a", 0.0)),  # no check recorded: unmarked
+        ("vlm-b", "cvqa"): _write(tmp_path, _checked(cvqa_obj("vlm-b", 5.0), ["y", "z"])),
+    }
+    build_report(
+        files, ["vlm-a", "vlm-b"], ["cvqa"], tmp_path / "tables", tmp_path / "figures", kinds={"cvqa": "cvqa"}
+    )
     tables = tmp_path / "tables"
     assert f"vlm-b{NE}" in md_rows(tables / "cvqa.md")
     assert md_rows(tables / "cvqa-pairs.md")["Country-language"] == ["vlm-a", f"vlm-b{NE}"]
@@ -110,7 +132,10 @@ def _pope_with_variants(files: dict, checks: dict[str, list[str]]) -> None:
     """Two prompt variants on each model's pope-fixture cell, and a batch check that found `checks[model]`."""
     for model, differing in checks.items():
         obj = json.loads(files[(model, "pope-fixture")].read_text())
-        obj["variants"] = {"a": {"value": 50.0, "ci95": [40.0, 60.0]}, "b": {"value": 52.4, "ci95": [45.0, 60.0]}}
+        obj["variants"] = {
+            "a": {"value": 50.0, "ci95": [40.0, 60.0]},
+            "b": {"value": 52.4, "ci95": [45.0, 60.0]},
+        }
         files[(model, "pope-fixture")].write_text(json.dumps(_checked(obj, differing)))
 
 
@@ -121,8 +146,10 @@ def test_the_breakdown_and_variants_csv_files_say_which_cells_depend_on_the_batc
     tables = tmp_path / "tables"
     for name in ("breakdown.csv", "variants.csv"):
         rows = read_csv(tables / name)
-        assert {(row["model"], row["batch_dependent"]) for row in rows} == {("clip_tiny", "False"),
-                                                                          ("big-vlm", "True")}, name
+        assert {(row["model"], row["batch_dependent"]) for row in rows} == {
+            ("clip_tiny", "False"),
+            ("big-vlm", "True"),
+        }, name
 
 
 def test_the_comparisons_tables_mark_the_value_of_a_batch_dependent_cell(tmp_path):
@@ -130,10 +157,13 @@ def test_the_comparisons_tables_mark_the_value_of_a_batch_dependent_cell(tmp_pat
     from helpers.report import BENCHES
 
     files = write_scores(tmp_path)
-    files[("big-vlm", "sqa_img")].write_text(json.dumps(_checked(json.loads(files[("big-vlm", "sqa_img")].read_text()),
-                                                                 ["q3"])))
-    comparisons = {bench: write_comparison(tmp_path / "results", bench, None, [("clip_tiny", "big-vlm", 4.0, 0.01)])
-                   for bench in BENCHES}
+    files[("big-vlm", "sqa_img")].write_text(
+        json.dumps(_checked(json.loads(files[("big-vlm", "sqa_img")].read_text()), ["q3"]))
+    )
+    comparisons = {
+        bench: write_comparison(tmp_path / "results", bench, None, [("clip_tiny", "big-vlm", 4.0, 0.01)])
+        for bench in BENCHES
+    }
     build(tmp_path, files, comparison_files=comparisons)
     tables = tmp_path / "tables"
     md = tables.joinpath("comparisons.md").read_text(encoding="utf-8")
@@ -145,4 +175,7 @@ def test_the_comparisons_tables_mark_the_value_of_a_batch_dependent_cell(tmp_pat
     assert f"50.0{TEX_NE}" in tex and tex.count(TEX_NE) == 2  # the cell, and the note in the caption
     rows = read_csv(tables / "comparisons.csv")
     assert [(row["benchmark"], row["batch_dependent_a"], row["batch_dependent_b"]) for row in rows] == [
-        ("pope-fixture", "", ""), ("sqa_img", "", "True"), ("flowers", "", "")]
+        ("pope-fixture", "", ""),
+        ("sqa_img", "", "True"),
+        ("flowers", "", ""),
+    ]

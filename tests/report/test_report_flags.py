@@ -57,6 +57,7 @@ def flagged_report(tmp_path):
 
 # --- the main table ------------------------------------------------------------------------------------------
 
+
 def test_only_the_cell_over_the_threshold_is_marked_in_markdown(flagged_report):
     rows = md_rows(flagged_report / "tables" / "main.md")
     assert rows["big-vlm"][0] == f"51.2 [44.0, 58.1]{DAGGER}"
@@ -88,7 +89,9 @@ def test_the_csv_says_the_rate_and_whether_each_cell_is_flagged(flagged_report):
     assert big["pope-fixture"] == "51.2"  # the number stays, machine-readable; the flag is beside it
     assert big["pope-fixture_format_error_rate"] == "11.0" and big["pope-fixture_flagged"] == "True"
     assert clip["pope-fixture_format_error_rate"] == "9.0" and clip["pope-fixture_flagged"] == "False"
-    assert big["sqa_img_flagged"] == "False" and float(big["sqa_img_format_error_rate"]) == pytest.approx(3.3333)
+    assert big["sqa_img_flagged"] == "False" and float(big["sqa_img_format_error_rate"]) == pytest.approx(
+        3.3333
+    )
     assert big["average_flagged"] == "True" and clip["average_flagged"] == "False"
 
 
@@ -119,8 +122,10 @@ def test_breakdown_variants_and_cells_mark_the_cell(tmp_path):
     cells = {(r["model"], r["benchmark"]): r for r in read_csv(tables / "cells.csv")}
     assert cells[("big-vlm", "pope-fixture")]["flagged"] == "True"
     assert cells[("clip_tiny", "pope-fixture")]["flagged"] == "False"
-    assert f"| big-vlm | pope-fixture | {DASH} | {DASH} | 90 | 87 | 11.0{DAGGER} | {DASH} |" in \
-        tables.joinpath("cells.md").read_text(encoding="utf-8")
+    assert (
+        f"| big-vlm | pope-fixture | {DASH} | {DASH} | 90 | 87 | 11.0{DAGGER} | {DASH} |"
+        in tables.joinpath("cells.md").read_text(encoding="utf-8")
+    )
 
 
 def test_a_configured_threshold(tmp_path):
@@ -141,6 +146,7 @@ def test_a_configured_threshold(tmp_path):
 
 # --- a cell whose every row failed -----------------------------------------------------------------------------
 
+
 def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, main_heatmaps):
     files = write_scores(tmp_path)
     set_rate(files, "clip_tiny", "sqa_img", 100.0)
@@ -153,7 +159,12 @@ def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, mai
     assert "clip_tiny on sqa_img 100.0% (failed)" in note
     assert "failed: every prediction row of the cell is an error or unparsable, so it has no number" in note
     clip = read_csv(tables / "main.csv")[0]
-    assert [clip["sqa_img"], clip["sqa_img_ci_low"], clip["average"], clip["average_ci_low"]] == ["", "", "", ""]
+    assert [clip["sqa_img"], clip["sqa_img_ci_low"], clip["average"], clip["average_ci_low"]] == [
+        "",
+        "",
+        "",
+        "",
+    ]
     assert clip["sqa_img_format_error_rate"] == "100.0" and clip["sqa_img_flagged"] == "True"
     assert clip["average_flagged"] == ""
     tex = (tables / "main.tex").read_text(encoding="utf-8")
@@ -161,9 +172,17 @@ def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, mai
     cells = {(r["model"], r["benchmark"]): r for r in read_csv(tables / "cells.csv")}
     assert cells[("clip_tiny", "sqa_img")]["status"] == "failed"
     [cells] = main_heatmaps  # the failed cell and its model's average are worded, not coloured
-    assert [cells[("clip_tiny", b)][0] for b in ("pope-fixture", "sqa_img", "flowers", "Average")] \
-        == ["50.0", f"failed{DAGGER}", "18.0", "failed"]
-    assert cells[("clip_tiny", "sqa_img")][1] == cells[("clip_tiny", "Average")][1] != cells[("big-vlm", "sqa_img")][1]
+    assert [cells[("clip_tiny", b)][0] for b in ("pope-fixture", "sqa_img", "flowers", "Average")] == [
+        "50.0",
+        f"failed{DAGGER}",
+        "18.0",
+        "failed",
+    ]
+    assert (
+        cells[("clip_tiny", "sqa_img")][1]
+        == cells[("clip_tiny", "Average")][1]
+        != cells[("big-vlm", "sqa_img")][1]
+    )
 
 
 def test_failed_cell_in_the_breakdown(tmp_path):
@@ -177,6 +196,7 @@ def test_failed_cell_in_the_breakdown(tmp_path):
 
 
 # --- missing score files -------------------------------------------------------------------------------------
+
 
 def test_a_missing_score_file_is_an_error_without_allow_missing(tmp_path):
     files = write_scores(tmp_path)
@@ -214,6 +234,7 @@ def test_allow_missing_with_no_score_file_at_all(tmp_path):
 
 # --- paper tables and figures --------------------------------------------------------------------------------
 
+
 def _rated(obj: dict, rate: float) -> dict:
     obj = copy.deepcopy(obj)
     obj["format_error_rate"] = rate
@@ -231,8 +252,14 @@ def test_kaleidoscope_table_and_figure_mark_the_model(tmp_path, monkeypatch):
         ("vlm-a", "kal"): _write(tmp_path, _rated(kaleidoscope_obj("vlm-a", "kal", langs), 9.0)),
         ("vlm-b", "kal"): _write(tmp_path, _rated(kaleidoscope_obj("vlm-b", "kal", langs), 11.0)),
     }
-    build_report(files, ["vlm-a", "vlm-b"], ["kal"], tmp_path / "tables", tmp_path / "figures",
-                 kinds={"kal": "kaleidoscope"})
+    build_report(
+        files,
+        ["vlm-a", "vlm-b"],
+        ["kal"],
+        tmp_path / "tables",
+        tmp_path / "figures",
+        kinds={"kal": "kaleidoscope"},
+    )
     tables = tmp_path / "tables"
     rows = md_rows(tables / "kaleidoscope.md")
     assert "vlm-a" in rows and f"vlm-b{DAGGER}" in rows and "vlm-b" not in rows
@@ -248,7 +275,9 @@ def test_kaleidoscope_table_and_figure_mark_the_model(tmp_path, monkeypatch):
     hatches = [patch.get_hatch() for patch in ax.patches]
     assert hatches == [None, None, "///", "///"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["vlm-a", f"vlm-b{DAGGER}"]
-    note = " ".join(t.get_text() for t in [*fig.texts, *fig.axes[-1].texts]).replace("\n", " ")  # under the bars
+    note = " ".join(t.get_text() for t in [*fig.texts, *fig.axes[-1].texts]).replace(
+        "\n", " "
+    )  # under the bars
     assert "hatched bars: format errors above 10%" in note and "vlm-b 11.0%" in note
     # the main figure too: the marked value carries the dagger (a hatch there means "no number")
     cells = heatmap_cells(figures[0], ["vlm-a", "vlm-b"])
@@ -261,10 +290,13 @@ def test_cvqa_tables_and_figure_mark_the_model(tmp_path, monkeypatch):
     figures = []
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig=None: (figures.append(fig), close(fig)))
-    files = {("vlm-a", "cvqa"): _write(tmp_path, _rated(cvqa_obj("vlm-a", 0.0), 9.0)),
-             ("vlm-b", "cvqa"): _write(tmp_path, _rated(cvqa_obj("vlm-b", 5.0), 11.0))}
-    build_report(files, ["vlm-a", "vlm-b"], ["cvqa"], tmp_path / "tables", tmp_path / "figures",
-                 kinds={"cvqa": "cvqa"})
+    files = {
+        ("vlm-a", "cvqa"): _write(tmp_path, _rated(cvqa_obj("vlm-a", 0.0), 9.0)),
+        ("vlm-b", "cvqa"): _write(tmp_path, _rated(cvqa_obj("vlm-b", 5.0), 11.0)),
+    }
+    build_report(
+        files, ["vlm-a", "vlm-b"], ["cvqa"], tmp_path / "tables", tmp_path / "figures", kinds={"cvqa": "cvqa"}
+    )
     tables = tmp_path / "tables"
     rows = md_rows(tables / "cvqa.md")
     assert f"vlm-b{DAGGER}" in rows and "vlm-a" in rows
@@ -277,7 +309,9 @@ def test_cvqa_tables_and_figure_mark_the_model(tmp_path, monkeypatch):
     assert pairs["Country-language"] == ["vlm-a", f"vlm-b{DAGGER}"]
     assert "vlm-b 11.0%" in (tables / "cvqa-pairs.md").read_text()
     pairs_csv = read_csv(tables / "cvqa-pairs.csv")
-    assert {r["vlm-b_flagged"] for r in pairs_csv} == {"True"} and {r["vlm-a_flagged"] for r in pairs_csv} == {"False"}
+    assert {r["vlm-b_flagged"] for r in pairs_csv} == {"True"} and {
+        r["vlm-a_flagged"] for r in pairs_csv
+    } == {"False"}
     assert {r["vlm-b_format_error_rate"] for r in pairs_csv} == {"11.0"}
     assert f"vlm-b{TEX_DAGGER}" in plain_latex((tables / "cvqa-pairs.tex").read_text())
     pairs_ax = figures[-1].axes[0]
@@ -286,31 +320,51 @@ def test_cvqa_tables_and_figure_mark_the_model(tmp_path, monkeypatch):
 
 def test_dance_table_marks_the_model_and_a_failed_one_has_no_number(tmp_path):
     subsets = {"test-seen riddle-to-image": (60.0, 40.0, 80.0)}
-    files = {("clip", "dance"): _write(tmp_path, _rated(dance_obj("clip", subsets), 11.0)),
-             ("siglip", "dance"): _write(tmp_path, _rated(dance_obj("siglip", subsets), 100.0))}
-    build_report(files, ["clip", "siglip"], ["dance"], tmp_path / "tables", tmp_path / "figures",
-                 kinds={"dance": "dance"})
+    files = {
+        ("clip", "dance"): _write(tmp_path, _rated(dance_obj("clip", subsets), 11.0)),
+        ("siglip", "dance"): _write(tmp_path, _rated(dance_obj("siglip", subsets), 100.0)),
+    }
+    build_report(
+        files,
+        ["clip", "siglip"],
+        ["dance"],
+        tmp_path / "tables",
+        tmp_path / "figures",
+        kinds={"dance": "dance"},
+    )
     rows = md_rows(tmp_path / "tables" / "dance.md")
     assert rows[f"clip{DAGGER}"] == ["60.0 [40.0, 80.0]", "40.0 [30.0, 50.0]"]
     assert rows[f"siglip{DAGGER}"] == ["failed", "failed"]
     text = (tmp_path / "tables" / "dance.md").read_text()
     assert "clip 11.0%, siglip 100.0% (failed)" in text
-    assert [(r["all"], r["flagged"]) for r in read_csv(tmp_path / "tables" / "dance.csv")] == \
-        [("40.0", "True"), ("", "True")]
+    assert [(r["all"], r["flagged"]) for r in read_csv(tmp_path / "tables" / "dance.csv")] == [
+        ("40.0", "True"),
+        ("", "True"),
+    ]
 
 
 def test_a_missing_cell_in_a_paper_table(tmp_path):
     langs = {"ar": (50.0, 0.0, 100.0)}
-    files = {("vlm-a", "kal"): _write(tmp_path, _rated(kaleidoscope_obj("vlm-a", "kal", langs), 0.0)),
-             ("vlm-b", "kal"): tmp_path / "scores" / "vlm-b" / "kal.json"}
-    build_report(files, ["vlm-a", "vlm-b"], ["kal"], tmp_path / "tables", tmp_path / "figures",
-                 kinds={"kal": "kaleidoscope"}, allow_missing=True)
+    files = {
+        ("vlm-a", "kal"): _write(tmp_path, _rated(kaleidoscope_obj("vlm-a", "kal", langs), 0.0)),
+        ("vlm-b", "kal"): tmp_path / "scores" / "vlm-b" / "kal.json",
+    }
+    build_report(
+        files,
+        ["vlm-a", "vlm-b"],
+        ["kal"],
+        tmp_path / "tables",
+        tmp_path / "figures",
+        kinds={"kal": "kaleidoscope"},
+        allow_missing=True,
+    )
     rows = md_rows(tmp_path / "tables" / "kaleidoscope.md")
     assert rows["vlm-b"] == ["missing"] * 5
     assert "missing: the cell has no score file" in (tmp_path / "tables" / "kaleidoscope.md").read_text()
 
 
 # --- the baseline says what it is ----------------------------------------------------------------------------
+
 
 def test_the_baseline_is_not_described_as_log_likelihood(tmp_path):
     files = write_scores(tmp_path)
@@ -327,14 +381,20 @@ def test_the_baseline_is_not_described_as_log_likelihood(tmp_path):
     assert cells[("clip_tiny", "flowers")]["answered_by"] == "majority answer (baseline)"
     assert cells[("clip_tiny", "sqa_img")]["strategy"] == "score_options"  # the strategy column is unchanged
     assert cells[("big-vlm", "sqa_img")]["answered_by"] == "log-likelihood"
-    assert "| clip_tiny | sqa_img | random guess (baseline) |" in (tmp_path / "tables" / "cells.md").read_text()
+    assert (
+        "| clip_tiny | sqa_img | random guess (baseline) |" in (tmp_path / "tables" / "cells.md").read_text()
+    )
 
 
 # --- the config and the command ------------------------------------------------------------------------------
 
+
 def test_the_config_default_and_its_check(default_config_data):
-    assert validate_config(default_config_data).report == {"flag_error_rate": 10, "partial_cells": "exclude",
-                                                          "reported": "config/reported"}
+    assert validate_config(default_config_data).report == {
+        "flag_error_rate": 10,
+        "partial_cells": "exclude",
+        "reported": "config/reported",
+    }
     data = copy.deepcopy(default_config_data)
     data["report"] = {"flag_error_rate": 2.5}
     assert validate_config(data).report["flag_error_rate"] == 2.5
@@ -354,10 +414,21 @@ def cli_grid(tmp_path, small_config, write_config):
     for model, rate in (("clip-tiny", 9.0), ("random", 11.0)):
         path = paths.score_path(results, model, "pope-fixture")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({
-            "model": model, "benchmark": "pope-fixture", "metric": "f1", "value": 50.0, "ci95": [40.0, 60.0],
-            "n": 30, "n_valid": 27, "format_error_rate": rate, "bootstrap": {"samples": 3, "draws": [49, 50, 51]},
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "model": model,
+                    "benchmark": "pope-fixture",
+                    "metric": "f1",
+                    "value": 50.0,
+                    "ci95": [40.0, 60.0],
+                    "n": 30,
+                    "n_valid": 27,
+                    "format_error_rate": rate,
+                    "bootstrap": {"samples": 3, "draws": [49, 50, 51]},
+                }
+            )
+        )
     return data, results
 
 

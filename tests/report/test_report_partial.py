@@ -36,7 +36,9 @@ def test_the_main_table_marks_the_cell_and_leaves_it_out_of_the_average(tmp_path
     build(tmp_path, partial_files)
     rows = md_rows(tmp_path / "tables" / "main.md")
     assert rows["big-vlm"][1] == f"20.0 [15.5, 25.0]{PARTIAL}"
-    assert PARTIAL not in "".join(rows["clip_tiny"]) and PARTIAL not in rows["big-vlm"][0] + rows["big-vlm"][2]
+    assert (
+        PARTIAL not in "".join(rows["clip_tiny"]) and PARTIAL not in rows["big-vlm"][0] + rows["big-vlm"][2]
+    )
     assert rows["big-vlm"][3].endswith(PARTIAL)
     legend = (tmp_path / "tables" / "main.md").read_text(encoding="utf-8").strip().splitlines()[-1]
     assert "big-vlm on sqa_img 2,350 of 2,374 answered" in legend
@@ -87,5 +89,8 @@ def test_the_main_figure_marks_the_cell_and_its_note_says_so(tmp_path, partial_f
     assert cells[("clip_tiny", "sqa_img")][0] == "25.0"
     assert cells[("big-vlm", "Average")][0] == f"42.2{PARTIAL}"  # 42.25, the partial cell left out
     note = main_note(grid)
-    assert f"{PARTIAL}: the cell answers a subset" in note and "big-vlm on sqa_img 2,350 of 2,374 answered" in note
+    assert (
+        f"{PARTIAL}: the cell answers a subset" in note
+        and "big-vlm on sqa_img 2,350 of 2,374 answered" in note
+    )
     assert main_markdown(grid, "t").count(PARTIAL) >= 3  # the cell, the average, the note

@@ -58,13 +58,17 @@ def score_tiny(tmp_path, write_config, n: int, source: dict) -> dict:
     return json.loads(paths.score_path(data["results_dir"], "good", "tiny").read_text())
 
 
-def test_the_score_file_records_a_copy_that_holds_fewer_items_than_the_benchmark(tmp_path, write_config, capsys):
+def test_the_score_file_records_a_copy_that_holds_fewer_items_than_the_benchmark(
+    tmp_path, write_config, capsys
+):
     source = {"type": "local", "path": "/data/scienceqa", "expected_items": 24}
     score = score_tiny(tmp_path, write_config, 24, source)
     assert score["partial_copy"] == {"items": 24, "published_items": 2017, "source": "local"}
     assert score["n"] == 24 and score["value"] == 100.0
     # the command's own line says it beside the number
-    assert "(n=24, a copy of 24 of the benchmark's 2,017 items, format errors 0.0%)" in capsys.readouterr().err
+    assert (
+        "(n=24, a copy of 24 of the benchmark's 2,017 items, format errors 0.0%)" in capsys.readouterr().err
+    )
 
 
 def test_a_fixture_is_recorded_as_one_and_a_whole_copy_records_nothing(tmp_path, write_config):
@@ -79,7 +83,11 @@ def test_the_comparison_file_records_the_copy_too(tmp_path, write_config):
     data, config = tiny_copy(tmp_path, write_config, 24, source, models=("good", "also"))
     assert main(["compare", "tiny", *config]) == 0
     result = json.loads(paths.comparison_path(data["results_dir"], "tiny").read_text())
-    assert result["n"] == 24 and result["partial_copy"] == {"items": 24, "published_items": 2017, "source": "local"}
+    assert result["n"] == 24 and result["partial_copy"] == {
+        "items": 24,
+        "published_items": 2017,
+        "source": "local",
+    }
 
 
 # --- the report ----------------------------------------------------------------------------------------------
@@ -107,16 +115,26 @@ def test_the_main_table_marks_each_number_of_a_partial_copy_and_names_its_count(
     build(tmp_path, copy_files)
     tables = tmp_path / "tables"
     rows = md_rows(tables / "main.md")
-    assert rows["big-vlm"][:3] == [f"51.2 [44.0, 58.1]{COPY}", f"20.0 [15.5, 25.0]{COPY}", "33.3 [30.0, 36.6]"]
+    assert rows["big-vlm"][:3] == [
+        f"51.2 [44.0, 58.1]{COPY}",
+        f"20.0 [15.5, 25.0]{COPY}",
+        "33.3 [30.0, 36.6]",
+    ]
     assert rows["clip_tiny"][1] == f"25.0 [12.0, 38.0]{COPY}"
     assert rows["big-vlm"][3].endswith(COPY)  # the average over them
     legend = (tables / "main.md").read_text(encoding="utf-8").strip().splitlines()[-1]
     # each benchmark named once with its count, though two models' cells carry the mark
     assert f"{COPY}: {LOCAL}, so the number is over those items alone: sqa_img 24 of 2,017 items" in legend
-    assert f"{FIXTURE}, so the number is not the benchmark's: pope-fixture 90 items standing in for 9,000" in legend
+    assert (
+        f"{FIXTURE}, so the number is not the benchmark's: pope-fixture 90 items standing in for 9,000"
+        in legend
+    )
     assert legend.count("sqa_img 24 of 2,017") == 1 and "An average over such a cell is marked too." in legend
     tex = (tables / "main.tex").read_text(encoding="utf-8")
-    assert latex_rows(tex)["big-vlm"][2] == f"20.0{TEX_COPY}" and latex_rows(tex)["big-vlm"][3] == r"\textbf{33.3}"
+    assert (
+        latex_rows(tex)["big-vlm"][2] == f"20.0{TEX_COPY}"
+        and latex_rows(tex)["big-vlm"][3] == r"\textbf{33.3}"
+    )
     assert r"sqa\_img 24 of 2,017 items" in plain_latex(tex)
     assert f"20.0 [15.5, 25.0]{COPY}" in (tables / "main.html").read_text(encoding="utf-8")
     csv = {row["model"]: row for row in read_csv(tables / "main.csv")}
@@ -133,7 +151,10 @@ def test_the_heatmap_marks_the_cell_and_gives_the_count_under_the_benchmark(copy
     assert cells[("big-vlm", "Average")][0].endswith(COPY)
     # the count under the benchmark's name (the note of the default grid's figure has no room for a list)
     assert [label.get_text() for label in fig.axes[0].get_xticklabels()] == [
-        "pope-fixture\n(F1)\n90 stand-ins", "sqa_img\n(Acc.)\n24 of 2,017", "flowers\n(Top-1)"]
+        "pope-fixture\n(F1)\n90 stand-ins",
+        "sqa_img\n(Acc.)\n24 of 2,017",
+        "flowers\n(Top-1)",
+    ]
     assert f"{COPY}: over fewer items than the benchmark has, counted under its name." in main_note(grid)
 
 
@@ -141,8 +162,10 @@ def test_the_heatmap_note_names_cells_whose_copies_differ(copy_files):
     make_copy(copy_files, "clip_tiny", "sqa_img", 30, 2017, "local")
     grid = load_grid(copy_files, MODELS, BENCHES)
     labels = [label.get_text() for label in main_heatmap(grid, "t").axes[0].get_xticklabels()]
-    assert labels[1] == "sqa_img\n(Acc.)" and "clip_tiny on sqa_img 30 of 2,017 items, big-vlm on sqa_img 24 of " \
-        "2,017 items" in main_note(grid)
+    assert (
+        labels[1] == "sqa_img\n(Acc.)"
+        and "clip_tiny on sqa_img 30 of 2,017 items, big-vlm on sqa_img 24 of 2,017 items" in main_note(grid)
+    )
 
 
 def test_the_cells_breakdown_and_variants_tables_mark_it_too(tmp_path, copy_files):
@@ -156,12 +179,16 @@ def test_the_cells_breakdown_and_variants_tables_mark_it_too(tmp_path, copy_file
     assert f"| 90{COPY} |" in cells  # a fixture's stand-ins are not 90 of POPE's 9,000 questions
     rows = {(r["model"], r["benchmark"]): r for r in read_csv(tables / "cells.csv")}
     assert (rows[("big-vlm", "sqa_img")]["copy_items"], rows[("big-vlm", "sqa_img")]["published_items"]) == (
-        "24", "2017")
+        "24",
+        "2017",
+    )
     assert rows[("big-vlm", "flowers")]["published_items"] == ""
     breakdown = tables.joinpath("breakdown.md").read_text(encoding="utf-8")
     assert f"| big-vlm | adversarial | F1 | 52.0 [32.0, 57.5]{COPY} |" in breakdown
     assert "pope-fixture 90 items standing in for 9,000" in breakdown
-    assert {(r["copy_items"], r["published_items"]) for r in read_csv(tables / "breakdown.csv")} == {("90", "9000")}
+    assert {(r["copy_items"], r["published_items"]) for r in read_csv(tables / "breakdown.csv")} == {
+        ("90", "9000")
+    }
     variants = tables.joinpath("variants.md").read_text(encoding="utf-8")
     assert f"| big-vlm | pope-fixture | a | F1 | 50.0 [40.0, 60.0]{COPY} |" in variants
     assert "pope-fixture 90 items" in variants
@@ -169,8 +196,10 @@ def test_the_cells_breakdown_and_variants_tables_mark_it_too(tmp_path, copy_file
 
 
 def test_the_comparisons_table_marks_both_values(tmp_path, copy_files):
-    files = {bench: write_comparison(tmp_path / "results", bench, None, [("clip_tiny", "big-vlm", 4.0, 0.01)])
-             for bench in BENCHES}
+    files = {
+        bench: write_comparison(tmp_path / "results", bench, None, [("clip_tiny", "big-vlm", 4.0, 0.01)])
+        for bench in BENCHES
+    }
     build(tmp_path, copy_files, comparison_files=files)
     tables = tmp_path / "tables"
     md = tables.joinpath("comparisons.md").read_text(encoding="utf-8")
@@ -180,13 +209,21 @@ def test_the_comparisons_table_marks_both_values(tmp_path, copy_files):
     assert f"54.0{TEX_COPY}" in plain_latex(tables.joinpath("comparisons.tex").read_text(encoding="utf-8"))
     rows = read_csv(tables / "comparisons.csv")
     assert [(r["benchmark"], r["copy_items"], r["published_items"]) for r in rows] == [
-        ("pope-fixture", "90", "9000"), ("sqa_img", "24", "2017"), ("flowers", "", "")]
+        ("pope-fixture", "90", "9000"),
+        ("sqa_img", "24", "2017"),
+        ("flowers", "", ""),
+    ]
 
 
 def test_the_dvc_metrics_files_give_the_count(copy_files):
     tree = metrics(load_grid(copy_files, MODELS, BENCHES))
-    assert tree["sqa_img"] == {"metric": "accuracy", "clip_tiny": 25.0, "big-vlm": 20.04, "items": 24,
-                               "published": 2017}
+    assert tree["sqa_img"] == {
+        "metric": "accuracy",
+        "clip_tiny": 25.0,
+        "big-vlm": 20.04,
+        "items": 24,
+        "published": 2017,
+    }
     assert "items" not in tree["flowers"] and "items" not in tree["Average"]
 
 
@@ -195,11 +232,20 @@ def test_the_paper_tables_and_figures_mark_the_model(tmp_path, monkeypatch):
 
     figures = _capture_figures(monkeypatch)
     langs = {"ar": (50.0, 0.0, 100.0), "te": (25.0, 0.0, 75.0)}
-    objs = {model: {**kaleidoscope_obj(model, "kal", langs), "format_error_rate": 3.0} for model in ("vlm-a", "vlm-b")}
+    objs = {
+        model: {**kaleidoscope_obj(model, "kal", langs), "format_error_rate": 3.0}
+        for model in ("vlm-a", "vlm-b")
+    }
     objs["vlm-b"]["partial_copy"] = {"items": 28, "published_items": 20911, "source": "fixture"}
     files = {(model, "kal"): _write(tmp_path, obj) for model, obj in objs.items()}
-    build_report(files, ["vlm-a", "vlm-b"], ["kal"], tmp_path / "tables", tmp_path / "figures",
-                 kinds={"kal": "kaleidoscope"})
+    build_report(
+        files,
+        ["vlm-a", "vlm-b"],
+        ["kal"],
+        tmp_path / "tables",
+        tmp_path / "figures",
+        kinds={"kal": "kaleidoscope"},
+    )
     tables = tmp_path / "tables"
     rows = md_rows(tables / "kaleidoscope.md")
     assert "vlm-a" in rows and f"vlm-b{COPY}" in rows
@@ -207,7 +253,9 @@ def test_the_paper_tables_and_figures_mark_the_model(tmp_path, monkeypatch):
     assert "kal 28 items standing in for 20,911" in text
     assert f"vlm-b{TEX_COPY}" in plain_latex((tables / "kaleidoscope.tex").read_text(encoding="utf-8"))
     assert [r["published_items"] for r in read_csv(tables / "kaleidoscope.csv")] == ["", "20911"]
-    fig = figures[-1]  # the per-language bars: the legend names the model with the mark, the note gives the count
+    fig = figures[
+        -1
+    ]  # the per-language bars: the legend names the model with the mark, the note gives the count
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["vlm-a", f"vlm-b{COPY}"]
     note = " ".join(t.get_text() for t in [*fig.texts, *fig.axes[-1].texts]).replace("\n", " ")
     assert "kal 28 items standing in for 20,911" in note
@@ -225,7 +273,9 @@ def test_the_reported_table_marks_a_reproduction_on_a_partial_copy(tmp_path):
     assert "mme-b 24 of 2,374 items" in text
     rows = read_csv(tmp_path / "tables" / "reported.csv")
     assert [(r["benchmark"], r["copy_items"], r["published_items"]) for r in rows][:2] == [
-        ("mme-b", "24", "2374"), ("pope-b", "", "")]
+        ("mme-b", "24", "2374"),
+        ("pope-b", "", ""),
+    ]
 
 
 def test_a_grid_of_fixtures_names_each_benchmark_once(tmp_path):
@@ -238,14 +288,21 @@ def test_a_grid_of_fixtures_names_each_benchmark_once(tmp_path):
     build(tmp_path, files)
     main_md = (tmp_path / "tables" / "main.md").read_text(encoding="utf-8")
     legend = main_md.strip().splitlines()[-1]
-    assert (f"{COPY}: {FIXTURE}, so the number is not the benchmark's: pope-fixture 90 items standing in for "
-            f"9,000, sqa_img 90 items standing in for 2,017, flowers 90 items standing in for 6,149.") in legend
+    assert (
+        f"{COPY}: {FIXTURE}, so the number is not the benchmark's: pope-fixture 90 items standing in for "
+        f"9,000, sqa_img 90 items standing in for 2,017, flowers 90 items standing in for 6,149."
+    ) in legend
     rows = md_rows(tmp_path / "tables" / "main.md")
     assert all(cell.endswith(COPY) for model in MODELS for cell in rows[model])
 
 
-@pytest.mark.parametrize("manifest", [{"source": {"type": "local", "expected_items": 8910}},
-                                      {"source": {"type": "local"}, "variant": "llava"}])
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"source": {"type": "local", "expected_items": 8910}},
+        {"source": {"type": "local"}, "variant": "llava"},
+    ],
+)
 def test_llavas_copy_of_pope_is_a_published_variant_not_a_partial_copy(manifest):
     """LLaVA-1.5 published its POPE scores on its own copy of POPE's label files, 8,910 questions (2,910 in the
     random split): the copy its numbers are compared with, whether its source names the count or not."""
@@ -262,5 +319,8 @@ def test_llavas_copy_of_pope_is_a_published_variant_not_a_partial_copy(manifest)
     assert KIND.variants == {"llava": 8910}
     assert partial_copy(bench(8910)) is None
     assert partial_copy(bench(9000)) is None
-    assert partial_copy(bench(300)) == {"items": 300, "published_items": 8910 if "variant" in manifest else 9000,
-                                        "source": "local"}
+    assert partial_copy(bench(300)) == {
+        "items": 300,
+        "published_items": 8910 if "variant" in manifest else 9000,
+        "source": "local",
+    }

@@ -40,16 +40,23 @@ def first_screen(browser, snakemake_run, tmp_path_factory):
 
     root = copy_workspace(snakemake_run, tmp_path_factory.mktemp("screen") / "repo")
     run(["snakemake", "--cores", "1", "--report", "results/report.html"], root)
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                            {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+    )
     browser.get((root / "results/report.html").as_uri())
-    WebDriverWait(browser, 60).until(lambda b: b.execute_script(
-        "const img = document.querySelector('#vlmgrid-front img');"
-        "return img !== null && img.complete && img.naturalWidth > 0"
-        " && document.querySelector('#vlmgrid-front table') !== null"))
+    WebDriverWait(browser, 60).until(
+        lambda b: b.execute_script(
+            "const img = document.querySelector('#vlmgrid-front img');"
+            "return img !== null && img.complete && img.naturalWidth > 0"
+            " && document.querySelector('#vlmgrid-front table') !== null"
+        )
+    )
     # the report styles its page by script (Tailwind) as it renders: measured once the layout holds still
-    layout = ("return JSON.stringify(['#vlmgrid-front img', '#vlmgrid-front table', 'nav'].map("
-              "s => document.querySelector(s).getBoundingClientRect()))")
+    layout = (
+        "return JSON.stringify(['#vlmgrid-front img', '#vlmgrid-front table', 'nav'].map("
+        "s => document.querySelector(s).getBoundingClientRect()))"
+    )
     previous = [None]
 
     def settled(b):
@@ -67,7 +74,9 @@ def first_screen(browser, snakemake_run, tmp_path_factory):
 def box(browser, selector: str) -> dict:
     return browser.execute_script(
         "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
-        "return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, width: r.width};", selector)
+        "return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, width: r.width};",
+        selector,
+    )
 
 
 @pytest.mark.integration
@@ -96,7 +105,8 @@ def test_every_text_on_the_first_screen_reads_at_11_px_or_more(first_screen):
     # the figure's smallest text (SMALL_PT at DPI in the picture) at the size the picture is shown
     shown, natural = browser.execute_script(
         "const img = document.querySelector('#vlmgrid-front img');"
-        "return [img.getBoundingClientRect().width, img.naturalWidth];")
+        "return [img.getBoundingClientRect().width, img.naturalWidth];"
+    )
     assert SMALL_PT / 72 * DPI * shown / natural >= MIN_PX, (shown, natural)
 
 
@@ -107,7 +117,8 @@ def test_nothing_scrolls_sideways_and_the_legend_is_open(first_screen):
     # nor the report's content pane, which scrolls by itself
     pane = browser.execute_script(
         "const pane = document.querySelector('#vlmgrid-front').closest('.overflow-auto');"
-        "return [pane.scrollWidth, pane.clientWidth];")
+        "return [pane.scrollWidth, pane.clientWidth];"
+    )
     assert pane[0] <= pane[1], pane
     assert browser.execute_script("return document.querySelector('#vlmgrid-front details').open") is True
     legend = box(browser, "#vlmgrid-front details p")

@@ -23,11 +23,16 @@ def test_the_tool_reading_is_named_beside_the_headline_in_the_notes_and_cells_cs
     tables = tmp_path / "tables"
     said = "big-vlm on sqa_img 94.1 by VLMEvalKit (210 answers read by its judge), 20.0 by the official rule"
     assert said in (tables / "main.md").read_text(encoding="utf-8")
-    assert said.replace("sqa_img", r"sqa\_img") in plain_latex((tables / "main.tex").read_text(encoding="utf-8"))
+    assert said.replace("sqa_img", r"sqa\_img") in plain_latex(
+        (tables / "main.tex").read_text(encoding="utf-8")
+    )
     assert said in (tables / "cells.md").read_text(encoding="utf-8")
     rows = {(row["model"], row["benchmark"]): row for row in read_csv(tables / "cells.csv")}
-    assert (rows[("big-vlm", "sqa_img")]["tool_reading"], rows[("big-vlm", "sqa_img")]["tool_reading_tool"],
-            rows[("big-vlm", "sqa_img")]["tool_reading_by_judge"]) == ("94.1", "VLMEvalKit", "210")
+    assert (
+        rows[("big-vlm", "sqa_img")]["tool_reading"],
+        rows[("big-vlm", "sqa_img")]["tool_reading_tool"],
+        rows[("big-vlm", "sqa_img")]["tool_reading_by_judge"],
+    ) == ("94.1", "VLMEvalKit", "210")
     assert rows[("clip_tiny", "sqa_img")]["tool_reading"] == ""
 
 

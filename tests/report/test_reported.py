@@ -43,11 +43,21 @@ from vlmgrid.stages.report import published_numbers
 
 REPO = Path(__file__).resolve().parents[2]
 
-GOOD = {"paper": "2310.03744", "table": "Table 4", "model": "LLaVA-1.5 13B", "benchmark": "pope", "split": "",
-        "figure": "f1", "value": "85.9", "source": "https://arxiv.org/abs/2310.03744 Table 4", "note": "",
-        "answering": "generation", "decoding": "greedy",
-        "prompt_suffix": "Answer the question using a single word or phrase.",
-        "method_source": "https://github.com/haotian-liu/LLaVA/blob/main/scripts/v1_5/eval/pope.sh"}
+GOOD = {
+    "paper": "2310.03744",
+    "table": "Table 4",
+    "model": "LLaVA-1.5 13B",
+    "benchmark": "pope",
+    "split": "",
+    "figure": "f1",
+    "value": "85.9",
+    "source": "https://arxiv.org/abs/2310.03744 Table 4",
+    "note": "",
+    "answering": "generation",
+    "decoding": "greedy",
+    "prompt_suffix": "Answer the question using a single word or phrase.",
+    "method_source": "https://github.com/haotian-liu/LLaVA/blob/main/scripts/v1_5/eval/pope.sh",
+}
 
 
 def write_csv(path: Path, rows: list[dict], columns=COLUMNS) -> Path:
@@ -67,11 +77,28 @@ def row(**changes) -> dict:
 
 
 def test_loads_a_good_file(tmp_path):
-    write_csv(tmp_path / "llava.csv", [row(), row(benchmark="mmbench", split="dev", figure="circular_accuracy",
-                                                 value="67.7", note="dev, circular")])
+    write_csv(
+        tmp_path / "llava.csv",
+        [
+            row(),
+            row(
+                benchmark="mmbench",
+                split="dev",
+                figure="circular_accuracy",
+                value="67.7",
+                note="dev, circular",
+            ),
+        ],
+    )
     first, second = load_reported(tmp_path)
-    assert (first.model, first.benchmark, first.figure, first.value, first.split, first.note) == \
-        ("LLaVA-1.5 13B", "pope", "f1", 85.9, None, None)
+    assert (first.model, first.benchmark, first.figure, first.value, first.split, first.note) == (
+        "LLaVA-1.5 13B",
+        "pope",
+        "f1",
+        85.9,
+        None,
+        None,
+    )
     assert (second.split, second.value, second.note, second.row) == ("dev", 67.7, "dev, circular", 2)
 
 
@@ -79,24 +106,31 @@ def test_an_empty_folder_has_no_rows(tmp_path):
     assert load_reported(tmp_path) == ()
 
 
-@pytest.mark.parametrize("changes, column, problem", [
-    ({"paper": "LLaVA-1.5"}, "paper", "'LLaVA-1.5' is not of the right form"),
-    ({"table": ""}, "table", "is empty"),
-    ({"benchmark": "pope_v2"}, "benchmark", "'pope_v2' is not one of the allowed names"),
-    ({"figure": "total"}, "figure", "'total' is not one of the allowed names"),  # POPE has no total
-    ({"value": "85,9"}, "value", "'85,9' is not a number"),
-    ({"value": "nan"}, "value", "'nan' is not a number"),
-    ({"value": "185.9"}, "value", "185.9 is above 100"),  # a POPE F1 is a percent
-    ({"value": "-1"}, "value", "-1.0 is below 0"),
-    ({"source": "the paper"}, "source", "'the paper' is not of the right form"),
-    ({"answering": ""}, "answering", "is empty"),
-    ({"answering": "guess"}, "answering", "'guess' is not one of the allowed names"),
-    ({"decoding": ""}, "decoding", "is empty"),  # generation says how it decoded
-    ({"decoding": "beam"}, "decoding", "'beam' is not one of the allowed names"),
-    ({"answering": "likelihood"}, "decoding", "'greedy' is given where it has no meaning"),
-    ({"method_source": ""}, "method_source", "is empty"),
-    ({"method_source": "LLaVA's scripts"}, "method_source", "\"LLaVA's scripts\" is not of the right form"),
-])
+@pytest.mark.parametrize(
+    "changes, column, problem",
+    [
+        ({"paper": "LLaVA-1.5"}, "paper", "'LLaVA-1.5' is not of the right form"),
+        ({"table": ""}, "table", "is empty"),
+        ({"benchmark": "pope_v2"}, "benchmark", "'pope_v2' is not one of the allowed names"),
+        ({"figure": "total"}, "figure", "'total' is not one of the allowed names"),  # POPE has no total
+        ({"value": "85,9"}, "value", "'85,9' is not a number"),
+        ({"value": "nan"}, "value", "'nan' is not a number"),
+        ({"value": "185.9"}, "value", "185.9 is above 100"),  # a POPE F1 is a percent
+        ({"value": "-1"}, "value", "-1.0 is below 0"),
+        ({"source": "the paper"}, "source", "'the paper' is not of the right form"),
+        ({"answering": ""}, "answering", "is empty"),
+        ({"answering": "guess"}, "answering", "'guess' is not one of the allowed names"),
+        ({"decoding": ""}, "decoding", "is empty"),  # generation says how it decoded
+        ({"decoding": "beam"}, "decoding", "'beam' is not one of the allowed names"),
+        ({"answering": "likelihood"}, "decoding", "'greedy' is given where it has no meaning"),
+        ({"method_source": ""}, "method_source", "is empty"),
+        (
+            {"method_source": "LLaVA's scripts"},
+            "method_source",
+            '"LLaVA\'s scripts" is not of the right form',
+        ),
+    ],
+)
 def test_a_bad_row_is_refused_naming_file_row_and_column(tmp_path, changes, column, problem):
     path = write_csv(tmp_path / "paper.csv", [row(), row(model="LLaVA-1.5 7B", **changes)])
     with pytest.raises(VlmgridError) as error:
@@ -107,9 +141,13 @@ def test_a_bad_row_is_refused_naming_file_row_and_column(tmp_path, changes, colu
 
 
 def test_the_method_is_read_with_the_row(tmp_path):
-    write_csv(tmp_path / "a.csv", [row(), row(model="CLIP", answering="similarity", decoding="", prompt_suffix="")])
+    write_csv(
+        tmp_path / "a.csv", [row(), row(model="CLIP", answering="similarity", decoding="", prompt_suffix="")]
+    )
     generation, similarity = load_reported(tmp_path)
-    assert generation.method == Method("generation", "greedy", "Answer the question using a single word or phrase.")
+    assert generation.method == Method(
+        "generation", "greedy", "Answer the question using a single word or phrase."
+    )
     assert generation.method_source == GOOD["method_source"]
     assert similarity.method == Method("similarity") and similarity.method.words() == "similarity"
     assert generation.method.words() == "generation (greedy)"
@@ -129,7 +167,9 @@ def test_mme_points_have_their_own_range(tmp_path):
 def test_a_missing_or_extra_column_is_refused(tmp_path):
     columns = [c for c in COLUMNS if c != "note"]
     path = write_csv(tmp_path / "a.csv", [{k: v for k, v in row().items() if k != "note"}], columns)
-    with pytest.raises(VlmgridError, match=f"^{path} lacks the column 'note'; its header must be paper,table,"):
+    with pytest.raises(
+        VlmgridError, match=f"^{path} lacks the column 'note'; its header must be paper,table,"
+    ):
         load_reported(tmp_path)
     path = write_csv(tmp_path / "a.csv", [{**row(), "unit": "%"}], list(COLUMNS) + ["unit"])
     with pytest.raises(VlmgridError, match="has a column 'unit' it should not"):
@@ -153,8 +193,18 @@ def test_schema_lists_every_kind_and_exactly_its_metric_names():
     assert set(_schema()["properties"]["benchmark"]["enum"]) == set(BENCHMARKS)
     every_name = {name for metric in METRICS for name in METRICS.get(metric).names}
     for kind in map(BENCHMARKS.get, BENCHMARKS):
-        accepted = {name for name in every_name if validator.is_valid(
-            {**{k: v for k, v in row().items() if v}, "benchmark": kind.name, "figure": name, "value": 1.0})}
+        accepted = {
+            name
+            for name in every_name
+            if validator.is_valid(
+                {
+                    **{k: v for k, v in row().items() if v},
+                    "benchmark": kind.name,
+                    "figure": name,
+                    "value": 1.0,
+                }
+            )
+        }
         assert accepted == set(METRICS.get(kind.metric).names), kind.name
 
 
@@ -177,12 +227,17 @@ def test_the_seeded_llava_numbers_pass_the_schema_and_are_the_model_zoo_ones():
     assert all(r.paper == "2310.03744" and r.source.startswith(ZOO) for r in rows)
     # how LLaVA-1.5 answered: greedy generation (--temperature 0 in scripts/v1_5/eval/*.sh), the short-answer
     # instruction for POPE, MME and TextVQA, the letter instruction for ScienceQA and MMBench (--single-pred-prompt)
-    short, letter = ("Answer the question using a single word or phrase.",
-                     "Answer with the option's letter from the given choices directly.")
+    short, letter = (
+        "Answer the question using a single word or phrase.",
+        "Answer with the option's letter from the given choices directly.",
+    )
     assert {r.benchmark: r.method for r in rows} == {
-        "pope": Method("generation", "greedy", short), "mme": Method("generation", "greedy", short),
-        "textvqa": Method("generation", "greedy", short), "scienceqa_img": Method("generation", "greedy", letter),
-        "mmbench": Method("generation", "greedy", letter)}
+        "pope": Method("generation", "greedy", short),
+        "mme": Method("generation", "greedy", short),
+        "textvqa": Method("generation", "greedy", short),
+        "scienceqa_img": Method("generation", "greedy", letter),
+        "mmbench": Method("generation", "greedy", letter),
+    }
     assert all(r.method_source.startswith(ZOO.replace("docs/MODEL_ZOO.md", "")) for r in rows)
     assert "OCR tokens" in next(r.note for r in rows if r.benchmark == "textvqa")
 
@@ -191,17 +246,30 @@ def test_the_seeded_llava_numbers_pass_the_schema_and_are_the_model_zoo_ones():
 
 
 def test_matching_by_reported_as_kind_and_split():
-    rows = (reported_row("LLaVA-1.5 13B", "pope", "f1", 85.9),
-            reported_row("LLaVA-1.5 13B", "mmbench", "circular_accuracy", 67.7, split="dev"),
-            reported_row("LLaVA-1.5 7B", "pope", "f1", 85.9))
-    published = Published(rows, reported_as={"l13": "LLaVA-1.5 13B", "l13-fp32": "LLaVA-1.5 13B"},
-                          splits={"pope-a": None, "pope-b": None, "mmb-dev": "dev", "mmb-test": "test"})
-    kinds = {"pope-a": "pope", "pope-b": "pope", "mmb-dev": "mmbench", "mmb-test": "mmbench", "sqa": "scienceqa_img"}
+    rows = (
+        reported_row("LLaVA-1.5 13B", "pope", "f1", 85.9),
+        reported_row("LLaVA-1.5 13B", "mmbench", "circular_accuracy", 67.7, split="dev"),
+        reported_row("LLaVA-1.5 7B", "pope", "f1", 85.9),
+    )
+    published = Published(
+        rows,
+        reported_as={"l13": "LLaVA-1.5 13B", "l13-fp32": "LLaVA-1.5 13B"},
+        splits={"pope-a": None, "pope-b": None, "mmb-dev": "dev", "mmb-test": "test"},
+    )
+    kinds = {
+        "pope-a": "pope",
+        "pope-b": "pope",
+        "mmb-dev": "mmbench",
+        "mmb-test": "mmbench",
+        "sqa": "scienceqa_img",
+    }
     matches = match_reported(published, ["l13", "clip", "l13-fp32"], list(kinds), kinds)
     assert [(r.benchmark, r.model, model, bench) for r, model, bench in matches] == [
-        ("pope", "LLaVA-1.5 13B", "l13", "pope-a"), ("pope", "LLaVA-1.5 13B", "l13", "pope-b"),
+        ("pope", "LLaVA-1.5 13B", "l13", "pope-a"),
+        ("pope", "LLaVA-1.5 13B", "l13", "pope-b"),
         ("mmbench", "LLaVA-1.5 13B", "l13", "mmb-dev"),
-        ("pope", "LLaVA-1.5 13B", "l13-fp32", "pope-a"), ("pope", "LLaVA-1.5 13B", "l13-fp32", "pope-b"),
+        ("pope", "LLaVA-1.5 13B", "l13-fp32", "pope-a"),
+        ("pope", "LLaVA-1.5 13B", "l13-fp32", "pope-b"),
         ("mmbench", "LLaVA-1.5 13B", "l13-fp32", "mmb-dev"),
     ]
     assert match_reported(Published(rows), ["l13"], list(kinds), kinds) == []
@@ -245,8 +313,11 @@ def test_every_llava_1_5_entry_names_its_paper_model():
 
 def md_rows(path: Path) -> list[list[str]]:
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in lines
-            if line.startswith("| ") and not line.startswith("| Paper")]
+    return [
+        [c.strip() for c in line.strip().strip("|").split(" | ")]
+        for line in lines
+        if line.startswith("| ") and not line.startswith("| Paper")
+    ]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -258,14 +329,50 @@ def test_the_table_sets_each_match_beside_its_cell(tmp_path):
     build(tmp_path)
     rows = md_rows(tmp_path / "tables" / "reported.md")
     assert rows == [
-        ["arXiv 2310.03744 [1]", "Table 4", "LLaVA-1.5 13B (llava13)", "mme-b", "MME perception (points)",
-         "1500.0 [1480.0, 1540.0]", "1531.3", "-31.3", "yes"],
-        ["arXiv 2310.03744 [1]", "Table 4", "LLaVA-1.5 13B (llava13)", "pope-b", "POPE F1 (%)",
-         "80.0 [78.0, 82.0]", "85.9", "-5.9", "no"],
-        ["arXiv 2310.03744 [2]", "Table 4", "LLaVA-1.5 13B (llava13)", "tvqa", "TextVQA VQA acc. (%)",
-         "n/a", "61.3", "not compared", "not compared"],
-        ["arXiv 2310.03744 [3]", "Table 4", "LLaVA-1.5 13B (llava13)", "mmb", "MMBench circular acc., dev (%)",
-         "66.0 [63.0, 69.0]\u2020", "67.7", "-1.7", "yes"],
+        [
+            "arXiv 2310.03744 [1]",
+            "Table 4",
+            "LLaVA-1.5 13B (llava13)",
+            "mme-b",
+            "MME perception (points)",
+            "1500.0 [1480.0, 1540.0]",
+            "1531.3",
+            "-31.3",
+            "yes",
+        ],
+        [
+            "arXiv 2310.03744 [1]",
+            "Table 4",
+            "LLaVA-1.5 13B (llava13)",
+            "pope-b",
+            "POPE F1 (%)",
+            "80.0 [78.0, 82.0]",
+            "85.9",
+            "-5.9",
+            "no",
+        ],
+        [
+            "arXiv 2310.03744 [2]",
+            "Table 4",
+            "LLaVA-1.5 13B (llava13)",
+            "tvqa",
+            "TextVQA VQA acc. (%)",
+            "n/a",
+            "61.3",
+            "not compared",
+            "not compared",
+        ],
+        [
+            "arXiv 2310.03744 [3]",
+            "Table 4",
+            "LLaVA-1.5 13B (llava13)",
+            "mmb",
+            "MMBench circular acc., dev (%)",
+            "66.0 [63.0, 69.0]\u2020",
+            "67.7",
+            "-1.7",
+            "yes",
+        ],
     ]
     text = (tmp_path / "tables" / "reported.md").read_text(encoding="utf-8")
     assert f"- [1] {ZOO} (LLaVA-v1.5 table)\n" in text
@@ -278,15 +385,31 @@ def test_the_table_sets_each_match_beside_its_cell(tmp_path):
 def test_the_csv_keeps_numbers_and_says_why_a_row_was_not_compared(tmp_path):
     build(tmp_path)
     rows = read_csv(tmp_path / "tables" / "reported.csv")
-    assert [(r["benchmark"], r["reproduced"], r["ci_low"], r["ci_high"], r["reported"], r["inside_ci"],
-             r["status"], r["flagged"], r["unit"]) for r in rows] == [
+    assert [
+        (
+            r["benchmark"],
+            r["reproduced"],
+            r["ci_low"],
+            r["ci_high"],
+            r["reported"],
+            r["inside_ci"],
+            r["status"],
+            r["flagged"],
+            r["unit"],
+        )
+        for r in rows
+    ] == [
         ("mme-b", "1500.0", "1480.0", "1540.0", "1531.3", "True", "compared", "False", "points"),
         ("pope-b", "80.0", "78.0", "82.0", "85.9", "False", "compared", "False", "percent"),
         ("tvqa", "", "", "", "61.3", "", "n/a", "", "percent"),
         ("mmb", "66.0", "63.0", "69.0", "67.7", "True", "compared", "True", "percent"),
     ]
     assert float(rows[0]["difference"]) == pytest.approx(-31.3) and rows[2]["difference"] == ""
-    assert rows[3]["split"] == "dev" and rows[0]["reported_as"] == "llava13" and rows[0]["model"] == "LLaVA-1.5 13B"
+    assert (
+        rows[3]["split"] == "dev"
+        and rows[0]["reported_as"] == "llava13"
+        and rows[0]["model"] == "LLaVA-1.5 13B"
+    )
 
 
 def test_latex_cites_the_sources(tmp_path):
@@ -302,16 +425,27 @@ def test_latex_cites_the_sources(tmp_path):
 
 def test_failed_hidden_and_missing_cells_are_never_compared(tmp_path):
     objs = grid_objs()
-    objs[("llava13", "mme-b")] = score("llava13", "mme-b", {"perception": (1500.0, [1480.0, 1540.0])}, rate=100.0)
-    objs[("llava13", "pope-b")] = {"model": "llava13", "benchmark": "pope-b", "labels_hidden": True,
-                                   "metric": "f1", "submission": {"all": "x.csv"}}
+    objs[("llava13", "mme-b")] = score(
+        "llava13", "mme-b", {"perception": (1500.0, [1480.0, 1540.0])}, rate=100.0
+    )
+    objs[("llava13", "pope-b")] = {
+        "model": "llava13",
+        "benchmark": "pope-b",
+        "labels_hidden": True,
+        "metric": "f1",
+        "submission": {"all": "x.csv"},
+    }
     # a figure the score file does not hold (neither among its numbers nor its headline)
     rows = list(PUBLISHED.rows)
     rows[3] = dataclasses.replace(rows[3], figure="vanilla_accuracy")
     build(tmp_path, objs=objs, published=dataclasses.replace(PUBLISHED, rows=tuple(rows)))
     rows = read_csv(tmp_path / "tables" / "reported.csv")
-    assert [(r["benchmark"], r["status"], r["reproduced"], r["difference"], r["inside_ci"]) for r in rows] == [
-        ("mme-b", "failed", "", "", ""), ("pope-b", "hidden", "", "", ""), ("tvqa", "n/a", "", "", ""),
+    assert [
+        (r["benchmark"], r["status"], r["reproduced"], r["difference"], r["inside_ci"]) for r in rows
+    ] == [
+        ("mme-b", "failed", "", "", ""),
+        ("pope-b", "hidden", "", "", ""),
+        ("tvqa", "n/a", "", "", ""),
         ("mmb", "not in the score file", "", "", ""),
     ]
     # in LaTeX a reason longer than a word is a short mark in the numeric column and a lettered note under it
@@ -321,8 +455,16 @@ def test_failed_hidden_and_missing_cells_are_never_compared(tmp_path):
     assert r"{\footnotesize $^{a}$not compared: not in the score file.}" in tex
     files = write_grid(tmp_path / "m", grid_objs())
     files[("llava13", "mme-b")] = tmp_path / "nowhere.json"
-    build_report(files, MODELS, BENCHES, tmp_path / "m" / "tables", tmp_path / "m" / "figures", kinds=KINDS,
-                 published=PUBLISHED, allow_missing=True)
+    build_report(
+        files,
+        MODELS,
+        BENCHES,
+        tmp_path / "m" / "tables",
+        tmp_path / "m" / "figures",
+        kinds=KINDS,
+        published=PUBLISHED,
+        allow_missing=True,
+    )
     first = md_rows(tmp_path / "m" / "tables" / "reported.md")[0]
     assert first[5:] == ["missing", "1531.3", "not compared", "not compared"]
 
@@ -335,7 +477,9 @@ def test_without_a_match_the_table_and_figure_say_so(tmp_path):
     assert "No published number matches" in (tmp_path / "tables" / "reported.tex").read_text(encoding="utf-8")
     assert read_csv(tmp_path / "tables" / "reported.csv") == []
     assert (tmp_path / "tables" / "reported.csv").read_text().startswith("paper,table,model,reported_as,")
-    assert tmp_path / "figures" / "reported.png" in written and (tmp_path / "figures" / "reported.pdf").is_file()
+    assert (
+        tmp_path / "figures" / "reported.png" in written and (tmp_path / "figures" / "reported.pdf").is_file()
+    )
     # with no published numbers given at all, the same
     build(tmp_path / "none", published=None)
     assert "No published number matches" in (tmp_path / "none" / "tables" / "reported.md").read_text()
@@ -350,7 +494,9 @@ def test_the_figure_is_seven_inches_at_300_dpi_and_deterministic(tmp_path):
     build(tmp_path / "a")
     build(tmp_path / "b")
     for name in ("reported.png", "reported.pdf"):
-        assert (tmp_path / "a" / "figures" / name).read_bytes() == (tmp_path / "b" / "figures" / name).read_bytes()
+        assert (tmp_path / "a" / "figures" / name).read_bytes() == (
+            tmp_path / "b" / "figures" / name
+        ).read_bytes()
     width, height = png_size(tmp_path / "a" / "figures" / "reported.png")
     assert width == 2100 and 600 < height < 2100
 
@@ -362,7 +508,9 @@ GREEDY = Method("generation", "greedy", "Answer the question using a single word
 
 def test_the_grid_method_is_read_from_the_strategy_and_decoding():
     assert grid_method("generate", {}) == Method("generation", "greedy")
-    assert grid_method("generate", {"preset": "kaleidoscope", "do_sample": True}) == Method("generation", "sampled")
+    assert grid_method("generate", {"preset": "kaleidoscope", "do_sample": True}) == Method(
+        "generation", "sampled"
+    )
     assert grid_method("score_options", {}) == Method("likelihood")
     assert grid_method("embed", {}) == Method("similarity")
     assert grid_method("score_options", {}, backend="baseline") == Method("baseline guess")
@@ -385,12 +533,18 @@ def method_build(tmp_path: Path) -> list[Path]:
 def test_a_comparison_across_methods_is_marked_in_the_markdown(tmp_path):
     method_build(tmp_path)
     rows = md_rows(tmp_path / "tables" / "reported.md")
-    assert [r[5] for r in rows] == ["1500.0 [1480.0, 1540.0]\u00a7", "80.0 [78.0, 82.0]", "n/a",
-                                    "66.0 [63.0, 69.0]\u2020\u00a7"]
+    assert [r[5] for r in rows] == [
+        "1500.0 [1480.0, 1540.0]\u00a7",
+        "80.0 [78.0, 82.0]",
+        "n/a",
+        "66.0 [63.0, 69.0]\u2020\u00a7",
+    ]
     text = (tmp_path / "tables" / "reported.md").read_text(encoding="utf-8")
-    assert ("\u00a7: the paper and the grid answered by different methods, so the difference is not the model's "
-            "alone: llava13 on mme-b: paper generation (greedy), grid likelihood; llava13 on mmb: paper generation "
-            "(greedy), grid generation (sampled) (to answer as the paper did, see docs/models.md).") in text
+    assert (
+        "\u00a7: the paper and the grid answered by different methods, so the difference is not the model's "
+        "alone: llava13 on mme-b: paper generation (greedy), grid likelihood; llava13 on mmb: paper generation "
+        "(greedy), grid generation (sampled) (to answer as the paper did, see docs/models.md)."
+    ) in text
     assert "pope-b: paper" not in text
 
 
@@ -414,7 +568,9 @@ def test_a_comparison_across_methods_is_marked_in_latex_and_the_csv(tmp_path):
     assert r"80.0 \\{} {\scriptsize [78.0, 82.0]}" in tex
     assert r"$^{\S}$: the paper and the grid answered by different methods" in tex
     rows = read_csv(tmp_path / "tables" / "reported.csv")
-    assert [(r["benchmark"], r["reported_method"], r["reproduced_method"], r["same_method"]) for r in rows] == [
+    assert [
+        (r["benchmark"], r["reported_method"], r["reproduced_method"], r["same_method"]) for r in rows
+    ] == [
         ("mme-b", "generation (greedy)", "likelihood", "False"),
         ("pope-b", "generation (greedy)", "generation (greedy)", "True"),
         ("tvqa", "generation (greedy)", "", ""),
@@ -497,14 +653,24 @@ def test_the_llava_recipe_sends_llavas_prompt_and_matches_the_papers_method():
     for benchmark in config.benchmarks:
         kind = BENCHMARKS.get(config.benchmark(benchmark)["kind"])
         question = "Is there a dog? Please answer yes or no." if kind.name == "mme" else "Is there a dog?"
-        records = pd.DataFrame({"id": ["q"], "image": [None], "question": [question],
-                                "options": [["yes", "no"]], "answer": ["yes"], "answer_index": [0]})
+        records = pd.DataFrame(
+            {
+                "id": ["q"],
+                "image": [None],
+                "question": [question],
+                "options": [["yes", "no"]],
+                "answer": ["yes"],
+                "answer_index": [0],
+            }
+        )
         model = Recorder(config.model("llava-1.5-7b"))
         bench = SimpleNamespace(root=Path("."), records=records, classes=[], kind=kind)
         runner, strategy = make_runner(kind.protocol, model, bench)
         runner(records)
         assert strategy == "generate", benchmark
         method = paper[kind.name]
-        lettered = "\nA. yes\nB. no" if method.prompt_suffix.startswith("Answer with the option's letter") else ""
+        lettered = (
+            "\nA. yes\nB. no" if method.prompt_suffix.startswith("Answer with the option's letter") else ""
+        )
         assert model.prompts == [f"Is there a dog?{lettered}\n{method.prompt_suffix}"], benchmark
         assert grid_method(strategy, config.model("llava-1.5-7b")["generation"]).same_as(method)

@@ -13,8 +13,13 @@ from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint
 from vlmgrid.stages.fetch import fetch_model
 from vlmgrid.stages.plan import cell_plan, gpus, not_applicable
 
-SERVED = {"backend": "openai", "model": "{model_dir}", "source": {"type": "fixture", "family": "llava", "seed": 0},
-          "serve": {"command": ["transformers", "serve", "{model_dir}", "--port", "{port}"]}, "gpus": 2}
+SERVED = {
+    "backend": "openai",
+    "model": "{model_dir}",
+    "source": {"type": "fixture", "family": "llava", "seed": 0},
+    "serve": {"command": ["transformers", "serve", "{model_dir}", "--port", "{port}"]},
+    "gpus": 2,
+}
 
 
 def _config(small_config, **models):
@@ -40,7 +45,10 @@ def test_a_runnable_cell_takes_its_gpus_folders_and_the_jobs_settings_from_the_c
     assert plan.bench_dir == paths.bench_dir(config.data_dir, "pope-fixture")
     assert plan.model_dir == paths.model_dir(config.data_dir, "llava-tiny") and plan.checkpoint is None
     assert (plan.part_size, plan.check_items, plan.threads) == (
-        int(config.infer["part_size"]), int(config.infer["invariance_items"]), int(config.infer["threads"]))
+        int(config.infer["part_size"]),
+        int(config.infer["invariance_items"]),
+        int(config.infer["threads"]),
+    )
     assert plan.prompts_dir == config.prompts_dir and plan.server is None
     assert cell_plan(config, "llava-tiny", "pope-fixture", threads=7).threads == 7
 
@@ -50,7 +58,9 @@ def test_a_shard_names_its_own_files_and_its_servers_log(small_config):
     plan = cell_plan(config, "served", "pope-fixture", shard="2/3")
     assert plan.cell.shard == Shard(2, 3)
     assert plan.cell.out_path == paths.shard_path(config.results_dir, "served", "pope-fixture", 2, 3)
-    assert plan.cell.partial_dir == paths.shard_partial_dir(config.results_dir, "served", "pope-fixture", 2, 3)
+    assert plan.cell.partial_dir == paths.shard_partial_dir(
+        config.results_dir, "served", "pope-fixture", 2, 3
+    )
     assert plan.server.log_path == paths.serve_log_path(config.results_dir, "served", "pope-fixture", (2, 3))
     assert (plan.server.gpus, plan.server.model_dir) == (2, plan.model_dir)
     with pytest.raises(VlmgridError, match=r'^--shard "2 of 3" is not I/N'):

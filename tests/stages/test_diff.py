@@ -23,17 +23,24 @@ from vlmgrid.stages.diff import diff_sets, headline_parsers, render
 # Gold letters of the 8 fixture items: test-0 A, test-1 D, test-2 C, test-3 A, test-4 D, test-5 C, test-6 A,
 # test-7 B.
 SQA_A = {
-    "test-0": "A",                     # identical in B
-    "test-1": "(D)",                   # same text in B; LLaVA's rule does not read "(D)": B unread, A right
-    "test-2": "Answer: C\n",           # B's text lacks the final line break: the same answer; B unread, A right
-    "test-3": "A",                     # B answered B: A right, B wrong
-    "test-4": "B",                     # B answered D: A wrong, B right
-    "test-5": "C",                     # B wrote "C. circle": read the same, both right
-    "test-6": "A",                     # B's request failed: A right
-    "test-7": "B",                     # B has no row: coverage
+    "test-0": "A",  # identical in B
+    "test-1": "(D)",  # same text in B; LLaVA's rule does not read "(D)": B unread, A right
+    "test-2": "Answer: C\n",  # B's text lacks the final line break: the same answer; B unread, A right
+    "test-3": "A",  # B answered B: A right, B wrong
+    "test-4": "B",  # B answered D: A wrong, B right
+    "test-5": "C",  # B wrote "C. circle": read the same, both right
+    "test-6": "A",  # B's request failed: A right
+    "test-7": "B",  # B has no row: coverage
 }
-SQA_B = {"test-0": "A", "test-1": "(D)", "test-2": "Answer: C", "test-3": "B", "test-4": "D",
-         "test-5": "C. circle", "test-6": ("error", "HTTP 500 after 3 retries")}
+SQA_B = {
+    "test-0": "A",
+    "test-1": "(D)",
+    "test-2": "Answer: C",
+    "test-3": "B",
+    "test-4": "D",
+    "test-5": "C. circle",
+    "test-6": ("error", "HTTP 500 after 3 retries"),
+}
 
 
 @pytest.fixture
@@ -53,13 +60,24 @@ def test_accuracy_items_land_in_their_classes(sqa):
     bench, a, b = sqa
     result = diff_predictions("accuracy", bench.records, a, b)
     classes = {d.id: d.diff_class for d in result.items}
-    assert classes == {"test-1": "reading", "test-2": "reading", "test-3": "answer", "test-4": "answer",
-                       "test-6": "error", "test-5": "same_reading"}
+    assert classes == {
+        "test-1": "reading",
+        "test-2": "reading",
+        "test-3": "answer",
+        "test-4": "answer",
+        "test-6": "error",
+        "test-5": "same_reading",
+    }
     assert [d.id for d in result.items] == ["test-1", "test-2", "test-3", "test-4", "test-6", "test-5"]
     assert result.only_a == ["test-7"] and result.only_b == []
     assert result.error_rows_a == 0 and result.error_rows_b == 1
     first = result.items[0]
-    assert (first.raw_a, first.raw_b, first.prediction_b, first.gold) == ("(D)", "(D)", None, bench.records["answer"][1])
+    assert (first.raw_a, first.raw_b, first.prediction_b, first.gold) == (
+        "(D)",
+        "(D)",
+        None,
+        bench.records["answer"][1],
+    )
 
 
 def test_accuracy_effects_add_up_to_a_minus_b(sqa):
@@ -69,9 +87,9 @@ def test_accuracy_effects_add_up_to_a_minus_b(sqa):
     assert result.n_common == 7
     assert result.value_a == pytest.approx(600 / 7) and result.value_b == pytest.approx(300 / 7)
     effects = {c.name: (c.items, c.effect) for c in result.classes}
-    assert effects["reading"] == (2, pytest.approx(200 / 7))    # test-1, test-2: B wrong -> right
-    assert effects["answer"] == (2, pytest.approx(0.0))         # test-3 +1, test-4 -1
-    assert effects["error"] == (1, pytest.approx(100 / 7))      # test-6
+    assert effects["reading"] == (2, pytest.approx(200 / 7))  # test-1, test-2: B wrong -> right
+    assert effects["answer"] == (2, pytest.approx(0.0))  # test-3 +1, test-4 -1
+    assert effects["error"] == (1, pytest.approx(100 / 7))  # test-6
     assert effects["same_reading"] == (1, 0.0)
     assert sum(c.effect for c in result.classes) == pytest.approx(result.value_a - result.value_b)
     assert not result.order_matters and all(c.alone == pytest.approx(c.effect) for c in result.classes)
@@ -87,8 +105,13 @@ def test_read_again_by_one_parser_the_reading_differences_vanish(sqa, tmp_path, 
     out = tmp_path / "diff.json"
     from vlmgrid.config import load_config
 
-    text = diff_sets(load_config(config), "scienceqa-fixture", path_a, path_b, reading="headline", json_out=str(out))
-    assert "as recorded, A 85.71 and B 42.86" in " ".join(text.split()) and max(len(line) for line in text.splitlines()) <= 100
+    text = diff_sets(
+        load_config(config), "scienceqa-fixture", path_a, path_b, reading="headline", json_out=str(out)
+    )
+    assert (
+        "as recorded, A 85.71 and B 42.86" in " ".join(text.split())
+        and max(len(line) for line in text.splitlines()) <= 100
+    )
     document = json.loads(out.read_text())
     assert document["parsers"] == {"a": {"default": "scienceqa"}, "b": {"default": "scienceqa"}}
     classes = {item["id"]: item["class"] for item in document["items"]}
@@ -107,14 +130,17 @@ def test_read_again_by_one_parser_the_reading_differences_vanish(sqa, tmp_path, 
 
 # --- POPE (F1 per split, averaged): a set-level headline ------------------------------------------------------
 # Gold per split: -1 yes, -2 no, -3 yes, -4 no. A answers every item right.
-POPE_A = {f"{split}-{k}": ("Yes" if k % 2 else "No") for split in ("random", "popular", "adversarial")
-          for k in range(1, 5)}
+POPE_A = {
+    f"{split}-{k}": ("Yes" if k % 2 else "No")
+    for split in ("random", "popular", "adversarial")
+    for k in range(1, 5)
+}
 POPE_A["random-2"] = "Yes, there is not a cat in the image."  # POPE's rule reads "not": no (right)
 POPE_B = dict(POPE_A)
-POPE_B["popular-1"] = "No"              # a different answer: FN
-POPE_B["popular-2"] = "No."             # other text, read the same
+POPE_B["popular-1"] = "No"  # a different answer: FN
+POPE_B["popular-2"] = "No."  # other text, read the same
 POPE_B["random-4"] = ("error", "image unreadable")  # POPE reads an error row as yes: FP
-del POPE_B["adversarial-4"]             # only in A
+del POPE_B["adversarial-4"]  # only in A
 
 
 def _pope_rows(bench, answers, reread_yes=()):
@@ -138,15 +164,19 @@ def test_pope_f1_effects_by_substitution_in_order(pope):
     bench, a, b = pope
     result = diff_predictions("pope", bench.records, a, b)
     assert {d.id: d.diff_class for d in result.items} == {
-        "random-2": "reading", "popular-1": "answer", "random-4": "error", "popular-2": "same_reading"}
+        "random-2": "reading",
+        "popular-1": "answer",
+        "random-4": "error",
+        "popular-2": "same_reading",
+    }
     assert result.only_a == ["adversarial-4"] and result.n_common == 11
     # B: random TP 2, FP 2 (random-2, random-4) -> F1 2/3; popular TP 1, FN 1 -> 2/3; adversarial 1.
     assert result.value_a == pytest.approx(100.0)
     assert result.value_b == pytest.approx(700 / 9)
     effects = {c.name: c.effect for c in result.classes}
-    assert effects["reading"] == pytest.approx(40 / 9)   # random: FP 1 -> F1 4/5
-    assert effects["answer"] == pytest.approx(100 / 9)   # popular -> 1
-    assert effects["error"] == pytest.approx(20 / 3)     # random: 4/5 -> 1
+    assert effects["reading"] == pytest.approx(40 / 9)  # random: FP 1 -> F1 4/5
+    assert effects["answer"] == pytest.approx(100 / 9)  # popular -> 1
+    assert effects["error"] == pytest.approx(20 / 3)  # random: 4/5 -> 1
     assert effects["same_reading"] == 0.0
     assert sum(effects.values()) == pytest.approx(result.value_a - result.value_b)
     # Alone, the error row's fix lifts random's F1 from 2/3 to 4/5 only: F1 is not a sum over items.
@@ -158,8 +188,15 @@ def test_printed_output_fits_a_terminal_and_names_each_item(pope, tmp_path):
     bench, a, b = pope
     from vlmgrid.stages.diff import as_document
 
-    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
-                           diff_predictions("pope", bench.records, a, b), None)
+    document = as_document(
+        bench.name,
+        tmp_path / "a.parquet",
+        tmp_path / "b.parquet",
+        "recorded",
+        {},
+        diff_predictions("pope", bench.records, a, b),
+        None,
+    )
     text = render(document, limit=10)
     assert max(len(line) for line in text.splitlines()) <= 100
     for expected in (
@@ -187,18 +224,36 @@ def test_cli_diffs_a_grid_model_against_a_file(pope, tmp_path, write_config, cap
     _write(tmp_path / "results" / "predictions" / "llava" / "pope-fixture.parquet", bench, a)
     imported = _write(tmp_path / "imported.parquet", bench, b)
     csv_path, json_path = tmp_path / "out" / "diff.csv", tmp_path / "out" / "diff.json"
-    status = main(["diff", "pope-fixture", "llava", imported, "--config", config,
-                   "--csv", str(csv_path), "--json", str(json_path)])
+    status = main(
+        [
+            "diff",
+            "pope-fixture",
+            "llava",
+            imported,
+            "--config",
+            config,
+            "--csv",
+            str(csv_path),
+            "--json",
+            str(json_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0
     assert "pope-fixture: f1 (pope metric)" in out and "predictions/llava/pope-fixture.parquet" in out
     with csv_path.open() as handle:
         rows = list(csv.DictReader(handle))
     assert [(row["id"], row["class"]) for row in rows] == [
-        ("random-2", "reading"), ("popular-1", "answer"), ("random-4", "error"), ("popular-2", "same_reading")]
+        ("random-2", "reading"),
+        ("popular-1", "answer"),
+        ("random-4", "error"),
+        ("popular-2", "same_reading"),
+    ]
     assert rows[2]["error_b"] == "image unreadable" and rows[2]["prediction_b"] == ""
     document = json.loads(json_path.read_text())
-    assert document["difference"] == pytest.approx(round(200 / 9, 4)) and document["only_a"] == ["adversarial-4"]
+    assert document["difference"] == pytest.approx(round(200 / 9, 4)) and document["only_a"] == [
+        "adversarial-4"
+    ]
     assert [c["class"] for c in document["classes"]] == ["reading", "answer", "error", "same_reading"]
 
 
@@ -241,7 +296,9 @@ def test_a_failed_set_has_no_headline_and_no_effects(pope):
 def test_items_the_benchmark_does_not_have_are_refused(pope):
     bench, a, b = pope
     stray = pd.concat([b, b.iloc[:1].assign(id="random-99")])
-    with pytest.raises(VlmgridError, match='name 1 item\\(s\\) the benchmark does not have, e.g. "random-99"'):
+    with pytest.raises(
+        VlmgridError, match='name 1 item\\(s\\) the benchmark does not have, e.g. "random-99"'
+    ):
         diff_predictions("pope", bench.records, a, stray)
 
 
@@ -262,19 +319,36 @@ def test_the_headlines_are_the_score_files_own(tmp_path):
     # Per subtask 100 acc + 100 acc+; 4 subtasks, 800 points: B loses 50 + 100 on count and on color.
     assert result.value_a == pytest.approx(100.0) and result.value_b == pytest.approx(100 * 500 / 800)
     assert {c.name: c.effect for c in result.classes if c.items} == {
-        "reading": pytest.approx(100 * 150 / 800), "answer": pytest.approx(100 * 150 / 800)}
+        "reading": pytest.approx(100 * 150 / 800),
+        "answer": pytest.approx(100 * 150 / 800),
+    }
 
 
 def test_answers_by_scores_differ_in_their_score_lists():
     # DANCE: no raw text; A and B rank q0's candidates in another order below the same top one, and q1 alike.
     # The scores as a parquet file gives them back: arrays.
-    records = pd.DataFrame({"id": ["q0", "q1"], "options": [["r0", "r1", "r2"]] * 2, "positives": [[0], [1]],
-                            "direction": ["picture_to_riddle"] * 2, "answer": ["r0", "r1"]})
-    a = pd.DataFrame({"id": ["q0", "q1"], "prediction": ["r0", "r1"], "raw": [None, None],
-                      "scores": [np.array([0.9, 0.1, 0.0]), np.array([0.2, 0.7, 0.1])]})
+    records = pd.DataFrame(
+        {
+            "id": ["q0", "q1"],
+            "options": [["r0", "r1", "r2"]] * 2,
+            "positives": [[0], [1]],
+            "direction": ["picture_to_riddle"] * 2,
+            "answer": ["r0", "r1"],
+        }
+    )
+    a = pd.DataFrame(
+        {
+            "id": ["q0", "q1"],
+            "prediction": ["r0", "r1"],
+            "raw": [None, None],
+            "scores": [np.array([0.9, 0.1, 0.0]), np.array([0.2, 0.7, 0.1])],
+        }
+    )
     b = a.assign(scores=[np.array([0.9, 0.0, 0.1]), np.array([0.2, 0.7, 0.1])])
     result = diff_predictions("dance", records, a, b)
-    assert [(d.id, d.diff_class, d.prediction_a, d.prediction_b) for d in result.items] == [("q0", "answer", "r0", "r0")]
+    assert [(d.id, d.diff_class, d.prediction_a, d.prediction_b) for d in result.items] == [
+        ("q0", "answer", "r0", "r0")
+    ]
     # Both rank each query's one positive first: Acc@50 100 each, so the different answer moves nothing.
     assert result.value_a == result.value_b == pytest.approx(100.0)
     assert {c.name: c.effect for c in result.classes}["answer"] == pytest.approx(0.0)
@@ -285,18 +359,35 @@ def test_multiple_choice_readings_show_the_option_letter_and_its_text(sqa, tmp_p
     from vlmgrid.stages.diff import as_document
 
     result = diff_predictions("accuracy", bench.records, a, b)
-    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {}, result, None)
+    document = as_document(
+        bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {}, result, None
+    )
     assert document["option_labels"] == "letters"
     text = render(document, limit=10)
     # test-1's options are cross, hexagon, circle, diamond (gold D); test-3's lamp, star, sun, cat (gold A);
     # test-4's purple, pink, orange, yellow (gold D); test-6's 1, 3, 2, 5 (gold A).
-    assert 'test-1  "(D)"                     "(D)"                     D. diamond     (unread)       D. diamond' in text
-    assert 'test-3  "A"                       "B"                       A. lamp        B. star        A. lamp' in text
-    assert 'test-4  "B"                       "D"                       B. pink        D. yellow      D. yellow' in text
-    assert 'test-6  "A"                       (error: HTTP 500 after …  A. 1           (error)        A. 1' in text
+    assert (
+        'test-1  "(D)"                     "(D)"                     D. diamond     (unread)       D. diamond'
+        in text
+    )
+    assert (
+        'test-3  "A"                       "B"                       A. lamp        B. star        A. lamp'
+        in text
+    )
+    assert (
+        'test-4  "B"                       "D"                       B. pink        D. yellow      D. yellow'
+        in text
+    )
+    assert (
+        'test-6  "A"                       (error: HTTP 500 after …  A. 1           (error)        A. 1'
+        in text
+    )
     items = {item["id"]: item for item in document["items"]}
     assert (items["test-1"]["prediction_a"], items["test-1"]["gold"], items["test-1"]["gold_index"]) == (
-        "diamond", "diamond", 3)  # the files keep the text and the index apart
+        "diamond",
+        "diamond",
+        3,
+    )  # the files keep the text and the index apart
 
 
 def test_classes_and_yes_no_readings_stay_as_they_are(tmp_path):
@@ -305,25 +396,48 @@ def test_classes_and_yes_no_readings_stay_as_they_are(tmp_path):
     records = pd.DataFrame({"id": ["0", "1"], "answer": ["tabby cat", "goldfish"], "answer_index": [1, 0]})
     a = pd.DataFrame({"id": ["0", "1"], "prediction": ["tabby cat", "goldfish"], "prediction_index": [1, 0]})
     b = a.assign(prediction=["tench", "goldfish"], prediction_index=[0, 0])
-    document = as_document("imagenet", tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
-                           diff_predictions("classification", records, a, b), None)
+    document = as_document(
+        "imagenet",
+        tmp_path / "a.parquet",
+        tmp_path / "b.parquet",
+        "recorded",
+        {},
+        diff_predictions("classification", records, a, b),
+        None,
+    )
     assert document["option_labels"] == "none"
-    assert "0   (no text)                   (no text)                  tabby cat      tench          tabby cat" in (
-        render(document, limit=10))
+    assert (
+        "0   (no text)                   (no text)                  tabby cat      tench          tabby cat"
+        in (render(document, limit=10))
+    )
 
 
 def test_the_output_says_what_to_do_next(pope, tmp_path):
     bench, a, b = pope
     from vlmgrid.stages.diff import as_document
 
-    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
-                           diff_predictions("pope", bench.records, a, b), None)
+    document = as_document(
+        bench.name,
+        tmp_path / "a.parquet",
+        tmp_path / "b.parquet",
+        "recorded",
+        {},
+        diff_predictions("pope", bench.records, a, b),
+        None,
+    )
     text = " ".join(render(document, limit=0).split())
     # random-2 is the one answer read differently; each class holds one item.
     assert "1 item read differently: --reread headline reads both sets' raw texts again" in text
     assert "… and 1 more: --limit 1 prints them, --csv FILE or --json FILE writes every item" in text
-    same = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {},
-                       diff_predictions("pope", bench.records, a, a), None)
+    same = as_document(
+        bench.name,
+        tmp_path / "a.parquet",
+        tmp_path / "b.parquet",
+        "recorded",
+        {},
+        diff_predictions("pope", bench.records, a, a),
+        None,
+    )
     assert "--reread" not in render(same, limit=10)
 
 
@@ -341,13 +455,36 @@ def _long_document(ids, variants=("default",), only_a=(), path_a=CLUSTER + "mme.
     from vlmgrid.stages.diff import as_document
 
     every = [*ids, *only_a]
-    records = pd.DataFrame({"id": every, "answer": ["Humphrey Bogart in The Maltese Falcon"] * len(every),
-                            "answer_index": [0] * len(every)})
-    rows_a = [{"id": i, "variant": v, "raw": "The person in the picture is Humphrey Bogart,\nwho plays Sam Spade "
-               "in The Maltese Falcon (1941); the answer is A.", "prediction": "Humphrey Bogart in The Maltese Falcon",
-               "prediction_index": 0, "error": None} for v in variants for i in every]
-    rows_b = [{**row, "raw": "B. Lauren Bacall, " * 12, "prediction": "Lauren Bacall in To Have and Have Not",
-               "prediction_index": 1} for row in rows_a if row["id"] in ids]
+    records = pd.DataFrame(
+        {
+            "id": every,
+            "answer": ["Humphrey Bogart in The Maltese Falcon"] * len(every),
+            "answer_index": [0] * len(every),
+        }
+    )
+    rows_a = [
+        {
+            "id": i,
+            "variant": v,
+            "raw": "The person in the picture is Humphrey Bogart,\nwho plays Sam Spade "
+            "in The Maltese Falcon (1941); the answer is A.",
+            "prediction": "Humphrey Bogart in The Maltese Falcon",
+            "prediction_index": 0,
+            "error": None,
+        }
+        for v in variants
+        for i in every
+    ]
+    rows_b = [
+        {
+            **row,
+            "raw": "B. Lauren Bacall, " * 12,
+            "prediction": "Lauren Bacall in To Have and Have Not",
+            "prediction_index": 1,
+        }
+        for row in rows_a
+        if row["id"] in ids
+    ]
     result = diff_predictions("accuracy", records, pd.DataFrame(rows_a), pd.DataFrame(rows_b))
     return as_document("mme", Path(path_a), Path(path_b), "recorded", {}, result, None)
 
@@ -389,10 +526,15 @@ def test_error_rows_count_the_answers_the_reader_could_not_read(sqa, tmp_path):
     # Of the 7 items both answer, B's "(D)" (test-1) and "Answer: C" (test-2) are unread by LLaVA's rule, and
     # test-6 is a failed request: the score counts 3 format errors of B, A none.
     assert (result.unreadable_a, result.unreadable_b, result.error_rows_b, result.n_rows) == (0, 2, 1, 7)
-    document = as_document(bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {}, result, None)
+    document = as_document(
+        bench.name, tmp_path / "a.parquet", tmp_path / "b.parquet", "recorded", {}, result, None
+    )
     assert (document["a"]["unreadable"], document["b"]["unreadable"]) == (0, 2)
     text = " ".join(render(document, limit=10).split())
-    assert "Unreadable answers: A 0, B 2 (28.6%). Error rows (a failed request or image): A 0, B 1 (14.3%)." in text
+    assert (
+        "Unreadable answers: A 0, B 2 (28.6%). Error rows (a failed request or image): A 0, B 1 (14.3%)."
+        in text
+    )
 
 
 # --- text from the data on a terminal --------------------------------------------------------------------------
@@ -419,25 +561,40 @@ def _hostile_sqa(tmp_path, monkeypatch):
         records.at[1, "options"], records.loc[1, "answer"] = options, options[gold]
         return dataclasses.replace(adapted, records=records)
 
-    monkeypatch.setattr(importlib.import_module("vlmgrid.benchmarks.dataset"), "BENCHMARKS",
-                        {kind.name: dataclasses.replace(kind, adapt=adapt)})
+    monkeypatch.setattr(
+        importlib.import_module("vlmgrid.benchmarks.dataset"),
+        "BENCHMARKS",
+        {kind.name: dataclasses.replace(kind, adapt=adapt)},
+    )
     return _prepare(tmp_path, "scienceqa_img", "scienceqa-fixture", size=4)
 
 
-def test_the_printed_diff_shows_ids_gold_answers_and_paths_escaped(tmp_path, write_config, monkeypatch, capsys):
+def test_the_printed_diff_shows_ids_gold_answers_and_paths_escaped(
+    tmp_path, write_config, monkeypatch, capsys
+):
     bench = _hostile_sqa(tmp_path, monkeypatch)
     records = bench.records
     assert records["id"][0] == "test-0" + TERMINAL and records["answer"][1].endswith(TERMINAL)
 
     def row(k: int, index: int, raw: str | None, error: str | None = None) -> dict:
         option = list(records["options"][k])[index] if index >= 0 else None
-        return {"id": records["id"][k], "variant": "default", "raw": raw, "prediction": option,
-                "prediction_index": index, "error": error}
+        return {
+            "id": records["id"][k],
+            "variant": "default",
+            "raw": raw,
+            "prediction": option,
+            "prediction_index": index,
+            "error": error,
+        }
 
     gold = int(records["answer_index"][1])
     a = [row(k, 0, f"answer {TERMINAL}") for k in range(4)]
-    b = [row(0, 1, f"other {TERMINAL}"), row(1, gold, f"right {TERMINAL}"),
-         row(2, -1, None, f"HTTP 500 {TERMINAL}"), a[3]]
+    b = [
+        row(0, 1, f"other {TERMINAL}"),
+        row(1, gold, f"right {TERMINAL}"),
+        row(2, -1, None, f"HTTP 500 {TERMINAL}"),
+        a[3],
+    ]
     path_a = _write(tmp_path / f"a{TERMINAL}.parquet", bench, pd.DataFrame(a))
     path_b = _write(tmp_path / "b.parquet", bench, pd.DataFrame(b))
     config = _config(tmp_path, write_config, "scienceqa-fixture")
@@ -448,10 +605,14 @@ def test_the_printed_diff_shows_ids_gold_answers_and_paths_escaped(tmp_path, wri
     assert f"test-0{SHOWN}" in lines  # the id whole, on a line of its own (it is long), its row not split
     assert f"{tmp_path}/a{SHOWN}.parquet" in [line.strip(" A=") for line in lines]  # whole, on one line
     assert any(line.strip().startswith(r'"answer \u001b]0;pwned') for line in lines)  # raw answers as JSON
-    assert r"(error: HTTP 500 \x1b]0;p" in out and r"D. diamond\x" in out  # B's error, B's reading of the gold
+    assert (
+        r"(error: HTTP 500 \x1b]0;p" in out and r"D. diamond\x" in out
+    )  # B's error, B's reading of the gold
 
 
-def test_an_error_naming_a_hostile_item_is_one_line_with_the_item_escaped(sqa, tmp_path, write_config, capsys):
+def test_an_error_naming_a_hostile_item_is_one_line_with_the_item_escaped(
+    sqa, tmp_path, write_config, capsys
+):
     bench, a, b = sqa
     config = _config(tmp_path, write_config, "scienceqa-fixture")
     stray = pd.concat([b, b.iloc[:1].assign(id=f"test-99{TERMINAL}")])

@@ -52,9 +52,13 @@ def _run(config, model="random", bench="pope-fixture", messages=None, prompts_di
     with _listening(messages):
         return infer_module.run_inference(
             model_settings=config.model(model),
-            bench_dir=paths.bench_dir(config.data_dir, bench), model_dir=paths.model_dir(config.data_dir, model),
+            bench_dir=paths.bench_dir(config.data_dir, bench),
+            model_dir=paths.model_dir(config.data_dir, model),
             cell=Cell.in_results(config.results_dir, model, bench),
-            part_size=int(config.infer["part_size"]), threads=1, progress=False, prompts_dir=prompts_dir,
+            part_size=int(config.infer["part_size"]),
+            threads=1,
+            progress=False,
+            prompts_dir=prompts_dir,
         )
 
 
@@ -148,7 +152,11 @@ def test_parts_of_other_boundaries_are_discarded(small_config, monkeypatch):
     assert not any(m.startswith("resuming") for m in messages)
     # the same rows; within a part they run template by template, so their order follows the parts
     key = ["id", "variant"]
-    assert again.sort_values(key).reset_index(drop=True).equals(reference.sort_values(key).reset_index(drop=True))
+    assert (
+        again.sort_values(key)
+        .reset_index(drop=True)
+        .equals(reference.sort_values(key).reset_index(drop=True))
+    )
 
 
 def test_predictions_record_their_inputs(small_config):
@@ -242,8 +250,12 @@ def test_not_applicable_cell_writes_an_empty_marked_file(small_config, tmp_path)
     partial.mkdir(parents=True)
     (partial / "part-000000.parquet").write_bytes(b"old")
     write_not_applicable(
-        model_name="clip-tiny", model_settings=config.model("clip-tiny"), benchmark="textvqa-fixture",
-        reason="it cannot", out_path=out, partial_dir=partial,
+        model_name="clip-tiny",
+        model_settings=config.model("clip-tiny"),
+        benchmark="textvqa-fixture",
+        reason="it cannot",
+        out_path=out,
+        partial_dir=partial,
     )
     assert read_predictions(out).empty
     metadata = read_metadata(out)
@@ -256,9 +268,14 @@ def test_not_applicable_cell_writes_an_empty_marked_file(small_config, tmp_path)
 def _score(config, predictions, bench="pope-fixture", model="random"):
     from vlmgrid.stages.score import score_cell
 
-    return score_cell(model_name=model, bench_dir=paths.bench_dir(config.data_dir, bench),
-                      predictions_path=predictions, out_path=paths.score_path(config.results_dir, model, bench),
-                      samples=20, seed=0)
+    return score_cell(
+        model_name=model,
+        bench_dir=paths.bench_dir(config.data_dir, bench),
+        predictions_path=predictions,
+        out_path=paths.score_path(config.results_dir, model, bench),
+        samples=20,
+        seed=0,
+    )
 
 
 def test_zero_rows_not_marked_not_applicable_stay_an_error(small_config, tmp_path):
@@ -279,7 +296,9 @@ def test_not_applicable_marked_file_with_rows_is_an_error(small_config, tmp_path
 
     config = _setup(small_config)
     path = tmp_path / "odd.parquet"
-    write_predictions(path, rows_to_table([prediction_row("x")]), {"applicable": False, "reason": "it cannot"})
+    write_predictions(
+        path, rows_to_table([prediction_row("x")]), {"applicable": False, "reason": "it cannot"}
+    )
     with pytest.raises(VlmgridError, match=r"odd.parquet is marked not applicable but holds 1 rows; rerun"):
         _score(config, path)
 
@@ -287,9 +306,14 @@ def test_not_applicable_marked_file_with_rows_is_an_error(small_config, tmp_path
 def test_not_applicable_score_has_the_reason_and_no_numbers(small_config, tmp_path):
     config = _setup(small_config)
     path = tmp_path / "na.parquet"
-    write_not_applicable(model_name="random", model_settings=config.model("random"),
-                         benchmark="pope-fixture", reason="it cannot", out_path=path,
-                                      partial_dir=tmp_path / "parts")
+    write_not_applicable(
+        model_name="random",
+        model_settings=config.model("random"),
+        benchmark="pope-fixture",
+        reason="it cannot",
+        out_path=path,
+        partial_dir=tmp_path / "parts",
+    )
     score = _score(config, path)
     written = json.loads(paths.score_path(config.results_dir, "random", "pope-fixture").read_text())
     assert written == score

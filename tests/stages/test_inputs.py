@@ -27,12 +27,16 @@ def grid(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("inputs")
     data = {
-        "data_dir": str(root / "data"), "results_dir": str(root / "results"),
+        "data_dir": str(root / "data"),
+        "results_dir": str(root / "results"),
         "infer": {"invariance_items": 0, "part_size": 64, "threads": 1},
         "benchmarks": {
             "pope": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}},
             "mmbench": {"kind": "mmbench", "source": {"type": "fixture", "seed": 0, "size": 2}},
-            "flowers": {"kind": "flowers102", "source": {"type": "fixture", "seed": 0, "classes": 3, "size": 2}},
+            "flowers": {
+                "kind": "flowers102",
+                "source": {"type": "fixture", "seed": 0, "classes": 3, "size": 2},
+            },
             "textvqa": {"kind": "textvqa", "source": {"type": "fixture", "seed": 0, "size": 2}},
         },
         "models": {
@@ -40,12 +44,19 @@ def grid(tmp_path_factory):
             "likelihood": {**LLAVA, "recipe": "llava-1.5", "answer_mode": "likelihood"},
             "plain": {**LLAVA, "batch_size": 4},
             "clip": tiny_open_clip(0),
-            "api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "system": "Be brief.",
-                    "image_size": 16},
+            "api": {
+                "backend": "openai",
+                "model": "m",
+                "base_url": "http://127.0.0.1:9/v1",
+                "system": "Be brief.",
+                "image_size": 16,
+            },
             "random": {"backend": "baseline"},
         },
-        "grid": {"models": ["recipe", "likelihood", "plain", "clip", "api", "random"],
-                 "benchmarks": ["pope", "mmbench", "flowers", "textvqa"]},
+        "grid": {
+            "models": ["recipe", "likelihood", "plain", "clip", "api", "random"],
+            "benchmarks": ["pope", "mmbench", "flowers", "textvqa"],
+        },
     }
     path = root / "config.yaml"
     path.write_text(json.dumps(data))
@@ -66,8 +77,22 @@ def _lines(config, model: str, benchmark: str, **options) -> list[dict]:
 
 
 def test_the_command_prints_a_json_object_per_request(grid, capsys, tmp_path):
-    assert main(["inputs", "recipe", "pope", "--config", str(grid.path), "--limit", "2",
-                 "--pixels", str(tmp_path / "px")]) == 0
+    assert (
+        main(
+            [
+                "inputs",
+                "recipe",
+                "pope",
+                "--config",
+                str(grid.path),
+                "--limit",
+                "2",
+                "--pixels",
+                str(tmp_path / "px"),
+            ]
+        )
+        == 0
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(lines) == 2
     assert set(lines[0]) == {"id", "variant", "text", "options", "image", "pixels", "generation", "prompt"}
@@ -90,7 +115,8 @@ def test_likelihood_under_a_recipe_scores_the_options_as_the_model_writes_them(g
     assert {tuple(line["options"]) for line in lines} == {("Yes", "No")}
     assert all(line["text"].startswith(SYSTEM) for line in lines)
     assert grid.model("likelihood")["departs_from_recipe"] == [
-        "answer_mode: likelihood (scores the options; the recipe reads a generated answer)"]
+        "answer_mode: likelihood (scores the options; the recipe reads a generated answer)"
+    ]
     from vlmgrid.stages import cost, cost_text
 
     plan = " ".join(cost_text.render(cost.cost_table(grid)).split())
@@ -117,10 +143,12 @@ def test_an_api_model_shows_its_messages(grid):
 def test_a_model_sent_no_prompt_and_a_cell_that_cannot_run_are_one_sentence(grid, capsys):
     for benchmark in ("pope", "flowers"):  # flowers: the classifier is made of the model as the strategy is
         assert main(["inputs", "clip", benchmark, "--config", str(grid.path)]) == 2
-        assert f"answers {benchmark} by image-text similarity (open_clip): it is sent no prompt" in \
-            capsys.readouterr().err
+        assert (
+            f"answers {benchmark} by image-text similarity (open_clip): it is sent no prompt"
+            in capsys.readouterr().err
+        )
     assert main(["inputs", "clip", "textvqa", "--config", str(grid.path)]) == 2
-    assert "cannot run benchmark \"textvqa\"" in capsys.readouterr().err
+    assert 'cannot run benchmark "textvqa"' in capsys.readouterr().err
     assert main(["inputs", "nobody", "pope", "--config", str(grid.path)]) == 2
 
 
@@ -132,13 +160,21 @@ def test_the_inspect_page_shows_what_each_model_was_handed(grid):
         infer_cell(grid, model, "mmbench", progress=False)
     # clip and api have no predictions on mmbench here: the page needs a grid of the three
     written = json.loads(grid.path.read_text())
-    page = build_page(validate_config({**written, "grid": {"models": ["recipe", "plain", "random"],
-                                                           "benchmarks": ["mmbench"]}}, source=grid.path), "mmbench")
-    shown = {model: [answer.prompt for item in page.items for answer in item.answers[model]]
-             for model in ("recipe", "plain", "random")}
+    page = build_page(
+        validate_config(
+            {**written, "grid": {"models": ["recipe", "plain", "random"], "benchmarks": ["mmbench"]}},
+            source=grid.path,
+        ),
+        "mmbench",
+    )
+    shown = {
+        model: [answer.prompt for item in page.items for answer in item.answers[model]]
+        for model in ("recipe", "plain", "random")
+    }
     expected = {line["id"]: line["text"] for line in _lines(grid, "recipe", "mmbench")}
     assert [answer.prompt for item in page.items for answer in item.answers["recipe"]] == [
-        expected[item.item_id] for item in page.items]
+        expected[item.item_id] for item in page.items
+    ]
     assert all(text.startswith(SYSTEM) for text in shown["recipe"])
     assert all(text.startswith("USER: <image>\n") for text in shown["plain"])
     assert shown["random"] == [None] * len(page.items)  # a baseline reads no prompt
@@ -147,8 +183,13 @@ def test_the_inspect_page_shows_what_each_model_was_handed(grid):
 def test_a_prompt_of_a_kind_whose_protocol_has_none_is_refused(grid, tmp_path):
     from vlmgrid.errors import VlmgridError
 
-    data = {**json.loads(grid.path.read_text()), "grid": {"models": ["m"], "benchmarks": ["flowers"]},
-            "models": {"m": {**LLAVA, "kinds": {"flowers102": {"prompt": {"user": "What?"}}}}}}
+    data = {
+        **json.loads(grid.path.read_text()),
+        "grid": {"models": ["m"], "benchmarks": ["flowers"]},
+        "models": {"m": {**LLAVA, "kinds": {"flowers102": {"prompt": {"user": "What?"}}}}},
+    }
     config = validate_config(data, source=grid.path)
-    with pytest.raises(VlmgridError, match="classification protocol asks with the templates of its prompt set"):
+    with pytest.raises(
+        VlmgridError, match="classification protocol asks with the templates of its prompt set"
+    ):
         _lines(config, "m", "flowers")

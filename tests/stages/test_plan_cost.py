@@ -23,8 +23,10 @@ def repo_grid(name: str, folder) -> Config:
     """The repo's grid config `name`, with its data and results in `folder`: what a run left in the checkout
     (a prepared benchmark is counted from its records) must not change the figures."""
     data = yaml.safe_load(open(f"config/{name}.yaml", encoding="utf-8"))
-    return validate_config({**data, "data_dir": str(folder / "data"), "results_dir": str(folder / "results")},
-                           source=f"config/{name}.yaml")
+    return validate_config(
+        {**data, "data_dir": str(folder / "data"), "results_dir": str(folder / "results")},
+        source=f"config/{name}.yaml",
+    )
 
 
 def rows(costs: pd.DataFrame, model: str, benchmark: str) -> dict:
@@ -42,7 +44,11 @@ def test_default_grid_counts_the_fixtures_items(default_costs):
     # pope: 30 questions in each of its 3 splits; flowers102: 5 classes x 8 images
     pope = rows(default_costs, "llava-tiny", "pope-fixture")
     assert list(pope) == ["forward"]
-    assert (pope["forward"]["items"], pope["forward"]["basis"], pope["forward"]["requests"]) == (90, "fixture", 90)
+    assert (pope["forward"]["items"], pope["forward"]["basis"], pope["forward"]["requests"]) == (
+        90,
+        "fixture",
+        90,
+    )
     flowers = rows(default_costs, "llava-tiny", "flowers102-fixture")
     # 10 open-world templates generated, 10 closed-world ones scoring the 5 class names
     assert flowers["generate"]["requests"] == 40 * 10
@@ -55,7 +61,9 @@ def test_default_grid_counts_the_fixtures_items(default_costs):
 
 
 def test_default_grid_has_no_made_up_hours(default_costs):
-    tiny = default_costs[default_costs["model"].isin(["clip-tiny", "llava-tiny"]) & (default_costs["strategy"] != "n/a")]
+    tiny = default_costs[
+        default_costs["model"].isin(["clip-tiny", "llava-tiny"]) & (default_costs["strategy"] != "n/a")
+    ]
     assert tiny["gpu_hours"].isna().all()
     assert tiny["note"].str.startswith("model size unknown: no estimate").all()
     baseline = default_costs[default_costs["model"] == "random"]
@@ -70,10 +78,14 @@ def test_a_total_with_no_estimate_to_add_is_unknown_never_0(default_costs):
     for model in ("clip-tiny", "llava-tiny", "grid"):
         assert pd.isna(sums.loc[model, "gpu_hours"]) and sums.loc[model, "rows_without_estimate"] > 0, model
     assert sums.loc["random", "gpu_hours"] == 0 and sums.loc["random", "rows_without_estimate"] == 0
-    lines = {line.split()[0]: line.split()[1:] for line in cost_text.render(default_costs).split("totals:")[1]
-             .splitlines()[2:6]}
-    assert lines["grid"][1] == "unknown" and lines["grid"][2:4] == [str(int(sums.loc["grid",
-                                                                               "rows_without_estimate"])), "rows"]
+    lines = {
+        line.split()[0]: line.split()[1:]
+        for line in cost_text.render(default_costs).split("totals:")[1].splitlines()[2:6]
+    }
+    assert lines["grid"][1] == "unknown" and lines["grid"][2:4] == [
+        str(int(sums.loc["grid", "rows_without_estimate"])),
+        "rows",
+    ]
     assert lines["clip-tiny"][1] == "unknown" and lines["random"][1] == "0"
 
 
@@ -85,11 +97,24 @@ SMALL = {
         "dance": {"kind": "dance", "source": {"type": "fixture", "seed": 0, "size": 10}},
     },
     "models": {
-        "llava-7b": {"backend": "hf", "source": {"type": "hf_hub", "repo": "llava-hf/llava-1.5-7b-hf",
-                                                 "revision": "b234b804b114d9e37bb655e11cbbb5f5e971b7a9"}},
-        "mystery": {"backend": "hf", "source": {"type": "hf_hub", "repo": "someone/some-vlm", "revision": "main"}},
-        "gpt": {"backend": "openai", "base_url": "https://api.example.com/v1", "model": "gpt-x",
-                "api_key_env": "EXAMPLE_KEY"},
+        "llava-7b": {
+            "backend": "hf",
+            "source": {
+                "type": "hf_hub",
+                "repo": "llava-hf/llava-1.5-7b-hf",
+                "revision": "b234b804b114d9e37bb655e11cbbb5f5e971b7a9",
+            },
+        },
+        "mystery": {
+            "backend": "hf",
+            "source": {"type": "hf_hub", "repo": "someone/some-vlm", "revision": "main"},
+        },
+        "gpt": {
+            "backend": "openai",
+            "base_url": "https://api.example.com/v1",
+            "model": "gpt-x",
+            "api_key_env": "EXAMPLE_KEY",
+        },
     },
     "grid": {"models": ["llava-7b", "mystery", "gpt"], "benchmarks": ["flowers", "dance"]},
 }
@@ -136,9 +161,14 @@ def test_unknown_size_and_api_model(small):
 
 
 def test_size_classes():
-    assert cost.size_class("x", {"backend": "hf", "source": {"repo": "Qwen/Qwen2.5-VL-72B-Instruct"}}) == "72b"
+    assert (
+        cost.size_class("x", {"backend": "hf", "source": {"repo": "Qwen/Qwen2.5-VL-72B-Instruct"}}) == "72b"
+    )
     assert cost.size_class("x", {"backend": "hf", "source": {"repo": "laion/thing-laion5b"}}) is None
-    assert cost.size_class("x", {"backend": "open_clip", "source": {"arch": "ViT-L-14-336-quickgelu"}}) == "vit-l-14-336"
+    assert (
+        cost.size_class("x", {"backend": "open_clip", "source": {"arch": "ViT-L-14-336-quickgelu"}})
+        == "vit-l-14-336"
+    )
     assert cost.size_class("x", {"backend": "baseline"}) is None
 
 
@@ -156,11 +186,13 @@ def test_totals_leave_out_rows_without_an_estimate(small):
     out = cost_text.render(costs)
     mystery_line = next(line for line in out.splitlines() if line.strip().startswith("mystery "))
     assert mystery_line.split()[2:4] == ["unknown", "5"], mystery_line
-    assert "The GPU-hours totals leave out 5 rows: mystery on flowers (generate), mystery on flowers (forward)" in out
+    assert (
+        "The GPU-hours totals leave out 5 rows: mystery on flowers (generate), mystery on flowers (forward)"
+        in out
+    )
     # the API model without a price: its two rows' cost is unknown and the USD totals leave them out
     assert (sums.loc["gpt", "rows_without_price"], pd.isna(sums.loc["gpt", "cost_usd"])) == (2, True)
-    assert "The USD totals leave out 2 rows: gpt on flowers (generate x2)." in " ".join(
-        out.split())
+    assert "The USD totals leave out 2 rows: gpt on flowers (generate x2)." in " ".join(out.split())
 
 
 def test_every_line_of_the_plan_fits_100_columns(small, default_costs):
@@ -172,28 +204,41 @@ def test_every_line_of_the_plan_fits_100_columns(small, default_costs):
 
 def test_the_plan_says_how_each_cell_answers_and_that_the_lvlm_default_is_not_llavas_recipe(tmp_path):
     costs = cost.cost_table(repo_grid("examples/own-model", tmp_path))
-    assert set(costs["method"]) == {"option likelihood"}  # MME, MMBench, ScienceQA: the options' log-likelihood
+    assert set(costs["method"]) == {
+        "option likelihood"
+    }  # MME, MMBench, ScienceQA: the options' log-likelihood
     out = " ".join(cost_text.render(costs).split())
     assert "my-llava" in out and "answers by option likelihood (mme, mmbench, scienceqa)" in out
-    assert "A model's recipe (`recipe: llava-1.5`) answers as its authors did: " \
-           "config/examples/llava-1.5-method.yaml" in out
+    assert (
+        "A model's recipe (`recipe: llava-1.5`) answers as its authors did: "
+        "config/examples/llava-1.5-method.yaml" in out
+    )
     assert "recipe" not in out.split("without a recipe")[0]  # my-llava has none
     method = cost.cost_table(repo_grid("examples/llava-1.5-method", tmp_path))
     assert set(method.loc[method["model"] == "llava-1.5-7b", "method"]) == {"generation"}
     assert set(method["recipe"]) == {"llava-1.5"}
     assert "llava-1.5-7b (size 7b) recipe llava-1.5 answers by generation (5 benchmarks)" in " ".join(
-        cost_text.render(method).split())
+        cost_text.render(method).split()
+    )
     # the default grid: CLIP by similarity, the LVLM's classification by its open- and closed-world templates
     default = " ".join(cost_text.render(cost.cost_table(repo_grid("config", tmp_path))).split())
     assert "clip-tiny answers by image-text similarity (13 benchmarks)" in default
-    assert "answers by templates: open-world generation, closed-world likelihood (4 benchmarks); option " \
-           "likelihood (9 benchmarks); generation (textvqa-fixture)" in default
+    assert (
+        "answers by templates: open-world generation, closed-world likelihood (4 benchmarks); option "
+        "likelihood (9 benchmarks); generation (textvqa-fixture)" in default
+    )
 
 
 def test_a_total_that_leaves_out_one_row_says_1_row(tmp_path):
-    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-                              "benchmarks": {"pope": {"kind": "pope", "source": {"type": "url"}}},
-                              "grid": {"models": ["mystery", "llava-7b"], "benchmarks": ["pope"]}})
+    config = validate_config(
+        {
+            **SMALL,
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "benchmarks": {"pope": {"kind": "pope", "source": {"type": "url"}}},
+            "grid": {"models": ["mystery", "llava-7b"], "benchmarks": ["pope"]},
+        }
+    )
     out = cost_text.render(cost.cost_table(config))
     # mystery has no size class: its one row (forward, 9,000 questions) has no estimate
     mystery = next(line for line in out.splitlines() if line.strip().startswith("mystery "))
@@ -210,8 +255,11 @@ def test_the_carpe_grid_counts_every_fixed_count_benchmark(tmp_path):
     assert set(unknown["unit"]) == {"embed_text"}
     # ImageNet: LLaVA-1.5's recipe generates its answers, as CARPE reads an LVLM's textual prediction: the open-
     # and the closed-world templates, 10 each, one request per image; CLIP's 80 templates
-    llava = costs[(costs["model"] == "llava-1.5-7b") & (costs["benchmark"] == "imagenet") & ~costs["note"].fillna(
-        "").str.contains("batch check")]
+    llava = costs[
+        (costs["model"] == "llava-1.5-7b")
+        & (costs["benchmark"] == "imagenet")
+        & ~costs["note"].fillna("").str.contains("batch check")
+    ]
     assert llava["unit"].tolist() == ["generate", "generate"]
     assert llava["basis"].tolist() == ["published"] * 2 and llava["requests"].tolist() == [50_000 * 10] * 2
     clip = rows(costs, "clip-vit-l-14", "imagenet")["embed_text"]
@@ -228,8 +276,15 @@ def test_the_carpe_grid_counts_every_fixed_count_benchmark(tmp_path):
 
 def test_an_api_model_costs_its_tokens_at_its_price(tmp_path):
     gpt = {**SMALL["models"]["gpt"], "price": {"input": 2.5, "output": 10.0, "input_tokens": 1000}}
-    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-                              "models": {"gpt": gpt}, "grid": {"models": ["gpt"], "benchmarks": ["flowers"]}})
+    config = validate_config(
+        {
+            **SMALL,
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "models": {"gpt": gpt},
+            "grid": {"models": ["gpt"], "benchmarks": ["flowers"]},
+        }
+    )
     costs = cost.cost_table(config)
     # generation for the 10 open-world and the 10 closed-world templates: a row each
     generate = costs[costs["model"] == "gpt"]
@@ -259,16 +314,29 @@ def test_cli_prints_the_plan_and_writes_the_csv(tmp_path, capsys):
     table = pd.read_csv(csv)
     assert list(table.columns) == cost.COLUMNS
     # the cell's forwards, then the batch check's (the default grid's 4 sampled items again, one at a time)
-    assert table.loc[(table["model"] == "llava-tiny") & (table["benchmark"] == "pope-fixture"), "requests"].tolist() == [90, 4]
+    assert table.loc[
+        (table["model"] == "llava-tiny") & (table["benchmark"] == "pope-fixture"), "requests"
+    ].tolist() == [90, 4]
 
 
 def test_a_model_served_by_its_job_holds_its_gpus_at_the_hf_rates(tmp_path):
-    served = {"backend": "openai", "model": "qwen", "gpus": 4, "logprobs": True,
-              "source": {"type": "hf_hub", "repo": "Qwen/Qwen2.5-VL-72B-Instruct", "revision": "a" * 40},
-              "serve": {"command": ["vllm", "serve", "{model_dir}", "--port", "{port}"]}}
-    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-                              "models": {"served": served},
-                              "grid": {"models": ["served"], "benchmarks": ["dance"]}})
+    served = {
+        "backend": "openai",
+        "model": "qwen",
+        "gpus": 4,
+        "logprobs": True,
+        "source": {"type": "hf_hub", "repo": "Qwen/Qwen2.5-VL-72B-Instruct", "revision": "a" * 40},
+        "serve": {"command": ["vllm", "serve", "{model_dir}", "--port", "{port}"]},
+    }
+    config = validate_config(
+        {
+            **SMALL,
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "models": {"served": served},
+            "grid": {"models": ["served"], "benchmarks": ["dance"]},
+        }
+    )
     prepare(config, "dance")
     forward = rows(cost.cost_table(config), "served", "dance")["forward"]
     # 510 forwards of a 72B model at the 7B rate x 7/72, on each of the 4 GPUs the job holds
@@ -278,7 +346,9 @@ def test_a_model_served_by_its_job_holds_its_gpus_at_the_hf_rates(tmp_path):
     costs = cost.cost_table(config)
     hours = costs.loc[costs["model"] == "served", "gpu_hours"].sum()
     # its jobs' time on the clock: the GPU-hours over its 4 GPUs
-    assert cost.infer_runtime_minutes(costs, "served", "dance", gpus=4, floor=0, factor=1) == math.ceil(hours / 4 * 60)
+    assert cost.infer_runtime_minutes(costs, "served", "dance", gpus=4, floor=0, factor=1) == math.ceil(
+        hours / 4 * 60
+    )
 
 
 def test_the_kinds_class_counts_match_their_class_name_lists():
@@ -296,11 +366,21 @@ def test_the_plan_says_what_each_benchmark_can_tell(tmp_path):
     # MMVP scores 150 pairs (300 questions): with two models disagreeing on 20% of them the minimum detectable
     # difference is 100 x 2.801585 x sqrt(0.2 / 150) = 10.23 points, so it cannot tell two models 3 points apart;
     # even at 5% disagreement it is 5.11 points
-    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-                              "benchmarks": {"mmvp": {"kind": "mmvp", "source": {"type": "hf_hub", "repo": "MMVP/MMVP",
-                                                                                "revision": "main"}},
-                                             "pope": {"kind": "pope", "source": {"type": "url"}}},
-                              "grid": {"models": ["llava-7b"], "benchmarks": ["mmvp", "pope"]}})
+    config = validate_config(
+        {
+            **SMALL,
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "benchmarks": {
+                "mmvp": {
+                    "kind": "mmvp",
+                    "source": {"type": "hf_hub", "repo": "MMVP/MMVP", "revision": "main"},
+                },
+                "pope": {"kind": "pope", "source": {"type": "url"}},
+            },
+            "grid": {"models": ["llava-7b"], "benchmarks": ["mmvp", "pope"]},
+        }
+    )
     costs = cost.cost_table(config)
     mmvp = rows(costs, "llava-7b", "mmvp")["forward"]
     assert (mmvp["items"], mmvp["scoring_units"], mmvp["scoring_unit"]) == (300, 150, "pair_id")
@@ -311,7 +391,7 @@ def test_the_plan_says_what_each_benchmark_can_tell(tmp_path):
     out = cost_text.render(costs)
     lines = out.splitlines()
     assert "  mmvp                     150 pair_id groups of 300 items" in out
-    told = lines[lines.index("what each benchmark can tell (MDD):") + 1:]
+    told = lines[lines.index("what each benchmark can tell (MDD):") + 1 :]
     assert told[0].startswith("  mmvp ") and told[0].endswith("MDD 10.2 points")
     assert told[1].split() == ["pope", "9,000", "items", "MDD", "1.3", "points"]
     assert "assuming two models disagree on 20% of the units" in " ".join(lines)
@@ -325,9 +405,15 @@ def test_a_fixture_counts_its_scoring_units_from_its_records(default_costs):
     # the fixtures' groups as their records hold them: MMVP 10 pairs of 20 questions, MMBench 6 circular groups of
     # 17 rows; items elsewhere (POPE's 90 questions)
     first = default_costs.drop_duplicates("benchmark").set_index("benchmark")
-    assert (first.loc["mmvp-fixture", "scoring_units"], first.loc["mmvp-fixture", "scoring_unit"]) == (10, "pair_id")
+    assert (first.loc["mmvp-fixture", "scoring_units"], first.loc["mmvp-fixture", "scoring_unit"]) == (
+        10,
+        "pair_id",
+    )
     assert (first.loc["mmbench-fixture", "scoring_units"], first.loc["mmbench-fixture", "items"]) == (6, 17)
-    assert (first.loc["pope-fixture", "scoring_units"], first.loc["pope-fixture", "scoring_unit"]) == (90, "item")
+    assert (first.loc["pope-fixture", "scoring_units"], first.loc["pope-fixture", "scoring_unit"]) == (
+        90,
+        "item",
+    )
     # 100 x 2.801585 x sqrt(0.2 / 10) = 39.62 points
     assert first.loc["mmvp-fixture", "mdd"] == pytest.approx(39.62, abs=0.01)
 
@@ -336,20 +422,30 @@ def test_a_baselines_classification_rows_are_its_open_and_closed_world_templates
     # The random baseline scores options only: its 10 open-world templates are scored over every class name, as
     # its 10 closed-world ones are (Caltech-101's 102 names are under max_candidates), where an LVLM generates
     # the open-world answers. Two rows of one shape, each its own templates, named so; no row counted twice.
-    config = validate_config({
-        "title": "baseline", "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-        "benchmarks": {"caltech101": {"kind": "caltech101", "source": {"type": "url"}}},
-        "models": {"random": {"backend": "baseline", "strategy": "random"},
-                   "llava-7b": SMALL["models"]["llava-7b"]},
-        "grid": {"models": ["random", "llava-7b"], "benchmarks": ["caltech101"]}})
+    config = validate_config(
+        {
+            "title": "baseline",
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "benchmarks": {"caltech101": {"kind": "caltech101", "source": {"type": "url"}}},
+            "models": {
+                "random": {"backend": "baseline", "strategy": "random"},
+                "llava-7b": SMALL["models"]["llava-7b"],
+            },
+            "grid": {"models": ["random", "llava-7b"], "benchmarks": ["caltech101"]},
+        }
+    )
     costs = cost.cost_table(config)
     baseline = costs[costs["model"] == "random"]
     assert baseline["unit"].tolist() == ["forward", "continuation"] * 2
     assert [note.split("; ")[-1] for note in baseline["note"]] == ["open-world templates"] * 2 + [
-        "closed-world templates"] * 2
+        "closed-world templates"
+    ] * 2
     assert set(baseline["method"]) == {"likelihood (open- and closed-world templates)"}
     items = baseline["items"].iloc[0]
-    assert baseline["requests"].sum() == items * (10 + 10 * 102) * 2  # 20 templates, each 102 names on a prefix
+    assert (
+        baseline["requests"].sum() == items * (10 + 10 * 102) * 2
+    )  # 20 templates, each 102 names on a prefix
     llava = costs[(costs["model"] == "llava-7b") & (costs["per"] == "item")]
     assert llava["requests"].sum() == items * (10 + 10 + 10 * 102)
     assert set(llava["method"]) == {"templates: open-world generation, closed-world likelihood"}
@@ -382,10 +478,19 @@ def test_a_local_checkpoint_gets_its_size_from_its_safetensors_files(tmp_path):
     _safetensors(folder / "model-00002-of-00002.safetensors", {"c": [500, 1000]})
     assert cost.safetensors_parameters(folder) == 1_501_000
     local = {"backend": "hf", "source": {"type": "local", "path": str(folder)}}
-    config = validate_config({**SMALL, "data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results"),
-                              "models": {"mine": local}, "grid": {"models": ["mine"], "benchmarks": ["flowers"]}})
+    config = validate_config(
+        {
+            **SMALL,
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "models": {"mine": local},
+            "grid": {"models": ["mine"], "benchmarks": ["flowers"]},
+        }
+    )
     generate = rows(cost.cost_table(config), "mine", "flowers")["generate"]
     scale = 1_501_000 / 1e9 / TABLE["lvlm"]["reference_params_b"]
     assert generate["note"].startswith("size 0.0015b")
-    assert math.isclose(generate["gpu_hours"], 61_490 * scale * (1 / FORWARD + 16 / DECODE) / 3600, rel_tol=1e-2)
+    assert math.isclose(
+        generate["gpu_hours"], 61_490 * scale * (1 / FORWARD + 16 / DECODE) / 3600, rel_tol=1e-2
+    )
     assert cost.safetensors_parameters(tmp_path / "nowhere") is None

@@ -76,8 +76,9 @@ def test_the_report_shows_a_hidden_cell(hidden_grid):
     results = data["results_dir"]
     files = {("random", b): paths.score_path(results, "random", b) for b in data["grid"]["benchmarks"]}
     kinds = {"cvqa-hidden": "cvqa", "pope-fixture": "pope"}
-    written = build_report(files, ["random"], list(kinds), paths.tables_dir(results), paths.figures_dir(results),
-                           kinds=kinds)
+    written = build_report(
+        files, ["random"], list(kinds), paths.tables_dir(results), paths.figures_dir(results), kinds=kinds
+    )
     assert written == [path for path, _ in report_files(results, kinds)]
     main_md = (paths.tables_dir(results) / "main.md").read_text()
     assert "| random | hidden | " in main_md and main_md.count("hidden") >= 3

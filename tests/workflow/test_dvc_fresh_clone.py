@@ -16,8 +16,13 @@ import pytest
 import yaml
 from helpers.common import REPO, run
 
-PIPELINES = ["dvc.yaml", "pipelines/carpe/dvc.yaml", "pipelines/cvqa/dvc.yaml", "pipelines/dance/dvc.yaml",
-             "pipelines/kaleidoscope/dvc.yaml"]
+PIPELINES = [
+    "dvc.yaml",
+    "pipelines/carpe/dvc.yaml",
+    "pipelines/cvqa/dvc.yaml",
+    "pipelines/dance/dvc.yaml",
+    "pipelines/kaleidoscope/dvc.yaml",
+]
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +76,10 @@ def test_dvc_repro_dry_force_prints_every_stage_of_a_fresh_clone_and_writes_noth
         shared = [dep.rsplit("/", 1)[1] for dep in deps if dep.startswith("${data_dir}/models/")]
         assert all(fetches[model] < grid for model in shared), pipeline
     assert "pipelines/carpe/dvc.yaml:fetch_model@llava-1.5-7b" in stages
-    assert ("> vlmgrid stamp-sources --config config/config.yaml --out data/.source-stamps --pipeline dvc.yaml"
-            in result.stdout)
+    assert (
+        "> vlmgrid stamp-sources --config config/config.yaml --out data/.source-stamps --pipeline dvc.yaml"
+        in result.stdout
+    )
     assert "> snakemake --configfile config/dance.yaml $VLMGRID_SNAKEMAKE_ARGS\n" in result.stdout
     assert not (fresh_clone / "data").exists() and not (fresh_clone / "results" / "predictions").exists()
     assert not (fresh_clone / "dvc.lock").exists()
@@ -82,15 +89,19 @@ class DryRunHashesMissingDependency(Exception):
     """DVC's known dry-run defect, and nothing else: a failure of another kind fails the test."""
 
 
-@pytest.mark.xfail(strict=True, raises=DryRunHashesMissingDependency,
-                   reason="DVC's dry run hashes every dependency for its run cache and raises on one not made yet "
-                          "(treeverse/dvc#9021); when a DVC release fixes it, this passes and the module's note and "
-                          "docs/remote.md lose the --force")
+@pytest.mark.xfail(
+    strict=True,
+    raises=DryRunHashesMissingDependency,
+    reason="DVC's dry run hashes every dependency for its run cache and raises on one not made yet "
+    "(treeverse/dvc#9021); when a DVC release fixes it, this passes and the module's note and "
+    "docs/remote.md lose the --force",
+)
 @pytest.mark.parametrize("pipeline", PIPELINES)
 def test_dvc_repro_dry_of_a_fresh_clone(fresh_clone, pipeline):
     result = run(["dvc", "repro", "--dry", pipeline], fresh_clone, check=False)
-    missing = re.search(r"ERROR: failed to reproduce '[^']+': \[Errno 2\] No such file or directory: '([^']+)'",
-                        result.stderr)
+    missing = re.search(
+        r"ERROR: failed to reproduce '[^']+': \[Errno 2\] No such file or directory: '([^']+)'", result.stderr
+    )
     if result.returncode != 0 and missing:
         assert not (fresh_clone / "data").exists()  # the dry run still wrote nothing
         raise DryRunHashesMissingDependency(missing.group(1))

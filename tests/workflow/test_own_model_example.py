@@ -27,9 +27,11 @@ def release_copies(base):
     tsv = mmbench_fixture.write_tsv_fixture(base / "mmbench", SETTINGS, name="mmbench_dev_20230712.tsv")
     scienceqa_dir = base / "scienceqa"
     scienceqa_fixture.write_release_fixture(scienceqa_dir, SETTINGS)
-    return {"mme": (mme_dir, 2 * SETTINGS["size"]),
-            "mmbench": (tsv, sum(1 for line in tsv.read_text().splitlines()[1:] if line.strip())),
-            "scienceqa": (scienceqa_dir, SETTINGS["size"])}
+    return {
+        "mme": (mme_dir, 2 * SETTINGS["size"]),
+        "mmbench": (tsv, sum(1 for line in tsv.read_text().splitlines()[1:] if line.strip())),
+        "scienceqa": (scienceqa_dir, SETTINGS["size"]),
+    }
 
 
 def example_on_local_copies(base) -> dict:
@@ -101,6 +103,9 @@ def test_the_readme_shows_a_complete_config_with_the_example_files_grid_and_sour
     example = yaml.safe_load(EXAMPLE.read_text())
     assert shown["grid"] == example["grid"]
     for name, bench in example["benchmarks"].items():
-        assert shown["benchmarks"][name]["source"] == bench["source"] and config.benchmark(name)["kind"] == bench["kind"]
+        assert (
+            shown["benchmarks"][name]["source"] == bench["source"]
+            and config.benchmark(name)["kind"] == bench["kind"]
+        )
     for name, model in example["models"].items():
         assert shown["models"][name]["source"] == model["source"]

@@ -40,12 +40,18 @@ def _run_here(ws):
     from vlmgrid.stages.infer import run_inference
 
     config = ws.config
-    run_inference(model_settings=config.model(ws.model),
-                  bench_dir=paths.bench_dir(config.data_dir, ws.bench),
-                  model_dir=paths.model_dir(config.data_dir, ws.model),
-                  cell=Cell(ws.model, ws.bench, ws.out_path, ws.partial_dir), part_size=ws.part_size, threads=1,
-                  prompts_dir=config.prompts_dir, check_items=int(config.infer["invariance_items"]),
-                  device="cpu", progress=False)
+    run_inference(
+        model_settings=config.model(ws.model),
+        bench_dir=paths.bench_dir(config.data_dir, ws.bench),
+        model_dir=paths.model_dir(config.data_dir, ws.model),
+        cell=Cell(ws.model, ws.bench, ws.out_path, ws.partial_dir),
+        part_size=ws.part_size,
+        threads=1,
+        prompts_dir=config.prompts_dir,
+        check_items=int(config.infer["invariance_items"]),
+        device="cpu",
+        progress=False,
+    )
 
 
 def _resumed_from(log: str) -> tuple[int, int]:
@@ -80,7 +86,7 @@ def _check_killed_runs(ws, kills, reference, n_items):
     # the parts the kills cut short.
     events = kh.trace(ws)
     first_killed_pid = kills[0].pid
-    killed = events[next(i for i, e in enumerate(events) if e["pid"] == first_killed_pid):]
+    killed = events[next(i for i, e in enumerate(events) if e["pid"] == first_killed_pid) :]
     computed = sum(e["items"] for e in killed if e["event"] == "compute")
     # and the batch check's sample, answered again once every part is done (none for an unbatched model)
     checked = (read_metadata(ws.out_path).get("invariance") or {}).get("checked", 0)
@@ -98,8 +104,14 @@ def test_random_baseline_killed_four_times_resumes_to_identical_predictions(smal
 
 
 def test_llava_tiny_killed_between_batches_resumes_to_identical_predictions(small_config, tmp_path):
-    ws = kh.make_workspace(tmp_path / "grid", small_config, model="llava-tiny", bench="pope-fixture", part_size=16,
-                           model_settings={"batch_size": 4})
+    ws = kh.make_workspace(
+        tmp_path / "grid",
+        small_config,
+        model="llava-tiny",
+        bench="pope-fixture",
+        part_size=16,
+        model_settings={"batch_size": 4},
+    )
     reference = _reference(ws, in_process=True)
     # 0.1 s a batch, 4 batches a part: kills land among the batches of a part.
     kills = kh.run_killed(ws, kills=2, seed=3, part_seconds=0.4, batch_delay=0.1)
@@ -109,7 +121,9 @@ def test_llava_tiny_killed_between_batches_resumes_to_identical_predictions(smal
 
 
 def test_kill_during_the_final_write_leaves_no_file_that_looks_complete(small_config, tmp_path):
-    ws = kh.make_workspace(tmp_path / "grid", small_config, model="random", bench="pope-fixture", part_size=16)
+    ws = kh.make_workspace(
+        tmp_path / "grid", small_config, model="random", bench="pope-fixture", part_size=16
+    )
     reference = _reference(ws)
     leftover = kh.kill_in_final_write(ws)
 

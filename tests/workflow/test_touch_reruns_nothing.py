@@ -60,7 +60,8 @@ def test_a_touched_checkpoint_file_reruns_no_inference_and_an_edit_still_does(wo
     assert {"fetch_model", "infer"} <= planned_rules(run(["snakemake", "-n", *args], root).stdout)
     run(["snakemake", "--cores", "2", *args], root)
     assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == {
-        "results/predictions/mine/mmbench-mine.parquet"}
+        "results/predictions/mine/mmbench-mine.parquet"
+    }
 
 
 def test_a_touched_benchmark_tsv_reruns_no_inference_and_an_edit_still_does(workspace):
@@ -129,10 +130,14 @@ def test_dvc_rebuilds_a_deleted_cell_file_alone(tmp_path):
     assert stages_run(result.stdout) == GRID_RUN
     jobs = jobs_run(result.stdout + result.stderr)
     assert [job for job in jobs if job[0] in ("prepare", "fetch_model", "infer")] == [
-        ("infer", "model=mine, bench=mmbench-mine")]
-    assert {job for job in jobs if job[0] == "score"} == {("score", "model=mine, bench=mmbench-mine"),
-                                                          ("score", "model=random, bench=mmbench-mine")}
+        ("infer", "model=mine, bench=mmbench-mine")
+    ]
+    assert {job for job in jobs if job[0] == "score"} == {
+        ("score", "model=mine, bench=mmbench-mine"),
+        ("score", "model=random, bench=mmbench-mine"),
+    }
     assert changed(before, mtimes(root, "results/predictions/*/*.parquet")) == {
-        "results/predictions/mine/mmbench-mine.parquet"}
+        "results/predictions/mine/mmbench-mine.parquet"
+    }
     assert (root / "results/scores/random/mmbench-mine.json").is_file()
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE

@@ -54,7 +54,9 @@ def test_default_grid_writes_tables_figures_and_scores(snakemake_run):
         for bench in BENCHES:
             score = yaml.safe_load((root / f"results/scores/{model}/{bench}.json").read_text())
             if (model, bench) in NOT_APPLICABLE:
-                assert score["applicable"] is False and "cannot run" in score["reason"] and "value" not in score
+                assert (
+                    score["applicable"] is False and "cannot run" in score["reason"] and "value" not in score
+                )
                 continue
             assert 0 <= score["ci95"][0] <= score["value"] <= score["ci95"][1] <= 100
             # a tiny random model's free answers are often unreadable: kept, and counted as format errors
@@ -87,8 +89,8 @@ def test_snakemake_report_html(snakemake_copy):
     run(["snakemake", "--cores", "1", "--report", "results/report.html"], snakemake_copy)
     page = (snakemake_copy / "results/report.html").read_text(encoding="utf-8")
     # the first page holds the main table and figure, not only the job graph
-    description = page[page.index("var workflow_desc"):]
-    description = description[:description.index("</script>")]
+    description = page[page.index("var workflow_desc") :]
+    description = description[: description.index("</script>")]
     assert "vlmgrid-main" in description and "textvqa-fixture (VQA acc.)" in description
     assert "data:image/png;base64," in description
 
@@ -98,8 +100,20 @@ def test_truncated_predictions_give_one_clear_error_and_lose_nothing(snakemake_r
     source = snakemake_run / "results/predictions/random/pope-fixture.parquet"
     broken.write_bytes(source.read_bytes()[:100])
     before = mtimes(snakemake_run, "results/scores/*/*.json")
-    result = run(["vlmgrid", "score", "random", "pope-fixture", "--predictions", str(broken),
-                  "--out", str(tmp_path / "s.json")], snakemake_run, check=False)
+    result = run(
+        [
+            "vlmgrid",
+            "score",
+            "random",
+            "pope-fixture",
+            "--predictions",
+            str(broken),
+            "--out",
+            str(tmp_path / "s.json"),
+        ],
+        snakemake_run,
+        check=False,
+    )
     assert result.returncode == 2
     assert "is unreadable (truncated or not parquet" in result.stderr and "Traceback" not in result.stderr
     assert mtimes(snakemake_run, "results/scores/*/*.json") == before
@@ -140,7 +154,10 @@ def test_dvc_repro_gives_the_same_tables_as_snakemake(dvc_run, small_grid_tables
 def test_dvc_cells_are_the_snakemake_default_grids_files(dvc_run, snakemake_run):
     for model in SMALL_GRID["models"]:
         for bench in SMALL_GRID["benchmarks"]:
-            for cell in (f"results/predictions/{model}/{bench}.parquet", f"results/scores/{model}/{bench}.json"):
+            for cell in (
+                f"results/predictions/{model}/{bench}.parquet",
+                f"results/scores/{model}/{bench}.json",
+            ):
                 assert (dvc_run / cell).read_bytes() == (snakemake_run / cell).read_bytes(), cell
 
 
@@ -151,14 +168,20 @@ def test_dvc_runs_the_default_grid_as_one_snakemake_stage_that_declares_every_fo
     assert run(["dvc", "stage", "list", "--names-only"], root).stdout.split() == ["stamp_sources", "grid"]
     grid = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["grid"]
     assert grid["cmd"] == "snakemake --configfile config/config.yaml $VLMGRID_SNAKEMAKE_ARGS"
-    assert {"config/config.yaml", "${data_dir}/.source-stamps", "config/prompts", "config/reported"} == set(grid["deps"])
+    assert {"config/config.yaml", "${data_dir}/.source-stamps", "config/prompts", "config/reported"} == set(
+        grid["deps"]
+    )
     # every benchmark's data, every model's weights and every results folder: DVC hashes, pushes and pulls them, and
     # none is deleted before a run (persist), so Snakemake decides what runs again
     outs = {path: settings for out in grid["outs"] for path, settings in out.items()}
-    assert set(outs) == {*(f"${{data_dir}}/{bench}" for bench in BENCHES),
-                         *(f"${{data_dir}}/models/{model}" for model in MODELS),
-                         *(f"${{results_dir}}/{folder}" for folder in ("predictions", "scores", "comparisons", "tables",
-                                                                      "figures", "inspect"))}
+    assert set(outs) == {
+        *(f"${{data_dir}}/{bench}" for bench in BENCHES),
+        *(f"${{data_dir}}/models/{model}" for model in MODELS),
+        *(
+            f"${{results_dir}}/{folder}"
+            for folder in ("predictions", "scores", "comparisons", "tables", "figures", "inspect")
+        ),
+    }
     assert all(settings == {"persist": True} for settings in outs.values())
     assert grid["metrics"] == [{"${results_dir}/metrics": {"cache": False, "persist": True}}]
 
@@ -184,7 +207,9 @@ def test_dvc_remakes_a_deleted_cell_alone_with_snakemakes_options_from_the_envir
     assert stages_run(result.stdout) == GRID_RUN
     assert re.findall(r"^Provided cores: (\d+)", output, re.M) == [str(cores)]
     assert [job for job in jobs_run(output) if job[0] in ("prepare", "fetch_model", "infer", "score")] == [
-        ("infer", "model=random, bench=pope-fixture"), ("score", "model=random, bench=pope-fixture")]
+        ("infer", "model=random, bench=pope-fixture"),
+        ("score", "model=random, bench=pope-fixture"),
+    ]
     after = mtimes(root, "results/predictions/*/*.parquet")
     assert {p for p in after if after[p] != before.get(p)} == {cell}
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
@@ -196,7 +221,9 @@ def test_dvc_model_change_reruns_only_its_cells(dvc_run, tmp_path):
     # the grid stage depends on the config file: `dvc status` sees the edit at once, and once the stamp stage has
     # run, the model's settings in the grid's settings stamp (its params)
     status = run(["dvc", "status"], root).stdout
-    assert changed_stages(status) == UP_TO_DATE | {"grid"} and "modified:           config/config.yaml" in status
+    assert (
+        changed_stages(status) == UP_TO_DATE | {"grid"} and "modified:           config/config.yaml" in status
+    )
     run(["dvc", "repro", "dvc.yaml:stamp_sources"], root)
     status = run(["dvc", "status"], root).stdout
     assert re.search(r"grid/settings.json:\n\t+modified: +models\n", status), status
@@ -208,11 +235,13 @@ def test_dvc_model_change_reruns_only_its_cells(dvc_run, tmp_path):
     assert job_stats(result.stdout + result.stderr).get("infer") == len(SMALL_GRID["benchmarks"])
     jobs = jobs_run(result.stdout + result.stderr)
     assert {wildcards for rule, wildcards in jobs if rule in ("infer", "score")} == {
-        f"model=random, bench={bench}" for bench in SMALL_GRID["benchmarks"]}
+        f"model=random, bench={bench}" for bench in SMALL_GRID["benchmarks"]
+    }
     assert not [job for job in jobs if job[0] in ("prepare", "fetch_model")]
     after = mtimes(root, "results/predictions/*/*.parquet")
-    assert {p for p in after if after[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
-                                                           for b in SMALL_GRID["benchmarks"]}
+    assert {p for p in after if after[p] != before[p]} == {
+        f"results/predictions/random/{b}.parquet" for b in SMALL_GRID["benchmarks"]
+    }
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
     assert mtimes(root, "results/predictions/*/*.parquet") == after
 
@@ -231,7 +260,8 @@ def test_dvc_one_benchmarks_new_data_answers_only_its_cells(dvc_run, tmp_path):
     jobs = jobs_run(result.stdout + result.stderr)
     assert {job for job in jobs if job[0] == "prepare"} == {("prepare", f"bench={bench}")}
     assert {wildcards for rule, wildcards in jobs if rule == "infer"} <= {
-        f"model={model}, bench={bench}" for model in SMALL_GRID["models"]}
+        f"model={model}, bench={bench}" for model in SMALL_GRID["models"]
+    }
     after = mtimes(root, "results/predictions/*/*.parquet")
     changed = {p for p in after if after[p] != before[p]}
     # a cell the model cannot run records only that, whatever the data: it may be left as it is
@@ -244,11 +274,16 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
     pope = json.loads((root / "results/scores/random/pope-fixture.json").read_text())
     lines = run(["dvc", "metrics", "show"], root).stdout.splitlines()
     header = lines[0].split()  # DVC sorts the columns by name
-    row = dict(zip(header, next(line.split() for line in lines if line.startswith("results/metrics/pope-fixture"))))
+    row = dict(
+        zip(header, next(line.split() for line in lines if line.startswith("results/metrics/pope-fixture")))
+    )
     assert row["metric"] == "f1" and float(row["random"]) == round(pope["value"], 4)
     metrics = json.loads(run(["dvc", "metrics", "show", "--json"], root).stdout)[""]["data"]
-    assert metrics["results/metrics/textvqa-fixture.json"]["data"] == {"metric": "vqa_accuracy", "clip-tiny": "n/a",
-                                                                       "random": "n/a"}
+    assert metrics["results/metrics/textvqa-fixture.json"]["data"] == {
+        "metric": "vqa_accuracy",
+        "clip-tiny": "n/a",
+        "random": "n/a",
+    }
 
     run(["git", "add", "dvc.lock", "results/metrics"], root)
     run(["git", "commit", "-q", "-m", "results"], root)
@@ -256,9 +291,12 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
     result = run(["dvc", "exp", "run", "-n", "seed-1", "-S", "config/config.yaml:models.random.seed=1"], root)
     assert stages_run(result.stdout) == GRID_RUN
     after = mtimes(root, "results/predictions/*/*.parquet")  # the experiment's files, left in the workspace
-    assert {p for p in after if after[p] != before[p]} == {f"results/predictions/random/{b}.parquet"
-                                                           for b in SMALL_GRID["benchmarks"]}
-    table = list(csv.DictReader(io.StringIO(run(["dvc", "exp", "show", "--csv", "--only-changed"], root).stdout)))
+    assert {p for p in after if after[p] != before[p]} == {
+        f"results/predictions/random/{b}.parquet" for b in SMALL_GRID["benchmarks"]
+    }
+    table = list(
+        csv.DictReader(io.StringIO(run(["dvc", "exp", "show", "--csv", "--only-changed"], root).stdout))
+    )
     experiment = next(row for row in table if row["Experiment"] == "seed-1")
     assert experiment["models.random.seed"] == "1"
     assert "models.clip-tiny.batch_size" not in experiment  # unchanged: left out
@@ -268,8 +306,11 @@ def test_dvc_metrics_plots_and_an_experiment_of_one_model(dvc_run, tmp_path):
     assert {"models.random.seed", "results/metrics/pope-fixture.json:random"} <= set(columns)
     assert not [column for column in columns if "/" in column and ":" not in column], columns
     new = json.loads((root / "results/scores/random/pope-fixture.json").read_text())
-    assert float(experiment["results/metrics/pope-fixture.json:random"]) == round(new["value"], 4) \
+    assert (
+        float(experiment["results/metrics/pope-fixture.json:random"])
+        == round(new["value"], 4)
         != round(pope["value"], 4)
+    )
 
     diff = run(["dvc", "metrics", "diff"], root).stdout
     assert "results/metrics/pope-fixture.json" in diff and "clip-tiny" not in diff
@@ -284,10 +325,13 @@ def test_dvc_metrics_show_of_the_default_grid_is_a_table_of_benchmarks_by_models
     header = lines[0].split()
     # DVC sorts the columns by name; every benchmark of the default grid but DANCE is a fixture's partial copy
     assert header == ["Path", *sorted(["metric", "items", "published", *MODELS])]
-    assert [line.split()[0] for line in lines[1:]] == sorted(f"results/metrics/{name}.json"
-                                                             for name in [*BENCHES, "Average"])
+    assert [line.split()[0] for line in lines[1:]] == sorted(
+        f"results/metrics/{name}.json" for name in [*BENCHES, "Average"]
+    )
     textvqa = dict(zip(header, next(line.split() for line in lines if "/textvqa-fixture.json" in line)))
-    assert textvqa["metric"] == "vqa_accuracy" and textvqa["clip-tiny"] == "n/a"  # CLIP cannot answer it: no 0
+    assert (
+        textvqa["metric"] == "vqa_accuracy" and textvqa["clip-tiny"] == "n/a"
+    )  # CLIP cannot answer it: no 0
 
 
 def test_dvc_plots_show_draws_the_figures_with_no_script_from_the_network(snakemake_copy):

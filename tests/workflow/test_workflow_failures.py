@@ -37,9 +37,18 @@ def grid(server, results_dir="results") -> dict:
         "data_dir": "data",
         "results_dir": results_dir,
         "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}}},
-        "models": {"random": DEFAULT["models"]["random"],
-                   "api": {"backend": "openai", "base_url": server.base_url, "model": "fake-vlm", "max_retries": 0,
-                           "concurrency": 1, "circuit_breaker": 3, "cache": False}},
+        "models": {
+            "random": DEFAULT["models"]["random"],
+            "api": {
+                "backend": "openai",
+                "base_url": server.base_url,
+                "model": "fake-vlm",
+                "max_retries": 0,
+                "concurrency": 1,
+                "circuit_breaker": 3,
+                "cache": False,
+            },
+        },
         "grid": {"models": ["random", "api"], "benchmarks": ["pope-small"]},
     }
 
@@ -53,12 +62,18 @@ def test_snakemake_keeps_going_reports_the_missing_cell_and_reruns_only_it(serve
     config = tmp_path / "grid.yaml"
     config.write_text(yaml.safe_dump(grid(server)))
     server.script.extend(FAILING)
-    failed = run(["snakemake", "--cores", "2", "--keep-going", "--configfile", str(config)], root, check=False,
-                 env=env(tmp_path))
+    failed = run(
+        ["snakemake", "--cores", "2", "--keep-going", "--configfile", str(config)],
+        root,
+        check=False,
+        env=env(tmp_path),
+    )
     assert failed.returncode != 0
     results = root / "results"
     log = (results / "logs/infer/api/pope-small.log").read_text()
-    assert "Traceback" not in log and log.strip().splitlines()[-1].startswith("vlmgrid: error: api on pope-small:")
+    assert "Traceback" not in log and log.strip().splitlines()[-1].startswith(
+        "vlmgrid: error: api on pope-small:"
+    )
     assert "the job stopped: the last 3 requests" in log
     assert not (results / "predictions/api/pope-small.parquet").exists()
     assert (results / "scores/random/pope-small.json").is_file()  # the other cell finished
@@ -69,16 +84,23 @@ def test_snakemake_keeps_going_reports_the_missing_cell_and_reruns_only_it(serve
     assert not (results / "tables").exists()
 
     server.script.clear()  # the server answers again
-    plan = run(["snakemake", "-n", "--quiet", "rules", "--configfile", str(config)], root, env=env(tmp_path)).stdout
+    plan = run(
+        ["snakemake", "-n", "--quiet", "rules", "--configfile", str(config)], root, env=env(tmp_path)
+    ).stdout
     assert "infer" in plan and "prepare" not in plan and "fetch_model" not in plan
     run(["snakemake", "--cores", "2", "--configfile", str(config)], root, env=env(tmp_path))
     assert "missing" not in (results / "tables/main.md").read_text()
     assert not (results / "report-partial").exists()
     clean = tmp_path / "clean.yaml"
     clean.write_text(yaml.safe_dump(grid(server, "results-clean")))
-    run(["vlmgrid", "infer", "api", "pope-small", "--config", str(clean), "--no-progress"], root, env=env(tmp_path))
-    assert (results / "predictions/api/pope-small.parquet").read_bytes() == \
-        (root / "results-clean/predictions/api/pope-small.parquet").read_bytes()
+    run(
+        ["vlmgrid", "infer", "api", "pope-small", "--config", str(clean), "--no-progress"],
+        root,
+        env=env(tmp_path),
+    )
+    assert (results / "predictions/api/pope-small.parquet").read_bytes() == (
+        root / "results-clean/predictions/api/pope-small.parquet"
+    ).read_bytes()
 
 
 def test_dvc_repro_stops_at_the_failed_cell_and_the_next_repro_runs_only_it(server, tmp_path):
@@ -126,17 +148,23 @@ def test_snakemake_a_failed_fetch_or_prepare_fixed_back_answers_no_cell_again(tm
     run(["snakemake", "--cores", "2", *args], root)
     cells = mtimes(root, "results/predictions/*/*.parquet")
     assert len(cells) == 2
-    manifests = {path: (root / path).read_bytes() for path in ("data/models/mine/model.json",
-                                                                "data/mmbench-mine/manifest.json")}
+    manifests = {
+        path: (root / path).read_bytes()
+        for path in ("data/models/mine/model.json", "data/mmbench-mine/manifest.json")
+    }
 
-    for rule, mistyped in (("fetch_model", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
-                           ("prepare", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv")))):
+    for rule, mistyped in (
+        ("fetch_model", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
+        ("prepare", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv"))),
+    ):
         config.write_text(yaml.safe_dump(mistyped, sort_keys=False))
         failed = run(["snakemake", "--cores", "2", *args], root, check=False)
         assert failed.returncode != 0 and "mistyped" in failed.stdout + failed.stderr
         config.write_text(yaml.safe_dump(grid, sort_keys=False))
         fixed = run(["snakemake", "--cores", "2", *args], root)
-        assert re.search(rf"^(local)?(rule|checkpoint) {rule}:$", fixed.stdout + fixed.stderr, re.M)  # it ran again
+        assert re.search(
+            rf"^(local)?(rule|checkpoint) {rule}:$", fixed.stdout + fixed.stderr, re.M
+        )  # it ran again
         assert mtimes(root, "results/predictions/*/*.parquet") == cells, rule
         assert {path: (root / path).read_bytes() for path in manifests} == manifests
     assert "Nothing to be done" in run(["snakemake", "-n", *args], root).stdout
@@ -150,8 +178,10 @@ def test_dvc_a_failed_fetch_or_prepare_fixed_back_answers_no_cell_again(tmp_path
     cells = mtimes(root, "results/predictions/*/*.parquet")
     assert len(cells) == 2
 
-    for rule, mistyped in (("fetch_model", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
-                           ("prepare", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv")))):
+    for rule, mistyped in (
+        ("fetch_model", with_paths(grid, checkpoint.with_name("llava-mistyped"), tsv)),
+        ("prepare", with_paths(grid, checkpoint, tsv.with_name("mistyped.tsv"))),
+    ):
         (root / "config/config.yaml").write_text(yaml.safe_dump(mistyped, sort_keys=False))
         failed = run(["dvc", "repro"], root, check=False)
         assert failed.returncode != 0 and "mistyped" in failed.stdout + failed.stderr

@@ -34,19 +34,28 @@ def workflow(tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------------- one grid, one file
 
+
 def test_snakemake_plans_exactly_the_given_files_grid(workflow, tmp_path):
     # clip-tiny is also a model of config/config.yaml, with other settings: merged, it would carry open_clip keys
-    other = write(tmp_path / "other.yaml", {
-        "results_dir": "results-other",
-        "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}}},
-        "models": {"clip-tiny": {"backend": "baseline", "seed": 3}},
-        "grid": {"models": ["clip-tiny"], "benchmarks": ["pope-small"]},
-    })
+    other = write(
+        tmp_path / "other.yaml",
+        {
+            "results_dir": "results-other",
+            "benchmarks": {
+                "pope-small": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}}
+            },
+            "models": {"clip-tiny": {"backend": "baseline", "seed": 3}},
+            "grid": {"models": ["clip-tiny"], "benchmarks": ["pope-small"]},
+        },
+    )
     result = run(["snakemake", "-n", "--printshellcmds", "--configfile", str(other)], workflow)
     assert planned(result.stdout) == {
-        ("prepare", "bench=pope-small"), ("fetch_model", "model=clip-tiny"),
-        ("infer", "model=clip-tiny, bench=pope-small"), ("score", "model=clip-tiny, bench=pope-small"),
-        ("compare", "bench=pope-small"), ("inspect", "bench=pope-small"),
+        ("prepare", "bench=pope-small"),
+        ("fetch_model", "model=clip-tiny"),
+        ("infer", "model=clip-tiny, bench=pope-small"),
+        ("score", "model=clip-tiny, bench=pope-small"),
+        ("compare", "bench=pope-small"),
+        ("inspect", "bench=pope-small"),
     }
     assert "rule report:" in result.stdout
     assert "-fixture" not in result.stdout  # none of the default grid's benchmarks
@@ -57,11 +66,14 @@ def test_snakemake_plans_exactly_the_given_files_grid(workflow, tmp_path):
 
 def test_a_grid_naming_a_benchmark_it_does_not_define_stops_at_once(workflow, tmp_path):
     # pope-fixture is defined in config/config.yaml only: the jobs, which read this file, would not find it
-    typo = write(tmp_path / "typo.yaml", {
-        "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "size": 2}}},
-        "models": {"random": {"backend": "baseline"}},
-        "grid": {"models": ["random"], "benchmarks": ["pope-fixture"]},
-    })
+    typo = write(
+        tmp_path / "typo.yaml",
+        {
+            "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "size": 2}}},
+            "models": {"random": {"backend": "baseline"}},
+            "grid": {"models": ["random"], "benchmarks": ["pope-fixture"]},
+        },
+    )
     result = run(["snakemake", "-n", "--configfile", str(typo)], workflow, check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Building DAG" not in output
@@ -73,8 +85,11 @@ def test_a_grid_naming_a_benchmark_it_does_not_define_stops_at_once(workflow, tm
 def test_more_than_one_configfile_is_refused(workflow, tmp_path, how):
     first = write(tmp_path / "a.yaml", DEFAULT)
     second = write(tmp_path / "b.yaml", DEFAULT)
-    files = ["--configfile", str(first), str(second)] if how == "one option" else \
-        ["--configfile", str(first), "--configfile", str(second)]
+    files = (
+        ["--configfile", str(first), str(second)]
+        if how == "one option"
+        else ["--configfile", str(first), "--configfile", str(second)]
+    )
     result = run(["snakemake", "-n", *files], workflow, check=False)
     assert result.returncode != 0
     assert "--configfile was given 2 files" in result.stdout + result.stderr
@@ -83,14 +98,19 @@ def test_more_than_one_configfile_is_refused(workflow, tmp_path, how):
 
 # ---------------------------------------------------------------------------------------------- local sources
 
+
 def local_grid(raw, results_dir="results"):
     """The random baseline on one flowers102 benchmark read from a local folder (6 items)."""
     return {
         **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
         "data_dir": "data",
         "results_dir": results_dir,
-        "benchmarks": {"flowers-local": {"kind": "flowers102",
-                                         "source": {"type": "local", "path": str(raw), "expected_items": 6}}},
+        "benchmarks": {
+            "flowers-local": {
+                "kind": "flowers102",
+                "source": {"type": "local", "path": str(raw), "expected_items": 6},
+            }
+        },
         "models": {"random": DEFAULT["models"]["random"]},
         "grid": {"models": ["random"], "benchmarks": ["flowers-local"]},
     }
@@ -118,12 +138,21 @@ def test_snakemake_prepares_a_changed_local_source_again_and_keeps_the_grids_log
     records = root / "data/flowers-local/records.parquet"
     first = sha(records)
     logs = root / "results-local/logs"
-    for log in ("prepare/flowers-local.log", "fetch_model/random.log", "infer/random/flowers-local.log",
-                "score/random/flowers-local.log", "report.log", "benchmarks/infer/random/flowers-local.tsv",
-                # every job's timing (perf/grid.py reads them)
-                "benchmarks/prepare/flowers-local.tsv", "benchmarks/fetch_model/random.tsv",
-                "benchmarks/score/random/flowers-local.tsv", "benchmarks/compare/flowers-local.tsv",
-                "benchmarks/inspect/flowers-local.tsv", "benchmarks/report.tsv"):
+    for log in (
+        "prepare/flowers-local.log",
+        "fetch_model/random.log",
+        "infer/random/flowers-local.log",
+        "score/random/flowers-local.log",
+        "report.log",
+        "benchmarks/infer/random/flowers-local.tsv",
+        # every job's timing (perf/grid.py reads them)
+        "benchmarks/prepare/flowers-local.tsv",
+        "benchmarks/fetch_model/random.tsv",
+        "benchmarks/score/random/flowers-local.tsv",
+        "benchmarks/compare/flowers-local.tsv",
+        "benchmarks/inspect/flowers-local.tsv",
+        "benchmarks/report.tsv",
+    ):
         assert (logs / log).is_file(), log
     assert not (root / "logs").exists()
     assert "Nothing to be done" in run(["snakemake", "-n", *grid], root).stdout
@@ -175,11 +204,18 @@ def test_dvc_prepares_a_changed_local_source_again(dvc_local):
     assert changed_stages(run(["dvc", "status"], root).stdout) == UP_TO_DATE
     run(["dvc", "repro", "dvc.yaml:stamp_sources"], root)
     status = run(["dvc", "status"], root).stdout
-    assert changed_stages(status) == UP_TO_DATE | {"grid"} and "modified:           data/.source-stamps" in status
+    assert (
+        changed_stages(status) == UP_TO_DATE | {"grid"}
+        and "modified:           data/.source-stamps" in status
+    )
     result = run(["dvc", "repro"], root)
     assert stages_run(result.stdout) == GRID_RUN
     jobs = jobs_run(result.stdout + result.stderr)
-    assert {("prepare", "bench=flowers-local"), ("infer", "model=random, bench=flowers-local"), ("report", "")} <= set(jobs)
+    assert {
+        ("prepare", "bench=flowers-local"),
+        ("infer", "model=random, bench=flowers-local"),
+        ("report", ""),
+    } <= set(jobs)
     assert ("fetch_model", "model=random") not in jobs
     assert sha(records) != first
     run(["vlmgrid", "verify", "flowers-local"], root)  # the manifest holds the new files
@@ -188,21 +224,27 @@ def test_dvc_prepares_a_changed_local_source_again(dvc_local):
 
 # ---------------------------------------------------------------------------------------------- two grids, one checkout
 
+
 def two_grids(root, data_dirs=("data/a", "data/b")):
     """Grid A and grid B in grids/: the same benchmark names (pope, mme) from other sources (other fixture
     seeds), each in a data folder of its own, as the README's own-model example beside CARPE's."""
     (root / "grids").mkdir(exist_ok=True)
     configs = []
     for name, seed, data_dir in zip("ab", (0, 1), data_dirs):
-        write(root / "grids" / f"{name}.yaml", {
-            **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
-            "data_dir": data_dir,
-            "results_dir": f"results/{name}",
-            "benchmarks": {bench: {"kind": bench, "source": {"type": "fixture", "seed": seed, "size": 2}}
-                           for bench in ("pope", "mme")},
-            "models": {"random": DEFAULT["models"]["random"]},
-            "grid": {"models": ["random"], "benchmarks": ["pope", "mme"]},
-        })
+        write(
+            root / "grids" / f"{name}.yaml",
+            {
+                **{key: DEFAULT[key] for key in ("title", "bootstrap", "infer")},
+                "data_dir": data_dir,
+                "results_dir": f"results/{name}",
+                "benchmarks": {
+                    bench: {"kind": bench, "source": {"type": "fixture", "seed": seed, "size": 2}}
+                    for bench in ("pope", "mme")
+                },
+                "models": {"random": DEFAULT["models"]["random"]},
+                "grid": {"models": ["random"], "benchmarks": ["pope", "mme"]},
+            },
+        )
         configs.append(f"grids/{name}.yaml")
     return configs
 
@@ -225,10 +267,16 @@ def test_two_grids_in_one_checkout_under_snakemake(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Building DAG" not in output
     said = [line for line in output.splitlines() if "data/a/pope" in line]
-    assert len(said) == 1 and said[0].startswith("benchmark pope: data/a/pope holds the data grids/a.yaml prepared "
-                                                 "for it (pope from {")
-    assert '"seed": 0' in said[0] and '"seed": 1' in said[0] and said[0].endswith(
-        "which would overwrite it; give grids/c.yaml a data_dir of its own (data_dir: data/c)")
+    assert len(said) == 1 and said[0].startswith(
+        "benchmark pope: data/a/pope holds the data grids/a.yaml prepared for it (pope from {"
+    )
+    assert (
+        '"seed": 0' in said[0]
+        and '"seed": 1' in said[0]
+        and said[0].endswith(
+            "which would overwrite it; give grids/c.yaml a data_dir of its own (data_dir: data/c)"
+        )
+    )
     assert sha(root / "data/a/pope/records.parquet") == before
     assert "Nothing to be done" in run(["snakemake", "-n", "--configfile", a], root).stdout
 
@@ -244,15 +292,22 @@ def test_two_grids_in_one_checkout_under_dvc(tmp_path):
     assert stages_run(second.stdout) == {"pipelines/b/dvc.yaml:stamp_sources", "pipelines/b/dvc.yaml:grid"}
     # B's own data: its benchmarks prepared into data/b, from its own sources
     assert {job for job in jobs_run(second.stdout + second.stderr) if job[0] == "prepare"} == {
-        ("prepare", "bench=pope"), ("prepare", "bench=mme")}
+        ("prepare", "bench=pope"),
+        ("prepare", "bench=mme"),
+    }
     for name, seed in (("a", 0), ("b", 1)):
         assert json.loads((root / f"data/{name}/mme/manifest.json").read_text())["source"]["seed"] == seed
     third = run(["dvc", "repro", "pipelines/a/dvc.yaml"], root)
     assert stages_run(third.stdout) == {"pipelines/a/dvc.yaml:stamp_sources"}
     # a grid that would prepare into A's data folder is refused before DVC reads it
-    c = write(root / "grids/c.yaml", {**yaml.safe_load((root / b).read_text()), "data_dir": "data/a",
-                                      "results_dir": "results/c"})
+    c = write(
+        root / "grids/c.yaml",
+        {**yaml.safe_load((root / b).read_text()), "data_dir": "data/a", "results_dir": "results/c"},
+    )
     result = run(["vlmgrid", "dvc-pipelines", "--config", str(c.relative_to(root))], root, check=False)
-    assert result.returncode == 2 and ("grids/c.yaml and grids/a.yaml both evaluate the benchmark 'pope' in "
-                                       "data/a/pope") in result.stderr
+    assert (
+        result.returncode == 2
+        and ("grids/c.yaml and grids/a.yaml both evaluate the benchmark 'pope' in data/a/pope")
+        in result.stderr
+    )
     assert not (root / "pipelines/c").exists()

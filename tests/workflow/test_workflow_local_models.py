@@ -26,9 +26,15 @@ def grid(folder):
         "data_dir": "data",
         "results_dir": "results",
         "benchmarks": {"pope-small": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 2}}},
-        "models": {"mine": {"backend": "hf", "source": {"type": "local", "path": str(folder)},
-                            "precision": "fp32", "batch_size": 4},
-                   "random": DEFAULT["models"]["random"]},
+        "models": {
+            "mine": {
+                "backend": "hf",
+                "source": {"type": "local", "path": str(folder)},
+                "precision": "fp32",
+                "batch_size": 4,
+            },
+            "random": DEFAULT["models"]["random"],
+        },
         "grid": {"models": ["mine", "random"], "benchmarks": ["pope-small"]},
     }
 
@@ -60,7 +66,9 @@ def test_snakemake_runs_a_local_checkpoint_and_an_edit_reruns_only_its_cells(tmp
     edit(folder)
     run(["snakemake", "--cores", "2", *args], root)
     after = mtimes(root, "results/predictions/*/*.parquet")
-    assert {path for path in after if after[path] != before[path]} == {"results/predictions/mine/pope-small.parquet"}
+    assert {path for path in after if after[path] != before[path]} == {
+        "results/predictions/mine/pope-small.parquet"
+    }
     manifest = json.loads((root / "data/models/mine/model.json").read_text())
     assert manifest["location"] == str(folder)
     assert "Nothing to be done" in run(["snakemake", "-n", *args], root).stdout
@@ -81,8 +89,12 @@ def test_dvc_runs_a_local_checkpoint_and_an_edit_reruns_only_its_cells(tmp_path)
     # the checkpoint is recorded again, and its cells alone are answered again
     jobs = jobs_run(result.stdout + result.stderr)
     assert [job for job in jobs if job[0] in ("prepare", "fetch_model", "infer")] == [
-        ("fetch_model", "model=mine"), ("infer", "model=mine, bench=pope-small")]
+        ("fetch_model", "model=mine"),
+        ("infer", "model=mine, bench=pope-small"),
+    ]
     assert not [job for job in jobs if "model=random" in job[1]]
     after = mtimes(root, "results/predictions/*/*.parquet")
-    assert {path for path in after if after[path] != before[path]} == {"results/predictions/mine/pope-small.parquet"}
+    assert {path for path in after if after[path] != before[path]} == {
+        "results/predictions/mine/pope-small.parquet"
+    }
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE

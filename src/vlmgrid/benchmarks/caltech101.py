@@ -59,7 +59,9 @@ N_CATEGORIES = 102
 
 def classnames() -> dict[str, str]:
     """{folder: CLIP_benchmark class name}, in sorted folder order."""
-    text = resources.files("vlmgrid.benchmarks").joinpath("data/caltech101_classnames.json").read_text("utf-8")
+    text = (
+        resources.files("vlmgrid.benchmarks").joinpath("data/caltech101_classnames.json").read_text("utf-8")
+    )
     return json.loads(text)
 
 
@@ -70,13 +72,16 @@ def split_test(files: Mapping[str, list[str]]) -> dict[str, list[str]]:
     for category in sorted(files):
         names = sorted(files[category])
         if len(names) < TRAIN_PER_CLASS:
-            raise VlmgridError(f"Caltech-101 category {category!r} has {len(names)} images, fewer than the {TRAIN_PER_CLASS} the split puts in train")
+            raise VlmgridError(
+                f"Caltech-101 category {category!r} has {len(names)} images, fewer than the {TRAIN_PER_CLASS} the split puts in train"
+            )
         train = set(rng.choice(names, TRAIN_PER_CLASS, replace=False).tolist())
         test[category] = [n for n in names if n not in train]
     return test
 
 
 # ---------------------------------------------------------------------------------------------- adapter
+
 
 class _Hashing(io.RawIOBase):
     """A read-only stream that md5-hashes what passes through it."""
@@ -105,27 +110,39 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
     files: dict[str, list[str]] = {}
     try:
         with zipfile.ZipFile(archive) as zf:
-            inner = [i for i in zf.infolist() if PurePosixPath(i.filename).name == INNER and "__MACOSX" not in i.filename]
+            inner = [
+                i
+                for i in zf.infolist()
+                if PurePosixPath(i.filename).name == INNER and "__MACOSX" not in i.filename
+            ]
             if not inner:
-                raise VlmgridError(f"{archive}: holds no {INNER}; it is not the published caltech-101.zip: re-download it")
+                raise VlmgridError(
+                    f"{archive}: holds no {INNER}; it is not the published caltech-101.zip: re-download it"
+                )
             with zf.open(inner[0]) as handle:
                 stream = _Hashing(handle)
                 with tarfile.open(fileobj=io.BufferedReader(stream, 1 << 20), mode="r|gz") as tar:
                     for member in tar:
-                        parts = PurePosixPath(member.name[2:] if member.name.startswith("./") else member.name).parts
+                        parts = PurePosixPath(
+                            member.name[2:] if member.name.startswith("./") else member.name
+                        ).parts
                         if len(parts) != 3 or parts[0] != TOP or not parts[2].lower().endswith(".jpg"):
                             continue
                         if not archive_file(f"{archive} ({inner[0]})", member):
                             continue
                         category, name = parts[1], parts[2]
                         if category not in names:
-                            raise VlmgridError(f"{archive}: category {category!r} is not a Caltech-101 category; re-download the archive")
+                            raise VlmgridError(
+                                f"{archive}: category {category!r} is not a Caltech-101 category; re-download the archive"
+                            )
                         # Every image is written; the train images are removed once the split is known.
                         fileio.write_bytes(images / category / name, tar.extractfile(member).read())
                         files.setdefault(category, []).append(name)
                 stream.drain()
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise VlmgridError(f"{archive}: not a readable caltech-101.zip ({exc}); delete it and run prepare again") from None
+        raise VlmgridError(
+            f"{archive}: not a readable caltech-101.zip ({exc}); delete it and run prepare again"
+        ) from None
     if not files:
         raise VlmgridError(f"{archive}: {INNER} holds no {TOP}/<category>/*.jpg images; re-download it")
     if len(files) >= N_CATEGORIES and stream.md5.hexdigest() != INNER_MD5:
@@ -149,7 +166,9 @@ def _records(test: Mapping[str, list[str]], names: Mapping[str, str]) -> Adapted
     for index, category in enumerate(folders):
         for name in test[category]:
             rows.append(
-                classification_record(f"{category}-{Path(name).stem}", f"images/{category}/{name}", classes, index)
+                classification_record(
+                    f"{category}-{Path(name).stem}", f"images/{category}/{name}", classes, index
+                )
             )
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 
@@ -163,15 +182,23 @@ def _folder_reader(root: str):
         files: dict[str, list[str]] = {}
         for folder in sorted(p for p in top.iterdir() if p.is_dir()):
             if folder.name not in names:
-                raise VlmgridError(f"{folder}: {folder.name!r} is not a Caltech-101 category; {top} must hold only the published category folders")
-            files[folder.name] = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(".jpg"))
+                raise VlmgridError(
+                    f"{folder}: {folder.name!r} is not a Caltech-101 category; {top} must hold only the published category folders"
+                )
+            files[folder.name] = sorted(
+                p.name for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(".jpg")
+            )
             if not files[folder.name]:
-                raise VlmgridError(f"{folder}: holds no .jpg images; the extraction is incomplete: extract {INNER} again")
+                raise VlmgridError(
+                    f"{folder}: holds no .jpg images; the extraction is incomplete: extract {INNER} again"
+                )
         test = split_test(files)
         for category, kept in test.items():
             for name in kept:
                 image = within(top, Path(category) / name, f"Caltech-101 category {category}")
-                fileio.write_bytes(Path(bench_dir) / "images" / category / name, read_bytes(image, f"extract {INNER} again"))
+                fileio.write_bytes(
+                    Path(bench_dir) / "images" / category / name, read_bytes(image, f"extract {INNER} again")
+                )
         return _records(test, names)
 
     return adapt_folder
@@ -180,29 +207,64 @@ def _folder_reader(root: str):
 LAYOUTS = (
     Layout(f"{ARCHIVE} archive", "", (ARCHIVE,), (ARCHIVE,), adapt_archive),
     Layout(f"extracted {TOP}/ folder", "", (f"{TOP}/*/*.jpg",), (f"{TOP}/*/*.jpg",), _folder_reader("")),
-    Layout(f"extracted caltech-101/{TOP}/ folder", "", (f"caltech-101/{TOP}/*/*.jpg",), (f"caltech-101/{TOP}/*/*.jpg",),
-           _folder_reader("caltech-101")),
+    Layout(
+        f"extracted caltech-101/{TOP}/ folder",
+        "",
+        (f"caltech-101/{TOP}/*/*.jpg",),
+        (f"caltech-101/{TOP}/*/*.jpg",),
+        _folder_reader("caltech-101"),
+    ),
 )
 
 
-KIND = classification_kind("caltech101",
+KIND = classification_kind(
+    "caltech101",
     description="Caltech-101: zero-shot classification of the 6,084 VTAB-style test images into 102 classes (background kept).",
     templates=(
-        "a photo of a {c}.", "a painting of a {c}.", "a plastic {c}.", "a sculpture of a {c}.",
-        "a sketch of a {c}.", "a tattoo of a {c}.", "a toy {c}.", "a rendition of a {c}.",
-        "a embroidered {c}.", "a cartoon {c}.", "a {c} in a video game.", "a plushie {c}.",
-        "a origami {c}.", "art of a {c}.", "graffiti of a {c}.", "a drawing of a {c}.",
-        "a doodle of a {c}.", "a photo of the {c}.", "a painting of the {c}.", "the plastic {c}.",
-        "a sculpture of the {c}.", "a sketch of the {c}.", "a tattoo of the {c}.", "the toy {c}.",
-        "a rendition of the {c}.", "the embroidered {c}.", "the cartoon {c}.", "the {c} in a video game.",
-        "the plushie {c}.", "the origami {c}.", "art of the {c}.", "graffiti of the {c}.",
-        "a drawing of the {c}.", "a doodle of the {c}.",
+        "a photo of a {c}.",
+        "a painting of a {c}.",
+        "a plastic {c}.",
+        "a sculpture of a {c}.",
+        "a sketch of a {c}.",
+        "a tattoo of a {c}.",
+        "a toy {c}.",
+        "a rendition of a {c}.",
+        "a embroidered {c}.",
+        "a cartoon {c}.",
+        "a {c} in a video game.",
+        "a plushie {c}.",
+        "a origami {c}.",
+        "art of a {c}.",
+        "graffiti of a {c}.",
+        "a drawing of a {c}.",
+        "a doodle of a {c}.",
+        "a photo of the {c}.",
+        "a painting of the {c}.",
+        "the plastic {c}.",
+        "a sculpture of the {c}.",
+        "a sketch of the {c}.",
+        "a tattoo of the {c}.",
+        "the toy {c}.",
+        "a rendition of the {c}.",
+        "the embroidered {c}.",
+        "the cartoon {c}.",
+        "the {c} in a video game.",
+        "the plushie {c}.",
+        "the origami {c}.",
+        "art of the {c}.",
+        "graffiti of the {c}.",
+        "a drawing of the {c}.",
+        "a doodle of the {c}.",
     ),
     expected_count=6084,
     class_count=102,  # 101 object categories + BACKGROUND_Google
     **layout_fields(LAYOUTS, "Caltech-101"),
     url_files=(
-        {"url": "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1", "md5": "3138e1922a9193bfa496528edbbc45d0", "name": ARCHIVE},
+        {
+            "url": "https://data.caltech.edu/records/mzrjq-6wc02/files/caltech-101.zip?download=1",
+            "md5": "3138e1922a9193bfa496528edbbc45d0",
+            "name": ARCHIVE,
+        },
     ),
 )
 

@@ -23,11 +23,15 @@ CANONICAL = pa.schema(
 )
 
 
-def records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str] | None, bench_dir: Path, label: str) -> pa.Table:
+def records_table(
+    records: pd.DataFrame, kind: BenchmarkKind, classes: list[str] | None, bench_dir: Path, label: str
+) -> pa.Table:
     """Validate canonical records (formats.md) and give them their exact column types."""
     missing = [f.name for f in CANONICAL if f.name not in records.columns]
     if missing:
-        raise VlmgridError(f"{label}: the {kind.name} adapter gave records without a `{missing[0]}` column; the adapter needs a fix")
+        raise VlmgridError(
+            f"{label}: the {kind.name} adapter gave records without a `{missing[0]}` column; the adapter needs a fix"
+        )
     records = records.reset_index(drop=True)
     if len(records) == 0:
         raise VlmgridError(f"{label}: the raw files hold no items; check the source")
@@ -43,17 +47,27 @@ def records_table(records: pd.DataFrame, kind: BenchmarkKind, classes: list[str]
         options, index, answer = list(row.options), int(row.answer_index), row.answer
         where = f"{label}: item {row.id!r}"
         if not isinstance(row.question, str):
-            raise VlmgridError(f"{where} has question {row.question!r}, not text; the adapter needs a fix (\"\" when there is none)")
+            raise VlmgridError(
+                f'{where} has question {row.question!r}, not text; the adapter needs a fix ("" when there is none)'
+            )
         if kind.shape.needs_question and not row.question.strip():
             # the question is all there is to answer: a model asked nothing would be scored on noise
-            raise VlmgridError(f"{where} has an empty question; the raw file is damaged (re-download it) or the adapter needs a fix")
+            raise VlmgridError(
+                f"{where} has an empty question; the raw file is damaged (re-download it) or the adapter needs a fix"
+            )
         labels = kind.shape.labels(options, index, classes, where)  # the shape's own checks
         if index != -1 and not 0 <= index < len(labels):
-            raise VlmgridError(f"{where} has answer_index {index}, outside 0..{len(labels) - 1}; the raw file is damaged or the adapter needs a fix")
+            raise VlmgridError(
+                f"{where} has answer_index {index}, outside 0..{len(labels) - 1}; the raw file is damaged or the adapter needs a fix"
+            )
         if index != -1 and labels[index] != answer:
-            raise VlmgridError(f"{where}: answer {answer!r} is not option {index} ({labels[index]!r}); the adapter needs a fix")
+            raise VlmgridError(
+                f"{where}: answer {answer!r} is not option {index} ({labels[index]!r}); the adapter needs a fix"
+            )
         if row.image is not None and not (bench_dir / row.image).is_file():
-            raise VlmgridError(f"{bench_dir / row.image}: missing, though item {row.id!r} points at it; the adapter needs a fix")
+            raise VlmgridError(
+                f"{bench_dir / row.image}: missing, though item {row.id!r} points at it; the adapter needs a fix"
+            )
     arrays, fields = [], []
     for field in CANONICAL:
         column = records[field.name]

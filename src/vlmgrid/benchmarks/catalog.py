@@ -26,21 +26,24 @@ from vlmgrid.benchmarks import (
 from vlmgrid.benchmarks.kinds import BenchmarkKind
 from vlmgrid.registry import Registry
 
-BENCHMARKS: Registry[BenchmarkKind] = Registry("benchmark kind", [
-    flowers102.KIND,
-    pope.KIND,
-    scienceqa.KIND,
-    pope_coco.KIND,
-    mme.KIND,
-    mmbench.KIND,
-    cvbench.KIND,
-    mmvp.KIND,
-    textvqa.KIND,
-    food101.KIND,
-    caltech101.KIND,
-    imagenet.KIND,
-    imagenet.ILSVRC_KIND,
-    kaleidoscope.KIND,
-    cvqa.KIND,
-    dance.KIND,
-])
+BENCHMARKS: Registry[BenchmarkKind] = Registry(
+    "benchmark kind",
+    [
+        flowers102.KIND,
+        pope.KIND,
+        scienceqa.KIND,
+        pope_coco.KIND,
+        mme.KIND,
+        mmbench.KIND,
+        cvbench.KIND,
+        mmvp.KIND,
+        textvqa.KIND,
+        food101.KIND,
+        caltech101.KIND,
+        imagenet.KIND,
+        imagenet.ILSVRC_KIND,
+        kaleidoscope.KIND,
+        cvqa.KIND,
+        dance.KIND,
+    ],
+)

@@ -43,13 +43,20 @@ SCHEMA = pa.schema(
 FEATURES = (
     {"idx": {"dtype": "int64", "_type": "Value"}}
     | {name: {"dtype": "string", "_type": "Value"} for name in ("type", "task")}
-    | {"image": {"_type": "Image"}, "choices": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"}}
-    | {name: {"dtype": "string", "_type": "Value"} for name in ("question", "prompt", "answer", "filename", "source", "source_dataset")}
+    | {
+        "image": {"_type": "Image"},
+        "choices": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
+    }
+    | {
+        name: {"dtype": "string", "_type": "Value"}
+        for name in ("question", "prompt", "answer", "filename", "source", "source_dataset")
+    }
 )
 ANSWER = re.compile(r"^\(([A-Z])\)$")
 
 
 # ---------------------------------------------------------------------------------------------- adapter
+
 
 def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     store = ImageStore(bench_dir)
@@ -64,17 +71,27 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                         f"{kind_type}, task one of {', '.join(TASKS[kind_type])}); the file is not CV-Bench: check the source"
                     )
                 if row["source"] not in SOURCES:
-                    raise VlmgridError(f"{where}: source {row['source']!r} is not one of {', '.join(SOURCES)}; the file is not CV-Bench: check the source")
+                    raise VlmgridError(
+                        f"{where}: source {row['source']!r} is not one of {', '.join(SOURCES)}; the file is not CV-Bench: check the source"
+                    )
                 choices = checked_options(where, row["choices"], "choices")
                 match = ANSWER.match(str(row["answer"] or "").strip())
                 index = ord(match.group(1)) - 65 if match else -1
                 if not 0 <= index < len(choices):
-                    raise VlmgridError(f"{where}: answer {row['answer']!r} is not one of its {len(choices)} choices (A)..; re-download the file")
+                    raise VlmgridError(
+                        f"{where}: answer {row['answer']!r} is not one of its {len(choices)} choices (A)..; re-download the file"
+                    )
                 if row["idx"] is None:
                     raise VlmgridError(f"{where}: has no idx; re-download the file")
                 rows.append(
                     {
-                        **choice_record(f"{kind_type}-{int(row['idx'])}", store.add(row["image"], where), row["question"], choices, index),
+                        **choice_record(
+                            f"{kind_type}-{int(row['idx'])}",
+                            store.add(row["image"], where),
+                            row["question"],
+                            choices,
+                            index,
+                        ),
                         "source": row["source"],
                         "task": row["task"],
                         "type": kind_type,
@@ -84,7 +101,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = question_kind("cvbench", "multiple_choice",
+KIND = question_kind(
+    "cvbench",
+    "multiple_choice",
     metric="cvbench",
     breakdown_by=("source", "task"),
     description="CV-Bench: vision-centric multiple choice (2D count/relation on ADE20K/COCO, 3D depth/distance on Omni3D).",
@@ -96,5 +115,9 @@ KIND = question_kind("cvbench", "multiple_choice",
     # The pin is the commit a public build script downloads test_2d.parquet from (with the file's sha256
     # 33196034ef4bf3265cae4a7ff5c4071b2ff1cc21123e8e285c6a91393897ecbc); that test_3d.parquet is at the
     # same commit was not checked.
-    hub={"repo": "nyu-visionx/CV-Bench", "revision": "bc284db50d036958861cb60cdd7b77612052ce0d", "split": "test"},
+    hub={
+        "repo": "nyu-visionx/CV-Bench",
+        "revision": "bc284db50d036958861cb60cdd7b77612052ce0d",
+        "split": "test",
+    },
 )

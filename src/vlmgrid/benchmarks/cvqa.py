@@ -29,27 +29,52 @@ from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "data/test-*.parquet"
 HIDDEN = -1
-COLUMNS = ("image", "ID", "Subset", "Question", "Translated Question", "Options", "Translated Options", "Label",
-           "Category", "Image Type", "Image Source", "License")
+COLUMNS = (
+    "image",
+    "ID",
+    "Subset",
+    "Question",
+    "Translated Question",
+    "Options",
+    "Translated Options",
+    "Label",
+    "Category",
+    "Image Type",
+    "Image Source",
+    "License",
+)
 _TEXT = ("ID", "Subset", "Question", "Translated Question")
 _META = ("Category", "Image Type", "Image Source", "License")
 SCHEMA = pa.schema(
-    [("image", IMAGE_TYPE)] + [(name, pa.string()) for name in _TEXT]
-    + [("Options", pa.list_(pa.string())), ("Translated Options", pa.list_(pa.string())), ("Label", pa.int64())]
+    [("image", IMAGE_TYPE)]
+    + [(name, pa.string()) for name in _TEXT]
+    + [
+        ("Options", pa.list_(pa.string())),
+        ("Translated Options", pa.list_(pa.string())),
+        ("Label", pa.int64()),
+    ]
     + [(name, pa.string()) for name in _META]
 )
 FEATURES = (
     {"image": {"_type": "Image"}}
     | {name: {"dtype": "string", "_type": "Value"} for name in _TEXT}
-    | {name: {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"}
-       for name in ("Options", "Translated Options")}
+    | {
+        name: {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"}
+        for name in ("Options", "Translated Options")
+    }
     | {"Label": {"dtype": "int64", "_type": "Value"}}
     | {name: {"dtype": "string", "_type": "Value"} for name in _META}
 )
-METADATA = {"Category": "category", "Image Type": "image_type", "Image Source": "image_source", "License": "license"}
+METADATA = {
+    "Category": "category",
+    "Image Type": "image_type",
+    "Image Source": "image_source",
+    "License": "license",
+}
 
 
 # ---------------------------------------------------------------------------------------------- Subset
+
 
 def parse_subset(value: Any, where: str) -> tuple[str, str]:
     """(language, country) from the Subset field, a Python tuple repr such as "('Japanese', 'Japan')"."""
@@ -57,7 +82,9 @@ def parse_subset(value: Any, where: str) -> tuple[str, str]:
         pair = ast.literal_eval(value) if isinstance(value, str) else None
     except (ValueError, SyntaxError):
         pair = None
-    if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) and p.strip() for p in pair)):
+    if not (
+        isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) and p.strip() for p in pair)
+    ):
         raise VlmgridError(
             f"{where}: Subset {value!r} is not a (language, country) pair such as \"('Japanese', 'Japan')\"; "
             f"the file is not CVQA's published format: check the source"
@@ -71,10 +98,13 @@ def country_language(country: str, language: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- adapter
 
+
 def _options(row: Mapping[str, Any], column: str, where: str) -> list[str]:
     options = row[column]
     if not isinstance(options, list) or len(options) < 2 or any(not isinstance(o, str) for o in options):
-        raise VlmgridError(f"{where}: `{column}` must list at least 2 option texts, not {options!r}; re-download the file")
+        raise VlmgridError(
+            f"{where}: `{column}` must list at least 2 option texts, not {options!r}; re-download the file"
+        )
     return options
 
 
@@ -118,11 +148,13 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = question_kind("cvqa", "cvqa",
+KIND = question_kind(
+    "cvqa",
+    "cvqa",
     metric="cvqa",
     breakdown_by=("country_language",),
     description="CVQA: culturally diverse multiple-choice VQA in 31 languages and 30 countries, in four prompt "
-                "settings (location-aware or not, English or local language); public labels are hidden.",
+    "settings (location-aware or not, English or local language); public labels are hidden.",
     # The dataset card of the current hub copy (10.4k rows, data/test-*-of-00010.parquet); earlier revisions
     # of the card listed 8,031 and 10,268 items, so a pinned older revision has another count.
     expected_count=10374,

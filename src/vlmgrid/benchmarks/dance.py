@@ -38,9 +38,16 @@ from vlmgrid.benchmarks.rawio import ImageStore, read_bytes, read_text, within
 from vlmgrid.errors import VlmgridError
 
 SOURCES = ("positive",) + HARD_RELATIONS + ("graph", "random")
-_TRIPLE = {"type": "object", "required": ["relation", "start", "end"],
-           "properties": {"relation": {"type": "string"}, "start": {"type": "string"}, "end": {"type": "string"},
-                          "uri": {"type": "string"}}}
+_TRIPLE = {
+    "type": "object",
+    "required": ["relation", "start", "end"],
+    "properties": {
+        "relation": {"type": "string"},
+        "start": {"type": "string"},
+        "end": {"type": "string"},
+        "uri": {"type": "string"},
+    },
+}
 QUERY_SCHEMA = {
     "type": "object",
     "required": ["id", "direction", "split", "entity", "triple", "query", "candidates"],
@@ -51,20 +58,33 @@ QUERY_SCHEMA = {
         "entity": {"type": "string"},
         "triple": _TRIPLE,
         "query": {"type": "string", "minLength": 1},
-        "candidates": {"type": "array", "minItems": 2, "items": {
-            "type": "object",
-            "required": ["item", "entity", "positive", "source"],
-            "properties": {"item": {"type": "string", "minLength": 1}, "entity": {"type": "string"},
-                           "positive": {"type": "boolean"}, "source": {"enum": list(SOURCES)},
-                           "distance": {"type": ["integer", "null"]}, "triple": _TRIPLE},
-        }},
+        "candidates": {
+            "type": "array",
+            "minItems": 2,
+            "items": {
+                "type": "object",
+                "required": ["item", "entity", "positive", "source"],
+                "properties": {
+                    "item": {"type": "string", "minLength": 1},
+                    "entity": {"type": "string"},
+                    "positive": {"type": "boolean"},
+                    "source": {"enum": list(SOURCES)},
+                    "distance": {"type": ["integer", "null"]},
+                    "triple": _TRIPLE,
+                },
+            },
+        },
     },
 }
 META_SCHEMA = {
     "type": "object",
     "required": ["format", "version", "n_candidates", "max_positives"],
-    "properties": {"format": {"const": FORMAT_NAME}, "version": {"const": FORMAT_VERSION},
-                   "n_candidates": {"type": "integer", "minimum": 2}, "max_positives": {"type": "integer", "minimum": 1}},
+    "properties": {
+        "format": {"const": FORMAT_NAME},
+        "version": {"const": FORMAT_VERSION},
+        "n_candidates": {"type": "integer", "minimum": 2},
+        "max_positives": {"type": "integer", "minimum": 1},
+    },
 }
 
 
@@ -86,7 +106,9 @@ def load_dance(folder: Path) -> tuple[dict, list[dict]]:
         meta = json.loads(read_text(folder / META, f"see {FORMAT_DOC}"))
         jsonschema.validate(meta, META_SCHEMA)
     except (ValueError, jsonschema.ValidationError) as exc:
-        raise VlmgridError(f"{folder / META}: not a DANCE dance.json ({getattr(exc, 'message', exc)}); see {FORMAT_DOC}") from None
+        raise VlmgridError(
+            f"{folder / META}: not a DANCE dance.json ({getattr(exc, 'message', exc)}); see {FORMAT_DOC}"
+        ) from None
     queries, ids = [], set()
     # lines end at "\n" only: splitlines() would also cut at a U+2028 or U+0085 that a JSON string holds raw
     lines = read_text(folder / QUERIES, f"see {FORMAT_DOC}").split("\n")
@@ -98,7 +120,9 @@ def load_dance(folder: Path) -> tuple[dict, list[dict]]:
             query = json.loads(line)
             jsonschema.validate(query, QUERY_SCHEMA)
         except (ValueError, jsonschema.ValidationError) as exc:
-            raise VlmgridError(f"{where}: not a DANCE query ({getattr(exc, 'message', exc)}); see {FORMAT_DOC}") from None
+            raise VlmgridError(
+                f"{where}: not a DANCE query ({getattr(exc, 'message', exc)}); see {FORMAT_DOC}"
+            ) from None
         _check_query(query, meta, folder, where, ids)
         queries.append(query)
     if not queries:
@@ -113,17 +137,23 @@ def _check_query(query: dict, meta: dict, folder: Path, where: str, ids: set) ->
     candidates = query["candidates"]
     n_positive = sum(c["positive"] for c in candidates)
     if len(candidates) != meta["n_candidates"]:
-        raise VlmgridError(f"{where}: {len(candidates)} candidates, but dance.json says n_candidates {meta['n_candidates']}")
+        raise VlmgridError(
+            f"{where}: {len(candidates)} candidates, but dance.json says n_candidates {meta['n_candidates']}"
+        )
     if not 1 <= n_positive <= meta["max_positives"]:
-        raise VlmgridError(f"{where}: {n_positive} positives; a query has 1 to {meta['max_positives']} (max_positives)")
+        raise VlmgridError(
+            f"{where}: {n_positive} positives; a query has 1 to {meta['max_positives']} (max_positives)"
+        )
     items = [c["item"] for c in candidates]
     if len(set(items)) != len(items):
         raise VlmgridError(f"{where}: a candidate appears twice in query {query['id']!r}")
     pictures = items if query["direction"] == "riddle-to-image" else [query["query"]]
     for picture in pictures:
         if not within(folder, picture, f"{where} (query {query['id']!r})").is_file():
-            raise VlmgridError(f"{folder / picture}: missing (query {query['id']!r} names it); pictures are paths "
-                               f"relative to the folder, under images/")
+            raise VlmgridError(
+                f"{folder / picture}: missing (query {query['id']!r} names it); pictures are paths "
+                f"relative to the folder, under images/"
+            )
 
 
 def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
@@ -134,7 +164,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     def picture(relative: str) -> str:
         if relative not in stored:
             path = Path(raw_dir) / relative
-            stored[relative] = store.add({"bytes": read_bytes(path, f"see {FORMAT_DOC}"), "path": path.name}, str(path))
+            stored[relative] = store.add(
+                {"bytes": read_bytes(path, f"see {FORMAT_DOC}"), "path": path.name}, str(path)
+            )
         return stored[relative]
 
     rows = []
@@ -143,30 +175,36 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
         to_image = query["direction"] == "riddle-to-image"
         options = [picture(c["item"]) if to_image else c["item"] for c in candidates]
         positives = [k for k, c in enumerate(candidates) if c["positive"]]
-        rows.append({
-            "id": query["id"],
-            "image": None if to_image else picture(query["query"]),
-            "question": query["query"] if to_image else "",
-            "options": options,
-            "answer": options[positives[0]],
-            "answer_index": positives[0],
-            "positives": positives,
-            "direction": query["direction"],
-            "split": query["split"],
-            "subset": f"{query['split']} {query['direction']}",
-            "entity": query["entity"],
-            "relation": query["triple"]["relation"],
-            "end": query["triple"]["end"],
-            "candidate_entities": [c["entity"] for c in candidates],
-            "candidate_sources": [c["source"] for c in candidates],
-            "candidate_distances": [-1 if c.get("distance") is None else int(c["distance"]) for c in candidates],
-        })
+        rows.append(
+            {
+                "id": query["id"],
+                "image": None if to_image else picture(query["query"]),
+                "question": query["query"] if to_image else "",
+                "options": options,
+                "answer": options[positives[0]],
+                "answer_index": positives[0],
+                "positives": positives,
+                "direction": query["direction"],
+                "split": query["split"],
+                "subset": f"{query['split']} {query['direction']}",
+                "entity": query["entity"],
+                "relation": query["triple"]["relation"],
+                "end": query["triple"]["end"],
+                "candidate_entities": [c["entity"] for c in candidates],
+                "candidate_sources": [c["source"] for c in candidates],
+                "candidate_distances": [
+                    -1 if c.get("distance") is None else int(c["distance"]) for c in candidates
+                ],
+            }
+        )
     records = pd.DataFrame(rows)
     records["image"] = records["image"].astype(object).where(records["image"].notna(), None)  # NaN -> null
     return Adapted(records=records)
 
 
-KIND = question_kind("dance", "ranking",
+KIND = question_kind(
+    "dance",
+    "ranking",
     metric="dance",
     breakdown_by=("split", "subset"),
     description="DANCE: commonsense riddles ranked against 50 pictures and pictures against 50 riddles (a DANCE-format folder).",

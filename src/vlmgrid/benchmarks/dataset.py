@@ -65,6 +65,7 @@ class Benchmark:
 
 # ---------------------------------------------------------------------------------------------- manifest
 
+
 def fingerprint(files: Mapping[str, str]) -> str:
     """sha256 over the sorted (path, sha256) pairs (as the canonical JSON [[path, sha256], ...])."""
     return fileio.sha256_json([[path, files[path]] for path in sorted(files)])
@@ -91,9 +92,13 @@ def _read_manifest(bench_dir: Path) -> dict | None:
     try:
         manifest = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as exc:
-        raise VlmgridError(f"{path}: not readable JSON ({exc}); delete {bench_dir} and run prepare again") from None
+        raise VlmgridError(
+            f"{path}: not readable JSON ({exc}); delete {bench_dir} and run prepare again"
+        ) from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise VlmgridError(f"{path}: has no `files` table, so it is not a vlmgrid manifest; delete {bench_dir} and run prepare again")
+        raise VlmgridError(
+            f"{path}: has no `files` table, so it is not a vlmgrid manifest; delete {bench_dir} and run prepare again"
+        )
     return manifest
 
 
@@ -123,16 +128,23 @@ def verify_benchmark(bench_dir: Path, full: bool = True, external: bool = True) 
             continue
         path = _resolve(bench_dir, key)
         if not path.is_file():
-            raise VlmgridError(f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {or_pull(path, fix)}")
+            raise VlmgridError(
+                f"{path}: missing (it is listed in {bench_dir / MANIFEST}); {or_pull(path, fix)}"
+            )
         if full or key in (RECORDS, CLASSES, SYNONYMS):
             got = content_hash(path)
             if got != files[key]:
-                raise VlmgridError(f"{path}: does not match its manifest (sha256 {got}, expected {files[key]}); {fix}")
+                raise VlmgridError(
+                    f"{path}: does not match its manifest (sha256 {got}, expected {files[key]}); {fix}"
+                )
     if full and manifest.get("fingerprint") != fingerprint(files):
-        raise VlmgridError(f"{bench_dir / MANIFEST}: its fingerprint does not match its file list (edited by hand?); delete {bench_dir} and run prepare again")
+        raise VlmgridError(
+            f"{bench_dir / MANIFEST}: its fingerprint does not match its file list (edited by hand?); delete {bench_dir} and run prepare again"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- prepare
+
 
 def _check_count(n_items: Any, source: Mapping[str, Any], kind: BenchmarkKind, where: Path) -> str | None:
     """Raise unless the copy holds the items it should; returns the published variant whose count it holds
@@ -166,8 +178,14 @@ def _json_plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *, fixture: Fixture | None = None,
-                      grid_config: str | None = None) -> dict:
+def prepare_benchmark(
+    name: str,
+    settings: Mapping[str, Any],
+    bench_dir: Path,
+    *,
+    fixture: Fixture | None = None,
+    grid_config: str | None = None,
+) -> dict:
     """Fetch, adapt, validate and hash one benchmark into bench_dir; returns its manifest. `fixture`: the kind's
     fixture (vlmgrid.fixtures.kinds.BENCHMARK_FIXTURES), needed by a fixture source only. `grid_config`: the grid
     config it is prepared for, recorded in a new manifest (the prepare stage refuses to prepare over another
@@ -178,29 +196,44 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
         raise VlmgridError(f"{label}: `kind` is missing; set it to one of {', '.join(BENCHMARKS)}")
     kind = BENCHMARKS.get(settings["kind"])
     if "source" not in settings:
-        raise VlmgridError(f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or {json.dumps(kind.default_source)})")
+        raise VlmgridError(
+            f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or {json.dumps(kind.default_source)})"
+        )
     source = _json_plain(check_source(kind, settings["source"], label, fixture))
     if source["type"] == "local":
         check_local_folder(source, bench_dir, label)
 
     expected = expected_items(kind, source)
     old = _read_manifest(bench_dir)
-    if (old is not None and isinstance(old.get("source"), dict) and old.get("kind") == kind.name
-            and data_settings(old["source"]) == data_settings(source)):
+    if (
+        old is not None
+        and isinstance(old.get("source"), dict)
+        and old.get("kind") == kind.name
+        and data_settings(old["source"]) == data_settings(source)
+    ):
         # A file of the folder itself (images, records) that no longer matches is an error, never rebuilt over.
         verify_benchmark(bench_dir, full=True, external=source["type"] != "local")
         changed = local_change(kind, source, old) if source["type"] == "local" else None
         if changed is None:
             # The count is checked again: the expected count may have changed since (the source's or the kind's).
             variant = _check_count(old.get("n_items"), source, kind, bench_dir)
-            updated = {**old, "benchmark": name, "source": source, "expected_items": _counted(expected, variant, kind)}
+            updated = {
+                **old,
+                "benchmark": name,
+                "source": source,
+                "expected_items": _counted(expected, variant, kind),
+            }
             if variant is not None or "variant" in old:
                 updated["variant"] = variant
-            if updated != old:  # same data under a new name or another expected count: only the manifest changes
+            if (
+                updated != old
+            ):  # same data under a new name or another expected count: only the manifest changes
                 fileio.write_json(bench_dir / MANIFEST, updated)
             return updated
         # The user's own copy changed since it was prepared: a new version of the data, prepared from scratch.
-        log.warning("%s: its local source changed since it was prepared (%s); preparing it again", label, changed)
+        log.warning(
+            "%s: its local source changed since it was prepared (%s); preparing it again", label, changed
+        )
     # Settings changed (or no complete prepare): start from scratch. Downloads left by an interrupted prepare
     # are kept: the url and hf_hub sources re-verify their checksums before reusing them. A local source never
     # writes raw/, and its `path` may point there: leave raw/ alone.
@@ -220,7 +253,10 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, *
         pq.write_table(table, tmp)
     if kind.shape.has_classes:
         fileio.write_json(bench_dir / CLASSES, list(adapted.classes or []))
-        fileio.write_json(bench_dir / SYNONYMS, {name: list(alternatives) for name, alternatives in (adapted.synonyms or {}).items()})
+        fileio.write_json(
+            bench_dir / SYNONYMS,
+            {name: list(alternatives) for name, alternatives in (adapted.synonyms or {}).items()},
+        )
 
     files = _hash_tree(bench_dir)
     if fetched.external:  # every raw file the kind reads there (the files of the layout it holds)

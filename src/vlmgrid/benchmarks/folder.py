@@ -65,7 +65,11 @@ def clear(bench_dir: Path, old: dict | None, writes_raw: bool, keep_raw: bool, l
         written = _written(bench_dir, old)
         for name in DERIVED + (("raw",) if writes_raw else ()):
             path = bench_dir / name
-            found = sorted(p for p in path.rglob("*") if not p.is_dir()) if path.is_dir() and not path.is_symlink() else [path]
+            found = (
+                sorted(p for p in path.rglob("*") if not p.is_dir())
+                if path.is_dir() and not path.is_symlink()
+                else [path]
+            )
             for file in found:
                 rel = file.relative_to(bench_dir).as_posix()
                 if (file.exists() or file.is_symlink()) and rel not in written:

@@ -44,6 +44,7 @@ def prompt_name(folder: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- adapter
 
+
 def _name(member: tarfile.TarInfo) -> str:
     return member.name[2:] if member.name.startswith("./") else member.name
 
@@ -60,15 +61,21 @@ def _read_meta(archive: Path) -> tuple[dict, list[str] | None]:
                     try:
                         test = json.loads(data)
                     except ValueError as exc:
-                        raise VlmgridError(f"{archive}: {TEST_JSON} is not readable JSON ({exc}); re-download the archive") from None
+                        raise VlmgridError(
+                            f"{archive}: {TEST_JSON} is not readable JSON ({exc}); re-download the archive"
+                        ) from None
                 else:
                     classes = [line.strip() for line in data.splitlines() if line.strip()]
                 if test is not None and classes is not None:
                     break
     if test is None:
-        raise VlmgridError(f"{archive}: has no {TEST_JSON}; it is not the published Food-101 archive: re-download it")
+        raise VlmgridError(
+            f"{archive}: has no {TEST_JSON}; it is not the published Food-101 archive: re-download it"
+        )
     if not isinstance(test, dict) or not all(isinstance(v, list) for v in test.values()):
-        raise VlmgridError(f"{archive}: {TEST_JSON} is not a {{class: [\"class/id\", ...]}} table; re-download the archive")
+        raise VlmgridError(
+            f'{archive}: {TEST_JSON} is not a {{class: ["class/id", ...]}} table; re-download the archive'
+        )
     return test, classes
 
 
@@ -76,14 +83,18 @@ def _wanted(test: dict, listed: list[str] | None, where: Path, split_file: str) 
     """{image path in the release: ("class/id", class index)} of the test split; classes = sorted folders."""
     folders = sorted(test)
     if listed is not None and sorted(listed) != folders:
-        raise VlmgridError(f"{where}: meta/classes.txt and {split_file} name different classes; re-download the archive")
+        raise VlmgridError(
+            f"{where}: meta/classes.txt and {split_file} name different classes; re-download the archive"
+        )
     wanted: dict[str, tuple[str, int]] = {}
     for index, folder in enumerate(folders):
         for entry in test[folder]:
             # "class/id" and nothing more: the entry names a file to read, and one to write under images/
             parts = entry.split("/") if isinstance(entry, str) else []
             if len(parts) != 2 or parts[0] != folder or parts[1] in ("", ".", ".."):
-                raise VlmgridError(f"{where}: {split_file} lists {entry!r} under {folder!r}; re-download the archive")
+                raise VlmgridError(
+                    f"{where}: {split_file} lists {entry!r} under {folder!r}; re-download the archive"
+                )
             wanted[IMAGE_NAME.format(entry)] = (entry, index)
     return wanted
 
@@ -92,9 +103,7 @@ def _records(wanted: dict[str, tuple[str, int]], test: dict) -> Adapted:
     classes = [prompt_name(f) for f in sorted(test)]
     rows = []
     for entry, index in sorted(wanted.values(), key=lambda v: (v[1], v[0])):
-        rows.append(
-            classification_record(entry.replace("/", "-"), f"images/{entry}.jpg", classes, index)
-        )
+        rows.append(classification_record(entry.replace("/", "-"), f"images/{entry}.jpg", classes, index))
     return Adapted(records=pd.DataFrame(rows), classes=classes)
 
 
@@ -103,7 +112,9 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
     try:
         test, listed = _read_meta(archive)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise VlmgridError(f"{archive}: not a readable .tar.gz archive ({exc}); delete it and run prepare again") from None
+        raise VlmgridError(
+            f"{archive}: not a readable .tar.gz archive ({exc}); delete it and run prepare again"
+        ) from None
     wanted = _wanted(test, listed, archive, TEST_JSON)
     # pass 2: only the test images, streamed
     targets = {name: f"{entry}.jpg" for name, (entry, _) in wanted.items()}
@@ -118,7 +129,9 @@ def _folder_reader(outer: str):
         root = Path(raw_dir) / outer
         test_txt, classes_txt = root / "meta" / "test.txt", root / "meta" / "classes.txt"
         if not test_txt.is_file():
-            raise VlmgridError(f"{test_txt}: missing, so the test split is unknown; extract the whole of {ARCHIVE} (its meta/ folder too)")
+            raise VlmgridError(
+                f"{test_txt}: missing, so the test split is unknown; extract the whole of {ARCHIVE} (its meta/ folder too)"
+            )
         test: dict[str, list[str]] = {}
         fix = f"extract the whole of {ARCHIVE} again"
         for line in read_text(test_txt, fix).splitlines():
@@ -130,10 +143,14 @@ def _folder_reader(outer: str):
         wanted = _wanted(test, listed, test_txt, "meta/test.txt")
         for folder in sorted(test):
             if not (root / "images" / folder).is_dir():
-                raise VlmgridError(f"{root / 'images' / folder}: missing, though meta/test.txt lists its images; extract the whole of {ARCHIVE}")
+                raise VlmgridError(
+                    f"{root / 'images' / folder}: missing, though meta/test.txt lists its images; extract the whole of {ARCHIVE}"
+                )
         missing = [entry for entry, _ in wanted.values() if not (root / "images" / f"{entry}.jpg").is_file()]
         if missing:
-            raise VlmgridError(f"{root / 'images' / missing[0]}.jpg: missing, though meta/test.txt lists it ({len(missing)} test images missing in all); extract the whole of {ARCHIVE}")
+            raise VlmgridError(
+                f"{root / 'images' / missing[0]}.jpg: missing, though meta/test.txt lists it ({len(missing)} test images missing in all); extract the whole of {ARCHIVE}"
+            )
         for entry, _ in wanted.values():
             image = within(root / "images", f"{entry}.jpg", f"{test_txt} (its entry {entry!r})")
             fileio.write_bytes(Path(bench_dir) / "images" / f"{entry}.jpg", read_bytes(image, fix))
@@ -146,8 +163,9 @@ def _extracted(outer: str) -> Layout:
     prefix = f"{outer}/" if outer else ""
     images, test = f"{prefix}images/*/*.jpg", f"{prefix}meta/test.txt"
     name = f"extracted {ROOT}/ folder" if outer else f"contents of the extracted {ROOT}/ folder"
-    return Layout(name, "", (test, images),
-                  (images, test, f"{prefix}meta/classes.txt"), _folder_reader(outer))
+    return Layout(
+        name, "", (test, images), (images, test, f"{prefix}meta/classes.txt"), _folder_reader(outer)
+    )
 
 
 LAYOUTS = (
@@ -157,13 +175,19 @@ LAYOUTS = (
 )
 
 
-KIND = classification_kind("food101",
+KIND = classification_kind(
+    "food101",
     description="Food-101: zero-shot classification of the 25,250 test images into 101 dishes.",
     templates=("a photo of {c}, a type of food.",),
     url_files=(
-        {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87", "name": ARCHIVE},
+        {
+            "url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz",
+            "md5": "85eeb15f3717b99a5da872d97d918f87",
+            "name": ARCHIVE,
+        },
     ),
-    expected_count=25250, class_count=101,
+    expected_count=25250,
+    class_count=101,
     **layout_fields(LAYOUTS, "Food-101"),
 )
 

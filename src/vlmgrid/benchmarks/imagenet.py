@@ -60,7 +60,11 @@ from vlmgrid.errors import VlmgridError
 
 N_CLASSES, N_VAL = 1000, 50000
 HUB_PATTERN = "data/validation-*.parquet"
-VAL_TAR, DEVKIT_TGZ, DEVKIT = "ILSVRC2012_img_val.tar", "ILSVRC2012_devkit_t12.tar.gz", "ILSVRC2012_devkit_t12"
+VAL_TAR, DEVKIT_TGZ, DEVKIT = (
+    "ILSVRC2012_img_val.tar",
+    "ILSVRC2012_devkit_t12.tar.gz",
+    "ILSVRC2012_devkit_t12",
+)
 GROUND_TRUTH, META = "data/ILSVRC2012_validation_ground_truth.txt", "data/meta.mat"
 VAL_NAME = "ILSVRC2012_val_{:08d}.JPEG"
 VAL_RE = re.compile(r"ILSVRC2012_val_(\d{8})\.JPEG$")
@@ -69,6 +73,7 @@ SCHEMA = pa.schema([("image", IMAGE_TYPE), ("label", pa.int64())])
 
 # ---------------------------------------------------------------------------------------------- names
 
+
 @lru_cache(maxsize=1)
 def _metadata():
     """open_clip.zero_shot_metadata, loaded from its file (importing open_clip itself would import torch)."""
@@ -76,7 +81,9 @@ def _metadata():
     for folder in (spec.submodule_search_locations or []) if spec else []:
         path = Path(folder) / "zero_shot_metadata.py"
         if path.is_file():
-            module_spec = importlib.util.spec_from_file_location("_vlmgrid_open_clip_zero_shot_metadata", path)
+            module_spec = importlib.util.spec_from_file_location(
+                "_vlmgrid_open_clip_zero_shot_metadata", path
+            )
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
             return module
@@ -88,7 +95,9 @@ def _metadata():
 def classnames() -> list[str]:
     names = list(_metadata().IMAGENET_CLASSNAMES)
     if len(names) != N_CLASSES:
-        raise VlmgridError(f"open_clip's IMAGENET_CLASSNAMES has {len(names)} names, not {N_CLASSES}; reinstall open_clip_torch")
+        raise VlmgridError(
+            f"open_clip's IMAGENET_CLASSNAMES has {len(names)} names, not {N_CLASSES}; reinstall open_clip_torch"
+        )
     return names
 
 
@@ -143,19 +152,29 @@ def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
             where = f"{path} row {n}"
             label = row["label"]
             if label is None or not 0 <= int(label) < N_CLASSES:
-                raise VlmgridError(f"{where}: label {label!r} is outside 0..{N_CLASSES - 1}; this is not the validation split (the test split has no labels): check the files")
+                raise VlmgridError(
+                    f"{where}: label {label!r} is outside 0..{N_CLASSES - 1}; this is not the validation split (the test split has no labels): check the files"
+                )
             image = store.add(row["image"], where)
             if image is None:
-                raise VlmgridError(f"{where}: has no image; the file is damaged: delete it and run prepare again")
+                raise VlmgridError(
+                    f"{where}: has no image; the file is damaged: delete it and run prepare again"
+                )
             hint = (row["image"] or {}).get("path") or ""
             items.append((Path(hint).stem, image, int(label)))
     stems = [stem for stem, _, _ in items]
     use_stems = all(stems) and len(set(stems)) == len(stems)
-    rows = [classification_record(stem if use_stems else f"validation-{k:05d}", image, names, label) for k, (stem, image, label) in enumerate(items)]
-    return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, label_names or []))
+    rows = [
+        classification_record(stem if use_stems else f"validation-{k:05d}", image, names, label)
+        for k, (stem, image, label) in enumerate(items)
+    ]
+    return Adapted(
+        records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, label_names or [])
+    )
 
 
 # ---------------------------------------------------------------------------------------------- ILSVRC2012 tree
+
 
 def leaf_synsets(meta_mat: bytes | Path, where: str) -> dict[int, str]:
     """{ILSVRC2012_ID: WNID} of the 1,000 leaf synsets (ids 1..1000, num_children 0) of a devkit meta.mat."""
@@ -167,18 +186,27 @@ def leaf_synset_words(meta_mat: bytes | Path, where: str) -> dict[int, tuple[str
     import scipy.io
 
     try:
-        content = scipy.io.loadmat(io.BytesIO(meta_mat) if isinstance(meta_mat, bytes) else meta_mat, squeeze_me=True)
+        content = scipy.io.loadmat(
+            io.BytesIO(meta_mat) if isinstance(meta_mat, bytes) else meta_mat, squeeze_me=True
+        )
         synsets = np.atleast_1d(content["synsets"])
         ids, wnids, children = synsets["ILSVRC2012_ID"], synsets["WNID"], synsets["num_children"]
         words = synsets["words"] if "words" in synsets.dtype.names else [""] * len(ids)
     except KeyError as exc:
-        raise VlmgridError(f"{where}: has no `synsets` struct with field {exc}; it is not the devkit's meta.mat: re-download the devkit") from None
+        raise VlmgridError(
+            f"{where}: has no `synsets` struct with field {exc}; it is not the devkit's meta.mat: re-download the devkit"
+        ) from None
     except Exception as exc:  # scipy raises ValueError, OSError, TypeError... for damaged files
         raise VlmgridError(f"{where}: not a readable .mat file ({exc}); re-download the devkit") from None
-    leaves = {int(i): (str(w), str(t)) for i, w, t, c in zip(ids, wnids, words, children)
-              if 1 <= int(i) <= N_CLASSES and int(c) == 0}
+    leaves = {
+        int(i): (str(w), str(t))
+        for i, w, t, c in zip(ids, wnids, words, children)
+        if 1 <= int(i) <= N_CLASSES and int(c) == 0
+    }
     if sorted(leaves) != list(range(1, N_CLASSES + 1)) or len({w for w, _ in leaves.values()}) != N_CLASSES:
-        raise VlmgridError(f"{where}: does not hold the {N_CLASSES} leaf synsets (ILSVRC2012_ID 1..{N_CLASSES}, distinct WNIDs); re-download the devkit")
+        raise VlmgridError(
+            f"{where}: does not hold the {N_CLASSES} leaf synsets (ILSVRC2012_ID 1..{N_CLASSES}, distinct WNIDs); re-download the devkit"
+        )
     return leaves
 
 
@@ -195,7 +223,9 @@ def _devkit_files(raw_dir: Path) -> tuple[bytes, bytes, str]:
         return read_bytes(folder / META, fix), read_bytes(folder / GROUND_TRUTH, fix), str(folder)
     archive = raw_dir / DEVKIT_TGZ
     if not archive.is_file():
-        raise VlmgridError(f"{raw_dir}: holds neither {DEVKIT_TGZ} nor an extracted {DEVKIT}/ folder; put the ILSVRC2012 devkit there")
+        raise VlmgridError(
+            f"{raw_dir}: holds neither {DEVKIT_TGZ} nor an extracted {DEVKIT}/ folder; put the ILSVRC2012 devkit there"
+        )
     found: dict[str, bytes] = {}
     try:
         with tarfile.open(archive, "r:*") as tar:
@@ -208,7 +238,9 @@ def _devkit_files(raw_dir: Path) -> tuple[bytes, bytes, str]:
         raise VlmgridError(f"{archive}: not a readable .tar.gz archive ({exc}); re-download it") from None
     for key in (META, GROUND_TRUTH):
         if key not in found:
-            raise VlmgridError(f"{archive}: has no {DEVKIT}/{key}; it is not the ILSVRC2012 task 1&2 devkit: re-download it")
+            raise VlmgridError(
+                f"{archive}: has no {DEVKIT}/{key}; it is not the ILSVRC2012 task 1&2 devkit: re-download it"
+            )
     return found[META], found[GROUND_TRUTH], str(archive)
 
 
@@ -239,7 +271,9 @@ def _ground_truth_reader(images: Callable[[Path], Iterator[tuple[int, bytes]]]):
     return lambda raw_dir, bench_dir: _adapt_ground_truth(Path(raw_dir), Path(bench_dir), images)
 
 
-def _adapt_ground_truth(raw_dir: Path, bench_dir: Path, images: Callable[[Path], Iterator[tuple[int, bytes]]]) -> Adapted:
+def _adapt_ground_truth(
+    raw_dir: Path, bench_dir: Path, images: Callable[[Path], Iterator[tuple[int, bytes]]]
+) -> Adapted:
     names = classnames()
     meta, truth, where = _devkit_files(raw_dir)
     leaves = leaf_synset_words(meta, f"{where} ({META})")
@@ -250,21 +284,34 @@ def _adapt_ground_truth(raw_dir: Path, bench_dir: Path, images: Callable[[Path],
     try:
         ids = [int(line) for line in truth.decode("utf-8-sig").split()]
     except (ValueError, UnicodeDecodeError):
-        raise VlmgridError(f"{where}: {GROUND_TRUTH} is not a list of integers; re-download the devkit") from None
+        raise VlmgridError(
+            f"{where}: {GROUND_TRUTH} is not a list of integers; re-download the devkit"
+        ) from None
     bad = [i for i in ids if i not in mapping]
     if bad:
-        raise VlmgridError(f"{where}: {GROUND_TRUTH} holds ILSVRC2012_ID {bad[0]}, outside 1..{N_CLASSES}; re-download the devkit")
+        raise VlmgridError(
+            f"{where}: {GROUND_TRUTH} holds ILSVRC2012_ID {bad[0]}, outside 1..{N_CLASSES}; re-download the devkit"
+        )
     written: set[int] = set()
     for number, data in images(raw_dir):
         if not 1 <= number <= len(ids):
-            raise VlmgridError(f"{raw_dir}: image {VAL_NAME.format(number)} has no line in {GROUND_TRUTH} ({len(ids)} lines); the devkit and images do not match")
+            raise VlmgridError(
+                f"{raw_dir}: image {VAL_NAME.format(number)} has no line in {GROUND_TRUTH} ({len(ids)} lines); the devkit and images do not match"
+            )
         if number not in written:
             fileio.write_bytes(Path(bench_dir) / "images" / VAL_NAME.format(number), data)
             written.add(number)
     missing = [n for n in range(1, len(ids) + 1) if n not in written]
     if missing:
-        raise VlmgridError(f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); the copy is incomplete")
-    rows = [classification_record(Path(VAL_NAME.format(n)).stem, f"images/{VAL_NAME.format(n)}", names, mapping[i]) for n, i in enumerate(ids, start=1)]
+        raise VlmgridError(
+            f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); the copy is incomplete"
+        )
+    rows = [
+        classification_record(
+            Path(VAL_NAME.format(n)).stem, f"images/{VAL_NAME.format(n)}", names, mapping[i]
+        )
+        for n, i in enumerate(ids, start=1)
+    ]
     return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, words))
 
 
@@ -275,7 +322,9 @@ def _timm_info(name: str) -> list[str]:
         path = Path(folder) / "data" / "_info" / name
         if path.is_file():
             return [line for line in path.read_text("utf-8").splitlines() if line.strip()]
-    raise VlmgridError(f"timm's data/_info/{name} is not installed, and it lists the ILSVRC2012 WNIDs a val/<WNID>/ tree needs; install timm (open_clip_torch brings it)")
+    raise VlmgridError(
+        f"timm's data/_info/{name} is not installed, and it lists the ILSVRC2012 WNIDs a val/<WNID>/ tree needs; install timm (open_clip_torch brings it)"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -283,7 +332,9 @@ def sorted_wnids() -> list[str]:
     """The 1,000 ILSVRC2012 WNIDs in sorted order: a hub `label`, an open_clip class index, is an index into it."""
     wnids = [line.strip() for line in _timm_info("imagenet_synsets.txt")]
     if len(wnids) != N_CLASSES or wnids != sorted(set(wnids)):
-        raise VlmgridError(f"timm's data/_info/imagenet_synsets.txt does not list {N_CLASSES} distinct WNIDs in sorted order; reinstall timm")
+        raise VlmgridError(
+            f"timm's data/_info/imagenet_synsets.txt does not list {N_CLASSES} distinct WNIDs in sorted order; reinstall timm"
+        )
     return wnids
 
 
@@ -300,30 +351,49 @@ def adapt_sorted(raw_dir: Path, bench_dir: Path) -> Adapted:
     found: dict[int, tuple[Path, int]] = {}
     for folder in sorted(p for p in val.iterdir() if p.is_dir()):
         if folder.name not in index:
-            raise VlmgridError(f"{folder}: {folder.name!r} is not one of the {N_CLASSES} ILSVRC2012 WNIDs; val/ must hold only the class folders")
+            raise VlmgridError(
+                f"{folder}: {folder.name!r} is not one of the {N_CLASSES} ILSVRC2012 WNIDs; val/ must hold only the class folders"
+            )
         paths = [p for p in sorted(folder.glob("ILSVRC2012_val_*.JPEG")) if VAL_RE.search(p.name)]
         if not paths:
-            raise VlmgridError(f"{folder}: holds no ILSVRC2012_val_*.JPEG image; the class's images are missing: sort the validation images into it again")
+            raise VlmgridError(
+                f"{folder}: holds no ILSVRC2012_val_*.JPEG image; the class's images are missing: sort the validation images into it again"
+            )
         for path in paths:
             number = int(VAL_RE.search(path.name).group(1))
             if number in found:
-                raise VlmgridError(f"{path}: {path.name} is also in {found[number][0].parent}; an image belongs to one class folder: sort the validation images again")
+                raise VlmgridError(
+                    f"{path}: {path.name} is also in {found[number][0].parent}; an image belongs to one class folder: sort the validation images again"
+                )
             found[number] = (path, index[folder.name])
     rows = []
     for number in sorted(found):
         path, label = found[number]
         within(val, Path(path.parent.name) / path.name, f"class folder {path.parent.name}")
-        fileio.write_bytes(Path(bench_dir) / "images" / path.name, read_bytes(path, "sort the validation images into it again"))
+        fileio.write_bytes(
+            Path(bench_dir) / "images" / path.name,
+            read_bytes(path, "sort the validation images into it again"),
+        )
         rows.append(classification_record(path.stem, f"images/{path.name}", names, label))
     lemmas = _wnid_words()
-    return Adapted(records=pd.DataFrame(rows), classes=names, synonyms=synonyms_from_words(names, [lemmas.get(w, "") for w in wnids]))
+    return Adapted(
+        records=pd.DataFrame(rows),
+        classes=names,
+        synonyms=synonyms_from_words(names, [lemmas.get(w, "") for w in wnids]),
+    )
 
 
 DEVKIT_FILES = (DEVKIT_TGZ, f"{DEVKIT}/{META}", f"{DEVKIT}/{GROUND_TRUTH}")
 FLAT, SORTED = "val/ILSVRC2012_val_*.JPEG", "val/n*/ILSVRC2012_val_*.JPEG"
 ILSVRC_LAYOUTS = (
     Layout(f"{VAL_TAR} archive", "", (VAL_TAR,), (VAL_TAR, *DEVKIT_FILES), _ground_truth_reader(_tar_images)),
-    Layout("val/ folder (the val tar extracted)", "", (FLAT,), (FLAT, *DEVKIT_FILES), _ground_truth_reader(_folder_images)),
+    Layout(
+        "val/ folder (the val tar extracted)",
+        "",
+        (FLAT,),
+        (FLAT, *DEVKIT_FILES),
+        _ground_truth_reader(_folder_images),
+    ),
     Layout("val/<WNID>/ folders (sorted by class)", "", (SORTED,), (SORTED,), adapt_sorted),
 )
 
@@ -332,7 +402,8 @@ ILSVRC_LAYOUTS = (
 
 DESCRIPTION = "ImageNet-1k: zero-shot classification of the 50,000 validation images into 1,000 classes"
 
-KIND = classification_kind("imagenet",
+KIND = classification_kind(
+    "imagenet",
     description=DESCRIPTION + " (hub copy ILSVRC/imagenet-1k, gated).",
     templates=templates(),
     expected_count=N_VAL,
@@ -341,7 +412,11 @@ KIND = classification_kind("imagenet",
     adapt=adapt_hub,
     # sha: hub cache snapshot datasets--ILSVRC--imagenet-1k/snapshots/49e2ee26f3810fb5a7536bbf732a7b07389a47b5
     # (read as data/validation*.parquet by several public projects)
-    hub={"repo": "ILSVRC/imagenet-1k", "revision": "49e2ee26f3810fb5a7536bbf732a7b07389a47b5", "split": "validation"},
+    hub={
+        "repo": "ILSVRC/imagenet-1k",
+        "revision": "49e2ee26f3810fb5a7536bbf732a7b07389a47b5",
+        "split": "validation",
+    },
 )
 
 # The same benchmark as `imagenet` (templates, counts) read from the original files.
@@ -352,8 +427,16 @@ ILSVRC_KIND = dataclasses.replace(
     hub=None,
     **layout_fields(ILSVRC_LAYOUTS, "ILSVRC2012"),
     url_files=(  # image-net.org serves these only after a login: download by hand, then use a local source
-        {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz", "md5": "fa75699e90414af021442c21a62c3abf", "name": DEVKIT_TGZ},
-        {"url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_img_val.tar", "md5": "29b22e2961454d5413ddabcf34fc5622", "name": VAL_TAR},
+        {
+            "url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_devkit_t12.tar.gz",
+            "md5": "fa75699e90414af021442c21a62c3abf",
+            "name": DEVKIT_TGZ,
+        },
+        {
+            "url": "https://image-net.org/data/ILSVRC/2012/ILSVRC2012_img_val.tar",
+            "md5": "29b22e2961454d5413ddabcf34fc5622",
+            "name": VAL_TAR,
+        },
     ),
 )
 

@@ -35,9 +35,26 @@ from vlmgrid.errors import VlmgridError
 FILE_PATTERN = "data/train-*.parquet"
 ARCHIVE = "data.zip"
 ARCHIVE_ROOT = "final_data/"
-TEXT_COLUMNS = ("language", "country", "file_name", "source", "license", "level", "category_en",
-                "category_original_lang", "original_question_num", "question")
-AFTER_ANSWER = ("image_png", "image_information", "image_type", "parallel_question_id", "image", "general_category_en")
+TEXT_COLUMNS = (
+    "language",
+    "country",
+    "file_name",
+    "source",
+    "license",
+    "level",
+    "category_en",
+    "category_original_lang",
+    "original_question_num",
+    "question",
+)
+AFTER_ANSWER = (
+    "image_png",
+    "image_information",
+    "image_type",
+    "parallel_question_id",
+    "image",
+    "general_category_en",
+)
 SCHEMA = pa.schema(
     [(name, pa.string()) for name in TEXT_COLUMNS]
     + [("options", pa.list_(pa.string())), ("answer", pa.int64())]
@@ -50,12 +67,21 @@ FEATURES = (
     | {name: {"dtype": "string", "_type": "Value"} for name in AFTER_ANSWER}
 )
 COLUMNS = ("language", "question", "options", "answer", "image")
-METADATA = ("country", "level", "category_en", "general_category_en", "image_type", "image_information",
-            "parallel_question_id", "license")
+METADATA = (
+    "country",
+    "level",
+    "category_en",
+    "general_category_en",
+    "image_type",
+    "image_information",
+    "parallel_question_id",
+    "license",
+)
 TEXT_ONLY_MARKS = ("", "none", "nan", "null")
 
 
 # ---------------------------------------------------------------------------------------------- adapter
+
 
 def _is_text_only(image: Any) -> bool:
     return image is None or str(image).strip().lower() in TEXT_ONLY_MARKS
@@ -78,7 +104,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     try:
         archive = zipfile.ZipFile(archive_path)
     except (OSError, zipfile.BadZipFile) as exc:
-        raise VlmgridError(f"{archive_path}: not a readable zip archive ({exc}); delete it and run prepare again") from None
+        raise VlmgridError(
+            f"{archive_path}: not a readable zip archive ({exc}); delete it and run prepare again"
+        ) from None
     store = ImageStore(bench_dir)
     rows = []
     with archive:
@@ -91,7 +119,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 answer = checked_answer_index(where, row["answer"], options, "options")
                 language = _plain(row["language"]).strip()
                 if not language:
-                    raise VlmgridError(f"{where}: has no `language`; the file is not Kaleidoscope's: check the source")
+                    raise VlmgridError(
+                        f"{where}: has no `language`; the file is not Kaleidoscope's: check the source"
+                    )
                 image = None
                 if not _is_text_only(row["image"]):
                     member = _member(str(row["image"]), names)
@@ -100,20 +130,26 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                             f"{where}: image {row['image']!r} is not in {archive_path} (looked for it as given and "
                             f"under {ARCHIVE_ROOT}); the archive is incomplete or another version: re-download it"
                         )
-                    image = store.add({"bytes": zip_file(archive_path, archive, member), "path": member}, where)
-                rows.append({
-                    **choice_record(f"train-{n}", image, _plain(row["question"]), options, answer),
-                    "language": language,
-                    **{key: _plain(row[key]) for key in METADATA},
-                    "modality": "text-only" if image is None else "multimodal",
-                })
+                    image = store.add(
+                        {"bytes": zip_file(archive_path, archive, member), "path": member}, where
+                    )
+                rows.append(
+                    {
+                        **choice_record(f"train-{n}", image, _plain(row["question"]), options, answer),
+                        "language": language,
+                        **{key: _plain(row[key]) for key in METADATA},
+                        "modality": "text-only" if image is None else "multimodal",
+                    }
+                )
     records = pd.DataFrame(rows)
     # pandas would turn the text-only items' None into NaN next to strings; records keep null paths.
     records["image"] = pd.Series([row["image"] for row in rows], dtype=object)
     return Adapted(records=records)
 
 
-KIND = question_kind("kaleidoscope", "exam_choice",
+KIND = question_kind(
+    "kaleidoscope",
+    "exam_choice",
     metric="kaleidoscope",
     breakdown_by=("language", "modality", "image_type", "category_en", "general_category_en"),
     description="Kaleidoscope: in-language exam questions in 18 languages, with and without an image (20,911, multiple choice).",

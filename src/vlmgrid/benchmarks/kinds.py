@@ -93,7 +93,9 @@ class BenchmarkKind:
     url_files: tuple[Mapping[str, str], ...] = ()
     hub: Mapping[str, str] | None = None
     parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
-    lenient_parsers: Mapping[str, str] = field(default_factory=dict)  # variant ("*": any) -> parser of the lenient figure
+    lenient_parsers: Mapping[str, str] = field(
+        default_factory=dict
+    )  # variant ("*": any) -> parser of the lenient figure
     local_only: bool = False  # no published copy (DANCE): read from a `local` folder (or made by a fixture)
     variants: Mapping[str, int] = field(default_factory=dict)  # other published copies: {name: item count}
     hub_files: tuple[str, ...] = ()  # the raw_files of the hub copy's layout; () = all of raw_files
@@ -130,8 +132,15 @@ class BenchmarkKind:
 def classification_kind(name: str, **fields) -> BenchmarkKind:
     """A classification kind: the protocol, record shape, metric, breakdown and parser that every
     classification set shares."""
-    return BenchmarkKind(name=name, protocol="classification", shape=CLASSIFICATION, metric="classification",
-                         breakdown_by=(), parser="open_class", **fields)
+    return BenchmarkKind(
+        name=name,
+        protocol="classification",
+        shape=CLASSIFICATION,
+        metric="classification",
+        breakdown_by=(),
+        parser="open_class",
+        **fields,
+    )
 
 
 # What a question protocol fixes of every kind that uses it: the record shape, and the options every item
@@ -150,4 +159,3 @@ def question_kind(name: str, protocol: str, **fields) -> BenchmarkKind:
     """A kind whose items are questions (every protocol but classification): no templates, and the record
     shape (and option count) its protocol fixes (QUESTION_PROTOCOLS)."""
     return BenchmarkKind(name=name, protocol=protocol, templates=(), **QUESTION_PROTOCOLS[protocol], **fields)
-

@@ -61,11 +61,15 @@ class Layout:
                 try:
                     if Path(name).is_file():
                         found.add(Path(name))
-                except PermissionError:  # a folder whose names can be listed but whose files cannot be reached
+                except (
+                    PermissionError
+                ):  # a folder whose names can be listed but whose files cannot be reached
                     folder = Path(name).parent
-                    raise VlmgridError(f"{folder} cannot be entered by this user (permission denied), so its files "
-                                       f"cannot be read; make the release readable (`chmod -R a+rX {raw_dir}`) and "
-                                       "run again") from None
+                    raise VlmgridError(
+                        f"{folder} cannot be entered by this user (permission denied), so its files "
+                        f"cannot be read; make the release readable (`chmod -R a+rX {raw_dir}`) and "
+                        "run again"
+                    ) from None
         return sorted(found)
 
     def names_file(self, path: Path) -> bool:
@@ -118,7 +122,9 @@ class Layouts:
                 f"{raw}: holds no {self.kind} data in a layout vlmgrid reads; it needs {self._expected()}"
             )
         if len(found) > 1:
-            names = ", ".join(f"{files[0].relative_to(raw).as_posix()} ({layout.name})" for layout, files in found)
+            names = ", ".join(
+                f"{files[0].relative_to(raw).as_posix()} ({layout.name})" for layout, files in found
+            )
             raise VlmgridError(
                 f"{raw}: holds {self.kind} data in more than one layout ({names}); point `path` at a folder "
                 f"holding one of them"
@@ -127,7 +133,9 @@ class Layouts:
         if layout.one_file:
             if len(files) > 1:
                 names = ", ".join(f.name for f in files)
-                raise VlmgridError(f"{raw}: holds {len(files)} {self.kind} files ({names}); point `path` at the one to read")
+                raise VlmgridError(
+                    f"{raw}: holds {len(files)} {self.kind} files ({names}); point `path` at the one to read"
+                )
             return layout, files[0]
         return layout, raw
 

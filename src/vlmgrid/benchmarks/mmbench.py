@@ -56,17 +56,53 @@ from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "en/dev-*.parquet"
 # The authors' and VLMEvalKit's English dev files (the 2023-07-12 one is LLaVA-1.5's).
-TSV_PATTERNS = ("mmbench_dev_20230712.tsv", "mmbench_dev_en_*.tsv", "MMBench_DEV_EN.tsv", "MMBench_DEV_EN_V11.tsv")
-TSV_HEADER = ("index", "question", "hint", "A", "B", "C", "D", "answer", "category", "image", "source",
-              "l2-category", "comment", "split")
+TSV_PATTERNS = (
+    "mmbench_dev_20230712.tsv",
+    "mmbench_dev_en_*.tsv",
+    "MMBench_DEV_EN.tsv",
+    "MMBench_DEV_EN_V11.tsv",
+)
+TSV_HEADER = (
+    "index",
+    "question",
+    "hint",
+    "A",
+    "B",
+    "C",
+    "D",
+    "answer",
+    "category",
+    "image",
+    "source",
+    "l2-category",
+    "comment",
+    "split",
+)
 TSV_COLUMNS = ("index", "question", "hint", "A", "B", "C", "D", "answer", "category", "l2-category", "image")
 IMAGE_REFERENCE = 64  # VLMEvalKit: an image cell this short holds the index of the row that has the image
 LETTERS = ("A", "B", "C", "D")
 GROUP = 1_000_000
 COLUMNS = ("index", "question", "hint", "A", "B", "C", "D", "answer", "category", "L2-category", "image")
-TEXT = ("question", "hint", "A", "B", "C", "D", "answer", "category", "source", "L2-category", "comment", "split")
-SCHEMA = pa.schema([("index", pa.int64())] + [(name, pa.string()) for name in TEXT[:8]] + [("image", IMAGE_TYPE)]
-                   + [(name, pa.string()) for name in TEXT[8:]])
+TEXT = (
+    "question",
+    "hint",
+    "A",
+    "B",
+    "C",
+    "D",
+    "answer",
+    "category",
+    "source",
+    "L2-category",
+    "comment",
+    "split",
+)
+SCHEMA = pa.schema(
+    [("index", pa.int64())]
+    + [(name, pa.string()) for name in TEXT[:8]]
+    + [("image", IMAGE_TYPE)]
+    + [(name, pa.string()) for name in TEXT[8:]]
+)
 FEATURES = (
     {"index": {"dtype": "int64", "_type": "Value"}}
     | {name: {"dtype": "string", "_type": "Value"} for name in TEXT[:8]}
@@ -83,7 +119,9 @@ def _missing(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() in ("", "nan")
 
 
-def rotate(options: list[str], answer_index: int, shift: int, span: int | None = None) -> tuple[list[str], int]:
+def rotate(
+    options: list[str], answer_index: int, shift: int, span: int | None = None
+) -> tuple[list[str], int]:
     """Copy `shift` of a circular question in the authors' convention: position i holds the original option
     (i - shift) mod span, for the first `span` options (all of them by default); later options keep their
     place (the authors' two-copy questions rotate A-C and keep D). Returns the options and the gold index."""
@@ -94,18 +132,23 @@ def rotate(options: list[str], answer_index: int, shift: int, span: int | None =
 
 # ---------------------------------------------------------------------------------------------- adapter
 
+
 def _options(row: Mapping[str, Any], where: str) -> list[str]:
     present = [not _missing(row[letter]) for letter in LETTERS]
     n = sum(present)
     if n < 2 or not all(present[:n]):
-        raise VlmgridError(f"{where}: options A-D must be at least 2 given in order (A, B, ...), not {[row[letter] for letter in LETTERS]!r}; re-download the file")
+        raise VlmgridError(
+            f"{where}: options A-D must be at least 2 given in order (A, B, ...), not {[row[letter] for letter in LETTERS]!r}; re-download the file"
+        )
     return [str(row[letter]) for letter in LETTERS[:n]]
 
 
 def _answer_index(row: Mapping[str, Any], n: int, where: str) -> int:
     answer = str(row["answer"] or "").strip().upper()
     if answer not in LETTERS[:n]:
-        raise VlmgridError(f"{where}: answer {row['answer']!r} is not one of its options {', '.join(LETTERS[:n])}; re-download the file")
+        raise VlmgridError(
+            f"{where}: answer {row['answer']!r} is not one of its options {', '.join(LETTERS[:n])}; re-download the file"
+        )
     return LETTERS.index(answer)
 
 
@@ -113,7 +156,9 @@ def _index(value: Any, where: str) -> int:
     try:
         index = int(str(value).strip())
     except ValueError:
-        raise VlmgridError(f"{where}: index {value!r} is not an integer; the file is not MMBench: check the source") from None
+        raise VlmgridError(
+            f"{where}: index {value!r} is not an integer; the file is not MMBench: check the source"
+        ) from None
     if index < 0:
         raise VlmgridError(f"{where}: index {index} is negative; the file is not MMBench: check the source")
     return index
@@ -139,12 +184,17 @@ def _check_copy(row: Mapping[str, Any], where: str, index: int, original: tuple[
     """A copy must hold its original question's option texts and correct option text (in any order)."""
     group = index % GROUP
     if original is None:
-        raise VlmgridError(f"{where}: circular copy {index} has no original question {group}; the copy is incomplete: re-download it")
+        raise VlmgridError(
+            f"{where}: circular copy {index} has no original question {group}; the copy is incomplete: re-download it"
+        )
     base, base_where = original
     base_options = _options(base, base_where)
     options = _options(row, where)
     answer = _answer_index(row, len(options), where)
-    if sorted(options) != sorted(base_options) or options[answer] != base_options[_answer_index(base, len(base_options), base_where)]:
+    if (
+        sorted(options) != sorted(base_options)
+        or options[answer] != base_options[_answer_index(base, len(base_options), base_where)]
+    ):
         raise VlmgridError(
             f"{where}: circular copy {index} does not hold the options and correct answer of question {group} "
             f"({base_where}); the file is damaged or another MMBench version: check the source"
@@ -161,7 +211,9 @@ def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
     """The TSV's rows as the hub's columns (L2-category; image as {bytes, path}), each image decoded from its
     base64 or from the row it refers to. Rows are numbered as lines of the file (the header is line 1)."""
     try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:  # -sig: a byte-order mark (Excel) is no header
+        with open(
+            path, encoding="utf-8-sig", newline=""
+        ) as handle:  # -sig: a byte-order mark (Excel) is no header
             csv.field_size_limit(sys.maxsize)  # an image cell is far longer than csv's default limit
             reader = csv.reader(handle, delimiter="\t")
             header = next(reader, None)
@@ -176,21 +228,29 @@ def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
                 if not any(cell.strip() for cell in cells):
                     continue
                 if len(cells) != len(header):
-                    raise VlmgridError(f"{path} line {n}: has {len(cells)} cells, not the header's {len(header)}; the file is damaged: re-download it")
+                    raise VlmgridError(
+                        f"{path} line {n}: has {len(cells)} cells, not the header's {len(header)}; the file is damaged: re-download it"
+                    )
                 rows.append((dict(zip(header, cells)), f"{path} line {n}"))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise VlmgridError(f"{path}: not a readable tab-separated UTF-8 file ({exc}); re-download it") from None
+        raise VlmgridError(
+            f"{path}: not a readable tab-separated UTF-8 file ({exc}); re-download it"
+        ) from None
     images = {row["index"].strip(): row["image"] for row, _ in rows}
     for row, where in rows:
         data = row["image"].strip()
         if len(data) <= IMAGE_REFERENCE:  # the index of the row holding this row's image
             if len(images.get(data, "")) <= IMAGE_REFERENCE:
-                raise VlmgridError(f"{where}: image {data!r} is neither an image nor the index of a row with one; the file is damaged: re-download it")
+                raise VlmgridError(
+                    f"{where}: image {data!r} is neither an image nor the index of a row with one; the file is damaged: re-download it"
+                )
             data = images[data].strip()
         try:
             image = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
-            raise VlmgridError(f"{where}: image is not base64 text; the file is damaged: re-download it") from None
+            raise VlmgridError(
+                f"{where}: image is not base64 text; the file is damaged: re-download it"
+            ) from None
         yield {**row, "L2-category": row["l2-category"], "image": {"bytes": image, "path": None}}, where
 
 
@@ -211,7 +271,9 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
     for row, where in rows_of:
         index = _index(row["index"], where)
         if index in seen:
-            raise VlmgridError(f"{where}: index {index} appears twice; the raw files repeat a row: re-download them")
+            raise VlmgridError(
+                f"{where}: index {index} appears twice; the raw files repeat a row: re-download them"
+            )
         seen.add(index)
         rows.append((index, row, where))
     originals = {index: (row, where) for index, row, where in rows if index < GROUP}
@@ -233,14 +295,26 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
     return Adapted(records=pd.DataFrame(records))
 
 
-LAYOUTS = Layouts("mmbench", [
-    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
-    Layout("tsv", f"one of the authors' TSV files ({', '.join(TSV_PATTERNS)})", TSV_PATTERNS, TSV_PATTERNS,
-           rows_adapter(_tsv_rows, _adapt_rows), one_file=True, sniff=_is_tsv),
-])
+LAYOUTS = Layouts(
+    "mmbench",
+    [
+        hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
+        Layout(
+            "tsv",
+            f"one of the authors' TSV files ({', '.join(TSV_PATTERNS)})",
+            TSV_PATTERNS,
+            TSV_PATTERNS,
+            rows_adapter(_tsv_rows, _adapt_rows),
+            one_file=True,
+            sniff=_is_tsv,
+        ),
+    ],
+)
 
 
-KIND = question_kind("mmbench", "multiple_choice",
+KIND = question_kind(
+    "mmbench",
+    "multiple_choice",
     metric="mmbench_circular",
     breakdown_by=("category",),
     description="MMBench (en dev): multiple-choice perception and reasoning questions, scored with circular evaluation.",
@@ -254,7 +328,12 @@ KIND = question_kind("mmbench", "multiple_choice",
     parser="mmbench",
     # sha: pinned as lmms-lab/MMBench@56ba1af8954932c4804bd3f522e05ed96e63b654 in a public revision table, and
     # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split dev.
-    hub={"repo": "lmms-lab/MMBench", "revision": "56ba1af8954932c4804bd3f522e05ed96e63b654", "config": "en", "split": "dev"},
+    hub={
+        "repo": "lmms-lab/MMBench",
+        "revision": "56ba1af8954932c4804bd3f522e05ed96e63b654",
+        "config": "en",
+        "split": "dev",
+    },
 )
 
 adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

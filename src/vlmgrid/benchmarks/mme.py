@@ -55,8 +55,20 @@ SCHEMA = pa.schema(
 FEATURES = {name: {"dtype": "string", "_type": "Value"} for name in COLUMNS} | {"image": {"_type": "Image"}}
 # The 14 subtasks, spelled as in the dataset (perception: the first 10; cognition: the last 4).
 CATEGORIES = (
-    "existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR",
-    "commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning",
+    "existence",
+    "count",
+    "position",
+    "color",
+    "posters",
+    "celebrity",
+    "scene",
+    "landmark",
+    "artwork",
+    "OCR",
+    "commonsense_reasoning",
+    "numerical_calculation",
+    "text_translation",
+    "code_reasoning",
 )
 
 
@@ -68,6 +80,7 @@ RESTORE = "restore it from MME_Benchmark_release_version"
 
 
 # ---------------------------------------------------------------------------------------------- adapter
+
 
 def _hub_rows(raw_dir: Path):
     for path in find_raw(raw_dir, FILE_PATTERN):
@@ -87,8 +100,10 @@ def _release_rows(root: Path):
             for listed in (question_dir, image_dir):
                 os.listdir(listed)  # a glob passes over a folder it cannot read as if it were empty
         except PermissionError as exc:
-            raise VlmgridError(f"{exc.filename} cannot be read by this user (permission denied); make the release "
-                               f"readable (`chmod -R a+rX {root}`) and run again") from None
+            raise VlmgridError(
+                f"{exc.filename} cannot be read by this user (permission denied); make the release "
+                f"readable (`chmod -R a+rX {root}`) and run again"
+            ) from None
         for path in sorted(question_dir.glob("*.txt")):
             within(question_dir, path.name, f"MME subtask {category}")
             images = [image_dir / (path.stem + suffix) for suffix in IMAGE_SUFFIXES]
@@ -107,9 +122,19 @@ def _release_rows(root: Path):
                 where = f"{path} line {n}"
                 parts = line.strip().split("\t")
                 if len(parts) != 2:
-                    raise VlmgridError(f"{where}: is not `question<TAB>Yes|No` ({line!r}); restore the file from MME_Benchmark_release_version")
-                yield ({"question_id": f"{category}/{image.name}", "question": parts[0], "answer": parts[1],
-                        "category": category, "image": {"bytes": data, "path": image.name}}, where)
+                    raise VlmgridError(
+                        f"{where}: is not `question<TAB>Yes|No` ({line!r}); restore the file from MME_Benchmark_release_version"
+                    )
+                yield (
+                    {
+                        "question_id": f"{category}/{image.name}",
+                        "question": parts[0],
+                        "answer": parts[1],
+                        "category": category,
+                        "image": {"bytes": data, "path": image.name},
+                    },
+                    where,
+                )
 
 
 def _adapt_rows(rows_of, bench_dir: Path) -> Adapted:
@@ -119,7 +144,9 @@ def _adapt_rows(rows_of, bench_dir: Path) -> Adapted:
     for row, where in rows_of:
         answer = str(row["answer"] or "").strip().lower()
         if answer not in ("yes", "no"):
-            raise VlmgridError(f"{where}: answer {row['answer']!r} is not Yes/No; the file is damaged or not MME: re-download it")
+            raise VlmgridError(
+                f"{where}: answer {row['answer']!r} is not Yes/No; the file is damaged or not MME: re-download it"
+            )
         question_id = str(row["question_id"] or "").strip()
         if not question_id:
             raise VlmgridError(f"{where}: has no question_id; the file is damaged or not MME: re-download it")
@@ -133,7 +160,9 @@ def _adapt_rows(rows_of, bench_dir: Path) -> Adapted:
         seen[question_id] += 1
         rows.append(
             {
-                **yes_no_record(f"{question_id}#{k}", store.add(row["image"], where), row["question"], answer),
+                **yes_no_record(
+                    f"{question_id}#{k}", store.add(row["image"], where), row["question"], answer
+                ),
                 "category": category,
                 "image_id": question_id,
             }
@@ -142,23 +171,39 @@ def _adapt_rows(rows_of, bench_dir: Path) -> Adapted:
 
 
 def _release_layout(name: str, prefix: str) -> Layout:
-    markers = tuple(f"{prefix}{c}/{pattern}" for c in CATEGORIES for pattern in ("*.txt", f"{QUESTIONS}/*.txt"))
-    images = tuple(f"{prefix}{c}/{folder}*{suffix}" for c in CATEGORIES for folder in ("", f"{IMAGES}/")
-                   for suffix in IMAGE_SUFFIXES)
+    markers = tuple(
+        f"{prefix}{c}/{pattern}" for c in CATEGORIES for pattern in ("*.txt", f"{QUESTIONS}/*.txt")
+    )
+    images = tuple(
+        f"{prefix}{c}/{folder}*{suffix}"
+        for c in CATEGORIES
+        for folder in ("", f"{IMAGES}/")
+        for suffix in IMAGE_SUFFIXES
+    )
     where = f"{prefix}<subtask>/" if prefix else "<subtask>/"
-    return Layout(name, f"the release's subtask folders ({where}<name>.txt beside <name>.jpg|png, or in "
-                        f"{QUESTIONS}/ and {IMAGES}/)", markers, markers + images,
-                  lambda raw_dir, bench_dir: _adapt_rows(_release_rows(raw_dir / prefix), bench_dir))
+    return Layout(
+        name,
+        f"the release's subtask folders ({where}<name>.txt beside <name>.jpg|png, or in "
+        f"{QUESTIONS}/ and {IMAGES}/)",
+        markers,
+        markers + images,
+        lambda raw_dir, bench_dir: _adapt_rows(_release_rows(raw_dir / prefix), bench_dir),
+    )
 
 
-LAYOUTS = Layouts("mme", [
-    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
-    _release_layout("release", ""),
-    _release_layout("release_nested", NESTED),
-])
+LAYOUTS = Layouts(
+    "mme",
+    [
+        hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
+        _release_layout("release", ""),
+        _release_layout("release_nested", NESTED),
+    ],
+)
 
 
-KIND = question_kind("mme", "yes_no",
+KIND = question_kind(
+    "mme",
+    "yes_no",
     metric="mme",
     breakdown_by=("category",),
     description="MME: yes/no perception and cognition questions over 14 subtasks, two questions per image (2,374 items).",

@@ -42,12 +42,15 @@ CORRECTIONS: dict[int, tuple[tuple[str, str], str, str]] = {
 
 # ---------------------------------------------------------------------------------------------- adapter
 
+
 def _read_questions(path: Path) -> list[dict[str, str]]:
     text = read_text(path, "delete it and run prepare again")
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in HEADER if c not in (reader.fieldnames or [])]
     if missing:
-        raise VlmgridError(f"{path}: has no column {missing[0]!r} (it has {reader.fieldnames}); the file is not MMVP's Questions.csv: check the source")
+        raise VlmgridError(
+            f"{path}: has no column {missing[0]!r} (it has {reader.fieldnames}); the file is not MMVP's Questions.csv: check the source"
+        )
     return [row for row in reader if any((v or "").strip() for v in row.values() if isinstance(v, str))]
 
 
@@ -77,23 +80,37 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
         try:
             index = int(str(row["Index"]).strip())
         except ValueError:
-            raise VlmgridError(f"{where}: Index {row['Index']!r} is not an integer; re-download the file") from None
+            raise VlmgridError(
+                f"{where}: Index {row['Index']!r} is not an integer; re-download the file"
+            ) from None
         match = OPTIONS.match(row["Options"] or "")
         if not match:
-            raise VlmgridError(f"{where}: Options {row['Options']!r} is not \"(a) X (b) Y\"; re-download the file")
+            raise VlmgridError(
+                f'{where}: Options {row["Options"]!r} is not "(a) X (b) Y"; re-download the file'
+            )
         options = (match.group(1), match.group(2))
         label_match = LABEL.match(row["Correct Answer"] or "")
         if not label_match:
-            raise VlmgridError(f"{where}: Correct Answer {row['Correct Answer']!r} is not (a) or (b); re-download the file")
+            raise VlmgridError(
+                f"{where}: Correct Answer {row['Correct Answer']!r} is not (a) or (b); re-download the file"
+            )
         label, corrected = correct_label(index, options, label_match.group(1).lower(), where)
         image_path = within(raw_dir / IMAGE_DIR, f"{index}.jpg", f"{where} (Index {index})")
         if not image_path.is_file():
-            raise VlmgridError(f"{image_path}: missing (Index {index} of {path}); re-download the image folder")
+            raise VlmgridError(
+                f"{image_path}: missing (Index {index} of {path}); re-download the image folder"
+            )
         answer_index = "ab".index(label)
         rows.append(
             {
                 "id": str(index),
-                "image": store.add({"bytes": read_bytes(image_path, "re-download the image folder"), "path": f"{IMAGE_DIR}/{image_path.name}"}, where),
+                "image": store.add(
+                    {
+                        "bytes": read_bytes(image_path, "re-download the image folder"),
+                        "path": f"{IMAGE_DIR}/{image_path.name}",
+                    },
+                    where,
+                ),
                 "question": row["Question"],
                 "options": list(options),
                 "options_text": row["Options"],  # as the CSV writes them: the authors' prompt shows this text
@@ -113,7 +130,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = question_kind("mmvp", "multiple_choice",
+KIND = question_kind(
+    "mmvp",
+    "multiple_choice",
     metric="mmvp",
     breakdown_by=(),
     description="MMVP: 150 pairs of CLIP-blind images, the same two-option question each (300 items, scored by pairs).",

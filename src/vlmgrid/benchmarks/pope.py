@@ -36,6 +36,7 @@ FEATURES = {name: {"dtype": "string", "_type": "Value"} for name in COLUMNS} | {
 
 # ---------------------------------------------------------------------------------------------- adapter
 
+
 def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     store = ImageStore(bench_dir)
     rows = []
@@ -45,12 +46,21 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 where = f"{path} row {n}"
                 answer = str(row["answer"] or "").strip().lower()
                 if answer not in ("yes", "no"):
-                    raise VlmgridError(f"{where}: answer {row['answer']!r} is not yes/no; the file is damaged or not POPE: re-download it")
+                    raise VlmgridError(
+                        f"{where}: answer {row['answer']!r} is not yes/no; the file is damaged or not POPE: re-download it"
+                    )
                 if row["question_id"] in (None, ""):
-                    raise VlmgridError(f"{where}: has no question_id; the file is damaged or not POPE: re-download it")
+                    raise VlmgridError(
+                        f"{where}: has no question_id; the file is damaged or not POPE: re-download it"
+                    )
                 rows.append(
                     {
-                        **yes_no_record(f"{split}-{row['question_id']}", store.add(row["image"], where), row["question"], answer),
+                        **yes_no_record(
+                            f"{split}-{row['question_id']}",
+                            store.add(row["image"], where),
+                            row["question"],
+                            answer,
+                        ),
                         "split": split,
                         "category": row["category"],
                         "image_source": row["image_source"],
@@ -60,7 +70,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     return Adapted(records=pd.DataFrame(rows))
 
 
-KIND = question_kind("pope", "yes_no",
+KIND = question_kind(
+    "pope",
+    "yes_no",
     metric="pope",
     breakdown_by=("split",),
     description="POPE: yes/no questions on whether an object is in a COCO image (random, popular, adversarial negatives).",

@@ -42,10 +42,18 @@ def _questions(path: Path) -> list[tuple[dict, str]]:
         try:
             question = json.loads(line)
         except ValueError:
-            raise VlmgridError(f"{where}: not a JSON object; the label file is damaged: download it again") from None
-        missing = [key for key in ("question_id", "image", "text", "label") if not isinstance(question, dict) or key not in question]
+            raise VlmgridError(
+                f"{where}: not a JSON object; the label file is damaged: download it again"
+            ) from None
+        missing = [
+            key
+            for key in ("question_id", "image", "text", "label")
+            if not isinstance(question, dict) or key not in question
+        ]
         if missing:
-            raise VlmgridError(f"{where}: has no `{missing[0]}`; the file is not a POPE label file: check the source")
+            raise VlmgridError(
+                f"{where}: has no `{missing[0]}`; the file is not a POPE label file: check the source"
+            )
         questions.append((question, where))
     return questions
 
@@ -58,7 +66,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
         for question, where in _questions(find_raw(raw_dir, LABEL_FILE.format(split=split))[0]):
             answer = str(question["label"]).strip().lower()
             if answer not in ("yes", "no"):
-                raise VlmgridError(f"{where}: label {question['label']!r} is not yes/no; the file is damaged or not POPE: download it again")
+                raise VlmgridError(
+                    f"{where}: label {question['label']!r} is not yes/no; the file is damaged or not POPE: download it again"
+                )
             name = str(question["image"])
             image_path = within(images, name, f"{where} (its image)")
             if not image_path.is_file():
@@ -70,7 +80,15 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 {
                     **yes_no_record(
                         f"{split}-{question['question_id']}",
-                        store.add({"bytes": read_bytes(image_path, "put a readable copy of the COCO image there"), "path": name}, where),
+                        store.add(
+                            {
+                                "bytes": read_bytes(
+                                    image_path, "put a readable copy of the COCO image there"
+                                ),
+                                "path": name,
+                            },
+                            where,
+                        ),
                         str(question["text"]),
                         answer,
                     ),
@@ -94,5 +112,7 @@ KIND = dataclasses.replace(
     hub=None,
     # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at them.
     local_only=True,
-    variants={"llava": 8910},  # LLaVA-1.5's copy (playground/data/eval/pope), its random split 2,910 questions
+    variants={
+        "llava": 8910
+    },  # LLaVA-1.5's copy (playground/data/eval/pope), its random split 2,910 questions
 )

@@ -46,8 +46,9 @@ def within(folder: Path, name: str | Path, what: str) -> Path:
     elsewhere on the disk into the prepared benchmark. `folder` itself may be a link (a shared image folder).
     A name holding a NUL, which no file name can, is refused too (the system refuses to look it up)."""
     if "\0" in str(name):
-        raise VlmgridError(f"{what}: the file name {str(name)!r} holds a NUL character, which no file name can; "
-                           f"fix the name")
+        raise VlmgridError(
+            f"{what}: the file name {str(name)!r} holds a NUL character, which no file name can; fix the name"
+        )
     path = Path(folder) / name
     target = path.resolve()
     if not target.is_relative_to(Path(folder).resolve()):
@@ -96,8 +97,9 @@ def archive_file(archive: Path | str, member: tarfile.TarInfo) -> bool:
     return member.isfile()
 
 
-def extract_images(archive: Path, mode: str, targets: Mapping[str, str], bench_dir: Path, what: str,
-                   listed_in: str) -> None:
+def extract_images(
+    archive: Path, mode: str, targets: Mapping[str, str], bench_dir: Path, what: str, listed_in: str
+) -> None:
     """Writes the tar archive's members named in `targets` ({member name, without a leading "./": path under
     bench_dir/images}) once each, reading the archive in `mode`. An unreadable archive (`what`: ".tgz archive")
     is an error, and so is one that lacks a target, naming `listed_in`, the file that lists it."""
@@ -107,13 +109,19 @@ def extract_images(archive: Path, mode: str, targets: Mapping[str, str], bench_d
             for member in tar:
                 name = member.name[2:] if member.name.startswith("./") else member.name
                 if name in targets and name not in found and archive_file(archive, member):
-                    fileio.write_bytes(Path(bench_dir) / "images" / targets[name], tar.extractfile(member).read())
+                    fileio.write_bytes(
+                        Path(bench_dir) / "images" / targets[name], tar.extractfile(member).read()
+                    )
                     found.add(name)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise VlmgridError(f"{archive}: not a readable {what} ({exc}); delete it and run prepare again") from None
+        raise VlmgridError(
+            f"{archive}: not a readable {what} ({exc}); delete it and run prepare again"
+        ) from None
     missing = sorted(set(targets) - found)
     if missing:
-        raise VlmgridError(f"{archive}: has no {missing[0]} (a test image listed in {listed_in}); the archive is incomplete: re-download it")
+        raise VlmgridError(
+            f"{archive}: has no {missing[0]} (a test image listed in {listed_in}); the archive is incomplete: re-download it"
+        )
 
 
 def zip_file(archive: Path | str, zf: zipfile.ZipFile, name: str) -> bytes:
@@ -129,7 +137,9 @@ def _features_metadata(features: Mapping[str, Any]) -> dict[bytes, bytes]:
     return {b"huggingface": json.dumps({"info": {"features": dict(features)}}).encode("utf-8")}
 
 
-def write_hub_parquet(path: Path, schema: pa.Schema, rows: Sequence[Mapping[str, Any]], features: Mapping[str, Any]) -> None:
+def write_hub_parquet(
+    path: Path, schema: pa.Schema, rows: Sequence[Mapping[str, Any]], features: Mapping[str, Any]
+) -> None:
     """Write rows the way `datasets` does (image = struct {bytes, path}, features in the schema metadata)."""
     table = pa.Table.from_pylist(list(rows), schema=schema.with_metadata(_features_metadata(features)))
     with fileio.atomic_path(path) as tmp:
@@ -141,7 +151,9 @@ def iter_parquet_rows(path: Path, columns: Sequence[str], batch_size: int = 256)
     try:
         handle = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
-        raise VlmgridError(f"{path}: not a readable parquet file ({exc}); delete it and run prepare again") from None
+        raise VlmgridError(
+            f"{path}: not a readable parquet file ({exc}); delete it and run prepare again"
+        ) from None
     missing = [c for c in columns if c not in handle.schema_arrow.names]
     if missing:
         raise VlmgridError(
@@ -152,7 +164,9 @@ def iter_parquet_rows(path: Path, columns: Sequence[str], batch_size: int = 256)
         for batch in handle.iter_batches(batch_size=batch_size, columns=list(columns)):
             yield from batch.to_pylist()
     except (OSError, pa.ArrowException) as exc:
-        raise VlmgridError(f"{path}: could not be read to the end ({exc}); delete it and run prepare again") from None
+        raise VlmgridError(
+            f"{path}: could not be read to the end ({exc}); delete it and run prepare again"
+        ) from None
 
 
 def _extension(data: bytes, hint: str | None) -> str:
@@ -176,7 +190,7 @@ def _inside(where: str, bench_dir: Path) -> str:
     """`where` with the benchmark folder's own path left off (the file must not depend on where data/ lies)."""
     for root in dict.fromkeys((str(bench_dir), str(bench_dir.resolve()))):
         if root not in ("", ".") and where.startswith(root.rstrip("/") + "/"):
-            return where[len(root.rstrip("/")) + 1:]
+            return where[len(root.rstrip("/")) + 1 :]
     return where
 
 

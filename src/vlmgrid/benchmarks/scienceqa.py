@@ -41,10 +41,26 @@ from vlmgrid.benchmarks.records import checked_answer_index, checked_options, ch
 from vlmgrid.errors import VlmgridError
 
 FILE_PATTERN = "ScienceQA-IMG/test-*.parquet"
-TEXT_COLUMNS = ("question", "hint", "task", "grade", "subject", "topic", "category", "skill", "lecture", "solution")
+TEXT_COLUMNS = (
+    "question",
+    "hint",
+    "task",
+    "grade",
+    "subject",
+    "topic",
+    "category",
+    "skill",
+    "lecture",
+    "solution",
+)
 COLUMNS = ("image", "question", "choices", "answer") + TEXT_COLUMNS[1:]
 SCHEMA = pa.schema(
-    [("image", IMAGE_TYPE), ("question", pa.string()), ("choices", pa.list_(pa.string())), ("answer", pa.int8())]
+    [
+        ("image", IMAGE_TYPE),
+        ("question", pa.string()),
+        ("choices", pa.list_(pa.string())),
+        ("answer", pa.int8()),
+    ]
     + [(name, pa.string()) for name in TEXT_COLUMNS[1:]]
 )
 FEATURES = (
@@ -61,6 +77,7 @@ IMAGE_PATTERN = "images/test/*/image.png"
 
 
 # ---------------------------------------------------------------------------------------------- adapter
+
 
 def _hub_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
     n = 0
@@ -81,7 +98,9 @@ def _read_json(path: Path) -> Any:
 
 
 def _field_error(where: str, key: str, value: Any, wanted: str) -> VlmgridError:
-    return VlmgridError(f"{where}: `{key}` is {json.dumps(value)}, not {wanted}; the file is damaged or edited: {RESTORE}")
+    return VlmgridError(
+        f"{where}: `{key}` is {json.dumps(value)}, not {wanted}; the file is damaged or edited: {RESTORE}"
+    )
 
 
 def _release_problem(problem: dict, where: str) -> dict:
@@ -92,7 +111,12 @@ def _release_problem(problem: dict, where: str) -> dict:
         raise _field_error(where, "choices", choices, "a list of at least 2 option texts")
     answer = problem.get("answer")
     if type(answer) is not int or not 0 <= answer < len(choices):
-        raise _field_error(where, "answer", answer, f"the index of one of its {len(choices)} choices (0 to {len(choices) - 1})")
+        raise _field_error(
+            where,
+            "answer",
+            answer,
+            f"the index of one of its {len(choices)} choices (0 to {len(choices) - 1})",
+        )
     question = problem.get("question")
     if not isinstance(question, str) or not question.strip():
         raise _field_error(where, "question", question, "the question's text")
@@ -122,11 +146,15 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
     seen: set[str] = set()
     for pid in splits[SPLIT]:
         if str(pid) in seen:
-            raise VlmgridError(f"{splits_path}: lists test problem {pid!r} twice; one problem is one item: {RESTORE}")
+            raise VlmgridError(
+                f"{splits_path}: lists test problem {pid!r} twice; one problem is one item: {RESTORE}"
+            )
         seen.add(str(pid))
         problem = problems.get(str(pid))
         if not isinstance(problem, dict):
-            raise VlmgridError(f"{splits_path}: lists test problem {pid!r}, which {problems_path} does not hold; the two files are from different releases: restore both")
+            raise VlmgridError(
+                f"{splits_path}: lists test problem {pid!r}, which {problems_path} does not hold; the two files are from different releases: restore both"
+            )
         where = f"{problems_path} problem {pid}"
         name = problem.get("image")
         if not name:
@@ -135,7 +163,9 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
             raise _field_error(where, "image", name, "an image file name (or null)")
         image = within(images, Path(str(pid)) / name, f"{where} (its pid and `image`)")
         if not image.is_file():
-            raise VlmgridError(f"{image}: missing (the image of {where}); unpack the release's test images into {images}")
+            raise VlmgridError(
+                f"{image}: missing (the image of {where}); unpack the release's test images into {images}"
+            )
         row = _release_problem(problem, where)
         data = read_bytes(image, f"restore the image of {where}")
         yield {**row, "image": {"bytes": data, "path": f"{pid}/{image.name}"}, "pid": str(pid)}, where
@@ -150,7 +180,9 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
         answer = checked_answer_index(where, row["answer"], choices, "choices")
         rows.append(
             {
-                **choice_record(f"test-{n}", store.add(row["image"], where), row["question"], choices, answer),
+                **choice_record(
+                    f"test-{n}", store.add(row["image"], where), row["question"], choices, answer
+                ),
                 **{key: row[key] if row[key] is not None else "" for key in METADATA},
                 # the release's problem id, by which LLaVA's ScienceQA files name their answers (the hub has none)
                 **({"pid": row["pid"]} if "pid" in row else {}),
@@ -159,14 +191,24 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
     return Adapted(records=pd.DataFrame(rows))
 
 
-LAYOUTS = Layouts("scienceqa_img", [
-    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
-    Layout("release", f"the release's {PROBLEMS}, {SPLITS} and {IMAGE_PATTERN}", (PROBLEMS,),
-           (PROBLEMS, SPLITS, IMAGE_PATTERN), rows_adapter(_release_rows, _adapt_rows)),
-])
+LAYOUTS = Layouts(
+    "scienceqa_img",
+    [
+        hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
+        Layout(
+            "release",
+            f"the release's {PROBLEMS}, {SPLITS} and {IMAGE_PATTERN}",
+            (PROBLEMS,),
+            (PROBLEMS, SPLITS, IMAGE_PATTERN),
+            rows_adapter(_release_rows, _adapt_rows),
+        ),
+    ],
+)
 
 
-KIND = question_kind("scienceqa_img", "multiple_choice",
+KIND = question_kind(
+    "scienceqa_img",
+    "multiple_choice",
     metric="accuracy",
     breakdown_by=("subject",),
     description="ScienceQA-IMG: multiple-choice science questions about an image (2,017 test items, 2-5 choices).",
@@ -178,7 +220,12 @@ KIND = question_kind("scienceqa_img", "multiple_choice",
     lenient_parsers={"*": "letter"},
     # lmms-lab moved to lmms-lab-encoder in 2026 (history kept); the pin is the commit that uploaded
     # ScienceQA-IMG/ (pufanyi, "Upload dataset").
-    hub={"repo": "lmms-lab/ScienceQA", "revision": "df59f11e9fd34bc02e24b4d5314bb1c86dcd21c0", "config": "ScienceQA-IMG", "split": "test"},
+    hub={
+        "repo": "lmms-lab/ScienceQA",
+        "revision": "df59f11e9fd34bc02e24b4d5314bb1c86dcd21c0",
+        "config": "ScienceQA-IMG",
+        "split": "test",
+    },
 )
 
 adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

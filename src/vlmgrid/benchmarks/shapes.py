@@ -44,7 +44,9 @@ class RecordShape:
 def _classification(options: list, index: int, classes: list[str] | None, where: str) -> list:
     labels = classes or []
     if options:
-        raise VlmgridError(f"{where} has options, but classification items keep their classes in classes.json")
+        raise VlmgridError(
+            f"{where} has options, but classification items keep their classes in classes.json"
+        )
     return labels
 
 
@@ -58,22 +60,28 @@ def _yes_no(options: list, index: int, classes: list[str] | None, where: str) ->
 def _short_answer(options: list, index: int, classes: list[str] | None, where: str) -> list:
     labels = options
     if options or index != -1:
-        raise VlmgridError(f"{where} has options {options!r} / answer_index {index}; short-answer items have no options and answer_index -1: the adapter needs a fix")
+        raise VlmgridError(
+            f"{where} has options {options!r} / answer_index {index}; short-answer items have no options and answer_index -1: the adapter needs a fix"
+        )
     return labels
 
 
 def _ranking(options: list, index: int, classes: list[str] | None, where: str) -> list:
     labels = options  # a query's candidates, as many as the benchmark gives (DANCE: 50), not lettered
     if len(options) < 2:
-        raise VlmgridError(f"{where} has {len(options)} candidate(s); a ranking query needs at least 2: the adapter needs a fix")
+        raise VlmgridError(
+            f"{where} has {len(options)} candidate(s); a ranking query needs at least 2: the adapter needs a fix"
+        )
     return labels
 
 
 def _multiple_choice(options: list, index: int, classes: list[str] | None, where: str) -> list:
     labels = options
     if not 2 <= len(options) <= MAX_OPTIONS:
-        raise VlmgridError(f"{where} has {len(options)} option(s); multiple-choice items need at least 2 and at "
-                           f"most {MAX_OPTIONS} (lettered A to Z): the raw file is damaged or the adapter needs a fix")
+        raise VlmgridError(
+            f"{where} has {len(options)} option(s); multiple-choice items need at least 2 and at "
+            f"most {MAX_OPTIONS} (lettered A to Z): the raw file is damaged or the adapter needs a fix"
+        )
     return labels
 
 
@@ -81,4 +89,6 @@ CLASSIFICATION = RecordShape("classification", has_classes=True, needs_question=
 YES_NO = RecordShape("yes_no", has_classes=False, needs_question=True, labels=_yes_no)
 SHORT_ANSWER = RecordShape("short_answer", has_classes=False, needs_question=True, labels=_short_answer)
 RANKING = RecordShape("ranking", has_classes=False, needs_question=False, labels=_ranking)
-MULTIPLE_CHOICE = RecordShape("multiple_choice", has_classes=False, needs_question=False, labels=_multiple_choice)
+MULTIPLE_CHOICE = RecordShape(
+    "multiple_choice", has_classes=False, needs_question=False, labels=_multiple_choice
+)

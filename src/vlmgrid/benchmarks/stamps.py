@@ -34,8 +34,10 @@ def source_stamp(settings: Mapping[str, Any]) -> dict:
     if kind_name not in BENCHMARKS:
         return {"type": "local", "path": str(raw_dir), "files": []}
     # a `path` naming one file (MMBench's TSV) is that file, by its name
-    files = {path.name if path == raw_dir else path.relative_to(raw_dir).as_posix(): path
-             for path in local_raw_files(BENCHMARKS.get(kind_name), raw_dir)}
+    files = {
+        path.name if path == raw_dir else path.relative_to(raw_dir).as_posix(): path
+        for path in local_raw_files(BENCHMARKS.get(kind_name), raw_dir)
+    }
     return {"type": "local", "path": str(raw_dir), "files": file_stamp(files)}
 
 
@@ -44,9 +46,12 @@ def source_fingerprint(settings: Mapping[str, Any]) -> str:
     return fileio.sha256_json(source_stamp(settings))
 
 
-def write_source_stamps(benchmarks: Mapping[str, Mapping[str, Any]], folder: Path,
-                        stamp_of: Callable[[Mapping[str, Any]], dict] = source_stamp,
-                        label: str = "benchmark") -> list[str]:
+def write_source_stamps(
+    benchmarks: Mapping[str, Mapping[str, Any]],
+    folder: Path,
+    stamp_of: Callable[[Mapping[str, Any]], dict] = source_stamp,
+    label: str = "benchmark",
+) -> list[str]:
     """Write `<name>.json` (source_stamp, with the benchmark's name) into `folder` for each benchmark, and remove
     any other stamp there; a stamp whose text is unchanged is not rewritten. Returns the names written.
     (`stamp_of` and `label`: the same for other entries, e.g. the models' checkpoints, by the fetch stage.)"""

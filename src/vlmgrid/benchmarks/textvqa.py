@@ -82,6 +82,7 @@ FEATURES = {
 
 # ---------------------------------------------------------------------------------------------- adapter
 
+
 def majority_answer(answers: list[str]) -> str:
     """The most common answer (exact strings); a tie goes to the one given first."""
     return Counter(answers).most_common(1)[0][0]
@@ -107,7 +108,9 @@ def _data(path: Path) -> list:
     except (ValueError, AttributeError) as exc:
         raise VlmgridError(f"{path}: not readable TextVQA JSON ({exc}); {RESTORE}") from None
     if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
-        raise VlmgridError(f"{path}: has no `data` list of entries; it is not TextVQA's release file: restore it from textvqa.org")
+        raise VlmgridError(
+            f"{path}: has no `data` list of entries; it is not TextVQA's release file: restore it from textvqa.org"
+        )
     return data
 
 
@@ -123,10 +126,15 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
         image_id = str(entry.get("image_id") or "")
         image = within(raw_dir / IMAGE_DIR, f"{image_id}.jpg", f"{where} (its image_id)")
         if not image_id or not image.is_file():
-            raise VlmgridError(f"{image}: missing (the image of {where}); unpack the release's train_val_images archive into {raw_dir}")
+            raise VlmgridError(
+                f"{image}: missing (the image of {where}); unpack the release's train_val_images archive into {raw_dir}"
+            )
         row = {key: entry.get(key) for key in COLUMNS if key not in ("image", "ocr_tokens")}
         data = read_bytes(image, f"restore the image of {where}")
-        yield {**row, "image": {"bytes": data, "path": image.name}, "ocr_tokens": ocr.get(image_id) or []}, where
+        yield (
+            {**row, "image": {"bytes": data, "path": image.name}, "ocr_tokens": ocr.get(image_id) or []},
+            where,
+        )
 
 
 def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted:
@@ -158,14 +166,24 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
     return Adapted(records=pd.DataFrame(rows))
 
 
-LAYOUTS = Layouts("textvqa", [
-    hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
-    Layout("release", f"the release's {QUESTIONS} and {IMAGE_DIR}/<image_id>.jpg", (QUESTIONS,),
-           (QUESTIONS, OCR, f"{IMAGE_DIR}/*.jpg"), rows_adapter(_release_rows, _adapt_rows)),
-])
+LAYOUTS = Layouts(
+    "textvqa",
+    [
+        hub_layout(FILE_PATTERN, rows_adapter(_hub_rows, _adapt_rows)),
+        Layout(
+            "release",
+            f"the release's {QUESTIONS} and {IMAGE_DIR}/<image_id>.jpg",
+            (QUESTIONS,),
+            (QUESTIONS, OCR, f"{IMAGE_DIR}/*.jpg"),
+            rows_adapter(_release_rows, _adapt_rows),
+        ),
+    ],
+)
 
 
-KIND = question_kind("textvqa", "short_answer",
+KIND = question_kind(
+    "textvqa",
+    "short_answer",
     metric="vqa_accuracy",
     breakdown_by=(),
     description="TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy over 10 answers.",
@@ -175,7 +193,11 @@ KIND = question_kind("textvqa", "short_answer",
     lenient_parsers={"*": "short_answer_lenient"},
     # The pin is the commit a public build script downloads data/validation-0000{0,1,2}-of-00003.parquet
     # from (with their sha256 491649b5..., 909ad12a..., a770d03e...).
-    hub={"repo": "lmms-lab/textvqa", "revision": "9c0699cd19768ac5ab97568f6b3cbac4c0062884", "split": "validation"},
+    hub={
+        "repo": "lmms-lab/textvqa",
+        "revision": "9c0699cd19768ac5ab97568f6b3cbac4c0062884",
+        "split": "validation",
+    },
 )
 
 adapt = KIND.adapt  # reads the one layout the folder holds (LAYOUTS)

@@ -57,8 +57,14 @@ class Shard:
     def metadata(self, job: Job) -> dict:
         """What a shard file records besides a predictions file's metadata: which shard of which job it is."""
         parts = self.parts(job.n_parts)
-        return {"index": self.index, "count": self.count, "parts": [parts.start, parts.stop],
-                "n_parts": job.n_parts, "part_size": job.part_size, "job": job.fingerprint}
+        return {
+            "index": self.index,
+            "count": self.count,
+            "parts": [parts.start, parts.stop],
+            "n_parts": job.n_parts,
+            "part_size": job.part_size,
+            "job": job.fingerprint,
+        }
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,24 @@ class Cell:
     @classmethod
     def in_results(cls, results_dir: Path, model: str, benchmark: str, shard: Shard | None = None) -> Cell:
         if shard is None:
-            return cls(model, benchmark, paths.predictions_path(results_dir, model, benchmark),
-                       paths.partial_dir(results_dir, model, benchmark))
-        return cls(model, benchmark, paths.shard_path(results_dir, model, benchmark, shard.index, shard.count),
-                   paths.shard_partial_dir(results_dir, model, benchmark, shard.index, shard.count), shard)
+            return cls(
+                model,
+                benchmark,
+                paths.predictions_path(results_dir, model, benchmark),
+                paths.partial_dir(results_dir, model, benchmark),
+            )
+        return cls(
+            model,
+            benchmark,
+            paths.shard_path(results_dir, model, benchmark, shard.index, shard.count),
+            paths.shard_partial_dir(results_dir, model, benchmark, shard.index, shard.count),
+            shard,
+        )
 
     def __str__(self) -> str:
-        return f"{self.model} on {self.benchmark}" + (f", shard {self.shard}" if self.shard is not None else "")
+        return f"{self.model} on {self.benchmark}" + (
+            f", shard {self.shard}" if self.shard is not None else ""
+        )
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Cell]:
@@ -95,8 +112,14 @@ class Cell:
 
     def write_not_applicable(self, model_settings: dict, reason: str) -> Path:
         """The file of a cell the model cannot run: no rows, and why (any parts left belong to other settings)."""
-        return write_not_applicable(model_name=self.model, model_settings=model_settings, benchmark=self.benchmark,
-                                    reason=reason, out_path=self.out_path, partial_dir=self.partial_dir)
+        return write_not_applicable(
+            model_name=self.model,
+            model_settings=model_settings,
+            benchmark=self.benchmark,
+            reason=reason,
+            out_path=self.out_path,
+            partial_dir=self.partial_dir,
+        )
 
 
 def _remove_empty_folders(folder: Path, levels: int) -> None:
@@ -126,7 +149,9 @@ class CellPlan:
     gpus: int  # how many GPUs the job holds (0: it runs on the CPU)
     bench_dir: Path
     model_dir: Path  # where the backend loads the weights: the model's folder, or a checkpoint read in place
-    checkpoint: InPlace | None  # the checkpoint read in place, whose fingerprint is part of the job's identity
+    checkpoint: (
+        InPlace | None
+    )  # the checkpoint read in place, whose fingerprint is part of the job's identity
     server: ServerPlan | None  # the server the job starts (a `serve` model), or None
     part_size: int
     check_items: int  # the batch check's sample size (`infer.invariance_items`; 0: no check)

@@ -54,8 +54,10 @@ def sample_positions(benchmark: str, requests: Sequence[int], k: int) -> list[in
 
 def too_small(requests: Sequence[int]) -> str:
     """Why a cell with records has no sample: its first item alone asks more than the check's share."""
-    return (f"the copy is too small for a sample: one item's model requests are more than a tenth of the cell's "
-            f"{sum(requests)} ({len(requests)} items)")
+    return (
+        f"the copy is too small for a sample: one item's model requests are more than a tenth of the cell's "
+        f"{sum(requests)} ({len(requests)} items)"
+    )
 
 
 def _key(row: dict) -> tuple[str, str]:
@@ -64,7 +66,9 @@ def _key(row: dict) -> tuple[str, str]:
 
 def _same(one: dict, other: dict) -> bool:
     """The same answer: the same error (or none), text, chosen option and, for generation, raw text."""
-    return all(one.get(field) == other.get(field) for field in ("error", "raw", "prediction", "prediction_index"))
+    return all(
+        one.get(field) == other.get(field) for field in ("error", "raw", "prediction", "prediction_index")
+    )
 
 
 def _delta(one: dict, other: dict) -> float | None:
@@ -76,7 +80,9 @@ def _delta(one: dict, other: dict) -> float | None:
     return max(deltas) if deltas else None
 
 
-def compare(batched: Sequence[dict], single: Sequence[dict], ids: Sequence[str], batch_size: int | None) -> dict:
+def compare(
+    batched: Sequence[dict], single: Sequence[dict], ids: Sequence[str], batch_size: int | None
+) -> dict:
     """The check's result (score-JSON `invariance`) for the items `ids` (in sample order): `batched` are their
     rows from the cell's run, `single` the same items answered one at a time; an item differs when any of its
     variants does, or a row is in one answer and not the other."""
@@ -94,14 +100,25 @@ def compare(batched: Sequence[dict], single: Sequence[dict], ids: Sequence[str],
                 deltas.append(delta)
         if not same:
             differing.append(item)
-    return {"checked": len(ids), "same": len(ids) - len(differing), "differing": differing,
-            "max_logprob_delta": max(deltas) if deltas else None, "batch_size": batch_size}
+    return {
+        "checked": len(ids),
+        "same": len(ids) - len(differing),
+        "differing": differing,
+        "max_logprob_delta": max(deltas) if deltas else None,
+        "batch_size": batch_size,
+    }
 
 
 def skipped(reason: str) -> dict:
     """The result of a cell whose model does not batch its requests: nothing to check, and why."""
-    return {"checked": 0, "same": 0, "differing": [], "max_logprob_delta": None, "batch_size": None,
-            "skipped": reason}
+    return {
+        "checked": 0,
+        "same": 0,
+        "differing": [],
+        "max_logprob_delta": None,
+        "batch_size": None,
+        "skipped": reason,
+    }
 
 
 def merge(results: Iterable[dict]) -> dict | None:
@@ -114,9 +131,13 @@ def merge(results: Iterable[dict]) -> dict | None:
         return skipped(reasons[0])
     deltas = [r["max_logprob_delta"] for r in results if r.get("max_logprob_delta") is not None]
     sizes = [r["batch_size"] for r in results if r.get("batch_size") is not None]
-    return {"checked": sum(r["checked"] for r in results), "same": sum(r["same"] for r in results),
-            "differing": [item for r in results for item in r["differing"]],
-            "max_logprob_delta": max(deltas) if deltas else None, "batch_size": max(sizes) if sizes else None}
+    return {
+        "checked": sum(r["checked"] for r in results),
+        "same": sum(r["same"] for r in results),
+        "differing": [item for r in results for item in r["differing"]],
+        "max_logprob_delta": max(deltas) if deltas else None,
+        "batch_size": max(sizes) if sizes else None,
+    }
 
 
 def differs(result: dict | None) -> bool:

@@ -45,8 +45,14 @@ class PreparedBenchmark(Protocol):
     prompts_dir: Path
 
 
-def job_fingerprint(model_settings: dict, manifest: dict, protocol: str, bounds: Sequence[int],
-                    prompts: dict[str, str] | None = None, weights: str | None = None) -> str:
+def job_fingerprint(
+    model_settings: dict,
+    manifest: dict,
+    protocol: str,
+    bounds: Sequence[int],
+    prompts: dict[str, str] | None = None,
+    weights: str | None = None,
+) -> str:
     """`weights`: the fingerprint of a checkpoint read in place, whose files can change under the same settings."""
     identity = {
         "model": recorded_settings(model_settings),
@@ -74,8 +80,9 @@ def part_bounds(requests: Sequence[int], part_size: int) -> tuple[int, ...]:
     return tuple(bounds)
 
 
-def write_not_applicable(*, model_name: str, model_settings: dict, benchmark: str, reason: str,
-                         out_path: Path, partial_dir: Path) -> Path:
+def write_not_applicable(
+    *, model_name: str, model_settings: dict, benchmark: str, reason: str, out_path: Path, partial_dir: Path
+) -> Path:
     """The predictions file of a cell that cannot run: no rows; its metadata say so and why."""
     metadata = {
         "model": model_name,
@@ -111,25 +118,46 @@ class Job:
         return max(len(self.bounds) - 1, 0)
 
     def chunk(self, index: int):
-        return self.bench.records.iloc[self.bounds[index]:self.bounds[index + 1]]
+        return self.bench.records.iloc[self.bounds[index] : self.bounds[index + 1]]
 
 
-def make_job(bench: PreparedBenchmark, requests: Sequence[int], *, model_settings: dict, part_size: int,
-             weights: str | None = None) -> Job:
+def make_job(
+    bench: PreparedBenchmark,
+    requests: Sequence[int],
+    *,
+    model_settings: dict,
+    part_size: int,
+    weights: str | None = None,
+) -> Job:
     """The job of one model on a prepared benchmark whose records ask `requests` model requests each (as the cost
     plan counts them: vlmgrid.stages.cost_work.item_requests). The hashes of the benchmark's prompt sets are
     part of the job's identity, so edited prompts never resume old parts; so is `weights`, the fingerprint of a
     checkpoint read in place, so parts of edited weights are never resumed."""
     prompts = prompt_file_hashes(bench.prompts_dir)
     bounds = part_bounds(requests, part_size)
-    fingerprint = job_fingerprint(model_settings, bench.manifest, bench.kind.protocol, bounds, prompts, weights)
-    return Job(bench=bench, prompts=prompts, part_size=part_size, bounds=bounds, fingerprint=fingerprint,
-               requests=tuple(int(count) for count in requests))
+    fingerprint = job_fingerprint(
+        model_settings, bench.manifest, bench.kind.protocol, bounds, prompts, weights
+    )
+    return Job(
+        bench=bench,
+        prompts=prompts,
+        part_size=part_size,
+        bounds=bounds,
+        fingerprint=fingerprint,
+        requests=tuple(int(count) for count in requests),
+    )
 
 
-def predictions_metadata(*, model_name: str, model_settings: dict, job: Job, strategy: str | None,
-                         provenance: dict | None, fallback: str | None = None,
-                         invariance: dict | None = None) -> dict:
+def predictions_metadata(
+    *,
+    model_name: str,
+    model_settings: dict,
+    job: Job,
+    strategy: str | None,
+    provenance: dict | None,
+    fallback: str | None = None,
+    invariance: dict | None = None,
+) -> dict:
     """What a predictions file records about the job that made it (docs/formats.md); `fallback` says how
     `answer_mode: auto` changed the way the model answers, when it did; `invariance` is the batch check's."""
     metadata = {
@@ -156,7 +184,9 @@ def merge_runs(runs: list[dict]) -> list[dict]:
     merged: dict[str, dict] = {}
     for run in runs:
         key = json.dumps({"strategy": run["strategy"], "provenance": run["provenance"]}, sort_keys=True)
-        into = merged.setdefault(key, {"strategy": run["strategy"], "provenance": run["provenance"], "rows": []})
+        into = merged.setdefault(
+            key, {"strategy": run["strategy"], "provenance": run["provenance"], "rows": []}
+        )
         into["rows"].extend([list(rows) for rows in run["rows"]])
     result = []
     for run in merged.values():

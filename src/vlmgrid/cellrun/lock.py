@@ -43,6 +43,7 @@ def cell_lock(partial_dir: Path, cell: str) -> Iterator[Path]:
     """Hold the lock of the job whose parts are in `partial_dir` while the block runs; `cell` names the job in
     the refusal ("random on pope", "random on pope, shard 2/3"). Raises VlmgridError at once when another
     process holds it."""
+
     def refuse(path: Path, holder: dict) -> None:
         raise VlmgridError(_refusal(path, cell, holder))
 
@@ -59,9 +60,12 @@ def exclusive_lock(path: Path, held: Callable[[Path, dict], None]) -> Iterator[P
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = _take(path, held)
     try:
-        holder = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                  "command": shlex.join(sys.argv)}
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": shlex.join(sys.argv),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
         yield path
@@ -108,9 +112,13 @@ def _holder(fd: int) -> dict:
 
 def _refusal(path: Path, cell: str, holder: dict) -> str:
     if "pid" not in holder:
-        return (f"{cell}: another run of this cell holds its lock {path} (a process that has not yet written who "
-                f"it is); wait for it to finish, or stop it, and run this again")
+        return (
+            f"{cell}: another run of this cell holds its lock {path} (a process that has not yet written who "
+            f"it is); wait for it to finish, or stop it, and run this again"
+        )
     pid, host = holder.get("pid"), holder.get("host", "an unknown host")
-    return (f"{cell}: another run of this cell is in progress (pid {pid} on {host}, since {holder.get('started')}: "
-            f"`{holder.get('command')}`), holding its lock {path}; wait for it to finish, or stop it "
-            f"(`kill {pid}` on {host}) and run this again")
+    return (
+        f"{cell}: another run of this cell is in progress (pid {pid} on {host}, since {holder.get('started')}: "
+        f"`{holder.get('command')}`), holding its lock {path}; wait for it to finish, or stop it "
+        f"(`kill {pid}` on {host}) and run this again"
+    )

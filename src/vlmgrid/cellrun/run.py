@@ -49,8 +49,10 @@ class CellRun:
         self._fallback = self.store.fallback()
         self._invariance = self.store.invariance(check_items) if check_items else None
         if self._tables:
-            log.info(f"resuming: {len(self._tables)} of {len(self.indices)} parts ({self.done_items} of "
-                     f"{self.n_items} items) already done")
+            log.info(
+                f"resuming: {len(self._tables)} of {len(self.indices)} parts ({self.done_items} of "
+                f"{self.n_items} items) already done"
+            )
 
     @property
     def n_items(self) -> int:
@@ -70,7 +72,9 @@ class CellRun:
         """The batch check is asked for and has not run (it runs once every part is done)."""
         return self.check_items > 0 and self._invariance is None
 
-    def check_batches(self, reanswer: Callable | None, batch_size: int | None, reason: str | None = None) -> dict:
+    def check_batches(
+        self, reanswer: Callable | None, batch_size: int | None, reason: str | None = None
+    ) -> dict:
         """The batch check (`vlmgrid.cellrun.invariance`): the sample's items of this cell (or shard) answered
         again by `reanswer` (records -> rows, one request at a time) and compared with their rows; without
         `reanswer` the model does not batch, and `reason` says so. Kept with the parts until the file is written.
@@ -78,8 +82,11 @@ class CellRun:
         if self.pending:
             raise RuntimeError("the batch check runs once every part is done")
         records = self.job.bench.records
-        start, stop = ((self.job.bounds[self.indices[0]], self.job.bounds[self.indices[-1] + 1])
-                       if len(self.indices) else (0, 0))
+        start, stop = (
+            (self.job.bounds[self.indices[0]], self.job.bounds[self.indices[-1] + 1])
+            if len(self.indices)
+            else (0, 0)
+        )
         # The sample is drawn over the whole benchmark: a shard checks the sample's items in its rows, so its
         # shards together check what the unsharded job does.
         drawn = invariance.sample_positions(self.job.bench.name, self.job.requests, self.check_items)
@@ -93,20 +100,28 @@ class CellRun:
             result = invariance.compare([], [], [], batch_size)
         else:
             wanted = set(ids)
-            batched = [row for index in self.indices for row in self._tables[index].to_pylist()
-                       if str(row["id"]) in wanted]
+            batched = [
+                row
+                for index in self.indices
+                for row in self._tables[index].to_pylist()
+                if str(row["id"]) in wanted
+            ]
             result = invariance.compare(batched, reanswer(sample), ids, batch_size)
         self.store.save_invariance(self.check_items, result)
         self._invariance = result
         if result.get("skipped"):
             log.info(f"batch check skipped: {result['skipped']}")
         elif result["differing"]:
-            log.warning(f"batch check: {len(result['differing'])} of {result['checked']} item(s) answered one at "
-                        f"a time differ from their batched answers (batch size {batch_size}): "
-                        f"{', '.join(result['differing'][:5])}; the cell is marked in the report")
+            log.warning(
+                f"batch check: {len(result['differing'])} of {result['checked']} item(s) answered one at "
+                f"a time differ from their batched answers (batch size {batch_size}): "
+                f"{', '.join(result['differing'][:5])}; the cell is marked in the report"
+            )
         else:
-            log.info(f"batch check: {result['checked']} item(s) answered one at a time match their batched "
-                     f"answers (largest log-probability difference {result['max_logprob_delta']})")
+            log.info(
+                f"batch check: {result['checked']} item(s) answered one at a time match their batched "
+                f"answers (largest log-probability difference {result['max_logprob_delta']})"
+            )
         return result
 
     def begin(self, provenance: dict) -> None:
@@ -136,9 +151,18 @@ class CellRun:
         if self._run is None:
             raise RuntimeError("answer before begin: the run that answers must be named first")
         desc = f"{self.cell.model} on {self.job.bench.name}" + (
-            f" (shard {self.cell.shard})" if self.cell.shard is not None else "")
-        bar = tqdm(total=self.n_items, initial=self.done_items, unit="item", desc=desc, disable=not progress,
-                   file=sys.stderr, mininterval=2.0, dynamic_ncols=True)
+            f" (shard {self.cell.shard})" if self.cell.shard is not None else ""
+        )
+        bar = tqdm(
+            total=self.n_items,
+            initial=self.done_items,
+            unit="item",
+            desc=desc,
+            disable=not progress,
+            file=sys.stderr,
+            mininterval=2.0,
+            dynamic_ncols=True,
+        )
         failures: dict[str, str] = {}
         stopped: InferenceFailed | None = None
         pending = self.pending
@@ -176,11 +200,23 @@ class CellRun:
         """Write the file (every part there, in record order), atomically, then remove the parts."""
         if self.pending:
             raise RuntimeError(f"finish with {len(self.pending)} part(s) still to answer")
-        merged = pa.concat_tables([self._tables[i] for i in self.indices]) if len(self.indices) else rows_to_table([])
-        last = self._made_by[self.indices[-1]] if len(self.indices) else {"strategy": None, "provenance": None}
-        metadata = predictions_metadata(model_name=self.cell.model, model_settings=self.model_settings, job=self.job,
-                                        strategy=last["strategy"], provenance=last["provenance"],
-                                        fallback=self._fallback, invariance=self._invariance)
+        merged = (
+            pa.concat_tables([self._tables[i] for i in self.indices])
+            if len(self.indices)
+            else rows_to_table([])
+        )
+        last = (
+            self._made_by[self.indices[-1]] if len(self.indices) else {"strategy": None, "provenance": None}
+        )
+        metadata = predictions_metadata(
+            model_name=self.cell.model,
+            model_settings=self.model_settings,
+            job=self.job,
+            strategy=last["strategy"],
+            provenance=last["provenance"],
+            fallback=self._fallback,
+            invariance=self._invariance,
+        )
         if len(self.indices):
             metadata["runs"] = self.runs()
         if self.cell.shard is not None:
@@ -193,9 +229,12 @@ class CellRun:
 
     def runs(self) -> list[dict]:
         """Every model run that made rows, with its rows (record positions, half-open ranges), in row order."""
-        return merge_runs([{**self._made_by[index],
-                            "rows": [[self.job.bounds[index], self.job.bounds[index + 1]]]}
-                           for index in self.indices])
+        return merge_runs(
+            [
+                {**self._made_by[index], "rows": [[self.job.bounds[index], self.job.bounds[index + 1]]]}
+                for index in self.indices
+            ]
+        )
 
     def _check_rows(self, rows: list[dict], chunk) -> None:
         if {row["id"] for row in rows} != set(chunk["id"]):
@@ -213,11 +252,14 @@ class CellRun:
             causes = Counter(failures.values()).most_common()
             shown = "; ".join(f"{cause}: {count}x" for cause, count in causes[:3])
             more = f"; {len(causes) - 3} other causes" if len(causes) > 3 else ""
-            said += (f"{len(failures)} item(s) failed to run ({shown}{more}; the first: "
-                     f"{', '.join(list(failures)[:5])})")
+            said += (
+                f"{len(failures)} item(s) failed to run ({shown}{more}; the first: "
+                f"{', '.join(list(failures)[:5])})"
+            )
         if stopped is not None:
             said += f"{' and ' if failures else ''}the job stopped: {stopped}"
-        return (f"{said}. No predictions file was written ({self.cell.out_path}); {len(self._tables)} of "
-                f"{len(self.indices)} parts are done and kept, so once the cause is fixed the same command (or "
-                f"snakemake / dvc repro) runs only the missing parts")
-
+        return (
+            f"{said}. No predictions file was written ({self.cell.out_path}); {len(self._tables)} of "
+            f"{len(self.indices)} parts are done and kept, so once the cause is fixed the same command (or "
+            f"snakemake / dvc repro) runs only the missing parts"
+        )

@@ -26,7 +26,9 @@ from vlmgrid.predictions import read_metadata, read_table, rows_to_table, write_
 log = logging.getLogger(__name__)
 
 
-def merge_shards(*, job: Job, model_name: str, model_settings: dict, shard_paths: list[Path], out_path: Path) -> Path:
+def merge_shards(
+    *, job: Job, model_name: str, model_settings: dict, shard_paths: list[Path], out_path: Path
+) -> Path:
     """Join the shard files (shard 1 to N, in order) into out_path, as the unsharded `job` writes it."""
     count = len(shard_paths)
     rerun = f"vlmgrid infer {model_name} {job.bench.name} --shard"
@@ -60,8 +62,11 @@ def merge_shards(*, job: Job, model_name: str, model_settings: dict, shard_paths
         runs.extend(recorded.get("runs") or [])
         if recorded.get("invariance") is not None:
             checks.append(recorded["invariance"])
-        ran = {"strategy": recorded.get("strategy"), "provenance": recorded.get("provenance"),
-               "fallback": recorded.get("fallback")}
+        ran = {
+            "strategy": recorded.get("strategy"),
+            "provenance": recorded.get("provenance"),
+            "fallback": recorded.get("fallback"),
+        }
         if made_by is None:
             made_by = (index, ran)
         elif ran != made_by[1]:
@@ -72,8 +77,13 @@ def merge_shards(*, job: Job, model_name: str, model_settings: dict, shard_paths
             )
     merged = pa.concat_tables(tables) if tables else rows_to_table([])
     ran = made_by[1] if made_by else {"strategy": None, "provenance": None, "fallback": None}
-    metadata = predictions_metadata(model_name=model_name, model_settings=model_settings, job=job, **ran,
-                                    invariance=invariance.merge(checks))
+    metadata = predictions_metadata(
+        model_name=model_name,
+        model_settings=model_settings,
+        job=job,
+        **ran,
+        invariance=invariance.merge(checks),
+    )
     if runs:
         metadata["runs"] = merge_runs(runs)
     write_predictions(out_path, merged, metadata)

@@ -24,11 +24,24 @@ import signal
 
 # The lines of /proc/<pid>/status that a forked child inherits and that change what it may do or write, by the
 # name a refusal gives them
-STATUS = {"Umask": "umask", "Uid": "user ids", "Gid": "group ids", "Groups": "supplementary groups",
-          "CapInh": "CapInh", "CapPrm": "CapPrm", "CapEff": "CapEff", "CapBnd": "CapBnd", "CapAmb": "CapAmb",
-          "NoNewPrivs": "no_new_privs", "Seccomp": "seccomp mode", "Seccomp_filters": "seccomp filters",
-          "SigBlk": "blocked signals", "SigIgn": "ignored signals", "Cpus_allowed_list": "allowed CPUs",
-          "Mems_allowed_list": "allowed memory nodes"}
+STATUS = {
+    "Umask": "umask",
+    "Uid": "user ids",
+    "Gid": "group ids",
+    "Groups": "supplementary groups",
+    "CapInh": "CapInh",
+    "CapPrm": "CapPrm",
+    "CapEff": "CapEff",
+    "CapBnd": "CapBnd",
+    "CapAmb": "CapAmb",
+    "NoNewPrivs": "no_new_privs",
+    "Seccomp": "seccomp mode",
+    "Seccomp_filters": "seccomp filters",
+    "SigBlk": "blocked signals",
+    "SigIgn": "ignored signals",
+    "Cpus_allowed_list": "allowed CPUs",
+    "Mems_allowed_list": "allowed memory nodes",
+}
 # Every resource limit (RLIMIT_OFILE is RLIMIT_NOFILE's other name)
 LIMITS = sorted(name for name in dir(resource) if name.startswith("RLIMIT_") and name != "RLIMIT_OFILE")
 
@@ -46,8 +59,9 @@ def process_context(pid: int | None = None) -> dict[str, str]:
         context[name] = _signals(context[name])
     target = pid or 0
     context["nice"] = _call(os.getpriority, os.PRIO_PROCESS, target)
-    context["scheduling policy"] = _call(lambda: (os.sched_getscheduler(target),
-                                                  os.sched_getparam(target).sched_priority))
+    context["scheduling policy"] = _call(
+        lambda: (os.sched_getscheduler(target), os.sched_getparam(target).sched_priority)
+    )
     for name in LIMITS:
         context[name] = _call(resource.prlimit, target, getattr(resource, name))
     try:

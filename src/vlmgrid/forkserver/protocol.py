@@ -27,10 +27,27 @@ ENV = "VLMGRID_FORKSERVER"  # the socket's path; "off" (or empty) runs every com
 # what the shell running a job's command line sets for itself (bash drops PS1 and PS2 where not interactive): a
 # job may differ from the server in these. Every other variable must be equal, as modules read some at import
 # (HF_HOME, HF_HUB_OFFLINE, TORCH_HOME, ...).
-PER_JOB = frozenset({
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "_", "SHLVL", "PWD", "OLDPWD", "PS1", "PS2", ENV,
-})
+PER_JOB = frozenset(
+    {
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "GOTO_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "TEMPDIR",
+        "_",
+        "SHLVL",
+        "PWD",
+        "OLDPWD",
+        "PS1",
+        "PS2",
+        ENV,
+    }
+)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STDIO = 3  # the fds a request carries: stdin, stdout and stderr
 REQUEST_MAX = 1 << 16  # what one read of a request takes; a longer one is read on until its length
@@ -57,8 +74,9 @@ def interpreter() -> list[str]:
 
 def send_request(client: socket.socket, argv: list[str]) -> None:
     """Send the command `argv` with this process's folder, environment, interpreter and stdio."""
-    request = json.dumps({"argv": argv, "cwd": os.getcwd(), "environ": dict(os.environ),
-                          "python": interpreter()}).encode()
+    request = json.dumps(
+        {"argv": argv, "cwd": os.getcwd(), "environ": dict(os.environ), "python": interpreter()}
+    ).encode()
     socket.send_fds(client, [struct.pack(">I", len(request)) + request], [0, 1, 2])
 
 
@@ -84,7 +102,9 @@ def reply(conn: socket.socket, message: dict) -> None:
     conn.sendall(json.dumps(message).encode() + b"\n")
 
 
-def run_through_server(argv: list[str], path: str | None = None, client: socket.socket | None = None) -> int | None:
+def run_through_server(
+    argv: list[str], path: str | None = None, client: socket.socket | None = None
+) -> int | None:
     """Run the command `argv` in the fork server at `path` (default: the one VLMGRID_FORKSERVER names) and
     return its exit code; None where it should run in this process instead (no server set or reachable, or the
     server refused it). `client`: a connection to that server already made."""
@@ -105,8 +125,11 @@ def run_through_server(argv: list[str], path: str | None = None, client: socket.
 
     # A signal this process ignores (`nohup`, a script's background job) stays ignored: the server compares the
     # ignored signals with its own (vlmgrid.forkserver.context), and the job's own process would ignore it.
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED
-                if signal.getsignal(signum) is not signal.SIG_IGN}
+    previous = {
+        signum: signal.signal(signum, forward)
+        for signum in FORWARDED
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
     connected = client is not None
     client = client or socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -122,8 +145,11 @@ def run_through_server(argv: list[str], path: str | None = None, client: socket.
     if "pid" not in first:
         client.close()
         _restore(previous, job["pending"])
-        print(f"vlmgrid: the fork server at {path} did not run this command ({first.get('refused', 'no reply')});"
-              f" it runs in its own process", file=sys.stderr)
+        print(
+            f"vlmgrid: the fork server at {path} did not run this command ({first.get('refused', 'no reply')});"
+            f" it runs in its own process",
+            file=sys.stderr,
+        )
         return None
     job["pid"] = first["pid"]
     for signum in job["pending"]:  # signals that came before the job's pid: the job gets them now
@@ -133,8 +159,11 @@ def run_through_server(argv: list[str], path: str | None = None, client: socket.
     try:
         return int(json.loads(line)["exit"])
     except (ValueError, KeyError, TypeError):
-        print(f"vlmgrid: error: the fork server at {path} ended before job {job['pid']} did; run the command "
-              f"again", file=sys.stderr)
+        print(
+            f"vlmgrid: error: the fork server at {path} ended before job {job['pid']} did; run the command "
+            f"again",
+            file=sys.stderr,
+        )
         return 1
 
 

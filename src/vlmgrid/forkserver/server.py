@@ -74,8 +74,13 @@ class _Job:
         self.kill_at: float | None = None
 
 
-def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (), idle_timeout: float = 300.0,
-          parent_pid: int | None = None) -> int:
+def serve(
+    path: str,
+    run: Callable[[list[str]], int],
+    preload: Iterable[str] = (),
+    idle_timeout: float = 300.0,
+    parent_pid: int | None = None,
+) -> int:
     """Serve jobs on the Unix socket `path`, each `run` with its argv in a child, once the modules named in
     `preload` (each where installed) are imported, until SIGTERM (or SIGINT), until `idle_timeout` seconds pass with
     no job running, until the code on disk changes and its jobs have ended, or, given `parent_pid` (the pid of the
@@ -111,8 +116,9 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
     try:
         os.link(binding, path)
     except FileExistsError:
-        raise VlmgridError(f"{path} appeared while the server started; give --socket a path where nothing "
-                           "is") from None
+        raise VlmgridError(
+            f"{path} appeared while the server started; give --socket a path where nothing is"
+        ) from None
     finally:
         os.unlink(binding)
     _log(f"listening on {path}; importing the jobs' modules")
@@ -130,7 +136,9 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
     wake_write.setblocking(False)
     signal.set_wakeup_fd(wake_write.fileno())
     stopping: list[int] = []
-    retiring: list[bool] = []  # the code on disk changed: no job any more, and the server ends once its jobs have
+    retiring: list[
+        bool
+    ] = []  # the code on disk changed: no job any more, and the server ends once its jobs have
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a Python handler, so the wakeup fd is written
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))
@@ -152,8 +160,10 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
             job = jobs.pop(pid)
             code = os.waitstatus_to_exitcode(status)
             code = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell shows it
-            _log(f"job {pid} exit {code} in {time.monotonic() - job.started:.2f} s "
-                 f"({usage.ru_utime + usage.ru_stime:.2f} s CPU): vlmgrid {' '.join(job.argv)}")
+            _log(
+                f"job {pid} exit {code} in {time.monotonic() - job.started:.2f} s "
+                f"({usage.ru_utime + usage.ru_stime:.2f} s CPU): vlmgrid {' '.join(job.argv)}"
+            )
             if job.conn is not None:
                 selector.unregister(job.conn)
                 try:
@@ -201,8 +211,9 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
             conn.settimeout(10)  # a client sends its request at once; one that does not cannot hold the loop
             # The process that connected, as the kernel names it: its context is read from there, never from
             # what it says
-            client = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                         struct.calcsize("3i")))[0]
+            client = struct.unpack(
+                "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            )[0]
             request, fds = receive_request(conn)
             argv = [str(arg) for arg in request["argv"]]
             environ = dict(request["environ"])
@@ -215,8 +226,16 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:  # the child
-                _child(run, argv, str(request["cwd"]), {**environ, **set_by_imports}, fds, others() + [conn],
-                       selector, handlers)
+                _child(
+                    run,
+                    argv,
+                    str(request["cwd"]),
+                    {**environ, **set_by_imports},
+                    fds,
+                    others() + [conn],
+                    selector,
+                    handlers,
+                )
             reply(conn, {"pid": pid})
         except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
             _log(f"a request failed: {type(exc).__name__}: {exc}")
@@ -243,7 +262,9 @@ def serve(path: str, run: Callable[[list[str]], int], preload: Iterable[str] = (
         job.kill_at = time.monotonic() + KILL_GRACE_S
 
     while not stopping:
-        if parent_pid is not None and os.getppid() != parent_pid:  # it ended: this process was given to another
+        if (
+            parent_pid is not None and os.getppid() != parent_pid
+        ):  # it ended: this process was given to another
             _log(f"its parent (pid {parent_pid}) ended: stopping {len(jobs)} job(s)")
             break
         now = time.monotonic()
@@ -306,8 +327,16 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
-def _child(run: Callable[[list[str]], int], argv: list[str], cwd: str, environ: dict[str, str], fds: list[int],
-           server_sockets: list, selector, handlers: dict) -> None:
+def _child(
+    run: Callable[[list[str]], int],
+    argv: list[str],
+    cwd: str,
+    environ: dict[str, str],
+    fds: list[int],
+    server_sockets: list,
+    selector,
+    handlers: dict,
+) -> None:
     """In the forked child: become the job's process (its stdio, folder, environment, the signals' `handlers`
     as the server's were when it started), run the command as `run` would in a process of its own, and exit with
     its code. Never returns."""

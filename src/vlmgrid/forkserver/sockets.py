@@ -62,9 +62,14 @@ def start(log_path: str, wait_s: float = 60.0) -> Started | None:
         # os.environ, given as it is: the jobs' commands get it so, and a library's C-level setenv (which
         # os.environ does not see) must not make the server's differ from theirs. The server ends with this
         # process, even one killed by SIGKILL, which runs no `stop`.
-        process = subprocess.Popen([vlmgrid, "forkserver", "--socket", socket_path, "--parent-pid", str(os.getpid())],
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(os.environ),
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [vlmgrid, "forkserver", "--socket", socket_path, "--parent-pid", str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=dict(os.environ),
+            start_new_session=True,
+        )
     server = Started(process, folder, socket_path)
     deadline = time.monotonic() + wait_s
     while not os.path.exists(socket_path):
@@ -95,8 +100,12 @@ def ours(folder: str) -> bool:
         found = os.lstat(folder)
     except OSError:
         return False
-    return (os.path.basename(folder).startswith(FOLDER_PREFIX) and stat.S_ISDIR(found.st_mode)
-            and found.st_uid == os.getuid() and found.st_mode & 0o077 == 0)
+    return (
+        os.path.basename(folder).startswith(FOLDER_PREFIX)
+        and stat.S_ISDIR(found.st_mode)
+        and found.st_uid == os.getuid()
+        and found.st_mode & 0o077 == 0
+    )
 
 
 def clear_the_way(path: str) -> None:
@@ -107,26 +116,34 @@ def clear_the_way(path: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(found.st_mode):
-        raise VlmgridError(f"{path} exists and is not a socket; give --socket a path where nothing is (the "
-                           "server makes its socket there)")
+        raise VlmgridError(
+            f"{path} exists and is not a socket; give --socket a path where nothing is (the "
+            "server makes its socket there)"
+        )
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(path)
     except ConnectionRefusedError:
         listening = False
     except OSError as error:
-        raise VlmgridError(f"{path} is a socket this user cannot connect to ({error.strerror}); give --socket a "
-                           "path where nothing is") from None
+        raise VlmgridError(
+            f"{path} is a socket this user cannot connect to ({error.strerror}); give --socket a "
+            "path where nothing is"
+        ) from None
     else:
         listening = True
     finally:
         probe.close()
     if listening:
-        raise VlmgridError(f"{path} is the socket of a server that is running; stop that one first, or give "
-                           "--socket another path")
+        raise VlmgridError(
+            f"{path} is the socket of a server that is running; stop that one first, or give "
+            "--socket another path"
+        )
     if found.st_uid != os.getuid() or not ours(os.path.dirname(os.path.abspath(path))):
-        raise VlmgridError(f"{path} is a socket that nobody listens on, outside a folder of vlmgrid's own; "
-                           "remove it if it is a stale server's, or give --socket another path")
+        raise VlmgridError(
+            f"{path} is a socket that nobody listens on, outside a folder of vlmgrid's own; "
+            "remove it if it is a stale server's, or give --socket another path"
+        )
     os.unlink(path)
 
 

@@ -20,8 +20,10 @@ from vlmgrid.imports.mme_tool import IMPORTER as MME_EVAL_TOOL
 from vlmgrid.imports.vlmevalkit import IMPORTER as VLMEVALKIT
 from vlmgrid.registry import Registry
 
-IMPORTERS: Registry[Importer] = Registry("import format", [LLAVA_ANSWERS, LLAVA_SCIENCEQA_EVAL, MME_EVAL_TOOL,
-                                                             MMBENCH_SUBMISSION, LMMS_EVAL_SAMPLES, VLMEVALKIT])
+IMPORTERS: Registry[Importer] = Registry(
+    "import format",
+    [LLAVA_ANSWERS, LLAVA_SCIENCEQA_EVAL, MME_EVAL_TOOL, MMBENCH_SUBMISSION, LMMS_EVAL_SAMPLES, VLMEVALKIT],
+)
 
 
 def guess_format(path: Path) -> str:

@@ -76,8 +76,9 @@ class Importer:
     tool: str | None = None  # the tool whose verdicts its answers may carry (`Answer.verdict`), by name
 
 
-def check_answers(answers: Sequence[Answer], records: pd.DataFrame, path: Path, bench: str, *,
-                  partial: bool = False) -> None:
+def check_answers(
+    answers: Sequence[Answer], records: pd.DataFrame, path: Path, bench: str, *, partial: bool = False
+) -> None:
     """Every record answered exactly once, and no answer to an item the benchmark does not have; with
     `partial` (a format partial by construction), at most once and at least one record."""
     unknown = [answer for answer in answers if answer.record_id is None]
@@ -96,10 +97,12 @@ def check_answers(answers: Sequence[Answer], records: pd.DataFrame, path: Path, 
         first[answer.record_id] = answer
     missing = [item for item in records["id"].astype(str) if item not in first]
     if partial and not first:
-        raise VlmgridError(f"{path} answers none of the {len(records)} items of {bench}; import the file made for it")
+        raise VlmgridError(
+            f"{path} answers none of the {len(records)} items of {bench}; import the file made for it"
+        )
     if missing and not partial:
         raise VlmgridError(
-            f'{path} answers {len(first)} of the {len(records)} items of {bench}: {len(missing)} missing, the first '
+            f"{path} answers {len(first)} of the {len(records)} items of {bench}: {len(missing)} missing, the first "
             f'"{missing[0]}"; a file of a subset is not scored as the whole benchmark: import a file that answers '
             f"every item"
         )
@@ -128,8 +131,10 @@ def read_line_breaks(path: Path, lines: list[tuple[int, dict]], key: str) -> lis
             item, escaped = {**item, key: escaped_line_breaks(text)}, escaped + 1
         read.append((n, item))
     if escaped:
-        log.info(f"{path}: {escaped} of {len(lines)} `{key}` texts write their line breaks as the two characters "
-                 f"\\n; they are read as line breaks")
+        log.info(
+            f"{path}: {escaped} of {len(lines)} `{key}` texts write their line breaks as the two characters "
+            f"\\n; they are read as line breaks"
+        )
     return read
 
 
@@ -141,8 +146,13 @@ def places(index: dict[tuple, str]) -> dict[tuple, list[tuple[str, str]]]:
     return found
 
 
-def check_questions(path: Path, answers: Sequence[Answer], asked: Sequence[tuple[tuple, str]],
-                    at_place: dict[tuple, list[tuple[str, str]]], place: str) -> None:
+def check_questions(
+    path: Path,
+    answers: Sequence[Answer],
+    asked: Sequence[tuple[tuple, str]],
+    at_place: dict[tuple, list[tuple[str, str]]],
+    place: str,
+) -> None:
     """Refuse the first answer that matched no record although its `place` (the image, the split and image)
     holds a record no answer matched: the questions differ, shown side by side (the record's closest question).
     `asked[i]`: (place, question) of `answers[i]`. An answer whose place has every record answered is an item
@@ -151,9 +161,13 @@ def check_questions(path: Path, answers: Sequence[Answer], asked: Sequence[tuple
     for answer, (where, question) in zip(answers, asked):
         if answer.record_id is not None:
             continue
-        left = [(record_id, theirs) for record_id, theirs in at_place.get(where, []) if record_id not in answered]
+        left = [
+            (record_id, theirs) for record_id, theirs in at_place.get(where, []) if record_id not in answered
+        ]
         if left:
-            record_id, theirs = max(left, key=lambda pair: difflib.SequenceMatcher(None, question, pair[1]).ratio())
+            record_id, theirs = max(
+                left, key=lambda pair: difflib.SequenceMatcher(None, question, pair[1]).ratio()
+            )
             raise VlmgridError(
                 f"{path} {answer.where} asks {question!r}, but item {record_id}, of the same {place}, asks "
                 f"{theirs!r} and no answer matches it: the file's questions differ from the benchmark's; import "
@@ -182,8 +196,10 @@ def unique_index(records: pd.DataFrame, key_of: Callable[[pd.Series], tuple], wh
 
 #: what is left of a JSON token cut short where the parser stopped: a literal's or a number's start (the
 #: parser then names the token's first character, not the text's end)
-_TOKEN_START = re.compile(r"(?:t(?:ru?)?|f(?:a(?:ls?)?)?|n(?:ul?)?|N(?:aN?)?|-?(?:I(?:n(?:f(?:i(?:n(?:i(?:ty?)?)?)?)?)?)?)?|"
-                          r"-?\d*\.?\d*(?:[eE][-+]?\d*)?)")
+_TOKEN_START = re.compile(
+    r"(?:t(?:ru?)?|f(?:a(?:ls?)?)?|n(?:ul?)?|N(?:aN?)?|-?(?:I(?:n(?:f(?:i(?:n(?:i(?:ty?)?)?)?)?)?)?)?|"
+    r"-?\d*\.?\d*(?:[eE][-+]?\d*)?)"
+)
 
 
 def cut_short(error: json.JSONDecodeError, text: str) -> bool:
@@ -193,8 +209,8 @@ def cut_short(error: json.JSONDecodeError, text: str) -> bool:
     if error.msg.startswith("Unterminated string") or error.pos >= len(text.rstrip()):
         return True
     if error.msg.startswith("Invalid \\uXXXX escape"):  # the escape, even whole, is the text's end
-        return re.fullmatch(r"\\u[0-9a-fA-F]{0,4}", text[text.rfind("\\u"):].rstrip()) is not None
-    return _TOKEN_START.fullmatch(text[error.pos:].rstrip()) is not None
+        return re.fullmatch(r"\\u[0-9a-fA-F]{0,4}", text[text.rfind("\\u") :].rstrip()) is not None
+    return _TOKEN_START.fullmatch(text[error.pos :].rstrip()) is not None
 
 
 def _cut_short_sentence(path: Path, n: int) -> str:
@@ -235,7 +251,9 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
                 raise VlmgridError(_cut_short_sentence(path, n)) from None
             item = None
         if not isinstance(item, dict):
-            raise VlmgridError(f"{path} line {n} is not a JSON object: the file is not {what} (give the right --format)")
+            raise VlmgridError(
+                f"{path} line {n} is not a JSON object: the file is not {what} (give the right --format)"
+            )
         missing = [key for key in required if key not in item]
         if missing:
             raise VlmgridError(

@@ -77,6 +77,7 @@ def _where(n: int, item: dict) -> str:
 
 # ---------------------------------------------------------------------------------------------- per kind
 
+
 def _mmbench(path, lines, records, questions) -> list[Answer]:
     options_of = {str(r["id"]): [str(o) for o in r["options"]] for _, r in records.iterrows()}
     answers = []
@@ -89,7 +90,11 @@ def _mmbench(path, lines, records, questions) -> list[Answer]:
             )
         record_id = str(item["question_id"])
         shown = item.get("options")
-        if record_id in options_of and isinstance(shown, list) and [str(o) for o in shown] != options_of[record_id]:
+        if (
+            record_id in options_of
+            and isinstance(shown, list)
+            and [str(o) for o in shown] != options_of[record_id]
+        ):
             raise VlmgridError(
                 f"{path} {_where(n, item)} answers the options {shown!r}, but item {record_id} has "
                 f"{options_of[record_id]!r}: the file was made from another MMBench version; import it into that one"
@@ -104,11 +109,16 @@ def mme_question(text: str) -> str:
 
 
 def mme_index(records: pd.DataFrame) -> dict[tuple, str]:
-    return unique_index(records, lambda r: (str(r["category"]), stem(str(r["image_id"]).split("/")[-1]),
-                                            mme_question(r["question"])), "subtask, image and question")
+    return unique_index(
+        records,
+        lambda r: (str(r["category"]), stem(str(r["image_id"]).split("/")[-1]), mme_question(r["question"])),
+        "subtask, image and question",
+    )
 
 
-def _by_question(path, keyed: list[tuple[tuple, str, str]], index: dict[tuple, str], place: str) -> list[Answer]:
+def _by_question(
+    path, keyed: list[tuple[tuple, str, str]], index: dict[tuple, str], place: str
+) -> list[Answer]:
     """Answers matched by their keys (place..., question), each given as (key, raw text, where); an answer whose
     question differs from that of a record of its place is refused showing both (`check_questions`)."""
     answers = [Answer(index.get(key), raw, where) for key, raw, where in keyed]
@@ -120,7 +130,9 @@ def _mme(path, lines, records, questions) -> list[Answer]:
     keyed = []
     for n, item in lines:
         parts = str(item["question_id"]).split("/")
-        keyed.append(((parts[0], stem(parts[-1]), mme_question(item.get("prompt", ""))), _text(item), _where(n, item)))
+        keyed.append(
+            ((parts[0], stem(parts[-1]), mme_question(item.get("prompt", ""))), _text(item), _where(n, item))
+        )
     return _by_question(path, keyed, mme_index(records), "subtask and image")
 
 
@@ -131,10 +143,13 @@ def textvqa_question(prompt: str) -> str:
 
 
 def _textvqa(path, lines, records, questions) -> list[Answer]:
-    index = unique_index(records, lambda r: (str(r["image_id"]), squeeze(r["question"]).lower()),
-                         "image and question")
-    keyed = [((str(item["question_id"]), textvqa_question(item.get("prompt", ""))), _text(item), _where(n, item))
-             for n, item in lines]
+    index = unique_index(
+        records, lambda r: (str(r["image_id"]), squeeze(r["question"]).lower()), "image and question"
+    )
+    keyed = [
+        ((str(item["question_id"]), textvqa_question(item.get("prompt", ""))), _text(item), _where(n, item))
+        for n, item in lines
+    ]
     return _by_question(path, keyed, index, "image")
 
 
@@ -144,10 +159,21 @@ def _pope(path, lines, records, questions) -> list[Answer]:
             f"{path}: LLaVA's POPE answers name their questions only by the question_id of LLaVA's question file; "
             f"give that file with --questions (llava_pope_test.jsonl)"
         )
-    asked = {item["question_id"]: item for _, item in read_line_breaks(questions, read_json_lines(
-        questions, ("question_id", "image", "text", "category"), "LLaVA's POPE question file"), "text")}
-    index = unique_index(records, lambda r: (str(r["split"]), stem(r["image_source"]),
-                                             squeeze(str(r["question"]).split("\n")[0])), "split, image and question")
+    asked = {
+        item["question_id"]: item
+        for _, item in read_line_breaks(
+            questions,
+            read_json_lines(
+                questions, ("question_id", "image", "text", "category"), "LLaVA's POPE question file"
+            ),
+            "text",
+        )
+    }
+    index = unique_index(
+        records,
+        lambda r: (str(r["split"]), stem(r["image_source"]), squeeze(str(r["question"]).split("\n")[0])),
+        "split, image and question",
+    )
     keyed = []
     for n, item in lines:
         question = asked.get(item["question_id"])
@@ -156,7 +182,11 @@ def _pope(path, lines, records, questions) -> list[Answer]:
                 f"{path} {_where(n, item)} is not a question of {questions}: give the question file the answers "
                 f"were made from"
             )
-        key = (str(question["category"]), stem(question["image"]), squeeze(str(question["text"]).split("\n")[0]))
+        key = (
+            str(question["category"]),
+            stem(question["image"]),
+            squeeze(str(question["text"]).split("\n")[0]),
+        )
         keyed.append((key, _text(item), _where(n, item)))
     return _by_question(path, keyed, index, "split and image")
 
@@ -175,7 +205,11 @@ def scienceqa_prompts(record: pd.Series) -> tuple[str, str]:
     hint = squeeze(record.get("hint", "") or "")
     question = squeeze(record["question"])
     options = [squeeze(option) for option in record["options"]]
-    lines = ([f"Context: {hint}"] if hint else []) + [question] + [f"{LETTERS[i]}. {o}" for i, o in enumerate(options)]
+    lines = (
+        ([f"Context: {hint}"] if hint else [])
+        + [question]
+        + [f"{LETTERS[i]}. {o}" for i, o in enumerate(options)]
+    )
     choices = " ".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))
     converted = f"Context: {hint or 'N/A'}\nQuestion: {question}\nOptions: {choices}"
     return squeeze("\n".join(lines)), squeeze(converted)
@@ -251,20 +285,30 @@ def match_scienceqa(path: Path, asked: list[Asked], records: pd.DataFrame) -> li
             taken.add(record_id)
         answers.append(Answer(record_id, answer.raw, answer.where))
     if text_only or elsewhere:
-        log.info(f"{path}: skipped {text_only + elsewhere} answers to text-only problems "
-                 f"({'no <image> in the prompt' if text_only else 'not items of the benchmark'}), which "
-                 f"ScienceQA-IMG does not hold")
+        log.info(
+            f"{path}: skipped {text_only + elsewhere} answers to text-only problems "
+            f"({'no <image> in the prompt' if text_only else 'not items of the benchmark'}), which "
+            f"ScienceQA-IMG does not hold"
+        )
     return answers
 
 
 def _scienceqa(path, lines, records, questions) -> list[Answer]:
-    asked = [Asked(str(item["question_id"]), str(item.get("prompt", "")), _text(item), _where(n, item))
-             for n, item in lines]
+    asked = [
+        Asked(str(item["question_id"]), str(item.get("prompt", "")), _text(item), _where(n, item))
+        for n, item in lines
+    ]
     return match_scienceqa(path, asked, records)
 
 
-MATCHERS = {"mmbench": _mmbench, "mme": _mme, "textvqa": _textvqa, "pope": _pope, "pope_coco": _pope,
-            "scienceqa_img": _scienceqa}
+MATCHERS = {
+    "mmbench": _mmbench,
+    "mme": _mme,
+    "textvqa": _textvqa,
+    "pope": _pope,
+    "pope_coco": _pope,
+    "scienceqa_img": _scienceqa,
+}
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
@@ -275,5 +319,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
 IMPORTER = Importer(
     "llava-answers",
     "LLaVA's evaluation answer files (JSON lines: question_id, prompt, text, answer_id, model_id)",
-    tuple(MATCHERS), looks_like, read,
+    tuple(MATCHERS),
+    looks_like,
+    read,
 )

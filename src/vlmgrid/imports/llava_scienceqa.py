@@ -41,18 +41,30 @@ def _load(path: Path) -> object:
         return json.loads(text)
     except json.JSONDecodeError as error:
         if cut_short(error, text):
-            raise VlmgridError(f"{path} is cut short (its JSON document ends at line {error.lineno} before it "
-                               f"is closed); copy the whole file again") from None
-        raise VlmgridError(f"{path} is not JSON (line {error.lineno}: {error.msg}): it is not a file of LLaVA's "
-                           f"ScienceQA scorer (give the right --format)") from None
+            raise VlmgridError(
+                f"{path} is cut short (its JSON document ends at line {error.lineno} before it "
+                f"is closed); copy the whole file again"
+            ) from None
+        raise VlmgridError(
+            f"{path} is not JSON (line {error.lineno}: {error.msg}): it is not a file of LLaVA's "
+            f"ScienceQA scorer (give the right --format)"
+        ) from None
 
 
 def _is_output(data: object) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("correct"), list) and isinstance(data.get("incorrect"), list)
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("correct"), list)
+        and isinstance(data.get("incorrect"), list)
+    )
 
 
 def _is_result(data: object) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("outputs"), dict) and isinstance(data.get("results"), dict)
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("outputs"), dict)
+        and isinstance(data.get("results"), dict)
+    )
 
 
 def looks_like(path: Path) -> bool:
@@ -74,19 +86,32 @@ def _from_output(path: Path, data: dict) -> list[Asked]:
         for i, item in enumerate(data[group]):
             where = f"{group}[{i}]"
             if not isinstance(item, dict) or any(key not in item for key in ANALYSIS):
-                raise VlmgridError(f"{path} {where} is not an analysis of LLaVA's ScienceQA scorer (question_id, "
-                                   f"question, pred); give the right --format")
+                raise VlmgridError(
+                    f"{path} {where} is not an analysis of LLaVA's ScienceQA scorer (question_id, "
+                    f"question, pred); give the right --format"
+                )
             if item["question"] == UNANSWERED_PROMPT and item["pred"] == UNANSWERED_TEXT:
                 continue
-            asked.append(Asked(str(item["question_id"]), str(item["question"]), str(item["pred"]),
-                               f"{where} (question_id {item['question_id']!r})"))
+            asked.append(
+                Asked(
+                    str(item["question_id"]),
+                    str(item["question"]),
+                    str(item["pred"]),
+                    f"{where} (question_id {item['question_id']!r})",
+                )
+            )
     # The scorer lists the correct answers first; the split's order (by problem id) is the answers file's.
-    return sorted(asked, key=lambda a: (not a.problem.isdigit(), int(a.problem) if a.problem.isdigit() else 0))
+    return sorted(
+        asked, key=lambda a: (not a.problem.isdigit(), int(a.problem) if a.problem.isdigit() else 0)
+    )
 
 
 def _from_result(path: Path, data: dict) -> list[Asked]:
-    return [Asked(str(problem), None, str(text), f"outputs[{problem!r}]") for problem, text in data["outputs"].items()
-            if not (text == UNANSWERED_TEXT and data["results"].get(problem) == -1)]
+    return [
+        Asked(str(problem), None, str(text), f"outputs[{problem!r}]")
+        for problem, text in data["outputs"].items()
+        if not (text == UNANSWERED_TEXT and data["results"].get(problem) == -1)
+    ]
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
@@ -96,14 +121,18 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
     elif _is_result(data):
         asked = _from_result(path, data)
     else:
-        raise VlmgridError(f"{path} has neither `correct` and `incorrect` lists (the scorer's --output-file) nor "
-                           f"`results` and `outputs` (its --output-result): it is not a file of LLaVA's ScienceQA "
-                           f"scorer (give the right --format)")
+        raise VlmgridError(
+            f"{path} has neither `correct` and `incorrect` lists (the scorer's --output-file) nor "
+            f"`results` and `outputs` (its --output-result): it is not a file of LLaVA's ScienceQA "
+            f"scorer (give the right --format)"
+        )
     return match_scienceqa(path, asked, records)
 
 
 IMPORTER = Importer(
     "llava-scienceqa-eval",
     "the files LLaVA's ScienceQA scorer writes (<model>_output.jsonl, <model>_result.json)",
-    ("scienceqa_img",), looks_like, read,
+    ("scienceqa_img",),
+    looks_like,
+    read,
 )

@@ -101,14 +101,18 @@ class Key:
 EVERY = "every release"
 # The keys each task's values are read under, in the order they are tried: a key that moved has one entry per
 # name, each with the releases that write it (lmms_eval/tasks/<task>/utils.py at the commit named).
-MME_KEYS = (Key("mme_perception_score", "lmms-eval >= 0.3, since bb3fd82"),
-            Key("mme_percetion_score", "lmms-eval 0.1 to 0.2, before bb3fd82"),
-            Key("mme_cognition_score", EVERY))
+MME_KEYS = (
+    Key("mme_perception_score", "lmms-eval >= 0.3, since bb3fd82"),
+    Key("mme_percetion_score", "lmms-eval 0.1 to 0.2, before bb3fd82"),
+    Key("mme_cognition_score", EVERY),
+)
 POPE_KEYS = (Key("pope_accuracy", EVERY),)
 SUBMISSION_KEYS = (Key("submission", EVERY),)
 CV_BENCH_KEYS = (Key("cv_bench_acc", "lmms-eval >= 0.6, since fcd18a7"),)
-MMVP_KEYS = (Key("mmvp_accuracy", "lmms-eval >= 0.6, since 3446555"),
-             Key("mmvp_pair_accuracy", "lmms-eval >= 0.6, since 3446555"))
+MMVP_KEYS = (
+    Key("mmvp_accuracy", "lmms-eval >= 0.6, since 3446555"),
+    Key("mmvp_pair_accuracy", "lmms-eval >= 0.6, since 3446555"),
+)
 
 
 @dataclass(frozen=True)
@@ -158,20 +162,27 @@ class Task:
             under = f" under `{next(key.name for key in self.keys if isinstance(sample.item.get(key.name), dict))}`"
         hit = holder.get(self.reading.hit)
         if not isinstance(hit, (int, float)) or hit not in (0, 1):
-            return (f"{sample.where} has no `{self.reading.hit}` of 1.0 or 0.0{under}, so lmms-eval's own reading "
-                    f"is not kept")
+            return (
+                f"{sample.where} has no `{self.reading.hit}` of 1.0 or 0.0{under}, so lmms-eval's own reading "
+                f"is not kept"
+            )
         read = holder.get(self.reading.read) if self.reading.read else None
         return Verdict(int(hit), False, read if isinstance(read, str) else None, str(sample.file))
 
 
 # ---------------------------------------------------------------------------------------------- reading
 
+
 def _check(file: Path, where: str, item: Any) -> dict:
     if not isinstance(item, dict):
-        raise VlmgridError(f"{file} {where} is not an object: the file is not {WHAT} (give the right --format)")
+        raise VlmgridError(
+            f"{file} {where} is not an object: the file is not {WHAT} (give the right --format)"
+        )
     missing = [key for key in REQUIRED if key not in item]
     if missing:
-        raise VlmgridError(f"{file} {where} has no `{missing[0]}`: the file is not {WHAT} (give the right --format)")
+        raise VlmgridError(
+            f"{file} {where} has no `{missing[0]}`: the file is not {WHAT} (give the right --format)"
+        )
     return item
 
 
@@ -197,8 +208,10 @@ def task_name(file: Path) -> str:
     config = data.get("model_configs", data.get("config"))
     task = config.get("task") if isinstance(config, dict) else None
     if not isinstance(task, str):
-        raise VlmgridError(f"{file} has no `model_configs` with the task's name (`task`), so its samples cannot be "
-                           f"matched; it is not a samples file of lmms-eval")
+        raise VlmgridError(
+            f"{file} has no `model_configs` with the task's name (`task`), so its samples cannot be "
+            f"matched; it is not a samples file of lmms-eval"
+        )
     return task
 
 
@@ -208,8 +221,10 @@ def read_samples(file: Path, task: str | None = None) -> list[Sample]:
     if not SAMPLES_FILE.search(file.name):
         logs = _json(file)["logs"]
         items = [_check(file, f"logs[{i}]", item) for i, item in enumerate(logs)]
-        return [Sample(file, f"{file.name} logs[{i}] (doc_id {item['doc_id']})", item, task)
-                for i, item in enumerate(items)]
+        return [
+            Sample(file, f"{file.name} logs[{i}] (doc_id {item['doc_id']})", item, task)
+            for i, item in enumerate(items)
+        ]
     lines = read_json_lines(file, REQUIRED, WHAT)
     return [Sample(file, f"{file.name} line {n} (doc_id {item['doc_id']})", item, task) for n, item in lines]
 
@@ -260,12 +275,16 @@ def value(sample: Sample, *keys: Key) -> dict:
         if isinstance(sample.item.get(key.name), dict):
             return sample.item[key.name]
     lacks = " nor ".join(f"`{key.name}` ({key.releases})" for key in keys)
-    raise VlmgridError(f"{sample.file} {sample.where} has no {lacks} object: it is not the samples of the task "
-                       f"{sample.task} its name says; vlmgrid reads {RELEASES}, whose "
-                       f"process_results write these keys")
+    raise VlmgridError(
+        f"{sample.file} {sample.where} has no {lacks} object: it is not the samples of the task "
+        f"{sample.task} its name says; vlmgrid reads {RELEASES}, whose "
+        f"process_results write these keys"
+    )
 
 
-def _other_version(sample: Sample, what: str, theirs: Any, record_id: str, ours: Any, bench: str) -> VlmgridError:
+def _other_version(
+    sample: Sample, what: str, theirs: Any, record_id: str, ours: Any, bench: str
+) -> VlmgridError:
     return VlmgridError(
         f"{sample.file} {sample.where} gives {what} {theirs!r}, but item {record_id} has {ours!r}: the samples were "
         f"made from another {bench} copy; import them into that one"
@@ -274,8 +293,16 @@ def _other_version(sample: Sample, what: str, theirs: Any, record_id: str, ours:
 
 # ---------------------------------------------------------------------------------------------- per task
 
-def _check_gold_letter(sample: Sample, logged: Mapping, key: str, record_id: str, record: pd.Series,
-                       bench: str, either: bool = False) -> None:
+
+def _check_gold_letter(
+    sample: Sample,
+    logged: Mapping,
+    key: str,
+    record_id: str,
+    record: pd.Series,
+    bench: str,
+    either: bool = False,
+) -> None:
     """Refuses a sample whose gold letter (`logged[key]`) is not the record's: it was made on another version
     (`either`: any letter is taken for a record whose label the benchmark corrects)."""
     letter = LETTERS[int(record["answer_index"])]
@@ -294,30 +321,39 @@ def _mme(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample]
         image = str(result(sample).get("question_id"))
         asked = prompt(sample)
         if asked is None:
-            raise VlmgridError(f"{sample.file} {sample.where} has no prompt (`input`, or `arguments` in a "
-                               f"`<task>.json`), which alone tells the two questions of MME's image {image} apart "
-                               f"and which {RELEASES} all write")
+            raise VlmgridError(
+                f"{sample.file} {sample.where} has no prompt (`input`, or `arguments` in a "
+                f"`<task>.json`), which alone tells the two questions of MME's image {image} apart "
+                f"and which {RELEASES} all write"
+            )
         found = [r for r in by_image.get(image, []) if r[1] in asked]
         record_id = found[0][0] if len(found) == 1 else None
         if record_id is not None and str(sample.item.get("target", "")).strip().lower() != found[0][2]:
-            raise _other_version(sample, "the gold answer", sample.item.get("target"), record_id, found[0][2], "MME")
+            raise _other_version(
+                sample, "the gold answer", sample.item.get("target"), record_id, found[0][2], "MME"
+            )
         answers.append(Answer(record_id, response(sample), sample.where))
         asked_at.append(((image,), mme_question(asked)))
     if samples:
-        at_image = {(image,): [(record_id, question) for record_id, question, _ in found]
-                    for image, found in by_image.items()}
+        at_image = {
+            (image,): [(record_id, question) for record_id, question, _ in found]
+            for image, found in by_image.items()
+        }
         check_questions(samples[0].file, answers, asked_at, at_image, "image")
     return answers
 
 
-def _pope_gold(sample: Sample, record_id: str, gold: dict[str, str], result: Callable[[Sample], dict]) -> None:
+def _pope_gold(
+    sample: Sample, record_id: str, gold: dict[str, str], result: Callable[[Sample], dict]
+) -> None:
     truth = str(result(sample).get("ground_truth", "")).strip().lower()
     if truth != gold[record_id]:
         raise _other_version(sample, "the gold answer", truth, record_id, gold[record_id], "POPE")
 
 
-def _pope_split(split: str, samples: list[Sample], records: pd.DataFrame,
-                result: Callable[[Sample], dict]) -> list[Answer]:
+def _pope_split(
+    split: str, samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]
+) -> list[Answer]:
     gold = dict(zip(records["id"].astype(str), records["answer"].astype(str)))
     answers = []
     for sample in samples:
@@ -328,7 +364,9 @@ def _pope_split(split: str, samples: list[Sample], records: pd.DataFrame,
     return answers
 
 
-def _pope_any_split(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
+def _pope_any_split(
+    samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]
+) -> list[Answer]:
     if not samples:
         return []
     question_ids = records["question_id"].astype(str)
@@ -360,7 +398,9 @@ def _textvqa(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sam
     return answers
 
 
-def _scienceqa(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
+def _scienceqa(
+    samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]
+) -> list[Answer]:
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
     answers = []
     for sample in samples:
@@ -369,8 +409,14 @@ def _scienceqa(samples: list[Sample], records: pd.DataFrame, result: Callable[[S
         if record is not None:
             asked = prompt(sample)
             if asked is not None and squeeze(record["question"]) not in asked:
-                raise _other_version(sample, "a prompt without the question", asked, record_id,
-                                     squeeze(record["question"]), "ScienceQA-IMG")
+                raise _other_version(
+                    sample,
+                    "a prompt without the question",
+                    asked,
+                    record_id,
+                    squeeze(record["question"]),
+                    "ScienceQA-IMG",
+                )
             _check_gold_letter(sample, sample.item, "target", record_id, record, "ScienceQA-IMG")
         answers.append(Answer(record_id if record is not None else None, response(sample), sample.where))
     return answers
@@ -398,9 +444,15 @@ def _mmbench(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sam
     return answers
 
 
-def _match_by_result(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict],
-                     record_id_of: Callable[[dict], str | None], gold_key: str, bench: str,
-                     either: bool = False) -> list[Answer]:
+def _match_by_result(
+    samples: list[Sample],
+    records: pd.DataFrame,
+    result: Callable[[Sample], dict],
+    record_id_of: Callable[[dict], str | None],
+    gold_key: str,
+    bench: str,
+    either: bool = False,
+) -> list[Answer]:
     """Answers matched by the task's logged value (`result`): record_id_of(value) names the item, and the
     value's `gold_key` must be its gold letter (`either`: see _check_gold_letter)."""
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
@@ -416,8 +468,14 @@ def _match_by_result(samples: list[Sample], records: pd.DataFrame, result: Calla
 
 
 def _cvbench(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample], dict]) -> list[Answer]:
-    return _match_by_result(samples, records, result,
-                            lambda result: f"{result.get('type')}-{result.get('id')}", "gt_content", "CV-Bench")
+    return _match_by_result(
+        samples,
+        records,
+        result,
+        lambda result: f"{result.get('type')}-{result.get('id')}",
+        "gt_content",
+        "CV-Bench",
+    )
 
 
 def _mmvp_id(result: dict) -> str | None:
@@ -429,8 +487,9 @@ def _mmvp(samples: list[Sample], records: pd.DataFrame, result: Callable[[Sample
     """v0.6's process_results corrected two labels (0-based 99 and 279 to A, on MMVP/MMVP), v0.7's copy
     lmms-lab-eval/MMVP corrects four, as the records do: a label the records correct is taken in either
     letter, so a sample of either release imports."""
-    return _match_by_result(samples, records, result, _mmvp_id, "gt", "MMVP (with its label corrections)",
-                            either=True)
+    return _match_by_result(
+        samples, records, result, _mmvp_id, "gt", "MMVP (with its label corrections)", either=True
+    )
 
 
 # Where each task's values keep lmms-eval's verdict (lmms_eval/tasks/<task>/utils.py, every release 0.1 to
@@ -440,24 +499,28 @@ MME_READING = Reading("score")
 POPE_READING = Reading("score", "prediction")
 SCIENCEQA_READING = Reading("exact_match", top=True)
 
-TASKS = {task.name: task for task in [
-    Task("mme", "mme", _mme, MME_KEYS, MME_READING),
-    Task("pope", "pope", _pope_any_split, POPE_KEYS, POPE_READING),
-    Task("pope_adv", "pope", partial(_pope_split, "adversarial"), POPE_KEYS, POPE_READING),
-    Task("pope_pop", "pope", partial(_pope_split, "popular"), POPE_KEYS, POPE_READING),
-    Task("pope_random", "pope", partial(_pope_split, "random"), POPE_KEYS, POPE_READING),
-    Task("textvqa_val", "textvqa", _textvqa, SUBMISSION_KEYS),
-    Task("scienceqa_img", "scienceqa_img", _scienceqa, reading=SCIENCEQA_READING),
-    Task("mmbench_en_dev", "mmbench", _mmbench, SUBMISSION_KEYS),
-    Task("mmbench_en_dev_static", "mmbench", _mmbench, SUBMISSION_KEYS),
-    Task("cv_bench", "cvbench", _cvbench, CV_BENCH_KEYS),
-    Task("cv_bench_2d", "cvbench", _cvbench, CV_BENCH_KEYS),
-    Task("cv_bench_3d", "cvbench", _cvbench, CV_BENCH_KEYS),
-    Task("mmvp", "mmvp", _mmvp, MMVP_KEYS),
-]}
+TASKS = {
+    task.name: task
+    for task in [
+        Task("mme", "mme", _mme, MME_KEYS, MME_READING),
+        Task("pope", "pope", _pope_any_split, POPE_KEYS, POPE_READING),
+        Task("pope_adv", "pope", partial(_pope_split, "adversarial"), POPE_KEYS, POPE_READING),
+        Task("pope_pop", "pope", partial(_pope_split, "popular"), POPE_KEYS, POPE_READING),
+        Task("pope_random", "pope", partial(_pope_split, "random"), POPE_KEYS, POPE_READING),
+        Task("textvqa_val", "textvqa", _textvqa, SUBMISSION_KEYS),
+        Task("scienceqa_img", "scienceqa_img", _scienceqa, reading=SCIENCEQA_READING),
+        Task("mmbench_en_dev", "mmbench", _mmbench, SUBMISSION_KEYS),
+        Task("mmbench_en_dev_static", "mmbench", _mmbench, SUBMISSION_KEYS),
+        Task("cv_bench", "cvbench", _cvbench, CV_BENCH_KEYS),
+        Task("cv_bench_2d", "cvbench", _cvbench, CV_BENCH_KEYS),
+        Task("cv_bench_3d", "cvbench", _cvbench, CV_BENCH_KEYS),
+        Task("mmvp", "mmvp", _mmvp, MMVP_KEYS),
+    ]
+}
 
 
 # ---------------------------------------------------------------------------------------------- the format
+
 
 def _tasks_for(kind: str) -> str:
     return ", ".join(name for name, task in TASKS.items() if task.kind == kind)
@@ -514,5 +577,8 @@ def _with_verdicts(path: Path, answers: list[Answer], verdicts: list[Verdict | s
 IMPORTER = Importer(
     "lmms-eval-samples",
     "the samples lmms-eval logs with --log_samples (<date>_samples_<task>.jsonl, or a folder of them)",
-    tuple(dict.fromkeys(task.kind for task in TASKS.values())), looks_like, read, tool="lmms-eval",
+    tuple(dict.fromkeys(task.kind for task in TASKS.values())),
+    looks_like,
+    read,
+    tool="lmms-eval",
 )

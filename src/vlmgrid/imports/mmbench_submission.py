@@ -52,8 +52,10 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
     table = _read(path)
     missing = [column for column in REQUIRED if column not in table.columns]
     if missing:
-        raise VlmgridError(f"{path} has no `{missing[0]}` column: it is not an MMBench submission file (index, "
-                           f"question, A-D, prediction, answer; give the right --format)")
+        raise VlmgridError(
+            f"{path} has no `{missing[0]}` column: it is not an MMBench submission file (index, "
+            f"question, A-D, prediction, answer; give the right --format)"
+        )
     by_id = {str(r["id"]): r for _, r in records.iterrows()}
     answers = []
     for n, row in table.iterrows():
@@ -73,8 +75,10 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
                 )
             letter = LETTERS[int(record["answer_index"])]
             if "answer" in table.columns and _given(row["answer"]) and str(row["answer"]).strip() != letter:
-                raise VlmgridError(f"{path} {where} gives the gold letter {row['answer']!r}, but item {record_id} has "
-                                   f"{letter!r}: the file was made from another MMBench version")
+                raise VlmgridError(
+                    f"{path} {where} gives the gold letter {row['answer']!r}, but item {record_id} has "
+                    f"{letter!r}: the file was made from another MMBench version"
+                )
         answers.append(Answer(record_id if record is not None else None, str(row["prediction"]), where))
     return answers
 
@@ -82,5 +86,7 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
 IMPORTER = Importer(
     "mmbench-submission",
     "an MMBench submission .xlsx (convert_mmbench_for_submission.py: index, question, A-D, prediction)",
-    ("mmbench",), looks_like, read,
+    ("mmbench",),
+    looks_like,
+    read,
 )

@@ -27,8 +27,20 @@ from vlmgrid.imports.reading import read_text
 
 # MME's 14 subtasks, as the release and the tool name their folders and result files.
 SUBTASKS = (
-    "existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR",
-    "commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning",
+    "existence",
+    "count",
+    "position",
+    "color",
+    "posters",
+    "celebrity",
+    "scene",
+    "landmark",
+    "artwork",
+    "OCR",
+    "commonsense_reasoning",
+    "numerical_calculation",
+    "text_translation",
+    "code_reasoning",
 )
 
 
@@ -38,12 +50,16 @@ def looks_like(path: Path) -> bool:
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
     if not path.is_dir():
-        raise VlmgridError(f"{path} is not a folder: an MME eval-tool result is a folder of <subtask>.txt files "
-                           f"(give the right --format)")
+        raise VlmgridError(
+            f"{path} is not a folder: an MME eval-tool result is a folder of <subtask>.txt files "
+            f"(give the right --format)"
+        )
     others = sorted(p.name for p in path.glob("*.txt") if p.stem not in SUBTASKS)
     if others:
-        raise VlmgridError(f"{path}/{others[0]} is not named after one of MME's 14 subtasks "
-                           f"({', '.join(SUBTASKS)}); rename or remove it")
+        raise VlmgridError(
+            f"{path}/{others[0]} is not named after one of MME's 14 subtasks "
+            f"({', '.join(SUBTASKS)}); rename or remove it"
+        )
     index = mme_index(records)
     gold = dict(zip(records["id"].astype(str), records["answer"].astype(str)))
     answers = []
@@ -91,5 +107,8 @@ def _check_whole_images(path: Path, answers: list[Answer], records: pd.DataFrame
 IMPORTER = Importer(
     "mme-eval-tool",
     "a result folder of MME's eval tool (<subtask>.txt: image, question, gold, answer; tab-separated)",
-    ("mme",), looks_like, read, partial=True,
+    ("mme",),
+    looks_like,
+    read,
+    partial=True,
 )

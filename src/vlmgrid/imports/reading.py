@@ -60,7 +60,7 @@ def _declares_dtd(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bool:
             window = tail + chunk
             if any(mark in window for mark in _DTD):
                 return True
-            tail = window[-len(_DTD[1]):]  # a mark split across two chunks
+            tail = window[-len(_DTD[1]) :]  # a mark split across two chunks
     return False
 
 
@@ -79,23 +79,32 @@ def check_workbook(path: Path) -> None:
         total = sum(member.file_size for member in members)
         if total > MAX_UNPACKED:
             largest = max(members, key=lambda member: member.file_size)
-            raise _refused(path, f"would unpack to {_size(total)} ({largest.filename} alone to "
-                                 f"{_size(largest.file_size)} from {_size(largest.compress_size)}), more than the "
-                                 f"{_size(MAX_UNPACKED)} a workbook of answers is read up to",
-                           "check that it is the file meant")
+            raise _refused(
+                path,
+                f"would unpack to {_size(total)} ({largest.filename} alone to "
+                f"{_size(largest.file_size)} from {_size(largest.compress_size)}), more than the "
+                f"{_size(MAX_UNPACKED)} a workbook of answers is read up to",
+                "check that it is the file meant",
+            )
         for member in members:
             packed = max(member.compress_size, 1)
             if member.file_size > MAX_RATIO_FROM and member.file_size > MAX_RATIO * packed:
-                raise _refused(path, f"holds {member.filename}, which inflates {member.file_size // packed} times "
-                                     f"(to {_size(member.file_size)} from {_size(member.compress_size)}), as no "
-                                     f"spreadsheet program packs a workbook")
+                raise _refused(
+                    path,
+                    f"holds {member.filename}, which inflates {member.file_size // packed} times "
+                    f"(to {_size(member.file_size)} from {_size(member.compress_size)}), as no "
+                    f"spreadsheet program packs a workbook",
+                )
         try:
             dtd = next((member for member in members if _declares_dtd(archive, member)), None)
         except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, RuntimeError):
             return  # a damaged or encrypted member: reading the workbook says so
         if dtd is not None:
-            raise _refused(path, f"holds {dtd.filename}, whose XML declares a DTD (<!DOCTYPE ...>), which no "
-                                 f"spreadsheet program writes")
+            raise _refused(
+                path,
+                f"holds {dtd.filename}, whose XML declares a DTD (<!DOCTYPE ...>), which no "
+                f"spreadsheet program writes",
+            )
 
 
 def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
@@ -106,9 +115,17 @@ def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
     try:
         frame = pd.read_excel(path, engine="openpyxl", dtype=str, keep_default_na=False, **kwargs)
         formulas = _formulas(path) if _has_formulas(path) else {}
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, SyntaxError) as error:  # XML's ParseError is one
-        raise VlmgridError(f"{path} is not a readable .xlsx workbook ({type(error).__name__}: {error}); it may be "
-                           f"cut short: copy the whole file again") from None
+    except (
+        zipfile.BadZipFile,
+        KeyError,
+        ValueError,
+        OSError,
+        SyntaxError,
+    ) as error:  # XML's ParseError is one
+        raise VlmgridError(
+            f"{path} is not a readable .xlsx workbook ({type(error).__name__}: {error}); it may be "
+            f"cut short: copy the whole file again"
+        ) from None
     untold = {}
     for (row, column), (cell, text, stored) in formulas.items():
         at = (row - 2, column - 1)  # pandas reads the first row as the header, as to_excel writes it
@@ -118,7 +135,8 @@ def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
             untold[(at[0], str(frame.columns[at[1]]))] = (
                 f"{path.name} cell {cell} holds the formula {stored!r}, which xlsxwriter rewrote from the text it was "
                 f"given (a workbook of VLMEvalKit before 63a279f1 wrote a text beginning with '=' as a formula), so "
-                f"that text cannot be told")
+                f"that text cannot be told"
+            )
         else:
             frame.iat[at] = text
     frame.attrs["formulas"] = untold
@@ -153,7 +171,11 @@ def _formulas(path: Path) -> dict[tuple[int, int], tuple[str, str | None, str]]:
                 value = cell.value
                 stored = value.text if isinstance(value, ArrayFormula) else str(value)
                 text = "{" + stored + "}" if isinstance(value, ArrayFormula) else stored
-                found[(cell.row, cell.column)] = (cell.coordinate, None if "_xlfn." in stored else text, stored)
+                found[(cell.row, cell.column)] = (
+                    cell.coordinate,
+                    None if "_xlfn." in stored else text,
+                    stored,
+                )
         return found
     finally:
         book.close()
@@ -170,5 +192,6 @@ def read_text(path: Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise VlmgridError(f"{path} line {line} is not UTF-8 text (byte 0x{data[error.start]:02x}); save the file "
-                           f"as UTF-8") from None
+        raise VlmgridError(
+            f"{path} line {line} is not UTF-8 text (byte 0x{data[error.start]:02x}); save the file as UTF-8"
+        ) from None

@@ -111,6 +111,7 @@ class Row:
 
 # ---------------------------------------------------------------------------------------------- reading
 
+
 def dataset_name(path: Path) -> str:
     """The dataset a file answers, told by its name `<model>_<dataset>.<ext>` (the longest name that fits)."""
     name = next((n for n in sorted(DATASETS, key=len, reverse=True) if path.stem.endswith(f"_{n}")), None)
@@ -144,27 +145,38 @@ def _frame(path: Path) -> pd.DataFrame:
             return _tsv(path)
         data = json.loads(read_text(path))
     except ValueError as error:  # parser and JSON errors
-        raise VlmgridError(f"{path} cannot be read as {path.suffix[1:]} ({error}): the file is not {WHAT}") from None
+        raise VlmgridError(
+            f"{path} cannot be read as {path.suffix[1:]} ({error}): the file is not {WHAT}"
+        ) from None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-        raise VlmgridError(f"{path} is not a JSON list of objects: the file is not {WHAT} (give the right --format)")
+        raise VlmgridError(
+            f"{path} is not a JSON list of objects: the file is not {WHAT} (give the right --format)"
+        )
     return pd.DataFrame(data)
 
 
 def read_rows(path: Path) -> list[Row]:
     """The file's rows, read whole; a file without `index` or `prediction` is refused."""
     if not path.is_file() or path.suffix not in SUFFIXES:
-        raise VlmgridError(f"{path} is not a .xlsx, .tsv or .json file: the file is not {WHAT} (give the right "
-                           f"--format)")
+        raise VlmgridError(
+            f"{path} is not a .xlsx, .tsv or .json file: the file is not {WHAT} (give the right --format)"
+        )
     frame = _frame(path)
     missing = [column for column in REQUIRED if column not in frame.columns]
     if missing:
-        raise VlmgridError(f"{path} has no `{missing[0]}` column (it has {', '.join(map(str, frame.columns))}): the "
-                           f"file is not {WHAT} (give the right --format)")
-    untold = frame.attrs.get("formulas", {})  # formula cells whose text cannot be told (reading.read_workbook)
+        raise VlmgridError(
+            f"{path} has no `{missing[0]}` column (it has {', '.join(map(str, frame.columns))}): the "
+            f"file is not {WHAT} (give the right --format)"
+        )
+    untold = frame.attrs.get(
+        "formulas", {}
+    )  # formula cells whose text cannot be told (reading.read_workbook)
     other = next(((at, why) for at, why in untold.items() if at[1] != "prediction"), None)
     if other is not None:
-        raise VlmgridError(f"{path}: {other[1]}; write that {other[0][1]} again as text in the workbook (or import "
-                           f"the .tsv of a later VLMEvalKit)")
+        raise VlmgridError(
+            f"{path}: {other[1]}; write that {other[0][1]} again as text in the workbook (or import "
+            f"the .tsv of a later VLMEvalKit)"
+        )
     rows = []
     for n, values in enumerate(frame.to_dict("records"), start=1):
         cells = {str(column): _text(value) for column, value in values.items()}
@@ -201,6 +213,7 @@ def looks_like(path: Path) -> bool:
 
 # ---------------------------------------------------------------------------------------------- matching
 
+
 def norm(text: Any) -> str:
     return squeeze(_text(text)).casefold()
 
@@ -217,8 +230,9 @@ def _letter(record: pd.Series) -> str:
     return LETTERS[int(record["answer_index"])]
 
 
-def _other_version(path: Path, row: Row, what: str, theirs: Any, record_ids: list[str], ours: Any,
-                   dataset: str) -> VlmgridError:
+def _other_version(
+    path: Path, row: Row, what: str, theirs: Any, record_ids: list[str], ours: Any, dataset: str
+) -> VlmgridError:
     items = f"item {record_ids[0]} has" if len(record_ids) == 1 else f"items {', '.join(record_ids[:3])} have"
     return VlmgridError(
         f"{path} {row.where} gives {what} {theirs!r}, but {items} {ours!r}: the file was made from another "
@@ -233,13 +247,30 @@ def _mmbench(path: Path, rows: list[Row], records: pd.DataFrame, dataset: str) -
         record = by_id.get(row.get("index"))
         if record is not None:
             if _options(row) != _record_options(record):
-                raise _other_version(path, row, "the options", list(_options(row)), [str(record["id"])],
-                                     list(_record_options(record)), dataset)
+                raise _other_version(
+                    path,
+                    row,
+                    "the options",
+                    list(_options(row)),
+                    [str(record["id"])],
+                    list(_record_options(record)),
+                    dataset,
+                )
             if row.get("answer").strip() != _letter(record):
-                raise _other_version(path, row, "the gold letter", row.get("answer"), [str(record["id"])],
-                                     _letter(record), dataset)
-        answers.append(Answer(None if record is None else str(record["id"]), row.get("prediction"), row.where,
-                              row.verdict))
+                raise _other_version(
+                    path,
+                    row,
+                    "the gold letter",
+                    row.get("answer"),
+                    [str(record["id"])],
+                    _letter(record),
+                    dataset,
+                )
+        answers.append(
+            Answer(
+                None if record is None else str(record["id"]), row.get("prediction"), row.where, row.verdict
+            )
+        )
     return answers
 
 
@@ -279,32 +310,50 @@ TEXTS = {
     "mme": Texts(
         record_key=lambda r: (norm(r["category"]), norm(mme_question(r["question"]))),
         row_keys=lambda row, dataset: [(norm(row.get("category")), norm(mme_question(row.get("question"))))],
-        record_gold=lambda r: norm(r["answer"]), row_gold=_yes_no,
-        record_image=lambda r: stem(r["image_id"])),
+        record_gold=lambda r: norm(r["answer"]),
+        row_gold=_yes_no,
+        record_image=lambda r: stem(r["image_id"]),
+    ),
     "pope": Texts(
         record_key=lambda r: (norm(r["split"]), norm(r["question"])),
-        row_keys=lambda row, dataset: [(norm(split), norm(row.get("question")))
-                                       for split in row.get("category").split(",") if split.strip()],
-        record_gold=lambda r: norm(r["answer"]), row_gold=_yes_no,
-        record_image=lambda r: stem(r["image_source"])),
+        row_keys=lambda row, dataset: [
+            (norm(split), norm(row.get("question")))
+            for split in row.get("category").split(",")
+            if split.strip()
+        ],
+        record_gold=lambda r: norm(r["answer"]),
+        row_gold=_yes_no,
+        record_image=lambda r: stem(r["image_source"]),
+    ),
     "scienceqa_img": Texts(
         record_key=lambda r: (norm(r["question"]), norm(r.get("hint", "")), _record_options(r)),
         row_keys=lambda row, dataset: [(norm(row.get("question")), norm(row.get("hint")), _options(row))],
-        record_gold=_letter, row_gold=lambda row: row.get("answer").strip()),
+        record_gold=_letter,
+        row_gold=lambda row: row.get("answer").strip(),
+    ),
     "textvqa": Texts(
         record_key=lambda r: (norm(r["question"]),),
         row_keys=lambda row, dataset: [(norm(row.get("question")),)],
-        record_gold=lambda r: sorted(norm(answer) for answer in r["answers"]), row_gold=_answers,
-        record_image=lambda r: stem(r["image_id"])),
+        record_gold=lambda r: sorted(norm(answer) for answer in r["answers"]),
+        row_gold=_answers,
+        record_image=lambda r: stem(r["image_id"]),
+    ),
     "cvbench": Texts(
         record_key=lambda r: (norm(r["type"]), norm(r["question"]), _record_options(r)),
-        row_keys=lambda row, dataset: [(norm(dataset.rsplit("-", 1)[-1]), norm(row.get("question")), _options(row))],
-        record_gold=_letter, row_gold=lambda row: row.get("answer").strip()),
+        row_keys=lambda row, dataset: [
+            (norm(dataset.rsplit("-", 1)[-1]), norm(row.get("question")), _options(row))
+        ],
+        record_gold=_letter,
+        row_gold=lambda row: row.get("answer").strip(),
+    ),
     "mmvp": Texts(
         record_key=lambda r: (norm(r["question"]), _record_options(r)),
         row_keys=lambda row, dataset: [(norm(row.get("question")), _options(row))],
-        record_gold=_letter, row_gold=lambda row: row.get("answer").strip(),
-        record_image=lambda r: str(r["id"]), accepts=_mmvp_accepts),
+        record_gold=_letter,
+        row_gold=lambda row: row.get("answer").strip(),
+        record_image=lambda r: str(r["id"]),
+        accepts=_mmvp_accepts,
+    ),
 }
 TEXTS["pope_coco"] = TEXTS["pope"]
 
@@ -342,8 +391,15 @@ def _by_texts(texts: Texts, path: Path, rows: list[Row], records: pd.DataFrame, 
             if not fits:  # all answered already (check_answers refuses the second answer), or another gold
                 fits = [item for item in every[key] if gives(item)]
                 if not fits:
-                    raise _other_version(path, row, "the gold answer", row.get("answer"), every[key],
-                                         texts.record_gold(by_id[every[key][0]]), dataset)
+                    raise _other_version(
+                        path,
+                        row,
+                        "the gold answer",
+                        row.get("answer"),
+                        every[key],
+                        texts.record_gold(by_id[every[key][0]]),
+                        dataset,
+                    )
             if image is not None and texts.record_image is not None:
                 fits = [item for item in fits if texts.record_image(by_id[item]) == image] or fits
             chosen = fits[0]
@@ -381,9 +437,13 @@ def _judged(path: Path, dataset: str, rows: list[Row]) -> list[Row]:
     judge = judge_file(path) if dataset in JUDGED else None
     if judge is None:
         return rows
-    verdicts = read_verdicts(judge, read_rows(judge), {row.get("index"): row.get("prediction") for row in rows})
-    log.info(f"{path}: VLMEvalKit's verdicts read from {judge.name} ({sum(v.judge for v in verdicts.values())} of "
-             f"{len(verdicts)} read by its judge)")
+    verdicts = read_verdicts(
+        judge, read_rows(judge), {row.get("index"): row.get("prediction") for row in rows}
+    )
+    log.info(
+        f"{path}: VLMEvalKit's verdicts read from {judge.name} ({sum(v.judge for v in verdicts.values())} of "
+        f"{len(verdicts)} read by its judge)"
+    )
     return [replace(row, verdict=verdicts[row.get("index")]) for row in rows]
 
 
@@ -394,7 +454,10 @@ def _read_file(path: Path, dataset: str, records: pd.DataFrame, kind: str) -> li
     else:
         answers = _by_texts(TEXTS[kind], path, rows, records, dataset)
     errors = {row.where: row.error for row in rows if row.error is not None}
-    return [replace(answer, error=errors[answer.where]) if answer.where in errors else answer for answer in answers]
+    return [
+        replace(answer, error=errors[answer.where]) if answer.where in errors else answer
+        for answer in answers
+    ]
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
@@ -403,14 +466,18 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
         files = {file: dataset for file, dataset in found.items() if kind in DATASETS[dataset]}
         for file, dataset in found.items():
             if file not in files:
-                log.info(f"{file}: skipped, VLMEvalKit's predictions for {dataset} do not answer {kind} benchmarks")
+                log.info(
+                    f"{file}: skipped, VLMEvalKit's predictions for {dataset} do not answer {kind} benchmarks"
+                )
         if not files:
             raise VlmgridError(
                 f"{path} holds no VLMEvalKit prediction file for {kind} benchmarks (it holds "
                 f"{', '.join(found.values()) or 'none'}); the datasets read for {kind} are {_for_kind(kind)}, in "
                 f"files named <model>_<dataset>.xlsx"
             )
-        return [answer for file, dataset in files.items() for answer in _read_file(file, dataset, records, kind)]
+        return [
+            answer for file, dataset in files.items() for answer in _read_file(file, dataset, records, kind)
+        ]
     dataset = dataset_name(path)
     if kind not in DATASETS[dataset]:
         raise VlmgridError(
@@ -425,6 +492,8 @@ IMPORTER = Importer(
     "vlmevalkit",
     "VLMEvalKit's prediction files (<model>_<dataset>.xlsx, .tsv or .json: the dataset's columns and "
     "prediction)",
-    tuple(dict.fromkeys(kind for kinds in DATASETS.values() for kind in kinds)), looks_like, read,
+    tuple(dict.fromkeys(kind for kinds in DATASETS.values() for kind in kinds)),
+    looks_like,
+    read,
     tool="VLMEvalKit",
 )

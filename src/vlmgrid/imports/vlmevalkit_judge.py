@@ -42,13 +42,16 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 def judge_files(prediction_file: Path) -> list[Path]:
     """The judge files beside a prediction file: `<its stem>_<judge>_result.<xlsx|tsv|json>`."""
     pattern = re.compile(re.escape(prediction_file.stem) + r"_(.+)_result")
-    return sorted(path for path in prediction_file.parent.iterdir()
-                  if path.is_file() and path.suffix in SUFFIXES and pattern.fullmatch(path.stem))
+    return sorted(
+        path
+        for path in prediction_file.parent.iterdir()
+        if path.is_file() and path.suffix in SUFFIXES and pattern.fullmatch(path.stem)
+    )
 
 
 def judge_name(judge_file: Path, prediction_file: Path) -> str:
     """The judge's name in the file name ("openai", "gpt-4o-mini", "exact_matching")."""
-    return judge_file.stem[len(prediction_file.stem) + 1:-len("_result")]
+    return judge_file.stem[len(prediction_file.stem) + 1 : -len("_result")]
 
 
 def judge_file(prediction_file: Path) -> Path | None:
@@ -71,13 +74,17 @@ def verdict(path: Path, where: str, cells: dict[str, str]) -> Verdict:
     """One judge row's verdict: its `hit`, whether the judge read it (from its `log`), the letter read."""
     hit, log, prediction = cells.get("hit", "").strip(), cells.get("log", ""), cells.get("prediction", "")
     if hit not in ("0", "1"):
-        raise VlmgridError(f"{path} {where} has hit {hit!r}, not 0 or 1: the file is not a VLMEvalKit judge file; "
-                           f"move it away from the prediction file, or evaluate the predictions again with VLMEvalKit")
+        raise VlmgridError(
+            f"{path} {where} has hit {hit!r}, not 0 or 1: the file is not a VLMEvalKit judge file; "
+            f"move it away from the prediction file, or evaluate the predictions again with VLMEvalKit"
+        )
     if not log.startswith(LOG_START):
-        raise VlmgridError(f"{path} {where} has the log {log[:60]!r}, not VLMEvalKit's \"{LOG_START}...\" (its "
-                           f"vanilla evaluation since 646e7bc8, 2024-07-18): the file is not a judge file read here; "
-                           f"move it away from the prediction file")
-    text = log[len(LOG_START):].rstrip()
+        raise VlmgridError(
+            f'{path} {where} has the log {log[:60]!r}, not VLMEvalKit\'s "{LOG_START}..." (its '
+            f"vanilla evaluation since 646e7bc8, 2024-07-18): the file is not a judge file read here; "
+            f"move it away from the prediction file"
+        )
+    text = log[len(LOG_START) :].rstrip()
     text = text[:-1] if text.endswith(".") else text  # eval_vanilla's ". " after the text
     choices = _choices(cells)
     if log.rstrip() == f"{LOG_START}{prediction}.":  # the matcher read the prediction itself
@@ -90,7 +97,9 @@ def verdict(path: Path, where: str, cells: dict[str, str]) -> Verdict:
         letter, judged = can_infer(text, choices), True
     gold = cells.get("answer", "").strip()
     if letter is not None and (letter == gold) != (hit == "1"):
-        letter = None  # another version's matcher read it otherwise: the hit is the tool's, the letter unknown
+        letter = (
+            None  # another version's matcher read it otherwise: the hit is the tool's, the letter unknown
+        )
     return Verdict(int(hit), judged, letter, str(path))
 
 
@@ -101,16 +110,22 @@ def read_verdicts(path: Path, rows: Sequence, predictions: dict[str, str]) -> di
     for row in rows:
         index = row.get("index")
         if index not in predictions:
-            raise VlmgridError(f"{path} {row.where} judges a row the prediction file does not have: the judge file "
-                               f"was made from other predictions; move it away, or evaluate these predictions again")
+            raise VlmgridError(
+                f"{path} {row.where} judges a row the prediction file does not have: the judge file "
+                f"was made from other predictions; move it away, or evaluate these predictions again"
+            )
         if row.get("prediction").rstrip() != predictions[index].rstrip():
-            raise VlmgridError(f"{path} {row.where} judges the answer {row.get('prediction')[:60]!r}, but the "
-                               f"prediction file answers {predictions[index][:60]!r} there: the judge file was made "
-                               f"from other predictions; move it away, or evaluate these predictions again")
+            raise VlmgridError(
+                f"{path} {row.where} judges the answer {row.get('prediction')[:60]!r}, but the "
+                f"prediction file answers {predictions[index][:60]!r} there: the judge file was made "
+                f"from other predictions; move it away, or evaluate these predictions again"
+            )
         verdicts[index] = verdict(path, row.where, row.cells)
     missing = [index for index in predictions if index not in verdicts]
     if missing:
-        raise VlmgridError(f"{path} has no verdict for {len(missing)} row(s) of the prediction file (index "
-                           f"{missing[0]} first): it judged a part of them only; move it away, or evaluate the "
-                           f"whole file again with VLMEvalKit")
+        raise VlmgridError(
+            f"{path} has no verdict for {len(missing)} row(s) of the prediction file (index "
+            f"{missing[0]} first): it judged a part of them only; move it away, or evaluate the "
+            f"whole file again with VLMEvalKit"
+        )
     return verdicts

@@ -37,8 +37,12 @@ RULE = "VLMEvalKit can_infer (vlmeval/utils/matching_util.py at e8e78f05)"
 NO_OPTION = "Z"
 
 _API_FAILURE = "Failed to obtain answer via API"
-_REFUSALS = ("Sorry, I can't help with images of people yet.", "I can't process this file.",
-             "I'm sorry, but without the image provided", "Cannot determine the answer")
+_REFUSALS = (
+    "Sorry, I can't help with images of people yet.",
+    "I can't process this file.",
+    "I'm sorry, but without the image provided",
+    "Cannot determine the answer",
+)
 _BLANKED = str.maketrans({c: " " for c in ".()[],:;!*#{}"})
 _ANSWER_IS = re.compile(r"(?i)(?:correct\s+)?answer\s+is\s+\**([ABCD])\**")
 

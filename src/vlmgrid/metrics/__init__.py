@@ -38,10 +38,22 @@ from vlmgrid.metrics.vqa import VQAAccuracy
 from vlmgrid.metrics.vqa_normalise import normalise_answer
 from vlmgrid.registry import Registry
 
-METRICS: Registry[Metric] = Registry("metric", [
-    Classification(), Accuracy(), Pope(), MME(), MMBenchCircular(), CVBench(), MMVP(), VQAAccuracy(),
-    Kaleidoscope(), CVQAAccuracy(), Dance(),
-])
+METRICS: Registry[Metric] = Registry(
+    "metric",
+    [
+        Classification(),
+        Accuracy(),
+        Pope(),
+        MME(),
+        MMBenchCircular(),
+        CVBench(),
+        MMVP(),
+        VQAAccuracy(),
+        Kaleidoscope(),
+        CVQAAccuracy(),
+        Dance(),
+    ],
+)
 
 __all__ = [
     "METRICS",

@@ -71,8 +71,9 @@ def _check_columns(m: Metric, frame: pd.DataFrame, columns: Sequence[str], what:
             raise VlmgridError(f'{what} lack the column "{col}" that the {m.name} metric needs')
 
 
-def checked_records(m: Metric, records: pd.DataFrame, purpose: str,
-                    predictions: pd.DataFrame | None = None) -> pd.DataFrame:
+def checked_records(
+    m: Metric, records: pd.DataFrame, purpose: str, predictions: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """The records, indexed 0..n-1, when they (and the predictions, if given) hold an id and the metric's
     columns, and the records hold at least one item (`purpose`: "score") and each id once."""
     _check_columns(m, records, m.record_columns, "records")
@@ -107,7 +108,9 @@ def yes_no_text(series: pd.Series) -> pd.Series:
 
 def valid_yes_no(preds: pd.DataFrame) -> np.ndarray:
     """Per row: no error and a prediction that reads "yes" or "no"."""
-    return no_error(preds) & yes_no_text(preds["prediction"]).isin(["yes", "no"]).fillna(False).to_numpy(dtype=bool)
+    return no_error(preds) & yes_no_text(preds["prediction"]).isin(["yes", "no"]).fillna(False).to_numpy(
+        dtype=bool
+    )
 
 
 def gold_yes_no(records: pd.DataFrame, benchmark: str) -> pd.Series:

@@ -25,9 +25,7 @@ def _in_topk(topk: pd.Series | None, pred: np.ndarray, gold: np.ndarray) -> np.n
     if len(rows):
         lists = [values[i] for i in rows]
         lens = np.fromiter((len(v) for v in lists), dtype=np.int64, count=len(lists))
-        flat = np.fromiter(
-            (int(x) for v in lists for x in v), dtype=np.int64, count=int(lens.sum())
-        )
+        flat = np.fromiter((int(x) for v in lists for x in v), dtype=np.int64, count=int(lens.sum()))
         owner = np.repeat(rows, lens)
         rank = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
         match = (rank < 5) & (flat == gold[owner])

@@ -22,8 +22,15 @@ SUBMISSION_COLUMNS = ("ID", "prediction")
 LETTERS = "ABCD"
 PAIR = "country_language"
 
-__all__ = ["LabelsHidden", "CVQAAccuracy", "accuracy_by_pair", "check_labels", "labels_hidden", "submission_table",
-           "submission_tables"]
+__all__ = [
+    "LabelsHidden",
+    "CVQAAccuracy",
+    "accuracy_by_pair",
+    "check_labels",
+    "labels_hidden",
+    "submission_table",
+    "submission_tables",
+]
 
 
 def labels_hidden(records: pd.DataFrame) -> bool:
@@ -73,11 +80,15 @@ def _variant_rows(records: pd.DataFrame, predictions: pd.DataFrame, variant: str
     """The variant's prediction rows in records order; a missing or repeated item is an error naming it."""
     rows = predictions[predictions["variant"].astype(str) == variant]
     if rows["id"].duplicated().any():
-        raise VlmgridError(f'predictions for setting "{variant}" hold item "{rows["id"][rows["id"].duplicated()].iloc[0]}" more than once')
+        raise VlmgridError(
+            f'predictions for setting "{variant}" hold item "{rows["id"][rows["id"].duplicated()].iloc[0]}" more than once'
+        )
     rows = rows.set_index("id")
     missing = pd.Index(records["id"]).difference(rows.index)
     if len(missing):
-        raise VlmgridError(f'predictions for setting "{variant}" lack item "{missing[0]}"; rerun infer for this benchmark')
+        raise VlmgridError(
+            f'predictions for setting "{variant}" lack item "{missing[0]}"; rerun infer for this benchmark'
+        )
     return rows.loc[list(records["id"])].reset_index()
 
 

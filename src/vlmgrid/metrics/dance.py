@@ -71,10 +71,13 @@ class Dance(Metric):
     prediction_columns = ("prediction", "scores")
 
     def valid(self, records: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
-        has_scores = np.array([
-            scores is not None and len(scores) == len(options)
-            for scores, options in zip(preds["scores"], records["options"])
-        ], dtype=bool)
+        has_scores = np.array(
+            [
+                scores is not None and len(scores) == len(options)
+                for scores, options in zip(preds["scores"], records["options"])
+            ],
+            dtype=bool,
+        )
         return super().valid(records, preds) & has_scores
 
     def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -80,7 +80,9 @@ class ClassEffect:
     name: str
     label: str
     items: int  # rows (item, variant) of the class
-    effect: float | None  # headline change when A's rows are put in after the classes before it; None: no headline
+    effect: (
+        float | None
+    )  # headline change when A's rows are put in after the classes before it; None: no headline
     alone: float | None  # headline change when only this class's rows are put in
 
 
@@ -105,7 +107,9 @@ class Differences:
     order_matters: bool  # the effects depend on the substitution order (a set-level headline)
     own_value_a: float | None = None  # A's headline over all the items it answers, when B lacks some of them
     own_value_b: float | None = None
-    variant_pairing: tuple[str, str] | None = None  # (A's, B's) when the one variant of each is named differently
+    variant_pairing: tuple[str, str] | None = (
+        None  # (A's, B's) when the one variant of each is named differently
+    )
     variants: list[str] = field(default_factory=list)
 
     @property
@@ -143,22 +147,30 @@ def _variants(preds: pd.DataFrame) -> pd.Series:
 def _checked(m: Metric, records: pd.DataFrame, preds: pd.DataFrame, which: str) -> pd.DataFrame:
     for col in ("id", *m.prediction_columns):
         if col not in preds.columns:
-            raise VlmgridError(f'predictions of {which} lack the column "{col}" that the {m.name} metric needs')
+            raise VlmgridError(
+                f'predictions of {which} lack the column "{col}" that the {m.name} metric needs'
+            )
     preds = preds.assign(id=preds["id"].astype(str), variant=_variants(preds))
     unknown = sorted(set(preds["id"].unique()) - set(records["id"].unique()))
     if unknown:
-        raise VlmgridError(f'predictions of {which} name {len(unknown)} item(s) the benchmark does not have, e.g. '
-                           f'"{unknown[0]}": they were made for other data; diff sets of this benchmark only')
+        raise VlmgridError(
+            f"predictions of {which} name {len(unknown)} item(s) the benchmark does not have, e.g. "
+            f'"{unknown[0]}": they were made for other data; diff sets of this benchmark only'
+        )
     twice = preds[preds.duplicated(["id", "variant"])]
     if len(twice):
-        raise VlmgridError(f'predictions of {which} hold item "{twice["id"].iloc[0]}" more than once in variant '
-                           f'"{twice["variant"].iloc[0]}"; each item must appear once per variant')
+        raise VlmgridError(
+            f'predictions of {which} hold item "{twice["id"].iloc[0]}" more than once in variant '
+            f'"{twice["variant"].iloc[0]}"; each item must appear once per variant'
+        )
     return preds
 
 
 def _answered(preds: pd.DataFrame, variants: list[str]) -> set[str]:
     """The items with a row in every variant."""
-    rows = preds.loc[preds["variant"].isin(variants), "id"].value_counts()  # an item is once per variant at most
+    rows = preds.loc[
+        preds["variant"].isin(variants), "id"
+    ].value_counts()  # an item is once per variant at most
     return set(rows.index[rows == len(variants)])
 
 
@@ -195,7 +207,9 @@ def _column(frame: pd.DataFrame, col: str) -> pd.Series:
 
 
 def _holds_arrays(col: pd.Series) -> bool:
-    return col.dtype == object and any(isinstance(v, (list, tuple, np.ndarray)) for v in col[col.notna()].to_numpy())
+    return col.dtype == object and any(
+        isinstance(v, (list, tuple, np.ndarray)) for v in col[col.notna()].to_numpy()
+    )
 
 
 def _same_values(col_a: pd.Series, col_b: pd.Series) -> np.ndarray:
@@ -213,8 +227,11 @@ def _same_values(col_a: pd.Series, col_b: pd.Series) -> np.ndarray:
 
 def _same_answers(raw_a: pd.Series, raw_b: pd.Series) -> np.ndarray:
     """`same_answer` of two aligned raw text columns, row by row."""
+
     def stripped(col: pd.Series) -> np.ndarray:
-        return np.array([v.strip() if isinstance(v, str) else None for v in col.to_numpy(dtype=object)], dtype=object)
+        return np.array(
+            [v.strip() if isinstance(v, str) else None for v in col.to_numpy(dtype=object)], dtype=object
+        )
 
     a, b = stripped(raw_a), stripped(raw_b)
     texts = np.not_equal(a, None) & np.not_equal(b, None)
@@ -236,7 +253,8 @@ def _classes_of(m: Metric, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> np.nda
     same_text = _same_values(raw_a, raw_b) | answer
     return np.select(
         [same_reading & same_text, same_reading, ~(fine_a & fine_b), answer],
-        [-1, _RANK["same_reading"], _RANK["error"], _RANK["reading"]], default=_RANK["answer"],
+        [-1, _RANK["same_reading"], _RANK["error"], _RANK["reading"]],
+        default=_RANK["answer"],
     )
 
 
@@ -253,12 +271,20 @@ def _texts(col: pd.Series) -> np.ndarray:
 def _indices(col: pd.Series) -> np.ndarray:
     """Each value of a column as an index, -1 where it is missing."""
     missing = col.isna().to_numpy()
-    return np.array([-1 if gone else int(v) for v, gone in zip(col.to_numpy(dtype=object), missing)], dtype=np.int64)
+    return np.array(
+        [-1 if gone else int(v) for v, gone in zip(col.to_numpy(dtype=object), missing)], dtype=np.int64
+    )
 
 
-def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, preds_b: pd.DataFrame,
-                     names: tuple[str, str] = ("A", "B"), causes: Mapping[tuple[str, str], str] | None = None,
-                     cause_classes: Sequence[DiffClass] = ()) -> Differences:
+def diff_predictions(
+    metric: str,
+    records: pd.DataFrame,
+    preds_a: pd.DataFrame,
+    preds_b: pd.DataFrame,
+    names: tuple[str, str] = ("A", "B"),
+    causes: Mapping[tuple[str, str], str] | None = None,
+    cause_classes: Sequence[DiffClass] = (),
+) -> Differences:
     """Set A against set B on the same records, by the named metric (`METRICS`); see the module docstring.
 
     `names` name the two sets in messages. Raises VlmgridError for sets that cannot be paired (other variants,
@@ -334,23 +360,36 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
         return out.tolist()
 
     ids = common["id"].to_numpy(dtype=object)
-    items = [ItemDifference(*fields) for fields in zip(
-        ids[row_key].tolist(), [variants[k] for k in variant_key.tolist()],
-        [classes_here[r].name for r in class_key.tolist()],
-        side(aligned_a, "raw", _texts), side(aligned_b, "raw", _texts),
-        side(aligned_a, "prediction", _texts), side(aligned_b, "prediction", _texts),
-        side(aligned_a, "prediction_index", _indices), side(aligned_b, "prediction_index", _indices),
-        side(aligned_a, "error", _texts), side(aligned_b, "error", _texts), gold[row_key].tolist(),
-        gold_index[row_key].tolist(),
-    )]
+    items = [
+        ItemDifference(*fields)
+        for fields in zip(
+            ids[row_key].tolist(),
+            [variants[k] for k in variant_key.tolist()],
+            [classes_here[r].name for r in class_key.tolist()],
+            side(aligned_a, "raw", _texts),
+            side(aligned_b, "raw", _texts),
+            side(aligned_a, "prediction", _texts),
+            side(aligned_b, "prediction", _texts),
+            side(aligned_a, "prediction_index", _indices),
+            side(aligned_b, "prediction_index", _indices),
+            side(aligned_a, "error", _texts),
+            side(aligned_b, "error", _texts),
+            gold[row_key].tolist(),
+            gold_index[row_key].tolist(),
+        )
+    ]
 
     value_a = headline_value(m, common, aligned_a)
     value_b = headline_value(m, common, aligned_b)
-    classes, order_matters = _effects(m, common, aligned_a, aligned_b, positions, value_a, value_b, classes_here)
+    classes, order_matters = _effects(
+        m, common, aligned_a, aligned_b, positions, value_a, value_b, classes_here
+    )
 
     def own(preds, answered) -> float | None:
         subset = records[records["id"].isin(answered)].reset_index(drop=True)
-        return headline_value(m, subset, {v: _align(subset, preds[preds["variant"] == v], v) for v in variants})
+        return headline_value(
+            m, subset, {v: _align(subset, preds[preds["variant"] == v], v) for v in variants}
+        )
 
     def errors(frames) -> int:
         return sum(int(frame["error"].notna().sum()) for frame in frames.values() if "error" in frame.columns)
@@ -359,19 +398,31 @@ def diff_predictions(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, 
         return sum(int((no_error(frame) & ~m.valid(common, frame)).sum()) for frame in frames.values())
 
     return Differences(
-        metric=m.name, headline=m.headline, n_common=len(common), value_a=value_a, value_b=value_b,
-        classes=classes, items=items, only_a=only_a, only_b=only_b,
-        error_rows_a=errors(aligned_a), error_rows_b=errors(aligned_b),
-        unreadable_a=unreadable(aligned_a), unreadable_b=unreadable(aligned_b), n_rows=len(common) * len(variants),
+        metric=m.name,
+        headline=m.headline,
+        n_common=len(common),
+        value_a=value_a,
+        value_b=value_b,
+        classes=classes,
+        items=items,
+        only_a=only_a,
+        only_b=only_b,
+        error_rows_a=errors(aligned_a),
+        error_rows_b=errors(aligned_b),
+        unreadable_a=unreadable(aligned_a),
+        unreadable_b=unreadable(aligned_b),
+        n_rows=len(common) * len(variants),
         order_matters=order_matters,
         own_value_a=own(preds_a, answered_a) if only_a else None,
         own_value_b=own(preds_b, answered_b) if only_b else None,
-        variant_pairing=pairing, variants=list(variants),
+        variant_pairing=pairing,
+        variants=list(variants),
     )
 
 
-def _substituted(base: dict[str, pd.DataFrame], source: dict[str, pd.DataFrame],
-                 rows: dict[str, list[int]]) -> dict[str, pd.DataFrame]:
+def _substituted(
+    base: dict[str, pd.DataFrame], source: dict[str, pd.DataFrame], rows: dict[str, list[int]]
+) -> dict[str, pd.DataFrame]:
     """`base` with `source`'s rows at `rows` ({variant: positions})."""
     out = {}
     for v, frame in base.items():
@@ -383,8 +434,16 @@ def _substituted(base: dict[str, pd.DataFrame], source: dict[str, pd.DataFrame],
     return out
 
 
-def _effects(m: Metric, common: pd.DataFrame, aligned_a, aligned_b, positions, value_a, value_b,
-             classes: Sequence[DiffClass] = CLASSES):
+def _effects(
+    m: Metric,
+    common: pd.DataFrame,
+    aligned_a,
+    aligned_b,
+    positions,
+    value_a,
+    value_b,
+    classes: Sequence[DiffClass] = CLASSES,
+):
     """Per class its effect on the headline (in `classes` order, and alone), and whether the order matters."""
     if value_a is None or value_b is None:  # a failed cell has no headline to explain
         counts = {c.name: sum(len(p) for p in positions[c.name].values()) for c in classes}
@@ -406,6 +465,8 @@ def _effects(m: Metric, common: pd.DataFrame, aligned_a, aligned_b, positions, v
         before = after
     # Every differing row of A is in now, and the others read the same: the chain ends at A's headline.
     if abs(before - value_a) > _TOLERANCE:
-        raise VlmgridError(f"the {m.name} headline of B with every differing row of A put in is {before}, not A's "
-                           f"{value_a}; the metric reads a column the diff does not compare")
+        raise VlmgridError(
+            f"the {m.name} headline of B with every differing row of A put in is {before}, not A's "
+            f"{value_a}; the metric reads a column the diff does not compare"
+        )
     return effects, order_matters

@@ -91,8 +91,9 @@ class GroupedMetric(Metric):
         cols = sl.start + np.flatnonzero(data["is_rep"][sl])
         return idx[:, cols]
 
-    def drawn_totals(self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice],
-                     keys: Sequence[str]) -> tuple[int, dict[str, np.ndarray]]:
+    def drawn_totals(
+        self, data: dict[str, np.ndarray], idx: np.ndarray, slices: Sequence[slice], keys: Sequence[str]
+    ) -> tuple[int, dict[str, np.ndarray]]:
         """The number of groups drawn per resample, and per resample the sum of each `data[key]` over them."""
         groups, totals = 0, {key: np.zeros(idx.shape[0]) for key in keys}
         for sl in slices:

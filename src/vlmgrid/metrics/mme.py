@@ -28,7 +28,6 @@ SUBTASKS = PERCEPTION + COGNITION
 _LOOKUP = {name.lower(): i for i, name in enumerate(SUBTASKS)}
 
 
-
 def subtask_codes(categories: pd.Series) -> np.ndarray:
     """Index into `SUBTASKS` of each category (case-insensitive; spaces read as underscores)."""
     keys = categories.astype("string").str.strip().str.lower().str.replace(" ", "_", regex=False)

@@ -121,9 +121,15 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     return min(1.0, 2 * tail / 2**n)
 
 
-def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame, preds_b: pd.DataFrame,
-                      samples: int = 1000, seed: int = 0,
-                      names: tuple[str, str] = ("model A", "model B")) -> PairedDifference:
+def paired_difference(
+    metric: str,
+    records: pd.DataFrame,
+    preds_a: pd.DataFrame,
+    preds_b: pd.DataFrame,
+    samples: int = 1000,
+    seed: int = 0,
+    names: tuple[str, str] = ("model A", "model B"),
+) -> PairedDifference:
     """Compare model A's predictions with model B's on the same records by the named metric (`METRICS`).
 
     `samples` is both the number of bootstrap resamples and of permutations; `names` name the two models in
@@ -158,7 +164,9 @@ def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame,
     draws = np.empty(samples)
     start = 0
     for idx in bootstrap_indices(strata, samples, seed):
-        draws[start:start + idx.shape[0]] = _headline(m, data_a, idx, slices) - _headline(m, data_b, idx, slices)
+        draws[start : start + idx.shape[0]] = _headline(m, data_a, idx, slices) - _headline(
+            m, data_b, idx, slices
+        )
         start += idx.shape[0]
     low, high = percentile_ci(draws)
 
@@ -170,18 +178,34 @@ def paired_difference(metric: str, records: pd.DataFrame, preds_a: pd.DataFrame,
     mdd, mdd_from = _mdd(m, data_a, data_b, permuted)
 
     return PairedDifference(
-        value_a=value_a, value_b=value_b, difference=observed, ci95=(low, high), p_value=p_value,
-        test=PERMUTATION_TEST, unit=unit, units=int(unit_codes.max()) + 1 if n else 0, permutations=int(samples),
-        samples=int(samples), seed=int(seed), n=n, mcnemar=_mcnemar(m, data_a, data_b), mdd=mdd,
-        mdd_from=mdd_from, draws=draws,
+        value_a=value_a,
+        value_b=value_b,
+        difference=observed,
+        ci95=(low, high),
+        p_value=p_value,
+        test=PERMUTATION_TEST,
+        unit=unit,
+        units=int(unit_codes.max()) + 1 if n else 0,
+        permutations=int(samples),
+        samples=int(samples),
+        seed=int(seed),
+        n=n,
+        mcnemar=_mcnemar(m, data_a, data_b),
+        mdd=mdd,
+        mdd_from=mdd_from,
+        draws=draws,
     )
 
 
-def _prepared(m: Metric, records: pd.DataFrame, preds: pd.DataFrame, which: str) -> dict[str, dict[str, np.ndarray]]:
+def _prepared(
+    m: Metric, records: pd.DataFrame, preds: pd.DataFrame, which: str
+) -> dict[str, dict[str, np.ndarray]]:
     """{variant: the metric's per-item arrays}, records order; NotComparable when no answer is valid."""
     for col in ("id", *m.prediction_columns):
         if col not in preds.columns:
-            raise VlmgridError(f'predictions of {which} lack the column "{col}" that the {m.name} metric needs')
+            raise VlmgridError(
+                f'predictions of {which} lack the column "{col}" that the {m.name} metric needs'
+            )
     aligned = aligned_by_variant(records, preds)
     if not aligned:
         raise NotComparable(f"{which} has no predictions")
@@ -204,8 +228,9 @@ def _units(m: Metric, records: pd.DataFrame, order: np.ndarray) -> tuple[str, np
     return "item", np.arange(len(order), dtype=np.int64)
 
 
-def _permuted_differences(m: Metric, data_a, data_b, unit_codes: np.ndarray, slices, permutations: int,
-                          seed: int) -> np.ndarray:
+def _permuted_differences(
+    m: Metric, data_a, data_b, unit_codes: np.ndarray, slices, permutations: int, seed: int
+) -> np.ndarray:
     """The difference under `permutations` random sign flips of the units.
 
     A and B are stacked (positions 0..n-1 hold A's arrays, n..2n-1 B's), so a flip is just an index matrix:
@@ -229,7 +254,7 @@ def _permuted_differences(m: Metric, data_a, data_b, unit_codes: np.ndarray, sli
         idx_b = base + n * ~flipped
         a_side = np.mean([m.compute(d, idx_a, slices)[m.headline] for d in stacked], axis=0)
         b_side = np.mean([m.compute(d, idx_b, slices)[m.headline] for d in stacked], axis=0)
-        out[done:done + b] = a_side - b_side
+        out[done : done + b] = a_side - b_side
         done += b
     return out
 
@@ -250,7 +275,7 @@ def _mdd(m: Metric, data_a, data_b, permuted: np.ndarray) -> tuple[float, str]:
     scores = _UNIT_SCORES.get(m.name)
     if scores is None:
         # Under the null the permuted differences centre on 0: their root mean square is its standard error.
-        return mdd_from_se(float(np.sqrt(np.mean(permuted ** 2)))), MDD_PERMUTATIONS
+        return mdd_from_se(float(np.sqrt(np.mean(permuted**2)))), MDD_PERMUTATIONS
     # A model's headline is the mean over its variants, so its score on a unit is too.
     a = np.mean([np.asarray(scores(d), dtype=float) for d in data_a.values()], axis=0)
     b = np.mean([np.asarray(scores(d), dtype=float) for d in data_b.values()], axis=0)

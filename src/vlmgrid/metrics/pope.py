@@ -43,9 +43,9 @@ class Pope(Metric):
 
     def prepare(self, records: pd.DataFrame, preds: pd.DataFrame) -> dict[str, np.ndarray]:
         gold = gold_yes_no(records, "POPE")
-        said_no = self.valid(records, preds) & (yes_no_text(preds["prediction"]) == "no").fillna(False).to_numpy(
-            dtype=bool
-        )
+        said_no = self.valid(records, preds) & (yes_no_text(preds["prediction"]) == "no").fillna(
+            False
+        ).to_numpy(dtype=bool)
         return {"pred_yes": ~said_no, "gold_yes": (gold == "yes").to_numpy(dtype=bool)}
 
     def compute(

@@ -41,15 +41,18 @@ class GenerationPreset:
 
 
 #: The presets by name. Greedy decoding (no preset) stays the default, for determinism.
-GENERATION_PRESETS: Registry[GenerationPreset] = Registry("generation preset", [
-    # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): sampling at temperature 0.7 and top-p
-    # 0.9, up to 1,024 new tokens, images resized to 512 x 512.
-    GenerationPreset(
-        name="kaleidoscope",
-        generation={"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024},
-        image_size=512,
-    ),
-])
+GENERATION_PRESETS: Registry[GenerationPreset] = Registry(
+    "generation preset",
+    [
+        # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): sampling at temperature 0.7 and top-p
+        # 0.9, up to 1,024 new tokens, images resized to 512 x 512.
+        GenerationPreset(
+            name="kaleidoscope",
+            generation={"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024},
+            image_size=512,
+        ),
+    ],
+)
 
 
 def resolve_generation(settings: dict) -> dict:
@@ -59,8 +62,10 @@ def resolve_generation(settings: dict) -> dict:
     if name is None:
         return settings
     if name not in GENERATION_PRESETS:
-        raise VlmgridError(f"generation preset {name!r} is unknown; use one of {', '.join(GENERATION_PRESETS)} "
-                           f"or set the generation keys yourself")
+        raise VlmgridError(
+            f"generation preset {name!r} is unknown; use one of {', '.join(GENERATION_PRESETS)} "
+            f"or set the generation keys yourself"
+        )
     preset = GENERATION_PRESETS.get(name)
     resolved = {**settings, "generation": {**preset.generation, **generation}}
     if preset.image_size is not None and settings.get("image_size") is None:
@@ -74,11 +79,15 @@ class FixtureWriter(Protocol):
     def write(self, source: dict, model_dir: Path) -> dict[str, Path]: ...
 
 
-def write_fixture(backend: str, source: dict, model_dir: Path, fixture: FixtureWriter | None) -> dict[str, Path]:
+def write_fixture(
+    backend: str, source: dict, model_dir: Path, fixture: FixtureWriter | None
+) -> dict[str, Path]:
     """The files of a `source: {type: fixture}` model, written into model_dir by `fixture`."""
     if fixture is None:
-        raise VlmgridError(f"a {backend} model with `source: {{type: fixture}}` is a tiny test model that only "
-                           f"`vlmgrid fetch-model` can build; fetch it with `vlmgrid fetch-model`")
+        raise VlmgridError(
+            f"a {backend} model with `source: {{type: fixture}}` is a tiny test model that only "
+            f"`vlmgrid fetch-model` can build; fetch it with `vlmgrid fetch-model`"
+        )
     return fixture.write(source, Path(model_dir))
 
 
@@ -147,7 +156,9 @@ class Backend:
         that `fetch` writes into the model's folder."""
         source = settings.get("source") or {}
         if source.get("type") == "local":
-            raise VlmgridError(f"the {cls.name} backend reads no local checkpoint; remove the model's local source")
+            raise VlmgridError(
+                f"the {cls.name} backend reads no local checkpoint; remove the model's local source"
+            )
         return None
 
     @classmethod

@@ -49,8 +49,11 @@ class Baseline(Backend):
         self.majority = min(counts, key=lambda i: (-counts[i], i)) if counts else None
 
     def provenance(self) -> Provenance:
-        return Provenance(backend=self.name, model_id=f"baseline:{self.settings['strategy']}",
-                          generation={"seed": int(self.settings["seed"])})
+        return Provenance(
+            backend=self.name,
+            model_id=f"baseline:{self.settings['strategy']}",
+            generation={"seed": int(self.settings["seed"])},
+        )
 
     def describe(self) -> str:
         return f"baseline ({self.settings['strategy']})"
@@ -59,7 +62,9 @@ class Baseline(Backend):
         n = len(request.options)
         strategy = self.settings["strategy"]
         if strategy == "random":
-            return np.random.default_rng(_item_seed(int(self.settings["seed"]), request.id)).random(n).tolist()
+            return (
+                np.random.default_rng(_item_seed(int(self.settings["seed"]), request.id)).random(n).tolist()
+            )
         if strategy == "majority" and self.majority is not None and self.majority < n:
             return _ranked_from(self.majority, n)
         return _ranked_from(0, n)  # "first", and "majority" with no usable prior

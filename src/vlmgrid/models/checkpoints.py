@@ -55,6 +55,7 @@ class Checkpoint:
 
 # ---------------------------------------------------------------------------------------------- layouts
 
+
 def local_path(source: Mapping) -> Path:
     """The source's `path`, with ~ expanded and made absolute."""
     return Path(os.path.expanduser(str(source["path"]))).absolute()
@@ -85,18 +86,24 @@ def _shards(folder: Path, index_name: str) -> list[str]:
     except (ValueError, KeyError, TypeError, AttributeError):
         shards = None
     if not shards or not all(isinstance(name, str) and name for name in shards):
-        raise VlmgridError(f"{index_path} is not a shard index (a JSON object with a weight_map); restore it "
-                           f"from the checkpoint's release")
+        raise VlmgridError(
+            f"{index_path} is not a shard index (a JSON object with a weight_map); restore it "
+            f"from the checkpoint's release"
+        )
     outside = next((name for name in shards if _outside(name)), None)
     if outside is not None:
-        raise VlmgridError(f"{index_path} names the shard {outside!r}, outside the checkpoint folder {folder}; "
-                           f"a checkpoint's index names files inside its folder: restore the index from the "
-                           f"checkpoint's release, or move the shard into the folder and name it relative to it")
+        raise VlmgridError(
+            f"{index_path} names the shard {outside!r}, outside the checkpoint folder {folder}; "
+            f"a checkpoint's index names files inside its folder: restore the index from the "
+            f"checkpoint's release, or move the shard into the folder and name it relative to it"
+        )
     missing = [name for name in shards if not (folder / name).is_file()]
     if missing:
         more = f" and {len(missing) - 1} more of its {len(shards)} shards" if len(missing) > 1 else ""
-        raise VlmgridError(f"{folder / missing[0]}{more} named by {index_path} is missing; copy the missing shard "
-                           f"files into {folder}")
+        raise VlmgridError(
+            f"{folder / missing[0]}{more} named by {index_path} is missing; copy the missing shard "
+            f"files into {folder}"
+        )
     return shards
 
 
@@ -111,8 +118,10 @@ def hf_folder(source: Mapping) -> Checkpoint:
     (every shard its index names) are there."""
     folder = _folder(local_path(source), "transformers checkpoint (config.json and weights)")
     if not folder.is_dir():
-        raise VlmgridError(f"{folder} is a file, but an hf model's local source is a checkpoint folder (config.json "
-                           f"and weights, as save_pretrained writes it); set path to its folder")
+        raise VlmgridError(
+            f"{folder} is a file, but an hf model's local source is a checkpoint folder (config.json "
+            f"and weights, as save_pretrained writes it); set path to its folder"
+        )
     if not (folder / "config.json").is_file():
         raise VlmgridError(f"{folder} has no config.json; point path at the folder save_pretrained wrote")
     files = _top_level_files(folder)
@@ -123,27 +132,37 @@ def hf_folder(source: Mapping) -> Checkpoint:
             break
     else:
         if not any((folder / name).is_file() for name in HF_WEIGHTS):
-            raise VlmgridError(f"{folder} has no weights ({', '.join(HF_WEIGHTS + HF_INDEXES)}); copy the "
-                               f"checkpoint's weight files into it")
+            raise VlmgridError(
+                f"{folder} has no weights ({', '.join(HF_WEIGHTS + HF_INDEXES)}); copy the "
+                f"checkpoint's weight files into it"
+            )
     return Checkpoint(folder, files)
 
 
 def open_clip_checkpoint(source: Mapping) -> Checkpoint:
     """An open_clip checkpoint (`source: {type: local, path[, arch]}`), checked: a folder in open_clip's hub
     layout with a weights file, or one weights file with its architecture (`arch`)."""
-    path = _folder(local_path(source), "open_clip checkpoint (open_clip_config.json and weights, or one file)")
+    path = _folder(
+        local_path(source), "open_clip checkpoint (open_clip_config.json and weights, or one file)"
+    )
     if path.is_file():
         if not source.get("arch"):
-            raise VlmgridError(f"{path} is a single weights file, which does not say its architecture; set the "
-                               f"source's arch to its open_clip model name (e.g. arch: ViT-B-32)")
+            raise VlmgridError(
+                f"{path} is a single weights file, which does not say its architecture; set the "
+                f"source's arch to its open_clip model name (e.g. arch: ViT-B-32)"
+            )
         return Checkpoint(path, {path.name: path})
     files = _top_level_files(path)
     if OPEN_CLIP_CONFIG not in files:
-        raise VlmgridError(f"{path} has no {OPEN_CLIP_CONFIG}; point path at a folder in open_clip's hub layout, or "
-                           f"at the weights file itself with the source's arch")
+        raise VlmgridError(
+            f"{path} has no {OPEN_CLIP_CONFIG}; point path at a folder in open_clip's hub layout, or "
+            f"at the weights file itself with the source's arch"
+        )
     if not any(name.endswith(OPEN_CLIP_WEIGHT_SUFFIXES) for name in files):
-        raise VlmgridError(f"{path} has no weights (a {', '.join(OPEN_CLIP_WEIGHT_SUFFIXES)} file); copy the "
-                           f"checkpoint's weights file into it")
+        raise VlmgridError(
+            f"{path} has no weights (a {', '.join(OPEN_CLIP_WEIGHT_SUFFIXES)} file); copy the "
+            f"checkpoint's weights file into it"
+        )
     if (path / OPEN_CLIP_TEXT_TOWER_CONFIG).is_file():  # read at load: hashed with the rest
         files[OPEN_CLIP_TEXT_TOWER_CONFIG] = path / OPEN_CLIP_TEXT_TOWER_CONFIG
     return Checkpoint(path, files)
@@ -161,8 +180,9 @@ def _check_json(path: Path) -> None:
     try:
         json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise VlmgridError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                           f"{_AGAIN}") from None
+        raise VlmgridError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {_AGAIN}"
+        ) from None
 
 
 def _check_safetensors(path: Path) -> None:
@@ -174,13 +194,19 @@ def _check_safetensors(path: Path) -> None:
         header = handle.read(length) if length is not None and 8 + length <= size else b""
     try:
         tensors = json.loads(header.decode("utf-8"))
-        end = max([0, *(int(entry["data_offsets"][1]) for key, entry in tensors.items() if key != "__metadata__")])
+        end = max(
+            [0, *(int(entry["data_offsets"][1]) for key, entry in tensors.items() if key != "__metadata__")]
+        )
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
-        raise VlmgridError(f"{path} is not a safetensors file, or is cut short within its header (its first "
-                           f"bytes are no whole safetensors header); {_AGAIN}") from None
+        raise VlmgridError(
+            f"{path} is not a safetensors file, or is cut short within its header (its first "
+            f"bytes are no whole safetensors header); {_AGAIN}"
+        ) from None
     if 8 + length + end != size:
-        raise VlmgridError(f"{path} is not a whole safetensors file (its header describes {8 + length + end} bytes, "
-                           f"the file has {size}: it was cut short or changed); {_AGAIN}")
+        raise VlmgridError(
+            f"{path} is not a whole safetensors file (its header describes {8 + length + end} bytes, "
+            f"the file has {size}: it was cut short or changed); {_AGAIN}"
+        )
 
 
 def _check_torch(path: Path) -> None:
@@ -193,8 +219,10 @@ def _check_torch(path: Path) -> None:
     if start == _ZIP_START and _ZIP_END not in tail:
         raise VlmgridError(f"{path} is cut short (a PyTorch zip archive without its end); {_AGAIN}")
     if start != _ZIP_START and not start.startswith(_PICKLE_START):
-        raise VlmgridError(f"{path} is not a PyTorch weights file (it starts as neither a zip archive nor a "
-                           f"pickle, as torch.save writes them); {_AGAIN}")
+        raise VlmgridError(
+            f"{path} is not a PyTorch weights file (it starts as neither a zip archive nor a "
+            f"pickle, as torch.save writes them); {_AGAIN}"
+        )
 
 
 #: What `check_files` reads of a file, by the end of its name.
@@ -221,6 +249,7 @@ def check_files(checkpoint: Checkpoint) -> None:
 
 # ---------------------------------------------------------------------------------------------- load failures
 
+
 @dataclass(frozen=True)
 class _LoadFailure:
     """A kind of error a library raises loading a checkpoint: the words that tell it, its likely cause, the fix."""
@@ -231,23 +260,37 @@ class _LoadFailure:
 
 
 _LOAD_FAILURES = (
-    _LoadFailure(("size mismatch", "missing key", "unexpected key", "error(s) in loading state_dict"),
-                 "its weights do not match the architecture the model is built as (an open_clip source's arch, "
-                 "or the checkpoint's config)",
-                 "set the architecture the checkpoint was trained as, or point the model at the matching weights"),
-    _LoadFailure(("safetensor", "header", "deserializ"),
-                 "a weights file is damaged or cut short", "copy the checkpoint again from its release"),
-    _LoadFailure(("pytorchstreamreader", "zip archive", "invalid load key", "unpickl", "pickle"),
-                 "a weights file is not a PyTorch checkpoint or is damaged",
-                 "copy the checkpoint again from its release"),
-    _LoadFailure(("json", "utf-8", "codec can't decode"),
-                 "a JSON file of the checkpoint (its config) is damaged or not UTF-8",
-                 "restore it from the checkpoint's release"),
-    _LoadFailure(("permission denied",), "a file of the checkpoint cannot be read by this user",
-                 "make the checkpoint's files readable (`chmod -R a+r`)"),
-    _LoadFailure(("model_type", "unrecognized", "does not recognize", "config"),
-                 "its config does not describe a model this library version knows",
-                 "restore the checkpoint's config.json, or set the model's model_class"),
+    _LoadFailure(
+        ("size mismatch", "missing key", "unexpected key", "error(s) in loading state_dict"),
+        "its weights do not match the architecture the model is built as (an open_clip source's arch, "
+        "or the checkpoint's config)",
+        "set the architecture the checkpoint was trained as, or point the model at the matching weights",
+    ),
+    _LoadFailure(
+        ("safetensor", "header", "deserializ"),
+        "a weights file is damaged or cut short",
+        "copy the checkpoint again from its release",
+    ),
+    _LoadFailure(
+        ("pytorchstreamreader", "zip archive", "invalid load key", "unpickl", "pickle"),
+        "a weights file is not a PyTorch checkpoint or is damaged",
+        "copy the checkpoint again from its release",
+    ),
+    _LoadFailure(
+        ("json", "utf-8", "codec can't decode"),
+        "a JSON file of the checkpoint (its config) is damaged or not UTF-8",
+        "restore it from the checkpoint's release",
+    ),
+    _LoadFailure(
+        ("permission denied",),
+        "a file of the checkpoint cannot be read by this user",
+        "make the checkpoint's files readable (`chmod -R a+r`)",
+    ),
+    _LoadFailure(
+        ("model_type", "unrecognized", "does not recognize", "config"),
+        "its config does not describe a model this library version knows",
+        "restore the checkpoint's config.json, or set the model's model_class",
+    ),
 )
 
 
@@ -255,13 +298,20 @@ def _listing(location: Path) -> Checkpoint:
     """Every file under the location (or the one file), for the cheap checks."""
     if location.is_file():
         return Checkpoint(location, {location.name: location})
-    files = {path.relative_to(location).as_posix(): path for path in sorted(location.rglob("*"))
-             if path.is_file() and not path.relative_to(location).parts[0].startswith(".")}
+    files = {
+        path.relative_to(location).as_posix(): path
+        for path in sorted(location.rglob("*"))
+        if path.is_file() and not path.relative_to(location).parts[0].startswith(".")
+    }
     return Checkpoint(location, files)
 
 
-_TORCH_REFUSED = "weights only load failed"  # torch.load's safe loading (weights_only, its default) refused a pickle
-_CALLED = re.compile(r"GLOBAL ([\w.]+)")  # the function or class that pickle would have called, as torch names it
+_TORCH_REFUSED = (
+    "weights only load failed"  # torch.load's safe loading (weights_only, its default) refused a pickle
+)
+_CALLED = re.compile(
+    r"GLOBAL ([\w.]+)"
+)  # the function or class that pickle would have called, as torch names it
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
 
 
@@ -279,12 +329,17 @@ def _unsafe(model: str, location: Path, error: Exception) -> VlmgridError | None
         pickles = []
     where = pickles[0] if len(pickles) == 1 else f"a PyTorch weights file of {location}"
     called = _CALLED.search(text)
-    held = (f"calls {called.group(1)} when loaded" if called
-            else "holds more than tensors, which torch's safe loading refuses")
-    return VlmgridError(f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any "
-                        f"code), so vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint "
-                        f"comes from a source you trust, convert it to safetensors, then run `vlmgrid fetch-model "
-                        f"{model}` again")
+    held = (
+        f"calls {called.group(1)} when loaded"
+        if called
+        else "holds more than tensors, which torch's safe loading refuses"
+    )
+    return VlmgridError(
+        f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any "
+        f"code), so vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint "
+        f"comes from a source you trust, convert it to safetensors, then run `vlmgrid fetch-model "
+        f"{model}` again"
+    )
 
 
 def load_failure(model: str, location: Path, error: Exception) -> VlmgridError:
@@ -305,9 +360,13 @@ def load_failure(model: str, location: Path, error: Exception) -> VlmgridError:
         return VlmgridError(f"model {model} could not be loaded: {unreadable(Path(error.filename), error)}")
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     lowered = f"{type(error).__name__} {text}".lower()
-    failure = next((failure for failure in _LOAD_FAILURES if any(word in lowered for word in failure.words)), None)
+    failure = next(
+        (failure for failure in _LOAD_FAILURES if any(word in lowered for word in failure.words)), None
+    )
     cause = failure.cause if failure else "the checkpoint is damaged or does not match the model's settings"
     fix = failure.fix if failure else "check the checkpoint and the model's settings"
     said = text if len(text) <= 300 else text[:300] + "..."
-    return VlmgridError(f"model {model}: {location} could not be loaded, likely because {cause} "
-                        f"({type(error).__name__}: {said}); {fix}, then run `vlmgrid fetch-model {model}` again")
+    return VlmgridError(
+        f"model {model}: {location} could not be loaded, likely because {cause} "
+        f"({type(error).__name__}: {said}); {fix}, then run `vlmgrid fetch-model {model}` again"
+    )

@@ -41,8 +41,11 @@ log = logging.getLogger(__name__)
 
 
 def _model_id(source: dict) -> str:
-    return {"fixture": lambda: f"fixture:{source['family']}", "hf_hub": lambda: source["repo"],
-            "local": lambda: str(source["path"])}[source["type"]]()
+    return {
+        "fixture": lambda: f"fixture:{source['family']}",
+        "hf_hub": lambda: source["repo"],
+        "local": lambda: str(source["path"]),
+    }[source["type"]]()
 
 
 class Hf(HfOptionScoring, HfBatching, Backend):
@@ -54,8 +57,12 @@ class Hf(HfOptionScoring, HfBatching, Backend):
     # an image that cannot be opened raises its ImageError from the batch that needs it.
     accepts_image_futures = True
     defaults = {
-        "batch_size": "auto", "precision": "bf16", "device": "auto", "attn_implementation": "sdpa",
-        "trust_remote_code": False, "generation": {"max_new_tokens": 32, "do_sample": False},
+        "batch_size": "auto",
+        "precision": "bf16",
+        "device": "auto",
+        "attn_implementation": "sdpa",
+        "trust_remote_code": False,
+        "generation": {"max_new_tokens": 32, "do_sample": False},
     }
 
     def __init__(self, settings: dict, model, processor, device: str, dtype) -> None:
@@ -134,7 +141,9 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         return Provenance(
             backend=self.name,
             model_id=self._model_id(),
-            revision=source.get("revision") if source["type"] != "fixture" else f"seed={source.get('seed', 0)}",
+            revision=source.get("revision")
+            if source["type"] != "fixture"
+            else f"seed={source.get('seed', 0)}",
             dtype=str(self.dtype).removeprefix("torch."),
             device=device,
             batch_size=self.batch_size,
@@ -148,8 +157,10 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         """Tokenise a batch of requests (all with an image or all without) with left padding."""
         if self.needs_image and any(r.image is None for r in requests):
             item = next(r.id for r in requests if r.image is None)
-            raise VlmgridError(f"item {item} has no image, but {self._model_id()} cannot run without one; "
-                               "use a model that takes text-only prompts for this benchmark")
+            raise VlmgridError(
+                f"item {item} has no image, but {self._model_id()} cannot run without one; "
+                "use a model that takes text-only prompts for this benchmark"
+            )
         texts = [self.inputs.text(r) for r in requests]
         images = [self.inputs.image(r.image) for r in requests if r.image is not None]
         kwargs: dict = {"text": texts, "return_tensors": "pt", "padding": True}
@@ -166,7 +177,10 @@ class Hf(HfOptionScoring, HfBatching, Backend):
             inputs["qformer_input_ids"] = qformer["input_ids"]
             inputs["qformer_attention_mask"] = qformer["attention_mask"]
         inputs = {key: value for key, value in inputs.items() if value is not None}
-        return {key: (value.to(self.model.device) if hasattr(value, "to") else value) for key, value in inputs.items()}
+        return {
+            key: (value.to(self.model.device) if hasattr(value, "to") else value)
+            for key, value in inputs.items()
+        }
 
     def _nested_images(self) -> bool:
         # Idefics3 and SmolVLM processors take one list of images per text.
@@ -176,7 +190,9 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         import torch
 
         return {
-            key: value.to(self.dtype) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+            key: value.to(self.dtype)
+            if isinstance(value, torch.Tensor) and value.is_floating_point()
+            else value
             for key, value in inputs.items()
         }
 
@@ -199,8 +215,11 @@ class Hf(HfOptionScoring, HfBatching, Backend):
 
         settings = self.settings["generation"]
         limits = [r.max_new_tokens or int(settings["max_new_tokens"]) for r in requests]
-        kwargs: dict = {"max_new_tokens": max(limits), "do_sample": bool(settings.get("do_sample", False)),
-                        "pad_token_id": self.tokenizer.pad_token_id}
+        kwargs: dict = {
+            "max_new_tokens": max(limits),
+            "do_sample": bool(settings.get("do_sample", False)),
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
         if kwargs["do_sample"]:
             torch.manual_seed(int(settings.get("seed", 0)))
             for key in ("temperature", "top_p"):
@@ -210,7 +229,7 @@ class Hf(HfOptionScoring, HfBatching, Backend):
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
             output = self.model.generate(**inputs, **kwargs)
-        new = output[:, inputs["input_ids"].shape[1]:]
+        new = output[:, inputs["input_ids"].shape[1] :]
         eos = self._eos_ids()
         rows = []
         for row, limit in zip(new.tolist(), limits):

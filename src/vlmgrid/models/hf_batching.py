@@ -26,8 +26,17 @@ AUTO_START = 64  # the first batch size tried with batch_size "auto"
 def _is_cuda_error(exc: BaseException) -> bool:
     """A RuntimeError raised by the CUDA runtime or a CUDA library (the device failed, not the input)."""
     text = str(exc)
-    return any(mark in text for mark in ("CUDA error", "CUBLAS_STATUS", "CUDNN_STATUS", "cuDNN error",
-                                          "NCCL error", "device-side assert"))
+    return any(
+        mark in text
+        for mark in (
+            "CUDA error",
+            "CUBLAS_STATUS",
+            "CUDNN_STATUS",
+            "cuDNN error",
+            "NCCL error",
+            "device-side assert",
+        )
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -56,8 +65,11 @@ class Prefetched:
         announced, self._next = self._next, None
         queued, self._queued = self._queued, None
         ready = None
-        if announced is not None and len(announced[0]) == len(chunk) and all(
-                a is b for a, b in zip(announced[0], chunk)):
+        if (
+            announced is not None
+            and len(announced[0]) == len(chunk)
+            and all(a is b for a, b in zip(announced[0], chunk))
+        ):
             ready = announced[1]
         elif announced is not None:
             wait([announced[1]])
@@ -85,10 +97,10 @@ class HfBatching:
         start = 0
         size = min(1 if self._requests_alone and not options else self._limit, max(len(items), 1))
         while start < len(items):
-            chunk = items[start:start + size]
+            chunk = items[start : start + size]
             announce = getattr(run, "ahead", None)
             if announce is not None:
-                announce(items[start + size:start + 2 * size])
+                announce(items[start + size : start + 2 * size])
             try:
                 results.extend(run(chunk))
             except torch.cuda.OutOfMemoryError:
@@ -96,7 +108,8 @@ class HfBatching:
                     # An inference error, not the items': the job stops, keeping its finished parts.
                     raise InferenceFailed(
                         f"{self._model_id()} ran out of GPU memory with batch size {size}; "
-                        "set the model's batch_size lower (or to auto) or use a smaller precision", stop=True
+                        "set the model's batch_size lower (or to auto) or use a smaller precision",
+                        stop=True,
                     ) from None
                 size = self._limit = max(size // 2, 1)
                 if torch.cuda.is_available():

@@ -52,15 +52,19 @@ class HfInputs:
         if request.formatted:
             return request.prompt
         system = request.system if request.system is not None else self.settings.get("system")
-        owner = next((owner for owner in (self.processor, self.tokenizer) if getattr(owner, "chat_template", None)),
-                     None)
+        owner = next(
+            (owner for owner in (self.processor, self.tokenizer) if getattr(owner, "chat_template", None)),
+            None,
+        )
         if owner is None:
             if not self._warned_template:
                 log.warning("%s has no chat template; prompts are passed as plain text", self.model_id)
                 self._warned_template = True
             return f"{system}\n{request.prompt}" if system else request.prompt
-        content = [{"type": "image"} if kind == "image" else {"type": "text", "text": value}
-                   for kind, value in content_parts(request)]
+        content = [
+            {"type": "image"} if kind == "image" else {"type": "text", "text": value}
+            for kind, value in content_parts(request)
+        ]
         messages = [{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []
         messages.append({"role": "user", "content": content})
         return owner.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -70,7 +74,9 @@ class HfInputs:
 
     def image(self, image):
         """The image as the processor is handed it: RGB, padded to a square or resized as the settings say."""
-        if isinstance(image, Future):  # still being opened (`accepts_image_futures`): waited for where it is used
+        if isinstance(
+            image, Future
+        ):  # still being opened (`accepts_image_futures`): waited for where it is used
             image = image.result()
         image = image.convert("RGB")
         if self.settings.get("pad_to_square"):
@@ -78,8 +84,10 @@ class HfInputs:
             if mean is None:
                 from vlmgrid.errors import VlmgridError
 
-                raise VlmgridError(f"{self.model_id}: pad_to_square pads with the image processor's mean colour, but "
-                                   f"its processor has no image_mean; remove pad_to_square for this model")
+                raise VlmgridError(
+                    f"{self.model_id}: pad_to_square pads with the image processor's mean colour, but "
+                    f"its processor has no image_mean; remove pad_to_square for this model"
+                )
             image = pad_to_square(image, tuple(int(value * 255) for value in mean))
         size = self.settings.get("image_size")
         return image.resize((int(size), int(size))) if size else image

@@ -27,8 +27,11 @@ def hub_snapshot(source: dict) -> Checkpoint:
     repo, revision = source["repo"], source["revision"]
     with hub_errors(repo, revision, f"model {repo}"):
         folder = Path(snapshot_download(repo_id=repo, revision=revision))
-    files = {path.relative_to(folder).as_posix(): path for path in sorted(folder.rglob("*"))
-             if path.is_file() and not path.relative_to(folder).parts[0].startswith(".")}
+    files = {
+        path.relative_to(folder).as_posix(): path
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.relative_to(folder).parts[0].startswith(".")
+    }
     return Checkpoint(folder, files)
 
 
@@ -53,16 +56,23 @@ def needs_image(model) -> bool:
 def _from_pretrained(model_class, model_dir: Path, attn: str, kwargs: dict):
     """Load with the asked attention implementation, falling back (flash_attention_2 -> sdpa -> eager) with a note."""
     order = ["flash_attention_2", "sdpa", "eager"]
-    candidates = [attn] + [name for name in order[order.index(attn) + 1:]] if attn in order else [attn]
+    candidates = [attn] + [name for name in order[order.index(attn) + 1 :]] if attn in order else [attn]
     for position, name in enumerate(candidates):
         try:
             return model_class.from_pretrained(model_dir, attn_implementation=name, **kwargs)
         except (ValueError, ImportError) as exc:
             message = str(exc).lower()
-            if position == len(candidates) - 1 or not any(word in message for word in ("attn", "attention", "sdpa")):
+            if position == len(candidates) - 1 or not any(
+                word in message for word in ("attn", "attention", "sdpa")
+            ):
                 raise
-            log.warning("%s: attn_implementation=%s is not available (%s); trying %s",
-                        model_dir, name, exc, candidates[position + 1])
+            log.warning(
+                "%s: attn_implementation=%s is not available (%s); trying %s",
+                model_dir,
+                name,
+                exc,
+                candidates[position + 1],
+            )
     raise AssertionError("unreachable")
 
 
@@ -72,9 +82,11 @@ def _check_on_gpus(model, model_dir: Path, gpus: int) -> None:
     placed = getattr(model, "hf_device_map", None) or {}
     off = [name for name, where in placed.items() if str(where) in ("cpu", "disk")]
     if off:
-        raise VlmgridError(f"{model_dir}: the model does not fit on the {gpus} GPU(s) this job holds "
-                           f"({len(off)} of its {len(placed)} modules would lie on the CPU or disk, the first "
-                           f"{off[0]}); give the model more gpus")
+        raise VlmgridError(
+            f"{model_dir}: the model does not fit on the {gpus} GPU(s) this job holds "
+            f"({len(off)} of its {len(placed)} modules would lie on the CPU or disk, the first "
+            f"{off[0]}); give the model more gpus"
+        )
 
 
 def _resolve_class(name: str):
@@ -82,7 +94,9 @@ def _resolve_class(name: str):
 
     cls = getattr(transformers, name, None)
     if cls is None:
-        raise VlmgridError(f'transformers {transformers.__version__} has no class "{name}"; fix the model\'s model_class')
+        raise VlmgridError(
+            f'transformers {transformers.__version__} has no class "{name}"; fix the model\'s model_class'
+        )
     return cls
 
 
@@ -93,10 +107,15 @@ def load_processor(settings: dict, model_dir: Path):
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
-        raise VlmgridError(f"{model_dir / 'config.json'} is missing; "
-                           f"{or_pull(model_dir, 'run `vlmgrid fetch-model` for this model first')}")
-    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=bool(settings.get("trust_remote_code", False)),
-                                              **dict(settings.get("processor_kwargs") or {}))
+        raise VlmgridError(
+            f"{model_dir / 'config.json'} is missing; "
+            f"{or_pull(model_dir, 'run `vlmgrid fetch-model` for this model first')}"
+        )
+    processor = AutoProcessor.from_pretrained(
+        model_dir,
+        trust_remote_code=bool(settings.get("trust_remote_code", False)),
+        **dict(settings.get("processor_kwargs") or {}),
+    )
     tokenizer = getattr(processor, "tokenizer", processor)
     # Left: a batch's prompts then all end where generation starts. `padding_side: right` exists only to show
     # what the batch check catches (the bug of padding a decoder-only model on the right).
@@ -126,8 +145,10 @@ def load_pretrained(settings: dict, model_dir: Path, device: str) -> tuple:
         import importlib.util
 
         if importlib.util.find_spec("accelerate") is None:
-            raise VlmgridError('spreading a model over several GPUs needs the accelerate package; '
-                               '`pip install accelerate`, or give the model gpus: 1 and no device_map')
+            raise VlmgridError(
+                "spreading a model over several GPUs needs the accelerate package; "
+                "`pip install accelerate`, or give the model gpus: 1 and no device_map"
+            )
         # The job sees exactly the GPUs it holds (CUDA_VISIBLE_DEVICES), so "auto" spreads over those alone.
         kwargs["device_map"] = "auto"
     model = _from_pretrained(model_class, model_dir, settings.get("attn_implementation") or "sdpa", kwargs)

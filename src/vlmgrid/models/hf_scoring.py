@@ -42,7 +42,9 @@ def _cache_of(output):
         cache = output.get(name) if hasattr(output, "get") else getattr(output, name, None)
         if cache is not None:
             return cache
-    raise VlmgridError(f"{type(output).__name__} returned no KV cache; continuation scoring needs a model with use_cache")
+    raise VlmgridError(
+        f"{type(output).__name__} returned no KV cache; continuation scoring needs a model with use_cache"
+    )
 
 
 # Text model types (config.model_type) whose attention takes a custom 4D additive mask and explicit position ids
@@ -58,8 +60,11 @@ def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
 
     total = sum(lengths)
     # a token sees the keys from its own option's first token to itself
-    starts = torch.repeat_interleave(torch.tensor(list(itertools.accumulate([0, *lengths[:-1]])), device=device),
-                                     torch.tensor(list(lengths), device=device), output_size=total)
+    starts = torch.repeat_interleave(
+        torch.tensor(list(itertools.accumulate([0, *lengths[:-1]])), device=device),
+        torch.tensor(list(lengths), device=device),
+        output_size=total,
+    )
     key = torch.arange(total, device=device)
     hidden = (key[None, :] < starts[:, None]) | (key[None, :] > key[:, None])
     mask = torch.zeros((total, prefix_length + total), dtype=dtype, device=device)
@@ -85,16 +90,20 @@ class HfOptionScoring:
         results: list = [None] * len(requests)
         lettered = [i for i, r in enumerate(requests) if r.letters]
         if lettered:
-            for index, scores in zip(lettered, self._by_image(
+            for index, scores in zip(
+                lettered,
+                self._by_image(
                     [requests[i] for i in lettered],
-                    Prefetched(self._letter_inputs, self._score_letters, self._prefetch))):
+                    Prefetched(self._letter_inputs, self._score_letters, self._prefetch),
+                ),
+            ):
                 results[index] = scores
         continued = [i for i, r in enumerate(requests) if not r.letters]
         # One request at a time (its prefix's cache is reused by its options), the next one's inputs and option
         # tokens prepared ahead while this one runs.
         step = Prefetched(self._continuation_inputs, self._score_continuations, self._prefetch)
         for position, index in enumerate(continued):
-            step.ahead([requests[i] for i in continued[position + 1:position + 2]])
+            step.ahead([requests[i] for i in continued[position + 1 : position + 2]])
             results[index] = step([requests[index]])[0]
         return results
 
@@ -134,15 +143,23 @@ class HfOptionScoring:
         scores = []
         for row, request in zip(logprobs, requests):
             if len(request.letters) != len(request.options):
-                raise VlmgridError(f"item {request.id} has {len(request.options)} options but {len(request.letters)} letters")
-            total = [max(float(row[token]) for token in self.letter_token_ids(letter)) for letter in request.letters]
+                raise VlmgridError(
+                    f"item {request.id} has {len(request.options)} options but {len(request.letters)} letters"
+                )
+            total = [
+                max(float(row[token]) for token in self.letter_token_ids(letter))
+                for letter in request.letters
+            ]
             scores.append(OptionScores(total=total, tokens=[1] * len(total)))
         return scores
 
     def _text_model(self):
         """What continues a cached prefix from token ids: the model, or its causal LM (BLIP-2, InstructBLIP)."""
         language_model = getattr(self.model, "language_model", None)
-        if language_model is not None and getattr(language_model, "get_output_embeddings", lambda: None)() is not None:
+        if (
+            language_model is not None
+            and getattr(language_model, "get_output_embeddings", lambda: None)() is not None
+        ):
             return language_model
         return self.model
 
@@ -150,17 +167,23 @@ class HfOptionScoring:
         """Whether options can be packed into one row (`PACKED_TEXT_MODELS`, sdpa or eager attention)."""
         config = getattr(text_model.config, "text_config", None) or text_model.config
         attention = getattr(config, "_attn_implementation", None)
-        return (getattr(config, "model_type", None) in PACKED_TEXT_MODELS and attention in ("sdpa", "eager")
-                and self.pack_options)
+        return (
+            getattr(config, "model_type", None) in PACKED_TEXT_MODELS
+            and attention in ("sdpa", "eager")
+            and self.pack_options
+        )
 
-    def _score_packed(self, request: OptionRequest, option_ids: list[list[int]], cache, first, prefix_mask,
-                      text_model) -> OptionScores:
+    def _score_packed(
+        self, request: OptionRequest, option_ids: list[list[int]], cache, first, prefix_mask, text_model
+    ) -> OptionScores:
         """Each chunk's options packed into one row after a copy of the prefix's cache (see the module's doc)."""
         import torch
 
         prefix_length = prefix_mask.shape[1]
         device = prefix_mask.device
-        if bool((prefix_mask == 0).any()):  # a single request is never padded; a pad would shift the positions
+        if bool(
+            (prefix_mask == 0).any()
+        ):  # a single request is never padded; a pad would shift the positions
             raise ValueError("a packed continuation needs an unpadded prefix")
 
         def run(chunk: Sequence[int]) -> list[float]:
@@ -169,8 +192,11 @@ class HfOptionScoring:
             positions = torch.tensor([[prefix_length + k for n in lengths for k in range(n)]], device=device)
             with torch.inference_mode():
                 logits = text_model(
-                    input_ids=ids, attention_mask=_packed_mask(lengths, prefix_length, self.dtype, device),
-                    position_ids=positions, use_cache=True, **{_cache_argument(text_model): copy.deepcopy(cache)},
+                    input_ids=ids,
+                    attention_mask=_packed_mask(lengths, prefix_length, self.dtype, device),
+                    position_ids=positions,
+                    use_cache=True,
+                    **{_cache_argument(text_model): copy.deepcopy(cache)},
                 ).logits
             logprobs = torch.log_softmax(logits[0].float(), dim=-1)
             # every option's first token read from the prefix's logits, its others from the packed row: one
@@ -181,12 +207,14 @@ class HfOptionScoring:
                 rows += range(start, start + length - 1)
                 following += option_ids[i][1:]
                 start += length
-            picked = logprobs[torch.tensor(rows, dtype=torch.long, device=logprobs.device),
-                              torch.tensor(following, dtype=torch.long, device=logprobs.device)].cpu()
+            picked = logprobs[
+                torch.tensor(rows, dtype=torch.long, device=logprobs.device),
+                torch.tensor(following, dtype=torch.long, device=logprobs.device),
+            ].cpu()
             totals, start = [], 0
             for total, length in zip(firsts, lengths):
                 if length > 1:
-                    total += float(picked[start:start + length - 1].sum())
+                    total += float(picked[start : start + length - 1].sum())
                 totals.append(total)
                 start += length - 1
             return totals
@@ -203,11 +231,14 @@ class HfOptionScoring:
         option_ids = [self.tokenizer.encode(option, add_special_tokens=False) for option in request.options]
         for option, ids in zip(request.options, option_ids):
             if not ids:
-                raise VlmgridError(f"item {request.id} has an empty option {option!r}; every option needs text")
+                raise VlmgridError(
+                    f"item {request.id} has an empty option {option!r}; every option needs text"
+                )
         return inputs, option_ids, self.tokenizer.pad_token_id or 0
 
-    def _score_continuations(self, requests: Sequence[OptionRequest],
-                             prepared: tuple[dict, list[list[int]], int]) -> list[OptionScores]:
+    def _score_continuations(
+        self, requests: Sequence[OptionRequest], prepared: tuple[dict, list[list[int]], int]
+    ) -> list[OptionScores]:
         import torch
 
         (request,) = requests
@@ -233,13 +264,15 @@ class HfOptionScoring:
             ids = torch.full((len(chunk), longest), pad, dtype=torch.long)
             mask = torch.zeros((len(chunk), longest), dtype=prefix_mask.dtype)
             for row, i in enumerate(chunk):  # right padding: pads come after an option's tokens
-                ids[row, :len(option_ids[i])] = torch.tensor(option_ids[i])
-                mask[row, :len(option_ids[i])] = 1
+                ids[row, : len(option_ids[i])] = torch.tensor(option_ids[i])
+                mask[row, : len(option_ids[i])] = 1
             ids, mask = ids.to(prefix_mask.device), mask.to(prefix_mask.device)
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(chunk))
             extra = {_cache_argument(text_model): past}
-            if mrope:  # the continuation's positions follow the prefix's, shifted by its rope delta (t, h, w alike)
+            if (
+                mrope
+            ):  # the continuation's positions follow the prefix's, shifted by its rope delta (t, h, w alike)
                 delta = rope_owner.rope_deltas
                 offset = int(delta.reshape(-1)[0]) if delta is not None else 0
                 positions = torch.arange(longest, device=ids.device) + prefix_length + offset
@@ -248,7 +281,8 @@ class HfOptionScoring:
                 logits = text_model(
                     input_ids=ids,
                     attention_mask=torch.cat([prefix_mask.expand(len(chunk), -1), mask], dim=1),
-                    use_cache=True, **extra,
+                    use_cache=True,
+                    **extra,
                 ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1)
             totals = []
@@ -257,7 +291,7 @@ class HfOptionScoring:
                 total = float(first[tokens[0]])
                 if len(tokens) > 1:
                     following = torch.tensor(tokens[1:], device=logprobs.device)
-                    total += float(logprobs[row, :len(tokens) - 1].gather(-1, following[:, None]).sum())
+                    total += float(logprobs[row, : len(tokens) - 1].gather(-1, following[:, None]).sum())
                 totals.append(total)
             return totals
 

@@ -25,7 +25,9 @@ from vlmgrid.models.open_clip_loading import in_place_checkpoint, load_model
 
 # Image files are decoded and resized by this many threads (PIL releases the GIL while it decodes and
 # resamples), a few batches ahead of the model, so the accelerator does not wait on one CPU core.
-DECODE_WORKERS = min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+DECODE_WORKERS = min(
+    16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+)
 DECODE_AHEAD = 3  # batches decoded ahead of the one the model is running
 
 
@@ -36,10 +38,17 @@ class OpenClip(Backend):
     # Images are resized to one size and texts padded to the fixed context length, so nothing a batch pads
     # reaches an embedding.
     unbatched = "a contrastive model embeds at fixed sizes, with no padding that depends on the batch"
-    defaults = {"batch_size": 64, "text_batch_size": 1024, "precision": "fp32", "device": "auto", "pixel_cache": True}
+    defaults = {
+        "batch_size": 64,
+        "text_batch_size": 1024,
+        "precision": "fp32",
+        "device": "auto",
+        "pixel_cache": True,
+    }
 
-    def __init__(self, settings: dict, model, preprocess, tokenizer, device: str, dtype,
-                 weights_fingerprint: str) -> None:
+    def __init__(
+        self, settings: dict, model, preprocess, tokenizer, device: str, dtype, weights_fingerprint: str
+    ) -> None:
         super().__init__(settings)
         self.weights_fingerprint = weights_fingerprint
         self.model = model
@@ -75,10 +84,16 @@ class OpenClip(Backend):
         from vlmgrid.models.base import Provenance
 
         source = self.settings["source"]
-        model_id = {"fixture": "fixture", "pretrained": f"{source.get('arch')}/{source.get('tag')}",
-                    "hf_hub": source.get("repo"), "local": str(source.get("path"))}[source["type"]]
+        model_id = {
+            "fixture": "fixture",
+            "pretrained": f"{source.get('arch')}/{source.get('tag')}",
+            "hf_hub": source.get("repo"),
+            "local": str(source.get("path")),
+        }[source["type"]]
         return Provenance(
-            backend=self.name, model_id=model_id, revision=source.get("revision"),
+            backend=self.name,
+            model_id=model_id,
+            revision=source.get("revision"),
             dtype=str(self.dtype).replace("torch.", ""),
             device=torch.cuda.get_device_name() if self.device == "cuda" else "cpu",
             batch_size=int(self.settings["batch_size"]),
@@ -86,11 +101,13 @@ class OpenClip(Backend):
         )
 
     def describe(self) -> str:
-        return f"open_clip on {self.device} ({self.settings['precision'] if self.device != 'cpu' else 'fp32'})"
+        return (
+            f"open_clip on {self.device} ({self.settings['precision'] if self.device != 'cpu' else 'fp32'})"
+        )
 
     def _batches(self, items: Sequence, key: str = "batch_size") -> list[Sequence]:
         size = int(self.settings[key])
-        return [items[start:start + size] for start in range(0, len(items), size)]
+        return [items[start : start + size] for start in range(0, len(items), size)]
 
     def embed_images(self, images: Sequence) -> np.ndarray:
         import torch
@@ -126,7 +143,9 @@ class OpenClip(Backend):
                     problems[start + k] = problem
                 if not usable:
                     continue
-                pixels = torch.from_numpy(np.stack([loaded[k][0] for k in usable])).to(self.device, non_blocking=True)
+                pixels = torch.from_numpy(np.stack([loaded[k][0] for k in usable])).to(
+                    self.device, non_blocking=True
+                )
                 # torchvision's to_tensor and normalize, on the whole batch: the same float32 operations
                 pixels = pixels.permute(0, 3, 1, 2).to(torch.float32).div(255).sub_(mean).div_(std)
                 encoded = self.model.encode_image(pixels.to(self.dtype), normalize=True).float().cpu().numpy()
@@ -181,7 +200,7 @@ def _split_preprocess(preprocess):
     steps = list(getattr(preprocess, "transforms", []))
     names = [type(step).__name__ for step in steps]
     to_tensor = next((i for i, name in enumerate(names) if name in ("ToTensor", "MaybeToTensor")), None)
-    if to_tensor is None or names[to_tensor + 1:] != ["Normalize"]:
+    if to_tensor is None or names[to_tensor + 1 :] != ["Normalize"]:
         return None
     normalize = steps[-1]
     return steps[:to_tensor], tuple(normalize.mean), tuple(normalize.std)
@@ -204,7 +223,7 @@ def _decoded_batches(paths: Sequence, geometric, batch_size: int, workers: int):
     starts = range(0, len(paths), batch_size)
     if workers == 0:
         for start in starts:
-            yield start, [_load_pixels(path, geometric) for path in paths[start:start + batch_size]]
+            yield start, [_load_pixels(path, geometric) for path in paths[start : start + batch_size]]
         return
     starts = iter(starts)
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -213,8 +232,15 @@ def _decoded_batches(paths: Sequence, geometric, batch_size: int, workers: int):
         def submit() -> None:
             start = next(starts, None)
             if start is not None:
-                pending.append((start, [pool.submit(_load_pixels, path, geometric)
-                                        for path in paths[start:start + batch_size]]))
+                pending.append(
+                    (
+                        start,
+                        [
+                            pool.submit(_load_pixels, path, geometric)
+                            for path in paths[start : start + batch_size]
+                        ],
+                    )
+                )
 
         for _ in range(DECODE_AHEAD + 1):
             submit()

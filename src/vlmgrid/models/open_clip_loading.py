@@ -29,8 +29,11 @@ from vlmgrid.models.checkpoints import Checkpoint, open_clip_checkpoint
 
 CONFIG_NAME = "open_clip_config.json"
 WEIGHTS_NAME = "open_clip_model.safetensors"
-_WEIGHT_CANDIDATES = ("open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
-                      "open_clip_pytorch_model.bin")
+_WEIGHT_CANDIDATES = (
+    "open_clip_model.safetensors",
+    "open_clip_pytorch_model.safetensors",
+    "open_clip_pytorch_model.bin",
+)
 TEXT_TOWER_DIR = "text_tower"  # the transformers config of a multilingual (xlm-roberta-like) text tower
 
 
@@ -49,14 +52,30 @@ def local_text_tower(model_cfg: dict, model_dir: Path) -> dict:
             f"{tower / 'config.json'} is missing: the model's text tower ({text_cfg['hf_model_name']}) needs its "
             f"config there; run `vlmgrid fetch-model` for this model again"
         )
-    return {"text_cfg": {**text_cfg, "hf_model_name": str(tower), "hf_model_pretrained": False},
-            "pretrained_text": False}
+    return {
+        "text_cfg": {**text_cfg, "hf_model_name": str(tower), "hf_model_pretrained": False},
+        "pretrained_text": False,
+    }
 
 
 # torch.nn.init's in-place initialisers: while open_clip builds a model whose checkpoint it then loads, they
 # need not run (`_checkpoint_sets_every_weight`).
-_INITIALISERS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
-                 "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")
+_INITIALISERS = (
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "dirac_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+    "sparse_",
+)
 
 
 def _keep(tensor, *args, **kwargs):
@@ -86,7 +105,12 @@ def _checkpoint_sets_every_weight(loading: bool) -> Iterator[None]:
             setattr(torch.nn.init, name, initialiser)
 
 
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "sentencepiece.bpe.model")
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "sentencepiece.bpe.model",
+)
 _HUB_SOURCES = ("pretrained", "hf_hub")
 
 
@@ -127,7 +151,9 @@ def _pretrained_cfg(source: dict) -> tuple[dict, dict]:
         raise VlmgridError(f'open_clip has no architecture "{arch}"; `python -m open_clip list` shows them')
     pretrained = open_clip.get_pretrained_cfg(arch, tag)
     if not (pretrained or {}).get("hf_hub"):
-        raise VlmgridError(f'open_clip has no hub-hosted pretrained tag "{tag}" for {arch}; see open_clip.list_pretrained()')
+        raise VlmgridError(
+            f'open_clip has no hub-hosted pretrained tag "{tag}" for {arch}; see open_clip.list_pretrained()'
+        )
     return model_cfg, pretrained
 
 
@@ -148,8 +174,14 @@ def hub_checkpoint(source: dict, download: bool = True) -> Checkpoint:
         if source["type"] == "hf_hub":
             config = _hub_file(repo, CONFIG_NAME, revision, download)
             if config is None:
-                raise VlmgridError(f"the hub repo {repo}@{revision} has no {CONFIG_NAME}" + (
-                    "; it is not in open_clip's layout" if download else f" in the Hugging Face cache{again}"))
+                raise VlmgridError(
+                    f"the hub repo {repo}@{revision} has no {CONFIG_NAME}"
+                    + (
+                        "; it is not in open_clip's layout"
+                        if download
+                        else f" in the Hugging Face cache{again}"
+                    )
+                )
             files[CONFIG_NAME] = config
         for name in candidates:  # the first weights file the repo has
             weights = _hub_file(repo, name, revision, download)
@@ -158,8 +190,10 @@ def hub_checkpoint(source: dict, download: bool = True) -> Checkpoint:
                 break
         else:
             where = "has none" if download else "has none in the Hugging Face cache"
-            raise VlmgridError(f"the hub repo {repo}@{revision} {where} of the weight files {', '.join(candidates)}"
-                               + ("" if download else again))
+            raise VlmgridError(
+                f"the hub repo {repo}@{revision} {where} of the weight files {', '.join(candidates)}"
+                + ("" if download else again)
+            )
     if fetching:  # the text tower's files in the cache too, or what is missing said now rather than at load
         _text_tower_files(_model_cfg(source, files), source, download=True)
     name, path = next(iter(files.items()))
@@ -172,7 +206,9 @@ def _model_cfg(source: dict, files: dict[str, Path]) -> dict:
     if source["type"] == "hf_hub":
         return json.loads(files[CONFIG_NAME].read_text(encoding="utf-8"))
     model_cfg, pretrained = _pretrained_cfg(source)
-    preprocess = {key: pretrained[key] for key in ("mean", "std", "interpolation", "resize_mode") if key in pretrained}
+    preprocess = {
+        key: pretrained[key] for key in ("mean", "std", "interpolation", "resize_mode") if key in pretrained
+    }
     return {"model_cfg": model_cfg, "preprocess_cfg": preprocess}
 
 
@@ -193,14 +229,18 @@ def _text_tower_files(config: dict, source: dict, download: bool) -> dict[str, P
     download = download and not constants.is_offline_mode()
     found = {}
     with hub_errors(tower_repo, revision, f"text tower {tower_repo}"):
-        for filename, name in (("config.json", f"{TEXT_TOWER_DIR}/config.json"),
-                               *((name, name) for name in _TOKENIZER_FILES)):
+        for filename, name in (
+            ("config.json", f"{TEXT_TOWER_DIR}/config.json"),
+            *((name, name) for name in _TOKENIZER_FILES),
+        ):
             path = _hub_file(tower_repo, filename, revision, download)
             if path is not None:
                 found[name] = path
     if f"{TEXT_TOWER_DIR}/config.json" not in found:
-        raise VlmgridError(f"the config.json of the text tower {tower_repo}@{revision} is not in the Hugging Face "
-                           f"cache; run `vlmgrid fetch-model` for this model where the hub is reachable")
+        raise VlmgridError(
+            f"the config.json of the text tower {tower_repo}@{revision} is not in the Hugging Face "
+            f"cache; run `vlmgrid fetch-model` for this model where the hub is reachable"
+        )
     return found
 
 
@@ -212,8 +252,10 @@ def _hub_layout(settings: dict, location: Path) -> Iterator[Path]:
     source = settings["source"]
     checkpoint = hub_checkpoint(source, download=False)
     if checkpoint.location.resolve() != Path(location).resolve():
-        raise VlmgridError(f"{location} is not where the Hugging Face cache holds {_hub_repo(source)[0]}@"
-                           f"{source['revision']} ({checkpoint.location}); run `vlmgrid fetch-model` again")
+        raise VlmgridError(
+            f"{location} is not where the Hugging Face cache holds {_hub_repo(source)[0]}@"
+            f"{source['revision']} ({checkpoint.location}); run `vlmgrid fetch-model` again"
+        )
     config = _model_cfg(source, checkpoint.files)
     with tempfile.TemporaryDirectory(prefix="open-clip-") as folder:
         folder = Path(folder)
@@ -268,8 +310,10 @@ def load_model(settings: dict, model_dir: Path, device: str) -> tuple:
         with _hub_layout(settings, model_dir) as folder:  # not a copy an earlier version fetched
             return _load_folder(settings, folder, device, _weights_fingerprint(settings, model_dir))
     if not (model_dir / CONFIG_NAME).is_file():
-        raise VlmgridError(f"{model_dir / CONFIG_NAME} is missing; "
-                           f"{or_pull(model_dir, 'run `vlmgrid fetch-model` for this model first')}")
+        raise VlmgridError(
+            f"{model_dir / CONFIG_NAME} is missing; "
+            f"{or_pull(model_dir, 'run `vlmgrid fetch-model` for this model first')}"
+        )
     return _load_folder(settings, model_dir, device, _weights_fingerprint(settings, model_dir))
 
 
@@ -291,7 +335,8 @@ def _load_folder(settings: dict, model_dir: Path, device: str, fingerprint: str)
     weights = any((model_dir / candidate).is_file() for candidate in _WEIGHT_CANDIDATES)
     with _checkpoint_sets_every_weight(weights):
         model, _, preprocess = open_clip.create_model_and_transforms(
-            name, device=device, **local_text_tower(model_cfg, model_dir))
+            name, device=device, **local_text_tower(model_cfg, model_dir)
+        )
     model = model.to(dtype=dtype).eval()
     return model, preprocess, open_clip.get_tokenizer(name), dtype, fingerprint
 
@@ -303,10 +348,14 @@ def _load_file(settings: dict, weights: Path, device: str) -> tuple:
 
     arch = settings["source"]["arch"]
     if open_clip.get_model_config(arch) is None:
-        raise VlmgridError(f'open_clip has no architecture "{arch}" for {weights}; set the source\'s arch to '
-                           f'one of `python -m open_clip list`, the one the checkpoint was trained as')
+        raise VlmgridError(
+            f'open_clip has no architecture "{arch}" for {weights}; set the source\'s arch to '
+            f"one of `python -m open_clip list`, the one the checkpoint was trained as"
+        )
     dtype = _dtype(settings, device)
     with _checkpoint_sets_every_weight(True):
-        model, _, preprocess = open_clip.create_model_and_transforms(arch, pretrained=str(weights), device=device)
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            arch, pretrained=str(weights), device=device
+        )
     model = model.to(dtype=dtype).eval()
     return model, preprocess, open_clip.get_tokenizer(arch), dtype, _weights_fingerprint(settings, weights)

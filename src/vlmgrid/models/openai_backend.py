@@ -62,7 +62,14 @@ from vlmgrid.models.openai_wire import (
 )
 from vlmgrid.serving import recorded_settings
 
-__all__ = ["ABSENT_LETTER_LOGPROB", "ApiItemErrors", "GenerationResult", "OpenAI", "encode_image", "is_local_url"]
+__all__ = [
+    "ABSENT_LETTER_LOGPROB",
+    "ApiItemErrors",
+    "GenerationResult",
+    "OpenAI",
+    "encode_image",
+    "is_local_url",
+]
 
 _DEFAULT_GENERATION = {"max_new_tokens": 32, "do_sample": False}
 
@@ -74,8 +81,10 @@ class ApiItemErrors(VlmgridError):
         self.results = results
         self.errors = {ids[i]: result.error for i, result in enumerate(results) if result.error is not None}
         first_id, first_error = next(iter(self.errors.items()))
-        super().__init__(f"{len(self.errors)} of {len(results)} API requests failed; "
-                         f"the first, item {first_id}: {first_error}")
+        super().__init__(
+            f"{len(self.errors)} of {len(results)} API requests failed; "
+            f"the first, item {first_id}: {first_error}"
+        )
 
 
 class OpenAI(ApiClient, Backend):
@@ -83,8 +92,16 @@ class OpenAI(ApiClient, Backend):
     capabilities = frozenset({"generate"})
     uses_gpu = False
     unbatched = "an API request carries one item; how the server batches is not the job's to choose"
-    defaults = {"api_key_env": "OPENAI_API_KEY", "concurrency": 8, "max_retries": 5, "timeout": 120,
-                "logprobs": False, "cache": True, "circuit_breaker": 10, "generation": dict(_DEFAULT_GENERATION)}
+    defaults = {
+        "api_key_env": "OPENAI_API_KEY",
+        "concurrency": 8,
+        "max_retries": 5,
+        "timeout": 120,
+        "logprobs": False,
+        "cache": True,
+        "circuit_breaker": 10,
+        "generation": dict(_DEFAULT_GENERATION),
+    }
 
     def __init__(self, settings: dict, api_key: str | None = None) -> None:
         super().__init__(settings)
@@ -92,8 +109,14 @@ class OpenAI(ApiClient, Backend):
         self.base_url = str(self.settings["base_url"]).rstrip("/")
         # Responses are cached per server: its base_url, or for a server the job started (whose port changes
         # from job to job) what it serves, the command and weights (a new token in serve.env serves the same).
-        self.cache_scope = self.base_url if "serve" not in self.settings else "serve:" + sha256_json(
-            {"serve": recorded_settings(self.settings)["serve"], "source": self.settings.get("source")})
+        self.cache_scope = (
+            self.base_url
+            if "serve" not in self.settings
+            else "serve:"
+            + sha256_json(
+                {"serve": recorded_settings(self.settings)["serve"], "source": self.settings.get("source")}
+            )
+        )
         self._api_key = api_key or None
         self._local = threading.local()
         self._sleep: Callable[[float], None] = time.sleep
@@ -147,8 +170,10 @@ class OpenAI(ApiClient, Backend):
         variable = settings["api_key_env"]
         api_key = os.environ.get(variable) or None
         if api_key is None and not is_local_url(str(settings["base_url"])):
-            raise VlmgridError(f"the environment variable {variable} is not set; it must hold the API key for "
-                               f"{endpoint(str(settings['base_url']))} (model {settings['model']})")
+            raise VlmgridError(
+                f"the environment variable {variable} is not set; it must hold the API key for "
+                f"{endpoint(str(settings['base_url']))} (model {settings['model']})"
+            )
         return cls(settings, api_key)
 
     # -- description -------------------------------------------------------------------------------------------
@@ -168,7 +193,11 @@ class OpenAI(ApiClient, Backend):
             device=f"api:{endpoint(self.base_url)}",
             batch_size=int(self.settings["concurrency"]),
             generation=dict(self.settings["generation"]),
-            libraries={"requests": requests.__version__, "pillow": PIL.__version__, "vlmgrid": vlmgrid.__version__},
+            libraries={
+                "requests": requests.__version__,
+                "pillow": PIL.__version__,
+                "vlmgrid": vlmgrid.__version__,
+            },
         )
 
     # -- request bodies ----------------------------------------------------------------------------------------
@@ -179,8 +208,10 @@ class OpenAI(ApiClient, Backend):
         is a PNG data URL (`image_size`: resized first), or what `image_url(image)` makes of it (`vlmgrid
         inputs` names the file instead)."""
         if request.formatted:
-            raise VlmgridError(f"item {request.id}: its prompt is a whole hand-written string (a recipe's `raw` "
-                               f"prompt), which an API cannot take; give the {self.name} model a `user` prompt")
+            raise VlmgridError(
+                f"item {request.id}: its prompt is a whole hand-written string (a recipe's `raw` "
+                f"prompt), which an API cannot take; give the {self.name} model a `user` prompt"
+            )
         image_url = image_url or (lambda image: encode_image(image, self.settings.get("image_size")))
         content: list[dict] = []
         for kind, value in content_parts(request):
@@ -213,13 +244,24 @@ class OpenAI(ApiClient, Backend):
     def generation_body(self, request: GenerateRequest) -> dict:
         max_tokens = request.max_new_tokens or self.settings["generation"]["max_new_tokens"]
         messages = self.messages(request)
-        return {"model": self.settings["model"], "messages": messages, "max_tokens": int(max_tokens),
-                **self._sampling()}
+        return {
+            "model": self.settings["model"],
+            "messages": messages,
+            "max_tokens": int(max_tokens),
+            **self._sampling(),
+        }
 
     def scoring_body(self, request: OptionRequest) -> dict:
         messages = self.messages(request)
-        return {"model": self.settings["model"], "messages": messages, "max_tokens": 1, **self._sampling(),
-                "temperature": 0, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
+        return {
+            "model": self.settings["model"],
+            "messages": messages,
+            "max_tokens": 1,
+            **self._sampling(),
+            "temperature": 0,
+            "logprobs": True,
+            "top_logprobs": TOP_LOGPROBS,
+        }
 
     # -- the interface -----------------------------------------------------------------------------------------
 
@@ -229,7 +271,9 @@ class OpenAI(ApiClient, Backend):
 
         def one(request: GenerateRequest) -> GenerationResult:
             try:
-                return GenerationResult(text=self._complete(request.id, self.generation_body(request), parse_text))
+                return GenerationResult(
+                    text=self._complete(request.id, self.generation_body(request), parse_text)
+                )
             except ItemFailed as exc:
                 return GenerationResult(text=None, error=str(exc))
 
@@ -243,15 +287,20 @@ class OpenAI(ApiClient, Backend):
         """One ScoreResult per request (letters only), in request order; an item the server refused, or whose
         first token is no letter, is a result with `error` set. InferenceFailed as for `generate_results`."""
         if "score_options" not in self.model_capabilities:
-            raise VlmgridError(f"model {self.settings['model']} has no option scoring; set `logprobs: true` if "
-                               "the server returns logprobs")
+            raise VlmgridError(
+                f"model {self.settings['model']} has no option scoring; set `logprobs: true` if "
+                "the server returns logprobs"
+            )
         for request in requests:
             if not request.letters:
-                raise VlmgridError(f"item {request.id}: an API model scores option letters only; scoring option "
-                                   "texts as continuations needs a local (hf) model")
+                raise VlmgridError(
+                    f"item {request.id}: an API model scores option letters only; scoring option "
+                    "texts as continuations needs a local (hf) model"
+                )
             if len(request.letters) != len(request.options):
-                raise VlmgridError(f"item {request.id}: {len(request.letters)} letters for "
-                                   f"{len(request.options)} options")
+                raise VlmgridError(
+                    f"item {request.id}: {len(request.letters)} letters for {len(request.options)} options"
+                )
 
         def one(request: OptionRequest) -> ScoreResult:
             try:
@@ -261,8 +310,11 @@ class OpenAI(ApiClient, Backend):
             scores = letter_logprobs(top, request.letters)
             if all(score == ABSENT_LETTER_LOGPROB for score in scores):
                 seen = ", ".join(repr(token) for token, _ in top[:5])
-                return ScoreResult(scores=None, error=f"none of the letters {', '.join(request.letters)} is among "
-                                                      f"the top {len(top)} first tokens (the first: {seen})")
+                return ScoreResult(
+                    scores=None,
+                    error=f"none of the letters {', '.join(request.letters)} is among "
+                    f"the top {len(top)} first tokens (the first: {seen})",
+                )
             return ScoreResult(scores=OptionScores(total=scores, tokens=[1] * len(scores)))
 
         return self._map(one, requests)
@@ -292,7 +344,9 @@ class _MessagesView:
     def messages(self, request) -> list:
         from vlmgrid.images import SOURCE_KEY
 
-        return self.backend.messages(request, image_url=lambda image: f"file:{image.info.get(SOURCE_KEY, '?')}")
+        return self.backend.messages(
+            request, image_url=lambda image: f"file:{image.info.get(SOURCE_KEY, '?')}"
+        )
 
     def pixels(self, image):
         return None

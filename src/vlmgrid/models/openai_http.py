@@ -105,7 +105,9 @@ def connection_refused(exc: BaseException) -> bool:
         seen.add(id(current))
         if isinstance(current, ConnectionRefusedError):
             return True
-        pending.extend([getattr(current, "reason", None), current.__cause__, current.__context__, *current.args])
+        pending.extend(
+            [getattr(current, "reason", None), current.__cause__, current.__context__, *current.args]
+        )
     return False
 
 
@@ -150,28 +152,45 @@ class ApiClient:
                 unavailable[request.id] = str(exc)
                 return None
             except Refused as exc:
-                self._halt(InferenceFailed(
-                    f"{endpoint(self.base_url)} refused model {self.settings['model']} ({exc}); check the model "
-                    f"entry's base_url, model and api_key_env", {request.id: str(exc)}, stop=True))
+                self._halt(
+                    InferenceFailed(
+                        f"{endpoint(self.base_url)} refused model {self.settings['model']} ({exc}); check the model "
+                        f"entry's base_url, model and api_key_env",
+                        {request.id: str(exc)},
+                        stop=True,
+                    )
+                )
                 return None
             except Unreachable as exc:
-                self._halt(InferenceFailed(
-                    f"connection refused at {exc} before any request to model {self.settings['model']} was "
-                    f"answered; check that the server is running and listening there, and the model entry's "
-                    f"base_url", {request.id: f"connection refused at {exc}"}, stop=True))
+                self._halt(
+                    InferenceFailed(
+                        f"connection refused at {exc} before any request to model {self.settings['model']} was "
+                        f"answered; check that the server is running and listening there, and the model entry's "
+                        f"base_url",
+                        {request.id: f"connection refused at {exc}"},
+                        stop=True,
+                    )
+                )
                 return None
             except NoImages as exc:
-                self._halt(CapabilityMissing(
-                    f"{endpoint(self.base_url)} refused the image of the first request to model "
-                    f"{self.settings['model']} ({exc}): it serves a model without image input; serve a vision "
-                    f"model, or point the entry at one", "images"))
+                self._halt(
+                    CapabilityMissing(
+                        f"{endpoint(self.base_url)} refused the image of the first request to model "
+                        f"{self.settings['model']} ({exc}): it serves a model without image input; serve a vision "
+                        f"model, or point the entry at one",
+                        "images",
+                    )
+                )
                 return None
             except NoLogprobs:
-                self._halt(CapabilityMissing(
-                    f"{endpoint(self.base_url)} returned no logprobs for model {self.settings['model']}, whose "
-                    f"entry sets `logprobs: true`; set `logprobs: false` or `answer_mode: generate` in the entry, "
-                    f"or `answer_mode: auto` to answer by generation where the server has no logprobs",
-                    "score_options"))
+                self._halt(
+                    CapabilityMissing(
+                        f"{endpoint(self.base_url)} returned no logprobs for model {self.settings['model']}, whose "
+                        f"entry sets `logprobs: true`; set `logprobs: false` or `answer_mode: generate` in the entry, "
+                        f"or `answer_mode: auto` to answer by generation where the server has no logprobs",
+                        "score_options",
+                    )
+                )
                 return None
             return result
 
@@ -182,8 +201,10 @@ class ApiClient:
             self._stop.failures.update(unavailable)
             raise self._stop
         if unavailable:
-            raise InferenceFailed(f"{len(unavailable)} of {len(requests)} requests to {endpoint(self.base_url)} "
-                                  f"failed", unavailable)
+            raise InferenceFailed(
+                f"{len(unavailable)} of {len(requests)} requests to {endpoint(self.base_url)} failed",
+                unavailable,
+            )
         return results
 
     def _count(self, *, failed: bool, cause: str | None = None) -> None:
@@ -195,9 +216,13 @@ class ApiClient:
             tripped = failed and self._failed_in_row >= int(self.settings["circuit_breaker"])
             count = self._failed_in_row
         if tripped:
-            self._halt(InferenceFailed(
-                f"the last {count} requests to {endpoint(self.base_url)} (model {self.settings['model']}) all "
-                f"failed, the last one: {cause}; check that the server is up and serves this model", stop=True))
+            self._halt(
+                InferenceFailed(
+                    f"the last {count} requests to {endpoint(self.base_url)} (model {self.settings['model']}) all "
+                    f"failed, the last one: {cause}; check that the server is up and serves this model",
+                    stop=True,
+                )
+            )
 
     def _halt(self, failure: InferenceFailed) -> None:
         with self._lock:
@@ -241,12 +266,14 @@ class ApiClient:
         from vlmgrid.fileio import write_json
 
         try:
-            write_json(path, {"base_url": self.base_url, "model": self.settings["model"], "response": response})
+            write_json(
+                path, {"base_url": self.base_url, "model": self.settings["model"], "response": response}
+            )
         except OSError as exc:
             log.warning("could not write the cache entry %s: %s", path, exc)
 
     def _backoff(self, attempt: int) -> float:
-        return min(self.backoff_max, self.backoff_base * 2 ** attempt) * random.uniform(0.5, 1.0)
+        return min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(0.5, 1.0)
 
     def _complete(self, item_id: str, body: dict, parse):
         """POST one chat completion (or read it from the cache) and return parse(response).
@@ -310,13 +337,16 @@ class ApiClient:
                     except NoLogprobs:
                         raise
                     except ValueError as exc:  # not JSON, or no chat completion: a server fault, retried
-                        problem = f"unparsable response (HTTP {status}): {exc}: {self._snippet(response.text)!r}"
+                        problem = (
+                            f"unparsable response (HTTP {status}): {exc}: {self._snippet(response.text)!r}"
+                        )
                     else:
                         return data, result
             if attempt + 1 < attempts:
                 wait = self._backoff(attempt) if delay is None else min(delay, self.backoff_max * 5)
-                log.warning("item %s: %s; retry %d of %d in %.1f s", item_id, problem, attempt + 1,
-                               attempts - 1, wait)
+                log.warning(
+                    "item %s: %s; retry %d of %d in %.1f s", item_id, problem, attempt + 1, attempts - 1, wait
+                )
                 self._sleep(wait)
         raise Unavailable(f"{problem} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})")
 
@@ -328,7 +358,11 @@ class ApiClient:
         """': <the server's error message>' (redacted, shortened), or ''."""
         try:
             data = response.json()
-            message = data.get("error", {}).get("message") if isinstance(data.get("error"), dict) else data.get("error")
+            message = (
+                data.get("error", {}).get("message")
+                if isinstance(data.get("error"), dict)
+                else data.get("error")
+            )
             text = str(message) if message else response.text
         except (ValueError, AttributeError):
             text = response.text

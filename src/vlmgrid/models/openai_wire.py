@@ -67,8 +67,11 @@ def parse_top_logprobs(data: Any) -> list[tuple[str, float]]:
     top = first.get("top_logprobs") or [first]
     pairs = []
     for entry in top:
-        if not isinstance(entry, dict) or not isinstance(entry.get("token"), str) \
-                or not isinstance(entry.get("logprob"), (int, float)):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("token"), str)
+            or not isinstance(entry.get("logprob"), (int, float))
+        ):
             raise ValueError("malformed top_logprobs")
         pairs.append((entry["token"], float(entry["logprob"])))
     return pairs

@@ -51,12 +51,19 @@ class Protocol:
     def method(self, capability: str, answer_mode: str | None = None) -> str:
         """How a model with this capability (and answer_mode) answers this protocol's items (`vlmgrid plan` says
         it per cell)."""
-        return (self.methods.get((capability, answer_mode)) or self.methods.get(capability)
-                or ANSWERS_BY.get(capability, capability))
+        return (
+            self.methods.get((capability, answer_mode))
+            or self.methods.get(capability)
+            or ANSWERS_BY.get(capability, capability)
+        )
 
 
 # How each capability's strategy answers, in a reader's words: the choice that moves an LVLM's numbers most.
-ANSWERS_BY = {"score_options": "option likelihood", "generate": "generation", "embed": "image-text similarity"}
+ANSWERS_BY = {
+    "score_options": "option likelihood",
+    "generate": "generation",
+    "embed": "image-text similarity",
+}
 
 
 def shown_text(value) -> str | None:
@@ -64,10 +71,17 @@ def shown_text(value) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def prediction_row(item_id: str, *, variant: str = DEFAULT_VARIANT, raw: str | None = None,
-                   prediction: str | None = None, prediction_index: int = -1,
-                   scores: Sequence[float] | None = None, topk: Sequence[int] | None = None,
-                   error: str | None = None) -> dict:
+def prediction_row(
+    item_id: str,
+    *,
+    variant: str = DEFAULT_VARIANT,
+    raw: str | None = None,
+    prediction: str | None = None,
+    prediction_index: int = -1,
+    scores: Sequence[float] | None = None,
+    topk: Sequence[int] | None = None,
+    error: str | None = None,
+) -> dict:
     return {
         "id": item_id,
         "variant": variant,
@@ -144,8 +158,10 @@ def _answered(model, bench, records: pd.DataFrame, answer, request_of) -> tuple[
     if getattr(model, "accepts_image_futures", False):
         relatives = list(records["image"])
         with ThreadPoolExecutor(max_workers=max(1, min(IMAGE_THREADS, len(relatives)))) as pool:
-            futures = [None if _no_image(relative) else pool.submit(_opened, bench, relative)
-                       for relative in relatives]
+            futures = [
+                None if _no_image(relative) else pool.submit(_opened, bench, relative)
+                for relative in relatives
+            ]
             requests = [request_of(i, future) for i, future in enumerate(futures)]
             try:
                 results = dict(enumerate(answer(requests))) if requests else {}
@@ -171,6 +187,7 @@ def _outcome(future) -> tuple[Any, str | None]:
 
 # --- the cell's own prompt (vlmgrid.prompt_templates) -------------------------------------------------------
 
+
 def prompt_template(model, bench):
     """The cell's own prompt (its `prompt` setting: a recipe's, or the model entry's), checked; None where the
     protocol's own prompt serves."""
@@ -186,9 +203,11 @@ def refuse_own_prompt(model, bench, asks_with: str) -> None:
     """A protocol that asks with its own prompt set has no place for a cell's own prompt: one sentence, never a
     prompt silently left unused."""
     if model.settings.get("prompt"):
-        raise VlmgridError(f"the prompt of {bench.kind.name} for {model.name}: the {bench.kind.protocol} protocol "
-                           f"asks with {asks_with}, not a prompt of the model's; remove the model's "
-                           f"kinds.{bench.kind.name}.prompt")
+        raise VlmgridError(
+            f"the prompt of {bench.kind.name} for {model.name}: the {bench.kind.protocol} protocol "
+            f"asks with {asks_with}, not a prompt of the model's; remove the model's "
+            f"kinds.{bench.kind.name}.prompt"
+        )
 
 
 def record_fields(records: pd.DataFrame, i: int, options) -> dict:
@@ -197,8 +216,12 @@ def record_fields(records: pd.DataFrame, i: int, options) -> dict:
     fields = {column: records[column].iloc[i] for column in records.columns}
     options = [str(option) for option in options]
     image = fields.get("image")
-    return {**fields, "options": options, "letters": list(LETTERS[:len(options)]),
-            "has_image": not _no_image(image) and image != ""}
+    return {
+        **fields,
+        "options": options,
+        "letters": list(LETTERS[: len(options)]),
+        "has_image": not _no_image(image) and image != "",
+    }
 
 
 def own_prompt(model, bench, default):
@@ -220,8 +243,10 @@ def answers_as_written(model, bench):
 
     def scored(options) -> tuple[str, ...]:
         if len(answers) != len(options):
-            raise VlmgridError(f"{template.where}: `answers` lists {len(answers)} texts, but item options number "
-                               f"{len(options)}")
+            raise VlmgridError(
+                f"{template.where}: `answers` lists {len(answers)} texts, but item options number "
+                f"{len(options)}"
+            )
         return answers
 
     return scored
@@ -237,8 +262,9 @@ def prompt_fields(prompt) -> dict:
     return fields
 
 
-def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
-                letters_of=lambda i: None) -> list[tuple[list | None, str | None]]:
+def score_items(
+    model, bench, records: pd.DataFrame, prompt_of, options_of, letters_of=lambda i: None
+) -> list[tuple[list | None, str | None]]:
     """Per item: the model's option scores, or None and why the item could not be scored.
 
     prompt_of(i), options_of(i) and letters_of(i) give the i-th item's prompt (a text, or a rendered template),
@@ -249,9 +275,18 @@ def score_items(model, bench, records: pd.DataFrame, prompt_of, options_of,
     from vlmgrid.model_requests import OptionRequest
 
     results, problems = _answered(
-        model, bench, records, model.score_results,
-        lambda i, image: OptionRequest(records["id"].iloc[i], image, options=options_of(i), letters=letters_of(i),
-                                       **prompt_fields(prompt_of(i))))
+        model,
+        bench,
+        records,
+        model.score_results,
+        lambda i, image: OptionRequest(
+            records["id"].iloc[i],
+            image,
+            options=options_of(i),
+            letters=letters_of(i),
+            **prompt_fields(prompt_of(i)),
+        ),
+    )
     for i, result in results.items():
         if not result.ok:
             problems[i] = result.error
@@ -265,14 +300,19 @@ def generate_items(model, bench, records: pd.DataFrame, prompt_of) -> list[tuple
     """Per item: the model's generated text, or None and why there is none (broken image, failed request)."""
     from vlmgrid.model_requests import GenerateRequest
 
-    results, problems = _answered(model, bench, records, model.generate_results,
-                                  lambda i, image: GenerateRequest(records["id"].iloc[i], image,
-                                                                   **prompt_fields(prompt_of(i))))
+    results, problems = _answered(
+        model,
+        bench,
+        records,
+        model.generate_results,
+        lambda i, image: GenerateRequest(records["id"].iloc[i], image, **prompt_fields(prompt_of(i))),
+    )
     for i, result in results.items():
         if not result.ok:
             problems[i] = result.error
     return [
-        (results[i].text if i in results and results[i].ok else None, problems[i]) for i in range(len(records))
+        (results[i].text if i in results and results[i].ok else None, problems[i])
+        for i in range(len(records))
     ]
 
 
@@ -291,7 +331,9 @@ def parsed_rows(records: pd.DataFrame, results, parse, options_of) -> list[dict]
             rows.append(error_row(item_id, problem))
             continue
         parsed = parse(text, options_of(i))
-        rows.append(prediction_row(item_id, raw=text, prediction=parsed.prediction, prediction_index=parsed.index))
+        rows.append(
+            prediction_row(item_id, raw=text, prediction=parsed.prediction, prediction_index=parsed.index)
+        )
     return rows
 
 

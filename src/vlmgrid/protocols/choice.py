@@ -92,7 +92,7 @@ MME_INSTRUCTION = "Please answer yes or no."
 def yes_no_prompt(question: str) -> str:
     kept = question.rstrip()
     if kept.endswith(MME_INSTRUCTION):
-        question = kept[:-len(MME_INSTRUCTION)].rstrip()
+        question = kept[: -len(MME_INSTRUCTION)].rstrip()
     return f"{question}\n{YES_NO_INSTRUCTION}"
 
 
@@ -105,8 +105,14 @@ def _context(records: pd.DataFrame, i: int) -> str | None:
 def _option_runner(model, bench, prompt_of, letters_of):
     def run(records: pd.DataFrame) -> list[dict]:
         options = [list(item_options) for item_options in records["options"]]
-        results = score_items(model, bench, records, lambda i: prompt_of(records, i, options[i]),
-                              lambda i: options[i], lambda i: letters_of(options[i]))
+        results = score_items(
+            model,
+            bench,
+            records,
+            lambda i: prompt_of(records, i, options[i]),
+            lambda i: options[i],
+            lambda i: letters_of(options[i]),
+        )
         return [
             error_row(item_id, problem) if scores is None else _choice_row(item_id, options[i], scores)
             for i, (item_id, (scores, problem)) in enumerate(zip(records["id"], results))
@@ -124,14 +130,20 @@ def _yes_no_prompt(records, i, options) -> str:
 
 
 def multiple_choice_option_strategy(model, bench):
-    return _option_runner(model, bench, own_prompt(model, bench, _multiple_choice_prompt),
-                          lambda options: tuple(LETTERS[:len(options)]))
+    return _option_runner(
+        model,
+        bench,
+        own_prompt(model, bench, _multiple_choice_prompt),
+        lambda options: tuple(LETTERS[: len(options)]),
+    )
 
 
 def yes_no_option_strategy(model, bench):
     # "yes" and "no" are single tokens in every tokenizer we support; a prompt may say the model writes them
     # otherwise ("Yes", "No"), and those are scored
-    return _option_runner(model, bench, own_prompt(model, bench, _yes_no_prompt), answers_as_written(model, bench))
+    return _option_runner(
+        model, bench, own_prompt(model, bench, _yes_no_prompt), answers_as_written(model, bench)
+    )
 
 
 def _generate_runner(model, bench, prompt_of, parse):
@@ -144,8 +156,9 @@ def _generate_runner(model, bench, prompt_of, parse):
 
 
 def multiple_choice_generate_strategy(model, bench):
-    return _generate_runner(model, bench, own_prompt(model, bench, _multiple_choice_prompt),
-                            parser_for(bench, "letter"))
+    return _generate_runner(
+        model, bench, own_prompt(model, bench, _multiple_choice_prompt), parser_for(bench, "letter")
+    )
 
 
 def yes_no_generate_strategy(model, bench):
@@ -155,14 +168,20 @@ def yes_no_generate_strategy(model, bench):
 MULTIPLE_CHOICE = Protocol(
     name="multiple_choice",
     description="pick one of the item's options",
-    strategies={"score_options": multiple_choice_option_strategy, "generate": multiple_choice_generate_strategy,
-                "embed": embed_strategy},
+    strategies={
+        "score_options": multiple_choice_option_strategy,
+        "generate": multiple_choice_generate_strategy,
+        "embed": embed_strategy,
+    },
     prompt_fields=((CONTEXT_FIELD, CONTEXT_LABEL),),
 )
 
 YES_NO = Protocol(
     name="yes_no",
     description="answer a yes/no question",
-    strategies={"score_options": yes_no_option_strategy, "generate": yes_no_generate_strategy,
-                "embed": embed_strategy},
+    strategies={
+        "score_options": yes_no_option_strategy,
+        "generate": yes_no_generate_strategy,
+        "embed": embed_strategy,
+    },
 )

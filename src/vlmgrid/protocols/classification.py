@@ -141,8 +141,10 @@ class ClassificationPrompts:
     def from_mapping(cls, data: Mapping, where: str) -> ClassificationPrompts:
         unknown = set(data) - {"open", "closed", "candidates_separator", "max_candidates"}
         if unknown:
-            raise VlmgridError(f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are open, closed, "
-                               f"candidates_separator, max_candidates")
+            raise VlmgridError(
+                f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are open, closed, "
+                f"candidates_separator, max_candidates"
+            )
         sections = {}
         for section in ("open", "closed"):
             entries = data.get(section) or {}
@@ -150,16 +152,24 @@ class ClassificationPrompts:
                 raise VlmgridError(f"{where}: `{section}` must map variant names to templates")
             for name, text in entries.items():
                 if not isinstance(name, str) or not _VARIANT_NAME.match(name):
-                    raise VlmgridError(f"{where}: {section}.{name}: a variant name is lowercase letters, digits and '-'")
+                    raise VlmgridError(
+                        f"{where}: {section}.{name}: a variant name is lowercase letters, digits and '-'"
+                    )
                 if not isinstance(text, str) or not text.strip():
                     raise VlmgridError(f"{where}: {section}.{name}: the template must be a non-empty string")
                 if (text.count(CANDIDATES) == 1) != (section == "closed"):
-                    rule = "must hold {candidates} exactly once" if section == "closed" else "must not hold {candidates}"
+                    rule = (
+                        "must hold {candidates} exactly once"
+                        if section == "closed"
+                        else "must not hold {candidates}"
+                    )
                     raise VlmgridError(f"{where}: {section}.{name}: a {section}-world template {rule}")
             sections[section] = dict(entries)
         clash = set(sections["open"]) & set(sections["closed"])
         if clash:
-            raise VlmgridError(f"{where}: variant {sorted(clash)[0]!r} is both open and closed; names must be unique")
+            raise VlmgridError(
+                f"{where}: variant {sorted(clash)[0]!r} is both open and closed; names must be unique"
+            )
         if not sections["open"] and not sections["closed"]:
             raise VlmgridError(f"{where}: holds no template; give `open` and/or `closed` templates")
         separator = data.get("candidates_separator", ", ")
@@ -167,8 +177,12 @@ class ClassificationPrompts:
             raise VlmgridError(f"{where}: `candidates_separator` must be a string")
         limit = data.get("max_candidates")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 2):
-            raise VlmgridError(f"{where}: `max_candidates` must be an integer of at least 2, or absent for all classes")
-        return cls(open=sections["open"], closed=sections["closed"], separator=separator, max_candidates=limit)
+            raise VlmgridError(
+                f"{where}: `max_candidates` must be an integer of at least 2, or absent for all classes"
+            )
+        return cls(
+            open=sections["open"], closed=sections["closed"], separator=separator, max_candidates=limit
+        )
 
     def candidates(self, n_classes: int, item_id: str, gold: int) -> list[int]:
         """The class indices a closed-world question about this item lists, in class order."""
@@ -184,8 +198,9 @@ class ClassificationPrompts:
 
 
 def classification_prompts(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> ClassificationPrompts:
-    return ClassificationPrompts.from_mapping(load_prompts(PROMPT_SET, prompts_dir),
-                                              str(prompts_file(PROMPT_SET, prompts_dir)))
+    return ClassificationPrompts.from_mapping(
+        load_prompts(PROMPT_SET, prompts_dir), str(prompts_file(PROMPT_SET, prompts_dir))
+    )
 
 
 def answer_methods(model) -> tuple[str, str]:
@@ -200,12 +215,15 @@ def answer_methods(model) -> tuple[str, str]:
 def templated_strategy(model, bench):
     from vlmgrid.model_requests import GenerateRequest, OptionRequest
 
-    refuse_own_prompt(model, bench, "the templates of its prompt set (config/prompts/lvlm_classification.yaml)")
+    refuse_own_prompt(
+        model, bench, "the templates of its prompt set (config/prompts/lvlm_classification.yaml)"
+    )
     classes = list(bench.classes)
     synonyms = getattr(bench, "synonyms", None) or {}
     prompt_set = classification_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
-    templates = [(name, text, True) for name, text in prompt_set.open.items()] + \
-                [(name, text, False) for name, text in prompt_set.closed.items()]
+    templates = [(name, text, True) for name, text in prompt_set.open.items()] + [
+        (name, text, False) for name, text in prompt_set.closed.items()
+    ]
     open_method, closed_method = answer_methods(model)
     # A class name is scored as the answer's continuation; the space is the one that follows the
     # assistant's turn marker, which byte-level tokenizers fold into the first word.
@@ -230,13 +248,28 @@ def templated_strategy(model, bench):
                 candidates = everything if open_world else shown[i]
                 prompt = text if open_world else prompt_set.fill(text, [classes[k] for k in candidates])
                 asked[method].append((variant, i, candidates, prompt))
-        generated = model.generate_results(
-            [GenerateRequest(ids[i], images[i], prompt, variant=variant) for variant, i, _, prompt in asked["generate"]]
-        ) if asked["generate"] else []
-        scored = model.score_results(
-            [OptionRequest(ids[i], images[i], prompt, [continuation[k] for k in candidates], variant=variant)
-             for variant, i, candidates, prompt in asked["score_options"]]
-        ) if asked["score_options"] else []
+        generated = (
+            model.generate_results(
+                [
+                    GenerateRequest(ids[i], images[i], prompt, variant=variant)
+                    for variant, i, _, prompt in asked["generate"]
+                ]
+            )
+            if asked["generate"]
+            else []
+        )
+        scored = (
+            model.score_results(
+                [
+                    OptionRequest(
+                        ids[i], images[i], prompt, [continuation[k] for k in candidates], variant=variant
+                    )
+                    for variant, i, candidates, prompt in asked["score_options"]
+                ]
+            )
+            if asked["score_options"]
+            else []
+        )
 
         rows: dict[tuple[str, int], dict] = {}
         for (variant, i, candidates, _), result in zip(asked["generate"], generated):
@@ -246,23 +279,27 @@ def templated_strategy(model, bench):
             names = [classes[k] for k in candidates]
             parsed = match_class(result.text, names, synonyms)
             index = candidates[parsed.index] if parsed.index >= 0 else -1
-            rows[variant, i] = prediction_row(ids[i], variant=variant, raw=result.text,
-                                              prediction=parsed.prediction, prediction_index=index)
+            rows[variant, i] = prediction_row(
+                ids[i], variant=variant, raw=result.text, prediction=parsed.prediction, prediction_index=index
+            )
         for (variant, i, candidates, _), result in zip(asked["score_options"], scored):
             if not result.ok:
                 rows[variant, i] = error_row(ids[i], result.error, variant)
                 continue
             top = [candidates[k] for k in topk_indices(np.asarray([result.scores.normalised]))[0]]
-            rows[variant, i] = prediction_row(ids[i], variant=variant, prediction=classes[top[0]],
-                                              prediction_index=top[0], topk=top)
+            rows[variant, i] = prediction_row(
+                ids[i], variant=variant, prediction=classes[top[0]], prediction_index=top[0], topk=top
+            )
         return [
             rows.get((variant, i)) or error_row(ids[i], problems[i], variant)
-            for variant, _, _ in templates for i in range(len(records))
+            for variant, _, _ in templates
+            for i in range(len(records))
         ]
 
     methods = {open_method if open_world else closed_method for _, _, open_world in templates}
-    run.strategy = (methods.pop() if len(methods) == 1
-                    else f"open-world: {open_method}; closed-world: {closed_method}")
+    run.strategy = (
+        methods.pop() if len(methods) == 1 else f"open-world: {open_method}; closed-world: {closed_method}"
+    )
     return run
 
 
@@ -272,10 +309,18 @@ CLASSIFICATION = Protocol(
     strategies={"embed": embed_strategy, "generate": templated_strategy, "score_options": templated_strategy},
     # the templates answer half by generation (open-world) and half by the class names' likelihood (closed-world),
     # unless the model's answer_mode puts one way first for both (answer_methods)
-    methods={**{capability: "templates: open-world generation, closed-world likelihood"
-                for capability in ("generate", "score_options")},
-             **{(capability, "generate"): "generation (open- and closed-world templates)"
-                for capability in ("generate", "score_options")},
-             **{(capability, "likelihood"): "likelihood (open- and closed-world templates)"
-                for capability in ("generate", "score_options")}},
+    methods={
+        **{
+            capability: "templates: open-world generation, closed-world likelihood"
+            for capability in ("generate", "score_options")
+        },
+        **{
+            (capability, "generate"): "generation (open- and closed-world templates)"
+            for capability in ("generate", "score_options")
+        },
+        **{
+            (capability, "likelihood"): "likelihood (open- and closed-world templates)"
+            for capability in ("generate", "score_options")
+        },
+    },
 )

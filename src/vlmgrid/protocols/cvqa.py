@@ -41,8 +41,11 @@ PROMPT_SET = "cvqa"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LANGUAGES = {"en": ("question_en", "options_en"), "local": ("question", "options")}
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_FIELDS = {"prompt": ({"question", "options"}, {"country"}), "text": ({"question", "option"}, {"country"}),
-           "option": ({"letter", "option"}, set())}
+_FIELDS = {
+    "prompt": ({"question", "options"}, {"country"}),
+    "text": ({"question", "option"}, {"country"}),
+    "option": ({"letter", "option"}, set()),
+}
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,9 @@ class CVQAPrompts:
     def from_mapping(cls, data: Mapping, where: str) -> CVQAPrompts:
         unknown = set(data) - {"settings", "option", "option_separator"}
         if unknown:
-            raise VlmgridError(f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are settings, option, option_separator")
+            raise VlmgridError(
+                f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are settings, option, option_separator"
+            )
         option = data.get("option", cls.option)
         _check_template(option, "option", where, "option")
         separator = data.get("option_separator", cls.option_separator)
@@ -73,7 +78,9 @@ class CVQAPrompts:
             raise VlmgridError(f"{where}: `option_separator` must be a string")
         entries = data.get("settings")
         if not isinstance(entries, Mapping) or not entries:
-            raise VlmgridError(f"{where}: `settings` must map variant names to {{language, prompt, text}}; it holds none")
+            raise VlmgridError(
+                f"{where}: `settings` must map variant names to {{language, prompt, text}}; it holds none"
+            )
         settings = {}
         for name, entry in entries.items():
             key = f"settings.{name}"
@@ -82,7 +89,9 @@ class CVQAPrompts:
             if not isinstance(entry, Mapping) or set(entry) != {"language", "prompt", "text"}:
                 raise VlmgridError(f"{where}: {key} must hold exactly language, prompt and text")
             if entry["language"] not in LANGUAGES:
-                raise VlmgridError(f"{where}: {key}.language is {entry['language']!r}; use one of {', '.join(LANGUAGES)}")
+                raise VlmgridError(
+                    f"{where}: {key}.language is {entry['language']!r}; use one of {', '.join(LANGUAGES)}"
+                )
             for field in ("prompt", "text"):
                 _check_template(entry[field], field, where, f"{key}.{field}")
             settings[name] = Setting(name, entry["language"], entry["prompt"], entry["text"])
@@ -97,31 +106,46 @@ def _check_template(template, kind: str, where: str, key: str) -> None:
     try:
         names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
     except ValueError as exc:
-        raise VlmgridError(f"{where}: {key} is not a valid template ({exc}); write placeholders as {{name}}") from None
+        raise VlmgridError(
+            f"{where}: {key} is not a valid template ({exc}); write placeholders as {{name}}"
+        ) from None
     missing, extra = required - names, names - required - optional
     if missing or extra:
         allowed = ", ".join("{" + n + "}" for n in sorted(required | optional))
-        problem = f"lacks {{{sorted(missing)[0]}}}" if missing else f"has the unknown placeholder {{{sorted(extra)[0]}}}"
-        raise VlmgridError(f"{where}: {key} {problem}; it may hold {allowed} (the required ones: "
-                           f"{', '.join('{' + n + '}' for n in sorted(required))})")
+        problem = (
+            f"lacks {{{sorted(missing)[0]}}}"
+            if missing
+            else f"has the unknown placeholder {{{sorted(extra)[0]}}}"
+        )
+        raise VlmgridError(
+            f"{where}: {key} {problem}; it may hold {allowed} (the required ones: "
+            f"{', '.join('{' + n + '}' for n in sorted(required))})"
+        )
 
 
 def cvqa_prompts(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> CVQAPrompts:
-    return CVQAPrompts.from_mapping(load_prompts(PROMPT_SET, prompts_dir), str(prompts_file(PROMPT_SET, prompts_dir)))
+    return CVQAPrompts.from_mapping(
+        load_prompts(PROMPT_SET, prompts_dir), str(prompts_file(PROMPT_SET, prompts_dir))
+    )
 
 
-def render_prompt(prompts: CVQAPrompts, setting: Setting, question: str, options: Sequence[str], country: str) -> str:
+def render_prompt(
+    prompts: CVQAPrompts, setting: Setting, question: str, options: Sequence[str], country: str
+) -> str:
     """The generative prompt of one item in one setting: the options lettered A, B, C, ... in order."""
     shown = prompts.option_separator.join(
-        prompts.option.format(letter=letter, option=str(option).strip()) for letter, option in zip(LETTERS, options)
+        prompts.option.format(letter=letter, option=str(option).strip())
+        for letter, option in zip(LETTERS, options)
     )
     return setting.prompt.format(country=country, question=question.strip(), options=shown)
 
 
 def option_texts(setting: Setting, question: str, options: Sequence[str], country: str) -> list[str]:
     """The embedding texts of one item in one setting, one per option ("question option")."""
-    return [setting.text.format(country=country, question=question.strip(), option=str(option).strip())
-            for option in options]
+    return [
+        setting.text.format(country=country, question=question.strip(), option=str(option).strip())
+        for option in options
+    ]
 
 
 def item_texts(records: pd.DataFrame, i: int, language: str) -> tuple[str, list[str]]:
@@ -135,7 +159,9 @@ def _prepared(model, bench, records: pd.DataFrame):
     refuse_own_prompt(model, bench, "the four settings of its prompt set (config/prompts/cvqa.yaml)")
     missing = [c for c in ("question_en", "options_en", "country") if c not in records.columns]
     if missing:
-        raise VlmgridError(f"benchmark {bench.name}: records lack `{missing[0]}`; the cvqa protocol reads CVQA records only")
+        raise VlmgridError(
+            f"benchmark {bench.name}: records lack `{missing[0]}`; the cvqa protocol reads CVQA records only"
+        )
     prompts = cvqa_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
     images, problems = load_images(bench, records)
     for i, image in enumerate(images):
@@ -151,20 +177,29 @@ def _asked(records: pd.DataFrame, prompts: CVQAPrompts, problems) -> list[tuple[
     for i in (i for i, problem in enumerate(problems) if problem is None):
         for setting in prompts.settings.values():
             question, options = item_texts(records, i, setting.language)
-            asked.append((i, setting.name, options, render_prompt(prompts, setting, question, options, countries[i])))
+            asked.append(
+                (i, setting.name, options, render_prompt(prompts, setting, question, options, countries[i]))
+            )
     return asked
 
 
-def _ordered(rows: dict[tuple[int, str], dict], records: pd.DataFrame, prompts: CVQAPrompts, problems) -> list[dict]:
+def _ordered(
+    rows: dict[tuple[int, str], dict], records: pd.DataFrame, prompts: CVQAPrompts, problems
+) -> list[dict]:
     """Rows item by item, the settings in the prompt set's order; an unusable item gets an error row per setting."""
     ids = list(records["id"])
-    return [rows.get((i, v)) or error_row(ids[i], problems[i], v)
-            for i in range(len(records)) for v in prompts.settings]
+    return [
+        rows.get((i, v)) or error_row(ids[i], problems[i], v)
+        for i in range(len(records))
+        for v in prompts.settings
+    ]
 
 
 def _choice_row(item_id: str, variant: str, options: Sequence[str], scores) -> dict:
     best = int(np.argmax(scores))
-    return prediction_row(item_id, variant=variant, prediction=str(options[best]), prediction_index=best, scores=scores)
+    return prediction_row(
+        item_id, variant=variant, prediction=str(options[best]), prediction_index=best, scores=scores
+    )
 
 
 def option_strategy(model, bench):
@@ -174,13 +209,18 @@ def option_strategy(model, bench):
         prompts, images, problems = _prepared(model, bench, records)
         ids = list(records["id"])
         asked = _asked(records, prompts, problems)
-        requests = [OptionRequest(ids[i], images[i], prompt, options, tuple(LETTERS[:len(options)]), variant=variant)
-                    for i, variant, options, prompt in asked]
+        requests = [
+            OptionRequest(ids[i], images[i], prompt, options, tuple(LETTERS[: len(options)]), variant=variant)
+            for i, variant, options, prompt in asked
+        ]
         results = model.score_results(requests) if requests else []
         rows = {}
         for (i, variant, options, _), result in zip(asked, results):
-            rows[i, variant] = (_choice_row(ids[i], variant, options, result.scores.normalised) if result.ok
-                                else error_row(ids[i], result.error, variant))
+            rows[i, variant] = (
+                _choice_row(ids[i], variant, options, result.scores.normalised)
+                if result.ok
+                else error_row(ids[i], result.error, variant)
+            )
         return _ordered(rows, records, prompts, problems)
 
     return run
@@ -202,7 +242,7 @@ def embed_strategy(model, bench):
         text_features = model.embed_texts(texts) if texts else None
         rows = {}
         for k, i, variant, options, start in spans:
-            similarity = text_features[start:start + len(options)] @ image_features[k]
+            similarity = text_features[start : start + len(options)] @ image_features[k]
             rows[i, variant] = _choice_row(ids[i], variant, options, similarity)
         return _ordered(rows, records, prompts, problems)
 
@@ -218,7 +258,9 @@ def generate_strategy(model, bench):
         prompts, images, problems = _prepared(model, bench, records)
         ids = list(records["id"])
         asked = _asked(records, prompts, problems)
-        requests = [GenerateRequest(ids[i], images[i], prompt, variant=variant) for i, variant, _, prompt in asked]
+        requests = [
+            GenerateRequest(ids[i], images[i], prompt, variant=variant) for i, variant, _, prompt in asked
+        ]
         results = model.generate_results(requests) if requests else []
         rows = {}
         for (i, variant, options, _), result in zip(asked, results):
@@ -226,8 +268,13 @@ def generate_strategy(model, bench):
                 rows[i, variant] = error_row(ids[i], result.error, variant)
                 continue
             parsed = parse(result.text, options)
-            rows[i, variant] = prediction_row(ids[i], variant=variant, raw=result.text,
-                                              prediction=parsed.prediction, prediction_index=parsed.index)
+            rows[i, variant] = prediction_row(
+                ids[i],
+                variant=variant,
+                raw=result.text,
+                prediction=parsed.prediction,
+                prediction_index=parsed.index,
+            )
         return _ordered(rows, records, prompts, problems)
 
     return run

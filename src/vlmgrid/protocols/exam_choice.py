@@ -98,8 +98,10 @@ class ExamPrompts:
             fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
             unknown = sorted(fields - allowed)
             if unknown:
-                raise VlmgridError(f"{where}: `{label}.template` has the unknown placeholder {{{unknown[0]}}}; "
-                                   f"use {', '.join('{' + p + '}' for p in sorted(allowed))}")
+                raise VlmgridError(
+                    f"{where}: `{label}.template` has the unknown placeholder {{{unknown[0]}}}; "
+                    f"use {', '.join('{' + p + '}' for p in sorted(allowed))}"
+                )
             if "question" not in fields or "options" not in fields:
                 raise VlmgridError(f"{where}: `{label}.template` must hold {{question}} and {{options}}")
             return value
@@ -110,13 +112,21 @@ class ExamPrompts:
             raise VlmgridError(f"{where}: `option_line` must hold {{letter}} and {{option}} and nothing else")
         max_tokens = tag_mode.get("max_new_tokens")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise VlmgridError(f"{where}: `tag.max_new_tokens` must be a positive integer, not {max_tokens!r}")
+            raise VlmgridError(
+                f"{where}: `tag.max_new_tokens` must be a positive integer, not {max_tokens!r}"
+            )
         languages = {}
         for code, entry in section("languages").items():
             if not isinstance(entry, Mapping):
-                raise VlmgridError(f"{where}: `languages.{code}` must map question, options and instruction to text")
-            languages[str(code)] = Language(*(text(entry, key, f"languages.{code}.{key}")
-                                              for key in ("question", "options", "instruction")))
+                raise VlmgridError(
+                    f"{where}: `languages.{code}` must map question, options and instruction to text"
+                )
+            languages[str(code)] = Language(
+                *(
+                    text(entry, key, f"languages.{code}.{key}")
+                    for key in ("question", "options", "instruction")
+                )
+            )
         if not languages:
             raise VlmgridError(f"{where}: `languages` is empty; give at least one language")
         return cls(
@@ -140,10 +150,17 @@ class ExamPrompts:
         return self.languages[code]
 
     def _fill(self, template: str, words: Language, question: str, options: Sequence[str]) -> str:
-        lines = "\n".join(self.option_line.format(letter=letter, option=_text(option))
-                          for letter, option in zip(LETTERS, options))
-        return template.format(instruction=self.json_instruction, question_word=words.question,
-                               options_word=words.options, question=_text(question), options=lines)
+        lines = "\n".join(
+            self.option_line.format(letter=letter, option=_text(option))
+            for letter, option in zip(LETTERS, options)
+        )
+        return template.format(
+            instruction=self.json_instruction,
+            question_word=words.question,
+            options_word=words.options,
+            question=_text(question),
+            options=lines,
+        )
 
     def user(self, mode: str, code: str, item_id: str, question: str, options: Sequence[str]) -> str:
         template = self.json_template if mode == "json" else self.tag_template
@@ -169,41 +186,61 @@ class Language:
 
 
 def load_exam_prompts(prompts_dir: Path | str) -> ExamPrompts:
-    return ExamPrompts.from_mapping(load_prompts(PROMPT_SET, prompts_dir), str(prompts_file(PROMPT_SET, prompts_dir)))
+    return ExamPrompts.from_mapping(
+        load_prompts(PROMPT_SET, prompts_dir), str(prompts_file(PROMPT_SET, prompts_dir))
+    )
 
 
 def prompt_mode(model) -> str:
     """The model's `prompt_mode`, else the default of its backend (openai: tag; others: json)."""
     mode = model.settings.get("prompt_mode") or DEFAULT_MODE_BY_BACKEND.get(model.name, DEFAULT_MODE)
     if mode not in MODE_PARSERS:
-        raise VlmgridError(f"model setting prompt_mode {mode!r} is unknown; use one of {', '.join(MODE_PARSERS)}")
+        raise VlmgridError(
+            f"model setting prompt_mode {mode!r} is unknown; use one of {', '.join(MODE_PARSERS)}"
+        )
     return mode
 
 
 def _item(records: pd.DataFrame, i: int) -> tuple[str, str, str, list[str]]:
-    return (str(records["id"].iloc[i]), str(records["language"].iloc[i]), str(records["question"].iloc[i]),
-            [str(option) for option in records["options"].iloc[i]])
+    return (
+        str(records["id"].iloc[i]),
+        str(records["language"].iloc[i]),
+        str(records["question"].iloc[i]),
+        [str(option) for option in records["options"].iloc[i]],
+    )
 
 
 def _require_language(records: pd.DataFrame) -> None:
     if "language" not in records.columns:
-        raise VlmgridError("the exam_choice protocol needs a `language` column in the records; the benchmark's "
-                           "adapter must write one")
+        raise VlmgridError(
+            "the exam_choice protocol needs a `language` column in the records; the benchmark's "
+            "adapter must write one"
+        )
 
 
 def option_strategy(model, bench):
     prompts = load_exam_prompts(bench.prompts_dir)
-    prompt_of = own_prompt(model, bench, lambda records, i, options: prompts.likelihood(
-        str(records["language"].iloc[i]), str(records["id"].iloc[i]), str(records["question"].iloc[i]), options))
+    prompt_of = own_prompt(
+        model,
+        bench,
+        lambda records, i, options: prompts.likelihood(
+            str(records["language"].iloc[i]),
+            str(records["id"].iloc[i]),
+            str(records["question"].iloc[i]),
+            options,
+        ),
+    )
 
     def run(records: pd.DataFrame) -> list[dict]:
         _require_language(records)
         items = [_item(records, i) for i in range(len(records))]
         results = score_items(
-            model, bench, records,
+            model,
+            bench,
+            records,
             lambda i: prompt_of(records, i, items[i][3]),
             lambda i: items[i][3],
-            lambda i: tuple(LETTERS[:len(items[i][3])]),
+            lambda i: tuple(LETTERS[: len(items[i][3])]),
         )
         rows = []
         for (item_id, _, _, options), (scores, problem) in zip(items, results):
@@ -211,7 +248,9 @@ def option_strategy(model, bench):
                 rows.append(error_row(item_id, problem))
                 continue
             best = int(np.argmax(scores))
-            rows.append(prediction_row(item_id, prediction=options[best], prediction_index=best, scores=scores))
+            rows.append(
+                prediction_row(item_id, prediction=options[best], prediction_index=best, scores=scores)
+            )
         return rows
 
     return run
@@ -231,9 +270,14 @@ def generate_strategy(model, bench):
             # the cell's own prompt (the authors' builder for the model's family): its decoding is the model's
             rendered = template.render(record_fields(records, i, options))
             return GenerateRequest(item_id, image, variant=mode, **prompt_fields(rendered))
-        return GenerateRequest(item_id, image, prompts.user(mode, language, item_id, question, options),
-                               system=prompts.system(mode, language, item_id),
-                               max_new_tokens=prompts.max_new_tokens(mode), variant=mode)
+        return GenerateRequest(
+            item_id,
+            image,
+            prompts.user(mode, language, item_id, question, options),
+            system=prompts.system(mode, language, item_id),
+            max_new_tokens=prompts.max_new_tokens(mode),
+            variant=mode,
+        )
 
     def run(records: pd.DataFrame) -> list[dict]:
         _require_language(records)
@@ -249,8 +293,15 @@ def generate_strategy(model, bench):
                 rows.append(error_row(item_id, problems[i] if result is None else result.error, variant=mode))
                 continue
             parsed = parse(result.text, options)
-            rows.append(prediction_row(item_id, variant=mode, raw=result.text, prediction=parsed.prediction,
-                                       prediction_index=parsed.index))
+            rows.append(
+                prediction_row(
+                    item_id,
+                    variant=mode,
+                    raw=result.text,
+                    prediction=parsed.prediction,
+                    prediction_index=parsed.index,
+                )
+            )
         return rows
 
     return run

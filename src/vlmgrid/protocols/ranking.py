@@ -38,8 +38,10 @@ def ranking_prompt(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> str:
     """The text a generative model sees with the picture before the riddle (dance_relations.yaml, `prompt`)."""
     prompt = load_prompts(PROMPT_SET, prompts_dir).get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
-        raise VlmgridError(f"{prompts_file(PROMPT_SET, prompts_dir)}: `prompt` must be the non-empty text shown "
-                           f"with the picture before a riddle")
+        raise VlmgridError(
+            f"{prompts_file(PROMPT_SET, prompts_dir)}: `prompt` must be the non-empty text shown "
+            f"with the picture before a riddle"
+        )
     return prompt
 
 
@@ -95,7 +97,7 @@ def _picture_features(model, bench, paths: list[str]) -> tuple[dict, dict]:
                     broken[p] = image_problem(bench, p, problem)
         return picture_features, broken
     for start in range(0, len(paths), PICTURE_BATCH):
-        opened = {p: _open(bench, p, broken) for p in paths[start:start + PICTURE_BATCH]}
+        opened = {p: _open(bench, p, broken) for p in paths[start : start + PICTURE_BATCH]}
         usable = [p for p, picture in opened.items() if picture is not None]
         if usable:
             picture_features.update(zip(usable, model.embed_images([opened[p] for p in usable])))
@@ -104,11 +106,21 @@ def _picture_features(model, bench, paths: list[str]) -> tuple[dict, dict]:
 
 def embed_strategy(model, bench):
     def run(records: pd.DataFrame) -> list[dict]:
-        paths = sorted({p for _, direction, _, image, options in _queries(records)
-                        for p in _pictures_of(direction, image, options)})
+        paths = sorted(
+            {
+                p
+                for _, direction, _, image, options in _queries(records)
+                for p in _pictures_of(direction, image, options)
+            }
+        )
         picture_features, broken = _picture_features(model, bench, paths)
-        texts = sorted({text for _, direction, question, _, options in _queries(records)
-                        for text in ([question] if direction == TO_IMAGE else options)})
+        texts = sorted(
+            {
+                text
+                for _, direction, question, _, options in _queries(records)
+                for text in ([question] if direction == TO_IMAGE else options)
+            }
+        )
         text_features = dict(zip(texts, model.embed_texts(texts))) if texts else {}
         rows = []
         for item_id, direction, question, image, options in _queries(records):
@@ -144,8 +156,10 @@ def likelihood_strategy(model, bench):
             # riddle is the answer's continuation; the space is the one that follows the assistant's turn
             # marker, which byte-level tokenizers fold into the first word.
             pictures = [_open(bench, p, broken) for p in options]
-            return [OptionRequest(f"{item_id}#{k}", picture, prompt, [f" {question}"])
-                    for k, picture in enumerate(pictures)]
+            return [
+                OptionRequest(f"{item_id}#{k}", picture, prompt, [f" {question}"])
+                for k, picture in enumerate(pictures)
+            ]
         # One request: the riddles continue one shared picture + prompt prefix.
         return [OptionRequest(item_id, _open(bench, image, broken), prompt, [f" {text}" for text in options])]
 
@@ -162,7 +176,11 @@ def likelihood_strategy(model, bench):
             if failed is not None:
                 rows.append(error_row(item_id, failed))
                 continue
-            rows.append(_ranked_row(item_id, options, [score for result in mine for score in result.scores.normalised]))
+            rows.append(
+                _ranked_row(
+                    item_id, options, [score for result in mine for score in result.scores.normalised]
+                )
+            )
         return rows
 
     def run(records: pd.DataFrame) -> list[dict]:

@@ -18,7 +18,9 @@ def short_answer_prompt(question: str) -> str:
 
 def generate_strategy(model, bench):
     parse = parser_for(bench, "short_answer")
-    prompt_of = own_prompt(model, bench, lambda records, i, options: short_answer_prompt(records["question"].iloc[i]))
+    prompt_of = own_prompt(
+        model, bench, lambda records, i, options: short_answer_prompt(records["question"].iloc[i])
+    )
 
     def run(records: pd.DataFrame) -> list[dict]:
         results = generate_items(model, bench, records, lambda i: prompt_of(records, i, []))

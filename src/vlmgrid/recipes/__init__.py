@@ -32,11 +32,25 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.registry import closest
 
 #: Model settings a recipe owns: what the model receives and how it decodes. An entry with a recipe sets none.
-OWNED = frozenset({"system", "pad_to_square", "image_size", "image_detail", "processor_kwargs", "precision",
-                   "generation", "kinds", "prompt_mode", "answer_mode"})
+OWNED = frozenset(
+    {
+        "system",
+        "pad_to_square",
+        "image_size",
+        "image_detail",
+        "processor_kwargs",
+        "precision",
+        "generation",
+        "kinds",
+        "prompt_mode",
+        "answer_mode",
+    }
+)
 #: The one departure an entry may take, with the words the departure is recorded in.
-DEPARTURES = {("answer_mode", "likelihood"): "answer_mode: likelihood (scores the options; the recipe reads a "
-                                             "generated answer)"}
+DEPARTURES = {
+    ("answer_mode", "likelihood"): "answer_mode: likelihood (scores the options; the recipe reads a "
+    "generated answer)"
+}
 _FILE_KEYS = frozenset({"title", "paper", "backends", "follows", "settings", "remains"})
 
 
@@ -61,7 +75,9 @@ def _folder():
 
 def recipe_names() -> list[str]:
     """Every recipe shipped with the package, by name."""
-    return sorted(entry.name[:-len(".yaml")] for entry in _folder().iterdir() if entry.name.endswith(".yaml"))
+    return sorted(
+        entry.name[: -len(".yaml")] for entry in _folder().iterdir() if entry.name.endswith(".yaml")
+    )
 
 
 @cache
@@ -69,7 +85,9 @@ def load_recipe(name: str) -> Recipe:
     """The recipe `name`; an unknown name or a malformed file is one sentence."""
     names = recipe_names()
     if name not in names:
-        raise VlmgridError(f'there is no recipe "{name}"{closest(name, names)}; the recipes are {", ".join(names)}')
+        raise VlmgridError(
+            f'there is no recipe "{name}"{closest(name, names)}; the recipes are {", ".join(names)}'
+        )
     where = f"recipe {name} (src/vlmgrid/recipes/{name}.yaml)"
     try:
         data = yaml.safe_load(_folder().joinpath(f"{name}.yaml").read_text(encoding="utf-8"))
@@ -80,23 +98,39 @@ def load_recipe(name: str) -> Recipe:
     unknown = sorted(set(data) - _FILE_KEYS)
     missing = sorted({"title", "paper", "backends", "follows", "settings"} - set(data))
     if unknown or missing:
-        raise VlmgridError(f"{where}: " + (f"unknown key {unknown[0]!r}" if unknown else f"lacks {missing[0]!r}")
-                           + f"; a recipe holds {', '.join(sorted(_FILE_KEYS))}")
+        raise VlmgridError(
+            f"{where}: "
+            + (f"unknown key {unknown[0]!r}" if unknown else f"lacks {missing[0]!r}")
+            + f"; a recipe holds {', '.join(sorted(_FILE_KEYS))}"
+        )
     settings, allowed = data["settings"], OWNED | {"batch_size"}
     if not isinstance(settings, dict) or set(settings) - allowed:
         extra = sorted(set(settings) - allowed) if isinstance(settings, dict) else ["?"]
         raise VlmgridError(f"{where}: `settings` may hold {', '.join(sorted(allowed))}, not {extra[0]!r}")
     follows = data["follows"]
-    if not isinstance(follows, list) or not follows or not all(
-            isinstance(entry, dict) and {"repo", "commit", "path", "for"} <= set(entry) for entry in follows):
-        raise VlmgridError(f"{where}: `follows` must list the files it follows, each with repo, commit, path and for")
+    if (
+        not isinstance(follows, list)
+        or not follows
+        or not all(
+            isinstance(entry, dict) and {"repo", "commit", "path", "for"} <= set(entry) for entry in follows
+        )
+    ):
+        raise VlmgridError(
+            f"{where}: `follows` must list the files it follows, each with repo, commit, path and for"
+        )
     for kind, spec in (settings.get("kinds") or {}).items():
         prompt = (spec or {}).get("prompt") or {}
         if isinstance(prompt.get("data"), str):  # a table of recipes/data/, written into the settings
             prompt["data"] = _table(prompt["data"], f"{where}: kinds.{kind}.prompt.data")
-    return Recipe(name=name, title=str(data["title"]), paper=str(data["paper"]),
-                  backends=tuple(data["backends"]), follows=tuple(follows), settings=settings,
-                  remains=tuple(data.get("remains") or ()))
+    return Recipe(
+        name=name,
+        title=str(data["title"]),
+        paper=str(data["paper"]),
+        backends=tuple(data["backends"]),
+        follows=tuple(follows),
+        settings=settings,
+        remains=tuple(data.get("remains") or ()),
+    )
 
 
 def _table(name: str, where: str) -> dict:
@@ -122,20 +156,26 @@ def with_recipe(entry: dict, where: str) -> dict:
         return entry
     recipe = load_recipe(name)
     if entry["backend"] not in recipe.backends:
-        raise VlmgridError(f"{where}: recipe {name} is for the {' and '.join(recipe.backends)} backend"
-                           f"{'s' if len(recipe.backends) > 1 else ''}, not {entry['backend']}; remove `recipe` or "
-                           f"change the backend")
+        raise VlmgridError(
+            f"{where}: recipe {name} is for the {' and '.join(recipe.backends)} backend"
+            f"{'s' if len(recipe.backends) > 1 else ''}, not {entry['backend']}; remove `recipe` or "
+            f"change the backend"
+        )
     departures = []
     for key in sorted(set(entry) & OWNED):
         departure = DEPARTURES.get((key, entry[key])) if isinstance(entry[key], str) else None
         if departure is None:
-            raise VlmgridError(f"{where}.{key}: recipe {name} fixes {key} (as {recipe.title.lower()} did); remove "
-                               f"it from the entry, or remove `recipe` to set everything yourself")
+            raise VlmgridError(
+                f"{where}.{key}: recipe {name} fixes {key} (as {recipe.title.lower()} did); remove "
+                f"it from the entry, or remove `recipe` to set everything yourself"
+            )
         departures.append(departure)
     merged = {**copy.deepcopy(dict(recipe.settings)), **entry}
     if departures:
         merged["departs_from_recipe"] = departures
         # the departure holds for every kind: a kind's own answer_mode is the recipe's, not the entry's
-        merged["kinds"] = {kind: {k: v for k, v in spec.items() if k != "answer_mode"}
-                           for kind, spec in (merged.get("kinds") or {}).items()}
+        merged["kinds"] = {
+            kind: {k: v for k, v in spec.items() if k != "answer_mode"}
+            for kind, spec in (merged.get("kinds") or {}).items()
+        }
     return merged

@@ -55,7 +55,16 @@ from vlmgrid.report.grid import FLAG_ERROR_RATE, PARTIAL_CELLS, Grid, load_grid
 from vlmgrid.report.reported import Published, load_reported
 from vlmgrid.report.score_file import Hidden, NotApplicable, read_score
 
-__all__ = ["build_report", "load_grid", "load_reported", "read_score", "Grid", "Hidden", "NotApplicable", "Published"]
+__all__ = [
+    "build_report",
+    "load_grid",
+    "load_reported",
+    "read_score",
+    "Grid",
+    "Hidden",
+    "NotApplicable",
+    "Published",
+]
 
 
 def build_report(
@@ -99,8 +108,15 @@ def build_report(
     from vlmgrid.report.tables import write_tables
     from vlmgrid.report.tables.reported import no_match_sentence, write_reported_tables
 
-    grid = load_grid(score_files, models, benchmarks, kinds, flag_error_rate=flag_error_rate,
-                     allow_missing=allow_missing, partial_cells=partial_cells)
+    grid = load_grid(
+        score_files,
+        models,
+        benchmarks,
+        kinds,
+        flag_error_rate=flag_error_rate,
+        allow_missing=allow_missing,
+        partial_cells=partial_cells,
+    )
     published = published or Published()
     comparisons = read_comparisons(comparison_files or {}, models, benchmarks, reference_model, score_files)
     written = write_tables(grid, Path(tables_dir), title, comparisons)
@@ -108,5 +124,7 @@ def build_report(
     written += write_figures(grid, Path(figures_dir), title)
     written += write_reported_figure(grid, published, Path(figures_dir), title, no_match_sentence(published))
     written += write_papers(grid, Path(tables_dir), Path(figures_dir))
-    written += write_dvc_files(grid, Path(results_dir) if results_dir is not None else Path(tables_dir).parent)
+    written += write_dvc_files(
+        grid, Path(results_dir) if results_dir is not None else Path(tables_dir).parent
+    )
     return written

@@ -55,7 +55,9 @@ def _rows_of(groups: Sequence[str], n_series: int) -> list[range]:
     return [range(start, min(start + size, len(groups))) for start in range(0, max(len(groups), 1), size)]
 
 
-def _panel(ax, indices: range, groups: Sequence[str], series: Sequence[Series], width: float, slots: int) -> None:
+def _panel(
+    ax, indices: range, groups: Sequence[str], series: Sequence[Series], width: float, slots: int
+) -> None:
     for i, (_, estimates) in enumerate(series):
         colour = OKABE_ITO[i % len(OKABE_ITO)]
         xs, heights, low_err, high_err, tops, marked, words = [], [], [], [], [], [], []
@@ -63,8 +65,16 @@ def _panel(ax, indices: range, groups: Sequence[str], series: Sequence[Series], 
             est = estimates[j]
             x = k - 0.4 + width * (i + 0.5)
             if isinstance(est, str):
-                ax.text(x, 1.5, text(est), rotation=90, ha="center", va="bottom", fontsize=SMALL_PT,
-                        color=WORD_COLOUR)
+                ax.text(
+                    x,
+                    1.5,
+                    text(est),
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=SMALL_PT,
+                    color=WORD_COLOUR,
+                )
                 continue
             if est is None or est.value is None:
                 continue
@@ -79,8 +89,15 @@ def _panel(ax, indices: range, groups: Sequence[str], series: Sequence[Series], 
             words.append(marks(est))
         if not xs:
             continue
-        bars = ax.bar(xs, heights, width, color=colour, yerr=[low_err, high_err], capsize=1.5,
-                      error_kw={"elinewidth": 0.7, "capthick": 0.7})
+        bars = ax.bar(
+            xs,
+            heights,
+            width,
+            color=colour,
+            yerr=[low_err, high_err],
+            capsize=1.5,
+            error_kw={"elinewidth": 0.7, "capthick": 0.7},
+        )
         for bar, x, value, top, mark, word in zip(bars, xs, heights, tops, marked, words):
             if mark:  # built on too many format errors
                 bar.set_hatch(MARKED_HATCH)
@@ -88,14 +105,23 @@ def _panel(ax, indices: range, groups: Sequence[str], series: Sequence[Series], 
                 bar.set_linewidth(0.4)
             # The value above its whisker (a gap in points, clear of the cap at any scale), so a 0.0 is told
             # apart from a missing bar.
-            ax.annotate(fmt(value) + word, (x, top), xytext=(0, LABEL_GAP_PT), textcoords="offset points",
-                        rotation=90, ha="center", va="bottom", fontsize=SMALL_PT)
+            ax.annotate(
+                fmt(value) + word,
+                (x, top),
+                xytext=(0, LABEL_GAP_PT),
+                textcoords="offset points",
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=SMALL_PT,
+            )
     labels = [text(groups[j]) for j in indices]
     longest = max((len(label) for label in labels), default=0)
     upright = longest * CHAR_IN <= 0.95 * _PANEL_WIDTH_IN / slots
     ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, rotation=0 if upright else 45, ha="center" if upright else "right",
-                       rotation_mode="anchor")
+    ax.set_xticklabels(
+        labels, rotation=0 if upright else 45, ha="center" if upright else "right", rotation_mode="anchor"
+    )
     ax.set_xlim(-0.5, slots - 0.5)  # every row's groups as wide as the first row's
     ax.set_ylim(0, _Y_TOP)
     ax.set_yticks(range(0, 101, 20))
@@ -130,19 +156,36 @@ def grouped_bars(title: str, groups: Sequence[str], series: Sequence[Series], yl
         marks = [e.flag is not None for e in estimates if isinstance(e, Estimate) and e.value is not None]
         # The legend's swatch is hatched only when every bar of the series is.
         hatched = bool(marks) and all(marks)
-        handles.append(Patch(facecolor=OKABE_ITO[i % len(OKABE_ITO)], label=text(label),
-                             hatch=MARKED_HATCH if hatched else None, edgecolor="black" if hatched else "none",
-                             linewidth=0.4 if hatched else 0))
+        handles.append(
+            Patch(
+                facecolor=OKABE_ITO[i % len(OKABE_ITO)],
+                label=text(label),
+                hatch=MARKED_HATCH if hatched else None,
+                edgecolor="black" if hatched else "none",
+                linewidth=0.4 if hatched else 0,
+            )
+        )
     # Above the first panel, under the title (a figure legend "outside" the axes would sit on the title).
-    axes[0].legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.02), ncol=min(len(handles), 5),
-                   frameon=False)
+    axes[0].legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.02),
+        ncol=min(len(handles), 5),
+        frameon=False,
+    )
     fig.suptitle(text(title))
     return fig
 
 
 def write_grouped_bars(
-    figures_dir: Path, stem: str, title: str, groups: Sequence[str], series: Sequence[Series], ylabel: str,
-    *, note: str = "",
+    figures_dir: Path,
+    stem: str,
+    title: str,
+    groups: Sequence[str],
+    series: Sequence[Series],
+    ylabel: str,
+    *,
+    note: str = "",
 ) -> list[Path]:
     """`stem`.png (300 dpi) and `stem`.pdf: the grouped bars of `grouped_bars`, `note` printed under them."""
     plt = pyplot()

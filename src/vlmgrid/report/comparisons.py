@@ -142,8 +142,13 @@ def _coverage(raw: Any, where: str) -> tuple[int, int] | None:
         return None
     answered = raw.get("answered") if isinstance(raw, Mapping) else None
     total = raw.get("total") if isinstance(raw, Mapping) else None
-    if (isinstance(answered, bool) or isinstance(total, bool) or not isinstance(answered, int)
-            or not isinstance(total, int) or not 0 < answered <= total):
+    if (
+        isinstance(answered, bool)
+        or isinstance(total, bool)
+        or not isinstance(answered, int)
+        or not isinstance(total, int)
+        or not 0 < answered <= total
+    ):
         raise _Invalid(f"{where}.coverage is {raw!r}, not {{answered, total}} with 0 < answered <= total")
     return answered, total
 
@@ -177,21 +182,29 @@ def _pair(entry: Any, benchmark: str, metric: str | None, where: str) -> Compari
     if mdd < 0:
         raise _Invalid(f"{where}.mdd is {mdd!r}, not a difference of at least 0")
     return Comparison(
-        a, b, benchmark, metric,
+        a,
+        b,
+        benchmark,
+        metric,
         value_a=_number(entry.get("value_a"), f"{where}.value_a"),
         value_b=_number(entry.get("value_b"), f"{where}.value_b"),
         difference=_number(entry.get("difference"), f"{where}.difference"),
-        ci_low=_number(ci[0], f"{where}.ci95[0]"), ci_high=_number(ci[1], f"{where}.ci95[1]"),
+        ci_low=_number(ci[0], f"{where}.ci95[0]"),
+        ci_high=_number(ci[1], f"{where}.ci95[1]"),
         p_value=p_value,
-        test=str(entry.get("test") or ""), unit=str(entry.get("unit") or ""), permutations=permutations,
+        test=str(entry.get("test") or ""),
+        unit=str(entry.get("unit") or ""),
+        permutations=permutations,
         mcnemar_p=None if mcnemar is None else _p(mcnemar.get("p_value"), f"{where}.mcnemar.p_value"),
-        mdd=mdd, mdd_from=str(entry.get("mdd_from") or ""),
+        mdd=mdd,
+        mdd_from=str(entry.get("mdd_from") or ""),
         coverage=_coverage(entry.get("coverage"), where),
     )
 
 
-def _read_file(path: Path, benchmark: str, expected: list[tuple[str, str]],
-               reference_model: str | None) -> tuple[list[Comparison], dict[str, str]]:
+def _read_file(
+    path: Path, benchmark: str, expected: list[tuple[str, str]], reference_model: str | None
+) -> tuple[list[Comparison], dict[str, str]]:
     """The file's rows in the grid's pair order, and its {model: predictions sha256}."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -202,8 +215,10 @@ def _read_file(path: Path, benchmark: str, expected: list[tuple[str, str]],
     if data.get("benchmark") != benchmark:
         raise _Invalid(f"its benchmark is {data.get('benchmark')!r}, expected {benchmark!r}")
     if data.get("reference_model") != reference_model:
-        raise _Invalid(f"it compares against the reference model {data.get('reference_model')!r}, but the config "
-                       f"names {reference_model!r}")
+        raise _Invalid(
+            f"it compares against the reference model {data.get('reference_model')!r}, but the config "
+            f"names {reference_model!r}"
+        )
     pairs = data.get("pairs")
     if not isinstance(pairs, list):
         raise _Invalid("pairs is not a list")
@@ -229,9 +244,13 @@ def _score_sha(path: Path | None) -> str | None:
     return sha if isinstance(sha, str) else None
 
 
-def read_comparisons(files: Mapping[str, Path], models: Sequence[str], benchmarks: Sequence[str],
-                     reference_model: str | None = None,
-                     score_files: Mapping[tuple[str, str], Path] | None = None) -> Comparisons:
+def read_comparisons(
+    files: Mapping[str, Path],
+    models: Sequence[str],
+    benchmarks: Sequence[str],
+    reference_model: str | None = None,
+    score_files: Mapping[tuple[str, str], Path] | None = None,
+) -> Comparisons:
     """Read each benchmark's comparison file ({benchmark: path}) and apply Holm over each pair's benchmarks.
 
     A file that does not exist, whose recorded predictions differ from those the cells' score files were made
@@ -239,8 +258,10 @@ def read_comparisons(files: Mapping[str, Path], models: Sequence[str], benchmark
     `unavailable`); a file that does not fit the
     grid raises VlmgridError naming it and the command that rebuilds it."""
     if reference_model is not None and reference_model not in models:
-        raise VlmgridError(f"report.reference_model {reference_model!r} is not a model of the grid; name one of "
-                           f"{', '.join(models)}")
+        raise VlmgridError(
+            f"report.reference_model {reference_model!r} is not a model of the grid; name one of "
+            f"{', '.join(models)}"
+        )
     expected = comparison_pairs(models, reference_model)
     rows: list[Comparison] = []
     unavailable: dict[str, str] = {}
@@ -258,18 +279,27 @@ def read_comparisons(files: Mapping[str, Path], models: Sequence[str], benchmark
             unavailable[benchmark] = f"the comparison file {exc} (rerun `vlmgrid compare {benchmark}`)"
             continue
         except _Invalid as exc:
-            raise VlmgridError(f"{path} is not a valid comparison file ({exc}); rerun `vlmgrid compare "
-                               f"{benchmark}` to rebuild it") from None
-        stale = [model for model, sha in shas.items()
-                 if (score := _score_sha((score_files or {}).get((model, benchmark)))) is not None and score != sha]
+            raise VlmgridError(
+                f"{path} is not a valid comparison file ({exc}); rerun `vlmgrid compare "
+                f"{benchmark}` to rebuild it"
+            ) from None
+        stale = [
+            model
+            for model, sha in shas.items()
+            if (score := _score_sha((score_files or {}).get((model, benchmark)))) is not None and score != sha
+        ]
         if stale:
-            unavailable[benchmark] = (f"the comparison file was made from other predictions of {', '.join(stale)} "
-                                      f"than the score files (rerun `vlmgrid compare {benchmark}`)")
+            unavailable[benchmark] = (
+                f"the comparison file was made from other predictions of {', '.join(stale)} "
+                f"than the score files (rerun `vlmgrid compare {benchmark}`)"
+            )
             continue
         rows += bench_rows
     adjusted: dict[int, float] = {}
     for pair in expected:
-        positions = [i for i, row in enumerate(rows) if (row.model_a, row.model_b) == pair and row.p_value is not None]
+        positions = [
+            i for i, row in enumerate(rows) if (row.model_a, row.model_b) == pair and row.p_value is not None
+        ]
         adjusted.update(zip(positions, holm([rows[i].p_value for i in positions])))
     rows = [replace(row, p_holm=adjusted.get(i)) for i, row in enumerate(rows)]
     return Comparisons(reference_model, rows, unavailable)

@@ -72,17 +72,38 @@ def metrics(grid: Grid) -> dict[str, dict]:
                 row[model] = _rounded(cell.estimate.value)
             elif (status := grid.status(model, benchmark)) is not None:
                 row[model] = status
-        row.update(_models([model for model in grid.models if grid.cell(model, benchmark) is not None
-                            and grid.batch_dependent(model, benchmark)]))
-        row.update(_copy([copy for model, name, copy in grid.partial_copies()
-                          if name == benchmark and grid.cell(model, benchmark) is not None]))
+        row.update(
+            _models(
+                [
+                    model
+                    for model in grid.models
+                    if grid.cell(model, benchmark) is not None and grid.batch_dependent(model, benchmark)
+                ]
+            )
+        )
+        row.update(
+            _copy(
+                [
+                    copy
+                    for model, name, copy in grid.partial_copies()
+                    if name == benchmark and grid.cell(model, benchmark) is not None
+                ]
+            )
+        )
         files[benchmark] = row
     averages: dict = {"metric": "mean"}
     for model in grid.models:
         average = grid.average(model)
         averages[model] = NO_AVERAGE if average is None else _rounded(average.value)
-    averages.update(_models([model for model in grid.models
-                             if grid.average(model) is not None and grid.model_batch_dependent(model)]))
+    averages.update(
+        _models(
+            [
+                model
+                for model in grid.models
+                if grid.average(model) is not None and grid.model_batch_dependent(model)
+            ]
+        )
+    )
     files[AVERAGE] = averages
     return files
 

@@ -63,26 +63,33 @@ _ROW_IN = 0.27
 def shared_copy(grid: Grid, benchmark: str) -> PartialCopy | None:
     """The partial copy every cell of the benchmark with a score was scored on, whose count the column's header
     gives; None when none was, or their copies differ (the note then names each cell with its own)."""
-    copies = {grid.partial_copy(model, benchmark) for model in grid.models
-              if grid.cell(model, benchmark) is not None or grid.is_failed(model, benchmark)}
+    copies = {
+        grid.partial_copy(model, benchmark)
+        for model in grid.models
+        if grid.cell(model, benchmark) is not None or grid.is_failed(model, benchmark)
+    }
     return copies.pop() if len(copies) == 1 else None
 
 
 def benchmark_label(grid: Grid, benchmark: str) -> str:
-    """"benchmark\\n(metric label)": the column's header, then the count of a partial copy its cells share ("24 of
+    """ "benchmark\\n(metric label)": the column's header, then the count of a partial copy its cells share ("24 of
     2,374", a fixture's "16 stand-ins"): the heatmap's note has no room to list the default grid's."""
     metric = grid.metric(benchmark)
     label = f"{benchmark}\n({metric_label(metric)})" if metric else benchmark
     copy = shared_copy(grid, benchmark)
     if copy is None:
         return label
-    return label + (f"\n{copy.items:,} stand-ins" if copy.fixture else f"\n{copy.items:,} of {copy.published:,}")
+    return label + (
+        f"\n{copy.items:,} stand-ins" if copy.fixture else f"\n{copy.items:,} of {copy.published:,}"
+    )
 
 
 def has_averages(grid: Grid) -> bool:
     """The Average column is drawn when some model has an average number."""
-    return any(isinstance(entry, Estimate) and entry.value is not None
-               for entry in (average_entry(grid, model) for model in grid.models))
+    return any(
+        isinstance(entry, Estimate) and entry.value is not None
+        for entry in (average_entry(grid, model) for model in grid.models)
+    )
 
 
 def main_note(grid: Grid) -> str:
@@ -91,8 +98,11 @@ def main_note(grid: Grid) -> str:
     notes = []
     marked = [(m, b, rate) for m, b, rate in grid.flagged() if not grid.is_failed(m, b)]
     if marked:
-        notes.append(f"{DAGGER}: format errors above {grid.flag_error_rate:g}% of the prediction rows ("
-                     + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked) + ").")
+        notes.append(
+            f"{DAGGER}: format errors above {grid.flag_error_rate:g}% of the prediction rows ("
+            + ", ".join(f"{m} on {b} {rate:.1f}%" for m, b, rate in marked)
+            + ")."
+        )
     partial = coverage_note(grid, grid.partial(), average=has_averages(grid))
     if partial:
         notes.append(partial)
@@ -102,8 +112,9 @@ def main_note(grid: Grid) -> str:
     headed = [benchmark for benchmark in grid.benchmarks if shared_copy(grid, benchmark) is not None]
     if headed:  # one line at most: the default grid's figure and table fill a laptop's first screen
         notes.append(f"{COPY_MARK}: over fewer items than the benchmark has, counted under its name.")
-    copied = copy_note([entry for entry in grid.partial_copies() if entry[1] not in headed],
-                       average=has_averages(grid))
+    copied = copy_note(
+        [entry for entry in grid.partial_copies() if entry[1] not in headed], average=has_averages(grid)
+    )
     if copied:
         notes.append(copied)
     if grid.not_applicable:
@@ -111,13 +122,17 @@ def main_note(grid: Grid) -> str:
     if grid.hidden:
         notes.append(f"{HIDDEN}: the benchmark's labels are not public.")
     if grid.failed:
-        notes.append(f"{FAILED}: every prediction row is an error or unparsable ("
-                     + ", ".join(f"{m} on {b}" for m in grid.models for b in grid.benchmarks
-                                 if grid.is_failed(m, b)) + ").")
+        notes.append(
+            f"{FAILED}: every prediction row is an error or unparsable ("
+            + ", ".join(f"{m} on {b}" for m in grid.models for b in grid.benchmarks if grid.is_failed(m, b))
+            + ")."
+        )
     if grid.missing:
-        notes.append(f"{MISSING}: no score file ("
-                     + ", ".join(f"{m} on {b}" for m in grid.models for b in grid.benchmarks
-                                 if grid.is_missing(m, b)) + ").")
+        notes.append(
+            f"{MISSING}: no score file ("
+            + ", ".join(f"{m} on {b}" for m in grid.models for b in grid.benchmarks if grid.is_missing(m, b))
+            + ")."
+        )
     return " ".join(notes)
 
 
@@ -137,15 +152,39 @@ def _draw_cells(ax, rows: list[list[Entry]], cmap, norm) -> None:
         for j, entry in enumerate(entries):
             words, value = _cell_text(entry)
             if value is None:
-                ax.add_patch(Rectangle((j, i), 1, 1, facecolor=NO_NUMBER_COLOUR, edgecolor=NO_NUMBER_EDGE,
-                                       hatch=NO_NUMBER_HATCH, linewidth=0))
-                ax.text(j + 0.5, i + 0.5, text(words), ha="center", va="center", fontsize=SMALL_PT,
-                        color=WORD_COLOUR, bbox={"facecolor": NO_NUMBER_COLOUR, "edgecolor": "none", "pad": 0.6})
+                ax.add_patch(
+                    Rectangle(
+                        (j, i),
+                        1,
+                        1,
+                        facecolor=NO_NUMBER_COLOUR,
+                        edgecolor=NO_NUMBER_EDGE,
+                        hatch=NO_NUMBER_HATCH,
+                        linewidth=0,
+                    )
+                )
+                ax.text(
+                    j + 0.5,
+                    i + 0.5,
+                    text(words),
+                    ha="center",
+                    va="center",
+                    fontsize=SMALL_PT,
+                    color=WORD_COLOUR,
+                    bbox={"facecolor": NO_NUMBER_COLOUR, "edgecolor": "none", "pad": 0.6},
+                )
             else:
                 colour = cmap(norm(value))
                 ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="none", linewidth=0))
-                ax.text(j + 0.5, i + 0.5, words, ha="center", va="center", fontsize=SMALL_PT,
-                        color=text_colour(colour))
+                ax.text(
+                    j + 0.5,
+                    i + 0.5,
+                    words,
+                    ha="center",
+                    va="center",
+                    fontsize=SMALL_PT,
+                    color=text_colour(colour),
+                )
     # White lines between the cells.
     ax.set_xticks([j for j in range(1, len(rows[0]))], minor=True)
     ax.set_yticks([i for i in range(1, len(rows))], minor=True)
@@ -160,8 +199,13 @@ def _draw_cells(ax, rows: list[list[Entry]], cmap, norm) -> None:
 def _column_labels(ax, labels: list[str], upright: bool) -> None:
     ax.xaxis.tick_top()
     ax.set_xticks([j + 0.5 for j in range(len(labels))])
-    ax.set_xticklabels([text(label) for label in labels], rotation=0 if upright else 90, ha="center",
-                       va="bottom", fontsize=SMALL_PT)
+    ax.set_xticklabels(
+        [text(label) for label in labels],
+        rotation=0 if upright else 90,
+        ha="center",
+        va="bottom",
+        fontsize=SMALL_PT,
+    )
 
 
 def main_heatmap(grid: Grid, title: str):
@@ -186,13 +230,20 @@ def main_heatmap(grid: Grid, title: str):
     lines = [line for label in [*headers, AVERAGE] for line in label.split("\n")]
     # Headers stand upright only when every line fits its column; otherwise they are turned 90 degrees.
     upright = CHAR_IN * max(len(line) for line in lines) <= 0.95 * column_in
-    header_in = (0.15 * max(2, *(label.count("\n") + 1 for label in headers)) if upright
-                 else CHAR_IN * max(len(line) for line in lines) + 0.15)
+    header_in = (
+        0.15 * max(2, *(label.count("\n") + 1 for label in headers))
+        if upright
+        else CHAR_IN * max(len(line) for line in lines) + 0.15
+    )
     grid_in = _ROW_IN * len(grid.models)
     height = 0.35 + header_in + grid_in + 0.6 + max(note_in, 0.01)
     fig = plt.figure(figsize=(WIDTH_IN, height), layout="constrained")
-    spec = fig.add_gridspec(2, 2 if averages else 1, height_ratios=[grid_in, max(note_in, 0.01)],
-                            width_ratios=[len(grid.benchmarks), 1] if averages else [1])
+    spec = fig.add_gridspec(
+        2,
+        2 if averages else 1,
+        height_ratios=[grid_in, max(note_in, 0.01)],
+        width_ratios=[len(grid.benchmarks), 1] if averages else [1],
+    )
     ax = fig.add_subplot(spec[0, 0])
     _draw_cells(ax, rows, cmap, norm)
     _column_labels(ax, headers, upright)
@@ -206,8 +257,15 @@ def main_heatmap(grid: Grid, title: str):
         _column_labels(avg_ax, [AVERAGE], upright)
         avg_ax.tick_params(axis="y", labelleft=False)
         axes.append(avg_ax)
-    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, location="bottom", shrink=0.5, aspect=40,
-                 pad=0.02, label=SCALE_LABEL)
+    fig.colorbar(
+        ScalarMappable(norm=norm, cmap=cmap),
+        ax=axes,
+        location="bottom",
+        shrink=0.5,
+        aspect=40,
+        pad=0.02,
+        label=SCALE_LABEL,
+    )
     add_note(fig, spec[1, :], note)
     fig.suptitle(text(title))
     return fig

@@ -77,8 +77,12 @@ class Grid:
 
     def flagged(self) -> list[tuple[str, str, float]]:
         """(model, benchmark, format error rate) of every marked cell, failed ones included, in grid order."""
-        return [(model, benchmark, rate) for model in self.models for benchmark in self.benchmarks
-                if (rate := self.flag(model, benchmark)) is not None]
+        return [
+            (model, benchmark, rate)
+            for model in self.models
+            for benchmark in self.benchmarks
+            if (rate := self.flag(model, benchmark)) is not None
+        ]
 
     def model_flag(self, model: str) -> float | None:
         """The highest rate among the model's marked cells (its average is built on them); None when none is."""
@@ -97,8 +101,12 @@ class Grid:
 
     def partial(self) -> list[tuple[str, str, tuple[int, int]]]:
         """(model, benchmark, (answered, total)) of every partial cell, in grid order."""
-        return [(model, benchmark, coverage) for model in self.models for benchmark in self.benchmarks
-                if (coverage := self.coverage(model, benchmark)) is not None]
+        return [
+            (model, benchmark, coverage)
+            for model in self.models
+            for benchmark in self.benchmarks
+            if (coverage := self.coverage(model, benchmark)) is not None
+        ]
 
     def model_coverage(self, model: str) -> tuple[int, int] | None:
         """The answered and total items summed over the model's partial cells (its average leaves them out, or
@@ -108,8 +116,11 @@ class Grid:
 
     def averaged(self, model: str) -> list[str]:
         """The benchmarks the model's average is over: all, but its partial cells with `partial_cells: exclude`."""
-        return [benchmark for benchmark in self.benchmarks
-                if self.partial_cells == "include" or self.coverage(model, benchmark) is None]
+        return [
+            benchmark
+            for benchmark in self.benchmarks
+            if self.partial_cells == "include" or self.coverage(model, benchmark) is None
+        ]
 
     def batch_check(self, model: str, benchmark: str) -> dict | None:
         """The batch check's result of a scored (or failed) cell; None when it records none."""
@@ -123,9 +134,12 @@ class Grid:
 
     def batch_dependents(self) -> list[tuple[str, str, tuple[int, int]]]:
         """(model, benchmark, (differing, checked)) of every cell the batch check marks, in grid order."""
-        return [(model, benchmark, (len(check["differing"]), check["checked"]))
-                for model in self.models for benchmark in self.benchmarks
-                if self.batch_dependent(model, benchmark) and (check := self.batch_check(model, benchmark))]
+        return [
+            (model, benchmark, (len(check["differing"]), check["checked"]))
+            for model in self.models
+            for benchmark in self.benchmarks
+            if self.batch_dependent(model, benchmark) and (check := self.batch_check(model, benchmark))
+        ]
 
     def model_batch_dependent(self, model: str) -> bool:
         """Whether a cell the model's average is over is batch-dependent (the average is marked too)."""
@@ -140,14 +154,21 @@ class Grid:
     def tool_readings(self) -> list[tuple[str, str, ToolFigure, float]]:
         """(model, benchmark, the tool's figure, the headline) of every scored cell whose score gives the
         publishing tool's own reading, in grid order."""
-        return [(model, benchmark, cell.tool_reading, cell.estimate.value) for model in self.models
-                for benchmark in self.benchmarks
-                if (cell := self.cells.get((model, benchmark))) is not None and cell.tool_reading is not None]
+        return [
+            (model, benchmark, cell.tool_reading, cell.estimate.value)
+            for model in self.models
+            for benchmark in self.benchmarks
+            if (cell := self.cells.get((model, benchmark))) is not None and cell.tool_reading is not None
+        ]
 
     def partial_copies(self) -> list[tuple[str, str, PartialCopy]]:
         """(model, benchmark, copy) of every cell scored on a partial copy, in grid order."""
-        return [(model, benchmark, copy) for model in self.models for benchmark in self.benchmarks
-                if (copy := self.partial_copy(model, benchmark)) is not None]
+        return [
+            (model, benchmark, copy)
+            for model in self.models
+            for benchmark in self.benchmarks
+            if (copy := self.partial_copy(model, benchmark)) is not None
+        ]
 
     def model_partial_copy(self, model: str) -> bool:
         """Whether a cell the model's average is over was scored on a partial copy (the average is marked too)."""
@@ -159,14 +180,21 @@ class Grid:
         partial. Every table and figure marks a cell's numbers through this, so a mark reaches them all."""
         if estimate is None:
             return None
-        return replace(estimate, flag=self.flag(model, benchmark), coverage=self.coverage(model, benchmark),
-                       batch=self.batch_dependent(model, benchmark),
-                       partial_copy=self.partial_copy(model, benchmark) is not None)
+        return replace(
+            estimate,
+            flag=self.flag(model, benchmark),
+            coverage=self.coverage(model, benchmark),
+            batch=self.batch_dependent(model, benchmark),
+            partial_copy=self.partial_copy(model, benchmark) is not None,
+        )
 
     def batch_checked(self) -> bool:
         """Whether any cell records a batch check (the tables then say what it found)."""
-        return any(self.batch_check(model, benchmark) is not None
-                   for model in self.models for benchmark in self.benchmarks)
+        return any(
+            self.batch_check(model, benchmark) is not None
+            for model in self.models
+            for benchmark in self.benchmarks
+        )
 
     def is_not_applicable(self, model: str, benchmark: str) -> bool:
         return (model, benchmark) in self.not_applicable
@@ -180,8 +208,12 @@ class Grid:
     def status(self, model: str, benchmark: str) -> str | None:
         """Why a cell has no number: "n/a", "hidden", "failed" or "missing"; None when it has one or is not in
         the grid."""
-        for status, holds in (("n/a", self.is_not_applicable), ("hidden", self.is_hidden),
-                              ("failed", self.is_failed), ("missing", self.is_missing)):
+        for status, holds in (
+            ("n/a", self.is_not_applicable),
+            ("hidden", self.is_hidden),
+            ("failed", self.is_failed),
+            ("missing", self.is_missing),
+        ):
             if holds(model, benchmark):
                 return status
         return None
@@ -199,8 +231,11 @@ class Grid:
             if cell is not None:
                 return cell.metric
         for model in self.models:
-            other = (self.failed.get((model, benchmark)) or self.not_applicable.get((model, benchmark))
-                     or self.hidden.get((model, benchmark)))
+            other = (
+                self.failed.get((model, benchmark))
+                or self.not_applicable.get((model, benchmark))
+                or self.hidden.get((model, benchmark))
+            )
             if other is not None and other.metric:
                 return other.metric
         return None
@@ -228,7 +263,7 @@ class Grid:
 
 
 def cell_list(cells: Sequence[tuple[str, str]]) -> str:
-    """"m on b, m2 on b2": the cells a footnote is about."""
+    """ "m on b, m2 on b2": the cells a footnote is about."""
     return ", ".join(f"{model} on {benchmark}" for model, benchmark in cells)
 
 
@@ -250,10 +285,17 @@ def load_grid(
     `partial_cells` (exclude / include): whether a model's average takes in its cells that answer a subset.
     """
     if partial_cells not in PARTIAL_CELLS:
-        raise VlmgridError(f"the report's partial_cells is {partial_cells!r}; give one of {', '.join(PARTIAL_CELLS)}")
-    if isinstance(flag_error_rate, bool) or not isinstance(flag_error_rate, (int, float)) \
-            or not 0 <= flag_error_rate <= 100:
-        raise VlmgridError(f"the report's flag_error_rate is {flag_error_rate!r}; give a percent from 0 to 100")
+        raise VlmgridError(
+            f"the report's partial_cells is {partial_cells!r}; give one of {', '.join(PARTIAL_CELLS)}"
+        )
+    if (
+        isinstance(flag_error_rate, bool)
+        or not isinstance(flag_error_rate, (int, float))
+        or not 0 <= flag_error_rate <= 100
+    ):
+        raise VlmgridError(
+            f"the report's flag_error_rate is {flag_error_rate!r}; give a percent from 0 to 100"
+        )
     models = tuple(models)
     benchmarks = tuple(benchmarks)
     for kind, names in (("model", models), ("benchmark", benchmarks)):
@@ -296,5 +338,15 @@ def load_grid(
                 )
     failed = {key: cell for key, cell in cells.items() if is_failed(cell)}
     cells = {key: cell for key, cell in cells.items() if key not in failed}
-    return Grid(models, benchmarks, cells, not_applicable, hidden, dict(kinds or {}), failed, missing,
-                float(flag_error_rate), partial_cells)
+    return Grid(
+        models,
+        benchmarks,
+        cells,
+        not_applicable,
+        hidden,
+        dict(kinds or {}),
+        failed,
+        missing,
+        float(flag_error_rate),
+        partial_cells,
+    )

@@ -46,7 +46,9 @@ class Answer:
     reading: str | None  # the parsed prediction as shown; None when nothing was read
     verdict: str  # one of VERDICTS
     note: str = ""  # why (the error of a format error, the soft score of a partial answer)
-    prompt: str | None = None  # what the model was handed (`vlmgrid inputs`' text: system text and chat template)
+    prompt: str | None = (
+        None  # what the model was handed (`vlmgrid inputs`' text: system text and chat template)
+    )
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,10 @@ def option_label(index: int, labels: str) -> str:
 def _option_lines(options: Sequence[str], labels: str) -> str:
     if not options:
         return ""
-    shown = [f"<li>{escape(option_label(i, labels) + str(option))}</li>"
-             for i, option in enumerate(options[:MAX_OPTIONS_SHOWN])]
+    shown = [
+        f"<li>{escape(option_label(i, labels) + str(option))}</li>"
+        for i, option in enumerate(options[:MAX_OPTIONS_SHOWN])
+    ]
     if len(options) > MAX_OPTIONS_SHOWN:
         shown.append(f'<li class="more">… and {len(options) - MAX_OPTIONS_SHOWN} more</li>')
     return f'<ol class="options">{"".join(shown)}</ol>'
@@ -111,8 +115,10 @@ def _option_lines(options: Sequence[str], labels: str) -> str:
 def _folded(text: str, tag: str, css: str) -> str:
     """`text` escaped in a `tag` of class `css`; past FOLD_RAW_AT characters, its start, the whole folded under it."""
     if len(text) > FOLD_RAW_AT:
-        return (f'<details><summary><{tag} class="{css}">{escape(text[:FOLD_RAW_AT])}…</{tag}></summary>'
-                f'<{tag} class="{css}">{escape(text)}</{tag}></details>')
+        return (
+            f'<details><summary><{tag} class="{css}">{escape(text[:FOLD_RAW_AT])}…</{tag}></summary>'
+            f'<{tag} class="{css}">{escape(text)}</{tag}></details>'
+        )
     return f'<{tag} class="{css}">{escape(text)}</{tag}>'
 
 
@@ -124,8 +130,11 @@ def _raw(raw: str | None) -> str:
 
 def _context(item: Item) -> str:
     # In the prompt's order and under its labels: the reader sees what the model read before the question.
-    return "".join(f'<div class="context"><span class="label">{escape(label)}</span> '
-                   f'{_folded(text, "span", "text")}</div>' for label, text in item.context)
+    return "".join(
+        f'<div class="context"><span class="label">{escape(label)}</span> '
+        f"{_folded(text, 'span', 'text')}</div>"
+        for label, text in item.context
+    )
 
 
 def _prompt(prompt: str | None) -> str:
@@ -138,12 +147,19 @@ def _prompt(prompt: str | None) -> str:
 def _answer(answer: Answer, several: bool) -> str:
     variant = f'<span class="variant">{escape(answer.variant)}</span> ' if several else ""
     # A format error's note says what went wrong; "nothing read" beside it would say it twice.
-    reading = (f'<span class="reading">{escape(answer.reading)}</span>' if answer.reading is not None
-               else "" if answer.verdict == FORMAT_ERROR else '<span class="dim">nothing read</span>')
+    reading = (
+        f'<span class="reading">{escape(answer.reading)}</span>'
+        if answer.reading is not None
+        else ""
+        if answer.verdict == FORMAT_ERROR
+        else '<span class="dim">nothing read</span>'
+    )
     note = f' <span class="note">{escape(answer.note)}</span>' if answer.note else ""
     verdict_class = answer.verdict.replace(" ", "-")
-    return (f'<div class="answer {verdict_class}">{variant}<span class="verdict">{escape(answer.verdict)}</span>'
-            f" {reading}{note}{_raw(answer.raw)}{_prompt(answer.prompt)}</div>")
+    return (
+        f'<div class="answer {verdict_class}">{variant}<span class="verdict">{escape(answer.verdict)}</span>'
+        f" {reading}{note}{_raw(answer.raw)}{_prompt(answer.prompt)}</div>"
+    )
 
 
 def _answers(answers: Sequence[Answer]) -> str:
@@ -152,28 +168,40 @@ def _answers(answers: Sequence[Answer]) -> str:
     lines = "".join(_answer(answer, several) for answer in answers)
     if len(answers) <= FOLD_VARIANTS_AT:
         return lines
-    counts = ", ".join(f"{sum(a.verdict == verdict for a in answers)} {verdict}" for verdict in VERDICTS
-                       if any(a.verdict == verdict for a in answers))
+    counts = ", ".join(
+        f"{sum(a.verdict == verdict for a in answers)} {verdict}"
+        for verdict in VERDICTS
+        if any(a.verdict == verdict for a in answers)
+    )
     return f'<details><summary class="summary">{len(answers)} variants: {escape(counts)}</summary>{lines}</details>'
 
 
 def _flags(item: Item, models: Sequence[str], verdicts: Sequence[str]) -> str:
     """The model columns (by position) in which some answer of the item has one of `verdicts`."""
-    return " ".join(str(position) for position, model in enumerate(models)
-                    if any(answer.verdict in verdicts for answer in item.answers.get(model, [])))
+    return " ".join(
+        str(position)
+        for position, model in enumerate(models)
+        if any(answer.verdict in verdicts for answer in item.answers.get(model, []))
+    )
 
 
 def _batch_flags(item: Item, models: Sequence[str]) -> str:
     """The model columns (by position) whose answer to the item depends on the batch, as a data attribute."""
     if not item.batch:
         return ""
-    return ' data-batch="' + " ".join(str(position) for position, model in enumerate(models)
-                                      if model in item.batch) + '"'
+    return (
+        ' data-batch="'
+        + " ".join(str(position) for position, model in enumerate(models) if model in item.batch)
+        + '"'
+    )
 
 
 def _row(item: Item, models: Sequence[str]) -> str:
-    image = (f'<img src="{escape(item.thumbnail)}" alt="{escape(item.item_id)}">' if item.thumbnail
-             else f'<span class="dim">{escape(item.image_note)}</span>')
+    image = (
+        f'<img src="{escape(item.thumbnail)}" alt="{escape(item.item_id)}">'
+        if item.thumbnail
+        else f'<span class="dim">{escape(item.image_note)}</span>'
+    )
     question = f'<div class="question">{_text(item.question)}</div>' if item.question else ""
     cells = []
     for model in models:
@@ -183,11 +211,11 @@ def _row(item: Item, models: Sequence[str]) -> str:
     return (
         f'<tr class="item" data-id="{escape(item.item_id)}" data-wrong="{_flags(item, models, (WRONG, PARTIAL))}" '
         f'data-error="{_flags(item, models, (FORMAT_ERROR,))}" data-disagree="{"1" if item.disagree else "0"}"'
-        f'{_batch_flags(item, models)}>'
+        f"{_batch_flags(item, models)}>"
         f'<td class="thumb">{image}</td>'
         f'<td class="itemtext"><div class="id">{escape(item.item_id)}</div>{_context(item)}{question}'
         f'{_option_lines(item.options, item.labels)}<div class="gold">gold: {_text(item.gold)}</div></td>'
-        f'{"".join(cells)}</tr>'
+        f"{''.join(cells)}</tr>"
     )
 
 
@@ -202,7 +230,9 @@ def _preamble(page: InspectPage) -> str:
 
 
 def _controls(models: Sequence[str], batch_filter: bool = False) -> str:
-    choices = "".join(f'<option value="{position}">{escape(model)}</option>' for position, model in enumerate(models))
+    choices = "".join(
+        f'<option value="{position}">{escape(model)}</option>' for position, model in enumerate(models)
+    )
     return (
         '<div class="controls">'
         '<label>show <select id="show">'
@@ -210,8 +240,8 @@ def _controls(models: Sequence[str], batch_filter: bool = False) -> str:
         '<option value="wrong">wrong answers</option>'
         '<option value="error">format errors</option>'
         '<option value="disagree">models disagree</option>'
-        + ('<option value="batch">answers depend on the batch</option>' if batch_filter else "") +
-        '</select></label> '
+        + ('<option value="batch">answers depend on the batch</option>' if batch_filter else "")
+        + "</select></label> "
         f'<label>of <select id="model"><option value="any">any model</option>{choices}</select></label> '
         '<span id="count"></span></div>'
     )
@@ -223,10 +253,14 @@ def render_page(page: InspectPage) -> str:
     header = "".join(f"<th>{escape(model)}</th>" for model in page.models)
     rows = "\n".join(_row(item, page.models) for item in page.items)
     if not page.models:
-        table = '<p class="notice">No model of the grid can run this benchmark: there are no answers to show.</p>'
+        table = (
+            '<p class="notice">No model of the grid can run this benchmark: there are no answers to show.</p>'
+        )
     else:
-        table = (f'{_controls(page.models, page.batch_filter)}<table><thead><tr><th>image</th><th>item</th>{header}</tr></thead>'
-                 f"<tbody>\n{rows}\n</tbody></table>")
+        table = (
+            f"{_controls(page.models, page.batch_filter)}<table><thead><tr><th>image</th><th>item</th>{header}</tr></thead>"
+            f"<tbody>\n{rows}\n</tbody></table>"
+        )
     return f"""<!doctype html>
 <html lang="en">
 <head>

@@ -36,7 +36,7 @@ METRIC_NOTES = {
     "pair_accuracy": "pair acc.: MMVP, a pair counts only when both its questions are right",
     "vqa_accuracy": "VQA acc.: min(1, matching human answers / 3), averaged over the leave-one-out subsets",
     "acc_at_50": "Acc@50: DANCE, per query with n positives among 50 candidates the share of them ranked within "
-                 "the top n, mean of the two directions",
+    "the top n, mean of the two directions",
 }
 
 
@@ -68,7 +68,9 @@ BASELINE_LABELS = {
 }
 
 
-def answered_label(strategy: str | None, backend: str | None = None, model_id: str | None = None) -> str | None:
+def answered_label(
+    strategy: str | None, backend: str | None = None, model_id: str | None = None
+) -> str | None:
     """How the cell's answers were obtained, in words: a baseline says which guess it is (its strategy is
     `score_options` only because it ranks options), any other model its strategy in words."""
     if backend == "baseline":
@@ -84,8 +86,11 @@ def decoding_label(strategy: str | None, generation: Mapping[str, Any]) -> str |
     if not generation.get("do_sample"):
         return "greedy"
     parts = [f"{generation['preset']} preset"] if generation.get("preset") else []
-    parts += [f"{label} {generation[key]}" for key, label in (("temperature", "temperature"), ("top_p", "top-p"))
-              if generation.get(key) is not None]
+    parts += [
+        f"{label} {generation[key]}"
+        for key, label in (("temperature", "temperature"), ("top_p", "top-p"))
+        if generation.get(key) is not None
+    ]
     return "sampled" + (": " + ", ".join(parts) if parts else "")
 
 

@@ -23,8 +23,21 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.score_file import Estimate
 
-COLUMNS = ("paper", "table", "model", "benchmark", "split", "figure", "value", "source", "note", "answering",
-           "decoding", "prompt_suffix", "method_source")
+COLUMNS = (
+    "paper",
+    "table",
+    "model",
+    "benchmark",
+    "split",
+    "figure",
+    "value",
+    "source",
+    "note",
+    "answering",
+    "decoding",
+    "prompt_suffix",
+    "method_source",
+)
 
 # What each column holds, for the sentence that refuses a bad cell.
 _COLUMN_HINTS = {
@@ -81,7 +94,7 @@ class Method:
     prompt_suffix: str | None = None
 
     def words(self) -> str:
-        """"generation (greedy)", "likelihood"."""
+        """ "generation (greedy)", "likelihood"."""
         return self.answering + (f" ({self.decoding})" if self.decoding else "")
 
     def same_as(self, other: Method) -> bool:
@@ -90,7 +103,9 @@ class Method:
         return (self.answering, self.decoding) == (other.answering, other.decoding)
 
 
-def grid_method(strategy: str | None, generation: Mapping[str, Any], backend: str | None = None) -> Method | None:
+def grid_method(
+    strategy: str | None, generation: Mapping[str, Any], backend: str | None = None
+) -> Method | None:
     """The grid's method from its score file: None when the file records no strategy; a reference baseline
     answers by a guess, whatever its strategy says."""
     if backend == "baseline":
@@ -118,7 +133,9 @@ class ReportedRow:
     note: str | None
     path: Path  # the file and row it was read from, for messages
     row: int
-    method: Method | None = None  # how the paper answered (always given in a file; None only when built in code)
+    method: Method | None = (
+        None  # how the paper answered (always given in a file; None only when built in code)
+    )
     method_source: str | None = None
 
 
@@ -225,7 +242,9 @@ def _refusal(path: Path, row: int, error) -> VlmgridError:
             "maximum": f"is above {error.validator_value}, the largest value this figure can take",
             "not": "is given where it has no meaning",
         }.get(error.validator, f"is refused ({error.message})")
-    return VlmgridError(f"{path} row {row}, column {column}: {problem}; give {_COLUMN_HINTS.get(column, 'a value')}")
+    return VlmgridError(
+        f"{path} row {row}, column {column}: {problem}; give {_COLUMN_HINTS.get(column, 'a value')}"
+    )
 
 
 def read_reported_file(path: Path) -> list[ReportedRow]:
@@ -238,12 +257,16 @@ def read_reported_file(path: Path) -> list[ReportedRow]:
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise VlmgridError(f"{path} is not a readable CSV file ({exc.__class__.__name__}); save it as UTF-8 CSV "
-                           f"with the header {','.join(COLUMNS)}") from None
+        raise VlmgridError(
+            f"{path} is not a readable CSV file ({exc.__class__.__name__}); save it as UTF-8 CSV "
+            f"with the header {','.join(COLUMNS)}"
+        ) from None
     missing = [column for column in COLUMNS if column not in frame.columns]
     extra = [str(column) for column in frame.columns if column not in COLUMNS]
     if missing or extra:
-        problem = f"lacks the column {missing[0]!r}" if missing else f"has a column {extra[0]!r} it should not"
+        problem = (
+            f"lacks the column {missing[0]!r}" if missing else f"has a column {extra[0]!r} it should not"
+        )
         raise VlmgridError(f"{path} {problem}; its header must be {','.join(COLUMNS)}")
     validator = jsonschema.Draft202012Validator(_schema())
     rows = []
@@ -253,9 +276,23 @@ def read_reported_file(path: Path) -> list[ReportedRow]:
         if error is not None:
             raise _refusal(path, index, error)
         method = Method(obj["answering"], obj.get("decoding"), obj.get("prompt_suffix"))
-        rows.append(ReportedRow(obj["paper"], obj["table"], obj["model"], obj["benchmark"], obj.get("split"),
-                                obj["figure"], float(obj["value"]), obj["source"], obj.get("note"), path, index,
-                                method, obj["method_source"]))
+        rows.append(
+            ReportedRow(
+                obj["paper"],
+                obj["table"],
+                obj["model"],
+                obj["benchmark"],
+                obj.get("split"),
+                obj["figure"],
+                float(obj["value"]),
+                obj["source"],
+                obj.get("note"),
+                path,
+                index,
+                method,
+                obj["method_source"],
+            )
+        )
     return rows
 
 
@@ -264,8 +301,10 @@ def load_reported(folder: str | Path) -> tuple[ReportedRow, ...]:
     exist, a bad row, or one number given twice (same paper, model, benchmark, split and figure)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise VlmgridError(f"the folder of published numbers {folder} does not exist; create it (it may be empty) "
-                           f"or point the config's report.reported at it")
+        raise VlmgridError(
+            f"the folder of published numbers {folder} does not exist; create it (it may be empty) "
+            f"or point the config's report.reported at it"
+        )
     rows: list[ReportedRow] = []
     seen: dict[tuple, ReportedRow] = {}
     for path in sorted(folder.glob("*.csv")):
@@ -273,8 +312,10 @@ def load_reported(folder: str | Path) -> tuple[ReportedRow, ...]:
             key = (row.paper, row.model, row.benchmark, row.split, row.figure)
             if key in seen:
                 first = seen[key]
-                raise VlmgridError(f"{row.path} row {row.row} gives the same number as {first.path} row {first.row} "
-                                   f"({row.model}, {row.benchmark} {row.figure} in arXiv {row.paper}); keep one")
+                raise VlmgridError(
+                    f"{row.path} row {row.row} gives the same number as {first.path} row {first.row} "
+                    f"({row.model}, {row.benchmark} {row.figure} in arXiv {row.paper}); keep one"
+                )
             seen[key] = row
             rows.append(row)
     return tuple(rows)
@@ -283,8 +324,9 @@ def load_reported(folder: str | Path) -> tuple[ReportedRow, ...]:
 # --- matching -----------------------------------------------------------------------------------------------
 
 
-def match_reported(published: Published, models: Sequence[str], benchmarks: Sequence[str],
-                   kinds: Mapping[str, str]) -> list[tuple[ReportedRow, str, str]]:
+def match_reported(
+    published: Published, models: Sequence[str], benchmarks: Sequence[str], kinds: Mapping[str, str]
+) -> list[tuple[ReportedRow, str, str]]:
     """(row, grid model, grid benchmark) for every published row a grid cell reproduces, in grid order (models,
     then benchmarks, then the rows' order)."""
     matches = []

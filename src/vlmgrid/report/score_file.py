@@ -213,7 +213,9 @@ def _parse_not_applicable(data: Mapping, model: str, benchmark: str, path: Path)
     if not isinstance(reason, str) or not reason:
         raise _Invalid("applicable is false but there is no reason")
     metric = data.get("metric")
-    return NotApplicable(path, model, benchmark, reason, metric if isinstance(metric, str) and metric else None)
+    return NotApplicable(
+        path, model, benchmark, reason, metric if isinstance(metric, str) and metric else None
+    )
 
 
 def _strategy(data: Mapping) -> str | None:
@@ -260,7 +262,10 @@ def _coverage(raw: Any) -> tuple[int, int] | None:
         return None
     if not isinstance(raw, Mapping):
         raise _Invalid("coverage is not an object")
-    answered, total = _count(raw.get("answered"), "coverage.answered"), _count(raw.get("total"), "coverage.total")
+    answered, total = (
+        _count(raw.get("answered"), "coverage.answered"),
+        _count(raw.get("total"), "coverage.total"),
+    )
     if answered is None or total is None or not 0 < answered <= total:
         raise _Invalid(f"coverage is {dict(raw)!r}, not {{answered, total}} with 0 < answered <= total")
     return answered, total
@@ -276,8 +281,9 @@ def _partial_copy(raw: Any) -> PartialCopy | None:
     items = _count(raw.get("items"), "partial_copy.items")
     published = _count(raw.get("published_items"), "partial_copy.published_items")
     if items is None or published is None or not 0 < items < published:
-        raise _Invalid(f"partial_copy is {dict(raw)!r}, not {{items, published_items}} with 0 < items < "
-                       f"published_items")
+        raise _Invalid(
+            f"partial_copy is {dict(raw)!r}, not {{items, published_items}} with 0 < items < published_items"
+        )
     return PartialCopy(items, published, raw.get("source") == "fixture")
 
 
@@ -302,13 +308,25 @@ def _coverage_reason(raw: Any) -> str | None:
 
 def _parse_hidden(data: Mapping, model: str, benchmark: str, path: Path) -> Hidden:
     submission = data.get("submission")
-    if not isinstance(submission, Mapping) or not submission or not all(
-            isinstance(name, str) and name for name in submission.values()):
+    if (
+        not isinstance(submission, Mapping)
+        or not submission
+        or not all(isinstance(name, str) and name for name in submission.values())
+    ):
         raise _Invalid("labels_hidden is true but submission does not name the submission files")
     metric = data.get("metric")
-    return Hidden(path, model, benchmark, metric if isinstance(metric, str) and metric else None,
-                  _count(data.get("n"), "n"), {str(k): v for k, v in submission.items()}, _strategy(data),
-                  _generation(data), _name(data, "backend"), _name(data, "model_id"))
+    return Hidden(
+        path,
+        model,
+        benchmark,
+        metric if isinstance(metric, str) and metric else None,
+        _count(data.get("n"), "n"),
+        {str(k): v for k, v in submission.items()},
+        _strategy(data),
+        _generation(data),
+        _name(data, "backend"),
+        _name(data, "model_id"),
+    )
 
 
 def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | NotApplicable | Hidden:
@@ -390,12 +408,22 @@ def _invariance(raw: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(raw, Mapping):
         raise _Invalid("invariance is not an object")
-    checked, same = _count(raw.get("checked"), "invariance.checked"), _count(raw.get("same"), "invariance.same")
+    checked, same = (
+        _count(raw.get("checked"), "invariance.checked"),
+        _count(raw.get("same"), "invariance.same"),
+    )
     differing = raw.get("differing")
-    if (checked is None or same is None or not isinstance(differing, list) or same > checked
-            or len(differing) != checked - same):
-        raise _Invalid(f"invariance is {dict(raw)!r}, not {{checked, same, differing: [ids]}} with same + "
-                       f"len(differing) == checked")
+    if (
+        checked is None
+        or same is None
+        or not isinstance(differing, list)
+        or same > checked
+        or len(differing) != checked - same
+    ):
+        raise _Invalid(
+            f"invariance is {dict(raw)!r}, not {{checked, same, differing: [ids]}} with same + "
+            f"len(differing) == checked"
+        )
     return {**raw, "differing": [str(item) for item in differing]}
 
 
@@ -415,8 +443,13 @@ def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotA
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _invalid(path, model, benchmark, f"cannot be read: {exc.__class__.__name__}",
-                       missing=isinstance(exc, FileNotFoundError)) from exc
+        raise _invalid(
+            path,
+            model,
+            benchmark,
+            f"cannot be read: {exc.__class__.__name__}",
+            missing=isinstance(exc, FileNotFoundError),
+        ) from exc
     try:
         data = json.loads(text)
     except ValueError as exc:

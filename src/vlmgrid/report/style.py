@@ -76,7 +76,10 @@ def figure_style() -> Iterator[None]:
     from cycler import cycler
 
     plt = pyplot()
-    with plt.style.context("default"), matplotlib.rc_context({**_RC, "axes.prop_cycle": cycler(color=OKABE_ITO)}):
+    with (
+        plt.style.context("default"),
+        matplotlib.rc_context({**_RC, "axes.prop_cycle": cycler(color=OKABE_ITO)}),
+    ):
         yield
 
 
@@ -87,6 +90,7 @@ def text(words: str) -> str:
 
 def text_colour(rgba) -> str:
     """Black or white, whichever reads better on a cell of this colour (by its relative luminance)."""
+
     def linear(c: float) -> float:
         return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
 

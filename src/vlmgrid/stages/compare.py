@@ -48,14 +48,18 @@ def _r(x: float) -> float:
 def compare_benchmark(config: Config, benchmark: str) -> dict:
     """`vlmgrid compare BENCH`: write `<results_dir>/comparisons/<bench>.json` and log one line per pair."""
     if benchmark not in config.benchmarks:
-        raise VlmgridError(f'benchmark "{benchmark}" is not in the grid of {config.path}; the grid has '
-                           f"{', '.join(config.benchmarks)}")
+        raise VlmgridError(
+            f'benchmark "{benchmark}" is not in the grid of {config.path}; the grid has '
+            f"{', '.join(config.benchmarks)}"
+        )
     reference = config.report.get("reference_model")
     out_path = paths.comparison_path(config.results_dir, benchmark)
     result = compare_cells(
         benchmark=benchmark,
         bench_dir=paths.bench_dir(config.data_dir, benchmark),
-        predictions={model: paths.predictions_path(config.results_dir, model, benchmark) for model in config.models},
+        predictions={
+            model: paths.predictions_path(config.results_dir, model, benchmark) for model in config.models
+        },
         pairs=comparison_pairs(config.models, reference),
         reference_model=reference,
         samples=int(config.bootstrap["samples"]),
@@ -87,10 +91,12 @@ def compared_line(metric: str, pair: dict) -> str:
     mcnemar = pair.get("mcnemar")
     exact = "" if mcnemar is None else f"; exact McNemar p = {mcnemar['p_value']:.3g}"
     below = ": the difference is below it" if abs(pair["difference"]) < pair["mdd"] else ""
-    return (f"{metric} {pair['difference']:+.1f} [{low:.1f}, {high:.1f}] (95% CI: paired bootstrap over {over}), "
-            f"p = {pair['p_value']:.3g} (two-sided {pair['test']} test over {over}, {pair['permutations']} "
-            f"permutations{exact}), MDD {pair['mdd']:.1f} ({MDD_ALPHA:.0%} two-sided, {MDD_POWER:.0%} power)"
-            f"{below}")
+    return (
+        f"{metric} {pair['difference']:+.1f} [{low:.1f}, {high:.1f}] (95% CI: paired bootstrap over {over}), "
+        f"p = {pair['p_value']:.3g} (two-sided {pair['test']} test over {over}, {pair['permutations']} "
+        f"permutations{exact}), MDD {pair['mdd']:.1f} ({MDD_ALPHA:.0%} two-sided, {MDD_POWER:.0%} power)"
+        f"{below}"
+    )
 
 
 def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None, bool]:
@@ -106,14 +112,21 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, path)
     check_against_records(predictions, records, path)
-    records, predictions, coverage = applicable_items(bench, metadata.get("strategy"), records, predictions,
-                                                      coverage)
+    records, predictions, coverage = applicable_items(
+        bench, metadata.get("strategy"), records, predictions, coverage
+    )
     if not len(records):
         return None, f"{model} cannot answer any item of {bench.name}: {coverage['reason']}", dependent
     if coverage is not None and partial_cells != "include":
         why = coverage.get("reason") or "a partial import"
-        return None, (f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of {bench.name} "
-                      f"({why}; report.partial_cells: include compares it on the items both answered)"), dependent
+        return (
+            None,
+            (
+                f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of {bench.name} "
+                f"({why}; report.partial_cells: include compares it on the items both answered)"
+            ),
+            dependent,
+        )
     return predictions, None, dependent
 
 
@@ -124,22 +137,35 @@ def _batch_dependent(metadata: dict) -> bool:
     return isinstance(check, dict) and bool(check.get("differing"))
 
 
-def _common(records: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame
-            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict | None]:
+def _common(
+    records: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict | None]:
     """The records both predictions answer and the predictions of those, and the coverage of the pair
     ({answered, total}; None when both answer every item)."""
     both = set(a["id"].astype(str)) & set(b["id"].astype(str))
     if len(both) == len(records):
         return records, a, b, None
     keep = records[records["id"].astype(str).isin(both)].reset_index(drop=True)
-    return (keep, a[a["id"].astype(str).isin(both)].reset_index(drop=True),
-            b[b["id"].astype(str).isin(both)].reset_index(drop=True),
-            {"answered": int(len(keep)), "total": int(len(records))})
+    return (
+        keep,
+        a[a["id"].astype(str).isin(both)].reset_index(drop=True),
+        b[b["id"].astype(str).isin(both)].reset_index(drop=True),
+        {"answered": int(len(keep)), "total": int(len(records))},
+    )
 
 
-def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Path],
-                  pairs: list[tuple[str, str]], reference_model: str | None, samples: int, seed: int,
-                  out_path: Path, partial_cells: str = "exclude") -> dict:
+def compare_cells(
+    *,
+    benchmark: str,
+    bench_dir: Path,
+    predictions: dict[str, Path],
+    pairs: list[tuple[str, str]],
+    reference_model: str | None,
+    samples: int,
+    seed: int,
+    out_path: Path,
+    partial_cells: str = "exclude",
+) -> dict:
     """Compare the models' predictions files ({model: path}) pair by pair on the prepared benchmark; write and
     return the comparison file's contents (docs/formats.md). `partial_cells`: "include" compares a cell that
     answers a subset on the items both models of a pair answered; "exclude" gives its pairs no comparison."""
@@ -162,37 +188,48 @@ def compare_cells(*, benchmark: str, bench_dir: Path, predictions: dict[str, Pat
         if coverage is not None:
             entry["coverage"] = coverage
         try:
-            result = paired_difference(bench.kind.metric, records, rows_a, rows_b,
-                                       samples=samples, seed=seed, names=(a, b))
+            result = paired_difference(
+                bench.kind.metric, records, rows_a, rows_b, samples=samples, seed=seed, names=(a, b)
+            )
         except LabelsHidden:
-            entries.append({**entry, "comparable": False,
-                            "reason": f"the labels of {benchmark} are hidden, so neither model has a score"})
+            entries.append(
+                {
+                    **entry,
+                    "comparable": False,
+                    "reason": f"the labels of {benchmark} are hidden, so neither model has a score",
+                }
+            )
             continue
         except NotComparable as exc:
             entries.append({**entry, "comparable": False, "reason": str(exc)})
             continue
         # the models of the pair whose cell the report marks as batch-dependent, as in its tables
         dependent = [model for model in (a, b) if cells[model][2]]
-        entries.append({
-            **entry,
-            "comparable": True,
-            "value_a": _r(result.value_a),
-            "value_b": _r(result.value_b),
-            "difference": _r(result.difference),
-            "ci95": [_r(result.ci95[0]), _r(result.ci95[1])],
-            "p_value": result.p_value,
-            "test": result.test,
-            "unit": result.unit,
-            "units": result.units,
-            "permutations": result.permutations,
-            "mcnemar": None if result.mcnemar is None else {
-                "a_only": result.mcnemar.a_only, "b_only": result.mcnemar.b_only,
-                "p_value": result.mcnemar.p_value,
-            },
-            "mdd": _r(result.mdd),
-            "mdd_from": result.mdd_from,
-            **({"batch_dependent": dependent} if dependent else {}),
-        })
+        entries.append(
+            {
+                **entry,
+                "comparable": True,
+                "value_a": _r(result.value_a),
+                "value_b": _r(result.value_b),
+                "difference": _r(result.difference),
+                "ci95": [_r(result.ci95[0]), _r(result.ci95[1])],
+                "p_value": result.p_value,
+                "test": result.test,
+                "unit": result.unit,
+                "units": result.units,
+                "permutations": result.permutations,
+                "mcnemar": None
+                if result.mcnemar is None
+                else {
+                    "a_only": result.mcnemar.a_only,
+                    "b_only": result.mcnemar.b_only,
+                    "p_value": result.mcnemar.p_value,
+                },
+                "mdd": _r(result.mdd),
+                "mdd_from": result.mdd_from,
+                **({"batch_dependent": dependent} if dependent else {}),
+            }
+        )
     copy = partial_copy(bench)
     comparison = {
         "benchmark": benchmark,

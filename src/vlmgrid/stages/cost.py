@@ -37,10 +37,28 @@ from vlmgrid.stages import plan
 from vlmgrid.stages.cost_work import Data, Work, answer_mode, benchmark_data, cell_work, pass_requests
 
 THROUGHPUT_FILE = "data/throughput.yaml"
-COLUMNS = ["model", "benchmark", "items", "basis", "scoring_units", "scoring_unit", "mdd", "strategy", "method", "unit",
-           "per",
-           "variants", "candidates", "requests", "gpu_hours", "input_tokens", "output_tokens", "cost_usd", "note",
-           "recipe"]
+COLUMNS = [
+    "model",
+    "benchmark",
+    "items",
+    "basis",
+    "scoring_units",
+    "scoring_unit",
+    "mdd",
+    "strategy",
+    "method",
+    "unit",
+    "per",
+    "variants",
+    "candidates",
+    "requests",
+    "gpu_hours",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "note",
+    "recipe",
+]
 
 # The share of scoring units on which two models are assumed to disagree (one right, the other wrong) before
 # anything runs: two models of similar accuracy typically disagree on about one unit in five. The MDD scales
@@ -69,8 +87,11 @@ _TOWER = re.compile(r"vit-([a-z]+)-(\d+)(?:-(\d+))?")
 
 def _hints(name: str, settings: dict) -> list[str]:
     source = settings.get("source") or {}
-    return [str(text).lower() for text in (source.get("repo"), source.get("arch"), name, settings.get("description"))
-            if text]
+    return [
+        str(text).lower()
+        for text in (source.get("repo"), source.get("arch"), name, settings.get("description"))
+        if text
+    ]
 
 
 def safetensors_parameters(folder) -> int | None:
@@ -160,6 +181,7 @@ def seconds_per_request(work: Work, backend: str, size: str, table: dict, protoc
 
 # ---------------------------------------------------------------------------------------------- API price
 
+
 def is_api(settings: dict) -> bool:
     """A model behind an API: an `openai` entry whose job starts no server of its own."""
     return settings["backend"] == "openai" and "serve" not in settings
@@ -180,6 +202,7 @@ def api_cost(requests: int, tokens: tuple[int, int], price: Mapping) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- the plan
+
 
 def recipe_note(settings: dict) -> str | None:
     """The model's recipe, and how the entry departs from it, in words; None for a model without one."""
@@ -208,23 +231,34 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
     rows = []
     for cell in config.cells:
         settings, bench = config.cell_settings(cell.model, cell.benchmark), data[cell.benchmark]
-        base = {"model": cell.model, "benchmark": cell.benchmark, "items": bench.items, "basis": bench.basis,
-                "scoring_units": bench.units, "scoring_unit": bench.unit, "mdd": planned_mdd(bench.units),
-                "recipe": recipe_note(settings)}
+        base = {
+            "model": cell.model,
+            "benchmark": cell.benchmark,
+            "items": bench.items,
+            "basis": bench.basis,
+            "scoring_units": bench.units,
+            "scoring_unit": bench.unit,
+            "mdd": planned_mdd(bench.units),
+            "recipe": recipe_note(settings),
+        }
         reason = plan.not_applicable(config, cell.model, cell.benchmark)
         if reason is not None:
-            rows.append({**base, "strategy": "n/a", "gpu_hours": 0.0, "requests": 0, "note": f"n/a: {reason}"})
+            rows.append(
+                {**base, "strategy": "n/a", "gpu_hours": 0.0, "requests": 0, "note": f"n/a: {reason}"}
+            )
             continue
         kind = BENCHMARKS.get(config.benchmark(cell.benchmark)["kind"])
         capability, works = cell_work(bench, settings, kind, config.prompts_dir)
-        method = (PROTOCOLS.get(kind.protocol).method(capability, answer_mode(settings)) if capability
-                  else None)
+        method = (
+            PROTOCOLS.get(kind.protocol).method(capability, answer_mode(settings)) if capability else None
+        )
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
         check = int(config.infer["invariance_items"]) if _batched(settings) else 0
         sample = _check_sample(cell.benchmark, bench, works, check)
-        for work, checked in [(work, False) for work in works] + [(work, True) for work in works
-                                                                  if check and work.per == "item" and sample != []]:
+        for work, checked in [(work, False) for work in works] + [
+            (work, True) for work in works if check and work.per == "item" and sample != []
+        ]:
             items = bench.items if not checked else None if sample is None else len(sample)
             requests = work.requests(items) if not checked else _check_requests(work, bench, sample)
             note = _no_gpu_note(config, cell.model)
@@ -239,29 +273,55 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
                     note = f"no {work.unit} figure for size {size}: no estimate"
                 else:
                     hours = requests * seconds * gpus / 3600
-                    note = f"size {size}" + (", served: at hf rates, an upper bound" if "serve" in settings else "")
+                    note = f"size {size}" + (
+                        ", served: at hf rates, an upper bound" if "serve" in settings else ""
+                    )
             if work.templates:
                 note = (f"{note}; " if note else "") + f"{work.templates} templates"
             if checked:
                 note = (f"{note}; " if note else "") + (
                     f"the batch check: up to {check} items (infer.invariance_items) within a tenth of the "
-                    f"cell's requests, answered again one request at a time, at the batched rates (a lower bound)")
+                    f"cell's requests, answered again one request at a time, at the batched rates (a lower bound)"
+                )
             priced = {}
             if is_api(settings):
                 tokens = request_tokens(work, settings, kind.protocol, table)
                 price = settings.get("price")
-                priced = {"input_tokens": tokens[0], "output_tokens": tokens[1],
-                          "cost_usd": (api_cost(requests, tokens, price) if price and requests is not None
-                                       else math.nan)}
+                priced = {
+                    "input_tokens": tokens[0],
+                    "output_tokens": tokens[1],
+                    "cost_usd": (
+                        api_cost(requests, tokens, price) if price and requests is not None else math.nan
+                    ),
+                }
                 if not price:
                     note += "; no price in its entry: cost unknown"
-            rows.append({**base, "items": items, "strategy": capability, "method": method, "unit": work.unit,
-                         "per": "check" if checked else work.per,
-                         "variants": work.variants, "candidates": work.mean_candidates, "requests": requests,
-                         "gpu_hours": hours, **priced, "note": note})
+            rows.append(
+                {
+                    **base,
+                    "items": items,
+                    "strategy": capability,
+                    "method": method,
+                    "unit": work.unit,
+                    "per": "check" if checked else work.per,
+                    "variants": work.variants,
+                    "candidates": work.mean_candidates,
+                    "requests": requests,
+                    "gpu_hours": hours,
+                    **priced,
+                    "note": note,
+                }
+            )
     costs = pd.DataFrame(rows, columns=COLUMNS)
-    return costs.astype({"items": "Int64", "scoring_units": "Int64", "variants": "Int64", "input_tokens": "Int64",
-                         "output_tokens": "Int64"})
+    return costs.astype(
+        {
+            "items": "Int64",
+            "scoring_units": "Int64",
+            "variants": "Int64",
+            "input_tokens": "Int64",
+            "output_tokens": "Int64",
+        }
+    )
 
 
 def _batched(settings: dict) -> bool:
@@ -295,14 +355,17 @@ def totals(costs: pd.DataFrame) -> pd.DataFrame:
     """Per model and for the grid: requests, GPU-hours and (API models) USD of the rows that have them, and how
     many rows each leaves out for want of a count or an estimate. A total with nothing known to add is NaN
     ("unknown"), never 0 (_sum)."""
+
     def total(frame: pd.DataFrame) -> dict:
         api = frame[frame["input_tokens"].notna()]  # an API model's rows of work
-        return {"requests": _sum(frame["requests"]),
-                "rows_without_count": int(frame["requests"].isna().sum()),
-                "gpu_hours": _sum(frame["gpu_hours"]),
-                "rows_without_estimate": int(frame["gpu_hours"].isna().sum()),
-                "cost_usd": _sum(api["cost_usd"]),
-                "rows_without_price": int(api["cost_usd"].isna().sum())}
+        return {
+            "requests": _sum(frame["requests"]),
+            "rows_without_count": int(frame["requests"].isna().sum()),
+            "gpu_hours": _sum(frame["gpu_hours"]),
+            "rows_without_estimate": int(frame["gpu_hours"].isna().sum()),
+            "cost_usd": _sum(api["cost_usd"]),
+            "rows_without_price": int(api["cost_usd"].isna().sum()),
+        }
 
     rows = [{"model": model, **total(frame)} for model, frame in costs.groupby("model", sort=False)]
     rows.append({"model": "grid", **total(costs)})
@@ -312,11 +375,20 @@ def totals(costs: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------- Slurm runtime
 
 RUNTIME_FLOOR_MINUTES = 30  # start-up, model loading and a small cell's queue of parts
-RUNTIME_SAFETY_FACTOR = 2.0  # the table's rates are ceilings of one H200; a job must not be killed at the limit
+RUNTIME_SAFETY_FACTOR = (
+    2.0  # the table's rates are ceilings of one H200; a job must not be killed at the limit
+)
 
 
-def infer_runtime_minutes(costs: pd.DataFrame, model: str, benchmark: str, shards: int = 1, gpus: int = 1,
-                          floor: int = RUNTIME_FLOOR_MINUTES, factor: float = RUNTIME_SAFETY_FACTOR) -> int | None:
+def infer_runtime_minutes(
+    costs: pd.DataFrame,
+    model: str,
+    benchmark: str,
+    shards: int = 1,
+    gpus: int = 1,
+    floor: int = RUNTIME_FLOOR_MINUTES,
+    factor: float = RUNTIME_SAFETY_FACTOR,
+) -> int | None:
     """One infer job's Slurm runtime (minutes) from the plan: the cell's GPU-hours over the GPUs each job holds
     (its hours on the clock) and over its shards, times `factor`, at least `floor`; None when the cell has no
     estimate (a flat runtime must stand in)."""
@@ -334,5 +406,7 @@ def infer_job_runtime(config: Config, costs: pd.DataFrame, model: str, benchmark
     flat = int(config.cluster["infer"]["runtime"])
     if _no_gpu_note(config, model) is not None:
         return flat
-    minutes = infer_runtime_minutes(costs, model, benchmark, config.shards(benchmark), plan.gpus(config, model))
+    minutes = infer_runtime_minutes(
+        costs, model, benchmark, config.shards(benchmark), plan.gpus(config, model)
+    )
     return flat if minutes is None else minutes

@@ -36,7 +36,7 @@ def _number(value, digits: str = ",.0f") -> str:
 
 def _fit(text: str, width: int) -> str:
     """The text cut to `width` characters, the cut marked by an ellipsis."""
-    return text if len(text) <= width else text[:width - 1] + "\u2026"
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
 def _model_heading(costs: pd.DataFrame) -> str:
@@ -91,7 +91,9 @@ def _method_lines(costs: pd.DataFrame) -> list[str]:
     parts = []
     for method, benchmarks in cells.groupby("method", sort=False)["benchmark"]:
         names = list(benchmarks)
-        parts.append(f"{method} ({', '.join(names) if len(names) <= 3 else counted(len(names), 'benchmark')})")
+        parts.append(
+            f"{method} ({', '.join(names) if len(names) <= 3 else counted(len(names), 'benchmark')})"
+        )
     return _wrapped("  answers by " + "; ".join(parts), "    ") if parts else []
 
 
@@ -108,7 +110,9 @@ def _mdd_lines(costs: pd.DataFrame) -> list[str]:
         else:
             units = f"{row['scoring_units']:,} {row['scoring_unit']} groups of {row['items']:,} items"
         mdd = "unknown" if pd.isna(row["mdd"]) else f"{row['mdd']:.1f} points"
-        lines.append(f"  {_fit(str(benchmark), _BENCH_WIDTH):<{_BENCH_WIDTH}} {_fit(units, 44):<44} MDD {mdd}")
+        lines.append(
+            f"  {_fit(str(benchmark), _BENCH_WIDTH):<{_BENCH_WIDTH}} {_fit(units, 44):<44} MDD {mdd}"
+        )
     return lines + _wrapped(MDD_NOTE.format(z=z_sum(), d=ASSUMED_DISCORDANCE))
 
 
@@ -130,17 +134,35 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
         lines += _method_lines(frame)
         for _, row in frame.iterrows():
             na = row["strategy"] == "n/a"
-            shape = "" if na or pd.isna(row["variants"]) else (
-                f"{row['variants']}x" + ("?" if pd.isna(row["candidates"]) else
-                                         f"{row['candidates']:.0f}" if float(row["candidates"]).is_integer()
-                                         else f"{row['candidates']:.1f}"))
+            shape = (
+                ""
+                if na or pd.isna(row["variants"])
+                else (
+                    f"{row['variants']}x"
+                    + (
+                        "?"
+                        if pd.isna(row["candidates"])
+                        else f"{row['candidates']:.0f}"
+                        if float(row["candidates"]).is_integer()
+                        else f"{row['candidates']:.1f}"
+                    )
+                )
+            )
             note = _row_note(row["note"])
             mark = f"[{notes.setdefault(note, len(notes) + 1)}]" if note else ""
-            usd = ("-" if model not in api_models or na else _number(row["cost_usd"], ",.2f"))
-            lines.append(row_format.format(
-                _fit(str(row["benchmark"]), _BENCH_WIDTH), "n/a" if na else _fit(str(row["unit"]), 12),
-                _number(row["items"]), shape, "-" if na else _number(row["requests"]),
-                "-" if na else _number(row["gpu_hours"], ".3g"), usd, mark))
+            usd = "-" if model not in api_models or na else _number(row["cost_usd"], ",.2f")
+            lines.append(
+                row_format.format(
+                    _fit(str(row["benchmark"]), _BENCH_WIDTH),
+                    "n/a" if na else _fit(str(row["unit"]), 12),
+                    _number(row["items"]),
+                    shape,
+                    "-" if na else _number(row["requests"]),
+                    "-" if na else _number(row["gpu_hours"], ".3g"),
+                    usd,
+                    mark,
+                )
+            )
     lines.append("")
     for note, number in notes.items():
         lines += _wrapped(f"[{number}] {note}", "    ")
@@ -155,26 +177,37 @@ def render(costs: pd.DataFrame, table: dict | None = None) -> str:
     lines.append(total_format.format("model", "requests", "GPU-h", "left out", "USD", "left out"))
     for _, row in sums.iterrows():
         api = row["model"] in api_models or (row["model"] == "grid" and api_models)
-        lines.append(total_format.format(
-            _fit(str(row["model"]), 24), _number(row["requests"]), _number(row["gpu_hours"], ".3g"),
-            counted(int(row["rows_without_estimate"]), "row") if row["rows_without_estimate"] else "",
-            _number(row["cost_usd"], ",.2f") if api else "-",
-            counted(int(row["rows_without_price"]), "row") if row["rows_without_price"] else ""))
+        lines.append(
+            total_format.format(
+                _fit(str(row["model"]), 24),
+                _number(row["requests"]),
+                _number(row["gpu_hours"], ".3g"),
+                counted(int(row["rows_without_estimate"]), "row") if row["rows_without_estimate"] else "",
+                _number(row["cost_usd"], ",.2f") if api else "-",
+                counted(int(row["rows_without_price"]), "row") if row["rows_without_price"] else "",
+            )
+        )
     lines.append("")
     left_out: dict[tuple, list[str]] = {}  # the rows left out -> which totals leave them out
     for what, column in (("GPU-hours", "gpu_hours"), ("requests", "requests"), ("USD", "cost_usd")):
         # the USD totals are an API model's rows of work only (totals)
         left = costs[costs[column].isna() & ((column != "cost_usd") | costs["input_tokens"].notna())]
         if not left.empty:
-            left_out.setdefault(tuple(f"{r.model} on {r.benchmark} ({r.unit})" for r in left.itertuples()),
-                                []).append(what)
+            left_out.setdefault(
+                tuple(f"{r.model} on {r.benchmark} ({r.unit})" for r in left.itertuples()), []
+            ).append(what)
     for named, whats in left_out.items():
         # a cell's two rows of one unit (open- and closed-world templates) are named once, with their number
         listed = [f"{name[:-1]} x{n})" if n > 1 else name for name, n in Counter(named).items()]
-        lines += _wrapped(f"The {' and '.join(whats)} totals leave out {counted(len(named), 'row')}: "
-                          f"{', '.join(listed)}.")
-    lines += _wrapped(ASSUMPTIONS.format(tokens=table["lvlm"]["answer_tokens"]["default"],
-                                         input_tokens=table["api"]["input_tokens"]["value"]))
+        lines += _wrapped(
+            f"The {' and '.join(whats)} totals leave out {counted(len(named), 'row')}: {', '.join(listed)}."
+        )
+    lines += _wrapped(
+        ASSUMPTIONS.format(
+            tokens=table["lvlm"]["answer_tokens"]["default"],
+            input_tokens=table["api"]["input_tokens"]["value"],
+        )
+    )
     return "\n".join(line.rstrip() for line in lines)
 
 

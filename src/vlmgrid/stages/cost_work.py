@@ -43,6 +43,7 @@ from vlmgrid.config import Config
 
 # ----------------------------------------------------------------------------------------- benchmark data
 
+
 @dataclass(frozen=True)
 class Data:
     """What the counts need of a benchmark: its items and, when its records are at hand, their shape."""
@@ -61,9 +62,14 @@ class Data:
     def of(cls, bench, basis: str) -> Data:
         records = bench.records
         options = tuple(len(o) for o in records["options"]) if "options" in records.columns else None
-        to_image = (tuple(d == "riddle-to-image" for d in records["direction"])
-                    if "direction" in records.columns else None)
-        return cls(len(records), basis, len(bench.classes) if bench.classes is not None else None, options, to_image)
+        to_image = (
+            tuple(d == "riddle-to-image" for d in records["direction"])
+            if "direction" in records.columns
+            else None
+        )
+        return cls(
+            len(records), basis, len(bench.classes) if bench.classes is not None else None, options, to_image
+        )
 
 
 def _scoring_units(bench) -> dict:
@@ -102,8 +108,11 @@ def _prepared(config: Config, benchmark: str):
     except (OSError, ValueError):
         return None
     settings = config.benchmark(benchmark)
-    if (not isinstance(manifest, dict) or manifest.get("kind") != settings["kind"]
-            or data_settings(manifest.get("source") or {}) != data_settings(dict(settings["source"]))):
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("kind") != settings["kind"]
+        or data_settings(manifest.get("source") or {}) != data_settings(dict(settings["source"]))
+    ):
         return None  # a folder of other settings: its counts are not this benchmark's
     return load_benchmark(bench_dir)
 
@@ -129,11 +138,13 @@ def benchmark_data(config: Config, benchmark: str) -> Data:
         return Data(None, "unknown")
     # what the kind fixes for every copy: its classes, and its options where every item has the same number
     options = (kind.option_count,) * published if kind.option_count else None
-    return Data(published, "published", classes=kind.class_count, options=options,
-                **_published_units(kind, published))
+    return Data(
+        published, "published", classes=kind.class_count, options=options, **_published_units(kind, published)
+    )
 
 
 # ---------------------------------------------------------------------------------------- units of work
+
 
 @dataclass(frozen=True)
 class Work:
@@ -182,20 +193,27 @@ def _classification(data: Data, capability: str, settings: dict, prompts_dir: Pa
     prompts = classification_prompts(prompts_dir)
     model = SimpleNamespace(model_capabilities=_capabilities(settings), settings=settings)
     open_method, closed_method = answer_methods(model)
-    shown = None if data.classes is None else (
-        data.classes if prompts.max_candidates is None else min(data.classes, prompts.max_candidates))
+    shown = (
+        None
+        if data.classes is None
+        else (data.classes if prompts.max_candidates is None else min(data.classes, prompts.max_candidates))
+    )
     works = []
     # A model that scores options but does not generate (a baseline) scores the open-world templates over every
     # class name: two sets of rows of one shape where the classes are under max_candidates, each its own.
-    for templates, method, variants, candidates in (("open-world", open_method, len(prompts.open), data.classes),
-                                                    ("closed-world", closed_method, len(prompts.closed), shown)):
+    for templates, method, variants, candidates in (
+        ("open-world", open_method, len(prompts.open), data.classes),
+        ("closed-world", closed_method, len(prompts.closed), shown),
+    ):
         if not variants:
             continue
         if method == "generate":
             works.append(Work("generate", variants, 1, templates=templates))
         else:
-            works += [Work("forward", variants, 1, templates=templates),
-                      Work("continuation", variants, candidates, templates=templates)]
+            works += [
+                Work("forward", variants, 1, templates=templates),
+                Work("continuation", variants, candidates, templates=templates),
+            ]
     return works
 
 
@@ -279,7 +297,9 @@ def pass_requests(data: Data, works: list[Work]) -> list[int] | None:
     None when the count needs records that are not at hand."""
     if data.items is None:
         return None
-    per_unit = [work.item_requests(data.items) for work in works if work.per == "item" and work.unit in PASS_UNITS]
+    per_unit = [
+        work.item_requests(data.items) for work in works if work.per == "item" and work.unit in PASS_UNITS
+    ]
     if any(counts is None for counts in per_unit):
         return None
     return [sum(counts) for counts in zip(*per_unit)] if per_unit else [0] * data.items
@@ -295,6 +315,7 @@ def item_requests(bench, model_settings: dict) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ model sizes
+
 
 def answer_mode(settings: dict) -> str | None:
     """How the model answers where a protocol lets it choose: its entry's answer_mode, or the one way it can

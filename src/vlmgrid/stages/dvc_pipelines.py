@@ -28,7 +28,15 @@ from vlmgrid.report.outputs import report_files
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TEMPLATE", "Pipeline", "check_pipeline", "check_pipelines", "config_in_repo", "render_pipelines", "write_pipelines"]
+__all__ = [
+    "TEMPLATE",
+    "Pipeline",
+    "check_pipeline",
+    "check_pipelines",
+    "config_in_repo",
+    "render_pipelines",
+    "write_pipelines",
+]
 
 TEMPLATE = Path("workflow") / "dvc.template.yaml"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
@@ -55,14 +63,19 @@ def _read_grid(root: Path, config: Path) -> dict:
     try:
         data = yaml.safe_load((root / config).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise VlmgridError(f"{config} cannot be read as YAML ({exc}); fix it, then run `vlmgrid dvc-pipelines`") from None
+        raise VlmgridError(
+            f"{config} cannot be read as YAML ({exc}); fix it, then run `vlmgrid dvc-pipelines`"
+        ) from None
     return data if isinstance(data, dict) else {}
 
 
 def _grid_configs(root: Path) -> list[Path]:
     """The default config first, then every other config/*.yaml holding a `grid`, by name."""
-    others = sorted(path.relative_to(root) for path in (root / "config").glob("*.yaml")
-                    if path.name != DEFAULT_CONFIG.name and "grid" in _read_grid(root, path.relative_to(root)))
+    others = sorted(
+        path.relative_to(root)
+        for path in (root / "config").glob("*.yaml")
+        if path.name != DEFAULT_CONFIG.name and "grid" in _read_grid(root, path.relative_to(root))
+    )
     return [DEFAULT_CONFIG, *others]
 
 
@@ -79,17 +92,23 @@ def _written_configs(root: Path) -> list[Path]:
         if not text.startswith(_WRITTEN_NOTE):
             continue  # a pipeline of one's own: not this command's to write
         try:
-            entry = yaml.safe_load(text)["vars"][0]  # "<config from the file's folder>:data_dir,results_dir,grid"
+            entry = yaml.safe_load(text)["vars"][
+                0
+            ]  # "<config from the file's folder>:data_dir,results_dir,grid"
         except (yaml.YAMLError, TypeError, KeyError, IndexError):
             entry = None
         if not isinstance(entry, str):
             continue  # edited past reading: written again once its config is given with --config
-        config = Path(posixpath.normpath((dvc_file.parent.relative_to(root) / entry.rsplit(":", 1)[0]).as_posix()))
+        config = Path(
+            posixpath.normpath((dvc_file.parent.relative_to(root) / entry.rsplit(":", 1)[0]).as_posix())
+        )
         if (root / config).is_file():
             configs.append(config)
         else:
-            log.warning(f"{dvc_file.relative_to(root)} runs {config}, which does not exist; delete "
-                        f"{dvc_file.parent.relative_to(root)} if that grid is gone")
+            log.warning(
+                f"{dvc_file.relative_to(root)} runs {config}, which does not exist; delete "
+                f"{dvc_file.parent.relative_to(root)} if that grid is gone"
+            )
     return configs
 
 
@@ -101,17 +120,23 @@ def config_in_repo(root: Path, given: str | Path) -> Path:
     try:
         return path.resolve().relative_to(Path(root).resolve())
     except ValueError:
-        raise VlmgridError(f"{given} lies outside the repo ({root}), and DVC reads only files inside it; move it into "
-                           f"the repo (config/<grid>.yaml) and pass that path") from None
+        raise VlmgridError(
+            f"{given} lies outside the repo ({root}), and DVC reads only files inside it; move it into "
+            f"the repo (config/<grid>.yaml) and pass that path"
+        ) from None
 
 
 def _figures(data: dict) -> tuple[str, ...]:
     """The PNG figures the report of this grid config draws (by its benchmarks' kinds), as paths under the
     pipeline's ${results_dir}."""
     benchmarks = data.get("benchmarks") or {}
-    kinds = {bench: (benchmarks.get(bench) or {}).get("kind")
-             for bench in (data.get("grid") or {}).get("benchmarks") or []}
-    return tuple(path.as_posix() for path, _ in report_files(Path("${results_dir}"), kinds) if path.suffix == ".png")
+    kinds = {
+        bench: (benchmarks.get(bench) or {}).get("kind")
+        for bench in (data.get("grid") or {}).get("benchmarks") or []
+    }
+    return tuple(
+        path.as_posix() for path, _ in report_files(Path("${results_dir}"), kinds) if path.suffix == ".png"
+    )
 
 
 def _folder(config: Path, data: dict, key: str) -> str:
@@ -119,12 +144,16 @@ def _folder(config: Path, data: dict, key: str) -> str:
     keeps outputs only inside the repo."""
     value = data.get(key)
     if not isinstance(value, str) or not value:
-        raise VlmgridError(f"{config} sets no {key}, which its DVC pipeline reads from the file; add "
-                           f"`{key}: {key.split('_')[0]}/{config.stem}` (a folder of this grid's own)")
+        raise VlmgridError(
+            f"{config} sets no {key}, which its DVC pipeline reads from the file; add "
+            f"`{key}: {key.split('_')[0]}/{config.stem}` (a folder of this grid's own)"
+        )
     folder = posixpath.normpath(value)
     if posixpath.isabs(folder) or folder.split("/")[0] == "..":
-        raise VlmgridError(f"{config}: {key} {value} lies outside the repo, where DVC keeps no output; set it to a "
-                           f"folder inside the repo, such as {key.split('_')[0]}/{config.stem}")
+        raise VlmgridError(
+            f"{config}: {key} {value} lies outside the repo, where DVC keeps no output; set it to a "
+            f"folder inside the repo, such as {key.split('_')[0]}/{config.stem}"
+        )
     return folder
 
 
@@ -146,11 +175,14 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
             validate_config(data, source=config)  # a config of one's own is checked as its jobs will read it
         grid = data.get("grid") or {}
         data_dir, results_dir = _folder(config, data, "data_dir"), _folder(config, data, "results_dir")
-        for output, clash in ((_pipeline_file(config).as_posix(), "would both be written to {output}; rename one"),
-                              (results_dir, "both write their results to {output}; give {config} a results_dir "
-                                            "of its own")):
+        for output, clash in (
+            (_pipeline_file(config).as_posix(), "would both be written to {output}; rename one"),
+            (results_dir, "both write their results to {output}; give {config} a results_dir of its own"),
+        ):
             if output in owners:
-                raise VlmgridError(f"{config} and {owners[output]} {clash.format(output=output, config=config)}")
+                raise VlmgridError(
+                    f"{config} and {owners[output]} {clash.format(output=output, config=config)}"
+                )
             owners[output] = config
         for bench in grid.get("benchmarks") or []:
             folder = posixpath.join(data_dir, bench)
@@ -158,7 +190,8 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
                 raise VlmgridError(
                     f"{config} and {owners[folder]} both evaluate the benchmark {bench!r} in {folder}, which DVC "
                     f"allows as one stage's output only; give {config} a data_dir of its own (data_dir: "
-                    f"data/{config.stem}), or the benchmark another name")
+                    f"data/{config.stem}), or the benchmark another name"
+                )
             owners[folder] = config
         models = list(dict.fromkeys(grid.get("models") or []))
         for model in models:
@@ -172,7 +205,8 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
                 raise VlmgridError(
                     f"{config} gives the model {model!r} another backend or source than {model_owner[folder][0]}, "
                     f"but both would fetch it into {folder}; give one of them another name, or {config} a "
-                    f"data_dir of its own")
+                    f"data_dir of its own"
+                )
         grids.append((config, data, data_dir, models))
     pipelines = []
     for config, data, data_dir, models in grids:
@@ -180,10 +214,16 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
         shared = [model for model in models if listed[folders[model]] > 1]
         benchmarks = (data.get("grid") or {}).get("benchmarks") or []
         own_folders = (*benchmarks, *(f"models/{model}" for model in models if model not in shared))
-        pipelines.append(Pipeline(
-            config, _pipeline_file(config), _figures(data), own_folders,
-            shared_models=tuple(model for model in shared if model_owner[folders[model]][0] == config),
-            fetched_models=tuple(shared)))
+        pipelines.append(
+            Pipeline(
+                config,
+                _pipeline_file(config),
+                _figures(data),
+                own_folders,
+                shared_models=tuple(model for model in shared if model_owner[folders[model]][0] == config),
+                fetched_models=tuple(shared),
+            )
+        )
     return pipelines
 
 
@@ -194,13 +234,21 @@ def render(template: str, pipeline: Pipeline) -> str:
     stamps = "${data_dir}/.source-stamps" if at_root else "${results_dir}/source-stamps"
     # Lists of paths, a line each (an empty one leaves no line). A top-level plot's path is read from the
     # dvc.yaml's folder, not from a stage's wdir.
-    lists = {"@GRID_OUTS@": [f"      - ${{data_dir}}/{folder}:\n          persist: true"
-                             for folder in pipeline.own_folders],
-             "@SHARED_MODEL_DIRS@": [f"      - ${{data_dir}}/models/{model}" for model in pipeline.fetched_models],
-             "@FIGURE_PLOTS@": [f"  - {(up / figure).as_posix()}" for figure in pipeline.figures]}
-    values = {"@WDIR@": up.as_posix(), "@VARS@": (up / pipeline.config).as_posix(),
-              "@CONFIG@": pipeline.config.as_posix(), "@STAMPS@": stamps,
-              "@SHARED_MODELS@": "[" + ", ".join(pipeline.shared_models) + "]", "@DVC_FILE@": pipeline.dvc_file.as_posix()}
+    lists = {
+        "@GRID_OUTS@": [
+            f"      - ${{data_dir}}/{folder}:\n          persist: true" for folder in pipeline.own_folders
+        ],
+        "@SHARED_MODEL_DIRS@": [f"      - ${{data_dir}}/models/{model}" for model in pipeline.fetched_models],
+        "@FIGURE_PLOTS@": [f"  - {(up / figure).as_posix()}" for figure in pipeline.figures],
+    }
+    values = {
+        "@WDIR@": up.as_posix(),
+        "@VARS@": (up / pipeline.config).as_posix(),
+        "@CONFIG@": pipeline.config.as_posix(),
+        "@STAMPS@": stamps,
+        "@SHARED_MODELS@": "[" + ", ".join(pipeline.shared_models) + "]",
+        "@DVC_FILE@": pipeline.dvc_file.as_posix(),
+    }
     lines = []
     for line in template.splitlines():
         if line.startswith(_TEMPLATE_NOTE) or (at_root and "@WDIR@" in line):
@@ -246,16 +294,27 @@ def check_pipeline(root: Path, config: Path, dvc_file: Path) -> None:
     expected = render_pipelines(root, [config]).get(dvc_file)
     target = Path(root) / dvc_file
     if expected is None or not target.is_file() or target.read_text(encoding="utf-8") != expected:
-        command = "vlmgrid dvc-pipelines" + ("" if config in _grid_configs(Path(root)) else f" --config {config}")
-        raise VlmgridError(f"{dvc_file} is not what {TEMPLATE} and {config} give now (the grid changed since it "
-                           f"was written, or it was edited); run `{command}`, then `dvc repro` again")
+        command = "vlmgrid dvc-pipelines" + (
+            "" if config in _grid_configs(Path(root)) else f" --config {config}"
+        )
+        raise VlmgridError(
+            f"{dvc_file} is not what {TEMPLATE} and {config} give now (the grid changed since it "
+            f"was written, or it was edited); run `{command}`, then `dvc repro` again"
+        )
 
 
 def check_pipelines(root: Path, configs: Sequence[Path] = ()) -> None:
     """Refuse pipelines that differ from what the template and configs give (edited by hand, or stale)."""
-    stale = [path.as_posix() for path, text in render_pipelines(root, configs).items()
-             if not (Path(root) / path).is_file() or (Path(root) / path).read_text(encoding="utf-8") != text]
+    stale = [
+        path.as_posix()
+        for path, text in render_pipelines(root, configs).items()
+        if not (Path(root) / path).is_file() or (Path(root) / path).read_text(encoding="utf-8") != text
+    ]
     if stale:
-        command = " ".join(["vlmgrid dvc-pipelines", *(f"--config {config.as_posix()}" for config in configs)])
-        raise VlmgridError(f"{', '.join(stale)} differ from {TEMPLATE} and the grid configs; "
-                           f"run `{command}` to write them again")
+        command = " ".join(
+            ["vlmgrid dvc-pipelines", *(f"--config {config.as_posix()}" for config in configs)]
+        )
+        raise VlmgridError(
+            f"{', '.join(stale)} differ from {TEMPLATE} and the grid configs; "
+            f"run `{command}` to write them again"
+        )

@@ -37,7 +37,15 @@ log = logging.getLogger(__name__)
 # (model.json) before it runs the job, and the fetch that follows must still tell its own files from a user's.
 WRITTEN = ".fetched.json"
 
-__all__ = ["MANIFEST", "InPlace", "fetch", "fetch_model", "in_place_weights", "model_stamp", "write_tiny_models"]
+__all__ = [
+    "MANIFEST",
+    "InPlace",
+    "fetch",
+    "fetch_model",
+    "in_place_weights",
+    "model_stamp",
+    "write_tiny_models",
+]
 
 
 def _up_to_date(manifest_path: Path, settings: dict) -> dict | None:
@@ -81,10 +89,12 @@ def _refuse_overlap(name: str, model_dir: Path, location: Path) -> None:
     and DVC keeps as an output: nothing is ever written into a checkpoint."""
     folder, checkpoint = model_dir.resolve(), location.resolve()
     if _inside(checkpoint, folder) or _inside(folder, checkpoint):
-        raise VlmgridError(f"model {name}: its checkpoint {location} lies in {model_dir} (or holds it), the folder "
-                           f"fetch-model writes the model's record into, and nothing is ever written into a "
-                           f"checkpoint; move the checkpoint elsewhere (e.g. checkpoints/{name}) and set the "
-                           f"model's source path there")
+        raise VlmgridError(
+            f"model {name}: its checkpoint {location} lies in {model_dir} (or holds it), the folder "
+            f"fetch-model writes the model's record into, and nothing is ever written into a "
+            f"checkpoint; move the checkpoint elsewhere (e.g. checkpoints/{name}) and set the "
+            f"model's source path there"
+        )
 
 
 def _remove_own_files(model_dir: Path) -> None:
@@ -97,12 +107,19 @@ def _remove_own_files(model_dir: Path) -> None:
     if manifest is not None and "location" not in manifest:  # a record in place names files elsewhere
         for file_name, digest in manifest["files"].items():
             path = model_dir / str(file_name)
-            if _inside(path.resolve(), model_dir.resolve()) and path.is_file() and sha256_file(path) == digest:
+            if (
+                _inside(path.resolve(), model_dir.resolve())
+                and path.is_file()
+                and sha256_file(path) == digest
+            ):
                 path.unlink()
     manifest_path.unlink(missing_ok=True)
     (model_dir / WRITTEN).unlink(missing_ok=True)
-    for folder in sorted((path for path in model_dir.rglob("*") if path.is_dir() and not path.is_symlink()),
-                         key=lambda path: len(path.parts), reverse=True):
+    for folder in sorted(
+        (path for path in model_dir.rglob("*") if path.is_dir() and not path.is_symlink()),
+        key=lambda path: len(path.parts),
+        reverse=True,
+    ):
         if not any(folder.iterdir()):
             folder.rmdir()
 
@@ -121,8 +138,11 @@ def _in_place_manifest(name: str, settings: dict, checkpoint: Checkpoint) -> dic
 
 
 def _same(manifest: dict | None, settings: dict) -> bool:
-    return (manifest is not None and manifest.get("source") == settings.get("source")
-            and manifest.get("backend") == settings["backend"])
+    return (
+        manifest is not None
+        and manifest.get("source") == settings.get("source")
+        and manifest.get("backend") == settings["backend"]
+    )
 
 
 def _recorded_hub_checkpoint(manifest: dict) -> bool:
@@ -133,8 +153,10 @@ def _recorded_hub_checkpoint(manifest: dict) -> bool:
     for name, digest in manifest["files"].items():
         path = location / name
         if hashes.get(name) != digest:
-            raise VlmgridError(f"{path} does not match the manifest {manifest['model']} was fetched with; delete it "
-                               f"from the Hugging Face cache and run `vlmgrid fetch-model {manifest['model']}` again")
+            raise VlmgridError(
+                f"{path} does not match the manifest {manifest['model']} was fetched with; delete it "
+                f"from the Hugging Face cache and run `vlmgrid fetch-model {manifest['model']}` again"
+            )
     return True
 
 
@@ -144,7 +166,12 @@ def _fetch_in_place(name: str, settings: dict, model_dir: Path, backend) -> dict
     manifest_path = model_dir / MANIFEST
     old = _read_manifest(manifest_path)
     source_type = (settings.get("source") or {}).get("type")
-    if _same(old, settings) and "location" in old and source_type != "local" and _recorded_hub_checkpoint(old):
+    if (
+        _same(old, settings)
+        and "location" in old
+        and source_type != "local"
+        and _recorded_hub_checkpoint(old)
+    ):
         return old  # a hub snapshot already in the cache: no request to the hub
     checkpoint = backend.in_place(settings)
     if checkpoint is None:
@@ -156,8 +183,14 @@ def _fetch_in_place(name: str, settings: dict, model_dir: Path, backend) -> dict
         if old.get("files") == manifest["files"]:
             return old
         changed = sorted(set(old.get("files", {}).items()) ^ set(manifest["files"].items()))
-        log.info("model %s: its checkpoint %s changed since it was fetched (%s, %d file(s) in all); recording it "
-                 "again", name, checkpoint.location, changed[0][0], len({entry[0] for entry in changed}))
+        log.info(
+            "model %s: its checkpoint %s changed since it was fetched (%s, %d file(s) in all); recording it "
+            "again",
+            name,
+            checkpoint.location,
+            changed[0][0],
+            len({entry[0] for entry in changed}),
+        )
     if model_dir.exists():
         _remove_own_files(model_dir)  # a copy an earlier source left there
     write_json(manifest_path, manifest)
@@ -174,8 +207,10 @@ def in_place_weights(name: str, settings: dict, model_dir: Path) -> InPlace | No
     if (settings.get("source") or {}).get("type") == "local":
         checkpoint = BACKENDS.get(settings["backend"]).in_place(settings)
         if checkpoint.hashes() != manifest["files"]:
-            raise VlmgridError(f"model {name}: its checkpoint {checkpoint.location} changed since `vlmgrid "
-                               f"fetch-model {name}` recorded it; run that again (snakemake and dvc repro do)")
+            raise VlmgridError(
+                f"model {name}: its checkpoint {checkpoint.location} changed since `vlmgrid "
+                f"fetch-model {name}` recorded it; run that again (snakemake and dvc repro do)"
+            )
     return InPlace(Path(manifest["location"]), manifest["fingerprint"])
 
 
@@ -207,13 +242,17 @@ def fetch_model(name: str, settings: dict, model_dir: Path) -> dict:
         return manifest
     if model_dir.exists():
         _remove_own_files(model_dir)
-        left = sorted(path.relative_to(model_dir).as_posix() for path in model_dir.rglob("*") if not path.is_dir())
+        left = sorted(
+            path.relative_to(model_dir).as_posix() for path in model_dir.rglob("*") if not path.is_dir()
+        )
         if left:
             more = f" and {len(left) - 1} more file(s)" if len(left) > 1 else ""
-            raise VlmgridError(f"{model_dir} holds {left[0]}{more} that fetch-model did not write (or that changed "
-                               f"since); it removes only what it wrote, so move them out of {model_dir} (a "
-                               f"checkpoint of your own is read where it lies: give the model a local source with "
-                               f"its path) or delete them, and run `vlmgrid fetch-model {name}` again")
+            raise VlmgridError(
+                f"{model_dir} holds {left[0]}{more} that fetch-model did not write (or that changed "
+                f"since); it removes only what it wrote, so move them out of {model_dir} (a "
+                f"checkpoint of your own is read where it lies: give the model a local source with "
+                f"its path) or delete them, and run `vlmgrid fetch-model {name}` again"
+            )
     model_dir.mkdir(parents=True, exist_ok=True)
     backend = BACKENDS.get(settings["backend"])
     files = backend.fetch(settings, model_dir, fixture=_fixture_for(settings))

@@ -56,11 +56,15 @@ def _check_not_an_input(out_path: Path, inputs: dict[str, Path]) -> None:
     for what, given in inputs.items():
         if given.is_dir():
             if out_path.resolve().is_relative_to(given.resolve()):
-                raise VlmgridError(f"--out {out_path} is inside the {what} {given}, which is read, not written; "
-                                   f"give --out a path outside it")
+                raise VlmgridError(
+                    f"--out {out_path} is inside the {what} {given}, which is read, not written; "
+                    f"give --out a path outside it"
+                )
         elif given.exists() and out_path.exists() and os.path.samefile(out_path, given):
-            raise VlmgridError(f"--out {out_path} is the {what} {given} itself (the same file, by another path or "
-                               f"a link), which would be lost; give --out another path")
+            raise VlmgridError(
+                f"--out {out_path} is the {what} {given} itself (the same file, by another path or "
+                f"a link), which would be lost; give --out another path"
+            )
 
 
 def _made_by(metadata: dict) -> str:
@@ -80,14 +84,20 @@ def _check_replace(out_path: Path, model: str, benchmark: str, replace: bool) ->
     metadata = read_metadata(out_path) if out_path.is_file() else {}
     cell = (metadata.get("model"), metadata.get("benchmark"))
     if None in cell:
-        raise VlmgridError(f"{out_path} exists and is not a predictions file of vlmgrid; it is kept: give --out "
-                           f"another path, or move it away and import again")
+        raise VlmgridError(
+            f"{out_path} exists and is not a predictions file of vlmgrid; it is kept: give --out "
+            f"another path, or move it away and import again"
+        )
     if cell != (model, benchmark):
-        raise VlmgridError(f"{out_path} holds the predictions of {cell[0]} on {cell[1]}, not of {model} on "
-                           f"{benchmark}; it is kept: give --out another path")
+        raise VlmgridError(
+            f"{out_path} holds the predictions of {cell[0]} on {cell[1]}, not of {model} on "
+            f"{benchmark}; it is kept: give --out another path"
+        )
     if not replace:
-        raise VlmgridError(f"{out_path} already holds the predictions of {model} on {benchmark} "
-                           f"({_made_by(metadata)}); give --replace to replace them with the imported answers")
+        raise VlmgridError(
+            f"{out_path} already holds the predictions of {model} on {benchmark} "
+            f"({_made_by(metadata)}); give --replace to replace them with the imported answers"
+        )
 
 
 def _cell_lock(config: Config, model: str, benchmark: str, out_path: Path):
@@ -98,8 +108,17 @@ def _cell_lock(config: Config, model: str, benchmark: str, out_path: Path):
     return cell.running()
 
 
-def import_predictions(config: Config, model: str, benchmark: str, file: str, *, file_format: str | None = None,
-                       questions: str | None = None, out: str | None = None, replace: bool = False) -> Path:
+def import_predictions(
+    config: Config,
+    model: str,
+    benchmark: str,
+    file: str,
+    *,
+    file_format: str | None = None,
+    questions: str | None = None,
+    out: str | None = None,
+    replace: bool = False,
+) -> Path:
     """`vlmgrid import-predictions`: write the predictions file of `file`'s answers to `benchmark`; an existing
     predictions file of the cell is replaced only with `replace`."""
     source = Path(file)
@@ -115,8 +134,15 @@ def import_predictions(config: Config, model: str, benchmark: str, file: str, *,
         return _import(config, model, benchmark, source, out_path, file_format, questions)
 
 
-def _import(config: Config, model: str, benchmark: str, source: Path, out_path: Path, file_format: str | None,
-            questions: str | None) -> Path:
+def _import(
+    config: Config,
+    model: str,
+    benchmark: str,
+    source: Path,
+    out_path: Path,
+    file_format: str | None,
+    questions: str | None,
+) -> Path:
     from vlmgrid.benchmarks import load_benchmark
     from vlmgrid.imports import IMPORTERS, check_answers, guess_format
     from vlmgrid.protocols.base import prediction_row
@@ -138,8 +164,10 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
 
     parser_name = bench.kind.parser or PROTOCOL_PARSERS.get(bench.kind.protocol)
     if parser_name is None:
-        raise VlmgridError(f"benchmark {benchmark} ({bench.kind.protocol} protocol) has no answer parser to read "
-                           f"imported text with")
+        raise VlmgridError(
+            f"benchmark {benchmark} ({bench.kind.protocol} protocol) has no answer parser to read "
+            f"imported text with"
+        )
     parse = PARSERS.get(parser_name)
     options = dict(zip(bench.records["id"].astype(str), bench.records["options"]))
     raw_of = {answer.record_id: answer.raw for answer in answers}
@@ -153,8 +181,11 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
             rows.append(prediction_row(item, error=error_of[item]))
             continue
         parsed = parse(raw_of[item], [str(option) for option in options[item]])
-        rows.append(prediction_row(item, raw=raw_of[item], prediction=parsed.prediction,
-                                   prediction_index=parsed.index))
+        rows.append(
+            prediction_row(
+                item, raw=raw_of[item], prediction=parsed.prediction, prediction_index=parsed.index
+            )
+        )
     # The prompts were the publisher's, not this config's prompt sets: none is recorded.
     job = Job(bench=bench, prompts={}, part_size=len(rows), bounds=(0, len(rows)), fingerprint="")
     provenance = {
@@ -164,8 +195,13 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
         "sha256": _file_sha256(source),
         "parser": parser_name,
     }
-    metadata = predictions_metadata(model_name=model, model_settings=config.data["models"].get(model, {}),
-                                    job=job, strategy="generate", provenance=provenance)
+    metadata = predictions_metadata(
+        model_name=model,
+        model_settings=config.data["models"].get(model, {}),
+        job=job,
+        strategy="generate",
+        provenance=provenance,
+    )
     if len(rows) < len(bench.records):
         metadata["coverage"] = {"answered": len(rows), "total": int(len(bench.records))}
     tool_reading = metadata_entry(importer.tool, sorted(answers, key=lambda answer: order[answer.record_id]))
@@ -173,6 +209,8 @@ def _import(config: Config, model: str, benchmark: str, source: Path, out_path: 
         metadata["tool_reading"] = tool_reading
     write_predictions(out_path, rows_to_table(rows), metadata)
     unreadable = sum(row["prediction"] is None for row in rows)
-    log.info(f"wrote {out_path}: {len(rows)} answers of {model} to the {len(bench.records)} items of {benchmark} imported from {source} ({file_format}), "
-             f"{unreadable} unreadable by the {parser_name} parser (format errors)")
+    log.info(
+        f"wrote {out_path}: {len(rows)} answers of {model} to the {len(bench.records)} items of {benchmark} imported from {source} ({file_format}), "
+        f"{unreadable} unreadable by the {parser_name} parser (format errors)"
+    )
     return out_path

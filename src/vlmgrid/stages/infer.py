@@ -32,8 +32,15 @@ from vlmgrid.stages.plan import cell_plan
 log = logging.getLogger(__name__)
 
 
-def infer_cell(config: Config, model: str, benchmark: str, *, shard: str | None = None, threads: int | None = None,
-               progress: bool = True) -> Path:
+def infer_cell(
+    config: Config,
+    model: str,
+    benchmark: str,
+    *,
+    shard: str | None = None,
+    threads: int | None = None,
+    progress: bool = True,
+) -> Path:
     """`vlmgrid infer`: the cell's predictions file (or, with `shard` "I/N", that shard's file)."""
     plan = cell_plan(config, model, benchmark, shard=shard, threads=threads)
     return run_cell(plan, progress=progress)
@@ -46,14 +53,26 @@ def merge_cell(config: Config, model: str, benchmark: str) -> Path:
         # No shard ran a model: the cell's file only records why, as an unsharded infer writes it.
         return plan.cell.write_not_applicable(plan.model_settings, plan.not_applicable)
     count = config.shards(benchmark)
-    return merge_shards(job=planned_job(plan), model_name=model, model_settings=plan.model_settings,
-                        shard_paths=[paths.shard_path(config.results_dir, model, benchmark, index, count)
-                                     for index in range(1, count + 1)],
-                        out_path=plan.cell.out_path)
+    return merge_shards(
+        job=planned_job(plan),
+        model_name=model,
+        model_settings=plan.model_settings,
+        shard_paths=[
+            paths.shard_path(config.results_dir, model, benchmark, index, count)
+            for index in range(1, count + 1)
+        ],
+        out_path=plan.cell.out_path,
+    )
 
 
-def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_dir: Path | None = None,
-             weights: str | None = None) -> Job:
+def open_job(
+    *,
+    model_settings: dict,
+    bench_dir: Path,
+    part_size: int,
+    prompts_dir: Path | None = None,
+    weights: str | None = None,
+) -> Job:
     """The job of one model on the benchmark in bench_dir (vlmgrid.cellrun.job): its records, cut into parts by
     their model requests as the cost plan counts them (vlmgrid.stages.cost_work.item_requests).
 
@@ -64,8 +83,13 @@ def open_job(*, model_settings: dict, bench_dir: Path, part_size: int, prompts_d
     from vlmgrid.stages.cost_work import item_requests
 
     bench = open_benchmark(bench_dir, prompts_dir)
-    return make_job(bench, item_requests(bench, model_settings), model_settings=model_settings, part_size=part_size,
-                    weights=weights)
+    return make_job(
+        bench,
+        item_requests(bench, model_settings),
+        model_settings=model_settings,
+        part_size=part_size,
+        weights=weights,
+    )
 
 
 def open_benchmark(bench_dir: Path, prompts_dir: Path | None = None):
@@ -79,8 +103,13 @@ def open_benchmark(bench_dir: Path, prompts_dir: Path | None = None):
 
 def planned_job(plan: CellPlan) -> Job:
     """The job of a cell as its plan names it."""
-    return open_job(model_settings=plan.model_settings, bench_dir=plan.bench_dir, part_size=plan.part_size,
-                    prompts_dir=plan.prompts_dir, weights=plan.weights)
+    return open_job(
+        model_settings=plan.model_settings,
+        bench_dir=plan.bench_dir,
+        part_size=plan.part_size,
+        prompts_dir=plan.prompts_dir,
+        weights=plan.weights,
+    )
 
 
 def run_cell(plan: CellPlan, *, progress: bool = True) -> Path:
@@ -100,11 +129,20 @@ def run_cell(plan: CellPlan, *, progress: bool = True) -> Path:
             return cell.write_not_applicable(plan.model_settings, plan.not_applicable)
         lease = acquire_gpus(plan.gpus) if plan.gpus else None
         try:
-            return run_inference(cell=cell, model_settings=plan.model_settings, bench_dir=plan.bench_dir,
-                                 model_dir=plan.model_dir, prompts_dir=plan.prompts_dir, part_size=plan.part_size,
-                                 check_items=plan.check_items, threads=plan.threads,
-                                 device=_device(lease, plan.model_settings, cell.model), progress=progress,
-                                 server=plan.server, checkpoint=plan.checkpoint)
+            return run_inference(
+                cell=cell,
+                model_settings=plan.model_settings,
+                bench_dir=plan.bench_dir,
+                model_dir=plan.model_dir,
+                prompts_dir=plan.prompts_dir,
+                part_size=plan.part_size,
+                check_items=plan.check_items,
+                threads=plan.threads,
+                device=_device(lease, plan.model_settings, cell.model),
+                progress=progress,
+                server=plan.server,
+                checkpoint=plan.checkpoint,
+            )
         finally:
             if lease is not None:
                 lease.release()
@@ -123,16 +161,32 @@ def _device(lease, settings: dict, model: str) -> str:
     if torch.cuda.is_available():
         return "cuda"
     if lease.pretend:
-        log.info("the GPUs are pretended (VLMGRID_GPU_COUNT) and torch sees no CUDA device: running on the CPU")
+        log.info(
+            "the GPUs are pretended (VLMGRID_GPU_COUNT) and torch sees no CUDA device: running on the CPU"
+        )
         return "cpu"
-    raise VlmgridError(f"model {model}: this job holds GPU(s) {', '.join(lease.gpus)}, but torch sees no CUDA "
-                       f"device (a CPU-only torch build, or a driver problem); install a CUDA build of torch, or "
-                       f"set device: cpu for the model")
+    raise VlmgridError(
+        f"model {model}: this job holds GPU(s) {', '.join(lease.gpus)}, but torch sees no CUDA "
+        f"device (a CPU-only torch build, or a driver problem); install a CUDA build of torch, or "
+        f"set device: cpu for the model"
+    )
 
 
-def run_inference(*, cell: Cell, model_settings: dict, bench_dir: Path, model_dir: Path, part_size: int,
-                  threads: int, prompts_dir: Path | None = None, device: str = "cpu", progress: bool = True,
-                  server: ServerPlan | None = None, checkpoint: InPlace | None = None, check_items: int = 0) -> Path:
+def run_inference(
+    *,
+    cell: Cell,
+    model_settings: dict,
+    bench_dir: Path,
+    model_dir: Path,
+    part_size: int,
+    threads: int,
+    prompts_dir: Path | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+    server: ServerPlan | None = None,
+    checkpoint: InPlace | None = None,
+    check_items: int = 0,
+) -> Path:
     """Predict every item of the benchmark in bench_dir (or of the cell's shard) with the model; returns the
     cell's file. The caller holds the cell's lock.
 
@@ -145,16 +199,26 @@ def run_inference(*, cell: Cell, model_settings: dict, bench_dir: Path, model_di
     """
     from vlmgrid.models import BACKENDS
 
-    job = open_job(model_settings=model_settings, bench_dir=bench_dir, part_size=part_size, prompts_dir=prompts_dir,
-                   weights=checkpoint.fingerprint if checkpoint is not None else None)
+    job = open_job(
+        model_settings=model_settings,
+        bench_dir=bench_dir,
+        part_size=part_size,
+        prompts_dir=prompts_dir,
+        weights=checkpoint.fingerprint if checkpoint is not None else None,
+    )
     run = CellRun(cell, job, model_settings, check_items)
     if run.pending or run.check_pending:
         backend = BACKENDS.get(model_settings["backend"])
         # the model's server, when it has one, is stopped once the parts are done or the job fails
         with server.run() if server is not None else contextlib.nullcontext() as running:
             started = time.monotonic()
-            model = _load(backend, served_settings(model_settings, running) if running else model_settings,
-                          model_dir, device, cell.model)
+            model = _load(
+                backend,
+                served_settings(model_settings, running) if running else model_settings,
+                model_dir,
+                device,
+                cell.model,
+            )
             if "torch" in sys.modules:
                 sys.modules["torch"].set_num_threads(threads)
             log.info(f"loaded {cell.model} ({model.describe()}) in {time.monotonic() - started:.1f}s")
@@ -162,7 +226,10 @@ def run_inference(*, cell: Cell, model_settings: dict, bench_dir: Path, model_di
             if running is not None:
                 provenance["server"] = running.provenance()
             if checkpoint is not None:
-                provenance["checkpoint"] = {"path": str(checkpoint.location), "fingerprint": checkpoint.fingerprint}
+                provenance["checkpoint"] = {
+                    "path": str(checkpoint.location),
+                    "fingerprint": checkpoint.fingerprint,
+                }
             run.begin(provenance)
             # The prior is the whole benchmark's in every shard, so a shard answers as the whole job would.
             model.set_answer_prior(job.bench.records["answer_index"].tolist())
@@ -202,7 +269,11 @@ def _load(backend, settings: dict, model_dir: Path, device: str, model: str):
         raise
     except Exception as exc:
         text = str(exc).lower()
-        if "out of memory" in text or "cuda" in text or (isinstance(exc, OSError) and failed_write(exc) is not None):
+        if (
+            "out of memory" in text
+            or "cuda" in text
+            or (isinstance(exc, OSError) and failed_write(exc) is not None)
+        ):
             raise
         raise load_failure(model, model_dir, exc) from exc
 
@@ -226,11 +297,12 @@ class _Answering:
         try:
             return self.runner(chunk)
         except CapabilityMissing as missing:
-            if self.model.settings.get("answer_mode") != "auto" or not self.model.drop_capability(missing.capability):
+            if self.model.settings.get("answer_mode") != "auto" or not self.model.drop_capability(
+                missing.capability
+            ):
                 raise
             lost = self.strategy
             self._build()
             self.cell_run.note_fallback(f"answer_mode auto: {lost} fell back to {self.strategy} ({missing})")
             log.info(f"answer_mode auto: answering by {self.strategy} instead of {lost}: {missing}")
             return self.runner(chunk)
-

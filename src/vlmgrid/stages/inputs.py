@@ -59,8 +59,10 @@ class _Recorder:
         from vlmgrid.model_requests import OptionScores, ScoreResult
 
         self.requests.extend(requests)
-        return [ScoreResult(OptionScores([0.0] * len(r.letters or r.options), [1] * len(r.letters or r.options)))
-                for r in requests]
+        return [
+            ScoreResult(OptionScores([0.0] * len(r.letters or r.options), [1] * len(r.letters or r.options)))
+            for r in requests
+        ]
 
     def set_answer_prior(self, answer_indices) -> None:
         pass
@@ -70,7 +72,10 @@ def decoding(backend, settings: dict) -> dict:
     """The decoding settings a backend generates with for these model settings (its defaults, the preset)."""
     from vlmgrid.models.base import resolve_generation
 
-    return {**(backend.defaults.get("generation") or {}), **(resolve_generation(settings).get("generation") or {})}
+    return {
+        **(backend.defaults.get("generation") or {}),
+        **(resolve_generation(settings).get("generation") or {}),
+    }
 
 
 def prompt_source(settings: dict) -> str:
@@ -122,8 +127,11 @@ def request_line(request, view, generation: dict, pixels: _Pixels | None, source
     line["image"] = None if request.image is None else request.image.info.get(SOURCE_KEY)
     if pixels is not None:
         line["pixels"] = None if request.image is None else pixels.path(request.image)
-    line["generation"] = ({**generation, "max_new_tokens": request.max_new_tokens or generation.get("max_new_tokens")}
-                          if generated else None)
+    line["generation"] = (
+        {**generation, "max_new_tokens": request.max_new_tokens or generation.get("max_new_tokens")}
+        if generated
+        else None
+    )
     line["prompt"] = source
     return line
 
@@ -143,7 +151,7 @@ class _Recording:
     def requests(self, records):
         """The requests the protocol sends for `records`, a chunk at a time, in order."""
         for start in range(0, len(records), CHUNK):
-            self.runner(records.iloc[start:start + CHUNK])
+            self.runner(records.iloc[start : start + CHUNK])
             yield from self.recorder.requests
             self.recorder.requests.clear()
 
@@ -162,13 +170,18 @@ def _recording(config: Config, model: str, benchmark: str, bench=None) -> _Recor
         raise VlmgridError(f"{plan.not_applicable}: the cell sends no requests")
     settings = plan.model_settings
     backend = BACKENDS.get(settings["backend"])
-    bench = (open_benchmark(plan.bench_dir, plan.prompts_dir) if bench is None
-             else dataclasses.replace(bench, prompts_dir=plan.prompts_dir))
+    bench = (
+        open_benchmark(plan.bench_dir, plan.prompts_dir)
+        if bench is None
+        else dataclasses.replace(bench, prompts_dir=plan.prompts_dir)
+    )
     recorder = _Recorder(backend, {**backend.defaults, **settings})
     # an embedding strategy builds its classifier from the model as it is made: ask which one runs first
     if strategy_for(bench.kind.protocol, recorder.model_capabilities, settings.get("answer_mode")) == "embed":
-        raise SentNoPrompt(f"model {model} answers {benchmark} by image-text similarity ({settings['backend']}): it "
-                           f"is sent no prompt, only the benchmark's texts to embed")
+        raise SentNoPrompt(
+            f"model {model} answers {benchmark} by image-text similarity ({settings['backend']}): it "
+            f"is sent no prompt, only the benchmark's texts to embed"
+        )
     runner, _ = make_runner(bench.kind.protocol, recorder, bench)
     return _Recording(plan, bench, backend, backend.request_view(settings, plan.model_dir), runner, recorder)
 
@@ -192,13 +205,20 @@ def shown_prompts(config: Config, model: str, benchmark: str, bench, records) ->
     return shown
 
 
-def cell_inputs(config: Config, model: str, benchmark: str, *, limit: int | None = None,
-                pixels_dir: Path | None = None, out: TextIO | None = None) -> int:
+def cell_inputs(
+    config: Config,
+    model: str,
+    benchmark: str,
+    *,
+    limit: int | None = None,
+    pixels_dir: Path | None = None,
+    out: TextIO | None = None,
+) -> int:
     """Print the requests of the cell (its first `limit` items), one JSON object a line; returns their number."""
     out = out or sys.stdout
     recording = _recording(config, model, benchmark)
     settings, bench = recording.plan.model_settings, recording.bench
-    records = bench.records if limit is None else bench.records.iloc[:max(int(limit), 0)]
+    records = bench.records if limit is None else bench.records.iloc[: max(int(limit), 0)]
     generation, source = decoding(recording.backend, settings), prompt_source(settings)
     pixels = _Pixels(pixels_dir, recording.view) if pixels_dir is not None else None
     shown = 0

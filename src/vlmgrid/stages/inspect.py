@@ -74,10 +74,13 @@ def _index(value: Any) -> int:
 
 def _strings(values: Any) -> list[str]:
     """A list column's value (an array, a list, or null) as strings."""
-    return [] if values is None or _is_null(values) else [str(value) for value in values if not _is_null(value)]
+    return (
+        [] if values is None or _is_null(values) else [str(value) for value in values if not _is_null(value)]
+    )
 
 
 # ------------------------------------------------------------------------------------------ item rules
+
 
 class IndexRule:
     """Multiple choice and classification: right when the chosen option (class) index is the gold one."""
@@ -137,15 +140,19 @@ class YesNoRule(IndexRule):
 class VqaRule(YesNoRule):
     """TextVQA: the VQA soft score of the normalised answer against the ten human answers."""
 
-    rule = ("An answer scores min(1, matching human answers / 3), averaged over the ten leave-one-out subsets "
-            "(the VQA rule): 1 is right, 0 wrong, in between partly right.")
+    rule = (
+        "An answer scores min(1, matching human answers / 3), averaged over the ten leave-one-out subsets "
+        "(the VQA rule): 1 is right, 0 wrong, in between partly right."
+    )
 
     def __init__(self) -> None:
         super().__init__("vqa_accuracy")
 
     def gold(self, record: dict) -> str:
         answers = _strings(record.get("answers"))
-        counts = pd.Series(answers, dtype=object).value_counts(sort=True) if answers else pd.Series(dtype=object)
+        counts = (
+            pd.Series(answers, dtype=object).value_counts(sort=True) if answers else pd.Series(dtype=object)
+        )
         listed = ", ".join(f"{answer} ×{n}" if n > 1 else str(answer) for answer, n in counts.items())
         return f"{record['answer']} (human answers: {listed})" if listed else str(record["answer"])
 
@@ -166,8 +173,10 @@ class VqaRule(YesNoRule):
 class RankingRule(IndexRule):
     """DANCE: the query's Acc@50, the share of its n positives that the model ranks within its top n."""
 
-    rule = ("A query's answer is its ranking of the candidates: the share of its n positives ranked within the "
-            "top n (Acc@50) is 1 right, 0 wrong, in between partly right; the reading is the candidate ranked first.")
+    rule = (
+        "A query's answer is its ranking of the candidates: the share of its n positives ranked within the "
+        "top n (Acc@50) is 1 right, 0 wrong, in between partly right; the reading is the candidate ranked first."
+    )
 
     def __init__(self) -> None:
         super().__init__("dance", labels="numbers")
@@ -187,15 +196,30 @@ def _soft(score: float) -> str:
     return RIGHT if score >= 1.0 else WRONG if score <= 0.0 else PARTIAL
 
 
-ITEM_RULES: Registry[IndexRule] = Registry("item rule", [
-    IndexRule("classification", labels="none",
-              rule="An answer is right when the class it reads as (its top-1) is the gold class."), IndexRule("accuracy"), IndexRule("mmbench_circular"),
-    IndexRule("cvbench"), IndexRule("mmvp"), IndexRule("kaleidoscope"), IndexRule("cvqa"),
-    YesNoRule("pope"), YesNoRule("mme"), VqaRule(), RankingRule(),
-])
+ITEM_RULES: Registry[IndexRule] = Registry(
+    "item rule",
+    [
+        IndexRule(
+            "classification",
+            labels="none",
+            rule="An answer is right when the class it reads as (its top-1) is the gold class.",
+        ),
+        IndexRule("accuracy"),
+        IndexRule("mmbench_circular"),
+        IndexRule("cvbench"),
+        IndexRule("mmvp"),
+        IndexRule("kaleidoscope"),
+        IndexRule("cvqa"),
+        YesNoRule("pope"),
+        YesNoRule("mme"),
+        VqaRule(),
+        RankingRule(),
+    ],
+)
 
 
 # ------------------------------------------------------------------------------------------ the stage
+
 
 def prompt_context(fields: Sequence[tuple[str, str]], record: dict) -> list[tuple[str, str]]:
     """(label, text) of each of the prompt's `fields` that the record has: what the model read beside the question."""
@@ -238,13 +262,15 @@ def _read_model(config: Config, model: str, bench) -> pd.DataFrame | str:
     predictions.attrs["coverage"] = coverage
     # the batch check's items whose answers changed one at a time (the page can filter them)
     check = metadata.get("invariance")
-    predictions.attrs["batch_dependent"] = [str(item) for item in check.get("differing") or []] if isinstance(
-        check, dict) else []
+    predictions.attrs["batch_dependent"] = (
+        [str(item) for item in check.get("differing") or []] if isinstance(check, dict) else []
+    )
     return predictions
 
 
-def _answers(rule: IndexRule, metric, records: pd.DataFrame, predictions: pd.DataFrame,
-             prompts: dict | None = None) -> tuple[dict[str, list[Answer]], dict[str, frozenset]]:
+def _answers(
+    rule: IndexRule, metric, records: pd.DataFrame, predictions: pd.DataFrame, prompts: dict | None = None
+) -> tuple[dict[str, list[Answer]], dict[str, frozenset]]:
     """For the items of `records`: {item id: its answers, one per variant, with what the model was handed
     (`prompts`, by item and variant)} and {item id: its readings over the variants}; a format error is no
     reading (a failure is not an answer to disagree with)."""
@@ -252,7 +278,9 @@ def _answers(rule: IndexRule, metric, records: pd.DataFrame, predictions: pd.Dat
     variants = predictions["variant"].fillna("default").astype(str)
     answers: dict[str, list[Answer]] = {str(item_id): [] for item_id in records["id"]}
     keys: dict[str, set] = {str(item_id): set() for item_id in records["id"]}
-    answered = records[records["id"].isin(set(predictions["id"]))]  # a partial cell's others: no answer at all
+    answered = records[
+        records["id"].isin(set(predictions["id"]))
+    ]  # a partial cell's others: no answer at all
     for variant in sorted(variants.unique()):
         rows = predictions[variants == variant].set_index("id").reindex(answered["id"]).reset_index()
         valid = metric.valid(answered, rows)  # the metric's own test of a format error
@@ -263,10 +291,21 @@ def _answers(rule: IndexRule, metric, records: pd.DataFrame, predictions: pd.Dat
                 keys[item_id].add(rule.key(row))
             else:
                 verdict = FORMAT_ERROR
-                note = _text(row["error"]) or ("nothing was read from the output" if _is_null(row["prediction"])
-                                               else "not an answer the rule reads")
-            answers[item_id].append(Answer(variant=variant, raw=_text(row["raw"]), reading=rule.reading(row),
-                                           verdict=verdict, note=note, prompt=prompts.get((item_id, variant))))
+                note = _text(row["error"]) or (
+                    "nothing was read from the output"
+                    if _is_null(row["prediction"])
+                    else "not an answer the rule reads"
+                )
+            answers[item_id].append(
+                Answer(
+                    variant=variant,
+                    raw=_text(row["raw"]),
+                    reading=rule.reading(row),
+                    verdict=verdict,
+                    note=note,
+                    prompt=prompts.get((item_id, variant)),
+                )
+            )
     return answers, {item_id: frozenset(readings) for item_id, readings in keys.items()}
 
 
@@ -284,7 +323,9 @@ def model_prompts(config: Config, model: str, bench, records: pd.DataFrame) -> t
         return {}, f"{model}: the prompts are not shown ({exc})."
 
 
-def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_ITEMS, seed: int = 0) -> InspectPage:
+def build_page(
+    config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_ITEMS, seed: int = 0
+) -> InspectPage:
     """The page's rows: the sampled items, each with every applicable model's answers judged by the rule."""
     from vlmgrid.benchmarks import load_benchmark
     from vlmgrid.metrics import METRICS
@@ -292,8 +333,10 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
 
     models = [cell.model for cell in config.cells if cell.benchmark == benchmark]
     if not models:
-        raise VlmgridError(f'benchmark "{benchmark}" is not in the grid (grid.benchmarks: '
-                           f'{", ".join(config.benchmarks)}); inspect one of those, or add it to the grid')
+        raise VlmgridError(
+            f'benchmark "{benchmark}" is not in the grid (grid.benchmarks: '
+            f"{', '.join(config.benchmarks)}); inspect one of those, or add it to the grid"
+        )
     if max_items < 1:
         raise VlmgridError(f"--max-items must be at least 1, got {max_items}")
     bench = load_benchmark(paths.bench_dir(config.data_dir, benchmark))
@@ -301,13 +344,18 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
     prompt_fields = PROTOCOLS.get(bench.kind.protocol).prompt_fields
     records = bench.records.reset_index(drop=True)
     read = {model: _read_model(config, model, bench) for model in models}
-    batch_dependent = {model: set(predictions.attrs["batch_dependent"]) for model, predictions in read.items()
-                       if not isinstance(predictions, str) and predictions.attrs["batch_dependent"]}
+    batch_dependent = {
+        model: set(predictions.attrs["batch_dependent"])
+        for model, predictions in read.items()
+        if not isinstance(predictions, str) and predictions.attrs["batch_dependent"]
+    }
     positions = sample_positions(len(records), max_items, seed)
     # The items whose answers depend on the batch are always on the page, so its filter finds every one.
     flagged = set().union(*batch_dependent.values()) if batch_dependent else set()
     extra = sorted(set(np.flatnonzero(records["id"].astype(str).isin(flagged))) - set(positions.tolist()))
-    shown = records.iloc[np.sort(np.concatenate([positions, np.array(extra, dtype=int)]))].reset_index(drop=True)
+    shown = records.iloc[np.sort(np.concatenate([positions, np.array(extra, dtype=int)]))].reset_index(
+        drop=True
+    )
 
     answers, keys, not_applicable, partial, notes = {}, {}, {}, [], []
     for model in models:
@@ -334,44 +382,68 @@ def build_page(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_I
             thumbnails[image] = thumbnail(bench.image_path(image))
         uri, image_note = thumbnails[image or ""]
         readings = {keys[model][item_id] for model in answers if keys[model][item_id]}
-        items.append(Item(
-            item_id=item_id, thumbnail=uri, image_note=image_note,
-            context=prompt_context(prompt_fields, record),
-            question=str(record["question"] or ""),
-            options=[str(option) for option in record["options"]], labels=rule.labels,
-            gold=rule.gold(record),
-            answers={model: answers[model][item_id] for model in answers},
-            disagree=len(readings) > 1,
-            batch=tuple(model for model in answers if item_id in batch_dependent.get(model, ())),
-        ))
+        items.append(
+            Item(
+                item_id=item_id,
+                thumbnail=uri,
+                image_note=image_note,
+                context=prompt_context(prompt_fields, record),
+                question=str(record["question"] or ""),
+                options=[str(option) for option in record["options"]],
+                labels=rule.labels,
+                gold=rule.gold(record),
+                answers={model: answers[model][item_id] for model in answers},
+                disagree=len(readings) > 1,
+                batch=tuple(model for model in answers if item_id in batch_dependent.get(model, ())),
+            )
+        )
 
     if partial:
-        notes.append(f"{'; '.join(partial)} (a published answer file that lacks the others by construction): an "
-                     f"item it did not answer reads \"not answered\" here, and its scores leave the item out.")
+        notes.append(
+            f"{'; '.join(partial)} (a published answer file that lacks the others by construction): an "
+            f'item it did not answer reads "not answered" here, and its scores leave the item out.'
+        )
     verdicts = {answer.verdict for item in items for given in item.answers.values() for answer in given}
     if verdicts and verdicts <= {NO_GOLD, FORMAT_ERROR}:
-        notes.append("The gold answers are hidden (a leaderboard's test copy): no answer is right or wrong here.")
+        notes.append(
+            "The gold answers are hidden (a leaderboard's test copy): no answer is right or wrong here."
+        )
     sample_note = ""
     if len(shown) < len(records):
-        added = (f" and the {len(extra)} other item(s) whose answers depend on the batch" if extra else "")
-        sample_note = (f"This page shows {len(shown)} of the {len(records)} items: a sample drawn with seed {seed}{added}, "
-                       f"in records order (`vlmgrid inspect {benchmark} --max-items N --seed S` draws another).")
+        added = f" and the {len(extra)} other item(s) whose answers depend on the batch" if extra else ""
+        sample_note = (
+            f"This page shows {len(shown)} of the {len(records)} items: a sample drawn with seed {seed}{added}, "
+            f"in records order (`vlmgrid inspect {benchmark} --max-items N --seed S` draws another)."
+        )
     if batch_dependent:
         listed = "; ".join(f"{model}: {len(ids)}" for model, ids in batch_dependent.items())
-        notes.append(f"Answers that depend on the batch (the batch check answered these items again one at a time "
-                     f"and got other answers): {listed}; the filter \"answers depend on the batch\" shows them.")
+        notes.append(
+            f"Answers that depend on the batch (the batch check answered these items again one at a time "
+            f'and got other answers): {listed}; the filter "answers depend on the batch" shows them.'
+        )
     return InspectPage(
-        benchmark=benchmark, kind=bench.kind.name, metric=metric.headline, rule=rule.rule,
-        models=[model for model in models if model in answers], not_applicable=not_applicable,
+        benchmark=benchmark,
+        kind=bench.kind.name,
+        metric=metric.headline,
+        rule=rule.rule,
+        models=[model for model in models if model in answers],
+        not_applicable=not_applicable,
         batch_filter=bool(batch_dependent),
-        items=items, n_items=len(records), sample_note=sample_note, notes=notes,
+        items=items,
+        n_items=len(records),
+        sample_note=sample_note,
+        notes=notes,
     )
 
 
-def inspect_benchmark(config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_ITEMS, seed: int = 0) -> Path:
+def inspect_benchmark(
+    config: Config, benchmark: str, *, max_items: int = DEFAULT_MAX_ITEMS, seed: int = 0
+) -> Path:
     """`vlmgrid inspect`: write the benchmark's page (atomically) and return its path."""
     page = build_page(config, benchmark, max_items=max_items, seed=seed)
     out = paths.inspect_page_path(config.results_dir, benchmark)
     write_text(out, render_page(page))
-    log.info(f"wrote {out} ({len(page.items)} of {counted(page.n_items, 'item')}, {counted(len(page.models), 'model')})")
+    log.info(
+        f"wrote {out} ({len(page.items)} of {counted(page.n_items, 'item')}, {counted(len(page.models), 'model')})"
+    )
     return out

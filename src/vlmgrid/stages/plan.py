@@ -31,7 +31,9 @@ def not_applicable(config: Config, model: str, benchmark: str) -> str | None:
     return not_applicable_reason(model, config.model(model), benchmark, config.benchmark(benchmark))
 
 
-def not_applicable_reason(model: str, model_settings: dict, benchmark: str, benchmark_settings: dict) -> str | None:
+def not_applicable_reason(
+    model: str, model_settings: dict, benchmark: str, benchmark_settings: dict
+) -> str | None:
     """Why a model with these settings cannot run the benchmark (no capability its protocol uses); None if it can."""
     from vlmgrid.benchmarks import BENCHMARKS
     from vlmgrid.models import BACKENDS
@@ -44,12 +46,15 @@ def not_applicable_reason(model: str, model_settings: dict, benchmark: str, benc
         return None
     needs = " or ".join(PROTOCOLS.get(protocol).strategies)
     have = f"capabilit{'y' if len(capabilities) == 1 else 'ies'} {', '.join(capabilities) or 'none'}"
-    return (f'model "{model}" ({backend} backend, {have}) cannot run benchmark "{benchmark}" '
-            f"({protocol} protocol needs {needs})")
+    return (
+        f'model "{model}" ({backend} backend, {have}) cannot run benchmark "{benchmark}" '
+        f"({protocol} protocol needs {needs})"
+    )
 
 
-def cell_plan(config: Config, model: str, benchmark: str, *, shard: str | None = None,
-              threads: int | None = None) -> CellPlan:
+def cell_plan(
+    config: Config, model: str, benchmark: str, *, shard: str | None = None, threads: int | None = None
+) -> CellPlan:
     """Everything decided about a cell before it runs (vlmgrid.cellrun.cell.CellPlan), in one place: whether the
     model can run the benchmark (`not_applicable`), how many GPUs its job holds, where its weights are read (a
     checkpoint read in place is loaded where it lies, and its files' fingerprint named), its server, and the
@@ -63,7 +68,9 @@ def cell_plan(config: Config, model: str, benchmark: str, *, shard: str | None =
     settings = config.cell_settings(model, benchmark)  # the model's settings for this benchmark's kind
     # Without a shard the cell runs whole whatever its benchmark's `shards` says: sharding is the workflow's
     # choice of jobs (a plain `vlmgrid infer` runs the cell whole), and the file is the same either way.
-    cell = Cell.in_results(config.results_dir, model, benchmark, Shard.parse(shard) if shard is not None else None)
+    cell = Cell.in_results(
+        config.results_dir, model, benchmark, Shard.parse(shard) if shard is not None else None
+    )
     reason = not_applicable_reason(model, settings, benchmark, benchmark_settings)
     held = gpus(config, model) if reason is None else 0
     own_dir = paths.model_dir(config.data_dir, model)
@@ -72,13 +79,27 @@ def cell_plan(config: Config, model: str, benchmark: str, *, shard: str | None =
     server = None
     if reason is None and "serve" in settings:
         shard_of = (cell.shard.index, cell.shard.count) if cell.shard is not None else None
-        server = ServerPlan(ServeSpec.of(settings["serve"]), model=model, model_dir=model_dir, gpus=held,
-                            log_path=paths.serve_log_path(config.results_dir, model, benchmark, shard_of))
-    return CellPlan(cell=cell, model_settings=settings, not_applicable=reason, gpus=held,
-                    bench_dir=paths.bench_dir(config.data_dir, benchmark), model_dir=model_dir,
-                    checkpoint=checkpoint, server=server, part_size=int(config.infer["part_size"]),
-                    check_items=int(config.infer["invariance_items"]),
-                    threads=int(threads or config.infer["threads"]), prompts_dir=config.prompts_dir)
+        server = ServerPlan(
+            ServeSpec.of(settings["serve"]),
+            model=model,
+            model_dir=model_dir,
+            gpus=held,
+            log_path=paths.serve_log_path(config.results_dir, model, benchmark, shard_of),
+        )
+    return CellPlan(
+        cell=cell,
+        model_settings=settings,
+        not_applicable=reason,
+        gpus=held,
+        bench_dir=paths.bench_dir(config.data_dir, benchmark),
+        model_dir=model_dir,
+        checkpoint=checkpoint,
+        server=server,
+        part_size=int(config.infer["part_size"]),
+        check_items=int(config.infer["invariance_items"]),
+        threads=int(threads or config.infer["threads"]),
+        prompts_dir=config.prompts_dir,
+    )
 
 
 def runnable(protocol_name: str, model_settings: dict) -> bool:
@@ -114,12 +135,16 @@ def gpu_problems(config: Config, visible: list[str], limit: int | None = None) -
         needed = gpus(config, model)
         problem = shortfall(needed, visible)
         if problem is not None:
-            problems.append(f'model "{model}" cannot run here: {problem}; give it fewer gpus in {config.path}, '
-                            f"or run the grid on a machine with {needed} GPUs")
+            problems.append(
+                f'model "{model}" cannot run here: {problem}; give it fewer gpus in {config.path}, '
+                f"or run the grid on a machine with {needed} GPUs"
+            )
         elif limit is not None and needed > limit:
-            problems.append(f'model "{model}" cannot run: it needs {needed} GPUs at once, but --resources '
-                            f"gpu={limit} lets all running jobs hold only {limit}, so it would never start; "
-                            f"allow --resources gpu={needed} or more, or give it fewer gpus in {config.path}")
+            problems.append(
+                f'model "{model}" cannot run: it needs {needed} GPUs at once, but --resources '
+                f"gpu={limit} lets all running jobs hold only {limit}, so it would never start; "
+                f"allow --resources gpu={needed} or more, or give it fewer gpus in {config.path}"
+            )
     return problems
 
 
@@ -146,7 +171,9 @@ def another_grids_data(name: str, settings: dict, bench_dir: Path, grid_config: 
         return None  # nothing prepared there (or no manifest to read): prepare says what to do
     prepared_for = old.get("grid_config") if isinstance(old, dict) else None
     if prepared_for in (None, grid_config):
-        return None  # this grid's data (or data from before grids were recorded): changed settings prepare again
+        return (
+            None  # this grid's data (or data from before grids were recorded): changed settings prepare again
+        )
     # the benchmark kinds' modules, slow to import: only a folder another grid prepared needs them
     from vlmgrid.benchmarks.sources import data_settings
 
@@ -155,18 +182,21 @@ def another_grids_data(name: str, settings: dict, bench_dir: Path, grid_config: 
     given = data_settings(json.loads(json.dumps(given))) if isinstance(given, dict) else given
     if old.get("kind") == settings.get("kind") and held == given:
         return None  # the same data: the grids share it
-    return (f"benchmark {name}: {bench_dir} holds the data {prepared_for} prepared for it ({old.get('kind')} from "
-            f"{json.dumps(held)}), and {grid_config} gives it another source ({settings.get('kind')} from "
-            f"{json.dumps(given)}), which would overwrite it; give {grid_config} a data_dir of its own "
-            f"(data_dir: data/{Path(grid_config).stem})")
+    return (
+        f"benchmark {name}: {bench_dir} holds the data {prepared_for} prepared for it ({old.get('kind')} from "
+        f"{json.dumps(held)}), and {grid_config} gives it another source ({settings.get('kind')} from "
+        f"{json.dumps(given)}), which would overwrite it; give {grid_config} a data_dir of its own "
+        f"(data_dir: data/{Path(grid_config).stem})"
+    )
 
 
 def data_conflict(config: Config) -> str | None:
     """The first benchmark of the grid that it would prepare over another grid's data (another_grids_data)."""
     name = grid_config_name(config)
     for benchmark in config.benchmarks if name is not None else []:
-        conflict = another_grids_data(benchmark, config.benchmark(benchmark),
-                                      paths.bench_dir(config.data_dir, benchmark), name)
+        conflict = another_grids_data(
+            benchmark, config.benchmark(benchmark), paths.bench_dir(config.data_dir, benchmark), name
+        )
         if conflict is not None:
             return conflict
     return None
@@ -176,9 +206,11 @@ def summary(config: Config) -> str:
     """`vlmgrid check-config`: the config is valid, and the grid's size. Paths are the texts of the listings
     that are no name the schema allows (letters, digits, ".", "_", "-"): they are printed escaped."""
     n_na = sum(not_applicable(config, cell.model, cell.benchmark) is not None for cell in config.cells)
-    return (f"{terminal_text(str(config.path))}: valid; {counted(len(config.models), 'model')} x "
-            f"{counted(len(config.benchmarks), 'benchmark')} = {counted(len(config.cells), 'cell')}"
-            + (f" ({n_na} not applicable)" if n_na else ""))
+    return (
+        f"{terminal_text(str(config.path))}: valid; {counted(len(config.models), 'model')} x "
+        f"{counted(len(config.benchmarks), 'benchmark')} = {counted(len(config.cells), 'cell')}"
+        + (f" ({n_na} not applicable)" if n_na else "")
+    )
 
 
 def cell_lines(config: Config, as_paths: bool = False) -> list[str]:
@@ -187,7 +219,9 @@ def cell_lines(config: Config, as_paths: bool = False) -> list[str]:
     for cell in config.cells:
         if as_paths:
             # A not-applicable cell has its files too (they say so), so it is listed like any other.
-            lines.append(terminal_text(str(paths.predictions_path(config.results_dir, cell.model, cell.benchmark))))
+            lines.append(
+                terminal_text(str(paths.predictions_path(config.results_dir, cell.model, cell.benchmark)))
+            )
             continue
         reason = not_applicable(config, cell.model, cell.benchmark)
         lines.append(f"{cell.model}\t{cell.benchmark}" + (f"\tn/a: {reason}" if reason else ""))
@@ -199,11 +233,21 @@ def benchmark_lines(config: Config | None) -> list[str]:
     from vlmgrid.benchmarks import BENCHMARKS
 
     lines = ["benchmark kinds:"]
-    lines += aligned([(name, kind.protocol, kind.metric, kind.description) for name, kind in BENCHMARKS.items()])
+    lines += aligned(
+        [(name, kind.protocol, kind.metric, kind.description) for name, kind in BENCHMARKS.items()]
+    )
     if config is not None:
         lines.append(f"benchmarks in {terminal_text(str(config.path))}:")
-        lines += aligned([(name, f"kind={config.benchmark(name)['kind']}",
-                           f"source={config.benchmark(name)['source']['type']}") for name in config.benchmarks])
+        lines += aligned(
+            [
+                (
+                    name,
+                    f"kind={config.benchmark(name)['kind']}",
+                    f"source={config.benchmark(name)['source']['type']}",
+                )
+                for name in config.benchmarks
+            ]
+        )
     return lines
 
 
@@ -212,9 +256,16 @@ def model_lines(config: Config | None) -> list[str]:
     from vlmgrid.models import BACKENDS
 
     lines = ["model backends:"]
-    lines += aligned([(name, f"capabilities: {', '.join(sorted(backend.capabilities))}"
-                       f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}")
-                      for name, backend in BACKENDS.items()])
+    lines += aligned(
+        [
+            (
+                name,
+                f"capabilities: {', '.join(sorted(backend.capabilities))}"
+                f"{'; uses a GPU when there is one' if backend.uses_gpu else ''}",
+            )
+            for name, backend in BACKENDS.items()
+        ]
+    )
     if config is not None:
         lines.append(f"models in {terminal_text(str(config.path))}:")
         rows = []
@@ -229,6 +280,8 @@ def model_lines(config: Config | None) -> list[str]:
 def aligned(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
     """The rows as lines of columns, each column as wide as its longest text (the last one unpadded), so a
     long name never pushes its row's columns out of line."""
-    widths = [max((len(row[i]) for row in rows if len(row) > i), default=0)
-              for i in range(max((len(row) for row in rows), default=0))]
+    widths = [
+        max((len(row[i]) for row in rows if len(row) > i), default=0)
+        for i in range(max((len(row) for row in rows), default=0))
+    ]
     return [indent + "  ".join(text.ljust(widths[i]) for i, text in enumerate(row)).rstrip() for row in rows]

@@ -42,7 +42,9 @@ def fixture_for(settings: Mapping[str, Any]) -> BenchmarkFixture | None:
     return BENCHMARK_FIXTURES.get(kind) if isinstance(kind, str) and kind in BENCHMARK_FIXTURES else None
 
 
-def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, grid_config: str | None = None) -> dict:
+def prepare_benchmark(
+    name: str, settings: Mapping[str, Any], bench_dir: Path, grid_config: str | None = None
+) -> dict:
     """Fetch (or generate), adapt, validate and hash one benchmark into bench_dir; returns its manifest.
 
     Idempotent: a folder whose manifest matches the settings and whose files match their hashes is left as it is
@@ -54,24 +56,34 @@ def prepare_benchmark(name: str, settings: Mapping[str, Any], bench_dir: Path, g
     bench_dir = Path(bench_dir)
 
     def wait(path: Path, holder: dict) -> None:
-        who = (f"pid {holder['pid']} on {holder.get('host')}, since {holder.get('started')}: `{holder.get('command')}`"
-               if "pid" in holder else "a process that has not yet written who it is")
-        log.warning(f"benchmark {name}: another prepare of it is in progress ({who}), holding its lock {path}; "
-                    f"waiting for it to finish")
+        who = (
+            f"pid {holder['pid']} on {holder.get('host')}, since {holder.get('started')}: `{holder.get('command')}`"
+            if "pid" in holder
+            else "a process that has not yet written who it is"
+        )
+        log.warning(
+            f"benchmark {name}: another prepare of it is in progress ({who}), holding its lock {path}; "
+            f"waiting for it to finish"
+        )
 
     with exclusive_lock(lock_path(bench_dir), wait):
         # another grid's data in a shared data_dir is never prepared over (the workflows check it before any job)
         conflict = another_grids_data(name, dict(settings), bench_dir, grid_config) if grid_config else None
         if conflict is not None:
             raise VlmgridError(conflict)
-        return dataset.prepare_benchmark(name, settings, bench_dir, fixture=fixture_for(settings),
-                                         grid_config=grid_config)
+        return dataset.prepare_benchmark(
+            name, settings, bench_dir, fixture=fixture_for(settings), grid_config=grid_config
+        )
 
 
 def prepare(config: Config, benchmark: str) -> dict:
     """`vlmgrid prepare`: the config's benchmark prepared into data/<benchmark>/; returns its manifest."""
-    manifest = prepare_benchmark(benchmark, config.benchmark(benchmark), paths.bench_dir(config.data_dir, benchmark),
-                                 grid_config_name(config))
+    manifest = prepare_benchmark(
+        benchmark,
+        config.benchmark(benchmark),
+        paths.bench_dir(config.data_dir, benchmark),
+        grid_config_name(config),
+    )
     log.info(f"{benchmark}: {manifest['n_items']} items, fingerprint {manifest['fingerprint'][:12]}")
     return manifest
 
@@ -89,14 +101,19 @@ def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
     # the models' checkpoints, in a folder of their own (a model may share a benchmark's name)
     models = {name: config.model(name) for name in config.models}
     stamps = {name: _model_stamp(name, settings) for name, settings in models.items()}
-    written += [f"models/{name}" for name in write_source_stamps(stamps, paths.model_stamps_dir(folder),
-                                                                  stamp_of=dict, label="model")]
+    written += [
+        f"models/{name}"
+        for name in write_source_stamps(stamps, paths.model_stamps_dir(folder), stamp_of=dict, label="model")
+    ]
     local = sum((settings.get("source") or {}).get("type") == "local" for settings in models.values())
     log.info(f"{paths.model_stamps_dir(folder)}: {len(models)} model stamps ({local} local)")
     # the grid stage's params (`dvc exp show` columns): each model's settings under models.<name>, as in the config
-    settings = {"title": config.title, "bootstrap": config.bootstrap,
-                "invariance_items": config.infer["invariance_items"],
-                "models": {name: stamp["models"][name] for name, stamp in stamps.items()}}
+    settings = {
+        "title": config.title,
+        "bootstrap": config.bootstrap,
+        "invariance_items": config.infer["invariance_items"],
+        "models": {name: stamp["models"][name] for name, stamp in stamps.items()},
+    }
     if _write_if_changed(paths.grid_settings_stamp(folder), settings):
         written.append("grid/settings")
     return written

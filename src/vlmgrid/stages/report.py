@@ -31,16 +31,24 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
     }
     # With missing cells the tables go to a folder of their own: the grid's report files only ever hold it whole.
     root = paths.partial_report_dir(config.results_dir) if allow_missing else Path(config.results_dir)
-    written = build_report(score_files, config.models, config.benchmarks,
-                           paths.tables_dir(root), paths.figures_dir(root),
-                           title=config.title,
-                           kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
-                           flag_error_rate=float(config.report["flag_error_rate"]),
-                           partial_cells=config.report.get("partial_cells", "exclude"),
-                           allow_missing=allow_missing, published=published, results_dir=root,
-                           comparison_files={bench: paths.comparison_path(config.results_dir, bench)
-                                             for bench in config.benchmarks},
-                           reference_model=config.report.get("reference_model"))
+    written = build_report(
+        score_files,
+        config.models,
+        config.benchmarks,
+        paths.tables_dir(root),
+        paths.figures_dir(root),
+        title=config.title,
+        kinds={name: config.benchmark(name)["kind"] for name in config.benchmarks},
+        flag_error_rate=float(config.report["flag_error_rate"]),
+        partial_cells=config.report.get("partial_cells", "exclude"),
+        allow_missing=allow_missing,
+        published=published,
+        results_dir=root,
+        comparison_files={
+            bench: paths.comparison_path(config.results_dir, bench) for bench in config.benchmarks
+        },
+        reference_model=config.report.get("reference_model"),
+    )
     for path in written:
         log.info(f"wrote {path}")
     return written
@@ -65,8 +73,11 @@ def published_numbers(config: Config):
     folder = Path(config.report["reported"])
     return Published(
         rows=load_reported(folder),
-        reported_as={name: config.model(name)["reported_as"] for name in config.models
-                     if "reported_as" in config.model(name)},
+        reported_as={
+            name: config.model(name)["reported_as"]
+            for name in config.models
+            if "reported_as" in config.model(name)
+        },
         splits={name: benchmark_split(config.benchmark(name)) for name in config.benchmarks},
         folder=folder,
     )

@@ -38,11 +38,14 @@ from vlmgrid.predictions import (
 log = logging.getLogger(__name__)
 
 
-def score_grid_cell(config: Config, model: str, benchmark: str, *, predictions: str | None = None,
-                    out: str | None = None) -> dict:
+def score_grid_cell(
+    config: Config, model: str, benchmark: str, *, predictions: str | None = None, out: str | None = None
+) -> dict:
     """`vlmgrid score`: score the cell's predictions file (or the `predictions` file the user names) and write
     its score file (or `out`); logs the headline, or why there is none."""
-    predictions_path = Path(predictions) if predictions else paths.predictions_path(config.results_dir, model, benchmark)
+    predictions_path = (
+        Path(predictions) if predictions else paths.predictions_path(config.results_dir, model, benchmark)
+    )
     out_path = Path(out) if out else paths.score_path(config.results_dir, model, benchmark)
     score = score_cell(
         model_name=model,
@@ -57,19 +60,29 @@ def score_grid_cell(config: Config, model: str, benchmark: str, *, predictions: 
         log.info(f"{model} on {benchmark}: not applicable ({score['reason']}) -> {out_path}")
     elif score.get("labels_hidden"):
         files = ", ".join(score["submission"].values())
-        log.info(f"{model} on {benchmark}: the labels are hidden, so there is no score; the leaderboard's "
-                 f"submission files are in {out_path.parent} ({files}) -> {out_path}")
+        log.info(
+            f"{model} on {benchmark}: the labels are hidden, so there is no score; the leaderboard's "
+            f"submission files are in {out_path.parent} ({files}) -> {out_path}"
+        )
     else:
         low, high = score["ci95"]
         coverage = score.get("coverage")
-        of = "" if coverage is None else (
-            f" of {coverage['total']} items ({coverage.get('reason') or 'a partial import'})")
+        of = (
+            ""
+            if coverage is None
+            else (f" of {coverage['total']} items ({coverage.get('reason') or 'a partial import'})")
+        )
         tool = score.get("tool_reading")
-        theirs = "" if tool is None else (
-            f"; {tool['tool']} reads {tool['value']:.1f} ({tool['n_read_by_judge']:,} by its judge)")
-        log.info(f"{model} on {benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
-                 f"(n={score['n']}{of}{copy_words(score.get('partial_copy'))}, format errors "
-                 f"{score['format_error_rate']:.1f}%{theirs}) -> {out_path}")
+        theirs = (
+            ""
+            if tool is None
+            else (f"; {tool['tool']} reads {tool['value']:.1f} ({tool['n_read_by_judge']:,} by its judge)")
+        )
+        log.info(
+            f"{model} on {benchmark}: {score['metric']} {score['value']:.1f} [{low:.1f}, {high:.1f}] "
+            f"(n={score['n']}{of}{copy_words(score.get('partial_copy'))}, format errors "
+            f"{score['format_error_rate']:.1f}%{theirs}) -> {out_path}"
+        )
     return score
 
 
@@ -89,12 +102,15 @@ def _answerer(metadata: dict) -> dict:
     model_id = provenance.get("model_id") if isinstance(provenance, dict) else None
     if backend is None and isinstance(provenance, dict):
         backend = provenance.get("backend")
-    return {"backend": backend if isinstance(backend, str) else None,
-            "model_id": model_id if isinstance(model_id, str) else None}
+    return {
+        "backend": backend if isinstance(backend, str) else None,
+        "model_id": model_id if isinstance(model_id, str) else None,
+    }
 
 
-def lenient_predictions(kind, records: pd.DataFrame,
-                        predictions: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]] | None:
+def lenient_predictions(
+    kind, records: pd.DataFrame, predictions: pd.DataFrame
+) -> tuple[pd.DataFrame, dict[str, str]] | None:
     """The predictions with every generated answer read again by the kind's lenient parser, and {variant: parser}.
 
     Rows without raw text (answered by log-likelihood or similarity) or with an `error` stay as they are. None
@@ -105,8 +121,9 @@ def lenient_predictions(kind, records: pd.DataFrame,
     return read_again(records, predictions, kind.lenient_parsers)
 
 
-def read_again(records: pd.DataFrame, predictions: pd.DataFrame,
-               parsers: Mapping[str, str]) -> tuple[pd.DataFrame, dict[str, str]] | None:
+def read_again(
+    records: pd.DataFrame, predictions: pd.DataFrame, parsers: Mapping[str, str]
+) -> tuple[pd.DataFrame, dict[str, str]] | None:
     """The predictions with every generated answer read again by the parser `parsers` names for its variant
     ("*": any variant), and {variant: parser}. Rows without raw text or with an `error` stay as they are; None
     when no row was read again."""
@@ -114,10 +131,16 @@ def read_again(records: pd.DataFrame, predictions: pd.DataFrame,
 
     if "raw" not in predictions.columns or not len(predictions):
         return None
-    variants = (predictions["variant"].fillna("default").astype(str) if "variant" in predictions.columns
-                else pd.Series("default", index=predictions.index))
-    errors = (predictions["error"].notna() if "error" in predictions.columns
-              else pd.Series(False, index=predictions.index))
+    variants = (
+        predictions["variant"].fillna("default").astype(str)
+        if "variant" in predictions.columns
+        else pd.Series("default", index=predictions.index)
+    )
+    errors = (
+        predictions["error"].notna()
+        if "error" in predictions.columns
+        else pd.Series(False, index=predictions.index)
+    )
     options = dict(zip(records["id"].astype(str), records["options"]))
     texts = predictions["prediction"].astype(object).to_numpy(copy=True)
     indices = predictions["prediction_index"].to_numpy(copy=True)
@@ -135,8 +158,9 @@ def read_again(records: pd.DataFrame, predictions: pd.DataFrame,
     return predictions.assign(prediction=texts, prediction_index=indices), dict(sorted(used.items()))
 
 
-def _lenient_figure(bench, records: pd.DataFrame, metric, predictions: pd.DataFrame, samples: int,
-                    seed: int) -> dict | None:
+def _lenient_figure(
+    bench, records: pd.DataFrame, metric, predictions: pd.DataFrame, samples: int, seed: int
+) -> dict | None:
     """The headline under the kind's lenient reading (score-JSON `lenient`), or None when it has none."""
     from vlmgrid.metrics import score_predictions
 
@@ -154,8 +178,15 @@ def _lenient_figure(bench, records: pd.DataFrame, metric, predictions: pd.DataFr
     }
 
 
-def _tool_figure(bench, metadata: dict, records: pd.DataFrame, predictions: pd.DataFrame, samples: int, seed: int,
-                 where: str) -> dict | None:
+def _tool_figure(
+    bench,
+    metadata: dict,
+    records: pd.DataFrame,
+    predictions: pd.DataFrame,
+    samples: int,
+    seed: int,
+    where: str,
+) -> dict | None:
     """The headline as the publishing tool reads the answers (score-JSON `tool_reading`), from its recorded
     verdicts or its rule (`stages.tool_reading`); None when the predictions carry neither."""
     from vlmgrid.metrics import score_predictions
@@ -165,7 +196,9 @@ def _tool_figure(bench, metadata: dict, records: pd.DataFrame, predictions: pd.D
     if read is None:
         return None
     result = score_predictions(bench.kind.metric, records, read.frame, samples=samples, seed=seed)
-    return score_entry(read, result["value"], {name: figure["value"] for name, figure in result["metrics"].items()})
+    return score_entry(
+        read, result["value"], {name: figure["value"] for name, figure in result["metrics"].items()}
+    )
 
 
 def _write_submission(metric, records, predictions, out_path: Path, hidden: LabelsHidden) -> dict[str, str]:
@@ -182,8 +215,9 @@ def _write_submission(metric, records, predictions, out_path: Path, hidden: Labe
     return files
 
 
-def applicable_items(bench, strategy: str | None, records: pd.DataFrame, predictions: pd.DataFrame,
-                     coverage: dict | None) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
+def applicable_items(
+    bench, strategy: str | None, records: pd.DataFrame, predictions: pd.DataFrame, coverage: dict | None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
     """The records and predictions left once the items the strategy cannot answer at all (its protocol's scope)
     are taken out, and the coverage that says so ({answered, total, reason}); as given when it can answer
     them all. An item it cannot answer is not applicable, never a wrong answer."""
@@ -198,8 +232,11 @@ def applicable_items(bench, strategy: str | None, records: pd.DataFrame, predict
     subset = records[keep].reset_index(drop=True)
     answered = predictions["id"].astype(str).isin(set(subset["id"].astype(str)))
     total = coverage["total"] if coverage is not None else int(len(bench.records))
-    return (subset, predictions[answered].reset_index(drop=True),
-            {"answered": int(len(subset)), "total": int(total), "reason": scope.reason})
+    return (
+        subset,
+        predictions[answered].reset_index(drop=True),
+        {"answered": int(len(subset)), "total": int(total), "reason": scope.reason},
+    )
 
 
 def partial_copy(bench) -> dict | None:
@@ -213,12 +250,15 @@ def partial_copy(bench) -> dict | None:
     if not published or len(bench.records) >= published or len(bench.records) in bench.kind.variants.values():
         return None
     source = bench.manifest.get("source")
-    return {"items": int(len(bench.records)), "published_items": int(published),
-            "source": source.get("type") if isinstance(source, dict) else None}
+    return {
+        "items": int(len(bench.records)),
+        "published_items": int(published),
+        "source": source.get("type") if isinstance(source, dict) else None,
+    }
 
 
 def copy_words(copy: dict | None) -> str:
-    """", a copy of 24 of the benchmark's 2,374 items" for a log line ("" for a whole copy)."""
+    """ ", a copy of 24 of the benchmark's 2,374 items" for a log line ("" for a whole copy)."""
     if copy is None:
         return ""
     if copy["source"] == "fixture":
@@ -226,8 +266,16 @@ def copy_words(copy: dict | None) -> str:
     return f", a copy of {copy['items']:,} of the benchmark's {copy['published_items']:,} items"
 
 
-def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_path: Path,
-               samples: int, seed: int, given: bool = False) -> dict:
+def score_cell(
+    *,
+    model_name: str,
+    bench_dir: Path,
+    predictions_path: Path,
+    out_path: Path,
+    samples: int,
+    seed: int,
+    given: bool = False,
+) -> dict:
     """`given`: the predictions file is one the user named (`--predictions`), not the grid's own: an error
     about it says how to fix the file, not to rerun inference."""
     from vlmgrid.benchmarks import load_benchmark
@@ -266,12 +314,22 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), predictions_path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, predictions_path)
     check_against_records(predictions, records, predictions_path, given)
-    records, predictions, coverage = applicable_items(bench, metadata.get("strategy"), records, predictions, coverage)
+    records, predictions, coverage = applicable_items(
+        bench, metadata.get("strategy"), records, predictions, coverage
+    )
     if not len(records):
         # not one item the strategy can answer: the cell has no number, as one whose model cannot run it
-        score = {"model": model_name, "benchmark": bench.name, "applicable": False, "reason": coverage["reason"],
-                 "metric": metric.headline, "strategy": metadata.get("strategy"), "inputs": inputs,
-                 "vlmgrid_version": __version__, "code_version": running_version()}
+        score = {
+            "model": model_name,
+            "benchmark": bench.name,
+            "applicable": False,
+            "reason": coverage["reason"],
+            "metric": metric.headline,
+            "strategy": metadata.get("strategy"),
+            "inputs": inputs,
+            "vlmgrid_version": __version__,
+            "code_version": running_version(),
+        }
         write_json(out_path, score)
         return score
     # The items the file answers, when it answers a subset by construction (an MME eval-tool folder).
@@ -280,15 +338,23 @@ def score_cell(*, model_name: str, bench_dir: Path, predictions_path: Path, out_
     copy = partial_copy(bench)
     copied = {} if copy is None else {"partial_copy": copy}
     # How the answers were obtained (likelihood, generate, embed) and with which decoding, so a table can say.
-    answered = {"strategy": metadata.get("strategy"), "generation": _generation(metadata), **_answerer(metadata)}
+    answered = {
+        "strategy": metadata.get("strategy"),
+        "generation": _generation(metadata),
+        **_answerer(metadata),
+    }
     if metadata.get("fallback"):  # answer_mode auto answered another way than the entry asked first
         answered["fallback"] = metadata["fallback"]
     if isinstance(metadata.get("invariance"), dict):  # the batch check's result, as inference recorded it
         answered["invariance"] = metadata["invariance"]
     try:
         result = score_predictions(
-            bench.kind.metric, records, predictions,
-            breakdown_by=bench.kind.breakdown_by, samples=samples, seed=seed,
+            bench.kind.metric,
+            records,
+            predictions,
+            breakdown_by=bench.kind.breakdown_by,
+            samples=samples,
+            seed=seed,
         )
     except LabelsHidden as hidden:
         # No numbers either: the leaderboard scores the submission tables, and the report shows "hidden".

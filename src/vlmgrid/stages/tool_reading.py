@@ -54,8 +54,16 @@ def metadata_entry(tool: str | None, answers: Sequence, variant: str = "default"
         "tool": tool,
         "version": None,
         "files": [{"file": file, "sha256": sha256_file(file)} for file in files],
-        "items": [{"id": answer.record_id, "variant": variant, "hit": answer.verdict.hit,
-                   "judge": answer.verdict.judge, "option": answer.verdict.option} for answer in judged],
+        "items": [
+            {
+                "id": answer.record_id,
+                "variant": variant,
+                "hit": answer.verdict.hit,
+                "judge": answer.verdict.judge,
+                "option": answer.verdict.option,
+            }
+            for answer in judged
+        ],
     }
 
 
@@ -65,8 +73,12 @@ def _variants(predictions: pd.DataFrame) -> pd.Series:
     return pd.Series("default", index=predictions.index)
 
 
-def _as_read(records: pd.DataFrame, predictions: pd.DataFrame, verdicts: dict[tuple[str, str], tuple[int, str | None]],
-             where: str) -> pd.DataFrame:
+def _as_read(
+    records: pd.DataFrame,
+    predictions: pd.DataFrame,
+    verdicts: dict[tuple[str, str], tuple[int, str | None]],
+    where: str,
+) -> pd.DataFrame:
     """The predictions with each row's reading the tool's: its gold option where it hit, the option it read
     where it missed and the letter is known, else nothing read (wrong, as a miss); a yes/no item's miss is the
     other answer (a yes/no metric reads nothing as "yes", which would make a miss on a "yes" item right)."""
@@ -75,8 +87,10 @@ def _as_read(records: pd.DataFrame, predictions: pd.DataFrame, verdicts: dict[tu
     texts, indices = [], []
     for item, variant in zip(predictions["id"].astype(str), _variants(predictions)):
         if (item, variant) not in verdicts:
-            raise VlmgridError(f"{where} gives no verdict of the tool for item {item} ({variant}); import the "
-                               f"answers again with the tool's files beside them")
+            raise VlmgridError(
+                f"{where} gives no verdict of the tool for item {item} ({variant}); import the "
+                f"answers again with the tool's files beside them"
+            )
         hit, letter = verdicts[(item, variant)]
         choices = [str(option) for option in options[item]]
         index = int(golds[item]) if hit else -1
@@ -86,37 +100,45 @@ def _as_read(records: pd.DataFrame, predictions: pd.DataFrame, verdicts: dict[tu
             index = ord(letter) - ord("A") if ord(letter) - ord("A") != int(golds[item]) else -1
         texts.append(choices[index] if index >= 0 else None)
         indices.append(index)
-    return predictions.assign(prediction=pd.Series(texts, index=predictions.index, dtype=object),
-                              prediction_index=pd.Series(indices, index=predictions.index, dtype="int64"))
+    return predictions.assign(
+        prediction=pd.Series(texts, index=predictions.index, dtype=object),
+        prediction_index=pd.Series(indices, index=predictions.index, dtype="int64"),
+    )
 
 
 def _recorded(entry: dict, where: str) -> tuple[dict, frozenset]:
     items = entry.get("items")
     if not isinstance(entry.get("tool"), str) or not isinstance(items, list):
-        raise VlmgridError(f"{where}: its metadata's tool_reading has no tool or no items; import the answers again")
+        raise VlmgridError(
+            f"{where}: its metadata's tool_reading has no tool or no items; import the answers again"
+        )
     verdicts, judged = {}, set()
     for item in items:
         try:
             key = (str(item["id"]), str(item.get("variant", "default")))
             verdicts[key] = (int(item["hit"]), item.get("option"))
         except (KeyError, TypeError, ValueError):
-            raise VlmgridError(f"{where}: its metadata's tool_reading holds an item without id or hit ({item!r}); "
-                               f"import the answers again") from None
+            raise VlmgridError(
+                f"{where}: its metadata's tool_reading holds an item without id or hit ({item!r}); "
+                f"import the answers again"
+            ) from None
         if item.get("judge"):
             judged.add(key)
     return verdicts, frozenset(judged)
 
 
-def reading(kind_name: str, metadata: dict, records: pd.DataFrame, predictions: pd.DataFrame,
-            where: str) -> ToolReading | None:
+def reading(
+    kind_name: str, metadata: dict, records: pd.DataFrame, predictions: pd.DataFrame, where: str
+) -> ToolReading | None:
     """The set as its tool reads it: from the verdicts its metadata record, else by the tool's rule where one
     applies to its import format and the benchmark's kind; None when neither does."""
     entry = metadata.get("tool_reading")
     if isinstance(entry, dict):
         verdicts, judged = _recorded(entry, where)
         files = tuple(str(f.get("file")) for f in entry.get("files", []) if isinstance(f, dict))
-        return ToolReading(entry["tool"], FROM_FILE, _as_read(records, predictions, verdicts, where), judged,
-                           files=files)
+        return ToolReading(
+            entry["tool"], FROM_FILE, _as_read(records, predictions, verdicts, where), judged, files=files
+        )
     provenance = metadata.get("provenance") if isinstance(metadata.get("provenance"), dict) else {}
     tool = RULES.get((provenance.get("format"), kind_name))
     if tool is None or "raw" not in predictions.columns:
@@ -127,9 +149,12 @@ def reading(kind_name: str, metadata: dict, records: pd.DataFrame, predictions: 
     golds = dict(zip(records["id"].astype(str), records["answer_index"]))
     verdicts = {}
     for item, variant, raw in zip(predictions["id"].astype(str), _variants(predictions), predictions["raw"]):
-        verdicts[(item, variant)] = (matcher_hit(raw, options[item], golds[item]) if isinstance(raw, str)
-                                     else (0, None))
-    return ToolReading(tool, FROM_RULE, _as_read(records, predictions, verdicts, where), frozenset(), rule=RULE)
+        verdicts[(item, variant)] = (
+            matcher_hit(raw, options[item], golds[item]) if isinstance(raw, str) else (0, None)
+        )
+    return ToolReading(
+        tool, FROM_RULE, _as_read(records, predictions, verdicts, where), frozenset(), rule=RULE
+    )
 
 
 def score_entry(read: ToolReading, value: float, metrics: dict | None = None) -> dict:

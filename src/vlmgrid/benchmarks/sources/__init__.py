@@ -37,11 +37,22 @@ from vlmgrid.benchmarks.sources.local import local_folder, local_raw_files
 from vlmgrid.errors import VlmgridError
 from vlmgrid.registry import Registry, closest
 
-SOURCES: Registry[Source] = Registry("source type", [fixture_source.SOURCE, url.SOURCE, hub.SOURCE, local.SOURCE])
+SOURCES: Registry[Source] = Registry(
+    "source type", [fixture_source.SOURCE, url.SOURCE, hub.SOURCE, local.SOURCE]
+)
 
 __all__ = [
-    "SOURCES", "SOURCE_TYPES", "Fetched", "Fixture", "Source", "check_source", "data_settings", "expected_items",
-    "fetch_source", "local_folder", "local_raw_files",
+    "SOURCES",
+    "SOURCE_TYPES",
+    "Fetched",
+    "Fixture",
+    "Source",
+    "check_source",
+    "data_settings",
+    "expected_items",
+    "fetch_source",
+    "local_folder",
+    "local_raw_files",
 ]
 
 
@@ -49,7 +60,9 @@ def check_source(kind: BenchmarkKind, source: Any, label: str, fixture: Fixture 
     """Validate a source entry (type, keys, values); returns it as a plain dict. A fixture source needs the
     kind's `fixture` (its defaults name the keys it may set)."""
     if not isinstance(source, Mapping):
-        raise VlmgridError(f"{label}: `source` must be a mapping with a `type` ({', '.join(SOURCE_TYPES)}); fix the config")
+        raise VlmgridError(
+            f"{label}: `source` must be a mapping with a `type` ({', '.join(SOURCE_TYPES)}); fix the config"
+        )
     source = dict(source)
     kind_of_source = source.get("type")
     if kind_of_source not in SOURCES:
@@ -74,7 +87,9 @@ def check_source(kind: BenchmarkKind, source: Any, label: str, fixture: Fixture 
     if "expected_items" in source:
         count = source["expected_items"]
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise VlmgridError(f"{label}: source key `expected_items` must be a positive whole number (the item count of the copy), not {count!r}; fix the config")
+            raise VlmgridError(
+                f"{label}: source key `expected_items` must be a positive whole number (the item count of the copy), not {count!r}; fix the config"
+            )
     spec.check(kind, source, label)
     return source
 
@@ -97,6 +112,8 @@ def data_settings(source: Mapping[str, Any]) -> dict:
     return settings
 
 
-def fetch_source(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None = None) -> Fetched:
+def fetch_source(
+    kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None = None
+) -> Fetched:
     """The raw files of a checked source (`fixture`: the kind's fixture, for a fixture source)."""
     return SOURCES.get(source["type"]).fetch(kind, source, Path(bench_dir), label, fixture)

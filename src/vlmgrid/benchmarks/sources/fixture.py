@@ -15,10 +15,14 @@ def _check_fixture(kind: BenchmarkKind, source: dict, label: str) -> None:
             value = source[key]
             minimum = 0 if key in ("seed", "corrupt") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise VlmgridError(f"{label}: source key `{key}` must be an integer >= {minimum}, not {value!r}; fix the config")
+                raise VlmgridError(
+                    f"{label}: source key `{key}` must be an integer >= {minimum}, not {value!r}; fix the config"
+                )
 
 
-def _fetch_fixture(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None) -> Fetched:
+def _fetch_fixture(
+    kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None
+) -> Fetched:
     if fixture is None:
         raise VlmgridError(missing_fixture(kind, label))
     settings = {**fixture.defaults, **{k: v for k, v in source.items() if k != "type"}}
@@ -28,8 +32,10 @@ def _fetch_fixture(kind: BenchmarkKind, source: dict, bench_dir: Path, label: st
 
 
 def missing_fixture(kind: BenchmarkKind, label: str) -> str:
-    return (f"{label}: a fixture source needs the {kind.name} fixture writer, and none was given; prepare fixture "
-            f"benchmarks through vlmgrid.stages.prepare (`vlmgrid prepare`), which hands it down")
+    return (
+        f"{label}: a fixture source needs the {kind.name} fixture writer, and none was given; prepare fixture "
+        f"benchmarks through vlmgrid.stages.prepare (`vlmgrid prepare`), which hands it down"
+    )
 
 
 SOURCE = Source("fixture", ("seed", "size", "classes", "corrupt"), _check_fixture, _fetch_fixture)

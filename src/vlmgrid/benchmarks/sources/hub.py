@@ -26,7 +26,9 @@ def _hub_settings(kind: BenchmarkKind, source: dict) -> tuple[str, str]:
 
 def _check_hub(kind: BenchmarkKind, source: dict, label: str) -> None:
     if not kind.hub:
-        raise VlmgridError(f"{label}: {kind.name} has no hub copy; use a {', '.join(t for t in SOURCE_TYPES if t != 'hf_hub')} source")
+        raise VlmgridError(
+            f"{label}: {kind.name} has no hub copy; use a {', '.join(t for t in SOURCE_TYPES if t != 'hf_hub')} source"
+        )
     revision = source.get("revision")
     if not isinstance(revision, str) or not revision.strip():
         raise VlmgridError(
@@ -34,7 +36,9 @@ def _check_hub(kind: BenchmarkKind, source: dict, label: str) -> None:
             f"(e.g. revision: {kind.hub['revision']})"
         )
     if "repo" in source and (not isinstance(source["repo"], str) or source["repo"].count("/") != 1):
-        raise VlmgridError(f"{label}: source key `repo` must look like owner/name, not {source['repo']!r}; fix the config")
+        raise VlmgridError(
+            f"{label}: source key `repo` must look like owner/name, not {source['repo']!r}; fix the config"
+        )
     for key in ("config", "split"):
         if key in source and source[key] != kind.hub.get(key):
             raise VlmgridError(
@@ -44,7 +48,9 @@ def _check_hub(kind: BenchmarkKind, source: dict, label: str) -> None:
 
 
 def _hub_errors(repo: str, revision: str, label: str):
-    return hub_errors(repo, revision, label, repo_type="dataset", alternative="point a `local` source at a copy")
+    return hub_errors(
+        repo, revision, label, repo_type="dataset", alternative="point a `local` source at a copy"
+    )
 
 
 def hub_commit(repo: str, revision: str) -> str:
@@ -61,7 +67,9 @@ def hub_listing(repo: str, revision: str, folders: set[str]) -> dict[str, str | 
     api = huggingface_hub.HfApi()
     listing: dict[str, str | None] = {}
     for folder in sorted(folders):
-        for item in api.list_repo_tree(repo, path_in_repo=folder or None, recursive=False, repo_type="dataset", revision=revision):
+        for item in api.list_repo_tree(
+            repo, path_in_repo=folder or None, recursive=False, repo_type="dataset", revision=revision
+        ):
             if isinstance(item, huggingface_hub.hf_api.RepoFile):
                 listing[item.path] = item.lfs.sha256 if item.lfs else None
     return listing
@@ -77,7 +85,9 @@ def hub_download(repo: str, revision: str, filename: str, raw_dir: Path) -> Path
     )
 
 
-def _fetch_hub(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None) -> Fetched:
+def _fetch_hub(
+    kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None
+) -> Fetched:
     repo, revision = _hub_settings(kind, source)
     raw_dir = bench_dir / "raw"
     with _hub_errors(repo, revision, label):
@@ -87,7 +97,11 @@ def _fetch_hub(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, f
     if not COMMIT_SHA.fullmatch(revision):
         log.warning(
             "%s: revision %r of %s is not a commit, so the data is not pinned; to pin it to the commit read "
-            "now, set `revision: %s` in the source", label, revision, repo, commit,
+            "now, set `revision: %s` in the source",
+            label,
+            revision,
+            repo,
+            commit,
         )
     wanted: dict[str, str | None] = {}
     for pattern in kind.hub_raw_files:

@@ -16,16 +16,22 @@ from vlmgrid.errors import VlmgridError
 def _check_local(kind: BenchmarkKind, source: dict, label: str) -> None:
     path = source.get("path")
     if not isinstance(path, str) or not path:
-        raise VlmgridError(f"{label}: source key `path` is required for a local source; set it to the folder holding the raw files")
+        raise VlmgridError(
+            f"{label}: source key `path` is required for a local source; set it to the folder holding the raw files"
+        )
 
 
-def _fetch_local(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None) -> Fetched:
+def _fetch_local(
+    kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None
+) -> Fetched:
     raw_dir = local_folder(source)
     if raw_dir.is_file() and _one_file(kind, raw_dir):
         return Fetched(raw_dir, external=True)
     if not raw_dir.is_dir():
         what = f"not one of the {kind.name} files it may name" if raw_dir.is_file() else "not a folder"
-        raise VlmgridError(f"{source['path']}: {what} ({label}, local source `path`); point `path` at the folder holding the raw files")
+        raise VlmgridError(
+            f"{source['path']}: {what} ({label}, local source `path`); point `path` at the folder holding the raw files"
+        )
     return Fetched(raw_dir, external=True)
 
 
@@ -54,7 +60,9 @@ def local_raw_files(kind: BenchmarkKind, raw_dir: Path) -> list[Path]:
     patterns = present[0].files if len(present) == 1 else kind.raw_files
     found: set[Path] = set()
     for pattern in patterns:
-        found.update(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
+        found.update(
+            Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file()
+        )
     return sorted(found)
 
 

@@ -48,20 +48,34 @@ def _url_files(kind: BenchmarkKind, source: dict) -> list[Mapping[str, str]]:
 
 def _check_url(kind: BenchmarkKind, source: dict, label: str) -> None:
     if "files" in source and (not isinstance(source["files"], list) or not source["files"]):
-        raise VlmgridError(f"{label}: source key `files` must be a non-empty list of {{url, md5 or sha256, name}}; fix the config")
+        raise VlmgridError(
+            f"{label}: source key `files` must be a non-empty list of {{url, md5 or sha256, name}}; fix the config"
+        )
     files = _url_files(kind, source)
     if not files:
-        raise VlmgridError(f"{label}: {kind.name} has no published URL list; set `files` in the source, or use another source type")
+        raise VlmgridError(
+            f"{label}: {kind.name} has no published URL list; set `files` in the source, or use another source type"
+        )
     for spec in files:
-        if not isinstance(spec, Mapping) or not isinstance(spec.get("url"), str) or not (spec.get("md5") or spec.get("sha256")):
-            raise VlmgridError(f"{label}: every entry of `files` needs `url`, `name` and `md5` or `sha256`, not {spec!r}; fix the config")
+        if (
+            not isinstance(spec, Mapping)
+            or not isinstance(spec.get("url"), str)
+            or not (spec.get("md5") or spec.get("sha256"))
+        ):
+            raise VlmgridError(
+                f"{label}: every entry of `files` needs `url`, `name` and `md5` or `sha256`, not {spec!r}; fix the config"
+            )
         extra = set(spec) - {"url", "md5", "sha256", "name"}
         if extra:
-            raise VlmgridError(f"{label}: `files` entry key `{sorted(extra)[0]}` is unknown; valid keys: url, md5, sha256, name")
+            raise VlmgridError(
+                f"{label}: `files` entry key `{sorted(extra)[0]}` is unknown; valid keys: url, md5, sha256, name"
+            )
         _safe_relative(spec.get("name"), label, "`files` name")
 
 
-def _fetch_url(kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None) -> Fetched:
+def _fetch_url(
+    kind: BenchmarkKind, source: dict, bench_dir: Path, label: str, fixture: Fixture | None
+) -> Fetched:
     import requests
 
     raw_dir = bench_dir / "raw"

@@ -55,23 +55,26 @@ from vlmgrid.protocols.parsing.open_answer import (
 from vlmgrid.protocols.parsing.yes_no import parse_mme, parse_mme_lenient, parse_pope
 from vlmgrid.registry import Registry
 
-PARSERS: Registry[Parser] = Registry("parser", [
-    Parser("letter", parse_letter),
-    Parser("pope", parse_pope),
-    Parser("mme", parse_mme),
-    Parser("mme_lenient", parse_mme_lenient),
-    Parser("cvbench", parse_cvbench),
-    Parser("cvbench_lenient", parse_cvbench_lenient),
-    Parser("mmbench", parse_mmbench),
-    Parser("scienceqa", parse_scienceqa),
-    Parser("short_answer", parse_short_answer),
-    Parser("short_answer_lenient", parse_short_answer_lenient),
-    Parser("open_class", parse_open_class),
-    Parser("exam_json", parse_exam_json),
-    Parser("exam_tag", parse_exam_tag),
-    Parser("exam_json_lenient", parse_exam_json_lenient),
-    Parser("exam_tag_lenient", parse_exam_tag_lenient),
-])
+PARSERS: Registry[Parser] = Registry(
+    "parser",
+    [
+        Parser("letter", parse_letter),
+        Parser("pope", parse_pope),
+        Parser("mme", parse_mme),
+        Parser("mme_lenient", parse_mme_lenient),
+        Parser("cvbench", parse_cvbench),
+        Parser("cvbench_lenient", parse_cvbench_lenient),
+        Parser("mmbench", parse_mmbench),
+        Parser("scienceqa", parse_scienceqa),
+        Parser("short_answer", parse_short_answer),
+        Parser("short_answer_lenient", parse_short_answer_lenient),
+        Parser("open_class", parse_open_class),
+        Parser("exam_json", parse_exam_json),
+        Parser("exam_tag", parse_exam_tag),
+        Parser("exam_json_lenient", parse_exam_json_lenient),
+        Parser("exam_tag_lenient", parse_exam_tag_lenient),
+    ],
+)
 
 
 def parse(parser_name: str, text: str, options: Sequence[str]) -> Parsed:
@@ -80,8 +83,27 @@ def parse(parser_name: str, text: str, options: Sequence[str]) -> Parsed:
 
 
 __all__ = [
-    "LETTERS", "PARSERS", "UNPARSABLE", "Parsed", "Parser", "match_class", "match_option_text", "parse",
-    "parse_cvbench", "parse_cvbench_lenient", "parse_exam_json", "parse_exam_json_lenient", "parse_exam_tag",
-    "parse_exam_tag_lenient", "parse_letter", "parse_mmbench", "parse_mme", "parse_mme_lenient",
-    "parse_open_class", "parse_pope", "parse_scienceqa", "parse_short_answer", "parse_short_answer_lenient",
+    "LETTERS",
+    "PARSERS",
+    "UNPARSABLE",
+    "Parsed",
+    "Parser",
+    "match_class",
+    "match_option_text",
+    "parse",
+    "parse_cvbench",
+    "parse_cvbench_lenient",
+    "parse_exam_json",
+    "parse_exam_json_lenient",
+    "parse_exam_tag",
+    "parse_exam_tag_lenient",
+    "parse_letter",
+    "parse_mmbench",
+    "parse_mme",
+    "parse_mme_lenient",
+    "parse_open_class",
+    "parse_pope",
+    "parse_scienceqa",
+    "parse_short_answer",
+    "parse_short_answer_lenient",
 ]

@@ -56,7 +56,7 @@ def parse_cvbench_lenient(text: str, options: Sequence[str]) -> Parsed:
     answer = str(text).lower()
     cues = list(_CAMBRIAN_CUE.finditer(answer))
     if cues:
-        answer = answer[cues[-1].end():]
+        answer = answer[cues[-1].end() :]
     answer = answer.strip(" \t\r\n\f\v.()")
     if not answer:
         return UNPARSABLE
@@ -122,7 +122,7 @@ def parse_mmbench(text: str, options: Sequence[str]) -> Parsed:
     if text is None or not options:
         return UNPARSABLE
     answer = str(text)
-    letters = LETTERS[:len(options)]
+    letters = LETTERS[: len(options)]
     letter = _mmbench_letter(answer, letters)
     if letter == "Z":
         return UNPARSABLE
@@ -164,5 +164,5 @@ def parse_scienceqa(text: str, options: Sequence[str]) -> Parsed:
     else:
         found = _SCIENCEQA_ANSWER_IS.findall(answer)
         letter = found[0] if len(found) == 1 else ""
-    index = _SCIENCEQA_LETTERS[:len(options)].find(letter) if letter else -1
+    index = _SCIENCEQA_LETTERS[: len(options)].find(letter) if letter else -1
     return choice_at(options, index) if index >= 0 else UNPARSABLE

@@ -100,8 +100,13 @@ VALID_LETTERS = "ABCD"  # the predictions 0-3 that compute_accuracy counts as va
 _VALID = frozenset(VALID_LETTERS)
 # The authors' map of letters in other scripts (exactly these; nothing in alphabet order).
 AUTHORS_SCRIPT_LETTERS: dict[str, str] = {
-    "Б": "B", "Ц": "C", "Д": "D",  # Cyrillic
-    "أ": "A", "ب": "B", "ج": "C", "د": "D",  # Arabic
+    "Б": "B",
+    "Ц": "C",
+    "Д": "D",  # Cyrillic
+    "أ": "A",
+    "ب": "B",
+    "ج": "C",
+    "د": "D",  # Arabic
 }
 _CHOICE_OBJECT = re.compile(r'\{\s*"choice":\s*.*?\s*\}')  # one line: "." stops at a newline
 _BROKEN_OBJECT = re.compile(r'\{\s*"choice":\s*".*?"\)')
@@ -200,7 +205,10 @@ _SCRIPT_LETTERS: dict[str, int] = {
     **{letter: i for i, letter in enumerate("абвгд")},  # Cyrillic
     **{letter: i for i, letter in enumerate("αβγδε")},  # Greek
     **{letter: 0 for letter in ("أ", "ا", "إ", "آ", "ٱ", "الف")},  # Arabic/Persian alif
-    "ب": 1, "ج": 2, "د": 3, "ه": 4,
+    "ب": 1,
+    "ج": 2,
+    "د": 3,
+    "ه": 4,
 }
 _TATWEEL = "\u0640"
 _STRIP = " \t\r\n\"'`*“”‘’«»"
@@ -273,4 +281,3 @@ def parse_exam_json_lenient(text: str, options: Sequence[str]) -> Parsed:
 def parse_exam_tag_lenient(text: str, options: Sequence[str]) -> Parsed:
     """The option named in the last `<ANSWER> ... </ANSWER>`, read leniently, or unparsable."""
     return option_letter(tag_value(text), options)
-

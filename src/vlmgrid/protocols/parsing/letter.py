@@ -49,10 +49,16 @@ def match_option_text(text: str, options: Sequence[str]) -> int:
     longest wins: "red and blue" beats "red"); if more than one is still left (or none), -1.
     """
     lowered = text.lower()
-    found = {i: option.strip().lower() for i, option in enumerate(options)
-             if option.strip() and _whole_word(option.strip().lower(), lowered)}
-    left = [i for i, option in found.items()
-            if not any(option != other and option in other for other in found.values())]
+    found = {
+        i: option.strip().lower()
+        for i, option in enumerate(options)
+        if option.strip() and _whole_word(option.strip().lower(), lowered)
+    }
+    left = [
+        i
+        for i, option in found.items()
+        if not any(option != other and option in other for other in found.values())
+    ]
     return left[0] if len(left) == 1 else -1
 
 
@@ -85,7 +91,7 @@ def parse_letter(text: str, options: Sequence[str]) -> Parsed:
     options = as_options(options)
     if text is None or not options:
         return UNPARSABLE
-    letters = LETTERS[:len(options)]
+    letters = LETTERS[: len(options)]
     s = re.sub(r"[*`]+", "", str(text)).strip()
     if not s:
         return UNPARSABLE
@@ -113,8 +119,11 @@ def parse_letter(text: str, options: Sequence[str]) -> Parsed:
         return choice_at(options, index) if index >= 0 else UNPARSABLE
 
     # 3. one valid capital letter standing alone
-    found = {match.group(1) for match in _STANDALONE_CAPITAL.finditer(s)
-             if match.group(1) in letters and not _is_word_not_letter(s, match)}
+    found = {
+        match.group(1)
+        for match in _STANDALONE_CAPITAL.finditer(s)
+        if match.group(1) in letters and not _is_word_not_letter(s, match)
+    }
     if len(found) == 1:
         return choice_at(options, letters.index(found.pop()))
 

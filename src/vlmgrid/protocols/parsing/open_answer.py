@@ -54,8 +54,12 @@ def _singular(word: str, vocabulary: frozenset[str]) -> str:
     if word in vocabulary:
         return word
     for suffix, replacement in (("ies", "y"), ("es", ""), ("s", "")):
-        if word.endswith(suffix) and len(word) > len(suffix) and word[:-len(suffix)] + replacement in vocabulary:
-            return word[:-len(suffix)] + replacement
+        if (
+            word.endswith(suffix)
+            and len(word) > len(suffix)
+            and word[: -len(suffix)] + replacement in vocabulary
+        ):
+            return word[: -len(suffix)] + replacement
     return word
 
 
@@ -63,8 +67,9 @@ def _normalise(text: str, vocabulary: frozenset[str]) -> str:
     return " ".join(_singular(word, vocabulary) for word in _words(text))
 
 
-def match_class(text: str, classes: Sequence[str],
-                synonyms: Mapping[str, Sequence[str]] | None = None) -> Parsed:
+def match_class(
+    text: str, classes: Sequence[str], synonyms: Mapping[str, Sequence[str]] | None = None
+) -> Parsed:
     """The class an open-world answer names (LVLM open-world classification), or unparsable.
 
     Normalisation, the same for the answer, the class names and the synonyms:

@@ -8,7 +8,7 @@ from vlmgrid.protocols.parsing.base import UNPARSABLE, Parsed, as_options
 
 
 def _yes_no(label: str | None, options: Sequence[str]) -> Parsed:
-    """"yes"/"no" with its index among the options (0 for yes, 1 for no when the options do not say)."""
+    """ "yes"/"no" with its index among the options (0 for yes, 1 for no when the options do not say)."""
     if label is None:
         return UNPARSABLE
     lowered = [option.strip().lower() for option in as_options(options)]

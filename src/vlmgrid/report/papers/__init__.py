@@ -48,7 +48,9 @@ class Paper:
     def stems(self, benchmark: str, same_kind: int) -> dict[str, str]:
         return {file.stem: paper_stem(file.stem, benchmark, same_kind) for file in self.files}
 
-    def write(self, grid: Grid, benchmark: str, same_kind: int, tables_dir: Path, figures_dir: Path) -> list[Path]:
+    def write(
+        self, grid: Grid, benchmark: str, same_kind: int, tables_dir: Path, figures_dir: Path
+    ) -> list[Path]:
         module, function = self.writer.split(":")
         write = getattr(import_module(module), function)
         return write(grid, benchmark, self.stems(benchmark, same_kind), Path(tables_dir), Path(figures_dir))
@@ -56,18 +58,28 @@ class Paper:
 
 # Every paper, in the order the report writes them and `report_files` lists their files.
 PAPER_LIST: tuple[Paper, ...] = (
-    Paper("kaleidoscope", (
-        PaperFile("tables", "kaleidoscope", ("md", "tex", "csv"), "kaleidoscope_table"),
-        PaperFile("figures", "kaleidoscope", ("png", "pdf"), "kaleidoscope_figure"),
-    ), "vlmgrid.report.papers.kaleidoscope:write_kaleidoscope"),
-    Paper("cvqa", (
-        PaperFile("tables", "cvqa", ("md", "tex", "csv"), "cvqa_table"),
-        PaperFile("tables", "cvqa-pairs", ("md", "tex", "csv"), "cvqa_pairs_table"),
-        PaperFile("figures", "cvqa-pairs", ("png", "pdf"), "cvqa_pairs_figure"),
-    ), "vlmgrid.report.papers.cvqa:write_cvqa"),
-    Paper("dance", (
-        PaperFile("tables", "dance", ("md", "tex", "csv"), "dance_table"),
-    ), "vlmgrid.report.papers.dance:write_dance"),
+    Paper(
+        "kaleidoscope",
+        (
+            PaperFile("tables", "kaleidoscope", ("md", "tex", "csv"), "kaleidoscope_table"),
+            PaperFile("figures", "kaleidoscope", ("png", "pdf"), "kaleidoscope_figure"),
+        ),
+        "vlmgrid.report.papers.kaleidoscope:write_kaleidoscope",
+    ),
+    Paper(
+        "cvqa",
+        (
+            PaperFile("tables", "cvqa", ("md", "tex", "csv"), "cvqa_table"),
+            PaperFile("tables", "cvqa-pairs", ("md", "tex", "csv"), "cvqa_pairs_table"),
+            PaperFile("figures", "cvqa-pairs", ("png", "pdf"), "cvqa_pairs_figure"),
+        ),
+        "vlmgrid.report.papers.cvqa:write_cvqa",
+    ),
+    Paper(
+        "dance",
+        (PaperFile("tables", "dance", ("md", "tex", "csv"), "dance_table"),),
+        "vlmgrid.report.papers.dance:write_dance",
+    ),
 )
 
 

@@ -55,14 +55,20 @@ class Marks:
 
     @classmethod
     def of(cls, grid: Grid, benchmark: str, models: Sequence[str]) -> Marks:
-        return cls([error_rate(grid, m, benchmark) for m in models], [is_flagged(grid, m, benchmark) for m in models],
-                   [grid.batch_dependent(m, benchmark) for m in models],
-                   [grid.partial_copy(m, benchmark) for m in models])
+        return cls(
+            [error_rate(grid, m, benchmark) for m in models],
+            [is_flagged(grid, m, benchmark) for m in models],
+            [grid.batch_dependent(m, benchmark) for m in models],
+            [grid.partial_copy(m, benchmark) for m in models],
+        )
 
     def name(self, i: int, name: str) -> str:
-        return (name + (DAGGER if self.flagged[i] else "")
-                + (BATCH_MARK if self.batch and self.batch[i] else "")
-                + (COPY_MARK if self.copies and self.copies[i] is not None else ""))
+        return (
+            name
+            + (DAGGER if self.flagged[i] else "")
+            + (BATCH_MARK if self.batch and self.batch[i] else "")
+            + (COPY_MARK if self.copies and self.copies[i] is not None else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -94,8 +100,10 @@ class Table:
 
     def markdown(self) -> str:
         header = [self.row_header, *self._columns()]
-        rows = [[self._row_name(i, name), *(fmt_estimate(e) for e in entries)]
-                for i, (name, entries) in enumerate(self.rows)]
+        rows = [
+            [self._row_name(i, name), *(fmt_estimate(e) for e in entries)]
+            for i, (name, entries) in enumerate(self.rows)
+        ]
         table = md_table(header, rows, [":---"] + ["---:"] * len(self.columns))
         return f"# {markdown_text(self.title)}\n\n{table}\n\n{self.caption}\n"
 
@@ -105,18 +113,26 @@ class Table:
         values = [[entry_value(entry) for entry in entries] for _, entries in self.rows]
         if self.column_marks is not None:
             return [emphasis(row) for row in values]
-        by_column = [emphasis([row[j] for row in values], lower_is_better=column in self.lower_is_better)
-                     for j, column in enumerate(self.columns)]
+        by_column = [
+            emphasis([row[j] for row in values], lower_is_better=column in self.lower_is_better)
+            for j, column in enumerate(self.columns)
+        ]
         return [[by_column[j][i] for j in range(len(self.columns))] for i in range(len(values))]
 
     def latex(self, label: str) -> str:
         marks = self._emphasis()
         header = [[latex_name(h) for h in [self.row_header, *self._columns()]]]
-        body = [[latex_name(self._row_name(i, name))] + [latex_cell(e, marks[i][j]) for j, e in enumerate(entries)]
-                for i, (name, entries) in enumerate(self.rows)]
-        best = "the best model" + (", lower is better for " + ", ".join(self.lower_is_better)
-                                   if self.lower_is_better else "")
-        return latex_table(f"{self.title}. {self.caption} Bold: {best}; underlined: the second.", label, header, body)
+        body = [
+            [latex_name(self._row_name(i, name))]
+            + [latex_cell(e, marks[i][j]) for j, e in enumerate(entries)]
+            for i, (name, entries) in enumerate(self.rows)
+        ]
+        best = "the best model" + (
+            ", lower is better for " + ", ".join(self.lower_is_better) if self.lower_is_better else ""
+        )
+        return latex_table(
+            f"{self.title}. {self.caption} Bold: {best}; underlined: the second.", label, header, body
+        )
 
     def frame(self) -> pd.DataFrame:
         frame = estimate_frame(self.row_header.lower().replace(" ", "_"), self.csv_columns, self.rows)
@@ -130,12 +146,16 @@ class Table:
                 frame = frame.assign(**copy_columns(self.row_marks.copies))
         if self.column_marks is not None:
             for j, column in enumerate(self.csv_columns):
-                frame[f"{column}_format_error_rate"] = pd.array([self.column_marks.rates[j]] * len(frame),
-                                                                dtype="float64")
-                frame[f"{column}_flagged"] = pd.array([self.column_marks.flagged[j]] * len(frame), dtype="boolean")
+                frame[f"{column}_format_error_rate"] = pd.array(
+                    [self.column_marks.rates[j]] * len(frame), dtype="float64"
+                )
+                frame[f"{column}_flagged"] = pd.array(
+                    [self.column_marks.flagged[j]] * len(frame), dtype="boolean"
+                )
                 if any(self.column_marks.batch):
-                    frame[f"{column}_batch_dependent"] = pd.array([self.column_marks.batch[j]] * len(frame),
-                                                                  dtype="boolean")
+                    frame[f"{column}_batch_dependent"] = pd.array(
+                        [self.column_marks.batch[j]] * len(frame), dtype="boolean"
+                    )
                 if any(self.column_marks.copies):
                     for name, values in copy_columns([self.column_marks.copies[j]] * len(frame)).items():
                         frame[f"{column}_{name}"] = values
@@ -153,13 +173,17 @@ def entry_status(grid: Grid, model: str, benchmark: str) -> str | None:
     return None if grid.cell(model, benchmark) is not None else DASH
 
 
-def model_rows(grid: Grid, benchmark: str, width: int, entries_of: Callable[[ScoreCell], list[Entry]]) -> list:
+def model_rows(
+    grid: Grid, benchmark: str, width: int, entries_of: Callable[[ScoreCell], list[Entry]]
+) -> list:
     """(model, entries) per model: entries_of(cell) for a scored cell, its status in all `width` columns for a
     cell without numbers."""
     rows = []
     for model in grid.models:
         status = entry_status(grid, model, benchmark)
-        rows.append((model, [status] * width if status is not None else entries_of(grid.cell(model, benchmark))))
+        rows.append(
+            (model, [status] * width if status is not None else entries_of(grid.cell(model, benchmark)))
+        )
     return rows
 
 
@@ -184,14 +208,19 @@ def answered_note(grid: Grid, benchmark: str) -> str:
     """Per model, how it answered and, for generated answers, how they were decoded."""
     parts = []
     for model in grid.models:
-        source = (grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
-                  or grid.hidden.get((model, benchmark)))
+        source = (
+            grid.cell(model, benchmark)
+            or grid.failed.get((model, benchmark))
+            or grid.hidden.get((model, benchmark))
+        )
         if source is None or source.strategy is None:
             continue
         decoding = decoding_label(source.strategy, source.generation)
         # Only generated answers are decoded; say so, since the sampling settings move the numbers.
-        parts.append(f"{model}: {answered_label(source.strategy, source.backend, source.model_id)}, "
-                     f"{decoding or 'nothing generated, no sampling'}")
+        parts.append(
+            f"{model}: {answered_label(source.strategy, source.backend, source.model_id)}, "
+            f"{decoding or 'nothing generated, no sampling'}"
+        )
     return "How each model answered: " + "; ".join(parts) + "." if parts else ""
 
 
@@ -203,11 +232,15 @@ def cell_notes(grid: Grid, benchmark: str) -> str:
         notes.append(f"{HIDDEN}: the benchmark's labels are not public; the submission file was written.")
     marked = [(m, rate) for m in grid.models if (rate := grid.flag(m, benchmark)) is not None]
     if marked:
-        listed = ", ".join(f"{m} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(m, benchmark) else "")
-                           for m, rate in marked)
-        notes.append(f"{DAGGER}: more than {threshold(grid)} of the model's prediction rows are errors or unparsable "
-                     f"answers (format errors, counted as the benchmark's rule says, usually as wrong), so its "
-                     f"numbers are built on them: {listed}.")
+        listed = ", ".join(
+            f"{m} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(m, benchmark) else "")
+            for m, rate in marked
+        )
+        notes.append(
+            f"{DAGGER}: more than {threshold(grid)} of the model's prediction rows are errors or unparsable "
+            f"answers (format errors, counted as the benchmark's rule says, usually as wrong), so its "
+            f"numbers are built on them: {listed}."
+        )
     batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] == benchmark])
     if batched:
         notes.append(batched)
@@ -246,8 +279,17 @@ def group_series(grid: Grid, benchmark: str, groups: Sequence[str], column: str)
     for i, model in enumerate(grid.models):
         cell = grid.cell(model, benchmark)
         word = status(grid, model, benchmark)  # written where the bars would stand
-        series.append((marks.name(i, model), [grid.marked(model, benchmark, group_estimate(cell, column, g))
-                                              if cell is not None else word for g in groups]))
+        series.append(
+            (
+                marks.name(i, model),
+                [
+                    grid.marked(model, benchmark, group_estimate(cell, column, g))
+                    if cell is not None
+                    else word
+                    for g in groups
+                ],
+            )
+        )
     return series
 
 
@@ -256,11 +298,17 @@ def figure_note(grid: Grid, benchmark: str) -> str:
     missing cells."""
     samples = [cell.samples for m in grid.models if (cell := grid.cell(m, benchmark)) is not None]
     notes = [f"Whiskers: {interval_label(samples)}."]
-    marked = [(m, rate) for m in grid.models
-              if (rate := grid.flag(m, benchmark)) is not None and not grid.is_failed(m, benchmark)]
+    marked = [
+        (m, rate)
+        for m in grid.models
+        if (rate := grid.flag(m, benchmark)) is not None and not grid.is_failed(m, benchmark)
+    ]
     if marked:
-        notes.append(f"{DAGGER} and hatched bars: format errors above {threshold(grid)} of the prediction rows ("
-                     + ", ".join(f"{m} {rate:.1f}%" for m, rate in marked) + ").")
+        notes.append(
+            f"{DAGGER} and hatched bars: format errors above {threshold(grid)} of the prediction rows ("
+            + ", ".join(f"{m} {rate:.1f}%" for m, rate in marked)
+            + ")."
+        )
     # the bars of a cell that answers a subset carry the double dagger (Grid.marked), explained here
     partial = coverage_note(grid, [entry for entry in grid.partial() if entry[1] == benchmark])
     if partial:
@@ -273,7 +321,9 @@ def figure_note(grid: Grid, benchmark: str) -> str:
         notes.append(copied)
     failed = [m for m in grid.models if grid.is_failed(m, benchmark)]
     if failed:
-        notes.append(f"No bar, {FAILED}: every prediction row is an error or unparsable ({', '.join(failed)}).")
+        notes.append(
+            f"No bar, {FAILED}: every prediction row is an error or unparsable ({', '.join(failed)})."
+        )
     missing = [m for m in grid.models if grid.is_missing(m, benchmark)]
     if missing:
         notes.append(f"No bar, {MISSING}: no score file ({', '.join(missing)}).")

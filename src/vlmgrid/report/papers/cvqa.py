@@ -52,20 +52,30 @@ def _settings(grid: Grid, benchmark: str) -> list[str]:
 def cvqa_table(grid: Grid, benchmark: str) -> Table:
     """Models x (each prompt setting, their mean: the headline)."""
     settings = _settings(grid, benchmark)
-    rows = model_rows(grid, benchmark, len(settings) + 1,
-                       lambda cell: [cell.variants.get(s) for s in settings] + [cell.estimate])
+    rows = model_rows(
+        grid,
+        benchmark,
+        len(settings) + 1,
+        lambda cell: [cell.variants.get(s) for s in settings] + [cell.estimate],
+    )
     legend = "; ".join(f"{s}: {CVQA_SETTINGS[s]}" for s in settings if s in CVQA_SETTINGS)
     caption = join_caption(
         f"Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting ({legend}); "
         f"{MEAN}: the mean over the settings (the headline, its CI from the averaged bootstrap draws)."
-        if legend else
-        f"Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting; {MEAN}: their mean.",
+        if legend
+        else f"Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting; {MEAN}: their mean.",
         answered_note(grid, benchmark),
         cell_notes(grid, benchmark),
     )
-    return Table(title=f"CVQA: {benchmark}", row_header="Model", columns=[*settings, MEAN],
-                 csv_columns=[*settings, "mean"], rows=rows, caption=caption,
-                 row_marks=Marks.of(grid, benchmark, grid.models))
+    return Table(
+        title=f"CVQA: {benchmark}",
+        row_header="Model",
+        columns=[*settings, MEAN],
+        csv_columns=[*settings, "mean"],
+        rows=rows,
+        caption=caption,
+        row_marks=Marks.of(grid, benchmark, grid.models),
+    )
 
 
 def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
@@ -88,19 +98,32 @@ def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
         f"the prompt settings, as the score file's breakdown gives it; {ALL}: every item (the headline).",
         cell_notes(grid, benchmark),
     )
-    return Table(title=f"CVQA per country-language pair: {benchmark}", row_header="Country-language",
-                 columns=models, csv_columns=models, rows=rows, caption=caption,
-                 column_marks=Marks.of(grid, benchmark, models))
+    return Table(
+        title=f"CVQA per country-language pair: {benchmark}",
+        row_header="Country-language",
+        columns=models,
+        csv_columns=models,
+        rows=rows,
+        caption=caption,
+        column_marks=Marks.of(grid, benchmark, models),
+    )
 
 
-def write_cvqa(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
-               figures_dir: Path) -> list[Path]:
+def write_cvqa(
+    grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path, figures_dir: Path
+) -> list[Path]:
     written = write_table(cvqa_table(grid, benchmark), tables_dir, stems["cvqa"], ("md", "tex", "csv"))
-    written += write_table(cvqa_pairs_table(grid, benchmark), tables_dir, stems["cvqa-pairs"], ("md", "tex", "csv"))
+    written += write_table(
+        cvqa_pairs_table(grid, benchmark), tables_dir, stems["cvqa-pairs"], ("md", "tex", "csv")
+    )
     pairs = sorted(group_names(grid, benchmark, PAIR))
-    written += write_grouped_bars(figures_dir, stems["cvqa-pairs"],
-                                  f"CVQA ({benchmark}): accuracy per country-language pair (mean over settings)",
-                                  pairs, group_series(grid, benchmark, pairs, PAIR),
-                                  f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
-                                  note=figure_note(grid, benchmark))
+    written += write_grouped_bars(
+        figures_dir,
+        stems["cvqa-pairs"],
+        f"CVQA ({benchmark}): accuracy per country-language pair (mean over settings)",
+        pairs,
+        group_series(grid, benchmark, pairs, PAIR),
+        f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
+        note=figure_note(grid, benchmark),
+    )
     return written

@@ -27,8 +27,12 @@ def dance_table(grid: Grid, benchmark: str) -> Table:
     subsets = [f"{split} {direction}" for split in DANCE_SPLITS for direction in DANCE_DIRECTIONS]
     found = group_names(grid, benchmark, "subset")
     subsets = [s for s in subsets if s in found] + sorted(set(found) - set(subsets), key=natural_key)
-    rows = model_rows(grid, benchmark, len(subsets) + 1,
-                       lambda cell: [group_estimate(cell, "subset", s) for s in subsets] + [cell.estimate])
+    rows = model_rows(
+        grid,
+        benchmark,
+        len(subsets) + 1,
+        lambda cell: [group_estimate(cell, "subset", s) for s in subsets] + [cell.estimate],
+    )
     caption = join_caption(
         "Acc@50 in percent, 95% bootstrap CI in brackets: per query with n positives among its 50 "
         "candidates, the share of the positives ranked within the top n, averaged over the queries; per split "
@@ -40,13 +44,22 @@ def dance_table(grid: Grid, benchmark: str) -> Table:
         answered_note(grid, benchmark),
         cell_notes(grid, benchmark),
     )
-    return Table(title=f"DANCE: {benchmark}", row_header="Model",
-                 columns=[s.replace("riddle-to-image", "riddle→image").replace("image-to-riddle", "image→riddle")
-                          for s in subsets] + ["All"],
-                 csv_columns=[s.replace(" ", "_") for s in subsets] + ["all"], rows=rows, caption=caption,
-                 row_marks=Marks.of(grid, benchmark, grid.models))
+    return Table(
+        title=f"DANCE: {benchmark}",
+        row_header="Model",
+        columns=[
+            s.replace("riddle-to-image", "riddle→image").replace("image-to-riddle", "image→riddle")
+            for s in subsets
+        ]
+        + ["All"],
+        csv_columns=[s.replace(" ", "_") for s in subsets] + ["all"],
+        rows=rows,
+        caption=caption,
+        row_marks=Marks.of(grid, benchmark, grid.models),
+    )
 
 
-def write_dance(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
-                figures_dir: Path) -> list[Path]:
+def write_dance(
+    grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path, figures_dir: Path
+) -> list[Path]:
     return write_table(dance_table(grid, benchmark), tables_dir, stems["dance"], ("md", "tex", "csv"))

@@ -33,8 +33,11 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
 
     def entries_of(cell: ScoreCell) -> list[Entry]:
         errors = cell.metrics.get("format_error_rate") or Estimate(cell.format_error_rate)
-        return ([cell.estimate, errors] + [group_estimate(cell, "modality", m) for m in MODALITIES]
-                + [group_estimate(cell, "language", lang) for lang in languages])
+        return (
+            [cell.estimate, errors]
+            + [group_estimate(cell, "modality", m) for m in MODALITIES]
+            + [group_estimate(cell, "language", lang) for lang in languages]
+        )
 
     rows = model_rows(grid, benchmark, 2 + len(MODALITIES) + len(languages), entries_of)
     caption = join_caption(
@@ -57,13 +60,20 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
     )
 
 
-def write_kaleidoscope(grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path,
-                       figures_dir: Path) -> list[Path]:
-    written = write_table(kaleidoscope_table(grid, benchmark), tables_dir, stems["kaleidoscope"],
-                           ("md", "tex", "csv"))
+def write_kaleidoscope(
+    grid: Grid, benchmark: str, stems: dict[str, str], tables_dir: Path, figures_dir: Path
+) -> list[Path]:
+    written = write_table(
+        kaleidoscope_table(grid, benchmark), tables_dir, stems["kaleidoscope"], ("md", "tex", "csv")
+    )
     languages = group_names(grid, benchmark, "language")
-    written += write_grouped_bars(figures_dir, stems["kaleidoscope"], f"Kaleidoscope ({benchmark}): accuracy per language",
-                                  languages, group_series(grid, benchmark, languages, "language"),
-                                  f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
-                                  note=figure_note(grid, benchmark))
+    written += write_grouped_bars(
+        figures_dir,
+        stems["kaleidoscope"],
+        f"Kaleidoscope ({benchmark}): accuracy per language",
+        languages,
+        group_series(grid, benchmark, languages, "language"),
+        f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
+        note=figure_note(grid, benchmark),
+    )
     return written

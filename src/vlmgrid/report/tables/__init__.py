@@ -18,13 +18,17 @@ from vlmgrid.report.tables.main import main_frame, main_html, main_latex, main_m
 from vlmgrid.report.tables.variants import variants_frame, variants_markdown
 
 
-def write_tables(grid: Grid, tables_dir: Path, title: str, comparisons: Comparisons | None = None) -> list[Path]:
+def write_tables(
+    grid: Grid, tables_dir: Path, title: str, comparisons: Comparisons | None = None
+) -> list[Path]:
     """`comparisons`: the grid's comparison files, read (None: none to read; the comparisons table says so)."""
     tables_dir = Path(tables_dir)
     written = []
-    for name, text in (("main.md", main_markdown(grid, title, comparisons)),
-                       ("main.tex", main_latex(grid, title, comparisons)),
-                       ("main.html", main_html(grid, title, comparisons))):
+    for name, text in (
+        ("main.md", main_markdown(grid, title, comparisons)),
+        ("main.tex", main_latex(grid, title, comparisons)),
+        ("main.html", main_html(grid, title, comparisons)),
+    ):
         write_text(tables_dir / name, text)
         written.append(tables_dir / name)
     write_csv(tables_dir / "main.csv", main_frame(grid, comparisons))

@@ -26,8 +26,19 @@ from vlmgrid.report.tables.format import (
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note
 
-BREAKDOWN_COLUMNS = ["model", "benchmark", "column", "group", "metric", "value", "ci_low", "ci_high", "n",
-                     "format_error_rate", "flagged"]
+BREAKDOWN_COLUMNS = [
+    "model",
+    "benchmark",
+    "column",
+    "group",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "format_error_rate",
+    "flagged",
+]
 
 
 def _group_flag(grid: Grid, model: str, benchmark: str, group) -> tuple[float | None, float | None]:
@@ -65,12 +76,26 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
                     est = group.estimate
                     rate, flag = _group_flag(grid, model, benchmark, group)
                     records.append(
-                        [model, benchmark, column, group.name, group.metric, est.value, est.ci_low, est.ci_high,
-                         group.n, rate, None if rate is None else flag is not None]
+                        [
+                            model,
+                            benchmark,
+                            column,
+                            group.name,
+                            group.metric,
+                            est.value,
+                            est.ci_low,
+                            est.ci_high,
+                            group.n,
+                            rate,
+                            None if rate is None else flag is not None,
+                        ]
                     )
-    frame = typed_frame(pd.DataFrame(records, columns=BREAKDOWN_COLUMNS),
-                        floats=("value", "ci_low", "ci_high", "format_error_rate"), ints=("n",),
-                        booleans=("flagged",))
+    frame = typed_frame(
+        pd.DataFrame(records, columns=BREAKDOWN_COLUMNS),
+        floats=("value", "ci_low", "ci_high", "format_error_rate"),
+        ints=("n",),
+        booleans=("flagged",),
+    )
     return with_copy_columns(grid, with_batch_column(grid, frame))
 
 
@@ -91,34 +116,57 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
                 gone = grid.failed.get((model, benchmark))
                 if gone is not None:  # no number, but its rate says why
                     failed = True
-                    rows.append([model, "(all)", metric_label(gone.metric), FAILED + DAGGER, fmt_count(gone.n),
-                                 fmt_count(gone.n_valid), fmt(gone.format_error_rate)])
+                    rows.append(
+                        [
+                            model,
+                            "(all)",
+                            metric_label(gone.metric),
+                            FAILED + DAGGER,
+                            fmt_count(gone.n),
+                            fmt_count(gone.n_valid),
+                            fmt(gone.format_error_rate),
+                        ]
+                    )
                 cell = grid.cell(model, benchmark)
                 if cell is None:
                     continue
                 marked = marked or grid.flag(model, benchmark) is not None
                 rows.append(
-                    [model, "(all)", metric_label(cell.metric),
-                     fmt_estimate(grid.marked(model, benchmark, cell.estimate)),
-                     fmt_count(cell.n), fmt_count(cell.n_valid), fmt(cell.format_error_rate)]
+                    [
+                        model,
+                        "(all)",
+                        metric_label(cell.metric),
+                        fmt_estimate(grid.marked(model, benchmark, cell.estimate)),
+                        fmt_count(cell.n),
+                        fmt_count(cell.n_valid),
+                        fmt(cell.format_error_rate),
+                    ]
                 )
                 for group in cell.breakdown.get(column, []):
                     _, flag = _group_flag(grid, model, benchmark, group)
                     marked = marked or flag is not None
                     rows.append(
-                        [model, group.name, metric_label(group.metric),
-                         # the group's own rate where it has one, the cell's other marks
-                         fmt_estimate(replace(grid.marked(model, benchmark, group.estimate), flag=flag)),
-                         fmt_count(group.n), fmt_count(group.n_valid), fmt(group.format_error_rate)]
+                        [
+                            model,
+                            group.name,
+                            metric_label(group.metric),
+                            # the group's own rate where it has one, the cell's other marks
+                            fmt_estimate(replace(grid.marked(model, benchmark, group.estimate), flag=flag)),
+                            fmt_count(group.n),
+                            fmt_count(group.n_valid),
+                            fmt(group.format_error_rate),
+                        ]
                     )
             align = [":---", ":---", ":---"] + ["---:"] * 4
             parts.append(f"### by {markdown_text(column)} (headline: {metric_label(metric)})\n")
             parts.append(md_table(header, rows, align) + "\n")
     notes = ""
     if marked or failed:
-        notes += (f" {DAGGER}: more than {threshold(grid)} of the prediction rows are errors or unparsable answers "
-                  f"(format errors: the group's own rate where the score gives one, else the cell's; a group row "
-                  f"without its own rate shows {DASH} there).")
+        notes += (
+            f" {DAGGER}: more than {threshold(grid)} of the prediction rows are errors or unparsable answers "
+            f"(format errors: the group's own rate where the score gives one, else the cell's; a group row "
+            f"without its own rate shows {DASH} there)."
+        )
     shown = {benchmark for benchmark, _ in found}
     partial = coverage_note(grid, [entry for entry in grid.partial() if entry[1] in shown])
     if partial:
@@ -130,7 +178,9 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
     if copied:
         notes += f" {copied}"
     if failed:
-        notes += f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
+        notes += (
+            f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
+        )
     parts.append(
         f"Values in percent; 95% bootstrap CI in brackets; (all): the benchmark's headline; {DASH}: not reported."
         f"{notes}\n"

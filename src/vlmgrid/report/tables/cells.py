@@ -27,8 +27,20 @@ from vlmgrid.report.tables.format import (
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, tool_reading_note
 
-CELL_COLUMNS = ["model", "benchmark", "status", "strategy", "answered_by", "decoding", "n", "n_valid",
-                "format_error_rate", "lenient", "flagged", "items"]
+CELL_COLUMNS = [
+    "model",
+    "benchmark",
+    "status",
+    "strategy",
+    "answered_by",
+    "decoding",
+    "n",
+    "n_valid",
+    "format_error_rate",
+    "lenient",
+    "flagged",
+    "items",
+]
 
 
 def _lenient(cell) -> float | None:
@@ -45,16 +57,40 @@ def _cell_rows(grid: Grid) -> list[list]:
         for benchmark in grid.benchmarks:
             cell = grid.cell(model, benchmark) or grid.failed.get((model, benchmark))
             if cell is not None:
-                rows.append([model, benchmark, FAILED if grid.is_failed(model, benchmark) else "scored",
-                             cell.strategy, answered_label(cell.strategy, cell.backend, cell.model_id),
-                             decoding_label(cell.strategy, cell.generation), cell.n, cell.n_valid,
-                             cell.format_error_rate, _lenient(cell), is_flagged(grid, model, benchmark),
-                             cell.coverage[1] if cell.coverage else cell.n])
+                rows.append(
+                    [
+                        model,
+                        benchmark,
+                        FAILED if grid.is_failed(model, benchmark) else "scored",
+                        cell.strategy,
+                        answered_label(cell.strategy, cell.backend, cell.model_id),
+                        decoding_label(cell.strategy, cell.generation),
+                        cell.n,
+                        cell.n_valid,
+                        cell.format_error_rate,
+                        _lenient(cell),
+                        is_flagged(grid, model, benchmark),
+                        cell.coverage[1] if cell.coverage else cell.n,
+                    ]
+                )
             elif grid.is_hidden(model, benchmark):
                 hidden = grid.hidden[(model, benchmark)]
-                rows.append([model, benchmark, HIDDEN, hidden.strategy,
-                             answered_label(hidden.strategy, hidden.backend, hidden.model_id),
-                             decoding_label(hidden.strategy, hidden.generation), hidden.n, None, None, None, None, hidden.n])
+                rows.append(
+                    [
+                        model,
+                        benchmark,
+                        HIDDEN,
+                        hidden.strategy,
+                        answered_label(hidden.strategy, hidden.backend, hidden.model_id),
+                        decoding_label(hidden.strategy, hidden.generation),
+                        hidden.n,
+                        None,
+                        None,
+                        None,
+                        None,
+                        hidden.n,
+                    ]
+                )
             elif grid.is_not_applicable(model, benchmark):
                 rows.append([model, benchmark, NA, None, None, None, None, None, None, None, None, None])
             elif grid.is_missing(model, benchmark):
@@ -69,7 +105,9 @@ def batch_check_text(check: dict | None) -> str:
     if check.get("skipped"):
         return "skipped"
     differing = len(check["differing"])
-    return f"{differing} of {check['checked']} differ{BATCH_MARK}" if differing else f"{check['checked']} same"
+    return (
+        f"{differing} of {check['checked']} differ{BATCH_MARK}" if differing else f"{check['checked']} same"
+    )
 
 
 def cells_frame(grid: Grid) -> pd.DataFrame:
@@ -84,37 +122,70 @@ def cells_frame(grid: Grid) -> pd.DataFrame:
         # The publishing tool's own reading, only where a cell's score gives one (other grids keep their table).
         figures = {(model, benchmark): figure for model, benchmark, figure, _ in grid.tool_readings()}
         found = [figures.get(key) for key in zip(frame["model"], frame["benchmark"])]
-        frame["tool_reading"] = pd.array([f.value if f else None for f in found], dtype="Float64").astype("float64")
+        frame["tool_reading"] = pd.array([f.value if f else None for f in found], dtype="Float64").astype(
+            "float64"
+        )
         frame["tool_reading_tool"] = [f.tool if f else None for f in found]
-        frame["tool_reading_by_judge"] = pd.array([f.n_read_by_judge if f else None for f in found], dtype="Int64")
+        frame["tool_reading_by_judge"] = pd.array(
+            [f.n_read_by_judge if f else None for f in found], dtype="Int64"
+        )
     if grid.batch_checked():
         # The batch check's columns, only where a cell records one (a grid without the check keeps its table).
-        checks = [grid.batch_check(model, benchmark) for model, benchmark in zip(frame["model"], frame["benchmark"])]
+        checks = [
+            grid.batch_check(model, benchmark) for model, benchmark in zip(frame["model"], frame["benchmark"])
+        ]
         frame["batch_checked"] = pd.array([c["checked"] if c else None for c in checks], dtype="Int64")
-        frame["batch_differing"] = pd.array([len(c["differing"]) if c else None for c in checks], dtype="Int64")
-        frame["batch_dependent"] = pd.array([bool(c["differing"]) if c else None for c in checks], dtype="boolean")
+        frame["batch_differing"] = pd.array(
+            [len(c["differing"]) if c else None for c in checks], dtype="Int64"
+        )
+        frame["batch_dependent"] = pd.array(
+            [bool(c["differing"]) if c else None for c in checks], dtype="boolean"
+        )
     return frame
 
 
 def cells_markdown(grid: Grid, title: str) -> str:
-    header = ["Model", "Benchmark", "Answered by", "Decoding", "n", "Valid answers", "Format errors (%)",
-              "Lenient reading"]
+    header = [
+        "Model",
+        "Benchmark",
+        "Answered by",
+        "Decoding",
+        "n",
+        "Valid answers",
+        "Format errors (%)",
+        "Lenient reading",
+    ]
     checked = grid.batch_checked()
     if checked:
         header.append("Batch check")
     rows = []
-    for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark, items in _cell_rows(grid):
+    for model, benchmark, word, _, answered, decoding, n, n_valid, errors, lenient, mark, items in _cell_rows(
+        grid
+    ):
         answered = word if word in (NA, MISSING) else (answered or DASH)
         n = fmt_count(n) if n is None or items is None or n == items else f"{n} of {items}{PARTIAL}"
         copy = grid.partial_copy(model, benchmark)
         if copy is not None:  # the published count beside n, unless n counts a subset already or stand-ins
             n += COPY_MARK if PARTIAL in n or copy.fixture else f" of {copy.published}{COPY_MARK}"
         errors = DASH if errors is None else fmt(errors) + (DAGGER if mark else "")
-        rows.append([model, benchmark, answered, decoding or DASH, n, fmt_count(n_valid), errors,
-                     DASH if lenient is None else fmt(lenient)]
-                    + ([batch_check_text(grid.batch_check(model, benchmark))] if checked else []))
+        rows.append(
+            [
+                model,
+                benchmark,
+                answered,
+                decoding or DASH,
+                n,
+                fmt_count(n_valid),
+                errors,
+                DASH if lenient is None else fmt(lenient),
+            ]
+            + ([batch_check_text(grid.batch_check(model, benchmark))] if checked else [])
+        )
     align = [":---"] * 4 + ["---:"] * 4 + ([":---"] if checked else [])
-    lines = [f"# {markdown_text(title)}: how each number was answered\n", md_table(header, rows, align) + "\n"]
+    lines = [
+        f"# {markdown_text(title)}: how each number was answered\n",
+        md_table(header, rows, align) + "\n",
+    ]
     lines.append(
         "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
         "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "
@@ -128,13 +199,23 @@ def cells_markdown(grid: Grid, title: str) -> str:
         f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written. "
         f"{DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's numbers ({FAILED} at "
         f"100%: the cell has no number). {MISSING}: the cell has no score file."
-        + "".join(f" {note}" for note in [coverage_note(grid, grid.partial()), copy_note(grid.partial_copies())]
-                  if note)
-        + (" Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) and "
-           "compared with their batched answers (N same; skipped: the model does not batch its requests, or the "
-           "copy is too small for a sample within a tenth of the cell's requests)."
-           if checked else "")
-        + "".join(f" {note}" for note in [batch_note(grid.batch_dependents()), tool_reading_note(grid.tool_readings())]
-                  if note) + "\n"
+        + "".join(
+            f" {note}"
+            for note in [coverage_note(grid, grid.partial()), copy_note(grid.partial_copies())]
+            if note
+        )
+        + (
+            " Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) and "
+            "compared with their batched answers (N same; skipped: the model does not batch its requests, or the "
+            "copy is too small for a sample within a tenth of the cell's requests)."
+            if checked
+            else ""
+        )
+        + "".join(
+            f" {note}"
+            for note in [batch_note(grid.batch_dependents()), tool_reading_note(grid.tool_readings())]
+            if note
+        )
+        + "\n"
     )
     return "\n".join(lines)

@@ -27,11 +27,33 @@ from vlmgrid.report.tables.format import (
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note
 
-HEADER = ["Model A", "Model B", "Benchmark", "A", "B", "A \u2212 B [95% CI]", "MDD", "p", "Holm p", "Significant"]
+HEADER = [
+    "Model A",
+    "Model B",
+    "Benchmark",
+    "A",
+    "B",
+    "A \u2212 B [95% CI]",
+    "MDD",
+    "p",
+    "Holm p",
+    "Significant",
+]
 # The Markdown table names the metric of each row and, in its header, the CI's resampling and the test (the
 # LaTeX table, held to the page's width, says so in its caption).
-MD_HEADER = ["Model A", "Model B", "Benchmark", "Metric", "A", "B", "A \u2212 B [95% CI, paired bootstrap]",
-             "MDD", "p (paired permutation)", "Holm p", "Significant"]
+MD_HEADER = [
+    "Model A",
+    "Model B",
+    "Benchmark",
+    "Metric",
+    "A",
+    "B",
+    "A \u2212 B [95% CI, paired bootstrap]",
+    "MDD",
+    "p (paired permutation)",
+    "Holm p",
+    "Significant",
+]
 # The LaTeX header: each pair heads its rows, so the table has one name column, the benchmark's; the MDD sits
 # under the difference's CI rather than in a column of its own, which the page's width has no room for.
 LATEX_HEADER = ["Benchmark", "A", "B", "A \u2212 B [95% CI] MDD", "p", "Holm p", "Significant"]
@@ -58,8 +80,11 @@ def _value(grid: Grid | None, model: str, benchmark: str, value: float | None) -
     on the batch, the pilcrow where its copy of the benchmark is partial."""
     if grid is None:
         return fmt(value)
-    return (fmt(value) + (BATCH_MARK if grid.batch_dependent(model, benchmark) else "")
-            + (COPY_MARK if grid.partial_copy(model, benchmark) is not None else ""))
+    return (
+        fmt(value)
+        + (BATCH_MARK if grid.batch_dependent(model, benchmark) else "")
+        + (COPY_MARK if grid.partial_copy(model, benchmark) is not None else "")
+    )
 
 
 def _cells(row: Comparison, notes: list[str], grid: Grid | None = None) -> list[str]:
@@ -72,10 +97,15 @@ def _cells(row: Comparison, notes: list[str], grid: Grid | None = None) -> list[
     mark = PARTIAL if row.coverage is not None else ""
     passes_p = row.p_holm is not None and row.p_holm < ALPHA
     significant = "yes" if row.significant else BELOW_MDD if passes_p and row.below_mdd else "no"
-    return [_value(grid, row.model_a, row.benchmark, row.value_a),
-            _value(grid, row.model_b, row.benchmark, row.value_b),
-            f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]{mark}", fmt(row.mdd),
-            fmt_p(row.p_value), fmt_p(row.p_holm), significant]
+    return [
+        _value(grid, row.model_a, row.benchmark, row.value_a),
+        _value(grid, row.model_b, row.benchmark, row.value_b),
+        f"{sign}{fmt(row.difference)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]{mark}",
+        fmt(row.mdd),
+        fmt_p(row.p_value),
+        fmt_p(row.p_holm),
+        significant,
+    ]
 
 
 def _latex_cells(row: Comparison, notes: list[str], grid: Grid | None = None) -> list[str]:
@@ -88,8 +118,13 @@ def _latex_cells(row: Comparison, notes: list[str], grid: Grid | None = None) ->
     else:
         difference, _, interval = plain[2].partition(" ")
         interval, mark = interval.rstrip(PARTIAL), PARTIAL if interval.endswith(PARTIAL) else ""
-        cells[2] = latex_stack([latex_escape(difference + mark), rf"{{\scriptsize {latex_escape(interval)}}}",
-                                rf"{{\scriptsize MDD {latex_escape(plain[3])}}}"])
+        cells[2] = latex_stack(
+            [
+                latex_escape(difference + mark),
+                rf"{{\scriptsize {latex_escape(interval)}}}",
+                rf"{{\scriptsize MDD {latex_escape(plain[3])}}}",
+            ]
+        )
         answer, _, why = plain[-1].partition(" ")
         if why:
             cells[-1] = latex_stack([answer, rf"{{\scriptsize {latex_escape(why)}}}"])
@@ -108,15 +143,22 @@ def na_notes(comparisons: Comparisons) -> str:
 
 def _compared_cells(comparisons: Comparisons) -> set[tuple[str, str]]:
     """(model, benchmark) of each value the table shows: both sides of every pair with a comparison."""
-    return {(model, row.benchmark) for row in comparisons.rows if row.difference is not None
-            for model in (row.model_a, row.model_b)}
+    return {
+        (model, row.benchmark)
+        for row in comparisons.rows
+        if row.difference is not None
+        for model in (row.model_a, row.model_b)
+    }
 
 
 def legend(comparisons: Comparisons, grid: Grid | None = None) -> str:
     permutations = sorted({row.permutations for row in comparisons.rows if row.permutations})
     count = f"{permutations[0]} " if len(permutations) == 1 else ""
-    family = (f"each model against the reference model {comparisons.reference_model}"
-              if comparisons.reference_model else "every pair of models of the grid")
+    family = (
+        f"each model against the reference model {comparisons.reference_model}"
+        if comparisons.reference_model
+        else "every pair of models of the grid"
+    )
     text = (
         f"Pairs: {family}. A \u2212 B: the difference of the benchmark's headline (points of its unit, percent "
         f"for most); 95% CI: paired bootstrap, both models on the same resampled items (whole groups where the "
@@ -132,14 +174,21 @@ def legend(comparisons: Comparisons, grid: Grid | None = None) -> str:
     )
     covered = [row for row in comparisons.rows if row.coverage is not None and row.difference is not None]
     if covered:
-        listed = "; ".join(f"{row.model_a} \u2212 {row.model_b} on {row.benchmark}, {row.coverage[0]:,} of "
-                           f"{row.coverage[1]:,} items" for row in covered)
-        text += (f" {PARTIAL}: compared on the items both models answered, a cell of the pair answering a subset "
-                 f"of the benchmark (report.partial_cells: include): {listed}.")
+        listed = "; ".join(
+            f"{row.model_a} \u2212 {row.model_b} on {row.benchmark}, {row.coverage[0]:,} of "
+            f"{row.coverage[1]:,} items"
+            for row in covered
+        )
+        text += (
+            f" {PARTIAL}: compared on the items both models answered, a cell of the pair answering a subset "
+            f"of the benchmark (report.partial_cells: include): {listed}."
+        )
     if grid is not None:
         shown = _compared_cells(comparisons)
-        for note in (batch_note([entry for entry in grid.batch_dependents() if entry[:2] in shown]),
-                     copy_note([entry for entry in grid.partial_copies() if entry[:2] in shown])):
+        for note in (
+            batch_note([entry for entry in grid.batch_dependents() if entry[:2] in shown]),
+            copy_note([entry for entry in grid.partial_copies() if entry[:2] in shown]),
+        ):
             if note:
                 text += f" {note}"
     if comparisons.unavailable:
@@ -151,15 +200,19 @@ def legend(comparisons: Comparisons, grid: Grid | None = None) -> str:
 def comparisons_markdown(comparisons: Comparisons, title: str, grid: Grid | None = None) -> str:
     """`grid`: the grid whose cells' marks the values carry, as in the main table (None: no marks)."""
     notes = reasons(comparisons)
-    rows = [[row.model_a, row.model_b, row.benchmark, metric_label(row.metric) if row.metric else DASH]
-            + _cells(row, notes, grid) for row in comparisons.rows]
+    rows = [
+        [row.model_a, row.model_b, row.benchmark, metric_label(row.metric) if row.metric else DASH]
+        + _cells(row, notes, grid)
+        for row in comparisons.rows
+    ]
     if not rows:
         body = "No comparisons: the grid has fewer than two models, or no comparison file to read."
     else:
         body = md_table(MD_HEADER, rows, [":---"] * 4 + ["---:"] * 7)
     na = na_notes(comparisons)
-    return (f"# {markdown_text(title)}: comparisons\n\n{body}\n\n{legend(comparisons, grid)}\n"
-            + (f"\n{na}\n" if na else ""))
+    return f"# {markdown_text(title)}: comparisons\n\n{body}\n\n{legend(comparisons, grid)}\n" + (
+        f"\n{na}\n" if na else ""
+    )
 
 
 def comparisons_latex(comparisons: Comparisons, title: str, grid: Grid | None = None) -> str:
@@ -170,13 +223,32 @@ def comparisons_latex(comparisons: Comparisons, title: str, grid: Grid | None = 
     body: list[list[str]] = []
     for model_a, model_b in dict.fromkeys((row.model_a, row.model_b) for row in comparisons.rows):
         body.append([rf"\textit{{{latex_name(model_a)} $-$ {latex_name(model_b)}}}"])
-        body += [[latex_name(row.benchmark)] + _latex_cells(row, notes, grid) for row in comparisons.rows
-                 if (row.model_a, row.model_b) == (model_a, model_b)]
+        body += [
+            [latex_name(row.benchmark)] + _latex_cells(row, notes, grid)
+            for row in comparisons.rows
+            if (row.model_a, row.model_b) == (model_a, model_b)
+        ]
     header = [[latex_escape(cell) for cell in LATEX_HEADER]]
-    after = ([r"\par\medskip", rf"{{\footnotesize {NA}: no comparison. " + " ".join(
-        rf"$^{{{k}}}${latex_escape(reason)}." for k, reason in enumerate(notes, 1)) + r"\par}"] if notes else [])
-    return latex_table(f"{title}: comparisons. {legend(comparisons, grid)}", "comparisons", header, body,
-                       align="rrcrrc", split=False, weights=LATEX_WEIGHTS, after=after)
+    after = (
+        [
+            r"\par\medskip",
+            rf"{{\footnotesize {NA}: no comparison. "
+            + " ".join(rf"$^{{{k}}}${latex_escape(reason)}." for k, reason in enumerate(notes, 1))
+            + r"\par}",
+        ]
+        if notes
+        else []
+    )
+    return latex_table(
+        f"{title}: comparisons. {legend(comparisons, grid)}",
+        "comparisons",
+        header,
+        body,
+        align="rrcrrc",
+        split=False,
+        weights=LATEX_WEIGHTS,
+        after=after,
+    )
 
 
 def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.DataFrame:
@@ -185,16 +257,53 @@ def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.
     Where a cell of the `grid` is batch-dependent, `batch_dependent_a` and `batch_dependent_b` say whether each
     side's is (empty without a batch check or a comparison), as main.csv does; where one was scored on a partial
     copy, `copy_items` and `published_items` give the pair's copy (empty where both are whole)."""
-    columns = ["model_a", "model_b", "benchmark", "metric", "value_a", "value_b", "difference", "ci_low", "ci_high",
-               "mdd", "p_value", "p_holm", "significant", "test", "unit", "permutations", "mcnemar_p", "mdd_from",
-               "reason", "coverage_answered", "coverage_total"]
+    columns = [
+        "model_a",
+        "model_b",
+        "benchmark",
+        "metric",
+        "value_a",
+        "value_b",
+        "difference",
+        "ci_low",
+        "ci_high",
+        "mdd",
+        "p_value",
+        "p_holm",
+        "significant",
+        "test",
+        "unit",
+        "permutations",
+        "mcnemar_p",
+        "mdd_from",
+        "reason",
+        "coverage_answered",
+        "coverage_total",
+    ]
     derived = ("significant", "coverage_answered", "coverage_total")
-    frame = pd.DataFrame([{name: getattr(row, name, None) for name in columns if name not in derived}
-                          | {"significant": row.significant,
-                             "coverage_answered": row.coverage[0] if row.coverage else None,
-                             "coverage_total": row.coverage[1] if row.coverage else None}
-                          for row in comparisons.rows], columns=columns)
-    for name in ("value_a", "value_b", "difference", "ci_low", "ci_high", "mdd", "p_value", "p_holm", "mcnemar_p"):
+    frame = pd.DataFrame(
+        [
+            {name: getattr(row, name, None) for name in columns if name not in derived}
+            | {
+                "significant": row.significant,
+                "coverage_answered": row.coverage[0] if row.coverage else None,
+                "coverage_total": row.coverage[1] if row.coverage else None,
+            }
+            for row in comparisons.rows
+        ],
+        columns=columns,
+    )
+    for name in (
+        "value_a",
+        "value_b",
+        "difference",
+        "ci_low",
+        "ci_high",
+        "mdd",
+        "p_value",
+        "p_holm",
+        "mcnemar_p",
+    ):
         frame[name] = frame[name].astype("float64")
     frame["significant"] = frame["significant"].astype("boolean")
     for name in ("permutations", "coverage_answered", "coverage_total"):
@@ -202,11 +311,23 @@ def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.
     if grid is not None and grid.batch_dependents():
         for side in ("a", "b"):
             frame[f"batch_dependent_{side}"] = pd.array(
-                [None if row.difference is None else batch_flag(grid, getattr(row, f"model_{side}"), row.benchmark)
-                 for row in comparisons.rows], dtype="boolean")
+                [
+                    None
+                    if row.difference is None
+                    else batch_flag(grid, getattr(row, f"model_{side}"), row.benchmark)
+                    for row in comparisons.rows
+                ],
+                dtype="boolean",
+            )
     if grid is not None and grid.partial_copies():
         # the two cells of a pair are scored on the benchmark's one copy; either side's, where one is partial
-        frame = frame.assign(**copy_columns([grid.partial_copy(row.model_a, row.benchmark)
-                                             or grid.partial_copy(row.model_b, row.benchmark)
-                                             for row in comparisons.rows]))
+        frame = frame.assign(
+            **copy_columns(
+                [
+                    grid.partial_copy(row.model_a, row.benchmark)
+                    or grid.partial_copy(row.model_b, row.benchmark)
+                    for row in comparisons.rows
+                ]
+            )
+        )
     return frame

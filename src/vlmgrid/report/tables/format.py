@@ -20,13 +20,19 @@ NA = "n/a"  # a cell whose model cannot run the benchmark (and that model's aver
 AVERAGE = "Average"
 NA_NOTE = f"{NA}: the model cannot run this benchmark; its average is then {NA}."
 HIDDEN = "hidden"  # a cell whose benchmark hides its labels (and that model's average)
-HIDDEN_NOTE = (f"{HIDDEN}: the benchmark's labels are not public; the submission file was written "
-               f"(that model's average is then {HIDDEN} too).")
+HIDDEN_NOTE = (
+    f"{HIDDEN}: the benchmark's labels are not public; the submission file was written "
+    f"(that model's average is then {HIDDEN} too)."
+)
 DAGGER = "\u2020"  # marks a number built on too many format errors; the footnote gives the rate
 METHOD_MARK = "\u00a7"  # marks a published number the grid reproduced by another method; the note names both
 BATCH_MARK = "\u2260"  # marks a number of a cell whose answers changed when items were answered one at a time
-PARTIAL = "\u2021"  # marks a number of a cell that answers a subset of its benchmark; the footnote gives how many
-COPY_MARK = "\u00b6"  # marks a number of a cell scored on a copy holding fewer items than the published benchmark
+PARTIAL = (
+    "\u2021"  # marks a number of a cell that answers a subset of its benchmark; the footnote gives how many
+)
+COPY_MARK = (
+    "\u00b6"  # marks a number of a cell scored on a copy holding fewer items than the published benchmark
+)
 FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
 MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
 
@@ -47,7 +53,7 @@ def fmt(x: float | None) -> str:
 
 
 def fmt_estimate(est: Entry) -> str:
-    """"51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value, "n/a" for a cell that cannot run; a
+    """ "51.2 [44.0, 58.1]", "51.2" without a CI, "–" for no value, "n/a" for a cell that cannot run; a
     dagger after a marked one ("51.2 [44.0, 58.1]†")."""
     if isinstance(est, str):
         return est
@@ -63,12 +69,21 @@ def marks(est: Estimate) -> str:
     """The marks written after a value: a dagger when it is built on too many format errors, a double dagger
     when on a cell that answers a subset of its benchmark, a not-equal sign when on one whose answers depend on
     the batch, a pilcrow when on one scored on a partial copy of its benchmark."""
-    return ((DAGGER if est.flag is not None else "") + (PARTIAL if est.coverage is not None else "")
-            + (BATCH_MARK if est.batch else "") + (COPY_MARK if est.partial_copy else ""))
+    return (
+        (DAGGER if est.flag is not None else "")
+        + (PARTIAL if est.coverage is not None else "")
+        + (BATCH_MARK if est.batch else "")
+        + (COPY_MARK if est.partial_copy else "")
+    )
 
 
-def flagged(estimate: Estimate | None, rate: float | None, coverage: tuple[int, int] | None = None,
-            batch: bool = False, partial_copy: bool = False) -> Estimate | None:
+def flagged(
+    estimate: Estimate | None,
+    rate: float | None,
+    coverage: tuple[int, int] | None = None,
+    batch: bool = False,
+    partial_copy: bool = False,
+) -> Estimate | None:
     """The estimate marked with `rate`, `coverage`, `batch` and `partial_copy` (None / False: unmarked)."""
     if estimate is None or (rate is None and coverage is None and not batch and not partial_copy):
         return estimate
@@ -175,8 +190,14 @@ def emphasis(values: Sequence[float | None], *, lower_is_better: bool = False) -
     ranked = sorted(set(present), reverse=not lower_is_better)
     best = ranked[0] if len(ranked) >= 2 else None
     second = ranked[1] if len(ranked) >= 3 else None
-    return [BEST if value is not None and value == best else SECOND if value is not None and value == second
-            else None for value in shown]
+    return [
+        BEST
+        if value is not None and value == best
+        else SECOND
+        if value is not None and value == second
+        else None
+        for value in shown
+    ]
 
 
 def latex_cell(est: Entry, mark: str | None = None, suffix: str = "") -> str:
@@ -230,17 +251,27 @@ def _widths(weights: Sequence[float], name_share: float) -> list[str]:
     dimensions that add up, with the space between the columns, to a point under the line's width."""
     total, k = sum(weights), len(weights)
     share = rf"({1 - name_share:g}\linewidth-{2 * k}\tabcolsep-1pt)"
-    return ([rf"\dimexpr{name_share:g}\linewidth-2\tabcolsep\relax"]
-            + [rf"\dimexpr{share}*{int(1000 * w / total)}/1000\relax" for w in weights])
+    return [rf"\dimexpr{name_share:g}\linewidth-2\tabcolsep\relax"] + [
+        rf"\dimexpr{share}*{int(1000 * w / total)}/1000\relax" for w in weights
+    ]
 
 
 def _box(width: str, cell: str, position: str, alignment: str) -> str:
     return rf"\parbox[{position}]{{{width}}}{{{alignment}\hspace{{0pt}}{cell}}}"
 
 
-def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows: Sequence[Sequence[str]], *,
-                align: str = "c", split: bool = True, after: Sequence[str] = (),
-                weights: Sequence[float] | None = None, name_share: float = NAME_SHARE) -> str:
+def latex_table(
+    caption: str,
+    label: str,
+    header: Sequence[Sequence[str]],
+    rows: Sequence[Sequence[str]],
+    *,
+    align: str = "c",
+    split: bool = True,
+    after: Sequence[str] = (),
+    weights: Sequence[float] | None = None,
+    name_share: float = NAME_SHARE,
+) -> str:
     """A booktabs longtable set at the document's size, never scaled, that runs on over as many pages as its
     rows need: the caption on the first page, the `header` rows repeated on each page under "(continued)", and
     "continued on the next page" at the foot of each page but the last. `rows` are body rows of LaTeX cells (a
@@ -278,18 +309,28 @@ def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows:
         lines.append(rf"\begin{{longtable}}{{l{''.join(aligns[j] for j in block)}}}")
         if not k:
             lines.append(rf"\caption{{{latex_escape(caption)}}}\label{{tab:{label}}} \\")
-        lines += [*head, r"\endfirsthead", r"\caption[]{(continued)} \\", *head, r"\endhead",
-                  r"\bottomrule",
-                  rf"\multicolumn{{{n_columns}}}{{r}}{{\footnotesize continued on the next page}} \\",
-                  r"\endfoot", r"\bottomrule", r"\endlastfoot"]
+        lines += [
+            *head,
+            r"\endfirsthead",
+            r"\caption[]{(continued)} \\",
+            *head,
+            r"\endhead",
+            r"\bottomrule",
+            rf"\multicolumn{{{n_columns}}}{{r}}{{\footnotesize continued on the next page}} \\",
+            r"\endfoot",
+            r"\bottomrule",
+            r"\endlastfoot",
+        ]
         for row in rows:
             if len(row) == 1:
                 heading = _box(r"\dimexpr\linewidth-2\tabcolsep-1pt\relax", row[0], "t", r"\raggedright")
                 lines.append(rf"\multicolumn{{{n_columns}}}{{l}}{{{heading}}} \\*")  # no page break under it
                 continue
             cells = [_box(widths[0], row[0], "t", r"\raggedright")]
-            cells += [_box(widths[1 + i], row[1 + j], "t", r"\raggedright") if aligns[j] == "l" else row[1 + j]
-                      for i, j in enumerate(block)]
+            cells += [
+                _box(widths[1 + i], row[1 + j], "t", r"\raggedright") if aligns[j] == "l" else row[1 + j]
+                for i, j in enumerate(block)
+            ]
             lines.append(" & ".join(cells) + r" \\")
         lines.append(r"\end{longtable}")
     lines += [*after, r"\par", r"\endgroup"]
@@ -299,8 +340,9 @@ def latex_table(caption: str, label: str, header: Sequence[Sequence[str]], rows:
 # --- CSV -----------------------------------------------------------------------------------------
 
 
-def estimate_frame(row_header: str, value_columns: Sequence[str], rows: Iterable[tuple[str, Sequence[Entry]]]
-                   ) -> pd.DataFrame:
+def estimate_frame(
+    row_header: str, value_columns: Sequence[str], rows: Iterable[tuple[str, Sequence[Entry]]]
+) -> pd.DataFrame:
     """One CSV row per table row: its name, then a value and its two CI bounds per column, all float64."""
     columns = [row_header]
     for name in value_columns:
@@ -310,7 +352,11 @@ def estimate_frame(row_header: str, value_columns: Sequence[str], rows: Iterable
         record: list[object] = [name]
         for entry in entries:
             # n/a, hidden, not in the grid and missing are all empty, like any cell without a number.
-            record += [None, None, None] if entry_value(entry) is None else [entry.value, entry.ci_low, entry.ci_high]
+            record += (
+                [None, None, None]
+                if entry_value(entry) is None
+                else [entry.value, entry.ci_low, entry.ci_high]
+            )
         records.append(record)
     frame = pd.DataFrame(records, columns=columns)
     for name in columns[1:]:
@@ -318,12 +364,18 @@ def estimate_frame(row_header: str, value_columns: Sequence[str], rows: Iterable
     return frame
 
 
-def typed_frame(frame: pd.DataFrame, *, floats: Sequence[str] = (), ints: Sequence[str] = (),
-                booleans: Sequence[str] = ()) -> pd.DataFrame:
+def typed_frame(
+    frame: pd.DataFrame, *, floats: Sequence[str] = (), ints: Sequence[str] = (), booleans: Sequence[str] = ()
+) -> pd.DataFrame:
     """The table with its number and flag columns typed (float64, Int64, boolean), so that a column that is
     empty in every row is written the same as one that is not."""
-    return frame.astype({**{name: "float64" for name in floats}, **{name: "Int64" for name in ints},
-                         **{name: "boolean" for name in booleans}})
+    return frame.astype(
+        {
+            **{name: "float64" for name in floats},
+            **{name: "Int64" for name in ints},
+            **{name: "boolean" for name in booleans},
+        }
+    )
 
 
 def error_rate(grid: Grid, model: str, benchmark: str) -> float | None:
@@ -347,15 +399,22 @@ def with_batch_column(grid: Grid, frame: pd.DataFrame) -> pd.DataFrame:
     (`batch_flag`) added, where a cell of the grid is batch-dependent: a grid without such a cell keeps its
     columns, as main.csv does."""
     if grid.batch_dependents():
-        frame["batch_dependent"] = pd.array([batch_flag(grid, model, benchmark) for model, benchmark
-                                             in zip(frame["model"], frame["benchmark"])], dtype="boolean")
+        frame["batch_dependent"] = pd.array(
+            [
+                batch_flag(grid, model, benchmark)
+                for model, benchmark in zip(frame["model"], frame["benchmark"])
+            ],
+            dtype="boolean",
+        )
     return frame
 
 
 def copy_columns(copies: Sequence[PartialCopy | None]) -> dict[str, pd.arrays.IntegerArray]:
     """`copy_items` and `published_items` of each row's partial copy (empty for a whole one)."""
-    return {"copy_items": pd.array([c.items if c else None for c in copies], dtype="Int64"),
-            "published_items": pd.array([c.published if c else None for c in copies], dtype="Int64")}
+    return {
+        "copy_items": pd.array([c.items if c else None for c in copies], dtype="Int64"),
+        "published_items": pd.array([c.published if c else None for c in copies], dtype="Int64"),
+    }
 
 
 def with_copy_columns(grid: Grid, frame: pd.DataFrame) -> pd.DataFrame:
@@ -363,8 +422,12 @@ def with_copy_columns(grid: Grid, frame: pd.DataFrame) -> pd.DataFrame:
     added, where a cell of the grid was scored on a partial copy of its benchmark: a grid without such a cell
     keeps its columns."""
     if grid.partial_copies():
-        for name, column in copy_columns([grid.partial_copy(model, benchmark) for model, benchmark
-                                          in zip(frame["model"], frame["benchmark"])]).items():
+        for name, column in copy_columns(
+            [
+                grid.partial_copy(model, benchmark)
+                for model, benchmark in zip(frame["model"], frame["benchmark"])
+            ]
+        ).items():
             frame[name] = column
     return frame
 
@@ -380,5 +443,5 @@ def fmt_count(x: int | None) -> str:
 
 
 def natural_key(name: str) -> list:
-    """"open-2" before "open-10": digit runs compare as numbers."""
+    """ "open-2" before "open-10": digit runs compare as numbers."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -66,12 +66,16 @@ def reference_note(comparisons: Comparisons | None) -> str:
     if comparisons is None or not comparisons.any_numbers():
         return ""
     if not comparisons.reference_model:
-        return (" No cell is marked for significance: the config names no report.reference_model (the "
-                "comparisons table compares every pair of models).")
-    return (f" {BETTER} / {WORSE}: significantly better / worse than the reference model "
-            f"{comparisons.reference_model} (paired permutation test, Holm-adjusted p < {ALPHA:g} over the "
-            f"benchmarks of the pair, and a difference of at least the minimum detectable one; the comparisons "
-            f"table gives the differences).")
+        return (
+            " No cell is marked for significance: the config names no report.reference_model (the "
+            "comparisons table compares every pair of models)."
+        )
+    return (
+        f" {BETTER} / {WORSE}: significantly better / worse than the reference model "
+        f"{comparisons.reference_model} (paired permutation test, Holm-adjusted p < {ALPHA:g} over the "
+        f"benchmarks of the pair, and a difference of at least the minimum detectable one; the comparisons "
+        f"table gives the differences)."
+    )
 
 
 def benchmark_header(grid: Grid, benchmark: str) -> str:
@@ -86,21 +90,30 @@ def legend(grid: Grid) -> str:
     notes = "".join(f" {METRIC_NOTES[m]}." for m in sorted(metrics - {None}) if m in METRIC_NOTES)
     na = f" {NA_NOTE}" if grid.not_applicable else ""
     hidden = f" {HIDDEN_NOTE}" if grid.hidden else ""
-    averages = any(model_status(grid, m) is None and grid.average(m) is not None and grid.model_flag(m) is not None
-                   for m in grid.models)
+    averages = any(
+        model_status(grid, m) is None and grid.average(m) is not None and grid.model_flag(m) is not None
+        for m in grid.models
+    )
     partial = any(model_status(grid, m) is None and grid.model_coverage(m) is not None for m in grid.models)
     batched = any(model_status(grid, m) is None and grid.model_batch_dependent(m) for m in grid.models)
     copied = any(model_status(grid, m) is None and grid.model_partial_copy(m) for m in grid.models)
-    flags = " ".join(part for part in (flag_note(grid, grid.flagged(), average=averages),
-                                      coverage_note(grid, grid.partial(), average=partial),
-                                      batch_note(grid.batch_dependents(), average=batched),
-                                      copy_note(grid.partial_copies(), average=copied),
-                                      status_notes(grid, average=True),
-                                      tool_reading_note(grid.tool_readings())) if part)
+    flags = " ".join(
+        part
+        for part in (
+            flag_note(grid, grid.flagged(), average=averages),
+            coverage_note(grid, grid.partial(), average=partial),
+            batch_note(grid.batch_dependents(), average=batched),
+            copy_note(grid.partial_copies(), average=copied),
+            status_notes(grid, average=True),
+            tool_reading_note(grid.tool_readings()),
+        )
+        if part
+    )
     return (
         f"Values in percent; 95% bootstrap CI in brackets{boot}; {AVERAGE}: mean over the benchmarks, "
         f"CI from the averaged bootstrap draws; {DASH}: not in the grid.{na}{hidden}"
-        + (f" {flags}" if flags else "") + notes
+        + (f" {flags}" if flags else "")
+        + notes
     )
 
 
@@ -117,21 +130,34 @@ def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
 def average_entry(grid: Grid, model: str) -> Entry:
     """The model's average: a status word, None when it cannot be computed, else marked when a cell is (a
     partial cell marks it whether it is left out or taken in)."""
-    return model_status(grid, model) or flagged(grid.average(model), grid.model_flag(model),
-                                                grid.model_coverage(model), grid.model_batch_dependent(model),
-                                                grid.model_partial_copy(model))
+    return model_status(grid, model) or flagged(
+        grid.average(model),
+        grid.model_flag(model),
+        grid.model_coverage(model),
+        grid.model_batch_dependent(model),
+        grid.model_partial_copy(model),
+    )
 
 
 def _rows(grid: Grid) -> list[tuple[str, list[Entry]]]:
     """Per model: its entry per benchmark, then its average."""
-    return [(model, [cell_entry(grid, model, benchmark) for benchmark in grid.benchmarks]
-             + [average_entry(grid, model)]) for model in grid.models]
+    return [
+        (
+            model,
+            [cell_entry(grid, model, benchmark) for benchmark in grid.benchmarks]
+            + [average_entry(grid, model)],
+        )
+        for model in grid.models
+    ]
 
 
 def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
     header = ["Model"] + [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
-    rows = [[model] + [fmt_estimate(e) + mark for e, mark in zip(estimates, reference_marks(grid, comparisons, model))]
-            for model, estimates in _rows(grid)]
+    rows = [
+        [model]
+        + [fmt_estimate(e) + mark for e, mark in zip(estimates, reference_marks(grid, comparisons, model))]
+        for model, estimates in _rows(grid)
+    ]
     align = [":---"] + ["---:"] * (len(header) - 1)
     return f"# {markdown_text(title)}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}{reference_note(comparisons)}\n"
 
@@ -144,13 +170,18 @@ def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) ->
     rows = _rows(grid)
     signs = {model: reference_marks(grid, comparisons, model) for model, _ in rows}
     labels = [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
-    turned = [[label] + [fmt_estimate(entries[j]) + signs[model][j] for model, entries in rows]
-              for j, label in enumerate(labels)]
+    turned = [
+        [label] + [fmt_estimate(entries[j]) + signs[model][j] for model, entries in rows]
+        for j, label in enumerate(labels)
+    ]
     table = pd.DataFrame(turned, columns=["Benchmark"] + [model for model, _ in rows]).to_html(
-        index=False, border=0, classes="vlmgrid-main")
-    return (f"<div><p><b>{html.escape(title)}</b></p>\n{table}</div>\n"
-            f"<details open><summary>Legend</summary><p>{html.escape(legend(grid) + reference_note(comparisons))}"
-            f"</p></details>\n")
+        index=False, border=0, classes="vlmgrid-main"
+    )
+    return (
+        f"<div><p><b>{html.escape(title)}</b></p>\n{table}</div>\n"
+        f"<details open><summary>Legend</summary><p>{html.escape(legend(grid) + reference_note(comparisons))}"
+        f"</p></details>\n"
+    )
 
 
 def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
@@ -162,15 +193,25 @@ def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -
     metrics = [grid.metric(b) for b in grid.benchmarks]
     header = [["Model"] + [latex_name(b) for b in grid.benchmarks] + [AVERAGE]]
     if any(metrics):
-        header.append([""] + [rf"{{\footnotesize {latex_escape(metric_label(m))}}}" if m else "" for m in metrics]
-                      + [""])
+        header.append(
+            [""]
+            + [rf"{{\footnotesize {latex_escape(metric_label(m))}}}" if m else "" for m in metrics]
+            + [""]
+        )
     body = []
     for i, (model, entries) in enumerate(rows):
         signs = reference_marks(grid, comparisons, model)
-        body.append([latex_name(model)] + [latex_cell(entry, marks[j][i], signs[j])
-                                           for j, entry in enumerate(entries)])
-    return latex_table(f"{title}. {legend(grid)}{reference_note(comparisons)} Bold: the best value of a column; "
-                       f"underlined: the second.", "main", header, body)
+        body.append(
+            [latex_name(model)]
+            + [latex_cell(entry, marks[j][i], signs[j]) for j, entry in enumerate(entries)]
+        )
+    return latex_table(
+        f"{title}. {legend(grid)}{reference_note(comparisons)} Bold: the best value of a column; "
+        f"underlined: the second.",
+        "main",
+        header,
+        body,
+    )
 
 
 def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFrame:
@@ -183,12 +224,15 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
     frame[averages] = frame[averages].round(DECIMALS)
     for benchmark in grid.benchmarks:
         frame[f"{benchmark}_format_error_rate"] = pd.array(
-            [error_rate(grid, model, benchmark) for model in grid.models], dtype="float64")
+            [error_rate(grid, model, benchmark) for model in grid.models], dtype="float64"
+        )
         frame[f"{benchmark}_flagged"] = pd.array(
-            [is_flagged(grid, model, benchmark) for model in grid.models], dtype="boolean")
+            [is_flagged(grid, model, benchmark) for model in grid.models], dtype="boolean"
+        )
     frame["average_flagged"] = pd.array(
         [None if entry_value(entries[-1]) is None else entries[-1].flag is not None for _, entries in rows],
-        dtype="boolean")
+        dtype="boolean",
+    )
     for benchmark in grid.benchmarks:
         if any(grid.coverage(model, benchmark) for model in grid.models):
             covered = [grid.coverage(model, benchmark) for model in grid.models]
@@ -203,10 +247,13 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
         # only when a cell is marked: a grid without the check (or where it found nothing) keeps its columns
         for benchmark in grid.benchmarks:
             frame[f"{benchmark}_batch_dependent"] = pd.array(
-                [batch_flag(grid, model, benchmark) for model in grid.models], dtype="boolean")
+                [batch_flag(grid, model, benchmark) for model in grid.models], dtype="boolean"
+            )
     if comparisons is not None and comparisons.reference_model:
         words = {1: "better", -1: "worse", 0: None}
         for benchmark in grid.benchmarks:
             frame[f"{benchmark}_vs_reference"] = pd.array(
-                [words[comparisons.versus_reference(model, benchmark)] for model in grid.models], dtype="string")
+                [words[comparisons.versus_reference(model, benchmark)] for model in grid.models],
+                dtype="string",
+            )
     return frame

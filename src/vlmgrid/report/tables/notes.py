@@ -15,22 +15,29 @@ def tool_reading_note(cells: list[tuple[str, str, ToolFigure, float]]) -> str:
     model (`vlmgrid diff BENCH A --tool-reading` gives the items they read differently)."""
     if not cells:
         return ""
-    listed = "; ".join(f"{model} on {benchmark} {figure.value:.1f} by {figure.tool} ({figure.n_read_by_judge:,} "
-                       f"answers read by its judge), {headline:.1f} by the official rule"
-                       for model, benchmark, figure, headline in cells)
-    return (f"The tool that published the answers reads them its own way (its option matcher, and a judge model "
-            f"where that reads nothing), a second figure, never the headline: {listed}.")
+    listed = "; ".join(
+        f"{model} on {benchmark} {figure.value:.1f} by {figure.tool} ({figure.n_read_by_judge:,} "
+        f"answers read by its judge), {headline:.1f} by the official rule"
+        for model, benchmark, figure, headline in cells
+    )
+    return (
+        f"The tool that published the answers reads them its own way (its option matcher, and a judge model "
+        f"where that reads nothing), a second figure, never the headline: {listed}."
+    )
 
 
 def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool = False) -> str:
     """The footnote of the dagger: the threshold and each marked cell with its rate ("" when none is)."""
     if not cells:
         return ""
-    listed = ", ".join(f"{model} on {benchmark} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(model, benchmark)
-                                                                  else "")
-                       for model, benchmark, rate in cells)
-    note = (f"{DAGGER}: more than {threshold(grid)} of the cell's prediction rows are errors or unparsable answers "
-            f"(format errors, counted as the benchmark's rule says, usually as wrong): {listed}.")
+    listed = ", ".join(
+        f"{model} on {benchmark} {rate:.1f}%" + (f" ({FAILED})" if grid.is_failed(model, benchmark) else "")
+        for model, benchmark, rate in cells
+    )
+    note = (
+        f"{DAGGER}: more than {threshold(grid)} of the cell's prediction rows are errors or unparsable answers "
+        f"(format errors, counted as the benchmark's rule says, usually as wrong): {listed}."
+    )
     if average:
         note += " An average over such a cell is marked too."
     return note
@@ -45,19 +52,30 @@ def coverage_note(grid: Grid, cells: list[tuple[str, str, tuple[int, int]]], *, 
     scoped = [(m, b, counts) for m, b, counts in cells if grid.coverage_reason(m, b) is not None]
     notes = []
     if imported:
-        listed = ", ".join(f"{model} on {benchmark} {answered:,} of {total:,} answered"
-                           for model, benchmark, (answered, total) in imported)
-        notes.append(f"the cell answers a subset of the benchmark's items (its published answer file lacks the "
-                     f"others, which are absent, not wrong; its numbers are over the answered items): {listed}")
+        listed = ", ".join(
+            f"{model} on {benchmark} {answered:,} of {total:,} answered"
+            for model, benchmark, (answered, total) in imported
+        )
+        notes.append(
+            f"the cell answers a subset of the benchmark's items (its published answer file lacks the "
+            f"others, which are absent, not wrong; its numbers are over the answered items): {listed}"
+        )
     if scoped:
-        listed = "; ".join(f"{model} on {benchmark}, {answered:,} of {total:,} answered "
-                           f"({total - answered:,} not applicable: {grid.coverage_reason(model, benchmark)})"
-                           for model, benchmark, (answered, total) in scoped)
-        notes.append(f"items the model cannot answer at all are not applicable, not wrong, and left out: {listed}")
+        listed = "; ".join(
+            f"{model} on {benchmark}, {answered:,} of {total:,} answered "
+            f"({total - answered:,} not applicable: {grid.coverage_reason(model, benchmark)})"
+            for model, benchmark, (answered, total) in scoped
+        )
+        notes.append(
+            f"items the model cannot answer at all are not applicable, not wrong, and left out: {listed}"
+        )
     note = f"{PARTIAL}: " + "; and ".join(notes) + "."
     if average:
-        note += (" An average marked so leaves such a cell out (report.partial_cells: exclude)." if grid.partial_cells == "exclude" else
-                 " An average marked so takes such a cell in as it is (report.partial_cells: include).")
+        note += (
+            " An average marked so leaves such a cell out (report.partial_cells: exclude)."
+            if grid.partial_cells == "exclude"
+            else " An average marked so takes such a cell in as it is (report.partial_cells: include)."
+        )
     return note
 
 
@@ -66,19 +84,25 @@ def batch_note(cells: list[tuple[str, str, tuple[int, int]]], *, average: bool =
     checked items differ ("" when none does)."""
     if not cells:
         return ""
-    listed = ", ".join(f"{model} on {benchmark} {differing} of {checked}" for model, benchmark, (differing, checked)
-                       in cells)
-    note = (f"{BATCH_MARK}: answers depend on the batch: items answered again one at a time (batch size 1, no "
-            f"padding) got other answers than in their batch, so the numbers depend on how items were batched "
-            f"(a batching bug such as padding on the wrong side; the inspect page lists the items): {listed}.")
+    listed = ", ".join(
+        f"{model} on {benchmark} {differing} of {checked}" for model, benchmark, (differing, checked) in cells
+    )
+    note = (
+        f"{BATCH_MARK}: answers depend on the batch: items answered again one at a time (batch size 1, no "
+        f"padding) got other answers than in their batch, so the numbers depend on how items were batched "
+        f"(a batching bug such as padding on the wrong side; the inspect page lists the items): {listed}."
+    )
     if average:
         note += " An average over such a cell is marked too."
     return note
 
 
 def _copy_words(copy: PartialCopy) -> str:
-    return (f"{copy.items:,} items standing in for {copy.published:,}" if copy.fixture
-            else f"{copy.items:,} of {copy.published:,} items")
+    return (
+        f"{copy.items:,} items standing in for {copy.published:,}"
+        if copy.fixture
+        else f"{copy.items:,} of {copy.published:,} items"
+    )
 
 
 def copy_note(cells: list[tuple[str, str, PartialCopy]], *, average: bool = False) -> str:
@@ -99,12 +123,16 @@ def copy_note(cells: list[tuple[str, str, PartialCopy]], *, average: bool = Fals
     notes = []
     copies = ", ".join(f"{name} {_copy_words(copy)}" for name, copy in named if not copy.fixture)
     if copies:
-        notes.append(f"the benchmark's prepared copy holds fewer items than the published benchmark, so the number "
-                     f"is over those items alone: {copies}")
+        notes.append(
+            f"the benchmark's prepared copy holds fewer items than the published benchmark, so the number "
+            f"is over those items alone: {copies}"
+        )
     fixtures = ", ".join(f"{name} {_copy_words(copy)}" for name, copy in named if copy.fixture)
     if fixtures:
-        notes.append(f"a fixture: generated stand-ins in the benchmark's format, none of its items, so the number is "
-                     f"not the benchmark's: {fixtures}")
+        notes.append(
+            f"a fixture: generated stand-ins in the benchmark's format, none of its items, so the number is "
+            f"not the benchmark's: {fixtures}"
+        )
     note = f"{COPY_MARK}: " + "; and ".join(notes) + "."
     if average:
         note += " An average over such a cell is marked too."
@@ -118,9 +146,15 @@ def status_notes(grid: Grid, cells: list[tuple[str, str]] | None = None, *, aver
     missing = [key for key in keys if grid.is_missing(*key)]
     notes = []
     if failed:
-        notes.append(f"{FAILED}: every prediction row of the cell is an error or unparsable, so it has no number"
-                     + (f" (that model's average is then {FAILED} too)" if average else "") + ".")
+        notes.append(
+            f"{FAILED}: every prediction row of the cell is an error or unparsable, so it has no number"
+            + (f" (that model's average is then {FAILED} too)" if average else "")
+            + "."
+        )
     if missing:
-        notes.append(f"{MISSING}: the cell has no score file (it failed or has not run): {cell_list(missing)}"
-                     + (f" (that model's average is then {MISSING} too)" if average else "") + ".")
+        notes.append(
+            f"{MISSING}: the cell has no score file (it failed or has not run): {cell_list(missing)}"
+            + (f" (that model's average is then {MISSING} too)" if average else "")
+            + "."
+        )
     return " ".join(notes)

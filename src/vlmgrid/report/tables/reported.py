@@ -30,18 +30,50 @@ from vlmgrid.report.tables.format import (
 )
 from vlmgrid.report.tables.notes import batch_note, copy_note, flag_note
 
-CSV_COLUMNS = ["paper", "table", "model", "reported_as", "benchmark", "figure", "split", "unit", "reproduced",
-               "ci_low", "ci_high", "reported", "difference", "inside_ci", "status", "flagged", "reported_method",
-               "reported_prompt_suffix", "reproduced_method", "same_method", "source", "note"]
-HEADER = ["Paper", "Table", "Model", "Benchmark", "Figure", "Reproduced [95% CI]", "Reported", "Difference",
-          "Inside CI"]
+CSV_COLUMNS = [
+    "paper",
+    "table",
+    "model",
+    "reported_as",
+    "benchmark",
+    "figure",
+    "split",
+    "unit",
+    "reproduced",
+    "ci_low",
+    "ci_high",
+    "reported",
+    "difference",
+    "inside_ci",
+    "status",
+    "flagged",
+    "reported_method",
+    "reported_prompt_suffix",
+    "reproduced_method",
+    "same_method",
+    "source",
+    "note",
+]
+HEADER = [
+    "Paper",
+    "Table",
+    "Model",
+    "Benchmark",
+    "Figure",
+    "Reproduced [95% CI]",
+    "Reported",
+    "Difference",
+    "Inside CI",
+]
 NOT_COMPARED = "not compared"
 
 
 def no_match_sentence(published: Published) -> str:
     folder = published.folder if published.folder is not None else "config/reported"
-    return (f"No published number matches this grid's models: to compare one, add its row to a CSV file in "
-            f"{folder}/ and set `reported_as` on the grid model to the model's name in that row (docs/formats.md).")
+    return (
+        f"No published number matches this grid's models: to compare one, add its row to a CSV file in "
+        f"{folder}/ and set `reported_as` on the grid model to the model's name in that row (docs/formats.md)."
+    )
 
 
 def _footnotes(comparisons: list[Comparison]) -> dict[tuple[str, str | None], int]:
@@ -79,17 +111,27 @@ def method_note(comparisons: list[Comparison]) -> str:
     """The section sign's note: each comparison whose sides answered differently, with both methods, and the
     compared ones whose grid side records no method; "" when every compared pair answered alike."""
     other = [c for c in comparisons if c.same_method is False]
-    unknown = [c for c in comparisons if c.reproduced is not None and c.method is None and c.row.method is not None]
+    unknown = [
+        c for c in comparisons if c.reproduced is not None and c.method is None and c.row.method is not None
+    ]
     notes = []
     if other:
-        notes.append(f"{METHOD_MARK}: the paper and the grid answered by different methods, so the difference is "
-                     "not the model's alone: " + "; ".join(
-                         f"{c.model} on {c.benchmark}: paper {_method_words(c.row.method)}, grid "
-                         f"{_method_words(c.method)}" for c in other)
-                     + " (to answer as the paper did, see docs/models.md).")
+        notes.append(
+            f"{METHOD_MARK}: the paper and the grid answered by different methods, so the difference is "
+            "not the model's alone: "
+            + "; ".join(
+                f"{c.model} on {c.benchmark}: paper {_method_words(c.row.method)}, grid "
+                f"{_method_words(c.method)}"
+                for c in other
+            )
+            + " (to answer as the paper did, see docs/models.md)."
+        )
     if unknown:
-        notes.append("Method not recorded (the score file has no strategy), so not checked: "
-                     + ", ".join(f"{c.model} on {c.benchmark}" for c in unknown) + ".")
+        notes.append(
+            "Method not recorded (the score file has no strategy), so not checked: "
+            + ", ".join(f"{c.model} on {c.benchmark}" for c in unknown)
+            + "."
+        )
     return " ".join(notes)
 
 
@@ -100,23 +142,40 @@ def _cells(comparison: Comparison, footnote: int) -> list[str]:
     reproduced = comparison.status if comparison.reproduced is None else fmt_estimate(comparison.reproduced)
     if comparison.same_method is False:
         reproduced += METHOD_MARK
-    return [f"arXiv {row.paper} [{footnote}]", row.table, f"{row.model} ({comparison.model})", comparison.benchmark,
-            figure_label(row.benchmark, row.figure, row.split), reproduced, fmt(row.value),
-            _difference(comparison), _inside(comparison)]
+    return [
+        f"arXiv {row.paper} [{footnote}]",
+        row.table,
+        f"{row.model} ({comparison.model})",
+        comparison.benchmark,
+        figure_label(row.benchmark, row.figure, row.split),
+        reproduced,
+        fmt(row.value),
+        _difference(comparison),
+        _inside(comparison),
+    ]
 
 
 def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
-    notes = ["Reproduced: the grid's score with its 95% bootstrap CI; Difference: reproduced - reported; Inside CI: "
-             "whether the reported value lies within the reproduced CI. A cell without a number (n/a, hidden, "
-             "failed, missing, or a figure its score file lacks) is not compared."]
-    flagged = sorted({(c.model, c.benchmark, c.reproduced.flag) for c in comparisons
-                      if c.reproduced is not None and c.reproduced.flag is not None})
+    notes = [
+        "Reproduced: the grid's score with its 95% bootstrap CI; Difference: reproduced - reported; Inside CI: "
+        "whether the reported value lies within the reproduced CI. A cell without a number (n/a, hidden, "
+        "failed, missing, or a figure its score file lacks) is not compared."
+    ]
+    flagged = sorted(
+        {
+            (c.model, c.benchmark, c.reproduced.flag)
+            for c in comparisons
+            if c.reproduced is not None and c.reproduced.flag is not None
+        }
+    )
     if flagged:
         notes.append(flag_note(grid, [(m, b, rate) for m, b, rate in flagged]))
     batched = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.batch}
     if batched:
         notes.append(batch_note([entry for entry in grid.batch_dependents() if entry[:2] in batched]))
-    copied = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.partial_copy}
+    copied = {
+        (c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.partial_copy
+    }
     if copied:
         notes.append(copy_note([entry for entry in grid.partial_copies() if entry[:2] in copied]))
     if method := method_note(comparisons):
@@ -140,9 +199,20 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
     comparisons = compare(grid, published)
     caption = f"{title}: reproduced vs reported."
     if not comparisons:
-        return "\n".join([r"% vlmgrid report", r"\begin{table}[t]", r"\centering",
-                          rf"\caption{{{latex_escape(caption)}}}", r"\label{tab:reported}",
-                          latex_escape(no_match_sentence(published)), r"\end{table}"]) + "\n"
+        return (
+            "\n".join(
+                [
+                    r"% vlmgrid report",
+                    r"\begin{table}[t]",
+                    r"\centering",
+                    rf"\caption{{{latex_escape(caption)}}}",
+                    r"\label{tab:reported}",
+                    latex_escape(no_match_sentence(published)),
+                    r"\end{table}",
+                ]
+            )
+            + "\n"
+        )
     # the paper and its table go into the source's note, so the table keeps to six columns at the document's size
     numbers: dict[tuple[str, str, str, str | None], int] = {}
     for c in comparisons:
@@ -166,17 +236,30 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
         benchmark = rf"{latex_name(comparison.benchmark)}: {cells[4]} [{footnote}]"
         words = ["--" if cell == NOT_COMPARED else cell for cell in cells[7:]]
         body.append([model, benchmark, *cells[5:7], *words])
-    footnotes = [r"\par\smallskip{\footnotesize " + latex_escape(f"[{n}] arXiv {paper}, {table}: {source}"
-                                                                  + (f". Note: {note}" if note else "")) + "}"
-                 for (paper, table, source, note), n in numbers.items()]
-    footnotes += [rf"\par\smallskip{{\footnotesize $^{{{letter}}}$not compared: {latex_escape(reason)}.}}"
-                  for reason, letter in letters.items()]
+    footnotes = [
+        r"\par\smallskip{\footnotesize "
+        + latex_escape(f"[{n}] arXiv {paper}, {table}: {source}" + (f". Note: {note}" if note else ""))
+        + "}"
+        for (paper, table, source, note), n in numbers.items()
+    ]
+    footnotes += [
+        rf"\par\smallskip{{\footnotesize $^{{{letter}}}$not compared: {latex_escape(reason)}.}}"
+        for reason, letter in letters.items()
+    ]
     # one row per published number: a record, not a ranking, so nothing is bold and the table is never split
     header = ["Model", "Benchmark: figure [source]", "Reproduced [95% CI]", "Reported", "Diff.", "In CI"]
-    return latex_table(caption + " " + _legend(grid, comparisons) + " [n] after a figure: its source (the paper, "
-                       "its table), below.", "reported", [[latex_escape(h) for h in header]], body,
-                       align="l" + "r" * 3 + "c", split=False, after=footnotes, weights=[2.1, 1.8, 1.0, 0.9, 0.8],
-                       name_share=0.24)
+    return latex_table(
+        caption + " " + _legend(grid, comparisons) + " [n] after a figure: its source (the paper, "
+        "its table), below.",
+        "reported",
+        [[latex_escape(h) for h in header]],
+        body,
+        align="l" + "r" * 3 + "c",
+        split=False,
+        after=footnotes,
+        weights=[2.1, 1.8, 1.0, 0.9, 0.8],
+        name_share=0.24,
+    )
 
 
 def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
@@ -187,19 +270,37 @@ def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
     records = []
     for c in comparisons:
         est = c.reproduced
-        records.append([
-            c.row.paper, c.row.table, c.row.model, c.model, c.benchmark, c.row.figure, c.row.split,
-            "points" if is_points(c.row.benchmark, c.row.figure) else "percent",
-            None if est is None else est.value, None if est is None else est.ci_low,
-            None if est is None else est.ci_high, c.row.value, c.difference, c.inside,
-            c.status or "compared", None if est is None else est.flag is not None,
-            None if c.row.method is None else c.row.method.words(),
-            None if c.row.method is None else c.row.method.prompt_suffix,
-            None if c.method is None else c.method.words(), c.same_method, c.row.source, c.row.note,
-        ])
-    frame = typed_frame(pd.DataFrame(records, columns=CSV_COLUMNS),
-                        floats=("reproduced", "ci_low", "ci_high", "reported", "difference"),
-                        booleans=("inside_ci", "flagged", "same_method"))
+        records.append(
+            [
+                c.row.paper,
+                c.row.table,
+                c.row.model,
+                c.model,
+                c.benchmark,
+                c.row.figure,
+                c.row.split,
+                "points" if is_points(c.row.benchmark, c.row.figure) else "percent",
+                None if est is None else est.value,
+                None if est is None else est.ci_low,
+                None if est is None else est.ci_high,
+                c.row.value,
+                c.difference,
+                c.inside,
+                c.status or "compared",
+                None if est is None else est.flag is not None,
+                None if c.row.method is None else c.row.method.words(),
+                None if c.row.method is None else c.row.method.prompt_suffix,
+                None if c.method is None else c.method.words(),
+                c.same_method,
+                c.row.source,
+                c.row.note,
+            ]
+        )
+    frame = typed_frame(
+        pd.DataFrame(records, columns=CSV_COLUMNS),
+        floats=("reproduced", "ci_low", "ci_high", "reported", "difference"),
+        booleans=("inside_ci", "flagged", "same_method"),
+    )
     if grid.partial_copies():
         frame = frame.assign(**copy_columns([grid.partial_copy(c.model, c.benchmark) for c in comparisons]))
     return frame
