@@ -203,8 +203,8 @@ def cmd_build_dance(config: Config | None, args) -> None:
 
 
 # What the commands import, each where installed: the fork server imports them once for all its jobs.
-# transformers' processor and auto-model machinery is imported lazily, on a job's first processor (an hf cell's
-# inference, an inspect page's prompts): once in the server, not in every job.
+# transformers' processor and auto-model machinery is imported lazily, on a job's first processor (an hf
+# cell's inference, an inspect page's prompts): once in the server, not in every job.
 JOB_MODULES = (
     "vlmgrid.stages.prepare",
     "vlmgrid.stages.fetch",
@@ -487,7 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and os.environ.get("VLMGRID_FORKSERVER", "") not in ("", "off"):
-        # A job of a Snakemake run: run it in the run's fork server (workflow/rules/common.smk), where it takes it
+        # A job of a Snakemake run: run it in the run's fork server
+        # (workflow/rules/common.smk), where it takes it
         from vlmgrid.forkserver import run_through_server
 
         code = run_through_server(sys.argv[1:])

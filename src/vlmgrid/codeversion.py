@@ -8,10 +8,10 @@ package, so it changes with any edit, addition or removal and with nothing else.
 `CodeOnDisk` reads the files once and then only those whose stat changed since: a file's inode change time
 (ctime) moves with every write and cannot be set back, so a kept modification time never hides an edit. A fork
 server holds one, to check before every job that the code on disk is still the code it imported
-(vlmgrid.forkserver.server): the one that `running_code()` read first. `running_version()` is the version of the
-code this process runs: computed on the first call, which the `vlmgrid` command makes at its start (and so a fork
-server before it imports the jobs' modules, so its jobs, forked from it, inherit it); each output records it
-(docs/formats.md).
+(vlmgrid.forkserver.server): the one that `running_code()` read first. `running_version()` is the version of
+the code this process runs: computed on the first call, which the `vlmgrid` command makes at its start (and so
+a fork server before it imports the jobs' modules, so its jobs, forked from it, inherit it); each output
+records it (docs/formats.md).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ class CodeOnDisk:
                     if known is None or known[0] != key:
                         with open(path, "rb") as handle:
                             digest = hashlib.sha256(handle.read()).hexdigest()
-                        # A write between the stat and the read leaves a key that no longer matches: read again
-                        # next time.
+                        # A write between the stat and the read leaves a key that no longer matches: read
+                        # again next time.
                         known = (key, digest)
                 except (
                     OSError
@@ -72,7 +72,8 @@ class CodeOnDisk:
 @functools.cache
 def running_code() -> tuple[CodeOnDisk, str]:
     """The package's files as this process first read them, and their version: the code it runs. A fork server
-    checks the disk with this same `CodeOnDisk`, so that its check reads only the files whose stat changed since."""
+    checks the disk with this same `CodeOnDisk`, so that its check reads only the files whose stat changed
+    since."""
     disk = CodeOnDisk()
     return disk, disk.version()
 

@@ -145,12 +145,13 @@ class Config:
 
     def cell_settings(self, model: str, benchmark: str) -> dict:
         """The settings a model runs one benchmark with: its settings with those of the benchmark's kind
-        (`kinds`) laid over them (vlmgrid.recipes: a recipe fixes a prompt, a decoding or an image preprocessing
-        per kind)."""
+        (`kinds`) laid over them (vlmgrid.recipes: a recipe fixes a prompt, a decoding or an image
+        preprocessing per kind)."""
         return settings_for_kind(self.model(model), self.benchmark(benchmark)["kind"])
 
     def model_fingerprint(self, name: str) -> str:
-        """Changes exactly when the model's settings change: predictions made with other settings are stale."""
+        """Changes exactly when the model's settings change: predictions made with other settings are
+        stale."""
         return sha256_json(self.model(name))
 
     def _entry(self, section: str, name: str) -> dict:
@@ -315,7 +316,10 @@ def _describe(error) -> str:
         and error.absolute_schema_path
         and "propertyNames" in error.absolute_schema_path
     ):
-        return f'{where}: "{error.instance}" is not a valid name (lowercase letters, digits, ".", "_", "-"; not "models")'
+        return (
+            f'{where}: "{error.instance}" is not a valid name (lowercase letters, digits, ".", "_", "-"; '
+            'not "models")'
+        )
     # A property may carry the fix for its own bad values (`x-fix` in the schema).
     fix = error.schema.get("x-fix") if isinstance(error.schema, dict) else None
     return f"{where}: {error.message}" + (f"; {fix}" if fix else "")
@@ -340,8 +344,8 @@ def _check_names(data: dict, source) -> None:
 
 
 def _check_served_models(data: dict, source) -> None:
-    """An `openai` model talks to a server at `base_url`, or to one its jobs start (`serve`): exactly one of them;
-    the keys that only mean something for a started server (weights, GPUs) need `serve`."""
+    """An `openai` model talks to a server at `base_url`, or to one its jobs start (`serve`): exactly one of
+    them; the keys that only mean something for a started server (weights, GPUs) need `serve`."""
     for name, model in data["models"].items():
         if model["backend"] != "openai":
             continue
@@ -366,11 +370,11 @@ def _check_served_models(data: dict, source) -> None:
 def workflow_config_file(configfiles: Sequence[str | Path] = (), argv: Sequence[str] = ()) -> Path:
     """The one grid config a Snakemake run reads: the file given with --configfile, else config/config.yaml.
 
-    Every job's `vlmgrid` command reads that file alone, so Snakemake must plan exactly its grid: the Snakefile
-    names no config file of its own (Snakemake would merge the given file into it), and more than one file is
-    refused (Snakemake would merge them, or keep only the last). `configfiles` are the files Snakemake read
-    from the command line; `argv` the command line itself, where a repeated --configfile shows (only the last
-    reaches `configfiles`).
+    Every job's `vlmgrid` command reads that file alone, so Snakemake must plan exactly its grid: the
+    Snakefile names no config file of its own (Snakemake would merge the given file into it), and more than
+    one file is refused (Snakemake would merge them, or keep only the last). `configfiles` are the files
+    Snakemake read from the command line; `argv` the command line itself, where a repeated --configfile shows
+    (only the last reaches `configfiles`).
     """
     given = [str(path) for path in configfiles]
     named = _configfile_args(argv)
@@ -378,8 +382,8 @@ def workflow_config_file(configfiles: Sequence[str | Path] = (), argv: Sequence[
         given = named
     if len(given) > 1:
         raise VlmgridError(
-            f"--configfile was given {len(given)} files ({', '.join(given)}), but a run reads one grid config: "
-            f"put the grid in one file and pass only that one"
+            f"--configfile was given {len(given)} files ({', '.join(given)}), but a run reads one grid "
+            f"config: put the grid in one file and pass only that one"
         )
     return Path(given[0]) if given else DEFAULT_CONFIG
 

@@ -1,11 +1,11 @@
 """Whether a missing file is one DVC tracks, so a message about it can say that `dvc pull` fetches it.
 
 In a clone filled by `dvc pull` (or a partial one), a prepared benchmark, a model's weights folder or a result
-that is missing is fetched, not recomputed. `pull_hint` reads the repo's dvc.lock files (the root's and each paper
-grid's `pipelines/<grid>/dvc.lock`) with the dvc.yaml beside each, which gives a stage's `wdir` and which outputs
-are kept in git (`cache: false`) rather than in DVC's cache. It is called only where a message is built for a
-missing file: it reads a few small YAML files, never imports DVC, and never raises (a file it cannot read or
-parse is passed over: it only improves a message).
+that is missing is fetched, not recomputed. `pull_hint` reads the repo's dvc.lock files (the root's and each
+paper grid's `pipelines/<grid>/dvc.lock`) with the dvc.yaml beside each, which gives a stage's `wdir` and
+which outputs are kept in git (`cache: false`) rather than in DVC's cache. It is called only where a message
+is built for a missing file: it reads a few small YAML files, never imports DVC, and never raises (a file it
+cannot read or parse is passed over: it only improves a message).
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ _TEMPLATE = re.compile(r"\\\$\\\{[^}]*\\\}")  # a `${...}` of dvc.yaml, as re.es
 
 
 def pull_hint(path: str | os.PathLike) -> str | None:
-    """The clause "`dvc pull <path>` fetches it (DVC tracks it: <lock file>)" when `path` (a missing file or folder)
-    is, or lies inside, an output that a dvc.lock of the repo around the current folder records in DVC's cache;
-    None otherwise (no DVC repo, an output kept in git, a path no stage outputs). The paths it names are relative
-    to the current folder, as `dvc pull` reads them (at the repo root: relative to the root)."""
+    """The clause "`dvc pull <path>` fetches it (DVC tracks it: <lock file>)" when `path` (a missing file or
+    folder) is, or lies inside, an output that a dvc.lock of the repo around the current folder records in
+    DVC's cache; None otherwise (no DVC repo, an output kept in git, a path no stage outputs). The paths it
+    names are relative to the current folder, as `dvc pull` reads them (at the repo root: relative to the
+    root)."""
     try:
         cwd = os.getcwd()
         root = _repo_root(cwd)
@@ -55,8 +56,8 @@ def pull_hint(path: str | os.PathLike) -> str | None:
 
 
 def or_pull(path: str | os.PathLike, advice: str) -> str:
-    """`advice` (how to recompute the missing `path`), with the `dvc pull` that fetches it first where DVC tracks
-    it: "`dvc pull X` fetches it (DVC tracks it: dvc.lock), or <advice>"."""
+    """`advice` (how to recompute the missing `path`), with the `dvc pull` that fetches it first where DVC
+    tracks it: "`dvc pull X` fetches it (DVC tracks it: dvc.lock), or <advice>"."""
     hint = pull_hint(path)
     return advice if hint is None else f"{hint}, or {advice}"
 
@@ -100,8 +101,8 @@ def _load(path: str) -> Any:
 
 
 def _cached_outputs(lock_path: str, root: str) -> Iterator[str]:
-    """The outputs (relative to `root`, POSIX-style) that the lock file records with a hash in DVC's cache; none
-    when it or the dvc.yaml beside it cannot be read."""
+    """The outputs (relative to `root`, POSIX-style) that the lock file records with a hash in DVC's cache;
+    none when it or the dvc.yaml beside it cannot be read."""
     lock = _load(lock_path)
     if not isinstance(lock, dict) or not isinstance(lock.get("stages"), dict):
         return
@@ -135,8 +136,8 @@ def _cached_outputs(lock_path: str, root: str) -> Iterator[str]:
 
 
 def _kept_in_git(definition: dict) -> list[re.Pattern]:
-    """The stage's outputs with `cache: false` (dvc.yaml's paths, relative to the stage's wdir, where a `${...}`
-    stands for any text, as the lock's paths are those with the values filled in)."""
+    """The stage's outputs with `cache: false` (dvc.yaml's paths, relative to the stage's wdir, where a
+    `${...}` stands for any text, as the lock's paths are those with the values filled in)."""
     patterns = []
     for section in _OUTPUT_SECTIONS:
         entries = definition.get(section)

@@ -38,7 +38,8 @@ class InferenceFailed(VlmgridError):
 
 class CapabilityMissing(InferenceFailed):
     """The server lacks a capability the model entry asks for (`capability`, e.g. "score_options" when it
-    returns no logprobs); the job stops, or with `answer_mode: auto` falls back to another way of answering."""
+    returns no logprobs); the job stops, or with `answer_mode: auto` falls back to another way of
+    answering."""
 
     def __init__(self, message: str, capability: str) -> None:
         super().__init__(message, stop=True)

@@ -1,10 +1,11 @@
 """Text from a config, a dataset or a model, made safe for the place where it lands: a web page, a CSV file
 that a spreadsheet opens, a Markdown table.
 
-- `script_json`: a value as JSON inside a `<script>` element, which the HTML parser ends at the first `</script`
-  whatever the JSON means, and which `<!--` and (in older engines) U+2028/U+2029 also break: `<`, `>`, `&`,
-  U+2028 and U+2029 are written as JSON escapes (`\\u003c` ...), so the text parses to the same value and holds
-  no markup. (HTML text and attribute values need only `html.escape`, which the pages call as it is.)
+- `script_json`: a value as JSON inside a `<script>` element, which the HTML parser ends at the first
+  `</script` whatever the JSON means, and which `<!--` and (in older engines) U+2028/U+2029 also break: `<`,
+  `>`, `&`, U+2028 and U+2029 are written as JSON escapes (`\\u003c` ...), so the text parses to the same
+  value and holds no markup. (HTML text and attribute values need only `html.escape`, which the pages call as
+  it is.)
 - `report_param`: a value Snakemake's report shows among a job's parameters. Snakemake puts those, unescaped,
   in JSON inside a `<script>` of report.html; the value's text has none of the characters above.
 - `spreadsheet_text` / `spreadsheet_frame`: a field of a CSV file, which a spreadsheet runs as a formula when
@@ -52,15 +53,17 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def spreadsheet_text(value: Any) -> Any:
-    """`value` as a CSV field a spreadsheet reads, never runs: a text that would start a formula gets a leading
-    single quote; a number, or a text that is only a number ("-3.2"), and anything else stay as they are."""
+    """`value` as a CSV field a spreadsheet reads, never runs: a text that would start a formula gets a
+    leading single quote; a number, or a text that is only a number ("-3.2"), and anything else stay as they
+    are."""
     if isinstance(value, str) and value.startswith(_FORMULA_STARTS) and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
 
 
 def spreadsheet_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with every text cell made `spreadsheet_text` (numeric columns untouched), for a CSV writer."""
+    """The frame with every text cell made `spreadsheet_text` (numeric columns untouched), for a CSV
+    writer."""
     from pandas.api.types import is_numeric_dtype
 
     texts = [name for name, dtype in frame.dtypes.items() if not is_numeric_dtype(dtype)]
@@ -80,14 +83,15 @@ def markdown_text(text: str) -> str:
     return "".join(_MARKDOWN_UNSAFE.get(char, char) for char in text)
 
 
-# What a terminal acts on rather than shows: the C0 controls (ESC, BEL, CR, LF, TAB ...), DEL and the C1 controls
-# (U+0080-U+009F; U+009B is an ESC [ of its own); what reorders the text around it: the bidirectional controls
-# (embeddings, overrides, isolates, marks); U+2028 and U+2029, which end a line for a viewer that follows
-# Unicode (less, an editor's terminal) and would split a row as LF does; and a lone surrogate (text decoded with
-# surrogateescape), which a UTF-8 stream refuses to write, failing the command. Other invisible formatting
-# characters (zero-width space and joiners, soft hyphen, BOM) stay as they are: they move nothing and colour
-# nothing, and the joiners are part of ordinary Persian, Indic and emoji text, which escaping would garble; two
-# ids that differ only in one look alike on a terminal, and the JSON and CSV outputs keep them apart.
+# What a terminal acts on rather than shows: the C0 controls (ESC, BEL, CR, LF, TAB ...), DEL and the C1
+# controls (U+0080-U+009F; U+009B is an ESC [ of its own); what reorders the text around it: the bidirectional
+# controls (embeddings, overrides, isolates, marks); U+2028 and U+2029, which end a line for a viewer that
+# follows Unicode (less, an editor's terminal) and would split a row as LF does; and a lone surrogate (text
+# decoded with surrogateescape), which a UTF-8 stream refuses to write, failing the command. Other invisible
+# formatting characters (zero-width space and joiners, soft hyphen, BOM) stay as they are: they move nothing
+# and colour nothing, and the joiners are part of ordinary Persian, Indic and emoji text, which escaping would
+# garble; two ids that differ only in one look alike on a terminal, and the JSON and CSV outputs keep them
+# apart.
 _ACTING = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _ACTING_CHARS = re.compile(f"[\x00-\x1f{_ACTING}]")
 _TERMINAL_UNSAFE = re.compile(f"[\\\\\x00-\x1f{_ACTING}]")
@@ -108,10 +112,10 @@ def terminal_text(text: str) -> str:
 
 
 def terminal_message(text: str) -> str:
-    """A message vlmgrid prints (an error, a log line) that names text from the data: each character a terminal
-    acts on escaped as `terminal_text` escapes it, a backslash left as it is. The message is read, not parsed
-    back, and quotes library messages that already write a tab as `\\t` (YAML's, jsonschema's), which a
-    doubled backslash would only garble."""
+    """A message vlmgrid prints (an error, a log line) that names text from the data: each character a
+    terminal acts on escaped as `terminal_text` escapes it, a backslash left as it is. The message is read,
+    not parsed back, and quotes library messages that already write a tab as `\\t` (YAML's, jsonschema's),
+    which a doubled backslash would only garble."""
     return _ACTING_CHARS.sub(_escape, text)
 
 

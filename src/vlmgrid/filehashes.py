@@ -1,6 +1,7 @@
-"""Input files' sha256, remembered: a checkpoint's weights or a local benchmark's raw files are hashed once and
-remembered under the cache folder (vlmgrid.cache) by resolved path, size and modification time, as DVC remembers
-its own, so a file is read again only when one of those changed. Hashing a 140 GB checkpoint takes minutes."""
+"""Input files' sha256, remembered: a checkpoint's weights or a local benchmark's raw files are hashed once
+and remembered under the cache folder (vlmgrid.cache) by resolved path, size and modification time, as DVC
+remembers its own, so a file is read again only when one of those changed. Hashing a 140 GB checkpoint takes
+minutes."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _entry_path(path: Path) -> Path:
 
 def unreadable(path: Path, error: Exception, denied: str | None = None) -> VlmgridError:
     """The one sentence for an input file that could not be read: no permission, not UTF-8, another OS error.
-    `denied`: the caller's own words after the path where permission is denied (an answer file's, vlmgrid.imports)."""
+    `denied`: the caller's own words after the path where permission is denied (an answer file's,
+    vlmgrid.imports)."""
     if isinstance(error, UnicodeDecodeError):
         return VlmgridError(
             f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at position "
@@ -46,8 +48,8 @@ def unreadable(path: Path, error: Exception, denied: str | None = None) -> Vlmgr
 
 
 def content_hash(path: Path) -> str:
-    """sha256 of the file as it is now (read, never remembered); one that cannot be read (no permission, a disk
-    error, removed since it was listed) is one sentence naming it."""
+    """sha256 of the file as it is now (read, never remembered); one that cannot be read (no permission, a
+    disk error, removed since it was listed) is one sentence naming it."""
     try:
         return sha256_file(path)
     except OSError as exc:

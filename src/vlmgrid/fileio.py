@@ -43,8 +43,8 @@ def temporary_name(path: Path) -> Path:
 def create_temporary(path: str | os.PathLike) -> Path:
     """Create an empty temporary beside `path`, first removing the folder's stale ones (once per process).
 
-    It is created with mode 0666 less the umask, as a plain open() creates a file, so the output renamed from it
-    can be read by whoever could read a file the user writes (0644 under umask 022), never mkstemp's 0600.
+    It is created with mode 0666 less the umask, as a plain open() creates a file, so the output renamed from
+    it can be read by whoever could read a file the user writes (0644 under umask 022), never mkstemp's 0600.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,9 +101,9 @@ def _size(n: int) -> str:
 
 
 def unwritable(path: str | os.PathLike, error: OSError, wanted: str | None = None) -> VlmgridError | None:
-    """The one sentence for a write of `path` that failed on the user's side (a full disk or quota, a read-only
-    or locked folder), or None when `error` is not such a failure. `wanted` says how much space the write
-    needed, when known."""
+    """The one sentence for a write of `path` that failed on the user's side (a full disk or quota, a
+    read-only or locked folder), or None when `error` is not such a failure. `wanted` says how much space the
+    write needed, when known."""
     path = Path(path)
     if error.errno in _NO_SPACE:
         space = [wanted + " wanted"] if wanted else []
@@ -167,8 +167,8 @@ def atomic_path(path: str | os.PathLike, size: int | None = None) -> Iterator[Pa
     """Yield a temporary path beside `path`; on success it is renamed onto `path`, on failure removed.
 
     A full disk or an unwritable folder becomes one sentence naming `path` and the space wanted (`size` bytes
-    when the caller knows it, else more than what the temporary held when the disk filled); `path` is left as it
-    was and no temporary stays.
+    when the caller knows it, else more than what the temporary held when the disk filled); `path` is left as
+    it was and no temporary stays.
     """
     path = Path(path)
     wanted = _size(size) if size is not None else None

@@ -59,7 +59,8 @@ def visible_gpus(environ=os.environ) -> list[str]:
 
 
 def pretended(environ=os.environ) -> bool:
-    """Whether the GPUs are only pretended (VLMGRID_GPU_COUNT): a job holds their locks but may see no CUDA device."""
+    """Whether the GPUs are only pretended (VLMGRID_GPU_COUNT): a job holds their locks but may see no CUDA
+    device."""
     return GPU_COUNT_ENV in environ
 
 
@@ -173,7 +174,10 @@ def acquire_gpus(count: int = 1, environ=os.environ, poll_seconds: float = 5.0) 
                 log.info(
                     f"all {len(gpus)} GPUs are busy; waiting for one to be free"
                     if count == 1
-                    else f"fewer than {count} of the {len(gpus)} GPUs are free; waiting for {count} to be free at once"
+                    else (
+                        f"fewer than {count} of the {len(gpus)} GPUs are free; waiting for {count} to be "
+                        "free at once"
+                    )
                 )
                 waited = True
             time.sleep(poll_seconds)

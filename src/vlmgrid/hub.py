@@ -27,8 +27,8 @@ def hub_errors(
         ) from None
     except errors.RevisionNotFoundError:
         raise VlmgridError(
-            f"{label}: revision {revision!r} does not exist in the {what} {repo}; set `revision` to one of its "
-            f"commits or tags"
+            f"{label}: revision {revision!r} does not exist in the {what} {repo}; set `revision` to one of "
+            f"its commits or tags"
         ) from None
     except errors.DisabledRepoError:
         raise VlmgridError(f"{label}: the {what} {repo} is disabled{otherwise}") from None
@@ -39,8 +39,8 @@ def hub_errors(
         ) from None
     except errors.LocalEntryNotFoundError:
         raise VlmgridError(
-            f"{label}: cannot reach the Hugging Face hub for {repo} (offline, or HF_HUB_OFFLINE is set); connect "
-            f"to the network{otherwise}"
+            f"{label}: cannot reach the Hugging Face hub for {repo} (offline, or HF_HUB_OFFLINE is set); "
+            f"connect to the network{otherwise}"
         ) from None
     except errors.EntryNotFoundError as exc:
         raise VlmgridError(

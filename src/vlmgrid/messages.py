@@ -48,9 +48,9 @@ def off() -> None:
 
 
 def error_text(error: VlmgridError, label: str = "") -> str:
-    """The line a failed command prints on stderr: "vlmgrid: error: ", `label` (which piece of the command), and
-    the error's sentence on one line, the data it names escaped; below it, the lines it quotes (a server's log),
-    a line each, each escaped alike."""
+    """The line a failed command prints on stderr: "vlmgrid: error: ", `label` (which piece of the command),
+    and the error's sentence on one line, the data it names escaped; below it, the lines it quotes (a server's
+    log), a line each, each escaped alike."""
     text = f"vlmgrid: error: {label}: " if label else "vlmgrid: error: "
     text += terminal_message(error.sentence)
     if error.quoted is not None:

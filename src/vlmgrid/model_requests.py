@@ -58,11 +58,11 @@ class OptionScores:
 class GenerateRequest:
     """One item to answer in words: its id, its image (or None) and its prompt.
 
-    `system`: the item's own system text (None: the model's `system` setting); `variant`: the prediction variant
-    the request answers (a template, a prompt setting); `image_at`: where the image stands in the prompt's text
-    (None: before it); `formatted`: the prompt is already the whole string for the tokenizer, the conversation's
-    turns and the image placeholder written by hand (vlmgrid.prompt_templates `raw`), so no chat template is
-    applied to it.
+    `system`: the item's own system text (None: the model's `system` setting); `variant`: the prediction
+    variant the request answers (a template, a prompt setting); `image_at`: where the image stands in the
+    prompt's text (None: before it); `formatted`: the prompt is already the whole string for the tokenizer,
+    the conversation's turns and the image placeholder written by hand (vlmgrid.prompt_templates `raw`), so no
+    chat template is applied to it.
     """
 
     id: str

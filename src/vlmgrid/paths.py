@@ -25,8 +25,8 @@ def source_stamps_dir(data_dir: Path) -> Path:
 
 def grid_settings_stamp(stamps_dir: Path) -> Path:
     """The grid's own settings (its title, bootstrap and batch check's size, with vlmgrid's defaults where the
-    config leaves them out) and each model's settings, in a stamps folder: DVC's grid stage tracks them there as
-    params, as DVC has no optional params of the config."""
+    config leaves them out) and each model's settings, in a stamps folder: DVC's grid stage tracks them there
+    as params, as DVC has no optional params of the config."""
     return Path(stamps_dir) / "grid" / "settings.json"
 
 
@@ -46,7 +46,8 @@ def logs_dir(results_dir: Path) -> Path:
 
 
 def serve_log_path(results_dir: Path, model: str, bench: str, shard: tuple[int, int] | None = None) -> Path:
-    """The output of the server a served model's infer job starts (for the whole cell, or shard (index, count))."""
+    """The output of the server a served model's infer job starts (for the whole cell, or shard (index,
+    count))."""
     folder = logs_dir(results_dir) / "serve" / model
     return folder / bench / f"{shard[0]}-of-{shard[1]}.log" if shard else folder / f"{bench}.log"
 
@@ -66,7 +67,8 @@ def shard_path(results_dir: Path, model: str, bench: str, index: int, count: int
 
 
 def shard_partial_dir(results_dir: Path, model: str, bench: str, index: int, count: int) -> Path:
-    """Parts of an unfinished shard job, beside its shard file: a whole cell's parts folder is its own job's."""
+    """Parts of an unfinished shard job, beside its shard file: a whole cell's parts folder is its own
+    job's."""
     return Path(results_dir) / "shards" / model / bench / f"{index}-of-{count}.parts"
 
 
@@ -99,6 +101,7 @@ def inspect_page_path(results_dir: Path, bench: str) -> Path:
 
 
 def partial_report_dir(results_dir: Path) -> Path:
-    """Where `vlmgrid report --allow-missing` writes its tables/ and figures/: never the report's own files, so
-    a grid with missing cells never looks complete (and its real report is still made once they are there)."""
+    """Where `vlmgrid report --allow-missing` writes its tables/ and figures/: never the report's own files,
+    so a grid with missing cells never looks complete (and its real report is still made once they are
+    there)."""
     return Path(results_dir) / "report-partial"

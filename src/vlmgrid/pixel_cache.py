@@ -106,7 +106,8 @@ def batches(pixels: np.ndarray, problems: list[str | None], batch_size: int) -> 
 def filling(
     key: str, n: int, decoded: Iterable[tuple[int, list]], geometry: str, root: Path | None = None
 ) -> Iterator[tuple[int, list]]:
-    """Pass the decoded batches through, writing their rows into a new entry that appears when all are through.
+    """Pass the decoded batches through, writing their rows into a new entry that appears when all are
+    through.
 
     Rows go into a temporary .npy as they come, so the whole set is never held in memory. A consumer that
     stops early leaves no entry; pixels of differing shapes (a preprocessing without a crop) are not cached.

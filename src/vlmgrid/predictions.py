@@ -1,9 +1,9 @@
 """Read, check and write predictions files (docs/formats.md).
 
-A file is the model's output only while its rows are the ones vlmgrid wrote: its metadata record the hash of its
-rows (`rows_sha256`, `rows_digest`), which every reader checks, so a file edited after the run with its metadata
-kept is refused (score, compare, diff, inspect, merge-shards), never taken for the model's. The metadata also
-record the version of the code that wrote it (`code_version`).
+A file is the model's output only while its rows are the ones vlmgrid wrote: its metadata record the hash of
+its rows (`rows_sha256`, `rows_digest`), which every reader checks, so a file edited after the run with its
+metadata kept is refused (score, compare, diff, inspect, merge-shards), never taken for the model's. The
+metadata also record the version of the code that wrote it (`code_version`).
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ SCHEMA = pa.schema(
 METADATA_KEY = b"vlmgrid"
 ROWS_KEY = "rows_sha256"  # the metadata's hash of the rows (rows_digest)
 ROWS_AT_ONCE = 8192  # rows turned into Python values at a time while hashing: bounds the memory it takes
-# How to fix a predictions file the user made or named (`vlmgrid score --predictions`): inference did not write it.
+# How to fix a predictions file the user made or named (`vlmgrid score --predictions`): inference did not
+# write it.
 GIVEN_HINT = (
-    "write it again in the predictions format of docs/formats.md (`results/predictions/<model>/<bench>.parquet`: "
-    "parquet, one row per item of this benchmark and variant)"
+    "write it again in the predictions format of docs/formats.md "
+    "(`results/predictions/<model>/<bench>.parquet`: parquet, one row per item of this benchmark and variant)"
 )
 
 
@@ -57,10 +58,10 @@ def write_table(path: Path, table: pa.Table) -> None:
 
 
 def rows_digest(table: pa.Table) -> str:
-    """The SHA-256 of a predictions table's rows, in order: each row a compact JSON array (ASCII) of its values in
-    the columns' order of SCHEMA, followed by a line feed. The values are Python's (text, integers, floats as
-    their shortest repr, lists, null), never Arrow's buffers, so the digest is the same whichever pyarrow or
-    pandas wrote or read the file, and whatever its chunks."""
+    """The SHA-256 of a predictions table's rows, in order: each row a compact JSON array (ASCII) of its
+    values in the columns' order of SCHEMA, followed by a line feed. The values are Python's (text, integers,
+    floats as their shortest repr, lists, null), never Arrow's buffers, so the digest is the same whichever
+    pyarrow or pandas wrote or read the file, and whatever its chunks."""
     digest = hashlib.sha256()
     rows = table.select(SCHEMA.names).cast(SCHEMA)
     for batch in rows.to_batches(max_chunksize=ROWS_AT_ONCE):
@@ -85,7 +86,8 @@ def write_predictions(path: Path, table: pa.Table, metadata: dict) -> None:
 
 def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
     """The predictions file's table. `given`: a file the user made or named (`vlmgrid score --predictions`),
-    which is not deleted and rebuilt but fixed: the errors say what is wrong and `rebuild_hint` how to fix it."""
+    which is not deleted and rebuilt but fixed: the errors say what is wrong and `rebuild_hint` how to fix
+    it."""
     if not Path(path).is_file():
         raise VlmgridError(
             f"predictions file {path} not found; {or_pull(path, 'check the path' if given else rebuild_hint)}"
@@ -101,7 +103,8 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
     missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
         raise VlmgridError(
-            f"predictions file {path} lacks the column(s) {', '.join(missing)}; docs/formats.md lists the columns"
+            f"predictions file {path} lacks the column(s) {', '.join(missing)}; docs/formats.md lists the "
+            "columns"
         )
     try:
         table = table.select(SCHEMA.names).cast(SCHEMA)
@@ -111,7 +114,10 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
             try:
                 table.column(field.name).cast(field.type)
             except pa.ArrowException as column_exc:
-                problem = f"column `{field.name}` is {table.schema.field(field.name).type}, not {field.type} ({column_exc})"
+                problem = (
+                    f"column `{field.name}` is {table.schema.field(field.name).type}, not {field.type} "
+                    f"({column_exc})"
+                )
                 break
         raise VlmgridError(
             f"predictions file {path}: {problem}; docs/formats.md gives each column's type"
@@ -121,8 +127,8 @@ def read_table(path: Path, rebuild_hint: str, given: bool = False) -> pa.Table:
 
 
 def check_rows(table: pa.Table, metadata: dict, path: Path, rebuild_hint: str, given: bool = False) -> None:
-    """The rows are the ones vlmgrid wrote: the hash the metadata record is theirs. A file the user made or named
-    (`given`) may record none (predictions made elsewhere); the grid's own file must."""
+    """The rows are the ones vlmgrid wrote: the hash the metadata record is theirs. A file the user made or
+    named (`given`) may record none (predictions made elsewhere); the grid's own file must."""
     recorded = metadata.get(ROWS_KEY)
     if recorded is None and given:
         return
@@ -131,8 +137,8 @@ def check_rows(table: pa.Table, metadata: dict, path: Path, rebuild_hint: str, g
         rebuild_hint = "import the answers again (`vlmgrid import-predictions ... --replace`)"
     if recorded is None:
         raise VlmgridError(
-            f"predictions file {path} records no hash of its rows (`{ROWS_KEY}`: it was written by hand or by an "
-            f"older vlmgrid), so they cannot be told from the ones the run wrote; {rebuild_hint}"
+            f"predictions file {path} records no hash of its rows (`{ROWS_KEY}`: it was written by hand or "
+            f"by an older vlmgrid), so they cannot be told from the ones the run wrote; {rebuild_hint}"
         )
     if recorded != rows_digest(table):
         fix = (
@@ -163,7 +169,8 @@ def _parsed(schema_metadata: dict | None) -> dict:
 
 
 def recorded_not_applicable(metadata: dict) -> str | None:
-    """The recorded reason when the file is the record of a cell that cannot run; None for real predictions."""
+    """The recorded reason when the file is the record of a cell that cannot run; None for real
+    predictions."""
     if metadata.get("applicable", True) is False:
         return str(metadata.get("reason") or "the model cannot run this benchmark")
     return None
@@ -181,8 +188,8 @@ def check_data_fingerprint(metadata: dict, fingerprint: str | None, path: Path, 
     recorded = metadata.get("data_fingerprint")
     if recorded and fingerprint and recorded != fingerprint:
         raise VlmgridError(
-            f"predictions file {path} was made from data with fingerprint {recorded[:12]}, but the benchmark's "
-            f"manifest now says {fingerprint[:12]} (it was prepared again); {rebuild_hint}"
+            f"predictions file {path} was made from data with fingerprint {recorded[:12]}, but the "
+            f"benchmark's manifest now says {fingerprint[:12]} (it was prepared again); {rebuild_hint}"
         )
 
 
@@ -192,8 +199,8 @@ def answered_records(
     """The records a predictions file is scored on, and its coverage ({answered, total}; None when complete).
 
     Every record, unless the metadata record a `coverage`: a file imported from a format whose published files
-    answer a subset by construction (MME's eval tool); then the records it answers, its unanswered items absent
-    rather than wrong. A file without that record (inference's own) must answer every item.
+    answer a subset by construction (MME's eval tool); then the records it answers, its unanswered items
+    absent rather than wrong. A file without that record (inference's own) must answer every item.
     """
     coverage = metadata.get("coverage")
     if coverage is None:
@@ -207,8 +214,8 @@ def answered_records(
         or not len(subset)
     ):
         raise VlmgridError(
-            f"predictions file {path} records the coverage {coverage!r}, but it answers {len(answered)} of the "
-            f"{len(records)} items of the benchmark; import the file again"
+            f"predictions file {path} records the coverage {coverage!r}, but it answers {len(answered)} of "
+            f"the {len(records)} items of the benchmark; import the file again"
         )
     return subset.reset_index(drop=True), {"answered": int(len(subset)), "total": int(len(records))}
 
@@ -225,15 +232,15 @@ def check_against_records(
     if unknown:
         example = sorted(unknown)[0]
         raise VlmgridError(
-            f'predictions file {path} has {len(unknown)} id(s) that the benchmark does not have, e.g. "{example}"; '
-            f"it was made for other data: {rerun}"
+            f"predictions file {path} has {len(unknown)} id(s) that the benchmark does not have, "
+            f'e.g. "{example}"; it was made for other data: {rerun}'
         )
     for variant, group in predictions.groupby("variant", sort=False):
         duplicated = group["id"][group["id"].duplicated()]
         if len(duplicated):
             raise VlmgridError(
-                f'predictions file {path} has id "{duplicated.iloc[0]}" more than once in variant "{variant}"; '
-                f"each item must appear once per variant"
+                f'predictions file {path} has id "{duplicated.iloc[0]}" more than once in variant '
+                f'"{variant}"; each item must appear once per variant'
             )
         missing = expected - set(group["id"])
         if missing:
@@ -248,7 +255,8 @@ def check_against_records(
         if bad.any():
             row = predictions[bad].iloc[0]
             raise VlmgridError(
-                f'predictions file {path} gives item "{row["id"]}" (variant "{row["variant"]}") prediction_index '
-                f"{row['prediction_index']}, but it has {int(n_options[bad].iloc[0])} options; the index is 0-based "
-                f"(-1 for none): fix the file{'' if given else ' or rerun inference'}"
+                f'predictions file {path} gives item "{row["id"]}" (variant "{row["variant"]}") '
+                f"prediction_index {row['prediction_index']}, but it has {int(n_options[bad].iloc[0])} "
+                "options; the index is 0-based (-1 for none): fix the file"
+                f"{'' if given else ' or rerun inference'}"
             )

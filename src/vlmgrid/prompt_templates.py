@@ -1,12 +1,12 @@
 """A model's own prompt for one kind of benchmark, as data: Jinja templates over an item's fields.
 
-A recipe (vlmgrid.recipes) or a model entry writes, per benchmark kind, what the authors' evaluation showed the
-model (`kinds: {<kind>: {prompt: {...}}}`); the cell's settings hold it as `prompt`:
+A recipe (vlmgrid.recipes) or a model entry writes, per benchmark kind, what the authors' evaluation showed
+the model (`kinds: {<kind>: {prompt: {...}}}`); the cell's settings hold it as `prompt`:
 
-- `user`: the user turn's text. `{{ image }}` marks where the image stands in it (a content list of text, image,
-  text, as an OpenAI message or a chat template takes it); without the mark the image comes first;
-- `system`: the system turn's text, where the benchmark's authors wrote one per item (Kaleidoscope's languages);
-  otherwise the model's `system` setting serves;
+- `user`: the user turn's text. `{{ image }}` marks where the image stands in it (a content list of text,
+  image, text, as an OpenAI message or a chat template takes it); without the mark the image comes first;
+- `system`: the system turn's text, where the benchmark's authors wrote one per item (Kaleidoscope's
+  languages); otherwise the model's `system` setting serves;
 - `raw`: the whole string handed to the tokenizer, the conversation's special tokens and the image placeholder
   included, where the authors wrote it by hand instead of applying a chat template (Kaleidoscope's vLLM
   prompts). Exclusive with `user` and `system`;
@@ -15,11 +15,11 @@ model (`kinds: {<kind>: {prompt: {...}}}`); the cell's settings hold it as `prom
 - `data`: tables the templates read as `data` (a recipe's translations: Kaleidoscope's words per language).
 
 Templates are rendered in a sandbox (jinja2's ImmutableSandboxedEnvironment, as transformers renders chat
-templates) with undefined names an error, and whitespace kept exactly: the authors' strings are reproduced byte
-for byte. The fields are the record's columns (`question`, `hint`, `ocr_tokens`, `language`, ...; a missing or
-NaN value is none), `options`, `letters` (A, B, ..., one per option), `has_image` and the prompt's `data`
-tables. Two filters beside jinja2's own: `upper_first` (the first character upper-cased, the rest kept) and
-`without_suffix(text)` (a trailing text removed, with the whitespace before it).
+templates) with undefined names an error, and whitespace kept exactly: the authors' strings are reproduced
+byte for byte. The fields are the record's columns (`question`, `hint`, `ocr_tokens`, `language`, ...; a
+missing or NaN value is none), `options`, `letters` (A, B, ..., one per option), `has_image` and the prompt's
+`data` tables. Two filters beside jinja2's own: `upper_first` (the first character upper-cased, the rest kept)
+and `without_suffix(text)` (a trailing text removed, with the whitespace before it).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ PROMPT_KEYS = (*TEMPLATE_KEYS, "answers", "data")
 @dataclass(frozen=True)
 class Rendered:
     """One request's prompt: the user text (or, `formatted`, the whole string for the tokenizer), the system
-    text of this item (None: the model's own `system`), and where the image stands in the text (None: first)."""
+    text of this item (None: the model's own `system`), and where the image stands in the text (None:
+    first)."""
 
     text: str
     system: str | None = None

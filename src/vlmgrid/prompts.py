@@ -27,8 +27,8 @@ def load_prompts(name: str, prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> di
     path = prompts_file(name, prompts_dir)
     if not path.is_file():
         raise VlmgridError(
-            f"{path}: prompt set {name!r} not found; set `prompts_dir` in the config to the folder that holds "
-            f"{path.name} (the repository ships config/prompts/)"
+            f"{path}: prompt set {name!r} not found; set `prompts_dir` in the config to the folder that "
+            f"holds {path.name} (the repository ships config/prompts/)"
         )
     try:
         data = yaml.safe_load(path.read_text("utf-8"))

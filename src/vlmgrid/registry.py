@@ -1,4 +1,5 @@
-"""Name -> object registries, each built once from one explicit list, whose lookup errors name the closest name.
+"""Name -> object registries, each built once from one explicit list, whose lookup errors name the closest
+name.
 
 One style for every registry of the package (benchmark kinds, sources, backends, protocols, parsers, metrics,
 fixtures): the package's `__init__.py` lists its members in one place and builds the registry from them, and

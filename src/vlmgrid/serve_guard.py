@@ -4,9 +4,9 @@ The infer job that needs a server starts it through this small process and holds
 The guard starts COMMAND in a process group of its own, prints the server's pid and then waits. When its stdin
 closes (the job stopped the server, or ended in any way, SIGKILL included: the kernel closes a dead process's
 files) or it is asked to stop (SIGTERM, SIGINT, SIGHUP), it sends SIGTERM to the server's whole group, waits
-STOP_SECONDS and then kills what is left. So no server outlives its job holding a GPU. When the server exits by
-itself, the guard exits with its code, which the job reads as "the server died". The server's output goes to
-the guard's stderr (the job's server log).
+STOP_SECONDS and then kills what is left. So no server outlives its job holding a GPU. When the server exits
+by itself, the guard exits with its code, which the job reads as "the server died". The server's output goes
+to the guard's stderr (the job's server log).
 
 Kept free of the package's imports, so it starts in a fraction of a second.
 """
@@ -21,8 +21,8 @@ import sys
 
 
 def _die_with_guard() -> None:
-    """In the server's process: Linux kills it should the guard itself be killed (a SIGKILL leaves the guard no
-    chance to stop it)."""
+    """In the server's process: Linux kills it should the guard itself be killed (a SIGKILL leaves the guard
+    no chance to stop it)."""
     try:
         import ctypes
 
@@ -64,7 +64,8 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _raise_stop)
     try:
-        # The server writes to the guard's stderr (the job's server log); the guard's stdout is the job's pipe.
+        # The server writes to the guard's stderr (the job's server log); the guard's stdout is the job's
+        # pipe.
         server = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,

@@ -63,7 +63,8 @@ class ServeSpec:
 
 
 def fill(template: str, values: Mapping[str, object], where: str) -> str:
-    """`template` with its {placeholders} filled; an unknown one is one sentence naming it and the known ones."""
+    """`template` with its {placeholders} filled; an unknown one is one sentence naming it and the known
+    ones."""
     for _, name, _, _ in string.Formatter().parse(template):
         if name is not None and name not in values:
             known = ", ".join("{" + placeholder + "}" for placeholder in PLACEHOLDERS)
@@ -292,9 +293,10 @@ class ServerPlan:
 
 
 def recorded_settings(settings: dict) -> dict:
-    """A model's settings as the files it leaves record them (predictions metadata, fingerprints, the workflows'
-    params): each `serve.env` variable by its name alone. Its values are the server's tokens and keys, which
-    must reach no file that is shared or committed; and a new token is the same model, so it reruns nothing."""
+    """A model's settings as the files it leaves record them (predictions metadata, fingerprints, the
+    workflows' params): each `serve.env` variable by its name alone. Its values are the server's tokens and
+    keys, which must reach no file that is shared or committed; and a new token is the same model, so it
+    reruns nothing."""
     serve = settings.get("serve")
     if not isinstance(serve, dict) or not serve.get("env"):
         return settings
@@ -302,7 +304,8 @@ def recorded_settings(settings: dict) -> dict:
 
 
 def served_settings(settings: dict, server: Server) -> dict:
-    """The model's settings as the openai backend takes them: the running server's address, the model name filled."""
+    """The model's settings as the openai backend takes them: the running server's address, the model name
+    filled."""
     return {
         **settings,
         "base_url": server.base_url,

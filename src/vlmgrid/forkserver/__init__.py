@@ -1,5 +1,5 @@
-"""The jobs' warm start: a fork server that imports their modules once and runs each command in a forked child.
-Only vlmgrid.cli (which hands the server the command's entry point) imports it.
+"""The jobs' warm start: a fork server that imports their modules once and runs each command in a forked
+child. Only vlmgrid.cli (which hands the server the command's entry point) imports it.
 
     protocol  what the client sends and the server answers, and the client (`run_through_server`)
     server    the serve loop: preload, fork, reap, idle and parent stop (`serve`)

@@ -1,16 +1,16 @@
 """What a job forked from a fork server takes from the server rather than from the process that sent it: the
-process's context and the code. A job must run as its caller and run the code on disk, as it would in a process
-of its own, so the server compares both before every fork and refuses a job where either differs.
+process's context and the code. A job must run as its caller and run the code on disk, as it would in a
+process of its own, so the server compares both before every fork and refuses a job where either differs.
 
 The context (`process_context`) is everything a forked child inherits from its parent that changes what it may
 do or what it writes: the umask; the user and group ids and the supplementary groups; the capabilities
 (inheritable, permitted, effective, bounding, ambient), no_new_privs and seccomp; the blocked and ignored
-signals; the allowed CPUs and memory nodes; the nice value and the scheduling policy; every resource limit; the
-namespaces (network, mount, user, pid, ...); the root folder; the cgroups; the LSM label (SELinux, AppArmor:
-where the kernel has one to show); and the OOM score adjustment. The I/O priority (`ionice`) has no interface to
-read it from here and is not compared. Before each fork a server reads the client's context from the kernel
-(/proc/<pid> of the process at the other end of its socket), so a client cannot misstate it, and its own, as the
-forked job would have it.
+signals; the allowed CPUs and memory nodes; the nice value and the scheduling policy; every resource limit;
+the namespaces (network, mount, user, pid, ...); the root folder; the cgroups; the LSM label (SELinux,
+AppArmor: where the kernel has one to show); and the OOM score adjustment. The I/O priority (`ionice`) has no
+interface to read it from here and is not compared. Before each fork a server reads the client's context from
+the kernel (/proc/<pid> of the process at the other end of its socket), so a client cannot misstate it, and
+its own, as the forked job would have it.
 
 The code is the package's files, by content (vlmgrid.codeversion), and the import path's folders
 (`import_paths`: a package installed or removed there changes their modification times).
@@ -47,8 +47,9 @@ LIMITS = sorted(name for name in dir(resource) if name.startswith("RLIMIT_") and
 
 
 def process_context(pid: int | None = None) -> dict[str, str]:
-    """The context of the process `pid` (None or 0: this one), item by item as text; an item that cannot be read
-    (another user's process, a kernel without it) is the reason, so it is equal only to one unreadable alike."""
+    """The context of the process `pid` (None or 0: this one), item by item as text; an item that cannot be
+    read (another user's process, a kernel without it) is the reason, so it is equal only to one unreadable
+    alike."""
     proc = f"/proc/{pid or 'self'}"
     context = {}
     status = _read(f"{proc}/status")

@@ -5,12 +5,13 @@ Over a Unix stream socket, the client sends a 4-byte big-endian length and a JSO
 {"pid": N} when the job started, then {"exit": code}; or one {"refused": reason}.
 
 The client (`run_through_server`) is the start of the `vlmgrid` command: when `VLMGRID_FORKSERVER` names the
-server's socket (a Snakemake run's: workflow/rules/common.smk), the command is sent there and the client only waits for its exit code (forwarding SIGTERM, SIGINT and SIGHUP to the
-job, but one this process ignores, as the job's own process would). When the socket cannot be reached, the
-command runs in the client's own process, silently (a Slurm job on another node, a server that ended); when the
-server refuses it (an environment that differs from the server's where modules read it at import, a process
-context that differs from the server's, code on disk that changed since the server started:
-vlmgrid.forkserver.context), it runs there too, and says why in one line.
+server's socket (a Snakemake run's: workflow/rules/common.smk), the command is sent there and the client only
+waits for its exit code (forwarding SIGTERM, SIGINT and SIGHUP to the job, but one this process ignores, as
+the job's own process would). When the socket cannot be reached, the command runs in the client's own process,
+silently (a Slurm job on another node, a server that ended); when the server refuses it (an environment that
+differs from the server's where modules read it at import, a process context that differs from the server's,
+code on disk that changed since the server started: vlmgrid.forkserver.context), it runs there too, and says
+why in one line.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ import struct
 import sys
 
 ENV = "VLMGRID_FORKSERVER"  # the socket's path; "off" (or empty) runs every command in its own process
-# What Snakemake sets per shell job (snakemake/shell.py: the threads variables, and the tmpdir resource's), and
-# what the shell running a job's command line sets for itself (bash drops PS1 and PS2 where not interactive): a
-# job may differ from the server in these. Every other variable must be equal, as modules read some at import
-# (HF_HOME, HF_HUB_OFFLINE, TORCH_HOME, ...).
+# What Snakemake sets per shell job (snakemake/shell.py: the threads variables, and the tmpdir resource's),
+# and what the shell running a job's command line sets for itself (bash drops PS1 and PS2 where not
+# interactive): a job may differ from the server in these. Every other variable must be equal, as modules read
+# some at import (HF_HOME, HF_HUB_OFFLINE, TORCH_HOME, ...).
 PER_JOB = frozenset(
     {
         "OMP_NUM_THREADS",
@@ -68,7 +69,8 @@ def environment_difference(environ: dict[str, str], reference: dict[str, str]) -
 
 
 def interpreter() -> list[str]:
-    """The interpreter and its environment (a virtualenv's prefix): a job runs in a server of the same ones."""
+    """The interpreter and its environment (a virtualenv's prefix): a job runs in a server of the same
+    ones."""
     return [os.path.realpath(sys.executable), sys.prefix]
 
 
@@ -114,7 +116,8 @@ def run_through_server(
     job: dict = {"pid": None, "pending": []}
 
     def forward(signum, frame):
-        """SIGTERM, SIGINT and SIGHUP go to the job (Snakemake's cancel, Ctrl-C), which answers as it would."""
+        """SIGTERM, SIGINT and SIGHUP go to the job (Snakemake's cancel, Ctrl-C), which answers as it
+        would."""
         if job["pid"] is None:
             job["pending"].append(signum)
             return
@@ -123,8 +126,9 @@ def run_through_server(
         except ProcessLookupError:
             pass
 
-    # A signal this process ignores (`nohup`, a script's background job) stays ignored: the server compares the
-    # ignored signals with its own (vlmgrid.forkserver.context), and the job's own process would ignore it.
+    # A signal this process ignores (`nohup`, a script's background job) stays ignored: the server compares
+    # the ignored signals with its own (vlmgrid.forkserver.context), and the job's own process would ignore
+    # it.
     previous = {
         signum: signal.signal(signum, forward)
         for signum in FORWARDED
@@ -146,8 +150,8 @@ def run_through_server(
         client.close()
         _restore(previous, job["pending"])
         print(
-            f"vlmgrid: the fork server at {path} did not run this command ({first.get('refused', 'no reply')});"
-            f" it runs in its own process",
+            f"vlmgrid: the fork server at {path} did not run this command "
+            f"({first.get('refused', 'no reply')}); it runs in its own process",
             file=sys.stderr,
         )
         return None

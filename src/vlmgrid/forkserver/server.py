@@ -1,25 +1,25 @@
 """The fork server: it imports a command's heavy modules once, then runs each command sent to its socket in a
 forked child.
 
-Most of a small job's time is its imports (torch, open_clip, transformers, pandas, pyarrow, jsonschema), not its
-work. The server imports them once, then forks one child per job; the child runs the entry point the server was
-given (`run`: the `vlmgrid` command's `main`) with the job's argv, working folder, environment and
+Most of a small job's time is its imports (torch, open_clip, transformers, pandas, pyarrow, jsonschema), not
+its work. The server imports them once, then forks one child per job; the child runs the entry point the
+server was given (`run`: the `vlmgrid` command's `main`) with the job's argv, working folder, environment and
 stdin/stdout/stderr, exactly as the job's own process would, and shares the imported modules with the server
 copy-on-write. This is the classic warm-start pattern (multiprocessing's forkserver, Nailgun, Ruby's spring).
 What the client sends and the server answers is vlmgrid.forkserver.protocol's; the socket's file,
 vlmgrid.forkserver.sockets'.
 
 A job runs as its caller and runs the code on disk (vlmgrid.forkserver.context): before each fork the server
-compares the client's process context (read from the kernel) with its own, refusing a job that differs, and the
-package's files with those it imported, by content; once the code differs it refuses every job, its socket goes,
-and it ends when its running jobs have, so the next command runs the new code (in a fresh server, or its own
-process).
+compares the client's process context (read from the kernel) with its own, refusing a job that differs, and
+the package's files with those it imported, by content; once the code differs it refuses every job, its socket
+goes, and it ends when its running jobs have, so the next command runs the new code (in a fresh server, or its
+own process).
 
 Fork safety: the server runs no thread of its own (one `selectors` loop, signals through a wakeup fd) and only
-imports (no computation, no thread pool, no CUDA), so a forked child starts as clean as a fresh process. The one
-library that starts threads at import is pyarrow (its jemalloc allocator's background thread and one more; the
-log's `ready` line counts them): Arrow and jemalloc register fork handlers (pthread_atfork) for exactly this, as
-multiprocessing's forkserver relies on when it preloads pandas.
+imports (no computation, no thread pool, no CUDA), so a forked child starts as clean as a fresh process. The
+one library that starts threads at import is pyarrow (its jemalloc allocator's background thread and one more;
+the log's `ready` line counts them): Arrow and jemalloc register fork handlers (pthread_atfork) for exactly
+this, as multiprocessing's forkserver relies on when it preloads pandas.
 """
 
 from __future__ import annotations
@@ -82,16 +82,16 @@ def serve(
     parent_pid: int | None = None,
 ) -> int:
     """Serve jobs on the Unix socket `path`, each `run` with its argv in a child, once the modules named in
-    `preload` (each where installed) are imported, until SIGTERM (or SIGINT), until `idle_timeout` seconds pass with
-    no job running, until the code on disk changes and its jobs have ended, or, given `parent_pid` (the pid of the
-    process that started it), once that process has ended, however it ended; returns the exit code. Nothing but a
-    stale socket of ours may be at `path` (`clear_the_way`); at the end the socket goes, and the folder it was in,
-    where empty."""
+    `preload` (each where installed) are imported, until SIGTERM (or SIGINT), until `idle_timeout` seconds
+    pass with no job running, until the code on disk changes and its jobs have ended, or, given `parent_pid`
+    (the pid of the process that started it), once that process has ended, however it ended; returns the exit
+    code. Nothing but a stale socket of ours may be at `path` (`clear_the_way`); at the end the socket goes,
+    and the folder it was in, where empty."""
     import select
     import selectors
 
-    # The signals' handling as this process started, before it sets its own below: a job gets it back, as its own
-    # process would have it (so the ignored signals are compared as they were then).
+    # The signals' handling as this process started, before it sets its own below: a job gets it back, as its
+    # own process would have it (so the ignored signals are compared as they were then).
     handlers = {signum: signal.getsignal(signum) for signum in CHILD_SIGNALS}
     ignored = process_context()["ignored signals"]
     # The code, before it is imported: the jobs, forked after the imports, inherit this version (their outputs
@@ -110,8 +110,8 @@ def serve(
         os.umask(umask)
     listener.listen(128)  # clients that come while the modules load wait in the backlog
     # The path appears only once the socket listens, so a client that finds it is always queued (`start` waits
-    # for it); one that came between bind and listen would be refused and run in its own process. A link, not a
-    # rename: a rename would replace whatever appeared at the path meanwhile.
+    # for it); one that came between bind and listen would be refused and run in its own process. A link, not
+    # a rename: a rename would replace whatever appeared at the path meanwhile.
     made = os.lstat(binding)
     try:
         os.link(binding, path)
@@ -177,8 +177,8 @@ def serve(
         return [listener, wake_read, wake_write] + [job.conn for job in jobs.values() if job.conn is not None]
 
     def retire() -> None:
-        """The code on disk is not what this server imported: it takes no job any more, and its socket goes, so
-        that the next command finds none (and starts a fresh server, or runs in its own process)."""
+        """The code on disk is not what this server imported: it takes no job any more, and its socket goes,
+        so that the next command finds none (and starts a fresh server, or runs in its own process)."""
         if not retiring:
             retiring.append(True)
             _log(f"{CODE_CHANGED}: no more jobs; stopping once the {len(jobs)} running end")
@@ -197,8 +197,8 @@ def serve(
             return f"{name} differs"
         if client <= 0:  # in a pid namespace this one does not see: its context cannot be read
             return "its process cannot be seen from the server's pid namespace"
-        # What a forked job would have: this process's context as it is now (renice or prlimit may have changed
-        # it), with the signals' handling the job gets back
+        # What a forked job would have: this process's context as it is now (renice or prlimit may have
+        # changed it), with the signals' handling the job gets back
         own = {**process_context(), "ignored signals": ignored}
         if (name := context_difference(process_context(client), own)) is not None:
             return f"{name} differs"
@@ -250,7 +250,8 @@ def serve(
         selector.register(conn, selectors.EVENT_READ, pid)
 
     def client_gone(pid: int) -> None:
-        """A client's connection closed (or spoke) while its job runs: the client was killed, so is the job."""
+        """A client's connection closed (or spoke) while its job runs: the client was killed, so is the
+        job."""
         job = jobs.get(pid)
         if job is None or job.conn is None:
             return
@@ -338,8 +339,8 @@ def _child(
     handlers: dict,
 ) -> None:
     """In the forked child: become the job's process (its stdio, folder, environment, the signals' `handlers`
-    as the server's were when it started), run the command as `run` would in a process of its own, and exit with
-    its code. Never returns."""
+    as the server's were when it started), run the command as `run` would in a process of its own, and exit
+    with its code. Never returns."""
     import atexit
     import traceback
 
@@ -364,8 +365,8 @@ def _child(
         threads = environ.get("OMP_NUM_THREADS", "")
         if "torch" in sys.modules and threads.isdigit() and int(threads) > 0:
             sys.modules["torch"].set_num_threads(int(threads))  # what OpenMP reads from it when torch loads
-        # The server's own command showed the package's messages on its stderr, which is now the job's: left in
-        # place, the job's own would print every line twice.
+        # The server's own command showed the package's messages on its stderr, which is now the job's: left
+        # in place, the job's own would print every line twice.
         messages.off()
         code = run(argv)
     except SystemExit as exc:  # as the interpreter reads it: None is 0, a text is printed and is 1

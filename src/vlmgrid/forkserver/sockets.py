@@ -1,9 +1,9 @@
 """A fork server's socket on the disk, and the server a run starts for its jobs.
 
-The socket lives in a private folder that `start` makes (FOLDER_PREFIX, mode 0700): a server makes way only for
-a stale socket of its own there (`clear_the_way`) and removes only its own socket, and that folder where it
-leaves it empty, at its end (`remove_socket`, `remove_folder`), never a file that may be someone's. `start` and `stop`: a Snakemake
-run's server, which ends with the run.
+The socket lives in a private folder that `start` makes (FOLDER_PREFIX, mode 0700): a server makes way only
+for a stale socket of its own there (`clear_the_way`) and removes only its own socket, and that folder where
+it leaves it empty, at its end (`remove_socket`, `remove_folder`), never a file that may be someone's. `start`
+and `stop`: a Snakemake run's server, which ends with the run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ FOLDER_PREFIX = "vlmgrid-forkserver-"  # the private folder `start` makes for a 
 
 @dataclass(frozen=True)
 class Started:
-    """A fork server started by `start`: its process (a subprocess.Popen), its private folder, and its socket."""
+    """A fork server started by `start`: its process (a subprocess.Popen), its private folder, and its
+    socket."""
 
     process: Any
     folder: str
@@ -50,7 +51,8 @@ def start(log_path: str, wait_s: float = 60.0) -> Started | None:
         raise fileio.unwritable(log_path, error) or error from None
     with log:
         runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-        # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime one)
+        # A Unix socket's path holds at most 107 bytes: a short folder of its own under /tmp (or the runtime
+        # one)
         try:
             folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=runtime if os.path.isdir(runtime) else "/tmp")
         except OSError:
@@ -109,8 +111,8 @@ def ours(folder: str) -> bool:
 
 
 def clear_the_way(path: str) -> None:
-    """Make way for a server's socket at `path`: nothing there, or a stale socket of ours (one nobody listens on,
-    in a folder `start` made), which is removed. Anything else is refused: it may be someone's file."""
+    """Make way for a server's socket at `path`: nothing there, or a stale socket of ours (one nobody listens
+    on, in a folder `start` made), which is removed. Anything else is refused: it may be someone's file."""
     try:
         found = os.lstat(path)
     except FileNotFoundError:

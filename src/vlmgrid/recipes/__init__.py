@@ -1,14 +1,15 @@
-"""Recipes: what a model family's published evaluation fixed, as data (a YAML file per recipe beside this module),
-applied to a model entry that names it (`recipe: llava-1.5`). On the shared floor: the config applies them.
+"""Recipes: what a model family's published evaluation fixed, as data (a YAML file per recipe beside this
+module), applied to a model entry that names it (`recipe: llava-1.5`). On the shared floor: the config applies
+them.
 
 A recipe is a set of model settings and, per benchmark kind, the settings of that kind's cells (`kinds`): the
 system text, the image preprocessing, precision, decoding, the answering method and the prompt as the authors'
 question files write it (vlmgrid.prompt_templates). Applying it fills the model entry with them, so they are
 part of the model's settings like any other: recorded in every predictions file, hashed into every job's
 fingerprint. A model entry may not set what its recipe fixes (`OWNED`): that would be another evaluation than
-the one the recipe cites. Two things stay the entry's: its batch size (a means, checked by the batch check), and
-`answer_mode: likelihood`, which scores the options instead of reading a generated answer; that departure is
-recorded in the settings (`departs_from_recipe`), so the plan, the predictions and the report say the cell
+the one the recipe cites. Two things stay the entry's: its batch size (a means, checked by the batch check),
+and `answer_mode: likelihood`, which scores the options instead of reading a generated answer; that departure
+is recorded in the settings (`departs_from_recipe`), so the plan, the predictions and the report say the cell
 answered by another method than its recipe's.
 
 A recipe file: `title`, `paper`, `backends` (the backends it applies to), `follows` (the files and commits it

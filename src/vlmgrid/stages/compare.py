@@ -6,8 +6,9 @@ predictions with the score's samples and seed, so the resamples are the score fi
 detectable difference (MDD, 5% two-sided at 80% power) over the units the test flips. A pair one of whose
 cells cannot run, hides its labels or failed gets no comparison, only the reason in words. Holm's correction
 spans benchmarks and so is the report's (`vlmgrid.report.comparisons`). A cell that answers a subset of the
-benchmark (an imported MME eval-tool folder) is not compared either, unless `report.partial_cells` is "include":
-then its pairs are compared on the items both models answered, and the entry's `coverage` says how many.
+benchmark (an imported MME eval-tool folder) is not compared either, unless `report.partial_cells` is
+"include": then its pairs are compared on the items both models answered, and the entry's `coverage` says how
+many.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def _over(unit: str) -> str:
 def compared_line(metric: str, pair: dict) -> str:
     """One compared pair in words that name the metric and the tests: "accuracy +30.0 [12.0, 48.0] (95% CI:
     paired bootstrap over items), p = 0.11 (two-sided paired sign-flip permutation test over items, 2000
-    permutations; exact McNemar p = 0.109), MDD 44.3 (5% two-sided, 80% power): the difference is below it"."""
+    permutations; exact McNemar p = 0.109), MDD 44.3 (5% two-sided, 80% power): the difference is below
+    it"."""
     low, high = pair["ci95"]
     over = _over(pair["unit"])
     mcnemar = pair.get("mcnemar")
@@ -101,7 +103,8 @@ def compared_line(metric: str, pair: dict) -> str:
 
 def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFrame | None, str | None, bool]:
     """The model's predictions, or why the cell has none to compare (it cannot run the benchmark, or answers a
-    subset of it while `partial_cells` is "exclude"), and whether it is batch-dependent (`_batch_dependent`)."""
+    subset of it while `partial_cells` is "exclude"), and whether it is batch-dependent
+    (`_batch_dependent`)."""
     hint = f"rerun `vlmgrid infer {model} {bench.name}` to rebuild it"
     predictions = read_predictions(path, hint)
     metadata = read_metadata(path)
@@ -122,8 +125,8 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
         return (
             None,
             (
-                f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of {bench.name} "
-                f"({why}; report.partial_cells: include compares it on the items both answered)"
+                f"{model} answers {coverage['answered']:,} of the {coverage['total']:,} items of "
+                f"{bench.name} ({why}; report.partial_cells: include compares it on the items both answered)"
             ),
             dependent,
         )
@@ -131,8 +134,8 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
 
 
 def _batch_dependent(metadata: dict) -> bool:
-    """Whether the predictions' batch check (their `metadata`) found items answered otherwise one at a time than
-    in their batch (the report marks such a cell with the not-equal sign)."""
+    """Whether the predictions' batch check (their `metadata`) found items answered otherwise one at a time
+    than in their batch (the report marks such a cell with the not-equal sign)."""
     check = metadata.get("invariance")
     return isinstance(check, dict) and bool(check.get("differing"))
 
@@ -236,7 +239,8 @@ def compare_cells(
         "metric": metric.headline,
         "reference_model": reference_model,
         "n": int(len(bench.records)),
-        # the copy compared on, when that holds fewer items than the published benchmark (as in the score files)
+        # the copy compared on, when that holds fewer items than the published benchmark (as in the score
+        # files)
         **({} if copy is None else {"partial_copy": copy}),
         "samples": int(samples),
         "seed": int(seed),

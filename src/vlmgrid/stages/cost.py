@@ -12,8 +12,8 @@ GPU-hours are requests / rate / 3600 per GPU a job holds (the model's `gpus`). A
 cost is its requests' tokens at the `price` its entry gives (USD per million input and output tokens): the
 input tokens per request are the price's `input_tokens`, else the throughput table's `api.input_tokens`; the
 output tokens are a generated answer's assumed length, or one for a letter scored by its logprobs. Without a
-`price` its cost is unknown. A model whose job serves it on its GPUs (`serve`) is timed at the hf backend's rates, an upper
-bound. A model whose size class the table lacks gets no estimate ("unknown"), never a guess.
+`price` its cost is unknown. A model whose job serves it on its GPUs (`serve`) is timed at the hf backend's
+rates, an upper bound. A model whose size class the table lacks gets no estimate ("unknown"), never a guess.
 
 Per benchmark, what it can tell: the minimum detectable difference (MDD) of a paired comparison of two models
 on its scoring units (items, or the groups its metric scores whole: MMVP's pairs, MME's images, MMBench's
@@ -119,8 +119,8 @@ def safetensors_parameters(folder) -> int | None:
 
 
 def _lvlm_size(name: str, settings: dict) -> str | None:
-    """An hf model's size class, "7b": a local checkpoint's from its safetensors files' parameters, else from its
-    hub repo, name or description ("llava-1.5-7b-hf")."""
+    """An hf model's size class, "7b": a local checkpoint's from its safetensors files' parameters, else from
+    its hub repo, name or description ("llava-1.5-7b-hf")."""
     source = settings.get("source") or {}
     if source.get("type") == "local" and (params := safetensors_parameters(source.get("path", ""))):
         return f"{params / 1e9:.3g}b"
@@ -189,7 +189,8 @@ def is_api(settings: dict) -> bool:
 
 def request_tokens(work: Work, settings: dict, protocol: str, table: dict) -> tuple[int, int]:
     """One request's (input, output) tokens as an API bills them: the price's `input_tokens` (else the table's
-    assumption) in; a generated answer's assumed length out, or the one token of a letter scored by logprobs."""
+    assumption) in; a generated answer's assumed length out, or the one token of a letter scored by
+    logprobs."""
     price = settings.get("price") or {}
     tokens_in = int(price.get("input_tokens") or table["api"]["input_tokens"]["value"])
     tokens_out = tokens_per_answer(work, protocol, table) if work.unit == "generate" else 1
@@ -281,7 +282,8 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             if checked:
                 note = (f"{note}; " if note else "") + (
                     f"the batch check: up to {check} items (infer.invariance_items) within a tenth of the "
-                    f"cell's requests, answered again one request at a time, at the batched rates (a lower bound)"
+                    "cell's requests, answered again one request at a time, at the batched rates "
+                    "(a lower bound)"
                 )
             priced = {}
             if is_api(settings):
@@ -345,15 +347,15 @@ def _check_requests(work: Work, data: Data, sample: list[int] | None) -> int | N
 
 
 def _sum(values: pd.Series) -> float:
-    """The sum of the known values; NaN ("unknown"), never 0, when none is known, or when the known ones are all
-    0 and some are not known (an n/a cell's or a CPU baseline's 0 beside a model of unknown size)."""
+    """The sum of the known values; NaN ("unknown"), never 0, when none is known, or when the known ones are
+    all 0 and some are not known (an n/a cell's or a CPU baseline's 0 beside a model of unknown size)."""
     known = values.sum(min_count=1)
     return math.nan if values.isna().any() and not known > 0 else known
 
 
 def totals(costs: pd.DataFrame) -> pd.DataFrame:
-    """Per model and for the grid: requests, GPU-hours and (API models) USD of the rows that have them, and how
-    many rows each leaves out for want of a count or an estimate. A total with nothing known to add is NaN
+    """Per model and for the grid: requests, GPU-hours and (API models) USD of the rows that have them, and
+    how many rows each leaves out for want of a count or an estimate. A total with nothing known to add is NaN
     ("unknown"), never 0 (_sum)."""
 
     def total(frame: pd.DataFrame) -> dict:
@@ -389,9 +391,9 @@ def infer_runtime_minutes(
     floor: int = RUNTIME_FLOOR_MINUTES,
     factor: float = RUNTIME_SAFETY_FACTOR,
 ) -> int | None:
-    """One infer job's Slurm runtime (minutes) from the plan: the cell's GPU-hours over the GPUs each job holds
-    (its hours on the clock) and over its shards, times `factor`, at least `floor`; None when the cell has no
-    estimate (a flat runtime must stand in)."""
+    """One infer job's Slurm runtime (minutes) from the plan: the cell's GPU-hours over the GPUs each job
+    holds (its hours on the clock) and over its shards, times `factor`, at least `floor`; None when the cell
+    has no estimate (a flat runtime must stand in)."""
     hours = costs.loc[(costs["model"] == model) & (costs["benchmark"] == benchmark), "gpu_hours"]
     if hours.empty or hours.isna().any():
         return None
@@ -400,9 +402,9 @@ def infer_runtime_minutes(
 
 def infer_job_runtime(config: Config, costs: pd.DataFrame, model: str, benchmark: str) -> int:
     """The Slurm runtime (minutes) of each infer job of the cell under `cluster.infer.runtime_from_plan`: the
-    plan's (infer_runtime_minutes, over the benchmark's shards), else the flat `cluster.infer.runtime`. A model
-    whose GPU-hours the plan does not count (an API model, or one on the CPU) has nothing to time its jobs
-    by, so it keeps the flat one."""
+    plan's (infer_runtime_minutes, over the benchmark's shards), else the flat `cluster.infer.runtime`. A
+    model whose GPU-hours the plan does not count (an API model, or one on the CPU) has nothing to time its
+    jobs by, so it keeps the flat one."""
     flat = int(config.cluster["infer"]["runtime"])
     if _no_gpu_note(config, model) is not None:
         return flat

@@ -1,5 +1,6 @@
 """The cost plan as `vlmgrid plan` prints it: per model its cells' units of work, per benchmark the MDD it
-allows, the totals, and what the estimate assumes, every line at most WIDTH characters (the CSV, every column).
+allows, the totals, and what the estimate assumes, every line at most WIDTH characters (the CSV, every
+column).
 
 The numbers are vlmgrid.stages.cost's; this module only lays them out.
 """
@@ -63,19 +64,20 @@ def _wrapped(text: str, indent: str = "") -> list[str]:
 
 
 MDD_NOTE = (
-    "MDD: the smallest true difference between two models' headlines (points) that a paired test, two-sided at "
-    "5%, finds with 80% power: {z:.2f} x sqrt({d:g} / units) x 100, assuming two models disagree on {d:.0%} of "
-    "the units (one right, the other wrong). Two models closer than that are not told apart by the benchmark, "
-    "whatever they are. It scales with the square root of the disagreement (10%: 0.71 x; 50%: 1.58 x), and "
-    "takes the headline for the mean of its units' scores (a guide where it is not: a mean over strata, MME's "
-    "acc + acc+, POPE's F1); `vlmgrid compare` gives each pair its own, from its answers."
+    "MDD: the smallest true difference between two models' headlines (points) that a paired test, two-sided "
+    "at 5%, finds with 80% power: {z:.2f} x sqrt({d:g} / units) x 100, assuming two models disagree on "
+    "{d:.0%} of the units (one right, the other wrong). Two models closer than that are not told apart by "
+    "the benchmark, whatever they are. It scales with the square root of the disagreement (10%: 0.71 x; 50%: "
+    "1.58 x), and takes the headline for the mean of its units' scores (a guide where it is not: a mean over "
+    "strata, MME's acc + acc+, POPE's F1); `vlmgrid compare` gives each pair its own, from its answers."
 )
 
 
 LIKELIHOOD_NOTE = (
-    "Option likelihood (each option scored, the likeliest taken) is the grid's default for an LVLM without a recipe "
-    "on yes/no and multiple choice; LLaVA-1.5's paper generated a short answer greedily and parsed it. A model's "
-    "recipe (`recipe: llava-1.5`) answers as its authors did: config/examples/llava-1.5-method.yaml."
+    "Option likelihood (each option scored, the likeliest taken) is the grid's default for an LVLM without a "
+    "recipe on yes/no and multiple choice; LLaVA-1.5's paper generated a short answer greedily and parsed "
+    "it. A model's recipe (`recipe: llava-1.5`) answers as its authors did: "
+    "config/examples/llava-1.5-method.yaml."
 )
 
 
@@ -117,9 +119,9 @@ def _mdd_lines(costs: pd.DataFrame) -> list[str]:
 
 
 def render(costs: pd.DataFrame, table: dict | None = None) -> str:
-    """`vlmgrid plan`: per model its cells' units of work (a note's number points to the notes under the table),
-    per benchmark the MDD its scoring units allow, the totals per model and for the grid with the rows each
-    leaves out, and what the estimate assumes; every line at most WIDTH characters (the CSV has the full
+    """`vlmgrid plan`: per model its cells' units of work (a note's number points to the notes under the
+    table), per benchmark the MDD its scoring units allow, the totals per model and for the grid with the rows
+    each leaves out, and what the estimate assumes; every line at most WIDTH characters (the CSV has the full
     detail)."""
     table = table or load_throughput()
     notes: dict[str, int] = {}

@@ -199,8 +199,9 @@ def _classification(data: Data, capability: str, settings: dict, prompts_dir: Pa
         else (data.classes if prompts.max_candidates is None else min(data.classes, prompts.max_candidates))
     )
     works = []
-    # A model that scores options but does not generate (a baseline) scores the open-world templates over every
-    # class name: two sets of rows of one shape where the classes are under max_candidates, each its own.
+    # A model that scores options but does not generate (a baseline) scores the open-world templates over
+    # every class name: two sets of rows of one shape where the classes are under max_candidates, each its
+    # own.
     for templates, method, variants, candidates in (
         ("open-world", open_method, len(prompts.open), data.classes),
         ("closed-world", closed_method, len(prompts.closed), shown),

@@ -1,12 +1,12 @@
 """The diff stage (`vlmgrid diff BENCH A B`): why two numbers of one benchmark differ (docs/diff.md).
 
-A and B are predictions files, or models of the grid (their predictions files). The item-by-item comparison and
-each kind of difference's effect on the headline are `vlmgrid.metrics.differences`, on the metric the score
-uses. With `reread`, both sets' raw texts are read again by one parser (the benchmark's headline reader, or its
-lenient one), so what is left differs in the answers, not in the reading. With `tool`, one set is diffed
-against itself: its publishing tool's own reading (A: its verdicts or rule, `stages.tool_reading`) against the
-official one it records (B), the items read differently split by cause (the tool's judge, its matcher). The
-summary and the items are printed; `csv` and `json` get the full list.
+A and B are predictions files, or models of the grid (their predictions files). The item-by-item comparison
+and each kind of difference's effect on the headline are `vlmgrid.metrics.differences`, on the metric the
+score uses. With `reread`, both sets' raw texts are read again by one parser (the benchmark's headline reader,
+or its lenient one), so what is left differs in the answers, not in the reading. With `tool`, one set is
+diffed against itself: its publishing tool's own reading (A: its verdicts or rule, `stages.tool_reading`)
+against the official one it records (B), the items read differently split by cause (the tool's judge, its
+matcher). The summary and the items are printed; `csv` and `json` get the full list.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ TOOL_CLASSES = (
     DiffClass("matcher", "read by the tool's matcher"),
 )
 WIDTH = 100  # the printed output fits a terminal this wide
-# The item table's columns after the id: (header, width on a line of WIDTH beside a 16-column id, least width).
-# An id is never cut (two ids that differ in their last character would read the same), so these share what the
-# longest id leaves, and the texts in them are cut; below their least, the ids have lines of their own.
+# The item table's columns after the id: (header, width on a line of WIDTH beside a 16-column id, least
+# width). An id is never cut (two ids that differ in their last character would read the same), so these share
+# what the longest id leaves, and the texts in them are cut; below their least, the ids have lines of their
+# own.
 ITEM_COLUMNS = (
     ("A raw", 20, 12),
     ("B raw", 20, 12),
@@ -479,7 +480,9 @@ def render(document: dict, limit: int) -> str:
     for c in document["classes"]:
         alone = _number(c["alone"], True) if document["order_matters"] else ""
         lines.append(
-            f"{c['label']:<{label_width}}{c['items']:>7}  {_number(c['effect'], True):>{w}}  {alone:>8}".rstrip()
+            (
+                f"{c['label']:<{label_width}}{c['items']:>7}  {_number(c['effect'], True):>{w}}  {alone:>8}"
+            ).rstrip()
         )
     changed = sum(c["items"] for c in document["classes"])
     lines.append(f"{'A - B':<{label_width}}{changed:>7}  {_number(document['difference'], True):>{w}}")

@@ -1,14 +1,14 @@
 """`vlmgrid dvc-pipelines`: every grid's DVC pipeline written from one template (workflow/dvc.template.yaml).
 
 The default grid (config/config.yaml) is the repo's dvc.yaml; each other grid config (config/<grid>.yaml, any
-config holding a `grid`, and any config of one's own given with --config) gets pipelines/<stem>/dvc.yaml, whose
-stages run at the repo root (wdir), so all of them read the same paths. A pipeline written for a config of one's
-own names its config, so the command keeps it current with the others from then on. DVC sees every dvc.yaml of
-the repo as one graph, where no output may be declared twice: each grid has its own results_dir and source
-stamps, its benchmark folders (<data_dir>/<bench>) are its own (checked here: a grid of one's own takes a
-data_dir of its own, or benchmark names no other grid uses), and a model folder that several grids evaluate is
-fetched by the first pipeline that lists it (the default grid, then the others in name order), on the condition
-that every grid gives it the same backend and source.
+config holding a `grid`, and any config of one's own given with --config) gets pipelines/<stem>/dvc.yaml,
+whose stages run at the repo root (wdir), so all of them read the same paths. A pipeline written for a config
+of one's own names its config, so the command keeps it current with the others from then on. DVC sees every
+dvc.yaml of the repo as one graph, where no output may be declared twice: each grid has its own results_dir
+and source stamps, its benchmark folders (<data_dir>/<bench>) are its own (checked here: a grid of one's own
+takes a data_dir of its own, or benchmark names no other grid uses), and a model folder that several grids
+evaluate is fetched by the first pipeline that lists it (the default grid, then the others in name order), on
+the condition that every grid gives it the same backend and source.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ class Pipeline:
     # models no other grid evaluates
     own_folders: tuple[str, ...] = ()
     shared_models: tuple[str, ...] = ()  # the models of several grids that its fetch_model stages fetch
-    # its models that a fetch_model stage fetches (its own or another pipeline's): its grid stage depends on them
+    # its models that a fetch_model stage fetches (its own or another pipeline's): its grid stage depends on
+    # them
     fetched_models: tuple[str, ...] = ()
 
 
@@ -84,8 +85,9 @@ def _pipeline_file(config: Path) -> Path:
 
 
 def _written_configs(root: Path) -> list[Path]:
-    """The configs that the pipelines under pipelines/ were written for (their `vars` name it), so that a config
-    of one's own, given once with --config, is kept current with the others (and its outputs checked)."""
+    """The configs that the pipelines under pipelines/ were written for (their `vars` name it), so that a
+    config of one's own, given once with --config, is kept current with the others (and its outputs
+    checked)."""
     configs = []
     for dvc_file in sorted((root / PIPELINES_DIR).glob("*/dvc.yaml")):
         text = dvc_file.read_text(encoding="utf-8")
@@ -113,7 +115,8 @@ def _written_configs(root: Path) -> list[Path]:
 
 
 def config_in_repo(root: Path, given: str | Path) -> Path:
-    """A config given on the command line, as a path relative to the repo root (DVC reads no file outside it)."""
+    """A config given on the command line, as a path relative to the repo root (DVC reads no file outside
+    it)."""
     path = Path(given)
     if not path.is_file():
         raise VlmgridError(f"config file {given} not found; pass --config with the path of a grid config")
@@ -158,10 +161,10 @@ def _folder(config: Path, data: dict, key: str) -> str:
 
 
 def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
-    """One pipeline per grid config: the repo's (config/*.yaml), those pipelines/ was written for, and `configs`
-    (relative to the root). A model folder that several grids evaluate is fetched by the first that lists it.
-    Refuses two configs of one pipeline file or one results_dir, two grids that share a benchmark folder (it
-    would be two stages' output) or give a shared model folder another backend or source."""
+    """One pipeline per grid config: the repo's (config/*.yaml), those pipelines/ was written for, and
+    `configs` (relative to the root). A model folder that several grids evaluate is fetched by the first that
+    lists it. Refuses two configs of one pipeline file or one results_dir, two grids that share a benchmark
+    folder (it would be two stages' output) or give a shared model folder another backend or source."""
     root = Path(root)
     repo = _grid_configs(root)
     own = {config: None for config in [*_written_configs(root), *configs] if config not in repo}
@@ -188,8 +191,8 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
             folder = posixpath.join(data_dir, bench)
             if folder in owners:
                 raise VlmgridError(
-                    f"{config} and {owners[folder]} both evaluate the benchmark {bench!r} in {folder}, which DVC "
-                    f"allows as one stage's output only; give {config} a data_dir of its own (data_dir: "
+                    f"{config} and {owners[folder]} both evaluate the benchmark {bench!r} in {folder}, which "
+                    f"DVC allows as one stage's output only; give {config} a data_dir of its own (data_dir: "
                     f"data/{config.stem}), or the benchmark another name"
                 )
             owners[folder] = config
@@ -203,9 +206,9 @@ def plan_pipelines(root: Path, configs: Sequence[Path] = ()) -> list[Pipeline]:
                 model_owner[folder] = (config, weights)
             elif model_owner[folder][1] != weights:
                 raise VlmgridError(
-                    f"{config} gives the model {model!r} another backend or source than {model_owner[folder][0]}, "
-                    f"but both would fetch it into {folder}; give one of them another name, or {config} a "
-                    f"data_dir of its own"
+                    f"{config} gives the model {model!r} another backend or source than "
+                    f"{model_owner[folder][0]}, but both would fetch it into {folder}; give one of them "
+                    f"another name, or {config} a data_dir of its own"
                 )
         grids.append((config, data, data_dir, models))
     pipelines = []

@@ -72,7 +72,8 @@ def _fixture_for(settings: dict):
 
 
 def _read_manifest(manifest_path: Path) -> dict | None:
-    """The manifest fetch-model wrote; None when there is none, or it is damaged (then it is fetched again)."""
+    """The manifest fetch-model wrote; None when there is none, or it is damaged (then it is fetched
+    again)."""
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else None
     except (OSError, ValueError):
@@ -85,8 +86,8 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def _refuse_overlap(name: str, model_dir: Path, location: Path) -> None:
-    """A checkpoint read in place must lie apart from the model's folder, which fetch-model writes (its record)
-    and DVC keeps as an output: nothing is ever written into a checkpoint."""
+    """A checkpoint read in place must lie apart from the model's folder, which fetch-model writes (its
+    record) and DVC keeps as an output: nothing is ever written into a checkpoint."""
     folder, checkpoint = model_dir.resolve(), location.resolve()
     if _inside(checkpoint, folder) or _inside(folder, checkpoint):
         raise VlmgridError(
@@ -99,8 +100,8 @@ def _refuse_overlap(name: str, model_dir: Path, location: Path) -> None:
 
 def _remove_own_files(model_dir: Path) -> None:
     """Remove what an earlier fetch wrote into model_dir: the files its manifest (or, where that is gone, its
-    record of the files it wrote) names, each only while it still has the bytes recorded, then both records and
-    the folders left empty. Nothing else is ever removed."""
+    record of the files it wrote) names, each only while it still has the bytes recorded, then both records
+    and the folders left empty. Nothing else is ever removed."""
     remove_stale_temporaries(model_dir)  # what a killed write of fetch's own left
     manifest_path = model_dir / MANIFEST
     manifest = _read_manifest(manifest_path) or _read_manifest(model_dir / WRITTEN)
@@ -146,7 +147,8 @@ def _same(manifest: dict | None, settings: dict) -> bool:
 
 
 def _recorded_hub_checkpoint(manifest: dict) -> bool:
-    """Whether a hub snapshot recorded in place is still whole in the cache (so the hub is not asked again)."""
+    """Whether a hub snapshot recorded in place is still whole in the cache (so the hub is not asked
+    again)."""
     location = Path(manifest["location"])
     present = {name: location / name for name in manifest["files"] if (location / name).is_file()}
     hashes = file_hashes(present)  # one warning, not one a file, where the cache cannot be written
@@ -215,11 +217,12 @@ def in_place_weights(name: str, settings: dict, model_dir: Path) -> InPlace | No
 
 
 def model_stamp(settings: Mapping[str, Any]) -> dict:
-    """What a model's fetch reads from outside vlmgrid's own folders, in a form that changes when that does: for
-    a `local` source its path and each of its checkpoint's files as [name, size in bytes, sha256], each read only
-    when its size or time changed since it was hashed (file_stamp), so that a touched file with the same bytes
-    changes nothing (the workflows run fetch-model again when it changes: Snakemake as a param, DVC as a stamp
-    file); any other source by its type alone, as its settings (a param of fetch-model already) decide its files."""
+    """What a model's fetch reads from outside vlmgrid's own folders, in a form that changes when that does:
+    for a `local` source its path and each of its checkpoint's files as [name, size in bytes, sha256], each
+    read only when its size or time changed since it was hashed (file_stamp), so that a touched file with the
+    same bytes changes nothing (the workflows run fetch-model again when it changes: Snakemake as a param, DVC
+    as a stamp file); any other source by its type alone, as its settings (a param of fetch-model already)
+    decide its files."""
     source = settings.get("source") if isinstance(settings, Mapping) else None
     if not isinstance(source, Mapping) or source.get("type") != "local" or not source.get("path"):
         return {"type": source.get("type") if isinstance(source, Mapping) else None}

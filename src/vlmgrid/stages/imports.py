@@ -119,8 +119,8 @@ def import_predictions(
     out: str | None = None,
     replace: bool = False,
 ) -> Path:
-    """`vlmgrid import-predictions`: write the predictions file of `file`'s answers to `benchmark`; an existing
-    predictions file of the cell is replaced only with `replace`."""
+    """`vlmgrid import-predictions`: write the predictions file of `file`'s answers to `benchmark`; an
+    existing predictions file of the cell is replaced only with `replace`."""
     source = Path(file)
     if not source.exists():
         raise VlmgridError(f"{source} not found; check the path")
@@ -210,7 +210,8 @@ def _import(
     write_predictions(out_path, rows_to_table(rows), metadata)
     unreadable = sum(row["prediction"] is None for row in rows)
     log.info(
-        f"wrote {out_path}: {len(rows)} answers of {model} to the {len(bench.records)} items of {benchmark} imported from {source} ({file_format}), "
-        f"{unreadable} unreadable by the {parser_name} parser (format errors)"
+        f"wrote {out_path}: {len(rows)} answers of {model} to the {len(bench.records)} items of {benchmark} "
+        f"imported from {source} ({file_format}), {unreadable} unreadable by the {parser_name} parser "
+        "(format errors)"
     )
     return out_path

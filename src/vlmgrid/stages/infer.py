@@ -3,11 +3,11 @@ merge of a sharded cell's files.
 
 The stage asks the plan for the cell's `CellPlan` (vlmgrid.stages.plan.cell_plan: whether the model can run
 the benchmark, its GPUs, where its weights are read, its server, the job's settings), decided once, and runs
-it: it holds the cell's lock and its GPUs, starts the model's server when it has one, loads the model and hands
-the cell's `CellRun` (vlmgrid.cellrun.run) a way to answer a chunk of records; the run owns the job from its
-first part to its file (its parts, the retries, the record of which run made which rows, the batch check, the
-atomic write). Given a shard, the job computes only that shard's contiguous range of parts and writes a shard
-file; `merge_cell` joins the shard files into the predictions file an unsharded job writes.
+it: it holds the cell's lock and its GPUs, starts the model's server when it has one, loads the model and
+hands the cell's `CellRun` (vlmgrid.cellrun.run) a way to answer a chunk of records; the run owns the job from
+its first part to its file (its parts, the retries, the record of which run made which rows, the batch check,
+the atomic write). Given a shard, the job computes only that shard's contiguous range of parts and writes a
+shard file; `merge_cell` joins the shard files into the predictions file an unsharded job writes.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def infer_cell(
 
 
 def merge_cell(config: Config, model: str, benchmark: str) -> Path:
-    """`vlmgrid merge-shards`: join the cell's shard files (its benchmark's `shards`) into its predictions file."""
+    """`vlmgrid merge-shards`: join the cell's shard files (its benchmark's `shards`) into its predictions
+    file."""
     plan = cell_plan(config, model, benchmark)
     if plan.not_applicable is not None:
         # No shard ran a model: the cell's file only records why, as an unsharded infer writes it.
@@ -73,8 +74,8 @@ def open_job(
     prompts_dir: Path | None = None,
     weights: str | None = None,
 ) -> Job:
-    """The job of one model on the benchmark in bench_dir (vlmgrid.cellrun.job): its records, cut into parts by
-    their model requests as the cost plan counts them (vlmgrid.stages.cost_work.item_requests).
+    """The job of one model on the benchmark in bench_dir (vlmgrid.cellrun.job): its records, cut into parts
+    by their model requests as the cost plan counts them (vlmgrid.stages.cost_work.item_requests).
 
     `prompts_dir` is where the protocols read their prompt sets (the benchmark's default when None); the
     hashes of its prompt sets are part of the job's identity; so is `weights`, the fingerprint of a checkpoint
@@ -93,8 +94,8 @@ def open_job(
 
 
 def open_benchmark(bench_dir: Path, prompts_dir: Path | None = None):
-    """The prepared benchmark in bench_dir (its files checked, its records intact), its protocols reading their
-    prompt sets from `prompts_dir` (the benchmark's default when None)."""
+    """The prepared benchmark in bench_dir (its files checked, its records intact), its protocols reading
+    their prompt sets from `prompts_dir` (the benchmark's default when None)."""
     from vlmgrid.benchmarks import load_benchmark
 
     bench = load_benchmark(bench_dir)
@@ -193,9 +194,9 @@ def run_inference(
     `prompts_dir` is where the protocols read their prompt sets (see `open_job`). With `server`, the model's
     server is started for the parts still to do, the backend sent to it, and the server stopped after them.
     With `checkpoint` (weights read in place, at model_dir), its files' fingerprint is part of the job's
-    identity and its path and fingerprint go into the provenance. With `check_items` (`infer.invariance_items`),
-    that many items are answered again one at a time once every part is done, and compared (the batch check,
-    `vlmgrid.cellrun.invariance`).
+    identity and its path and fingerprint go into the provenance. With `check_items`
+    (`infer.invariance_items`), that many items are answered again one at a time once every part is done, and
+    compared (the batch check, `vlmgrid.cellrun.invariance`).
     """
     from vlmgrid.models import BACKENDS
 
@@ -279,8 +280,8 @@ def _load(backend, settings: dict, model_dir: Path, device: str, model: str):
 
 
 class _Answering:
-    """The model's runner on the benchmark. With `answer_mode: auto`, a capability the server turns out to lack
-    (an API without logprobs) is dropped and the items are answered the next way (generation); the cell's
+    """The model's runner on the benchmark. With `answer_mode: auto`, a capability the server turns out to
+    lack (an API without logprobs) is dropped and the items are answered the next way (generation); the cell's
     run records the strategy and the fallback, so the predictions say how they were made."""
 
     def __init__(self, model, bench, run: CellRun) -> None:

@@ -1,18 +1,19 @@
 """`vlmgrid inputs MODEL BENCHMARK`: what a cell's model receives, one JSON object per model request.
 
 The cell's protocol runs as inference runs it (its plan's settings, the benchmark's records in order, the same
-strategy), but its requests go to a recorder that answers nothing: each is shown through the model's backend as
-that backend would send it (vlmgrid.models.base.PromptView; the hf backend's text is its chat template applied
-by the checkpoint's own processor, which is all that is loaded). A line holds:
+strategy), but its requests go to a recorder that answers nothing: each is shown through the model's backend
+as that backend would send it (vlmgrid.models.base.PromptView; the hf backend's text is its chat template
+applied by the checkpoint's own processor, which is all that is loaded). A line holds:
 
 - `id`, `variant`: the item and the prediction variant the request answers;
 - `text`: the exact string handed to the tokenizer: chat template applied, system text included, the image
   placeholder as the template writes it (null for an API model, whose `messages` are shown instead: the chat
   messages it sends, each image named `file:<path>`);
-- `options`: the continuations an option-likelihood request scores (the letters, or the option texts), else null;
+- `options`: the continuations an option-likelihood request scores (the letters, or the option texts), else
+  null;
 - `image`: the image file the request reads, or null;
-- `pixels` (with a pixels folder): the .npy file of the float32 pixel values the processor makes of that image,
-  as it returns them for one image; one file per image, written once;
+- `pixels` (with a pixels folder): the .npy file of the float32 pixel values the processor makes of that
+  image, as it returns them for one image; one file per image, written once;
 - `generation`: the decoding settings of a generated answer, else null;
 - `prompt`: where the prompt's wording comes from: the model's recipe, or vlmgrid's own (the protocol's).
 """
@@ -214,7 +215,8 @@ def cell_inputs(
     pixels_dir: Path | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Print the requests of the cell (its first `limit` items), one JSON object a line; returns their number."""
+    """Print the requests of the cell (its first `limit` items), one JSON object a line; returns their
+    number."""
     out = out or sys.stdout
     recording = _recording(config, model, benchmark)
     settings, bench = recording.plan.model_settings, recording.bench

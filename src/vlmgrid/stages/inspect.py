@@ -1,4 +1,5 @@
-"""The inspect stage: one benchmark's items and the grid models' answers -> `results/inspect/<bench>/index.html`.
+"""The inspect stage: one benchmark's items and the grid models' answers ->
+`results/inspect/<bench>/index.html`.
 
 It reads the prepared records (`data/<bench>/records.parquet`; classification: the class names) and the
 predictions file of every model of the grid on the benchmark, judges each answer by the benchmark's rule at
@@ -175,7 +176,8 @@ class RankingRule(IndexRule):
 
     rule = (
         "A query's answer is its ranking of the candidates: the share of its n positives ranked within the "
-        "top n (Acc@50) is 1 right, 0 wrong, in between partly right; the reading is the candidate ranked first."
+        "top n (Acc@50) is 1 right, 0 wrong, in between partly right; the reading is the candidate ranked "
+        "first."
     )
 
     def __init__(self) -> None:
@@ -183,7 +185,10 @@ class RankingRule(IndexRule):
 
     def gold(self, record: dict) -> str:
         positives = [int(i) for i in record["positives"]]
-        return f"positives: {', '.join(f'#{i + 1}' for i in positives)} ({len(positives)} of {len(record['options'])})"
+        return (
+            f"positives: {', '.join(f'#{i + 1}' for i in positives)} ({len(positives)} of "
+            f"{len(record['options'])})"
+        )
 
     def judge(self, record: dict, row: dict) -> tuple[str, str]:
         from vlmgrid.metrics.dance import rank_query
@@ -222,7 +227,8 @@ ITEM_RULES: Registry[IndexRule] = Registry(
 
 
 def prompt_context(fields: Sequence[tuple[str, str]], record: dict) -> list[tuple[str, str]]:
-    """(label, text) of each of the prompt's `fields` that the record has: what the model read beside the question."""
+    """(label, text) of each of the prompt's `fields` that the record has: what the model read beside the
+    question."""
     shown = ((label, shown_text(record.get(column))) for column, label in fields)
     return [(label, text) for label, text in shown if text is not None]
 
@@ -248,7 +254,8 @@ def thumbnail(path: Path) -> tuple[str | None, str]:
 
 def _read_model(config: Config, model: str, bench) -> pd.DataFrame | str:
     """The model's prediction rows, or the reason it cannot run the benchmark (a not-applicable file); a file
-    that answers a subset by construction (its metadata's `coverage`) holds rows for its answered items only."""
+    that answers a subset by construction (its metadata's `coverage`) holds rows for its answered items
+    only."""
     path = paths.predictions_path(config.results_dir, model, bench.name)
     hint = f"run `vlmgrid infer {model} {bench.name}` (or snakemake) to make it"
     predictions = read_predictions(path, hint)
@@ -412,8 +419,9 @@ def build_page(
     if len(shown) < len(records):
         added = f" and the {len(extra)} other item(s) whose answers depend on the batch" if extra else ""
         sample_note = (
-            f"This page shows {len(shown)} of the {len(records)} items: a sample drawn with seed {seed}{added}, "
-            f"in records order (`vlmgrid inspect {benchmark} --max-items N --seed S` draws another)."
+            f"This page shows {len(shown)} of the {len(records)} items: a sample drawn with seed "
+            f"{seed}{added}, in records order (`vlmgrid inspect {benchmark} --max-items N --seed S` draws "
+            "another)."
         )
     if batch_dependent:
         listed = "; ".join(f"{model}: {len(ids)}" for model, ids in batch_dependent.items())
@@ -444,6 +452,7 @@ def inspect_benchmark(
     out = paths.inspect_page_path(config.results_dir, benchmark)
     write_text(out, render_page(page))
     log.info(
-        f"wrote {out} ({len(page.items)} of {counted(page.n_items, 'item')}, {counted(len(page.models), 'model')})"
+        f"wrote {out} ({len(page.items)} of {counted(page.n_items, 'item')}, "
+        f"{counted(len(page.models), 'model')})"
     )
     return out

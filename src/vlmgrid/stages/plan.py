@@ -34,7 +34,8 @@ def not_applicable(config: Config, model: str, benchmark: str) -> str | None:
 def not_applicable_reason(
     model: str, model_settings: dict, benchmark: str, benchmark_settings: dict
 ) -> str | None:
-    """Why a model with these settings cannot run the benchmark (no capability its protocol uses); None if it can."""
+    """Why a model with these settings cannot run the benchmark (no capability its protocol uses); None if it
+    can."""
     from vlmgrid.benchmarks import BENCHMARKS
     from vlmgrid.models import BACKENDS
     from vlmgrid.protocols import PROTOCOLS, strategy_for
@@ -55,10 +56,10 @@ def not_applicable_reason(
 def cell_plan(
     config: Config, model: str, benchmark: str, *, shard: str | None = None, threads: int | None = None
 ) -> CellPlan:
-    """Everything decided about a cell before it runs (vlmgrid.cellrun.cell.CellPlan), in one place: whether the
-    model can run the benchmark (`not_applicable`), how many GPUs its job holds, where its weights are read (a
-    checkpoint read in place is loaded where it lies, and its files' fingerprint named), its server, and the
-    job's settings from the config. `shard` is "I/N" (`vlmgrid infer --shard`); `threads` overrides
+    """Everything decided about a cell before it runs (vlmgrid.cellrun.cell.CellPlan), in one place: whether
+    the model can run the benchmark (`not_applicable`), how many GPUs its job holds, where its weights are
+    read (a checkpoint read in place is loaded where it lies, and its files' fingerprint named), its server,
+    and the job's settings from the config. `shard` is "I/N" (`vlmgrid infer --shard`); `threads` overrides
     `infer.threads`. A cell that cannot run gets no GPUs, weights or server: its run only records why."""
     from vlmgrid.cellrun.cell import Cell, CellPlan, Shard
     from vlmgrid.serving import ServerPlan, ServeSpec
@@ -127,7 +128,8 @@ def gpus(config: Config, model: str) -> int:
 def gpu_problems(config: Config, visible: list[str], limit: int | None = None) -> list[str]:
     """Why some of the grid's inference jobs could never start here, one sentence per model: more GPUs than
     the machine shows (`visible`), or than the run lets all jobs hold at once (Snakemake's
-    `--resources gpu=<limit>`). Such a job would wait forever; the workflow refuses it before anything runs."""
+    `--resources gpu=<limit>`). Such a job would wait forever; the workflow refuses it before anything
+    runs."""
     from vlmgrid.gpu import shortfall
 
     problems = []
@@ -150,8 +152,8 @@ def gpu_problems(config: Config, visible: list[str], limit: int | None = None) -
 
 def grid_config_name(config: Config) -> str | None:
     """The name a prepared benchmark folder records of the grid config it was prepared for: its path from the
-    working folder (the repo root, where Snakemake and DVC run every job), so that both workflows name it alike;
-    None for a config that is no file (made in code)."""
+    working folder (the repo root, where Snakemake and DVC run every job), so that both workflows name it
+    alike; None for a config that is no file (made in code)."""
     path = Path(config.path)
     if not path.is_file():
         return None
@@ -162,9 +164,10 @@ def grid_config_name(config: Config) -> str | None:
 
 
 def another_grids_data(name: str, settings: dict, bench_dir: Path, grid_config: str) -> str | None:
-    """Why preparing the benchmark for the grid config `grid_config` would overwrite the data another grid config
-    prepared into bench_dir (the two share a data_dir and the benchmark's name, not its source), in one sentence;
-    None when it would not. Switching between such grids would prepare, and rerun every cell, on every switch."""
+    """Why preparing the benchmark for the grid config `grid_config` would overwrite the data another grid
+    config prepared into bench_dir (the two share a data_dir and the benchmark's name, not its source), in one
+    sentence; None when it would not. Switching between such grids would prepare, and rerun every cell, on
+    every switch."""
     try:  # the manifest (vlmgrid.benchmarks.folder.MANIFEST), read without the benchmarks package's imports
         old = json.loads((Path(bench_dir) / "manifest.json").read_text("utf-8"))
     except (OSError, ValueError):
@@ -183,8 +186,8 @@ def another_grids_data(name: str, settings: dict, bench_dir: Path, grid_config: 
     if old.get("kind") == settings.get("kind") and held == given:
         return None  # the same data: the grids share it
     return (
-        f"benchmark {name}: {bench_dir} holds the data {prepared_for} prepared for it ({old.get('kind')} from "
-        f"{json.dumps(held)}), and {grid_config} gives it another source ({settings.get('kind')} from "
+        f"benchmark {name}: {bench_dir} holds the data {prepared_for} prepared for it ({old.get('kind')} "
+        f"from {json.dumps(held)}), and {grid_config} gives it another source ({settings.get('kind')} from "
         f"{json.dumps(given)}), which would overwrite it; give {grid_config} a data_dir of its own "
         f"(data_dir: data/{Path(grid_config).stem})"
     )
@@ -214,7 +217,8 @@ def summary(config: Config) -> str:
 
 
 def cell_lines(config: Config, as_paths: bool = False) -> list[str]:
-    """`vlmgrid cells`: one line per cell, its names (and why it is not applicable), or its predictions path."""
+    """`vlmgrid cells`: one line per cell, its names (and why it is not applicable), or its predictions
+    path."""
     lines = []
     for cell in config.cells:
         if as_paths:

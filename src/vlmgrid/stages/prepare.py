@@ -47,17 +47,18 @@ def prepare_benchmark(
 ) -> dict:
     """Fetch (or generate), adapt, validate and hash one benchmark into bench_dir; returns its manifest.
 
-    Idempotent: a folder whose manifest matches the settings and whose files match their hashes is left as it is
-    (vlmgrid.benchmarks.dataset.prepare_benchmark says when it is rebuilt). One prepare of a folder at a time:
-    a second waits for the first (two grids sharing data_dir may both need the benchmark), then finds the folder
-    prepared and reuses it. The lock is a file beside the folder, `<bench_dir>.lock`, which the kernel drops
-    when its holder dies.
+    Idempotent: a folder whose manifest matches the settings and whose files match their hashes is left as it
+    is (vlmgrid.benchmarks.dataset.prepare_benchmark says when it is rebuilt). One prepare of a folder at a
+    time: a second waits for the first (two grids sharing data_dir may both need the benchmark), then finds
+    the folder prepared and reuses it. The lock is a file beside the folder, `<bench_dir>.lock`, which the
+    kernel drops when its holder dies.
     """
     bench_dir = Path(bench_dir)
 
     def wait(path: Path, holder: dict) -> None:
         who = (
-            f"pid {holder['pid']} on {holder.get('host')}, since {holder.get('started')}: `{holder.get('command')}`"
+            f"pid {holder['pid']} on {holder.get('host')}, since {holder.get('started')}: "
+            f"`{holder.get('command')}`"
             if "pid" in holder
             else "a process that has not yet written who it is"
         )
@@ -67,7 +68,8 @@ def prepare_benchmark(
         )
 
     with exclusive_lock(lock_path(bench_dir), wait):
-        # another grid's data in a shared data_dir is never prepared over (the workflows check it before any job)
+        # another grid's data in a shared data_dir is never prepared over (the workflows check it before any
+        # job)
         conflict = another_grids_data(name, dict(settings), bench_dir, grid_config) if grid_config else None
         if conflict is not None:
             raise VlmgridError(conflict)
@@ -89,11 +91,11 @@ def prepare(config: Config, benchmark: str) -> dict:
 
 
 def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
-    """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and hashes), one
-    file per benchmark in `folder` (default: the stamps folder under data_dir), and of each grid model's source
-    and settings in its `models/` folder, for DVC's grid and fetch_model stages; returns the names whose
-    stamp changed (a model's as models/<name>). Each grid that shares data_dir with another needs a folder of its own, as
-    the stamps of other benchmarks are removed."""
+    """`vlmgrid stamp-sources`: a stamp of each benchmark's source (a local source's file sizes and hashes),
+    one file per benchmark in `folder` (default: the stamps folder under data_dir), and of each grid model's
+    source and settings in its `models/` folder, for DVC's grid and fetch_model stages; returns the names
+    whose stamp changed (a model's as models/<name>). Each grid that shares data_dir with another needs a
+    folder of its own, as the stamps of other benchmarks are removed."""
     folder = Path(folder) if folder is not None else paths.source_stamps_dir(config.data_dir)
     written = write_source_stamps({name: config.benchmark(name) for name in config.benchmarks}, folder)
     local = sum(config.benchmark(name)["source"].get("type") == "local" for name in config.benchmarks)
@@ -107,7 +109,8 @@ def stamp_sources(config: Config, folder: Path | None = None) -> list[str]:
     ]
     local = sum((settings.get("source") or {}).get("type") == "local" for settings in models.values())
     log.info(f"{paths.model_stamps_dir(folder)}: {len(models)} model stamps ({local} local)")
-    # the grid stage's params (`dvc exp show` columns): each model's settings under models.<name>, as in the config
+    # the grid stage's params (`dvc exp show` columns): each model's settings under models.<name>, as in the
+    # config
     settings = {
         "title": config.title,
         "bootstrap": config.bootstrap,
@@ -129,9 +132,9 @@ def _write_if_changed(path: Path, data: dict) -> bool:
 
 
 def _model_stamp(name: str, settings: Mapping[str, Any]) -> dict:
-    """A model's stamp for DVC: its checkpoint's (vlmgrid.stages.fetch.model_stamp) and its settings, which DVC's
-    grid stage tracks here rather than in the config, since DVC writes a param's value into dvc.lock and a
-    `serve: env:` value is a token (recorded_settings names only its variables). The settings sit under
+    """A model's stamp for DVC: its checkpoint's (vlmgrid.stages.fetch.model_stamp) and its settings, which
+    DVC's grid stage tracks here rather than in the config, since DVC writes a param's value into dvc.lock and
+    a `serve: env:` value is a token (recorded_settings names only its variables). The settings sit under
     `models.<name>`, as in the config, so `dvc exp show` names them `models.<name>.<key>` (the param key is
     `models` alone: DVC would split a dotted model name into levels)."""
     from vlmgrid.stages.fetch import model_stamp

@@ -15,8 +15,8 @@ log = logging.getLogger(__name__)
 
 
 def write_report(config: Config, allow_missing: bool) -> list[Path]:
-    """`vlmgrid report`: read every cell's score file (and each benchmark's comparison file, where there is one)
-    and write the report; logs and returns the files written.
+    """`vlmgrid report`: read every cell's score file (and each benchmark's comparison file, where there is
+    one) and write the report; logs and returns the files written.
 
     With `allow_missing`, a cell without a score file reads "missing" instead of failing the report, and the
     tables and figures go to `paths.partial_report_dir` instead: the grid's report files only ever hold it
@@ -29,7 +29,8 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
         (cell.model, cell.benchmark): paths.score_path(config.results_dir, cell.model, cell.benchmark)
         for cell in config.cells
     }
-    # With missing cells the tables go to a folder of their own: the grid's report files only ever hold it whole.
+    # With missing cells the tables go to a folder of their own: the grid's report files only ever hold it
+    # whole.
     root = paths.partial_report_dir(config.results_dir) if allow_missing else Path(config.results_dir)
     written = build_report(
         score_files,

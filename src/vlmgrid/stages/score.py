@@ -1,8 +1,8 @@
 """The score stage: records + predictions -> the score JSON (docs/formats.md). No model, no torch.
 
-The number is the kind's metric (`vlmgrid.metrics`) on the answers as the authors' scorer reads them; where the
-kind has a more lenient reading, its figure is scored beside the headline under its own name, and so is the
-publishing tool's own reading of imported answers (`tool_reading`: its verdicts, or its rule).
+The number is the kind's metric (`vlmgrid.metrics`) on the answers as the authors' scorer reads them; where
+the kind has a more lenient reading, its figure is scored beside the headline under its own name, and so is
+the publishing tool's own reading of imported answers (`tool_reading`: its verdicts, or its rule).
 
 A predictions file imported from a format that answers a subset by construction (its metadata's `coverage`)
 is scored on the items it answers, and the score file's `coverage` ({answered, total}) says so; any other file
@@ -111,7 +111,8 @@ def _answerer(metadata: dict) -> dict:
 def lenient_predictions(
     kind, records: pd.DataFrame, predictions: pd.DataFrame
 ) -> tuple[pd.DataFrame, dict[str, str]] | None:
-    """The predictions with every generated answer read again by the kind's lenient parser, and {variant: parser}.
+    """The predictions with every generated answer read again by the kind's lenient parser, and
+    {variant: parser}.
 
     Rows without raw text (answered by log-likelihood or similarity) or with an `error` stay as they are. None
     when the kind has no lenient reading or no row was read by one.
@@ -218,9 +219,9 @@ def _write_submission(metric, records, predictions, out_path: Path, hidden: Labe
 def applicable_items(
     bench, strategy: str | None, records: pd.DataFrame, predictions: pd.DataFrame, coverage: dict | None
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
-    """The records and predictions left once the items the strategy cannot answer at all (its protocol's scope)
-    are taken out, and the coverage that says so ({answered, total, reason}); as given when it can answer
-    them all. An item it cannot answer is not applicable, never a wrong answer."""
+    """The records and predictions left once the items the strategy cannot answer at all (its protocol's
+    scope) are taken out, and the coverage that says so ({answered, total, reason}); as given when it can
+    answer them all. An item it cannot answer is not applicable, never a wrong answer."""
     from vlmgrid.protocols import PROTOCOLS
 
     scope = PROTOCOLS.get(bench.kind.protocol).scopes.get(strategy or "")
@@ -241,9 +242,9 @@ def applicable_items(
 
 def partial_copy(bench) -> dict | None:
     """The prepared copy's item count beside the published benchmark's, where the copy holds fewer (score-JSON
-    `partial_copy`: {items, published_items, source}): a fixture's generated stand-ins, or a copy whose source's
-    `expected_items` lets it hold fewer. The report marks every number scored on it. None for a whole copy (a
-    published variant's count included) or a kind without a published count (DANCE)."""
+    `partial_copy`: {items, published_items, source}): a fixture's generated stand-ins, or a copy whose
+    source's `expected_items` lets it hold fewer. The report marks every number scored on it. None for a whole
+    copy (a published variant's count included) or a kind without a published count (DANCE)."""
     published = bench.kind.variants.get(bench.manifest.get("variant"), bench.kind.expected_count)
     # A copy of a published variant's count is that variant, whether its source's `expected_items` named the
     # count (the manifest then names no variant) or the count alone told it
@@ -262,7 +263,10 @@ def copy_words(copy: dict | None) -> str:
     if copy is None:
         return ""
     if copy["source"] == "fixture":
-        return f", a fixture: {copy['items']:,} items standing in for the benchmark's {copy['published_items']:,}"
+        return (
+            f", a fixture: {copy['items']:,} items standing in for the benchmark's "
+            f"{copy['published_items']:,}"
+        )
     return f", a copy of {copy['items']:,} of the benchmark's {copy['published_items']:,} items"
 
 
@@ -294,8 +298,8 @@ def score_cell(
     if reason is not None:
         if len(predictions):
             raise VlmgridError(
-                f"predictions file {predictions_path} is marked not applicable but holds {len(predictions)} rows; "
-                f"{hint}"
+                f"predictions file {predictions_path} is marked not applicable but holds {len(predictions)} "
+                f"rows; {hint}"
             )
         # No numbers: the model cannot run this benchmark, and the report shows the cell as n/a.
         score = {

@@ -1,9 +1,9 @@
 """The publishing tool's own reading of an imported prediction set, beside vlmgrid's official one
 (docs/formats.md, "The tool's own reading").
 
-The headline reads every answer by the benchmark authors' rule. A tool such as VLMEvalKit reads them its own way:
-a rule-based matcher, and where that reads nothing a judge model. Its verdicts, where its files keep them (a
-judge file beside VLMEvalKit's prediction file), are recorded in the predictions file's metadata at import
+The headline reads every answer by the benchmark authors' rule. A tool such as VLMEvalKit reads them its own
+way: a rule-based matcher, and where that reads nothing a judge model. Its verdicts, where its files keep them
+(a judge file beside VLMEvalKit's prediction file), are recorded in the predictions file's metadata at import
 (`tool_reading`: the tool, the files, per item and variant the `hit`, whether the `judge` gave it and the
 `option` read), never re-run; where they are not kept and the tool's reading is a deterministic rule
 (VLMEvalKit's option matcher on ScienceQA), the rule gives them from the raw answers, with no judge (an answer
@@ -31,8 +31,8 @@ YES_NO = ["yes", "no"]  # the options of a yes/no benchmark's records (MME, POPE
 
 @dataclass(frozen=True)
 class ToolReading:
-    """A prediction set as its tool reads it: `frame` the rows with the tool's reading in place of the official
-    one (`prediction`, `prediction_index`), `judged` the (id, variant) rows its judge read, `source`
+    """A prediction set as its tool reads it: `frame` the rows with the tool's reading in place of the
+    official one (`prediction`, `prediction_index`), `judged` the (id, variant) rows its judge read, `source`
     FROM_FILE (its recorded verdicts) or FROM_RULE (the rule on the raw answers)."""
 
     tool: str
