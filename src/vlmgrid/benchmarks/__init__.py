@@ -1,5 +1,5 @@
-"""Benchmark kinds (BENCHMARKS), their sources and raw-format adapters, and a prepared folder's manifest and loading.
-Imported from the floors above (fixtures, stages, cli); it imports only the shared modules.
+"""Benchmark kinds (BENCHMARKS), their sources and raw-format adapters, and a prepared folder's manifest and
+loading. Imported from the floors above (fixtures, stages, cli); it imports only the shared modules.
 
     from vlmgrid.benchmarks import BENCHMARKS, SOURCE_TYPES, load_benchmark, verify_benchmark
 

@@ -14,9 +14,9 @@ archive to check against the published md5: its count (6,084 test images) is che
 
 Classes (CLIP_benchmark's convention, its `caltech101` class-name list): BACKGROUND_Google is kept, as
 "background"; the order is the case-sensitive sorted folder order (BACKGROUND_Google, Faces, Faces_easy,
-Leopards, Motorbikes, accordion, ...); names are CLIP's curated ones (benchmarks/data/caltech101_classnames.json,
-{folder: name}; "Faces" -> "off-center face", "Faces_easy" -> "centered face", verbatim, including the double
-space of "head of a  crocodile").
+Leopards, Motorbikes, accordion, ...); names are CLIP's curated ones
+(benchmarks/data/caltech101_classnames.json, {folder: name}; "Faces" -> "off-center face", "Faces_easy" ->
+"centered face", verbatim, including the double space of "head of a  crocodile").
 
 Split (TFDS `caltech101` 3.x, which VTAB and CLIP_benchmark's vtab/caltech101 use): 30 images per class go
 to train, the rest to test (TFDS: train 3,060, test 6,084). TFDS draws the 30 with numpy seed 1234 in
@@ -73,7 +73,8 @@ def split_test(files: Mapping[str, list[str]]) -> dict[str, list[str]]:
         names = sorted(files[category])
         if len(names) < TRAIN_PER_CLASS:
             raise VlmgridError(
-                f"Caltech-101 category {category!r} has {len(names)} images, fewer than the {TRAIN_PER_CLASS} the split puts in train"
+                f"Caltech-101 category {category!r} has {len(names)} images, fewer than the "
+                f"{TRAIN_PER_CLASS} the split puts in train"
             )
         train = set(rng.choice(names, TRAIN_PER_CLASS, replace=False).tolist())
         test[category] = [n for n in names if n not in train]
@@ -133,7 +134,8 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
                         category, name = parts[1], parts[2]
                         if category not in names:
                             raise VlmgridError(
-                                f"{archive}: category {category!r} is not a Caltech-101 category; re-download the archive"
+                                f"{archive}: category {category!r} is not a Caltech-101 category; "
+                                "re-download the archive"
                             )
                         # Every image is written; the train images are removed once the split is known.
                         fileio.write_bytes(images / category / name, tar.extractfile(member).read())
@@ -147,8 +149,8 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
         raise VlmgridError(f"{archive}: {INNER} holds no {TOP}/<category>/*.jpg images; re-download it")
     if len(files) >= N_CATEGORIES and stream.md5.hexdigest() != INNER_MD5:
         raise VlmgridError(
-            f"{archive}: its {INNER} has md5 {stream.md5.hexdigest()}, but the published one has {INNER_MD5}; "
-            f"the copy is another version or damaged: re-download it"
+            f"{archive}: its {INNER} has md5 {stream.md5.hexdigest()}, but the published one has "
+            f"{INNER_MD5}; the copy is another version or damaged: re-download it"
         )
     test = split_test(files)
     for category in files:  # every image was written; the train images go once the split is known
@@ -183,7 +185,8 @@ def _folder_reader(root: str):
         for folder in sorted(p for p in top.iterdir() if p.is_dir()):
             if folder.name not in names:
                 raise VlmgridError(
-                    f"{folder}: {folder.name!r} is not a Caltech-101 category; {top} must hold only the published category folders"
+                    f"{folder}: {folder.name!r} is not a Caltech-101 category; {top} must hold only the "
+                    "published category folders"
                 )
             files[folder.name] = sorted(
                 p.name for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(".jpg")
@@ -219,7 +222,10 @@ LAYOUTS = (
 
 KIND = classification_kind(
     "caltech101",
-    description="Caltech-101: zero-shot classification of the 6,084 VTAB-style test images into 102 classes (background kept).",
+    description=(
+        "Caltech-101: zero-shot classification of the 6,084 VTAB-style test images into 102 classes "
+        "(background kept)."
+    ),
     templates=(
         "a photo of a {c}.",
         "a painting of a {c}.",

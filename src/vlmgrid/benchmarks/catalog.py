@@ -1,4 +1,5 @@
-"""The benchmark kinds vlmgrid knows: `BENCHMARKS`, built once from one explicit list of the kind modules' KINDs.
+"""The benchmark kinds vlmgrid knows: `BENCHMARKS`, built once from one explicit list of the kind modules'
+KINDs.
 
 A new kind is one module (its `KIND = BenchmarkKind(...)`), one line here, and its fixture in
 vlmgrid.fixtures.kinds.

@@ -67,19 +67,22 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 where = f"{path} row {n}"
                 if row["type"] != kind_type or row["task"] not in TASKS[kind_type]:
                     raise VlmgridError(
-                        f"{where}: type/task {row['type']!r}/{row['task']!r} do not belong in {name} (expected type "
-                        f"{kind_type}, task one of {', '.join(TASKS[kind_type])}); the file is not CV-Bench: check the source"
+                        f"{where}: type/task {row['type']!r}/{row['task']!r} do not belong in {name} "
+                        f"(expected type {kind_type}, task one of {', '.join(TASKS[kind_type])}); the file "
+                        "is not CV-Bench: check the source"
                     )
                 if row["source"] not in SOURCES:
                     raise VlmgridError(
-                        f"{where}: source {row['source']!r} is not one of {', '.join(SOURCES)}; the file is not CV-Bench: check the source"
+                        f"{where}: source {row['source']!r} is not one of {', '.join(SOURCES)}; the file is "
+                        "not CV-Bench: check the source"
                     )
                 choices = checked_options(where, row["choices"], "choices")
                 match = ANSWER.match(str(row["answer"] or "").strip())
                 index = ord(match.group(1)) - 65 if match else -1
                 if not 0 <= index < len(choices):
                     raise VlmgridError(
-                        f"{where}: answer {row['answer']!r} is not one of its {len(choices)} choices (A)..; re-download the file"
+                        f"{where}: answer {row['answer']!r} is not one of its {len(choices)} choices (A)..; "
+                        "re-download the file"
                     )
                 if row["idx"] is None:
                     raise VlmgridError(f"{where}: has no idx; re-download the file")
@@ -106,7 +109,10 @@ KIND = question_kind(
     "multiple_choice",
     metric="cvbench",
     breakdown_by=("source", "task"),
-    description="CV-Bench: vision-centric multiple choice (2D count/relation on ADE20K/COCO, 3D depth/distance on Omni3D).",
+    description=(
+        "CV-Bench: vision-centric multiple choice (2D count/relation on ADE20K/COCO, 3D depth/distance on "
+        "Omni3D)."
+    ),
     expected_count=2638,
     raw_files=tuple(FILES.values()),
     adapt=adapt,

@@ -119,14 +119,14 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
             options_en = _options(row, "Translated Options", where)
             if len(options) != len(options_en):
                 raise VlmgridError(
-                    f"{where}: {len(options)} local options but {len(options_en)} translated ones; the file is "
-                    f"damaged: re-download it"
+                    f"{where}: {len(options)} local options but {len(options_en)} translated ones; the file "
+                    "is damaged: re-download it"
                 )
             label = row["Label"]
             if label is None or not HIDDEN <= int(label) < len(options):
                 raise VlmgridError(
-                    f"{where}: Label {label!r} is neither -1 (hidden) nor an index into its {len(options)} options; "
-                    f"re-download the file"
+                    f"{where}: Label {label!r} is neither -1 (hidden) nor an index into its {len(options)} "
+                    "options; re-download the file"
                 )
             label = int(label)
             rows.append(
@@ -153,8 +153,10 @@ KIND = question_kind(
     "cvqa",
     metric="cvqa",
     breakdown_by=("country_language",),
-    description="CVQA: culturally diverse multiple-choice VQA in 31 languages and 30 countries, in four prompt "
-    "settings (location-aware or not, English or local language); public labels are hidden.",
+    description=(
+        "CVQA: culturally diverse multiple-choice VQA in 31 languages and 30 countries, in four prompt "
+        "settings (location-aware or not, English or local language); public labels are hidden."
+    ),
     # The dataset card of the current hub copy (10.4k rows, data/test-*-of-00010.parquet); earlier revisions
     # of the card listed 8,031 and 10,268 items, so a pinned older revision has another count.
     expected_count=10374,

@@ -11,7 +11,8 @@ Records (docs/formats.md): one per query. `question` is the riddle (riddle-to-im
 (riddle-to-image) or riddle texts (image-to-riddle); `answer_index` the first positive; `positives` every
 positive's index. Metadata: `direction`, `split` (test-seen / test-unseen), `subset` ("<split> <direction>",
 one cell of the paper's table), `entity`, `relation`, `end`, and per candidate `candidate_entities`,
-`candidate_sources` and `candidate_distances` (the hard negatives' provenance; -1: beyond 3 hops in the graph).
+`candidate_sources` and `candidate_distances` (the hard negatives' provenance; -1: beyond 3 hops in the
+graph).
 """
 
 from __future__ import annotations
@@ -90,9 +91,9 @@ META_SCHEMA = {
 
 def _absent(folder: Path, what: str) -> VlmgridError:
     return VlmgridError(
-        f"{folder / what}: missing, so {folder} is not a DANCE-format folder; the DANCE authors have not published "
-        f"their data: build one with `vlmgrid build-dance --triples F --images DIR --out DIR` (the format is "
-        f"described in {FORMAT_DOC})"
+        f"{folder / what}: missing, so {folder} is not a DANCE-format folder; the DANCE authors have not "
+        "published their data: build one with `vlmgrid build-dance --triples F --images DIR --out DIR` "
+        f"(the format is described in {FORMAT_DOC})"
     )
 
 
@@ -207,7 +208,10 @@ KIND = question_kind(
     "ranking",
     metric="dance",
     breakdown_by=("split", "subset"),
-    description="DANCE: commonsense riddles ranked against 50 pictures and pictures against 50 riddles (a DANCE-format folder).",
+    description=(
+        "DANCE: commonsense riddles ranked against 50 pictures and pictures against 50 riddles (a "
+        "DANCE-format folder)."
+    ),
     expected_count=0,  # no published set: any built set is valid
     raw_files=(META, QUERIES, TRIPLES, "images/*/*"),
     adapt=adapt,

@@ -20,8 +20,8 @@ What it makes, all seeded:
   true of) and image -> riddles (one picture of the entity; positives: the riddles true of it);
 - hard negatives by knowledge-graph distance from the query's entity, nearest first: entities linked to
   it by RelatedTo, DistinctFrom or Antonym, then the others by their distance in the graph of all triples
-  (any relation, either direction, up to MAX_HOPS), then unrelated ones; each negative records why it was chosen
-  (`source`, `distance`).
+  (any relation, either direction, up to MAX_HOPS), then unrelated ones; each negative records why it was
+  chosen (`source`, `distance`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def rng_for(seed: int, *salt: object) -> random.Random:
 
 
 def concept_name(uri: str) -> str | None:
-    """The concept of an English ConceptNet node ("/c/en/cutting_bread/n" -> "cutting_bread"); None otherwise."""
+    """The concept of an English ConceptNet node ("/c/en/cutting_bread/n" -> "cutting_bread"); None
+    otherwise."""
     parts = str(uri).split("/")
     return parts[3] if len(parts) > 3 and parts[1] == "c" and parts[2] == "en" and parts[3] else None
 
@@ -80,7 +81,8 @@ def read_triples(path: Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise VlmgridError(
-            f"{path}: no such triples file; give a ConceptNet assertions CSV (tab-separated uri, relation, start, end, json-info)"
+            f"{path}: no such triples file; give a ConceptNet assertions CSV (tab-separated uri, relation, "
+            "start, end, json-info)"
         )
     frame = pd.read_csv(
         path,
@@ -127,7 +129,8 @@ def find_images(folder: Path) -> dict[str, list[Path]]:
             images[sub.name] = files
     if not images:
         raise VlmgridError(
-            f"{folder}: holds no <entity>/*.jpg pictures; put each entity's pictures in a sub-folder named after it"
+            f"{folder}: holds no <entity>/*.jpg pictures; put each entity's pictures in a sub-folder named "
+            "after it"
         )
     return images
 
@@ -380,10 +383,11 @@ def build_dance(
 ) -> dict:
     """Write a DANCE-format folder (docs/dance-format.md) into out_dir; returns its dance.json.
 
-    `relations`: the riddle templates, as a dance_relations.yaml file (None: config/prompts/dance_relations.yaml)
-    or as a {relation: template} mapping. `train_triples`: a ConceptNet file of the triples seen in training
-    (test-seen); without it, `train_fraction` of the riddle triples. `max_triples`: make queries for that many
-    riddle triples only (drawn with the seed; the split is drawn over all of them).
+    `relations`: the riddle templates, as a dance_relations.yaml file (None:
+    config/prompts/dance_relations.yaml) or as a {relation: template} mapping. `train_triples`: a ConceptNet
+    file of the triples seen in training (test-seen); without it, `train_fraction` of the riddle triples.
+    `max_triples`: make queries for that many riddle triples only (drawn with the seed; the split is drawn
+    over all of them).
     """
     if not 1 <= max_positives < n_candidates:
         raise VlmgridError(

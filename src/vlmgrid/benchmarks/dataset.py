@@ -6,7 +6,8 @@ prepare_benchmark is idempotent: a folder whose manifest matches the settings an
 their hashes is left untouched; a tampered folder is an error (never a silent re-download); changed settings
 rebuild from scratch, and so does an edit of a local source's raw files (a new version of the user's data).
 manifest.json is written last, so a present manifest means a complete prepare. A fixture source needs the
-kind's fixture writer, which the caller passes in (`fixture=`; the prepare stage does, vlmgrid.stages.prepare).
+kind's fixture writer, which the caller passes in (`fixture=`; the prepare stage does,
+vlmgrid.stages.prepare).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def _hash_tree(bench_dir: Path) -> dict[str, str]:
 
 
 def _resolve(bench_dir: Path, key: str) -> Path:
-    """Manifest keys are paths relative to the benchmark folder, or absolute for a local source's raw files."""
+    """Manifest keys are paths relative to the benchmark folder, or absolute for a local source's raw
+    files."""
     return Path(key) if Path(key).is_absolute() else bench_dir / key
 
 
@@ -97,7 +99,8 @@ def _read_manifest(bench_dir: Path) -> dict | None:
         ) from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise VlmgridError(
-            f"{path}: has no `files` table, so it is not a vlmgrid manifest; delete {bench_dir} and run prepare again"
+            f"{path}: has no `files` table, so it is not a vlmgrid manifest; delete {bench_dir} and run "
+            "prepare again"
         )
     return manifest
 
@@ -106,8 +109,8 @@ def _require_manifest(bench_dir: Path) -> dict:
     manifest = _read_manifest(bench_dir)
     if manifest is None:
         raise VlmgridError(
-            f"{bench_dir / MANIFEST}: missing, so {bench_dir} is not a prepared benchmark (or its prepare was "
-            f"interrupted); {or_pull(bench_dir, 'run `vlmgrid prepare` for it')}"
+            f"{bench_dir / MANIFEST}: missing, so {bench_dir} is not a prepared benchmark (or its prepare "
+            f"was interrupted); {or_pull(bench_dir, 'run `vlmgrid prepare` for it')}"
         )
     return manifest
 
@@ -115,9 +118,9 @@ def _require_manifest(bench_dir: Path) -> dict:
 def verify_benchmark(bench_dir: Path, full: bool = True, external: bool = True) -> None:
     """Check every file listed in the manifest: present (and, when `full`, matching its sha256).
 
-    Without `full`, only records.parquet and classes.json are hashed (cheap) and the rest checked for presence.
-    Without `external`, a local source's raw files (the absolute keys) are left out: only the folder's own.
-    Raises VlmgridError naming the first missing or mismatching file.
+    Without `full`, only records.parquet and classes.json are hashed (cheap) and the rest checked for
+    presence. Without `external`, a local source's raw files (the absolute keys) are left out: only the
+    folder's own. Raises VlmgridError naming the first missing or mismatching file.
     """
     bench_dir = Path(bench_dir)
     manifest = _require_manifest(bench_dir)
@@ -139,7 +142,8 @@ def verify_benchmark(bench_dir: Path, full: bool = True, external: bool = True) 
                 )
     if full and manifest.get("fingerprint") != fingerprint(files):
         raise VlmgridError(
-            f"{bench_dir / MANIFEST}: its fingerprint does not match its file list (edited by hand?); delete {bench_dir} and run prepare again"
+            f"{bench_dir / MANIFEST}: its fingerprint does not match its file list (edited by hand?); "
+            f"delete {bench_dir} and run prepare again"
         )
 
 
@@ -158,13 +162,14 @@ def _check_count(n_items: Any, source: Mapping[str, Any], kind: BenchmarkKind, w
                 return variant
     if source.get("expected_items"):
         raise VlmgridError(
-            f"{where}: holds {n_items} {kind.name} items, but the source's `expected_items` is {expected}; the copy "
-            f"is incomplete or another version: fix the source or re-download it, or correct `expected_items`"
+            f"{where}: holds {n_items} {kind.name} items, but the source's `expected_items` is {expected}; "
+            "the copy is incomplete or another version: fix the source or re-download it, or correct "
+            "`expected_items`"
         )
     raise VlmgridError(
-        f"{where}: holds {n_items} {kind.name} items, but the published benchmark has {expected}; the copy is "
-        f"incomplete or another version: fix the source or re-download it, or, for a published variant with "
-        f"another count, set `expected_items` in the source"
+        f"{where}: holds {n_items} {kind.name} items, but the published benchmark has {expected}; the copy "
+        "is incomplete or another version: fix the source or re-download it, or, for a published variant "
+        "with another count, set `expected_items` in the source"
         + "".join(f" (known variant {name}: {count} items)" for name, count in kind.variants.items())
     )
 
@@ -186,10 +191,10 @@ def prepare_benchmark(
     fixture: Fixture | None = None,
     grid_config: str | None = None,
 ) -> dict:
-    """Fetch, adapt, validate and hash one benchmark into bench_dir; returns its manifest. `fixture`: the kind's
-    fixture (vlmgrid.fixtures.kinds.BENCHMARK_FIXTURES), needed by a fixture source only. `grid_config`: the grid
-    config it is prepared for, recorded in a new manifest (the prepare stage refuses to prepare over another
-    grid config's data: vlmgrid.stages.plan.another_grids_data)."""
+    """Fetch, adapt, validate and hash one benchmark into bench_dir; returns its manifest. `fixture`: the
+    kind's fixture (vlmgrid.fixtures.kinds.BENCHMARK_FIXTURES), needed by a fixture source only.
+    `grid_config`: the grid config it is prepared for, recorded in a new manifest (the prepare stage refuses
+    to prepare over another grid config's data: vlmgrid.stages.plan.another_grids_data)."""
     bench_dir = Path(bench_dir)
     label = f"benchmark {name}"
     if not isinstance(settings, Mapping) or "kind" not in settings:
@@ -197,7 +202,8 @@ def prepare_benchmark(
     kind = BENCHMARKS.get(settings["kind"])
     if "source" not in settings:
         raise VlmgridError(
-            f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or {json.dumps(kind.default_source)})"
+            f"{label}: `source` is missing; add one (e.g. source: {{type: fixture}}, or "
+            f"{json.dumps(kind.default_source)})"
         )
     source = _json_plain(check_source(kind, settings["source"], label, fixture))
     if source["type"] == "local":
@@ -211,11 +217,13 @@ def prepare_benchmark(
         and old.get("kind") == kind.name
         and data_settings(old["source"]) == data_settings(source)
     ):
-        # A file of the folder itself (images, records) that no longer matches is an error, never rebuilt over.
+        # A file of the folder itself (images, records) that no longer matches is an error, never rebuilt
+        # over.
         verify_benchmark(bench_dir, full=True, external=source["type"] != "local")
         changed = local_change(kind, source, old) if source["type"] == "local" else None
         if changed is None:
-            # The count is checked again: the expected count may have changed since (the source's or the kind's).
+            # The count is checked again: the expected count may have changed since (the source's or the
+            # kind's).
             variant = _check_count(old.get("n_items"), source, kind, bench_dir)
             updated = {
                 **old,
@@ -263,8 +271,9 @@ def prepare_benchmark(
         changed = first_change(before, local_state(kind, fetched.raw_dir))
         if changed:
             raise VlmgridError(
-                f"{label}: its local source {source['path']} changed while prepare read it ({changed}), so the records "
-                f"may mix two versions of it and none is recorded; run prepare again once nothing writes there"
+                f"{label}: its local source {source['path']} changed while prepare read it ({changed}), so "
+                "the records may mix two versions of it and none is recorded; run prepare again once "
+                "nothing writes there"
             )
         files.update(raw_hashes)
     files = dict(sorted(files.items()))
@@ -291,7 +300,8 @@ def prepare_benchmark(
 
 
 def load_benchmark(bench_dir: Path) -> Benchmark:
-    """A prepared benchmark: its records, classes and manifest (files are checked for presence, records hashed)."""
+    """A prepared benchmark: its records, classes and manifest (files are checked for presence, records
+    hashed)."""
     bench_dir = Path(bench_dir)
     manifest = _require_manifest(bench_dir)
     kind = BENCHMARKS.get(manifest.get("kind", ""))

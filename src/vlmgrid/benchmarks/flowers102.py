@@ -5,8 +5,8 @@ Raw layout (https://www.robots.ox.ac.uk/~vgg/data/flowers/102/):
   imagelabels.mat  `labels`: 1 x N, 1-based class of image i
   setid.mat        `trnid`, `valid`, `tstid`: 1 x n each, 1-based image numbers
 Two layouts (benchmarks/layouts.py): the three files as downloaded, or the archive extracted in their folder
-(jpg/image_00001.jpg ... beside the two .mat files, as torchvision's Flowers102 reads it); both prepare the same.
-Class names: CLIP's curated list (benchmarks/data/flowers102_classnames.json), index = label - 1.
+(jpg/image_00001.jpg ... beside the two .mat files, as torchvision's Flowers102 reads it); both prepare the
+same. Class names: CLIP's curated list (benchmarks/data/flowers102_classnames.json), index = label - 1.
 """
 
 from __future__ import annotations
@@ -63,11 +63,13 @@ def _split(raw_dir: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     names = classnames()
     if labels.size == 0 or labels.min() < 1 or labels.max() > len(names):
         raise VlmgridError(
-            f"{raw_dir / LABELS}: labels must lie in 1..{len(names)}; it is not the published file: re-download it"
+            f"{raw_dir / LABELS}: labels must lie in 1..{len(names)}; it is not the published file: "
+            "re-download it"
         )
     if test_ids.size and (test_ids.min() < 1 or test_ids.max() > labels.size):
         raise VlmgridError(
-            f"{setid}: `tstid` names images outside 1..{labels.size} (imagelabels.mat); the two files do not match: re-download them"
+            f"{setid}: `tstid` names images outside 1..{labels.size} (imagelabels.mat); the two files do "
+            "not match: re-download them"
         )
     # The label space is 1..max(label): all 102 classes for the real files, the first `classes` for a fixture.
     return labels, test_ids, names[: int(labels.max())]
@@ -91,13 +93,15 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
 
 
 def adapt_folder(raw_dir: Path, bench_dir: Path) -> Adapted:
-    """The archive extracted beside the .mat files: jpg/image_%05d.jpg read in place (only the test images)."""
+    """The archive extracted beside the .mat files: jpg/image_%05d.jpg read in place (only the test
+    images)."""
     labels, test_ids, classes = _split(raw_dir)
     names = sorted({IMAGE_NAME.format(int(i)) for i in test_ids})
     missing = [name for name in names if not (Path(raw_dir) / name).is_file()]
     if missing:
         raise VlmgridError(
-            f"{Path(raw_dir) / missing[0]}: missing, though setid.mat lists it as a test image ({len(missing)} missing in all); extract all of {ARCHIVE} there"
+            f"{Path(raw_dir) / missing[0]}: missing, though setid.mat lists it as a test image "
+            f"({len(missing)} missing in all); extract all of {ARCHIVE} there"
         )
     for name in names:
         image = within(Path(raw_dir) / "jpg", Path(name).name, f"setid.mat's test image {Path(name).name}")
@@ -117,7 +121,9 @@ LAYOUTS = (
 
 KIND = classification_kind(
     "flowers102",
-    description="Oxford Flowers-102: zero-shot classification of the 6,149 test images into 102 flower species.",
+    description=(
+        "Oxford Flowers-102: zero-shot classification of the 6,149 test images into 102 flower species."
+    ),
     templates=("a photo of a {c}, a type of flower.",),
     url_files=(
         {

@@ -1,5 +1,5 @@
-"""A prepared benchmark folder's files (docs/formats.md): their names, and what a prepare wrote there and so may
-remove when it prepares the folder again (`clear`), never anything else."""
+"""A prepared benchmark folder's files (docs/formats.md): their names, and what a prepare wrote there and so
+may remove when it prepares the folder again (`clear`), never anything else."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ RECORDS = "records.parquet"
 CLASSES = "classes.json"
 SYNONYMS = "synonyms.json"
 DERIVED = ("images", RECORDS, CLASSES, SYNONYMS, IMAGE_SOURCES)
-# Present while a prepare builds the folder (written before its first file, removed after the manifest): what a
-# prepare left without a manifest is its own, and the next one may remove it.
+# Present while a prepare builds the folder (written before its first file, removed after the manifest): what
+# a prepare left without a manifest is its own, and the next one may remove it.
 UNFINISHED = ".prepare-unfinished"
 # The files a prepare wrote into the folder, kept beside the manifest: Snakemake deletes a job's outputs (the
 # manifest, the records) before it runs it again, and the next prepare must still know what it may remove.
@@ -41,8 +41,9 @@ def own_files(bench_dir: Path, manifest: dict) -> set[str]:
 
 
 def _written(bench_dir: Path, old: dict | None) -> set[str]:
-    """The files (relative posix paths) that earlier prepares wrote into bench_dir: the old manifest's own, and
-    those its list of written files names (which outlives a manifest that Snakemake removed before a rerun)."""
+    """The files (relative posix paths) that earlier prepares wrote into bench_dir: the old manifest's own,
+    and those its list of written files names (which outlives a manifest that Snakemake removed before a
+    rerun)."""
     written = own_files(bench_dir, old) if old is not None else set()
     try:
         listed = json.loads((bench_dir / WRITTEN).read_text("utf-8"))
@@ -57,9 +58,9 @@ def _written(bench_dir: Path, old: dict | None) -> set[str]:
 
 def clear(bench_dir: Path, old: dict | None, writes_raw: bool, keep_raw: bool, label: str) -> None:
     """Remove what an earlier prepare wrote into bench_dir (its images/, records, classes, and raw/ unless
-    `keep_raw`), and never anything else: a file there that no prepare wrote (the user's own, or a copy a local
-    source reads) is refused in one sentence, before anything is removed; so is one in raw/ when the source
-    writes raw/ (`writes_raw`), whose clean-up would remove it."""
+    `keep_raw`), and never anything else: a file there that no prepare wrote (the user's own, or a copy a
+    local source reads) is refused in one sentence, before anything is removed; so is one in raw/ when the
+    source writes raw/ (`writes_raw`), whose clean-up would remove it."""
     names = DERIVED + (() if keep_raw else ("raw",))
     if not (bench_dir / UNFINISHED).is_file():  # else every file under those names is an unfinished prepare's
         written = _written(bench_dir, old)
@@ -75,8 +76,9 @@ def clear(bench_dir: Path, old: dict | None, writes_raw: bool, keep_raw: bool, l
                 if (file.exists() or file.is_symlink()) and rel not in written:
                     raise VlmgridError(
                         f"{file}: {label} is prepared into {bench_dir}, and prepare did not write this file "
-                        f"(no manifest there lists it), so it will not remove it; move it out of {bench_dir} (or "
-                        f"point the source at its own folder elsewhere) and run prepare again"
+                        "(no manifest there lists it), so it will not remove it; move it out of "
+                        f"{bench_dir} (or point the source at its own folder elsewhere) and run prepare "
+                        "again"
                     )
     bench_dir.mkdir(parents=True, exist_ok=True)
     fileio.write_text(bench_dir / UNFINISHED, "")

@@ -38,7 +38,8 @@ IMAGE_NAME = ROOT + "/images/{}.jpg"  # {} = "class/id" as in test.json
 
 
 def prompt_name(folder: str) -> str:
-    """CLIP's Food-101 prompt name of a class folder: underscores become spaces ("apple_pie" -> "apple pie")."""
+    """CLIP's Food-101 prompt name of a class folder: underscores become spaces ("apple_pie" -> "apple
+    pie")."""
     return folder.replace("_", " ")
 
 
@@ -130,7 +131,8 @@ def _folder_reader(outer: str):
         test_txt, classes_txt = root / "meta" / "test.txt", root / "meta" / "classes.txt"
         if not test_txt.is_file():
             raise VlmgridError(
-                f"{test_txt}: missing, so the test split is unknown; extract the whole of {ARCHIVE} (its meta/ folder too)"
+                f"{test_txt}: missing, so the test split is unknown; extract the whole of {ARCHIVE} (its "
+                "meta/ folder too)"
             )
         test: dict[str, list[str]] = {}
         fix = f"extract the whole of {ARCHIVE} again"
@@ -144,12 +146,14 @@ def _folder_reader(outer: str):
         for folder in sorted(test):
             if not (root / "images" / folder).is_dir():
                 raise VlmgridError(
-                    f"{root / 'images' / folder}: missing, though meta/test.txt lists its images; extract the whole of {ARCHIVE}"
+                    f"{root / 'images' / folder}: missing, though meta/test.txt lists its images; extract "
+                    f"the whole of {ARCHIVE}"
                 )
         missing = [entry for entry, _ in wanted.values() if not (root / "images" / f"{entry}.jpg").is_file()]
         if missing:
             raise VlmgridError(
-                f"{root / 'images' / missing[0]}.jpg: missing, though meta/test.txt lists it ({len(missing)} test images missing in all); extract the whole of {ARCHIVE}"
+                f"{root / 'images' / missing[0]}.jpg: missing, though meta/test.txt lists it "
+                f"({len(missing)} test images missing in all); extract the whole of {ARCHIVE}"
             )
         for entry, _ in wanted.values():
             image = within(root / "images", f"{entry}.jpg", f"{test_txt} (its entry {entry!r})")

@@ -1,4 +1,5 @@
-"""ImageNet-1k (ILSVRC2012) zero-shot classification on the 50,000 validation images; two kinds, one label space.
+"""ImageNet-1k (ILSVRC2012) zero-shot classification on the 50,000 validation images; two kinds, one label
+space.
 
 `imagenet`: the hub copy ILSVRC/imagenet-1k (gated: accept its terms, then set HF_TOKEN; the hf_hub source
 turns a gated error into that advice). Raw layout: data/validation-000NN-of-00014.parquet, columns
@@ -11,8 +12,10 @@ source may point at a folder holding those parquet files.
                                     (1-based ILSVRC2012_IDs, line n = image n) and data/meta.mat (`synsets`:
                                     ILSVRC2012_ID, WNID, words, gloss, num_children, ...)
 Three layouts (benchmarks/layouts.py), told apart by the files present:
-  the archives           ILSVRC2012_img_val.tar and the devkit (its .tar.gz or extracted ILSVRC2012_devkit_t12/)
-  val/ flat              the val tar extracted into val/ (val/ILSVRC2012_val_00000001.JPEG ...), and the devkit
+  the archives           ILSVRC2012_img_val.tar and the devkit (its .tar.gz or extracted
+                         ILSVRC2012_devkit_t12/)
+  val/ flat              the val tar extracted into val/ (val/ILSVRC2012_val_00000001.JPEG ...), and the
+                         devkit
   val/ sorted by class   val/<WNID>/ILSVRC2012_val_%08d.JPEG, 1,000 folders (torchvision's ImageFolder and
                          ImageNet, CLIP_benchmark): the folder names the class, no devkit is needed
 Labels: ILSVRC2012_ID -> WNID through the leaf synsets (ILSVRC2012_ID 1..1000, num_children 0) of meta.mat ->
@@ -96,7 +99,8 @@ def classnames() -> list[str]:
     names = list(_metadata().IMAGENET_CLASSNAMES)
     if len(names) != N_CLASSES:
         raise VlmgridError(
-            f"open_clip's IMAGENET_CLASSNAMES has {len(names)} names, not {N_CLASSES}; reinstall open_clip_torch"
+            f"open_clip's IMAGENET_CLASSNAMES has {len(names)} names, not {N_CLASSES}; reinstall "
+            "open_clip_torch"
         )
     return names
 
@@ -153,7 +157,8 @@ def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
             label = row["label"]
             if label is None or not 0 <= int(label) < N_CLASSES:
                 raise VlmgridError(
-                    f"{where}: label {label!r} is outside 0..{N_CLASSES - 1}; this is not the validation split (the test split has no labels): check the files"
+                    f"{where}: label {label!r} is outside 0..{N_CLASSES - 1}; this is not the validation "
+                    "split (the test split has no labels): check the files"
                 )
             image = store.add(row["image"], where)
             if image is None:
@@ -173,7 +178,7 @@ def adapt_hub(raw_dir: Path, bench_dir: Path) -> Adapted:
     )
 
 
-# ---------------------------------------------------------------------------------------------- ILSVRC2012 tree
+# -------------------------------------------------------------------------------------------- ILSVRC2012 tree
 
 
 def leaf_synsets(meta_mat: bytes | Path, where: str) -> dict[int, str]:
@@ -194,7 +199,8 @@ def leaf_synset_words(meta_mat: bytes | Path, where: str) -> dict[int, tuple[str
         words = synsets["words"] if "words" in synsets.dtype.names else [""] * len(ids)
     except KeyError as exc:
         raise VlmgridError(
-            f"{where}: has no `synsets` struct with field {exc}; it is not the devkit's meta.mat: re-download the devkit"
+            f"{where}: has no `synsets` struct with field {exc}; it is not the devkit's meta.mat: "
+            "re-download the devkit"
         ) from None
     except Exception as exc:  # scipy raises ValueError, OSError, TypeError... for damaged files
         raise VlmgridError(f"{where}: not a readable .mat file ({exc}); re-download the devkit") from None
@@ -205,13 +211,15 @@ def leaf_synset_words(meta_mat: bytes | Path, where: str) -> dict[int, tuple[str
     }
     if sorted(leaves) != list(range(1, N_CLASSES + 1)) or len({w for w, _ in leaves.values()}) != N_CLASSES:
         raise VlmgridError(
-            f"{where}: does not hold the {N_CLASSES} leaf synsets (ILSVRC2012_ID 1..{N_CLASSES}, distinct WNIDs); re-download the devkit"
+            f"{where}: does not hold the {N_CLASSES} leaf synsets (ILSVRC2012_ID 1..{N_CLASSES}, distinct "
+            "WNIDs); re-download the devkit"
         )
     return leaves
 
 
 def id_to_index(leaves: Mapping[int, str]) -> dict[int, int]:
-    """ILSVRC2012_ID -> the index of its WNID among the sorted WNIDs (the hub's `label`, open_clip's order)."""
+    """ILSVRC2012_ID -> the index of its WNID among the sorted WNIDs (the hub's `label`, open_clip's
+    order)."""
     order = {wnid: k for k, wnid in enumerate(sorted(leaves.values()))}
     return {ilsvrc_id: order[wnid] for ilsvrc_id, wnid in leaves.items()}
 
@@ -224,7 +232,8 @@ def _devkit_files(raw_dir: Path) -> tuple[bytes, bytes, str]:
     archive = raw_dir / DEVKIT_TGZ
     if not archive.is_file():
         raise VlmgridError(
-            f"{raw_dir}: holds neither {DEVKIT_TGZ} nor an extracted {DEVKIT}/ folder; put the ILSVRC2012 devkit there"
+            f"{raw_dir}: holds neither {DEVKIT_TGZ} nor an extracted {DEVKIT}/ folder; put the ILSVRC2012 "
+            "devkit there"
         )
     found: dict[str, bytes] = {}
     try:
@@ -290,13 +299,15 @@ def _adapt_ground_truth(
     bad = [i for i in ids if i not in mapping]
     if bad:
         raise VlmgridError(
-            f"{where}: {GROUND_TRUTH} holds ILSVRC2012_ID {bad[0]}, outside 1..{N_CLASSES}; re-download the devkit"
+            f"{where}: {GROUND_TRUTH} holds ILSVRC2012_ID {bad[0]}, outside 1..{N_CLASSES}; re-download the "
+            "devkit"
         )
     written: set[int] = set()
     for number, data in images(raw_dir):
         if not 1 <= number <= len(ids):
             raise VlmgridError(
-                f"{raw_dir}: image {VAL_NAME.format(number)} has no line in {GROUND_TRUTH} ({len(ids)} lines); the devkit and images do not match"
+                f"{raw_dir}: image {VAL_NAME.format(number)} has no line in {GROUND_TRUTH} ({len(ids)} "
+                "lines); the devkit and images do not match"
             )
         if number not in written:
             fileio.write_bytes(Path(bench_dir) / "images" / VAL_NAME.format(number), data)
@@ -304,7 +315,8 @@ def _adapt_ground_truth(
     missing = [n for n in range(1, len(ids) + 1) if n not in written]
     if missing:
         raise VlmgridError(
-            f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); the copy is incomplete"
+            f"{raw_dir}: has no {VAL_NAME.format(missing[0])} ({len(missing)} validation images missing); "
+            "the copy is incomplete"
         )
     rows = [
         classification_record(
@@ -323,23 +335,27 @@ def _timm_info(name: str) -> list[str]:
         if path.is_file():
             return [line for line in path.read_text("utf-8").splitlines() if line.strip()]
     raise VlmgridError(
-        f"timm's data/_info/{name} is not installed, and it lists the ILSVRC2012 WNIDs a val/<WNID>/ tree needs; install timm (open_clip_torch brings it)"
+        f"timm's data/_info/{name} is not installed, and it lists the ILSVRC2012 WNIDs a val/<WNID>/ tree "
+        "needs; install timm (open_clip_torch brings it)"
     )
 
 
 @lru_cache(maxsize=1)
 def sorted_wnids() -> list[str]:
-    """The 1,000 ILSVRC2012 WNIDs in sorted order: a hub `label`, an open_clip class index, is an index into it."""
+    """The 1,000 ILSVRC2012 WNIDs in sorted order: a hub `label`, an open_clip class index, is an index into
+    it."""
     wnids = [line.strip() for line in _timm_info("imagenet_synsets.txt")]
     if len(wnids) != N_CLASSES or wnids != sorted(set(wnids)):
         raise VlmgridError(
-            f"timm's data/_info/imagenet_synsets.txt does not list {N_CLASSES} distinct WNIDs in sorted order; reinstall timm"
+            f"timm's data/_info/imagenet_synsets.txt does not list {N_CLASSES} distinct WNIDs in sorted "
+            "order; reinstall timm"
         )
     return wnids
 
 
 def _wnid_words() -> dict[str, str]:
-    """{WNID: its WordNet lemma list} from timm's imagenet_synset_to_lemma.txt ("n01440764<TAB>tench, Tinca tinca")."""
+    """{WNID: its WordNet lemma list} from timm's imagenet_synset_to_lemma.txt ("n01440764<TAB>tench, Tinca
+    tinca")."""
     return dict(line.split("\t", 1) for line in _timm_info("imagenet_synset_to_lemma.txt") if "\t" in line)
 
 
@@ -352,18 +368,21 @@ def adapt_sorted(raw_dir: Path, bench_dir: Path) -> Adapted:
     for folder in sorted(p for p in val.iterdir() if p.is_dir()):
         if folder.name not in index:
             raise VlmgridError(
-                f"{folder}: {folder.name!r} is not one of the {N_CLASSES} ILSVRC2012 WNIDs; val/ must hold only the class folders"
+                f"{folder}: {folder.name!r} is not one of the {N_CLASSES} ILSVRC2012 WNIDs; val/ must hold "
+                "only the class folders"
             )
         paths = [p for p in sorted(folder.glob("ILSVRC2012_val_*.JPEG")) if VAL_RE.search(p.name)]
         if not paths:
             raise VlmgridError(
-                f"{folder}: holds no ILSVRC2012_val_*.JPEG image; the class's images are missing: sort the validation images into it again"
+                f"{folder}: holds no ILSVRC2012_val_*.JPEG image; the class's images are missing: sort the "
+                "validation images into it again"
             )
         for path in paths:
             number = int(VAL_RE.search(path.name).group(1))
             if number in found:
                 raise VlmgridError(
-                    f"{path}: {path.name} is also in {found[number][0].parent}; an image belongs to one class folder: sort the validation images again"
+                    f"{path}: {path.name} is also in {found[number][0].parent}; an image belongs to one "
+                    "class folder: sort the validation images again"
                 )
             found[number] = (path, index[folder.name])
     rows = []

@@ -127,8 +127,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                     member = _member(str(row["image"]), names)
                     if member is None:
                         raise VlmgridError(
-                            f"{where}: image {row['image']!r} is not in {archive_path} (looked for it as given and "
-                            f"under {ARCHIVE_ROOT}); the archive is incomplete or another version: re-download it"
+                            f"{where}: image {row['image']!r} is not in {archive_path} (looked for it as "
+                            f"given and under {ARCHIVE_ROOT}); the archive is incomplete or another "
+                            "version: re-download it"
                         )
                     image = store.add(
                         {"bytes": zip_file(archive_path, archive, member), "path": member}, where
@@ -152,7 +153,10 @@ KIND = question_kind(
     "exam_choice",
     metric="kaleidoscope",
     breakdown_by=("language", "modality", "image_type", "category_en", "general_category_en"),
-    description="Kaleidoscope: in-language exam questions in 18 languages, with and without an image (20,911, multiple choice).",
+    description=(
+        "Kaleidoscope: in-language exam questions in 18 languages, with and without an image (20,911, "
+        "multiple choice)."
+    ),
     expected_count=20911,
     raw_files=(FILE_PATTERN, ARCHIVE),
     adapt=adapt,

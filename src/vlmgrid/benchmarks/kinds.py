@@ -28,7 +28,8 @@ from vlmgrid.benchmarks.shapes import (
 
 @dataclass(frozen=True)
 class Adapted:
-    """What an adapter returns: canonical records (formats.md) and, for classification, the class names and synonyms."""
+    """What an adapter returns: canonical records (formats.md) and, for classification, the class names and
+    synonyms."""
 
     records: pd.DataFrame
     classes: list[str] | None = None
@@ -51,33 +52,36 @@ class BenchmarkKind:
     description:     one line
     templates:       classification: CLIP prompt templates holding "{c}"; () otherwise
     expected_count:  the number of items the real benchmark has (checked for every non-fixture source)
-    raw_files:       glob patterns, relative to the raw folder, of the files the adapter reads (the real layout)
+    raw_files:       glob patterns, relative to the raw folder, of the files the adapter reads (the real
+                     layout)
     adapt:           adapt(raw_dir, bench_dir) -> Adapted: reads raw files, writes bench_dir/images/..
     url_files:       the real files for a `url` source: ({"url", "md5" or "sha256", "name"}, ...)
-    hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin), "config", "split"}
+    hub:             the real hub copy for an `hf_hub` source: {"repo", "revision" (a known-good pin),
+                     "config", "split"}
     parser:          how a generated answer is read (a parser name); "" for the protocol's default. It follows
                      the benchmark authors' own scorer: the headline reading
     lenient_parsers: a more lenient reading of generated answers, scored beside the headline as
-                     `<headline>_lenient`: {prediction variant: parser name}, "*" for every variant; {} for none
-    local_only:      nothing vlmgrid can download: a `local` source (or the fixture) only; expected_count 0 when
-                     there is no published count (DANCE)
-    hub_files:       the raw_files patterns an hf_hub source downloads, for a kind that also reads the authors'
-                     release layout (benchmarks/layouts.py); () when they are all of raw_files
+                     `<headline>_lenient`: {prediction variant: parser name}, "*" for every variant; {} for
+                     none
+    local_only:      nothing vlmgrid can download: a `local` source (or the fixture) only; expected_count 0
+                     when there is no published count (DANCE)
+    hub_files:       the raw_files patterns an hf_hub source downloads, for a kind that also reads the
+                     authors' release layout (benchmarks/layouts.py); () when they are all of raw_files
     variants:        other published copies with another item count, {variant name: count} (MMBench's
-                     2023-07-12 dev file): a copy of that count needs no `expected_items`, and its manifest names
-                     the variant
+                     2023-07-12 dev file): a copy of that count needs no `expected_items`, and its manifest
+                     names the variant
     class_count:     classification: the number of classes of the real benchmark; None where it is not fixed
     option_count:    the options every item of the real benchmark has, where that number is the same for all
-                     (yes/no: 2); None where it varies per item (then only the records tell). With class_count,
-                     what `vlmgrid plan` counts an unprepared benchmark's requests by
-    group_size:      the items of every group the metric scores as one (MMVP's pairs, MME's images: 2), where all
-                     groups of the real benchmark have the same number; None where the metric scores items, or
-                     the groups vary (MMBench's rotations). What `vlmgrid plan` counts an unprepared benchmark's
-                     scoring units by
-    layouts:         the forms its raw files come in (benchmarks/layouts.py: the hub copy, the authors' release,
-                     an archive, the same files extracted), told apart by the files present; None for a kind with
-                     one layout. Where set, raw_files is their union and a local source hashes the detected
-                     layout's files only
+                     (yes/no: 2); None where it varies per item (then only the records tell). With
+                     class_count, what `vlmgrid plan` counts an unprepared benchmark's requests by
+    group_size:      the items of every group the metric scores as one (MMVP's pairs, MME's images: 2), where
+                     all groups of the real benchmark have the same number; None where the metric scores
+                     items, or the groups vary (MMBench's rotations). What `vlmgrid plan` counts an unprepared
+                     benchmark's scoring units by
+    layouts:         the forms its raw files come in (benchmarks/layouts.py: the hub copy, the authors'
+                     release, an archive, the same files extracted), told apart by the files present; None for
+                     a kind with one layout. Where set, raw_files is their union and a local source hashes the
+                     detected layout's files only
     """
 
     name: str
@@ -92,7 +96,8 @@ class BenchmarkKind:
     adapt: Callable[[Path, Path], Adapted] = field(repr=False)
     url_files: tuple[Mapping[str, str], ...] = ()
     hub: Mapping[str, str] | None = None
-    parser: str = ""  # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
+    # how generated text becomes an answer (a name in vlmgrid.protocols.parsing); "" = the protocol's default
+    parser: str = ""
     lenient_parsers: Mapping[str, str] = field(
         default_factory=dict
     )  # variant ("*": any) -> parser of the lenient figure

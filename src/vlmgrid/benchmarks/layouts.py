@@ -32,11 +32,12 @@ class Layout:
     name:        short name ("hub", "release", "tsv", "102flowers.tgz archive")
     description: what a folder in this layout holds, in words (error messages list it); "" = the name and
                  its markers
-    markers:     patterns relative to the raw folder; a folder holding a file that matches one is in this layout
+    markers:     patterns relative to the raw folder; a folder holding a file that matches one is in this
+                 layout
     files:       patterns of every file the layout's adapter reads (markers included)
     adapt:       adapt(raw, bench_dir) -> Adapted; `raw` is the folder, or for a one_file layout the file
-    one_file:    the data is one file, matched by a marker: a folder holding two such files is ambiguous, and a
-                 local source's `path` may name the file itself
+    one_file:    the data is one file, matched by a marker: a folder holding two such files is ambiguous, and
+                 a local source's `path` may name the file itself
     sniff:       sniff(path) -> whether a file named directly is this one-file layout's data by its content,
                  whatever its name; None: by its name only
     """
@@ -73,8 +74,8 @@ class Layout:
         return sorted(found)
 
     def names_file(self, path: Path) -> bool:
-        """Whether `path` itself is this one-file layout's data file (its name matches a marker, or its content
-        is the layout's)."""
+        """Whether `path` itself is this one-file layout's data file (its name matches a marker, or its
+        content is the layout's)."""
         if not self.one_file:
             return False
         named = any("/" not in m and fnmatch.fnmatchcase(Path(path).name, m) for m in self.markers)
@@ -145,8 +146,8 @@ class Layouts:
 
     def kind_fields(self) -> dict:
         """The BenchmarkKind fields of a kind read through these layouts: `layouts`, `raw_files` (their union,
-        in order), `adapt` (the detected layout's adapter) and `hub_files` (the files of the layout named "hub",
-        what an hf_hub source downloads; () without one)."""
+        in order), `adapt` (the detected layout's adapter) and `hub_files` (the files of the layout named
+        "hub", what an hf_hub source downloads; () without one)."""
         hub = self.registry.get("hub").files if "hub" in self.order else ()
         return {"layouts": self, "raw_files": self.raw_files, "adapt": self.adapt, "hub_files": hub}
 

@@ -1,5 +1,5 @@
-"""A local source's copy of a benchmark (the user's own files) as prepare reads it: where it may lie beside the
-folder prepare writes (`check_local_folder`), and whether its raw files changed since they were hashed
+"""A local source's copy of a benchmark (the user's own files) as prepare reads it: where it may lie beside
+the folder prepare writes (`check_local_folder`), and whether its raw files changed since they were hashed
 (`local_change`) or while prepare read them (`local_state`, `first_change`)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from vlmgrid.filehashes import content_hash
 
 def local_change(kind: BenchmarkKind, source: Mapping[str, Any], manifest: dict) -> str | None:
     """How a local source's raw files differ from those its manifest hashed, in words ("<file> changed", the
-    first difference, and how many more there are); None when they are the same files with the same contents."""
+    first difference, and how many more there are); None when they are the same files with the same
+    contents."""
     recorded = {key: sha for key, sha in manifest["files"].items() if Path(key).is_absolute()}
     current = {str(path.resolve()): path for path in local_raw_files(kind, local_folder(source))}
     changes = [f"{key} is gone" for key in sorted(set(recorded) - set(current))]
@@ -46,15 +47,15 @@ def check_local_folder(source: Mapping[str, Any], bench_dir: Path, label: str) -
     else:
         return
     raise VlmgridError(
-        f"{source['path']}: the local source of {label} {where} {bench_dir} that prepare writes the benchmark into "
-        f"(images/, records.parquet, manifest.json); move the copy out of it (or into {bench_dir / 'raw'}), or set "
-        f"data_dir to another folder"
+        f"{source['path']}: the local source of {label} {where} {bench_dir} that prepare writes the "
+        "benchmark into (images/, records.parquet, manifest.json); move the copy out of it (or into "
+        f"{bench_dir / 'raw'}), or set data_dir to another folder"
     )
 
 
 def local_state(kind: BenchmarkKind, raw_dir: Path) -> dict[str, tuple[int, ...]]:
-    """Each raw file a local source reads (absolute path): its size, times, inode and device, which any write to
-    it changes (ctime included, which no tool sets back)."""
+    """Each raw file a local source reads (absolute path): its size, times, inode and device, which any write
+    to it changes (ctime included, which no tool sets back)."""
     state = {}
     for path in local_raw_files(kind, raw_dir):
         st = path.stat()

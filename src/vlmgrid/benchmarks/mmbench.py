@@ -8,12 +8,12 @@ Raw layouts (`LAYOUTS`):
 - tsv (the file the MMBench authors and VLMEvalKit distribute: mmbench_dev_20230712.tsv, the dev file
   LLaVA-1.5 was scored on, 4,377 rows, the published variant `dev_20230712`; mmbench_dev_en_<date>.tsv;
   MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv; a file `path` names directly may have any name, its header
-  tells it): tab-separated with a header (a UTF-8 byte-order mark before it is allowed), columns index, question, hint,
-  A, B, C, D, answer, category, image (base64 of the image file; in VLMEvalKit's files a row may instead
-  hold the index of the row whose image it shares, a string of at most 64 characters), source,
-  l2-category (lower case, unlike the hub's L2-category), comment, split. A local source's `path` may name
-  the file itself; a folder must hold exactly one such file. Read as text, cell by cell (an option spelled
-  "None" stays text; an empty cell is a missing option or hint).
+  tells it): tab-separated with a header (a UTF-8 byte-order mark before it is allowed), columns index,
+  question, hint, A, B, C, D, answer, category, image (base64 of the image file; in VLMEvalKit's files a row
+  may instead hold the index of the row whose image it shares, a string of at most 64 characters), source,
+  l2-category (lower case, unlike the hub's L2-category), comment, split. A local source's `path` may name the
+  file itself; a folder must hold exactly one such file. Read as text, cell by cell (an option spelled "None"
+  stays text; an empty cell is a missing option or hint).
 
 Circular evaluation asks a question once per rotation of its options. The published dev file already holds
 those copies (the maintainers in open-compass/MMBench#8: "the MMBench-Dev tsv ... also includes CircularEval
@@ -138,7 +138,8 @@ def _options(row: Mapping[str, Any], where: str) -> list[str]:
     n = sum(present)
     if n < 2 or not all(present[:n]):
         raise VlmgridError(
-            f"{where}: options A-D must be at least 2 given in order (A, B, ...), not {[row[letter] for letter in LETTERS]!r}; re-download the file"
+            f"{where}: options A-D must be at least 2 given in order (A, B, ...), not "
+            f"{[row[letter] for letter in LETTERS]!r}; re-download the file"
         )
     return [str(row[letter]) for letter in LETTERS[:n]]
 
@@ -147,7 +148,8 @@ def _answer_index(row: Mapping[str, Any], n: int, where: str) -> int:
     answer = str(row["answer"] or "").strip().upper()
     if answer not in LETTERS[:n]:
         raise VlmgridError(
-            f"{where}: answer {row['answer']!r} is not one of its options {', '.join(LETTERS[:n])}; re-download the file"
+            f"{where}: answer {row['answer']!r} is not one of its options {', '.join(LETTERS[:n])}; "
+            "re-download the file"
         )
     return LETTERS.index(answer)
 
@@ -185,7 +187,8 @@ def _check_copy(row: Mapping[str, Any], where: str, index: int, original: tuple[
     group = index % GROUP
     if original is None:
         raise VlmgridError(
-            f"{where}: circular copy {index} has no original question {group}; the copy is incomplete: re-download it"
+            f"{where}: circular copy {index} has no original question {group}; the copy is incomplete: "
+            "re-download it"
         )
     base, base_where = original
     base_options = _options(base, base_where)
@@ -196,8 +199,8 @@ def _check_copy(row: Mapping[str, Any], where: str, index: int, original: tuple[
         or options[answer] != base_options[_answer_index(base, len(base_options), base_where)]
     ):
         raise VlmgridError(
-            f"{where}: circular copy {index} does not hold the options and correct answer of question {group} "
-            f"({base_where}); the file is damaged or another MMBench version: check the source"
+            f"{where}: circular copy {index} does not hold the options and correct answer of question "
+            f"{group} ({base_where}); the file is damaged or another MMBench version: check the source"
         )
 
 
@@ -220,8 +223,9 @@ def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
             missing = [c for c in TSV_COLUMNS if c not in (header or [])]
             if missing:
                 raise VlmgridError(
-                    f"{path}: has no column {missing[0]!r} (its header has {', '.join(header or []) or 'nothing'}); "
-                    f"MMBench's TSV has {', '.join(TSV_HEADER)}: use the file as its authors or VLMEvalKit publish it"
+                    f"{path}: has no column {missing[0]!r} (its header has "
+                    f"{', '.join(header or []) or 'nothing'}); MMBench's TSV has {', '.join(TSV_HEADER)}: "
+                    "use the file as its authors or VLMEvalKit publish it"
                 )
             rows = []
             for n, cells in enumerate(reader, start=2):
@@ -229,7 +233,8 @@ def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
                     continue
                 if len(cells) != len(header):
                     raise VlmgridError(
-                        f"{path} line {n}: has {len(cells)} cells, not the header's {len(header)}; the file is damaged: re-download it"
+                        f"{path} line {n}: has {len(cells)} cells, not the header's {len(header)}; the file "
+                        "is damaged: re-download it"
                     )
                 rows.append((dict(zip(header, cells)), f"{path} line {n}"))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -242,7 +247,8 @@ def _tsv_rows(path: Path) -> Iterator[tuple[dict, str]]:
         if len(data) <= IMAGE_REFERENCE:  # the index of the row holding this row's image
             if len(images.get(data, "")) <= IMAGE_REFERENCE:
                 raise VlmgridError(
-                    f"{where}: image {data!r} is neither an image nor the index of a row with one; the file is damaged: re-download it"
+                    f"{where}: image {data!r} is neither an image nor the index of a row with one; the file "
+                    "is damaged: re-download it"
                 )
             data = images[data].strip()
         try:
@@ -317,7 +323,10 @@ KIND = question_kind(
     "multiple_choice",
     metric="mmbench_circular",
     breakdown_by=("category",),
-    description="MMBench (en dev): multiple-choice perception and reasoning questions, scored with circular evaluation.",
+    description=(
+        "MMBench (en dev): multiple-choice perception and reasoning questions, scored with circular "
+        "evaluation."
+    ),
     # Records == raw rows of the published dev split, which holds the copies.
     # 4,329 is the count harnesses report for MMBench_DEV_EN (one user report says 4,330): NOT confirmed
     # against the hub files; a mismatch makes prepare fail loudly rather than score a different set.
@@ -327,7 +336,8 @@ KIND = question_kind(
     variants={"dev_20230712": 4377},
     parser="mmbench",
     # sha: pinned as lmms-lab/MMBench@56ba1af8954932c4804bd3f522e05ed96e63b654 in a public revision table, and
-    # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split dev.
+    # as lmms-lab-encoder/MMBench (the repo's new name, history kept) at the same commit, config en, split
+    # dev.
     hub={
         "repo": "lmms-lab/MMBench",
         "revision": "56ba1af8954932c4804bd3f522e05ed96e63b654",

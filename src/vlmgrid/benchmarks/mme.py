@@ -110,8 +110,8 @@ def _release_rows(root: Path):
             image = next((candidate for candidate in images if candidate.is_file()), None)
             if image is None:
                 raise VlmgridError(
-                    f"{path}: its image {path.stem}.jpg (or .png) is missing from {image_dir}; the release folder is "
-                    f"incomplete: restore the image from MME_Benchmark_release_version"
+                    f"{path}: its image {path.stem}.jpg (or .png) is missing from {image_dir}; the release "
+                    "folder is incomplete: restore the image from MME_Benchmark_release_version"
                 )
             within(image_dir, image.name, f"MME subtask {category}")
             lines = read_text(path, RESTORE).splitlines()
@@ -123,7 +123,8 @@ def _release_rows(root: Path):
                 parts = line.strip().split("\t")
                 if len(parts) != 2:
                     raise VlmgridError(
-                        f"{where}: is not `question<TAB>Yes|No` ({line!r}); restore the file from MME_Benchmark_release_version"
+                        f"{where}: is not `question<TAB>Yes|No` ({line!r}); restore the file from "
+                        "MME_Benchmark_release_version"
                     )
                 yield (
                     {
@@ -145,7 +146,8 @@ def _adapt_rows(rows_of, bench_dir: Path) -> Adapted:
         answer = str(row["answer"] or "").strip().lower()
         if answer not in ("yes", "no"):
             raise VlmgridError(
-                f"{where}: answer {row['answer']!r} is not Yes/No; the file is damaged or not MME: re-download it"
+                f"{where}: answer {row['answer']!r} is not Yes/No; the file is damaged or not MME: "
+                "re-download it"
             )
         question_id = str(row["question_id"] or "").strip()
         if not question_id:
@@ -206,14 +208,18 @@ KIND = question_kind(
     "yes_no",
     metric="mme",
     breakdown_by=("category",),
-    description="MME: yes/no perception and cognition questions over 14 subtasks, two questions per image (2,374 items).",
+    description=(
+        "MME: yes/no perception and cognition questions over 14 subtasks, two questions per image (2,374 "
+        "items)."
+    ),
     expected_count=2374,
     group_size=2,  # the two questions of an image
     **LAYOUTS.kind_fields(),
     parser="mme",
     lenient_parsers={"*": "mme_lenient"},
-    # sha: hub cache snapshot datasets--lmms-lab--MME/snapshots/d6c9023f017b564f7b3ccccf5348166bce8fdbcd, and a
-    # public build script's pin of lmms-lab-encoder/MME (the repo's new name) to it with the 4 data/test-* files.
+    # sha: hub cache snapshot datasets--lmms-lab--MME/snapshots/d6c9023f017b564f7b3ccccf5348166bce8fdbcd, and
+    # a public build script's pin of lmms-lab-encoder/MME (the repo's new name) to it with the 4 data/test-*
+    # files.
     hub={"repo": "lmms-lab/MME", "revision": "d6c9023f017b564f7b3ccccf5348166bce8fdbcd", "split": "test"},
 )
 

@@ -8,8 +8,8 @@ holds Questions.xlsx and a README, not read.)
 Label corrections: four labels of the original copy are wrong (lmms-eval issue 1018; the corrected copy
 lmms-lab-eval/MMVP has them). They are applied here as data, by 1-based Index, after checking that the row
 holds the expected options; a row that already has the corrected label is left alone.
-Records: id = str(Index), pair_id = (Index + 1) // 2, label_corrected (bool), options_text (the Options cell as
-the CSV writes it, which the authors' evaluation shows the model after the question).
+Records: id = str(Index), pair_id = (Index + 1) // 2, label_corrected (bool), options_text (the Options cell
+as the CSV writes it, which the authors' evaluation shows the model after the question).
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def _read_questions(path: Path) -> list[dict[str, str]]:
     missing = [c for c in HEADER if c not in (reader.fieldnames or [])]
     if missing:
         raise VlmgridError(
-            f"{path}: has no column {missing[0]!r} (it has {reader.fieldnames}); the file is not MMVP's Questions.csv: check the source"
+            f"{path}: has no column {missing[0]!r} (it has {reader.fieldnames}); the file is not MMVP's "
+            "Questions.csv: check the source"
         )
     return [row for row in reader if any((v or "").strip() for v in row.values() if isinstance(v, str))]
 
@@ -61,8 +62,9 @@ def correct_label(index: int, options: tuple[str, str], label: str, where: str) 
     expected, original, corrected = CORRECTIONS[index]
     if tuple(o.strip().lower() for o in options) != tuple(o.lower() for o in expected):
         raise VlmgridError(
-            f"{where}: the label correction for Index {index} expects options (a) {expected[0]} (b) {expected[1]}, "
-            f"but the row has (a) {options[0]} (b) {options[1]}; this is another MMVP version: check the source"
+            f"{where}: the label correction for Index {index} expects options (a) {expected[0]} (b) "
+            f"{expected[1]}, but the row has (a) {options[0]} (b) {options[1]}; this is another MMVP "
+            "version: check the source"
         )
     if label == corrected:
         return label, False
@@ -124,8 +126,9 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
     broken = sizes[sizes != 2]
     if len(broken):
         raise VlmgridError(
-            f"{path}: pair {int(broken.index[0])} (Index {2 * int(broken.index[0]) - 1}, {2 * int(broken.index[0])}) has "
-            f"{int(broken.iloc[0])} row(s), not 2; MMVP is scored by pairs: re-download the file"
+            f"{path}: pair {int(broken.index[0])} (Index {2 * int(broken.index[0]) - 1}, "
+            f"{2 * int(broken.index[0])}) has {int(broken.iloc[0])} row(s), not 2; MMVP is scored by pairs: "
+            "re-download the file"
         )
     return Adapted(records=pd.DataFrame(rows))
 
@@ -135,7 +138,10 @@ KIND = question_kind(
     "multiple_choice",
     metric="mmvp",
     breakdown_by=(),
-    description="MMVP: 150 pairs of CLIP-blind images, the same two-option question each (300 items, scored by pairs).",
+    description=(
+        "MMVP: 150 pairs of CLIP-blind images, the same two-option question each (300 items, scored by "
+        "pairs)."
+    ),
     expected_count=300,
     option_count=2,  # (a), (b)
     group_size=2,  # the two questions of a pair

@@ -47,7 +47,8 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
                 answer = str(row["answer"] or "").strip().lower()
                 if answer not in ("yes", "no"):
                     raise VlmgridError(
-                        f"{where}: answer {row['answer']!r} is not yes/no; the file is damaged or not POPE: re-download it"
+                        f"{where}: answer {row['answer']!r} is not yes/no; the file is damaged or not POPE: "
+                        "re-download it"
                     )
                 if row["question_id"] in (None, ""):
                     raise VlmgridError(
@@ -75,7 +76,10 @@ KIND = question_kind(
     "yes_no",
     metric="pope",
     breakdown_by=("split",),
-    description="POPE: yes/no questions on whether an object is in a COCO image (random, popular, adversarial negatives).",
+    description=(
+        "POPE: yes/no questions on whether an object is in a COCO image (random, popular, adversarial "
+        "negatives)."
+    ),
     expected_count=9000,
     raw_files=tuple(FILE_PATTERN.format(split=split) for split in SPLITS),
     adapt=adapt,

@@ -67,14 +67,15 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
             answer = str(question["label"]).strip().lower()
             if answer not in ("yes", "no"):
                 raise VlmgridError(
-                    f"{where}: label {question['label']!r} is not yes/no; the file is damaged or not POPE: download it again"
+                    f"{where}: label {question['label']!r} is not yes/no; the file is damaged or not POPE: "
+                    "download it again"
                 )
             name = str(question["image"])
             image_path = within(images, name, f"{where} (its image)")
             if not image_path.is_file():
                 raise VlmgridError(
-                    f"{image_path}: missing, though {where} asks about it; put the COCO 2014 validation images "
-                    f"(val2014.zip) in {images}"
+                    f"{image_path}: missing, though {where} asks about it; put the COCO 2014 validation "
+                    f"images (val2014.zip) in {images}"
                 )
             rows.append(
                 {
@@ -105,12 +106,16 @@ def adapt(raw_dir: Path, bench_dir: Path) -> Adapted:
 KIND = dataclasses.replace(
     pope.KIND,
     name="pope_coco",
-    description="POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA evaluates it.",
+    description=(
+        "POPE from its original COCO label files (coco_pope_<split>.json + val2014 images), as LLaVA "
+        "evaluates it."
+    ),
     raw_files=tuple(LABEL_FILE.format(split=split) for split in pope.SPLITS) + (f"{IMAGE_FOLDER}/*",),
     adapt=adapt,
     parser="pope",
     hub=None,
-    # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at them.
+    # The label files are on GitHub and the images in COCO's val2014.zip (6 GB): point a `local` source at
+    # them.
     local_only=True,
     variants={
         "llava": 8910

@@ -1,4 +1,5 @@
-"""Reading raw benchmark files (and writing hub-style parquet for fixtures), with errors that name the file."""
+"""Reading raw benchmark files (and writing hub-style parquet for fixtures), with errors that name the
+file."""
 
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
 
 def find_raw(raw_dir: Path, pattern: str) -> list[Path]:
-    """The files under raw_dir matching one of a kind's raw_files patterns; none -> a VlmgridError naming it."""
+    """The files under raw_dir matching one of a kind's raw_files patterns; none -> a VlmgridError naming
+    it."""
     found = sorted(Path(p) for p in glob.glob(glob.escape(str(raw_dir)) + "/" + pattern) if Path(p).is_file())
     if not found:
         raise VlmgridError(
-            f"{Path(raw_dir) / pattern}: missing from the raw files; put the benchmark's files there in their "
-            f"published layout, or delete the benchmark folder and run prepare again"
+            f"{Path(raw_dir) / pattern}: missing from the raw files; put the benchmark's files there in "
+            "their published layout, or delete the benchmark folder and run prepare again"
         )
     return found
 
@@ -42,9 +44,10 @@ def raw_file(raw_dir: Path, name: str) -> Path:
 def within(folder: Path, name: str | Path, what: str) -> Path:
     """folder/name, the path of a file a release names (an image name, an id, a folder listing); refused,
     naming `what` (the item that names it), unless it lies inside `folder` once links are followed. A name
-    such as "../../secret" or "/etc/hostname", or a link placed in the folder, would otherwise copy a file from
-    elsewhere on the disk into the prepared benchmark. `folder` itself may be a link (a shared image folder).
-    A name holding a NUL, which no file name can, is refused too (the system refuses to look it up)."""
+    such as "../../secret" or "/etc/hostname", or a link placed in the folder, would otherwise copy a file
+    from elsewhere on the disk into the prepared benchmark. `folder` itself may be a link (a shared image
+    folder). A name holding a NUL, which no file name can, is refused too (the system refuses to look it
+    up)."""
     if "\0" in str(name):
         raise VlmgridError(
             f"{what}: the file name {str(name)!r} holds a NUL character, which no file name can; fix the name"
@@ -76,16 +79,16 @@ def read_text(path: Path, fix: str) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise VlmgridError(
-            f"{path}: not readable UTF-8 text (line {line} holds byte 0x{data[exc.start]:02x}, as a file saved in "
-            f"Latin-1 or another encoding does: save it as UTF-8); {fix}"
+            f"{path}: not readable UTF-8 text (line {line} holds byte 0x{data[exc.start]:02x}, as a file "
+            f"saved in Latin-1 or another encoding does: save it as UTF-8); {fix}"
         ) from None
 
 
 def _refuse_link(archive: Path | str, name: str, kind: str, target: str) -> None:
     raise VlmgridError(
-        f"{archive}: member {name} is a {kind} link (to {target}), and links inside an archive are not followed "
-        f"(one could point anywhere on the disk); re-download the archive, or rebuild it with the file itself "
-        f"in place of the link (tar --dereference)"
+        f"{archive}: member {name} is a {kind} link (to {target}), and links inside an archive are not "
+        "followed (one could point anywhere on the disk); re-download the archive, or rebuild it with the "
+        "file itself in place of the link (tar --dereference)"
     )
 
 
@@ -101,8 +104,8 @@ def extract_images(
     archive: Path, mode: str, targets: Mapping[str, str], bench_dir: Path, what: str, listed_in: str
 ) -> None:
     """Writes the tar archive's members named in `targets` ({member name, without a leading "./": path under
-    bench_dir/images}) once each, reading the archive in `mode`. An unreadable archive (`what`: ".tgz archive")
-    is an error, and so is one that lacks a target, naming `listed_in`, the file that lists it."""
+    bench_dir/images}) once each, reading the archive in `mode`. An unreadable archive (`what`: ".tgz
+    archive") is an error, and so is one that lacks a target, naming `listed_in`, the file that lists it."""
     found: set[str] = set()
     try:
         with tarfile.open(archive, mode) as tar:
@@ -120,7 +123,8 @@ def extract_images(
     missing = sorted(set(targets) - found)
     if missing:
         raise VlmgridError(
-            f"{archive}: has no {missing[0]} (a test image listed in {listed_in}); the archive is incomplete: re-download it"
+            f"{archive}: has no {missing[0]} (a test image listed in {listed_in}); the archive is "
+            "incomplete: re-download it"
         )
 
 
@@ -187,7 +191,8 @@ def _extension(data: bytes, hint: str | None) -> str:
 
 
 def _inside(where: str, bench_dir: Path) -> str:
-    """`where` with the benchmark folder's own path left off (the file must not depend on where data/ lies)."""
+    """`where` with the benchmark folder's own path left off (the file must not depend on where data/
+    lies)."""
     for root in dict.fromkeys((str(bench_dir), str(bench_dir.resolve()))):
         if root not in ("", ".") and where.startswith(root.rstrip("/") + "/"):
             return where[len(root.rstrip("/")) + 1 :]
@@ -222,8 +227,8 @@ class ImageStore:
         if data is None:
             if isinstance(image, Mapping) and image.get("path"):
                 raise VlmgridError(
-                    f"{where}: the image holds only a path ({image['path']!r}), not its bytes; use a copy of the "
-                    f"dataset with embedded images (the hub parquet files)"
+                    f"{where}: the image holds only a path ({image['path']!r}), not its bytes; use a copy "
+                    "of the dataset with embedded images (the hub parquet files)"
                 )
             return None
         digest = hashlib.sha256(data).hexdigest()

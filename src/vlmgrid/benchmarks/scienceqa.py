@@ -134,8 +134,8 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
     problems_path, splits_path = raw_dir / PROBLEMS, raw_dir / SPLITS
     if not splits_path.is_file():
         raise VlmgridError(
-            f"{splits_path}: missing beside {PROBLEMS}; ScienceQA's release lists each split's problems there: put "
-            f"pid_splits.json from lupantech/ScienceQA's data/scienceqa beside problems.json"
+            f"{splits_path}: missing beside {PROBLEMS}; ScienceQA's release lists each split's problems "
+            "there: put pid_splits.json from lupantech/ScienceQA's data/scienceqa beside problems.json"
         )
     problems, splits = _read_json(problems_path), _read_json(splits_path)
     if not isinstance(splits, dict) or not isinstance(splits.get(SPLIT), list):
@@ -153,7 +153,8 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
         problem = problems.get(str(pid))
         if not isinstance(problem, dict):
             raise VlmgridError(
-                f"{splits_path}: lists test problem {pid!r}, which {problems_path} does not hold; the two files are from different releases: restore both"
+                f"{splits_path}: lists test problem {pid!r}, which {problems_path} does not hold; the two "
+                "files are from different releases: restore both"
             )
         where = f"{problems_path} problem {pid}"
         name = problem.get("image")
@@ -184,7 +185,8 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
                     f"test-{n}", store.add(row["image"], where), row["question"], choices, answer
                 ),
                 **{key: row[key] if row[key] is not None else "" for key in METADATA},
-                # the release's problem id, by which LLaVA's ScienceQA files name their answers (the hub has none)
+                # the release's problem id, by which LLaVA's ScienceQA files name their answers (the hub has
+                # none)
                 **({"pid": row["pid"]} if "pid" in row else {}),
             }
         )
@@ -211,7 +213,9 @@ KIND = question_kind(
     "multiple_choice",
     metric="accuracy",
     breakdown_by=("subject",),
-    description="ScienceQA-IMG: multiple-choice science questions about an image (2,017 test items, 2-5 choices).",
+    description=(
+        "ScienceQA-IMG: multiple-choice science questions about an image (2,017 test items, 2-5 choices)."
+    ),
     expected_count=2017,
     **LAYOUTS.kind_fields(),
     # LLaVA-1.5's reading (llava/eval/eval_science_qa.py), which CARPE's evaluation follows; an unreadable

@@ -10,7 +10,8 @@ protocol:
     multiple_choice  2 to 26 options (lettered A to Z)
 
 Each shape's `labels(options, index, classes, where)` checks one record and returns the labels its
-answer_index points into (the classes, or the options); `where` begins the error sentence ("<label>: item 'x'").
+answer_index points into (the classes, or the options); `where` begins the error sentence ("<label>: item
+'x'").
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _short_answer(options: list, index: int, classes: list[str] | None, where: s
     labels = options
     if options or index != -1:
         raise VlmgridError(
-            f"{where} has options {options!r} / answer_index {index}; short-answer items have no options and answer_index -1: the adapter needs a fix"
+            f"{where} has options {options!r} / answer_index {index}; short-answer items have no options "
+            "and answer_index -1: the adapter needs a fix"
         )
     return labels
 
@@ -70,7 +72,8 @@ def _ranking(options: list, index: int, classes: list[str] | None, where: str) -
     labels = options  # a query's candidates, as many as the benchmark gives (DANCE: 50), not lettered
     if len(options) < 2:
         raise VlmgridError(
-            f"{where} has {len(options)} candidate(s); a ranking query needs at least 2: the adapter needs a fix"
+            f"{where} has {len(options)} candidate(s); a ranking query needs at least 2: the adapter needs "
+            "a fix"
         )
     return labels
 

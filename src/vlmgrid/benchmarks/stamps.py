@@ -16,15 +16,16 @@ from vlmgrid.filehashes import file_stamp
 
 
 def source_stamp(settings: Mapping[str, Any]) -> dict:
-    """What a benchmark's prepare reads from outside vlmgrid's own folders, in a form that changes when that does.
+    """What a benchmark's prepare reads from outside vlmgrid's own folders, in a form that changes when that
+    does.
 
-    For a `local` source: the folder and every file of it that the kind reads, as [path relative to the folder,
-    size in bytes, sha256], so that an edited, added or removed raw file changes the stamp (the workflows give
-    it to prepare as an input: Snakemake as a param, DVC as a stamp file), and a file touched with the same
-    bytes does not. This runs on every workflow start, so a file is read only when its size or modification
-    time changed since it was last hashed (vlmgrid.filehashes.file_hash). Any other source is stamped
-    by its type alone, as its settings (a param of prepare already) decide its files, and prepare checks them
-    itself.
+    For a `local` source: the folder and every file of it that the kind reads, as [path relative to the
+    folder, size in bytes, sha256], so that an edited, added or removed raw file changes the stamp (the
+    workflows give it to prepare as an input: Snakemake as a param, DVC as a stamp file), and a file touched
+    with the same bytes does not. This runs on every workflow start, so a file is read only when its size or
+    modification time changed since it was last hashed (vlmgrid.filehashes.file_hash). Any other source is
+    stamped by its type alone, as its settings (a param of prepare already) decide its files, and prepare
+    checks them itself.
     """
     source = settings.get("source") if isinstance(settings, Mapping) else None
     kind_name = settings.get("kind") if isinstance(settings, Mapping) else None
@@ -52,8 +53,8 @@ def write_source_stamps(
     stamp_of: Callable[[Mapping[str, Any]], dict] = source_stamp,
     label: str = "benchmark",
 ) -> list[str]:
-    """Write `<name>.json` (source_stamp, with the benchmark's name) into `folder` for each benchmark, and remove
-    any other stamp there; a stamp whose text is unchanged is not rewritten. Returns the names written.
+    """Write `<name>.json` (source_stamp, with the benchmark's name) into `folder` for each benchmark, and
+    remove any other stamp there; a stamp whose text is unchanged is not rewritten. Returns the names written.
     (`stamp_of` and `label`: the same for other entries, e.g. the models' checkpoints, by the fetch stage.)"""
     folder = Path(folder)
     written = []

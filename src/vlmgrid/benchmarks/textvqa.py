@@ -109,7 +109,8 @@ def _data(path: Path) -> list:
         raise VlmgridError(f"{path}: not readable TextVQA JSON ({exc}); {RESTORE}") from None
     if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
         raise VlmgridError(
-            f"{path}: has no `data` list of entries; it is not TextVQA's release file: restore it from textvqa.org"
+            f"{path}: has no `data` list of entries; it is not TextVQA's release file: restore it from "
+            "textvqa.org"
         )
     return data
 
@@ -127,7 +128,8 @@ def _release_rows(raw_dir: Path) -> Iterator[tuple[dict, str]]:
         image = within(raw_dir / IMAGE_DIR, f"{image_id}.jpg", f"{where} (its image_id)")
         if not image_id or not image.is_file():
             raise VlmgridError(
-                f"{image}: missing (the image of {where}); unpack the release's train_val_images archive into {raw_dir}"
+                f"{image}: missing (the image of {where}); unpack the release's train_val_images archive "
+                f"into {raw_dir}"
             )
         row = {key: entry.get(key) for key in COLUMNS if key not in ("image", "ocr_tokens")}
         data = read_bytes(image, f"restore the image of {where}")
@@ -144,8 +146,8 @@ def _adapt_rows(rows_of: Iterator[tuple[dict, str]], bench_dir: Path) -> Adapted
         answers = row["answers"]
         if not isinstance(answers, list) or len(answers) != N_ANSWERS or any(a is None for a in answers):
             raise VlmgridError(
-                f"{where}: `answers` must hold the {N_ANSWERS} human answers, not {answers!r}; the file is damaged "
-                f"or not TextVQA: re-download it"
+                f"{where}: `answers` must hold the {N_ANSWERS} human answers, not {answers!r}; the file is "
+                "damaged or not TextVQA: re-download it"
             )
         if row["question_id"] is None:
             raise VlmgridError(f"{where}: has no question_id; re-download the file")
@@ -186,7 +188,10 @@ KIND = question_kind(
     "short_answer",
     metric="vqa_accuracy",
     breakdown_by=(),
-    description="TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy over 10 answers.",
+    description=(
+        "TextVQA (validation): short answers to questions that need reading text in the image, VQA accuracy "
+        "over 10 answers."
+    ),
     expected_count=5000,
     **LAYOUTS.kind_fields(),
     parser="short_answer",

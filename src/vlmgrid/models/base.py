@@ -8,9 +8,9 @@ Capabilities (the protocols pick a strategy by them):
   log-likelihood of each option text as the continuation of the prompt (the image + prompt prefix computed
   once and reused for every option, which is also how many candidates are ranked for one image).
 
-Also here: the named generation presets (GENERATION_PRESETS) and the name of the manifest `vlmgrid fetch-model`
-writes into a model's folder. The request and result records the protocols exchange with a backend are in
-`vlmgrid.model_requests`, below both (imported here, where the backends take them).
+Also here: the named generation presets (GENERATION_PRESETS) and the name of the manifest
+`vlmgrid fetch-model` writes into a model's folder. The request and result records the protocols exchange
+with a backend are in `vlmgrid.model_requests`, below both (imported here, where the backends take them).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ class GenerationPreset:
 GENERATION_PRESETS: Registry[GenerationPreset] = Registry(
     "generation preset",
     [
-        # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): sampling at temperature 0.7 and top-p
-        # 0.9, up to 1,024 new tokens, images resized to 512 x 512.
+        # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): sampling at temperature 0.7 and
+        # top-p 0.9, up to 1,024 new tokens, images resized to 512 x 512.
         GenerationPreset(
             name="kaleidoscope",
             generation={"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024},
@@ -74,7 +74,8 @@ def resolve_generation(settings: dict) -> dict:
 
 
 class FixtureWriter(Protocol):
-    """What writes a backend's tiny test model (`source: {type: fixture}`); the fetch-model stage passes it in."""
+    """What writes a backend's tiny test model (`source: {type: fixture}`); the fetch-model stage passes it
+    in."""
 
     def write(self, source: dict, model_dir: Path) -> dict[str, Path]: ...
 
@@ -106,8 +107,8 @@ class Provenance:
 
 
 class PromptView:
-    """What a model receives for a request (`vlmgrid inputs`), for a backend that is handed the prompt as it is
-    and reads none of it (the baselines): its text, no chat messages, no pixels. The hf backend's view is
+    """What a model receives for a request (`vlmgrid inputs`), for a backend that is handed the prompt as it
+    is and reads none of it (the baselines): its text, no chat messages, no pixels. The hf backend's view is
     vlmgrid.models.hf_inputs, an API's its chat messages."""
 
     reads_prompt = False  # a baseline answers without reading it: the inspect page shows no prompt for it
@@ -145,15 +146,16 @@ class Backend:
     def fetch(cls, settings: dict, model_dir: Path, fixture: FixtureWriter | None = None) -> dict[str, Path]:
         """Put what `load` needs into model_dir (download or build); return the files written, by name.
 
-        A `source: {type: fixture}` is built by `fixture`, the backend's tiny-model writer (see write_fixture).
+        A `source: {type: fixture}` is built by `fixture`, the backend's tiny-model writer (see
+        write_fixture).
         """
         return {}
 
     @classmethod
     def in_place(cls, settings: dict) -> Checkpoint | None:
-        """The checkpoint of a source read where it lies (a local folder or file, a hub repo in the Hugging Face
-        cache), checked and listed, for `fetch-model` to record instead of writing a copy; None for a source
-        that `fetch` writes into the model's folder."""
+        """The checkpoint of a source read where it lies (a local folder or file, a hub repo in the Hugging
+        Face cache), checked and listed, for `fetch-model` to record instead of writing a copy; None for a
+        source that `fetch` writes into the model's folder."""
         source = settings.get("source") or {}
         if source.get("type") == "local":
             raise VlmgridError(

@@ -1,4 +1,5 @@
-"""Checkpoints read where they lie: a local folder or file checked and listed, and its files' hashes remembered.
+"""Checkpoints read where they lie: a local folder or file checked and listed, and its files' hashes
+remembered.
 
 A model whose source is read in place (`source: {type: local}`, or a hub repo in the Hugging Face cache) is
 never copied: `vlmgrid fetch-model` records its location and its files' hashes in the model's manifest, and
@@ -252,7 +253,8 @@ def check_files(checkpoint: Checkpoint) -> None:
 
 @dataclass(frozen=True)
 class _LoadFailure:
-    """A kind of error a library raises loading a checkpoint: the words that tell it, its likely cause, the fix."""
+    """A kind of error a library raises loading a checkpoint: the words that tell it, its likely cause, the
+    fix."""
 
     words: tuple[str, ...]
     cause: str
@@ -316,10 +318,10 @@ _PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
 
 
 def _unsafe(model: str, location: Path, error: Exception) -> VlmgridError | None:
-    """The sentence for a pickle that torch's safe loading refused, None for any other error. Such a pickle calls
-    code on load (a function or class: os.system as well as argparse.Namespace), so it is unsafe, whether it
-    names the call or uses an operation torch does not know. torch's own words are not quoted: they advise loading
-    it unsafely."""
+    """The sentence for a pickle that torch's safe loading refused, None for any other error. Such a pickle
+    calls code on load (a function or class: os.system as well as argparse.Namespace), so it is unsafe,
+    whether it names the call or uses an operation torch does not know. torch's own words are not quoted: they
+    advise loading it unsafely."""
     text = str(error)
     if _TORCH_REFUSED not in text.lower():
         return None
@@ -344,8 +346,8 @@ def _unsafe(model: str, location: Path, error: Exception) -> VlmgridError | None
 
 def load_failure(model: str, location: Path, error: Exception) -> VlmgridError:
     """The one sentence for a checkpoint at `location` that a library failed to load with `error`: the file a
-    cheap check finds at fault, else a pickle that would run code (`_unsafe`), else the file the error names (or
-    the location), with the likely cause."""
+    cheap check finds at fault, else a pickle that would run code (`_unsafe`), else the file the error names
+    (or the location), with the likely cause."""
     location = Path(location)
     try:
         check_files(_listing(location))

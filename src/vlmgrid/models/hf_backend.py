@@ -3,13 +3,13 @@
 Every source is a folder in the hub layout (config, weights, processor, tokenizer, chat template): a
 fixture is a tiny random checkpoint, written by the fixture writer `fetch` is handed; a hub source is a pinned
 snapshot in the Hugging Face cache and a local source the user's own folder, both read where they lie
-(`in_place`, vlmgrid.models.checkpoints), never copied. `load` always goes through `AutoProcessor` and `AutoModelForImageTextToText` (or the class
-named by `model_class`; vlmgrid.models.hf_loading), so a fixture and a real checkpoint run the same code, and
-inference never needs the network.
+(`in_place`, vlmgrid.models.checkpoints), never copied. `load` always goes through `AutoProcessor` and
+`AutoModelForImageTextToText` (or the class named by `model_class`; vlmgrid.models.hf_loading), so a fixture
+and a real checkpoint run the same code, and inference never needs the network.
 
-Prompts: each request's text and image are what vlmgrid.models.hf_inputs makes of them (the checkpoint's own chat
-template over a system message and the user's text and image, or a recipe's hand-written string; the image
-padded to a square or resized as the settings say); the processor then expands the image placeholder and
+Prompts: each request's text and image are what vlmgrid.models.hf_inputs makes of them (the checkpoint's own
+chat template over a system message and the user's text and image, or a recipe's hand-written string; the
+image padded to a square or resized as the settings say); the processor then expands the image placeholder and
 batches with left padding.
 
 Scoring (letters as the next token, or option texts as continuations of a cached prefix) is in
@@ -53,8 +53,8 @@ class Hf(HfOptionScoring, HfBatching, Backend):
     capabilities = frozenset({"generate", "score_options"})
     uses_gpu = True
     unbatched = None
-    # A request's image may be a future of it (protocols.base opens a part's images while the first batches run);
-    # an image that cannot be opened raises its ImageError from the batch that needs it.
+    # A request's image may be a future of it (protocols.base opens a part's images while the first batches
+    # run); an image that cannot be opened raises its ImageError from the batch that needs it.
     accepts_image_futures = True
     defaults = {
         "batch_size": "auto",
@@ -117,7 +117,8 @@ class Hf(HfOptionScoring, HfBatching, Backend):
 
     @classmethod
     def request_view(cls, settings: dict, model_dir: Path) -> HfInputs:
-        """What the model receives for a request, from its processor alone (`vlmgrid inputs`): no weights read."""
+        """What the model receives for a request, from its processor alone (`vlmgrid inputs`): no weights
+        read."""
         settings = {**cls.defaults, **resolve_generation(settings)}
         return HfInputs(load_processor(settings, Path(model_dir)), settings, _model_id(settings["source"]))
 
@@ -171,8 +172,9 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         inputs = dict(self.processor(**kwargs))
         qformer_tokenizer = getattr(self.processor, "qformer_tokenizer", None)
         if qformer_tokenizer is not None and "qformer_input_ids" in inputs:
-            # InstructBLIP's processor pads the Q-Former text like the language model's (left here); the Q-Former
-            # has absolute positions, so its text is padded on the right to score the same in any batch.
+            # InstructBLIP's processor pads the Q-Former text like the language model's (left here); the
+            # Q-Former has absolute positions, so its text is padded on the right to score the same in any
+            # batch.
             qformer = qformer_tokenizer(texts, padding=True, padding_side="right", return_tensors="pt")
             inputs["qformer_input_ids"] = qformer["input_ids"]
             inputs["qformer_attention_mask"] = qformer["attention_mask"]
@@ -203,7 +205,8 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         return [self.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
 
     def generate_token_ids(self, requests: Sequence[GenerateRequest]) -> list[list[int]]:
-        """The new tokens of each request, up to its max_new_tokens and before the first end-of-sequence token."""
+        """The new tokens of each request, up to its max_new_tokens and before the first end-of-sequence
+        token."""
         return self._by_image(list(requests), Prefetched(self._inputs, self._generate_batch, self._prefetch))
 
     def _inputs(self, requests: Sequence) -> dict:

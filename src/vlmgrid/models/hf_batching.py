@@ -4,9 +4,9 @@ With batch_size "auto" a chunk that runs out of GPU memory is halved and run aga
 worked is kept for the next call; with a fixed size, running out of memory (or any CUDA error) is an
 InferenceFailed that stops the job, keeping its finished parts.
 
-On an accelerator, the next batch's inputs (image processing, tokenising, the copy to the device) are prepared by
-a thread while the current batch runs (`Prefetched`), so the accelerator does not wait on the processor; the
-inputs are the same either way. Requests with images and requests without are batched apart (`_by_image`;
+On an accelerator, the next batch's inputs (image processing, tokenising, the copy to the device) are prepared
+by a thread while the current batch runs (`Prefetched`), so the accelerator does not wait on the processor;
+the inputs are the same either way. Requests with images and requests without are batched apart (`_by_image`;
 results come back in request order).
 """
 
@@ -47,10 +47,10 @@ class Prefetched:
     """A batch step in two halves, `compute(chunk, prepare(chunk))`, whose next chunk's `prepare` (image
     processing, tokenising, the copy to the device) runs in a thread while the accelerator runs this one.
 
-    `_batched` announces the next chunk with `ahead` before it runs the current one; its preparation starts once
-    the current chunk's inputs are ready, so the processor is never used by two threads at once. A chunk that
-    comes other than announced (the batch size halved after running out of memory) is prepared when it is run.
-    Either way the inputs are the same, so the outputs are too.
+    `_batched` announces the next chunk with `ahead` before it runs the current one; its preparation starts
+    once the current chunk's inputs are ready, so the processor is never used by two threads at once. A chunk
+    that comes other than announced (the batch size halved after running out of memory) is prepared when it is
+    run. Either way the inputs are the same, so the outputs are too.
     """
 
     def __init__(self, prepare: Callable, compute: Callable, pool: ThreadPoolExecutor | None) -> None:
@@ -73,8 +73,9 @@ class Prefetched:
             ready = announced[1]
         elif announced is not None:
             wait([announced[1]])
-        # The inputs are taken before the next chunk is submitted: the one worker prepares them in turn anyway,
-        # and a preparation that fails (an image that cannot be opened) leaves no other running behind it.
+        # The inputs are taken before the next chunk is submitted: the one worker prepares them in turn
+        # anyway, and a preparation that fails (an image that cannot be opened) leaves no other running behind
+        # it.
         inputs = self.prepare(chunk) if ready is None else ready.result()
         if queued is not None:
             self._next = (queued, self.pool.submit(self.prepare, queued))
@@ -82,15 +83,15 @@ class Prefetched:
 
 
 class HfBatching:
-    """The batching methods of the `hf` backend (mixed into `Hf`, whose `_limit`, `auto_batch`, `batch_size` and
-    `_model_id()` they use)."""
+    """The batching methods of the `hf` backend (mixed into `Hf`, whose `_limit`, `auto_batch`, `batch_size`
+    and `_model_id()` they use)."""
 
     _requests_alone = False  # the batch check (Hf.one_at_a_time): every batch of requests holds one
 
     def _batched(self, items: Sequence, run: Callable[[Sequence], list], *, options: bool = False) -> list:
-        """Run `run` over consecutive chunks of items; with batch_size "auto", halve the chunk on out-of-memory.
-        `options`: the items are one request's options on its prefix, chunked by the batch size even while the
-        requests go one at a time."""
+        """Run `run` over consecutive chunks of items; with batch_size "auto", halve the chunk on
+        out-of-memory. `options`: the items are one request's options on its prefix, chunked by the batch size
+        even while the requests go one at a time."""
         import torch
 
         results: list = []
@@ -120,8 +121,9 @@ class HfBatching:
                 if not _is_cuda_error(exc):
                     raise
                 raise InferenceFailed(
-                    f"{self._model_id()} hit a CUDA error ({_first_line(exc)}); the GPU or its driver failed, not "
-                    "the items: check the GPU (nvidia-smi) and rerun, which resumes at the first unfinished part",
+                    f"{self._model_id()} hit a CUDA error ({_first_line(exc)}); the GPU or its driver "
+                    "failed, not the items: check the GPU (nvidia-smi) and rerun, which resumes at the "
+                    "first unfinished part",
                     stop=True,
                 ) from None
             start += len(chunk)

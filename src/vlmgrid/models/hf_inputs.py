@@ -1,6 +1,6 @@
-"""What a transformers model receives for a request: the text handed to its tokenizer and the image its processor
-sees. The `hf` backend encodes every batch through this, and `vlmgrid inputs` shows it (with the processor alone,
-no weights loaded), so what is shown is what runs.
+"""What a transformers model receives for a request: the text handed to its tokenizer and the image its
+processor sees. The `hf` backend encodes every batch through this, and `vlmgrid inputs` shows it (with the
+processor alone, no weights loaded), so what is shown is what runs.
 
 The text: a request whose prompt is already the whole string (`formatted`, a recipe's `raw` prompt) is that
 string; any other is rendered with the checkpoint's own chat template and `add_generation_prompt=True`, from a
@@ -93,8 +93,8 @@ class HfInputs:
         return image.resize((int(size), int(size))) if size else image
 
     def pixels(self, image):
-        """The float32 pixel values the processor makes of this one image (its `pixel_values`, as it returns them
-        for a one-image call), after `image`'s padding or resizing."""
+        """The float32 pixel values the processor makes of this one image (its `pixel_values`, as it returns
+        them for a one-image call), after `image`'s padding or resizing."""
         import numpy as np
 
         values = self.image_processor(images=[self.image(image)], return_tensors="np")["pixel_values"]

@@ -54,7 +54,8 @@ def needs_image(model) -> bool:
 
 
 def _from_pretrained(model_class, model_dir: Path, attn: str, kwargs: dict):
-    """Load with the asked attention implementation, falling back (flash_attention_2 -> sdpa -> eager) with a note."""
+    """Load with the asked attention implementation, falling back (flash_attention_2 -> sdpa -> eager) with a
+    note."""
     order = ["flash_attention_2", "sdpa", "eager"]
     candidates = [attn] + [name for name in order[order.index(attn) + 1 :]] if attn in order else [attn]
     for position, name in enumerate(candidates):
@@ -101,8 +102,8 @@ def _resolve_class(name: str):
 
 
 def load_processor(settings: dict, model_dir: Path):
-    """The checkpoint's processor (AutoProcessor, with the settings' processor_kwargs), its tokenizer padding on
-    the left: what `load_pretrained` loads beside the model, and all `vlmgrid inputs` needs."""
+    """The checkpoint's processor (AutoProcessor, with the settings' processor_kwargs), its tokenizer padding
+    on the left: what `load_pretrained` loads beside the model, and all `vlmgrid inputs` needs."""
     from transformers import AutoProcessor
 
     model_dir = Path(model_dir)

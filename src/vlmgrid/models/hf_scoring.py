@@ -1,22 +1,24 @@
 """Option scoring for the `hf` backend.
 
 - letters: one forward pass per batch; the next-token log-softmax at the last prompt position, read at each
-  letter's token. Tokenizers differ in whether a letter after "ASSISTANT:" is the token "A" or " A" (byte-level
-  BPE has both, SentencePiece may only have "▁A"), so each letter is scored as the best of its plain and
-  space-prefixed spellings that are single tokens (an error if neither is);
-- continuations: the image + prompt prefix is computed once per request (use_cache=True), and the option texts,
-  tokenised on their own without special tokens and appended to the prompt tokens, are scored in batched
-  forwards that reuse copies of its KV cache; each option's score is the sum of its tokens' log-probabilities.
-  Option texts are appended as given: pass " yes" rather than "yes" where the model expects a space.
-  For a language model whose attention takes a ready-made 4D mask (`PACKED_TEXT_MODELS`), a chunk's options are
-  packed one after another into a single row that continues one copy of the prefix's cache, each option seeing
-  the prefix and its own earlier tokens at the positions it would have alone: the prefix's keys and values are
-  read once per chunk instead of copied once per option (hundreds of class names after a prompt of a thousand
-  tokens). Other models score each option in its own row of the chunk; both give the same scores.
+  letter's token. Tokenizers differ in whether a letter after "ASSISTANT:" is the token "A" or " A"
+  (byte-level BPE has both, SentencePiece may only have "▁A"), so each letter is scored as the best of its
+  plain and space-prefixed spellings that are single tokens (an error if neither is);
+- continuations: the image + prompt prefix is computed once per request (use_cache=True), and the option
+  texts, tokenised on their own without special tokens and appended to the prompt tokens, are scored in
+  batched forwards that reuse copies of its KV cache; each option's score is the sum of its tokens'
+  log-probabilities. Option texts are appended as given: pass " yes" rather than "yes" where the model
+  expects a space.
+  For a language model whose attention takes a ready-made 4D mask (`PACKED_TEXT_MODELS`), a chunk's options
+  are packed one after another into a single row that continues one copy of the prefix's cache, each option
+  seeing the prefix and its own earlier tokens at the positions it would have alone: the prefix's keys and
+  values are read once per chunk instead of copied once per option (hundreds of class names after a prompt
+  of a thousand tokens). Other models score each option in its own row of the chunk; both give the same
+  scores.
 
-On an accelerator the next batch of letters, or the next request's prompt inputs and option tokens, are prepared
-in a thread while the current one runs (hf_batching's `Prefetched`); everything that uses the tokenizer is on
-that side, so the device loop never shares it with the preparing thread.
+On an accelerator the next batch of letters, or the next request's prompt inputs and option tokens, are
+prepared in a thread while the current one runs (hf_batching's `Prefetched`); everything that uses the
+tokenizer is on that side, so the device loop never shares it with the preparing thread.
 """
 
 from __future__ import annotations
@@ -47,15 +49,16 @@ def _cache_of(output):
     )
 
 
-# Text model types (config.model_type) whose attention takes a custom 4D additive mask and explicit position ids
-# unchanged, checked against the row-per-option path on the tiny checkpoints (vlmgrid.fixtures.models.tiny_hf).
+# Text model types (config.model_type) whose attention takes a custom 4D additive mask and explicit position
+# ids unchanged, checked against the row-per-option path on the tiny checkpoints
+# (vlmgrid.fixtures.models.tiny_hf).
 PACKED_TEXT_MODELS = frozenset({"llama"})
 
 
 def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
-    """The (1, 1, T, prefix + T) additive mask of options packed into one row: each token sees the whole prefix
-    and its own option's tokens up to itself, nothing of the other options. Made on `device`: on a GPU it is the
-    device's work, not the host's between the prefix's forward and the options'."""
+    """The (1, 1, T, prefix + T) additive mask of options packed into one row: each token sees the whole
+    prefix and its own option's tokens up to itself, nothing of the other options. Made on `device`: on a GPU
+    it is the device's work, not the host's between the prefix's forward and the options'."""
     import torch
 
     total = sum(lengths)
@@ -80,8 +83,8 @@ def _cache_argument(model) -> str:
 
 
 class HfOptionScoring:
-    """The option-scoring methods of the `hf` backend (mixed into `Hf`, whose model, tokenizer, request encoding
-    and batching they use)."""
+    """The option-scoring methods of the `hf` backend (mixed into `Hf`, whose model, tokenizer, request
+    encoding and batching they use)."""
 
     pack_options = True  # False: every option in its own row, whatever the model (the reference path)
 
@@ -99,8 +102,8 @@ class HfOptionScoring:
             ):
                 results[index] = scores
         continued = [i for i, r in enumerate(requests) if not r.letters]
-        # One request at a time (its prefix's cache is reused by its options), the next one's inputs and option
-        # tokens prepared ahead while this one runs.
+        # One request at a time (its prefix's cache is reused by its options), the next one's inputs and
+        # option tokens prepared ahead while this one runs.
         step = Prefetched(self._continuation_inputs, self._score_continuations, self._prefetch)
         for position, index in enumerate(continued):
             step.ahead([requests[i] for i in continued[position + 1 : position + 2]])
@@ -124,8 +127,8 @@ class HfOptionScoring:
         return self._letter_ids[letter]
 
     def _letter_inputs(self, requests: Sequence[OptionRequest]) -> dict:
-        """A batch's inputs, its letters' token ids looked up here (on the preparing thread), so that the device
-        loop (`_score_letters`) reads them without using the tokenizer."""
+        """A batch's inputs, its letters' token ids looked up here (on the preparing thread), so that the
+        device loop (`_score_letters`) reads them without using the tokenizer."""
         for request in requests:
             for letter in request.letters:
                 self.letter_token_ids(letter)
@@ -154,7 +157,8 @@ class HfOptionScoring:
         return scores
 
     def _text_model(self):
-        """What continues a cached prefix from token ids: the model, or its causal LM (BLIP-2, InstructBLIP)."""
+        """What continues a cached prefix from token ids: the model, or its causal LM (BLIP-2,
+        InstructBLIP)."""
         language_model = getattr(self.model, "language_model", None)
         if (
             language_model is not None
@@ -176,7 +180,8 @@ class HfOptionScoring:
     def _score_packed(
         self, request: OptionRequest, option_ids: list[list[int]], cache, first, prefix_mask, text_model
     ) -> OptionScores:
-        """Each chunk's options packed into one row after a copy of the prefix's cache (see the module's doc)."""
+        """Each chunk's options packed into one row after a copy of the prefix's cache (see the module's
+        doc)."""
         import torch
 
         prefix_length = prefix_mask.shape[1]
@@ -224,8 +229,8 @@ class HfOptionScoring:
 
     def _continuation_inputs(self, requests: Sequence[OptionRequest]) -> tuple[dict, list[list[int]], int]:
         """A request's prompt inputs, its options' tokens and the pad token: all the tokenizer's work, so that
-        the device loop (`_score_continuations`) never touches it while the next request is prepared in a thread
-        (a tokenizer used by two threads at once can fail)."""
+        the device loop (`_score_continuations`) never touches it while the next request is prepared in a
+        thread (a tokenizer used by two threads at once can fail)."""
         (request,) = requests
         inputs = self._inputs([request])
         option_ids = [self.tokenizer.encode(option, add_special_tokens=False) for option in request.options]

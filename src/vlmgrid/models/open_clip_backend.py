@@ -2,9 +2,9 @@
 
 `embed_image_files` reads images from their files: threads decode them and run the preprocessing's PIL steps
 a few batches ahead of the model, and the tensor steps (to float, normalise) run on
-whole batches on the device, so the pixels, and the embeddings, are those of `embed_images` on the opened images.
-The decoded pixels are kept in the pixel cache (vlmgrid.pixel_cache, unless `pixel_cache: false`), so the
-next pass over the same files at the same preprocessing reads them instead of decoding again.
+whole batches on the device, so the pixels, and the embeddings, are those of `embed_images` on the opened
+images. The decoded pixels are kept in the pixel cache (vlmgrid.pixel_cache, unless `pixel_cache: false`), so
+the next pass over the same files at the same preprocessing reads them instead of decoding again.
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ class OpenClip(Backend):
         return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
 
     def embed_image_files(self, paths: Sequence[Path]) -> tuple[np.ndarray, list[str | None]]:
-        """Embeddings of the image files (a zero row where one is unreadable) and, per file, why it is unreadable.
+        """Embeddings of the image files (a zero row where one is unreadable) and, per file, why it is
+        unreadable.
 
         The same pixels as `embed_images` on the opened images: the preprocessing's PIL steps (resize, crop)
         run in decoding threads, its tensor steps (to float, normalise) on whole batches on the device.
@@ -154,7 +155,8 @@ class OpenClip(Backend):
         return _stack_rows(features), problems
 
     def _pixel_batches(self, paths: Sequence[Path], geometric):
-        """The files' pixels batch by batch: from the pixel cache, or decoded (filling the cache on the way)."""
+        """The files' pixels batch by batch: from the pixel cache, or decoded (filling the cache on the
+        way)."""
         batch_size = int(self.settings["batch_size"])
         decoded = _decoded_batches(paths, geometric, batch_size, DECODE_WORKERS)
         if not self.settings["pixel_cache"]:
@@ -196,7 +198,8 @@ class OpenClip(Backend):
 
 
 def _split_preprocess(preprocess):
-    """(the PIL steps before ToTensor, mean, std) of open_clip's Compose, or None if it is not of that shape."""
+    """(the PIL steps before ToTensor, mean, std) of open_clip's Compose, or None if it is not of that
+    shape."""
     steps = list(getattr(preprocess, "transforms", []))
     names = [type(step).__name__ for step in steps]
     to_tensor = next((i for i, name in enumerate(names) if name in ("ToTensor", "MaybeToTensor")), None)
@@ -207,7 +210,8 @@ def _split_preprocess(preprocess):
 
 
 def _load_pixels(path, geometric) -> tuple[np.ndarray | None, str | None]:
-    """The image at `path` after the PIL steps, as uint8 (height, width, 3), or None and why it is unusable."""
+    """The image at `path` after the PIL steps, as uint8 (height, width, 3), or None and why it is
+    unusable."""
     try:
         image = open_rgb(Path(path))
     except ImageError as exc:

@@ -49,8 +49,8 @@ def local_text_tower(model_cfg: dict, model_dir: Path) -> dict:
     tower = model_dir / TEXT_TOWER_DIR
     if not (tower / "config.json").is_file():
         raise VlmgridError(
-            f"{tower / 'config.json'} is missing: the model's text tower ({text_cfg['hf_model_name']}) needs its "
-            f"config there; run `vlmgrid fetch-model` for this model again"
+            f"{tower / 'config.json'} is missing: the model's text tower ({text_cfg['hf_model_name']}) "
+            "needs its config there; run `vlmgrid fetch-model` for this model again"
         )
     return {
         "text_cfg": {**text_cfg, "hf_model_name": str(tower), "hf_model_pretrained": False},
@@ -142,7 +142,8 @@ def _hub_repo(source: dict) -> tuple[str, tuple[str, ...]]:
 
 
 def _pretrained_cfg(source: dict) -> tuple[dict, dict]:
-    """(the architecture's model config, the tag's pretrained config) of a `pretrained` source, from open_clip."""
+    """(the architecture's model config, the tag's pretrained config) of a `pretrained` source, from
+    open_clip."""
     import open_clip
 
     arch, tag = source["arch"], source["tag"]
@@ -159,10 +160,10 @@ def _pretrained_cfg(source: dict) -> tuple[dict, dict]:
 
 def hub_checkpoint(source: dict, download: bool = True) -> Checkpoint:
     """The weights (and, for an hf_hub repo, its open_clip_config.json) of a pretrained tag or hf_hub source
-    where they lie in the Hugging Face cache (HF_HOME / HF_HUB_CACHE): the repo's snapshot folder and the files
-    read there. With `download` they (and a text tower's files) are downloaded there first when missing, as
-    `hf_hub_download` does (a pinned commit already in the cache, or HF_HUB_OFFLINE=1, asks the hub nothing);
-    without (or with HF_HUB_OFFLINE=1), only the cache is read. Never copied elsewhere."""
+    where they lie in the Hugging Face cache (HF_HOME / HF_HUB_CACHE): the repo's snapshot folder and the
+    files read there. With `download` they (and a text tower's files) are downloaded there first when missing,
+    as `hf_hub_download` does (a pinned commit already in the cache, or HF_HUB_OFFLINE=1, asks the hub
+    nothing); without (or with HF_HUB_OFFLINE=1), only the cache is read. Never copied elsewhere."""
     from huggingface_hub import constants
 
     fetching, download = download, download and not constants.is_offline_mode()
@@ -214,15 +215,16 @@ def _model_cfg(source: dict, files: dict[str, Path]) -> dict:
 
 def _text_tower_files(config: dict, source: dict, download: bool) -> dict[str, Path]:
     """For a transformers text tower: its config (pinned by `text_tower_revision`) and tokenizer files in the
-    Hugging Face cache, by their names in open_clip's layout (text_tower/config.json, tokenizer files at the top)."""
+    Hugging Face cache, by their names in open_clip's layout (text_tower/config.json, tokenizer files at the
+    top)."""
     tower_repo = config["model_cfg"].get("text_cfg", {}).get("hf_model_name")
     if not tower_repo:
         return {}
     revision = source.get("text_tower_revision")
     if not revision:
         raise VlmgridError(
-            f"this model's text tower comes from the hub repo {tower_repo}; pin it with `text_tower_revision` "
-            f"(a commit of {tower_repo}) in the model's source"
+            f"this model's text tower comes from the hub repo {tower_repo}; pin it with "
+            f"`text_tower_revision` (a commit of {tower_repo}) in the model's source"
         )
     from huggingface_hub import constants
 
@@ -246,8 +248,8 @@ def _text_tower_files(config: dict, source: dict, download: bool) -> dict[str, P
 
 @contextlib.contextmanager
 def _hub_layout(settings: dict, location: Path) -> Iterator[Path]:
-    """A temporary folder in open_clip's hub layout for a pretrained or hf_hub model read from the Hugging Face
-    cache: links to the cached weights, config and text tower files, and a pretrained tag's generated
+    """A temporary folder in open_clip's hub layout for a pretrained or hf_hub model read from the Hugging
+    Face cache: links to the cached weights, config and text tower files, and a pretrained tag's generated
     open_clip_config.json, so open_clip's own `local-dir:` loading reads them; nothing is copied."""
     source = settings["source"]
     checkpoint = hub_checkpoint(source, download=False)
@@ -265,7 +267,8 @@ def _hub_layout(settings: dict, location: Path) -> Iterator[Path]:
                 continue
             link = Path(name).name
             if not link.endswith((".safetensors", ".bin", ".pth")):
-                link = "open_clip_pytorch_model.bin"  # the name open_clip's folder loading looks for (torch.load)
+                # the name open_clip's folder loading looks for (torch.load)
+                link = "open_clip_pytorch_model.bin"
             (folder / link).symlink_to(path.resolve())
         for name, path in _text_tower_files(config, source, download=False).items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -274,8 +277,8 @@ def _hub_layout(settings: dict, location: Path) -> Iterator[Path]:
 
 
 def _weights_fingerprint(settings: dict, model_dir: Path) -> str:
-    """The fingerprint fetch-model recorded for these files (their hashes), or a hash of the files now (a local
-    checkpoint's or a hub checkpoint's in the cache: remembered by their sizes and times)."""
+    """The fingerprint fetch-model recorded for these files (their hashes), or a hash of the files now (a
+    local checkpoint's or a hub checkpoint's in the cache: remembered by their sizes and times)."""
     from vlmgrid.fileio import sha256_file, sha256_json
 
     source_type = settings["source"]["type"]
@@ -294,8 +297,8 @@ _IN_PLACE = {"local": open_clip_checkpoint, "pretrained": hub_checkpoint, "hf_hu
 
 
 def in_place_checkpoint(source: dict) -> Checkpoint | None:
-    """A local source's folder or file, or a pretrained tag's or hf_hub repo's files in the Hugging Face cache,
-    read where they lie (a fixture is written by fetch)."""
+    """A local source's folder or file, or a pretrained tag's or hf_hub repo's files in the Hugging Face
+    cache, read where they lie (a fixture is written by fetch)."""
     reader = _IN_PLACE.get(source["type"])
     return reader(source) if reader is not None else None
 

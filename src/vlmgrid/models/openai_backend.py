@@ -1,7 +1,7 @@
 """Models behind an OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, ...).
 
-- "generate" always; "score_options" only with `logprobs: true` (and only for letter options: the log-probability
-  of each letter is read from the top-20 log-probabilities of the first generated token).
+- "generate" always; "score_options" only with `logprobs: true` (and only for letter options: the
+  log-probability of each letter is read from the top-20 log-probabilities of the first generated token).
 - Requests run `concurrency` at a time; a request is retried with exponential backoff and jitter on HTTP 429,
   5xx, timeouts, connection errors and bodies that are no chat completion (Retry-After honoured), up to
   `max_retries` times. A refused connection before the server has sent any response is not retried: nothing
@@ -28,7 +28,8 @@
   Authorization header; every message that could echo it (server error bodies) is redacted.
 
 The HTTP side (concurrency, retries, whose fault a failure is, the circuit breaker, the response cache) is in
-vlmgrid.models.openai_http, the wire format (image data URLs, reading responses) in vlmgrid.models.openai_wire.
+vlmgrid.models.openai_http, the wire format (image data URLs, reading responses) in
+vlmgrid.models.openai_wire.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ _DEFAULT_GENERATION = {"max_new_tokens": 32, "do_sample": False}
 
 
 class ApiItemErrors(VlmgridError):
-    """Some requests of a call failed; `results` holds every result (in request order), `errors` the failed ones."""
+    """Some requests of a call failed; `results` holds every result (in request order), `errors` the failed
+    ones."""
 
     def __init__(self, results: list, ids: Sequence[str]) -> None:
         self.results = results
@@ -176,7 +178,7 @@ class OpenAI(ApiClient, Backend):
             )
         return cls(settings, api_key)
 
-    # -- description -------------------------------------------------------------------------------------------
+    # -- description -----------------------------------------------------------------------------------------
 
     def describe(self) -> str:
         return f"{self.settings['model']} via {endpoint(self.base_url)} (OpenAI-compatible API)"
@@ -200,13 +202,13 @@ class OpenAI(ApiClient, Backend):
             },
         )
 
-    # -- request bodies ----------------------------------------------------------------------------------------
+    # -- request bodies --------------------------------------------------------------------------------------
 
     def messages(self, request, image_url: Callable | None = None) -> list[dict]:
-        """The request's chat messages: its system text (the request's own, else the model's `system`), then the
-        user turn, its text and image in the request's order (vlmgrid.model_requests.content_parts). The image
-        is a PNG data URL (`image_size`: resized first), or what `image_url(image)` makes of it (`vlmgrid
-        inputs` names the file instead)."""
+        """The request's chat messages: its system text (the request's own, else the model's `system`), then
+        the user turn, its text and image in the request's order (vlmgrid.model_requests.content_parts). The
+        image is a PNG data URL (`image_size`: resized first), or what `image_url(image)` makes of it
+        (`vlmgrid inputs` names the file instead)."""
         if request.formatted:
             raise VlmgridError(
                 f"item {request.id}: its prompt is a whole hand-written string (a recipe's `raw` "
@@ -263,11 +265,12 @@ class OpenAI(ApiClient, Backend):
             "top_logprobs": TOP_LOGPROBS,
         }
 
-    # -- the interface -----------------------------------------------------------------------------------------
+    # -- the interface ---------------------------------------------------------------------------------------
 
     def generate_results(self, requests: Sequence[GenerateRequest]) -> list[GenerationResult]:
         """One GenerationResult per request, in request order; an item the server refused is a result with
-        `error` set. InferenceFailed when a request could not be answered at all (see the module docstring)."""
+        `error` set. InferenceFailed when a request could not be answered at all (see the module
+        docstring)."""
 
         def one(request: GenerateRequest) -> GenerationResult:
             try:
@@ -320,7 +323,8 @@ class OpenAI(ApiClient, Backend):
         return self._map(one, requests)
 
     def score_options(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
-        """The letters' log-probabilities, in request order; ApiItemErrors (with every result) if any failed."""
+        """The letters' log-probabilities, in request order; ApiItemErrors (with every result) if any
+        failed."""
         return [result.scores for result in _all_ok(self.score_results(requests), requests)]
 
 
@@ -332,8 +336,8 @@ def _all_ok(results: list, requests: Sequence) -> list:
 
 
 class _MessagesView:
-    """An API model's view of a request (vlmgrid.models.base.PromptView's interface): the messages it sends, each
-    image named by the file it was read from instead of its data URL; no tokenizer text, no pixels."""
+    """An API model's view of a request (vlmgrid.models.base.PromptView's interface): the messages it sends,
+    each image named by the file it was read from instead of its data URL; no tokenizer text, no pixels."""
 
     def __init__(self, backend: OpenAI) -> None:
         self.backend = backend

@@ -127,8 +127,8 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class ApiClient:
-    """The request machinery of the `openai` backend (mixed into `OpenAI`, whose settings, base_url, cache_scope,
-    key and per-call state it uses)."""
+    """The request machinery of the `openai` backend (mixed into `OpenAI`, whose settings, base_url,
+    cache_scope, key and per-call state it uses)."""
 
     #: first backoff delay in seconds (doubled per retry, jittered to 50-100%, capped at backoff_max)
     backoff_base: float = 1.0
@@ -154,8 +154,8 @@ class ApiClient:
             except Refused as exc:
                 self._halt(
                     InferenceFailed(
-                        f"{endpoint(self.base_url)} refused model {self.settings['model']} ({exc}); check the model "
-                        f"entry's base_url, model and api_key_env",
+                        f"{endpoint(self.base_url)} refused model {self.settings['model']} ({exc}); check "
+                        "the model entry's base_url, model and api_key_env",
                         {request.id: str(exc)},
                         stop=True,
                     )
@@ -164,9 +164,9 @@ class ApiClient:
             except Unreachable as exc:
                 self._halt(
                     InferenceFailed(
-                        f"connection refused at {exc} before any request to model {self.settings['model']} was "
-                        f"answered; check that the server is running and listening there, and the model entry's "
-                        f"base_url",
+                        f"connection refused at {exc} before any request to model {self.settings['model']} "
+                        "was answered; check that the server is running and listening there, and the model "
+                        "entry's base_url",
                         {request.id: f"connection refused at {exc}"},
                         stop=True,
                     )
@@ -176,8 +176,8 @@ class ApiClient:
                 self._halt(
                     CapabilityMissing(
                         f"{endpoint(self.base_url)} refused the image of the first request to model "
-                        f"{self.settings['model']} ({exc}): it serves a model without image input; serve a vision "
-                        f"model, or point the entry at one",
+                        f"{self.settings['model']} ({exc}): it serves a model without image input; serve a "
+                        "vision model, or point the entry at one",
                         "images",
                     )
                 )
@@ -185,9 +185,10 @@ class ApiClient:
             except NoLogprobs:
                 self._halt(
                     CapabilityMissing(
-                        f"{endpoint(self.base_url)} returned no logprobs for model {self.settings['model']}, whose "
-                        f"entry sets `logprobs: true`; set `logprobs: false` or `answer_mode: generate` in the entry, "
-                        f"or `answer_mode: auto` to answer by generation where the server has no logprobs",
+                        f"{endpoint(self.base_url)} returned no logprobs for model "
+                        f"{self.settings['model']}, whose entry sets `logprobs: true`; set "
+                        "`logprobs: false` or `answer_mode: generate` in the entry, or "
+                        "`answer_mode: auto` to answer by generation where the server has no logprobs",
                         "score_options",
                     )
                 )
@@ -218,8 +219,9 @@ class ApiClient:
         if tripped:
             self._halt(
                 InferenceFailed(
-                    f"the last {count} requests to {endpoint(self.base_url)} (model {self.settings['model']}) all "
-                    f"failed, the last one: {cause}; check that the server is up and serves this model",
+                    f"the last {count} requests to {endpoint(self.base_url)} (model "
+                    f"{self.settings['model']}) all failed, the last one: {cause}; check that the server is "
+                    "up and serves this model",
                     stop=True,
                 )
             )

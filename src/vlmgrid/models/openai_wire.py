@@ -47,7 +47,8 @@ def _first_choice(data: Any) -> dict:
 
 
 def parse_text(data: Any) -> str:
-    """The text of the first choice ("" when the model answered nothing); ValueError when there is no message."""
+    """The text of the first choice ("" when the model answered nothing); ValueError when there is no
+    message."""
     message = _first_choice(data).get("message")
     if not isinstance(message, dict):
         raise ValueError("no message")

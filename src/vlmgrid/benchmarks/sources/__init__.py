@@ -88,24 +88,25 @@ def check_source(kind: BenchmarkKind, source: Any, label: str, fixture: Fixture 
         count = source["expected_items"]
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise VlmgridError(
-                f"{label}: source key `expected_items` must be a positive whole number (the item count of the copy), not {count!r}; fix the config"
+                f"{label}: source key `expected_items` must be a positive whole number (the item count of "
+                f"the copy), not {count!r}; fix the config"
             )
     spec.check(kind, source, label)
     return source
 
 
 def expected_items(kind: BenchmarkKind, source: Mapping[str, Any]) -> int | None:
-    """The item count a prepared copy must have: the source's `expected_items`, else the kind's published count;
-    None for a fixture (a stand-in of any size) or a kind without a published count."""
+    """The item count a prepared copy must have: the source's `expected_items`, else the kind's published
+    count; None for a fixture (a stand-in of any size) or a kind without a published count."""
     if source.get("type") == "fixture":
         return None
     return source.get("expected_items") or kind.expected_count or None
 
 
 def data_settings(source: Mapping[str, Any]) -> dict:
-    """The source settings that decide the data (all but `expected_items`, which only checks it); a local source's
-    path as the folder it reads (absolute, links followed), so that the same release, named through a link or by
-    a relative path, is the same source."""
+    """The source settings that decide the data (all but `expected_items`, which only checks it); a local
+    source's path as the folder it reads (absolute, links followed), so that the same release, named through a
+    link or by a relative path, is the same source."""
     settings = {key: value for key, value in source.items() if key != "expected_items"}
     if settings.get("type") == "local" and isinstance(settings.get("path"), str):
         settings["path"] = str(local_folder(settings))

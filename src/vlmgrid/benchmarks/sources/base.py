@@ -15,8 +15,9 @@ SOURCE_TYPES: tuple[str, ...] = ("fixture", "url", "hf_hub", "local")
 
 
 class Fixture(Protocol):
-    """What a fixture source needs of a kind's fixture (vlmgrid.fixtures.kinds.BenchmarkFixture): its writer and
-    the settings a source may leave out. The prepare stage passes it in; benchmarks never import fixtures."""
+    """What a fixture source needs of a kind's fixture (vlmgrid.fixtures.kinds.BenchmarkFixture): its writer
+    and the settings a source may leave out. The prepare stage passes it in; benchmarks never import
+    fixtures."""
 
     name: str
     defaults: Mapping[str, Any]

@@ -16,7 +16,8 @@ def _check_fixture(kind: BenchmarkKind, source: dict, label: str) -> None:
             minimum = 0 if key in ("seed", "corrupt") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise VlmgridError(
-                    f"{label}: source key `{key}` must be an integer >= {minimum}, not {value!r}; fix the config"
+                    f"{label}: source key `{key}` must be an integer >= {minimum}, not {value!r}; fix the "
+                    "config"
                 )
 
 
@@ -33,8 +34,8 @@ def _fetch_fixture(
 
 def missing_fixture(kind: BenchmarkKind, label: str) -> str:
     return (
-        f"{label}: a fixture source needs the {kind.name} fixture writer, and none was given; prepare fixture "
-        f"benchmarks through vlmgrid.stages.prepare (`vlmgrid prepare`), which hands it down"
+        f"{label}: a fixture source needs the {kind.name} fixture writer, and none was given; prepare "
+        "fixture benchmarks through vlmgrid.stages.prepare (`vlmgrid prepare`), which hands it down"
     )
 
 

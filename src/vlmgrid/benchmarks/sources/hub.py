@@ -27,7 +27,8 @@ def _hub_settings(kind: BenchmarkKind, source: dict) -> tuple[str, str]:
 def _check_hub(kind: BenchmarkKind, source: dict, label: str) -> None:
     if not kind.hub:
         raise VlmgridError(
-            f"{label}: {kind.name} has no hub copy; use a {', '.join(t for t in SOURCE_TYPES if t != 'hf_hub')} source"
+            f"{label}: {kind.name} has no hub copy; use a "
+            f"{', '.join(t for t in SOURCE_TYPES if t != 'hf_hub')} source"
         )
     revision = source.get("revision")
     if not isinstance(revision, str) or not revision.strip():
@@ -108,8 +109,8 @@ def _fetch_hub(
         matches = {path: sha for path, sha in listing.items() if fnmatch(path, pattern)}
         if not matches:
             raise VlmgridError(
-                f"{label}: the hub dataset {repo} at revision {revision} has no file matching {pattern}; check "
-                f"`revision` and `repo` (the layout differs there)"
+                f"{label}: the hub dataset {repo} at revision {revision} has no file matching {pattern}; "
+                "check `revision` and `repo` (the layout differs there)"
             )
         wanted.update(matches)
     for path, sha in sorted(wanted.items()):
@@ -123,8 +124,8 @@ def _fetch_hub(
         if sha and fileio.sha256_file(dest) != sha:
             dest.unlink()
             raise VlmgridError(
-                f"{dest}: the download of {path} from {repo}@{revision} does not match the hub's sha256 {sha}; the "
-                f"download is damaged: run prepare again"
+                f"{dest}: the download of {path} from {repo}@{revision} does not match the hub's sha256 "
+                f"{sha}; the download is damaged: run prepare again"
             )
     shutil.rmtree(raw_dir / ".cache", ignore_errors=True)  # huggingface_hub's local_dir bookkeeping
     prune(raw_dir, set(wanted))

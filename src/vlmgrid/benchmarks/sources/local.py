@@ -17,7 +17,8 @@ def _check_local(kind: BenchmarkKind, source: dict, label: str) -> None:
     path = source.get("path")
     if not isinstance(path, str) or not path:
         raise VlmgridError(
-            f"{label}: source key `path` is required for a local source; set it to the folder holding the raw files"
+            f"{label}: source key `path` is required for a local source; set it to the folder holding the "
+            "raw files"
         )
 
 
@@ -30,7 +31,8 @@ def _fetch_local(
     if not raw_dir.is_dir():
         what = f"not one of the {kind.name} files it may name" if raw_dir.is_file() else "not a folder"
         raise VlmgridError(
-            f"{source['path']}: {what} ({label}, local source `path`); point `path` at the folder holding the raw files"
+            f"{source['path']}: {what} ({label}, local source `path`); point `path` at the folder holding "
+            "the raw files"
         )
     return Fetched(raw_dir, external=True)
 

@@ -49,12 +49,14 @@ def _url_files(kind: BenchmarkKind, source: dict) -> list[Mapping[str, str]]:
 def _check_url(kind: BenchmarkKind, source: dict, label: str) -> None:
     if "files" in source and (not isinstance(source["files"], list) or not source["files"]):
         raise VlmgridError(
-            f"{label}: source key `files` must be a non-empty list of {{url, md5 or sha256, name}}; fix the config"
+            f"{label}: source key `files` must be a non-empty list of {{url, md5 or sha256, name}}; fix the "
+            "config"
         )
     files = _url_files(kind, source)
     if not files:
         raise VlmgridError(
-            f"{label}: {kind.name} has no published URL list; set `files` in the source, or use another source type"
+            f"{label}: {kind.name} has no published URL list; set `files` in the source, or use another "
+            "source type"
         )
     for spec in files:
         if (
@@ -63,12 +65,14 @@ def _check_url(kind: BenchmarkKind, source: dict, label: str) -> None:
             or not (spec.get("md5") or spec.get("sha256"))
         ):
             raise VlmgridError(
-                f"{label}: every entry of `files` needs `url`, `name` and `md5` or `sha256`, not {spec!r}; fix the config"
+                f"{label}: every entry of `files` needs `url`, `name` and `md5` or `sha256`, not {spec!r}; "
+                "fix the config"
             )
         extra = set(spec) - {"url", "md5", "sha256", "name"}
         if extra:
             raise VlmgridError(
-                f"{label}: `files` entry key `{sorted(extra)[0]}` is unknown; valid keys: url, md5, sha256, name"
+                f"{label}: `files` entry key `{sorted(extra)[0]}` is unknown; valid keys: url, md5, sha256, "
+                "name"
             )
         _safe_relative(spec.get("name"), label, "`files` name")
 
@@ -93,14 +97,15 @@ def _fetch_url(
                 download_url(spec["url"], tmp)
             except requests.RequestException as exc:
                 raise VlmgridError(
-                    f"{dest}: could not download {spec['url']} ({exc}); check the network, or download the files "
-                    f"by hand into a folder and point a `local` source at it"
+                    f"{dest}: could not download {spec['url']} ({exc}); check the network, or download the "
+                    "files by hand into a folder and point a `local` source at it"
                 ) from None
             got = _file_hash(tmp, algorithm)
             if got != expected:
                 raise VlmgridError(
-                    f"{dest}: the download from {spec['url']} has {algorithm} {got}, expected {expected}; the download "
-                    f"is damaged or the file changed upstream: run prepare again, or fix `files` in the source"
+                    f"{dest}: the download from {spec['url']} has {algorithm} {got}, expected {expected}; "
+                    "the download is damaged or the file changed upstream: run prepare again, or fix "
+                    "`files` in the source"
                 )
     prune(raw_dir, names)
     return Fetched(raw_dir, external=False)
