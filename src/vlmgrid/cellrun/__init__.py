@@ -1,5 +1,6 @@
-"""The running of one cell: its identity and plan, its job's fingerprint and parts, its lock, its shards, its run.
-Imported by vlmgrid.stages alone of production code; it imports only the shared modules, no domain package.
+"""The running of one cell: its identity and plan, its job's fingerprint and parts, its lock, its shards, its
+run. Imported by vlmgrid.stages alone of production code; it imports only the shared modules, no domain
+package.
 
     cell        Shard, Cell (a model on a benchmark and where its files go), CellPlan (decided by the plan)
     job         the job's identity (fingerprint, part bounds) and the predictions file it writes

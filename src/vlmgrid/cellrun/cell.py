@@ -1,4 +1,5 @@
-"""A cell: its identity (a model on a benchmark, or one shard of it), where its files go, and the plan of its run.
+"""A cell: its identity (a model on a benchmark, or one shard of it), where its files go, and the plan of its
+run.
 
 `Shard` is "I of N" of a cell's parts (vlmgrid.cellrun.shards merges them). `Cell.running()` holds the cell's
 lock (vlmgrid.cellrun.lock) for a whole job. `CellPlan` is everything decided about a cell before it runs,
@@ -36,7 +37,8 @@ class Shard:
     def __post_init__(self) -> None:
         if self.count < 1 or not 1 <= self.index <= self.count:
             raise VlmgridError(
-                f"shard {self.index}/{self.count} does not exist: a shard is I/N with N >= 1 and I from 1 to N"
+                f"shard {self.index}/{self.count} does not "
+                "exist: a shard is I/N with N >= 1 and I from 1 to N"
             )
 
     @classmethod
@@ -50,8 +52,8 @@ class Shard:
         return f"{self.index}/{self.count}"
 
     def parts(self, n_parts: int) -> range:
-        """This shard's part indices: the count splits the parts into contiguous ranges whose sizes differ by one
-        at most (empty when there are fewer parts than shards)."""
+        """This shard's part indices: the count splits the parts into contiguous ranges whose sizes differ by
+        one at most (empty when there are fewer parts than shards)."""
         return range((self.index - 1) * n_parts // self.count, self.index * n_parts // self.count)
 
     def metadata(self, job: Job) -> dict:
@@ -101,9 +103,9 @@ class Cell:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Cell]:
-        """Hold the cell's lock while the block runs: a second run of the cell refuses at once, naming this one.
-        Folders the job leaves empty (`results/partial/<model>/`, then `results/partial/`) are removed as it
-        ends."""
+        """Hold the cell's lock while the block runs: a second run of the cell refuses at once, naming this
+        one. Folders the job leaves empty (`results/partial/<model>/`, then `results/partial/`) are removed as
+        it ends."""
         try:
             with cell_lock(self.partial_dir, str(self)):
                 yield self
@@ -111,7 +113,8 @@ class Cell:
             _remove_empty_folders(self.partial_dir.parent, levels=2)
 
     def write_not_applicable(self, model_settings: dict, reason: str) -> Path:
-        """The file of a cell the model cannot run: no rows, and why (any parts left belong to other settings)."""
+        """The file of a cell the model cannot run: no rows, and why (any parts left belong to other
+        settings)."""
         return write_not_applicable(
             model_name=self.model,
             model_settings=model_settings,
@@ -133,7 +136,8 @@ def _remove_empty_folders(folder: Path, levels: int) -> None:
 
 @dataclass(frozen=True)
 class InPlace:
-    """A checkpoint the model's manifest records in place: where loading reads it, and its files' fingerprint."""
+    """A checkpoint the model's manifest records in place: where loading reads it, and its files'
+    fingerprint."""
 
     location: Path
     fingerprint: str

@@ -34,11 +34,11 @@ SHARE = 10  # the check asks at most 1/SHARE of the cell's model requests
 
 
 def sample_positions(benchmark: str, requests: Sequence[int], k: int) -> list[int]:
-    """The record positions of the check's sample, in record order: records taken in an order drawn with a seed
-    made from the benchmark's name, up to `k` of them, while their `requests` (each record's, as the job counts
-    them) stay within 1/SHARE of the cell's. Every model of a benchmark that asks the same requests (and every
-    shard of a cell, which passes the whole benchmark's) checks the same items, run after run; the plan counts
-    the check's requests from the same positions."""
+    """The record positions of the check's sample, in record order: records taken in an order drawn with a
+    seed made from the benchmark's name, up to `k` of them, while their `requests` (each record's, as the job
+    counts them) stay within 1/SHARE of the cell's. Every model of a benchmark that asks the same requests
+    (and every shard of a cell, which passes the whole benchmark's) checks the same items, run after run; the
+    plan counts the check's requests from the same positions."""
     total = sum(requests)
     if k <= 0 or not len(requests):
         return []

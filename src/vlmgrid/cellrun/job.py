@@ -53,7 +53,8 @@ def job_fingerprint(
     prompts: dict[str, str] | None = None,
     weights: str | None = None,
 ) -> str:
-    """`weights`: the fingerprint of a checkpoint read in place, whose files can change under the same settings."""
+    """`weights`: the fingerprint of a checkpoint read in place, whose files can change under the same
+    settings."""
     identity = {
         "model": recorded_settings(model_settings),
         "data": manifest.get("fingerprint"),
@@ -129,10 +130,10 @@ def make_job(
     part_size: int,
     weights: str | None = None,
 ) -> Job:
-    """The job of one model on a prepared benchmark whose records ask `requests` model requests each (as the cost
-    plan counts them: vlmgrid.stages.cost_work.item_requests). The hashes of the benchmark's prompt sets are
-    part of the job's identity, so edited prompts never resume old parts; so is `weights`, the fingerprint of a
-    checkpoint read in place, so parts of edited weights are never resumed."""
+    """The job of one model on a prepared benchmark whose records ask `requests` model requests each (as the
+    cost plan counts them: vlmgrid.stages.cost_work.item_requests). The hashes of the benchmark's prompt sets
+    are part of the job's identity, so edited prompts never resume old parts; so is `weights`, the fingerprint
+    of a checkpoint read in place, so parts of edited weights are never resumed."""
     prompts = prompt_file_hashes(bench.prompts_dir)
     bounds = part_bounds(requests, part_size)
     fingerprint = job_fingerprint(

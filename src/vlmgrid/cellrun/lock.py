@@ -1,7 +1,7 @@
 """One run at a time per cell: an exclusive `flock` on a lock file beside the cell's parts folder.
 
-`vlmgrid infer` takes the lock of its cell (or of its shard, a job of its own) before it holds a GPU or reads a
-part, and keeps it until the predictions file is written and the parts are removed. A second run of the same
+`vlmgrid infer` takes the lock of its cell (or of its shard, a job of its own) before it holds a GPU or reads
+a part, and keeps it until the predictions file is written and the parts are removed. A second run of the same
 cell finds the lock held and stops at once, writing nothing, with one sentence naming the running process: the
 holder writes its pid, host, start time and command line into the lock file. The kernel drops the lock of a
 process that dies, a SIGKILL included, so a killed run never blocks the next one; its lock file, still naming
@@ -53,9 +53,9 @@ def cell_lock(partial_dir: Path, cell: str) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def exclusive_lock(path: Path, held: Callable[[Path, dict], None]) -> Iterator[Path]:
-    """Hold an exclusive lock on the file `path` while the block runs, writing who holds it into the file. When
-    another process holds it, `held(path, holder)` is called with what that process wrote ({} when it has not
-    yet): it raises to refuse, or returns to wait until the lock is dropped."""
+    """Hold an exclusive lock on the file `path` while the block runs, writing who holds it into the file.
+    When another process holds it, `held(path, holder)` is called with what that process wrote ({} when it has
+    not yet): it raises to refuse, or returns to wait until the lock is dropped."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = _take(path, held)
@@ -118,7 +118,7 @@ def _refusal(path: Path, cell: str, holder: dict) -> str:
         )
     pid, host = holder.get("pid"), holder.get("host", "an unknown host")
     return (
-        f"{cell}: another run of this cell is in progress (pid {pid} on {host}, since {holder.get('started')}: "
-        f"`{holder.get('command')}`), holding its lock {path}; wait for it to finish, or stop it "
-        f"(`kill {pid}` on {host}) and run this again"
+        f"{cell}: another run of this cell is in progress (pid {pid} on {host}, since "
+        f"{holder.get('started')}: `{holder.get('command')}`), holding its lock {path}; wait for it to "
+        f"finish, or stop it (`kill {pid}` on {host}) and run this again"
     )

@@ -89,8 +89,8 @@ class PartStore:
         return json.loads(path.read_text(encoding="utf-8"))["fallback"] if path.is_file() else None
 
     def save_invariance(self, items: int, result: dict) -> None:
-        """The batch check's result, kept so that a job resumed after it reuses it (`items`: the sample size it
-        was asked for; another size checks again)."""
+        """The batch check's result, kept so that a job resumed after it reuses it (`items`: the sample size
+        it was asked for; another size checks again)."""
         write_json(self.directory / "invariance.json", {"items": items, "result": result})
 
     def invariance(self, items: int) -> dict | None:

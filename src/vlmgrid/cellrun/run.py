@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 
 
 class CellRun:
-    """A cell's job while it runs: its parts (kept as they are done, so a killed job resumes at the first missing
-    one), the model run answering now, and the final write."""
+    """A cell's job while it runs: its parts (kept as they are done, so a killed job resumes at the first
+    missing one), the model run answering now, and the final write."""
 
     def __init__(self, cell: Cell, job: Job, model_settings: dict, check_items: int = 0) -> None:
         self.cell, self.job, self.model_settings = cell, job, model_settings
@@ -77,7 +77,8 @@ class CellRun:
     ) -> dict:
         """The batch check (`vlmgrid.cellrun.invariance`): the sample's items of this cell (or shard) answered
         again by `reanswer` (records -> rows, one request at a time) and compared with their rows; without
-        `reanswer` the model does not batch, and `reason` says so. Kept with the parts until the file is written.
+        `reanswer` the model does not batch, and `reason` says so. Kept with the parts until the file is
+        written.
         """
         if self.pending:
             raise RuntimeError("the batch check runs once every part is done")
@@ -228,7 +229,8 @@ class CellRun:
         return self.cell.out_path
 
     def runs(self) -> list[dict]:
-        """Every model run that made rows, with its rows (record positions, half-open ranges), in row order."""
+        """Every model run that made rows, with its rows (record positions, half-open ranges), in row
+        order."""
         return merge_runs(
             [
                 {**self._made_by[index], "rows": [[self.job.bounds[index], self.job.bounds[index + 1]]]}
@@ -239,12 +241,13 @@ class CellRun:
     def _check_rows(self, rows: list[dict], chunk) -> None:
         if {row["id"] for row in rows} != set(chunk["id"]):
             raise VlmgridError(
-                f"{self.cell.model} on {self.job.bench.name}: the protocol returned rows for other items than it "
-                f"was given; this is a bug, please report it"
+                f"{self.cell.model} on {self.job.bench.name}: the protocol returned rows for other items "
+                "than it was given; this is a bug, please report it"
             )
 
     def _failure_sentence(self, failures: dict[str, str], stopped: InferenceFailed | None) -> str:
-        """One sentence: what failed to run (items, distinct causes, the first ids), what is kept, what to do."""
+        """One sentence: what failed to run (items, distinct causes, the first ids), what is kept, what to
+        do."""
         from collections import Counter
 
         said = f"{self.cell.model} on {self.job.bench.name}: "

@@ -1,14 +1,14 @@
 """Shards: one cell's inference split over several jobs, then merged into its one predictions file.
 
 A shard is a contiguous range of whole parts (the parts of the unsharded job, at most `infer.part_size` model
-requests each: vlmgrid.cellrun.job), so every model batch sees the items it would see unsharded, and the merged
-file is byte for byte the file an unsharded `vlmgrid infer` writes. Shard `index` of `count` (from 1) writes
-`results/shards/<model>/<bench>/<index>-of-<count>.parquet` (docs/formats.md); `merge_shards` checks that
-all of them are there and were made by the job the config describes now, and writes the predictions file.
+requests each: vlmgrid.cellrun.job), so every model batch sees the items it would see unsharded, and the
+merged file is byte for byte the file an unsharded `vlmgrid infer` writes. Shard `index` of `count` (from 1)
+writes `results/shards/<model>/<bench>/<index>-of-<count>.parquet` (docs/formats.md); `merge_shards` checks
+that all of them are there and were made by the job the config describes now, and writes the predictions file.
 
-A benchmark with more shards than parts gives some shards no parts: they write a valid shard file with no rows,
-because how many parts a benchmark has is known only once it is prepared, after the workflow has planned its
-jobs.
+A benchmark with more shards than parts gives some shards no parts: they write a valid shard file with no
+rows, because how many parts a benchmark has is known only once it is prepared, after the workflow has planned
+its jobs.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ def merge_shards(
     missing = [index for index, path in enumerate(shard_paths, 1) if not Path(path).is_file()]
     if missing:
         raise VlmgridError(
-            f"{model_name} on {job.bench.name}: shard file(s) {', '.join(map(str, missing))} of {count} missing "
-            f"(first: {shard_paths[missing[0] - 1]}); run `{rerun} {missing[0]}/{count}` for each before merging"
+            f"{model_name} on {job.bench.name}: shard file(s) {', '.join(map(str, missing))} of {count} "
+            f"missing (first: {shard_paths[missing[0] - 1]}); run "
+            f"`{rerun} {missing[0]}/{count}` for each before merging"
         )
     tables: list[pa.Table] = []
     made_by: tuple[int, dict] | None = None  # the first shard that ran the model: its strategy and provenance
@@ -72,8 +73,8 @@ def merge_shards(
         elif ran != made_by[1]:
             raise VlmgridError(
                 f"shard file {path} differs from shard {made_by[0]} in how the model ran "
-                f"({_difference(ran, made_by[1])}); run every shard of a cell on the same kind of device with the "
-                f"same software, then merge"
+                f"({_difference(ran, made_by[1])}); run every shard of a cell on the same kind of device "
+                "with the same software, then merge"
             )
     merged = pa.concat_tables(tables) if tables else rows_to_table([])
     ran = made_by[1] if made_by else {"strategy": None, "provenance": None, "fallback": None}
@@ -92,7 +93,8 @@ def merge_shards(
 
 
 def _difference(one: dict, other: dict) -> str:
-    """The first field in which two shards' strategy and provenance differ: `provenance.device: 'A' vs 'B'`."""
+    """The first field in which two shards' strategy and provenance differ:
+    `provenance.device: 'A' vs 'B'`."""
     flat_one, flat_other = _flatten(one), _flatten(other)
     key = next(k for k in sorted(set(flat_one) | set(flat_other)) if flat_one.get(k) != flat_other.get(k))
     return f"{key}: {flat_one.get(key)!r} vs {flat_other.get(key)!r}"

@@ -31,9 +31,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Verdict:
-    """The publishing tool's own verdict on one answer, where its files keep one beside the answers (VLMEvalKit's
-    judge file): `hit` 1 or 0, `judge` whether its judge model gave the reading rather than its rule-based
-    matcher, `option` the letter it read where known (None: not known), `source` the file it was read from."""
+    """The publishing tool's own verdict on one answer, where its files keep one beside the answers
+    (VLMEvalKit's judge file): `hit` 1 or 0, `judge` whether its judge model gave the reading rather than its
+    rule-based matcher, `option` the letter it read where known (None: not known), `source` the file it was
+    read from."""
 
     hit: int
     judge: bool
@@ -44,9 +45,9 @@ class Verdict:
 @dataclass(frozen=True)
 class Answer:
     """One answer of the file: the record it answers (None: no record of the benchmark), the model's raw
-    text, and where in the file it stands (for messages), e.g. "line 7 (question_id 12)"; `verdict`: the tool's
-    own verdict on it, where the file keeps one; `error`: why the answer's text cannot be told (its row is then
-    an error row saying so, never a guess)."""
+    text, and where in the file it stands (for messages), e.g. "line 7 (question_id 12)"; `verdict`: the
+    tool's own verdict on it, where the file keeps one; `error`: why the answer's text cannot be told (its row
+    is then an error row saying so, never a guess)."""
 
     record_id: str | None
     raw: str
@@ -84,15 +85,15 @@ def check_answers(
     unknown = [answer for answer in answers if answer.record_id is None]
     if unknown:
         raise VlmgridError(
-            f"{path} has {len(unknown)} answer(s) to items that benchmark {bench} does not have, the first at "
-            f"{unknown[0].where}; import it into the benchmark it was made for"
+            f"{path} has {len(unknown)} answer(s) to items that benchmark {bench} does not have, the first "
+            f"at {unknown[0].where}; import it into the benchmark it was made for"
         )
     first: dict[str, Answer] = {}
     for answer in answers:
         if answer.record_id in first:
             raise VlmgridError(
-                f'{path} answers item "{answer.record_id}" of {bench} twice ({first[answer.record_id].where} and '
-                f"{answer.where}); keep one answer per item"
+                f'{path} answers item "{answer.record_id}" of {bench} twice ({first[answer.record_id].where} '
+                f"and {answer.where}); keep one answer per item"
             )
         first[answer.record_id] = answer
     missing = [item for item in records["id"].astype(str) if item not in first]
@@ -102,9 +103,9 @@ def check_answers(
         )
     if missing and not partial:
         raise VlmgridError(
-            f"{path} answers {len(first)} of the {len(records)} items of {bench}: {len(missing)} missing, the first "
-            f'"{missing[0]}"; a file of a subset is not scored as the whole benchmark: import a file that answers '
-            f"every item"
+            f"{path} answers {len(first)} of the {len(records)} items of {bench}: {len(missing)} missing, "
+            f'the first "{missing[0]}"; a file of a subset is not scored as the whole benchmark: import a '
+            "file that answers every item"
         )
 
 
@@ -139,7 +140,8 @@ def read_line_breaks(path: Path, lines: list[tuple[int, dict]], key: str) -> lis
 
 
 def places(index: dict[tuple, str]) -> dict[tuple, list[tuple[str, str]]]:
-    """{place: [(record id, question)]} of an index keyed (place..., question), e.g. (split, image, question)."""
+    """{place: [(record id, question)]} of an index keyed (place..., question), e.g. (split, image,
+    question)."""
     found: dict[tuple, list[tuple[str, str]]] = {}
     for key, record_id in index.items():
         found.setdefault(key[:-1], []).append((record_id, key[-1]))
@@ -154,9 +156,9 @@ def check_questions(
     place: str,
 ) -> None:
     """Refuse the first answer that matched no record although its `place` (the image, the split and image)
-    holds a record no answer matched: the questions differ, shown side by side (the record's closest question).
-    `asked[i]`: (place, question) of `answers[i]`. An answer whose place has every record answered is an item
-    the benchmark lacks, which `check_answers` says."""
+    holds a record no answer matched: the questions differ, shown side by side (the record's closest
+    question). `asked[i]`: (place, question) of `answers[i]`. An answer whose place has every record answered
+    is an item the benchmark lacks, which `check_answers` says."""
     answered = {answer.record_id for answer in answers}
     for answer, (where, question) in zip(answers, asked):
         if answer.record_id is not None:
@@ -170,8 +172,8 @@ def check_questions(
             )
             raise VlmgridError(
                 f"{path} {answer.where} asks {question!r}, but item {record_id}, of the same {place}, asks "
-                f"{theirs!r} and no answer matches it: the file's questions differ from the benchmark's; import "
-                f"answers made from this benchmark's questions"
+                f"{theirs!r} and no answer matches it: the file's questions differ from the benchmark's; "
+                "import answers made from this benchmark's questions"
             )
 
 
@@ -187,8 +189,8 @@ def unique_index(records: pd.DataFrame, key_of: Callable[[pd.Series], tuple], wh
         key = key_of(record)
         if key in index:
             raise VlmgridError(
-                f'records "{index[key]}" and "{record["id"]}" have the same {what}, so answers cannot be told apart; '
-                f"prepare the benchmark again"
+                f'records "{index[key]}" and "{record["id"]}" have the same {what}, so answers cannot be '
+                "told apart; prepare the benchmark again"
             )
         index[key] = str(record["id"])
     return index
@@ -204,8 +206,8 @@ _TOKEN_START = re.compile(
 
 def cut_short(error: json.JSONDecodeError, text: str) -> bool:
     """Whether JSON text failed because it ends too early (a file copied or written only in part): a string
-    never closed, an escape or the error at the text's very end, or only the start of a token (true, 1.5e3) from
-    where the parser stopped to the end."""
+    never closed, an escape or the error at the text's very end, or only the start of a token (true, 1.5e3)
+    from where the parser stopped to the end."""
     if error.msg.startswith("Unterminated string") or error.pos >= len(text.rstrip()):
         return True
     if error.msg.startswith("Invalid \\uXXXX escape"):  # the escape, even whole, is the text's end
@@ -236,8 +238,8 @@ def _text_lines(path: Path) -> list[str]:
 
 
 def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tuple[int, dict]]:
-    """The file's JSON objects with their line numbers (blank lines skipped); a line that is not one, or lacks a
-    `required` key, is refused in one sentence saying the file is not `what`; a line cut short is named."""
+    """The file's JSON objects with their line numbers (blank lines skipped); a line that is not one, or lacks
+    a `required` key, is refused in one sentence saying the file is not `what`; a line cut short is named."""
     if not path.is_file():
         raise VlmgridError(f"{path} is not a file; {what} is one JSON object a line")
     lines = []
@@ -264,9 +266,9 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
 
 
 def first_json_object(path: Path) -> dict | None:
-    """The object on the file's first non-blank line (None when that line is not a JSON object): enough to tell
-    a JSON-lines format by its keys without reading the whole file. A file of that one line, cut short, is
-    refused naming it (no format could be told from it, and the cause is the copy), and so is a file that
+    """The object on the file's first non-blank line (None when that line is not a JSON object): enough to
+    tell a JSON-lines format by its keys without reading the whole file. A file of that one line, cut short,
+    is refused naming it (no format could be told from it, and the cause is the copy), and so is a file that
     cannot be read."""
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:

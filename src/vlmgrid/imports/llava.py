@@ -1,6 +1,6 @@
-"""`llava-answers`: the answer files of LLaVA's evaluation scripts (haotian-liu/LLaVA `llava/eval/model_vqa_loader.py`,
-`model_vqa_science.py`, `model_vqa_mmbench.py`): JSON lines `{"question_id", "prompt", "text", "answer_id",
-"model_id", "metadata"}` (MMBench adds `round_id`, `options`, `option_char`).
+"""`llava-answers`: the answer files of LLaVA's evaluation scripts (haotian-liu/LLaVA
+`llava/eval/model_vqa_loader.py`, `model_vqa_science.py`, `model_vqa_mmbench.py`): JSON lines `{"question_id",
+"prompt", "text", "answer_id", "model_id", "metadata"}` (MMBench adds `round_id`, `options`, `option_char`).
 
 `question_id` is the id of LLaVA's own question file, which is not always the published dataset's id; each
 benchmark kind is matched as LLaVA's own scorer matches it:
@@ -14,9 +14,9 @@ benchmark kind is matched as LLaVA's own scorer matches it:
 - TextVQA (`llava/eval/eval_textvqa.py`): in `llava_textvqa_val_v051_ocr.jsonl`, `question_id` is TextVQA's
   *image* id; an answer is the record with that `image_id` whose question (lowercased) is the prompt's first
   line that is not the "Reference OCR token:" line.
-- POPE (`llava/eval/eval_pope.py`): `question_id` numbers the questions of `llava_pope_test.jsonl`, whose lines
-  give `category` (the split), `image` and `text`; the answers name nothing else, so that question file is
-  needed (`questions`). An answer is the record of that split, image (`image_source`, by file name without
+- POPE (`llava/eval/eval_pope.py`): `question_id` numbers the questions of `llava_pope_test.jsonl`, whose
+  lines give `category` (the split), `image` and `text`; the answers name nothing else, so that question file
+  is needed (`questions`). An answer is the record of that split, image (`image_source`, by file name without
   extension) and question.
 - ScienceQA-IMG (`llava/eval/eval_science_qa.py`): `question_id` is ScienceQA's problem id. Records that
   carry it (a `pid` column, or problem ids as ids: the release's problems.json) are matched by it, and the
@@ -85,8 +85,9 @@ def _mmbench(path, lines, records, questions) -> list[Answer]:
         round_id = item.get("round_id", item.get("round_idx", 0))
         if round_id not in (0, None):
             raise VlmgridError(
-                f"{path} {_where(n, item)} is round {round_id}: LLaVA's --all-rounds rotations are not MMBench's "
-                f"published circular copies (which the dev file holds as rows of their own); keep the round-0 lines"
+                f"{path} {_where(n, item)} is round {round_id}: LLaVA's --all-rounds rotations are not "
+                "MMBench's published circular copies (which the dev file "
+                "holds as rows of their own); keep the round-0 lines"
             )
         record_id = str(item["question_id"])
         shown = item.get("options")
@@ -97,7 +98,8 @@ def _mmbench(path, lines, records, questions) -> list[Answer]:
         ):
             raise VlmgridError(
                 f"{path} {_where(n, item)} answers the options {shown!r}, but item {record_id} has "
-                f"{options_of[record_id]!r}: the file was made from another MMBench version; import it into that one"
+                f"{options_of[record_id]!r}: the file was made "
+                "from another MMBench version; import it into that one"
             )
         answers.append(Answer(record_id if record_id in options_of else None, _text(item), _where(n, item)))
     return answers
@@ -119,8 +121,8 @@ def mme_index(records: pd.DataFrame) -> dict[tuple, str]:
 def _by_question(
     path, keyed: list[tuple[tuple, str, str]], index: dict[tuple, str], place: str
 ) -> list[Answer]:
-    """Answers matched by their keys (place..., question), each given as (key, raw text, where); an answer whose
-    question differs from that of a record of its place is refused showing both (`check_questions`)."""
+    """Answers matched by their keys (place..., question), each given as (key, raw text, where); an answer
+    whose question differs from that of a record of its place is refused showing both (`check_questions`)."""
     answers = [Answer(index.get(key), raw, where) for key, raw, where in keyed]
     check_questions(path, answers, [(key[:-1], key[-1]) for key, _, _ in keyed], places(index), place)
     return answers
@@ -156,8 +158,8 @@ def _textvqa(path, lines, records, questions) -> list[Answer]:
 def _pope(path, lines, records, questions) -> list[Answer]:
     if questions is None:
         raise VlmgridError(
-            f"{path}: LLaVA's POPE answers name their questions only by the question_id of LLaVA's question file; "
-            f"give that file with --questions (llava_pope_test.jsonl)"
+            f"{path}: LLaVA's POPE answers name their questions only by the question_id of LLaVA's question "
+            "file; give that file with --questions (llava_pope_test.jsonl)"
         )
     asked = {
         item["question_id"]: item
@@ -179,8 +181,8 @@ def _pope(path, lines, records, questions) -> list[Answer]:
         question = asked.get(item["question_id"])
         if question is None:
             raise VlmgridError(
-                f"{path} {_where(n, item)} is not a question of {questions}: give the question file the answers "
-                f"were made from"
+                f"{path} {_where(n, item)} is not a question of {questions}: give the question file the "
+                "answers were made from"
             )
         key = (
             str(question["category"]),
@@ -257,10 +259,10 @@ def match_scienceqa(path: Path, asked: list[Asked], records: pd.DataFrame) -> li
         if answer.prompt is None:
             if pids is None:
                 raise VlmgridError(
-                    f"{path} names its answers only by ScienceQA's problem id, which the records of this benchmark "
-                    f"do not keep (a copy prepared from the hub's parquet files has none); prepare it from the "
-                    f"authors' release (problems.json, pid_splits.json), or import the answers file or its "
-                    f"_output.jsonl, whose prompts name the questions"
+                    f"{path} names its answers only by ScienceQA's problem id, which the records of this "
+                    "benchmark do not keep (a copy prepared from the hub's parquet files has none); prepare "
+                    "it from the authors' release (problems.json, pid_splits.json), or import the answers "
+                    "file or its _output.jsonl, whose prompts name the questions"
                 )
             if answer.problem not in pids:
                 elsewhere += 1  # a text-only problem of the split: not in ScienceQA-IMG
@@ -275,9 +277,9 @@ def match_scienceqa(path: Path, asked: list[Asked], records: pd.DataFrame) -> li
             record_id = pids.get(answer.problem)
             if record_id is not None and text not in prompts[record_id]:
                 raise VlmgridError(
-                    f"{path} {answer.where} asks {text[:80]!r}..., which is not the question of item {record_id} "
-                    f"(problem {answer.problem}) in either of LLaVA's prompt forms: the answers were made from "
-                    f"another ScienceQA copy; import them into that one"
+                    f"{path} {answer.where} asks {text[:80]!r}..., which is not the question of item "
+                    f"{record_id} (problem {answer.problem}) in either of LLaVA's prompt forms: the answers "
+                    "were made from another ScienceQA copy; import them into that one"
                 )
         else:
             record_id = next((item for item in waiting.get(text, []) if item not in taken), None)

@@ -9,7 +9,8 @@ not published.
   item is reported missing, never scored wrong).
 - `<model>_result.json`: `{"acc", "correct", "count", "results": {problem id: option index},
   "outputs": {problem id: the model's text}}`: no prompts, so it is read only into records that carry
-  ScienceQA's problem ids (a benchmark prepared from the authors' release keeps them as `pid`); an output "FAILED" with the index -1 is the same unanswered problem.
+  ScienceQA's problem ids (a benchmark prepared from the authors' release keeps them as `pid`); an output
+  "FAILED" with the index -1 is the same unanswered problem.
 
 Both are matched as LLaVA's answers file is (`vlmgrid.imports.llava.match_scienceqa`).
 """

@@ -6,8 +6,8 @@ document, the sample lmms_eval/evaluator.py builds as `lmms_eval/loggers/evaluat
 `save_results_samples` writes it (`json.dumps(..., ensure_ascii=False)`, since e20d5d6b, v0.2.4); before it
 (v0.1.0 to v0.2.3.post1) `lmms_eval/__main__.py` wrote `<output_path>/<task>.json`, `{"args", "model_configs"
 (whose "task" names the task), "logs": [the samples by doc_id], "time"}`, `indent=4`. What each release's
-sample holds (the keys read here in every one: `doc_id`, `target`, `filtered_resps`, and the prompt as `input`,
-or as `arguments` in a `<task>.json`):
+sample holds (the keys read here in every one: `doc_id`, `target`, `filtered_resps`, and the prompt as
+`input`, or as `arguments` in a `<task>.json`):
 
 - v0.1.0 to v0.2.3.post1 (`<task>.json`): doc_id, target, doc, arguments (v0.2.0: `[[prompt, doc_id, task,
   split]]`), resps, filtered_resps (`[text]`), then one key per value the task's `process_results` returned.
@@ -19,8 +19,8 @@ or as `arguments` in a `<task>.json`):
 - v0.7 on (d8fcb9c3): a single request's filtered_resps is written bare (the text), token_counts after it:
   doc_id, target, filtered_resps, token_counts, doc_hash, the values, input.
 
-FILE is one such file or a folder of them (a run's folder: the samples of the tasks that answer the benchmark's
-kind are read, the others skipped), so that the three POPE tasks of one run are imported together.
+FILE is one such file or a folder of them (a run's folder: the samples of the tasks that answer the
+benchmark's kind are read, the others skipped), so that the three POPE tasks of one run are imported together.
 
 The lines never name the task, so the file name (or the config) does; each task is matched by the ids its
 `process_results` keeps (`lmms_eval/tasks/<task>/utils.py`), read under the keys of `TASKS` (a key that moved
@@ -51,8 +51,8 @@ has each of its names, with the releases that write it), and its gold is checked
   four either letter is taken as the gold.
 
 None of these keys moved between the releases but MME's perception key. A sample without the task's key under
-any of its names, or without `doc_id` or `filtered_resps`, is refused naming the file, the key and the releases
-read here.
+any of its names, or without `doc_id` or `filtered_resps`, is refused naming the file, the key and the
+releases read here.
 """
 
 from __future__ import annotations
@@ -117,9 +117,9 @@ MMVP_KEYS = (
 
 @dataclass(frozen=True)
 class Reading:
-    """Where a task's samples keep lmms-eval's own verdict on the answer (its `process_results` value): the field
-    `hit` (1 or 0) of the task's value, or with `top` the sample's own key of that name, and the field `read`
-    holding the answer as the task read it (None: none is kept)."""
+    """Where a task's samples keep lmms-eval's own verdict on the answer (its `process_results` value): the
+    field `hit` (1 or 0) of the task's value, or with `top` the sample's own key of that name, and the field
+    `read` holding the answer as the task read it (None: none is kept)."""
 
     hit: str
     read: str | None = None
@@ -151,20 +151,24 @@ class Task:
         return value(sample, *self.keys)
 
     def verdict(self, sample: Sample) -> Verdict | str | None:
-        """lmms-eval's verdict on the sample, read from the value its process_results stored (never recomputed);
-        None for a task whose values hold no verdict, a sentence when this sample's value holds none."""
+        """lmms-eval's verdict on the sample, read from the value its process_results stored (never
+        recomputed); None for a task whose values hold no verdict, a sentence when this sample's value holds
+        none."""
         if self.reading is None:
             return None
         if self.reading.top:
             holder, under = sample.item, ""
         else:
             holder = self.result(sample)
-            under = f" under `{next(key.name for key in self.keys if isinstance(sample.item.get(key.name), dict))}`"
+            under = (
+                " under "
+                f"`{next(key.name for key in self.keys if isinstance(sample.item.get(key.name), dict))}`"
+            )
         hit = holder.get(self.reading.hit)
         if not isinstance(hit, (int, float)) or hit not in (0, 1):
             return (
-                f"{sample.where} has no `{self.reading.hit}` of 1.0 or 0.0{under}, so lmms-eval's own reading "
-                f"is not kept"
+                f"{sample.where} has no `{self.reading.hit}` of 1.0 or 0.0{under}, so lmms-eval's own "
+                "reading is not kept"
             )
         read = holder.get(self.reading.read) if self.reading.read else None
         return Verdict(int(hit), False, read if isinstance(read, str) else None, str(sample.file))
@@ -202,8 +206,9 @@ def task_name(file: Path) -> str:
     data = _json(file) if file.suffix == ".json" else None
     if not isinstance(data, dict) or not isinstance(data.get("logs"), list):
         raise VlmgridError(
-            f"{file} is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the task: "
-            f"keep it) nor an older `<task>.json` with a `logs` list (0.1 to 0.2.3); give the right --format"
+            f"{file} is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the "
+            "task: keep it) nor an older `<task>.json` with a "
+            "`logs` list (0.1 to 0.2.3); give the right --format"
         )
     config = data.get("model_configs", data.get("config"))
     task = config.get("task") if isinstance(config, dict) else None
@@ -286,8 +291,8 @@ def _other_version(
     sample: Sample, what: str, theirs: Any, record_id: str, ours: Any, bench: str
 ) -> VlmgridError:
     return VlmgridError(
-        f"{sample.file} {sample.where} gives {what} {theirs!r}, but item {record_id} has {ours!r}: the samples were "
-        f"made from another {bench} copy; import them into that one"
+        f"{sample.file} {sample.where} gives {what} {theirs!r}, but item {record_id} has {ours!r}: the "
+        f"samples were made from another {bench} copy; import them into that one"
     )
 
 
@@ -373,10 +378,10 @@ def _pope_any_split(
     shared = question_ids[question_ids.duplicated()]
     if len(shared):
         raise VlmgridError(
-            f"{samples[0].file} holds lmms-eval's pope task, whose question_id restarts in each of POPE's splits "
-            f"(question_id {shared.iloc[0]} names {int((question_ids == shared.iloc[0]).sum())} items of this "
-            f"benchmark), so its answers name no single item; run the tasks pope_adv, pope_pop and pope_random "
-            f"and import the folder of their samples"
+            f"{samples[0].file} holds lmms-eval's pope task, whose question_id restarts in each of POPE's "
+            f"splits (question_id {shared.iloc[0]} names {int((question_ids == shared.iloc[0]).sum())} items "
+            "of this benchmark), so its answers name no single item; run the tasks pope_adv, pope_pop and "
+            "pope_random and import the folder of their samples"
         )
     id_of = dict(zip(question_ids, records["id"].astype(str)))
     gold = dict(zip(records["id"].astype(str), records["answer"].astype(str)))
@@ -547,13 +552,14 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
             log.info(f"{file}: skipped, the samples of lmms-eval task {name} do not answer {kind} benchmarks")
         elif task is None:
             raise VlmgridError(
-                f"{file} holds the samples of lmms-eval task {name}, whose documents cannot be matched to items; "
-                f"the tasks read are {', '.join(TASKS)}"
+                f"{file} holds the samples of lmms-eval task {name}, whose documents cannot be matched to "
+                f"items; the tasks read are {', '.join(TASKS)}"
             )
         else:
             raise VlmgridError(
-                f"{file} holds the samples of lmms-eval task {name}, which answer {task.kind} benchmarks, not {kind} "
-                f"ones (the tasks read for {kind} are {_tasks_for(kind)}); import it into a {task.kind} benchmark"
+                f"{file} holds the samples of lmms-eval task {name}, which answer {task.kind} benchmarks, "
+                f"not {kind} ones (the tasks read for {kind} are "
+                f"{_tasks_for(kind)}); import it into a {task.kind} benchmark"
             )
     if not answers and path.is_dir():
         raise VlmgridError(

@@ -69,9 +69,9 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
             shown = [squeeze(row[c]) for c in LETTERS if c in table.columns and _given(row[c])]
             if squeeze(row["question"]) != squeeze(record["question"]) or shown != options:
                 raise VlmgridError(
-                    f"{path} {where} asks {squeeze(row['question'])[:60]!r} with the options {shown!r}, but item "
-                    f"{record_id} asks {squeeze(record['question'])[:60]!r} with {options!r}: the file was made from "
-                    f"another MMBench version; import it into that one"
+                    f"{path} {where} asks {squeeze(row['question'])[:60]!r} with the options {shown!r}, but "
+                    f"item {record_id} asks {squeeze(record['question'])[:60]!r} with {options!r}: the file "
+                    "was made from another MMBench version; import it into that one"
                 )
             letter = LETTERS[int(record["answer_index"])]
             if "answer" in table.columns and _given(row["answer"]) and str(row["answer"]).strip() != letter:

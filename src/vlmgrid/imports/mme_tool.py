@@ -1,5 +1,5 @@
-"""`mme-eval-tool`: a result folder of MME's official eval tool (BradyFU's `eval_tool/calculation.py` reads it):
-one `<subtask>.txt` per subtask, each line `image<TAB>question<TAB>gold (Yes/No)<TAB>model answer`.
+"""`mme-eval-tool`: a result folder of MME's official eval tool (BradyFU's `eval_tool/calculation.py` reads
+it): one `<subtask>.txt` per subtask, each line `image<TAB>question<TAB>gold (Yes/No)<TAB>model answer`.
 
 An answer is the record of that subtask whose image has that file name (without extension: LLaVA's
 `convert_answer_to_mme.py` writes the question file's name, "10002.txt", where the tool's examples name the
@@ -7,11 +7,11 @@ image, "10002.jpg") and whose question is the line's (without "Please answer yes
 is not the record's means the folder was made from another MME version, and is refused.
 
 The folders are partial by construction: a release lacks the images of a few questions (LLaVA-1.5's folders
-answer 2,350 to 2,372 of the 2,374), so a folder is imported as it is (`partial`), and scored as the tool scores
-it, over the questions it holds. The tool reads a subtask's lines in consecutive pairs, one image's two
+answer 2,350 to 2,372 of the 2,374), so a folder is imported as it is (`partial`), and scored as the tool
+scores it, over the questions it holds. The tool reads a subtask's lines in consecutive pairs, one image's two
 questions, for acc+; so an image is answered whole or not at all, and one with a question missing is refused.
-A `.txt` saved with a byte-order mark (Notepad on Windows) reads as without one; one that cannot be read, or is
-not UTF-8, is refused naming it.
+A `.txt` saved with a byte-order mark (Notepad on Windows) reads as without one; one that cannot be read, or
+is not UTF-8, is refused naming it.
 """
 
 from __future__ import annotations
@@ -74,15 +74,15 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
             where = f"{file.name} line {n}"
             if len(fields) != 4:
                 raise VlmgridError(
-                    f"{path}/{where} has {len(fields)} tab-separated fields, not 4 (image, question, gold answer, "
-                    f"model answer): the folder is not an MME eval-tool result"
+                    f"{path}/{where} has {len(fields)} tab-separated fields, not 4 (image, question, gold "
+                    "answer, model answer): the folder is not an MME eval-tool result"
                 )
             image, question, truth, raw = fields
             record_id = index.get((subtask, stem(image), mme_question(question)))
             if record_id is not None and truth.strip().lower() != gold[record_id]:
                 raise VlmgridError(
-                    f"{path}/{where} gives the gold answer {truth!r}, but item {record_id} is {gold[record_id]!r}: "
-                    f"the folder was made from another MME version"
+                    f"{path}/{where} gives the gold answer {truth!r}, but item {record_id} is "
+                    f"{gold[record_id]!r}: the folder was made from another MME version"
                 )
             answers.append(Answer(record_id, raw, where))
     _check_whole_images(path, answers, records)
@@ -98,9 +98,9 @@ def _check_whole_images(path: Path, answers: list[Answer], records: pd.DataFrame
         if given and len(given) < len(ids):
             lacking = next(item for item in ids if item not in answered)
             raise VlmgridError(
-                f"{path}/{answered[given[0]].where} answers {len(given)} of the {len(ids)} questions of image "
-                f'{image}, item "{lacking}" has no line: the eval tool scores an image\'s questions together (acc+), '
-                f"so give the folder all of them or none"
+                f"{path}/{answered[given[0]].where} answers {len(given)} of the {len(ids)} questions of "
+                f'image {image}, item "{lacking}" has no line: the eval tool scores an image\'s questions '
+                "together (acc+), so give the folder all of them or none"
             )
 
 

@@ -37,8 +37,8 @@ MAX_RATIO = 100
 MAX_RATIO_FROM = 1 << 20
 _DTD = tuple("<!DOCTYPE".encode(encoding) for encoding in ("utf-8", "utf-16-le", "utf-16-be"))
 _CHUNK = 1 << 20
-# An answer file this user may not read: what follows its path in the sentence (vlmgrid.filehashes.unreadable's
-# `denied`), the fix for the one file rather than a whole release
+# An answer file this user may not read: what follows its path in the sentence
+# (vlmgrid.filehashes.unreadable's `denied`), the fix for the one file rather than a whole release
 DENIED = "cannot be read: permission denied; make it readable by this user (chmod u+r) and run again"
 
 
@@ -66,10 +66,10 @@ def _declares_dtd(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bool:
 
 def check_workbook(path: Path) -> None:
     """Refuse, naming the file and the member, a workbook that would unpack beyond MAX_UNPACKED, a member that
-    inflates more than MAX_RATIO times, or XML that declares a DTD. The sizes are those the zip declares, checked
-    before anything is inflated; they bound every later read too, because zipfile never inflates a member past
-    its declared size (a member that holds more fails its CRC check). A file that is not a zip passes: reading
-    it says so."""
+    inflates more than MAX_RATIO times, or XML that declares a DTD. The sizes are those the zip declares,
+    checked before anything is inflated; they bound every later read too, because zipfile never inflates a
+    member past its declared size (a member that holds more fails its CRC check). A file that is not a zip
+    passes: reading it says so."""
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError):
@@ -108,9 +108,9 @@ def check_workbook(path: Path) -> None:
 
 
 def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
-    """The workbook's first sheet, every cell as text ("" where empty, unless `na_values` says otherwise), once
-    `check_workbook` has passed it, a formula's cell as the text it was written from (the module's docstring);
-    a file that is no readable workbook is refused in one sentence."""
+    """The workbook's first sheet, every cell as text ("" where empty, unless `na_values` says otherwise),
+    once `check_workbook` has passed it, a formula's cell as the text it was written from (the module's
+    docstring); a file that is no readable workbook is refused in one sentence."""
     check_workbook(path)
     try:
         frame = pd.read_excel(path, engine="openpyxl", dtype=str, keep_default_na=False, **kwargs)
@@ -133,9 +133,9 @@ def read_workbook(path: Path, **kwargs) -> pd.DataFrame:
             continue
         if text is None:
             untold[(at[0], str(frame.columns[at[1]]))] = (
-                f"{path.name} cell {cell} holds the formula {stored!r}, which xlsxwriter rewrote from the text it was "
-                f"given (a workbook of VLMEvalKit before 63a279f1 wrote a text beginning with '=' as a formula), so "
-                f"that text cannot be told"
+                f"{path.name} cell {cell} holds the formula {stored!r}, which xlsxwriter rewrote from the "
+                "text it was given (a workbook of VLMEvalKit before 63a279f1 wrote a text beginning with '=' "
+                "as a formula), so that text cannot be told"
             )
         else:
             frame.iat[at] = text
@@ -182,8 +182,8 @@ def _formulas(path: Path) -> dict[tuple[int, int], tuple[str, str | None, str]]:
 
 
 def read_text(path: Path) -> str:
-    """The file's text as UTF-8, without the byte-order mark that Excel and Notepad on Windows put first; a file
-    that cannot be read, or is not UTF-8, is refused in one sentence naming it."""
+    """The file's text as UTF-8, without the byte-order mark that Excel and Notepad on Windows put first; a
+    file that cannot be read, or is not UTF-8, is refused in one sentence naming it."""
     try:
         data = path.read_bytes()
     except OSError as error:

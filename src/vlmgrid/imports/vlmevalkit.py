@@ -14,9 +14,9 @@ Each dataset's rows are matched to the records by the ids and texts both keep, a
 against the record's (a mismatch means the file was made from another version of the dataset):
 
 - `MMBench_DEV_EN`, `MMBench_DEV_EN_V11` (mmbench): `index` is the dev file's index, circular copies included
-  (q + k * 1,000,000), i.e. our record id; options `A`-`E` (empty where the question has fewer) and the `answer`
-  letter must be the record's. V11 is another release of the questions: its rows are not those of a v1.0
-  benchmark, and are refused as such.
+  (q + k * 1,000,000), i.e. our record id; options `A`-`E` (empty where the question has fewer) and the
+  `answer` letter must be the record's. V11 is another release of the questions: its rows are not those of a
+  v1.0 benchmark, and are refused as such.
 - `MME` (mme): `category` (the subtask) and `question` (ending "Please answer yes or no."); gold `answer`
   "Yes"/"No". The image's two questions differ, so the question tells them apart.
 - `POPE` (pope, pope_coco): one row per distinct question of an image, `category` listing the splits that ask
@@ -32,12 +32,13 @@ against the record's (a mismatch means the file was made from another version of
 
 Texts are compared with white space squeezed and case folded. Rows and records that share these texts (POPE
 asks "Is there a person in the image?" of many images, an MMVP pair asks one question of two images) are
-matched in the order of the rows' `index`, the order of the dataset that both keep (not the file's order, which
-a spreadsheet may have re-sorted); where the file keeps `image_path` the row goes first to the record of that
-image (by file name without extension).
+matched in the order of the rows' `index`, the order of the dataset that both keep (not the file's order,
+which a spreadsheet may have re-sorted); where the file keeps `image_path` the row goes first to the record of
+that image (by file name without extension).
 
-Where VLMEvalKit's judge file lies beside a ScienceQA prediction file (`<model>_<dataset>_<judge>_result.xlsx`,
-`vlmevalkit_judge`), its per-row verdicts ride with the answers (`Answer.verdict`), read, never re-run.
+Where VLMEvalKit's judge file lies beside a ScienceQA prediction file
+(`<model>_<dataset>_<judge>_result.xlsx`, `vlmevalkit_judge`), its per-row verdicts ride with the answers
+(`Answer.verdict`), read, never re-run.
 
 Cells are text: a prediction or option "None", "NA" or "null" is that text; a `.tsv` or `.json` saved with a
 byte-order mark (Excel on Windows) reads as without one; a workbook is read only once `imports.reading` has
@@ -118,8 +119,9 @@ def dataset_name(path: Path) -> str:
     if name is not None:
         return name
     raise VlmgridError(
-        f"{path} is not named <model>_<dataset>{path.suffix} for a dataset whose rows can be matched to items "
-        f"(VLMEvalKit's file name says the dataset: keep it); the datasets read are {', '.join(DATASETS)}"
+        f"{path} is not named <model>_<dataset>{path.suffix} for a dataset whose rows can be matched to "
+        "items (VLMEvalKit's file name says the dataset: keep it); the datasets read are "
+        f"{', '.join(DATASETS)}"
     )
 
 
@@ -276,9 +278,9 @@ def _mmbench(path: Path, rows: list[Row], records: pd.DataFrame, dataset: str) -
 
 @dataclass(frozen=True)
 class Texts:
-    """How the rows of a dataset name their records: the texts both keep (`record_key`, `row_keys`: one key per
-    record the row answers), the gold both give (`record_gold`, `row_gold`; `accepts` says whether a row's gold
-    is the record's) and the image's file name where both keep one."""
+    """How the rows of a dataset name their records: the texts both keep (`record_key`, `row_keys`: one key
+    per record the row answers), the gold both give (`record_gold`, `row_gold`; `accepts` says whether a row's
+    gold is the record's) and the image's file name where both keep one."""
 
     record_key: Callable[[pd.Series], tuple]
     row_keys: Callable[[Row, str], list[tuple]]
@@ -472,8 +474,8 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
         if not files:
             raise VlmgridError(
                 f"{path} holds no VLMEvalKit prediction file for {kind} benchmarks (it holds "
-                f"{', '.join(found.values()) or 'none'}); the datasets read for {kind} are {_for_kind(kind)}, in "
-                f"files named <model>_<dataset>.xlsx"
+                f"{', '.join(found.values()) or 'none'}); the datasets read for {kind} are "
+                f"{_for_kind(kind)}, in files named <model>_<dataset>.xlsx"
             )
         return [
             answer for file, dataset in files.items() for answer in _read_file(file, dataset, records, kind)
@@ -482,8 +484,8 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
     if kind not in DATASETS[dataset]:
         raise VlmgridError(
             f"{path} holds VLMEvalKit's predictions for {dataset}, whose rows answer {DATASETS[dataset][0]} "
-            f"benchmarks, not {kind} ones (the datasets read for {kind} are {_for_kind(kind)}); import it into a "
-            f"{DATASETS[dataset][0]} benchmark"
+            f"benchmarks, not {kind} ones (the datasets read for {kind} are {_for_kind(kind)}); import it "
+            f"into a {DATASETS[dataset][0]} benchmark"
         )
     return _read_file(path, dataset, records, kind)
 

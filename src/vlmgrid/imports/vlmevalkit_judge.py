@@ -1,18 +1,20 @@
 """VLMEvalKit's judge file beside a prediction file: its own per-row verdicts, read (never re-run).
 
-Layout (open-compass/VLMEvalKit at e8e78f05: `vlmeval/dataset/image_mcq.py` `ImageMCQDataset.evaluate_heuristic`,
-`vlmeval/dataset/utils/multiple_choice.py` `mcq_vanilla_eval` and `eval_vanilla`, `vlmeval/smp/file.py`
-`get_intermediate_file_path`): evaluating `<model>_<dataset>.xlsx` writes `<model>_<dataset>_<judge>_result.xlsx`
-beside it (`.tsv` or `.json` under PRED_FORMAT; before 9cc14cd0, 2025-09-12, the prediction file's own
-extension), `<judge>` the judge's name as run.py gives it: `openai` (chatgpt-0125, its default until
-a9343a1e), `gpt-4o-mini` (its default since), `exact_matching` (no judge), or the `--judge` given. The rows are
-the prediction file's, sorted by `index`, its column names lower-cased (the option letters kept), plus `hit`
-(1 when the letter read is the gold `answer`, else 0) and `log`, "Match Log: <text>. " where <text> is:
+Layout (open-compass/VLMEvalKit at e8e78f05: `vlmeval/dataset/image_mcq.py`
+`ImageMCQDataset.evaluate_heuristic`, `vlmeval/dataset/utils/multiple_choice.py` `mcq_vanilla_eval` and
+`eval_vanilla`, `vlmeval/smp/file.py` `get_intermediate_file_path`): evaluating `<model>_<dataset>.xlsx`
+writes `<model>_<dataset>_<judge>_result.xlsx` beside it (`.tsv` or `.json` under PRED_FORMAT; before
+9cc14cd0, 2025-09-12, the prediction file's own extension), `<judge>` the judge's name as run.py gives it:
+`openai` (chatgpt-0125, its default until a9343a1e), `gpt-4o-mini` (its default since), `exact_matching` (no
+judge), or the `--judge` given. The rows are the prediction file's, sorted by `index`, its column names
+lower-cased (the option letters kept), plus `hit` (1 when the letter read is the gold `answer`, else 0) and
+`log`, "Match Log: <text>. " where <text> is:
 
 - the `prediction` itself, when the option matcher (`can_infer`, `vlmevalkit_matcher`) read it;
 - the judge model's answer, when the matcher read nothing and the judge's answer named an option;
 - "Failed to predict, thus randomly generate one. " when the judge failed three times: a random letter;
-- "Failed in Prefetch, no GPT-based answer matching under `exact_matching` policy." without a judge: "Z", wrong.
+- "Failed in Prefetch, no GPT-based answer matching under `exact_matching` policy." without a judge: "Z",
+  wrong.
 
 So a row was read by the judge when its log is neither its prediction nor the no-judge failure. The vanilla
 evaluation and its "Match Log" exist since 646e7bc8 (2024-07-18); MMBench's circular evaluation writes other
@@ -59,8 +61,9 @@ def judge_file(prediction_file: Path) -> Path | None:
     found = judge_files(prediction_file)
     if len(found) > 1:
         raise VlmgridError(
-            f"{prediction_file} has {len(found)} VLMEvalKit judge files beside it ({', '.join(p.name for p in found)}),"
-            f" one per judge it was evaluated with; move away all but the one whose verdicts the import should keep"
+            f"{prediction_file} has {len(found)} VLMEvalKit judge files beside it "
+            f"({', '.join(p.name for p in found)}), one per judge it was evaluated with; move away "
+            "all but the one whose verdicts the import should keep"
         )
     return found[0] if found else None
 

@@ -3,8 +3,8 @@ reads it before (or instead of) asking its judge model. Pure functions, no I/O.
 
 The rule is open-compass/VLMEvalKit's `can_infer` (vlmeval/utils/matching_util.py at commit e8e78f05, the
 newest stored; `can_infer_option`, then `can_infer_text` where that reads nothing), which
-`vlmeval/dataset/utils/multiple_choice.py` `extract_answer_from_item` applies to the `prediction` with the row's
-options as choices (`build_choices`: every column A-Z that is not empty). The facts, in order:
+`vlmeval/dataset/utils/multiple_choice.py` `extract_answer_from_item` applies to the `prediction` with the
+row's options as choices (`build_choices`: every column A-Z that is not empty). The facts, in order:
 
 1. `can_infer_option` (the letter):
    - an answer holding "Failed to obtain answer via API" reads nothing;
@@ -14,8 +14,8 @@ options as choices (`build_choices`: every column A-Z that is not empty). The fa
    - the characters `.()[],:;!*#{}` become spaces and the answer is split at white space into words; when
      exactly one choice letter is a word (however often), that letter is read if its first place is among the
      last four words (since c3371551, 2025-08-04; anywhere before); when none is and "Z" is a word, "Z";
-   - else (since a67ace50, 2026-06-17) the first "answer is X" or "correct answer is X" (any case, X one of A-D,
-     asterisks around it allowed) names X, if X is a choice.
+   - else (since a67ace50, 2026-06-17) the first "answer is X" or "correct answer is X" (any case, X one of
+     A-D, asterisks around it allowed) names X, if X is a choice.
 2. `can_infer_text` (the option's text), only where 1 reads nothing: the answer, lower-cased, when no longer
    than twice the options' texts together (since c3371551), names the one option whose lower-cased text it
    contains; none or several read nothing.

@@ -76,6 +76,7 @@ def bootstrap_indices(
 
 
 def percentile_ci(draws: np.ndarray) -> tuple[float, float]:
-    """The 2.5th and 97.5th percentiles of the bootstrap draws (percentile bootstrap, linear interpolation)."""
+    """The 2.5th and 97.5th percentiles of the bootstrap draws (percentile bootstrap, linear
+    interpolation)."""
     lo, hi = np.percentile(np.asarray(draws, dtype=float), [2.5, 97.5])
     return float(lo), float(hi)

@@ -34,7 +34,8 @@ __all__ = [
 
 
 def labels_hidden(records: pd.DataFrame) -> bool:
-    """True when every record's label is hidden; a mix of hidden and given labels is an error naming an item."""
+    """True when every record's label is hidden; a mix of hidden and given labels is an error naming an
+    item."""
     gold = int_column(records, "answer_index")
     hidden = gold == HIDDEN
     if hidden.all():
@@ -42,8 +43,9 @@ def labels_hidden(records: pd.DataFrame) -> bool:
     if hidden.any():
         first = records["id"].iloc[int(np.flatnonzero(hidden)[0])]
         raise VlmgridError(
-            f'CVQA record "{first}" has a hidden label (-1) while {int((~hidden).sum())} of {len(gold)} records '
-            f"have theirs; score a copy whose labels are all given (a `local` source), or none (the submission file)"
+            f'CVQA record "{first}" has a hidden label (-1) while {int((~hidden).sum())} of {len(gold)} '
+            "records have theirs; score a copy whose labels are all "
+            "given (a `local` source), or none (the submission file)"
         )
     return False
 
@@ -52,9 +54,9 @@ def check_labels(records: pd.DataFrame) -> None:
     """Raise `LabelsHidden` (one sentence) when the records' labels are hidden."""
     if labels_hidden(records):
         raise LabelsHidden(
-            f"the {len(records)} CVQA records have hidden labels (every Label is -1, as in the public test copy), so "
-            f"there is no accuracy to compute: submit the predictions' submission file to the CVQA leaderboard, or "
-            f"point a `local` source at a labelled copy"
+            f"the {len(records)} CVQA records have hidden labels (every Label is -1, as in the public test "
+            "copy), so there is no accuracy to compute: submit the predictions' submission file to the CVQA "
+            "leaderboard, or point a `local` source at a labelled copy"
         )
 
 
@@ -81,7 +83,8 @@ def _variant_rows(records: pd.DataFrame, predictions: pd.DataFrame, variant: str
     rows = predictions[predictions["variant"].astype(str) == variant]
     if rows["id"].duplicated().any():
         raise VlmgridError(
-            f'predictions for setting "{variant}" hold item "{rows["id"][rows["id"].duplicated()].iloc[0]}" more than once'
+            f'predictions for setting "{variant}" hold item '
+            f'"{rows["id"][rows["id"].duplicated()].iloc[0]}" more than once'
         )
     rows = rows.set_index("id")
     missing = pd.Index(records["id"]).difference(rows.index)

@@ -11,7 +11,8 @@ from vlmgrid.metrics.base import Metric
 
 
 def rank_query(scores: Sequence[float], positives: Sequence[int]) -> dict[str, float]:
-    """One query's numbers (fractions 0-1) from its candidates' scores (higher is better) and positive indices.
+    """One query's numbers (fractions 0-1) from its candidates' scores (higher is better) and positive
+    indices.
 
     Candidates are ranked by score, ties in candidate order (the DANCE builder shuffles the candidates, so
     the order says nothing about the answer). With n positives:

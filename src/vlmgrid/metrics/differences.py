@@ -1,12 +1,12 @@
-"""Two prediction sets of one benchmark, item by item: where they differ, why, and what each kind of difference
-does to the headline (`vlmgrid diff`, docs/diff.md).
+"""Two prediction sets of one benchmark, item by item: where they differ, why, and what each kind of
+difference does to the headline (`vlmgrid diff`, docs/diff.md).
 
-Rows are paired by (item, variant). A pair whose readings differ (the columns the benchmark's metric reads, and
-whether the row is an error row) is one of:
+Rows are paired by (item, variant). A pair whose readings differ (the columns the benchmark's metric reads,
+and whether the row is an error row) is one of:
 
 - ``error``: either row carries an `error` (a failed request, an unreadable image);
-- ``reading``: the same answer read differently: both raw texts are the same answer (equal once the white space
-  at both ends, which every reader trims, is trimmed), yet the recorded readings differ;
+- ``reading``: the same answer read differently: both raw texts are the same answer (equal once the white
+  space at both ends, which every reader trims, is trimmed), yet the recorded readings differ;
 - ``answer``: a different answer: the raw texts differ (or there are none: answers by scores), and so do the
   readings.
 
@@ -312,8 +312,8 @@ def diff_predictions(
         else:
             raise VlmgridError(
                 f"{names[0]} answers in the variant(s) {', '.join(variants_a) or 'none'} and {names[1]} in "
-                f"{', '.join(variants_b) or 'none'}; a diff pairs the rows of one variant, so diff sets of the same "
-                f"prompt variants"
+                f"{', '.join(variants_b) or 'none'}; a diff pairs the rows of one variant, so diff sets of "
+                "the same prompt variants"
             )
     variants = variants_a
     answered_a, answered_b = _answered(preds_a, variants), _answered(preds_b, variants)

@@ -51,7 +51,8 @@ class MME(GroupedMetric):
     - `perception` = sum of the scores of the perception subtasks present (existence, count, position, color,
       posters, celebrity, scene, landmark, artwork, OCR; max 2000 points with all 10); `cognition` = sum over
       the cognition subtasks present (commonsense_reasoning, numerical_calculation, text_translation,
-      code_reasoning; max 800 points); `total` = perception + cognition (max 2800 points). POINTS, not percent.
+      code_reasoning; max 800 points); `total` = perception + cognition (max 2800 points). POINTS, not
+      percent.
     - `scaled` (headline, percent) = total / (200 x number of subtasks present) x 100; with all 14 subtasks,
       total / 2800 x 100. This is the number the CARPE average uses.
     - `accuracy` = right questions / questions and `accuracy_plus` = all-right images / images, pooled over

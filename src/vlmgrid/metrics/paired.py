@@ -5,8 +5,8 @@ benchmark's rule holds: POPE's F1 per split, MME's acc+ per image, MMBench's cir
 DANCE's ranking.
 
 - **CI**: the percentile bootstrap of the difference, with the score's resamples: the same strata, the same
-  `numpy.random.default_rng(seed)` draws and the same variant averaging as `score_predictions`, applied to both
-  models at once. A draw of the difference is therefore exactly model A's score draw minus model B's.
+  `numpy.random.default_rng(seed)` draws and the same variant averaging as `score_predictions`, applied to
+  both models at once. A draw of the difference is therefore exactly model A's score draw minus model B's.
 - **Test**: a two-sided paired sign-flip permutation test. Each permutation swaps the two models' per-item
   arrays on a random half of the units (items; whole groups where the metric scores groups, so the items of
   one group swap together) and scores the difference again; p = (1 + #{|permuted| >= |observed|}) /
@@ -101,7 +101,8 @@ class PairedDifference:
     seed: int
     n: int
     mcnemar: McNemar | None = None
-    # the minimum detectable difference (5% two-sided, 80% power), in the headline's unit, and how it was found
+    # the minimum detectable difference (5% two-sided, 80% power), in the headline's unit, and how it was
+    # found
     mdd: float = math.nan
     mdd_from: str = ""
     # the bootstrap draws of the difference (A's score draws minus B's)

@@ -1,8 +1,8 @@
 """Protocols (PROTOCOLS): how a model answers each kind of question, and the parsers of generated answers.
 Imported from the floor above (stages); it imports only the shared modules below it.
 
-A protocol turns a benchmark's records into a model's prediction rows; which of a model's capabilities runs it:
-`strategy_for`, `make_runner`; `vlmgrid.protocols.parsing` reads generated text as answers. Importing this
+A protocol turns a benchmark's records into a model's prediction rows; which of a model's capabilities runs
+it: `strategy_for`, `make_runner`; `vlmgrid.protocols.parsing` reads generated text as answers. Importing this
 package does not import torch.
 """
 

@@ -41,16 +41,17 @@ class Protocol:
     strategies: Mapping[str, StrategyFactory]  # capability -> factory, in order of preference
     # strategy -> the items it can answer, where it cannot answer them all (scored on those alone)
     scopes: Mapping[str, Scope] = field(default_factory=dict)
-    # (record column, its label in the prompt): what the prompt shows of an item besides its question and options,
-    # where the item has it (a non-blank text); the inspect page shows the same, so a reader sees what the model saw
+    # (record column, its label in the prompt): what the prompt shows of an item besides its question and
+    # options, where the item has it (a non-blank text); the inspect page shows the same, so a reader sees
+    # what the model saw
     prompt_fields: Sequence[tuple[str, str]] = ()
     # capability, or (capability, answer_mode) where the model's answer_mode changes it -> how its strategy
     # answers, in a reader's words, where it differs from ANSWERS_BY's
     methods: Mapping[str | tuple[str, str], str] = field(default_factory=dict)
 
     def method(self, capability: str, answer_mode: str | None = None) -> str:
-        """How a model with this capability (and answer_mode) answers this protocol's items (`vlmgrid plan` says
-        it per cell)."""
+        """How a model with this capability (and answer_mode) answers this protocol's items (`vlmgrid plan`
+        says it per cell)."""
         return (
             self.methods.get((capability, answer_mode))
             or self.methods.get(capability)
@@ -67,7 +68,8 @@ ANSWERS_BY = {
 
 
 def shown_text(value) -> str | None:
-    """A record's value as a prompt shows it (`Protocol.prompt_fields`): a non-blank text, else None (nothing)."""
+    """A record's value as a prompt shows it (`Protocol.prompt_fields`): a non-blank text, else None
+    (nothing)."""
     return value if isinstance(value, str) and value.strip() else None
 
 
@@ -151,9 +153,9 @@ def _answered(model, bench, records: pd.DataFrame, answer, request_of) -> tuple[
     record, why its image is unusable.
 
     A model that takes images still being opened (`accepts_image_futures`) gets each as a future, opened by
-    threads in record order, so that its first batch need not wait for the part's last image. Where one turns out
-    unusable, the part is answered again as for any model (unusable items not sent), from the images already
-    opened: the batches, and so the answers, are always those.
+    threads in record order, so that its first batch need not wait for the part's last image. Where one turns
+    out unusable, the part is answered again as for any model (unusable items not sent), from the images
+    already opened: the batches, and so the answers, are always those.
     """
     if getattr(model, "accepts_image_futures", False):
         relatives = list(records["image"])
@@ -200,8 +202,8 @@ def prompt_template(model, bench):
 
 
 def refuse_own_prompt(model, bench, asks_with: str) -> None:
-    """A protocol that asks with its own prompt set has no place for a cell's own prompt: one sentence, never a
-    prompt silently left unused."""
+    """A protocol that asks with its own prompt set has no place for a cell's own prompt: one sentence, never
+    a prompt silently left unused."""
     if model.settings.get("prompt"):
         raise VlmgridError(
             f"the prompt of {bench.kind.name} for {model.name}: the {bench.kind.protocol} protocol "
@@ -234,8 +236,8 @@ def own_prompt(model, bench, default):
 
 
 def answers_as_written(model, bench):
-    """`scored(options)`: the texts option likelihood scores for a question's options: as the model writes them
-    where its prompt says so (`answers`: "Yes", "No"), else the options themselves."""
+    """`scored(options)`: the texts option likelihood scores for a question's options: as the model writes
+    them where its prompt says so (`answers`: "Yes", "No"), else the options themselves."""
     template = prompt_template(model, bench)
     if template is None or template.answers is None:
         return tuple
@@ -253,7 +255,8 @@ def answers_as_written(model, bench):
 
 
 def prompt_fields(prompt) -> dict:
-    """A request's prompt fields from a rendered prompt (vlmgrid.prompt_templates.Rendered) or a plain text."""
+    """A request's prompt fields from a rendered prompt (vlmgrid.prompt_templates.Rendered) or a plain
+    text."""
     if isinstance(prompt, str):
         return {"prompt": prompt}
     fields = {"prompt": prompt.text, "image_at": prompt.image_at, "formatted": prompt.formatted}
@@ -267,10 +270,11 @@ def score_items(
 ) -> list[tuple[list | None, str | None]]:
     """Per item: the model's option scores, or None and why the item could not be scored.
 
-    prompt_of(i), options_of(i) and letters_of(i) give the i-th item's prompt (a text, or a rendered template),
-    options and the labels to score as the next token (None: score the option texts as continuations);
-    unusable items are not sent. The score of an option is its length-normalised log-likelihood (per token), so
-    options of different lengths compete fairly; for single-token letters it is the plain log-probability.
+    prompt_of(i), options_of(i) and letters_of(i) give the i-th item's prompt (a text, or a rendered
+    template), options and the labels to score as the next token (None: score the option texts as
+    continuations); unusable items are not sent. The score of an option is its length-normalised
+    log-likelihood (per token), so options of different lengths compete fairly; for single-token letters it is
+    the plain log-probability.
     """
     from vlmgrid.model_requests import OptionRequest
 
@@ -324,7 +328,8 @@ def parser_for(bench, default: str):
 
 
 def parsed_rows(records: pd.DataFrame, results, parse, options_of) -> list[dict]:
-    """Prediction rows from generated texts: the raw text is always kept; unparsable text is a format error."""
+    """Prediction rows from generated texts: the raw text is always kept; unparsable text is a format
+    error."""
     rows = []
     for i, (item_id, (text, problem)) in enumerate(zip(records["id"], results)):
         if text is None:

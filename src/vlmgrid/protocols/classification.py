@@ -1,7 +1,8 @@
 """Zero-shot classification.
 
 - embed (contrastive models): the classifier for a class is the normalised mean of the normalised text
-  embeddings of its prompt templates (CLIP's recipe); the prediction is the class of highest cosine similarity.
+  embeddings of its prompt templates (CLIP's recipe); the prediction is the class of highest cosine
+  similarity.
 - generate / score_options (generative LVLMs, API models, baselines): CARPE's protocol. Every item is asked
   with each template of the prompt set `config/prompts/lvlm_classification.yaml`, one prediction variant per
   template. Open-world templates give no candidates: the model answers freely and `match_class` maps the
@@ -307,8 +308,8 @@ CLASSIFICATION = Protocol(
     name="classification",
     description="zero-shot classification over the benchmark's class names",
     strategies={"embed": embed_strategy, "generate": templated_strategy, "score_options": templated_strategy},
-    # the templates answer half by generation (open-world) and half by the class names' likelihood (closed-world),
-    # unless the model's answer_mode puts one way first for both (answer_methods)
+    # the templates answer half by generation (open-world) and half by the class names' likelihood
+    # (closed-world), unless the model's answer_mode puts one way first for both (answer_methods)
     methods={
         **{
             capability: "templates: open-world generation, closed-world likelihood"

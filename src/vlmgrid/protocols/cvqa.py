@@ -69,7 +69,8 @@ class CVQAPrompts:
         unknown = set(data) - {"settings", "option", "option_separator"}
         if unknown:
             raise VlmgridError(
-                f"{where}: unknown key {sorted(unknown)[0]!r}; the keys are settings, option, option_separator"
+                f"{where}: unknown key {sorted(unknown)[0]!r}; "
+                "the keys are settings, option, option_separator"
             )
         option = data.get("option", cls.option)
         _check_template(option, "option", where, "option")
@@ -171,7 +172,8 @@ def _prepared(model, bench, records: pd.DataFrame):
 
 
 def _asked(records: pd.DataFrame, prompts: CVQAPrompts, problems) -> list[tuple[int, str, list[str], str]]:
-    """(item, setting, options, prompt) for every usable item of the chunk in every setting: what a model is asked."""
+    """(item, setting, options, prompt) for every usable item of the chunk in every setting: what a model is
+    asked."""
     countries = [str(c) for c in records["country"]]
     asked = []
     for i in (i for i, problem in enumerate(problems) if problem is None):
@@ -186,7 +188,8 @@ def _asked(records: pd.DataFrame, prompts: CVQAPrompts, problems) -> list[tuple[
 def _ordered(
     rows: dict[tuple[int, str], dict], records: pd.DataFrame, prompts: CVQAPrompts, problems
 ) -> list[dict]:
-    """Rows item by item, the settings in the prompt set's order; an unusable item gets an error row per setting."""
+    """Rows item by item, the settings in the prompt set's order; an unusable item gets an error row per
+    setting."""
     ids = list(records["id"])
     return [
         rows.get((i, v)) or error_row(ids[i], problems[i], v)
@@ -282,6 +285,8 @@ def generate_strategy(model, bench):
 
 CVQA = Protocol(
     name="cvqa",
-    description="CVQA multiple choice in four prompt settings (location-aware or not, English or local language)",
+    description=(
+        "CVQA multiple choice in four prompt settings (location-aware or not, English or local language)"
+    ),
     strategies={"score_options": option_strategy, "generate": generate_strategy, "embed": embed_strategy},
 )

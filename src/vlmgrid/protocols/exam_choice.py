@@ -9,8 +9,9 @@ prompt mode. Records need a `language` column naming one of its languages.
 - generate: one of two prompt modes, as in the authors' code (israfelsr/kaleidoscope):
     json: an English system message asking for `{"choice": "<letter>"}` only; read by the `exam_json` parser;
     tag:  the language's step-by-step instruction as the system message; the answer is read from the first
-          `<ANSWER> X </ANSWER>` holding one letter by the `exam_tag` parser, as the authors read it; asks for the prompt set's `tag.max_new_tokens`
-          (reasoning needs room), where json mode keeps the model's own `generation.max_new_tokens`.
+          `<ANSWER> X </ANSWER>` holding one letter by the `exam_tag` parser, as the authors read it; asks for
+          the prompt set's `tag.max_new_tokens` (reasoning needs room), where json mode keeps the model's own
+          `generation.max_new_tokens`.
   The model setting `prompt_mode` chooses; without it the openai backend (closed models) gets tag and every
   other backend json. The mode is the predictions' `variant` ("json" or "tag"), so a predictions file says
   which prompts made it; the raw text is kept and an unreadable answer is a format error;
@@ -144,8 +145,8 @@ class ExamPrompts:
     def language(self, code: str, item_id: str) -> Language:
         if code not in self.languages:
             raise VlmgridError(
-                f"item {item_id}: language {code!r} has no prompts in {self.source}; add it under `languages` "
-                f"(known: {', '.join(sorted(self.languages))})"
+                f"item {item_id}: language {code!r} has no prompts in {self.source}; add it under "
+                f"`languages` (known: {', '.join(sorted(self.languages))})"
             )
         return self.languages[code]
 

@@ -35,7 +35,8 @@ TO_IMAGE = "riddle-to-image"
 
 
 def ranking_prompt(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> str:
-    """The text a generative model sees with the picture before the riddle (dance_relations.yaml, `prompt`)."""
+    """The text a generative model sees with the picture before the riddle (dance_relations.yaml,
+    `prompt`)."""
     prompt = load_prompts(PROMPT_SET, prompts_dir).get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise VlmgridError(
@@ -139,8 +140,8 @@ def embed_strategy(model, bench):
     return run
 
 
-# Requests per model call: a call's requests are prepared one ahead of the one the model runs, and its pictures
-# are held open together (a riddle-to-pictures query is one request per candidate picture).
+# Requests per model call: a call's requests are prepared one ahead of the one the model runs, and its
+# pictures are held open together (a riddle-to-pictures query is one request per candidate picture).
 CALL_REQUESTS = 64
 
 

@@ -3,7 +3,8 @@ Imported from the floors above (stages); it imports only the shared modules.
 
 `build_report` writes, atomically:
 
-- `tables_dir/main.{md,tex,html,csv}`: models x benchmarks (headline value and 95% CI), then the average column;
+- `tables_dir/main.{md,tex,html,csv}`: models x benchmarks (headline value and 95% CI), then the average
+  column;
 - `tables_dir/breakdown.{md,csv}`: per-group results (e.g. POPE splits) of the benchmarks that have them;
 - `tables_dir/variants.{md,csv}`: per prompt variant, for the cells that ran several, and their mean;
 - `tables_dir/cells.{md,csv}`: how each cell's numbers were answered (log-likelihood, generation + parser,
@@ -15,8 +16,8 @@ Imported from the floors above (stages); it imports only the shared modules.
 - `figures_dir/main.{png,pdf}`: a heatmap of models x benchmarks (then the average), each cell's headline
   written in and coloured on a fixed 0-100 scale; `main-embedded.html` the PNG inside HTML for the
   Snakemake report's first page;
-- `tables_dir/reported.{md,tex,csv}` and `figures_dir/reported.{png,pdf}`: papers' published numbers beside the
-  grid's reproduction of them (`reported`: the rows and how they match; always written);
+- `tables_dir/reported.{md,tex,csv}` and `figures_dir/reported.{png,pdf}`: papers' published numbers beside
+  the grid's reproduction of them (`reported`: the rows and how they match; always written);
 - the paper tables and figures of the grid's benchmark kinds (`vlmgrid.report.papers`: Kaleidoscope, CVQA,
   DANCE);
 - `results_dir/metrics/<benchmark>.json` and `metrics/Average.json`: the headline numbers for DVC's metrics
@@ -36,13 +37,13 @@ benchmark hides its labels (`"labels_hidden": true`) is "hidden" the same way.
 
 A cell whose `format_error_rate` exceeds `flag_error_rate` (percent) is marked in every table (a dagger, and a
 footnote with its rate), carries the dagger in the main figure and is hatched in the paper figures; a cell at
-100% has no number ("failed", and so is that model's average). A cell whose score file has a `coverage` (it answers
-a subset of its benchmark by construction: an imported MME eval-tool folder) carries a double dagger in every
-table and figure, with a footnote naming its coverage; it stays out of that model's average unless
-`partial_cells` is "include", and the average is marked either way. A cell scored on a copy of its benchmark that
-holds fewer items than the published benchmark (its score file's `partial_copy`: a fixture's stand-ins, a local
-subset) carries a pilcrow in every table and figure, with a note naming the count; so does the average over it.
-With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
+100% has no number ("failed", and so is that model's average). A cell whose score file has a `coverage` (it
+answers a subset of its benchmark by construction: an imported MME eval-tool folder) carries a double dagger
+in every table and figure, with a footnote naming its coverage; it stays out of that model's average unless
+`partial_cells` is "include", and the average is marked either way. A cell scored on a copy of its benchmark
+that holds fewer items than the published benchmark (its score file's `partial_copy`: a fixture's stand-ins, a
+local subset) carries a pilcrow in every table and figure, with a note naming the count; so does the average
+over it. With `allow_missing`, a cell whose score file does not exist reads "missing" the same way.
 """
 
 from __future__ import annotations
@@ -89,17 +90,17 @@ def build_report(
     `score_files` maps (model, benchmark) to the score JSON of that cell; `models` and `benchmarks` give
     the row and column order. A (model, benchmark) pair without a key is not in the grid: "–" in the
     tables and the main figure, and no average for that model. `kinds` ({benchmark: kind}) decides which
-    paper tables are written (`vlmgrid.report.outputs.report_files` lists them all). Every score file is read and
-    checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does not
-    exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose format
-    error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number. `published` holds the
-    papers' numbers to set beside the grid's (`vlmgrid.report.reported`); without it the reported table says
-    that none matches. DVC's metrics files go to `results_dir` (default: the folder that holds
+    paper tables are written (`vlmgrid.report.outputs.report_files` lists them all). Every score file is read
+    and checked before anything is written; a bad one raises VlmgridError naming it, and so does one that does
+    not exist unless `allow_missing` (then its cell reads "missing" and the legends list it). A cell whose
+    format error rate exceeds `flag_error_rate` percent is marked; one at 100% has no number. `published`
+    holds the papers' numbers to set beside the grid's (`vlmgrid.report.reported`); without it the reported
+    table says that none matches. DVC's metrics files go to `results_dir` (default: the folder that holds
     `tables_dir`, as in the grid's layout).
     `comparison_files` ({benchmark: path}) are the comparison files (`vlmgrid compare`) against
-    `reference_model` (None: every pair); one that does not exist leaves its benchmark without comparisons, which
-    the comparisons table says. `partial_cells` (exclude / include): whether a model's average takes in its cells
-    that answer a subset of their benchmark.
+    `reference_model` (None: every pair); one that does not exist leaves its benchmark without comparisons,
+    which the comparisons table says. `partial_cells` (exclude / include): whether a model's average takes in
+    its cells that answer a subset of their benchmark.
     """
     from vlmgrid.report.dvc_files import write_dvc_files
     from vlmgrid.report.figures import write_figures

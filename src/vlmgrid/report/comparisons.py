@@ -4,9 +4,9 @@ Holm's family is one pair of models: its p-values over the benchmarks where the 
 applied here, where every benchmark's file meets, not in the compare stage, which sees one benchmark.
 
 A comparison file that does not exist, that was made from other predictions than the cell's score file
-(its `inputs.predictions_sha256` differ), or that predates the minimum detectable difference (its pairs have no
-`mdd`), gives no comparison: the tables say so and name the command that makes it again, and no cell is marked
-by it.
+(its `inputs.predictions_sha256` differ), or that predates the minimum detectable difference (its pairs have
+no `mdd`), gives no comparison: the tables say so and name the command that makes it again, and no cell is
+marked by it.
 
 A comparison is significant when its Holm-adjusted p is below 0.05 and its difference is at least its minimum
 detectable difference (MDD): a p just under 0.05 on a difference the benchmark is too small to tell reliably
@@ -72,7 +72,8 @@ class Comparison:
     mdd_from: str | None = None
     reason: str | None = None
     # (answered, total): compared on the items both models answered, where a cell of the pair answers a subset
-    # of the benchmark (`report.partial_cells: include`; the file's `coverage`); None when both answer every item
+    # of the benchmark (`report.partial_cells: include`; the file's `coverage`); None when both answer every
+    # item
     coverage: tuple[int, int] | None = None
 
     @property
@@ -83,7 +84,8 @@ class Comparison:
 
     @property
     def significant(self) -> bool | None:
-        """Holm-adjusted p below 0.05 and a difference of at least the MDD; None where there is no comparison."""
+        """Holm-adjusted p below 0.05 and a difference of at least the MDD; None where there is no
+        comparison."""
         return None if self.p_holm is None else self.p_holm < ALPHA and not self.below_mdd
 
 
@@ -137,7 +139,8 @@ def _p(value: Any, where: str) -> float:
 
 
 def _coverage(raw: Any, where: str) -> tuple[int, int] | None:
-    """(answered, total) of a pair compared on a subset of the items; None when the entry has no `coverage`."""
+    """(answered, total) of a pair compared on a subset of the items; None when the entry has no
+    `coverage`."""
     if raw is None:
         return None
     answered = raw.get("answered") if isinstance(raw, Mapping) else None

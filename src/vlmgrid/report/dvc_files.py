@@ -1,16 +1,17 @@
-"""The report's metrics files for DVC (`dvc metrics show`, `dvc metrics diff`, `dvc exp show`), from the `Grid`
-(docs/formats.md).
+"""The report's metrics files for DVC (`dvc metrics show`, `dvc metrics diff`, `dvc exp show`), from the
+`Grid` (docs/formats.md).
 
-One small file per benchmark, `metrics/<benchmark>.json` = {"metric": <its headline metric>, <model>: headline},
-and one of the models' averages, `metrics/Average.json` = {"metric": "mean", <model>: mean}: DVC prints a metrics
-file as a row and its keys as columns, so `dvc metrics show` reads as a table of benchmarks by models. The
-headline alone: the CI, n, error rate and coverage of a cell are in the report's tables (cells.csv). A cell
-without a number (n/a, hidden, failed, missing) gives its status instead and never a value, which a 0 would
-hide; a model without an average gives "-", as the main table. A mark of the main table that says a number is not
-what it seems is a key of its own, the numbers staying numbers for `dvc metrics diff`: `batch_dependent` names the
-models whose cell (in `Average.json`, whose average) the main table marks with the not-equal sign, and
-`items` and `published` count a benchmark's copy where it holds fewer items than the published benchmark (short
-names: `dvc metrics show` makes each key a column, and the default grid's table stays within 120 columns).
+One small file per benchmark, `metrics/<benchmark>.json` = {"metric": <its headline metric>, <model>:
+headline}, and one of the models' averages, `metrics/Average.json` = {"metric": "mean", <model>: mean}: DVC
+prints a metrics file as a row and its keys as columns, so `dvc metrics show` reads as a table of benchmarks
+by models. The headline alone: the CI, n, error rate and coverage of a cell are in the report's tables
+(cells.csv). A cell without a number (n/a, hidden, failed, missing) gives its status instead and never a
+value, which a 0 would hide; a model without an average gives "-", as the main table. A mark of the main table
+that says a number is not what it seems is a key of its own, the numbers staying numbers for
+`dvc metrics diff`: `batch_dependent` names the models whose cell (in `Average.json`, whose average) the main
+table marks with the not-equal sign, and `items` and `published` count a benchmark's copy where it holds fewer
+items than the published benchmark (short names: `dvc metrics show` makes each key a column, and the default
+grid's table stays within 120 columns).
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def _models(models: list[str]) -> dict[str, str]:
 
 
 def _copy(copies: list[PartialCopy]) -> dict[str, int]:
-    """`items` and `published`: the item counts of the benchmark's partial copy and of the published benchmark;
-    none when its cells were scored on a
+    """`items` and `published`: the item counts of the benchmark's partial copy and of the published
+    benchmark; none when its cells were scored on a
     whole one. The cells of a benchmark share its prepared copy; where their score files say otherwise (one
     scored before the copy changed), the smallest is given: the tables mark each cell with its own."""
     if not copies:
@@ -58,11 +59,11 @@ def _copy(copies: list[PartialCopy]) -> dict[str, int]:
 
 
 def metrics(grid: Grid) -> dict[str, dict]:
-    """{file name: its object}: per benchmark its metric and each model's headline (or the cell's status), then
-    the averages (AVERAGE) with "-" for a model that has none (a benchmark without a number, or draws that
-    cannot be averaged). A model without a cell in the grid is left out of the benchmark's file; the models
-    whose number the main table marks as batch-dependent are named under `batch_dependent`, and a partial copy
-    of the benchmark is counted under `items` and `published`."""
+    """{file name: its object}: per benchmark its metric and each model's headline (or the cell's status),
+    then the averages (AVERAGE) with "-" for a model that has none (a benchmark without a number, or draws
+    that cannot be averaged). A model without a cell in the grid is left out of the benchmark's file; the
+    models whose number the main table marks as batch-dependent are named under `batch_dependent`, and a
+    partial copy of the benchmark is counted under `items` and `published`."""
     files: dict[str, dict] = {}
     for benchmark in grid.benchmarks:
         row: dict = {"metric": grid.metric(benchmark) or "-"}
@@ -109,8 +110,8 @@ def metrics(grid: Grid) -> dict[str, dict]:
 
 
 def write_dvc_files(grid: Grid, results_dir: Path) -> list[Path]:
-    """Write the metrics files under results_dir/metrics, atomically; returns their paths (grid order, then the
-    averages)."""
+    """Write the metrics files under results_dir/metrics, atomically; returns their paths (grid order, then
+    the averages)."""
     written = []
     for name, data in metrics(grid).items():
         path = metrics_file(results_dir, name)

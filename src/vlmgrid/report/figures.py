@@ -7,8 +7,8 @@ colour for the pattern and the number written in for the value. A cell without a
 failed, missing, or not in the grid) is light grey and hatched with its word, so it never looks like a 0.0.
 The colour scale is fixed at 0-100, since every headline is in percent (MME's scaled to 100), so two
 reports' figures read alike. A value carries the marks of its cell as in the main table (a dagger for too many
-format errors, a pilcrow for a partial copy of the benchmark, ...), which the note under the figure explains with
-the cells and their rates or counts.
+format errors, a pilcrow for a partial copy of the benchmark, ...), which the note under the figure explains
+with the cells and their rates or counts.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ _ROW_IN = 0.27
 
 
 def shared_copy(grid: Grid, benchmark: str) -> PartialCopy | None:
-    """The partial copy every cell of the benchmark with a score was scored on, whose count the column's header
-    gives; None when none was, or their copies differ (the note then names each cell with its own)."""
+    """The partial copy every cell of the benchmark with a score was scored on, whose count the column's
+    header gives; None when none was, or their copies differ (the note then names each cell with its own)."""
     copies = {
         grid.partial_copy(model, benchmark)
         for model in grid.models
@@ -72,8 +72,8 @@ def shared_copy(grid: Grid, benchmark: str) -> PartialCopy | None:
 
 
 def benchmark_label(grid: Grid, benchmark: str) -> str:
-    """ "benchmark\\n(metric label)": the column's header, then the count of a partial copy its cells share ("24 of
-    2,374", a fixture's "16 stand-ins"): the heatmap's note has no room to list the default grid's."""
+    """ "benchmark\\n(metric label)": the column's header, then the count of a partial copy its cells share
+    ("24 of 2,374", a fixture's "16 stand-ins"): the heatmap's note has no room to list the default grid's."""
     metric = grid.metric(benchmark)
     label = f"{benchmark}\n({metric_label(metric)})" if metric else benchmark
     copy = shared_copy(grid, benchmark)
@@ -209,9 +209,9 @@ def _column_labels(ax, labels: list[str], upright: bool) -> None:
 
 
 def main_heatmap(grid: Grid, title: str):
-    """The main figure (a matplotlib Figure, 7 in wide): models x benchmarks (then Average), each cell coloured
-    by its headline on a fixed 0-100 scale and the value written in; cells without a number grey, hatched and
-    worded. Call it inside `figure_style()`."""
+    """The main figure (a matplotlib Figure, 7 in wide): models x benchmarks (then Average), each cell
+    coloured by its headline on a fixed 0-100 scale and the value written in; cells without a number grey,
+    hatched and worded. Call it inside `figure_style()`."""
     import matplotlib
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
@@ -288,7 +288,10 @@ def write_figures(grid: Grid, figures_dir: Path, title: str) -> list[Path]:
 
 
 def embedded_figure(png: Path) -> str:
-    """The PNG as a data URI in an <img> (its note is drawn in it): a fragment the Snakemake report's first page
-    includes (its own `embeddedfigure` directive leaves a path the single-file report cannot resolve)."""
+    """The PNG as a data URI in an <img> (its note is drawn in it): a fragment the Snakemake report's first
+    page includes (its own `embeddedfigure` directive leaves a path the single-file report cannot resolve)."""
     data = base64.b64encode(png.read_bytes()).decode("ascii")
-    return f'<div><img alt="{html.escape(png.name)}" style="width: 100%" src="data:image/png;base64,{data}" /></div>\n'
+    return (
+        f'<div><img alt="{html.escape(png.name)}" style="width: 100%" '
+        f'src="data:image/png;base64,{data}" /></div>\n'
+    )

@@ -24,13 +24,15 @@ from vlmgrid.report.score_file import (
 # `report.flag_error_rate`).
 FLAG_ERROR_RATE = 10.0
 
-# What the averages do with a cell that answers a subset of its benchmark (the config's `report.partial_cells`):
-# leave it out (default), or take it in as it is; either way the cell and the average are marked.
+# What the averages do with a cell that answers a subset of its benchmark (the config's
+# `report.partial_cells`): leave it out (default), or take it in as it is; either way the cell and the average
+# are marked.
 PARTIAL_CELLS = ("exclude", "include")
 
 
 def is_failed(cell: ScoreCell) -> bool:
-    """Every prediction row is an error or unparsable: the cell has no number (its value only counts failures)."""
+    """Every prediction row is an error or unparsable: the cell has no number (its value only counts
+    failures)."""
     return cell.format_error_rate is not None and cell.format_error_rate >= 100.0
 
 
@@ -69,7 +71,8 @@ class Grid:
         return any(self.is_missing(model, benchmark) for benchmark in self.benchmarks)
 
     def flag(self, model: str, benchmark: str) -> float | None:
-        """The cell's format error rate when it exceeds the threshold (a failed cell's too); None otherwise."""
+        """The cell's format error rate when it exceeds the threshold (a failed cell's too); None
+        otherwise."""
         cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
         if cell is None or cell.format_error_rate is None:
             return None
@@ -85,7 +88,8 @@ class Grid:
         ]
 
     def model_flag(self, model: str) -> float | None:
-        """The highest rate among the model's marked cells (its average is built on them); None when none is."""
+        """The highest rate among the model's marked cells (its average is built on them); None when none
+        is."""
         rates = [rate for benchmark in self.benchmarks if (rate := self.flag(model, benchmark)) is not None]
         return max(rates) if rates else None
 
@@ -115,7 +119,8 @@ class Grid:
         return (sum(a for a, _ in covered), sum(t for _, t in covered)) if covered else None
 
     def averaged(self, model: str) -> list[str]:
-        """The benchmarks the model's average is over: all, but its partial cells with `partial_cells: exclude`."""
+        """The benchmarks the model's average is over: all, but its partial cells with
+        `partial_cells: exclude`."""
         return [
             benchmark
             for benchmark in self.benchmarks
@@ -171,7 +176,8 @@ class Grid:
         ]
 
     def model_partial_copy(self, model: str) -> bool:
-        """Whether a cell the model's average is over was scored on a partial copy (the average is marked too)."""
+        """Whether a cell the model's average is over was scored on a partial copy (the average is marked
+        too)."""
         return any(self.partial_copy(model, benchmark) is not None for benchmark in self.averaged(model))
 
     def marked(self, model: str, benchmark: str, estimate: Estimate | None) -> Estimate | None:
@@ -281,8 +287,9 @@ def load_grid(
     benchmark's kind ({benchmark: kind}).
 
     A cell whose format error rate exceeds `flag_error_rate` (percent) is marked; one at 100% is failed (no
-    number). With `allow_missing`, a score file that does not exist makes its cell missing instead of an error.
-    `partial_cells` (exclude / include): whether a model's average takes in its cells that answer a subset.
+    number). With `allow_missing`, a score file that does not exist makes its cell missing instead of an
+    error. `partial_cells` (exclude / include): whether a model's average takes in its cells that answer a
+    subset.
     """
     if partial_cells not in PARTIAL_CELLS:
         raise VlmgridError(
@@ -333,8 +340,9 @@ def load_grid(
                 first = cell
             elif cell.metric != first.metric:
                 raise VlmgridError(
-                    f"{cell.path} scores {benchmark} by {cell.metric!r} but {first.path} by {first.metric!r}; "
-                    f"rerun `vlmgrid score {model} {benchmark}` so both use the benchmark's metric"
+                    f"{cell.path} scores {benchmark} by {cell.metric!r} but {first.path} by "
+                    f"{first.metric!r}; rerun `vlmgrid score {model} {benchmark}` so both use the "
+                    "benchmark's metric"
                 )
     failed = {key: cell for key, cell in cells.items() if is_failed(cell)}
     cells = {key: cell for key, cell in cells.items() if key not in failed}

@@ -32,8 +32,8 @@ MAX_OPTIONS_SHOWN = 10
 # its lines folded under it.
 FOLD_VARIANTS_AT = 4
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-# The cell of an item a model's answer file lacks (a published answer set partial by construction): no verdict,
-# so no filter counts it as wrong or as a format error.
+# The cell of an item a model's answer file lacks (a published answer set partial by construction): no
+# verdict, so no filter counts it as wrong or as a format error.
 NOT_ANSWERED = '<span class="dim">not answered</span>'
 
 
@@ -58,7 +58,8 @@ class Item:
     image_note: str  # shown instead of a thumbnail: "text only", "image unreadable: ..."; "" with one
     question: str
     options: Sequence[str]
-    labels: str  # how options are shown: "letters" (A. B. ...), "numbers" (#1 #2 ..., DANCE's candidates) or "none"
+    # how options are shown: "letters" (A. B. ...), "numbers" (#1 #2 ..., DANCE's candidates) or "none"
+    labels: str
     gold: str
     answers: dict[str, list[Answer]]  # by model (the models that can run the benchmark), variants in order
     disagree: bool  # the models' readings differ (the stage's rule)
@@ -113,7 +114,8 @@ def _option_lines(options: Sequence[str], labels: str) -> str:
 
 
 def _folded(text: str, tag: str, css: str) -> str:
-    """`text` escaped in a `tag` of class `css`; past FOLD_RAW_AT characters, its start, the whole folded under it."""
+    """`text` escaped in a `tag` of class `css`; past FOLD_RAW_AT characters, its start, the whole folded
+    under it."""
     if len(text) > FOLD_RAW_AT:
         return (
             f'<details><summary><{tag} class="{css}">{escape(text[:FOLD_RAW_AT])}…</{tag}></summary>'
@@ -141,7 +143,10 @@ def _prompt(prompt: str | None) -> str:
     """What the model was handed, folded under a "prompt" summary: the exact text its tokenizer read."""
     if prompt is None:
         return ""
-    return f'<details class="prompt"><summary>prompt</summary><pre class="prompt">{escape(prompt)}</pre></details>'
+    return (
+        '<details class="prompt"><summary>prompt</summary>'
+        f'<pre class="prompt">{escape(prompt)}</pre></details>'
+    )
 
 
 def _answer(answer: Answer, several: bool) -> str:
@@ -173,7 +178,10 @@ def _answers(answers: Sequence[Answer]) -> str:
         for verdict in VERDICTS
         if any(a.verdict == verdict for a in answers)
     )
-    return f'<details><summary class="summary">{len(answers)} variants: {escape(counts)}</summary>{lines}</details>'
+    return (
+        f'<details><summary class="summary">{len(answers)} variants: '
+        f"{escape(counts)}</summary>{lines}</details>"
+    )
 
 
 def _flags(item: Item, models: Sequence[str], verdicts: Sequence[str]) -> str:
@@ -209,8 +217,10 @@ def _row(item: Item, models: Sequence[str]) -> str:
         # no answer at all: the model's answer file lacks the item by construction (a partial import)
         cells.append(f"<td>{_answers(answers) if answers else NOT_ANSWERED}</td>")
     return (
-        f'<tr class="item" data-id="{escape(item.item_id)}" data-wrong="{_flags(item, models, (WRONG, PARTIAL))}" '
-        f'data-error="{_flags(item, models, (FORMAT_ERROR,))}" data-disagree="{"1" if item.disagree else "0"}"'
+        f'<tr class="item" data-id="{escape(item.item_id)}" '
+        f'data-wrong="{_flags(item, models, (WRONG, PARTIAL))}" '
+        f'data-error="{_flags(item, models, (FORMAT_ERROR,))}" '
+        f'data-disagree="{"1" if item.disagree else "0"}"'
         f"{_batch_flags(item, models)}>"
         f'<td class="thumb">{image}</td>'
         f'<td class="itemtext"><div class="id">{escape(item.item_id)}</div>{_context(item)}{question}'
@@ -258,7 +268,8 @@ def render_page(page: InspectPage) -> str:
         )
     else:
         table = (
-            f"{_controls(page.models, page.batch_filter)}<table><thead><tr><th>image</th><th>item</th>{header}</tr></thead>"
+            f"{_controls(page.models, page.batch_filter)}<table><thead><tr><th>image</th><th>item</th>"
+            f"{header}</tr></thead>"
             f"<tbody>\n{rows}\n</tbody></table>"
         )
     return f"""<!doctype html>

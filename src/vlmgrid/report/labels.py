@@ -31,12 +31,17 @@ METRIC_LABELS = {
 METRIC_NOTES = {
     "f1": "F1: POPE's F1 with yes as positive, mean over its splits",
     "scaled": "MME scaled: MME's perception + cognition points / 2800 x 100",
-    "circular_accuracy": "circular acc.: MMBench, a question counts only when every row the file holds for it (the original and its rotated copies) is right",
+    "circular_accuracy": (
+        "circular acc.: MMBench, a question counts only when every row the file holds for it (the original "
+        "and its rotated copies) is right"
+    ),
     "cvbench": "CV-Bench: ((ADE20K + COCO) / 2 + Omni3D) / 2 of the per-source accuracies",
     "pair_accuracy": "pair acc.: MMVP, a pair counts only when both its questions are right",
     "vqa_accuracy": "VQA acc.: min(1, matching human answers / 3), averaged over the leave-one-out subsets",
-    "acc_at_50": "Acc@50: DANCE, per query with n positives among 50 candidates the share of them ranked within "
-    "the top n, mean of the two directions",
+    "acc_at_50": (
+        "Acc@50: DANCE, per query with n positives among 50 candidates the share of them ranked within "
+        "the top n, mean of the two directions"
+    ),
 }
 
 
@@ -102,8 +107,8 @@ def interval_label(samples: Sequence[int]) -> str:
 
 
 def count_range(counts: Sequence[int], spec: str = ",") -> str:
-    """Counts as one number or a range, lowest to highest, each formatted by `spec` ("1,000", "500\u20131,000");
-    "" when there are none."""
+    """Counts as one number or a range, lowest to highest, each formatted by `spec` ("1,000",
+    "500\u20131,000"); "" when there are none."""
     distinct = sorted(set(counts))
     if not distinct:
         return ""

@@ -1,4 +1,5 @@
-"""Every file `vlmgrid report` writes, known before it runs: the workflow's report rule lists them as its outputs.
+"""Every file `vlmgrid report` writes, known before it runs: the workflow's report rule lists them as its
+outputs.
 
 Cheap to import (the Snakefile imports it on every run): no pandas, no matplotlib.
 """
@@ -43,8 +44,8 @@ _FIGURE_CAPTIONS = {"main": "main_figure", "main-embedded": "main_figure", "repo
 
 
 def report_files(results_dir: Path, kinds: Mapping[str, str]) -> list[tuple[Path, str]]:
-    """Every file `vlmgrid report` writes for a grid whose benchmarks have these kinds ({benchmark: kind}, grid
-    order), each with the caption that describes it (a name in workflow/report/)."""
+    """Every file `vlmgrid report` writes for a grid whose benchmarks have these kinds ({benchmark: kind},
+    grid order), each with the caption that describes it (a name in workflow/report/)."""
     files = [(paths.tables_dir(results_dir) / name, _CAPTIONS[name.split(".")[0]]) for name in REPORT_TABLES]
     files += [
         (paths.figures_dir(results_dir) / name, _FIGURE_CAPTIONS[name.split(".")[0]])

@@ -86,8 +86,8 @@ KIND_LABELS = {
 @dataclass(frozen=True)
 class Method:
     """How one side of a comparison answered: `answering` (generation, likelihood, similarity; for the grid a
-    strategy without such a word is kept as it is spelled), `decoding` (greedy or sampled; generation only) and
-    `prompt_suffix`, the instruction after the question (None: not given, or not recorded)."""
+    strategy without such a word is kept as it is spelled), `decoding` (greedy or sampled; generation only)
+    and `prompt_suffix`, the instruction after the question (None: not given, or not recorded)."""
 
     answering: str
     decoding: str | None = None
@@ -98,8 +98,8 @@ class Method:
         return self.answering + (f" ({self.decoding})" if self.decoding else "")
 
     def same_as(self, other: Method) -> bool:
-        """The same way of answering and, for generation, the same decoding; the prompt is not compared (a score
-        file does not record it)."""
+        """The same way of answering and, for generation, the same decoding; the prompt is not compared (a
+        score file does not record it)."""
         return (self.answering, self.decoding) == (other.answering, other.decoding)
 
 
@@ -169,7 +169,8 @@ class Comparison:
 
     @property
     def same_method(self) -> bool | None:
-        """Whether both sides answered the same way; None when not compared, or when a side's method is unknown."""
+        """Whether both sides answered the same way; None when not compared, or when a side's method is
+        unknown."""
         if self.reproduced is None or self.method is None or self.row.method is None:
             return None
         return self.row.method.same_as(self.method)
@@ -327,8 +328,8 @@ def load_reported(folder: str | Path) -> tuple[ReportedRow, ...]:
 def match_reported(
     published: Published, models: Sequence[str], benchmarks: Sequence[str], kinds: Mapping[str, str]
 ) -> list[tuple[ReportedRow, str, str]]:
-    """(row, grid model, grid benchmark) for every published row a grid cell reproduces, in grid order (models,
-    then benchmarks, then the rows' order)."""
+    """(row, grid model, grid benchmark) for every published row a grid cell reproduces, in grid order
+    (models, then benchmarks, then the rows' order)."""
     matches = []
     for model in models:
         name = published.reported_as.get(model)

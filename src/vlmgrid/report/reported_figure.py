@@ -118,7 +118,8 @@ def _scatter_figure(plt, comparisons: list[Comparison], grid: Grid, title: str):
     ]
     legend_rows = -(-len(handles) // 4)
     note = textwrap.fill(text(_note(comparisons, grid)), 115)
-    # Fixed inches from the bottom: the note, then the legend, then the axes (x label included); the width stays 7 in.
+    # Fixed inches from the bottom: the note, then the legend, then the axes (x label included); the width
+    # stays 7 in.
     note_in = 0.14 * (note.count("\n") + 1) + 0.1
     legend_in = 0.22 * legend_rows + 0.25
     panel_in = min(3.2, (WIDTH_IN - 0.8) / len(panels) - 0.5)

@@ -29,11 +29,12 @@ class Estimate:
     # footnote). None: nothing to mark.
     coverage: tuple[int, int] | None = None
     # The value is built on a cell whose answers changed when items were answered one at a time instead of in
-    # batches (the score file's `invariance`): marked (a not-equal sign and a footnote). False: nothing to mark.
+    # batches (the score file's `invariance`): marked (a not-equal sign and a footnote). False: nothing to
+    # mark.
     batch: bool = False
     # The value is built on a cell scored on a copy of its benchmark that holds fewer items than the published
-    # benchmark (the score file's `partial_copy`): marked (a pilcrow and a footnote with the count). False: nothing
-    # to mark.
+    # benchmark (the score file's `partial_copy`): marked (a pilcrow and a footnote with the count). False:
+    # nothing to mark.
     partial_copy: bool = False
 
 

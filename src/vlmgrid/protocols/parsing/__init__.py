@@ -7,7 +7,8 @@ cannot be read (a format error). Parsers never raise on odd input (None, empty t
 
 The headline parsers read every output as the benchmark authors' own scorers do (docs:
 shared/reference/official-scorers.md), so that scores are comparable with published ones; each function's
-docstring gives the rule, and `tests/protocols/parity/<name>.yaml` holds the readings derived from the authors' code:
+docstring gives the rule, and `tests/protocols/parity/<name>.yaml` holds the readings derived from the
+authors' code:
 
 - ``pope``: RUCAIBox/POPE ``evaluate.py`` (f3ec604; LLaVA ``llava/eval/eval_pope.py`` is the same rule);
 - ``mme``: BradyFU's MME ``eval_tool/calculation.py`` (read in zjunlp/Deco at a3ccc15);

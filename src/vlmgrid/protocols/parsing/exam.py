@@ -4,7 +4,8 @@ The Kaleidoscope authors ask open-weight models for JSON and closed (API) models
 that ends in the tag. The headline readers, ``exam_json`` and ``exam_tag``, read an output exactly as the
 authors' code does; the lenient readers, ``exam_json_lenient`` and ``exam_tag_lenient``, read more of what
 models write and give the second, clearly named figure (``accuracy_lenient``). The parity tables
-``tests/protocols/parity/exam_json.yaml`` and ``tests/protocols/parity/exam_tag.yaml`` hold the authors' reading of each edge.
+``tests/protocols/parity/exam_json.yaml`` and ``tests/protocols/parity/exam_tag.yaml`` hold the authors'
+reading of each edge.
 
 The authors' rule
 -----------------
@@ -192,7 +193,8 @@ def parse_exam_json(text: str, options: Sequence[str]) -> Parsed:
 
 
 def parse_exam_tag(text: str, options: Sequence[str]) -> Parsed:
-    """The option the authors' `<ANSWER>` tag reader gives the output (closed models' prompt), or unparsable."""
+    """The option the authors' `<ANSWER>` tag reader gives the output (closed models' prompt), or
+    unparsable."""
     return _option(tag_choice_index(text), options)
 
 

@@ -1,10 +1,11 @@
-"""The paper tables and figures of a benchmark kind (Kaleidoscope, CVQA, DANCE), one set per benchmark of that kind.
+"""The paper tables and figures of a benchmark kind (Kaleidoscope, CVQA, DANCE), one set per benchmark of that
+kind.
 
 `PAPER_LIST` holds one `Paper` per benchmark kind that has them, in the order the report writes them: the
 files it writes (so the workflow knows them before the report runs: `vlmgrid.report.outputs.report_files`) and
-the function that writes them, imported only when the report runs (its module needs pandas and matplotlib; this one stays cheap to import). A grid without a
-benchmark of a kind gets none of its files. The writers live in `kaleidoscope`, `cvqa` and `dance`; `base`
-holds what they share.
+the function that writes them, imported only when the report runs (its module needs pandas and matplotlib;
+this one stays cheap to import). A grid without a benchmark of a kind gets none of its files. The writers live
+in `kaleidoscope`, `cvqa` and `dance`; `base` holds what they share.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PaperFile:
-    """One table or figure of a paper: `<folder>/<stem>.<suffix>` under the results folder, one per suffix, shown
-    in the Snakemake report with the caption workflow/report/<caption>.rst."""
+    """One table or figure of a paper: `<folder>/<stem>.<suffix>` under the results folder, one per suffix,
+    shown in the Snakemake report with the caption workflow/report/<caption>.rst."""
 
     folder: str  # "tables" or "figures"
     stem: str
@@ -30,14 +31,15 @@ class PaperFile:
 
 
 def paper_stem(stem: str, benchmark: str, same_kind: int) -> str:
-    """The file stem of one benchmark's paper table: the kind's own name ("kaleidoscope") when the grid has one
-    benchmark of that kind, else the benchmark's name after it ("kaleidoscope-<benchmark>")."""
+    """The file stem of one benchmark's paper table: the kind's own name ("kaleidoscope") when the grid has
+    one benchmark of that kind, else the benchmark's name after it ("kaleidoscope-<benchmark>")."""
     return stem if same_kind == 1 else f"{stem}-{benchmark}"
 
 
 @dataclass(frozen=True)
 class Paper:
-    """The paper tables and figures of one benchmark kind (`name`), written once per benchmark of that kind."""
+    """The paper tables and figures of one benchmark kind (`name`), written once per benchmark of that
+    kind."""
 
     name: str
     files: tuple[PaperFile, ...]

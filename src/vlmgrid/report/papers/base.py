@@ -1,5 +1,6 @@
 """What the paper tables share: a `Table` of entries (Markdown, LaTeX, CSV) whose rows or columns carry
-their cell's marks, the rows and notes built from the grid, and the grouped-bar series of the paper figures."""
+their cell's marks, the rows and notes built from the grid, and the grouped-bar series of the paper
+figures."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ class Table:
 
     One marked cell per row (`row_marks`: models as rows) or per column (`column_marks`: models as columns):
     its row or column name carries a dagger, and the CSV adds `format_error_rate` (where the table has no such
-    column) and `flagged`, once per row or per marked column (`<column>_format_error_rate`, `<column>_flagged`).
+    column) and `flagged`, once per row or per marked column (`<column>_format_error_rate`,
+    `<column>_flagged`).
     """
 
     title: str
@@ -108,8 +110,8 @@ class Table:
         return f"# {markdown_text(self.title)}\n\n{table}\n\n{self.caption}\n"
 
     def _emphasis(self) -> list[list[str | None]]:
-        """Per row, per column: BEST / SECOND among the models, that is down a column where models are rows and
-        along a row where they are columns; lower is better in the `lower_is_better` columns."""
+        """Per row, per column: BEST / SECOND among the models, that is down a column where models are rows
+        and along a row where they are columns; lower is better in the `lower_is_better` columns."""
         values = [[entry_value(entry) for entry in entries] for _, entries in self.rows]
         if self.column_marks is not None:
             return [emphasis(row) for row in values]
@@ -273,7 +275,8 @@ def write_table(table: Table, tables_dir: Path, stem: str, formats: Sequence[str
 
 
 def group_series(grid: Grid, benchmark: str, groups: Sequence[str], column: str) -> list:
-    """Per model (its name marked when its cell is), its estimate per group (hatched when the cell is marked)."""
+    """Per model (its name marked when its cell is), its estimate per group (hatched when the cell is
+    marked)."""
     series = []
     marks = Marks.of(grid, benchmark, grid.models)
     for i, model in enumerate(grid.models):

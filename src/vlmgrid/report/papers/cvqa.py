@@ -24,7 +24,8 @@ from vlmgrid.report.papers.base import (
 )
 from vlmgrid.report.tables.format import Entry, natural_key
 
-# The paper's four prompt settings, in its order; a score with other variant names lists them naturally sorted.
+# The paper's four prompt settings, in its order; a score with other variant names lists them naturally
+# sorted.
 CVQA_SETTINGS = {
     "loc-en": "location-aware prompt, English question and options",
     "loc-local": "location-aware prompt, local-language question and options",

@@ -35,12 +35,12 @@ def dance_table(grid: Grid, benchmark: str) -> Table:
     )
     caption = join_caption(
         "Acc@50 in percent, 95% bootstrap CI in brackets: per query with n positives among its 50 "
-        "candidates, the share of the positives ranked within the top n, averaged over the queries; per split "
-        "(whether the riddle's knowledge triple occurs in training) and direction (a riddle ranks 50 pictures, a "
-        "picture ranks 50 riddles); All: the mean of the two directions over both splits (the headline). The "
-        "score files also hold hit@1 and hit@5 (the share of queries with a positive ranked first / within the "
-        "top 5), recall@5 (the share of a query's positives ranked within its top 5, averaged over queries) and "
-        "MRR (of the best-ranked positive).",
+        "candidates, the share of the positives ranked within the top n, averaged over the queries; per "
+        "split (whether the riddle's knowledge triple occurs in training) and direction (a riddle ranks 50 "
+        "pictures, a picture ranks 50 riddles); All: the mean of the two directions over both splits (the "
+        "headline). The score files also hold hit@1 and hit@5 (the share of queries with a positive ranked "
+        "first / within the top 5), recall@5 (the share of a query's positives ranked within its top 5, "
+        "averaged over queries) and MRR (of the best-ranked positive).",
         answered_note(grid, benchmark),
         cell_notes(grid, benchmark),
     )

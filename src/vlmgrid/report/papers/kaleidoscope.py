@@ -42,9 +42,9 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
     rows = model_rows(grid, benchmark, 2 + len(MODALITIES) + len(languages), entries_of)
     caption = join_caption(
         f"Values in percent, 95% bootstrap CI in brackets. Accuracy: the mean over languages of each "
-        f"language's accuracy, an answer that could not be read counting as wrong (the headline); format errors: "
-        f"the share of all questions without a valid answer; {', '.join(MODALITIES)} and the language columns: "
-        f"accuracy within that group. {DASH}: not reported.",
+        "language's accuracy, an answer that could not be read counting as wrong (the headline); format "
+        f"errors: the share of all questions without a valid answer; {', '.join(MODALITIES)} and the "
+        f"language columns: accuracy within that group. {DASH}: not reported.",
         answered_note(grid, benchmark),
         cell_notes(grid, benchmark),
     )

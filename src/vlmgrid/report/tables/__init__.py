@@ -21,7 +21,8 @@ from vlmgrid.report.tables.variants import variants_frame, variants_markdown
 def write_tables(
     grid: Grid, tables_dir: Path, title: str, comparisons: Comparisons | None = None
 ) -> list[Path]:
-    """`comparisons`: the grid's comparison files, read (None: none to read; the comparisons table says so)."""
+    """`comparisons`: the grid's comparison files, read (None: none to read; the comparisons table says
+    so)."""
     tables_dir = Path(tables_dir)
     written = []
     for name, text in (

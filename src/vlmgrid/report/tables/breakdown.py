@@ -182,7 +182,7 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
             f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
         )
     parts.append(
-        f"Values in percent; 95% bootstrap CI in brackets; (all): the benchmark's headline; {DASH}: not reported."
-        f"{notes}\n"
+        f"Values in percent; 95% bootstrap CI in brackets; (all): the benchmark's headline; {DASH}: not "
+        f"reported.{notes}\n"
     )
     return "\n".join(parts)

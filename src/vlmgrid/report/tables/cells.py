@@ -1,5 +1,6 @@
 """The cells table: how each cell's numbers were answered (log-likelihood, generation + parser, embedding
-similarity, a baseline), its decoding, n, valid answers, format error rate and lenient reading (Markdown, CSV)."""
+similarity, a baseline), its decoding, n, valid answers, format error rate and lenient reading (Markdown,
+CSV)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ CELL_COLUMNS = [
 
 
 def _lenient(cell) -> float | None:
-    """The headline under the benchmark's more lenient reading of generated answers, where the score has one."""
+    """The headline under the benchmark's more lenient reading of generated answers, where the score has
+    one."""
     estimate = cell.metrics.get(f"{cell.metric}_lenient")
     return None if estimate is None else estimate.value
 
@@ -119,7 +121,8 @@ def cells_frame(grid: Grid) -> pd.DataFrame:
     frame["flagged"] = frame["flagged"].astype("boolean")
     frame = with_copy_columns(grid, frame)
     if grid.tool_readings():
-        # The publishing tool's own reading, only where a cell's score gives one (other grids keep their table).
+        # The publishing tool's own reading, only where a cell's score gives one (other grids keep their
+        # table).
         figures = {(model, benchmark): figure for model, benchmark, figure, _ in grid.tool_readings()}
         found = [figures.get(key) for key in zip(frame["model"], frame["benchmark"])]
         frame["tool_reading"] = pd.array([f.value if f else None for f in found], dtype="Float64").astype(
@@ -188,26 +191,26 @@ def cells_markdown(grid: Grid, title: str) -> str:
     ]
     lines.append(
         "Answered by: log-likelihood = the option (or letter) the model gives the highest log-likelihood; "
-        "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is a "
-        "format error); embedding similarity = the option whose text embedding is closest to the image's; "
-        "random guess, first option or majority answer (baseline) = a reference baseline, which picks an option "
-        "without reading the item. "
-        f"Decoding: how generated text was sampled ({DASH}: nothing was generated). Valid answers: items with a "
-        f"readable answer in every prompt variant. Lenient reading: the headline when the generated answers are "
-        f"read by the benchmark's more lenient parser instead of its authors' rule (a second figure, never the "
-        f"headline; {DASH}: the benchmark has none, or nothing was generated). {NA}: the model cannot run the "
-        f"benchmark. {HIDDEN}: the benchmark's labels are not public; the submission file was written. "
-        f"{DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's numbers ({FAILED} at "
-        f"100%: the cell has no number). {MISSING}: the cell has no score file."
+        "generation + parser = the model's generated text read by the benchmark's parser (unreadable text is "
+        "a format error); embedding similarity = the option whose text embedding is closest to the image's; "
+        "random guess, first option or majority answer (baseline) = a reference baseline, which picks an "
+        "option without reading the item. "
+        f"Decoding: how generated text was sampled ({DASH}: nothing was generated). Valid answers: items "
+        "with a readable answer in every prompt variant. Lenient reading: the headline when the generated "
+        "answers are read by the benchmark's more lenient parser instead of its authors' rule (a second "
+        f"figure, never the headline; {DASH}: the benchmark has none, or nothing was generated). {NA}: the "
+        f"model cannot run the benchmark. {HIDDEN}: the benchmark's labels are not public; the submission "
+        f"file was written. {DAGGER}: format errors above {threshold(grid)}, so every table marks the cell's "
+        f"numbers ({FAILED} at 100%: the cell has no number). {MISSING}: the cell has no score file."
         + "".join(
             f" {note}"
             for note in [coverage_note(grid, grid.partial()), copy_note(grid.partial_copies())]
             if note
         )
         + (
-            " Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) and "
-            "compared with their batched answers (N same; skipped: the model does not batch its requests, or the "
-            "copy is too small for a sample within a tenth of the cell's requests)."
+            " Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) "
+            "and compared with their batched answers (N same; skipped: the model does not batch its "
+            "requests, or the copy is too small for a sample within a tenth of the cell's requests)."
             if checked
             else ""
         )

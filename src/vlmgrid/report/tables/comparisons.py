@@ -1,6 +1,6 @@
 """The comparisons table: per pair of models and benchmark, the difference of the headlines with its paired
-bootstrap CI, the minimum detectable difference (MDD), the paired permutation test's p, the Holm-adjusted p and
-whether it is significant (Markdown, LaTeX, CSV)."""
+bootstrap CI, the minimum detectable difference (MDD), the paired permutation test's p, the Holm-adjusted p
+and whether it is significant (Markdown, LaTeX, CSV)."""
 
 from __future__ import annotations
 
@@ -71,13 +71,14 @@ def fmt_p(p: float | None) -> str:
 
 
 def reasons(comparisons: Comparisons) -> list[str]:
-    """The reasons the pairs without a comparison give, each once, in table order: note k is reasons[k - 1]."""
+    """The reasons the pairs without a comparison give, each once, in table order: note k is reasons[k -
+    1]."""
     return list(dict.fromkeys(row.reason for row in comparisons.rows if row.difference is None))
 
 
 def _value(grid: Grid | None, model: str, benchmark: str, value: float | None) -> str:
-    """A model's value with its cell's marks, as in the main table: the not-equal sign where its answers depend
-    on the batch, the pilcrow where its copy of the benchmark is partial."""
+    """A model's value with its cell's marks, as in the main table: the not-equal sign where its answers
+    depend on the batch, the pilcrow where its copy of the benchmark is partial."""
     if grid is None:
         return fmt(value)
     return (
@@ -160,17 +161,18 @@ def legend(comparisons: Comparisons, grid: Grid | None = None) -> str:
         else "every pair of models of the grid"
     )
     text = (
-        f"Pairs: {family}. A \u2212 B: the difference of the benchmark's headline (points of its unit, percent "
-        f"for most); 95% CI: paired bootstrap, both models on the same resampled items (whole groups where the "
-        f"metric scores groups: MME images, MMBench circular groups, MMVP pairs), the score files' own resamples. "
-        f"p: two-sided paired sign-flip permutation test ({count}permutations; a permutation swaps the two models' "
-        f"answers on a random half of the items or groups). Holm p: Holm's step-down correction whose family is "
-        f"one pair's benchmarks (those with a comparison). MDD: the minimum detectable difference, the smallest "
-        f"true difference a two-sided test at {ALPHA:g} finds with 80% power on these items or groups "
-        f"(from the per-item or per-group differences where the headline is their mean, else from the "
-        f"permutations' spread). Significant: Holm p < {ALPHA:g} and a difference at least as large as the MDD; "
-        f"marked {BELOW_MDD} where the p alone would pass but the benchmark is too small to tell a difference "
-        f"this size. The CSV adds the exact McNemar p where the headline is a plain accuracy."
+        f"Pairs: {family}. A \u2212 B: the difference of the benchmark's headline (points of its unit, "
+        "percent for most); 95% CI: paired bootstrap, both models on the same resampled items (whole groups "
+        "where the metric scores groups: MME images, MMBench circular groups, MMVP pairs), the score files' "
+        f"own resamples. p: two-sided paired sign-flip permutation test ({count}permutations; a permutation "
+        "swaps the two models' answers on a random half of the items or groups). Holm p: Holm's step-down "
+        "correction whose family is one pair's benchmarks (those with a comparison). MDD: the minimum "
+        f"detectable difference, the smallest true difference a two-sided test at {ALPHA:g} finds with 80% "
+        "power on these items or groups (from the per-item or per-group differences where the headline is "
+        f"their mean, else from the permutations' spread). Significant: Holm p < {ALPHA:g} and a difference "
+        f"at least as large as the MDD; marked {BELOW_MDD} where the p alone would pass but the benchmark is "
+        "too small to tell a difference this size. The CSV adds "
+        "the exact McNemar p where the headline is a plain accuracy."
     )
     covered = [row for row in comparisons.rows if row.coverage is not None and row.difference is not None]
     if covered:
@@ -216,9 +218,9 @@ def comparisons_markdown(comparisons: Comparisons, title: str, grid: Grid | None
 
 
 def comparisons_latex(comparisons: Comparisons, title: str, grid: Grid | None = None) -> str:
-    """At the document's size: each pair heads its rows (one per benchmark), the CI sits under the difference, a
-    pair without a comparison reads n/a with a numbered note under the table. Differences, not scores: nothing
-    is bold and the table is never split. `grid`: as for `comparisons_markdown`."""
+    """At the document's size: each pair heads its rows (one per benchmark), the CI sits under the difference,
+    a pair without a comparison reads n/a with a numbered note under the table. Differences, not scores:
+    nothing is bold and the table is never split. `grid`: as for `comparisons_markdown`."""
     notes = reasons(comparisons)
     body: list[list[str]] = []
     for model_a, model_b in dict.fromkeys((row.model_a, row.model_b) for row in comparisons.rows):
@@ -252,11 +254,12 @@ def comparisons_latex(comparisons: Comparisons, title: str, grid: Grid | None = 
 
 
 def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.DataFrame:
-    """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no comparison;
-    `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared on, of all.
-    Where a cell of the `grid` is batch-dependent, `batch_dependent_a` and `batch_dependent_b` say whether each
-    side's is (empty without a batch check or a comparison), as main.csv does; where one was scored on a partial
-    copy, `copy_items` and `published_items` give the pair's copy (empty where both are whole)."""
+    """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no
+    comparison; `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared
+    on, of all. Where a cell of the `grid` is batch-dependent, `batch_dependent_a` and `batch_dependent_b` say
+    whether each side's is (empty without a batch check or a comparison), as main.csv does; where one was
+    scored on a partial copy, `copy_items` and `published_items` give the pair's copy (empty where both are
+    whole)."""
     columns = [
         "model_a",
         "model_b",

@@ -67,8 +67,8 @@ def fmt_estimate(est: Entry) -> str:
 
 def marks(est: Estimate) -> str:
     """The marks written after a value: a dagger when it is built on too many format errors, a double dagger
-    when on a cell that answers a subset of its benchmark, a not-equal sign when on one whose answers depend on
-    the batch, a pilcrow when on one scored on a partial copy of its benchmark."""
+    when on a cell that answers a subset of its benchmark, a not-equal sign when on one whose answers depend
+    on the batch, a pilcrow when on one scored on a partial copy of its benchmark."""
     return (
         (DAGGER if est.flag is not None else "")
         + (PARTIAL if est.coverage is not None else "")
@@ -159,12 +159,13 @@ _LATEX_SPECIAL = {
     "\u207b": r"$^{-}$",
 }
 
-# The preamble a report table needs, said in each .tex file (booktabs for the rules, longtable for tables that run
-# past a page).
+# The preamble a report table needs, said in each .tex file (booktabs for the rules, longtable for tables that
+# run past a page).
 LATEX_PACKAGES = ("booktabs", "longtable")
 
-# Value columns one longtable holds; a wider table is split into blocks set one after the other. Every table is set
-# at the document's size, never scaled: a value sits over its CI (about 1.6 cm), a page's text is 12-17 cm wide.
+# Value columns one longtable holds; a wider table is split into blocks set one after the other. Every table
+# is set at the document's size, never scaled: a value sits over its CI (about 1.6 cm), a page's text is 12-17
+# cm wide.
 BLOCK_COLUMNS = 4
 
 # The share of the line the row names take; the value columns share the rest (names wrap within their width).
@@ -241,8 +242,9 @@ def latex_stack(lines: Sequence[str], align: str = "c") -> str:
 
 
 def latex_name(text: str) -> str:
-    """Plain `text` (a model, benchmark or group name) escaped, a line break allowed after each hyphen, underscore
-    and slash (the part after them hyphenated where it must), so a long name wraps in its column."""
+    """Plain `text` (a model, benchmark or group name) escaped, a line break allowed after each hyphen,
+    underscore and slash (the part after them hyphenated where it must), so a long name wraps in its
+    column."""
     return "".join(latex_escape(ch) + (r"\hspace{0pt}" if ch in "-_/" else "") for ch in text)
 
 
@@ -390,7 +392,8 @@ def is_flagged(grid: Grid, model: str, benchmark: str) -> bool | None:
 
 
 def batch_flag(grid: Grid, model: str, benchmark: str) -> bool | None:
-    """Whether the cell's answers depend on the batch; None (empty in a CSV) for a cell without a batch check."""
+    """Whether the cell's answers depend on the batch; None (empty in a CSV) for a cell without a batch
+    check."""
     return None if grid.batch_check(model, benchmark) is None else grid.batch_dependent(model, benchmark)
 
 

@@ -118,8 +118,8 @@ def legend(grid: Grid) -> str:
 
 
 def cell_entry(grid: Grid, model: str, benchmark: str) -> Entry:
-    """The headline of a cell: its estimate (with the cell's marks, `Grid.marked`), a status word, or None when it
-    is not in the grid."""
+    """The headline of a cell: its estimate (with the cell's marks, `Grid.marked`), a status word, or None
+    when it is not in the grid."""
     word = status(grid, model, benchmark)
     if word is not None:
         return word
@@ -159,14 +159,17 @@ def main_markdown(grid: Grid, title: str, comparisons: Comparisons | None = None
         for model, estimates in _rows(grid)
     ]
     align = [":---"] + ["---:"] * (len(header) - 1)
-    return f"# {markdown_text(title)}\n\n{md_table(header, rows, align)}\n\n{legend(grid)}{reference_note(comparisons)}\n"
+    return (
+        f"# {markdown_text(title)}\n\n{md_table(header, rows, align)}\n\n"
+        f"{legend(grid)}{reference_note(comparisons)}\n"
+    )
 
 
 def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
-    """The Markdown table's cells turned a quarter (benchmarks as rows, models as columns), as an HTML fragment
-    with the legend open under it: the Snakemake report's first page shows it under the main figure. Turned,
-    it keeps each value and its CI on one line and fits a laptop's screen in width (a column per model, not
-    per benchmark); the figure above has the models as rows."""
+    """The Markdown table's cells turned a quarter (benchmarks as rows, models as columns), as an HTML
+    fragment with the legend open under it: the Snakemake report's first page shows it under the main figure.
+    Turned, it keeps each value and its CI on one line and fits a laptop's screen in width (a column per
+    model, not per benchmark); the figure above has the models as rows."""
     rows = _rows(grid)
     signs = {model: reference_marks(grid, comparisons, model) for model, _ in rows}
     labels = [benchmark_header(grid, b) for b in grid.benchmarks] + [AVERAGE]
@@ -186,7 +189,8 @@ def main_html(grid: Grid, title: str, comparisons: Comparisons | None = None) ->
 
 def main_latex(grid: Grid, title: str, comparisons: Comparisons | None = None) -> str:
     """Benchmarks as columns, named on one header row and their metric on the next; per column the best value
-    bold and the second underlined, each CI under its value; a wide grid is split into blocks (`latex_table`)."""
+    bold and the second underlined, each CI under its value; a wide grid is split into blocks
+    (`latex_table`)."""
     rows = _rows(grid)
     columns = [[entries[j] for _, entries in rows] for j in range(len(grid.benchmarks) + 1)]
     marks = [emphasis([entry_value(entry) for entry in column]) for column in columns]

@@ -10,9 +10,9 @@ from vlmgrid.report.tables.format import BATCH_MARK, COPY_MARK, DAGGER, FAILED, 
 
 
 def tool_reading_note(cells: list[tuple[str, str, ToolFigure, float]]) -> str:
-    """The figure each cell's publishing tool gives its answers by its own reading, beside the headline ("" when
-    no cell has one): the headline reads them by the benchmark authors' rule, the tool by its matcher and judge
-    model (`vlmgrid diff BENCH A --tool-reading` gives the items they read differently)."""
+    """The figure each cell's publishing tool gives its answers by its own reading, beside the headline (""
+    when no cell has one): the headline reads them by the benchmark authors' rule, the tool by its matcher and
+    judge model (`vlmgrid diff BENCH A --tool-reading` gives the items they read differently)."""
     if not cells:
         return ""
     listed = "; ".join(
@@ -35,8 +35,8 @@ def flag_note(grid: Grid, cells: list[tuple[str, str, float]], *, average: bool 
         for model, benchmark, rate in cells
     )
     note = (
-        f"{DAGGER}: more than {threshold(grid)} of the cell's prediction rows are errors or unparsable answers "
-        f"(format errors, counted as the benchmark's rule says, usually as wrong): {listed}."
+        f"{DAGGER}: more than {threshold(grid)} of the cell's prediction rows are errors or unparsable "
+        f"answers (format errors, counted as the benchmark's rule says, usually as wrong): {listed}."
     )
     if average:
         note += " An average over such a cell is marked too."
@@ -140,7 +140,8 @@ def copy_note(cells: list[tuple[str, str, PartialCopy]], *, average: bool = Fals
 
 
 def status_notes(grid: Grid, cells: list[tuple[str, str]] | None = None, *, average: bool = False) -> str:
-    """The notes on failed and missing cells among `cells` (default: the whole grid); "" when there are none."""
+    """The notes on failed and missing cells among `cells` (default: the whole grid); "" when there are
+    none."""
     keys = cells if cells is not None else [(m, b) for m in grid.models for b in grid.benchmarks]
     failed = [key for key in keys if grid.is_failed(*key)]
     missing = [key for key in keys if grid.is_missing(*key)]

@@ -1,9 +1,9 @@
-"""The reported table: each published number a grid cell reproduces, beside the reproduced figure with its 95% CI,
-the difference and whether the published value lies inside the CI (Markdown, LaTeX, CSV). Sources and notes are
-footnotes under the table. A cell without a number is never compared: it reads its word (n/a, hidden, failed,
-missing, not in the score file). A comparison whose two sides answered by different methods (generation or
-likelihood, greedy or sampled) carries the section sign, and a note under the table names both methods. With
-nothing to compare, the table is one sentence saying so."""
+"""The reported table: each published number a grid cell reproduces, beside the reproduced figure with its 95%
+CI, the difference and whether the published value lies inside the CI (Markdown, LaTeX, CSV). Sources and
+notes are footnotes under the table. A cell without a number is never compared: it reads its word (n/a,
+hidden, failed, missing, not in the score file). A comparison whose two sides answered by different methods
+(generation or likelihood, greedy or sampled) carries the section sign, and a note under the table names both
+methods. With nothing to compare, the table is one sentence saying so."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def no_match_sentence(published: Published) -> str:
     folder = published.folder if published.folder is not None else "config/reported"
     return (
         f"No published number matches this grid's models: to compare one, add its row to a CSV file in "
-        f"{folder}/ and set `reported_as` on the grid model to the model's name in that row (docs/formats.md)."
+        f"{folder}/ and set `reported_as` on the grid model "
+        "to the model's name in that row (docs/formats.md)."
     )
 
 
@@ -157,8 +158,8 @@ def _cells(comparison: Comparison, footnote: int) -> list[str]:
 
 def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
     notes = [
-        "Reproduced: the grid's score with its 95% bootstrap CI; Difference: reproduced - reported; Inside CI: "
-        "whether the reported value lies within the reproduced CI. A cell without a number (n/a, hidden, "
+        "Reproduced: the grid's score with its 95% bootstrap CI; Difference: reproduced - reported; Inside "
+        "CI: whether the reported value lies within the reproduced CI. A cell without a number (n/a, hidden, "
         "failed, missing, or a figure its score file lacks) is not compared."
     ]
     flagged = sorted(
@@ -192,7 +193,10 @@ def reported_markdown(grid: Grid, published: Published, title: str) -> str:
     rows = [_cells(c, numbers[(c.row.source, c.row.note)]) for c in comparisons]
     align = [":---"] * 5 + ["---:"] * 3 + [":---:"]
     footnotes = "\n".join(f"- {line}" for line in _footnote_lines(numbers))
-    return f"{heading}{md_table(HEADER, rows, align)}\n\n{_legend(grid, comparisons)}\n\nSources:\n\n{footnotes}\n"
+    return (
+        f"{heading}{md_table(HEADER, rows, align)}\n\n{_legend(grid, comparisons)}\n\n"
+        f"Sources:\n\n{footnotes}\n"
+    )
 
 
 def reported_latex(grid: Grid, published: Published, title: str) -> str:
@@ -213,7 +217,8 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
             )
             + "\n"
         )
-    # the paper and its table go into the source's note, so the table keeps to six columns at the document's size
+    # the paper and its table go into the source's note, so the table keeps to six columns at the document's
+    # size
     numbers: dict[tuple[str, str, str, str | None], int] = {}
     for c in comparisons:
         numbers.setdefault((c.row.paper, c.row.table, c.row.source, c.row.note), len(numbers) + 1)
@@ -230,8 +235,8 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
             cells[5] = latex_cell(comparison.reproduced, suffix=method_mark)
         elif comparison.status in letters:
             cells[5] = rf"--$^{{{letters[comparison.status]}}}$"
-        # the model over its grid name, the benchmark over its figure and source's number; a dash where nothing
-        # was compared (the reproduced cell says why)
+        # the model over its grid name, the benchmark over its figure and source's number; a dash where
+        # nothing was compared (the reproduced cell says why)
         model = rf"{latex_name(row.model)} ({latex_name(comparison.model)})"
         benchmark = rf"{latex_name(comparison.benchmark)}: {cells[4]} [{footnote}]"
         words = ["--" if cell == NOT_COMPARED else cell for cell in cells[7:]]
@@ -264,8 +269,9 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
 
 def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
     """One row per comparison (CSV_COLUMNS); the reproduced columns, difference and inside_ci are empty where
-    the cell was not compared, and `status` says why (`compared` otherwise). Where a cell of the grid was scored
-    on a partial copy of its benchmark, `copy_items` and `published_items` follow (empty for a whole copy)."""
+    the cell was not compared, and `status` says why (`compared` otherwise). Where a cell of the grid was
+    scored on a partial copy of its benchmark, `copy_items` and `published_items` follow (empty for a whole
+    copy)."""
     comparisons = compare(grid, published)
     records = []
     for c in comparisons:

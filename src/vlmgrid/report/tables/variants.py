@@ -87,7 +87,8 @@ def variants_markdown(grid: Grid, title: str) -> str:
         if part
     )
     parts.append(
-        f"Values in percent; 95% bootstrap CI in brackets; {MEAN_VARIANT}: the cell's headline, the mean over "
+        "Values in percent; 95% bootstrap CI in brackets; "
+        f"{MEAN_VARIANT}: the cell's headline, the mean over "
         f"its variants (its CI from their averaged bootstrap draws)." + (f" {note}" if note else "") + "\n"
     )
     return "\n".join(parts)
