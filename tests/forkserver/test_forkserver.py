@@ -1,8 +1,8 @@
 """The fork server (`vlmgrid forkserver`, vlmgrid.forkserver): real `vlmgrid` commands run through it give the
-bytes and exit codes that they give in their own process; a job whose client is killed is killed; signals reach
-the job; a refusal or a missing server runs the command in the client's process; a command in another process
-context (umask, nice, limits, ignored signals) is refused, and so is every job once the code on disk changed,
-even by an edit that keeps the files' times."""
+bytes and exit codes that they give in their own process; a job whose client is killed is killed; signals
+reach the job; a refusal or a missing server runs the command in the client's process; a command in another
+process context (umask, nice, limits, ignored signals) is refused, and so is every job once the code on disk
+changed, even by an edit that keeps the files' times."""
 
 import fcntl
 import os
@@ -28,6 +28,7 @@ from helpers.forkserver import (
     edit_keeping_times,
     package_copy,
     package_version,
+    server,  # noqa: F401 (a fixture: the tests take it as a parameter)
 )
 
 from vlmgrid import forkserver
@@ -47,7 +48,8 @@ def _alive(pid: int) -> bool:
     [
         (["benchmarks"], 0),
         (["models"], 0),
-        # the grid's default config, read from the client's folder (the server runs in /), and no such benchmark
+        # the grid's default config, read from the client's folder (the server runs in /), and no such
+        # benchmark
         (["score", "clip-tiny", "no-such-bench"], 2),
         (["no-such-command"], 2),  # argparse's own error and exit status
     ],
@@ -183,7 +185,8 @@ def test_an_edit_that_keeps_the_files_times_ends_a_runs_server_and_the_next_jobs
             f"vlmgrid: the fork server at {started.socket_path} did not run this command "
             "(the code on disk changed since the server started); it runs in its own process\n"
         )
-        # its socket went with the refusal: the next job runs in its own process, silently, and the server ends
+        # its socket went with the refusal: the next job runs in its own process, silently, and the server
+        # ends
         later = version_printed()
         assert (later.returncode, later.stdout, later.stderr) == (0, f"vlmgrid {version}+edited\n", "")
         assert started.process.wait(timeout=60) == 0
@@ -285,7 +288,8 @@ def test_the_idle_timeout_and_sigterm_end_the_server():
 
 def test_start_returns_once_the_socket_takes_jobs_so_the_first_one_is_served(tmp_path, monkeypatch):
     # Snakemake's onstart calls `start` and dispatches the first jobs at once: each must find the socket
-    # listening. Before, the first few (one per core) found no socket yet and silently ran in their own process.
+    # listening. Before, the first few (one per core) found no socket yet and silently ran in their own
+    # process.
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)  # the server's environment is this process's
     # the `vlmgrid` it starts is the one on PATH, as the jobs' is: this interpreter's
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")

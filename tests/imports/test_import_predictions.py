@@ -10,6 +10,7 @@ import pytest
 from helpers.imports import (
     LLAVA_SHORT,
     MODEL_ID,
+    grid,  # noqa: F401 (a fixture: the tests take it as a parameter)
     imported,
     llava_line,
     mmbench_answers,
@@ -35,9 +36,10 @@ LLAVA_LETTER = "Answer with the option's letter from the given choices directly.
 
 
 def sqa_prompt(r, form="llava-1.5") -> str:
-    """model_vqa_science.py --single-pred-prompt: "<image>\\n" + the question file's text + the letter instruction.
-    LLaVA-1.5's llava_test_CQM-A.json: "Context: <hint>" only when there is a hint, the question, "A. x" lines;
-    scripts/convert_sqa_to_llava.py "CQM-A": "Context: <hint or N/A>\\nQuestion: ...\\nOptions: (A) x (B) y"."""
+    """model_vqa_science.py --single-pred-prompt: "<image>\\n" + the question file's text + the letter
+    instruction. LLaVA-1.5's llava_test_CQM-A.json: "Context: <hint>" only when there is a hint, the question,
+    "A. x" lines; scripts/convert_sqa_to_llava.py "CQM-A":
+    "Context: <hint or N/A>\\nQuestion: ...\\nOptions: (A) x (B) y"."""
     if form == "llava-1.5":
         text = "\n".join(
             ([f"Context: {r['hint']}"] if r["hint"] else [])
@@ -492,12 +494,13 @@ def test_an_answer_line_cut_short_is_named(grid, tmp_path, capsys):
     assert f"{path} line 3 is cut short" in message
 
 
-# ---------------------------------------------------------------------------------------------- MMBench submission
+# ----------------------------------------------------------------------------------------- MMBench submission
 
 
 def mmbench_submission(path, records, lines) -> str:
-    """scripts/convert_mmbench_for_submission.py: the dev TSV (its columns, in its order) without hint, category,
-    source, image, comment, l2-category; `prediction` inserted seventh and set per answer by index; to_excel."""
+    """scripts/convert_mmbench_for_submission.py: the dev TSV (its columns, in its order) without hint,
+    category, source, image, comment, l2-category; `prediction` inserted seventh and set per answer by index;
+    to_excel."""
     tsv = pd.DataFrame(
         {
             "index": records["id"].astype(int),

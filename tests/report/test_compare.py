@@ -12,6 +12,7 @@ import yaml
 from helpers.compare import (
     FAIR,
     grid_data,
+    tiny_grid,  # noqa: F401 (a fixture: the tests take it as a parameter)
     write_bench,
     write_comparison,
     write_preds,
@@ -140,8 +141,8 @@ def test_a_missing_predictions_file_dvc_tracks_says_dvc_pull_first(tiny_grid, tm
 
 
 def test_a_significant_p_on_a_difference_below_the_mdd_is_not_a_win(tmp_path, write_config, capsys):
-    # 100 items, gold 0: both right on 50, only "a" on 14, only "ref" on 4, both wrong on 32: a - ref = +10 points,
-    # exact McNemar p = 2 x 4,048 / 2^18 = 0.031; but 18 discordant items give an MDD of
+    # 100 items, gold 0: both right on 50, only "a" on 14, only "ref" on 4, both wrong on 32: a - ref = +10
+    # points, exact McNemar p = 2 x 4,048 / 2^18 = 0.031; but 18 discordant items give an MDD of
     # 100 x 2.801585 x sqrt(0.18 / 100) = 11.886 points, and 10 is below it
     from vlmgrid.report.tables.comparisons import comparisons_frame, comparisons_markdown
 
