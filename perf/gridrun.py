@@ -1,5 +1,5 @@
-"""What perf/speed.py and perf/grid.py share: a fresh copy of the repository's workflow, and Snakemake (or DVC) run
-in it with its wall time and the CPU time (user + system) of everything it started."""
+"""What perf/speed.py and perf/grid.py share: a fresh copy of the repository's workflow, and Snakemake (or
+DVC) run in it with its wall time and the CPU time (user + system) of everything it started."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -39,8 +38,8 @@ class Run:
 
 
 def workflow_copy(destination: Path, repo: Path = REPO) -> Path:
-    """The repository's workflow files (Snakefile, rules, configs, dvc.yaml) copied to a new folder: a grid that
-    has never run."""
+    """The repository's workflow files (Snakefile, rules, configs, dvc.yaml) copied to a new folder: a grid
+    that has never run."""
     destination.mkdir(parents=True)
     for name in WORKFLOW_FILES:
         source, target = repo / name, destination / name
@@ -52,8 +51,8 @@ def workflow_copy(destination: Path, repo: Path = REPO) -> Path:
 
 
 def snakemake(args: list[str], cwd: Path) -> Run:
-    """`snakemake <args>` in `cwd` with no GPU, with this interpreter's `vlmgrid` first on PATH; a failure stops
-    the measurement with Snakemake's last words."""
+    """`snakemake <args>` in `cwd` with no GPU, with this interpreter's `vlmgrid` first on PATH; a failure
+    stops the measurement with Snakemake's last words."""
     return timed(["snakemake", *args], cwd, tool_env())
 
 
@@ -78,46 +77,6 @@ def timed(command: list[str], cwd: Path, env: dict) -> Run:
     return Run(wall_s=wall, cpu_s=cpu, stderr=result.stderr, stdout=result.stdout)
 
 
-def servers_under(folder: Path) -> list[int]:
-    """The pids of the fork servers whose socket is under `folder` (from their command lines)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # not a process, or one that ended
-            continue
-        if b"forkserver" in argv and b"--socket" in argv[:-1] and entry.name.isdigit():
-            socket_path = argv[argv.index(b"--socket") + 1].decode(errors="replace")
-            if Path(socket_path).is_relative_to(folder):
-                pids.append(int(entry.name))
-    return pids
-
-
-def stop_servers(folder: Path) -> None:
-    """Stop the fork servers whose socket is under `folder` (SIGTERM, then SIGKILL for one that has not ended
-    after 10 s), and wait until they have ended."""
-    pids = servers_under(folder)
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(process_running(pid) for pid in pids):
-            time.sleep(0.05)
-        if not any(process_running(pid) for pid in pids):
-            return
-
-
-def process_running(pid: int) -> bool:
-    """Whether the process `pid` has not ended (a zombie, ended but not yet reaped by its parent, has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def render_saved(json_path: str, out: str | None, render) -> int:
     """`--render`: measure nothing, write the Markdown that `render` makes of a saved results JSON to `out`
     (default: beside the JSON, as .md) and print it."""
@@ -129,8 +88,8 @@ def render_saved(json_path: str, out: str | None, render) -> int:
 
 
 def save_results(out: str, text: str, results: dict) -> None:
-    """`--out`: the Markdown `text` at `out` and the figures it was made from, `results`, beside it as .json (what
-    `render_saved` reads back)."""
+    """`--out`: the Markdown `text` at `out` and the figures it was made from, `results`, beside it as .json
+    (what `render_saved` reads back)."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -1,6 +1,6 @@
-"""The suite in parallel (pytest-xdist, `-n 3 --dist loadgroup`, as .ci/run runs it): conftest.py puts the tests
-that share a session or module fixture in one worker, so the fixture is made once, and a test that asks for
-one only while it runs joins them by an xdist_group mark of its name; the end-to-end tests are handed out
+"""The suite in parallel (pytest-xdist, `-n 3 --dist loadgroup`, as .ci/run runs it): conftest.py puts the
+tests that share a session or module fixture in one worker, so the fixture is made once, and a test that asks
+for one only while it runs joins them by an xdist_group mark of its name; the end-to-end tests are handed out
 first. Run on a small suite beside this conftest.py, in two workers of their own."""
 
 import json
@@ -99,8 +99,6 @@ def test_tests_sharing_a_fixture_run_in_one_worker_and_still_fail(tmp_path):
     shutil.copytree(
         HERE / "helpers", suite / "tests" / "helpers", ignore=shutil.ignore_patterns("__pycache__")
     )
-    (suite / "perf").mkdir()  # conftest.py takes its fork-server helpers from perf/gridrun.py
-    (suite / "perf" / "gridrun.py").write_text((HERE.parent / "perf" / "gridrun.py").read_text())
     (suite / "tests" / "test_a.py").write_text(TESTS_A)
     (suite / "tests" / "test_b.py").write_text(TESTS_B)
     log = tmp_path / "log.jsonl"

@@ -1,8 +1,7 @@
 """What conftest.py's fixtures and the tests share: the repo's paths, a copy of the workflow and the commands
-run in it, small grids of the default grid, and the fork servers' helpers of perf/gridrun.py."""
+run in it, and small grids of the default grid."""
 
 import copy
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,20 +24,6 @@ WORKFLOW_FILES = [
     ".dvc/config",
     ".dvc/.gitignore",
 ]
-
-
-# The fork servers' pids by their socket folder, stopping them, and whether a process still runs: the grid's
-# measurement (perf/gridrun.py) needs the same
-_gridrun_spec = importlib.util.spec_from_file_location("gridrun", REPO / "perf" / "gridrun.py")
-gridrun = sys.modules["gridrun"] = importlib.util.module_from_spec(
-    _gridrun_spec
-)  # a dataclass needs its module
-_gridrun_spec.loader.exec_module(gridrun)
-fork_servers, stop_fork_servers, process_running = (
-    gridrun.servers_under,
-    gridrun.stop_servers,
-    gridrun.process_running,
-)
 
 
 def tiny_open_clip(seed: int, multilingual: bool = False) -> dict:
@@ -100,8 +85,9 @@ def copy_workflow(destination: Path) -> Path:
 
 
 def write_grid_pipeline(root: Path) -> None:
-    """`vlmgrid dvc-pipelines` in a copy whose config/config.yaml a test rewrote, as a user runs it after editing
-    the grid; the paper grids' pipelines it writes too are left out, as copy_workflow leaves them out."""
+    """`vlmgrid dvc-pipelines` in a copy whose config/config.yaml a test rewrote, as a user runs it after
+    editing the grid; the paper grids' pipelines it writes too are left out, as copy_workflow leaves them
+    out."""
     had_pipelines = (root / "pipelines").exists()
     run(["vlmgrid", "dvc-pipelines"], root)
     if not had_pipelines:
@@ -152,16 +138,16 @@ def set_random_seed(root: Path, seed: int) -> None:
 
 
 def copy_workspace(source: Path, destination: Path) -> Path:
-    """A copy of a workflow run's whole folder (config, data, results, .snakemake, .git, .dvc), every file with
-    its modification time, so that Snakemake and DVC find in the copy what they left in the source."""
+    """A copy of a workflow run's whole folder (config, data, results, .snakemake, .git, .dvc), every file
+    with its modification time, so that Snakemake and DVC find in the copy what they left in the source."""
     shutil.copytree(source, destination)
     return destination
 
 
 # Small grids of the default grid's cells (the same settings, so the same files): a model on a GPU backend and
-# the CPU baseline, every rule and stage kind, in a few jobs. SMALL_GRID (DVC, a model change) adds a benchmark
-# that neither model can run (n/a cells); SLURM_GRID is the smallest with every kind of job, and a model that
-# test_slurm.py makes hold two GPUs.
+# the CPU baseline, every rule and stage kind, in a few jobs. SMALL_GRID (DVC, a model change) adds a
+# benchmark that neither model can run (n/a cells); SLURM_GRID is the smallest with every kind of job, and a
+# model that test_slurm.py makes hold two GPUs.
 SMALL_GRID = {"models": ["clip-tiny", "random"], "benchmarks": ["pope-fixture", "textvqa-fixture"]}
 SLURM_GRID = {"models": ["llava-tiny", "clip-tiny", "random"], "benchmarks": ["pope-fixture"]}
 

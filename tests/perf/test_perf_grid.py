@@ -1,5 +1,5 @@
-"""perf/grid.py: Snakemake's job table and the jobs' benchmark files read into per-rule figures, and the table of
-a run, on hand-made logs and files (no grid runs here)."""
+"""perf/grid.py: Snakemake's job table and the jobs' benchmark files read into per-rule figures, and the table
+of a run, on hand-made logs and files (no grid runs here)."""
 
 import importlib.util
 import json
@@ -148,13 +148,16 @@ def test_the_summary_is_the_median_run_and_the_table_shows_it():
 
 
 # The fork server's log of a run (vlmgrid.forkserver): a start line and an end line per job, and its own lines
-SERVER_LOG = """2026-12-03 15:17:39 listening on /tmp/vlmgrid-forkserver-vb57fxex/socket; importing the jobs' modules
+SERVER_LOG = """2026-12-03 15:17:39 listening on /tmp/vlmgrid-forkserver-vb57fxex/socket; \
+importing the jobs' modules
 2026-12-03 15:17:47 ready: 3557 modules imported
 2026-12-03 15:17:47 job 4137 started: vlmgrid prepare flowers102-fixture --config config/config.yaml
 2026-12-03 15:17:47 job 4137 exit 0 in 0.70 s (0.32 s CPU): vlmgrid prepare flowers102-fixture --config c.yaml
-2026-12-03 15:17:48 job 4205 exit 0 in 0.40 s (0.18 s CPU): vlmgrid prepare food101-fixture --config config/config.yaml
+2026-12-03 15:17:48 job 4205 exit 0 in 0.40 s (0.18 s CPU): vlmgrid prepare food101-fixture \
+--config config/config.yaml
 2026-12-03 15:18:51 job 12287 exit 0 in 5.09 s (1.49 s CPU): vlmgrid infer llava-tiny mme-fixture --threads 1
-2026-12-03 15:18:52 job 12290 exit 2 in 0.25 s (0.25 s CPU): vlmgrid fetch-model clip-tiny --config config/config.yaml
+2026-12-03 15:18:52 job 12290 exit 2 in 0.25 s (0.25 s CPU): vlmgrid fetch-model clip-tiny \
+--config config/config.yaml
 2026-12-03 15:18:53 refused (HF_HOME differs): vlmgrid score random mme-fixture --config config/config.yaml
 2026-12-03 15:20:03 signal 15: stopping 0 job(s)
 """
@@ -209,9 +212,9 @@ def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes
             stderr=LOG if fresh else "Nothing to be done",
         )
 
-    def fake_dvc_runs(work):
+    def fake_dvc_runs(work, cores):
         calls.append(work / "dvc")
-        return DVC_FIGURES
+        return dict(DVC_FIGURES), work / "dvc"
 
     monkeypatch.setattr(grid, "snakemake", fake_snakemake)
     monkeypatch.setattr(grid, "dvc_runs", fake_dvc_runs)
@@ -227,44 +230,47 @@ def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes
     assert saved["figures"]["rules"]["score"]["cpu_sum"] == 1.5
     assert "| score | 1 | 2.0 | 2.0 | 1.5 | 1.5 | 0 |" in out.read_text(encoding="utf-8")
     assert saved["figures"]["dvc"]["wall_s"] == 204.0
-    assert "| DVC cold | 204.0 | 180.0 | 2.01 wall, 1.20 CPU |" in out.read_text(
+    assert "| DVC cold (2 stages, 131 jobs) | 204.0 | 180.0 | 2.01 wall, 1.20 CPU |" in out.read_text(
         encoding="utf-8"
     )  # of 101.5 s
+    assert saved["figures"]["dvc"]["differing_tables"] == []
 
 
-# What dvc_runs gives: the cold run with the fork server's CPU added, and the jobs the server ran
+# What dvc_runs gives: the cold run (the Snakemake run inside it and its jobs are DVC's children), and the no-op
 DVC_FIGURES = {
     "wall_s": 204.0,
     "cpu_s": 180.0,
-    "server_cpu_s": 60.0,
-    "stages": 3,
-    "servers": 1,
-    "served": {
-        "score": {"jobs": 2, "wall_sum": 2.0, "cpu_sum": 1.5, "cpu_max": 1.0},
-        "stamp_sources": {"jobs": 1, "wall_sum": 0.5, "cpu_sum": 0.5, "cpu_max": 0.5},
-    },
-    "refused": 0,
+    "stages": 2,
+    "jobs": {"infer": 42, "total": 131},
     "noop_wall": 2.5,
     "noop_cpu": 2.25,
     "noop_stages": 1,
-    "noop_served": 1,
-    "trivial_wall": 0.9,
-    "trivial_cpu": 0.6,
 }
 
 
-def test_the_dvc_rows_give_both_doors_times_their_ratio_and_dvcs_own_time_per_stage():
-    figures = {"cold_wall_median": 100.0, "cold_cpu_median": 150.0, "dvc": DVC_FIGURES}
+def test_the_dvc_rows_give_both_doors_times_their_ratio_and_whether_the_tables_are_the_same_bytes():
+    figures = {
+        "cold_wall_median": 100.0,
+        "cold_cpu_median": 150.0,
+        "dvc": {**DVC_FIGURES, "differing_tables": []},
+    }
     text = "\n".join(grid.render_dvc(figures))
     assert "| Snakemake cold, median | 100.0 | 150.0 | |" in text
-    assert "| DVC cold | 204.0 | 180.0 | 2.04 wall, 1.20 CPU |" in text
-    assert "| DVC, nothing to do (1 stage run, 1 served) | 2.5 | 2.2 | |" in text
-    assert "| DVC, 3 stages of one `echo` each | 0.9 | 0.6 | |" in text
-    # 3 jobs served: 2.5 s of their wall time, 2.0 s of CPU; the server's own 58.0 s; DVC's 201.5 s, 67.17 a stage
-    assert "which ran 3 of them warm (0 refused;" in text
-    assert "2.5 s of wall time and 2.0 s of CPU in the jobs, 58.0 s in the server's own imports" in text
-    assert "The other 201.5 s of DVC's wall time (67.17 s a stage)" in text
-    assert "with trivial commands DVC alone takes 0.30 s a stage" in text
+    assert "| DVC cold (2 stages, 131 jobs) | 204.0 | 180.0 | 2.04 wall, 1.20 CPU |" in text
+    assert "| DVC, nothing to do (1 stage run) | 2.5 | 2.2 | |" in text
+    assert "Tables: every file of results/tables/ byte-identical between the two doors." in text
+    figures["dvc"]["differing_tables"] = ["main.md"]
+    assert "Tables: 1 file(s) of results/tables/ differ: main.md." in "\n".join(grid.render_dvc(figures))
+
+
+def test_the_tables_that_differ_between_two_copies_are_named(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for root, text in ((first, "x"), (second, "y")):
+        (root / "results" / "tables").mkdir(parents=True)
+        (root / "results" / "tables" / "same.md").write_text("same")
+        (root / "results" / "tables" / "main.md").write_text(text)
+    (first / "results" / "tables" / "only-here.csv").write_text("1")
+    assert grid.differing_tables(first, second) == ["main.md", "only-here.csv"]
 
 
 def test_dvcs_log_gives_the_stages_it_ran():
