@@ -236,7 +236,7 @@ def test_a_measurement_runs_each_cold_run_in_a_fresh_copy_then_a_noop_and_writes
     assert saved["figures"]["dvc"]["differing_tables"] == []
 
 
-# What dvc_runs gives: the cold run (the Snakemake run inside it and its jobs are DVC's children), and the no-op
+# What dvc_runs gives: the cold run (the Snakemake run inside it and its jobs are its children), and the no-op
 DVC_FIGURES = {
     "wall_s": 204.0,
     "cpu_s": 180.0,
