@@ -17,10 +17,11 @@ run in fp32 (CLIP_benchmark's `--no_amp`: its autocast would run the CPU in bflo
 
 Each run is a fresh process: cold is vlmgrid with an empty pixel cache, warm is vlmgrid with the cache the
 cold runs filled; CLIP_benchmark has no cache, so its every run is cold. The records are prepared once
-before (`vlmgrid prepare`, timed apart, and `vlmgrid fetch-model`, which records the local checkpoint). CLIP_benchmark's CLI writes only its metrics, so its run is its own
-`clip_benchmark eval` with `run_classification` wrapped to save each image's argmax. Predictions must be
-equal item by item (the run stops otherwise); the medians of `--runs` runs of wall time and of CPU time
-(user + sys of the process and its children) and their ratios are printed, with the machine's load.
+before (`vlmgrid prepare`, timed apart, and `vlmgrid fetch-model`, which records the local checkpoint).
+CLIP_benchmark's CLI writes only its metrics, so its run is its own `clip_benchmark eval` with
+`run_classification` wrapped to save each image's argmax. Predictions must be equal item by item (the run
+stops otherwise); the medians of `--runs` runs of wall time and of CPU time (user + sys of the process and its
+children) and their ratios are printed, with the machine's load.
 """
 
 from __future__ import annotations
@@ -295,11 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     base_wall, base_cpu = median["clip_benchmark"]
     print(
-        f"{len(ours)} images, {args.classes if not args.food101 else 'all'} classes: predictions equal item by item"
+        f"{len(ours)} images, {args.classes if not args.food101 else 'all'} classes: predictions equal item "
+        "by item"
     )
     print(
-        f"{platform.node()}, {os.cpu_count()} CPUs, 1-minute load {min(load):.1f}-{max(load):.1f} during the runs; "
-        f"vlmgrid prepare (once, before): {prepare[0]:.1f} s wall, {prepare[1]:.1f} s CPU"
+        f"{platform.node()}, {os.cpu_count()} CPUs, 1-minute load {min(load):.1f}-{max(load):.1f} during "
+        f"the runs; vlmgrid prepare (once, before): {prepare[0]:.1f} s wall, {prepare[1]:.1f} s CPU"
     )
     print(f"median of {args.runs} runs      wall s   CPU s   wall ratio   CPU ratio")
     for name, (wall, cpu) in median.items():

@@ -136,8 +136,9 @@ def run(shape: dict, batch: int, items: int, work: Path, part_size: int) -> dict
 
 def table(calls: dict[str, list[dict]]) -> str:
     lines = [
-        "| path | call | batch | prompt lengths | padded length | prefill tokens (batch x padded) | pad tokens "
-        "| image tokens per row | steps (new tokens of the longest row) | new tokens per row | s (this CPU) |",
+        "| path | call | batch | prompt lengths | padded length | prefill tokens (batch x padded) "
+        "| pad tokens | image tokens per row | steps (new tokens of the longest row) | new tokens per row "
+        "| s (this CPU) |",
         "|---|---:|---:|---|---:|---:|---:|---|---:|---|---:|",
     ]
     for path, made in calls.items():

@@ -1,13 +1,13 @@
 """The default grid's cost from cold and with nothing to do, and where its time goes, rule by rule.
 
-    python perf/grid.py                                  # 3 cold runs, each in a fresh copy, then a no-op rerun
+    python perf/grid.py                              # 3 cold runs, each in a fresh copy, then a no-op rerun
     python perf/grid.py --runs 1 --out perf/results/grid-cpu.md
     python perf/grid.py --render perf/results/grid-cpu.json   # the table again, from saved figures
 
 Each run copies the repository's workflow (Snakefile, rules, configs) to a new temporary folder and runs
 `snakemake --cores N` there, as a new user's first run does; the last copy then runs again with nothing to do.
-For each run it takes the wall time, the CPU time (user + system) of Snakemake and of every job it started, and
-the job count from Snakemake's own job table; per rule, the sum and the largest of its jobs' wall and CPU
+For each run it takes the wall time, the CPU time (user + system) of Snakemake and of every job it started,
+and the job count from Snakemake's own job table; per rule, the sum and the largest of its jobs' wall and CPU
 seconds from their benchmark files (`<results_dir>/logs/benchmarks/<rule>/...tsv`, written by the rules'
 `benchmark:`). Snakemake samples a job's CPU time about once a second, so a rule's CPU figures are a floor
 (a job done before its first sample has none, and is counted apart); the run's own CPU time is exact. Jobs run
@@ -41,7 +41,8 @@ from vlmgrid.paths import logs_dir  # noqa: E402
 
 BENCHMARKS_DIR = logs_dir(Path("results")) / "benchmarks"  # the default grid's (config/config.yaml: results)
 FORKSERVER_LOG = logs_dir(Path("results")) / "forkserver.log"  # the jobs' fork server's (docs/speed.md)
-# A job line of the fork server's log: "<date> <time> job <pid> exit <code> in <s> s (<cpu> s CPU): vlmgrid <argv>"
+# A job line of the fork server's log:
+# "<date> <time> job <pid> exit <code> in <s> s (<cpu> s CPU): vlmgrid <argv>"
 SERVED_JOB = re.compile(
     r"^\S+ \S+ job \d+ exit -?\d+ in ([0-9.]+) s \(([0-9.]+) s CPU\): vlmgrid (\S+)", re.M
 )
@@ -76,9 +77,9 @@ def read_benchmark(path: Path) -> tuple[float, float | None]:
 
 
 def rule_times(benchmarks: Path) -> dict[str, dict]:
-    """Per rule (the folder under `benchmarks`, or the file's name for a rule of one job; an infer job's shards
-    are infer's), its jobs' count, the sum and largest of their wall and CPU seconds, and how many jobs have no
-    CPU sample."""
+    """Per rule (the folder under `benchmarks`, or the file's name for a rule of one job; an infer job's
+    shards are infer's), its jobs' count, the sum and largest of their wall and CPU seconds, and how many jobs
+    have no CPU sample."""
     rules: dict[str, dict] = {}
     for path in sorted(benchmarks.rglob("*.tsv")):
         parts = path.relative_to(benchmarks).parts
@@ -101,8 +102,8 @@ def rule_times(benchmarks: Path) -> dict[str, dict]:
 
 def served_times(log: str) -> dict[str, dict]:
     """Per rule (a job's command, `fetch-model` as fetch_model), the jobs that the fork server ran, the sum of
-    their wall seconds and the sum and largest of their CPU seconds: the server's wait4 figures, exact, where a
-    served job's benchmark file counts only its client."""
+    their wall seconds and the sum and largest of their CPU seconds: the server's wait4 figures, exact, where
+    a served job's benchmark file counts only its client."""
     rules: dict[str, dict] = {}
     for wall, cpu, command in SERVED_JOB.findall(log):
         entry = rules.setdefault(
@@ -123,8 +124,8 @@ def stages_run(output: str) -> int:
 def dvc_runs(work: Path, cores: int) -> tuple[dict, Path]:
     """The default grid through DVC in a fresh git repository under `work`: `dvc repro` cold (its grid stage
     runs Snakemake with the same --cores), then again with nothing to do. Each run's wall and CPU seconds (the
-    Snakemake run's and its jobs' and fork server's are DVC's children) and the stages it ran; returns them and
-    the copy's root."""
+    Snakemake run's and its jobs' and fork server's are DVC's children) and the stages it ran; returns them
+    and the copy's root."""
     root = workflow_copy(work / "dvc")
     shutil.copy2(
         REPO / ".gitignore", root / ".gitignore"
@@ -159,7 +160,8 @@ def dvc_runs(work: Path, cores: int) -> tuple[dict, Path]:
 
 
 def differing_tables(first: Path, second: Path) -> list[str]:
-    """The report files (results/tables/) that are not byte-identical between two runs' copies, or in one only."""
+    """The report files (results/tables/) that are not byte-identical between two runs' copies, or in one
+    only."""
     tables = Path("results") / "tables"
     names = {
         path.relative_to(root / tables).as_posix()
@@ -212,7 +214,8 @@ def render_markdown(meta: dict, figures: dict) -> str:
         f"Jobs: {jobs.get('total', 0)} "
         f"({', '.join(f'{rule} {count}' for rule, count in jobs.items() if rule != 'total')}).",
         "",
-        "Per rule, in the median cold run (jobs' benchmark files; CPU sampled about once a second, so a floor):",
+        "Per rule, in the median cold run (jobs' benchmark files; CPU sampled about once a second, so a "
+        "floor):",
         "",
         "| rule | jobs | wall sum s | wall max s | CPU sum s | CPU max s | jobs without a CPU sample |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -248,12 +251,13 @@ def render_dvc(figures: dict) -> list[str]:
     dvc = figures["dvc"]
     differing = dvc["differing_tables"]
     return [
-        "The same grid through DVC, in the same run (`dvc repro` in a fresh git repository: its grid stage runs "
-        "Snakemake, whose jobs' and fork server's CPU time is counted in):",
+        "The same grid through DVC, in the same run (`dvc repro` in a fresh git repository: its grid stage "
+        "runs Snakemake, whose jobs' and fork server's CPU time is counted in):",
         "",
         "| figure | wall s | CPU s (user + system) | DVC / Snakemake |",
         "|---|---:|---:|---:|",
-        f"| Snakemake cold, median | {_s(figures['cold_wall_median'])} | {_s(figures['cold_cpu_median'])} | |",
+        f"| Snakemake cold, median | {_s(figures['cold_wall_median'])} "
+        f"| {_s(figures['cold_cpu_median'])} | |",
         f"| DVC cold ({dvc['stages']} stages, {dvc['jobs'].get('total', 0)} jobs) | {_s(dvc['wall_s'])} | "
         f"{_s(dvc['cpu_s'])} | {dvc['wall_s'] / figures['cold_wall_median']:.2f} wall, "
         f"{dvc['cpu_s'] / figures['cold_cpu_median']:.2f} CPU |",

@@ -6,11 +6,11 @@
 
 The job runs on a POPE fixture in a temporary folder and is killed `--kills` times, each inside the part that
 follows a seeded random number of new parts, a seeded random fraction of a part's time into it, then left to
-finish; its predictions are checked against an uninterrupted run. Per kill it prints the items of the part cut short (all
-computed again after the restart), the model batches already done for that part (their items computed and
-never saved), the seconds spent on that part, and the restart's start-up and model load. Parts are saved
-whole, so a kill costs at most one part: part_size model requests, which on POPE (one request an item) are
-part_size items, part_size / batch_size batches.
+finish; its predictions are checked against an uninterrupted run. Per kill it prints the items of the part cut
+short (all computed again after the restart), the model batches already done for that part (their items
+computed and never saved), the seconds spent on that part, and the restart's start-up and model load. Parts
+are saved whole, so a kill costs at most one part: part_size model requests, which on POPE (one request an
+item) are part_size items, part_size / batch_size batches.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"per kill: part cut short {statistics.mean(c.part_items for c in costs):.1f} items on average "
-        f"(at most {part_size}); {batches}{statistics.mean(c.seconds_lost for c in costs):.3f} s of compute and "
-        f"{statistics.mean(c.restart_seconds for c in costs):.1f} s of restart"
+        f"(at most {part_size}); {batches}{statistics.mean(c.seconds_lost for c in costs):.3f} s of compute "
+        f"and {statistics.mean(c.restart_seconds for c in costs):.1f} s of restart"
     )
     print(f"final predictions {'identical to' if identical else 'DIFFERENT from'} the uninterrupted run's")
     return 0 if identical else 1

@@ -1,38 +1,40 @@
-"""Speed of vlmgrid's own inference path, end to end from files on disk, next to the raw ceilings measured in the same run.
+"""Speed of vlmgrid's own inference path, end to end from files on disk, next to the raw ceilings measured in
+the same run.
 
-    python perf/speed.py --out perf/results/speed-cpu-small.md               # CPU: small shapes
-    python perf/speed.py --shapes real --out perf/results/speed-h200.md      # one GPU: real shapes, bf16
+    python perf/speed.py --out perf/results/speed-cpu-small.md              # CPU: small shapes
+    python perf/speed.py --shapes real --out perf/results/speed-h200.md     # one GPU: real shapes, bf16
     python perf/speed.py --only dag --workflow --out ...                           # the CPU side alone
-    python perf/speed.py --render perf/results/speed-cpu-small.json          # the table again, from saved figures
-    python perf/speed.py --shapes real --depth 1 --device cpu --out ...      # the real-shape path at one layer
-    python perf/speed.py --device sim --out perf/results/speed-sim-h200.md   # the host against a simulated H200
+    python perf/speed.py --render perf/results/speed-cpu-small.json         # the table, from saved figures
+    python perf/speed.py --shapes real --depth 1 --device cpu --out ...     # the real-shape path at one layer
+    python perf/speed.py --device sim --out perf/results/speed-sim-h200.md  # host against a simulated H200
 
-Every model is random-initialised at the chosen shapes, saved to a temporary folder and loaded the way the grid
-loads it (open_clip's `local-dir:` path, transformers' `from_pretrained`); every benchmark is a folder of JPEG
-files with its records, run through the protocol's own runner in parts of `--part-size` model requests, as
-`vlmgrid infer` runs it. `--shapes real` (the default on CUDA) is ViT-B/32@224 and ViT-L/14@336 CLIP, and LLaVA-1.5-7B's
-shape in bf16; `--shapes small` (the default on the CPU) is tiny shapes that run in a few minutes, whose figures
-say nothing about a GPU. `--depth N` keeps the shapes' widths but gives every tower and the language model N
-layers: the real-shape path at a size the CPU runs (tests/perf/test_speed.py runs it at one layer), so that a short
-GPU run is not spent on a crash.
+Every model is random-initialised at the chosen shapes, saved to a temporary folder and loaded the way the
+grid loads it (open_clip's `local-dir:` path, transformers' `from_pretrained`); every benchmark is a folder of
+JPEG files with its records, run through the protocol's own runner in parts of `--part-size` model requests,
+as `vlmgrid infer` runs it. `--shapes real` (the default on CUDA) is ViT-B/32@224 and ViT-L/14@336 CLIP, and
+LLaVA-1.5-7B's shape in bf16; `--shapes small` (the default on the CPU) is tiny shapes that run in a few
+minutes, whose figures say nothing about a GPU. `--depth N` keeps the shapes' widths but gives every tower and
+the language model N layers: the real-shape path at a size the CPU runs (tests/perf/test_speed.py runs it at
+one layer), so that a short GPU run is not spent on a crash.
 
 Sections (`--only`, comma-separated; all but `workflow` by default):
-- clip: zero-shot classification from JPEG files in ImageNet's folder layout, for each tower, decoding them and
-  then again from the pixel cache that pass filled; next to the tower alone on tensors already on the device
-  (the ceiling) and to opening each image in the main process;
-- choice: multiple choice by the options' letter log-likelihood (ScienceQA-style items); next to a bare batched
-  forward of the same inputs (the ceiling) and to the per-sample `generate` loop (16 new tokens);
+- clip: zero-shot classification from JPEG files in ImageNet's folder layout, for each tower, decoding them
+  and then again from the pixel cache that pass filled; next to the tower alone on tensors already on the
+  device (the ceiling) and to opening each image in the main process;
+- choice: multiple choice by the options' letter log-likelihood (ScienceQA-style items); next to a bare
+  batched forward of the same inputs (the ceiling) and to the per-sample `generate` loop (16 new tokens);
 - generate: short answers (TextVQA-style, 16 new tokens), next to transformers' own batched `generate` of the
   same inputs at the same batch size;
 - rank: DANCE picture -> 50 riddles, next to 50 full forwards of picture + riddle;
 - dag: `snakemake -n` of the largest grid (every catalog model x every benchmark of the shipped configs);
-- workflow (also `--workflow`): the default grid cold (`snakemake --cores 2` in a fresh copy) and with nothing to do.
+- workflow (also `--workflow`): the default grid cold (`snakemake --cores 2` in a fresh copy) and with nothing
+  to do.
 
 Each vlmgrid figure comes with the host cores its path used (the process's CPU seconds over the wall seconds).
-`--device sim` runs none of these sections: it runs the same path on this machine's CPUs against stand-ins that
-take the H200's measured time for each batch (`--measurements`; perf/speedsim.py), the host's cost and its overlap
-with the device's in one table. The measurements live in speedcases.py (speedfolders.py: the benchmark folders;
-speedgrid.py: the CPU side), the table in speedreport.py.
+`--device sim` runs none of these sections: it runs the same path on this machine's CPUs against stand-ins
+that take the H200's measured time for each batch (`--measurements`; perf/speedsim.py), the host's cost and
+its overlap with the device's in one table. The measurements live in speedcases.py (speedfolders.py: the
+benchmark folders; speedgrid.py: the CPU side), the table in speedreport.py.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def simulated(measurements: str, part_size: int, out: str | None, argv: list[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--device",
         choices=["auto", "cpu", "cuda", "sim"],

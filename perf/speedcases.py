@@ -121,8 +121,8 @@ SHAPES = {
 
 def at_depth(shape: dict, depth: int) -> dict:
     """The shapes with `depth` transformer layers in every CLIP tower and in LLaVA's vision tower and language
-    model, everything else (widths, heads, vocabularies, image and patch sizes, projector) as they are: the same
-    path at the same widths, small enough for a test on the CPU."""
+    model, everything else (widths, heads, vocabularies, image and patch sizes, projector) as they are: the
+    same path at the same widths, small enough for a test on the CPU."""
     import open_clip
 
     def clip_cfg(arch) -> dict:
@@ -161,7 +161,8 @@ def timed(fn, device: str, repeats: int = 1, warmup: int = 1) -> float:
 
 
 def on_host(fn, device: str) -> tuple[float, float]:
-    """(seconds, host cores used: the process's CPU seconds over the wall seconds) of one call of vlmgrid's path."""
+    """(seconds, host cores used: the process's CPU seconds over the wall seconds) of one call of vlmgrid's
+    path."""
     _sync(device)
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
@@ -171,7 +172,8 @@ def on_host(fn, device: str) -> tuple[float, float]:
 
 
 def warm_up(runner, records) -> None:
-    """One untimed call of a runner before the timed ones (kernels chosen, caches filled, memory allocated)."""
+    """One untimed call of a runner before the timed ones (kernels chosen, caches filled, memory
+    allocated)."""
     runner(records)
 
 
@@ -281,7 +283,8 @@ def _clip_tower(
 
 
 def write_llava(shape: dict, device: str, out_dir: Path) -> Path:
-    """A LLaVA-1.5 checkpoint of the given shape (random weights) with the fixture's tokenizer, via save_pretrained."""
+    """A LLaVA-1.5 checkpoint of the given shape (random weights) with the fixture's tokenizer, via
+    save_pretrained."""
     import torch
     from transformers import AutoModelForImageTextToText, CLIPVisionConfig, LlamaConfig, LlavaConfig
 
@@ -322,8 +325,9 @@ def write_llava(shape: dict, device: str, out_dir: Path) -> Path:
 
 
 def write_llava_processor(shape: dict, out_dir: Path) -> None:
-    """The checkpoint's processor at the shape's image size and patch: LLaVA-1.5's CLIP image processing and its
-    image tokens ((size / patch)^2 of them in every prompt), with the fixture's tokenizer and chat template."""
+    """The checkpoint's processor at the shape's image size and patch: LLaVA-1.5's CLIP image processing and
+    its image tokens ((size / patch)^2 of them in every prompt), with the fixture's tokenizer and chat
+    template."""
     from transformers import CLIPImageProcessor, LlavaProcessor
 
     old = LlavaProcessor.from_pretrained(out_dir)
@@ -473,7 +477,8 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
     warm_up(runner, records.iloc[:1])
     ours, ours_cores = on_host(lambda: in_parts(runner, parts), device)
 
-    # 50 full forwards: picture + prompt + riddle, each its own sequence, in batches as a plain evaluation does
+    # 50 full forwards: picture + prompt + riddle, each its own sequence, in batches as a plain evaluation
+    # does
     prompt = ranking_prompt()
     picture = open_rgb(folder / names[0])
     full = [OptionRequest(f"r{j}", picture, prompt + " " + riddles[0][j], ["x"], ["A"]) for j in range(k)]

@@ -8,7 +8,8 @@ PHOTO_SIZE = (500, 375)  # ImageNet's typical picture
 
 
 def write_photos(folder: Path, names: list[str], seed: int = 0) -> None:
-    """Photo-like JPEGs (smooth content plus noise, quality 90) of ImageNet's typical size at the given names."""
+    """Photo-like JPEGs (smooth content plus noise, quality 90) of ImageNet's typical size at the given
+    names."""
     import numpy as np
     from PIL import Image
 

@@ -1,4 +1,5 @@
-"""perf/speed.py's CPU side: `snakemake -n` of the largest grid, and the default grid cold and with nothing to do."""
+"""perf/speed.py's CPU side: `snakemake -n` of the largest grid, and the default grid cold and with nothing to
+do."""
 
 from __future__ import annotations
 

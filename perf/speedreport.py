@@ -130,7 +130,8 @@ SIM_GOAL = 0.9
 
 def sim_goal(row: dict) -> tuple[str, str]:
     """(goal, verdict) of a simulated-device row: the ceiling where this machine's cores can feed it, else the
-    host's rate per core against a bare decode and resize per core (or the cores it lacks, where there is none)."""
+    host's rate per core against a bare decode and resize per core (or the cores it lacks, where there is
+    none)."""
     if row["cores_needed"] <= row["cpus"]:
         return f">= {SIM_GOAL}x the simulated ceiling", "met" if row["ratio"] >= SIM_GOAL else "missed"
     if "bare_per_core" in row:
@@ -143,11 +144,11 @@ def render_sim_markdown(meta: dict, rows: list[dict]) -> str:
     lines = [
         f"# vlmgrid speed: {meta['device']}",
         "",
-        "**Simulated device.** vlmgrid's own path from files on disk, every model call a stand-in that sleeps "
-        "the H200's measured time for its batch (batch size over the items per second measured there) and "
-        "returns outputs of the right shape. The ceiling is the stand-ins alone, back to back; *host alone* is "
-        "the same run with stand-ins that take no time; the host cores used are the process's CPU seconds over "
-        "its wall seconds.",
+        "**Simulated device.** vlmgrid's own path from files on disk, every model call a stand-in that "
+        "sleeps the H200's measured time for its batch (batch size over the items per second measured "
+        "there) and returns outputs of the right shape. The ceiling is the stand-ins alone, back to back; "
+        "*host alone* is the same run with stand-ins that take no time; the host cores used are the "
+        "process's CPU seconds over its wall seconds.",
         "",
     ]
     lines += [
@@ -163,10 +164,11 @@ def render_sim_markdown(meta: dict, rows: list[dict]) -> str:
     for row in rows:
         goal, verdict = sim_goal(row)
         lines.append(
-            f"| {row['label']} | {_number(row['value'])} | {_number(row['reference'])} | {row['ratio']:.2f}x | "
-            f"{row['unit']} | {row['host_cores']:.2f} | {row['host_s']:.2f} | {row['device_s']:.2f} | "
-            f"{row['host_s'] + row['device_s']:.2f} | {max(row['host_s'], row['device_s']):.2f} | "
-            f"{row['wall_s']:.2f} | {_number(row['per_core'])} | {row['cores_needed']:.1f} | {goal} | {verdict} |"
+            f"| {row['label']} | {_number(row['value'])} | {_number(row['reference'])} | "
+            f"{row['ratio']:.2f}x | {row['unit']} | {row['host_cores']:.2f} | {row['host_s']:.2f} | "
+            f"{row['device_s']:.2f} | {row['host_s'] + row['device_s']:.2f} | "
+            f"{max(row['host_s'], row['device_s']):.2f} | {row['wall_s']:.2f} | {_number(row['per_core'])} "
+            f"| {row['cores_needed']:.1f} | {goal} | {verdict} |"
         )
     return _with_notes(lines, meta)
 

@@ -24,12 +24,14 @@ from pathlib import Path
 from speedcases import NEW_TOKENS, in_parts, infer_parts, load_llava, write_llava_processor
 from speedfolders import dance_folder, folder_benchmark, imagenet_folder, item_records
 
-# The tower shapes whose preprocessing (image size) the simulated CLIP runs: the towers themselves are stand-ins.
+# The tower shapes whose preprocessing (image size) the simulated CLIP runs: the towers themselves are
+# stand-ins.
 SIM_CLIP = {
     "large": ("ViT-L/14@336", "ViT-L-14@336", 336, 14),
     "base": ("ViT-B/32@224", "ViT-B-32@224", 224, 32),
 }
-# a part of 1024 requests is 16 batches of 64: the first batch's preparation, which nothing can hide, is 1/16 of it
+# a part of 1024 requests is 16 batches of 64: the first batch's preparation, which nothing can hide, is 1/16
+# of it
 SIM_COUNTS = {
     "clip_images": 1024,
     "clip_batch": 64,
@@ -58,7 +60,8 @@ class H200:
     cores: int
 
     def continuation_tokens_per_s(self, candidates: int, tokens: int) -> float:
-        """Candidate tokens per second after a picture's prefix: a picture's time less its prefix's forward."""
+        """Candidate tokens per second after a picture's prefix: a picture's time less its prefix's
+        forward."""
         return candidates * tokens / (1 / self.rank_images - 1 / self.letters[1])
 
 
@@ -101,7 +104,8 @@ def read_h200(folder: Path) -> H200:
 
 
 def at_batch(rates: dict, batch: int) -> float:
-    """The rate measured at the batch size nearest `batch` (a short last batch runs at a smaller size's rate)."""
+    """The rate measured at the batch size nearest `batch` (a short last batch runs at a smaller size's
+    rate)."""
     return rates[min(rates, key=lambda size: (abs(size - batch), size))]
 
 
@@ -420,14 +424,15 @@ def _unhidden(row: dict) -> str:
     if row["figure"] == "sim rank":
         return (
             "; the ranking protocol sends a part's queries in calls of up to 64 requests and each next "
-            "request's inputs are prepared ahead, yet the host time did not overlap: it lies inside the scoring "
-            "step between the stand-in's calls (the continuations' logits, made and read on the CPU here, which "
-            "a real device computes), so the simulation cannot hide it"
+            "request's inputs are prepared ahead, yet the host time did not overlap: it lies inside the "
+            "scoring step between the stand-in's calls (the continuations' logits, made and read on the CPU "
+            "here, which a real device computes), so the simulation cannot hide it"
         )
     return (
-        f"; {row['wall_s'] - row['device_s']:.2f} s of the wall is host time the device did not hide: the first "
-        f"of its {row['batches']} batches' images and inputs (about {row['host_s'] / row['batches']:.2f} s), "
-        f"which nothing can run beside; the part's other images are opened while the batches run"
+        f"; {row['wall_s'] - row['device_s']:.2f} s of the wall is host time the device did not hide: the "
+        f"first of its {row['batches']} batches' images and inputs (about "
+        f"{row['host_s'] / row['batches']:.2f} s), which nothing can run beside; the part's other images "
+        "are opened while the batches run"
     )
 
 

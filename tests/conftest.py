@@ -17,17 +17,18 @@ from helpers.common import (
 
 # Caches (classifier weights, API responses) go to a fresh folder per test session, never the user's.
 os.environ["VLMGRID_CACHE_DIR"] = tempfile.mkdtemp(prefix="vlmgrid-cache-")
-# The jobs' fork server is each Snakemake run's own (started by its onstart, in a private folder, and ended with
-# the run, `dvc repro`'s grid stage included): a `vlmgrid` command outside Snakemake runs in its own process, so
-# the session has no server of its own to stop.
+# The jobs' fork server is each Snakemake run's own (started by its onstart, in a private folder, and ended
+# with the run, `dvc repro`'s grid stage included): a `vlmgrid` command outside Snakemake runs in its own
+# process, so the session has no server of its own to stop.
 
 
-# --- running the suite in parallel (pytest-xdist, `-n N --dist loadgroup`) ---------------------------------------
-# Tests that share a set-up made once per session or module (the default grid's run, a Slurm cluster, a browser,
-# tiny checkpoints) run in one worker, so no worker builds it again: every test is linked to the tests' session
-# fixtures and to its module's module fixtures that it uses, and each group of linked tests becomes one
-# xdist_group. A test that asks for such a fixture only while it runs (request.getfixturevalue) says so with an
-# xdist_group mark of that fixture's name. Tests with no shared set-up are spread over the workers one by one.
+# --- running the suite in parallel (pytest-xdist, `-n N --dist loadgroup`) ----------------------------------
+# Tests that share a set-up made once per session or module (the default grid's run, a Slurm cluster, a
+# browser, tiny checkpoints) run in one worker, so no worker builds it again: every test is linked to the
+# tests' session fixtures and to its module's module fixtures that it uses, and each group of linked tests
+# becomes one xdist_group. A test that asks for such a fixture only while it runs (request.getfixturevalue)
+# says so with an xdist_group mark of that fixture's name. Tests with no shared set-up are spread over the
+# workers one by one.
 
 
 def _group_marks(item) -> set[str]:
@@ -39,8 +40,8 @@ def _group_marks(item) -> set[str]:
 
 
 def _shared_setups(item) -> set[str]:
-    """The names of the shared set-ups `item` uses: the tests' own session fixtures by name, module fixtures by
-    module and name, and the names its xdist_group marks give."""
+    """The names of the shared set-ups `item` uses: the tests' own session fixtures by name, module fixtures
+    by module and name, and the names its xdist_group marks give."""
     names = _group_marks(item)
     info = getattr(item, "_fixtureinfo", None)
     for fixture, definitions in info.name2fixturedefs.items() if info else ():
@@ -85,9 +86,9 @@ def _slow_first(items) -> None:
 
 
 def _name_group_in_id(item) -> None:
-    """Make sure `item`'s id ends with "@" and its group, as xdist's loadgroup scheduler reads it: pytest-xdist
-    3.8 writes the old `_nodeid`, which pytest 9.2 no longer reads (pytest-xdist issue 1386), so the groups
-    would be dropped without a word."""
+    """Make sure `item`'s id ends with "@" and its group, as xdist's loadgroup scheduler reads it:
+    pytest-xdist 3.8 writes the old `_nodeid`, which pytest 9.2 no longer reads (pytest-xdist issue 1386), so
+    the groups would be dropped without a word."""
     names = _group_marks(item)
     suffix = "@" + "_".join(sorted(names))
     if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
@@ -178,8 +179,8 @@ def snakemake_run(tmp_path_factory):
     anything works on `snakemake_copy`.
     """
     root = copy_workflow(tmp_path_factory.mktemp("wf") / "repo")
-    # --cores 4 even on two cores: the small jobs mostly wait on their imports and files, so a few at a time keep
-    # both cores busy. The jobs' commands, and so every file, are the same.
+    # --cores 4 even on two cores: the small jobs mostly wait on their imports and files, so a few at a time
+    # keep both cores busy. The jobs' commands, and so every file, are the same.
     run(["snakemake", "--cores", "4"], root)
     return root
 

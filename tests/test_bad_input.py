@@ -112,14 +112,15 @@ def cli_error(capsys, argv) -> str:
 
 
 def rewrite(path, frame):
-    """Write an edited predictions frame back to its file, keeping its metadata, as vlmgrid's writer would write
-    those rows (the hash of its rows is theirs): the checks of the rows themselves see it."""
+    """Write an edited predictions frame back to its file, keeping its metadata, as vlmgrid's writer would
+    write those rows (the hash of its rows is theirs): the checks of the rows themselves see it."""
     table = pa.Table.from_pandas(frame.reset_index(drop=True), schema=SCHEMA, preserve_index=False)
     write_predictions(path, table, read_metadata(path))
 
 
 def png_header(width, height) -> bytes:
-    """A PNG that declares width x height grey pixels but holds almost no data (a decompression bomb's header)."""
+    """A PNG that declares width x height grey pixels but holds almost no data (a decompression bomb's
+    header)."""
 
     def chunk(kind, data):
         return (
@@ -214,7 +215,8 @@ def test_broken_image_names_where_it_came_from(grid, tmp_path):
         errors["error"]
         .iloc[0]
         .startswith(
-            f"image unreadable: {stored} (from raw/Questions.csv row {int(item) + 1}, 'MMVP Images/{item}.jpg'): "
+            f"image unreadable: {stored} (from raw/Questions.csv row {int(item) + 1}, 'MMVP "
+            f"Images/{item}.jpg'): "
         )
     )
 
@@ -403,7 +405,8 @@ def test_wrong_number_of_options(grid, monkeypatch, capsys):
 
     with pytest.raises(
         VlmgridError,
-        match=r"scienceqa-fixture: item '.+' has 1 option\(s\); multiple-choice items need at least 2 and at most 26",
+        match=r"scienceqa-fixture: item '.+' has 1 option\(s\); multiple-choice items need at least 2 and at "
+        r"most 26",
     ):
         prepare(config, "scienceqa-fixture", monkeypatch, set_options(0, ["only"]))
     many = [f"option {k}" for k in range(27)]  # more than the letters A to Z
@@ -436,8 +439,8 @@ def test_wrong_number_of_options(grid, monkeypatch, capsys):
         ["score", "elsewhere", "scienceqa-fixture", "--config", config_path, "--predictions", str(outside)],
     )
     assert (
-        f'gives item "{item}" (variant "default") prediction_index {n_options}, but it has {n_options} options'
-        in err
+        f'gives item "{item}" (variant "default") prediction_index {n_options}, but it has {n_options} '
+        "options" in err
     )
 
 
@@ -530,7 +533,10 @@ def test_predictions_given_to_score_are_fixed_not_rebuilt(grid, capsys, tmp_path
         assert "infer" not in err and "delete" not in err and "rerun" not in err, err
         return err
 
-    fix = "write it again in the predictions format of docs/formats.md (`results/predictions/<model>/<bench>.parquet`"
+    fix = (
+        "write it again in the predictions format of docs/formats.md "
+        "(`results/predictions/<model>/<bench>.parquet`"
+    )
     csv = tmp_path / "mine.csv"
     made.drop(columns=["scores", "topk"]).to_csv(csv, index=False)
     err = given_error(csv)

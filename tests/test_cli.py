@@ -27,7 +27,8 @@ def test_cells_lists_the_grid(capsys):
 
 
 def _column_starts(line: str) -> list[int]:
-    """Where each column of a listing line starts: after two spaces or more (a description has single ones)."""
+    """Where each column of a listing line starts: after two spaces or more (a description has single
+    ones)."""
     return [match.end() for match in re.finditer(r"(?:^|  ) *(?=\S)", line)]
 
 

@@ -136,35 +136,35 @@ def test_missing_config_file(tmp_path):
         # an unclosed flow list: the parser notices at the next key, the fix points back at the bracket
         (
             'title: "x"\nmodels:\n  a: [1, 2\nbenchmarks: {}\n',
-            "is not valid YAML at line 4, column 11 (expected ',' or ']', but got ':'); close the [ opened at line 3, "
-            "column 6 with ], or separate its items with commas",
+            "is not valid YAML at line 4, column 11 (expected ',' or ']', but got ':'); close the [ opened "
+            "at line 3, column 6 with ], or separate its items with commas",
         ),
         (
             "models:\n\trandom: {}\n",
-            "is not valid YAML at line 2, column 1 (found character '\\t' that cannot start any token); indent with "
-            "spaces, not tabs",
+            "is not valid YAML at line 2, column 1 (found character '\\t' that cannot start any token); "
+            "indent with spaces, not tabs",
         ),
         (
             'title: "my grid\nmodels: {}\n',
-            "is not valid YAML at line 3, column 1 (found unexpected end of stream); close the quote opened at line 1, "
-            "column 8",
+            "is not valid YAML at line 3, column 1 (found unexpected end of stream); close the quote opened "
+            "at line 1, column 8",
         ),
         (
             "title: grid: two\n",
-            "is not valid YAML at line 1, column 12 (mapping values are not allowed here); quote the value, which "
-            "holds a ': ', or put the key on a line of its own",
+            "is not valid YAML at line 1, column 12 (mapping values are not allowed here); quote the value, "
+            "which holds a ': ', or put the key on a line of its own",
         ),
         (
             "title: x\nmodels\nbenchmarks: {}\n",
-            "is not valid YAML at line 3, column 1 (could not find expected ':'); end the key at line 2, column 1 with "
-            "': ', or quote the text",
+            "is not valid YAML at line 3, column 1 (could not find expected ':'); end the key at line 2, "
+            "column 1 with ': ', or quote the text",
         ),
         # a tag that would build a Python object (and run a command) is never constructed
         (
             'title: !!python/object/apply:os.system ["touch pwned"]\n',
             "is not valid YAML at line 1, column 8 (could not determine a constructor for the tag "
-            "'tag:yaml.org,2002:python/object/apply:os.system'); remove the tag (the !name before the value): a grid "
-            "config is plain YAML",
+            "'tag:yaml.org,2002:python/object/apply:os.system'); remove the tag (the !name before the "
+            "value): a grid config is plain YAML",
         ),
     ],
 )
@@ -297,7 +297,7 @@ def test_paper_grids_validate_on_real_sources(name, kinds):
     )
 
 
-# ---------------------------------------------------------------------------------------------- the workflow's file
+# ---------------------------------------------------------------------------------------- the workflow's file
 
 
 def test_workflow_config_file_is_the_given_one_else_the_default():
@@ -400,7 +400,8 @@ SERVED = {
         ),
         (
             {"serve": None, "base_url": "http://localhost:8000/v1", "gpus": 2},
-            r"models\.served\.gpus means something only for a server the jobs start \(serve\); remove gpus, or add serve$",
+            r"models\.served\.gpus means something only for a server the jobs start \(serve\); remove gpus, "
+            r"or add serve$",
         ),
         ({"serve": {"command": []}}, r"models\.served\.serve\.command: \[\] should be non-empty"),
         (
@@ -449,8 +450,8 @@ def test_a_config_that_cannot_be_read_is_one_sentence_naming_it(tmp_path):
 
 
 def test_a_config_in_a_folder_that_cannot_be_entered_is_one_sentence_naming_it(tmp_path):
-    """The folder of mode 0644 (listed, not entered): finding the file fails, not reading it. As root, under capsh
-    with the permission bypass dropped (helpers.permissions)."""
+    """The folder of mode 0644 (listed, not entered): finding the file fails, not reading it. As root, under
+    capsh with the permission bypass dropped (helpers.permissions)."""
     from helpers.permissions import vlmgrid_held_back
 
     folder = tmp_path / "grids"
@@ -470,8 +471,8 @@ def test_a_config_in_a_folder_that_cannot_be_entered_is_one_sentence_naming_it(t
 
 
 def test_a_config_that_cannot_be_read_for_another_reason_is_one_sentence_naming_it(tmp_path, capsys):
-    """Any other OS error (here a name longer than the file system takes; a disk's EIO alike): the file and the
-    system's reason."""
+    """Any other OS error (here a name longer than the file system takes; a disk's EIO alike): the file and
+    the system's reason."""
     config = tmp_path / f"{'g' * 300}.yaml"
     assert main(["check-config", "--config", str(config)]) == 2
     assert capsys.readouterr().err == (

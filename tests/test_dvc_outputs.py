@@ -1,5 +1,6 @@
-"""pull_hint: a missing file that a dvc.lock of the repo records in DVC's cache gets the `dvc pull` that fetches it;
-one kept in git, one no stage outputs, one outside the repo or a repo whose lock cannot be read gets none."""
+"""pull_hint: a missing file that a dvc.lock of the repo records in DVC's cache gets the `dvc pull` that
+fetches it; one kept in git, one no stage outputs, one outside the repo or a repo whose lock cannot be read
+gets none."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def repo(tmp_path, monkeypatch):
         ("results/scores/random/pope-fixture.json", "dvc.lock"),
         ("data/models/clip-tiny/model.json", "dvc.lock"),  # a foreach stage's output (fetch_model@clip-tiny)
         ("data/.source-stamps/mme-fixture.json", "dvc.lock"),
-        # a paper grid's pipeline: its stages run at the repo root (wdir: ../.., under `do:` for a foreach stage)
+        # a paper grid's pipeline: its stages run at the repo root (wdir: ../.., under `do:` for a foreach
+        # stage)
         ("data/mme/records.parquet", "pipelines/paper/dvc.lock"),
         ("results/paper/scores/llava-1.5-7b/mme.json", "pipelines/paper/dvc.lock"),
         ("data/models/llava-1.5-7b", "pipelines/paper/dvc.lock"),
@@ -101,7 +103,8 @@ def test_a_path_that_needs_quoting_is_quoted(repo):
         "stages: [unclosed\n",  # not YAML
         "- a list\n",  # YAML, not a lock
         "schema: '2.0'\nstages:\n  grid: [not, a, stage]\n",
-        "schema: '2.0'\nstages:\n  grid:\n    outs: [just-a-path, {path: 7, md5: x}, {path: data/mme-fixture}]\n",  # no md5
+        "schema: '2.0'\nstages:\n  grid:\n    outs: [just-a-path, {path: 7, md5: x}, {path: "
+        "data/mme-fixture}]\n",  # no md5
         "\xff\xfe",  # not UTF-8
     ],
 )

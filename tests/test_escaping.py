@@ -18,7 +18,8 @@ from vlmgrid.escaping import report_param, script_json, terminal_json, terminal_
 
 BREAKOUT = '</script><img src=x onerror="window.__pwned=1">'
 # What a terminal acts on instead of showing it: a window title set (OSC ... BEL), a colour (CSI), a carriage
-# return and a line break (a row overwritten or split), a right-to-left override (the rest of the line reversed).
+# return and a line break (a row overwritten or split), a right-to-left override (the rest of the line
+# reversed).
 TERMINAL = "\x1b]0;pwned\x07\x1b[31m\r\n\u202e"
 TERMINAL_SHOWN = r"\x1b]0;pwned\x07\x1b[31m\r\n\u202e"
 # Every character a terminal or a viewer acts on (the C0 and C1 controls, DEL, the bidirectional controls, the
@@ -66,7 +67,8 @@ def test_no_caption_renders_config_or_params():
 
 
 def test_a_data_or_results_folder_with_markup_is_refused_in_one_sentence(default_config_data):
-    # Snakemake's report lists every output path, unescaped, in JSON inside a <script>: no escaping of ours reaches it
+    # Snakemake's report lists every output path, unescaped, in JSON inside a <script>: no escaping of ours
+    # reaches it
     for key in ("data_dir", "results_dir"):
         data = {**default_config_data, key: f"out/{BREAKOUT}"}
         with pytest.raises(VlmgridError) as error:
@@ -144,8 +146,8 @@ def test_log_lines_on_stderr_show_the_data_they_name_escaped(capsys):
 
 
 def test_a_model_or_benchmark_name_cannot_hold_a_line_break(default_config_data):
-    # A name is printed as it is by `vlmgrid plan`, `cells`, `models` and `benchmarks`: the schema's pattern alone
-    # lets a final line break through (Python's `$` matches before one).
+    # A name is printed as it is by `vlmgrid plan`, `cells`, `models` and `benchmarks`: the schema's pattern
+    # alone lets a final line break through (Python's `$` matches before one).
     for section in ("models", "benchmarks"):
         data = json.loads(json.dumps(default_config_data))
         name = next(iter(data["grid"][section]))

@@ -1,6 +1,6 @@
 """Atomic writes against a hostile filesystem: outputs follow the umask like a plain open(), a full disk or a
-read-only folder is one sentence with nothing left behind, and a killed writer's temporaries are removed on the
-next run of the same writer while a running writer's are kept."""
+read-only folder is one sentence with nothing left behind, and a killed writer's temporaries are removed on
+the next run of the same writer while a running writer's are kept."""
 
 from __future__ import annotations
 

@@ -23,14 +23,16 @@ NVIDIA_SMI_WORKING = """#!{bash}
 echo "GPU 0: NVIDIA H200 (UUID: GPU-6a2f7c1e-0000-0000-0000-000000000000)"
 """
 NVIDIA_SMI_NO_DRIVER = """#!{bash}
-echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. \
+Make sure that the latest NVIDIA driver is installed and running."
 exit 9
 """
 PIP = """#!{bash}
 printf '%s\\n' "$PWD" "$@" "--" >> "{log}"
 if [ "$1" = index ]; then
   # asked with no configuration file and no other index or links
-  [ "$PIP_CONFIG_FILE" = /dev/null ] && [ -z "${{PIP_EXTRA_INDEX_URL+set}}${{PIP_FIND_LINKS+set}}" ] || exit 70
+  [ "$PIP_CONFIG_FILE" = /dev/null ] && [ -z "${{PIP_EXTRA_INDEX_URL+set}}${{PIP_FIND_LINKS+set}}" ] \
+|| exit 70
   exit {index_status}
 fi
 exit {status}

@@ -1,5 +1,5 @@
-"""The package's floors and its freedom from circles (pyproject.toml's import-linter contracts, docs/design.md) hold,
-and each contract bites."""
+"""The package's floors and its freedom from circles (pyproject.toml's import-linter contracts,
+docs/design.md) hold, and each contract bites."""
 
 import os
 import shutil
@@ -19,7 +19,8 @@ NO_CIRCLE = "no circle: no module imports one that imports it, at any depth of t
 def _lint(cwd: Path, package_parent: Path) -> subprocess.CompletedProcess:
     if not LINT.is_file():
         pytest.skip(
-            f"{LINT} is missing; install the test extra (pip install -e '.[test]'), which brings import-linter"
+            f"{LINT} is missing; install the test extra (pip install -e '.[test]'), which brings "
+            "import-linter"
         )
     env = {**os.environ, "PYTHONPATH": str(package_parent)}
     return subprocess.run(
@@ -57,7 +58,8 @@ def test_the_house_has_six_floors_or_fewer():
         ("errors.py", "import vlmgrid.fileio", {NO_CIRCLE}),  # a circle on one floor: fileio imports errors
         # the running of a cell asking the plan from inside the run: the plan hands it a CellPlan instead
         ("cellrun/run.py", "from vlmgrid.stages import plan", {LAYERS, NO_CIRCLE}),
-        # the running of a cell knows a job as records and request counts: the stage brings the benchmark and model
+        # the running of a cell knows a job as records and request counts: the stage brings the benchmark and
+        # model
         ("cellrun/job.py", "from vlmgrid.benchmarks import load_benchmark", {LAYERS}),
     ],
 )

@@ -24,7 +24,8 @@ from vlmgrid.predictions import read_metadata
 SECRET = "hf_s3cr3t-T0KEN-value"
 
 # A served model's server: it answers "Yes" to every request, and refuses to start without the token it was
-# given in serve.env (so the token still reaches the server that needs it), which it reads from a file beside it.
+# given in serve.env (so the token still reaches the server that needs it), which it reads from a file beside
+# it.
 FAKE_SERVER = textwrap.dedent("""
     import json, os, sys
     from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -109,8 +110,9 @@ def test_dvc_tracks_a_models_settings_by_its_stamp_which_names_the_tokens_variab
     small_config, tmp_path, capsys
 ):
     # DVC writes the value of every param a stage tracks into dvc.lock (committed, pushed): no stage tracks a
-    # model's settings in the config (the grid stage depends on the config file, which DVC records by its hash),
-    # and the grid's settings stamp, whose whole content the grid stage tracks instead, holds serve.env's names only
+    # model's settings in the config (the grid stage depends on the config file, which DVC records by its
+    # hash), and the grid's settings stamp, whose whole content the grid stage tracks instead, holds
+    # serve.env's names only
     from vlmgrid.stages.dvc_pipelines import render_pipelines
 
     for dvc_file, text in render_pipelines(REPO).items():
@@ -160,8 +162,8 @@ def test_dvc_tracks_a_models_settings_by_its_stamp_which_names_the_tokens_variab
 
 @pytest.mark.integration
 def test_dvc_repro_of_a_served_model_writes_no_token_into_dvc_lock(small_config, tmp_path):
-    """The grid run through DVC: its settings go into dvc.lock (the grid stage's params), the token's variables by
-    name only, and no file DVC or Snakemake writes holds the token."""
+    """The grid run through DVC: its settings go into dvc.lock (the grid stage's params), the token's
+    variables by name only, and no file DVC or Snakemake writes holds the token."""
     grid = yaml.safe_load(Path(served_grid(small_config, tmp_path)).read_text())
     grid = {
         **{key: value for key, value in grid.items() if key != "prompts_dir"},

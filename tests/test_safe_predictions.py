@@ -1,7 +1,7 @@
-"""A predictions file is the model's output only while its rows are the ones vlmgrid wrote: its metadata record a
-hash of its rows (`rows_sha256`), so a file edited after the run, its metadata kept (every answer set to the
-gold), is refused when scored, compared, diffed, inspected or merged; and every output records the version of
-the code that made it (`code_version`)."""
+"""A predictions file is the model's output only while its rows are the ones vlmgrid wrote: its metadata
+record a hash of its rows (`rows_sha256`), so a file edited after the run, its metadata kept (every answer set
+to the gold), is refused when scored, compared, diffed, inspected or merged; and every output records the
+version of the code that made it (`code_version`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The server a served model's job starts (vlmgrid.serving), with small real servers: Python's own http.server,
-and commands that exit or never become ready. It becomes ready, is stopped after the job's work, and is
-stopped too when the job fails or is SIGKILLed; what goes wrong is one sentence with the server log's tail."""
+"""The server a served model's job starts (vlmgrid.serving), with small real servers: Python's own
+http.server, and commands that exit or never become ready. It becomes ready, is stopped after the job's work,
+and is stopped too when the job fails or is SIGKILLed; what goes wrong is one sentence with the server log's
+tail."""
 
 from __future__ import annotations
 

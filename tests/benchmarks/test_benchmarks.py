@@ -1,5 +1,6 @@
 """Benchmarks: fixtures in each kind's real raw format -> prepare -> records/classes/manifest, and the
-manifest's guarantees (determinism, nothing rewritten when unchanged, tampering detected, rebuild on change)."""
+manifest's guarantees (determinism, nothing rewritten when unchanged, tampering detected, rebuild on
+change)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The classification kinds food101, caltech101, imagenet and imagenet_ilsvrc2012: fixture -> prepare -> records."""
+"""The classification kinds food101, caltech101, imagenet and imagenet_ilsvrc2012: fixture -> prepare ->
+records."""
 
 from __future__ import annotations
 
@@ -211,7 +212,8 @@ def test_caltech_full_copy_with_another_inner_md5_is_refused(tmp_path, monkeypat
 
 
 def _fake_ilsvrc_tree(root: Path, ground_truth: list[int]) -> None:
-    """An extracted ILSVRC2012 tree: devkit folder (meta.mat, ground truth) and the val tar extracted into val/."""
+    """An extracted ILSVRC2012 tree: devkit folder (meta.mat, ground truth) and the val tar extracted into
+    val/."""
     data = root / imagenet.DEVKIT / "data"
     data.mkdir(parents=True)
     imagenet_fixture.write_devkit_meta(data / "meta.mat", imagenet_fixture.fixture_leaves())
@@ -324,8 +326,8 @@ def test_food101_a_link_in_the_archive_is_named_and_not_followed(tmp_path):
         food101.adapt(raw, tmp_path / "bench")
     assert str(caught.value) == (
         f"{raw / food101.ARCHIVE}: member {linked} is a symbolic link (to /etc/passwd), and links inside an "
-        f"archive are not followed (one could point anywhere on the disk); re-download the archive, or rebuild "
-        f"it with the file itself in place of the link (tar --dereference)"
+        "archive are not followed (one could point anywhere on the disk); re-download the archive, or "
+        "rebuild it with the file itself in place of the link (tar --dereference)"
     )
     assert not (tmp_path / "bench" / "images" / f"{test['apple_pie'][0]}.jpg").exists()
 

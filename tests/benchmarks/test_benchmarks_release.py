@@ -236,13 +236,15 @@ def test_a_folder_in_two_layouts_or_with_two_tsv_files_is_ambiguous(tmp_path):
     mmbench_fixture.write_tsv_fixture(tmp_path, settings, name="MMBench_DEV_EN_V11.tsv")
     with pytest.raises(
         VlmgridError,
-        match=r"holds 2 mmbench files \(MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv\); point `path` at the one",
+        match=r"holds 2 mmbench files \(MMBench_DEV_EN.tsv, MMBench_DEV_EN_V11.tsv\); "
+        r"point `path` at the one",
     ):
         mmbench.adapt(tmp_path, tmp_path / "bench")
     mmbench_fixture.write_fixture(tmp_path, settings)
     with pytest.raises(
         VlmgridError,
-        match=r"in more than one layout \(en/dev-00000-of-00001.parquet \(hub\), MMBench_DEV_EN.tsv \(tsv\)\)",
+        match=r"in more than one layout "
+        r"\(en/dev-00000-of-00001.parquet \(hub\), MMBench_DEV_EN.tsv \(tsv\)\)",
     ):
         mmbench.adapt(tmp_path, tmp_path / "bench")
 
@@ -287,8 +289,9 @@ def test_an_mme_question_file_without_its_image(tmp_path):
     with pytest.raises(VlmgridError) as error:
         mme.adapt(tmp_path, tmp_path / "bench")
     assert str(error.value) == (
-        f"{tmp_path / 'count' / '0000.txt'}: its image 0000.jpg (or .png) is missing from {tmp_path / 'count'}; "
-        f"the release folder is incomplete: restore the image from MME_Benchmark_release_version"
+        f"{tmp_path / 'count' / '0000.txt'}: its image 0000.jpg (or .png) is missing from "
+        f"{tmp_path / 'count'}; the release folder is incomplete: restore the image from "
+        "MME_Benchmark_release_version"
     )
 
 

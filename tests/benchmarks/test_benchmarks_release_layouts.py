@@ -31,7 +31,8 @@ def _extract(archive: Path, into: Path) -> None:
 
 
 def _ilsvrc_extracted_flat(raw: Path, settings) -> None:
-    """The ILSVRC2012 archives unpacked as image-net.org's readers do: the val tar into val/, the devkit beside."""
+    """The ILSVRC2012 archives unpacked as image-net.org's readers do: the val tar into val/, the devkit
+    beside."""
     imagenet_fx.write_ilsvrc_fixture(raw / "tmp", settings)
     _extract(raw / "tmp" / imagenet.VAL_TAR, raw / "val")
     _extract(raw / "tmp" / imagenet.DEVKIT_TGZ, raw)

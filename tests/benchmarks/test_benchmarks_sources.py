@@ -181,7 +181,8 @@ def test_url_source_rejects_a_wrong_md5(tmp_path, monkeypatch):
     bench_dir = tmp_path / "flowers"
     with pytest.raises(
         VlmgridError,
-        match=r"102flowers\.tgz: the download from https://www\.robots\.ox\.ac\.uk/.*has md5 .* expected 52808999861908f626f3c1f4e79d11fa",
+        match=r"102flowers\.tgz: the download from https://www\.robots\.ox\.ac\.uk/.*has md5 .* expected "
+        r"52808999861908f626f3c1f4e79d11fa",
     ):
         prepare_benchmark("flowers", {"kind": "flowers102", "source": {"type": "url"}}, bench_dir)
     assert calls == ["https://www.robots.ox.ac.uk/~vgg/data/flowers/102/102flowers.tgz"]
@@ -237,7 +238,8 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def _fake_hub(monkeypatch, repo_files: dict[str, bytes], calls: list, commit: str = COMMIT):
-    """A hub whose every revision names `commit` (HfApi.dataset_info is mocked, as are listing and download)."""
+    """A hub whose every revision names `commit` (HfApi.dataset_info is mocked, as are listing and
+    download)."""
     listing = {path: hashlib.sha256(data).hexdigest() for path, data in repo_files.items()}
 
     def fake_info(self, repo_id, *, revision=None, **kwargs):
@@ -328,7 +330,8 @@ def test_hf_hub_download_not_matching_the_hub_sha256_is_an_error(tmp_path, monke
     }
     with pytest.raises(
         VlmgridError,
-        match=r"test-00000-of-00001\.parquet: the download .* from me/ScienceQA@v1 does not match the hub's sha256",
+        match=r"test-00000-of-00001\.parquet: the download .* from me/ScienceQA@v1 does not match the hub's "
+        r"sha256",
     ):
         prepare_benchmark("sqa", settings, tmp_path / "sqa")
 

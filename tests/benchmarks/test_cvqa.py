@@ -1,4 +1,5 @@
-"""CVQA: the hub format and its fixture, the four prompt settings, hidden labels, the metric and the submission."""
+"""CVQA: the hub format and its fixture, the four prompt settings, hidden labels, the metric and the
+submission."""
 
 import copy
 import json
@@ -278,8 +279,14 @@ def test_the_four_prompts(image_bench):
     rows = runner(image_bench.records)
     prompts = {row["variant"]: request.prompt for row, request in zip(rows, model.asked)}
     # the paper's template, the options written as MMLU writes them (a line each, "A. option")
-    english = "Question: What is the name of the character? Options:\nA. Cosmo Hoshimaru\nB. MYAKU-MYAKU\nC. Freebie\nD. Haibao\nShort Answer:"
-    local = "Question: 写真のキャラクターの名前は? Options:\nA. コスモ星丸\nB. ミャクミャク\nC. フリービー\nD. ハイバオ\nShort Answer:"
+    english = (
+        "Question: What is the name of the character? Options:\n"
+        "A. Cosmo Hoshimaru\nB. MYAKU-MYAKU\nC. Freebie\nD. Haibao\nShort Answer:"
+    )
+    local = (
+        "Question: 写真のキャラクターの名前は? Options:\n"
+        "A. コスモ星丸\nB. ミャクミャク\nC. フリービー\nD. ハイバオ\nShort Answer:"
+    )
     assert prompts == {
         "loc-en": "Location: Japan. " + english,
         "loc-local": "Location: Japan. " + local,

@@ -1,4 +1,5 @@
-"""DANCE: the on-disk format and its loader, the builder from ConceptNet triples, the fixture and the adapter."""
+"""DANCE: the on-disk format and its loader, the builder from ConceptNet triples, the fixture and the
+adapter."""
 
 import json
 from pathlib import Path

@@ -435,8 +435,8 @@ def test_a_clip_model_is_scored_on_the_questions_with_an_image_and_the_others_ar
     )
     main = (tmp_path / "tables" / "main.md").read_text()
     assert (
-        f"clip on {name}, {with_image} of {len(records)} answered ({len(records) - with_image} not applicable: a "
-        f"text-only question has no image to embed"
+        f"clip on {name}, {with_image} of {len(records)} answered ({len(records) - with_image} not "
+        "applicable: a text-only question has no image to embed"
     ) in " ".join(main.split())
     assert "published answer file" not in main and written
 

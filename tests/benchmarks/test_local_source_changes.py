@@ -1,5 +1,5 @@
-"""A local source's raw files change: the stamp the workflows watch changes with them, and prepare prepares the
-benchmark again (a tampered benchmark folder stays an error)."""
+"""A local source's raw files change: the stamp the workflows watch changes with them, and prepare prepares
+the benchmark again (a tampered benchmark folder stays an error)."""
 
 from __future__ import annotations
 

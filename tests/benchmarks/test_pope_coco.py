@@ -1,5 +1,5 @@
-"""POPE from its original label files (coco/coco_pope_<split>.json + val2014/): the same records as the hub copy,
-a published variant's own item count, and one clear sentence for a missing image or a damaged line."""
+"""POPE from its original label files (coco/coco_pope_<split>.json + val2014/): the same records as the hub
+copy, a published variant's own item count, and one clear sentence for a missing image or a damaged line."""
 
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def test_a_missing_image_or_a_damaged_line_is_one_sentence(tmp_path):
     image.unlink()
     with pytest.raises(
         VlmgridError,
-        match=rf"{image}: missing, though .*coco_pope_random.json line 1 asks about it; put the COCO 2014 validation images",
+        match=rf"{image}: missing, though .*coco_pope_random.json line 1 asks about it; put the COCO 2014 "
+        r"validation images",
     ):
         prepare_benchmark(
             "pope", {"kind": "pope_coco", "source": {"type": "local", "path": str(copy)}}, tmp_path / "b"

@@ -474,8 +474,8 @@ def test_a_prepared_local_mme_file_made_unreadable_is_one_sentence_to_prepare_an
 
 
 def test_a_subtask_folder_that_can_be_listed_but_not_entered_is_one_sentence_naming_it(tmp_path):
-    """Mode 0644 on a folder: its names can be listed, but nothing in it can be reached (a stat of a file in it
-    is refused). As root, under capsh (helpers.permissions)."""
+    """Mode 0644 on a folder: its names can be listed, but nothing in it can be reached (a stat of a file in
+    it is refused). As root, under capsh (helpers.permissions)."""
     config = mme_grid(tmp_path)
     (tmp_path / "mme" / "count").chmod(0o644)
     try:

@@ -1,4 +1,5 @@
-"""One run at a time per cell: the lock beside the parts folder, refused in one sentence, dropped on a kill."""
+"""One run at a time per cell: the lock beside the parts folder, refused in one sentence, dropped on a
+kill."""
 
 import json
 import os
@@ -105,8 +106,8 @@ def test_a_second_infer_of_a_running_cell_is_refused_and_a_killed_ones_lock_is_t
         assert second.wait(timeout=120) == 2
         said = kh.log_text(ws, ws.runs)
         assert (
-            f"vlmgrid: error: random on pope-fixture: another run of this cell is in progress (pid {first.pid} "
-            f"on {socket.gethostname()}, since "
+            "vlmgrid: error: random on pope-fixture: another run of this cell is in progress (pid "
+            f"{first.pid} on {socket.gethostname()}, since "
         ) in said
         assert f"kill_harness.py infer random pope-fixture --config {ws.config_path}" in said
         assert said.rstrip().endswith(f"(`kill {first.pid}` on {socket.gethostname()}) and run this again")

@@ -49,7 +49,8 @@ def _run(config, cell):
 
 
 def _served_by(monkeypatch, server: str) -> None:
-    """The model reports the server (and its version) it answers through, as a served model's provenance does."""
+    """The model reports the server (and its version) it answers through, as a served model's provenance
+    does."""
     provenance = Baseline.provenance
     monkeypatch.setattr(
         Baseline,

@@ -27,7 +27,7 @@ from vlmgrid.stages.score import score_grid_cell
 BENCH = "scienceqa-fixture"  # questions of different lengths: a batch pads most of them
 
 
-# --- the pure parts ------------------------------------------------------------------------------------------
+# --- the pure parts -----------------------------------------------------------------------------------------
 
 
 def test_the_sample_is_fixed_seeded_and_at_most_the_items():
@@ -107,7 +107,7 @@ def test_shards_merge_into_the_unsharded_result():
     assert invariance.merge([]) is None
 
 
-# --- a broken and a sound model --------------------------------------------------------------------------------
+# --- a broken and a sound model -----------------------------------------------------------------------------
 
 
 def _config(small_config, check_items=8):
@@ -197,8 +197,8 @@ def test_the_inspect_page_filters_the_batch_dependent_items(checked_grid):
 
 
 def _counting(monkeypatch) -> dict:
-    """{"run": Counter, "check": Counter} of what the hf backend is sent: requests, the continuations scored on
-    their prefixes, and the passes those continuations take (chunks of a request's options)."""
+    """{"run": Counter, "check": Counter} of what the hf backend is sent: requests, the continuations scored
+    on their prefixes, and the passes those continuations take (chunks of a request's options)."""
     from collections import Counter
 
     from vlmgrid.models.hf_backend import Hf
@@ -257,9 +257,9 @@ def _classification_cell(small_config, size):
 
 
 def test_the_check_asks_at_most_a_tenth_of_the_cells_requests(small_config, monkeypatch):
-    # A classification cell under CARPE's protocol: each item asks 20 templates, 10 of them scoring every class
-    # name on the prompt's prefix. The check asks the sample's items again, one request at a time, and scores
-    # each request's class names in the run's chunks, not one pass per name.
+    # A classification cell under CARPE's protocol: each item asks 20 templates, 10 of them scoring every
+    # class name on the prompt's prefix. The check asks the sample's items again, one request at a time, and
+    # scores each request's class names in the run's chunks, not one pass per name.
     from vlmgrid.stages.cost import cost_table
 
     counts = _counting(monkeypatch)

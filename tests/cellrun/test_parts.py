@@ -1,5 +1,6 @@
 """Inference parts counted in model requests: each item's requests as the cost plan counts them, less the
-continuations scored on a cached prefix, and parts cut greedily from them, against hand-computed boundaries."""
+continuations scored on a cached prefix, and parts cut greedily from them, against hand-computed
+boundaries."""
 
 from __future__ import annotations
 
@@ -195,7 +196,8 @@ def test_the_plans_requests_are_its_items_requests_plus_continuations_and_the_ce
     for name in config.benchmarks:
         prepared = dataclasses.replace(load_benchmark(config.data_dir / name), prompts_dir=PROMPTS)
         for model in config.models:
-            # the cell's own work (the batch check's rows count a sample again: tests/cellrun/test_invariance.py)
+            # the cell's own work (the batch check's rows count a sample again:
+            # tests/cellrun/test_invariance.py)
             cell = costs[(costs["model"] == model) & (costs["benchmark"] == name) & (costs["per"] != "check")]
             per_cell = cell.loc[cell["per"] == "cell", "requests"].sum()
             continuations = cell.loc[cell["unit"] == "continuation", "requests"].sum()

@@ -201,7 +201,7 @@ def test_a_killed_shard_resumes_its_own_parts(small_config, write_config, monkey
     assert "resuming: 1 of 2 parts (16 of 32 items) already done" in caplog.messages
 
 
-# --- merge refuses what it cannot trust -----------------------------------------------------------------------
+# --- merge refuses what it cannot trust ---------------------------------------------------------------------
 
 
 def _all_shards(config, model="random"):
@@ -291,7 +291,7 @@ def test_not_applicable_sharded_cell_writes_the_unsharded_record(small_config, w
     assert out.read_bytes() == reference
 
 
-# --- Snakemake ------------------------------------------------------------------------------------------------
+# --- Snakemake ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.integration
@@ -312,7 +312,8 @@ def test_snakemake_runs_sharded_cells_to_the_unsharded_predictions(tmp_path):
         return ["--configfile", str(path)]
 
     sharded = configure("sharded.yaml")
-    # two jobs at a time even on two cores (each spends most of its time loading its model on one): the same files
+    # two jobs at a time even on two cores (each spends most of its time loading its model on one): the same
+    # files
     run(["snakemake", "--cores", "4", *sharded], root)
     cells = [(model, bench) for model in ("random", "clip-tiny") for bench in (BENCH, "textvqa-fixture")]
     for model, bench in cells:

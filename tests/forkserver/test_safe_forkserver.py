@@ -1,7 +1,7 @@
-"""The fork server and what is already on the disk: `vlmgrid forkserver --socket PATH` never replaces nor removes
-anything but its own socket (a stale one of ours it may replace), a results folder that cannot be written is one
-sentence before any job with nothing left in the temporary folder, a server ends with the run that started it,
-even one killed with SIGKILL, leaving nothing behind."""
+"""The fork server and what is already on the disk: `vlmgrid forkserver --socket PATH` never replaces nor
+removes anything but its own socket (a stale one of ours it may replace), a results folder that cannot be
+written is one sentence before any job with nothing left in the temporary folder, a server ends with the run
+that started it, even one killed with SIGKILL, leaving nothing behind."""
 
 import os
 import signal

@@ -24,7 +24,8 @@ def opens(path: Path) -> bool:
 
 
 def prepared_grid(base: dict, benchmarks: dict, models: list[str]):
-    """The config of `models` on `benchmarks` ({name: settings}) over the base config, its benchmarks prepared."""
+    """The config of `models` on `benchmarks` ({name: settings}) over the base config, its benchmarks
+    prepared."""
     config = validate_config(
         {**base, "benchmarks": benchmarks, "grid": {"models": models, "benchmarks": list(benchmarks)}}
     )

@@ -11,7 +11,8 @@ from vlmgrid.benchmarks.dataset import fingerprint
 from vlmgrid.fileio import sha256_file
 from vlmgrid.predictions import rows_to_table, write_predictions
 
-# 20 items, gold 0: both right on 5, only "good" on 8, only "fair" on 2, both wrong on 5; "broken" answers none.
+# 20 items, gold 0: both right on 5, only "good" on 8, only "fair" on 2, both wrong on 5; "broken" answers
+# none.
 GOOD = [0] * 13 + [1] * 7
 FAIR = [0] * 5 + [1] * 8 + [0] * 2 + [1] * 5
 

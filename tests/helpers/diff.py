@@ -17,7 +17,8 @@ def _prepare(root, kind: str, name: str, **source):
 
 
 def _rows(bench, answers: dict, parser: str) -> list[dict]:
-    """Prediction rows as a tool that reads with `parser` writes them: {id: raw text, or ("error", message)}."""
+    """Prediction rows as a tool that reads with `parser` writes them: {id: raw text, or ("error",
+    message)}."""
     options = dict(zip(bench.records["id"], bench.records["options"]))
     rows = []
     for item_id, raw in answers.items():

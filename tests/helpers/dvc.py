@@ -1,4 +1,5 @@
-"""Reading a DVC workspace for the remote tests: its outputs, their cache objects, and DVC's transfer counts."""
+"""Reading a DVC workspace for the remote tests: its outputs, their cache objects, and DVC's transfer
+counts."""
 
 import contextlib
 import re

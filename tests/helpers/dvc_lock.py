@@ -1,6 +1,6 @@
-"""A DVC repo's pipeline files as DVC 3 writes them, without DVC: a `.dvc` folder, the default grid's dvc.yaml and
-dvc.lock at the root and a paper grid's under pipelines/paper/ (its stages run at the root: `wdir: ../..`), for
-the tests of the messages that tell a missing tracked file's `dvc pull`."""
+"""A DVC repo's pipeline files as DVC 3 writes them, without DVC: a `.dvc` folder, the default grid's dvc.yaml
+and dvc.lock at the root and a paper grid's under pipelines/paper/ (its stages run at the root: `wdir:
+../..`), for the tests of the messages that tell a missing tracked file's `dvc pull`."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ vars:
 
 stages:
   stamp_sources:
-    cmd: vlmgrid stamp-sources --config config/config.yaml --out ${data_dir}/.source-stamps --pipeline dvc.yaml
+    cmd: vlmgrid stamp-sources --config config/config.yaml --out ${data_dir}/.source-stamps \
+--pipeline dvc.yaml
     always_changed: true
     outs:
       - ${data_dir}/.source-stamps:
@@ -114,7 +115,8 @@ stages:
 
 
 def _out(path: str, digest: str, folder: bool = True) -> dict:
-    """An output as dvc.lock records it (DVC 3: `hash: md5`; a folder's md5 ends in .dir, with its file count)."""
+    """An output as dvc.lock records it (DVC 3: `hash: md5`; a folder's md5 ends in .dir, with its file
+    count)."""
     out = {"path": path, "hash": "md5", "md5": digest + (".dir" if folder else ""), "size": 1234}
     return {**out, "nfiles": 3} if folder else out
 
@@ -131,8 +133,8 @@ def _lock(stages: dict[str, list[str]], deps: list[str]) -> str:
 
 
 def write_dvc_repo(root: Path) -> Path:
-    """The repo's `.dvc` folder and pipeline files under `root` (the grid config's data and results folders are
-    root/data and root/results, the paper grid's results root/results/paper); returns root."""
+    """The repo's `.dvc` folder and pipeline files under `root` (the grid config's data and results folders
+    are root/data and root/results, the paper grid's results root/results/paper); returns root."""
     (root / ".dvc").mkdir(parents=True, exist_ok=True)
     (root / ".dvc" / "config").write_text("[core]\n    remote = store\n", encoding="utf-8")
     (root / "dvc.yaml").write_text(ROOT_YAML, encoding="utf-8")

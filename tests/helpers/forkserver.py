@@ -29,7 +29,8 @@ def _base_env(**changes) -> dict:
 
 class Server:
     def __init__(self, idle_timeout: float = 300.0):
-        # A Unix socket's path is short (107 bytes): a folder of its own under /tmp, not pytest's deep tmp_path.
+        # A Unix socket's path is short (107 bytes): a folder of its own under /tmp, not pytest's deep
+        # tmp_path.
         self.folder = Path(tempfile.mkdtemp(prefix="vlmgrid-test-", dir="/tmp"))
         self.socket = self.folder / "socket"
         self.log = self.folder / "forkserver.log"
@@ -53,7 +54,8 @@ class Server:
         return _base_env(VLMGRID_FORKSERVER=str(self.socket), **changes)
 
     def started_pid(self, command: str, after: int) -> int:
-        """The pid of the job the log says started with `command` after the `after` ones before it (waiting)."""
+        """The pid of the job the log says started with `command` after the `after` ones before it
+        (waiting)."""
 
         def lines():
             return [ln for ln in self.text().splitlines() if ln.endswith(f"started: vlmgrid {command}")]

@@ -110,7 +110,8 @@ def mmbench_answers(records, texts=None) -> list[dict]:
 
 
 def mme_answers(records, texts) -> list[dict]:
-    """llava_mme.jsonl asks "<question>\\nAnswer the question using a single word or phrase." per image path."""
+    """llava_mme.jsonl asks "<question>\\nAnswer the question using a single word or phrase." per image
+    path."""
     return [
         llava_line(
             r["image_id"],
@@ -123,7 +124,8 @@ def mme_answers(records, texts) -> list[dict]:
 
 
 def mme_tool_folder(folder, records, texts) -> str:
-    """convert_answer_to_mme.py's output: <subtask>.txt, lines "<file>.txt<TAB>question<TAB>Yes/No<TAB>answer"."""
+    """convert_answer_to_mme.py's output: <subtask>.txt, lines
+    "<file>.txt<TAB>question<TAB>Yes/No<TAB>answer"."""
     folder.mkdir()
     by_subtask = {}
     for (_, r), text in zip(records.iterrows(), texts):
@@ -209,8 +211,8 @@ def dump(
     fmt: str = "xlsx",
     before_63a279f1: bool = False,
 ) -> str:
-    """`<model>_<dataset>.<fmt>` as vlmeval.smp.file.dump writes the inference job's table (`before_63a279f1`: as
-    it wrote a workbook until 63a279f1, `to_excel(f, index=False, engine='xlsxwriter')`, whose default
+    """`<model>_<dataset>.<fmt>` as vlmeval.smp.file.dump writes the inference job's table (`before_63a279f1`:
+    as it wrote a workbook until 63a279f1, `to_excel(f, index=False, engine='xlsxwriter')`, whose default
     strings_to_formulas makes a text beginning with "=" a formula)."""
     data = pd.DataFrame(rows)
     data["prediction"] = [str(p) for p in predictions]
@@ -268,20 +270,20 @@ def hash_string(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# How each lmms-eval release writes one sample, the object its evaluator builds (lmms_eval/evaluator.py) as its
-# logger then writes it; the first release of each layout names it (the layout holds until the next):
+# How each lmms-eval release writes one sample, the object its evaluator builds (lmms_eval/evaluator.py) as
+# its logger then writes it; the first release of each layout names it (the layout holds until the next):
 # - "0.2.0": `<task>.json`'s `logs` (lmms_eval/__main__.py before e20d5d6b; v0.1.0 to v0.2.3.post1; this is
 #   v0.2.0's example, before v0.2.3 took the 0.2.4 keys): doc_id, target, doc, arguments (the request's text
 #   arguments: [[prompt, doc_id, task, split]]), resps, filtered_resps, then process_results' values.
-# - "0.2.4" and "0.3.0" (evaluation_tracker.save_results_samples since e20d5d6b; v0.2.4 to v0.3.5): doc_id, doc
-#   (without its image keys), target (as text), arguments (the generation kwargs' names, numbered: the logger
-#   enumerates arguments[1]), resps, filtered_resps, doc_hash, prompt_hash, target_hash, the values, input.
-#   0.3.0 differs only in MME's key (bb3fd82).
+# - "0.2.4" and "0.3.0" (evaluation_tracker.save_results_samples since e20d5d6b; v0.2.4 to v0.3.5): doc_id,
+#   doc (without its image keys), target (as text), arguments (the generation kwargs' names, numbered: the
+#   logger enumerates arguments[1]), resps, filtered_resps, doc_hash, prompt_hash, target_hash, the values,
+#   input. 0.3.0 differs only in MME's key (bb3fd82).
 # - "0.4" (b7b4b1d9; v0.4 to v0.6.1): doc, arguments, prompt_hash and target_hash gone, resps dropped when it
 #   says what filtered_resps says: doc_id, target, filtered_resps ([text]), doc_hash, the values, input.
 # - "0.7" (d8fcb9c3; v0.7 on): one request's filtered_resps written bare, token_counts after it (None for each
-#   request whose model reports none): doc_id, target, filtered_resps (text), token_counts, doc_hash, the values,
-#   input.
+#   request whose model reports none): doc_id, target, filtered_resps (text), token_counts, doc_hash, the
+#   values, input.
 RELEASES = ("0.2.0", "0.2.4", "0.3.0", "0.4", "0.7")
 # The generation kwargs of a generate_until task as the request carries them (the YAML's, then `until`, which
 # ConfigurableTask adds): MME's, POPE's and the others' here.
@@ -426,9 +428,9 @@ def mme_samples(records, texts, release: str = "0.4") -> list[dict]:
 
 
 def parse_pred_ans(text: str) -> str:
-    """lmms_eval/tasks/mme/utils.py parse_pred_ans (the same in every release): lower-cased, stripped and without
-    dots, "yes"/"no" as they are, "y"/"n" read as yes/no, another single letter "other"; a longer text is "yes"
-    or "no" when its first four characters hold it (yes first), else "other"."""
+    """lmms_eval/tasks/mme/utils.py parse_pred_ans (the same in every release): lower-cased, stripped and
+    without dots, "yes"/"no" as they are, "y"/"n" read as yes/no, another single letter "other"; a longer text
+    is "yes" or "no" when its first four characters hold it (yes first), else "other"."""
     text = text.lower().strip().replace(".", "")
     if text in ("yes", "no"):
         return text

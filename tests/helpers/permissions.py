@@ -43,8 +43,8 @@ def held_back(args: list[str]) -> list[str]:
 
 
 def vlmgrid_held_back(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    """`vlmgrid ARGS` of this checkout, run by `held_back`. In a process of its own: a fork server, started with
-    the caller's powers, would read the file for it."""
+    """`vlmgrid ARGS` of this checkout, run by `held_back`. In a process of its own: a fork server, started
+    with the caller's powers, would read the file for it."""
     env = workflow_env({"PYTHONPATH": str(REPO / "src"), "VLMGRID_FORKSERVER": "off"})
     return subprocess.run(
         held_back([sys.executable, "-m", "vlmgrid.cli", *args]),

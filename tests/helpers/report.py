@@ -42,9 +42,9 @@ def plain_latex(tex: str) -> str:
 
 
 def latex_rows(tex: str) -> dict[str, list[str]]:
-    """A LaTeX table's rows as their cells, keyed by the first (the first block's, where a wide table is split in
-    blocks): `plain_latex`, and each value without the CI set small under it, so a cell reads as its value and
-    marks."""
+    """A LaTeX table's rows as their cells, keyed by the first (the first block's, where a wide table is split
+    in blocks): `plain_latex`, and each value without the CI set small under it, so a cell reads as its value
+    and marks."""
     text = re.sub(
         r"\\begin\{tabular\}\[t\]\{@\{\}c@\{\}\}(.*?) \\\\\{\} \{\\scriptsize \[[^\]]*\]\}\\end\{tabular\}",
         r"\1",

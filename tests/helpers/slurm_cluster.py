@@ -147,7 +147,8 @@ ReturnToService=2
 MinJobAge={MIN_JOB_AGE_S}
 SchedulerParameters=sched_interval=2
 GresTypes=gpu
-NodeName={cluster.node} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb} Gres=gpu:{cluster.gpus} State=UNKNOWN
+NodeName={cluster.node} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb} \
+Gres=gpu:{cluster.gpus} State=UNKNOWN
 PartitionName={cluster.partition} Nodes={cluster.node} Default=NO MaxTime=INFINITE State=UP
 """)
     # Empty files stand in for the device files: the scheduler counts these GPUs, the jobs never use one.

@@ -13,7 +13,8 @@ RANDOM = "Failed to predict, thus randomly generate one. "
 
 
 def match_log(prediction: str, how: tuple) -> str:
-    """eval_vanilla's log: ("matcher",) the prediction itself, ("judge", its answer), ("random",), ("none",)."""
+    """eval_vanilla's log: ("matcher",) the prediction itself, ("judge", its answer), ("random",),
+    ("none",)."""
     text = {"matcher": prediction, "random": RANDOM, "none": NO_JUDGE}.get(how[0])
     return f"Match Log: {how[1] if how[0] == 'judge' else text}. "
 

@@ -1,5 +1,5 @@
-"""What the end-to-end tests of the workflow share: which stages a DVC run ran and which Snakemake jobs its grid
-stage ran, and a small grid of local models in a workflow copy."""
+"""What the end-to-end tests of the workflow share: which stages a DVC run ran and which Snakemake jobs its
+grid stage ran, and a small grid of local models in a workflow copy."""
 
 import re
 from collections import Counter
@@ -16,8 +16,8 @@ def changed_stages(status: str) -> set[str]:
 
 
 # The stamp of the sources and settings (a local source's files, each model's settings) is taken on every `dvc
-# repro`: `dvc status` always lists that stage, and only it, when nothing else is to do, and `dvc repro` runs it
-# alone.
+# repro`: `dvc status` always lists that stage, and only it, when nothing else is to do, and `dvc repro` runs
+# it alone.
 UP_TO_DATE = {"stamp_sources"}
 # What a `dvc repro` of a grid that has something to do runs: the stamps, then Snakemake over the whole grid.
 GRID_RUN = {"stamp_sources", "grid"}
@@ -58,7 +58,8 @@ DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 
 def local_grid(tmp_path):
-    """A grid of a local checkpoint folder and the baseline on a local MMBench TSV: (grid, checkpoint, TSV)."""
+    """A grid of a local checkpoint folder and the baseline on a local MMBench TSV: (grid, checkpoint,
+    TSV)."""
     run(["vlmgrid", "make-tiny-models", str(tmp_path / "ckpts"), "--families", "llava"], tmp_path)
     checkpoint = tmp_path / "ckpts" / "llava"
     tsv = mmbench_fixture.write_tsv_fixture(tmp_path / "eval", {"seed": 0, "size": 2, "corrupt": 0})

@@ -37,7 +37,7 @@ LETTER = "\nAnswer with the option's letter from the given choices directly."
 POPE_TASKS = {"adversarial": "pope_adv", "popular": "pope_pop", "random": "pope_random"}
 
 
-# ---------------------------------------------------------------------------------------------- samples per task
+# ------------------------------------------------------------------------------------------- samples per task
 
 
 def pope_samples(records, texts, release="0.4") -> dict[str, list[dict]]:
@@ -80,8 +80,8 @@ def pope_samples(records, texts, release="0.4") -> dict[str, list[dict]]:
 
 
 def textvqa_samples(records, texts, release="0.4") -> list[dict]:
-    """lmms_eval/tasks/textvqa (textvqa_val): the prompt capitalises the question; doc_to_target "answer" is no
-    column of TextVQA, so the target is the template's text itself; `submission` keeps question_id."""
+    """lmms_eval/tasks/textvqa (textvqa_val): the prompt capitalises the question; doc_to_target "answer" is
+    no column of TextVQA, so the target is the template's text itself; `submission` keeps question_id."""
     lines = []
     for n, ((_, r), text) in enumerate(zip(records.iterrows(), texts)):
         doc = {
@@ -507,12 +507,12 @@ def test_a_file_that_is_not_samples_is_refused(grid, tmp_path, capsys):
     )
     message = refused(capsys, config, MODEL_ID, "mme-fixture", str(renamed), "--out", out)
     assert (
-        "is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the task: keep it) "
-        "nor an older `<task>.json` with a `logs` list (0.1 to 0.2.3)"
+        "is neither lmms-eval's `<date>_samples_<task>.jsonl` (0.2.4 to 0.7; the name says the task: keep "
+        "it) nor an older `<task>.json` with a `logs` list (0.1 to 0.2.3)"
     ) in message
 
 
-# ---------------------------------------------------------------------------------------------- CV-Bench, MMVP
+# --------------------------------------------------------------------------------------------- CV-Bench, MMVP
 
 CVBENCH = pd.DataFrame({"id": ["2D-0", "2D-1", "3D-0"], "answer_index": [1, 0, 0]})
 
@@ -530,7 +530,10 @@ def cvbench_samples(rows, texts, release="0.7") -> list[dict]:
             "source": "ADE20K" if kind == "2D" else "Omni3D",
             "prompt": "How many chairs are in the image?",
         }
-        prompt = f"Note: You only need to respond with A, B without providing any additional information.\n{doc['prompt']}"
+        prompt = (
+            "Note: You only need to respond with A, B without providing any additional "
+            f"information.\n{doc['prompt']}"
+        )
         result = {
             "id": idx,
             "gt_content": gold,
@@ -564,8 +567,8 @@ def test_cv_bench_samples_match_by_type_and_idx_from_one_task_or_its_two_halves(
 def mmvp_samples(indices, golds, texts, release="0.7") -> list[dict]:
     """lmms_eval/tasks/mmvp (v0.7): process_results makes the 1-based Index 0-based and writes the same object
     under mmvp_accuracy and mmvp_pair_accuracy, with the gold letter of lmms-lab-eval/MMVP (its four label
-    corrections applied). v0.6 added original_gt and correction_applied, its gt corrected at 0-based 99 and 279
-    only (to A), on MMVP/MMVP."""
+    corrections applied). v0.6 added original_gt and correction_applied, its gt corrected at 0-based 99 and
+    279 only (to A), on MMVP/MMVP."""
     lines = []
     for n, (index, gold, text) in enumerate(zip(indices, golds, texts)):
         doc = {
@@ -653,8 +656,8 @@ def samples_of(path: Path) -> list[dict]:
 def mme_aggregate(values: list[dict]) -> dict[str, float]:
     """lmms_eval/tasks/mme/utils.py mme_aggregate_results, restated (the same in every release): the values of
     one key grouped by category, then by question_id (the image), whose two scores give acc (their mean) and
-    acc+ (both right), each times 100 and summed per image; a category's score is its images' mean of that sum,
-    the key's aggregate the sum over its categories. {category: score}."""
+    acc+ (both right), each times 100 and summed per image; a category's score is its images' mean of that
+    sum, the key's aggregate the sum over its categories. {category: score}."""
     by_category: dict[str, dict[str, list[float]]] = {}
     for value in values:
         by_category.setdefault(value["category"], {}).setdefault(value["question_id"], []).append(
@@ -742,16 +745,16 @@ def test_mmvp_samples_of_v0_6_and_v0_7_import_though_they_correct_other_labels(t
             "mme",
             lambda records: mme_samples(records["mme-fixture"], ["Yes", "No"], "0.7"),
             "mme_perception_score",
-            "has no `mme_perception_score` (lmms-eval >= 0.3, since bb3fd82) nor `mme_percetion_score` (lmms-eval 0.1 "
-            "to 0.2, before bb3fd82) nor `mme_cognition_score` (every release) object: it is not the samples of the task "
-            "mme its name says; vlmgrid reads lmms-eval 0.1 to 0.7",
+            "has no `mme_perception_score` (lmms-eval >= 0.3, since bb3fd82) nor `mme_percetion_score` "
+            "(lmms-eval 0.1 to 0.2, before bb3fd82) nor `mme_cognition_score` (every release) object: it is "
+            "not the samples of the task mme its name says; vlmgrid reads lmms-eval 0.1 to 0.7",
         ),
         (
             "pope_adv",
             lambda records: pope_samples(records["pope-fixture"], ["yes"] * 6)["pope_adv"],
             "pope_accuracy",
-            "has no `pope_accuracy` (every release) object: it is not the samples of the task pope_adv its name says; "
-            "vlmgrid reads lmms-eval 0.1 to 0.7",
+            "has no `pope_accuracy` (every release) object: it is not the samples of the task pope_adv its "
+            "name says; vlmgrid reads lmms-eval 0.1 to 0.7",
         ),
         (
             "mmbench_en_dev",
@@ -784,7 +787,7 @@ def test_samples_of_an_unknown_variant_are_refused_naming_the_key_and_the_releas
     assert message.startswith(f"vlmgrid: error: {samples} {Path(samples).name} line 1 (doc_id 0) {expected}")
 
 
-# ---------------------------------------------------------------------------------------------- lmms-eval's own reading
+# ------------------------------------------------------------------------------------ lmms-eval's own reading
 
 
 def tool_reading_of(path) -> dict | None:
@@ -792,9 +795,9 @@ def tool_reading_of(path) -> dict | None:
 
 
 def pope_f1(values: list[dict]) -> float:
-    """lmms_eval/tasks/pope/utils.py pope_aggregate_f1_score, restated (the same in every release): precision and
-    recall of "yes" over the values' `prediction` and `ground_truth`, an answer neither "yes" nor "no" counted in
-    neither, 0 where a denominator is 0."""
+    """lmms_eval/tasks/pope/utils.py pope_aggregate_f1_score, restated (the same in every release): precision
+    and recall of "yes" over the values' `prediction` and `ground_truth`, an answer neither "yes" nor "no"
+    counted in neither, 0 where a denominator is 0."""
     tp = sum(v["prediction"] == "yes" and v["ground_truth"] == "yes" for v in values)
     fp = sum(v["prediction"] == "yes" and v["ground_truth"] == "no" for v in values)
     fn = sum(v["prediction"] == "no" and v["ground_truth"] == "yes" for v in values)

@@ -46,7 +46,7 @@ def grid(tmp_path_factory):
     return small_grid(tmp_path_factory.mktemp("vlmevalkit"), SIZES)
 
 
-# ---------------------------------------------------------------------------------------------- the TSVs' rows
+# --------------------------------------------------------------------------------------------- the TSVs' rows
 
 
 def pope_rows(records) -> list[dict]:
@@ -329,8 +329,8 @@ def test_a_prediction_written_as_a_formula_before_63a279f1_reads_as_the_models_t
     assert run(config, MODEL_ID, "textvqa-fixture", path, "--out", str(out)) == 0
     frame = imported(out)
     assert list(frame["raw"][:2]) == predictions[:2] and frame["error"][:2].isna().all()
-    # xlsxwriter wrote FILTER( as _xlfn._xlws.FILTER(: the text the model wrote cannot be told, so it is an error
-    # row naming the cell, never "0" nor a guess
+    # xlsxwriter wrote FILTER( as _xlfn._xlws.FILTER(: the text the model wrote cannot be told, so it is an
+    # error row naming the cell, never "0" nor a guess
     assert pd.isna(frame["raw"][2]) and pd.isna(frame["prediction"][2])
     assert f"{Path(path).name} cell D4 holds the formula '=_xlfn._xlws.FILTER(B2:B3, 1)'" in frame["error"][2]
     assert "63a279f1" in frame["error"][2]
@@ -363,8 +363,8 @@ def test_rows_that_match_no_item_are_refused_with_their_count_and_the_first(grid
         capsys, config, MODEL_ID, "scienceqa-fixture", path, "--out", str(tmp_path / "o.parquet")
     )
     assert (
-        "has 2 answer(s) to items that benchmark scienceqa-fixture does not have, the first at row 3 (index 2)"
-        in message
+        "has 2 answer(s) to items that benchmark scienceqa-fixture does not have, "
+        "the first at row 3 (index 2)" in message
     )
 
 

@@ -1,6 +1,6 @@
 """A partial MME eval-tool folder (its release lacks some questions' images): imported as it is, scored as the
-tool scores it over the questions it holds, its coverage in the predictions file's metadata and the score file;
-every other format, and a predictions file made by inference, still refused when items are missing."""
+tool scores it over the questions it holds, its coverage in the predictions file's metadata and the score
+file; every other format, and a predictions file made by inference, still refused when items are missing."""
 
 import json
 
@@ -22,8 +22,8 @@ def grid(tmp_path_factory):
 
 
 def texts(frame: pd.DataFrame) -> list[str]:
-    """Per record: existence/0000 and OCR/0000 both right, count/0000 "Yes" to its no-question, color/0000 "No"
-    to its yes-question (existence/0001, where kept, right)."""
+    """Per record: existence/0000 and OCR/0000 both right, count/0000 "Yes" to its no-question, color/0000
+    "No" to its yes-question (existence/0001, where kept, right)."""
     return [
         "Yes" if image.startswith("count/") else "No" if image.startswith("color/") else answer.capitalize()
         for image, answer in zip(frame["image_id"], frame["answer"])
@@ -68,9 +68,9 @@ def test_partial_eval_tool_folder_imports_and_scores_the_answered_questions(grid
     )
     assert "n=8 of 10 items (a partial import)" in capsys.readouterr().err
     result = json.loads(score.read_text())
-    # Hand-computed as calculation.py does, over the questions present: existence acc 100 + acc+ 100 = 200 (its
-    # second image absent, not wrong: counted it would be 50 + 50), count 50 + 0, color 50 + 0, OCR 200; total
-    # 500 points over 4 subtasks of 200: scaled 62.5; pooled acc 6/8, acc+ 2/4.
+    # Hand-computed as calculation.py does, over the questions present: existence acc 100 + acc+ 100 = 200
+    # (its second image absent, not wrong: counted it would be 50 + 50), count 50 + 0, color 50 + 0, OCR 200;
+    # total 500 points over 4 subtasks of 200: scaled 62.5; pooled acc 6/8, acc+ 2/4.
     assert result["coverage"] == {"answered": 8, "total": 10}
     assert result["n"] == 8
     assert result["metrics"]["total"]["value"] == 500.0 and result["metrics"]["perception"]["value"] == 500.0

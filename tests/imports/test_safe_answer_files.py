@@ -35,11 +35,12 @@ PLACEHOLDER = "an answer to replace"
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    """(config path, {bench: records}); MME at 12 records, two pairs of which share subtask, question and gold."""
+    """(config path, {bench: records}); MME at 12 records, two pairs of which share subtask, question and
+    gold."""
     return small_grid(tmp_path_factory.mktemp("safe"), SIZES)
 
 
-# ---------------------------------------------------------------------------------------------- hostile workbooks
+# ------------------------------------------------------------------------------------------ hostile workbooks
 
 
 def rewrite(path: pathlib.Path, member: str, change) -> None:
@@ -106,8 +107,8 @@ def test_a_workbook_whose_cell_inflates_a_thousand_times_is_refused(grid, tmp_pa
         assert f"{path} holds xl/sharedStrings.xml, which inflates" in message
         assert "times (to 8.0 MB from " in message
         assert (
-            "), as no spreadsheet program packs a workbook, so it is not read; save it again from the program "
-            "that made it (or give the answers as .tsv)" in message
+            "), as no spreadsheet program packs a workbook, so it is not read; save it again from the "
+            "program that made it (or give the answers as .tsv)" in message
         )
 
 
@@ -184,7 +185,7 @@ def test_an_mmbench_option_none_is_the_records_option_not_another_version(grid, 
         assert [answer.record_id for answer in answers] == list(mmbench["id"]), fmt
 
 
-# ---------------------------------------------------------------------------------------------- rows re-sorted
+# --------------------------------------------------------------------------------------------- rows re-sorted
 
 
 def test_mme_rows_without_image_path_are_matched_by_index_not_file_order(grid, tmp_path):
@@ -213,7 +214,7 @@ def test_mme_rows_without_image_path_are_matched_by_index_not_file_order(grid, t
     assert predictions[1] == predictions[0] and scores[1] == scores[0]
 
 
-# ---------------------------------------------------------------------------------------------- byte-order marks
+# ------------------------------------------------------------------------------------------- byte-order marks
 
 
 def test_a_vlmevalkit_file_saved_with_a_byte_order_mark_is_read(grid, tmp_path):
@@ -238,7 +239,7 @@ def test_an_eval_tool_folder_saved_with_byte_order_marks_is_read(grid, tmp_path)
     assert sorted(imported(out)["id"]) == sorted(mme["id"])
 
 
-# ---------------------------------------------------------------------------------------------- unreadable text
+# -------------------------------------------------------------------------------------------- unreadable text
 
 
 def test_an_eval_tool_file_that_cannot_be_read_is_one_sentence_naming_it(grid, tmp_path, capsys, monkeypatch):
@@ -273,7 +274,8 @@ def test_an_eval_tool_file_that_cannot_be_read_is_one_sentence_naming_it(grid, t
 
 @pytest.mark.parametrize("given", [[], ["--format", "llava-answers"]], ids=["guessed", "given"])
 def test_a_llava_answer_file_that_cannot_be_read_is_one_sentence_naming_it(grid, tmp_path, given):
-    """Mode 000 for real, its format guessed from the file or given; as root, under capsh (helpers.permissions)."""
+    """Mode 000 for real, its format guessed from the file or given; as root, under capsh
+    (helpers.permissions)."""
     config, records = grid
     mme = records["mme-fixture"]
     answers = pathlib.Path(write_jsonl(tmp_path / "llava_mme.jsonl", mme_answers(mme, list(mme["answer"]))))
@@ -292,8 +294,8 @@ def test_a_llava_answer_file_that_cannot_be_read_is_one_sentence_naming_it(grid,
     )
     assert (result.returncode, result.stderr) == (
         2,
-        f"vlmgrid: error: {answers} cannot be read: permission denied; make it readable by this user (chmod u+r) "
-        f"and run again\n",
+        f"vlmgrid: error: {answers} cannot be read: permission denied; make it readable by this user (chmod "
+        "u+r) and run again\n",
     )
     assert not out.exists()
 

@@ -45,7 +45,7 @@ def _snapshot(path) -> dict:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-# ---------------------------------------------------------------------------------------------- --out an input
+# --------------------------------------------------------------------------------------------- --out an input
 
 
 @pytest.mark.parametrize("given", ["the same path", "another path to it", "a symbolic link", "a hard link"])
@@ -104,7 +104,7 @@ def test_an_out_inside_an_answer_folder_is_refused_and_the_folder_is_kept(grid, 
     assert _snapshot(answers) == before
 
 
-# ---------------------------------------------------------------------------------------------- existing files
+# --------------------------------------------------------------------------------------------- existing files
 
 
 def test_an_existing_file_that_is_not_a_predictions_file_is_kept(grid, tmp_path, capsys):

@@ -197,7 +197,8 @@ def test_diff_accounts_for_the_two_readings_item_by_item(grid, tmp_path, capsys)
     assert document["b"]["value"] == pytest.approx(2 / 6 * 100, abs=1e-4)
     effects = {c["class"]: (c["items"], c["effect"]) for c in document["classes"]}
     # the judge read item 2 right where the rule read nothing; the matcher read item 1 right and item 3 wrong
-    # where the rule read nothing (item 3 moves no point); item 5, the judge's random miss, reads as the rule's
+    # where the rule read nothing (item 3 moves no point); item 5, the judge's random miss, reads as the
+    # rule's
     assert effects["judge"] == (1, pytest.approx(100 / 6, abs=1e-4))
     assert effects["matcher"] == (2, pytest.approx(100 / 6, abs=1e-4))
     assert sum(effect for _, effect in effects.values()) == pytest.approx(document["difference"], abs=1e-3)

@@ -19,7 +19,8 @@ CHOICES = {"A": "Denver", "B": "Helena", "C": "Boise", "D": "Cheyenne"}
         ("D is right because the capital of Wyoming is a city called that name", None),
         # ... unless "answer is X" names it
         (
-            "The correct answer is **B** here, since Helena has been the state's capital for over a century now",
+            "The correct answer is **B** here, since Helena has been the state's capital for over a century "
+            "now",
             "B",
         ),
         ("A or B", None),  # two letters: no letter; no option text either

@@ -1,4 +1,5 @@
-"""Paired comparisons of two models (vlmgrid.metrics.paired) against hand-computed values and the metrics' rules."""
+"""Paired comparisons of two models (vlmgrid.metrics.paired) against hand-computed values and the metrics'
+rules."""
 
 import numpy as np
 import pandas as pd
@@ -237,7 +238,8 @@ def mmbench_frames():
 
 
 def dance_frames():
-    # 2 directions x 10 queries of 6 candidates with 1 to 3 positives; A scores its positives higher than B does
+    # 2 directions x 10 queries of 6 candidates with 1 to 3 positives; A scores its positives higher than B
+    # does
     rng = np.random.default_rng(11)
     n = 20
     positives = [

@@ -1,4 +1,5 @@
-"""The minimum detectable difference of a paired comparison (vlmgrid.metrics.power) against hand-computed values."""
+"""The minimum detectable difference of a paired comparison (vlmgrid.metrics.power) against hand-computed
+values."""
 
 import math
 

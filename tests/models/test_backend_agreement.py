@@ -129,7 +129,8 @@ def test_hf_and_a_served_engine_agree_item_by_item(small_config, tmp_path, monke
             code = main(["infer", model, bench, "--config", config, "--no-progress"])
             assert code == 0, capsys.readouterr().err
 
-    # what must agree: the generative cells, on texts that are not empty (an empty answer agrees with anything)
+    # what must agree: the generative cells, on texts that are not empty (an empty answer agrees with
+    # anything)
     results = Path(yaml.safe_load(open(config))["results_dir"]) / "predictions"
     generated = read_predictions(results / "llava-tiny" / "textvqa-fixture.parquet")["raw"]
     assert generated.str.strip().str.len().gt(0).all(), generated.tolist()

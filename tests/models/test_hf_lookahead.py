@@ -90,7 +90,8 @@ def test_images_opened_while_the_model_runs_give_the_same_rows(
     llava, monkeypatch, tmp_path, broken, prefetch
 ):
     """A part's images handed to the model as futures (opened while the first batches run) give the answers
-    and error rows of images opened first, a broken image included (the part is then answered the usual way)."""
+    and error rows of images opened first, a broken image included (the part is then answered the usual
+    way)."""
     from vlmgrid.protocols.base import generate_items, score_items
 
     bench = _bench(tmp_path, broken)

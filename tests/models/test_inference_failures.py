@@ -1,10 +1,10 @@
-"""A failed run is never a score: what failed to run is retried, or the job stops with one sentence and keeps its
-finished parts, and the rerun after the fault clears gives the predictions of a clean run.
+"""A failed run is never a score: what failed to run is retried, or the job stops with one sentence and keeps
+its finished parts, and the rerun after the fault clears gives the predictions of a clean run.
 
-The openai backend runs against the project's scripted server (tests/helpers/fake_openai_server.py), which does on
-demand what a real server will not (a given status, a body that is no completion, an outage); the same cases
-against a real server (`transformers serve`) are in tests/models/test_serve.py. The hf backend's out-of-memory and
-CUDA errors are simulated on the tiny LLaVA.
+The openai backend runs against the project's scripted server (tests/helpers/fake_openai_server.py), which
+does on demand what a real server will not (a given status, a body that is no completion, an outage); the same
+cases against a real server (`transformers serve`) are in tests/models/test_serve.py. The hf backend's
+out-of-memory and CUDA errors are simulated on the tiny LLaVA.
 """
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ def test_items_that_fail_are_named_and_never_rows_and_the_rerun_does_only_them(
     line = one_sentence(err)
     assert code == 2, err
     assert (
-        "api on pope-fixture: 4 item(s) failed to run (HTTP 503: {} (gave up after 1 attempt): 4x; the first: "
-        "random-1, random-2, random-3, random-4)" in line
+        "api on pope-fixture: 4 item(s) failed to run (HTTP 503: {} (gave up after 1 attempt): 4x; the "
+        "first: random-1, random-2, random-3, random-4)" in line
     )
     assert "No predictions file was written" in line and "2 of 3 parts are done and kept" in line
     assert not predictions(config).exists()
@@ -206,7 +206,7 @@ def test_an_item_the_server_refuses_stays_a_row(small_config, tmp_path, server, 
     assert "HTTP 400: image too large" in frame["error"].dropna().iloc[0]
 
 
-# ---------------------------------------------------------------------------------------------- the hf backend
+# --------------------------------------------------------------------------------------------- the hf backend
 
 
 def _tiny_llava(small_config, tmp_path, capsys) -> str:

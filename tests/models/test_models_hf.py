@@ -1,4 +1,5 @@
-"""The hf backend on tiny random checkpoints of each family, built locally and loaded through from_pretrained."""
+"""The hf backend on tiny random checkpoints of each family, built locally and loaded through
+from_pretrained."""
 
 import math
 from types import SimpleNamespace
@@ -65,7 +66,8 @@ def models(checkpoints):
 
 
 def _by_hand_logprobs(model: Hf, image, prompt: str, extra_ids=()):
-    """Next-token log-softmax after prompt (+ extra_ids) from one unpadded forward, built from the processor."""
+    """Next-token log-softmax after prompt (+ extra_ids) from one unpadded forward, built from the
+    processor."""
     content = ([{"type": "image"}] if image is not None else []) + [{"type": "text", "text": prompt}]
     owner = next(
         (owner for owner in (model.processor, model.processor.tokenizer) if owner.chat_template), None
@@ -325,7 +327,10 @@ def test_importing_models_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, vlmgrid.models, vlmgrid.models.hf_backend, vlmgrid.fixtures.models.tiny_hf; print('torch' in sys.modules)"
+    code = (
+        "import sys, vlmgrid.models, vlmgrid.models.hf_backend, vlmgrid.fixtures.models.tiny_hf; "
+        "print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -545,7 +550,8 @@ def test_packed_mask_lets_each_option_see_the_prefix_and_its_own_earlier_tokens(
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
-    """Class names packed into one row score as each in its own row (a long prompt, many names of 1-4 tokens)."""
+    """Class names packed into one row score as each in its own row (a long prompt, many names of 1-4
+    tokens)."""
     names = [
         f" {a} {b}" if i % 3 else f" {a}"
         for i, (a, b) in enumerate(
@@ -573,7 +579,8 @@ def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
 
 
 def test_packed_mask_is_made_on_the_device_it_is_for():
-    """No host tensor of the mask's size: on a GPU the mask is the device's work, not the host's between calls."""
+    """No host tensor of the mask's size: on a GPU the mask is the device's work, not the host's between
+    calls."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 

@@ -1,6 +1,7 @@
-"""Models read where they lie: a local transformers folder, a local open_clip folder or training checkpoint file,
-and a hub repo in the Hugging Face cache. Nothing is copied under the data folder; the checkpoint's hashes are
-remembered by size and modification time; a bad folder is one sentence naming the path and what is missing."""
+"""Models read where they lie: a local transformers folder, a local open_clip folder or training checkpoint
+file, and a hub repo in the Hugging Face cache. Nothing is copied under the data folder; the checkpoint's
+hashes are remembered by size and modification time; a bad folder is one sentence naming the path and what is
+missing."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def test_hashes_are_remembered_by_size_and_mtime(tmp_path, monkeypatch):
     assert file_hash(path) == hashlib.sha256(b"abd").hexdigest() and len(reads) == 3
 
 
-# ---------------------------------------------------------------------------------------------- local hf folder
+# -------------------------------------------------------------------------------------------- local hf folder
 
 
 def test_a_local_folder_is_recorded_in_place_and_never_copied(llava, tmp_path, caplog):
@@ -279,8 +280,9 @@ def git_blob_sha1(data: bytes) -> str:
 
 
 def write_hub_cache(cache, repo, commit, folder):
-    """The checkpoint in folder as huggingface_hub lays out a downloaded snapshot: blobs named by their etag (an
-    LFS file's sha256, any other file's git blob sha1), snapshots/<commit>/<name> linking to them, refs/main."""
+    """The checkpoint in folder as huggingface_hub lays out a downloaded snapshot: blobs named by their etag
+    (an LFS file's sha256, any other file's git blob sha1), snapshots/<commit>/<name> linking to them,
+    refs/main."""
     root = cache / f"models--{repo.replace('/', '--')}"
     (root / "blobs").mkdir(parents=True)
     (root / "refs").mkdir()
@@ -297,8 +299,8 @@ def write_hub_cache(cache, repo, commit, folder):
 
 
 def run_offline(write_config, default_config_data, tmp_path, hub: dict, cache) -> None:
-    """fetch-model and infer of the model `hub` on a small POPE, with the hub cache `cache`, offline and behind a
-    proxy that does not exist: no network at all."""
+    """fetch-model and infer of the model `hub` on a small POPE, with the hub cache `cache`, offline and
+    behind a proxy that does not exist: no network at all."""
     config = str(local_grid(write_config, default_config_data, tmp_path, {"hub": hub}))
     assert cli.main(["prepare", "pope-small", "--config", config]) == 0
     env = workflow_env(
@@ -395,9 +397,9 @@ def test_an_offline_open_clip_hub_repo_runs_from_the_cache_with_no_copy(
 
 
 def test_a_pretrained_tag_and_its_text_tower_are_read_from_the_cache(tmp_path, monkeypatch):
-    """A pretrained tag names a hub repo holding its weights file alone; open_clip_config.json is built as open_clip
-    builds it (the architecture's config, the tag's preprocessing); the transformers text tower's config and
-    tokenizer come from the tower's own repo in the cache, at text_tower_revision."""
+    """A pretrained tag names a hub repo holding its weights file alone; open_clip_config.json is built as
+    open_clip builds it (the architecture's config, the tag's preprocessing); the transformers text tower's
+    config and tokenizer come from the tower's own repo in the cache, at text_tower_revision."""
     import open_clip
     from huggingface_hub import constants
     from PIL import Image

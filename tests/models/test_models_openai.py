@@ -76,7 +76,7 @@ def image(width=40, height=30, colour=(200, 10, 60)):
     return Image.new("RGB", (width, height), colour)
 
 
-# -- capabilities and loading --------------------------------------------------------------------------------------
+# -- capabilities and loading --------------------------------------------------------------------------------
 
 
 def test_capabilities_follow_logprobs_setting():
@@ -105,7 +105,7 @@ def test_localhost_needs_no_key_and_sends_no_authorization(make, server):
     assert "Authorization" not in server.requests[0].headers
 
 
-# -- request bodies --------------------------------------------------------------------------------------------------
+# -- request bodies ------------------------------------------------------------------------------------------
 
 
 def test_request_body_has_system_image_and_text_parts(make, server):
@@ -149,7 +149,7 @@ def test_image_encoding_is_deterministic_and_keeps_size_without_image_size():
     assert Image.open(io.BytesIO(data)).size == (33, 21)
 
 
-# -- generation ------------------------------------------------------------------------------------------------------
+# -- generation ----------------------------------------------------------------------------------------------
 
 
 def test_generation_keeps_request_order(make, server):
@@ -412,7 +412,7 @@ def test_an_empty_answer_is_the_models_answer_and_not_cached(make, server, cache
     assert cache_files(cache_dir) == []
 
 
-# -- cache -----------------------------------------------------------------------------------------------------------
+# -- cache ---------------------------------------------------------------------------------------------------
 
 
 def test_cache_hit_makes_no_http_call(make, server, cache_dir):
@@ -452,7 +452,7 @@ def test_corrupt_cache_entry_is_ignored(make, server, cache_dir):
     assert server.count == 2
 
 
-# -- the API key -----------------------------------------------------------------------------------------------------
+# -- the API key ---------------------------------------------------------------------------------------------
 
 
 def test_api_key_only_in_the_authorization_header(make, server, cache_dir, monkeypatch, caplog):
@@ -488,7 +488,7 @@ def test_api_key_only_in_the_authorization_header(make, server, cache_dir, monke
         assert KEY not in text
 
 
-# -- letter scoring --------------------------------------------------------------------------------------------------
+# -- letter scoring ------------------------------------------------------------------------------------------
 
 
 def test_letters_are_scored_from_first_token_logprobs(make, server):

@@ -1,4 +1,5 @@
-"""Loading an open_clip checkpoint skips the random initialisation its weights then overwrite, and changes nothing."""
+"""Loading an open_clip checkpoint skips the random initialisation its weights then overwrite, and changes
+nothing."""
 
 from __future__ import annotations
 

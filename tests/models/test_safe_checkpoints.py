@@ -1,7 +1,7 @@
-"""A researcher's checkpoint is never written into, removed, misread or half-hashed: fetch-model writes nothing
-into a checkpoint folder and removes only what it wrote, hashes every file loading reads, checks what is cheap
-to check, and a checkpoint that is damaged, unreadable or of another architecture is one sentence naming the
-file; a cache folder that cannot be written only costs hashing again."""
+"""A researcher's checkpoint is never written into, removed, misread or half-hashed: fetch-model writes
+nothing into a checkpoint folder and removes only what it wrote, hashes every file loading reads, checks what
+is cheap to check, and a checkpoint that is damaged, unreadable or of another architecture is one sentence
+naming the file; a cache folder that cannot be written only costs hashing again."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def tiny_safetensors(path, value=0.0):
     save_file({"w": torch.full((2, 2), value)}, str(path))
 
 
-# ---------------------------------------------------------------------------------------------- A5: nothing written
+# ---------------------------------------------------------------------------------------- A5: nothing written
 
 
 def test_a_local_checkpoint_kept_in_its_models_folder_is_refused_and_nothing_is_written_into_it(
@@ -149,7 +149,7 @@ def test_switching_a_fixture_model_to_a_local_checkpoint_removes_only_what_fetch
     assert not any((model_dir / name).exists() for name in written["files"])
 
 
-# ---------------------------------------------------------------------------------------------- A8: every shard
+# -------------------------------------------------------------------------------------------- A8: every shard
 
 
 def sharded(folder, shard_names):
@@ -194,7 +194,7 @@ def test_an_index_naming_a_shard_outside_the_folder_is_refused_naming_the_index_
     assert not model_dir.exists()
 
 
-# ---------------------------------------------------------------------------------------------- D1: damaged files
+# ------------------------------------------------------------------------------------------ D1: damaged files
 
 
 def truncate(path):
@@ -301,11 +301,12 @@ def test_infer_of_a_damaged_fixture_copy_names_the_damaged_file(
     assert error.count("\n") == 1
 
 
-# ---------------------------------------------------------------------------------------------- unsafe pickles
+# --------------------------------------------------------------------------------------------- unsafe pickles
 
 
 class RunsCode:
-    """What a hostile checkpoint's pickle holds: unpickling it calls os.system (here to leave `marker` behind)."""
+    """What a hostile checkpoint's pickle holds: unpickling it calls os.system (here to leave `marker`
+    behind)."""
 
     def __init__(self, marker):
         self.marker = marker
@@ -316,9 +317,9 @@ class RunsCode:
 
 def unsafe(model, where, held):
     return (
-        f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any code), so "
-        f"vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint comes from a source "
-        f"you trust, convert it to safetensors, then run `vlmgrid fetch-model {model}` again"
+        f"model {model}: {where} is unsafe: its pickle {held} (a pickle that calls code can run any code), "
+        "so vlmgrid refuses it; use the weights as a safetensors file, or, if the checkpoint comes from a "
+        f"source you trust, convert it to safetensors, then run `vlmgrid fetch-model {model}` again"
     )
 
 
@@ -354,8 +355,8 @@ def test_infer_of_a_checkpoint_whose_pickle_runs_code_refuses_it_as_unsafe_and_r
 
 
 def test_an_hf_checkpoint_whose_pickle_runs_code_is_named_unsafe_whatever_the_pickle_says(llava, tmp_path):
-    """A pickle written by pickle.dump (protocol 5) calls through an operation torch's safe loading does not know,
-    so its error names no function: the file is still unsafe, never "damaged"."""
+    """A pickle written by pickle.dump (protocol 5) calls through an operation torch's safe loading does not
+    know, so its error names no function: the file is still unsafe, never "damaged"."""
     import pickle
 
     import torch
@@ -382,7 +383,7 @@ def test_an_hf_checkpoint_whose_pickle_runs_code_is_named_unsafe_whatever_the_pi
     assert not (tmp_path / "ran").exists()
 
 
-# ---------------------------------------------------------------------------------------------- D2: unreadable
+# --------------------------------------------------------------------------------------------- D2: unreadable
 
 
 def test_a_config_that_is_not_utf8_is_one_sentence_naming_it(llava, tmp_path):

@@ -1,8 +1,8 @@
 """The openai backend against a real OpenAI-compatible server the project did not write: transformers' own
 `transformers serve` (the pip extra `transformers[serving]`), serving the tiny LLaVA checkpoint on 127.0.0.1.
 
-The cases of tests/models/test_inference_failures.py that a real server can show: generation works; a model entry
-with `logprobs: true` meets a server that returns none; the server is killed in the middle of a run and
+The cases of tests/models/test_inference_failures.py that a real server can show: generation works; a model
+entry with `logprobs: true` meets a server that returns none; the server is killed in the middle of a run and
 comes back; the rerun gives the predictions of a clean run.
 """
 
@@ -188,11 +188,12 @@ def test_a_killed_server_fails_the_job_and_the_rerun_equals_a_clean_run(
     assert out(config).read_bytes() == out(clean).read_bytes()
 
 
-# ------------------------------------------------------------------ a server the job starts for itself (`serve`)
+# --------------------------------------------------------------- a server the job starts for itself (`serve`)
 
 
 def served_by_job(small_config, tmp_path, name="grid.yaml", results="results", **serve) -> str:
-    """A grid whose model's infer job starts `transformers serve` on the tiny LLaVA that fetch-model builds."""
+    """A grid whose model's infer job starts `transformers serve` on the tiny LLaVA that fetch-model
+    builds."""
     command = [
         str(Path(sys.executable).parent / "transformers"),
         "serve",

@@ -28,7 +28,8 @@ def clip(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pictures(tmp_path_factory):
-    """Files of every kind the decoders meet: JPEGs of odd sizes, RGBA and greyscale PNGs, a broken and a missing file."""
+    """Files of every kind the decoders meet: JPEGs of odd sizes, RGBA and greyscale PNGs, a broken and a
+    missing file."""
     folder = tmp_path_factory.mktemp("pictures")
     rng = np.random.default_rng(0)
     paths = []
@@ -61,7 +62,8 @@ def test_image_files_embed_exactly_as_opened_images(clip, pictures):
     assert problems[4].startswith("image unreadable") and problems[6].startswith("image missing")
     readable = [i for i, problem in enumerate(problems) if problem is None]
     expected = clip.embed_images([open_rgb(pictures[i]) for i in readable])
-    # batches of another size may sum in another order (last-bit float differences); another image differs by far more
+    # batches of another size may sum in another order (last-bit float differences); another image differs by
+    # far more
     np.testing.assert_allclose(features[readable], expected, rtol=1e-5, atol=1e-6)
     assert not features[[4, 6]].any()  # an unreadable file's row is zeros, never another image's
 
@@ -92,7 +94,8 @@ def test_image_files_decoded_in_threads_embed_as_decoded_inline(clip, pictures, 
 def test_unknown_preprocessing_goes_the_plain_way(clip, pictures, monkeypatch):
     features, problems = clip.embed_image_files(pictures)
     compose = clip.preprocess
-    # a function, not a Compose of known steps: nothing to split, so every image is opened and preprocessed whole
+    # a function, not a Compose of known steps: nothing to split, so every image is opened and preprocessed
+    # whole
     monkeypatch.setattr(clip, "preprocess", lambda image: compose(image))
     assert open_clip_backend._split_preprocess(clip.preprocess) is None
     plain, plain_problems = clip.embed_image_files(pictures)

@@ -1,5 +1,6 @@
 """perf/clip_benchmark.py's Food-101 folder is read alike by torchvision's Food101 (CLIP_benchmark's dataset)
-and by vlmgrid's food101 kind, and its predictions are matched in the order CLIP_benchmark lists the images."""
+and by vlmgrid's food101 kind, and its predictions are matched in the order CLIP_benchmark lists the
+images."""
 
 from __future__ import annotations
 

@@ -77,8 +77,8 @@ def test_the_table_says_cpu_small_shapes_and_every_figure():
     assert text.startswith("# vlmgrid speed: CPU (x86_64), small shapes")
     assert "**CPU, small shapes.**" in text and "say nothing about a GPU" in text
     assert (
-        "| multiple choice | 40.0 | samples/s | bare forward | 50.0 | 0.80x | 1.50 | >= 0.85x batched forward | "
-        "n/a (small shapes) |"
+        "| multiple choice | 40.0 | samples/s | bare forward | 50.0 | 0.80x | 1.50 "
+        "| >= 0.85x batched forward | n/a (small shapes) |"
     ) in text
     assert "| snakemake -n | 5.25 | s |  |  |  |  | < 10 s | met |" in text
     assert "- parts of 256" in text
@@ -183,11 +183,12 @@ TINY_COUNTS = {"clip_images": 8, "clip_batch": 4, "choice_items": 4, "lm_batch":
 
 @pytest.mark.integration
 def test_the_real_shape_path_runs_at_depth_one_on_the_cpu(tmp_path, monkeypatch):
-    """The GPU run's own path at real widths and one layer (LLaVA-1.5-7B's width and vocabulary: 2 GB in fp32)."""
+    """The GPU run's own path at real widths and one layer (LLaVA-1.5-7B's width and vocabulary: 2 GB in
+    fp32)."""
     monkeypatch.setitem(speedcases.SHAPES, "real", {**speedcases.SHAPES["real"], **TINY_COUNTS})
     monkeypatch.setattr(speedcases, "CANDIDATES", 3)
-    # every timed call once, with no warm-up call: what the figures are is not checked here, only that each path
-    # runs and gives a finite figure (the repeated forwards at real width were most of this test's time)
+    # every timed call once, with no warm-up call: what the figures are is not checked here, only that each
+    # path runs and gives a finite figure (the repeated forwards at real width were most of this test's time)
     timed = speedcases.timed
     monkeypatch.setattr(speedcases, "timed", lambda fn, device, repeats=1, warmup=1: timed(fn, device, 1, 0))
     monkeypatch.setattr(speedcases, "warm_up", lambda runner, records: None)

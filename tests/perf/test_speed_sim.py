@@ -1,4 +1,5 @@
-"""perf/speed.py --device sim: vlmgrid's path against stand-ins that take a measured device's time, at tiny counts."""
+"""perf/speed.py --device sim: vlmgrid's path against stand-ins that take a measured device's time, at tiny
+counts."""
 
 import importlib.util
 import json

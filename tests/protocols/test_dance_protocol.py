@@ -137,9 +137,9 @@ def test_registered_with_embed_and_likelihood_only():
 
 
 def test_fifty_riddles_under_one_picture_score_as_fifty_full_forwards(llava, tmp_path):
-    """DANCE on the tiny LLaVA: the picture + prompt prefix computed once and its 50 riddles packed after it give
-    each riddle the per-token log-likelihood of its own full forward (picture, prompt and riddle, no cache), within
-    1e-4 in fp32."""
+    """DANCE on the tiny LLaVA: the picture + prompt prefix computed once and its 50 riddles packed after it
+    give each riddle the per-token log-likelihood of its own full forward (picture, prompt and riddle, no
+    cache), within 1e-4 in fp32."""
     import torch
 
     from vlmgrid.model_requests import OptionRequest

@@ -1,7 +1,7 @@
 """Kaleidoscope's answer readers against outputs as models write them.
 
-Headline (`exam_json`, `exam_tag`): the authors' rule; the parity tables in tests/protocols/parity/ hold its edges, case
-by case. Here: what the authors' code has no rule for, the option count, and odd input. Lenient
+Headline (`exam_json`, `exam_tag`): the authors' rule; the parity tables in tests/protocols/parity/ hold its
+edges, case by case. Here: what the authors' code has no rule for, the option count, and odd input. Lenient
 (`exam_json_lenient`, `exam_tag_lenient`): the more forgiving readers behind the second figure.
 """
 
@@ -132,7 +132,8 @@ def test_tag_headline_reads(text, expected):
 @pytest.mark.parametrize(
     "text",
     [
-        "I will write <ANSWER> X </ANSWER> at the end.\nThe sum is 18.\n<ANSWER> C </ANSWER>",  # the first tag: X
+        # the first tag: X
+        "I will write <ANSWER> X </ANSWER> at the end.\nThe sum is 18.\n<ANSWER> C </ANSWER>",
         "<ANSWER> (D) </ANSWER>",
         "<ANSWER> **B** </ANSWER>",
         "<ANSWER> А </ANSWER>",

@@ -1,8 +1,8 @@
 """Parity tables: vlmgrid's headline parsers read raw model outputs exactly as the benchmarks' authors do.
 
-Each `tests/protocols/parity/<name>.yaml` lists raw outputs with the reading the authors' own code gives, and cites the
-file and commit the readings were derived from (read from the authors' code, not from vlmgrid's). The test
-runs vlmgrid's headline parser on every case and compares:
+Each `tests/protocols/parity/<name>.yaml` lists raw outputs with the reading the authors' own code gives, and
+cites the file and commit the readings were derived from (read from the authors' code, not from vlmgrid's).
+The test runs vlmgrid's headline parser on every case and compares:
 
 - `compare: letter`: the option letter read (A = the first option), or null when the authors' code reads no
   option (their "FAILED" / "other" / invalid choice: a format error, counted wrong);
@@ -81,7 +81,8 @@ def test_headline_parser_reads_as_the_authors(name, i):
 
 
 def test_unparsable_reading_is_the_metrics():
-    """Where a table says the authors read an unparsable answer as an answer (POPE: "yes"), the metric does."""
+    """Where a table says the authors read an unparsable answer as an answer (POPE: "yes"), the metric
+    does."""
     import pandas as pd
 
     from vlmgrid.benchmarks import BENCHMARKS

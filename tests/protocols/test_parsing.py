@@ -1,8 +1,9 @@
 """The answer parsers read generated text as the benchmarks' own scorers do, and fail loudly on ambiguity.
 
 Each case gives the text, the options and the expected (prediction, index); None / -1 means unparsable.
-The headline parsers' readings are held to the authors' code by the parity tables (tests/protocols/parity/*.yaml);
-here are the (prediction, index) pairs, and the lenient parsers that feed the second, lenient figure.
+The headline parsers' readings are held to the authors' code by the parity tables
+(tests/protocols/parity/*.yaml); here are the (prediction, index) pairs, and the lenient parsers that feed the
+second, lenient figure.
 """
 
 import pytest

@@ -146,7 +146,8 @@ def test_the_yes_no_prompt_puts_the_short_answer_instruction_in_place_of_mmes_ow
     from vlmgrid.protocols.choice import yes_no_prompt
 
     short = "\nAnswer the question using a single word or phrase."
-    # MME's questions end with its own instruction: LLaVA-1.5's question file replaces it, it is not asked twice
+    # MME's questions end with its own instruction: LLaVA-1.5's question file replaces it, it is not asked
+    # twice
     question = "Is there a dog in this image?"
     assert yes_no_prompt(f"{question} Please answer yes or no.") == question + short
     assert yes_no_prompt("Is there a dog? Please answer yes or no. \n") == "Is there a dog?" + short

@@ -1,7 +1,7 @@
-"""The LLaVA-NeXT and Qwen2.5-VL recipes: each family's conversation as its harness renders it, the tiny checkpoint
-carrying the hub checkpoint's chat template, and each benchmark's prompt as the harness builds it from the item
-(lmms-eval v0.1.0's doc_to_text for LLaVA-NeXT, VLMEvalKit's dataset build_prompt for Qwen2.5-VL), written here
-from those functions' descriptions, not from the recipes."""
+"""The LLaVA-NeXT and Qwen2.5-VL recipes: each family's conversation as its harness renders it, the tiny
+checkpoint carrying the hub checkpoint's chat template, and each benchmark's prompt as the harness builds it
+from the item (lmms-eval v0.1.0's doc_to_text for LLaVA-NeXT, VLMEvalKit's dataset build_prompt for
+Qwen2.5-VL), written here from those functions' descriptions, not from the recipes."""
 
 from __future__ import annotations
 
@@ -49,7 +49,10 @@ def lmms_eval(kind: str, record: dict) -> str:
         return f"{query}\n\nAnswer with the option's letter from the given choices directly."
     context = f"Context: {record['hint']}\n" if record["hint"] else ""
     lines = "\n".join(f"{'ABCDE'[i]}. {option}" for i, option in enumerate(options))
-    return f"{context}{record['question']}\n{lines}\nAnswer with the option's letter from the given choices directly."
+    return (
+        f"{context}{record['question']}\n{lines}\nAnswer with the option's letter from the given choices "
+        "directly."
+    )
 
 
 def vlmevalkit(kind: str, record: dict) -> str:

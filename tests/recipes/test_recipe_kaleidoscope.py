@@ -1,11 +1,11 @@
 """The Kaleidoscope recipes against the authors' own prompt builders, item by item.
 
-tests/recipes/authors/kaleidoscope/builders.json holds 36 items (one with a picture and one without in each of the 18
-languages, some with a stray "<image>" in their text) and what the authors' builders return for each
+tests/recipes/authors/kaleidoscope/builders.json holds 36 items (one with a picture and one without in each of
+the 18 languages, some with a stray "<image>" in their text) and what the authors' builders return for each
 (israfelsr/kaleidoscope: model_zoo.py's create_*_prompt, the ocr-experiments branch's closed-model parsers).
 The items are written as the hub copy's parquet file and data.zip, prepared, and asked of a model under each
-family's recipe: `vlmgrid inputs` must show the authors' string (Qwen2.5-VL, Molmo, Pangea: written by hand for
-vLLM or the processor), or the authors' chat messages (Aya Vision, the API models).
+family's recipe: `vlmgrid inputs` must show the authors' string (Qwen2.5-VL, Molmo, Pangea: written by hand
+for vLLM or the processor), or the authors' chat messages (Aya Vision, the API models).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ MODELS = {
 
 
 def _raw_copy(folder: Path) -> None:
-    """The items as the hub copy holds them: data/train-*.parquet, the pictures in data.zip under final_data/."""
+    """The items as the hub copy holds them: data/train-*.parquet, the pictures in data.zip under
+    final_data/."""
     from vlmgrid.benchmarks.kaleidoscope import ARCHIVE, ARCHIVE_ROOT, FEATURES, SCHEMA
     from vlmgrid.benchmarks.rawio import write_hub_parquet
 
@@ -154,7 +155,8 @@ def test_the_hand_written_strings_are_the_authors(grid, model):
 
 
 def _parts(message: dict) -> list:
-    """A message's content as (kind, text) parts, adjacent text parts joined (an API reads them as one text)."""
+    """A message's content as (kind, text) parts, adjacent text parts joined (an API reads them as one
+    text)."""
     content = message["content"]
     if isinstance(content, str):
         return [("text", content)]

@@ -1,12 +1,12 @@
 """LLaVA-1.5's recipe against LLaVA's own evaluation files, item by item.
 
-Each benchmark is built in the form its authors publish it (tests/recipes/authors/README.md: POPE's label files, MME's
-release folder, ScienceQA's problems and splits, MMBench's dev TSV), prepared as a user's local copy, and asked
-of the tiny LLaVA (llava-hf's chat template) under `recipe: llava-1.5`. `vlmgrid inputs` must print, for every
-item, the string LLaVA's evaluation handed its tokenizer: the question file's text after "<image>\\n" in the
-vicuna_v1 conversation, LLaVA's system text first (llava/conversation.py: `system + " USER: " + message + "
-ASSISTANT:"`). The images are placeholders of the right names; their pixels are checked on their own below,
-against LLaVA's padding (expand2square) and the checkpoint's own processor.
+Each benchmark is built in the form its authors publish it (tests/recipes/authors/README.md: POPE's label
+files, MME's release folder, ScienceQA's problems and splits, MMBench's dev TSV), prepared as a user's local
+copy, and asked of the tiny LLaVA (llava-hf's chat template) under `recipe: llava-1.5`. `vlmgrid inputs` must
+print, for every item, the string LLaVA's evaluation handed its tokenizer: the question file's text after
+"<image>\\n" in the vicuna_v1 conversation, LLaVA's system text first (llava/conversation.py: `system + "
+USER: " + message + " ASSISTANT:"`). The images are placeholders of the right names; their pixels are checked
+on their own below, against LLaVA's padding (expand2square) and the checkpoint's own processor.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _picture(path: Path, size=(6, 4)) -> None:
     Image.new("RGB", size, (200, 30, 60)).save(path)
 
 
-# --- the benchmarks as their authors publish them ---------------------------------------------------------------
+# --- the benchmarks as their authors publish them -----------------------------------------------------------
 
 
 def _pope(root: Path) -> Path:
@@ -309,9 +309,9 @@ def test_mmbench_every_row_is_llavas_input(grid):
 
 def test_textvqa_layout_on_questions_rebuilt_from_llavas_file(tmp_path):
     """TextVQA's release files are in no copy readable here, so its records are rebuilt from LLaVA's own file:
-    the question lower-cased at its first letter as TextVQA writes its questions, the OCR tokens split at ", ".
-    This checks the recipe's layout (capitalisation, the OCR line, the instruction, the conversation) on all
-    5,000 questions, not the data."""
+    the question lower-cased at its first letter as TextVQA writes its questions, the OCR tokens split at ",
+    ". This checks the recipe's layout (capitalisation, the OCR line, the instruction, the conversation) on
+    all 5,000 questions, not the data."""
     from vlmgrid.stages.prepare import prepare
 
     lines = _lines("llava_textvqa_val_v051_ocr.jsonl.gz")
@@ -365,7 +365,7 @@ def test_textvqa_layout_on_questions_rebuilt_from_llavas_file(tmp_path):
     assert sum(a == b for a, b in zip(expected, shown)) == 5000
 
 
-# --- the pixels ----------------------------------------------------------------------------------------------
+# --- the pixels ---------------------------------------------------------------------------------------------
 
 
 def expand2square(image: Image.Image, background: tuple[int, ...]) -> Image.Image:
@@ -380,7 +380,8 @@ def expand2square(image: Image.Image, background: tuple[int, ...]) -> Image.Imag
 
 @pytest.fixture(scope="module")
 def pictures(tmp_path_factory):
-    """A benchmark of non-square pictures (wide, tall, odd sides) with its MME-style questions, to look at pixels."""
+    """A benchmark of non-square pictures (wide, tall, odd sides) with its MME-style questions, to look at
+    pixels."""
     from vlmgrid.stages.fetch import fetch
     from vlmgrid.stages.prepare import prepare
 

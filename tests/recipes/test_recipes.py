@@ -1,6 +1,6 @@
-"""Recipes as data: every shipped recipe loads, cites what it follows, and fills a model entry with its settings;
-an entry cannot quietly change what its recipe fixes; a cell's settings are its kind's; the prompt templates
-render an item's fields byte for byte."""
+"""Recipes as data: every shipped recipe loads, cites what it follows, and fills a model entry with its
+settings; an entry cannot quietly change what its recipe fixes; a cell's settings are its kind's; the prompt
+templates render an item's fields byte for byte."""
 
 import re
 from importlib import resources
@@ -56,7 +56,8 @@ def test_a_recipe_fills_the_entry_and_the_cell_takes_its_kind():
     assert model["precision"] == "fp16" and model["pad_to_square"] is True and model["batch_size"] == 4
     assert model["system"].startswith("A chat between a curious user")
     cell = config.cell_settings("m", "b")
-    # ScienceQA-IMG as the paper's code ran it: cropped, 1,024 new tokens, greedy kept from the model's settings
+    # ScienceQA-IMG as the paper's code ran it: cropped, 1,024 new tokens, greedy kept from the model's
+    # settings
     assert cell["pad_to_square"] is False
     assert cell["generation"] == {"do_sample": False, "max_new_tokens": 1024}
     assert "kinds" not in cell and cell["prompt"]["user"].endswith("directly.")
@@ -146,7 +147,7 @@ def test_kaleidoscope_recipes_carry_the_authors_texts_not_a_name():
     assert "\n\\ONLY output" in table["sys_message"]  # the published string's backslash, kept
 
 
-# --- prompt templates -----------------------------------------------------------------------------------------
+# --- prompt templates ---------------------------------------------------------------------------------------
 
 
 def test_a_template_renders_fields_exactly_and_marks_the_image():
@@ -212,8 +213,8 @@ def test_a_template_cannot_reach_python_internals():
 
 
 def test_an_items_text_is_text_never_a_template():
-    """A dataset's question holding Jinja syntax (or a template's own image mark) is shown as written: fields are
-    values of the template, never its source."""
+    """A dataset's question holding Jinja syntax (or a template's own image mark) is shown as written: fields
+    are values of the template, never its source."""
     template = PromptTemplate.of({"user": "{{ question }}\nA. {{ options[0] }}"})
     hostile = "{{ 7 * 7 }} {% for x in range(3) %}x{% endfor %} {{ ''.__class__ }}"
     rendered = template.render({"question": hostile, "options": ["{{ options }}"]})

@@ -1,5 +1,7 @@
-"""The compare stage with a cell whose batch check found items answered otherwise one at a time (its predictions'
-`invariance.differing`): the comparison file names that model in each compared pair, as the report marks it."""
+"""The compare stage with a cell whose batch check found items answered otherwise one at a time (its
+predictions' `invariance.differing`): the comparison file names that model in each compared pair, as the
+report marks
+it."""
 
 import json
 
@@ -32,7 +34,8 @@ def test_the_comparison_file_names_the_models_whose_answers_depend_on_the_batch(
     assert main(["compare", "tiny", "--config", str(config)]) == 0
     result = json.loads(paths.comparison_path(data["results_dir"], "tiny").read_text())
     pairs = {(p["model_a"], p["model_b"]): p for p in result["pairs"]}
-    # fair's cell is marked, as in the main table; good's check found nothing; a pair without numbers has no mark
+    # fair's cell is marked, as in the main table; good's check found nothing; a pair without numbers has no
+    # mark
     assert pairs[("good", "fair")]["batch_dependent"] == ["fair"]
     assert (
         "batch_dependent" not in pairs[("good", "broken")] and "batch_dependent" not in pairs[("fair", "na")]

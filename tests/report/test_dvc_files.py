@@ -1,5 +1,5 @@
-"""DVC's metrics files (vlmgrid.report.dvc_files) from hand-made score files: per benchmark its metric and each
-model's headline, and no number at all for a cell without one (n/a, hidden, failed, missing); then the
+"""DVC's metrics files (vlmgrid.report.dvc_files) from hand-made score files: per benchmark its metric and
+each model's headline, and no number at all for a cell without one (n/a, hidden, failed, missing); then the
 averages."""
 
 import json
@@ -33,7 +33,8 @@ def scored(
 
 
 def score_files(root: Path) -> dict:
-    """clip: pope scored, sqa n/a, cvqa hidden; vlm: pope scored, sqa failed (every row an error), cvqa missing."""
+    """clip: pope scored, sqa n/a, cvqa hidden; vlm: pope scored, sqa failed (every row an error), cvqa
+    missing."""
     objects = {
         ("clip", "pope-fixture"): scored(
             "clip", "pope-fixture", "f1", 61.23456, [50.0, 72.5], [50, 60, 65, 70]
@@ -151,7 +152,8 @@ def test_the_metrics_files_name_the_models_whose_answers_depend_on_the_batch(tmp
     }
     files[("vlm", "pope-fixture")].write_text(json.dumps(obj))
     tree = metrics(load_grid(files, MODELS, BENCHES, allow_missing=True))
-    # the number stays a number (dvc metrics diff compares it); the mark is a key of its own, as the main table's
+    # the number stays a number (dvc metrics diff compares it); the mark is a key of its own, as the main
+    # table's
     assert tree["pope-fixture"] == {"metric": "f1", "clip": 61.2346, "vlm": 40.0, "batch_dependent": "vlm"}
     assert "batch_dependent" not in tree["sqa"]
     # the average over such a cell is marked too, as in the main table

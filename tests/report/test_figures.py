@@ -38,7 +38,8 @@ def set_fields(files: dict, model: str, bench: str, **fields) -> None:
 
 @pytest.fixture
 def grid(tmp_path):
-    """clip_tiny cannot run sqa_img; big-vlm scores 0.0 on flowers and is marked on pope (12% format errors)."""
+    """clip_tiny cannot run sqa_img; big-vlm scores 0.0 on flowers and is marked on pope (12% format
+    errors)."""
     files = write_scores(tmp_path)
     mark_not_applicable(files, "clip_tiny", "sqa_img")
     set_fields(files, "big-vlm", "flowers", value=0.0, ci95=[0.0, 0.0])
@@ -146,7 +147,7 @@ def test_a_cell_not_in_the_grid_reads_a_dash(tmp_path):
     plt.close(fig)
 
 
-# --- the files: PNG at 300 dpi, vector PDF, 7 in, the same bytes twice ----------------------------------------
+# --- the files: PNG at 300 dpi, vector PDF, 7 in, the same bytes twice --------------------------------------
 
 
 def kaleidoscope_files(root):

@@ -1,6 +1,6 @@
-"""Hostile strings in a real headless Chromium: the Snakemake report and the main table of a tiny grid whose title
-and descriptions carry markup, and an inspect page whose item text, answers and names do. No element the strings
-would create exists, no script of theirs runs, and the report's own scripts still read their data."""
+"""Hostile strings in a real headless Chromium: the Snakemake report and the main table of a tiny grid whose
+title and descriptions carry markup, and an inspect page whose item text, answers and names do. No element the
+strings would create exists, no script of theirs runs, and the report's own scripts still read their data."""
 
 import pytest
 import yaml

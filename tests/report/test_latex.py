@@ -1,6 +1,6 @@
 """The report's LaTeX tables: best bold and second underlined as the papers mark them, wide tables split into
-blocks, and every .tex file compiling in a minimal document with pdflatex, inside the page's width, and a table
-longer than a page running on over the next pages."""
+blocks, and every .tex file compiling in a minimal document with pdflatex, inside the page's width, and a
+table longer than a page running on over the next pages."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from vlmgrid.report.tables.format import BEST, BLOCK_COLUMNS, SECOND, _blocks, e
 PDFLATEX = shutil.which("pdflatex")
 needs_pdflatex = pytest.mark.skipif(
     PDFLATEX is None,
-    reason="pdflatex is not installed (Debian: texlive-latex-base and texlive-latex-recommended); the tables are "
-    "not compiled",
+    reason="pdflatex is not installed (Debian: texlive-latex-base and texlive-latex-recommended); the tables "
+    "are not compiled",
 )
 
 
@@ -299,8 +299,8 @@ def _amend(path: Path, **keys) -> None:
 def partial_tables(root: Path) -> list[Path]:
     """Reports with a partial cell (an imported answer set that lacks items by construction, its score file's
     coverage): the wide grid's main table with llava-tiny on bench_07 answering 2,350 of 2,374 items (and on
-    bench_03 scored on a copy of 24 of its 2,374 items), and the comparisons of a pair compared on the items both
-    answered (report.partial_cells: include), its A on a partial copy and batch-dependent."""
+    bench_03 scored on a copy of 24 of its 2,374 items), and the comparisons of a pair compared on the items
+    both answered (report.partial_cells: include), its A on a partial copy and batch-dependent."""
     files = wide_grid(root / "grid")
     _amend(files[("llava-tiny", BENCHES[7])], coverage={"answered": 2350, "total": 2374}, n=2350)
     _amend(
@@ -352,8 +352,8 @@ def test_every_table_compiles_within_the_page(tmp_path):
         "dance.tex",
     }
     assert any(r"\textbf{" in tex.read_text() for tex in tables if tex.name == "comparisons.tex") is False
-    # the partial cell's double dagger is among what compiles: in the main table and in the comparisons; so are
-    # a partial copy's pilcrow and a batch-dependent cell's not-equal sign
+    # the partial cell's double dagger is among what compiles: in the main table and in the comparisons; so
+    # are a partial copy's pilcrow and a batch-dependent cell's not-equal sign
     for mark, names in (
         (r"$^{\ddagger}$", {"main.tex", "comparisons.tex"}),
         (r"$^{\P}$", {"main.tex", "comparisons.tex"}),
@@ -418,7 +418,8 @@ def page_texts(pdf: Path) -> list[str]:
 
 
 def compile_pages(tex: Path, workdir: Path) -> list[str]:
-    """`compile_table` (so nothing is taller than its room), then the text of each page, compiled uncompressed."""
+    """`compile_table` (so nothing is taller than its room), then the text of each page, compiled
+    uncompressed."""
     compile_table(tex, workdir)
     document = workdir / f"{tex.parent.parent.name}-{tex.stem}-pages.tex"
     document.write_text(
@@ -509,7 +510,8 @@ def test_the_default_grids_tables_compile_within_the_page(snakemake_run, tmp_pat
 # --- the size the table is set in --------------------------------------------------------------------------
 
 # The sizes pdflatex sets text in, in a 10pt article: \normalsize, \small, \footnotesize, \scriptsize and the
-# math script sizes (6pt, 5pt), as the PDF's Tf operator gives them. A table scaled to fit sets in other sizes.
+# math script sizes (6pt, 5pt), as the PDF's Tf operator gives them. A table scaled to fit sets in other
+# sizes.
 LATEX_SIZES = {9.96, 8.97, 7.97, 6.97, 5.98, 4.98}
 NORMAL = 9.96
 
@@ -579,8 +581,8 @@ def table_sizes(tex: Path, workdir: Path) -> Counter:
 
 
 def assert_normal_size(tex: Path, workdir: Path) -> None:
-    """The table sets its text in LaTeX's sizes only, its names and values in the document's (the CIs and notes
-    in smaller ones), never in a size a scaling makes."""
+    """The table sets its text in LaTeX's sizes only, its names and values in the document's (the CIs and
+    notes in smaller ones), never in a size a scaling makes."""
     sizes = table_sizes(tex, workdir)
     assert set(sizes) <= LATEX_SIZES, f"{tex.name} is scaled: it sets text in {sorted(sizes)} pt"
     assert max(sizes) == NORMAL, (

@@ -155,8 +155,8 @@ def test_csv_columns_and_values(report):
 def test_latex(report):
     root, _ = report
     tex = plain_latex((root / "tables" / "main.tex").read_text(encoding="utf-8"))
-    # a longtable: its header on the first page and again on each page it runs on to, its foot on each page but
-    # the last and on the last
+    # a longtable: its header on the first page and again on each page it runs on to, its foot on each page
+    # but the last and on the last
     for rule in (r"\toprule", r"\midrule", r"\bottomrule"):
         assert tex.count(rule) == 2
     assert (
@@ -605,7 +605,7 @@ def test_variant_without_value_is_invalid(tmp_path):
         build(tmp_path, files)
 
 
-# --- paper tables: Kaleidoscope, CVQA; how each number was answered ---------------------------------------------
+# --- paper tables: Kaleidoscope, CVQA; how each number was answered -----------------------------------------
 
 
 SAMPLED = {
@@ -873,8 +873,8 @@ def test_cells_table_says_how_each_number_was_answered(tmp_path):
     ]
     text = (tmp_path / "tables" / "cells.md").read_text()
     assert (
-        "| big-vlm | sqa_img | generation + parser | sampled: kaleidoscope preset, temperature 0.7, top-p 0.9 "
-        "| 90 | 87 | 3.3 | 61.5 |" in text
+        "| big-vlm | sqa_img | generation + parser | sampled: kaleidoscope preset, temperature 0.7, top-p "
+        "0.9 | 90 | 87 | 3.3 | 61.5 |" in text
     )
     assert "| clip_tiny | sqa_img | n/a | – | – | – | – | – |" in text
     # a score file written before `strategy` existed reads as "–"

@@ -55,7 +55,7 @@ def flagged_report(tmp_path):
     return tmp_path
 
 
-# --- the main table ------------------------------------------------------------------------------------------
+# --- the main table -----------------------------------------------------------------------------------------
 
 
 def test_only_the_cell_over_the_threshold_is_marked_in_markdown(flagged_report):
@@ -144,7 +144,7 @@ def test_a_configured_threshold(tmp_path):
         build(tmp_path / "bad", files, flag_error_rate=150)
 
 
-# --- a cell whose every row failed -----------------------------------------------------------------------------
+# --- a cell whose every row failed --------------------------------------------------------------------------
 
 
 def test_a_cell_with_every_row_failed_has_no_number_and_no_average(tmp_path, main_heatmaps):
@@ -195,7 +195,7 @@ def test_failed_cell_in_the_breakdown(tmp_path):
     assert {r["model"] for r in read_csv(tmp_path / "tables" / "breakdown.csv")} == {"big-vlm"}
 
 
-# --- missing score files -------------------------------------------------------------------------------------
+# --- missing score files ------------------------------------------------------------------------------------
 
 
 def test_a_missing_score_file_is_an_error_without_allow_missing(tmp_path):
@@ -232,7 +232,7 @@ def test_allow_missing_with_no_score_file_at_all(tmp_path):
     assert md_rows(tmp_path / "tables" / "main.md")["big-vlm"] == ["missing"] * 4
 
 
-# --- paper tables and figures --------------------------------------------------------------------------------
+# --- paper tables and figures -------------------------------------------------------------------------------
 
 
 def _rated(obj: dict, rate: float) -> dict:
@@ -363,7 +363,7 @@ def test_a_missing_cell_in_a_paper_table(tmp_path):
     assert "missing: the cell has no score file" in (tmp_path / "tables" / "kaleidoscope.md").read_text()
 
 
-# --- the baseline says what it is ----------------------------------------------------------------------------
+# --- the baseline says what it is ---------------------------------------------------------------------------
 
 
 def test_the_baseline_is_not_described_as_log_likelihood(tmp_path):
@@ -386,7 +386,7 @@ def test_the_baseline_is_not_described_as_log_likelihood(tmp_path):
     )
 
 
-# --- the config and the command ------------------------------------------------------------------------------
+# --- the config and the command -----------------------------------------------------------------------------
 
 
 def test_the_config_default_and_its_check(default_config_data):

@@ -1,5 +1,5 @@
-"""A cell that answers a subset of its benchmark (an imported MME eval-tool folder): marked with its coverage in
-every table and the main figure, kept out of its model's average unless `report.partial_cells: include`."""
+"""A cell that answers a subset of its benchmark (an imported MME eval-tool folder): marked with its coverage
+in every table and the main figure, kept out of its model's average unless `report.partial_cells: include`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""A cell scored on a copy of its benchmark that holds fewer items than the published benchmark (a local subset
-that the source's `expected_items` lets through, a fixture's generated stand-ins): its score file records the
-copy's size (`partial_copy`), and every table, figure and note that shows its number marks it with the pilcrow
-and names the count, so "sqa_img 20.0" is never read as a number on the whole benchmark."""
+"""A cell scored on a copy of its benchmark that holds fewer items than the published benchmark (a local
+subset that the source's `expected_items` lets through, a fixture's generated stand-ins): its score file
+records the copy's size (`partial_copy`), and every table, figure and note that shows its number marks it with
+the pilcrow and names the count, so "sqa_img 20.0" is never read as a number on the whole benchmark."""
 
 from __future__ import annotations
 
@@ -35,12 +35,13 @@ LOCAL = "the benchmark's prepared copy holds fewer items than the published benc
 FIXTURE = "a fixture: generated stand-ins in the benchmark's format, none of its items"
 
 
-# --- the score file ------------------------------------------------------------------------------------------
+# --- the score file -----------------------------------------------------------------------------------------
 
 
 def tiny_copy(tmp_path, write_config, n: int, source: dict, models=("good",)) -> tuple[dict, list[str]]:
     """A grid of `models` on "tiny" (a scienceqa_img benchmark, 2,017 items published) prepared from `source`
-    with `n` items, each model's predictions written (right on every item): the grid and its config options."""
+    with `n` items, each model's predictions written (right on every item): the grid and its config
+    options."""
     data = grid_data(tmp_path, list(models))
     bench_dir = paths.bench_dir(data["data_dir"], "tiny")
     data_fp = write_bench(bench_dir, n=n)
@@ -90,7 +91,7 @@ def test_the_comparison_file_records_the_copy_too(tmp_path, write_config):
     }
 
 
-# --- the report ----------------------------------------------------------------------------------------------
+# --- the report ---------------------------------------------------------------------------------------------
 
 
 def make_copy(files: dict, model: str, bench: str, items: int, published: int, source: str) -> None:
@@ -102,8 +103,8 @@ def make_copy(files: dict, model: str, bench: str, items: int, published: int, s
 
 @pytest.fixture
 def copy_files(tmp_path):
-    """Both models' sqa_img cells scored on a local copy of 24 of its 2,017 items, their pope-fixture cells on a
-    fixture of 90 stand-ins (POPE has 9,000); flowers whole."""
+    """Both models' sqa_img cells scored on a local copy of 24 of its 2,017 items, their pope-fixture cells on
+    a fixture of 90 stand-ins (POPE has 9,000); flowers whole."""
     files = write_scores(tmp_path)
     for model in MODELS:
         make_copy(files, model, "sqa_img", 24, 2017, "local")
@@ -279,8 +280,8 @@ def test_the_reported_table_marks_a_reproduction_on_a_partial_copy(tmp_path):
 
 
 def test_a_grid_of_fixtures_names_each_benchmark_once(tmp_path):
-    """The default grid's shape: every cell a fixture. Each value carries the one mark, and the legend names each
-    benchmark once with its stand-ins' count, not each of its cells."""
+    """The default grid's shape: every cell a fixture. Each value carries the one mark, and the legend names
+    each benchmark once with its stand-ins' count, not each of its cells."""
     files = write_scores(tmp_path)
     for model in MODELS:
         for bench, published in zip(BENCHES, (9000, 2017, 6149)):
@@ -304,8 +305,8 @@ def test_a_grid_of_fixtures_names_each_benchmark_once(tmp_path):
     ],
 )
 def test_llavas_copy_of_pope_is_a_published_variant_not_a_partial_copy(manifest):
-    """LLaVA-1.5 published its POPE scores on its own copy of POPE's label files, 8,910 questions (2,910 in the
-    random split): the copy its numbers are compared with, whether its source names the count or not."""
+    """LLaVA-1.5 published its POPE scores on its own copy of POPE's label files, 8,910 questions (2,910 in
+    the random split): the copy its numbers are compared with, whether its source names the count or not."""
     import types
 
     import pandas as pd

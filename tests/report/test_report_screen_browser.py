@@ -25,7 +25,8 @@ for (let node = walker.nextNode(); node; node = walker.nextNode()) {
   range.selectNodeContents(node);
   const box = range.getBoundingClientRect();
   const style = getComputedStyle(element);
-  if (box.width === 0 || box.height === 0 || style.visibility === 'hidden' || style.display === 'none') continue;
+  if (box.width === 0 || box.height === 0 \
+|| style.visibility === 'hidden' || style.display === 'none') continue;
   if (box.bottom <= 0 || box.top >= innerHeight || box.right <= 0 || box.left >= innerWidth) continue;
   out.push([node.textContent.trim().slice(0, 40), parseFloat(style.fontSize)]);
 }

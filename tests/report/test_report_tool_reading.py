@@ -1,6 +1,6 @@
-"""A cell whose score gives the publishing tool's own reading (`tool_reading`, VLMEvalKit's matcher and judge on
-ScienceQA) shows it beside the headline: in the main table's legend (Markdown, LaTeX), the cells table's note and
-its CSV columns; a grid without one keeps its tables."""
+"""A cell whose score gives the publishing tool's own reading (`tool_reading`, VLMEvalKit's matcher and judge
+on ScienceQA) shows it beside the headline: in the main table's legend (Markdown, LaTeX), the cells table's
+note and its CSV columns; a grid without one keeps its tables."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Published numbers beside the reproduced ones: config/reported/*.csv read and checked, matched to the grid's
-cells, and the reported table and figure (vlmgrid.report.reported, report.tables.reported, report.reported_figure)."""
+cells, and the reported table and figure (vlmgrid.report.reported, report.tables.reported,
+report.reported_figure)."""
 
 from __future__ import annotations
 
@@ -211,7 +212,8 @@ def test_schema_lists_every_kind_and_exactly_its_metric_names():
 def test_the_seeded_llava_numbers_pass_the_schema_and_are_the_model_zoo_ones():
     rows = load_reported(REPO / "config" / "reported")
     got = {(r.model, r.benchmark, r.split, r.figure): r.value for r in rows}
-    # docs/MODEL_ZOO.md of haotian-liu/LLaVA, LLaVA-v1.5 table, full_ft-1e rows (SQA, TextVQA, POPE, MME, MM-Bench)
+    # docs/MODEL_ZOO.md of haotian-liu/LLaVA, LLaVA-v1.5 table, full_ft-1e rows (SQA, TextVQA, POPE, MME,
+    # MM-Bench)
     assert got == {
         ("LLaVA-1.5 7B", "scienceqa_img", None, "accuracy"): 66.8,
         ("LLaVA-1.5 7B", "textvqa", None, "vqa_accuracy"): 58.2,
@@ -226,7 +228,8 @@ def test_the_seeded_llava_numbers_pass_the_schema_and_are_the_model_zoo_ones():
     }
     assert all(r.paper == "2310.03744" and r.source.startswith(ZOO) for r in rows)
     # how LLaVA-1.5 answered: greedy generation (--temperature 0 in scripts/v1_5/eval/*.sh), the short-answer
-    # instruction for POPE, MME and TextVQA, the letter instruction for ScienceQA and MMBench (--single-pred-prompt)
+    # instruction for POPE, MME and TextVQA, the letter instruction for ScienceQA and MMBench
+    # (--single-pred-prompt)
     short, letter = (
         "Answer the question using a single word or phrase.",
         "Answer with the option's letter from the given choices directly.",
@@ -520,8 +523,8 @@ def test_the_grid_method_is_read_from_the_strategy_and_decoding():
 
 
 def method_build(tmp_path: Path) -> list[Path]:
-    """MME by log-likelihood and MMBench by sampling (both unlike the paper's greedy generation), POPE by greedy
-    generation (like it), TextVQA not compared."""
+    """MME by log-likelihood and MMBench by sampling (both unlike the paper's greedy generation), POPE by
+    greedy generation (like it), TextVQA not compared."""
     objs = grid_objs()
     objs[("llava13", "mme-b")]["strategy"] = "score_options"
     objs[("llava13", "pope-b")].update(strategy="generate", generation={"max_new_tokens": 32})
@@ -542,8 +545,8 @@ def test_a_comparison_across_methods_is_marked_in_the_markdown(tmp_path):
     text = (tmp_path / "tables" / "reported.md").read_text(encoding="utf-8")
     assert (
         "\u00a7: the paper and the grid answered by different methods, so the difference is not the model's "
-        "alone: llava13 on mme-b: paper generation (greedy), grid likelihood; llava13 on mmb: paper generation "
-        "(greedy), grid generation (sampled) (to answer as the paper did, see docs/models.md)."
+        "alone: llava13 on mme-b: paper generation (greedy), grid likelihood; llava13 on mmb: paper "
+        "generation (greedy), grid generation (sampled) (to answer as the paper did, see docs/models.md)."
     ) in text
     assert "pope-b: paper" not in text
 
@@ -603,7 +606,7 @@ def test_the_workflow_caption_explains_the_mark():
     assert "\u00a7" in caption and "different methods" in caption
 
 
-# --- the recipe that answers as LLaVA-1.5's paper did --------------------------------------------------------
+# --- the recipe that answers as LLaVA-1.5's paper did -------------------------------------------------------
 
 RECIPE = REPO / "config" / "examples" / "llava-1.5-method.yaml"
 
@@ -624,8 +627,8 @@ def test_the_llava_recipe_validates_and_asks_for_greedy_generation():
 
 
 def test_the_llava_recipe_sends_llavas_prompt_and_matches_the_papers_method():
-    """A fake model with both capabilities (as the hf backend has): with the recipe's settings it answers every
-    kind by generation and receives LLaVA-1.5's instruction after the question (for MME in place of the
+    """A fake model with both capabilities (as the hf backend has): with the recipe's settings it answers
+    every kind by generation and receives LLaVA-1.5's instruction after the question (for MME in place of the
     question's own "Please answer yes or no.", as LLaVA's MME question file has it)."""
     from types import SimpleNamespace
 

@@ -1,5 +1,5 @@
-"""A cell's plan (vlmgrid.stages.plan.cell_plan): what is decided about a cell before it runs, once, and handed to
-its run (vlmgrid.stages.infer.run_cell), to merge-shards and to a row's current-cell check."""
+"""A cell's plan (vlmgrid.stages.plan.cell_plan): what is decided about a cell before it runs, once, and
+handed to its run (vlmgrid.stages.infer.run_cell), to merge-shards and to a row's current-cell check."""
 
 import copy
 

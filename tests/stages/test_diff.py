@@ -1,5 +1,5 @@
-"""`vlmgrid diff`: two prediction sets of one prepared fixture benchmark that differ in known ways are reported as
-exactly those items, in their classes, with the headline effects computed by hand."""
+"""`vlmgrid diff`: two prediction sets of one prepared fixture benchmark that differ in known ways are
+reported as exactly those items, in their classes, with the headline effects computed by hand."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.metrics.differences import diff_predictions, same_answer
 from vlmgrid.stages.diff import diff_sets, headline_parsers, render
 
-# --- ScienceQA-IMG (accuracy): A read with the general letter reader, B with LLaVA's rule ---------------------
+# --- ScienceQA-IMG (accuracy): A read with the general letter reader, B with LLaVA's rule -------------------
 # Gold letters of the 8 fixture items: test-0 A, test-1 D, test-2 C, test-3 A, test-4 D, test-5 C, test-6 A,
 # test-7 B.
 SQA_A = {
@@ -128,7 +128,7 @@ def test_read_again_by_one_parser_the_reading_differences_vanish(sqa, tmp_path, 
     assert lenient["b"]["value"] == pytest.approx(round(500 / 7, 4))  # B reads test-1 and test-2 now
 
 
-# --- POPE (F1 per split, averaged): a set-level headline ------------------------------------------------------
+# --- POPE (F1 per split, averaged): a set-level headline ----------------------------------------------------
 # Gold per split: -1 yes, -2 no, -3 yes, -4 no. A answers every item right.
 POPE_A = {
     f"{split}-{k}": ("Yes" if k % 2 else "No")
@@ -306,9 +306,9 @@ def test_the_headlines_are_the_score_files_own(tmp_path):
     from vlmgrid.metrics import score_predictions
 
     bench = _prepare(tmp_path, "mme", "mme-fixture", size=4)
-    # Gold yes, no per image. A (read with the lenient reader) answers all right; B (read with MME's tool, which
-    # looks at the first 4 characters only) has the same "    No" on the color image unread, and says yes to
-    # both questions of the count image (its acc+ 0).
+    # Gold yes, no per image. A (read with the lenient reader) answers all right; B (read with MME's tool,
+    # which looks at the first 4 characters only) has the same "    No" on the color image unread, and says
+    # yes to both questions of the count image (its acc+ 0).
     answers_a = {i: g.capitalize() for i, g in zip(bench.records["id"], bench.records["answer"])}
     answers_a["color/0000.jpg#1"] = "    No"
     answers_b = dict(answers_a, **{"count/0000.png#1": "Yes"})
@@ -441,7 +441,7 @@ def test_the_output_says_what_to_do_next(pope, tmp_path):
     assert "--reread" not in render(same, limit=10)
 
 
-# --- the printed output read by a person: whole ids, 100 columns, unreadable answers counted ------------------
+# --- the printed output read by a person: whole ids, 100 columns, unreadable answers counted ----------------
 # MME names its images after the film and shot: ids of one image's two questions share all but their last
 # character, and a cluster's absolute paths are long.
 CELEBRITY = "celebrity/tt0032138_shot_0395_img_0.jpg#"
@@ -449,7 +449,8 @@ CLUSTER = "/scratch/project_2001234/vlmgrid/results/predictions/llava-onevision-
 
 
 def _long_document(ids, variants=("default",), only_a=(), path_a=CLUSTER + "mme.parquet", path_b="b.parquet"):
-    """A diff of `ids` (and `only_a`, answered by A alone) where A and B answer every item differently at length."""
+    """A diff of `ids` (and `only_a`, answered by A alone) where A and B answer every item differently at
+    length."""
     from pathlib import Path
 
     from vlmgrid.stages.diff import as_document
@@ -537,9 +538,10 @@ def test_error_rows_count_the_answers_the_reader_could_not_read(sqa, tmp_path):
     )
 
 
-# --- text from the data on a terminal --------------------------------------------------------------------------
+# --- text from the data on a terminal -----------------------------------------------------------------------
 # What a terminal acts on instead of showing it: a window title set (OSC ... BEL), a colour (CSI), a carriage
-# return and a line break (a row overwritten or split), a right-to-left override (the rest of the line reversed).
+# return and a line break (a row overwritten or split), a right-to-left override (the rest of the line
+# reversed).
 TERMINAL = "\x1b]0;pwned\x07\x1b[31m\r\n\u202e"
 SHOWN = r"\x1b]0;pwned\x07\x1b[31m\r\n\u202e"
 RAW = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")

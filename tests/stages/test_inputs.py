@@ -1,5 +1,5 @@
-"""`vlmgrid inputs`: one JSON object per request, the exact text a model is handed, and what a recipe changes of
-it; the inspect page shows the same text beside each answer."""
+"""`vlmgrid inputs`: one JSON object per request, the exact text a model is handed, and what a recipe changes
+of it; the inspect page shows the same text beside each answer."""
 
 from __future__ import annotations
 

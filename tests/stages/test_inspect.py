@@ -256,8 +256,9 @@ def test_a_partial_cell_shows_no_answer_for_an_unanswered_item_and_its_coverage(
 
 
 def test_the_page_shows_the_context_the_prompt_showed(default_config_data, tmp_path):
-    """MMBench's hint and ScienceQA's context are in the multiple-choice prompt ("Context: ..."): the page shows
-    them, labelled as the prompt labels them, for the items that have one, and nothing for the others."""
+    """MMBench's hint and ScienceQA's context are in the multiple-choice prompt ("Context: ..."): the page
+    shows them, labelled as the prompt labels them, for the items that have one, and nothing for the
+    others."""
     from vlmgrid.config import load_config
     from vlmgrid.predictions import rows_to_table
     from vlmgrid.protocols.choice import multiple_choice_prompt

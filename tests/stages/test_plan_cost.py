@@ -1,4 +1,5 @@
-"""`vlmgrid plan`: the cost plan's counts against hand-computed ones, and its GPU-hours from the throughput table."""
+"""`vlmgrid plan`: the cost plan's counts against hand-computed ones, and its GPU-hours from the throughput
+table."""
 
 from __future__ import annotations
 
@@ -144,7 +145,8 @@ def test_classification_runs_twenty_templates_on_the_published_count(small):
 
 def test_ranking_counts_fifty_candidates_per_query(small):
     dance = rows(cost.cost_table(small), "llava-7b", "dance")
-    # 10 riddle-to-image queries (a forward per candidate picture, 50 each) and 10 image-to-riddle (one prefix)
+    # 10 riddle-to-image queries (a forward per candidate picture, 50 each) and 10 image-to-riddle (one
+    # prefix)
     assert (dance["forward"]["basis"], dance["forward"]["requests"]) == ("prepared", 10 * 50 + 10)
     assert dance["continuation"]["requests"] == 20 * 50
     assert math.isclose(dance["continuation"]["gpu_hours"], 1000 / CONTINUATION / 3600)
@@ -178,8 +180,8 @@ def test_totals_leave_out_rows_without_an_estimate(small):
     llava = costs[costs["model"] == "llava-7b"]
     assert math.isclose(sums.loc["llava-7b", "gpu_hours"], llava["gpu_hours"].sum())
     assert sums.loc["llava-7b", "rows_without_estimate"] == 0
-    # "mystery" has no size class: all 5 of its rows (flowers: generate, forward, continuation; dance: forward,
-    # continuation) lack an estimate, so its total is unknown, never 0
+    # "mystery" has no size class: all 5 of its rows (flowers: generate, forward, continuation; dance:
+    # forward, continuation) lack an estimate, so its total is unknown, never 0
     assert pd.isna(sums.loc["mystery", "gpu_hours"]) and sums.loc["mystery", "rows_without_estimate"] == 5
     assert sums.loc["grid", "rows_without_estimate"] == 5
     assert math.isclose(sums.loc["grid", "gpu_hours"], sums.loc["llava-7b", "gpu_hours"])
@@ -253,8 +255,8 @@ def test_the_carpe_grid_counts_every_fixed_count_benchmark(tmp_path):
     # only the CLIP rows of multiple-choice sets whose options per question vary are left to the records
     assert sorted(set(unknown["benchmark"])) == ["cvbench", "mmbench", "scienceqa_img"]
     assert set(unknown["unit"]) == {"embed_text"}
-    # ImageNet: LLaVA-1.5's recipe generates its answers, as CARPE reads an LVLM's textual prediction: the open-
-    # and the closed-world templates, 10 each, one request per image; CLIP's 80 templates
+    # ImageNet: LLaVA-1.5's recipe generates its answers, as CARPE reads an LVLM's textual prediction: the
+    # open- and the closed-world templates, 10 each, one request per image; CLIP's 80 templates
     llava = costs[
         (costs["model"] == "llava-1.5-7b")
         & (costs["benchmark"] == "imagenet")
@@ -364,8 +366,8 @@ def test_the_kinds_class_counts_match_their_class_name_lists():
 
 def test_the_plan_says_what_each_benchmark_can_tell(tmp_path):
     # MMVP scores 150 pairs (300 questions): with two models disagreeing on 20% of them the minimum detectable
-    # difference is 100 x 2.801585 x sqrt(0.2 / 150) = 10.23 points, so it cannot tell two models 3 points apart;
-    # even at 5% disagreement it is 5.11 points
+    # difference is 100 x 2.801585 x sqrt(0.2 / 150) = 10.23 points, so it cannot tell two models 3 points
+    # apart; even at 5% disagreement it is 5.11 points
     config = validate_config(
         {
             **SMALL,
@@ -402,8 +404,8 @@ def test_the_plan_says_what_each_benchmark_can_tell(tmp_path):
 
 
 def test_a_fixture_counts_its_scoring_units_from_its_records(default_costs):
-    # the fixtures' groups as their records hold them: MMVP 10 pairs of 20 questions, MMBench 6 circular groups of
-    # 17 rows; items elsewhere (POPE's 90 questions)
+    # the fixtures' groups as their records hold them: MMVP 10 pairs of 20 questions, MMBench 6 circular
+    # groups of 17 rows; items elsewhere (POPE's 90 questions)
     first = default_costs.drop_duplicates("benchmark").set_index("benchmark")
     assert (first.loc["mmvp-fixture", "scoring_units"], first.loc["mmvp-fixture", "scoring_unit"]) == (
         10,
@@ -419,9 +421,10 @@ def test_a_fixture_counts_its_scoring_units_from_its_records(default_costs):
 
 
 def test_a_baselines_classification_rows_are_its_open_and_closed_world_templates(tmp_path):
-    # The random baseline scores options only: its 10 open-world templates are scored over every class name, as
-    # its 10 closed-world ones are (Caltech-101's 102 names are under max_candidates), where an LVLM generates
-    # the open-world answers. Two rows of one shape, each its own templates, named so; no row counted twice.
+    # The random baseline scores options only: its 10 open-world templates are scored over every class name,
+    # as its 10 closed-world ones are (Caltech-101's 102 names are under max_candidates), where an LVLM
+    # generates the open-world answers. Two rows of one shape, each its own templates, named so; no row
+    # counted twice.
     config = validate_config(
         {
             "title": "baseline",

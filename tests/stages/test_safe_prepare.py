@@ -1,5 +1,5 @@
-"""Prepare is safe with the user's files: it removes only what it wrote, records the bytes it read, and runs once
-at a time per benchmark folder."""
+"""Prepare is safe with the user's files: it removes only what it wrote, records the bytes it read, and runs
+once at a time per benchmark folder."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ def test_a_prepare_whose_outputs_snakemake_removed_still_clears_its_own_files(tm
     verify_benchmark(bench_dir)
 
 
-# ------------------------------------------------------------------------------ A7: what is hashed is what was read
+# ------------------------------------------------------------------------ A7: what is hashed is what was read
 
 
 def test_a_local_source_edited_while_prepare_reads_it_is_refused_and_then_recorded_as_read(
@@ -322,9 +322,10 @@ def test_another_grids_data_is_never_prepared_over_but_shared_or_prepared_again_
     before = _snapshot(tmp_path / "data")
     assert main(["prepare", "pope", "--config", other]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        'vlmgrid: error: benchmark pope: data/pope holds the data a.yaml prepared for it (pope from {"seed": 0, '
-        '"size": 2, "type": "fixture"}), and b.yaml gives it another source (pope from {"seed": 1, "size": 2, '
-        '"type": "fixture"}), which would overwrite it; give b.yaml a data_dir of its own (data_dir: data/b)'
+        "vlmgrid: error: benchmark pope: data/pope holds the data a.yaml prepared for it (pope from "
+        '{"seed": 0, "size": 2, "type": "fixture"}), and b.yaml gives it another source (pope from {"seed": '
+        '1, "size": 2, "type": "fixture"}), which would overwrite it; give b.yaml a data_dir of its own '
+        "(data_dir: data/b)"
     )
     assert _snapshot(tmp_path / "data") == before
     # its own grid's changed source is a new version of its data, prepared again as always
@@ -334,7 +335,8 @@ def test_another_grids_data_is_never_prepared_over_but_shared_or_prepared_again_
 
 
 def _mme_grid(path: Path, release: str) -> str:
-    """A grid of the random baseline on `mme`, the local MME release at `release`, in the shared data folder data/."""
+    """A grid of the random baseline on `mme`, the local MME release at `release`, in the shared data folder
+    data/."""
     import yaml
 
     path.write_text(

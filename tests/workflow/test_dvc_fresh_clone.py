@@ -1,12 +1,12 @@
 """DVC on a fresh clone: the committed files alone, with no data/, no results/ and no dvc.lock. Every grid's
 pipeline (dvc.yaml and pipelines/<grid>/dvc.yaml) is read, its status shown and its plan printed.
 
-`dvc repro --dry` itself stops at the first stage whose dependency an upstream stage has not made yet (on a fresh
-clone: the grid stage's stamps folder, and a paper grid's shared model folder that another pipeline's fetch stage
-makes): DVC (up to 3.67.1) looks a dry-run stage up in its run cache, which hashes every dependency, and a missing
-one raises (treeverse/dvc#9021, #9818). No dvc.yaml can avoid it short of committing every stage's outputs, so the plan of a fresh clone is
-`dvc repro --dry --force` (`--all-pipelines` for every grid): there every stage has to run, and the forced plan
-is the same list."""
+`dvc repro --dry` itself stops at the first stage whose dependency an upstream stage has not made yet (on a
+fresh clone: the grid stage's stamps folder, and a paper grid's shared model folder that another pipeline's
+fetch stage makes): DVC (up to 3.67.1) looks a dry-run stage up in its run cache, which hashes every
+dependency, and a missing one raises (treeverse/dvc#9021, #9818). No dvc.yaml can avoid it short of committing
+every stage's outputs, so the plan of a fresh clone is `dvc repro --dry --force` (`--all-pipelines` for every
+grid): there every stage has to run, and the forced plan is the same list."""
 
 import re
 import shutil
@@ -69,7 +69,8 @@ def test_dvc_repro_dry_force_prints_every_stage_of_a_fresh_clone_and_writes_noth
     fetches = {stage.rsplit("@", 1)[1]: stages.index(stage) for stage in stages if "fetch_model@" in stage}
     for pipeline in PIPELINES:
         prefix = _stage_prefix(pipeline)
-        # the stamps come first, then the grid, after the fetch of every shared model it reads (in any pipeline)
+        # the stamps come first, then the grid, after the fetch of every shared model it reads (in any
+        # pipeline)
         grid = stages.index(f"{prefix}grid")
         assert stages.index(f"{prefix}stamp_sources") < grid
         deps = yaml.safe_load((fresh_clone / pipeline).read_text())["stages"]["grid"]["deps"]

@@ -1,7 +1,7 @@
 """Every grid's DVC pipeline from one template (`vlmgrid dvc-pipelines`): the committed files are what the
-generator writes, each has a stamp stage, a grid stage (Snakemake) and a fetch stage per model it shares with a
-later grid, DVC reads them all as one graph without overlapping outputs (and each pipeline's plots from its own
-folder), and the plan refuses grids whose outputs would collide."""
+generator writes, each has a stamp stage, a grid stage (Snakemake) and a fetch stage per model it shares with
+a later grid, DVC reads them all as one graph without overlapping outputs (and each pipeline's plots from its
+own folder), and the plan refuses grids whose outputs would collide."""
 
 import json
 import posixpath
@@ -79,7 +79,8 @@ def test_dvc_reads_every_grid_as_one_graph_without_running_it(tmp_path):
     assert sorted(by_pipeline) == sorted(
         ["dvc.yaml", *(f"pipelines/{grid}/dvc.yaml" for grid in PAPER_GRIDS)]
     )
-    # each pipeline: its stamps, its grid (one Snakemake run), and the fetch of each model it shares with a later grid
+    # each pipeline: its stamps, its grid (one Snakemake run), and the fetch of each model it shares with a
+    # later grid
     for pipeline, names in by_pipeline.items():
         assert [name for name in names if not name.startswith("fetch_model@")] == ["stamp_sources", "grid"], (
             pipeline
@@ -137,8 +138,8 @@ def _png() -> bytes:
 
 
 def test_dvc_plots_show_lists_a_paper_grids_figure(tmp_path):
-    """A paper grid's figure, where its report draws it, is on the page `dvc plots show` writes (no grid run: a
-    PNG file stands for it)."""
+    """A paper grid's figure, where its report draws it, is on the page `dvc plots show` writes (no grid run:
+    a PNG file stands for it)."""
     root = copy_workflow(tmp_path / "repo")
     shutil.copytree(REPO / "pipelines", root / "pipelines")
     run(["git", "init", "-q"], root)
@@ -219,7 +220,7 @@ def test_the_grids_settings_stamp_holds_what_vlmgrid_reads_defaults_filled_in(tm
     assert written.stat().st_mtime_ns == before  # unchanged: not rewritten, so DVC reruns nothing
 
 
-# ---------------------------------------------------------------------------------------------- a config of one's own
+# -------------------------------------------------------------------------------------- a config of one's own
 
 OWN = "config/examples/own-model.yaml"
 
@@ -237,9 +238,9 @@ def test_a_config_of_ones_own_gets_a_pipeline_that_tracks_the_keys_it_leaves_out
 
     stages = _stages(root, "pipelines/own-model/dvc.yaml")
     assert list(stages) == ["stamp_sources", "fetch_model", "grid"]
-    # bootstrap and title, which the config leaves out, are params of the grid's settings stamp (with vlmgrid's
-    # defaults), the whole file, not of the config (DVC would stop at a missing one); only `grid`, which every
-    # config holds, is
+    # bootstrap and title, which the config leaves out, are params of the grid's settings stamp (with
+    # vlmgrid's defaults), the whole file, not of the config (DVC would stop at a missing one); only `grid`,
+    # which every config holds, is
     settings = "${results_dir}/source-stamps/grid/settings.json"
     assert stages["grid"]["params"] == [{OWN: ["grid"]}, {settings: None}]
     # its one model is no other grid's: its grid stage fetches it, into a folder of this grid's own
@@ -300,7 +301,8 @@ def test_a_grid_of_ones_own_in_another_grids_data_folder_is_refused_in_one_sente
         ),
         (
             {"grid": {"models": ["my-llava"], "benchmarks": ["mme", "mmbnech"]}},
-            'config/examples/own-model.yaml: grid.benchmarks names "mmbnech", which is not defined under benchmarks',
+            'config/examples/own-model.yaml: grid.benchmarks names "mmbnech", which is not defined under '
+            "benchmarks",
         ),
     ],
 )
@@ -366,8 +368,9 @@ def test_a_grid_changed_since_its_pipeline_was_written_stops_at_the_first_stage(
     capsys.readouterr()
     assert main(stamp) == 2
     assert capsys.readouterr().err.strip() == (
-        "vlmgrid: error: dvc.yaml is not what workflow/dvc.template.yaml and config/config.yaml give now (the grid "
-        "changed since it was written, or it was edited); run `vlmgrid dvc-pipelines`, then `dvc repro` again"
+        "vlmgrid: error: dvc.yaml is not what workflow/dvc.template.yaml and config/config.yaml give now "
+        "(the grid changed since it was written, or it was edited); run `vlmgrid dvc-pipelines`, then `dvc "
+        "repro` again"
     )
     assert main(["dvc-pipelines"]) == 0
     assert main(stamp) == 0

@@ -1,8 +1,8 @@
 """The README's "Evaluate your own model" config (config/examples/own-model.yaml), run as a user runs it: a
 checkpoint folder of one's own and three benchmarks in their authors' release layouts (MME's release folder,
-MMBench's 2023-07-12 dev TSV named by its path, ScienceQA's problems.json), read where they lie. Only the paths
-change (to small copies written in those layouts), and each copy says its item count, as a copy that is not the
-published one must."""
+MMBench's 2023-07-12 dev TSV named by its path, ScienceQA's problems.json), read where they lie. Only the
+paths change (to small copies written in those layouts), and each copy says its item count, as a copy that is
+not the published one must."""
 
 import pandas as pd
 import pytest

@@ -1,7 +1,7 @@
 """`vlmgrid infer` killed with SIGKILL, again and again, resumes and writes what an uninterrupted run writes.
 
-Real processes and real kills (tests/helpers/kill_harness.py): each kill lands inside the part that follows a seeded
-random number of new parts, a seeded random fraction of a part's time into it (at its start, among its
+Real processes and real kills (tests/helpers/kill_harness.py): each kill lands inside the part that follows a
+seeded random number of new parts, a seeded random fraction of a part's time into it (at its start, among its
 batches, or with its rows ready but not saved). The job stops itself there before the kill, so a loaded
 machine moves no kill. A kill costs the part being computed when it comes, never more.
 """

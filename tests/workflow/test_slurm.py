@@ -1,8 +1,8 @@
-"""The Slurm profile: the config's `cluster` section becomes the jobs' resources, and a small grid of the default
-grid's cells (helpers.common.SLURM_GRID: a two-GPU model, a one-GPU model and the baseline, every kind of job) run
-through profiles/slurm on a real single-node Slurm (tests/helpers/slurm_cluster.py) gives the local run's
-tables, every job having gone through Slurm with what the config asks for (the two-GPU model's jobs: gres
-gpu:2)."""
+"""The Slurm profile: the config's `cluster` section becomes the jobs' resources, and a small grid of the
+default grid's cells (helpers.common.SLURM_GRID: a two-GPU model, a one-GPU model and the baseline, every kind
+of job) run through profiles/slurm on a real single-node Slurm (tests/helpers/slurm_cluster.py) gives the
+local run's tables, every job having gone through Slurm with what the config asks for (the two-GPU model's
+jobs: gres gpu:2)."""
 
 import math
 import re
@@ -209,9 +209,9 @@ def slurm_run(slurm, tmp_path_factory):
     path = root / "config" / "config.yaml"
     data = small_grid_config(SLURM_GRID, yaml.safe_load(path.read_text()))
     data["models"]["llava-tiny"]["gpus"] = GPU_MODELS["llava-tiny"]
-    # Infer jobs timed by the cost plan, which takes clip-tiny for the ViT-B-32 its description names (llava-tiny's
-    # size it does not know, and the baseline holds no GPU: the flat runtime); the jobs' own parse on the node
-    # runs with the plan switched on
+    # Infer jobs timed by the cost plan, which takes clip-tiny for the ViT-B-32 its description names
+    # (llava-tiny's size it does not know, and the baseline holds no GPU: the flat runtime); the jobs' own
+    # parse on the node runs with the plan switched on
     data["models"]["clip-tiny"]["description"] = (
         "a tiny open_clip model, timed by the cost plan as a ViT-B-32"
     )

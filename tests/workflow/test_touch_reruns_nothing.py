@@ -1,5 +1,6 @@
-"""A user's checkpoint or benchmark file touched with the same bytes (rsync, a copy without -p, a backup restore)
-reruns no inference: the workflows watch what the files hold, so only a real edit runs the cells again."""
+"""A user's checkpoint or benchmark file touched with the same bytes (rsync, a copy without -p, a backup
+restore) reruns no inference: the workflows watch what the files hold, so only a real edit runs the cells
+again."""
 
 import os
 import re
@@ -99,8 +100,8 @@ def test_dvc_reruns_no_stage_after_a_touch_and_an_edit_reruns_the_cells(tmp_path
 
 
 def test_a_deleted_cell_file_is_rebuilt_alone_by_the_plain_command(workspace):
-    """Any cell rebuilt on its own: a deleted predictions (or score) file is made again by a plain `snakemake`,
-    and no other cell's inference runs."""
+    """Any cell rebuilt on its own: a deleted predictions (or score) file is made again by a plain
+    `snakemake`, and no other cell's inference runs."""
     root, args, _, _ = workspace
     before = mtimes(root, "results/predictions/*/*.parquet")
     cell = root / "results/predictions/mine/mmbench-mine.parquet"
@@ -118,8 +119,8 @@ def test_a_deleted_cell_file_is_rebuilt_alone_by_the_plain_command(workspace):
 
 
 def test_dvc_rebuilds_a_deleted_cell_file_alone(tmp_path):
-    """The same by a plain `dvc repro`: DVC sees the grid stage's outputs changed and runs Snakemake, which finds
-    the missing files and runs their jobs and what reads them, nothing else."""
+    """The same by a plain `dvc repro`: DVC sees the grid stage's outputs changed and runs Snakemake, which
+    finds the missing files and runs their jobs and what reads them, nothing else."""
     grid, _, _ = local_grid(tmp_path)
     root = dvc_grid_repo(copy_workflow(tmp_path / "repo"), grid)
     run(["dvc", "repro"], root)

@@ -1,5 +1,6 @@
-"""The whole default grid through Snakemake (run once per session: conftest.snakemake_run) and a small grid of its
-cells (helpers.common.SMALL_GRID) through DVC, whose grid stage runs Snakemake, in temporary copies of the repo."""
+"""The whole default grid through Snakemake (run once per session: conftest.snakemake_run) and a small grid of
+its cells (helpers.common.SMALL_GRID) through DVC, whose grid stage runs Snakemake, in temporary copies of the
+repo."""
 
 import csv
 import hashlib
@@ -164,15 +165,16 @@ def test_dvc_cells_are_the_snakemake_default_grids_files(dvc_run, snakemake_run)
 def test_dvc_runs_the_default_grid_as_one_snakemake_stage_that_declares_every_folder_it_writes(tmp_path):
     root = copy_workflow(tmp_path / "repo")
     run(["git", "init", "-q"], root)
-    # the stamps, then Snakemake over the grid: the default grid shares no model with another, so no fetch stage
+    # the stamps, then Snakemake over the grid: the default grid shares no model with another, so no fetch
+    # stage
     assert run(["dvc", "stage", "list", "--names-only"], root).stdout.split() == ["stamp_sources", "grid"]
     grid = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["grid"]
     assert grid["cmd"] == "snakemake --configfile config/config.yaml $VLMGRID_SNAKEMAKE_ARGS"
     assert {"config/config.yaml", "${data_dir}/.source-stamps", "config/prompts", "config/reported"} == set(
         grid["deps"]
     )
-    # every benchmark's data, every model's weights and every results folder: DVC hashes, pushes and pulls them, and
-    # none is deleted before a run (persist), so Snakemake decides what runs again
+    # every benchmark's data, every model's weights and every results folder: DVC hashes, pushes and pulls
+    # them, and none is deleted before a run (persist), so Snakemake decides what runs again
     outs = {path: settings for out in grid["outs"] for path, settings in out.items()}
     assert set(outs) == {
         *(f"${{data_dir}}/{bench}" for bench in BENCHES),
@@ -192,8 +194,8 @@ def test_dvc_second_repro_is_a_noop(dvc_run):
 
 def test_dvc_remakes_a_deleted_cell_alone_with_snakemakes_options_from_the_environment(dvc_run, tmp_path):
     """A deleted cell file: DVC sees the grid stage's output changed and runs it, and Snakemake runs the one
-    missing file's job and what reads it, nothing else. VLMGRID_SNAKEMAKE_ARGS reaches Snakemake's command line
-    (here: other cores than the profile's "all")."""
+    missing file's job and what reads it, nothing else. VLMGRID_SNAKEMAKE_ARGS reaches Snakemake's command
+    line (here: other cores than the profile's "all")."""
     from snakemake.utils import available_cpu_count
 
     root = copy_workspace(dvc_run, tmp_path / "repo")
@@ -218,8 +220,8 @@ def test_dvc_remakes_a_deleted_cell_alone_with_snakemakes_options_from_the_envir
 def test_dvc_model_change_reruns_only_its_cells(dvc_run, tmp_path):
     root = copy_workspace(dvc_run, tmp_path / "repo")
     set_random_seed(root, 1)
-    # the grid stage depends on the config file: `dvc status` sees the edit at once, and once the stamp stage has
-    # run, the model's settings in the grid's settings stamp (its params)
+    # the grid stage depends on the config file: `dvc status` sees the edit at once, and once the stamp stage
+    # has run, the model's settings in the grid's settings stamp (its params)
     status = run(["dvc", "status"], root).stdout
     assert (
         changed_stages(status) == UP_TO_DATE | {"grid"} and "modified:           config/config.yaml" in status
@@ -247,8 +249,8 @@ def test_dvc_model_change_reruns_only_its_cells(dvc_run, tmp_path):
 
 
 def test_dvc_one_benchmarks_new_data_answers_only_its_cells(dvc_run, tmp_path):
-    """The grid's files persist: one benchmark's new data prepares it again and answers only its cells (Snakemake
-    finds the other benchmarks' cells up to date)."""
+    """The grid's files persist: one benchmark's new data prepares it again and answers only its cells
+    (Snakemake finds the other benchmarks' cells up to date)."""
     root = copy_workspace(dvc_run, tmp_path / "repo")
     config = yaml.safe_load((root / "config/config.yaml").read_text())
     bench = SMALL_GRID["benchmarks"][0]

@@ -1,8 +1,10 @@
 """A failed inference job through the workflows: Snakemake (with --keep-going) and `dvc repro` (Snakemake's
---keep-going through VLMGRID_SNAKEMAKE_ARGS) stop without a number for the failed cell, finish the others, and the
-next run, once the server answers, reruns exactly that cell and gives the predictions of a clean run. A small grid (the random baseline and an API model on a POPE
-fixture) in temporary copies of the repo; the API is the project's scripted server, on 127.0.0.1. And a failed
-fetch or prepare (a mistyped path), fixed back, answers no cell again: the cells' inputs never changed."""
+--keep-going through VLMGRID_SNAKEMAKE_ARGS) stop without a number for the failed cell, finish the others, and
+the next run, once the server answers, reruns exactly that cell and gives the predictions of a clean run. A
+small grid (the random baseline and an API model on a POPE fixture) in temporary copies of the repo; the API
+is the project's scripted server, on 127.0.0.1. And a failed fetch or prepare (a mistyped path), fixed back,
+answers
+no cell again: the cells' inputs never changed."""
 
 from __future__ import annotations
 
@@ -138,8 +140,8 @@ def with_paths(grid: dict, checkpoint, tsv) -> dict:
 
 
 def test_snakemake_a_failed_fetch_or_prepare_fixed_back_answers_no_cell_again(tmp_path):
-    # Snakemake removes a failed job's outputs and records its params (the mistyped path): fixed back, the fetch
-    # or prepare runs again, and makes the manifest it made before, which reruns no cell.
+    # Snakemake removes a failed job's outputs and records its params (the mistyped path): fixed back, the
+    # fetch or prepare runs again, and makes the manifest it made before, which reruns no cell.
     grid, checkpoint, tsv = local_grid(tmp_path)
     root = copy_workflow(tmp_path / "repo")
     config = tmp_path / "grid.yaml"

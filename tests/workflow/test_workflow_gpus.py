@@ -60,8 +60,8 @@ def test_a_two_gpu_model_takes_two_of_the_gpu_resource(workflow):
         (
             "1",
             [],
-            r'model "llava-tiny" cannot run here: it needs 2 GPUs at once, but this machine shows only 1 \(0\), '
-            r"so it would wait forever; give it fewer gpus in config/config.yaml",
+            r'model "llava-tiny" cannot run here: it needs 2 GPUs at once, but this machine shows only 1 '
+            r"\(0\), so it would wait forever; give it fewer gpus in config/config.yaml",
         ),
         (
             "4",
@@ -122,7 +122,8 @@ def test_two_and_one_gpu_jobs_launched_together_share_the_gpus_and_give_the_same
         root,
         env=env,
     )
-    # jobs that hold GPUs set CUDA_VISIBLE_DEVICES before torch is imported: no fork server, each its own process
+    # jobs that hold GPUs set CUDA_VISIBLE_DEVICES before torch is imported: no fork server, each its own
+    # process
     assert not server_log.exists()
     logs = root / "results" / "logs" / "infer"
     for bench in GRID["benchmarks"]:

@@ -1,5 +1,5 @@
-"""The grid a workflow runs is exactly one config file; a changed local source is prepared again (Snakemake and
-DVC); each grid keeps its own logs. Small grids in temporary copies of the repo."""
+"""The grid a workflow runs is exactly one config file; a changed local source is prepared again (Snakemake
+and DVC); each grid keeps its own logs. Small grids in temporary copies of the repo."""
 
 import hashlib
 import json
@@ -32,11 +32,12 @@ def workflow(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("grids") / "repo")
 
 
-# ---------------------------------------------------------------------------------------------- one grid, one file
+# ----------------------------------------------------------------------------------------- one grid, one file
 
 
 def test_snakemake_plans_exactly_the_given_files_grid(workflow, tmp_path):
-    # clip-tiny is also a model of config/config.yaml, with other settings: merged, it would carry open_clip keys
+    # clip-tiny is also a model of config/config.yaml, with other settings: merged, it would carry open_clip
+    # keys
     other = write(
         tmp_path / "other.yaml",
         {
@@ -77,7 +78,10 @@ def test_a_grid_naming_a_benchmark_it_does_not_define_stops_at_once(workflow, tm
     result = run(["snakemake", "-n", "--configfile", str(typo)], workflow, check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Building DAG" not in output
-    sentence = f'{typo}: grid.benchmarks names "pope-fixture", which is not defined under benchmarks; defined: pope-small'
+    sentence = (
+        f'{typo}: grid.benchmarks names "pope-fixture", which is not defined under benchmarks; defined: '
+        "pope-small"
+    )
     assert [line for line in output.splitlines() if "pope-fixture" in line] == [sentence]
 
 
@@ -199,8 +203,8 @@ def test_dvc_prepares_a_changed_local_source_again(dvc_local):
     records = root / "data/flowers-local/records.parquet"
     first = sha(records)
     new_version(raw)
-    # the source lies outside the repo, where DVC cannot see it change: `dvc status` sees the edit once the stamp
-    # stage has stamped it
+    # the source lies outside the repo, where DVC cannot see it change: `dvc status` sees the edit once the
+    # stamp stage has stamped it
     assert changed_stages(run(["dvc", "status"], root).stdout) == UP_TO_DATE
     run(["dvc", "repro", "dvc.yaml:stamp_sources"], root)
     status = run(["dvc", "status"], root).stdout
@@ -222,7 +226,7 @@ def test_dvc_prepares_a_changed_local_source_again(dvc_local):
     assert stages_run(run(["dvc", "repro"], root).stdout) == UP_TO_DATE
 
 
-# ---------------------------------------------------------------------------------------------- two grids, one checkout
+# ------------------------------------------------------------------------------------ two grids, one checkout
 
 
 def two_grids(root, data_dirs=("data/a", "data/b")):

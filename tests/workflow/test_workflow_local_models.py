@@ -1,5 +1,5 @@
-"""A checkpoint in a folder of one's own (`vlmgrid make-tiny-models`, no fixture source) runs through Snakemake and
-DVC, read where it lies; editing one of its files reruns its cells and no other model's."""
+"""A checkpoint in a folder of one's own (`vlmgrid make-tiny-models`, no fixture source) runs through
+Snakemake and DVC, read where it lies; editing one of its files reruns its cells and no other model's."""
 
 import json
 
