@@ -36,7 +36,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gridrun import timed
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # perf/'s own modules, when loaded by path too
+from gridrun import timed  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PHOTO_SIZE = (512, 384)  # Food-101's images are rescaled to 512 pixels on the longer side
