@@ -20,28 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from vlmgrid.benchmarks.mme import CATEGORIES
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Answer, Importer, stem
 from vlmgrid.imports.llava import mme_index, mme_question
 from vlmgrid.imports.reading import read_text
 
-# MME's 14 subtasks, as the release and the tool name their folders and result files.
-SUBTASKS = (
-    "existence",
-    "count",
-    "position",
-    "color",
-    "posters",
-    "celebrity",
-    "scene",
-    "landmark",
-    "artwork",
-    "OCR",
-    "commonsense_reasoning",
-    "numerical_calculation",
-    "text_translation",
-    "code_reasoning",
-)
+# MME's 14 subtasks: the release and the tool name their folders and result files so.
+SUBTASKS = CATEGORIES
 
 
 def looks_like(path: Path) -> bool:
