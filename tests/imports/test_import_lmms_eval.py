@@ -22,12 +22,12 @@ from helpers.imports import (
     parse_pred_ans,
     refused,
     run,
+    score_of,
     small_grid,
     write_logs_json,
     write_samples,
 )
 
-from vlmgrid.cli import main
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports import guess_format
 from vlmgrid.imports.lmms_eval import IMPORTER, read_samples
@@ -190,27 +190,6 @@ def mmbench_samples(records, texts, release="0.4") -> list[dict]:
             )
         )
     return lines
-
-
-def score_of(config, tmp_path, bench, predictions) -> dict:
-    out = tmp_path / "score.json"
-    assert (
-        main(
-            [
-                "score",
-                MODEL_ID,
-                bench,
-                "--predictions",
-                str(predictions),
-                "--out",
-                str(out),
-                "--config",
-                config,
-            ]
-        )
-        == 0
-    )
-    return json.loads(out.read_text())
 
 
 # ---------------------------------------------------------------------------------------------- imports
