@@ -8,7 +8,7 @@ import re
 
 import pytest
 import yaml
-from helpers.common import REPO, copy_workflow, dvc_grid_repo, run
+from helpers.common import REPO, copy_workflow, dvc_grid_repo, run, workflow_env
 from helpers.sources import raw_fixture
 from helpers.workflow import GRID_RUN, UP_TO_DATE, changed_stages, jobs_run, stages_run
 
@@ -30,6 +30,17 @@ def write(path, data):
 @pytest.fixture(scope="module")
 def workflow(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("grids") / "repo")
+
+
+def test_a_dry_run_inside_a_dvc_stage_is_refused_and_snakemakes_own_runs(workflow):
+    # DVC would record the stage as run with its outputs as they are (VLMGRID_SNAKEMAKE_ARGS=-n dvc repro)
+    refused = run(
+        ["snakemake", "-n", "--cores", "1"], workflow, check=False, env=workflow_env({"DVC_STAGE": "grid"})
+    )
+    said = "a dry run inside DVC's stage grid would be recorded as a run; take -n (or --dry-run) out of "
+    assert refused.returncode != 0 and said in refused.stdout + refused.stderr
+    assert "Job stats" not in refused.stdout + refused.stderr
+    assert "Job stats" in run(["snakemake", "-n", "--cores", "1"], workflow).stdout  # a plain dry run plans
 
 
 # ----------------------------------------------------------------------------------------- one grid, one file

@@ -34,6 +34,14 @@ try:
 except VlmgridError as error:
     raise WorkflowError(str(error)) from None
 
+if workflow.is_main_process and getattr(workflow.output_settings, "dryrun", False) and os.environ.get("DVC_STAGE"):
+    # DVC records a stage whose command ends well as run, with its outputs as they are: a dry run there would mark
+    # missing or stale cells current in dvc.lock.
+    raise WorkflowError(
+        f"a dry run inside DVC's stage {os.environ['DVC_STAGE']} would be recorded as a run; take -n (or --dry-run) "
+        "out of VLMGRID_SNAKEMAKE_ARGS, and run `snakemake -n` by itself for a dry run"
+    )
+
 if workflow.is_main_process and workflow.local_exec:
     # A job needing more GPUs than there are would wait forever: refuse it now. (A Slurm run leaves it to
     # sbatch, which refuses a request no node can meet; the jobs' own parse on a node sees only their GPUs.)
