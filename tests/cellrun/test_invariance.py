@@ -56,6 +56,19 @@ def test_the_sample_asks_at_most_a_tenth_of_the_cells_requests():
     )
 
 
+def test_the_sample_weighs_each_item_by_its_cost_answered_alone():
+    # 90 letter questions, each answered alone at 1.5x a batched forward's time: 6 fit the tenth (9), not 9
+    assert len(invariance.sample_positions("pope-fixture", [1] * 90, 32, [1.5] * 90)) == 6
+    # 12 short answers, each 27x alone: none fits 1.2 requests' time
+    assert invariance.sample_positions("textvqa-fixture", [1] * 12, 32, [27.0] * 12) == []
+    # varying costs: the sum of the sample's costs stays within the tenth of the requests
+    requests = [1, 2, 1, 3] * 50
+    costs = [1.4, 30.0, 1.4, 4.2] * 50
+    sample = invariance.sample_positions("dance", requests, 32, costs)
+    assert sample and sum(costs[p] for p in sample) * 10 <= sum(requests)
+    assert len(sample) < len(invariance.sample_positions("dance", requests, 32))
+
+
 def _row(item_id, variant="default", raw=None, index=0, scores=None, error=None):
     return {
         "id": item_id,
@@ -156,10 +169,11 @@ def test_right_padding_is_flagged_and_left_padding_is_not(checked_grid):
         _score(checked_grid, "llava-right")["invariance"],
         _score(checked_grid, "llava-tiny")["invariance"],
     )
-    # 8 asked, 4 checked: a tenth of the fixture's 40 questions
-    assert broken["checked"] == 4 and broken["differing"] and broken["same"] + len(broken["differing"]) == 4
+    # 8 asked, 2 checked: a tenth of the fixture's 40 questions' time, each answered alone at 1.4x a batched
+    # forward's (the plan's throughput table)
+    assert broken["checked"] == 2 and broken["differing"] and broken["same"] + len(broken["differing"]) == 2
     assert broken["batch_size"] == 16
-    assert sound == {**sound, "checked": 4, "same": 4, "differing": [], "batch_size": 16}
+    assert sound == {**sound, "checked": 2, "same": 2, "differing": [], "batch_size": 16}
     assert sound["max_logprob_delta"] < 1e-3  # float noise of another batch shape, nothing more
 
 
@@ -179,7 +193,7 @@ def test_the_tables_and_the_report_mark_the_broken_cell(checked_grid, tmp_path):
     assert r"$^{\neq}$" in (out / "tables" / "main.tex").read_text(encoding="utf-8")
     cells = (out / "tables" / "cells.csv").read_text(encoding="utf-8").splitlines()
     assert cells[0].endswith("batch_checked,batch_differing,batch_dependent")
-    assert cells[1].endswith(",4,0,False") and cells[2].split(",")[-1] == "True"
+    assert cells[1].endswith(",2,0,False") and cells[2].split(",")[-1] == "True"
     assert "differ" + BATCH_MARK in (out / "tables" / "cells.md").read_text(encoding="utf-8")
 
 
@@ -231,6 +245,17 @@ def _counting(monkeypatch) -> dict:
     return counts
 
 
+def _alone_as_batched(monkeypatch) -> None:
+    """The plan's throughput table without its batch-1 rates: a request alone weighs what it does in a batch,
+    so a small copy's check still takes an item (what these tests check is what the check sends, not its
+    weights: a classification item's 10 answers alone cost 27x theirs in a batch)."""
+    from vlmgrid.stages import cost
+
+    table = cost.load_throughput()
+    del table["lvlm"]["rates_alone"]
+    monkeypatch.setattr(cost, "load_throughput", lambda: table)
+
+
 def _classification_cell(small_config, size):
     bench = "caltech101-fixture"
     data = copy.deepcopy(small_config)
@@ -263,6 +288,7 @@ def test_the_check_asks_at_most_a_tenth_of_the_cells_requests(small_config, monk
     from vlmgrid.stages.cost import cost_table
 
     counts = _counting(monkeypatch)
+    _alone_as_batched(monkeypatch)
     check, rows, config = _classification_cell(small_config, size=4)
     items = rows // 20
     assert 10 <= items < 20 and check["checked"] == 1 and check["same"] == 1  # a tenth of the items: one
@@ -336,6 +362,8 @@ def test_the_plan_counts_the_check(default_config_data, tmp_path):
     data["infer"] = {"invariance_items": 32}  # the default elsewhere
     costs = cost_table(validate_config(data))
     pope = costs[(costs["per"] == "check") & (costs["benchmark"] == "pope-fixture")]
-    assert pope["items"].tolist() == [9] and pope["requests"].tolist() == [9]  # a tenth of its 90 questions
+    # a tenth of its 90 questions' time, each answered alone at 1.4x a batched forward's: 6 of them
+    assert pope["items"].tolist() == [6] and pope["requests"].tolist() == [6]
+    assert not (checks["unit"] == "generate").any()  # an answer alone costs 27x: no fixture affords one
     data["infer"] = {"invariance_items": 0}
     assert not (cost_table(validate_config(data))["per"] == "check").any()

@@ -390,8 +390,8 @@ def test_the_batch_check_survives_the_merge(small_config, write_config):
     merged = read_metadata(out)["invariance"]
     assert reference["differing"] and sum(len(c["differing"]) for c in checks) == len(reference["differing"])
     assert (
-        merged["checked"] == sum(c["checked"] for c in checks) == reference["checked"] == 4
-    )  # a tenth of 40
+        merged["checked"] == sum(c["checked"] for c in checks) == reference["checked"] == 2
+    )  # a tenth of 40 forwards, each 1.4x alone
     assert merged["same"] == sum(c["same"] for c in checks) == reference["same"]
     assert (
         sorted(merged["differing"])

@@ -10,12 +10,15 @@ same protocol and model, and compared with the batched rows: the same answer tex
 likelihood scoring, the largest difference of a log-probability (recorded, not judged: the batch size
 changes the order of floating-point sums, so scores move in their last digits without any bug).
 
-The check costs at most a tenth of the cell's model requests (`SHARE`): the sample takes items in a seeded
-order while their requests, counted as the job counts them (the requests that take a pass of their own), stay
-within that share, so a small copy checks fewer items (an 18-item Caltech-101 copy: one), and a copy in which
-one item alone asks more than the share checks none (`skipped`, saying so). Within an item its requests go one
-at a time, which is what a batch can change (a prompt padded to its neighbours'); the options scored on one
-request's prefix are chunked as in the batched run (they follow their own tokens, where no pad reaches them).
+The check costs at most a tenth of the cell's answering (`SHARE`): the sample takes items in a seeded order
+while their cost answered alone stays within a tenth of the cell's model requests, counted as the job counts
+them (the requests that take a pass of their own). A request sent alone uses a GPU far less than one in a
+batch, so each item's requests are weighted by how much longer they take alone (the plan's throughput table:
+a letter forward 1.4x, a 16-token answer 27x; vlmgrid.stages.cost.check_costs). A small copy checks fewer
+items (an 18-item Caltech-101 copy: one), and a copy in which one item alone costs more than the share checks
+none (`skipped`, saying so). Within an item its requests go one at a time, which is what a batch can change (a
+prompt padded to its neighbours'); the options scored on one request's prefix are chunked as in the batched
+run (they follow their own tokens, where no pad reaches them).
 
 The result goes into the predictions file's metadata and from there into the score file (`invariance`,
 docs/formats.md); the report marks a cell with a differing item. The functions here are pure: the infer
@@ -30,33 +33,38 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-SHARE = 10  # the check asks at most 1/SHARE of the cell's model requests
+SHARE = 10  # the check costs at most 1/SHARE of the cell's answering
 
 
-def sample_positions(benchmark: str, requests: Sequence[int], k: int) -> list[int]:
+def sample_positions(
+    benchmark: str, requests: Sequence[int], k: int, costs: Sequence[float] | None = None
+) -> list[int]:
     """The record positions of the check's sample, in record order: records taken in an order drawn with a
-    seed made from the benchmark's name, up to `k` of them, while their `requests` (each record's, as the job
-    counts them) stay within 1/SHARE of the cell's. Every model of a benchmark that asks the same requests
-    (and every shard of a cell, which passes the whole benchmark's) checks the same items, run after run; the
-    plan counts the check's requests from the same positions."""
+    seed made from the benchmark's name, up to `k` of them, while their `costs` answered alone (each record's,
+    in batched requests' time; its `requests` when None) stay within 1/SHARE of the cell's `requests` (each
+    record's, as the job counts them). Every model of a benchmark that asks the same requests at the same
+    costs (and every shard of a cell, which passes the whole benchmark's) checks the same items, run after
+    run; the plan counts the check's requests from the same positions."""
     total = sum(requests)
+    costs = requests if costs is None else costs
     if k <= 0 or not len(requests):
         return []
     seed = int.from_bytes(hashlib.sha256(f"invariance\0{benchmark}".encode()).digest()[:8], "big")
-    chosen, spent = [], 0
+    chosen, spent = [], 0.0
     for position in np.random.default_rng(seed).permutation(len(requests)):
-        if len(chosen) == k or (spent + requests[position]) * SHARE > total:
+        if len(chosen) == k or (spent + costs[position]) * SHARE > total:
             break
         chosen.append(int(position))
-        spent += requests[position]
+        spent += costs[position]
     return sorted(chosen)
 
 
 def too_small(requests: Sequence[int]) -> str:
-    """Why a cell with records has no sample: its first item alone asks more than the check's share."""
+    """Why a cell with records has no sample: its first item answered alone costs more than the check's
+    share."""
     return (
-        f"the copy is too small for a sample: one item's model requests are more than a tenth of the cell's "
-        f"{sum(requests)} ({len(requests)} items)"
+        f"the copy is too small for a sample: one item answered alone costs more than a tenth of the cell's "
+        f"{sum(requests)} requests in a batch ({len(requests)} items)"
     )
 
 

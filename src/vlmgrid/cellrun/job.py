@@ -113,6 +113,9 @@ class Job:
     # each record's model requests as the parts are cut by them (the batch check's share is counted in them);
     # empty for rows that were not answered here (an import)
     requests: tuple[int, ...] = ()
+    # each record's cost answered alone by the batch check, in batched requests' time
+    # (vlmgrid.cellrun.invariance); empty: its requests
+    check_costs: tuple[float, ...] = ()
 
     @property
     def n_parts(self) -> int:
@@ -129,9 +132,11 @@ def make_job(
     model_settings: dict,
     part_size: int,
     weights: str | None = None,
+    check_costs: Sequence[float] | None = None,
 ) -> Job:
     """The job of one model on a prepared benchmark whose records ask `requests` model requests each (as the
-    cost plan counts them: vlmgrid.stages.cost_work.item_requests). The hashes of the benchmark's prompt sets
+    cost plan counts them: vlmgrid.stages.cost_work.item_requests), costing the batch check `check_costs` each
+    (vlmgrid.stages.cost.check_costs; their requests when None). The hashes of the benchmark's prompt sets
     are part of the job's identity, so edited prompts never resume old parts; so is `weights`, the fingerprint
     of a checkpoint read in place, so parts of edited weights are never resumed."""
     prompts = prompt_file_hashes(bench.prompts_dir)
@@ -146,6 +151,7 @@ def make_job(
         bounds=bounds,
         fingerprint=fingerprint,
         requests=tuple(int(count) for count in requests),
+        check_costs=tuple(float(cost) for cost in check_costs) if check_costs is not None else (),
     )
 
 

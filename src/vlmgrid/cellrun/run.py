@@ -90,7 +90,9 @@ class CellRun:
         )
         # The sample is drawn over the whole benchmark: a shard checks the sample's items in its rows, so its
         # shards together check what the unsharded job does.
-        drawn = invariance.sample_positions(self.job.bench.name, self.job.requests, self.check_items)
+        drawn = invariance.sample_positions(
+            self.job.bench.name, self.job.requests, self.check_items, self.job.check_costs or None
+        )
         sample = records.iloc[[p for p in drawn if start <= p < stop]]
         ids = [str(item) for item in sample["id"]]
         if reanswer is None:

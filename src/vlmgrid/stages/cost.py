@@ -34,7 +34,15 @@ import yaml
 from vlmgrid.cellrun.invariance import sample_positions
 from vlmgrid.config import Config
 from vlmgrid.stages import plan
-from vlmgrid.stages.cost_work import Data, Work, answer_mode, benchmark_data, cell_work, pass_requests
+from vlmgrid.stages.cost_work import (
+    PASS_UNITS,
+    Data,
+    Work,
+    answer_mode,
+    benchmark_data,
+    cell_work,
+    pass_requests,
+)
 
 THROUGHPUT_FILE = "data/throughput.yaml"
 COLUMNS = [
@@ -165,18 +173,57 @@ def tokens_per_answer(work: Work, protocol: str, table: dict) -> int:
     return int(assumed.get(protocol, assumed["default"]))
 
 
-def seconds_per_request(work: Work, backend: str, size: str, table: dict, protocol: str) -> float | None:
-    """One request's GPU seconds on one GPU, from the table; None when it has no figure for it."""
+def seconds_per_request(
+    work: Work, backend: str, size: str, table: dict, protocol: str, alone: bool = False
+) -> float | None:
+    """One request's GPU seconds on one GPU, from the table; None when it has no figure for it. `alone`: the
+    request is sent by itself (the batch check), at the table's batch-1 rates where it has them."""
     if backend == "hf":
         lvlm = table["lvlm"]
         scale = float(size[:-1]) / lvlm["reference_params_b"]
-        rates = lvlm["rates"]
+        rates = {**lvlm["rates"], **(lvlm.get("rates_alone", {}) if alone else {})}
         if work.unit == "generate":
             tokens = tokens_per_answer(work, protocol, table)
             return scale * (1 / rates["forward"]["rate"] + tokens / rates["decode_tokens"]["rate"])
         return scale / rates[work.unit]["rate"]
     entry = table.get("clip", {}).get(size, {}).get(work.unit) if backend == "open_clip" else None
     return None if entry is None else 1 / entry["rate"]
+
+
+def alone_factor(work: Work, settings: dict, protocol: str, table: dict) -> float:
+    """How many times longer a request of this unit takes sent alone (the batch check) than in a batch: the
+    table's batch-1 time over its batched time (a model's size scales both alike); 1 where the table has no
+    batch-1 rate for it."""
+    if rated_as(settings) != "hf" or work.unit not in ("forward", "generate"):
+        return 1.0
+    batched = seconds_per_request(work, "hf", "7b", table, protocol)
+    return seconds_per_request(work, "hf", "7b", table, protocol, alone=True) / batched
+
+
+def check_costs(
+    data: Data, works: list[Work], settings: dict, protocol: str, table: dict
+) -> list[float] | None:
+    """Each record's cost answered alone by the batch check, in batched requests' time: its requests that take
+    a pass of their own (pass_requests), each weighted by its unit's alone_factor; None when the count needs
+    records that are not at hand."""
+    if data.items is None:
+        return None
+    units = [work for work in works if work.per == "item" and work.unit in PASS_UNITS]
+    counts = [work.item_requests(data.items) for work in units]
+    if any(count is None for count in counts):
+        return None
+    factors = [alone_factor(work, settings, protocol, table) for work in units]
+    if not units:
+        return [0.0] * data.items
+    return [sum(f * n for f, n in zip(factors, record)) for record in zip(*counts)]
+
+
+def item_check_costs(bench, model_settings: dict) -> list[float]:
+    """Each record's cost answered alone by the batch check (check_costs): what infer's job weighs its
+    sample by."""
+    data = Data.of(bench, "prepared")
+    _, works = cell_work(data, model_settings, bench.kind, bench.prompts_dir)
+    return check_costs(data, works, model_settings, bench.kind.protocol, load_throughput())
 
 
 # ---------------------------------------------------------------------------------------------- API price
@@ -256,7 +303,8 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
         size = size_class(cell.model, settings)
         gpus = plan.gpus(config, cell.model)
         check = int(config.infer["invariance_items"]) if _batched(settings) else 0
-        sample = _check_sample(cell.benchmark, bench, works, check)
+        costs = check_costs(bench, works, settings, kind.protocol, table)
+        sample = _check_sample(cell.benchmark, bench, works, check, costs)
         for work, checked in [(work, False) for work in works] + [
             (work, True) for work in works if check and work.per == "item" and sample != []
         ]:
@@ -269,7 +317,9 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             elif note is None and size is None:
                 note = "model size unknown: no estimate"
             elif note is None:
-                seconds = seconds_per_request(work, rated_as(settings), size, table, kind.protocol)
+                seconds = seconds_per_request(
+                    work, rated_as(settings), size, table, kind.protocol, alone=checked
+                )
                 if seconds is None:
                     note = f"no {work.unit} figure for size {size}: no estimate"
                 else:
@@ -282,8 +332,7 @@ def cost_table(config: Config, table: dict | None = None) -> pd.DataFrame:
             if checked:
                 note = (f"{note}; " if note else "") + (
                     f"the batch check: up to {check} items (infer.invariance_items) within a tenth of the "
-                    "cell's requests, answered again one request at a time, at the batched rates "
-                    "(a lower bound)"
+                    "cell's time, answered again one request at a time, at batch-1 rates"
                 )
             priced = {}
             if is_api(settings):
@@ -333,11 +382,13 @@ def _batched(settings: dict) -> bool:
     return BACKENDS.get(settings["backend"]).unbatched is None
 
 
-def _check_sample(benchmark: str, data: Data, works: list[Work], check: int) -> list[int] | None:
+def _check_sample(
+    benchmark: str, data: Data, works: list[Work], check: int, costs: list[float] | None
+) -> list[int] | None:
     """The record positions the batch check will answer again: the job's own draw (vlmgrid.cellrun.invariance)
-    over the same per-record requests; None when those need records that are not at hand."""
+    over the same per-record requests and costs alone; None when those need records that are not at hand."""
     requests = pass_requests(data, works)
-    return None if requests is None else sample_positions(benchmark, requests, check)
+    return None if requests is None else sample_positions(benchmark, requests, check, costs)
 
 
 def _check_requests(work: Work, data: Data, sample: list[int] | None) -> int | None:

@@ -81,6 +81,7 @@ def open_job(
     hashes of its prompt sets are part of the job's identity; so is `weights`, the fingerprint of a checkpoint
     read in place.
     """
+    from vlmgrid.stages.cost import item_check_costs
     from vlmgrid.stages.cost_work import item_requests
 
     bench = open_benchmark(bench_dir, prompts_dir)
@@ -90,6 +91,7 @@ def open_job(
         model_settings=model_settings,
         part_size=part_size,
         weights=weights,
+        check_costs=item_check_costs(bench, model_settings),
     )
 
 

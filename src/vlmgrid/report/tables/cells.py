@@ -210,7 +210,7 @@ def cells_markdown(grid: Grid, title: str) -> str:
         + (
             " Batch check: a seeded sample of the cell's items answered again one at a time (batch size 1) "
             "and compared with their batched answers (N same; skipped: the model does not batch its "
-            "requests, or the copy is too small for a sample within a tenth of the cell's requests)."
+            "requests, or the copy is too small for a sample within a tenth of the cell's time)."
             if checked
             else ""
         )
