@@ -497,3 +497,25 @@ def test_a_local_checkpoint_gets_its_size_from_its_safetensors_files(tmp_path):
         generate["gpu_hours"], 61_490 * scale * (1 / FORWARD + 16 / DECODE) / 3600, rel_tol=1e-2
     )
     assert cost.safetensors_parameters(tmp_path / "nowhere") is None
+
+
+def test_the_batch_checks_rows_are_timed_at_batch_1_rates(tmp_path):
+    # 90 POPE questions (30 per split) of a 7B model: the check's 6 questions (a tenth of the cell's time, each
+    # 1.4x alone) at the table's batch-1 forward rate, the cell's 90 at the batched one
+    alone = TABLE["lvlm"]["rates_alone"]["forward"]["rate"]
+    config = validate_config(
+        {
+            **SMALL,
+            "data_dir": str(tmp_path / "data"),
+            "results_dir": str(tmp_path / "results"),
+            "infer": {"invariance_items": 32},
+            "benchmarks": {"pope": {"kind": "pope", "source": {"type": "fixture", "seed": 0, "size": 30}}},
+            "grid": {"models": ["llava-7b"], "benchmarks": ["pope"]},
+        }
+    )
+    prepare(config, "pope")
+    costs = cost.cost_table(config).set_index("per")
+    assert (costs.loc["item", "requests"], costs.loc["check", "requests"]) == (90, 6)
+    assert math.isclose(costs.loc["item", "gpu_hours"], 90 / FORWARD / 3600)
+    assert math.isclose(costs.loc["check", "gpu_hours"], 6 / alone / 3600)
+    assert alone < FORWARD
