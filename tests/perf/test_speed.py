@@ -228,6 +228,8 @@ def test_the_real_shape_path_runs_at_depth_one_on_the_cpu(tmp_path, monkeypatch)
         "CLIP ViT-B/32@224"
     )
     assert labels["rank"].startswith("ranking 3 riddles per picture")
+    # the ranking again with every riddle in its own row, which a GPU run compares with the packed row's
+    assert labels["rank, rows"].endswith("each riddle in its own row")
     text = out.read_text()
     assert text == speedreport.render_markdown(meta, rows)
     assert text.count("n/a (depth-1 real shapes)") == len([f for f in figures if f in GOALS])
