@@ -20,7 +20,9 @@ one layer), so that a short GPU run is not spent on a crash.
 Sections (`--only`, comma-separated; all but `workflow` by default):
 - clip: zero-shot classification from JPEG files in ImageNet's folder layout, for each tower, decoding them
   and then again from the pixel cache that pass filled; next to the tower alone on tensors already on the
-  device (the ceiling) and to opening each image in the main process;
+  device (the ceiling), to opening each image in the main process, and to the naive path CLIP_benchmark
+  takes (one torch DataLoader, workers = the cores, PIL and the whole preprocessing in them); on CUDA also
+  with the JPEGs decoded and resized on the device (`image_decode: device`; the CPU has no such row);
 - choice: multiple choice by the options' letter log-likelihood (ScienceQA-style items); next to a bare
   batched forward of the same inputs (the ceiling) and to the per-sample `generate` loop (16 new tokens);
 - generate: short answers (TextVQA-style, 16 new tokens), next to transformers' own batched `generate` of the
@@ -32,9 +34,11 @@ Sections (`--only`, comma-separated; all but `workflow` by default):
 
 Each vlmgrid figure comes with the host cores its path used (the process's CPU seconds over the wall seconds).
 `--device sim` runs none of these sections: it runs the same path on this machine's CPUs against stand-ins
-that take the H200's measured time for each batch (`--measurements`; perf/speedsim.py), the host's cost and
-its overlap with the device's in one table. The measurements live in speedcases.py (speedfolders.py: the
-benchmark folders; speedgrid.py: the CPU side), the table in speedreport.py.
+that take the H200's time for the work each call is handed, part of it in GIL-holding launches (costs fitted
+to `--measurements`: perf/speedcost.py; perf/speedsim.py), and gives the host's cost, its overlap with the
+device's and the rate predicted on the H200's 16-core host in one table. The measurements live in
+speedcases.py (speedfolders.py: the benchmark folders; speedgrid.py: the CPU side), the table in
+speedreport.py.
 """
 
 from __future__ import annotations
@@ -81,6 +85,26 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
+def _source() -> str:
+    """The commit of the checkout vlmgrid's sources were imported from, and whether they differ from it."""
+    import subprocess
+
+    import vlmgrid
+
+    folder = Path(vlmgrid.__file__).parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        commit, changed = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--", ".")
+    except (OSError, subprocess.CalledProcessError):
+        return "vlmgrid's sources outside a git checkout"
+    return f"vlmgrid's sources at commit {commit}" + (" with uncommitted changes" if changed else "")
+
+
 def simulated(measurements: str, part_size: int, out: str | None, argv: list[str] | None) -> int:
     """vlmgrid's path on this machine's CPUs against a simulated H200 (perf/speedsim.py)."""
     import open_clip
@@ -109,6 +133,8 @@ def simulated(measurements: str, part_size: int, out: str | None, argv: list[str
         "command": "python perf/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "seconds": round(time.perf_counter() - started, 1),
         "load": [round(load_before, 2), round(load_after, 2)],
+        "code": _source(),
+        "h200_cores": h200.cores,
     }
     meta["notes"] = sim_notes(rows, h200, meta, part_size)
     text = render_sim_markdown(meta, rows)

@@ -15,6 +15,7 @@ decode and resize of the same JPEGs in one thread.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -22,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedcases import NEW_TOKENS, in_parts, infer_parts, load_llava, write_llava_processor
+from speedcost import LETTER_PROMPT_TOKENS, DeviceCost, Launcher, LaunchTimes, fit_cost, measure_launch_times
 from speedfolders import dance_folder, folder_benchmark, imagenet_folder, item_records
+from speedhost import cpu_seconds, hold_to
 
 # The tower shapes whose preprocessing (image size) the simulated CLIP runs: the towers themselves are
 # stand-ins.
@@ -30,13 +33,14 @@ SIM_CLIP = {
     "large": ("ViT-L/14@336", "ViT-L-14@336", 336, 14),
     "base": ("ViT-B/32@224", "ViT-B-32@224", 224, 32),
 }
-# a part of 1024 requests is 16 batches of 64: the first batch's preparation, which nothing can hide, is 1/16
-# of it
+# CLIP: a part of 1024 requests is 16 batches of 64: the first batch's preparation, which nothing can hide, is
+# 1/16 of it. LLaVA: the counts of the H200's run (perf/speed.py --shapes real), whose figures calibrate the
+# prediction: the first batch's share of the wall is the same.
 SIM_COUNTS = {
     "clip_images": 1024,
     "clip_batch": 64,
-    "choice_items": 1024,
-    "generate_items": 256,
+    "choice_items": 512,
+    "generate_items": 128,
     "lm_batch": 64,
     "rank_queries": 8,
     "candidates": 50,
@@ -48,25 +52,34 @@ LLAVA_VISION = {"vision": {"image_size": 336, "patch_size": 14}}
 
 @dataclass(frozen=True)
 class H200:
-    """The H200's measured rates (items per second) that the stand-ins take their time from."""
+    """The H200's measured rates and what the simulated device takes from them: the cost of each call's work
+    (speedcost.DeviceCost), and the launch times that set the share of a call its launching thread holds the
+    GIL."""
 
-    clip: dict  # tower label -> images/s
-    letters: dict  # batch size -> samples/s of one forward for the letter logits
-    generate16: dict  # batch size -> samples/s of batched greedy generation of 16 tokens
-    rank_images: (
-        float  # DANCE pictures/s, the image prefix computed once and its cache reused for 50 candidates
-    )
+    clip: dict  # tower key -> images/s at batch 256
+    cost: DeviceCost
+    launches: LaunchTimes
     decode_per_core: float  # JPEG decode + bicubic resize, one core of its host
     cores: int
 
-    def continuation_tokens_per_s(self, candidates: int, tokens: int) -> float:
-        """Candidate tokens per second after a picture's prefix: a picture's time less its prefix's
-        forward."""
-        return candidates * tokens / (1 / self.rank_images - 1 / self.letters[1])
+    @property
+    def host_ratio(self) -> float:
+        """The H200 host's seconds per second of this host's (per core: the bare decode's rates)."""
+        return self.launches.decode_per_core / self.decode_per_core
+
+    def share(self, host_s: float, device_s: float) -> float:
+        """The launch share of a call of `device_s` whose launches take `host_s` on this host."""
+        return min(1.0, host_s * self.host_ratio / device_s) if device_s > 0 else 0.0
+
+    @property
+    def per_layer_s(self) -> float:
+        """This host's launch time per transformer layer of a forward (24 vision + 32 language layers)."""
+        return self.launches.forward_s / 56
 
 
-def read_h200(folder: Path) -> H200:
-    """The rates of the measurement files in `folder` (gpu-limits-h200.json, gen-limits-h200.json)."""
+def read_h200(folder: Path, launches: LaunchTimes | None = None) -> H200:
+    """The rates of the measurement files in `folder` (gpu-limits-h200.json, gen-limits-h200.json), with this
+    host's launch times (measured unless given)."""
     files = {name: folder / name for name in ("gpu-limits-h200.json", "gen-limits-h200.json")}
     missing = [str(path) for path in files.values() if not path.is_file()]
     if missing:
@@ -77,23 +90,12 @@ def read_h200(folder: Path) -> H200:
     limits = json.loads(files["gpu-limits-h200.json"].read_text(encoding="utf-8"))
     generation = json.loads(files["gen-limits-h200.json"].read_text(encoding="utf-8"))
     try:
-        # batch 256, the measured size nearest the runs' 64
-        clip = {key: limits["clip"][f"{key} bs256"]["img_per_s"] for _, key, _, _ in SIM_CLIP.values()}
-        letters = {
-            int(key.split("bs")[1]): value["samples_per_s"]
-            for key, value in limits["llava"].items()
-            if key.startswith("forward_letter")
-        }
-        generate16 = {
-            int(key.split("bs")[1]): value["samples_per_s"]
-            for key, value in generation.items()
-            if key.startswith("generate16")
-        }
+        keys = [key for _, key, _, _ in SIM_CLIP.values()]
+        cost = fit_cost(limits, generation, keys)
         return H200(
-            clip=clip,
-            letters=letters,
-            generate16=generate16,
-            rank_images=limits["rank50"]["shared_prefix_images_per_s"],
+            clip={key: limits["clip"][f"{key} bs256"]["img_per_s"] for key in keys},
+            cost=cost,
+            launches=launches or measure_launch_times(),
             decode_per_core=limits["jpeg_decode_resize_per_core_per_s"],
             cores=int(limits["cpu_count"]),
         )
@@ -103,35 +105,43 @@ def read_h200(folder: Path) -> H200:
         ) from None
 
 
-def at_batch(rates: dict, batch: int) -> float:
-    """The rate measured at the batch size nearest `batch` (a short last batch runs at a smaller size's
-    rate)."""
-    return rates[min(rates, key=lambda size: (abs(size - batch), size))]
-
-
 class Clock:
-    """The simulated device's time: every stand-in call owes its seconds here and sleeps them (scaled by
-    `speed`: 0 runs the host alone). Calls from the prefetching thread and the main one take turns, as on one
-    device."""
+    """The simulated device's time: every stand-in call owes its seconds here and takes them (scaled by
+    `speed`: 0 runs the host alone), its launch share in GIL-holding operations and the rest asleep, so that a
+    thread holding the GIL meanwhile delays it as it delays a real launching thread. Calls from the
+    prefetching thread and the main one take turns, as on one device. `launches` False: every call asleep."""
 
     def __init__(self) -> None:
         self.owed = 0.0
         self.speed = 1.0
+        self.launches = True
+        self.step_share: float | None = None  # a decoding step's launch share, where not the measured one
+        self._launcher = Launcher()
         self._device = threading.Lock()
 
-    def run(self, seconds: float) -> None:
+    def run(self, seconds: float, share: float = 0.0) -> None:
         with self._device:
             self.owed += seconds
-            time.sleep(seconds * self.speed)
+            if not self.speed:
+                return
+            held = seconds * share * self.speed if self.launches else 0.0
+            self._launcher.hold(held)
+            time.sleep(max(0.0, seconds * self.speed - held))
 
 
 # --- stand-ins ---------------------------------------------------------------------------------------------
 
+# transformer layers of each CLIP tower whose launches the stand-in holds
+CLIP_LAYERS = {"ViT-L-14@336": 24, "ViT-B-32@224": 12}
 
-def clip_stand_in(real, clock: Clock, images_per_s: float):
-    """The open_clip model with its image tower replaced: unit embeddings after batch / images_per_s seconds.
-    The text tower stays real (the classifier is built before the clock starts)."""
+
+def clip_stand_in(real, clock: Clock, h200: H200, key: str):
+    """The open_clip model with its image tower replaced: unit embeddings after the tower's time per image
+    times the batch's images. The text tower stays real (the classifier is built before the clock starts)."""
     import torch
+
+    image_s = h200.cost.clip_image_s[key]
+    launch_s = CLIP_LAYERS[key] * h200.per_layer_s
 
     class SimulatedClip(torch.nn.Module):
         def __init__(self) -> None:
@@ -143,7 +153,8 @@ def clip_stand_in(real, clock: Clock, images_per_s: float):
             return self.real.encode_text(tokens, normalize=normalize)
 
         def encode_image(self, pixels, normalize=False):
-            clock.run(pixels.shape[0] / images_per_s)
+            seconds = pixels.shape[0] * image_s
+            clock.run(seconds, h200.share(launch_s, seconds))
             features = torch.zeros((pixels.shape[0], self.width))
             features[:, 0] = 1
             return features
@@ -153,12 +164,14 @@ def clip_stand_in(real, clock: Clock, images_per_s: float):
 
 def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
     """LLaVA with its forward and generate replaced: logits and token ids of the right shapes after the H200's
-    time for the batch. A forward with pixels is a prompt (letters, a ranking prefix) at the letter forward's
-    rate; one without continues a ranking prefix at the candidates' token rate; generate emits `token_id`."""
+    time for the work in the call's shapes. A forward with pixels is a prompt (letters, a ranking prefix): its
+    rows x padded length tokens and its images; one without continues a ranking prefix: its rows x length
+    tokens (options packed in one row, or one a row with their padding); generate is its prompt's forward and
+    then a decoding step per new token for all its rows, and emits `token_id`."""
     import torch
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
-    tokens_per_s = h200.continuation_tokens_per_s(SIM_COUNTS["candidates"], SIM_COUNTS["candidate_tokens"])
+    cost, launches = h200.cost, h200.launches
 
     class SimulatedLlava(torch.nn.Module):
         def __init__(self) -> None:
@@ -172,17 +185,25 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
         def forward(self, input_ids=None, pixel_values=None, use_cache=False, cache=None, **kwargs):
             rows, length = input_ids.shape
             if pixel_values is not None:
-                clock.run(rows / at_batch(h200.letters, rows))
+                seconds = cost.prompt(rows, length, pixel_values.shape[0])
+                clock.run(seconds, h200.share(launches.forward_s, seconds))
             else:
-                clock.run(rows * length / tokens_per_s)
+                seconds = cost.continuation(rows, length)
+                clock.run(seconds, h200.share(launches.step_s, seconds))
             kept = 1 if cache is None else length  # a prompt's last position; every continued token
             return CausalLMOutputWithPast(
                 logits=torch.zeros((rows, kept, vocab)), cache=torch.zeros(1) if use_cache else None
             )
 
-        def generate(self, input_ids=None, max_new_tokens=NEW_TOKENS, **kwargs):
-            rows = input_ids.shape[0]
-            clock.run(rows / at_batch(h200.generate16, rows) * max_new_tokens / 16)
+        def generate(self, input_ids=None, pixel_values=None, max_new_tokens=NEW_TOKENS, **kwargs):
+            rows, length = input_ids.shape
+            images = 0 if pixel_values is None else pixel_values.shape[0]
+            prompt = cost.prompt(rows, length, images)
+            clock.run(prompt, h200.share(launches.forward_s, prompt))
+            step = cost.step(rows)
+            share = h200.share(launches.step_s, step) if clock.step_share is None else clock.step_share
+            for _ in range(max_new_tokens):  # min_new_tokens is set: every row runs them all
+                clock.run(step, share)
             return torch.cat([input_ids, torch.full((rows, max_new_tokens), token_id)], dim=1)
 
     return SimulatedLlava().eval()
@@ -190,29 +211,106 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
 
 # --- measuring ---------------------------------------------------------------------------------------------
 
+# What the H200 measured for each workload (perf/results/speed-h200.md, 2026-12-04; the warm runs of
+# speed-h200-ab.md where that run's figure lay below them): the figures the prediction is calibrated on.
+H200_MEASURED = {
+    "sim clip large": (459.0, None),
+    "sim clip base": (864.0, None),
+    "sim choice": (47.3, None),
+    "sim generate": (21.8, 24.3),
+    "sim rank": (3.28, 5.9),
+}
+CALIBRATED = 0.15  # a prediction within 15% of what the H200 measured
+HOST_REPEATS = 2
 
-def _run(runner, parts: list, before=None) -> tuple[float, float]:
-    """(wall s, process CPU s) of the runner over the parts."""
+
+def _run(runner, parts: list, before=None) -> tuple[float, float, float]:
+    """(wall s, CPU s of the process and its workers, CPU s of this thread) of the runner over the parts."""
     if before is not None:
         before()
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu, thread = time.perf_counter(), cpu_seconds(), time.thread_time()
     in_parts(runner, parts)
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return time.perf_counter() - wall, cpu_seconds() - cpu, time.thread_time() - thread
+
+
+def _owing(clock: Clock, runner, parts: list, before=None) -> tuple[float, float, float]:
+    """(wall s, CPU s, the device's s) of the runner over the parts against the stand-ins."""
+    clock.owed = 0.0
+    wall_s, cpu_s, _ = _run(runner, parts, before)
+    return wall_s, cpu_s, clock.owed
+
+
+def _on_one_core(runner, parts: list, before=None) -> float:
+    """The runner's wall seconds with the process and its workers on one core."""
+    cores = os.sched_getaffinity(0)
+    hold_to({min(cores)})
+    try:
+        return _run(runner, parts, before)[0]
+    finally:
+        hold_to(cores)
+
+
+def predicted(
+    h200: H200,
+    n: int,
+    host1_s: float,
+    host_s: float,
+    cpus: int,
+    wall_s: float,
+    device_s: float,
+    serial_s: float = 0.0,
+) -> dict:
+    """The rate on the H200's host: its serial and parallel host time at that host's per-core speed, the
+    parallel over its cores, against the device's time, plus this run's wall time that neither explains (the
+    first batch's preparation, launches delayed by the GIL) at that host's speed. The serial time is the
+    larger of Amdahl's line through this host's host alone on one core and on `cpus`, and `serial_s` (the
+    main thread's CPU time: one thread's work never spreads over cores)."""
+    parallel = max(0.0, (host1_s - host_s) * cpus / (cpus - 1)) if cpus > 1 else 0.0
+    serial = min(max(host1_s - parallel, serial_s), host1_s)
+    parallel = host1_s - serial
+    ratio = h200.host_ratio
+    host16 = ratio * (serial + parallel / h200.cores)
+    unhidden = max(0.0, wall_s - max(host_s, device_s))
+    wall16 = max(device_s, host16) + ratio * unhidden
+    return {
+        "serial_s": serial,
+        "parallel_s": parallel,
+        "host16_s": host16,
+        "unhidden_s": unhidden,
+        "predicted_wall_s": wall16,
+        "predicted": n / wall16,
+    }
 
 
 def measured(
-    figure: str, label: str, unit: str, n: int, runner, parts: list, clock: Clock, cpus: int, before=None
+    figure: str,
+    label: str,
+    unit: str,
+    n: int,
+    runner,
+    parts: list,
+    clock: Clock,
+    h200: H200,
+    cpus: int,
+    before=None,
+    variants: dict | None = None,
+    goal_reference: float | None = None,
 ) -> dict:
-    """One row: the runner's rate with the stand-in sleeping, against the stand-in alone back to back, with
-    the host's own time (the stand-in taking none) and the host cores used and needed."""
+    """One row: the runner's rate against the stand-ins, against the stand-ins alone back to back, with the
+    host's own time (the stand-ins taking none) on one core and on all, the host cores used and needed, and
+    the rate predicted on the H200's host. `variants`: once more for each, with
+    the clock's attributes it names set.
+    `goal_reference`: the rate the goal's ratio is taken against (default: the ceiling)."""
     clock.speed = 0.0
-    host_s, host_cpu = _run(runner, parts, before)
-    clock.speed, clock.owed = 1.0, 0.0
-    wall_s, cpu_s = _run(runner, parts, before)
-    device_s = clock.owed
+    # the best of two runs each (host alone on all cores and on one, against the stand-ins): the first also
+    # warms what the runner's warm-up left cold, and the prediction rests on their differences
+    host_s, host_cpu, main_s = min(_run(runner, parts, before) for _ in range(HOST_REPEATS))
+    host1_s = min(_on_one_core(runner, parts, before) for _ in range(HOST_REPEATS))
+    clock.speed = 1.0
+    wall_s, cpu_s, device_s = min(_owing(clock, runner, parts, before) for _ in range(HOST_REPEATS))
     ceiling = n / device_s
     per_core = n / cpu_s
-    return {
+    row = {
         "figure": figure,
         "label": label,
         "unit": unit,
@@ -221,6 +319,7 @@ def measured(
         "reference_label": "simulated H200",
         "ratio": n / wall_s / ceiling,
         "items": n,
+        "host1_s": host1_s,
         "host_s": host_s,
         "host_cpu_s": host_cpu,
         "device_s": device_s,
@@ -230,16 +329,53 @@ def measured(
         "per_core": per_core,
         "cores_needed": ceiling / per_core,
         "cpus": cpus,
+        "main_s": main_s,
+        **predicted(h200, n, host1_s, host_s, cpus, wall_s, device_s, main_s),
     }
+    row["variants"] = {}
+    for name, settings in (variants or {}).items():
+        saved = {key: getattr(clock, key) for key in settings}
+        for key, value in settings.items():
+            setattr(clock, key, value)
+        try:
+            variant_s = _run(runner, parts, before)[0]
+        finally:
+            for key, value in saved.items():
+                setattr(clock, key, value)
+        row["variants"][name] = {
+            "wall_s": variant_s,
+            "predicted": predicted(h200, n, host1_s, host_s, cpus, variant_s, device_s, main_s)["predicted"],
+        }
+    measured_there, warm = H200_MEASURED.get(figure, (None, None))
+    row.update(
+        h200_measured=measured_there, h200_measured_warm=warm, goal_reference=goal_reference or ceiling
+    )
+    return row
+
+
+def calibration(row: dict) -> tuple[str, bool]:
+    """The prediction against what the H200 measured: the text, and whether it is within CALIBRATED of the
+    run's figure or of the warm runs' one."""
+    figures = [value for value in (row["h200_measured"], row["h200_measured_warm"]) if value]
+    if not figures:
+        return "", False
+    parts = [f"{row['predicted'] / value:.2f}x of {_number(value)}" for value in figures]
+    return ", ".join(parts), any(abs(row["predicted"] / value - 1) <= CALIBRATED for value in figures)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def bare_decode_per_core(bench, preprocess, n: int) -> float:
     """JPEG decode + the preprocessing's resize and crop, one image after another in this thread: images per
     CPU second (the H200 host's `jpeg_decode_resize_per_core_per_s`, measured here)."""
-    from vlmgrid.images import open_rgb
-    from vlmgrid.models.open_clip_backend import _split_preprocess
+    from torchvision.transforms import ToTensor
 
-    geometric = _split_preprocess(preprocess)[0]
+    from vlmgrid.images import open_rgb
+
+    steps = list(preprocess.transforms)
+    geometric = steps[: next(i for i, step in enumerate(steps) if isinstance(step, ToTensor))]
     paths = [bench.root / name for name in bench.records["image"].iloc[:n]]
     open_rgb(paths[0])  # warm: the decoder's first call
     start = time.process_time()
@@ -284,7 +420,7 @@ def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
         model = BACKENDS.get("open_clip").load(settings, model_dir, "cpu")
         runner = embed_strategy(model, bench)  # the classifier, from the real text tower
         clock = Clock()
-        model.model = clip_stand_in(model.model, clock, h200.clip[key])
+        model.model = clip_stand_in(model.model, clock, h200, key)
         # the device's tensors are shapes only: its own work (normalising the pixels) costs the host nothing
         model.device = "meta"
         cold = lambda: shutil.rmtree(cache_root() / PIXELS_DIR, ignore_errors=True)  # noqa: E731
@@ -298,6 +434,7 @@ def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
             runner,
             infer_parts(bench, settings, part_size),
             clock,
+            h200,
             cpus,
             before=cold,
         )
@@ -305,6 +442,7 @@ def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
         row.update(
             bare_per_core=bare,
             per_core_ratio=row["per_core"] / bare,
+            key=key,
             h200_cores_needed=h200.clip[key] / h200.decode_per_core,
         )
         rows.append(row)
@@ -375,11 +513,42 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
             runner,
             infer_parts(bench, backend.settings, part_size),
             clock,
+            h200,
             cpus,
+            variants=generate_variants(h200) if figure == "sim generate" else None,
+            goal_reference=naive_rank_rate(backend, bench, h200) if figure == "sim rank" else None,
         )
         rows.append({**row, "batches": -(-len(bench.records) // bs)})
     backend._prefetch.shutdown()
     return rows
+
+
+def naive_rank_rate(backend, bench, h200: H200) -> float:
+    """Pictures per second of the ranking's reference on the simulated device: the first picture's riddles as
+    full forwards of picture + prompt + riddle in batches (perf/speed.py's rank section), at the costs of
+    their shapes."""
+    from vlmgrid.images import open_rgb
+    from vlmgrid.model_requests import OptionRequest
+    from vlmgrid.protocols.ranking import ranking_prompt
+
+    prompt, picture = ranking_prompt(), open_rgb(bench.root / bench.records["image"].iloc[0])
+    full = [
+        OptionRequest(f"r{j}", picture, prompt + " " + riddle, ["x"], ["A"])
+        for j, riddle in enumerate(bench.records["options"].iloc[0])
+    ]
+    bs, seconds = SIM_COUNTS["lm_batch"], 0.0
+    for start in range(0, len(full), bs):
+        rows, length = backend._encode(full[start : start + bs])["input_ids"].shape
+        seconds += h200.cost.prompt(rows, length, rows)
+    return 1 / seconds
+
+
+def generate_variants(h200: H200) -> dict:
+    """The short answers run again: every call asleep (no GIL-holding launches at all), and every decoding
+    step launch-bound (its launch share all of it beyond the device's memory floor)."""
+    rows = SIM_COUNTS["lm_batch"]
+    bound = h200.cost.unbound_step_share(rows, LETTER_PROMPT_TOKENS + NEW_TOKENS // 2)
+    return {"asleep": {"launches": False}, "launch-bound steps": {"step_share": bound}}
 
 
 def sim_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
@@ -388,17 +557,80 @@ def sim_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
 
 def sim_notes(rows: list[dict], h200: H200, meta: dict, part_size: int) -> list[str]:
     """What the table's figures rest on, below it."""
-    notes = []
+    cost, launches, ratio = h200.cost, h200.launches, h200.host_ratio
+    fits = ", ".join(f"{key} {value:.2f}x" for key, value in cost.residuals.items())
+    bs = SIM_COUNTS["lm_batch"]
+    shares = {
+        "a prompt at batch 1": h200.share(launches.forward_s, cost.prompt(1, 640, 1)),
+        f"a prompt at batch {bs}": h200.share(launches.forward_s, cost.prompt(bs, 640, bs)),
+        f"a decoding step at batch {bs}": h200.share(launches.step_s, cost.step(bs)),
+        "a ranking's 50 continuations": h200.share(launches.step_s, cost.continuation(1, 1200)),
+        f"ViT-L/14@336 at batch {SIM_COUNTS['clip_batch']}": h200.share(
+            CLIP_LAYERS["ViT-L-14@336"] * h200.per_layer_s,
+            SIM_COUNTS["clip_batch"] * cost.clip_image_s["ViT-L-14@336"],
+        ),
+        f"ViT-B/32@224 at batch {SIM_COUNTS['clip_batch']}": h200.share(
+            CLIP_LAYERS["ViT-B-32@224"] * h200.per_layer_s,
+            SIM_COUNTS["clip_batch"] * cost.clip_image_s["ViT-B-32@224"],
+        ),
+    }
+    notes = [
+        f"the device's costs, fitted to the H200's measurements: a forward call {cost.call_s * 1e3:.1f} ms, "
+        f"an image through the vision tower {cost.image_s * 1e3:.2f} ms, a prompt token (rows x padded "
+        f"length) {cost.prefill_token_s * 1e6:.1f} us, a continuation token "
+        f"{cost.continuation_token_s * 1e6:.1f} us, a decoding step {cost.step_s * 1e3:.1f} ms + "
+        f"{cost.step_row_s * 1e3:.3f} ms per row; a CLIP "
+        + ", ".join(f"{key} image {s * 1e3:.3f} ms" for key, s in cost.clip_image_s.items())
+        + f"; fitted over measured: {fits} (50 full forwards not fitted: a check)",
+        f"launches: this host's LLaVA of 24 vision and 32 language layers at tiny widths takes "
+        f"{launches.forward_s * 1e3:.1f} ms of host time a forward and {launches.step_s * 1e3:.2f} ms a "
+        f"decoding step; this host decodes + resizes {launches.decode_per_core:.0f} JPEGs per core per s "
+        f"against the H200 host's {h200.decode_per_core:.1f} ({ratio:.2f}x), so "
+        f"{launches.forward_s * ratio * 1e3:.1f} ms and {launches.step_s * ratio * 1e3:.1f} ms there; the "
+        f"launch share (GIL-holding tiny torch operations, the rest asleep) of "
+        + ", ".join(f"{what} {share:.2f}" for what, share in shares.items()),
+        f"predicted, {h200.cores} cores: each workload's host alone on one core and on {meta['cpus']} gives "
+        f"its serial and parallel seconds (Amdahl's line; the serial ones at least the main thread's CPU "
+        f"seconds); on the H200's host they take {ratio:.2f}x as long "
+        f"(the decode + resize per core), the parallel ones over {h200.cores} cores; the prediction is the "
+        f"larger of that and the device's seconds, plus this run's wall time beyond the larger of its host "
+        f"alone and device (the first batch's preparation, launches the GIL delayed) times {ratio:.2f}",
+    ]
+    for row in rows:
+        text, within = calibration(row)
+        if text:
+            notes.append(
+                f"{row['label']}: predicted {_number(row['predicted'])} {row['unit']} on {h200.cores} cores, "
+                f"{text} measured on the H200: "
+                + ("within" if within else "outside")
+                + f" {CALIBRATED:.0%}; serial {row['serial_s']:.2f} s and parallel {row['parallel_s']:.2f} s "
+                f"of host here, {row['host16_s']:.2f} s there on {h200.cores} cores, device "
+                f"{row['device_s']:.2f} s, {row['unhidden_s']:.2f} s unhidden here"
+                + ("" if within else _outside(row))
+            )
+        if row["variants"]:
+            runs = [("as measured", row["wall_s"], row["predicted"])] + [
+                (name, variant["wall_s"], variant["predicted"]) for name, variant in row["variants"].items()
+            ]
+            notes.append(
+                f"{row['label']}, against transformers' generate at batch {bs} on the same inputs (the "
+                f"device alone: {_number(row['reference'])} {row['unit']}), with each decoding step's launch "
+                "share "
+                + "; ".join(
+                    f"{name}: the run {wall:.2f} s, predicted {_number(rate)} {row['unit']} on "
+                    f"{h200.cores} cores, {rate / row['reference']:.2f}x"
+                    for name, wall, rate in runs
+                )
+                + f" (launch-bound: a step's share {_bound_share(h200):.2f})"
+            )
     for row in rows:
         if "bare_per_core" in row:
             notes.append(
-                f"{row['label']}: the H200's {_rate(row['reference'])} img/s need "
+                f"{row['label']}: the H200's {_rate(h200.clip[row['key']])} img/s need "
                 f"{row['h200_cores_needed']:.1f} host cores at its host's {h200.decode_per_core:.1f} decodes "
                 f"+ resizes per core per s ({h200.cores} there); vlmgrid's path here decodes "
                 f"{row['per_core']:.1f} img per CPU second, a bare decode + resize in one thread "
-                f"{row['bare_per_core']:.1f} ({row['per_core_ratio']:.2f}x); beyond the host's cores, "
-                f"decoding on the GPU (torchvision's decode_jpeg: 4,052 img/s for ViT-B/32 on the H200) "
-                f"is the route"
+                f"{row['bare_per_core']:.1f} ({row['per_core_ratio']:.2f}x)"
             )
     for row in rows:
         hidden = row["host_s"] + row["device_s"] - row["wall_s"]
@@ -415,6 +647,29 @@ def sim_notes(rows: list[dict], h200: H200, meta: dict, part_size: int) -> list[
         f"{meta['cpus']} CPUs: a load above the CPU count means other work shared them",
     ]
     return notes
+
+
+def _outside(row: dict) -> str:
+    """Why a prediction can lie outside what the H200 measured."""
+    if "bare_per_core" in row:
+        return (
+            "; this host's 2 cores cannot show a limit that appears only past them: decoding threads of one "
+            "process contend for the GIL, and the H200's run of threaded decoding used 3.78 of its 16 cores "
+            "for ViT-L/14@336 and 5.40 for ViT-B/32 (speed-h200.md), a ceiling a line through 1 and 2 cores "
+            "does not see"
+        )
+    if row["figure"] == "sim rank":
+        return (
+            "; the H200's figures for the same code lie 1.8x apart (3.28 in speed-h200.md's run after the "
+            "CLIP and choice sections, 5.90 warm in speed-h200-ab.md), so no prediction is within 15% of "
+            "both, and the ranking's host path has changed since they were measured (the packed options' "
+            "mask made on the device)"
+        )
+    return ""
+
+
+def _bound_share(h200: H200) -> float:
+    return generate_variants(h200)["launch-bound steps"]["step_share"]
 
 
 def _unhidden(row: dict) -> str:

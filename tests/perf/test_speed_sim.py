@@ -1,38 +1,161 @@
-"""perf/speed.py --device sim: vlmgrid's path against stand-ins that take a measured device's time, at tiny
-counts."""
+"""perf/speed.py --device sim: vlmgrid's path against stand-ins that take a measured device's time for the
+work each call is handed, at tiny counts."""
 
 import importlib.util
 import json
 import sys
+import time
 
 import pytest
+import torch
 from helpers.common import REPO
 
 _spec = importlib.util.spec_from_file_location("speed", REPO / "perf" / "speed.py")
 speed = importlib.util.module_from_spec(_spec)
 sys.modules["speed"] = speed
 _spec.loader.exec_module(speed)  # puts perf/ on the import path: its modules below
+import speedcost  # noqa: E402
 import speedsim  # noqa: E402
 
-# Rates of a fast made-up device, so the run takes seconds; the counts fill every batch but the rank's.
-CLIP_RATES = {"ViT-L-14@336": 4000.0, "ViT-B-32@224": 9000.0}
-LETTERS = {1: 150.0, 2: 200.0}
-GENERATE = {1: 40.0, 2: 60.0}
+# A fast made-up device whose rates follow exact costs, so the fit must give them back: a forward call 1 ms,
+# an image 0.25 ms, a prompt token 7.5 us (a letter prompt of 640 tokens: 5 ms with its image), a decoding
+# step 2 ms + 0.5 ms per row, a continuation token 10 us.
+CALL, IMAGE, TOKEN, STEP, STEP_ROW, CONTINUATION = 1e-3, 0.25e-3, 7.5e-6, 2e-3, 0.5e-3, 10e-6
+CLIP_RATES = {"ViT-L-14@336": 1 / IMAGE, "ViT-B-32@224": 9000.0}
+
+
+def _prompt(rows: int, length: int = 640) -> float:
+    return CALL + rows * IMAGE + rows * length * TOKEN
 
 
 def _measurements(folder):
     folder.mkdir()
+    rank = _prompt(1, 584) + CALL + 50 * 24 * CONTINUATION
     limits = {
         "jpeg_decode_resize_per_core_per_s": 150.0,
         "cpu_count": 16,
         "clip": {f"{key} bs256": {"img_per_s": rate} for key, rate in CLIP_RATES.items()},
-        "llava": {f"forward_letter bs{bs}": {"samples_per_s": rate} for bs, rate in LETTERS.items()},
-        "rank50": {"shared_prefix_images_per_s": 50.0},
+        "llava": {f"forward_letter bs{bs}": {"samples_per_s": bs / _prompt(bs)} for bs in (1, 2, 4)},
+        "rank50": {"shared_prefix_images_per_s": 1 / rank, "naive_images_per_s": 1 / _prompt(50, 608)},
     }
-    generation = {f"generate16 bs{bs}": {"samples_per_s": rate} for bs, rate in GENERATE.items()}
+    generation = {
+        f"generate{new} bs{bs}": {"samples_per_s": bs / (_prompt(bs) + new * (STEP + bs * STEP_ROW))}
+        for new in (4, 16)
+        for bs in (1, 2)
+    }
     (folder / "gpu-limits-h200.json").write_text(json.dumps(limits))
     (folder / "gen-limits-h200.json").write_text(json.dumps(generation))
     return folder
+
+
+LAUNCHES = speedcost.LaunchTimes(forward_s=2e-3, step_s=1e-3, decode_per_core=300.0)
+
+
+def test_the_costs_are_fitted_back_from_the_measured_rates(tmp_path):
+    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
+    cost = h200.cost
+    assert cost.call_s == pytest.approx(CALL)
+    assert cost.image_s == pytest.approx(IMAGE)
+    assert cost.prefill_token_s == pytest.approx(TOKEN)
+    assert cost.step_s == pytest.approx(STEP) and cost.step_row_s == pytest.approx(STEP_ROW)
+    assert cost.continuation_token_s == pytest.approx(CONTINUATION)
+    assert all(value == pytest.approx(1) for value in cost.residuals.values()), cost.residuals
+    assert h200.host_ratio == pytest.approx(2.0)  # this host's 300 decodes per core against 150
+    assert h200.share(1e-3, 4e-3) == pytest.approx(0.5) and h200.share(1e-3, 1e-3) == 1.0
+
+
+class _Ledger(speedsim.Clock):
+    """A clock that records each call's seconds and launch share instead of taking them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = []
+
+    def run(self, seconds, share=0.0):
+        self.owed += seconds
+        self.calls.append((seconds, share))
+
+
+def _llava(h200, clock):
+    class Real:
+        config = generation_config = None
+
+    return speedsim.llava_stand_in(Real(), clock, h200, token_id=5, vocab=16)
+
+
+def _forward(model, rows, length, images=True):
+    pixels = torch.zeros(rows, 3, 2, 2) if images else None
+    model(input_ids=torch.zeros(rows, length, dtype=torch.long), pixel_values=pixels)
+
+
+def test_each_call_is_charged_by_the_work_it_is_handed(tmp_path):
+    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
+    clock = _Ledger()
+    model = _llava(h200, clock)
+
+    def owed(call) -> float:
+        clock.owed = 0.0
+        call()
+        return clock.owed
+
+    exact = owed(lambda: _forward(model, 8, 600))
+    assert exact == pytest.approx(CALL + 8 * IMAGE + 8 * 600 * TOKEN)
+    # padding to a longer row costs the padded tokens; a batch split in two pays a second call
+    assert owed(lambda: _forward(model, 8, 640)) - exact == pytest.approx(8 * 40 * TOKEN)
+    split = owed(lambda: [_forward(model, 4, 600) for _ in range(2)])
+    assert split - exact == pytest.approx(CALL)
+    # a continuation: its rows x length tokens, no images
+    assert owed(lambda: _forward(model, 1, 300, images=False)) == pytest.approx(CALL + 300 * CONTINUATION)
+    # generate: its prompt, then one step per new token for all its rows
+    ids, pixels = torch.zeros(4, 600, dtype=torch.long), torch.zeros(4, 3, 2, 2)
+    clock.calls = []
+    out = owed(lambda: model.generate(input_ids=ids, pixel_values=pixels, max_new_tokens=16))
+    assert out == pytest.approx(_prompt(4, 600) + 16 * (STEP + 4 * STEP_ROW))
+    assert len(clock.calls) == 17
+    # the launch share: the launches' host time there (twice this host's) over the call's time
+    step = STEP + 4 * STEP_ROW
+    assert clock.calls[1][1] == pytest.approx(min(1.0, 2 * LAUNCHES.step_s / step))
+    assert model.generate(input_ids=ids, pixel_values=pixels, max_new_tokens=3).shape == (4, 603)
+
+
+def test_a_call_holds_the_gil_for_its_launch_share_and_sleeps_the_rest(monkeypatch):
+    clock = speedsim.Clock()
+    held, slept = [], []
+    monkeypatch.setattr(clock._launcher, "hold", held.append)
+    monkeypatch.setattr(speedsim.time, "sleep", slept.append)
+    clock.run(0.2, 0.25)
+    assert held == [pytest.approx(0.05)] and slept == [pytest.approx(0.15)]
+    clock.launches = False
+    clock.run(0.2, 0.25)
+    assert held[-1] == 0.0 and slept[-1] == pytest.approx(0.2)
+    clock.speed = 0.0
+    clock.run(0.2, 0.25)  # the host alone: the time owed, none taken
+    assert len(held) == 2 and clock.owed == pytest.approx(0.6)
+
+
+def test_the_launcher_spends_its_seconds_of_this_threads_cpu_in_torch_operations(monkeypatch):
+    launcher = speedcost.Launcher()
+    counts = []
+    run_ops = launcher.run_ops
+    monkeypatch.setattr(launcher, "run_ops", lambda count: (counts.append(count), run_ops(count)))
+    start = time.thread_time()
+    launcher.hold(0.02)
+    assert time.thread_time() - start >= 0.02 and counts and set(counts) == {launcher.CHUNK}
+    counts.clear()
+    launcher.hold(0.0)
+    assert counts == []
+
+
+def test_the_prediction_takes_the_serial_and_parallel_host_time_to_the_h200s_host(tmp_path):
+    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)  # its host at half this one's speed
+    # 4 s on one core, 2.5 s on two: 1 s serial and 3 s parallel
+    row = speedsim.predicted(h200, 100, host1_s=4.0, host_s=2.5, cpus=2, wall_s=2.5, device_s=1.0)
+    assert row["serial_s"] == pytest.approx(1.0) and row["parallel_s"] == pytest.approx(3.0)
+    assert row["host16_s"] == pytest.approx(2 * (1.0 + 3.0 / 16))
+    assert row["predicted"] == pytest.approx(100 / row["host16_s"])
+    # device-bound: the device's time, plus the wall beyond it here at that host's speed
+    row = speedsim.predicted(h200, 100, host1_s=0.4, host_s=0.3, cpus=2, wall_s=5.5, device_s=5.0)
+    assert row["predicted_wall_s"] == pytest.approx(5.0 + 2 * 0.5)
 
 
 def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_path, monkeypatch):
@@ -50,36 +173,34 @@ def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_
             "candidates": 3,
         },
     )
+    monkeypatch.setattr(speedsim, "measure_launch_times", lambda: LAUNCHES)
     monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))  # the run points it at its own folder
     out = tmp_path / "sim.md"
-    assert (
-        speed.main(
-            ["--device", "sim", "--measurements", str(_measurements(tmp_path / "m")), "--out", str(out)]
-        )
-        == 0
-    )
+    measurements = str(_measurements(tmp_path / "m"))
+    assert speed.main(["--device", "sim", "--measurements", measurements, "--out", str(out)]) == 0
     saved = json.loads(out.with_suffix(".json").read_text())
     rows = {row["figure"]: row for row in saved["rows"]}
     assert list(rows) == ["sim clip large", "sim clip base", "sim choice", "sim generate", "sim rank"]
-    # the ceiling is the stand-ins back to back: the measured rate wherever every batch is of a measured size
+    # the ceiling is the stand-ins back to back: a CLIP image's cost whatever the batch
     assert rows["sim clip large"]["reference"] == pytest.approx(CLIP_RATES["ViT-L-14@336"])
     assert rows["sim clip base"]["reference"] == pytest.approx(CLIP_RATES["ViT-B-32@224"])
-    assert rows["sim choice"]["reference"] == pytest.approx(LETTERS[2])
-    assert rows["sim generate"]["reference"] == pytest.approx(GENERATE[2])
     for row in rows.values():
         assert 0 < row["value"] <= row["reference"], row  # the device's time is all in the wall time
         assert row["wall_s"] >= row["device_s"] > 0 and row["host_s"] > 0 and row["cpu_s"] > 0
+        assert row["host1_s"] > 0 and row["predicted"] > 0
         assert row["host_cores"] == pytest.approx(row["cpu_s"] / row["wall_s"])
         assert row["cores_needed"] == pytest.approx(row["reference"] / row["per_core"])
+    assert set(rows["sim generate"]["variants"]) == {"asleep", "launch-bound steps"}
+    assert rows["sim choice"]["h200_measured"] == 47.3 and rows["sim rank"]["h200_measured_warm"] == 5.9
     for role in ("large", "base"):
         clip = rows[f"sim clip {role}"]
         assert clip["bare_per_core"] > 0 and clip["per_core_ratio"] == pytest.approx(
             clip["per_core"] / clip["bare_per_core"]
         )
-    assert rows["sim clip large"]["h200_cores_needed"] == pytest.approx(4000.0 / 150.0)
+    assert rows["sim clip large"]["h200_cores_needed"] == pytest.approx(CLIP_RATES["ViT-L-14@336"] / 150.0)
     text = out.read_text()
     assert text.startswith("# vlmgrid speed: simulated H200")
-    assert "| host alone s | device s | host + device s | max(host, device) s | wall s |" in text
+    assert "| predicted, 16 cores | H200 measured | predicted / measured |" in text
     assert text == speed.rendered(saved)
     assert speed.main(["--render", str(out.with_suffix(".json")), "--out", str(tmp_path / "again.md")]) == 0
     assert (tmp_path / "again.md").read_text() == text
@@ -90,9 +211,3 @@ def test_missing_measurements_are_one_sentence(tmp_path):
         SystemExit, match="gpu-limits-h200.json is missing: the simulated device takes its times"
     ):
         speed.main(["--device", "sim", "--measurements", str(tmp_path)])
-
-
-def test_a_short_batch_takes_the_nearest_measured_size():
-    assert speedsim.at_batch({1: 35.0, 16: 50.0, 64: 51.0}, 64) == 51.0
-    assert speedsim.at_batch({1: 35.0, 16: 50.0, 64: 51.0}, 20) == 50.0
-    assert speedsim.at_batch({1: 35.0, 16: 50.0, 64: 51.0}, 4) == 35.0
