@@ -9,7 +9,7 @@ from PIL import Image
 
 from vlmgrid import pixel_cache
 from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
-from vlmgrid.models import BACKENDS, open_clip_backend
+from vlmgrid.models import BACKENDS, clip_files, open_clip_backend
 
 SETTINGS = {"backend": "open_clip", "source": {"type": "fixture"}, "batch_size": 2}
 
@@ -55,7 +55,7 @@ def _no_decoding(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("an image was decoded although its pixels are cached")
 
-    monkeypatch.setattr(open_clip_backend, "_load_pixels", refuse)
+    monkeypatch.setattr(clip_files, "load_pixels", refuse)
 
 
 def test_cached_pixels_embed_exactly_as_decoded(model_dir, cache, pictures, monkeypatch):
@@ -124,15 +124,15 @@ def test_a_half_written_entry_is_ignored(model_dir, cache, pictures, monkeypatch
 
 def test_a_stopped_pass_leaves_no_entry(model_dir, cache, pictures, monkeypatch):
     clip = _load(model_dir)
-    original = open_clip_backend._load_pixels
+    original = clip_files.load_pixels
 
     def dies_on_the_fifth(path, geometric):
         if path == pictures[5]:
             raise KeyboardInterrupt
         return original(path, geometric)
 
-    monkeypatch.setattr(open_clip_backend, "_load_pixels", dies_on_the_fifth)
-    monkeypatch.setattr(open_clip_backend, "DECODE_WORKERS", 0)
+    monkeypatch.setattr(clip_files, "load_pixels", dies_on_the_fifth)
+    monkeypatch.setattr(clip_files, "usable_cores", lambda: 0)  # decoded here, so that the interrupt is too
     with pytest.raises(KeyboardInterrupt):
         clip.embed_image_files(pictures)
     assert _entries(cache) == []

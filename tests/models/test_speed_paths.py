@@ -1,5 +1,5 @@
-"""The speed paths give the same answers as the plain ones: open_clip reading image files in decoding threads,
-hf preparing the next batch's inputs while the current one runs."""
+"""The speed paths give the same answers as the plain ones: open_clip reading image files in decoding threads
+or worker processes, hf preparing the next batch's inputs while the current one runs."""
 
 import threading
 
@@ -12,7 +12,7 @@ from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.benchmarks.dataset import Benchmark
 from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
 from vlmgrid.images import ImageError, open_rgb
-from vlmgrid.models import BACKENDS, open_clip_backend
+from vlmgrid.models import BACKENDS, clip_files, open_clip_backend
 from vlmgrid.protocols.classification import embed_strategy
 
 # no pixel cache: every call here decodes, so the decoding paths are the ones compared
@@ -68,12 +68,12 @@ def test_image_files_embed_exactly_as_opened_images(clip, pictures):
     assert not features[[4, 6]].any()  # an unreadable file's row is zeros, never another image's
 
 
-@pytest.mark.parametrize("workers,ahead", [(1, 0), (3, 1), (4, 3)])
-def test_decoding_threads_give_the_same_pixels_in_order(pictures, workers, ahead, monkeypatch):
+@pytest.mark.parametrize("threads,ahead", [(1, 0), (3, 1), (4, 3)])
+def test_decoding_threads_give_the_same_pixels_in_order(pictures, threads, ahead, monkeypatch):
     geometric = [lambda image: image.resize((8, 8))]
-    inline = list(open_clip_backend._decoded_batches(pictures, geometric, 3, 0))
-    monkeypatch.setattr(open_clip_backend, "DECODE_AHEAD", ahead)
-    threaded = list(open_clip_backend._decoded_batches(pictures, geometric, 3, workers))
+    inline = list(clip_files.threaded_batches(pictures, geometric, 3, 0))
+    monkeypatch.setattr(clip_files, "DECODE_AHEAD", ahead)
+    threaded = list(clip_files.threaded_batches(pictures, geometric, 3, threads))
     assert [start for start, _ in threaded] == [start for start, _ in inline] == [0, 3, 6]
     for (_, got), (_, want) in zip(threaded, inline):
         assert [problem for _, problem in got] == [problem for _, problem in want]
@@ -82,10 +82,9 @@ def test_decoding_threads_give_the_same_pixels_in_order(pictures, workers, ahead
 
 
 def test_image_files_decoded_in_threads_embed_as_decoded_inline(clip, pictures, monkeypatch):
-    assert open_clip_backend.DECODE_WORKERS >= 1
-    monkeypatch.setattr(open_clip_backend, "DECODE_WORKERS", 4)
-    threaded, threaded_problems = clip.embed_image_files(pictures)
-    monkeypatch.setattr(open_clip_backend, "DECODE_WORKERS", 0)
+    assert clip.settings["decode_workers"] == "auto" and clip_files.usable_cores() >= 1
+    threaded, threaded_problems = clip.embed_image_files(pictures)  # under IN_PROCESS_BELOW files: threads
+    monkeypatch.setattr(clip_files, "usable_cores", lambda: 0)  # no threads: one file after another
     features, problems = clip.embed_image_files(pictures)
     assert threaded_problems == problems
     np.testing.assert_array_equal(threaded, features)

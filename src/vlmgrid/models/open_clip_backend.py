@@ -1,34 +1,28 @@
 """open_clip contrastive models: image and text embeddings (loading them: vlmgrid.models.open_clip_loading).
 
-`embed_image_files` reads images from their files: threads decode them and run the preprocessing's PIL steps
-a few batches ahead of the model, and the tensor steps (to float, normalise) run on
-whole batches on the device, so the pixels, and the embeddings, are those of `embed_images` on the opened
-images. The decoded pixels are kept in the pixel cache (vlmgrid.pixel_cache, unless `pixel_cache: false`), so
-the next pass over the same files at the same preprocessing reads them instead of decoding again.
+`embed_image_files` reads images from their files: worker processes sized to the cores decode them and run
+the preprocessing's PIL steps a few batches ahead of the model (vlmgrid.models.clip_files), and the tensor
+steps (to float, normalise) run on whole batches on the device, so the pixels, and the embeddings, are those
+of `embed_images` on the opened images. The decoded pixels are kept in the pixel cache (vlmgrid.pixel_cache,
+unless `pixel_cache: false`), so the next pass over the same files at the same preprocessing reads them
+instead of decoding again. `image_decode: device` decodes and resizes JPEGs on a CUDA device instead
+(vlmgrid.models.clip_device_decode): faster, with slightly different pixels, so it is part of the model's
+identity and bypasses the pixel cache.
 """
 
 from __future__ import annotations
 
-import os
-from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from vlmgrid import pixel_cache
 from vlmgrid.images import ImageError, open_rgb
+from vlmgrid.models import clip_device_decode, clip_files
 from vlmgrid.models.base import Backend, write_fixture
 from vlmgrid.models.checkpoints import Checkpoint
 from vlmgrid.models.open_clip_loading import in_place_checkpoint, load_model
-
-# Image files are decoded and resized by this many threads (PIL releases the GIL while it decodes and
-# resamples), a few batches ahead of the model, so the accelerator does not wait on one CPU core.
-DECODE_WORKERS = min(
-    16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-)
-DECODE_AHEAD = 3  # batches decoded ahead of the one the model is running
 
 
 class OpenClip(Backend):
@@ -44,6 +38,8 @@ class OpenClip(Backend):
         "precision": "fp32",
         "device": "auto",
         "pixel_cache": True,
+        "decode_workers": "auto",  # worker processes decoding image files: the usable cores, or a number
+        "image_decode": "host",  # or "device": JPEGs decoded and resized on a CUDA device
     }
 
     def __init__(
@@ -56,6 +52,7 @@ class OpenClip(Backend):
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = dtype
+        self._pools: dict = {}  # decoding workers by path ("host", "device"), once a call needs them
 
     @classmethod
     def fetch(cls, settings: dict, model_dir: Path, fixture=None) -> dict[str, Path]:
@@ -72,10 +69,21 @@ class OpenClip(Backend):
     def load(cls, settings: dict, model_dir: Path, device: str) -> OpenClip:
         settings = {**cls.defaults, **settings}
         model, preprocess, tokenizer, dtype, fingerprint = load_model(settings, model_dir, device)
+        split = _split_preprocess(preprocess)
+        if device == "cuda" and settings["decode_workers"] != 0 and split is not None:
+            # a GPU job is worth the workers: their fork server starts while the model loads and the
+            # classifier is built (a CPU job, such as the default grid's, may never need it)
+            clip_files.start_fork_server(split[0])
         return cls(settings, model, preprocess, tokenizer, device, dtype, fingerprint)
 
+    def decodes_on_device(self) -> bool:
+        """JPEGs decoded on the device: asked for, and a CUDA device to do it (elsewhere the host decodes)."""
+        return self.settings["image_decode"] == "device" and self.device == "cuda"
+
     def identity(self) -> str | None:
-        return f"open_clip:{self.weights_fingerprint}:{self.dtype}:{self.device}"
+        # the device's decoding gives other pixels: its embeddings are never mixed with the host's
+        decoded = ":jpeg-decoded-on-device" if self.decodes_on_device() else ""
+        return f"open_clip:{self.weights_fingerprint}:{self.dtype}:{self.device}{decoded}"
 
     def provenance(self):
         import open_clip
@@ -95,7 +103,8 @@ class OpenClip(Backend):
             model_id=model_id,
             revision=source.get("revision"),
             dtype=str(self.dtype).replace("torch.", ""),
-            device=torch.cuda.get_device_name() if self.device == "cuda" else "cpu",
+            device=(torch.cuda.get_device_name() if self.device == "cuda" else "cpu")
+            + (", JPEG decoded on the device" if self.decodes_on_device() else ""),
             batch_size=int(self.settings["batch_size"]),
             libraries={"torch": torch.__version__, "open_clip": open_clip.__version__},
         )
@@ -125,7 +134,9 @@ class OpenClip(Backend):
         unreadable.
 
         The same pixels as `embed_images` on the opened images: the preprocessing's PIL steps (resize, crop)
-        run in decoding threads, its tensor steps (to float, normalise) on whole batches on the device.
+        run in decoding workers, its tensor steps (to float, normalise) on whole batches on the device. With
+        `image_decode: device` on CUDA, JPEGs are decoded, resized and cropped on the device (pixels within
+        the documented tolerance of these).
         """
         import torch
 
@@ -138,35 +149,80 @@ class OpenClip(Backend):
         problems: list[str | None] = [None] * len(paths)
         features: list = [None] * len(paths)
         with torch.inference_mode():
-            for start, loaded in self._pixel_batches(paths, geometric):
-                usable = [k for k, (_, problem) in enumerate(loaded) if problem is None]
-                for k, (_, problem) in enumerate(loaded):
-                    problems[start + k] = problem
-                if not usable:
+            for start, batch_problems, pixels in self._usable_pixels(paths, geometric):
+                problems[start : start + len(batch_problems)] = batch_problems
+                if pixels is None:
                     continue
-                pixels = torch.from_numpy(np.stack([loaded[k][0] for k in usable])).to(
-                    self.device, non_blocking=True
-                )
                 # torchvision's to_tensor and normalize, on the whole batch: the same float32 operations
-                pixels = pixels.permute(0, 3, 1, 2).to(torch.float32).div(255).sub_(mean).div_(std)
+                pixels = pixels.to(torch.float32).div(255).sub_(mean).div_(std)
                 encoded = self.model.encode_image(pixels.to(self.dtype), normalize=True).float().cpu().numpy()
+                usable = [k for k, problem in enumerate(batch_problems) if problem is None]
                 for row, k in zip(encoded, usable):
                     features[start + k] = row
         return _stack_rows(features), problems
+
+    def _usable_pixels(self, paths: Sequence[Path], geometric):
+        """(start, problems, the usable files' pixels as one uint8 tensor (n, 3, height, width) on the device,
+        or None) per batch."""
+        import torch
+
+        batch_size = int(self.settings["batch_size"])
+        geometry = clip_device_decode.device_geometry(geometric) if self.decodes_on_device() else None
+        if geometry is not None:
+            pool = self._pool("device", geometric, len(paths))
+            yield from clip_device_decode.device_batches(
+                paths, geometric, geometry, batch_size, pool, self.device
+            )
+            return
+        for start, rows in self._pixel_batches(paths, geometric):
+            usable = [pixels for pixels, problem in rows if problem is None]
+            if not usable:
+                yield start, [problem for _, problem in rows], None
+                continue
+            stacked = getattr(rows, "stacked", None)
+            stacked = torch.from_numpy(np.stack(usable)) if stacked is None else stacked
+            pixels = stacked.to(self.device, non_blocking=True).permute(0, 3, 1, 2)
+            yield start, [problem for _, problem in rows], pixels
 
     def _pixel_batches(self, paths: Sequence[Path], geometric):
         """The files' pixels batch by batch: from the pixel cache, or decoded (filling the cache on the
         way)."""
         batch_size = int(self.settings["batch_size"])
-        decoded = _decoded_batches(paths, geometric, batch_size, DECODE_WORKERS)
+        if self.settings["pixel_cache"]:
+            geometry = pixel_cache.describe_steps(geometric)
+            key = pixel_cache.entry_key(paths, geometry)
+            cached = pixel_cache.load(key, len(paths))
+            if cached is not None:
+                return pixel_cache.batches(*cached, batch_size)
+        pool = self._pool("host", geometric, len(paths))
+        if pool is None:
+            decoded = clip_files.threaded_batches(paths, geometric, batch_size, clip_files.usable_cores())
+        else:
+            decoded = clip_files.pixel_batches(pool, paths)
         if not self.settings["pixel_cache"]:
             return decoded
-        geometry = pixel_cache.describe_steps(geometric)
-        key = pixel_cache.entry_key(paths, geometry)
-        cached = pixel_cache.load(key, len(paths))
-        if cached is not None:
-            return pixel_cache.batches(*cached, batch_size)
         return pixel_cache.filling(key, len(paths), decoded, geometry)
+
+    def _pool(self, path: str, geometric, n_files: int):
+        """The worker processes of the host or the device path, started by the first call with enough files;
+        None: decode in this process."""
+        workers = clip_files.worker_count(self.settings["decode_workers"], n_files)
+        if workers == 0:
+            return None
+        if path not in self._pools:
+            batch_size = int(self.settings["batch_size"])
+            if path == "device":
+                self._pools[path] = clip_device_decode.worker_pool(geometric, batch_size, workers)
+            else:
+                self._pools[path] = clip_files.WorkerPool(
+                    clip_files.FilePixels(geometric),
+                    clip_files.collate_pixels,
+                    geometric,
+                    batch_size,
+                    workers,
+                    pin=self.device == "cuda",
+                )
+        return self._pools[path]
 
     def _embed_files_plainly(self, paths: Sequence[Path]) -> tuple[np.ndarray, list[str | None]]:
         images, problems = [], []
@@ -207,51 +263,6 @@ def _split_preprocess(preprocess):
         return None
     normalize = steps[-1]
     return steps[:to_tensor], tuple(normalize.mean), tuple(normalize.std)
-
-
-def _load_pixels(path, geometric) -> tuple[np.ndarray | None, str | None]:
-    """The image at `path` after the PIL steps, as uint8 (height, width, 3), or None and why it is
-    unusable."""
-    try:
-        image = open_rgb(Path(path))
-    except ImageError as exc:
-        return None, str(exc)
-    for step in geometric:
-        image = step(image)
-    return np.asarray(image, dtype=np.uint8), None  # open_rgb gave RGB; resizing and cropping keep it
-
-
-def _decoded_batches(paths: Sequence, geometric, batch_size: int, workers: int):
-    """(start, [(pixels, problem), ...]) per batch of paths, decoded by `workers` threads a few batches ahead
-    (0: decoded here, one batch at a time)."""
-    starts = range(0, len(paths), batch_size)
-    if workers == 0:
-        for start in starts:
-            yield start, [_load_pixels(path, geometric) for path in paths[start : start + batch_size]]
-        return
-    starts = iter(starts)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque = deque()
-
-        def submit() -> None:
-            start = next(starts, None)
-            if start is not None:
-                pending.append(
-                    (
-                        start,
-                        [
-                            pool.submit(_load_pixels, path, geometric)
-                            for path in paths[start : start + batch_size]
-                        ],
-                    )
-                )
-
-        for _ in range(DECODE_AHEAD + 1):
-            submit()
-        while pending:
-            start, futures = pending.popleft()
-            submit()
-            yield start, [future.result() for future in futures]
 
 
 def _stack_rows(rows: list) -> np.ndarray:

@@ -1,0 +1,219 @@
+"""open_clip's image files to pixels on the host: each file opened (vlmgrid.images.open_rgb) and put through
+the preprocessing's PIL steps, batch by batch in the files' order, a few batches ahead of the model.
+
+A call with many files decodes in worker processes (torch's DataLoader), as many as the process may use cores,
+so the host's rate grows with its cores: threads of one process stop scaling long before 16 cores (the GIL
+between PIL's steps). The workers start on a model's first such call and serve its later calls (`WorkerPool`:
+`vlmgrid infer` calls once per part of at most 1024 requests, and 16 workers take a few hundred ms to start).
+A call with few files (under IN_PROCESS_BELOW, such as the default grid's fixtures) decodes in threads of
+this process instead, which start at no cost.
+
+A batch is `(start, rows)`: rows is a list of (pixels, problem) per file, pixels a uint8 array (height, width,
+3) or None where the file is unusable and problem the sentence why. Rows from the workers also carry their
+usable pixels stacked in one tensor (`rows.stacked`, pinned on CUDA), so the batch goes to the device in one
+copy.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from vlmgrid.errors import VlmgridError
+from vlmgrid.images import ImageError, open_rgb
+
+DECODE_AHEAD = 3  # batches decoded ahead of the one the model is running
+# Fewer files than this decode in threads of this process: a worker process costs about 1.5 s the first time
+# in a process (the fork server importing torch) and 50 ms a call after that, a few hundred decodes' worth.
+IN_PROCESS_BELOW = 256
+# Imported once by the fork server the workers are forked from, so that no worker imports them again.
+# "__main__": the calling script's module, run as `__mp_main__` (a worker needs it, as any multiprocessing
+# child started without fork: a script calling this needs the `if __name__ == "__main__":` guard).
+WORKER_PRELOAD = ["__main__", "torch", "numpy", "PIL.Image", "vlmgrid.models.clip_files"]
+# Steps after the crop that leave an RGB image as it is (open_clip's MaybeConvertMode and _convert_to_rgb):
+# the workers do without them, and without importing open_clip (seconds) to unpickle them.
+NO_OPS = {"MaybeConvertMode", "_convert_to_rgb"}
+
+
+class Rows(list):
+    """A batch's (pixels, problem) per file; `stacked`: the usable pixels in one tensor, or None."""
+
+    stacked = None
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def worker_count(setting, n_files: int) -> int:
+    """Worker processes for a call of n_files: `decode_workers` ("auto": the usable cores; 0: none), none
+    under IN_PROCESS_BELOW files."""
+    workers = usable_cores() if setting == "auto" else int(setting)
+    return 0 if n_files < IN_PROCESS_BELOW else workers
+
+
+def load_pixels(path, geometric) -> tuple[np.ndarray | None, str | None]:
+    """The image at `path` after the PIL steps, as uint8 (height, width, 3), or None and why it is
+    unusable."""
+    try:
+        image = open_rgb(Path(path))
+    except ImageError as exc:
+        return None, str(exc)
+    for step in geometric:
+        image = step(image)
+    return np.asarray(image, dtype=np.uint8), None  # open_rgb gave RGB; resizing and cropping keep it
+
+
+def threaded_batches(paths: Sequence, geometric, batch_size: int, threads: int) -> Iterator:
+    """(start, rows) per batch, decoded by `threads` threads a few batches ahead (PIL releases the GIL while
+    it decodes and resamples); 0 threads: here, one batch at a time."""
+    starts = range(0, len(paths), batch_size)
+    if threads == 0:
+        for start in starts:
+            yield start, Rows(load_pixels(path, geometric) for path in paths[start : start + batch_size])
+        return
+    starts = iter(starts)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: deque = deque()
+
+        def submit() -> None:
+            start = next(starts, None)
+            if start is not None:
+                batch = paths[start : start + batch_size]
+                pending.append((start, [pool.submit(load_pixels, path, geometric) for path in batch]))
+
+        for _ in range(DECODE_AHEAD + 1):
+            submit()
+        while pending:
+            start, futures = pending.popleft()
+            submit()
+            yield start, Rows(future.result() for future in futures)
+
+
+def steps_for_workers(geometric) -> list:
+    """The PIL steps that change an RGB image (open_rgb gives RGB): what a worker runs."""
+    return [step for step in geometric if getattr(step, "__name__", type(step).__name__) not in NO_OPS]
+
+
+class FilePixels:
+    """The map-style dataset the workers read, indexed by path: load_pixels of it."""
+
+    def __init__(self, geometric) -> None:
+        self.geometric = steps_for_workers(geometric)
+
+    def __getitem__(self, path: str):
+        return load_pixels(path, self.geometric)
+
+
+class _Paths:
+    """The pool's sampler: the current call's paths, in order (the workers are handed each path itself)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def __iter__(self):
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+def collate_pixels(items: list) -> tuple:
+    """A worker's batch as (usable pixels stacked in one tensor, or a list of tensors where their shapes
+    differ; problems): tensors travel to the main process through shared memory, arrays would be pickled."""
+    import torch
+
+    usable = [pixels for pixels, problem in items if problem is None]
+    problems = [problem for _, problem in items]
+    if usable and all(pixels.shape == usable[0].shape for pixels in usable):
+        return torch.from_numpy(np.stack(usable)), problems
+    return [torch.from_numpy(pixels) for pixels in usable], problems
+
+
+def worker_context(geometric=()):
+    """The start method of the decoding workers: a fork server.
+
+    Not fork: this process may have CUDA initialised, and may itself be a child of vlmgrid's fork server with
+    library threads running, and a forked copy of either can deadlock or fail. Not spawn: every worker of
+    every call would import torch again (2 s of CPU each). The fork server is a fresh interpreter (started
+    by exec, inheriting neither CUDA nor threads) that imports WORKER_PRELOAD once, on this process's first
+    call, with the modules of the workers' PIL steps; each worker is then a fork of it, tens of ms. The
+    preload list is multiprocessing's, for the fork server this process starts (once: a later list is not
+    read)."""
+    context = multiprocessing.get_context("forkserver")
+    modules = (getattr(step, "__module__", None) for step in steps_for_workers(geometric))
+    steps = sorted({module for module in modules if module})
+    context.set_forkserver_preload([*WORKER_PRELOAD, *steps])
+    return context
+
+
+def start_fork_server(geometric) -> None:
+    """Start the workers' fork server now: it imports its modules (a second or two) while the caller goes on
+    loading its model, instead of on the first call with many files."""
+    from multiprocessing import forkserver
+
+    worker_context(geometric)
+    forkserver.ensure_running()
+
+
+class WorkerPool:
+    """`workers` processes reading files with `dataset` (FilePixels, or the device path's FileBytes) into
+    batches of `batch_size` made by `collate`: started on the first call, serving every later one, stopped
+    with the pool (its DataLoader's persistent workers)."""
+
+    def __init__(self, dataset, collate, geometric, batch_size: int, workers: int, pin: bool = False) -> None:
+        from torch.utils.data import DataLoader
+
+        self.workers, self.batch_size = workers, batch_size
+        self._paths = _Paths()
+        self._loader = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=self._paths,
+            num_workers=workers,
+            collate_fn=collate,
+            pin_memory=pin,
+            # each worker holds this many batches ready, so that the device does not wait on a slow file
+            prefetch_factor=DECODE_AHEAD,
+            persistent_workers=True,
+            multiprocessing_context=worker_context(geometric),
+        )
+
+    def batches(self, paths: Sequence) -> Iterator[tuple[int, object]]:
+        """(start, the collated batch) per batch of paths, in order."""
+        self._paths.paths = [str(path) for path in paths]
+        batches = iter(self._loader)
+        for start in range(0, len(paths), self.batch_size):
+            try:
+                batch = next(batches)
+            except Exception as exc:  # a worker killed (out of memory), or failing outside an image's errors
+                raise VlmgridError(
+                    f"decoding image files in {self.workers} worker processes failed ({_last_line(exc)}); "
+                    "`decode_workers: 0` in the model's entry decodes them in this process instead"
+                ) from exc
+            yield start, batch
+
+
+def pixel_batches(pool: WorkerPool, paths: Sequence) -> Iterator[tuple[int, Rows]]:
+    """(start, rows) per batch of paths, decoded by the pool's FilePixels workers."""
+    for start, (pixels, problems) in pool.batches(paths):
+        yield start, _rows(pixels, problems)
+
+
+def _rows(pixels, problems: list) -> Rows:
+    arrays = iter([one.numpy() for one in pixels])  # views of the tensors, no copy
+    rows = Rows((None, problem) if problem is not None else (next(arrays), None) for problem in problems)
+    rows.stacked = pixels if not isinstance(pixels, list) else None
+    return rows
+
+
+def _last_line(exc: Exception) -> str:
+    """The failure itself: a worker's exception comes with the worker's traceback, ending in it."""
+    lines = str(exc).strip().splitlines()
+    return lines[-1] if lines else type(exc).__name__
