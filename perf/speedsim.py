@@ -653,10 +653,10 @@ def _outside(row: dict) -> str:
     """Why a prediction can lie outside what the H200 measured."""
     if "bare_per_core" in row:
         return (
-            "; this host's 2 cores cannot show a limit that appears only past them: decoding threads of one "
-            "process contend for the GIL, and the H200's run of threaded decoding used 3.78 of its 16 cores "
-            "for ViT-L/14@336 and 5.40 for ViT-B/32 (speed-h200.md), a ceiling a line through 1 and 2 cores "
-            "does not see"
+            "; the H200's figure is of decoding threads in one process (3.78 of its 16 cores used for "
+            "ViT-L/14@336, 5.40 for ViT-B/32, speed-h200.md), which contend for the GIL past a few cores: a "
+            "ceiling a line through this host's 1 and 2 cores does not see, and one that run-to-run noise in "
+            "that line moves by 15% or more"
         )
     if row["figure"] == "sim rank":
         return (
