@@ -72,6 +72,13 @@ def in_workers(monkeypatch):
     monkeypatch.setattr(clip_files, "IN_PROCESS_BELOW", 0)
 
 
+def test_workers_are_the_cores_and_few_files_start_none(monkeypatch):
+    monkeypatch.setattr(clip_files, "usable_cores", lambda: 64)
+    assert clip_files.worker_count("auto", 1000) == clip_files.MAX_AUTO_WORKERS == 32
+    assert clip_files.worker_count(40, 1000) == 40 and clip_files.worker_count(0, 1000) == 0
+    assert clip_files.worker_count("auto", clip_files.IN_PROCESS_BELOW - 1) == 0  # threads of this process
+
+
 def test_files_decoded_in_workers_embed_exactly_as_opened_images(model_dir, pictures, in_workers):
     clip = _load(model_dir, decode_workers=2)
     assert clip_files.worker_count(clip.settings["decode_workers"], len(pictures)) == 2

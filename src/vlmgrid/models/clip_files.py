@@ -28,13 +28,19 @@ import numpy as np
 from vlmgrid.errors import VlmgridError
 from vlmgrid.images import ImageError, open_rgb
 
-DECODE_AHEAD = 3  # batches decoded ahead of the one the model is running
-# Fewer files than this decode in threads of this process: a worker process costs about 1.5 s the first time
-# in a process (the fork server importing torch) and 50 ms a call after that, a few hundred decodes' worth.
+DECODE_AHEAD = 3  # batches the threads decode ahead of the one the model is running
+# Batches each worker holds ready: with many workers, many batches ahead, each in shared memory (/dev/shm:
+# 16 workers at 336 pixels and batch 64 hold 0.7 GB)
+WORKER_AHEAD = 2
+MAX_AUTO_WORKERS = 32  # beyond this, the workers' shared memory grows and the device is long since fed
+# Fewer files than this decode in threads of this process: the workers' fork server costs a second or two
+# the first time in a process (importing torch) and the workers tens of ms each, a few hundred decodes' worth.
 IN_PROCESS_BELOW = 256
 # Imported once by the fork server the workers are forked from, so that no worker imports them again.
 # "__main__": the calling script's module, run as `__mp_main__` (a worker needs it, as any multiprocessing
-# child started without fork: a script calling this needs the `if __name__ == "__main__":` guard).
+# child started without fork: a script calling this needs the `if __name__ == "__main__":` guard). Python
+# 3.11's fork server does not preload it, so each worker imports the script's own imports once (vlmgrid's
+# CLI: 20 ms; a script importing open_clip at its top: a second).
 WORKER_PRELOAD = ["__main__", "torch", "numpy", "PIL.Image", "vlmgrid.models.clip_files"]
 # Steps after the crop that leave an RGB image as it is (open_clip's MaybeConvertMode and _convert_to_rgb):
 # the workers do without them, and without importing open_clip (seconds) to unpickle them.
@@ -52,9 +58,9 @@ def usable_cores() -> int:
 
 
 def worker_count(setting, n_files: int) -> int:
-    """Worker processes for a call of n_files: `decode_workers` ("auto": the usable cores; 0: none), none
-    under IN_PROCESS_BELOW files."""
-    workers = usable_cores() if setting == "auto" else int(setting)
+    """Worker processes for a call of n_files: `decode_workers` ("auto": the usable cores, at most
+    MAX_AUTO_WORKERS; 0: none), none under IN_PROCESS_BELOW files."""
+    workers = min(usable_cores(), MAX_AUTO_WORKERS) if setting == "auto" else int(setting)
     return 0 if n_files < IN_PROCESS_BELOW else workers
 
 
@@ -179,8 +185,8 @@ class WorkerPool:
             num_workers=workers,
             collate_fn=collate,
             pin_memory=pin,
-            # each worker holds this many batches ready, so that the device does not wait on a slow file
-            prefetch_factor=DECODE_AHEAD,
+            # each worker holds batches ready, so that the device does not wait on a slow file
+            prefetch_factor=WORKER_AHEAD,
             persistent_workers=True,
             multiprocessing_context=worker_context(geometric),
         )
