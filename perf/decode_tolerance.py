@@ -3,6 +3,7 @@ many top-1 answers that changes: on the default grid's CLIP cells and on photo-l
 
     python perf/decode_tolerance.py --out perf/results/decode-tolerance.md
     python perf/decode_tolerance.py --images 300 --sizes 224,336
+    python perf/decode_tolerance.py --decode-on cuda --out ...   # on a GPU: nvjpeg's own pixels
 
 The device path runs here on CPU tensors, with the same torch ops it runs on CUDA: decode_jpeg on the CPU is
 libjpeg-turbo (PIL's decoder too), where on CUDA it is nvjpeg, whose inverse DCT may differ from
@@ -27,7 +28,7 @@ from speedfolders import imagenet_folder  # noqa: E402
 CLASSES = 10
 
 
-def pixel_stats(paths: list, geometric) -> dict:
+def pixel_stats(paths: list, geometric, decode_on: str = "cpu") -> dict:
     """The device path's pixels against the host path's for the files: counts and differences in levels."""
     import numpy as np
 
@@ -38,8 +39,10 @@ def pixel_stats(paths: list, geometric) -> dict:
     stats = {"files": len(paths), "on device": len(on_device), "max": 0, "sum": 0.0, "differing": 0}
     stats["values"] = 0
     device_pixels = [
-        pixels.numpy()
-        for _, _, pixels in clip_device_decode.device_batches(on_device, geometric, geometry, 64, None, "cpu")
+        pixels.cpu().numpy()
+        for _, _, pixels in clip_device_decode.device_batches(
+            on_device, geometric, geometry, 64, None, decode_on
+        )
         if pixels is not None
     ]
     if not device_pixels:
@@ -71,7 +74,7 @@ def decode_alone(paths: list) -> int:
     return largest
 
 
-def top1_changes(model, preprocess_steps, mean, std, paths: list, texts) -> tuple[int, int]:
+def top1_changes(model, preprocess_steps, mean, std, paths: list, texts, decode_on: str) -> tuple[int, int]:
     """(answers that differ, answers) of a zero-shot classifier over `texts`, host pixels against device
     pixels (the model's forward on each)."""
     import numpy as np
@@ -95,14 +98,14 @@ def top1_changes(model, preprocess_steps, mean, std, paths: list, texts) -> tupl
             rows = [clip_files.load_pixels(p, preprocess_steps)[0] for p in batch]
             host.append(top1(torch.from_numpy(np.stack(rows)).permute(0, 3, 1, 2)))
             ((_, _, pixels),) = clip_device_decode.device_batches(
-                batch, preprocess_steps, geometry, 64, None, "cpu"
+                batch, preprocess_steps, geometry, 64, None, decode_on
             )
-            device.append(top1(pixels))
+            device.append(top1(pixels.cpu()))
     host, device = np.concatenate(host), np.concatenate(device)
     return int((host != device).sum()), len(host)
 
 
-def real_size_rows(images: int, sizes: list[int], work: Path) -> list[dict]:
+def real_size_rows(images: int, sizes: list[int], work: Path, decode_on: str) -> list[dict]:
     import open_clip
     import torch
 
@@ -113,7 +116,7 @@ def real_size_rows(images: int, sizes: list[int], work: Path) -> list[dict]:
     rows = []
     for size in sizes:
         steps, mean, std = _split_preprocess(open_clip.image_transform(size, is_train=False))
-        stats = pixel_stats(paths, steps)
+        stats = pixel_stats(paths, steps, decode_on)
         towers = {
             "ViT-B/32, random": open_clip.create_model("ViT-B-32", force_image_size=size),
             "tiny ViT/16, random": open_clip.model.CLIP(**tiny_cfg(size)),
@@ -122,7 +125,7 @@ def real_size_rows(images: int, sizes: list[int], work: Path) -> list[dict]:
         texts = tokenizer([f"a photo of a {name}." for name in bench.classes])
         for label, model in towers.items():
             torch.manual_seed(0)
-            changed, answers = top1_changes(model.eval(), steps, mean, std, paths, texts)
+            changed, answers = top1_changes(model.eval(), steps, mean, std, paths, texts, decode_on)
             rows.append(row(f"{images} photo-like JPEGs, 500x375, at {size}", label, stats, changed, answers))
     return rows
 
@@ -229,17 +232,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=300, help="photo-like JPEGs of ImageNet's size")
     parser.add_argument("--sizes", default="224,336", help="the preprocessing's image sizes")
+    parser.add_argument(
+        "--decode-on",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="where the photos' device path decodes (cuda: nvjpeg); the grid's cells decode on the CPU",
+    )
     parser.add_argument("--out", help="write the table here (Markdown; the same name with .json beside it)")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="vlmgrid-tolerance-") as folder:
         work = Path(folder)
-        rows = grid_rows(work / "grid") + real_size_rows(args.images, sizes, work / "real")
+        rows = grid_rows(work / "grid") + real_size_rows(args.images, sizes, work / "real", args.decode_on)
         bench = imagenet_folder(20, work / "decode")
         largest = decode_alone([bench.root / name for name in bench.records["image"]])
     meta = {
         "command": "python perf/decode_tolerance.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "device path": "on CPU tensors (decode_jpeg: libjpeg-turbo; on CUDA nvjpeg)",
+        "device path": "on CPU tensors (decode_jpeg: libjpeg-turbo; on CUDA nvjpeg)"
+        if args.decode_on == "cpu"
+        else "the photos decoded on CUDA (nvjpeg), the default grid's cells on CPU tensors",
         "decoding alone": f"decode_jpeg on the CPU against PIL, before resizing: at most {largest} levels",
         "libraries": f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
         f"Pillow {PIL.__version__}, open_clip {open_clip.__version__}, python {platform.python_version()}",
