@@ -6,12 +6,13 @@ import os
 
 import numpy as np
 import pytest
+from helpers.images import open_problem
 from PIL import Image
 
 from vlmgrid import pixel_cache
 from vlmgrid.errors import VlmgridError
 from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
-from vlmgrid.images import ImageError, open_rgb
+from vlmgrid.images import open_rgb
 from vlmgrid.models import BACKENDS, clip_device_decode, clip_files
 from vlmgrid.models.open_clip_backend import _split_preprocess
 
@@ -58,14 +59,6 @@ def pictures(tmp_path_factory):
     return [*jpegs[:2], png, broken, cmyk, truncated, jpegs[2], grey, folder / "missing.JPEG", *jpegs[2:]]
 
 
-def _problem(path):
-    try:
-        open_rgb(path)
-    except ImageError as exc:
-        return str(exc)
-    return None
-
-
 @pytest.fixture
 def in_workers(monkeypatch):
     """Worker processes however few the files."""
@@ -84,7 +77,7 @@ def test_files_decoded_in_workers_embed_exactly_as_opened_images(model_dir, pict
     assert clip_files.worker_count(clip.settings["decode_workers"], len(pictures)) == 2
     features, problems = clip.embed_image_files(pictures)
 
-    assert problems == [_problem(path) for path in pictures]
+    assert problems == [open_problem(path) for path in pictures]
     assert [problem is not None for problem in problems].count(True) == 3  # broken, truncated, missing
     readable = [i for i, problem in enumerate(problems) if problem is None]
     np.testing.assert_allclose(
@@ -164,7 +157,7 @@ def test_device_path_on_cpu_tensors_within_the_tolerance(pictures, geometric, wo
     pool = clip_device_decode.worker_pool(geometric, 4, workers) if workers else None
     batches = list(clip_device_decode.device_batches(pictures, geometric, geometry, 4, pool, "cpu"))
     problems = [problem for _, batch_problems, _ in batches for problem in batch_problems]
-    assert problems == [_problem(path) for path in pictures]
+    assert problems == [open_problem(path) for path in pictures]
     device = np.concatenate([pixels.numpy() for _, _, pixels in batches]).astype(int)
     readable = [path for path, problem in zip(pictures, problems) if problem is None]
     host = np.stack([clip_files.load_pixels(path, geometric)[0] for path in readable]).transpose(0, 3, 1, 2)

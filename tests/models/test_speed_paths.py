@@ -6,12 +6,13 @@ import threading
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.images import open_problem
 from PIL import Image
 
 from vlmgrid.benchmarks import BENCHMARKS
 from vlmgrid.benchmarks.dataset import Benchmark
 from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
-from vlmgrid.images import ImageError, open_rgb
+from vlmgrid.images import open_rgb
 from vlmgrid.models import BACKENDS, clip_files, open_clip_backend
 from vlmgrid.protocols.classification import embed_strategy
 
@@ -47,18 +48,10 @@ def pictures(tmp_path_factory):
     return [*paths[:3], rgba, broken, grey, folder / "missing.JPEG", *paths[3:]]
 
 
-def _problem(path):
-    try:
-        open_rgb(path)
-    except ImageError as exc:
-        return str(exc)
-    return None
-
-
 def test_image_files_embed_exactly_as_opened_images(clip, pictures):
     features, problems = clip.embed_image_files(pictures)
 
-    assert problems == [_problem(path) for path in pictures]
+    assert problems == [open_problem(path) for path in pictures]
     assert problems[4].startswith("image unreadable") and problems[6].startswith("image missing")
     readable = [i for i, problem in enumerate(problems) if problem is None]
     expected = clip.embed_images([open_rgb(pictures[i]) for i in readable])
@@ -281,7 +274,7 @@ def test_images_of_a_chunk_are_opened_by_threads_in_record_order(pictures, monke
     images, problems = base.load_images(bench, records)
     monkeypatch.setattr(base, "IMAGE_THREADS", 1)
     one_by_one = base.load_images(bench, records)
-    assert problems == one_by_one[1] == [None, None, *[_problem(path) for path in pictures[1:]], None]
+    assert problems == one_by_one[1] == [None, None, *[open_problem(path) for path in pictures[1:]], None]
     assert [image is None for image in images] == [
         problem is not None or name is None for name, problem in zip([0, None, *names[1:], None], problems)
     ]

@@ -500,8 +500,8 @@ def test_a_local_checkpoint_gets_its_size_from_its_safetensors_files(tmp_path):
 
 
 def test_the_batch_checks_rows_are_timed_at_batch_1_rates(tmp_path):
-    # 90 POPE questions (30 per split) of a 7B model: the check's 6 questions (a tenth of the cell's time, each
-    # 1.4x alone) at the table's batch-1 forward rate, the cell's 90 at the batched one
+    # 90 POPE questions (30 per split) of a 7B model: the check's 6 questions (a tenth of the cell's time,
+    # each 1.4x alone) at the table's batch-1 forward rate, the cell's 90 at the batched one
     alone = TABLE["lvlm"]["rates_alone"]["forward"]["rate"]
     config = validate_config(
         {
