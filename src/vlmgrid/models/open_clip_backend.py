@@ -148,6 +148,9 @@ class OpenClip(Backend):
         std = torch.tensor(std, dtype=torch.float32, device=self.device).view(1, -1, 1, 1)
         problems: list[str | None] = [None] * len(paths)
         features: list = [None] * len(paths)
+        # Each batch's embeddings stay on the device until every batch is launched: reading one back waits for
+        # the device, and the host would then fetch and cache the next batch while the device idles.
+        launched: list = []  # (start, the usable files' positions in the batch, their embeddings)
         with torch.inference_mode():
             for start, batch_problems, pixels in self._usable_pixels(paths, geometric):
                 problems[start : start + len(batch_problems)] = batch_problems
@@ -155,9 +158,11 @@ class OpenClip(Backend):
                     continue
                 # torchvision's to_tensor and normalize, on the whole batch: the same float32 operations
                 pixels = pixels.to(torch.float32).div(255).sub_(mean).div_(std)
-                encoded = self.model.encode_image(pixels.to(self.dtype), normalize=True).float().cpu().numpy()
+                encoded = self.model.encode_image(pixels.to(self.dtype), normalize=True).float()
                 usable = [k for k, problem in enumerate(batch_problems) if problem is None]
-                for row, k in zip(encoded, usable):
+                launched.append((start, usable, encoded))
+            for start, usable, encoded in launched:
+                for row, k in zip(encoded.cpu().numpy(), usable):
                     features[start + k] = row
         return _stack_rows(features), problems
 
