@@ -118,6 +118,7 @@ class Clock:
         self.step_share: float | None = None  # a decoding step's launch share, where not the measured one
         self._launcher = Launcher()
         self._device = threading.Lock()
+        self._busy_until = 0.0  # when the device has run every call `launch` queued
 
     def run(self, seconds: float, share: float = 0.0) -> None:
         with self._device:
@@ -128,6 +129,21 @@ class Clock:
             self._launcher.hold(held)
             time.sleep(max(0.0, seconds * self.speed - held))
 
+    def launch(self, seconds: float, share: float = 0.0) -> None:
+        """A call whose result is read back later (`wait`), as a real device's: its launch share held here,
+        its time run on the device after the calls queued before it, while the caller goes on."""
+        with self._device:
+            self.owed += seconds
+            if not self.speed:
+                return
+            started = time.monotonic()
+            self._launcher.hold(seconds * share * self.speed if self.launches else 0.0)
+            self._busy_until = max(started, self._busy_until) + seconds * self.speed
+
+    def wait(self) -> None:
+        """A read-back: until the device has run every launched call."""
+        time.sleep(max(0.0, self._busy_until - time.monotonic()))
+
 
 # --- stand-ins ---------------------------------------------------------------------------------------------
 
@@ -136,12 +152,26 @@ CLIP_LAYERS = {"ViT-L-14@336": 24, "ViT-B-32@224": 12}
 
 
 def clip_stand_in(real, clock: Clock, h200: H200, key: str):
-    """The open_clip model with its image tower replaced: unit embeddings after the tower's time per image
-    times the batch's images. The text tower stays real (the classifier is built before the clock starts)."""
+    """The open_clip model with its image tower replaced: unit embeddings that take the tower's time per image
+    times the batch's images on the device, launched as a real tower's are: the caller goes on, and reading
+    them back (`.cpu()`, `.numpy()`) waits for the device. The text tower stays real (the classifier is built
+    before the clock starts)."""
     import torch
 
     image_s = h200.cost.clip_image_s[key]
     launch_s = CLIP_LAYERS[key] * h200.per_layer_s
+    read_backs = {torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item}
+
+    class OnDevice(torch.Tensor):
+        """Embeddings still on the simulated device: reading them back waits for it."""
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func not in read_backs:
+                return super().__torch_function__(func, types, args, kwargs or {})
+            clock.wait()
+            result = super().__torch_function__(func, types, args, kwargs or {})
+            return result.as_subclass(torch.Tensor) if isinstance(result, OnDevice) else result
 
     class SimulatedClip(torch.nn.Module):
         def __init__(self) -> None:
@@ -154,10 +184,10 @@ def clip_stand_in(real, clock: Clock, h200: H200, key: str):
 
         def encode_image(self, pixels, normalize=False):
             seconds = pixels.shape[0] * image_s
-            clock.run(seconds, h200.share(launch_s, seconds))
+            clock.launch(seconds, h200.share(launch_s, seconds))
             features = torch.zeros((pixels.shape[0], self.width))
             features[:, 0] = 1
-            return features
+            return features.as_subclass(OnDevice)
 
     return SimulatedClip().eval()
 

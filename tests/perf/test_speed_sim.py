@@ -133,6 +133,32 @@ def test_a_call_holds_the_gil_for_its_launch_share_and_sleeps_the_rest(monkeypat
     assert len(held) == 2 and clock.owed == pytest.approx(0.6)
 
 
+def test_clip_embeddings_run_on_the_device_while_the_host_goes_on_until_read_back(tmp_path, monkeypatch):
+    # 4 batches of 10 images at 2.5 ms each, the clock 10x slow (25 ms a batch), no launch share: launched at
+    # once, and the first read-back waits for the device's whole queue; read back one by one, each batch
+    # waits for its own
+    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
+
+    class Text(torch.nn.Module):
+        def encode_text(self, tokens, normalize=False):
+            return torch.zeros((tokens.shape[0], 8))
+
+    clock = speedsim.Clock()
+    clock.speed = 10.0
+    monkeypatch.setattr(clock._launcher, "hold", lambda seconds: None)
+    clip = speedsim.clip_stand_in(Text(), clock, h200, "ViT-L-14@336")
+    pixels = torch.zeros((10, 3, 2, 2))
+    started = time.monotonic()
+    launched = [clip.encode_image(pixels).float() for _ in range(4)]
+    assert time.monotonic() - started < 0.05 and clock.owed == pytest.approx(40 * IMAGE)
+    rows = [features.cpu().numpy() for features in launched]
+    assert time.monotonic() - started >= 0.1 and rows[0].shape == (10, 8) and rows[0][0, 0] == 1
+    started = time.monotonic()
+    for _ in range(4):
+        clip.encode_image(pixels).float().cpu()
+    assert time.monotonic() - started >= 0.1
+
+
 def test_the_launcher_spends_its_seconds_of_this_threads_cpu_in_torch_operations(monkeypatch):
     launcher = speedcost.Launcher()
     counts = []
