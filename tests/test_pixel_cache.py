@@ -154,3 +154,28 @@ def test_the_setting_is_a_boolean_of_open_clip_models(default_config_data):
     default_config_data["models"]["clip-tiny"]["pixel_cache"] = "off"
     with pytest.raises(VlmgridError, match="pixel_cache"):
         validate_config(default_config_data)
+
+
+def test_rows_are_copied_into_the_entry_beside_the_consumer_one_batch_at_a_time(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    copied, copy = [], pixel_cache._copy_rows
+
+    def slow_copy(rows, start, batch):
+        time.sleep(0.05)
+        copy(rows, start, batch)
+        copied.append((start, threading.get_ident()))
+
+    monkeypatch.setattr(pixel_cache, "_copy_rows", slow_copy)
+    batches = [
+        (start, [(np.full((2, 2, 3), start + k, np.uint8), None) for k in range(2)]) for start in (0, 2, 4)
+    ]
+    seen = []
+    for start, _ in pixel_cache.filling("key", 6, iter(batches), "steps", tmp_path):
+        seen.append((start, len(copied)))
+    # a batch reaches the consumer while its own copy runs, once the batch before it is copied
+    assert seen == [(0, 0), (2, 1), (4, 2)]
+    assert {thread for _, thread in copied} != {threading.get_ident()} and len(copied) == 3
+    pixels, problems = pixel_cache.load("key", 6, tmp_path)
+    assert [int(pixels[i, 0, 0, 0]) for i in range(6)] == [0, 1, 2, 3, 4, 5] and problems == [None] * 6
