@@ -16,6 +16,7 @@ greyscale or CMYK JPEG, a truncated one, one decode_jpeg refuses) goes the host 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from vlmgrid.images import MAX_PIXELS
 from vlmgrid.models.clip_files import WorkerPool, load_pixels, steps_for_workers
@@ -50,7 +51,7 @@ def read_for_device(path, geometric) -> tuple:
         with Image.open(path) as image:
             size = image.width * image.height
             takes = image.format == "JPEG" and image.mode == "RGB" and size <= MAX_PIXELS
-        data = open(path, "rb").read() if takes else b""
+        data = Path(path).read_bytes() if takes else b""
     except Exception:  # missing, unreadable, not an image: the host path says why, in its own words
         takes, data = False, b""
     # a truncated file ends without its end-of-image marker: libjpeg would fill it in where PIL refuses it
