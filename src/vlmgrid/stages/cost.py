@@ -35,7 +35,6 @@ from vlmgrid.cellrun.invariance import sample_positions
 from vlmgrid.config import Config
 from vlmgrid.stages import plan
 from vlmgrid.stages.cost_work import (
-    PASS_UNITS,
     Data,
     Work,
     answer_mode,
@@ -206,24 +205,7 @@ def check_costs(
     """Each record's cost answered alone by the batch check, in batched requests' time: its requests that take
     a pass of their own (pass_requests), each weighted by its unit's alone_factor; None when the count needs
     records that are not at hand."""
-    if data.items is None:
-        return None
-    units = [work for work in works if work.per == "item" and work.unit in PASS_UNITS]
-    counts = [work.item_requests(data.items) for work in units]
-    if any(count is None for count in counts):
-        return None
-    factors = [alone_factor(work, settings, protocol, table) for work in units]
-    if not units:
-        return [0.0] * data.items
-    return [sum(f * n for f, n in zip(factors, record)) for record in zip(*counts)]
-
-
-def item_check_costs(bench, model_settings: dict) -> list[float]:
-    """Each record's cost answered alone by the batch check (check_costs): what infer's job weighs its
-    sample by."""
-    data = Data.of(bench, "prepared")
-    _, works = cell_work(data, model_settings, bench.kind, bench.prompts_dir)
-    return check_costs(data, works, model_settings, bench.kind.protocol, load_throughput())
+    return pass_requests(data, works, lambda work: alone_factor(work, settings, protocol, table))
 
 
 # ---------------------------------------------------------------------------------------------- API price

@@ -292,27 +292,38 @@ def cell_work(data: Data, model_settings: dict, kind, prompts_dir: Path) -> tupl
 PASS_UNITS = frozenset({"forward", "generate", "embed_image", "embed_text"})
 
 
-def pass_requests(data: Data, works: list[Work]) -> list[int] | None:
+def pass_requests(
+    data: Data, works: list[Work], weight: Callable[[Work], float] | None = None
+) -> list | None:
     """Each record's model requests that take a pass of their own, in record order (its per-item units but the
-    continuations that ride on a prefix's pass; a per-cell unit such as CLIP's class prompts is no item's);
+    continuations that ride on a prefix's pass; a per-cell unit such as CLIP's class prompts is no item's),
+    each unit's weighted by `weight` where given (the batch check's costs: vlmgrid.stages.cost.check_costs);
     None when the count needs records that are not at hand."""
     if data.items is None:
         return None
-    per_unit = [
-        work.item_requests(data.items) for work in works if work.per == "item" and work.unit in PASS_UNITS
-    ]
+    units = [work for work in works if work.per == "item" and work.unit in PASS_UNITS]
+    per_unit = [work.item_requests(data.items) for work in units]
     if any(counts is None for counts in per_unit):
         return None
-    return [sum(counts) for counts in zip(*per_unit)] if per_unit else [0] * data.items
+    if not units:
+        return [0] * data.items
+    weights = [1 if weight is None else weight(work) for work in units]
+    return [sum(w * n for w, n in zip(weights, counts)) for counts in zip(*per_unit)]
+
+
+def item_work(bench, model_settings: dict) -> tuple[Data, list[Work]]:
+    """A prepared benchmark's counts and the units of work a model with these settings sends it
+    (cell_work)."""
+    data = Data.of(bench, "prepared")
+    _, works = cell_work(data, model_settings, bench.kind, bench.prompts_dir)
+    return data, works
 
 
 def item_requests(bench, model_settings: dict) -> list[int]:
     """Each record's model requests that take a pass of their own, as the plan counts them (pass_requests):
     what infer's parts are cut by (vlmgrid.cellrun.job) and the batch check's share is counted in. A
     classification item under CARPE's protocol asks its 20 templates."""
-    data = Data.of(bench, "prepared")
-    _, works = cell_work(data, model_settings, bench.kind, bench.prompts_dir)
-    return pass_requests(data, works)
+    return pass_requests(*item_work(bench, model_settings))
 
 
 # ------------------------------------------------------------------------------------------ model sizes

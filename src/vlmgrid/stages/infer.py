@@ -81,17 +81,18 @@ def open_job(
     hashes of its prompt sets are part of the job's identity; so is `weights`, the fingerprint of a checkpoint
     read in place.
     """
-    from vlmgrid.stages.cost import item_check_costs
-    from vlmgrid.stages.cost_work import item_requests
+    from vlmgrid.stages.cost import check_costs, load_throughput
+    from vlmgrid.stages.cost_work import item_work, pass_requests
 
     bench = open_benchmark(bench_dir, prompts_dir)
+    data, works = item_work(bench, model_settings)
     return make_job(
         bench,
-        item_requests(bench, model_settings),
+        pass_requests(data, works),
         model_settings=model_settings,
         part_size=part_size,
         weights=weights,
-        check_costs=item_check_costs(bench, model_settings),
+        check_costs=check_costs(data, works, model_settings, bench.kind.protocol, load_throughput()),
     )
 
 
