@@ -91,23 +91,59 @@ def test_files_decoded_in_workers_embed_exactly_as_opened_images(model_dir, pict
 
 def _host_pool(steps, batch_size=4):
     return clip_files.WorkerPool(
-        clip_files.FilePixels(steps), clip_files.collate_pixels, steps, batch_size, workers=2
+        clip_files.FilePixels(steps),
+        clip_files.collate_pixels,
+        clip_files.join_pixels,
+        steps,
+        batch_size,
+        workers=2,
     )
 
 
-def test_workers_pixels_equal_the_pil_steps_call_after_call(pictures):
+def test_a_batch_is_split_over_the_workers_in_chunks_of_at_least_the_minimum():
+    assert clip_files.chunk_size(64, 16) == clip_files.MIN_CHUNK == 8
+    assert clip_files.chunk_size(64, 2) == 32 and clip_files.chunk_size(64, 3) == 22
+    assert clip_files.chunk_size(64, 32) == 8 and clip_files.chunk_size(5, 2) == 8
+
+
+# chunks of 4, 6 and 10 files: a batch in one chunk; in two, the last batch in one; in two
+@pytest.mark.parametrize("batch_size", [4, 11, 20])
+def test_workers_pixels_equal_the_pil_steps_call_after_call(pictures, batch_size, monkeypatch):
+    monkeypatch.setattr(clip_files, "MIN_CHUNK", 4)  # chunks of 4 files: a batch of several of them
     steps = [lambda_free_resize]
-    pool = _host_pool(steps)
+    pool = _host_pool(steps, batch_size)
     for files in (pictures, pictures[5:], pictures[::-1]):  # the same workers, each call its own files
         batches = list(clip_files.pixel_batches(pool, files))
-        assert [start for start, _ in batches] == list(range(0, len(files), 4))
+        assert [start for start, _ in batches] == list(range(0, len(files), batch_size))
+        assert [len(batch) for _, batch in batches[:-1]] == [batch_size] * (len(batches) - 1)
         rows = [row for _, batch in batches for row in batch]
         assert len(rows) == len(files)
         for path, (pixels, problem) in zip(files, rows):
             expected = clip_files.load_pixels(path, steps)
             assert problem == expected[1]
             assert (pixels is None and expected[0] is None) or np.array_equal(pixels, expected[0])
-        assert all(batch.stacked is not None for _, batch in batches)
+        for _, batch in batches:
+            usable = [pixels for pixels, problem in batch if problem is None]
+            stacked = np.concatenate([stack.numpy() for stack in batch.stacked])
+            assert len(stacked) == len(usable) and all(map(np.array_equal, stacked, usable))
+            assert len(batch.stacked) == -(-len(batch) // clip_files.chunk_size(batch_size, 2))  # one a chunk
+
+
+def test_chunks_of_other_shapes_or_none_usable_join_as_the_batch():
+    import torch
+
+    square, wide = torch.zeros((2, 4, 4, 3), dtype=torch.uint8), torch.ones((1, 4, 6, 3), dtype=torch.uint8)
+    pixels, problems = clip_files.join_pixels([(square, [None, None]), ([], ["broken"]), (wide, [None])])
+    assert problems == [None, None, "broken", None]
+    assert [tuple(image.shape) for image in pixels] == [(4, 4, 3)] * 2 + [(4, 6, 3)]
+    rows = clip_files._rows(pixels, problems)
+    assert rows.stacked is None and [row is None for row, _ in rows] == [False, False, True, False]
+    pixels, problems = clip_files.join_pixels([([], ["broken"]), (square, [None, None]), (square, [None])])
+    rows = clip_files._rows(pixels, problems)
+    assert problems == ["broken", None, None, None] and len(rows.stacked) == 2
+    assert [row is None for row, _ in rows] == [True, False, False, False]
+    rows = clip_files._rows(*clip_files.join_pixels([([], ["a"]), ([], ["b"])]))
+    assert rows.stacked is None and list(rows) == [(None, "a"), (None, "b")]
 
 
 def lambda_free_resize(image):
@@ -151,11 +187,13 @@ def geometric(model_dir):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_device_path_on_cpu_tensors_within_the_tolerance(pictures, geometric, workers):
+def test_device_path_on_cpu_tensors_within_the_tolerance(pictures, geometric, workers, monkeypatch):
+    monkeypatch.setattr(clip_files, "MIN_CHUNK", 2)  # each batch of 6 in two workers' chunks of 3
     geometry = clip_device_decode.device_geometry(geometric)
     assert geometry is not None
-    pool = clip_device_decode.worker_pool(geometric, 4, workers) if workers else None
-    batches = list(clip_device_decode.device_batches(pictures, geometric, geometry, 4, pool, "cpu"))
+    pool = clip_device_decode.worker_pool(geometric, 6, workers) if workers else None
+    batches = list(clip_device_decode.device_batches(pictures, geometric, geometry, 6, pool, "cpu"))
+    assert [start for start, _, _ in batches] == list(range(0, len(pictures), 6))
     problems = [problem for _, batch_problems, _ in batches for problem in batch_problems]
     assert problems == [open_problem(path) for path in pictures]
     device = np.concatenate([pixels.numpy() for _, _, pixels in batches]).astype(int)

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from vlmgrid.images import MAX_PIXELS
-from vlmgrid.models.clip_files import WorkerPool, load_pixels, steps_for_workers
+from vlmgrid.models.clip_files import WorkerPool, join_lists, load_pixels, steps_for_workers
 
 
 def device_geometry(geometric) -> tuple | None:
@@ -71,7 +71,7 @@ class FileBytes:
 
 
 def worker_pool(geometric, batch_size: int, workers: int) -> WorkerPool:
-    return WorkerPool(FileBytes(geometric), collate_items, geometric, batch_size, workers)
+    return WorkerPool(FileBytes(geometric), collate_items, join_lists, geometric, batch_size, workers)
 
 
 def collate_items(items: list) -> list:

@@ -8,10 +8,16 @@ between PIL's steps). The workers start on a model's first such call and serve i
 A call with few files (under IN_PROCESS_BELOW, such as the default grid's fixtures) decodes in threads of
 this process instead, which start at no cost.
 
+A worker reads a chunk of a batch's files, not the whole batch (`chunk_size`): workers each making whole
+batches would hand over their first batches together, after one core's decoding of a whole batch (64 files at
+336 pixels: 0.43 s on a 148-decodes-per-second core, with the device idle), where chunks make the first batch
+ready after its share of the workers' time.
+
 A batch is `(start, rows)`: rows is a list of (pixels, problem) per file, pixels a uint8 array (height, width,
 3) or None where the file is unusable and problem the sentence why. Rows from the workers also carry their
-usable pixels stacked in one tensor (`rows.stacked`, pinned on CUDA), so the batch goes to the device in one
-copy.
+usable pixels as the chunks' stacked tensors (`rows.stacked`, pinned on CUDA), so the batch goes to the
+device in a copy per chunk and is joined there: joining them here would cost the thread feeding the device a
+copy of every batch.
 """
 
 from __future__ import annotations
@@ -29,9 +35,13 @@ from vlmgrid.errors import VlmgridError
 from vlmgrid.images import ImageError, open_rgb
 
 DECODE_AHEAD = 3  # batches the threads decode ahead of the one the model is running
-# Batches each worker holds ready: with many workers, many batches ahead, each in shared memory (/dev/shm:
-# 16 workers at 336 pixels and batch 64 hold 0.7 GB)
-WORKER_AHEAD = 2
+# Chunks each worker holds ready, in shared memory: with chunks of a batch split over the workers, about this
+# many batches ahead of the model (16 workers at 336 pixels and batch 64: 87 MB of /dev/shm)
+WORKER_AHEAD = 4
+# Files a worker reads at a time, at least: each chunk costs the main process a hand-over (0.3 ms of its time
+# here, 0.05 ms more per file), which smaller chunks of ViT-B/32's thousands of files a second would make a
+# good part of its time
+MIN_CHUNK = 8
 MAX_AUTO_WORKERS = 32  # beyond this, the workers' shared memory grows and the device is long since fed
 # Fewer files than this decode in threads of this process: the workers' fork server costs a second or two
 # the first time in a process (importing torch) and the workers tens of ms each, a few hundred decodes' worth.
@@ -48,7 +58,8 @@ NO_OPS = {"MaybeConvertMode", "_convert_to_rgb"}
 
 
 class Rows(list):
-    """A batch's (pixels, problem) per file; `stacked`: the usable pixels in one tensor, or None."""
+    """A batch's (pixels, problem) per file; `stacked`: the usable pixels in order, as a list of tensors
+    (n, height, width, 3) of one shape, or None."""
 
     stacked = None
 
@@ -62,6 +73,11 @@ def worker_count(setting, n_files: int) -> int:
     MAX_AUTO_WORKERS; 0: none), none under IN_PROCESS_BELOW files."""
     workers = min(usable_cores(), MAX_AUTO_WORKERS) if setting == "auto" else int(setting)
     return 0 if n_files < IN_PROCESS_BELOW else workers
+
+
+def chunk_size(batch_size: int, workers: int) -> int:
+    """Files per worker chunk: a batch split over the workers, at least MIN_CHUNK."""
+    return max(MIN_CHUNK, -(-batch_size // max(workers, 1)))
 
 
 def load_pixels(path, geometric) -> tuple[np.ndarray | None, str | None]:
@@ -117,29 +133,44 @@ class FilePixels:
         return load_pixels(path, self.geometric)
 
 
-class _Paths:
-    """The pool's sampler: the current call's paths, in order (the workers are handed each path itself)."""
+class _Chunks:
+    """The pool's batch sampler: the current call's paths, batch by batch, each batch in chunks of at most
+    `chunk` paths (the workers are handed each path itself); no chunk spans two batches."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch_size: int, chunk: int) -> None:
+        self.batch_size, self.chunk = batch_size, chunk
         self.paths: list[str] = []
 
+    def pieces(self, size: int) -> int:
+        """Chunks of a batch of `size` paths."""
+        return -(-size // self.chunk)
+
     def __iter__(self):
-        return iter(self.paths)
+        for start in range(0, len(self.paths), self.batch_size):
+            batch = self.paths[start : start + self.batch_size]
+            for offset in range(0, len(batch), self.chunk):
+                yield batch[offset : offset + self.chunk]
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return sum(
+            self.pieces(min(self.batch_size, len(self.paths) - start))
+            for start in range(0, len(self.paths), self.batch_size)
+        )
 
 
 def collate_pixels(items: list) -> tuple:
-    """A worker's batch as (usable pixels stacked in one tensor, or a list of tensors where their shapes
-    differ; problems): tensors travel to the main process through shared memory, arrays would be pickled."""
+    """A worker's chunk as (usable pixels stacked in one tensor, or a list of tensors where their shapes
+    differ; problems): tensors travel to the main process through shared memory, arrays would be pickled.
+    torch's default_collate stacks them straight into shared memory in a worker (not into a tensor that is
+    then copied there)."""
     import torch
+    from torch.utils.data import default_collate
 
-    usable = [pixels for pixels, problem in items if problem is None]
+    usable = [torch.from_numpy(pixels) for pixels, problem in items if problem is None]
     problems = [problem for _, problem in items]
     if usable and all(pixels.shape == usable[0].shape for pixels in usable):
-        return torch.from_numpy(np.stack(usable)), problems
-    return [torch.from_numpy(pixels) for pixels in usable], problems
+        return default_collate(usable), problems
+    return usable, problems
 
 
 def worker_context(geometric=()):
@@ -169,41 +200,63 @@ def start_fork_server(geometric) -> None:
 
 
 class WorkerPool:
-    """`workers` processes reading files with `dataset` (FilePixels, or the device path's FileBytes) into
-    batches of `batch_size` made by `collate`: started on the first call, serving every later one, stopped
-    with the pool (its DataLoader's persistent workers)."""
+    """`workers` processes reading files with `dataset` (FilePixels, or the device path's FileBytes) in chunks
+    made by `collate` (chunk_size), joined into batches of `batch_size` by `join`: started on the first call,
+    serving every later one, stopped with the pool (its DataLoader's persistent workers)."""
 
-    def __init__(self, dataset, collate, geometric, batch_size: int, workers: int, pin: bool = False) -> None:
+    def __init__(
+        self, dataset, collate, join, geometric, batch_size: int, workers: int, pin: bool = False
+    ) -> None:
         from torch.utils.data import DataLoader
 
-        self.workers, self.batch_size = workers, batch_size
-        self._paths = _Paths()
+        self.workers, self.batch_size, self.join = workers, batch_size, join
+        self._chunks = _Chunks(batch_size, chunk_size(batch_size, workers))
         self._loader = DataLoader(
             dataset,
-            batch_size=batch_size,
-            sampler=self._paths,
+            batch_sampler=self._chunks,
             num_workers=workers,
             collate_fn=collate,
             pin_memory=pin,
-            # each worker holds batches ready, so that the device does not wait on a slow file
+            # each worker holds chunks ready, so that the device does not wait on a slow file
             prefetch_factor=WORKER_AHEAD,
             persistent_workers=True,
             multiprocessing_context=worker_context(geometric),
         )
 
     def batches(self, paths: Sequence) -> Iterator[tuple[int, object]]:
-        """(start, the collated batch) per batch of paths, in order."""
-        self._paths.paths = [str(path) for path in paths]
-        batches = iter(self._loader)
+        """(start, the joined chunks of the batch) per batch of paths, in order."""
+        self._chunks.paths = [str(path) for path in paths]
+        chunks = iter(self._loader)
         for start in range(0, len(paths), self.batch_size):
+            size = min(self.batch_size, len(paths) - start)
             try:
-                batch = next(batches)
+                pieces = [next(chunks) for _ in range(self._chunks.pieces(size))]
             except Exception as exc:  # a worker killed (out of memory), or failing outside an image's errors
                 raise VlmgridError(
                     f"decoding image files in {self.workers} worker processes failed ({_last_line(exc)}); "
                     "`decode_workers: 0` in the model's entry decodes them in this process instead"
                 ) from exc
-            yield start, batch
+            yield start, self.join(pieces)
+
+
+def join_pixels(chunks: list) -> tuple:
+    """collate_pixels' chunks of one batch as one: (the usable pixels: the chunks' stacked tensors where they
+    share one shape, else a list of one tensor per image; the problems)."""
+    problems = [problem for _, chunk_problems in chunks for problem in chunk_problems]
+    stacks = [pixels for pixels, _ in chunks if not isinstance(pixels, list)]
+    lists = [pixels for pixels, _ in chunks if isinstance(pixels, list)]
+    if any(lists) or len({tuple(stack.shape[1:]) for stack in stacks}) > 1:
+        return [image for pixels, _ in chunks for image in pixels], problems
+    return Stacks(stacks), problems
+
+
+class Stacks(list):
+    """A batch's usable pixels as chunks of stacked tensors of one shape."""
+
+
+def join_lists(chunks: list) -> list:
+    """Chunks that are lists of items, as one list."""
+    return [item for chunk in chunks for item in chunk]
 
 
 def pixel_batches(pool: WorkerPool, paths: Sequence) -> Iterator[tuple[int, Rows]]:
@@ -213,9 +266,10 @@ def pixel_batches(pool: WorkerPool, paths: Sequence) -> Iterator[tuple[int, Rows
 
 
 def _rows(pixels, problems: list) -> Rows:
-    arrays = iter([one.numpy() for one in pixels])  # views of the tensors, no copy
+    images = [image for stack in pixels for image in stack] if isinstance(pixels, Stacks) else pixels
+    arrays = iter([image.numpy() for image in images])  # views of the tensors, no copy
     rows = Rows((None, problem) if problem is not None else (next(arrays), None) for problem in problems)
-    rows.stacked = pixels if not isinstance(pixels, list) else None
+    rows.stacked = list(pixels) if isinstance(pixels, Stacks) and pixels else None
     return rows
 
 

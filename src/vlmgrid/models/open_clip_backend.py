@@ -184,9 +184,9 @@ class OpenClip(Backend):
             if not usable:
                 yield start, [problem for _, problem in rows], None
                 continue
-            stacked = getattr(rows, "stacked", None)
-            stacked = torch.from_numpy(np.stack(usable)) if stacked is None else stacked
-            pixels = stacked.to(self.device, non_blocking=True).permute(0, 3, 1, 2)
+            stacks = getattr(rows, "stacked", None) or [torch.from_numpy(np.stack(usable))]
+            on_device = [stack.to(self.device, non_blocking=True) for stack in stacks]
+            pixels = (on_device[0] if len(on_device) == 1 else torch.cat(on_device)).permute(0, 3, 1, 2)
             yield start, [problem for _, problem in rows], pixels
 
     def _pixel_batches(self, paths: Sequence[Path], geometric):
@@ -222,6 +222,7 @@ class OpenClip(Backend):
                 self._pools[path] = clip_files.WorkerPool(
                     clip_files.FilePixels(geometric),
                     clip_files.collate_pixels,
+                    clip_files.join_pixels,
                     geometric,
                     batch_size,
                     workers,
