@@ -156,26 +156,60 @@ def test_the_setting_is_a_boolean_of_open_clip_models(default_config_data):
         validate_config(default_config_data)
 
 
-def test_rows_are_copied_into_the_entry_beside_the_consumer_one_batch_at_a_time(tmp_path, monkeypatch):
+def test_rows_are_written_into_the_entry_beside_the_consumer_one_batch_at_a_time(tmp_path, monkeypatch):
     import threading
     import time
 
-    copied, copy = [], pixel_cache._copy_rows
+    written, write = [], pixel_cache._write_rows
 
-    def slow_copy(rows, start, batch):
+    def slow_write(entry, start, batch):
         time.sleep(0.05)
-        copy(rows, start, batch)
-        copied.append((start, threading.get_ident()))
+        write(entry, start, batch)
+        written.append((start, threading.get_ident()))
 
-    monkeypatch.setattr(pixel_cache, "_copy_rows", slow_copy)
+    monkeypatch.setattr(pixel_cache, "_write_rows", slow_write)
     batches = [
         (start, [(np.full((2, 2, 3), start + k, np.uint8), None) for k in range(2)]) for start in (0, 2, 4)
     ]
     seen = []
     for start, _ in pixel_cache.filling("key", 6, iter(batches), "steps", tmp_path):
-        seen.append((start, len(copied)))
-    # a batch reaches the consumer while its own copy runs, once the batch before it is copied
+        seen.append((start, len(written)))
+    # a batch reaches the consumer while its own write runs, once the batch before it is written
     assert seen == [(0, 0), (2, 1), (4, 2)]
-    assert {thread for _, thread in copied} != {threading.get_ident()} and len(copied) == 3
+    assert {thread for _, thread in written} != {threading.get_ident()} and len(written) == 3
     pixels, problems = pixel_cache.load("key", 6, tmp_path)
     assert [int(pixels[i, 0, 0, 0]) for i in range(6)] == [0, 1, 2, 3, 4, 5] and problems == [None] * 6
+
+
+def _row(value):
+    return np.full((2, 3, 3), value, np.uint8), None
+
+
+def test_unusable_files_are_zero_rows_wherever_they_fall(tmp_path):
+    broken = (None, "broken")
+    batches = [(0, [broken, broken]), (2, [_row(7), broken]), (4, [_row(9), broken]), (6, [broken])]
+    list(pixel_cache.filling("key", 7, iter(batches), "steps", tmp_path))
+    pixels, problems = pixel_cache.load("key", 7, tmp_path)
+    assert pixels.shape == (7, 2, 3, 3)
+    assert [int(pixels[i].max()) for i in range(7)] == [0, 0, 7, 0, 9, 0, 0]
+    assert problems == ["broken", "broken", None, "broken", None, "broken", "broken"]
+
+
+def test_a_cache_that_cannot_be_written_costs_the_entry_not_the_batches(tmp_path, monkeypatch, caplog):
+    def full_disk(entry, start, batch):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pixel_cache, "_write_rows", full_disk)
+    batches = [(start, [_row(start)]) for start in range(3)]
+    passed = pixel_cache.filling("key", 3, iter(batches), "steps", tmp_path)
+    assert [start for start, _ in passed] == [0, 1, 2]
+    assert "No space left on device" in caplog.text and "not cached" in caplog.text
+    assert pixel_cache.load("key", 3, tmp_path) is None
+    assert list((tmp_path / pixel_cache.PIXELS_DIR).iterdir()) == []
+
+
+def test_rows_of_differing_shapes_are_not_cached(tmp_path):
+    batches = [(0, [_row(1)]), (1, [(np.zeros((4, 4, 3), np.uint8), None)])]
+    assert len(list(pixel_cache.filling("key", 2, iter(batches), "steps", tmp_path))) == 2
+    assert pixel_cache.load("key", 2, tmp_path) is None
+    assert list((tmp_path / pixel_cache.PIXELS_DIR).iterdir()) == []

@@ -18,6 +18,7 @@ Nothing is evicted: at 224 x 224 an image takes 150 KB (ImageNet's 50,000 valida
 from __future__ import annotations
 
 import json
+import logging
 import os
 import types
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,6 +29,8 @@ import numpy as np
 
 from vlmgrid.cache import cache_root
 from vlmgrid.fileio import create_temporary, sha256_json, write_json
+
+log = logging.getLogger(__name__)
 
 PIXELS_DIR = "pixels"
 _LAYOUT = 1  # bump when the entry's layout or the pixels' meaning changes
@@ -111,46 +114,89 @@ def filling(
     through.
 
     Rows go into a temporary .npy as they come, so the whole set is never held in memory. A batch's rows are
-    copied in a thread of their own while the consumer runs the batch (copying into a new file is most of a
-    millisecond an image at 336 pixels, work the thread feeding the device would otherwise wait for), one
-    batch at a time. A consumer that stops early leaves no entry; pixels of differing shapes (a preprocessing
-    without a crop) are not cached.
+    written in a thread of their own while the consumer runs the batch (work the thread feeding the device
+    would otherwise wait for), one batch at a time, in order, with plain writes: copying into a memory-mapped
+    file took a page fault per 4 KB, 0.2 to 0.7 CPU s per 1,024 images at 336 pixels against 0.07. A consumer
+    that stops early leaves no entry; pixels of differing shapes (a preprocessing without a crop) are not
+    cached.
     """
     pixels_path, problems_path = entry_paths(key, root)
     tmp = create_temporary(pixels_path)
     problems: list[str | None] = [None] * n
-    rows, cacheable = None, True
+    entry, shape, cacheable = _EntryFile(tmp, n), None, True
     writer = ThreadPoolExecutor(max_workers=1)
-    writing = None  # the copy of the batch before this one, still running
+    writing = None  # the write of the batch before this one, still running
     try:
         for start, batch in decoded:
             for i, (row, problem) in enumerate(batch, start):
                 problems[i] = problem
-                if row is None or not cacheable:
-                    continue
-                if rows is None:
-                    rows = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(n, *row.shape))
-                if row.shape != rows.shape[1:]:
-                    cacheable = False
-            if writing is not None:
-                writing.result()
+                if row is not None and cacheable:
+                    shape = row.shape if shape is None else shape
+                    cacheable = row.shape == shape
+            cacheable = _written(writing, tmp) and cacheable
             writing = None
-            if rows is not None and cacheable:
-                writing = writer.submit(_copy_rows, rows, start, batch)
+            if shape is not None and cacheable:
+                writing = writer.submit(_write_rows, entry, start, batch)
             yield start, batch
-        if writing is not None:
-            writing.result()
-        if rows is not None and cacheable:  # else nothing decoded, or rows that do not stack
-            rows.flush()
+        cacheable = _written(writing, tmp) and cacheable
+        if shape is not None and cacheable:  # else nothing decoded, or rows that do not stack
+            entry.finish()
             os.replace(tmp, pixels_path)
             write_json(problems_path, {"geometry": geometry, "problems": problems})
     finally:
-        writer.shutdown(wait=True)  # a copy still running ends before its file goes
-        del rows
+        writer.shutdown(wait=True)  # a write still running ends before its file goes
+        entry.close()
         tmp.unlink(missing_ok=True)
 
 
-def _copy_rows(rows: np.ndarray, start: int, batch: list) -> None:
+class _EntryFile:
+    """An entry's .npy being written row after row, in order: zeros for the rows of unusable files."""
+
+    def __init__(self, path: Path, n: int) -> None:
+        self.path, self.n = path, n
+        self.file = None
+        self.written = 0  # rows in the file so far
+        self.zeros = b""
+
+    def write(self, i: int, row: np.ndarray) -> None:
+        if self.file is None:
+            self.file = open(self.path, "wb")  # noqa: SIM115 (closed by close(), after the last batch)
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)), "fortran_order": False}
+            np.lib.format.write_array_header_1_0(self.file, {**header, "shape": (self.n, *row.shape)})
+            self.zeros = bytes(row.size)
+        self._zeros_to(i)
+        self.file.write(np.ascontiguousarray(row, dtype=np.uint8).data)
+        self.written = i + 1
+
+    def _zeros_to(self, i: int) -> None:
+        for _ in range(self.written, i):
+            self.file.write(self.zeros)
+        self.written = max(self.written, i)
+
+    def finish(self) -> None:
+        """The rows after the last usable one, and the file closed."""
+        if self.file is not None:
+            self._zeros_to(self.n)
+        self.close()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _written(writing, tmp: Path) -> bool:
+    """Whether the write of a batch's rows (a future, or None) went through; a cache that cannot be written
+    (a full disk) costs the run its entry, not its answers."""
+    try:
+        if writing is not None:
+            writing.result()
+        return True
+    except OSError as exc:
+        log.warning("pixel cache: could not write %s (%s); these files are not cached", tmp.parent, exc)
+        return False
+
+
+def _write_rows(entry: _EntryFile, start: int, batch: list) -> None:
     for i, (row, _) in enumerate(batch, start):
         if row is not None:
-            rows[i] = row
+            entry.write(i, row)
