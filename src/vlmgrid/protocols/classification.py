@@ -94,13 +94,14 @@ def _embedded_images(model, bench, records: pd.DataFrame) -> tuple[list[int], np
         images, problems = load_images(bench, records)
         usable = [i for i, image in enumerate(images) if image is not None]
         return usable, (model.embed_images([images[i] for i in usable]) if usable else None), problems
-    named = [i for i, relative in enumerate(records["image"]) if isinstance(relative, str)]
+    relatives = list(records["image"])  # once: a column's .iloc per item costs more than the item's copy
+    named = [i for i, relative in enumerate(relatives) if isinstance(relative, str)]
     problems: list = [None] * len(records)
     if not named:
         return [], None, problems
-    features, file_problems = read_files([bench.root / records["image"].iloc[i] for i in named])
+    features, file_problems = read_files([bench.root / relatives[i] for i in named])
     for i, problem in zip(named, file_problems):
-        problems[i] = None if problem is None else image_problem(bench, records["image"].iloc[i], problem)
+        problems[i] = None if problem is None else image_problem(bench, relatives[i], problem)
     usable = [k for k, problem in enumerate(file_problems) if problem is None]
     return [named[k] for k in usable], features[usable], problems
 
