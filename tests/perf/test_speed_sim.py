@@ -43,6 +43,8 @@ def _measurements(folder):
         for new in (4, 16)
         for bs in (1, 2)
     }
+    naive = {key: {"cpu_decode_e2e_img_s": rate / 10} for key, rate in CLIP_RATES.items()}
+    (folder / "clip-e2e-h200.json").write_text(json.dumps(naive))
     (folder / "gpu-limits-h200.json").write_text(json.dumps(limits))
     (folder / "gen-limits-h200.json").write_text(json.dumps(generation))
     return folder
@@ -128,9 +130,25 @@ def test_a_call_holds_the_gil_for_its_launch_share_and_sleeps_the_rest(monkeypat
     clock.launches = False
     clock.run(0.2, 0.25)
     assert held[-1] == 0.0 and slept[-1] == pytest.approx(0.2)
+    clock.launches, clock.speed, clock.here_per_there = True, 0.0, 0.5
+    clock.run(0.2, 0.25)  # the host alone: launches at this host's speed (twice the H200 host's), no sleep
+    assert held[-1] == pytest.approx(0.025) and len(slept) == 2 and clock.owed == pytest.approx(0.6)
+    assert clock.held_s == pytest.approx(0.075)
+
+
+def test_the_clock_keeps_each_parts_wait_for_its_first_call_and_the_last_call(monkeypatch):
+    clock = speedsim.Clock()
     clock.speed = 0.0
-    clock.run(0.2, 0.25)  # the host alone: the time owed, none taken
-    assert len(held) == 2 and clock.owed == pytest.approx(0.6)
+    monkeypatch.setattr(clock._launcher, "hold", lambda seconds: None)
+
+    def runner(part):
+        time.sleep(0.03)  # the first batch's preparation
+        for seconds in part:
+            clock.run(seconds)
+        return []
+
+    speedsim._run(runner, [[0.1, 0.2], [0.3]], clock=clock)
+    assert 0.06 <= clock.first_s < 0.1 and clock.last_s == 0.3 and clock.owed == pytest.approx(0.6)
 
 
 def test_clip_embeddings_run_on_the_device_while_the_host_goes_on_until_read_back(tmp_path, monkeypatch):
@@ -174,14 +192,27 @@ def test_the_launcher_spends_its_seconds_of_this_threads_cpu_in_torch_operations
 
 def test_the_prediction_takes_the_serial_and_parallel_host_time_to_the_h200s_host(tmp_path):
     h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)  # its host at half this one's speed
-    # 4 s on one core, 2.5 s on two: 1 s serial and 3 s parallel
+    # 4 s on one core, 2.5 s on two: 1 s serial and 3 s parallel; the serial beside the parallel, so on 16
+    # cores the serial's 1 s, at half the speed
     row = speedsim.predicted(h200, 100, host1_s=4.0, host_s=2.5, cpus=2, wall_s=2.5, device_s=1.0)
     assert row["serial_s"] == pytest.approx(1.0) and row["parallel_s"] == pytest.approx(3.0)
-    assert row["host16_s"] == pytest.approx(2 * (1.0 + 3.0 / 16))
+    assert row["host16_s"] == pytest.approx(2 * 1.0)
     assert row["predicted"] == pytest.approx(100 / row["host16_s"])
-    # device-bound: the device's time, plus the wall beyond it here at that host's speed
-    row = speedsim.predicted(h200, 100, host1_s=0.4, host_s=0.3, cpus=2, wall_s=5.5, device_s=5.0)
-    assert row["predicted_wall_s"] == pytest.approx(5.0 + 2 * 0.5)
+    # all parallel: the whole over the 16 cores
+    row = speedsim.predicted(h200, 100, host1_s=32.0, host_s=16.0, cpus=2, wall_s=16.0, device_s=1.0)
+    assert row["serial_s"] == 0 and row["host16_s"] == pytest.approx(2 * 32.0 / 16)
+    # device-bound: the first batch's preparation there (0.25 s here, 4x faster for that host's cores, at
+    # half the speed), the device's time, and the wall beyond both here at that host's speed
+    row = speedsim.predicted(
+        h200, 100, host1_s=0.4, host_s=0.3, cpus=2, wall_s=5.5, device_s=5.0, first_s=0.25, first_spread=4
+    )
+    assert row["first16_s"] == pytest.approx(0.125) and row["unhidden_s"] == pytest.approx(0.25)
+    assert row["predicted_wall_s"] == pytest.approx(0.125 + 5.0 + 2 * 0.25)
+    # host-bound here and there: the host, then the last call; the run's launches held beyond the host
+    # alone's are host work over this host's cores, not time unexplained
+    times = {"host1_s": 4.0, "host_s": 2.5, "wall_s": 2.9, "device_s": 1.0, "last_s": 0.1}
+    row = speedsim.predicted(h200, 100, cpus=2, launches_beyond_s=0.6, **times)
+    assert row["unhidden_s"] == pytest.approx(0.0) and row["predicted_wall_s"] == pytest.approx(2.0 + 0.1)
 
 
 def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_path, monkeypatch):
