@@ -500,12 +500,21 @@ CLIP_GOALS = {
 }
 
 
+def _clip_files():
+    """vlmgrid.models.clip_files, or None in sources from before the decoding workers (the calibration runs
+    this script on the sources the H200 measured)."""
+    try:
+        from vlmgrid.models import clip_files
+    except ImportError:
+        return None
+    return clip_files
+
+
 def clip_first_spread(h200: H200, part: int, batch_size: int) -> float:
     """How many times faster the H200's host decodes a part's first batch than this host at the same speed per
     core: its workers each decode a chunk of it (clip_files.chunk_size), smaller over more workers."""
-    from vlmgrid.models import clip_files
-
-    here = clip_files.worker_count("auto", part)
+    clip_files = _clip_files()
+    here = clip_files.worker_count("auto", part) if clip_files else 0
     if here == 0:
         return 1.0  # threads of this process, there too
     there = min(h200.cores, clip_files.MAX_AUTO_WORKERS)
@@ -515,7 +524,7 @@ def clip_first_spread(h200: H200, part: int, batch_size: int) -> float:
 def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
     from vlmgrid.cache import cache_root
     from vlmgrid.fixtures.models.tiny_open_clip import write_tiny_open_clip
-    from vlmgrid.models import BACKENDS, clip_files
+    from vlmgrid.models import BACKENDS
     from vlmgrid.pixel_cache import PIXELS_DIR
     from vlmgrid.protocols.classification import embed_strategy
 
@@ -552,7 +561,7 @@ def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
         cold = lambda: shutil.rmtree(cache_root() / PIXELS_DIR, ignore_errors=True)  # noqa: E731
         clock.speed = 0.0
         # warm: the decoding workers started (as by a part before), the first batch's allocations
-        runner(bench.records.iloc[: clip_files.IN_PROCESS_BELOW])
+        runner(bench.records.iloc[: getattr(_clip_files(), "IN_PROCESS_BELOW", 4)])
         row = measured(
             f"sim clip {role}",
             f"CLIP {label} zero-shot from JPEG files",
