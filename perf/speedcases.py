@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from speedfolders import dance_folder, folder_benchmark, imagenet_folder, item_records
+from speedfolders import RIDDLE_TOKENS, dance_folder, folder_benchmark, imagenet_folder, item_records
 from speedhost import cpu_seconds
 from speedreport import result_row
 
@@ -561,7 +561,7 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
     from vlmgrid.protocols.ranking import likelihood_strategy, ranking_prompt
 
     n, k = shape["rank_queries"], CANDIDATES
-    bench = dance_folder(n, k, work)
+    bench = dance_folder(n, k, work, backend.tokenizer)
     folder, records = bench.root, bench.records
     names, riddles = list(records["image"]), list(records["options"])
     runner = likelihood_strategy(backend, bench)
@@ -592,11 +592,10 @@ def rank_section(backend, shape: dict, device: str, work: Path, part_size: int) 
         finally:
             backend.pack_options = True
         rows.append(("rank, rows", ", each riddle in its own row", in_rows, in_rows_cores))
-    words = len(riddles[0][0].split())
     return [
         result_row(
             figure,
-            f"ranking {k} riddles per picture ({words} words each){label}",
+            f"ranking {k} riddles per picture ({RIDDLE_TOKENS} tokens each){label}",
             "pictures/s",
             n / seconds,
             1 / naive_s,

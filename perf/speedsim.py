@@ -44,7 +44,6 @@ SIM_COUNTS = {
     "lm_batch": 64,
     "rank_queries": 8,
     "candidates": 50,
-    "candidate_tokens": 24,
 }
 # LLaVA-1.5's image processing (336 pixels, 14-pixel patches: 576 image tokens in every prompt)
 LLAVA_VISION = {"vision": {"image_size": 336, "patch_size": 14}}
@@ -614,7 +613,7 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
     vqa = folder_benchmark(
         "textvqa", work / "textvqa", item_records(SIM_COUNTS["generate_items"], work / "textvqa", "vqa")
     )
-    dance = dance_folder(SIM_COUNTS["rank_queries"], SIM_COUNTS["candidates"], work)
+    dance = dance_folder(SIM_COUNTS["rank_queries"], SIM_COUNTS["candidates"], work, backend.tokenizer)
     cases = [
         (
             "sim choice",
