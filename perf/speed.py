@@ -105,7 +105,9 @@ def _source() -> str:
     return f"vlmgrid's sources at commit {commit}" + (" with uncommitted changes" if changed else "")
 
 
-def simulated(measurements: str, part_size: int, out: str | None, argv: list[str] | None) -> int:
+def simulated(
+    measurements: str, part_size: int, generate_items: int | None, out: str | None, argv: list[str] | None
+) -> int:
     """vlmgrid's path on this machine's CPUs against a simulated H200 (perf/speedsim.py)."""
     import open_clip
     import torch
@@ -117,7 +119,7 @@ def simulated(measurements: str, part_size: int, out: str | None, argv: list[str
     os.environ["VLMGRID_CACHE_DIR"] = str(work / "cache")
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     try:
-        rows = sim_rows(h200, work, part_size, _cpus())
+        rows = sim_rows(h200, work, part_size, _cpus(), generate_items)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()[0]
@@ -176,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         default=1024,
         help="model requests per runner call at most, as infer.part_size (its default)",
     )
+    parser.add_argument(
+        "--generate-items",
+        type=int,
+        help="short answers to generate (default: a part, --part-size; the H200's run of 2026-12-04 had 128)",
+    )
     parser.add_argument("--out", help="write the results here (Markdown; the same name with .json beside it)")
     parser.add_argument(
         "--render", metavar="JSON", help="measure nothing: write the Markdown of a results JSON"
@@ -184,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         return render_saved(args.render, args.out, rendered)
     if args.device == "sim":
-        return simulated(args.measurements, args.part_size, args.out, argv)
+        return simulated(args.measurements, args.part_size, args.generate_items, args.out, argv)
     sections = [s.strip() for s in args.only.split(",") if s.strip()] + (
         ["workflow"] if args.workflow else []
     )

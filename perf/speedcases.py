@@ -45,6 +45,7 @@ SHAPES = {
         },
         "vocab": 32064,
         "choice_items": 512,
+        "generate_items": 1024,  # a part of short answers, as `vlmgrid infer` cuts them
         "lm_batch": 64,
         "rank_queries": 8,
     },
@@ -114,6 +115,7 @@ SHAPES = {
         },
         "vocab": None,
         "choice_items": 64,
+        "generate_items": 32,
         "lm_batch": 16,
         "rank_queries": 4,
     },
@@ -507,8 +509,7 @@ def generate_section(backend, shape: dict, device: str, work: Path, part_size: i
     from vlmgrid.model_requests import GenerateRequest
     from vlmgrid.protocols.short_answer import generate_strategy, short_answer_prompt
 
-    bs = shape["lm_batch"]
-    n = 2 * bs
+    bs, n = shape["lm_batch"], shape["generate_items"]
     folder = work / "textvqa"
     records = item_records(n, folder, "vqa")
     bench = folder_benchmark("textvqa", folder, records)

@@ -34,13 +34,13 @@ SIM_CLIP = {
     "base": ("ViT-B/32@224", "ViT-B-32@224", 224, 32),
 }
 # CLIP: a part of 1024 requests is 16 batches of 64: the first batch's preparation, which nothing can hide, is
-# 1/16 of it. LLaVA: the counts of the H200's run (perf/speed.py --shapes real), whose figures calibrate the
-# prediction: the first batch's share of the wall is the same.
+# 1/16 of it; short answers: a part too, unless the run says otherwise (`generate_items`: the calibration runs
+# the H200's 128). The other LLaVA counts are the H200's run's (perf/speed.py --shapes real), whose figures
+# calibrate the prediction: the first batch's share of the wall is the same.
 SIM_COUNTS = {
     "clip_images": 1024,
     "clip_batch": 64,
     "choice_items": 512,
-    "generate_items": 128,
     "lm_batch": 64,
     "rank_queries": 8,
     "candidates": 50,
@@ -586,7 +586,7 @@ def clip_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
     return rows
 
 
-def llava_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
+def llava_rows(h200: H200, work: Path, part_size: int, cpus: int, generate_items: int) -> list[dict]:
     from concurrent.futures import ThreadPoolExecutor
 
     from vlmgrid.fixtures.models.tiny_hf import write_tiny_checkpoint
@@ -610,9 +610,7 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
         work / "scienceqa",
         item_records(SIM_COUNTS["choice_items"], work / "scienceqa", "choice"),
     )
-    vqa = folder_benchmark(
-        "textvqa", work / "textvqa", item_records(SIM_COUNTS["generate_items"], work / "textvqa", "vqa")
-    )
+    vqa = folder_benchmark("textvqa", work / "textvqa", item_records(generate_items, work / "textvqa", "vqa"))
     dance = dance_folder(SIM_COUNTS["rank_queries"], SIM_COUNTS["candidates"], work, backend.tokenizer)
     cases = [
         (
@@ -688,8 +686,12 @@ def generate_variants(h200: H200) -> dict:
     return {"asleep": {"launches": False}, "launch-bound steps": {"step_share": bound}}
 
 
-def sim_rows(h200: H200, work: Path, part_size: int, cpus: int) -> list[dict]:
-    return clip_rows(h200, work / "clip", part_size, cpus) + llava_rows(h200, work / "llava", part_size, cpus)
+def sim_rows(
+    h200: H200, work: Path, part_size: int, cpus: int, generate_items: int | None = None
+) -> list[dict]:
+    """Every workload's row; `generate_items`: the short answers' count (default: a part)."""
+    llava = llava_rows(h200, work / "llava", part_size, cpus, generate_items or part_size)
+    return clip_rows(h200, work / "clip", part_size, cpus) + llava
 
 
 def sim_notes(rows: list[dict], h200: H200, meta: dict, part_size: int) -> list[str]:

@@ -180,7 +180,14 @@ def test_a_depth_below_one_is_refused(capsys):
 
 # Small counts: every section runs its whole path (JPEG files, save, from_pretrained / open_clip loading,
 # the runner over several parts of 3 items, a last batch short, the reference beside it).
-TINY_COUNTS = {"clip_images": 8, "clip_batch": 4, "choice_items": 4, "lm_batch": 2, "rank_queries": 1}
+TINY_COUNTS = {
+    "clip_images": 8,
+    "clip_batch": 4,
+    "choice_items": 4,
+    "generate_items": 4,
+    "lm_batch": 2,
+    "rank_queries": 1,
+}
 
 
 @pytest.mark.integration

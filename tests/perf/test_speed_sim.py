@@ -224,7 +224,6 @@ def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_
             "clip_images": 8,
             "clip_batch": 4,
             "choice_items": 4,
-            "generate_items": 4,
             "lm_batch": 2,
             "rank_queries": 1,
             "candidates": 3,
@@ -234,7 +233,8 @@ def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_
     monkeypatch.setenv("VLMGRID_CACHE_DIR", str(tmp_path / "cache"))  # the run points it at its own folder
     out = tmp_path / "sim.md"
     measurements = str(_measurements(tmp_path / "m"))
-    assert speed.main(["--device", "sim", "--measurements", measurements, "--out", str(out)]) == 0
+    argv = ["--device", "sim", "--measurements", measurements, "--generate-items", "4", "--out", str(out)]
+    assert speed.main(argv) == 0
     saved = json.loads(out.with_suffix(".json").read_text())
     rows = {row["figure"]: row for row in saved["rows"]}
     assert list(rows) == ["sim clip large", "sim clip base", "sim choice", "sim generate", "sim rank"]
@@ -248,6 +248,7 @@ def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_
         assert row["host_cores"] == pytest.approx(row["cpu_s"] / row["wall_s"])
         assert row["cores_needed"] == pytest.approx(row["reference"] / row["per_core"])
     assert set(rows["sim generate"]["variants"]) == {"asleep", "launch-bound steps"}
+    assert rows["sim generate"]["items"] == 4 and rows["sim choice"]["items"] == 4  # --generate-items
     assert rows["sim choice"]["h200_measured"] == 47.3 and rows["sim rank"]["h200_measured_warm"] == 5.9
     for role in ("large", "base"):
         clip = rows[f"sim clip {role}"]
