@@ -193,10 +193,14 @@ def render_sim_markdown(meta: dict, rows: list[dict]) -> str:
         goal16, verdict16 = predicted_goal(row)
         there = [value for value in (row["h200_measured"], row["h200_measured_warm"]) if value]
         against = " / ".join(f"{row['predicted'] / value:.2f}x" for value in there)
+        measured = " / ".join(_number(value) for value in there)
+        other = row.get("h200_other_workload")
+        if other:  # of another workload: shown, not compared
+            figures = " / ".join(_number(value) for value in other["figures"] if value)
+            measured = f"{figures} ({other['workload']})"
         lines.append(
             f"| {row['label']} | {_number(row['value'])} | {_number(row['reference'])} | "
-            f"{row['ratio']:.2f}x | {_number(row['predicted'])} | "
-            f"{' / '.join(_number(value) for value in there)} | "
+            f"{row['ratio']:.2f}x | {_number(row['predicted'])} | {measured} | "
             f"{against} | {row['unit']} | "
             f"{row['host_cores']:.2f} | {row['host1_s']:.2f} | {row['host_s']:.2f} | {row['device_s']:.2f} | "
             f"{row['wall_s']:.2f} | {_number(row['per_core'])} | {goal} | {verdict_here} | {goal16} | "

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from speedcases import NEW_TOKENS, in_parts, infer_parts, load_llava, write_llava_processor
 from speedcost import LETTER_PROMPT_TOKENS, DeviceCost, Launcher, LaunchTimes, fit_cost, measure_launch_times
-from speedfolders import dance_folder, folder_benchmark, imagenet_folder, item_records
+from speedfolders import RIDDLE_TOKENS, dance_folder, folder_benchmark, imagenet_folder, item_records
 from speedhost import cpu_seconds, hold_to
 
 # The tower shapes whose preprocessing (image size) the simulated CLIP runs: the towers themselves are
@@ -271,13 +271,14 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
 # --- measuring ---------------------------------------------------------------------------------------------
 
 # What the H200 measured for each workload (perf/results/speed-h200.md, 2026-12-04; the warm runs of
-# speed-h200-ab.md where that run's figure lay below them): the figures the prediction is calibrated on.
+# speed-h200-ab.md where that run's figure lay below them): the figures the prediction is calibrated on, and
+# the workload they are of where a run's may differ (a row of another workload is not compared with them).
 H200_MEASURED = {
-    "sim clip large": (459.0, None),
-    "sim clip base": (864.0, None),
-    "sim choice": (47.3, None),
-    "sim generate": (21.8, 24.3),
-    "sim rank": (3.28, 5.9),
+    "sim clip large": (459.0, None, None),
+    "sim clip base": (864.0, None, None),
+    "sim choice": (47.3, None, None),
+    "sim generate": (21.8, 24.3, "128 items"),
+    "sim rank": (3.28, 5.9, "riddles of 20 words"),
 }
 CALIBRATED = 0.15  # a prediction within 15% of what the H200 measured
 HOST_REPEATS = 3
@@ -386,13 +387,15 @@ def measured(
     goal_reference: float | None = None,
     first_spread: float = 1.0,
     goal_figure: str | None = None,
+    workload: str | None = None,
 ) -> dict:
     """One row: the runner's rate against the stand-ins, against the stand-ins alone back to back, with the
     host's own time (the stand-ins taking none) on one core and on all, the host cores used and needed, and
     the rate predicted on the H200's host. `variants`: once more for each, with
     the clock's attributes it names set.
     `goal_reference`: the rate the goal's ratio is taken against (default: the ceiling); `goal_figure`: the
-    measured figure whose goal judges the prediction (default: the one the row simulates). `first_spread`: how
+    measured figure whose goal judges the prediction (default: the one the row simulates); `workload`: what
+    the row runs, where H200_MEASURED names the workload of its figures. `first_spread`: how
     many times faster the H200's host prepares a first batch than this one at the same speed per core
     (`predicted`)."""
     clock.speed, clock.here_per_there = 0.0, 1 / h200.host_ratio
@@ -446,7 +449,11 @@ def measured(
             "wall_s": variant_s,
             "predicted": predicted(h200, n, host1_s, host_s, cpus, variant_s, *shape)["predicted"],
         }
-    measured_there, warm = H200_MEASURED.get(figure, (None, None))
+    measured_there, warm, there_workload = H200_MEASURED.get(figure, (None, None, None))
+    row["workload"] = workload
+    if there_workload not in (None, workload):
+        row["h200_other_workload"] = {"figures": [measured_there, warm], "workload": there_workload}
+        measured_there = warm = None
     row.update(
         h200_measured=measured_there,
         h200_measured_warm=warm,
@@ -619,6 +626,7 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int, generate_items
             "samples/s",
             choice,
             multiple_choice_option_strategy,
+            None,
         ),
         (
             "sim generate",
@@ -626,6 +634,7 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int, generate_items
             "samples/s",
             vqa,
             generate_strategy,
+            f"{generate_items} items",
         ),
         (
             "sim rank",
@@ -633,10 +642,11 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int, generate_items
             "pictures/s",
             dance,
             likelihood_strategy,
+            f"riddles of {RIDDLE_TOKENS} tokens",
         ),
     ]
     rows = []
-    for figure, label, unit, bench, strategy in cases:
+    for figure, label, unit, bench, strategy, workload in cases:
         runner = strategy(backend, bench)
         clock.speed = 0.0
         runner(bench.records.iloc[:2])  # warm: the tokenizer's and processor's first calls
@@ -652,6 +662,7 @@ def llava_rows(h200: H200, work: Path, part_size: int, cpus: int, generate_items
             cpus,
             variants=generate_variants(h200) if figure == "sim generate" else None,
             goal_reference=naive_rank_rate(backend, bench, h200) if figure == "sim rank" else None,
+            workload=workload,
         )
         rows.append({**row, "batches": -(-len(bench.records) // bs)})
     backend._prefetch.shutdown()
@@ -742,6 +753,13 @@ def sim_notes(rows: list[dict], h200: H200, meta: dict, part_size: int) -> list[
         f"as host work over this host's cores) times {ratio:.2f}",
     ]
     for row in rows:
+        other = row.get("h200_other_workload")
+        if other:
+            figures = ", ".join(_number(value) for value in other["figures"] if value)
+            notes.append(
+                f"{row['label']}: the H200 measured {figures} {row['unit']} for {other['workload']}, not "
+                f"this run's {row['workload']}: not compared (the calibration runs the H200's workloads)"
+            )
         text, within = calibration(row)
         if text:
             notes.append(

@@ -249,7 +249,15 @@ def test_the_simulated_device_runs_vlmgrids_path_against_the_measured_rates(tmp_
         assert row["cores_needed"] == pytest.approx(row["reference"] / row["per_core"])
     assert set(rows["sim generate"]["variants"]) == {"asleep", "launch-bound steps"}
     assert rows["sim generate"]["items"] == 4 and rows["sim choice"]["items"] == 4  # --generate-items
-    assert rows["sim choice"]["h200_measured"] == 47.3 and rows["sim rank"]["h200_measured_warm"] == 5.9
+    assert rows["sim choice"]["h200_measured"] == 47.3
+    # the H200's short answers were 128 items and its riddles 20 words: other workloads, shown, not compared
+    other = rows["sim generate"]["h200_other_workload"]
+    assert (
+        other == {"figures": [21.8, 24.3], "workload": "128 items"}
+        and rows["sim generate"]["workload"] == "4 items"
+    )
+    assert rows["sim rank"]["h200_measured_warm"] is None and "(riddles of 20 words)" in out.read_text()
+    assert "for 128 items, not this run's 4 items: not compared" in out.read_text()
     for role in ("large", "base"):
         clip = rows[f"sim clip {role}"]
         assert clip["bare_per_core"] > 0 and clip["per_core_ratio"] == pytest.approx(
