@@ -578,6 +578,29 @@ def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
         assert int(np.argmax(a.normalised)) == int(np.argmax(b.normalised))
 
 
+def test_packed_options_make_no_device_tensor_that_waits_for_the_device(checkpoints, monkeypatch):
+    """Between a prefix's forward and its options' no tensor is made with torch.tensor(..., device=...):
+    on CUDA that copy waits for every queued kernel (the prefix's forward), so the device would idle while
+    the host prepares the options. Host lists go by a non-blocking copy (`_on`)."""
+    import inspect
+
+    made = []
+    tensor = torch.tensor
+
+    def watched(*args, **kwargs):
+        caller = inspect.currentframe().f_back.f_globals.get("__name__", "")
+        if caller.startswith("vlmgrid") and kwargs.get("device") is not None:
+            made.append(caller)
+        return tensor(*args, **kwargs)
+
+    model = Hf.load(_settings("llava"), checkpoints("llava"), "cpu")
+    assert model._packable(model._text_model())
+    request = OptionRequest("p0", _image(23), "Which one?", [" a cat", " two dogs", " red"])
+    expected = model.score_options([request])
+    monkeypatch.setattr(torch, "tensor", watched)
+    assert model.score_options([request]) == expected and made == []
+
+
 def test_packed_mask_is_made_on_the_device_it_is_for():
     """No host tensor of the mask's size: on a GPU the mask is the device's work, not the host's between
     calls."""

@@ -18,7 +18,10 @@
 
 On an accelerator the next batch of letters, or the next request's prompt inputs and option tokens, are
 prepared in a thread while the current one runs (hf_batching's `Prefetched`); everything that uses the
-tokenizer is on that side, so the device loop never shares it with the preparing thread.
+tokenizer is on that side, so the device loop never shares it with the preparing thread. Between a prefix's
+forward and its options' the device loop makes its small tensors (token ids, positions, indices) on the host
+and copies them without blocking (`_on`): `torch.tensor(list, device=cuda)` waits for every queued kernel, so
+the host would idle through the prefix's forward and the device through the options' preparation.
 """
 
 from __future__ import annotations
@@ -55,6 +58,14 @@ def _cache_of(output):
 PACKED_TEXT_MODELS = frozenset({"llama"})
 
 
+def _on(device, values, dtype=None):
+    """A host list as a tensor on `device`, copied without waiting for the device's queue (a copy from
+    pageable host memory is taken before the call returns: safe without a synchronisation)."""
+    import torch
+
+    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+
+
 def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
     """The (1, 1, T, prefix + T) additive mask of options packed into one row: each token sees the whole
     prefix and its own option's tokens up to itself, nothing of the other options. Made on `device`: on a GPU
@@ -64,8 +75,8 @@ def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
     total = sum(lengths)
     # a token sees the keys from its own option's first token to itself
     starts = torch.repeat_interleave(
-        torch.tensor(list(itertools.accumulate([0, *lengths[:-1]])), device=device),
-        torch.tensor(list(lengths), device=device),
+        _on(device, list(itertools.accumulate([0, *lengths[:-1]]))),
+        _on(device, list(lengths)),
         output_size=total,
     )
     key = torch.arange(total, device=device)
@@ -181,20 +192,16 @@ class HfOptionScoring:
         self, request: OptionRequest, option_ids: list[list[int]], cache, first, prefix_mask, text_model
     ) -> OptionScores:
         """Each chunk's options packed into one row after a copy of the prefix's cache (see the module's
-        doc)."""
+        doc), after an unpadded prefix."""
         import torch
 
         prefix_length = prefix_mask.shape[1]
         device = prefix_mask.device
-        if bool(
-            (prefix_mask == 0).any()
-        ):  # a single request is never padded; a pad would shift the positions
-            raise ValueError("a packed continuation needs an unpadded prefix")
 
         def run(chunk: Sequence[int]) -> list[float]:
             lengths = [len(option_ids[i]) for i in chunk]
-            ids = torch.tensor([[token for i in chunk for token in option_ids[i]]], device=device)
-            positions = torch.tensor([[prefix_length + k for n in lengths for k in range(n)]], device=device)
+            ids = _on(device, [[token for i in chunk for token in option_ids[i]]])
+            positions = _on(device, [[prefix_length + k for n in lengths for k in range(n)]])
             with torch.inference_mode():
                 logits = text_model(
                     input_ids=ids,
@@ -206,15 +213,14 @@ class HfOptionScoring:
             logprobs = torch.log_softmax(logits[0].float(), dim=-1)
             # every option's first token read from the prefix's logits, its others from the packed row: one
             # gather each and one copy to the host for the chunk, not a round trip per option
-            firsts = first[torch.tensor([option_ids[i][0] for i in chunk], device=first.device)].tolist()
+            firsts = first[_on(first.device, [option_ids[i][0] for i in chunk])].tolist()
             rows, following, start = [], [], 0
             for i, length in zip(chunk, lengths):
                 rows += range(start, start + length - 1)
                 following += option_ids[i][1:]
                 start += length
             picked = logprobs[
-                torch.tensor(rows, dtype=torch.long, device=logprobs.device),
-                torch.tensor(following, dtype=torch.long, device=logprobs.device),
+                _on(logprobs.device, rows, torch.long), _on(logprobs.device, following, torch.long)
             ].cpu()
             totals, start = [], 0
             for total, length in zip(firsts, lengths):
@@ -227,27 +233,32 @@ class HfOptionScoring:
         totals = self._batched(list(range(len(option_ids))), run, options=True)
         return OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])
 
-    def _continuation_inputs(self, requests: Sequence[OptionRequest]) -> tuple[dict, list[list[int]], int]:
-        """A request's prompt inputs, its options' tokens and the pad token: all the tokenizer's work, so that
-        the device loop (`_score_continuations`) never touches it while the next request is prepared in a
-        thread (a tokenizer used by two threads at once can fail)."""
+    def _continuation_inputs(
+        self, requests: Sequence[OptionRequest]
+    ) -> tuple[dict, list[list[int]], int, bool]:
+        """A request's prompt inputs, its options' tokens, the pad token and whether the prompt is padded: all
+        the tokenizer's work, so that the device loop (`_score_continuations`) never touches it while the
+        next request is prepared in a thread (a tokenizer used by two threads at once can fail)."""
         (request,) = requests
         inputs = self._inputs([request])
+        mask = inputs.get("attention_mask")
+        # read here, where waiting for the device costs the device loop nothing
+        padded = mask is not None and bool((mask == 0).any())
         option_ids = [self.tokenizer.encode(option, add_special_tokens=False) for option in request.options]
         for option, ids in zip(request.options, option_ids):
             if not ids:
                 raise VlmgridError(
                     f"item {request.id} has an empty option {option!r}; every option needs text"
                 )
-        return inputs, option_ids, self.tokenizer.pad_token_id or 0
+        return inputs, option_ids, self.tokenizer.pad_token_id or 0, padded
 
     def _score_continuations(
-        self, requests: Sequence[OptionRequest], prepared: tuple[dict, list[list[int]], int]
+        self, requests: Sequence[OptionRequest], prepared: tuple[dict, list[list[int]], int, bool]
     ) -> list[OptionScores]:
         import torch
 
         (request,) = requests
-        inputs, option_ids, pad = prepared
+        inputs, option_ids, pad, padded = prepared
         # Multimodal RoPE models (Qwen2-VL, Qwen2.5-VL) keep the prefix's position offset in `rope_deltas`;
         # clear a stale one so that a text-only prefix leaves none.
         rope_owner = getattr(self.model, "model", None)
@@ -262,6 +273,8 @@ class HfOptionScoring:
         prefix_mask = inputs["attention_mask"]
         text_model = self._text_model()
         if not mrope and self._packable(text_model):
+            if padded:  # a single request is never padded; a pad would shift the packed options' positions
+                raise ValueError("a packed continuation needs an unpadded prefix")
             return [self._score_packed(request, option_ids, cache, first, prefix_mask, text_model)]
 
         def run(chunk: Sequence[int]) -> list[float]:
