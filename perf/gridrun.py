@@ -3,6 +3,7 @@ DVC) run in it with its wall time and the CPU time (user + system) of everything
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,18 +65,81 @@ def tool_env(**extra: str) -> dict:
     return env
 
 
+# Seconds to wait, after a measured command, for the processes it left running to end (a fork server ends
+# when the process that started it does)
+ORPHANS_WAIT_S = 10.0
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2), Linux
+
+
 def timed(command: list[str], cwd: Path, env: dict) -> Run:
-    """`command` run in `cwd`: its wall time and the CPU time of it and of every process it waited for; a
-    failure stops the measurement with its last words."""
+    """`command` run in `cwd`: its wall time and the CPU time of it and of every process it or its descendants
+    waited for, and of those it left running (orphans_waited); a failure stops the measurement with its last
+    words."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    with orphans_waited():
+        result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed in {cwd}:\n{(result.stdout + result.stderr)[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Run(wall_s=wall, cpu_s=cpu, stderr=result.stderr, stdout=result.stdout)
+
+
+@contextmanager
+def orphans_waited(wait_s: float = ORPHANS_WAIT_S):
+    """This process as the subreaper of what the block's commands leave running (Linux): a process one of
+    them started and did not wait for (the DataLoader workers' fork server, left when vlmgrid exits, with the
+    CPU time of every worker it waited for) is handed to this process, which waits for it (up to `wait_s`) so
+    that its CPU time counts in RUSAGE_CHILDREN. Elsewhere, or where prctl is refused, the block runs as it
+    is."""
+    libc = _libc()
+    held = libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    ours = set(_children())
+    try:
+        yield
+    finally:
+        if held:
+            libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+            deadline = time.monotonic() + wait_s
+            left = set(_children()) - ours
+            while left and time.monotonic() < deadline:
+                for pid in list(left):
+                    try:
+                        done, _ = os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        done = pid
+                    if done:
+                        left.discard(pid)
+                if left:
+                    time.sleep(0.02)
+                    left |= set(_children()) - ours  # the orphans' own orphans, handed here in turn
+
+
+def _libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _children() -> list[int]:
+    """This process's live children (every thread's), from /proc; none where it is not there."""
+    pids: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as handle:
+                pids += [int(pid) for pid in handle.read().split()]
+        except OSError:
+            continue
+    return pids
 
 
 def render_saved(json_path: str, out: str | None, render) -> int:

@@ -279,3 +279,18 @@ def test_dvcs_log_gives_the_stages_it_ran():
         "Stage 'fetch_model@random' didn't change, skipping\n"
     )
     assert grid.stages_run(log) == 2
+
+
+ORPHAN = """
+import subprocess, sys
+burn = "import time\\nstart = time.process_time()\\nwhile time.process_time() - start < 0.4: pass"
+subprocess.Popen([sys.executable, "-c", burn])  # left running: its parent exits at once
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_measured_command_counts_the_cpu_of_the_processes_it_leaves_running(tmp_path):
+    # as vlmgrid leaves the DataLoader workers' fork server, with its workers' CPU time, when it exits
+    run = grid.timed([sys.executable, "-c", ORPHAN], tmp_path, dict(grid.os.environ))
+    assert run.cpu_s >= 0.4
+    assert sys.modules["gridrun"]._children() == []  # waited for: no zombie left
