@@ -152,8 +152,11 @@ class Clock:
         return held
 
     def run(self, seconds: float, share: float = 0.0) -> None:
+        """A call whose result is read back at once: after the calls launched before it."""
         with self._device:
             self._called(seconds)
+            if self.speed:
+                self.wait()
             held = self._held(seconds, share)
             self._launcher.hold(held)
             if self.speed:
@@ -171,13 +174,43 @@ class Clock:
 
     def wait(self) -> None:
         """A read-back: until the device has run every launched call."""
-        time.sleep(max(0.0, self._busy_until - time.monotonic()))
+        remaining = self._busy_until - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
 
 
 # --- stand-ins ---------------------------------------------------------------------------------------------
 
 # transformer layers of each CLIP tower whose launches the stand-in holds
 CLIP_LAYERS = {"ViT-L-14@336": 24, "ViT-B-32@224": 12}
+
+
+def on_device(clock: Clock):
+    """The tensor class of a stand-in's outputs still on the simulated device: the operations on them go on
+    (as a real device's are queued), and reading them back (`.cpu()`, `.tolist()`, `float()`...) waits for
+    the device to have run every call launched before."""
+    import torch
+
+    read_backs = {
+        torch.Tensor.cpu,
+        torch.Tensor.numpy,
+        torch.Tensor.tolist,
+        torch.Tensor.item,
+        torch.Tensor.__float__,
+        torch.Tensor.__int__,
+        torch.Tensor.__bool__,
+    }
+
+    class OnDevice(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func not in read_backs:
+                return super().__torch_function__(func, types, args, kwargs or {})
+            clock.wait()
+            result = super().__torch_function__(func, types, args, kwargs or {})
+            return result.as_subclass(torch.Tensor) if isinstance(result, OnDevice) else result
+
+    return OnDevice
 
 
 def clip_stand_in(real, clock: Clock, h200: H200, key: str):
@@ -189,18 +222,7 @@ def clip_stand_in(real, clock: Clock, h200: H200, key: str):
 
     image_s = h200.cost.clip_image_s[key]
     launch_s = CLIP_LAYERS[key] * h200.per_layer_s
-    read_backs = {torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.tolist, torch.Tensor.item}
-
-    class OnDevice(torch.Tensor):
-        """Embeddings still on the simulated device: reading them back waits for it."""
-
-        @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            if func not in read_backs:
-                return super().__torch_function__(func, types, args, kwargs or {})
-            clock.wait()
-            result = super().__torch_function__(func, types, args, kwargs or {})
-            return result.as_subclass(torch.Tensor) if isinstance(result, OnDevice) else result
+    OnDevice = on_device(clock)
 
     class SimulatedClip(torch.nn.Module):
         def __init__(self) -> None:
@@ -231,6 +253,7 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
     cost, launches = h200.cost, h200.launches
+    OnDevice = on_device(clock)
 
     class SimulatedLlava(torch.nn.Module):
         def __init__(self) -> None:
@@ -242,17 +265,17 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
             return torch.device("cpu")
 
         def forward(self, input_ids=None, pixel_values=None, use_cache=False, cache=None, **kwargs):
+            # launched as a real forward is: the caller goes on, and reading its logits back waits
             rows, length = input_ids.shape
             if pixel_values is not None:
                 seconds = cost.prompt(rows, length, pixel_values.shape[0])
-                clock.run(seconds, h200.share(launches.forward_s, seconds))
+                clock.launch(seconds, h200.share(launches.forward_s, seconds))
             else:
                 seconds = cost.continuation(rows, length)
-                clock.run(seconds, h200.share(launches.step_s, seconds))
+                clock.launch(seconds, h200.share(launches.step_s, seconds))
             kept = 1 if cache is None else length  # a prompt's last position; every continued token
-            return CausalLMOutputWithPast(
-                logits=torch.zeros((rows, kept, vocab)), cache=torch.zeros(1) if use_cache else None
-            )
+            logits = torch.zeros((rows, kept, vocab)).as_subclass(OnDevice)
+            return CausalLMOutputWithPast(logits=logits, cache=torch.zeros(1) if use_cache else None)
 
         def generate(self, input_ids=None, pixel_values=None, max_new_tokens=NEW_TOKENS, **kwargs):
             rows, length = input_ids.shape

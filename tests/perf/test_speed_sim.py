@@ -3,6 +3,7 @@ work each call is handed, at tiny counts."""
 
 import importlib.util
 import json
+import math
 import sys
 import time
 
@@ -76,6 +77,8 @@ class _Ledger(speedsim.Clock):
     def run(self, seconds, share=0.0):
         self.owed += seconds
         self.calls.append((seconds, share))
+
+    launch = run
 
 
 def _llava(h200, clock):
@@ -175,6 +178,29 @@ def test_clip_embeddings_run_on_the_device_while_the_host_goes_on_until_read_bac
     for _ in range(4):
         clip.encode_image(pixels).float().cpu()
     assert time.monotonic() - started >= 0.1
+
+
+def test_llava_forwards_run_on_the_device_while_the_host_goes_on_until_read_back(tmp_path, monkeypatch):
+    # two forwards of 20 ms each (the clock 10x slow) launched at once; reading the second's logits back
+    # waits for both, and a call read back at once (generate's) waits for the queue before its own time
+    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
+    clock = speedsim.Clock()
+    clock.speed = 10.0
+    monkeypatch.setattr(clock._launcher, "hold", lambda seconds: None)
+    model = _llava(h200, clock)
+    one = CALL + IMAGE + 100 * TOKEN  # a prompt of one row of 100 tokens: 2 ms
+    started = time.monotonic()
+    first = model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    second = model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    launched = time.monotonic() - started
+    scores = torch.log_softmax(second.logits[0, -1].float(), dim=-1)  # queued work: no wait
+    assert time.monotonic() - started < 0.01 and launched < 0.01
+    assert scores.tolist()[0] == pytest.approx(-math.log(16)) and first.logits.shape == (1, 1, 16)
+    assert time.monotonic() - started >= 2 * 10 * one
+    started = time.monotonic()
+    model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    clock.run(one)
+    assert time.monotonic() - started >= 2 * 10 * one
 
 
 def test_the_launcher_spends_its_seconds_of_this_threads_cpu_in_torch_operations(monkeypatch):
