@@ -3,6 +3,7 @@ while the current one runs, with the tokenizer used on that thread alone, and gi
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -63,6 +64,61 @@ def test_continuations_prefetched_give_the_same_scores_and_keep_the_tokenizer_on
     first_run = events.index(("run", True))
     assert ("encode", True) not in events[first_run:]
     assert ("encode", False) in events[first_run:]
+
+
+def _riddles(count: int):
+    from vlmgrid.model_requests import OptionRequest
+
+    return [
+        OptionRequest(f"r{i}", _image(30 + i), f"Which riddle fits picture {i}?", [" a cat", " two birds"])
+        for i in range(count)
+    ]
+
+
+def test_each_request_s_scores_are_read_once_the_next_one_is_launched(llava, monkeypatch):
+    """A request's scores are read back after the next request's prefix and options are launched (on a GPU
+    the device runs those while the host waits for the copy), and are the scores it gets alone."""
+    from vlmgrid.models import hf_scoring
+
+    requests = _riddles(3)
+    alone = [llava.score_options([request])[0] for request in requests]
+    assert llava._packable(llava._text_model())  # the packed path, whose copies are read later
+
+    events = []
+    forward = llava.model.forward
+
+    @functools.wraps(forward)  # the signature kept: the backend reads which cache argument it takes
+    def watched(*args, **kwargs):
+        events.append("prefix" if kwargs.get("pixel_values") is not None else "options")
+        return forward(*args, **kwargs)
+
+    values = hf_scoring._HostCopy.values
+    monkeypatch.setattr(llava.model, "forward", watched)
+    monkeypatch.setattr(hf_scoring._HostCopy, "values", lambda self: events.append("read") or values(self))
+    assert llava.score_options(requests) == alone
+    assert events == ["prefix", "options", "prefix", "options", "read", "prefix", "options", "read", "read"]
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+def test_a_cuda_error_reported_when_scores_are_read_stops_the_job(llava, monkeypatch, cuda):
+    """An error the device reports only when a request's scores are read back (an illegal memory access of
+    a kernel launched earlier) is the device's failure, as in the batches; any other error stays itself."""
+    from vlmgrid.errors import InferenceFailed
+    from vlmgrid.models import hf_scoring
+
+    message = "CUDA error: an illegal memory access was encountered" if cuda else "mismatched sizes"
+
+    def failing(self):
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(hf_scoring._HostCopy, "values", failing)
+    if cuda:
+        with pytest.raises(InferenceFailed, match=r"hit a CUDA error \(CUDA error: an illegal memory") as err:
+            llava.score_options(_riddles(2))
+        assert err.value.stop
+    else:
+        with pytest.raises(RuntimeError, match="mismatched sizes"):
+            llava.score_options(_riddles(2))
 
 
 def _bench(tmp_path, broken: bool):

@@ -203,6 +203,26 @@ def test_llava_forwards_run_on_the_device_while_the_host_goes_on_until_read_back
     assert time.monotonic() - started >= 2 * 10 * one
 
 
+def test_a_copy_to_the_host_without_blocking_waits_for_the_calls_before_it_alone(tmp_path, monkeypatch):
+    # a forward of 100 ms (the clock 50x slow), its logits copied without blocking, then a second forward:
+    # the copy's first use waits for the first forward only, a plain read-back for both
+    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
+    clock = speedsim.Clock()
+    clock.speed = 50.0
+    monkeypatch.setattr(clock._launcher, "hold", lambda seconds: None)
+    model = _llava(h200, clock)
+    one = 50 * (CALL + IMAGE + 100 * TOKEN)
+    started = time.monotonic()
+    first = model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    copied = torch.log_softmax(first.logits[0, -1].float(), dim=-1).to("cpu", non_blocking=True)
+    second = model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    assert time.monotonic() - started < 0.01
+    assert copied[:2].tolist() == pytest.approx([-math.log(16)] * 2)
+    assert one <= time.monotonic() - started < 2 * one
+    second.logits.tolist()
+    assert time.monotonic() - started >= 2 * one
+
+
 def test_the_launcher_spends_its_seconds_of_this_threads_cpu_in_torch_operations(monkeypatch):
     launcher = speedcost.Launcher()
     counts = []

@@ -120,16 +120,30 @@ class HfBatching:
             except RuntimeError as exc:
                 if not _is_cuda_error(exc):
                     raise
-                raise InferenceFailed(
-                    f"{self._model_id()} hit a CUDA error ({_first_line(exc)}); the GPU or its driver "
-                    "failed, not the items: check the GPU (nvidia-smi) and rerun, which resumes at the "
-                    "first unfinished part",
-                    stop=True,
-                ) from None
+                raise self._cuda_failure(exc) from None
             start += len(chunk)
             if self.auto_batch:
                 self.batch_size = size
         return results
+
+    def _cuda_failure(self, exc: RuntimeError) -> InferenceFailed:
+        """A CUDA error as what stops the job: the device failed, not the items."""
+        return InferenceFailed(
+            f"{self._model_id()} hit a CUDA error ({_first_line(exc)}); the GPU or its driver "
+            "failed, not the items: check the GPU (nvidia-smi) and rerun, which resumes at the "
+            "first unfinished part",
+            stop=True,
+        )
+
+    def _read_back(self, read: Callable[[], object]):
+        """`read()`: results read back after later calls were launched. A CUDA error that their wait
+        reports is the device's failure, as in `_batched`."""
+        try:
+            return read()
+        except RuntimeError as exc:
+            if not _is_cuda_error(exc):
+                raise
+            raise self._cuda_failure(exc) from None
 
     def _by_image(self, requests: Sequence, run: Callable[[Sequence], list]) -> list:
         """Batch requests with images and requests without separately; results come back in request order."""

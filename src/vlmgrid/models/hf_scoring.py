@@ -21,14 +21,17 @@ prepared in a thread while the current one runs (hf_batching's `Prefetched`); ev
 tokenizer is on that side, so the device loop never shares it with the preparing thread. Between a prefix's
 forward and its options' the device loop makes its small tensors (token ids, positions, indices) on the host
 and copies them without blocking (`_on`): `torch.tensor(list, device=cuda)` waits for every queued kernel, so
-the host would idle through the prefix's forward and the device through the options' preparation.
+the host would idle through the prefix's forward and the device through the options' preparation. A request's
+scores are copied to the host without waiting too (`_HostCopy`) and read once the next request's prefix and
+options are launched, so that the device runs those while the host waits for the copy and turns it into
+totals.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.model_requests import OptionRequest, OptionScores
@@ -64,6 +67,51 @@ def _on(device, values, dtype=None):
     import torch
 
     return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+
+
+class _HostCopy:
+    """A device tensor's copy to the host, queued after the calls that make it without waiting for them:
+    `values()` waits for this copy alone, not for what was queued after it (on a CPU there is nothing to wait
+    for). A copy to pinned memory (what `non_blocking` gives from CUDA) is read only after its event."""
+
+    def __init__(self, values) -> None:
+        import torch
+
+        self._host = values.to("cpu", non_blocking=True)
+        self._copied = None
+        if values.device.type == "cuda":
+            self._copied = torch.cuda.Event()
+            self._copied.record()
+
+    def values(self):
+        if self._copied is not None:
+            self._copied.synchronize()
+        return self._host
+
+
+class _ScoresLater:
+    """A request's option scores whose totals are read from the host copies of its chunks when asked for
+    (`read`): each chunk's totals a call that waits for its copy."""
+
+    def __init__(self, chunks: Sequence[Callable[[], list[float]]], tokens: list[int]) -> None:
+        self.chunks, self.tokens = list(chunks), tokens
+
+    def read(self) -> OptionScores:
+        return OptionScores(total=[total for chunk in self.chunks for total in chunk()], tokens=self.tokens)
+
+
+def _packed_totals(copied: _HostCopy, lengths: Sequence[int]) -> list[float]:
+    """A packed chunk's option totals from its host copy: the options' first tokens' log-probabilities, then
+    the following tokens' of every option in turn."""
+    values = copied.values()
+    firsts, picked = values[: len(lengths)].tolist(), values[len(lengths) :]
+    totals, start = [], 0
+    for total, length in zip(firsts, lengths):
+        if length > 1:
+            total += float(picked[start : start + length - 1].sum())
+        totals.append(total)
+        start += length - 1
+    return totals
 
 
 def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
@@ -114,11 +162,18 @@ class HfOptionScoring:
                 results[index] = scores
         continued = [i for i, r in enumerate(requests) if not r.letters]
         # One request at a time (its prefix's cache is reused by its options), the next one's inputs and
-        # option tokens prepared ahead while this one runs.
+        # option tokens prepared ahead while this one runs, and each one's scores read once the next one is
+        # launched.
         step = Prefetched(self._continuation_inputs, self._score_continuations, self._prefetch)
+        launched: tuple[int, _ScoresLater] | None = None
         for position, index in enumerate(continued):
             step.ahead([requests[i] for i in continued[position + 1 : position + 2]])
-            results[index] = step([requests[index]])[0]
+            scores = step([requests[index]])[0]
+            if launched is not None:
+                results[launched[0]] = self._read_back(launched[1].read)
+            launched = (index, scores)
+        if launched is not None:
+            results[launched[0]] = self._read_back(launched[1].read)
         return results
 
     def letter_token_ids(self, letter: str) -> list[int]:
@@ -190,9 +245,9 @@ class HfOptionScoring:
 
     def _score_packed(
         self, request: OptionRequest, option_ids: list[list[int]], cache, first, prefix_mask, text_model
-    ) -> OptionScores:
+    ) -> _ScoresLater:
         """Each chunk's options packed into one row after a copy of the prefix's cache (see the module's
-        doc), after an unpadded prefix."""
+        doc), after an unpadded prefix; the totals read when asked for."""
         import torch
 
         prefix_length = prefix_mask.shape[1]
@@ -213,7 +268,7 @@ class HfOptionScoring:
             logprobs = torch.log_softmax(logits[0].float(), dim=-1)
             # every option's first token read from the prefix's logits, its others from the packed row: one
             # gather each and one copy to the host for the chunk, not a round trip per option
-            firsts = first[_on(first.device, [option_ids[i][0] for i in chunk])].tolist()
+            firsts = first[_on(first.device, [option_ids[i][0] for i in chunk])]
             rows, following, start = [], [], 0
             for i, length in zip(chunk, lengths):
                 rows += range(start, start + length - 1)
@@ -221,17 +276,12 @@ class HfOptionScoring:
                 start += length
             picked = logprobs[
                 _on(logprobs.device, rows, torch.long), _on(logprobs.device, following, torch.long)
-            ].cpu()
-            totals, start = [], 0
-            for total, length in zip(firsts, lengths):
-                if length > 1:
-                    total += float(picked[start : start + length - 1].sum())
-                totals.append(total)
-                start += length - 1
-            return totals
+            ]
+            copied = _HostCopy(torch.cat([firsts, picked]))
+            return [lambda: _packed_totals(copied, lengths)]
 
-        totals = self._batched(list(range(len(option_ids))), run, options=True)
-        return OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])
+        chunks = self._batched(list(range(len(option_ids))), run, options=True)
+        return _ScoresLater(chunks, [len(ids) for ids in option_ids])
 
     def _continuation_inputs(
         self, requests: Sequence[OptionRequest]
@@ -254,7 +304,7 @@ class HfOptionScoring:
 
     def _score_continuations(
         self, requests: Sequence[OptionRequest], prepared: tuple[dict, list[list[int]], int, bool]
-    ) -> list[OptionScores]:
+    ) -> list[_ScoresLater]:
         import torch
 
         (request,) = requests
@@ -314,4 +364,4 @@ class HfOptionScoring:
             return totals
 
         totals = self._batched(list(range(len(option_ids))), run, options=True)
-        return [OptionScores(total=totals, tokens=[len(ids) for ids in option_ids])]
+        return [_ScoresLater([lambda: totals], [len(ids) for ids in option_ids])]
