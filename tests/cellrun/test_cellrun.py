@@ -198,3 +198,38 @@ def test_a_failed_job_keeps_its_parts(small_config, monkeypatch):
         _run(config, cell)
     assert len(list(cell.partial_dir.glob("part-*.parquet"))) == 2
     assert not cell.partial_dir.with_name(f"{BENCH}.lock").exists()
+
+
+API = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "concurrency": 8}
+CLIP = {"backend": "open_clip", "source": {"type": "fixture", "seed": 0}, "batch_size": 64}
+
+
+@pytest.mark.parametrize(
+    "settings, change, same",
+    [
+        # how the answers are computed: the parts made before are resumed
+        (API, {"concurrency": 2, "max_retries": 0, "timeout": 5, "circuit_breaker": 3, "cache": False}, True),
+        (CLIP, {"decode_workers": 0, "pixel_cache": False}, True),
+        # what they are
+        (API, {"generation": {"max_new_tokens": 4}}, False),
+        (CLIP, {"batch_size": 8}, False),
+        (CLIP, {"image_decode": "device"}, False),
+    ],
+)
+def test_a_job_is_the_same_after_a_change_of_how_answers_are_computed_alone(
+    small_config, settings, change, same
+):
+    from vlmgrid.models import answer_settings
+
+    config = _setup(small_config)
+
+    def fingerprint(model_settings):
+        return open_job(
+            model_settings=model_settings,
+            bench_dir=paths.bench_dir(config.data_dir, BENCH),
+            part_size=16,
+            prompts_dir=config.prompts_dir,
+        ).fingerprint
+
+    assert (fingerprint(settings) == fingerprint({**settings, **change})) == same
+    assert (answer_settings(settings) == answer_settings({**settings, **change})) == same

@@ -386,6 +386,23 @@ def test_a_kinds_setting_reruns_only_the_cells_of_that_kind(snakemake_copy):
     assert changed == {"results/predictions/llava-tiny/pope-fixture.parquet"}
 
 
+def test_a_setting_of_how_answers_are_computed_alone_reruns_nothing(snakemake_copy):
+    # clip-tiny's decoding workers and pixel cache give the pixels of the images opened one by one: changing
+    # them reruns no cell; its batch size reruns each of its cells
+    root = snakemake_copy
+    config = yaml.safe_load((root / "config/config.yaml").read_text())
+    config["models"]["clip-tiny"].update(decode_workers=0, pixel_cache=False)
+    (root / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    dry = run(["snakemake", "-n"], root).stdout
+    assert "Nothing to be done" in dry, dry
+    config["models"]["clip-tiny"]["batch_size"] = 7
+    (root / "config/config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    dry = run(["snakemake", "-n", "--quiet", "rules"], root).stdout
+    counts = [line.split() for line in dry.splitlines() if line.strip()]
+    cells = str(len(config["grid"]["benchmarks"]))
+    assert {words[0]: words[-1] for words in counts if words[-1].isdigit()}.get("infer") == cells, dry
+
+
 @pytest.fixture(scope="module")
 def dvc_clone(dvc_run, tmp_path_factory):
     """A copy of the DVC grid with its dvc.lock committed, pushed to a temporary folder remote, pulled into a

@@ -13,7 +13,7 @@ from vlmgrid import paths
 from vlmgrid.config import load_config, workflow_config_file
 from vlmgrid.prompts import prompt_file_hashes
 from vlmgrid.report.outputs import report_files
-from vlmgrid.serving import recorded_settings
+from vlmgrid.models import answer_settings
 from vlmgrid.errors import VlmgridError
 from vlmgrid.escaping import report_param
 from vlmgrid.fileio import sha256_json
@@ -75,8 +75,9 @@ def get_model_settings(model, bench):
     """The settings the model runs the benchmark with, as text (its recipe's filled in, its `kinds` entry for
     the benchmark's kind laid over them): a change reruns exactly the jobs it touches. The values of serve.env
     (tokens) are left out: Snakemake keeps params in .snakemake/ and shows them in its report, and a new token
-    reruns nothing."""
-    return json.dumps(recorded_settings(GRID.cell_settings(model, bench)), sort_keys=True)
+    reruns nothing. So are the settings of how the answers are computed, never what they are (a backend's
+    `run_only`: worker counts, retries), whose change reruns nothing either."""
+    return json.dumps(answer_settings(GRID.cell_settings(model, bench)), sort_keys=True)
 
 
 def get_model_source(model):

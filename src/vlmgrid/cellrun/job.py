@@ -136,7 +136,8 @@ def make_job(
 ) -> Job:
     """The job of one model on a prepared benchmark whose records ask `requests` model requests each (as the
     cost plan counts them: vlmgrid.stages.cost_work.item_requests), costing the batch check `check_costs` each
-    (vlmgrid.stages.cost.check_costs; their requests when None). The hashes of the benchmark's prompt sets
+    (vlmgrid.stages.cost.check_costs; their requests when None). `model_settings` are those the answers depend
+    on (vlmgrid.models.answer_settings), part of the job's identity. The hashes of the benchmark's prompt sets
     are part of the job's identity, so edited prompts never resume old parts; so is `weights`, the fingerprint
     of a checkpoint read in place, so parts of edited weights are never resumed."""
     prompts = prompt_file_hashes(bench.prompts_dir)

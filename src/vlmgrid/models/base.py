@@ -133,6 +133,10 @@ class Backend:
     #: Why this backend's answers cannot depend on a batch (the batch check then skips its cells); None for a
     #: backend that batches requests, which must implement `one_at_a_time`.
     unbatched: ClassVar[str | None] = "the backend answers each request on its own"
+    #: Settings that change how fast or how robustly the answers are computed, never what they are (worker
+    #: counts, caches of identical values, retries): not part of a cell's identity (`answer_settings`), so
+    #: changing one reruns no cell and keeps the parts made before.
+    run_only: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, settings: dict) -> None:
         self.settings = {**self.defaults, **resolve_generation(settings)}

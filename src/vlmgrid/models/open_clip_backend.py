@@ -41,6 +41,8 @@ class OpenClip(Backend):
         "decode_workers": "auto",  # worker processes decoding image files: the usable cores, or a number
         "image_decode": "host",  # or "device": JPEGs decoded and resized on a CUDA device
     }
+    # the workers' and the cache's pixels are those of the images opened one by one (image_decode's are not)
+    run_only = frozenset({"decode_workers", "pixel_cache"})
 
     def __init__(
         self, settings: dict, model, preprocess, tokenizer, device: str, dtype, weights_fingerprint: str

@@ -104,6 +104,8 @@ class OpenAI(ApiClient, Backend):
         "circuit_breaker": 10,
         "generation": dict(_DEFAULT_GENERATION),
     }
+    # a request that fails is retried or stops the job, never an answer; the response cache keeps answers
+    run_only = frozenset({"concurrency", "max_retries", "timeout", "circuit_breaker", "cache"})
 
     def __init__(self, settings: dict, api_key: str | None = None) -> None:
         super().__init__(settings)

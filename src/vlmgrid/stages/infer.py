@@ -78,9 +78,11 @@ def open_job(
     by their model requests as the cost plan counts them (vlmgrid.stages.cost_work.item_requests).
 
     `prompts_dir` is where the protocols read their prompt sets (the benchmark's default when None); the
-    hashes of its prompt sets are part of the job's identity; so is `weights`, the fingerprint of a checkpoint
-    read in place.
+    hashes of its prompt sets are part of the job's identity; so are the model's settings that its answers
+    depend on (`answer_settings`: a worker count or a retry limit changed resumes the parts), and `weights`,
+    the fingerprint of a checkpoint read in place.
     """
+    from vlmgrid.models import answer_settings
     from vlmgrid.stages.cost import check_costs, load_throughput
     from vlmgrid.stages.cost_work import item_work, pass_requests
 
@@ -89,7 +91,7 @@ def open_job(
     return make_job(
         bench,
         pass_requests(data, works),
-        model_settings=model_settings,
+        model_settings=answer_settings(model_settings),
         part_size=part_size,
         weights=weights,
         check_costs=check_costs(data, works, model_settings, bench.kind.protocol, load_throughput()),
