@@ -121,6 +121,37 @@ def test_a_cuda_error_reported_when_scores_are_read_stops_the_job(llava, monkeyp
             llava.score_options(_riddles(2))
 
 
+def test_a_copy_from_a_gpu_is_read_after_its_event_on_that_gpu_s_stream(monkeypatch):
+    """Scores copied from cuda:1 (the last GPU of a model spread over two) are read only once an event
+    recorded on cuda:1's stream has completed, not the current device's, which would let them be read
+    before the copy."""
+    import torch
+
+    from vlmgrid.models import hf_scoring
+
+    done = []
+
+    class Event:
+        def record(self, stream):
+            done.append(("record", stream))
+
+        def synchronize(self):
+            done.append(("synchronize",))
+
+    class OnGpu:
+        device = torch.device("cuda", 1)
+
+        def to(self, device, non_blocking=False):
+            done.append(("copy", device, non_blocking))
+            return "host values"
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ("stream of", device))
+    copied = hf_scoring._HostCopy(OnGpu())
+    assert done == [("copy", "cpu", True), ("record", ("stream of", torch.device("cuda", 1)))]
+    assert copied.values() == "host values" and done[-1] == ("synchronize",)
+
+
 def _bench(tmp_path, broken: bool):
     import pandas as pd
 

@@ -72,7 +72,8 @@ def _on(device, values, dtype=None):
 class _HostCopy:
     """A device tensor's copy to the host, queued after the calls that make it without waiting for them:
     `values()` waits for this copy alone, not for what was queued after it (on a CPU there is nothing to wait
-    for). A copy to pinned memory (what `non_blocking` gives from CUDA) is read only after its event."""
+    for). A copy to pinned memory (what `non_blocking` gives from CUDA) is read only after its event, recorded
+    on the stream of the values' own device: with a model spread over GPUs that is not the current one."""
 
     def __init__(self, values) -> None:
         import torch
@@ -81,7 +82,7 @@ class _HostCopy:
         self._copied = None
         if values.device.type == "cuda":
             self._copied = torch.cuda.Event()
-            self._copied.record()
+            self._copied.record(torch.cuda.current_stream(values.device))
 
     def values(self):
         if self._copied is not None:
