@@ -268,12 +268,16 @@ def clip_stand_in(real, clock: Clock, h200: H200, key: str):
     return SimulatedClip().eval()
 
 
+VISION_LAYERS = 24  # of LLaVA-1.5's 56 layers a forward launches (its language model's are 32)
+
+
 def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
     """LLaVA with its forward and generate replaced: logits and token ids of the right shapes after the H200's
     time for the work in the call's shapes. A forward with pixels is a prompt (letters, a ranking prefix): its
     rows x padded length tokens and its images; one without continues a ranking prefix: its rows x length
     tokens (options packed in one row, or one a row with their padding); generate is its prompt's forward and
-    then a decoding step per new token for all its rows, and emits `token_id`."""
+    then a decoding step per new token for all its rows, and emits `token_id`. A prompt's forward waits for
+    the device between its vision tower and its language model, as LLaVA's does in transformers."""
     import torch
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
@@ -293,8 +297,17 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
             # launched as a real forward is: the caller goes on, and reading its logits back waits
             rows, length = input_ids.shape
             if pixel_values is not None:
+                # LLaVA's forward reads the image-token count back once its vision tower is queued
+                # (transformers' placeholder check formats the count into its message): the tower is
+                # launched, the caller waits for the device, and then the language model is launched
                 seconds = cost.prompt(rows, length, pixel_values.shape[0])
-                clock.launch(seconds, h200.share(launches.forward_s, seconds))
+                tower = pixel_values.shape[0] * cost.image_s
+                clock.launch(tower, h200.share(VISION_LAYERS * h200.per_layer_s, tower))
+                clock.wait()
+                language = seconds - tower
+                clock.launch(
+                    language, h200.share(launches.forward_s - VISION_LAYERS * h200.per_layer_s, language)
+                )
             else:
                 seconds = cost.continuation(rows, length)
                 clock.launch(seconds, h200.share(launches.step_s, seconds))
