@@ -578,26 +578,37 @@ def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
         assert int(np.argmax(a.normalised)) == int(np.argmax(b.normalised))
 
 
-def test_packed_options_make_no_device_tensor_that_waits_for_the_device(checkpoints, monkeypatch):
-    """Between a prefix's forward and its options' no tensor is made with torch.tensor(..., device=...):
-    on CUDA that copy waits for every queued kernel (the prefix's forward), so the device would idle while
-    the host prepares the options. Host lists go by a non-blocking copy (`_on`)."""
+@pytest.mark.parametrize("packed", [True, False])
+def test_options_make_no_device_tensor_that_waits_for_the_device(checkpoints, monkeypatch, packed):
+    """Between a prefix's forward and its options' no tensor is made with torch.tensor(..., device=...), nor
+    copied to the device with a blocking .to(): on CUDA that copy waits for every queued kernel (the
+    prefix's forward), so the device would idle while the host prepares the options. Host lists go by a
+    non-blocking copy (`_on`), packed options or one a row."""
     import inspect
 
     made = []
-    tensor = torch.tensor
+    tensor, to = torch.tensor, torch.Tensor.to
+
+    def caller() -> str:
+        return inspect.currentframe().f_back.f_back.f_globals.get("__name__", "")
 
     def watched(*args, **kwargs):
-        caller = inspect.currentframe().f_back.f_globals.get("__name__", "")
-        if caller.startswith("vlmgrid") and kwargs.get("device") is not None:
-            made.append(caller)
+        if caller().startswith("vlmgrid") and kwargs.get("device") is not None:
+            made.append(("tensor", caller()))
         return tensor(*args, **kwargs)
 
+    def moved(self, *args, **kwargs):
+        if caller().startswith("vlmgrid.models.hf_scoring") and not kwargs.get("non_blocking"):
+            made.append(("to", caller()))
+        return to(self, *args, **kwargs)
+
     model = Hf.load(_settings("llava"), checkpoints("llava"), "cpu")
-    assert model._packable(model._text_model())
+    model.pack_options = packed
+    assert model._packable(model._text_model()) == packed
     request = OptionRequest("p0", _image(23), "Which one?", [" a cat", " two dogs", " red"])
     expected = model.score_options([request])
     monkeypatch.setattr(torch, "tensor", watched)
+    monkeypatch.setattr(torch.Tensor, "to", moved)
     assert model.score_options([request]) == expected and made == []
 
 

@@ -22,9 +22,9 @@ tokenizer is on that side, so the device loop never shares it with the preparing
 forward and its options' the device loop makes its small tensors (token ids, positions, indices) on the host
 and copies them without blocking (`_on`): `torch.tensor(list, device=cuda)` waits for every queued kernel, so
 the host would idle through the prefix's forward and the device through the options' preparation. A request's
-scores are copied to the host without waiting too (`_HostCopy`) and read once the next request's prefix and
-options are launched, so that the device runs those while the host waits for the copy and turns it into
-totals.
+scores are copied to the host without waiting too (`_HostCopy`: one gather and one copy a chunk, packed or
+not) and read once the next request's prefix and options are launched, so that the device runs those while
+the host waits for the copy and turns it into totals.
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ class _ScoresLater:
         return OptionScores(total=[total for chunk in self.chunks for total in chunk()], tokens=self.tokens)
 
 
-def _packed_totals(copied: _HostCopy, lengths: Sequence[int]) -> list[float]:
-    """A packed chunk's option totals from its host copy: the options' first tokens' log-probabilities, then
-    the following tokens' of every option in turn."""
+def _option_totals(copied: _HostCopy, lengths: Sequence[int]) -> list[float]:
+    """A chunk's option totals from its host copy: the options' first tokens' log-probabilities, then the
+    following tokens' of every option in turn."""
     values = copied.values()
     firsts, picked = values[: len(lengths)].tolist(), values[len(lengths) :]
     totals, start = [], 0
@@ -279,7 +279,7 @@ class HfOptionScoring:
                 _on(logprobs.device, rows, torch.long), _on(logprobs.device, following, torch.long)
             ]
             copied = _HostCopy(torch.cat([firsts, picked]))
-            return [lambda: _packed_totals(copied, lengths)]
+            return [lambda: _option_totals(copied, lengths)]
 
         chunks = self._batched(list(range(len(option_ids))), run, options=True)
         return _ScoresLater(chunks, [len(ids) for ids in option_ids])
@@ -328,14 +328,17 @@ class HfOptionScoring:
                 raise ValueError("a packed continuation needs an unpadded prefix")
             return [self._score_packed(request, option_ids, cache, first, prefix_mask, text_model)]
 
-        def run(chunk: Sequence[int]) -> list[float]:
-            longest = max(len(option_ids[i]) for i in chunk)
+        def run(chunk: Sequence[int]) -> list:
+            lengths = [len(option_ids[i]) for i in chunk]
+            longest = max(lengths)
             ids = torch.full((len(chunk), longest), pad, dtype=torch.long)
             mask = torch.zeros((len(chunk), longest), dtype=prefix_mask.dtype)
             for row, i in enumerate(chunk):  # right padding: pads come after an option's tokens
                 ids[row, : len(option_ids[i])] = torch.tensor(option_ids[i])
                 mask[row, : len(option_ids[i])] = 1
-            ids, mask = ids.to(prefix_mask.device), mask.to(prefix_mask.device)
+            # copied without waiting for the prefix's forward (`_on`)
+            ids = ids.to(prefix_mask.device, non_blocking=True)
+            mask = mask.to(prefix_mask.device, non_blocking=True)
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(chunk))
             extra = {_cache_argument(text_model): past}
@@ -354,15 +357,21 @@ class HfOptionScoring:
                     **extra,
                 ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1)
-            totals = []
-            for row, i in enumerate(chunk):
-                tokens = option_ids[i]
-                total = float(first[tokens[0]])
-                if len(tokens) > 1:
-                    following = torch.tensor(tokens[1:], device=logprobs.device)
-                    total += float(logprobs[row, : len(tokens) - 1].gather(-1, following[:, None]).sum())
-                totals.append(total)
-            return totals
+            # as the packed path reads them: one gather for the chunk and one copy to the host, read later
+            firsts = first[_on(first.device, [option_ids[i][0] for i in chunk])]
+            rows, steps, following = [], [], []
+            for row, (i, length) in enumerate(zip(chunk, lengths)):
+                rows += [row] * (length - 1)
+                steps += range(length - 1)
+                following += option_ids[i][1:]
+            device = logprobs.device
+            picked = logprobs[
+                _on(device, rows, torch.long),
+                _on(device, steps, torch.long),
+                _on(device, following, torch.long),
+            ]
+            copied = _HostCopy(torch.cat([firsts, picked]))
+            return [lambda: _option_totals(copied, lengths)]
 
-        totals = self._batched(list(range(len(option_ids))), run, options=True)
-        return [_ScoresLater([lambda: totals], [len(ids) for ids in option_ids])]
+        chunks = self._batched(list(range(len(option_ids))), run, options=True)
+        return [_ScoresLater(chunks, [len(ids) for ids in option_ids])]
