@@ -180,28 +180,41 @@ def test_clip_embeddings_run_on_the_device_while_the_host_goes_on_until_read_bac
     assert time.monotonic() - started >= 0.1
 
 
+SLOW = 50.0  # the simulated clock's slowdown in the timed LLaVA tests: a call of 2 ms takes 100 ms
+
+
+def _slow_llava(tmp_path, monkeypatch):
+    """The LLaVA stand-in on a clock SLOW times slow, with no launch share; (model, clock)."""
+    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
+    clock = speedsim.Clock()
+    clock.speed = SLOW
+    monkeypatch.setattr(clock._launcher, "hold", lambda seconds: None)
+    return _llava(h200, clock), clock
+
+
+def _prompt_forward(model):
+    return model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+
+
+def _continuation(model):
+    return model(input_ids=torch.zeros(1, 100, dtype=torch.long), cache=torch.zeros(1))
+
+
 def test_llava_forwards_run_on_the_device_while_the_host_goes_on_until_read_back(tmp_path, monkeypatch):
     # the clock 50x slow, no launch share: a prompt of one row of 100 tokens takes 100 ms, its tower 12.5 ms
     # of them, and a continuation of 100 tokens 100 ms. A prompt's forward returns once the device has run
     # what was queued before it and its tower (LLaVA's image-token check reads a count back there); a
     # continuation's at once; reading logits back waits for the queue, and a call read back at once
     # (generate's) waits for the queue before its own time
-    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
-    clock = speedsim.Clock()
-    clock.speed = 50.0
-    monkeypatch.setattr(clock._launcher, "hold", lambda seconds: None)
-    model = _llava(h200, clock)
-    prompt, tower, continuation = (
-        50 * (CALL + IMAGE + 100 * TOKEN),
-        50 * IMAGE,
-        50 * (CALL + 100 * CONTINUATION),
-    )
+    model, clock = _slow_llava(tmp_path, monkeypatch)
+    prompt, tower = SLOW * (CALL + IMAGE + 100 * TOKEN), SLOW * IMAGE
+    continuation = SLOW * (CALL + 100 * CONTINUATION)
     started = time.monotonic()
-    first = model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    first = _prompt_forward(model)
     assert tower <= time.monotonic() - started < tower + 0.05
-    options = model(input_ids=torch.zeros(1, 100, dtype=torch.long), cache=torch.zeros(1))
+    options = _continuation(model)
     assert time.monotonic() - started < tower + 0.05
-    second = model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    second = _prompt_forward(model)
     waited = time.monotonic() - started
     assert prompt + continuation + tower <= waited < prompt + continuation + tower + 0.05
     scores = torch.log_softmax(second.logits[0, -1].float(), dim=-1)  # queued work: no wait
@@ -209,7 +222,7 @@ def test_llava_forwards_run_on_the_device_while_the_host_goes_on_until_read_back
     assert scores.tolist()[0] == pytest.approx(-math.log(16)) and first.logits.shape == (1, 1, 16)
     assert time.monotonic() - started >= 2 * prompt + continuation and options.logits.shape == (1, 100, 16)
     started = time.monotonic()
-    model(input_ids=torch.zeros(1, 100, dtype=torch.long), cache=torch.zeros(1))
+    _continuation(model)
     clock.run(prompt)
     assert time.monotonic() - started >= continuation + prompt
 
@@ -217,16 +230,12 @@ def test_llava_forwards_run_on_the_device_while_the_host_goes_on_until_read_back
 def test_a_copy_to_the_host_without_blocking_waits_for_the_calls_before_it_alone(tmp_path, monkeypatch):
     # a prompt's forward of 100 ms (the clock 50x slow), its logits copied without blocking, then a
     # continuation of 100 ms: the copy's first use waits for the prompt only, a plain read-back for both
-    h200 = speedsim.read_h200(_measurements(tmp_path / "m"), LAUNCHES)
-    clock = speedsim.Clock()
-    clock.speed = 50.0
-    monkeypatch.setattr(clock._launcher, "hold", lambda seconds: None)
-    model = _llava(h200, clock)
-    prompt, tower = 50 * (CALL + IMAGE + 100 * TOKEN), 50 * IMAGE
+    model, _ = _slow_llava(tmp_path, monkeypatch)
+    prompt, tower = SLOW * (CALL + IMAGE + 100 * TOKEN), SLOW * IMAGE
     started = time.monotonic()
-    first = model(input_ids=torch.zeros(1, 100, dtype=torch.long), pixel_values=torch.zeros(1, 3, 2, 2))
+    first = _prompt_forward(model)
     copied = torch.log_softmax(first.logits[0, -1].float(), dim=-1).to("cpu", non_blocking=True)
-    options = model(input_ids=torch.zeros(1, 100, dtype=torch.long), cache=torch.zeros(1))
+    options = _continuation(model)
     assert time.monotonic() - started < tower + 0.05
     assert copied[:2].tolist() == pytest.approx([-math.log(16)] * 2)
     assert prompt <= time.monotonic() - started < 2 * prompt
