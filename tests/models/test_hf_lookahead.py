@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 
@@ -150,6 +151,24 @@ def test_a_copy_from_a_gpu_is_read_after_its_event_on_that_gpu_s_stream(monkeypa
     copied = hf_scoring._HostCopy(OnGpu())
     assert done == [("copy", "cpu", True), ("record", ("stream of", torch.device("cuda", 1)))]
     assert copied.values() == "host values" and done[-1] == ("synchronize",)
+
+
+@pytest.mark.parametrize("device, pinned", [(torch.device("cuda", 1), True), ("cpu", False)])
+def test_small_tensors_go_to_a_gpu_from_pinned_memory_without_blocking(monkeypatch, device, pinned):
+    """A copy from pageable memory may wait for the GPU's queue even with non_blocking; the options' token
+    ids, positions and indices are staged in pinned memory first (only where the device is a GPU: pinning
+    needs CUDA)."""
+    from vlmgrid.models import hf_scoring
+
+    done = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: done.append("pin") or self)
+    monkeypatch.setattr(
+        torch.Tensor,
+        "to",
+        lambda self, target, non_blocking=False: done.append((str(target), non_blocking)) or self,
+    )
+    assert hf_scoring._on(device, [3, 4], torch.long).tolist() == [3, 4]
+    assert done == (["pin"] if pinned else []) + [(str(device), True)]
 
 
 def _bench(tmp_path, broken: bool):

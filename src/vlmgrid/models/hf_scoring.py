@@ -62,11 +62,21 @@ PACKED_TEXT_MODELS = frozenset({"llama"})
 
 
 def _on(device, values, dtype=None):
-    """A host list as a tensor on `device`, copied without waiting for the device's queue (a copy from
-    pageable host memory is taken before the call returns: safe without a synchronisation)."""
+    """A host list as a tensor on `device`, copied without waiting for the device's queue."""
     import torch
 
-    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+    return _to_device(torch.tensor(values, dtype=dtype), device)
+
+
+def _to_device(tensor, device):
+    """A host tensor copied to `device` without waiting for the device's queue. To a GPU it goes from pinned
+    memory: CUDA may wait for the stream before a copy from pageable memory, "async" or not, and torch's
+    host allocator keeps the pinned block until the copy is done."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 class _HostCopy:
@@ -336,9 +346,8 @@ class HfOptionScoring:
             for row, i in enumerate(chunk):  # right padding: pads come after an option's tokens
                 ids[row, : len(option_ids[i])] = torch.tensor(option_ids[i])
                 mask[row, : len(option_ids[i])] = 1
-            # copied without waiting for the prefix's forward (`_on`)
-            ids = ids.to(prefix_mask.device, non_blocking=True)
-            mask = mask.to(prefix_mask.device, non_blocking=True)
+            # copied without waiting for the prefix's forward
+            ids, mask = _to_device(ids, prefix_mask.device), _to_device(mask, prefix_mask.device)
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(chunk))
             extra = {_cache_argument(text_model): past}
