@@ -79,7 +79,7 @@ def _riddles(count: int):
 def test_each_request_s_scores_are_read_once_the_next_one_is_launched(llava, monkeypatch):
     """A request's scores are read back after the next request's prefix and options are launched (on a GPU
     the device runs those while the host waits for the copy), and are the scores it gets alone."""
-    from vlmgrid.models import hf_scoring
+    from vlmgrid.models import host_device
 
     requests = _riddles(3)
     alone = [llava.score_options([request])[0] for request in requests]
@@ -93,9 +93,9 @@ def test_each_request_s_scores_are_read_once_the_next_one_is_launched(llava, mon
         events.append("prefix" if kwargs.get("pixel_values") is not None else "options")
         return forward(*args, **kwargs)
 
-    values = hf_scoring._HostCopy.values
+    values = host_device.HostCopy.values
     monkeypatch.setattr(llava.model, "forward", watched)
-    monkeypatch.setattr(hf_scoring._HostCopy, "values", lambda self: events.append("read") or values(self))
+    monkeypatch.setattr(host_device.HostCopy, "values", lambda self: events.append("read") or values(self))
     assert llava.score_options(requests) == alone
     assert events == ["prefix", "options", "prefix", "options", "read", "prefix", "options", "read", "read"]
 
@@ -105,14 +105,14 @@ def test_a_cuda_error_reported_when_scores_are_read_stops_the_job(llava, monkeyp
     """An error the device reports only when a request's scores are read back (an illegal memory access of
     a kernel launched earlier) is the device's failure, as in the batches; any other error stays itself."""
     from vlmgrid.errors import InferenceFailed
-    from vlmgrid.models import hf_scoring
+    from vlmgrid.models import host_device
 
     message = "CUDA error: an illegal memory access was encountered" if cuda else "mismatched sizes"
 
     def failing(self):
         raise RuntimeError(message)
 
-    monkeypatch.setattr(hf_scoring._HostCopy, "values", failing)
+    monkeypatch.setattr(host_device.HostCopy, "values", failing)
     if cuda:
         with pytest.raises(InferenceFailed, match=r"hit a CUDA error \(CUDA error: an illegal memory") as err:
             llava.score_options(_riddles(2))
@@ -128,7 +128,7 @@ def test_a_copy_from_a_gpu_is_read_after_its_event_on_that_gpu_s_stream(monkeypa
     before the copy."""
     import torch
 
-    from vlmgrid.models import hf_scoring
+    from vlmgrid.models import host_device
 
     done = []
 
@@ -148,7 +148,7 @@ def test_a_copy_from_a_gpu_is_read_after_its_event_on_that_gpu_s_stream(monkeypa
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ("stream of", device))
-    copied = hf_scoring._HostCopy(OnGpu())
+    copied = host_device.HostCopy(OnGpu())
     assert done == [("copy", "cpu", True), ("record", ("stream of", torch.device("cuda", 1)))]
     assert copied.values() == "host values" and done[-1] == ("synchronize",)
 
@@ -158,7 +158,7 @@ def test_small_tensors_go_to_a_gpu_from_pinned_memory_without_blocking(monkeypat
     """A copy from pageable memory may wait for the GPU's queue even with non_blocking; the options' token
     ids, positions and indices are staged in pinned memory first (only where the device is a GPU: pinning
     needs CUDA)."""
-    from vlmgrid.models import hf_scoring
+    from vlmgrid.models import host_device
 
     done = []
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: done.append("pin") or self)
@@ -167,7 +167,7 @@ def test_small_tensors_go_to_a_gpu_from_pinned_memory_without_blocking(monkeypat
         "to",
         lambda self, target, non_blocking=False: done.append((str(target), non_blocking)) or self,
     )
-    assert hf_scoring._on(device, [3, 4], torch.long).tolist() == [3, 4]
+    assert host_device.on_device(device, [3, 4], torch.long).tolist() == [3, 4]
     assert done == (["pin"] if pinned else []) + [(str(device), True)]
 
 

@@ -580,10 +580,11 @@ def test_packed_continuations_equal_one_row_per_option(checkpoints, family):
 
 @pytest.mark.parametrize("packed", [True, False])
 def test_options_make_no_device_tensor_that_waits_for_the_device(checkpoints, monkeypatch, packed):
-    """Between a prefix's forward and its options' no tensor is made with torch.tensor(..., device=...), nor
-    copied to the device with a blocking .to(): on CUDA that copy waits for every queued kernel (the
-    prefix's forward), so the device would idle while the host prepares the options. Host lists go by a
-    non-blocking copy (`_on`), packed options or one a row."""
+    """No tensor is made with torch.tensor(..., device=...), nor copied to the device with a blocking .to(),
+    neither between a prefix's forward and its options' nor for the next request's inputs: on CUDA that copy
+    waits for every queued kernel (the prefix's forward), so the device would idle while the host prepares
+    what comes next. Host tensors go by a non-blocking copy (`host_device.to_device`), packed options or one
+    a row."""
     import inspect
 
     made = []
@@ -598,7 +599,8 @@ def test_options_make_no_device_tensor_that_waits_for_the_device(checkpoints, mo
         return tensor(*args, **kwargs)
 
     def moved(self, *args, **kwargs):
-        if caller().startswith("vlmgrid.models.hf_scoring") and not kwargs.get("non_blocking"):
+        to_a_device = bool(args) and isinstance(args[0], (str, torch.device))  # not a cast to a dtype
+        if caller().startswith("vlmgrid.models.hf_") and to_a_device and not kwargs.get("non_blocking"):
             made.append(("to", caller()))
         return to(self, *args, **kwargs)
 

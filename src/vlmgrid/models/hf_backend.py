@@ -36,6 +36,7 @@ from vlmgrid.models.hf_batching import AUTO_START, HfBatching, Prefetched
 from vlmgrid.models.hf_inputs import HfInputs
 from vlmgrid.models.hf_loading import checkpoint_in_place, load_pretrained, load_processor, needs_image
 from vlmgrid.models.hf_scoring import HfOptionScoring
+from vlmgrid.models.host_device import to_device
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ class Hf(HfOptionScoring, HfBatching, Backend):
     # --- prompts ----------------------------------------------------------------------------------------
 
     def _encode(self, requests: Sequence) -> dict:
-        """Tokenise a batch of requests (all with an image or all without) with left padding."""
+        """Tokenise a batch of requests (all with an image or all without) with left padding, on the host."""
         if self.needs_image and any(r.image is None for r in requests):
             item = next(r.id for r in requests if r.image is None)
             raise VlmgridError(
@@ -178,11 +179,7 @@ class Hf(HfOptionScoring, HfBatching, Backend):
             qformer = qformer_tokenizer(texts, padding=True, padding_side="right", return_tensors="pt")
             inputs["qformer_input_ids"] = qformer["input_ids"]
             inputs["qformer_attention_mask"] = qformer["attention_mask"]
-        inputs = {key: value for key, value in inputs.items() if value is not None}
-        return {
-            key: (value.to(self.model.device) if hasattr(value, "to") else value)
-            for key, value in inputs.items()
-        }
+        return {key: value for key, value in inputs.items() if value is not None}
 
     def _nested_images(self) -> bool:
         # Idefics3 and SmolVLM processors take one list of images per text.
@@ -211,7 +208,19 @@ class Hf(HfOptionScoring, HfBatching, Backend):
 
     def _inputs(self, requests: Sequence) -> dict:
         """The model's inputs for a batch of requests, on its device and in its precision."""
-        return self._cast(self._encode(requests))
+        return self._on_model(self._encode(requests))
+
+    def _on_model(self, inputs: dict) -> dict:
+        """Host inputs on the model's device, copied without waiting for its queue (they are prepared while
+        the device runs the batch before), and in its precision."""
+        import torch
+
+        return self._cast(
+            {
+                key: to_device(value, self.model.device) if isinstance(value, torch.Tensor) else value
+                for key, value in inputs.items()
+            }
+        )
 
     def _generate_batch(self, requests: Sequence[GenerateRequest], inputs: dict) -> list[list[int]]:
         import torch

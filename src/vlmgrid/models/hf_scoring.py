@@ -20,11 +20,11 @@ On an accelerator the next batch of letters, or the next request's prompt inputs
 prepared in a thread while the current one runs (hf_batching's `Prefetched`); everything that uses the
 tokenizer is on that side, so the device loop never shares it with the preparing thread. Between a prefix's
 forward and its options' the device loop makes its small tensors (token ids, positions, indices) on the host
-and copies them without blocking (`_on`): `torch.tensor(list, device=cuda)` waits for every queued kernel, so
-the host would idle through the prefix's forward and the device through the options' preparation. A request's
-scores are copied to the host without waiting too (`_HostCopy`: one gather and one copy a chunk, packed or
-not) and read once the next request's prefix and options are launched, so that the device runs those while
-the host waits for the copy and turns it into totals.
+and copies them without waiting for the device (`host_device.on_device`), so that the host does not idle
+through the prefix's forward nor the device through the options' preparation. A request's scores come back
+the same way (`host_device.HostCopy`: one gather and one copy a chunk, packed or not) and are read once the
+next request's prefix and options are launched, so that the device runs those while the host waits for the
+copy and turns it into totals.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from vlmgrid.errors import VlmgridError
 from vlmgrid.model_requests import OptionRequest, OptionScores
 from vlmgrid.models.hf_batching import Prefetched
+from vlmgrid.models.host_device import HostCopy, on_device, to_device
 
 
 def _cache_of(output):
@@ -61,45 +62,6 @@ def _cache_of(output):
 PACKED_TEXT_MODELS = frozenset({"llama"})
 
 
-def _on(device, values, dtype=None):
-    """A host list as a tensor on `device`, copied without waiting for the device's queue."""
-    import torch
-
-    return _to_device(torch.tensor(values, dtype=dtype), device)
-
-
-def _to_device(tensor, device):
-    """A host tensor copied to `device` without waiting for the device's queue. To a GPU it goes from pinned
-    memory: CUDA may wait for the stream before a copy from pageable memory, "async" or not, and torch's
-    host allocator keeps the pinned block until the copy is done."""
-    import torch
-
-    if torch.device(device).type == "cuda":
-        tensor = tensor.pin_memory()
-    return tensor.to(device, non_blocking=True)
-
-
-class _HostCopy:
-    """A device tensor's copy to the host, queued after the calls that make it without waiting for them:
-    `values()` waits for this copy alone, not for what was queued after it (on a CPU there is nothing to wait
-    for). A copy to pinned memory (what `non_blocking` gives from CUDA) is read only after its event, recorded
-    on the stream of the values' own device: with a model spread over GPUs that is not the current one."""
-
-    def __init__(self, values) -> None:
-        import torch
-
-        self._host = values.to("cpu", non_blocking=True)
-        self._copied = None
-        if values.device.type == "cuda":
-            self._copied = torch.cuda.Event()
-            self._copied.record(torch.cuda.current_stream(values.device))
-
-    def values(self):
-        if self._copied is not None:
-            self._copied.synchronize()
-        return self._host
-
-
 class _ScoresLater:
     """A request's option scores whose totals are read from the host copies of its chunks when asked for
     (`read`): each chunk's totals a call that waits for its copy."""
@@ -111,7 +73,7 @@ class _ScoresLater:
         return OptionScores(total=[total for chunk in self.chunks for total in chunk()], tokens=self.tokens)
 
 
-def _option_totals(copied: _HostCopy, lengths: Sequence[int]) -> list[float]:
+def _option_totals(copied: HostCopy, lengths: Sequence[int]) -> list[float]:
     """A chunk's option totals from its host copy: the options' first tokens' log-probabilities, then the
     following tokens' of every option in turn."""
     values = copied.values()
@@ -134,8 +96,8 @@ def _packed_mask(lengths: Sequence[int], prefix_length: int, dtype, device):
     total = sum(lengths)
     # a token sees the keys from its own option's first token to itself
     starts = torch.repeat_interleave(
-        _on(device, list(itertools.accumulate([0, *lengths[:-1]]))),
-        _on(device, list(lengths)),
+        on_device(device, list(itertools.accumulate([0, *lengths[:-1]]))),
+        on_device(device, list(lengths)),
         output_size=total,
     )
     key = torch.arange(total, device=device)
@@ -266,8 +228,8 @@ class HfOptionScoring:
 
         def run(chunk: Sequence[int]) -> list[float]:
             lengths = [len(option_ids[i]) for i in chunk]
-            ids = _on(device, [[token for i in chunk for token in option_ids[i]]])
-            positions = _on(device, [[prefix_length + k for n in lengths for k in range(n)]])
+            ids = on_device(device, [[token for i in chunk for token in option_ids[i]]])
+            positions = on_device(device, [[prefix_length + k for n in lengths for k in range(n)]])
             with torch.inference_mode():
                 logits = text_model(
                     input_ids=ids,
@@ -279,16 +241,17 @@ class HfOptionScoring:
             logprobs = torch.log_softmax(logits[0].float(), dim=-1)
             # every option's first token read from the prefix's logits, its others from the packed row: one
             # gather each and one copy to the host for the chunk, not a round trip per option
-            firsts = first[_on(first.device, [option_ids[i][0] for i in chunk])]
+            firsts = first[on_device(first.device, [option_ids[i][0] for i in chunk])]
             rows, following, start = [], [], 0
             for i, length in zip(chunk, lengths):
                 rows += range(start, start + length - 1)
                 following += option_ids[i][1:]
                 start += length
             picked = logprobs[
-                _on(logprobs.device, rows, torch.long), _on(logprobs.device, following, torch.long)
+                on_device(logprobs.device, rows, torch.long),
+                on_device(logprobs.device, following, torch.long),
             ]
-            copied = _HostCopy(torch.cat([firsts, picked]))
+            copied = HostCopy(torch.cat([firsts, picked]))
             return [lambda: _option_totals(copied, lengths)]
 
         chunks = self._batched(list(range(len(option_ids))), run, options=True)
@@ -301,10 +264,10 @@ class HfOptionScoring:
         the tokenizer's work, so that the device loop (`_score_continuations`) never touches it while the
         next request is prepared in a thread (a tokenizer used by two threads at once can fail)."""
         (request,) = requests
-        inputs = self._inputs([request])
-        mask = inputs.get("attention_mask")
-        # read here, where waiting for the device costs the device loop nothing
-        padded = mask is not None and bool((mask == 0).any())
+        host = self._encode([request])
+        mask = host.get("attention_mask")
+        padded = mask is not None and bool((mask == 0).any())  # read on the host: no wait for the device
+        inputs = self._on_model(host)
         option_ids = [self.tokenizer.encode(option, add_special_tokens=False) for option in request.options]
         for option, ids in zip(request.options, option_ids):
             if not ids:
@@ -347,7 +310,7 @@ class HfOptionScoring:
                 ids[row, : len(option_ids[i])] = torch.tensor(option_ids[i])
                 mask[row, : len(option_ids[i])] = 1
             # copied without waiting for the prefix's forward
-            ids, mask = _to_device(ids, prefix_mask.device), _to_device(mask, prefix_mask.device)
+            ids, mask = to_device(ids, prefix_mask.device), to_device(mask, prefix_mask.device)
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(chunk))
             extra = {_cache_argument(text_model): past}
@@ -367,7 +330,7 @@ class HfOptionScoring:
                 ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1)
             # as the packed path reads them: one gather for the chunk and one copy to the host, read later
-            firsts = first[_on(first.device, [option_ids[i][0] for i in chunk])]
+            firsts = first[on_device(first.device, [option_ids[i][0] for i in chunk])]
             rows, steps, following = [], [], []
             for row, (i, length) in enumerate(zip(chunk, lengths)):
                 rows += [row] * (length - 1)
@@ -375,11 +338,11 @@ class HfOptionScoring:
                 following += option_ids[i][1:]
             device = logprobs.device
             picked = logprobs[
-                _on(device, rows, torch.long),
-                _on(device, steps, torch.long),
-                _on(device, following, torch.long),
+                on_device(device, rows, torch.long),
+                on_device(device, steps, torch.long),
+                on_device(device, following, torch.long),
             ]
-            copied = _HostCopy(torch.cat([firsts, picked]))
+            copied = HostCopy(torch.cat([firsts, picked]))
             return [lambda: _option_totals(copied, lengths)]
 
         chunks = self._batched(list(range(len(option_ids))), run, options=True)
