@@ -73,6 +73,18 @@ class _ScoresLater:
         return OptionScores(total=[total for chunk in self.chunks for total in chunk()], tokens=self.tokens)
 
 
+def _totals_later(first, option_ids: Sequence[list[int]], picked) -> Callable[[], list[float]]:
+    """A chunk's option totals, read when called: each option's first token's log-probability from the
+    prefix's (`first`), its following tokens' from `picked` (every option's in turn), both gathered on the
+    device and copied to the host in one piece without waiting."""
+    import torch
+
+    firsts = first[on_device(first.device, [ids[0] for ids in option_ids])]
+    copied = HostCopy(torch.cat([firsts, picked]))
+    lengths = [len(ids) for ids in option_ids]
+    return lambda: _option_totals(copied, lengths)
+
+
 def _option_totals(copied: HostCopy, lengths: Sequence[int]) -> list[float]:
     """A chunk's option totals from its host copy: the options' first tokens' log-probabilities, then the
     following tokens' of every option in turn."""
@@ -226,7 +238,7 @@ class HfOptionScoring:
         prefix_length = prefix_mask.shape[1]
         device = prefix_mask.device
 
-        def run(chunk: Sequence[int]) -> list[float]:
+        def run(chunk: Sequence[int]) -> list[Callable[[], list[float]]]:
             lengths = [len(option_ids[i]) for i in chunk]
             ids = on_device(device, [[token for i in chunk for token in option_ids[i]]])
             positions = on_device(device, [[prefix_length + k for n in lengths for k in range(n)]])
@@ -241,7 +253,6 @@ class HfOptionScoring:
             logprobs = torch.log_softmax(logits[0].float(), dim=-1)
             # every option's first token read from the prefix's logits, its others from the packed row: one
             # gather each and one copy to the host for the chunk, not a round trip per option
-            firsts = first[on_device(first.device, [option_ids[i][0] for i in chunk])]
             rows, following, start = [], [], 0
             for i, length in zip(chunk, lengths):
                 rows += range(start, start + length - 1)
@@ -251,8 +262,7 @@ class HfOptionScoring:
                 on_device(logprobs.device, rows, torch.long),
                 on_device(logprobs.device, following, torch.long),
             ]
-            copied = HostCopy(torch.cat([firsts, picked]))
-            return [lambda: _option_totals(copied, lengths)]
+            return [_totals_later(first, [option_ids[i] for i in chunk], picked)]
 
         chunks = self._batched(list(range(len(option_ids))), run, options=True)
         return _ScoresLater(chunks, [len(ids) for ids in option_ids])
@@ -301,7 +311,7 @@ class HfOptionScoring:
                 raise ValueError("a packed continuation needs an unpadded prefix")
             return [self._score_packed(request, option_ids, cache, first, prefix_mask, text_model)]
 
-        def run(chunk: Sequence[int]) -> list:
+        def run(chunk: Sequence[int]) -> list[Callable[[], list[float]]]:
             lengths = [len(option_ids[i]) for i in chunk]
             longest = max(lengths)
             ids = torch.full((len(chunk), longest), pad, dtype=torch.long)
@@ -330,7 +340,6 @@ class HfOptionScoring:
                 ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1)
             # as the packed path reads them: one gather for the chunk and one copy to the host, read later
-            firsts = first[on_device(first.device, [option_ids[i][0] for i in chunk])]
             rows, steps, following = [], [], []
             for row, (i, length) in enumerate(zip(chunk, lengths)):
                 rows += [row] * (length - 1)
@@ -342,8 +351,7 @@ class HfOptionScoring:
                 on_device(device, steps, torch.long),
                 on_device(device, following, torch.long),
             ]
-            copied = HostCopy(torch.cat([firsts, picked]))
-            return [lambda: _option_totals(copied, lengths)]
+            return [_totals_later(first, [option_ids[i] for i in chunk], picked)]
 
         chunks = self._batched(list(range(len(option_ids))), run, options=True)
         return [_ScoresLater(chunks, [len(ids) for ids in option_ids])]
