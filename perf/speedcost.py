@@ -146,6 +146,11 @@ class Launcher:
             self.run_ops(self.CHUNK)
 
 
+# LLaVA-1.5-7B's transformer layers: its launches are measured on a model of this depth, and a simulated
+# forward holds each part's share
+LLAVA_LAYERS = {"vision": 24, "language": 32}
+
+
 @dataclass(frozen=True)
 class LaunchTimes:
     """Host seconds of the launches of one prompt's forward and one decoding step, measured here on a model of
@@ -164,7 +169,7 @@ def measure_launch_times(repeats: int = 3) -> LaunchTimes:
     vision = CLIPVisionConfig(
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=24,
+        num_hidden_layers=LLAVA_LAYERS["vision"],
         num_attention_heads=2,
         patch_size=14,
         image_size=28,
@@ -172,7 +177,7 @@ def measure_launch_times(repeats: int = 3) -> LaunchTimes:
     text = LlamaConfig(
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=32,
+        num_hidden_layers=LLAVA_LAYERS["language"],
         num_attention_heads=2,
         num_key_value_heads=2,
         vocab_size=512,

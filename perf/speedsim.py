@@ -23,7 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedcases import NEW_TOKENS, in_parts, infer_parts, load_llava, write_llava_processor
-from speedcost import LETTER_PROMPT_TOKENS, DeviceCost, Launcher, LaunchTimes, fit_cost, measure_launch_times
+from speedcost import (
+    LETTER_PROMPT_TOKENS,
+    LLAVA_LAYERS,
+    DeviceCost,
+    Launcher,
+    LaunchTimes,
+    fit_cost,
+    measure_launch_times,
+)
 from speedfolders import RIDDLE_TOKENS, dance_folder, folder_benchmark, imagenet_folder, item_records
 from speedhost import cpu_seconds, hold_to
 
@@ -74,7 +82,7 @@ class H200:
     @property
     def per_layer_s(self) -> float:
         """This host's launch time per transformer layer of a forward (24 vision + 32 language layers)."""
-        return self.launches.forward_s / 56
+        return self.launches.forward_s / (LLAVA_LAYERS["vision"] + LLAVA_LAYERS["language"])
 
 
 def read_h200(folder: Path, launches: LaunchTimes | None = None) -> H200:
@@ -268,9 +276,6 @@ def clip_stand_in(real, clock: Clock, h200: H200, key: str):
     return SimulatedClip().eval()
 
 
-VISION_LAYERS = 24  # of LLaVA-1.5's 56 layers a forward launches (its language model's are 32)
-
-
 def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
     """LLaVA with its forward and generate replaced: logits and token ids of the right shapes after the H200's
     time for the work in the call's shapes. A forward with pixels is a prompt (letters, a ranking prefix): its
@@ -302,12 +307,10 @@ def llava_stand_in(real, clock: Clock, h200: H200, token_id: int, vocab: int):
                 # launched, the caller waits for the device, and then the language model is launched
                 seconds = cost.prompt(rows, length, pixel_values.shape[0])
                 tower = pixel_values.shape[0] * cost.image_s
-                clock.launch(tower, h200.share(VISION_LAYERS * h200.per_layer_s, tower))
+                clock.launch(tower, h200.share(LLAVA_LAYERS["vision"] * h200.per_layer_s, tower))
                 clock.wait()
                 language = seconds - tower
-                clock.launch(
-                    language, h200.share(launches.forward_s - VISION_LAYERS * h200.per_layer_s, language)
-                )
+                clock.launch(language, h200.share(LLAVA_LAYERS["language"] * h200.per_layer_s, language))
             else:
                 seconds = cost.continuation(rows, length)
                 clock.launch(seconds, h200.share(launches.step_s, seconds))
