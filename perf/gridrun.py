@@ -145,17 +145,21 @@ def _children() -> list[int]:
 def render_saved(json_path: str, out: str | None, render) -> int:
     """`--render`: measure nothing, write the Markdown that `render` makes of a saved results JSON to `out`
     (default: beside the JSON, as .md) and print it."""
+    from vlmgrid.fileio import write_text
+
     results = json.loads(Path(json_path).read_text(encoding="utf-8"))
     text = render(results)
-    Path(out or Path(json_path).with_suffix(".md")).write_text(text, encoding="utf-8")
+    write_text(out or Path(json_path).with_suffix(".md"), text)
     print(text)
     return 0
 
 
 def save_results(out: str, text: str, results: dict) -> None:
     """`--out`: the Markdown `text` at `out` and the figures it was made from, `results`, beside it as .json
-    (what `render_saved` reads back)."""
+    (what `render_saved` reads back). Each file is written whole or not at all (a temporary file renamed)."""
+    from vlmgrid.fileio import write_text
+
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_text(path.with_suffix(".json"), json.dumps(results, indent=1) + "\n")
+    write_text(path, text)

@@ -216,52 +216,65 @@ def main(argv: list[str] | None = None) -> int:
     )  # classifier weights start cold, and stay out of ~/.cache
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     rows: list[dict] = []
+    measured: list[str] = []
+
+    def save() -> str:
+        """The table of the rows so far; with --out, rewritten after each section, so that a run stopped by a
+        time limit keeps the sections it finished."""
+        meta = {
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "device": torch.cuda.get_device_name()
+            if device == "cuda"
+            else f"CPU ({platform.processor() or platform.machine()})",
+            "shapes": shapes_label(shapes, args.depth),
+            "precision": shape["precision"] if device == "cuda" else "fp32 (the CPU always runs fp32)",
+            "cpus": _cpus(),
+            "libraries": f"torch {torch.__version__}, transformers {transformers.__version__}, "
+            f"open_clip {open_clip.__version__}, python {platform.python_version()}",
+            "command": "python perf/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "seconds": round(time.perf_counter() - started, 1),
+            "part_size": args.part_size,
+        }
+        left = [name for name in sections if name not in measured]
+        meta["notes"] = [
+            f"runners called in parts of at most {args.part_size} model requests, cut as `vlmgrid infer` "
+            f"cuts them; the whole run took {meta['seconds']} s"
+            if not left
+            else f"sections measured so far: {', '.join(measured)}, in {meta['seconds']} s; not yet: "
+            f"{', '.join(left)}",
+            f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, "
+            f"on {meta['cpus']} CPUs: a load above the CPU count means other work shared them",
+        ]
+        text = render_markdown(meta, rows)
+        if args.out:
+            save_results(args.out, text, {"meta": meta, "rows": rows})
+        return text
+
+    def measure(name: str, section, *section_args) -> None:
+        new_rows = section(*section_args)
+        rows.extend(new_rows)
+        measured.append(name)
+        print(json.dumps(new_rows, indent=1), flush=True)
+        save()
+
     try:
         if "clip" in sections:
-            clip_rows = clip_section(shape, device, work / "clip", args.part_size)
-            rows += clip_rows
-            print(json.dumps(clip_rows, indent=1), flush=True)
+            measure("clip", clip_section, shape, device, work / "clip", args.part_size)
         lm_sections = [s for s in ("choice", "generate", "rank") if s in sections]
         if lm_sections:
             model_dir = write_llava(shape, device, work / "llava")
             backend = load_llava(shape, device, model_dir, shape["lm_batch"])
             for name in lm_sections:
                 section = {"choice": choice_section, "generate": generate_section, "rank": rank_section}[name]
-                rows += section(backend, shape, device, work / name, args.part_size)
-                print(json.dumps(rows[-1], indent=1), flush=True)
+                measure(name, section, backend, shape, device, work / name, args.part_size)
             del backend
         if "dag" in sections:
-            rows += dag_section(work)
+            measure("dag", dag_section, work)
         if "workflow" in sections:
-            rows += workflow_section(work)
+            measure("workflow", workflow_section, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    meta = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "device": torch.cuda.get_device_name()
-        if device == "cuda"
-        else f"CPU ({platform.processor() or platform.machine()})",
-        "shapes": shapes_label(shapes, args.depth),
-        "precision": shape["precision"] if device == "cuda" else "fp32 (the CPU always runs fp32)",
-        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "libraries": f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"open_clip {open_clip.__version__}, python {platform.python_version()}",
-        "command": "python perf/speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "seconds": round(time.perf_counter() - started, 1),
-        "part_size": args.part_size,
-    }
-    meta["notes"] = [
-        f"runners called in parts of at most {args.part_size} model requests, cut as `vlmgrid infer` "
-        f"cuts them; the whole run "
-        f"took {meta['seconds']} s",
-        f"load average (1 min) at the start {load_before:.1f}, at the end {os.getloadavg()[0]:.1f}, "
-        f"on {meta['cpus']} CPUs: a load above the CPU count means other work shared them",
-    ]
-    text = render_markdown(meta, rows)
-    print(text)
-    if args.out:
-        save_results(args.out, text, {"meta": meta, "rows": rows})
+    print(save())
     return 0
 
 

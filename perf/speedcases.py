@@ -529,7 +529,7 @@ def generate_section(backend, shape: dict, device: str, work: Path, part_size: i
     ]
     batch = backend._cast(backend._encode(requests))
     with torch.inference_mode():
-        bare = timed(lambda: backend.model.generate(**batch, do_sample=False), device, repeats=1)
+        bare = timed(lambda: backend.model.generate(**batch, do_sample=False), device, repeats=3)
     # The same run with nothing prepared beside `generate` (each batch's inputs made before its call): where
     # this row is faster, the preparing thread delays the thread that launches the device's work
     rows = [("generate", "", ours, ours_cores)]

@@ -190,6 +190,27 @@ TINY_COUNTS = {
 }
 
 
+def test_a_run_stopped_after_a_section_keeps_its_figures(tmp_path, monkeypatch):
+    """--out is rewritten after each section: a run its time limit stops keeps the sections it finished, and
+    says which it did not reach."""
+    clip_rows = [speedreport.result_row("clip large", "CLIP ViT-L/14@336", "img/s", 900.0, 1000.0, "tower")]
+    monkeypatch.setattr(speed, "clip_section", lambda shape, device, work, part_size: clip_rows)
+
+    def stopped(*args):
+        raise SystemExit(143)  # what SIGTERM does in speed.py
+
+    monkeypatch.setattr(speed, "dag_section", stopped)
+    out = tmp_path / "speed.md"
+    with pytest.raises(SystemExit):
+        speed.main(["--device", "cpu", "--only", "clip,dag", "--out", str(out)])
+    saved = json.loads(out.with_suffix(".json").read_text())
+    assert saved["rows"] == clip_rows
+    assert saved["meta"]["notes"][0].startswith("sections measured so far: clip, in ")
+    assert saved["meta"]["notes"][0].endswith("s; not yet: dag")
+    assert out.read_text() == speedreport.render_markdown(saved["meta"], saved["rows"])
+    assert "| CLIP ViT-L/14@336 | 900 |" in out.read_text()
+
+
 @pytest.mark.integration
 def test_the_real_shape_path_runs_at_depth_one_on_the_cpu(tmp_path, monkeypatch):
     """The GPU run's own path at real widths and one layer (LLaVA-1.5-7B's width and vocabulary: 2 GB in
