@@ -206,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(text)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        from vlmgrid.fileio import write_text
+
+        write_text(args.out, text)
     return 0
 
 
