@@ -223,6 +223,19 @@ def test_client_errors_are_the_items_and_not_retried(make, server, sleeps):
     assert "HTTP 400" in result.error and "image too large" in result.error
 
 
+@pytest.mark.parametrize("status", [408, 409])
+def test_a_request_timeout_or_conflict_is_the_servers_and_retried_never_a_row(make, server, sleeps, status):
+    """408 and 409 say the server could not take the request now, not that the item is wrong: retried, as
+    OpenAI's own client retries them; once retries run out, an inference failure, not the item's error row."""
+    server.script.append(Reply(status, json.dumps({"error": {"message": "try again"}})))
+    assert make(max_retries=2).generate_results(requests_for(1)) == [GenerationResult(text="echo: prompt 0")]
+    assert server.count == 2 and len(sleeps) == 1
+    server.script.extend([Reply(status, "{}")] * 3)
+    with pytest.raises(InferenceFailed) as caught:
+        make(max_retries=2, cache=False).generate_results(requests_for(1))
+    assert f"HTTP {status}" in caught.value.failures["q0"] and not caught.value.stop
+
+
 @pytest.mark.parametrize("status", [401, 403, 404, 405])
 def test_a_wrong_entry_or_credentials_stop_at_the_first_request(make, server, sleeps, status):
     server.script.append(Reply(status, json.dumps({"error": {"message": "model not found"}})))
@@ -594,11 +607,22 @@ def test_a_server_without_image_input_stops_at_the_first_request(make, server, m
     server.script.append(Reply(400, json.dumps({"error": {"message": message}})))
     with pytest.raises(
         CapabilityMissing,
-        match=r"refused the image of the first request to model fake-vlm \(HTTP "
+        match=r"refused the image of the first request with one to model fake-vlm \(HTTP "
         r"400: .*\): it serves a model without image input",
     ) as caught:
         make(concurrency=1).generate_results(requests_for(3, image=image()))
     assert caught.value.capability == "images" and caught.value.stop and server.count == 1
+
+
+def test_text_items_answered_first_do_not_hide_a_server_without_image_input(make, server):
+    """A benchmark with text-only items (Kaleidoscope) may have some answered before its first image: the
+    server's refusal of that image still stops the job, not one error row per image item."""
+    model = make(concurrency=1)
+    assert all(result.ok for result in model.generate_results(requests_for(2)))
+    server.script.append(Reply(400, json.dumps({"error": {"message": "At most 0 image(s) may be provided"}})))
+    with pytest.raises(CapabilityMissing, match="refused the image of the first request with one") as caught:
+        model.generate_results(requests_for(3, image=image()))
+    assert caught.value.stop and server.count == 3
 
 
 def test_an_image_the_model_cannot_take_is_the_items_even_first(make, server):

@@ -2,26 +2,26 @@
 
 - "generate" always; "score_options" only with `logprobs: true` (and only for letter options: the
   log-probability of each letter is read from the top-20 log-probabilities of the first generated token).
-- Requests run `concurrency` at a time; a request is retried with exponential backoff and jitter on HTTP 429,
-  5xx, timeouts, connection errors and bodies that are no chat completion (Retry-After honoured), up to
-  `max_retries` times. A refused connection before the server has sent any response is not retried: nothing
+- Requests run `concurrency` at a time; a request is retried with exponential backoff and jitter on HTTP 408,
+  409, 429, 5xx, timeouts, connection errors and bodies that are no chat completion (Retry-After honoured), up
+  to `max_retries` times. A refused connection before the server has sent any response is not retried: nothing
   listens at base_url, and the job stops at once.
 - Every valid response is cached on disk under cache_root()/openai, keyed by the SHA-256 of base_url (for a
   server the job starts, `serve`: its command and weights) and the exact request body (never the key), so a
   rerun makes no HTTP call. Error and unparsable responses are not cached.
 - With `serve`, the infer stage starts the server (vlmgrid.serving) and hands this backend its base_url.
 - What fails is sorted by whose fault it is:
-  - the item's (a data error): HTTP 400, 413, 422 and other client errors for that request, no letter among
-    the first token's alternatives. `generate_results` / `score_results` return it as the item's result with
-    `error` set, and the protocols keep it as an error row;
+  - the item's (a data error): HTTP 400, 413, 422 and other client errors for that request (408 and 409
+    excepted), no letter among the first token's alternatives. `generate_results` / `score_results` return
+    it as the item's result with `error` set, and the protocols keep it as an error row;
   - the server's or the network's (an inference error): retries exhausted. It is never a result: the call
     raises `InferenceFailed` naming the items and causes (after the other requests of the call have run, so
     their answers are cached), and the job keeps its finished parts and retries or stops;
   - systemic: HTTP 401, 403, 404 or 405 (credentials, endpoint, model name), a refused connection before the
     server has sent any response (it is not running, or base_url is wrong), a server that returns no
     logprobs to a model entry with `logprobs: true`, or refuses the image of a request before it has answered
-    any (a server without image input; both `CapabilityMissing`), or `circuit_breaker` requests in a row
-    (default 10) that all failed. The call stops sending requests and raises at once (`stop`).
+    any with an image (a server without image input; both `CapabilityMissing`), or `circuit_breaker` requests
+    in a row (default 10) that all failed. The call stops sending requests and raises at once (`stop`).
   The interface methods `generate` and `score_options` return plain values and raise `ApiItemErrors` (a
   VlmgridError that carries every result) when an item failed.
 - The API key is read from the environment variable `api_key_env` at load time and only ever goes into the
@@ -126,7 +126,7 @@ class OpenAI(ApiClient, Backend):
         self._sleep: Callable[[float], None] = time.sleep
         self._lock = threading.Lock()
         self._failed_in_row = 0  # requests in a row that failed, over all calls (the circuit breaker)
-        self._answered = False  # the server has answered a request (so it can take what this one sends)
+        self._took_image = False  # the server has answered a request with an image (so it takes images)
         self._reached = False  # the server has sent an HTTP response, of any status (it listens at base_url)
         self._stop: InferenceFailed | None = None  # set once the job must end: no request is sent after it
 

@@ -7,7 +7,8 @@ What a failed request is, as the exceptions here say it:
 - Refused: a reason no item can change (credentials, endpoint, model name);
 - Unreachable: the endpoint refused the connection before the server had answered any request (nothing listens
   there: the server is not running, or base_url is wrong);
-- NoImages: the server refused the image of a request before it ever answered one (no vision model).
+- NoImages: the server refused the image of a request before it ever answered one with an image (no vision
+  model).
 """
 
 from __future__ import annotations
@@ -53,11 +54,15 @@ class Unreachable(Exception):
 
 
 class NoImages(Exception):
-    """The server refused the image of a request before it ever answered one: it serves no vision model."""
+    """The server refused the image of a request before it ever answered a request with an image: it serves
+    no vision model (answers to text-only items say nothing of that)."""
 
 
 #: statuses that say the model entry or the credentials are wrong, not the item
 _SYSTEMIC_STATUSES = frozenset({401, 403, 404, 405})
+#: client errors that say the server could not take the request now (a request timeout, a conflict, too many
+#: requests), not that the item is wrong: retried like a 5xx, as OpenAI's own client retries them
+_RETRIED_STATUSES = frozenset({408, 409, 429})
 #: what a server says when the model it serves takes no images at all (vLLM: "At most 0 image(s) may be
 #: provided", OpenAI: "image_url is only supported by certain models", "... is not a multimodal model"); an
 #: image the model cannot take ("image too large") is the item's error
@@ -175,7 +180,7 @@ class ApiClient:
             except NoImages as exc:
                 self._halt(
                     CapabilityMissing(
-                        f"{endpoint(self.base_url)} refused the image of the first request to model "
+                        f"{endpoint(self.base_url)} refused the image of the first request with one to model "
                         f"{self.settings['model']} ({exc}): it serves a model without image input; serve a "
                         "vision model, or point the entry at one",
                         "images",
@@ -213,7 +218,6 @@ class ApiClient:
         end the job (a cache hit, or an answer without a letter, neither breaks nor counts)."""
         with self._lock:
             self._failed_in_row = self._failed_in_row + 1 if failed else 0
-            self._answered = self._answered or not failed
             tripped = failed and self._failed_in_row >= int(self.settings["circuit_breaker"])
             count = self._failed_in_row
         if tripped:
@@ -288,6 +292,7 @@ class ApiClient:
         if path is not None:
             cached = self._read_cache(path, parse)
             if cached is not None:
+                self._answered(payload)
                 return cached
         try:
             data, result = self._post(item_id, payload, parse)
@@ -295,9 +300,15 @@ class ApiClient:
             self._count(failed=True, cause=str(exc))
             raise
         self._count(failed=False)
+        self._answered(payload)
         if path is not None and result not in ("", None):
             self._write_cache(path, data)
         return result
+
+    def _answered(self, payload: bytes) -> None:
+        """Note that the server answered this request: one with an image shows it takes images."""
+        if b'"image_url"' in payload:
+            self._took_image = True
 
     def _post(self, item_id: str, payload: bytes, parse):
         """(response, parse(response)) of one POST, retried as vlmgrid.models.openai_backend says."""
@@ -322,14 +333,14 @@ class ApiClient:
             else:
                 self._reached = True
                 status = response.status_code
-                if status == 429 or status >= 500:
+                if status in _RETRIED_STATUSES or status >= 500:
                     problem = f"HTTP {status}{self._detail(response)}"
                     delay = _retry_after(response.headers.get("Retry-After"))
                 elif status in _SYSTEMIC_STATUSES:
                     raise Refused(f"HTTP {status}{self._detail(response)}")
                 elif not 200 <= status < 300:
                     detail = self._detail(response)
-                    if not self._answered and b'"image_url"' in payload and _REFUSES_IMAGES.search(detail):
+                    if not self._took_image and b'"image_url"' in payload and _REFUSES_IMAGES.search(detail):
                         raise NoImages(f"HTTP {status}{detail}")
                     raise ItemFailed(f"HTTP {status}{detail} (not retried)")
                 else:
