@@ -59,6 +59,60 @@ def test_fixture_model_loads_and_embeds_normalised(tiny_clip):
     assert texts.shape == (2, 16) and not np.allclose(texts[0], texts[1])
 
 
+def test_embeddings_that_are_not_finite_stop_the_job_naming_the_image_or_text(tiny_clip, tmp_path):
+    """Damaged weights (or an overflow at fp16) give NaN embeddings, over which an argmax picks the first
+    class: never a row, the job stops in one sentence naming what was embedded."""
+    import torch
+
+    from vlmgrid.errors import InferenceFailed
+
+    model_dir, _ = tiny_clip
+    model = BACKENDS.get("open_clip").load(TINY, model_dir, "cpu")
+    picture = tmp_path / "cat.jpg"
+    Image.new("RGB", (40, 30), (200, 10, 60)).save(picture)
+    assert np.isfinite(model.embed_images([Image.open(picture)])).all()
+    with torch.no_grad():
+        for parameter in model.model.visual.parameters():
+            parameter.fill_(float("nan"))
+    for embed, named in (
+        (lambda: model.embed_images([Image.open(picture)] * 2), "image 1 of the 2 in the call"),
+        (lambda: model.embed_image_files([picture]), str(picture)),
+    ):
+        with pytest.raises(InferenceFailed) as caught:
+            embed()
+        assert caught.value.stop
+        assert str(caught.value).startswith(f"the image embedding of {named} holds NaN or infinite values; ")
+        assert "overflowed at its precision (precision: fp32 avoids that)" in str(caught.value)
+    assert np.isfinite(model.embed_texts(["a cat"])).all()
+    with torch.no_grad():
+        model.model.token_embedding.weight.fill_(float("inf"))
+    with pytest.raises(InferenceFailed, match="^the text embedding of 'a cat' holds NaN or infinite values"):
+        model.embed_texts(["a cat"])
+
+
+@pytest.mark.parametrize(
+    "rows, broken",
+    [
+        ([[0.0, -1.0], [-2.0, -3.0]], None),
+        ([[0.0, float("-inf")], [-2.0, -3.0]], None),  # a token the model rules out: one option's -inf
+        ([[float("-inf"), float("-inf")], [-2.0, -3.0]], "q0"),  # every option ruled out: no answer
+        ([[0.0, -1.0], [float("nan"), -3.0]], "q1"),
+        ([[0.0, float("inf")], [-2.0, -3.0]], "q0"),
+    ],
+)
+def test_option_scores_may_rule_an_option_out_but_never_be_nan_or_all_minus_infinity(rows, broken):
+    from vlmgrid.errors import InferenceFailed
+    from vlmgrid.models.base import require_finite
+
+    if broken is None:
+        require_finite(rows, ["q0", "q1"], "the option scores", "fix it", scores=True)
+        return
+    with pytest.raises(
+        InferenceFailed, match=f"^the option scores of {broken} holds NaN or infinite values; fix it$"
+    ):
+        require_finite(rows, ["q0", "q1"], "the option scores", "fix it", scores=True)
+
+
 def test_same_seed_same_weights(tiny_clip, tmp_path):
     _, manifest = tiny_clip
     again = fetch_model("tiny", TINY, tmp_path / "again")

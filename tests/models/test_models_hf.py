@@ -335,6 +335,27 @@ def test_importing_models_does_not_import_torch():
     assert result.stdout.strip() == "False"
 
 
+@pytest.mark.parametrize("letters", ["AB", None])
+def test_option_scores_that_are_not_finite_stop_the_job_naming_the_item(checkpoints, letters):
+    """A damaged checkpoint (or an overflow) gives NaN log-likelihoods, over which an argmax picks the first
+    option: never a row, the job stops in one sentence naming the item."""
+    from vlmgrid.errors import InferenceFailed
+
+    family = FAMILY_NAMES[0]
+    model = Hf.load(_settings(family), checkpoints(family), "cpu")  # its own copy: its weights are spoilt
+    requests = [
+        OptionRequest(f"q{i}", _image(i), "Is there a cat?", ["yes", "no"], letters) for i in range(2)
+    ]
+    assert all(math.isfinite(value) for scores in model.score_options(requests) for value in scores.total)
+    with torch.no_grad():
+        model.model.get_output_embeddings().weight.fill_(float("nan"))
+    with pytest.raises(InferenceFailed) as caught:
+        model.score_options(requests)
+    assert caught.value.stop
+    assert str(caught.value).startswith("the option scores of q0 holds NaN or infinite values; ")
+    assert "overflowed at its precision (fp32; bf16 or fp32 avoid that)" in str(caught.value)
+
+
 def test_many_candidates_in_chunks_equal_one_batch(models):
     """DANCE's path: 50 candidate texts for one image, in one batch or in chunks of 7, score the same."""
     words = ["cat", "dog", "car", "tree", "house", "red", "blue", "bird", "man", "woman"]

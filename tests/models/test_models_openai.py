@@ -529,6 +529,17 @@ def test_letters_are_scored_from_first_token_logprobs(make, server):
     assert body["messages"][0]["role"] == "system"
 
 
+def test_log_probabilities_that_are_not_numbers_stop_the_job(make, server):
+    """A server that returns NaN for a letter's log-probability (Python's JSON reads it) gave no answer: an
+    argmax over it would pick the first option."""
+    server.top_logprobs = [("A", float("nan")), ("B", -1.0)]
+    model = make(logprobs=True, concurrency=1)
+    with pytest.raises(InferenceFailed) as caught:
+        model.score_results([OptionRequest("q7", None, "Q?", ["x", "y"], letters=["A", "B"])])
+    assert caught.value.stop
+    assert str(caught.value).startswith("the letters' log-probabilities of q7 holds NaN or infinite values; ")
+
+
 def test_an_answer_without_a_letter_is_the_items_error(make, server):
     model = make(logprobs=True, concurrency=1, circuit_breaker=1)
     server.top_logprobs = [("Yes", -0.1), ("No", -2.0)]

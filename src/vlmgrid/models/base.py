@@ -21,13 +21,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from vlmgrid.errors import VlmgridError
+from vlmgrid.errors import InferenceFailed, VlmgridError
 from vlmgrid.model_requests import GenerateRequest, GenerationResult, OptionRequest, ScoreResult
 from vlmgrid.models.checkpoints import Checkpoint
 from vlmgrid.registry import Registry
 
 #: What `vlmgrid fetch-model` writes last into a model's folder: the files' hashes and their fingerprint.
 MANIFEST = "model.json"
+
+
+def require_finite(rows, names: Sequence[str], what: str, fix: str, *, scores: bool = False) -> None:
+    """Stop the job where a model's numbers hold NaN or infinity: an argmax over them is an answer the model
+    never gave (the first option's), so they must never become a row.
+
+    `rows`: one sequence of numbers per name (an embedding, an item's option scores). With `scores`, an
+    option's log-likelihood may be minus infinity (a token the model rules out), but not every option's.
+    """
+    import numpy as np
+
+    if not scores:  # embeddings: one array, every value finite
+        values = np.asarray(rows)
+        broken = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+        if broken.size:
+            name = names[broken[0]]
+            raise InferenceFailed(f"{what} of {name} holds NaN or infinite values; {fix}", stop=True)
+        return
+    for name, row in zip(names, rows):
+        values = np.asarray(row, dtype=np.float64)
+        if np.isnan(values).any() or (values == np.inf).any() or (values.size and (values == -np.inf).all()):
+            raise InferenceFailed(f"{what} of {name} holds NaN or infinite values; {fix}", stop=True)
 
 
 @dataclass(frozen=True)

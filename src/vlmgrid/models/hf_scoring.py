@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 
 from vlmgrid.errors import VlmgridError
 from vlmgrid.model_requests import OptionRequest, OptionScores
+from vlmgrid.models.base import require_finite
 from vlmgrid.models.hf_batching import Prefetched
 from vlmgrid.models.host_device import HostCopy, on_device, to_device
 
@@ -159,6 +160,14 @@ class HfOptionScoring:
             launched = (index, scores)
         if launched is not None:
             results[launched[0]] = self._read_back(launched[1].read)
+        require_finite(
+            [scores.total for scores in results],
+            [request.id for request in requests],
+            "the option scores",
+            f"{self._model_id()} overflowed at its precision ({self.settings['precision']}; bf16 or fp32 "
+            "avoid that) or its weights are damaged; nothing of this call was written",
+            scores=True,
+        )
         return results
 
     def letter_token_ids(self, letter: str) -> list[int]:

@@ -20,7 +20,7 @@ import numpy as np
 from vlmgrid import pixel_cache
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.models import clip_device_decode, clip_files
-from vlmgrid.models.base import Backend, write_fixture
+from vlmgrid.models.base import Backend, require_finite, write_fixture
 from vlmgrid.models.checkpoints import Checkpoint
 from vlmgrid.models.open_clip_loading import in_place_checkpoint, load_model
 
@@ -129,7 +129,10 @@ class OpenClip(Backend):
                 pixels = torch.stack([self.preprocess(image) for image in batch]).to(self.device, self.dtype)
                 features = self.model.encode_image(pixels, normalize=True)
                 outputs.append(features.float().cpu().numpy())
-        return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+        embeddings = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+        names = [f"image {i + 1} of the {len(images)} in the call" for i in range(len(embeddings))]
+        require_finite(embeddings, names, "the image embedding", self._nonfinite_fix())
+        return embeddings
 
     def embed_image_files(self, paths: Sequence[Path]) -> tuple[np.ndarray, list[str | None]]:
         """Embeddings of the image files (a zero row where one is unreadable) and, per file, why it is
@@ -166,7 +169,10 @@ class OpenClip(Backend):
             for start, usable, encoded in launched:
                 for row, k in zip(encoded.cpu().numpy(), usable):
                     features[start + k] = row
-        return _stack_rows(features), problems
+        embeddings = _stack_rows(features)
+        names = [str(path) for path in paths]
+        require_finite(embeddings, names, "the image embedding", self._nonfinite_fix())
+        return embeddings, problems
 
     def _usable_pixels(self, paths: Sequence[Path], geometric):
         """(start, problems, the usable files' pixels as one uint8 tensor (n, 3, height, width) on the device,
@@ -258,7 +264,17 @@ class OpenClip(Backend):
                 tokens = self.tokenizer(list(batch)).to(self.device)
                 features = self.model.encode_text(tokens, normalize=True)
                 outputs.append(features.float().cpu().numpy())
-        return np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+        embeddings = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.float32)
+        names = [repr(text) for text in texts]
+        require_finite(embeddings, names, "the text embedding", self._nonfinite_fix())
+        return embeddings
+
+    def _nonfinite_fix(self) -> str:
+        """What to do where an embedding is not finite (vlmgrid.models.base.require_finite)."""
+        return (
+            f"{self.describe()} overflowed at its precision (precision: fp32 avoids that) or its weights "
+            "are damaged; nothing of this call was written"
+        )
 
 
 def _split_preprocess(preprocess):

@@ -50,7 +50,7 @@ from vlmgrid.model_requests import (
     ScoreResult,
     content_parts,
 )
-from vlmgrid.models.base import Backend, Provenance, write_fixture
+from vlmgrid.models.base import Backend, Provenance, require_finite, write_fixture
 from vlmgrid.models.hf_loading import checkpoint_in_place
 from vlmgrid.models.openai_http import ApiClient, ItemFailed, endpoint, is_local_url
 from vlmgrid.models.openai_wire import (
@@ -322,7 +322,16 @@ class OpenAI(ApiClient, Backend):
                 )
             return ScoreResult(scores=OptionScores(total=scores, tokens=[1] * len(scores)))
 
-        return self._map(one, requests)
+        results = self._map(one, requests)
+        answered = [(request.id, result.scores) for request, result in zip(requests, results) if result.ok]
+        require_finite(
+            [scores.total for _, scores in answered],
+            [item for item, _ in answered],
+            "the letters' log-probabilities",
+            f"the server at {endpoint(self.base_url)} returned them; check the model it serves",
+            scores=True,
+        )
+        return results
 
     def score_options(self, requests: Sequence[OptionRequest]) -> list[OptionScores]:
         """The letters' log-probabilities, in request order; ApiItemErrors (with every result) if any
