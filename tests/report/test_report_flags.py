@@ -215,7 +215,10 @@ def test_allow_missing_shows_and_lists_the_missing_cells(tmp_path):
     assert rows["big-vlm"] == ["51.2 [44.0, 58.1]", "20.0 [15.5, 25.0]", "missing", "missing"]
     assert rows["clip_tiny"][3] == "31.0 [11.0, 49.0]"
     note = legend(tables / "main.md")
-    assert "missing: the cell has no score file (it failed or has not run): big-vlm on flowers" in note
+    assert (
+        "missing: the cell has no score file, or one made from predictions it no longer has (it failed or "
+        "has not run since): big-vlm on flowers" in note
+    )
     big = read_csv(tables / "main.csv")[1]
     assert [big["flowers"], big["average"], big["flowers_flagged"]] == ["", "", ""]
     tex = (tables / "main.tex").read_text()

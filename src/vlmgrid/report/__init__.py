@@ -48,7 +48,7 @@ over it. With `allow_missing`, a cell whose score file does not exist reads "mis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from vlmgrid.report.comparisons import read_comparisons
@@ -84,6 +84,7 @@ def build_report(
     comparison_files: Mapping[str, Path] | None = None,
     reference_model: str | None = None,
     partial_cells: str = PARTIAL_CELLS[0],
+    outdated: Collection[tuple[str, str]] = (),
 ) -> list[Path]:
     """Write the report and return the files written.
 
@@ -100,7 +101,8 @@ def build_report(
     `comparison_files` ({benchmark: path}) are the comparison files (`vlmgrid compare`) against
     `reference_model` (None: every pair); one that does not exist leaves its benchmark without comparisons,
     which the comparisons table says. `partial_cells` (exclude / include): whether a model's average takes in
-    its cells that answer a subset of their benchmark.
+    its cells that answer a subset of their benchmark. With `allow_missing`, the cells in `outdated` (whose
+    score file was made from predictions they no longer have) read "missing" too.
     """
     from vlmgrid.report.dvc_files import write_dvc_files
     from vlmgrid.report.figures import write_figures
@@ -117,6 +119,7 @@ def build_report(
         flag_error_rate=flag_error_rate,
         allow_missing=allow_missing,
         partial_cells=partial_cells,
+        outdated=outdated,
     )
     published = published or Published()
     comparisons = read_comparisons(comparison_files or {}, models, benchmarks, reference_model, score_files)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.report.score_file import recorded_predictions_sha
 
 ALPHA = 0.05
 
@@ -235,18 +236,6 @@ def _read_file(
     return [by_pair[pair] for pair in expected], dict(shas)
 
 
-def _score_sha(path: Path | None) -> str | None:
-    """The predictions hash a score file records (None when there is no such file or record)."""
-    if path is None or not Path(path).is_file():
-        return None
-    try:
-        inputs = json.loads(Path(path).read_text(encoding="utf-8")).get("inputs") or {}
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None  # the report's own reading of the score file says what is wrong with it
-    sha = inputs.get("predictions_sha256") if isinstance(inputs, Mapping) else None
-    return sha if isinstance(sha, str) else None
-
-
 def read_comparisons(
     files: Mapping[str, Path],
     models: Sequence[str],
@@ -286,10 +275,11 @@ def read_comparisons(
                 f"{path} is not a valid comparison file ({exc}); rerun `vlmgrid compare "
                 f"{benchmark}` to rebuild it"
             ) from None
+        recorded = {
+            model: recorded_predictions_sha((score_files or {}).get((model, benchmark))) for model in shas
+        }
         stale = [
-            model
-            for model, sha in shas.items()
-            if (score := _score_sha((score_files or {}).get((model, benchmark)))) is not None and score != sha
+            model for model, sha in shas.items() if recorded[model] is not None and recorded[model] != sha
         ]
         if stale:
             unavailable[benchmark] = (

@@ -129,7 +129,7 @@ def main_note(grid: Grid) -> str:
         )
     if grid.missing:
         notes.append(
-            f"{MISSING}: no score file ("
+            f"{MISSING}: no score file of the cell's predictions ("
             + ", ".join(f"{m} on {b}" for m in grid.models for b in grid.benchmarks if grid.is_missing(m, b))
             + ")."
         )

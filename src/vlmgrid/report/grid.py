@@ -3,7 +3,7 @@ which cells are marked, failed, not applicable, hidden or missing, and each mode
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -47,7 +47,7 @@ class Grid:
     kinds: dict[str, str] = field(default_factory=dict)
     # Cells whose every prediction row is an error or unparsable (format_error_rate 100): no number.
     failed: dict[tuple[str, str], ScoreCell] = field(default_factory=dict)
-    # Cells whose score file does not exist, read with allow_missing: {cell: the path looked for}.
+    # Cells whose score file does not exist or is outdated, read with allow_missing: {cell: its score file}.
     missing: dict[tuple[str, str], Path] = field(default_factory=dict)
     # Percent of format errors above which a cell's numbers are marked.
     flag_error_rate: float = FLAG_ERROR_RATE
@@ -282,14 +282,15 @@ def load_grid(
     flag_error_rate: float = FLAG_ERROR_RATE,
     allow_missing: bool = False,
     partial_cells: str = PARTIAL_CELLS[0],
+    outdated: Collection[tuple[str, str]] = (),
 ) -> Grid:
     """Read every score file of the grid (keys outside models x benchmarks are ignored); `kinds` gives each
     benchmark's kind ({benchmark: kind}).
 
     A cell whose format error rate exceeds `flag_error_rate` (percent) is marked; one at 100% is failed (no
     number). With `allow_missing`, a score file that does not exist makes its cell missing instead of an
-    error. `partial_cells` (exclude / include): whether a model's average takes in its cells that answer a
-    subset.
+    error, and so does one in `outdated` (made from predictions the cell no longer has: its rerun failed).
+    `partial_cells` (exclude / include): whether a model's average takes in its cells that answer a subset.
     """
     if partial_cells not in PARTIAL_CELLS:
         raise VlmgridError(
@@ -318,7 +319,7 @@ def load_grid(
             path = score_files.get((model, benchmark))
             if path is None:
                 continue
-            if allow_missing and not Path(path).exists():
+            if allow_missing and (not Path(path).exists() or (model, benchmark) in outdated):
                 missing[(model, benchmark)] = Path(path)
                 continue
             read = read_score(path, model, benchmark)

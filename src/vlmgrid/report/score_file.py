@@ -435,6 +435,18 @@ def _invalid(path: Path, model: str, benchmark: str, reason: str, missing: bool 
     return VlmgridError(f"{path} is not a valid score file ({reason}); {fix}")
 
 
+def recorded_predictions_sha(path: Path | None) -> str | None:
+    """The predictions hash a score file records (None when there is no such file or record)."""
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        inputs = json.loads(Path(path).read_text(encoding="utf-8")).get("inputs") or {}
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, RecursionError):
+        return None  # the report's own reading of the score file says what is wrong with it
+    sha = inputs.get("predictions_sha256") if isinstance(inputs, Mapping) else None
+    return sha if isinstance(sha, str) else None
+
+
 def read_score(path: str | Path, model: str, benchmark: str) -> ScoreCell | NotApplicable | Hidden:
     """Read one score file and check it is the score of (model, benchmark); VlmgridError otherwise.
 

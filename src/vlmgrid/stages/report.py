@@ -20,7 +20,8 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
 
     With `allow_missing`, a cell without a score file reads "missing" instead of failing the report, and the
     tables and figures go to `paths.partial_report_dir` instead: the grid's report files only ever hold it
-    whole.
+    whole. So does a cell whose score file was made from other predictions than the cell has now (none, after
+    a failed rerun): its number is no longer the cell's.
     """
     from vlmgrid.report import build_report
 
@@ -49,10 +50,30 @@ def write_report(config: Config, allow_missing: bool) -> list[Path]:
             bench: paths.comparison_path(config.results_dir, bench) for bench in config.benchmarks
         },
         reference_model=config.report.get("reference_model"),
+        outdated=outdated_cells(config) if allow_missing else (),
     )
     for path in written:
         log.info(f"wrote {path}")
     return written
+
+
+def outdated_cells(config: Config) -> list[tuple[str, str]]:
+    """The cells whose score file records other predictions than the cell's own file holds, or whose
+    predictions file is gone: a rerun whose inference failed (Snakemake removes its output) leaves the score
+    of the predictions before it, which is not the cell's result."""
+    from vlmgrid.fileio import sha256_file
+    from vlmgrid.report.score_file import recorded_predictions_sha
+
+    outdated = []
+    for cell in config.cells:
+        score = paths.score_path(config.results_dir, cell.model, cell.benchmark)
+        recorded = recorded_predictions_sha(score)
+        if recorded is None:
+            continue  # no score file (missing anyway), or none that records its predictions
+        predictions = paths.predictions_path(config.results_dir, cell.model, cell.benchmark)
+        if not predictions.is_file() or sha256_file(predictions) != recorded:
+            outdated.append((cell.model, cell.benchmark))
+    return outdated
 
 
 def benchmark_split(settings: dict) -> str | None:

@@ -154,7 +154,8 @@ def status_notes(grid: Grid, cells: list[tuple[str, str]] | None = None, *, aver
         )
     if missing:
         notes.append(
-            f"{MISSING}: the cell has no score file (it failed or has not run): {cell_list(missing)}"
+            f"{MISSING}: the cell has no score file, or one made from predictions it no longer has (it "
+            f"failed or has not run since): {cell_list(missing)}"
             + (f" (that model's average is then {MISSING} too)" if average else "")
             + "."
         )
