@@ -1,9 +1,12 @@
+import errno
+
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
 from vlmgrid import images
-from vlmgrid.images import ImageError, open_rgb
+from vlmgrid.images import ImageError, ImageReadFailed, open_rgb
 
 
 def _save(tmp_path, image, name):
@@ -48,3 +51,24 @@ def test_decompression_bomb_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(images, "MAX_PIXELS", 1000)
     with pytest.raises(ImageError, match="too large"):
         open_rgb(path)
+
+
+@pytest.mark.parametrize("code", [errno.EMFILE, errno.EIO, errno.EACCES])
+def test_a_system_error_reading_a_good_image_is_never_the_images_error(tmp_path, monkeypatch, code):
+    """Too many open files, an I/O error or no permission say nothing of the image: not an error row (which
+    the metric would count as the item's wrong answer, and the pixel cache would keep), the job stops."""
+    import os
+
+    from vlmgrid.protocols.base import load_images
+
+    path = _save(tmp_path, Image.new("RGB", (8, 8), (1, 2, 3)), "ok.png")
+
+    def failing(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(images.Image, "open", failing)
+    with pytest.raises(ImageReadFailed, match=f"^the image {path} could not be read: {os.strerror(code)} "):
+        open_rgb(path)
+    bench = type("Bench", (), {"root": tmp_path})()
+    with pytest.raises(ImageReadFailed):
+        load_images(bench, pd.DataFrame({"id": ["q1"], "image": ["ok.png"]}))

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from vlmgrid.errors import VlmgridError
+
 # Larger images than this are refused rather than decoded: a decompression bomb would exhaust memory.
 MAX_PIXELS = 178_956_970
 #: The key of an opened image's `info` that names the file it was read from.
@@ -15,6 +17,12 @@ SOURCE_KEY = "vlmgrid_source"
 
 class ImageError(Exception):
     """An image that cannot be used; the message says why, for the predictions' error column."""
+
+
+class ImageReadFailed(VlmgridError):
+    """The system could not read an image file (too many open files, an I/O error, no permission): not the
+    image's fault, so never an error row, and never remembered as one; the job stops, and its rerun reads the
+    image again."""
 
 
 def open_rgb(path: Path) -> Image.Image:
@@ -39,6 +47,12 @@ def open_rgb(path: Path) -> Image.Image:
     except Image.DecompressionBombError as exc:  # PIL refuses before the size is known to us
         raise ImageError(f"image too large ({exc}): {path}") from None
     except (OSError, ValueError, SyntaxError) as exc:
+        # PIL's own decoding errors carry no errno; one that does came from the system, not the file's bytes
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise ImageReadFailed(
+                f"the image {path} could not be read: {exc.strerror or exc} (the system's error, not the "
+                "image's); fix that and run again"
+            ) from None
         raise ImageError(f"image unreadable: {path}: {exc}") from None
 
 
