@@ -205,6 +205,10 @@ def cut_json(path):
     path.write_text(path.read_text()[:-10])
 
 
+def deep_json(path):
+    path.write_text("[" * 200_000 + "]" * 200_000)
+
+
 def not_weights(path):
     path.unlink()
     (path.parent / "pytorch_model.bin").write_text(
@@ -217,13 +221,14 @@ def not_weights(path):
     [
         (truncate, "model.safetensors", "is not a whole safetensors file (its header describes"),
         (cut_json, "config.json", "is not valid JSON (line"),
+        (deep_json, "config.json", "nests its JSON deeper than any checkpoint's file does"),
         (
             not_weights,
             "pytorch_model.bin",
             "is not a PyTorch weights file (it starts as neither a zip archive nor a",
         ),
     ],
-    ids=["truncated safetensors", "invalid config.json", "a Git LFS pointer for weights"],
+    ids=["truncated safetensors", "invalid config.json", "deep config.json", "a Git LFS pointer for weights"],
 )
 def test_fetch_refuses_a_damaged_hf_checkpoint_naming_the_file(llava, tmp_path, damage, file_name, said):
     folder = tmp_path / "mine"
@@ -233,6 +238,31 @@ def test_fetch_refuses_a_damaged_hf_checkpoint_naming_the_file(llava, tmp_path, 
         fetch_model("mine", hf_local(folder), tmp_path / "data" / "models" / "mine")
     assert str(caught.value).startswith(f"{folder / file_name} {said}")
     assert not (tmp_path / "data").exists()
+
+
+def test_a_safetensors_header_length_over_the_librarys_limit_is_refused_unread(llava, tmp_path):
+    """A damaged length field may claim most of a large file as header: it is refused before anything is
+    read, where reading it would take the whole file into memory."""
+    import struct
+    import tracemalloc
+
+    folder = tmp_path / "mine"
+    shutil.copytree(llava, folder)
+    weights = folder / "model.safetensors"
+    claimed = 150_000_000  # over the library's 100 MB limit, under the file's size
+    with open(weights, "wb") as handle:
+        handle.write(struct.pack("<Q", claimed))
+        handle.truncate(200_000_000)  # sparse: no disk is used
+    tracemalloc.start()
+    try:
+        with pytest.raises(
+            VlmgridError, match="is not a safetensors file, or is cut short within its header"
+        ):
+            fetch_model("mine", hf_local(folder), tmp_path / "data" / "models" / "mine")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000_000
 
 
 def test_fetch_refuses_an_invalid_open_clip_config_naming_it(clip, tmp_path):

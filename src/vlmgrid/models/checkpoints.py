@@ -175,6 +175,7 @@ _ZIP_START, _ZIP_END = b"PK\x03\x04", b"PK\x05\x06"  # torch.save's zip archive:
 _PICKLE_START = b"\x80"  # torch.save's legacy format: a pickle (protocol 2 and later)
 _ZIP_TAIL = 22 + 65535  # the end record and the longest comment a zip archive may end with
 _AGAIN = "copy it again from the checkpoint's release (or save it again)"
+_MAX_HEADER = 100_000_000  # the safetensors library's own limit on a header's length
 
 
 def _check_json(path: Path) -> None:
@@ -184,21 +185,28 @@ def _check_json(path: Path) -> None:
         raise VlmgridError(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {_AGAIN}"
         ) from None
+    except RecursionError:
+        raise VlmgridError(
+            f"{path} nests its JSON deeper than any checkpoint's file does; {_AGAIN}"
+        ) from None
 
 
 def _check_safetensors(path: Path) -> None:
-    """The header (8 bytes of length, then JSON) describes tensors that end exactly where the file does."""
+    """The header (8 bytes of length, then JSON) describes tensors that end exactly where the file does. A
+    header longer than the safetensors library reads is refused unread: a damaged length would otherwise
+    have the whole file read into memory."""
     size = path.stat().st_size
     with open(path, "rb") as handle:
         head = handle.read(8)
         length = struct.unpack("<Q", head)[0] if len(head) == 8 else None
-        header = handle.read(length) if length is not None and 8 + length <= size else b""
+        fits = length is not None and length <= _MAX_HEADER and 8 + length <= size
+        header = handle.read(length) if fits else b""
     try:
         tensors = json.loads(header.decode("utf-8"))
         end = max(
             [0, *(int(entry["data_offsets"][1]) for key, entry in tensors.items() if key != "__metadata__")]
         )
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         raise VlmgridError(
             f"{path} is not a safetensors file, or is cut short within its header (its first "
             f"bytes are no whole safetensors header); {_AGAIN}"
