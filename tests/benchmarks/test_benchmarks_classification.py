@@ -211,6 +211,20 @@ def test_caltech_full_copy_with_another_inner_md5_is_refused(tmp_path, monkeypat
     assert len(caltech101.adapt(raw, tmp_path / "bench2").records) == 1 + 2 + 3  # size + k per category
 
 
+def test_caltech_archive_holding_an_image_twice_is_refused_in_one_sentence(tmp_path, monkeypatch):
+    members = caltech101_fixture._members
+
+    def doubled(settings):
+        listed, directories = members(settings)
+        return [*listed, listed[0]], directories
+
+    monkeypatch.setattr(caltech101_fixture, "_members", doubled)
+    raw = tmp_path / "raw"
+    caltech101_fixture.write_fixture(raw, {"seed": 0, "size": 1, "classes": 3, "corrupt": 0})
+    with pytest.raises(VlmgridError, match=r"holds 101_ObjectCategories/\S+\.jpg twice, which the published"):
+        caltech101.adapt(raw, tmp_path / "bench")
+
+
 def _fake_ilsvrc_tree(root: Path, ground_truth: list[int]) -> None:
     """An extracted ILSVRC2012 tree: devkit folder (meta.mat, ground truth) and the val tar extracted into
     val/."""

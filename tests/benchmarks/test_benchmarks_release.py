@@ -304,6 +304,22 @@ def test_problems_json_without_its_split_file(tmp_path):
     assert str(error.value).startswith(f"{copy.resolve() / 'pid_splits.json'}: missing beside problems.json;")
 
 
+DEEP = "[" * 200_000 + "]" * 200_000  # valid JSON nested past Python's recursion limit
+
+
+@pytest.mark.parametrize("kind", ["scienceqa", "textvqa"])
+def test_a_release_json_nested_too_deeply_is_one_sentence_naming_it(tmp_path, kind):
+    if kind == "scienceqa":
+        scienceqa_fixture.write_release_fixture(tmp_path, {"seed": 0, "size": 2, "corrupt": 0})
+        damaged, adapt = tmp_path / "problems.json", BENCHMARKS.get("scienceqa_img").adapt
+    else:
+        textvqa_fixture.write_release_fixture(tmp_path, {"seed": 0, "size": 2, "corrupt": 0})
+        damaged, adapt = tmp_path / "TextVQA_0.5.1_val.json", BENCHMARKS.get("textvqa").adapt
+    damaged.write_text(DEEP)
+    with pytest.raises(VlmgridError, match=rf"^{damaged}: not readable (TextVQA )?JSON \(maximum recursion"):
+        adapt(tmp_path, tmp_path / "bench")
+
+
 def test_textvqa_question_without_its_image(tmp_path):
     textvqa_fixture.write_release_fixture(tmp_path, {"seed": 0, "size": 2, "corrupt": 0})
     image = next((tmp_path / "train_images").glob("*.jpg"))

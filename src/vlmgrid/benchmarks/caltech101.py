@@ -137,6 +137,11 @@ def adapt_archive(raw_dir: Path, bench_dir: Path) -> Adapted:
                                 f"{archive}: category {category!r} is not a Caltech-101 category; "
                                 "re-download the archive"
                             )
+                        if name in files.get(category, ()):
+                            raise VlmgridError(
+                                f"{archive}: {INNER} holds {member.name} twice, which the published "
+                                "archive does not; re-download it"
+                            )
                         # Every image is written; the train images are removed once the split is known.
                         fileio.write_bytes(images / category / name, tar.extractfile(member).read())
                         files.setdefault(category, []).append(name)

@@ -106,7 +106,7 @@ def load_dance(folder: Path) -> tuple[dict, list[dict]]:
     try:
         meta = json.loads(read_text(folder / META, f"see {FORMAT_DOC}"))
         jsonschema.validate(meta, META_SCHEMA)
-    except (ValueError, jsonschema.ValidationError) as exc:
+    except (ValueError, RecursionError, jsonschema.ValidationError) as exc:
         raise VlmgridError(
             f"{folder / META}: not a DANCE dance.json ({getattr(exc, 'message', exc)}); see {FORMAT_DOC}"
         ) from None
@@ -120,7 +120,7 @@ def load_dance(folder: Path) -> tuple[dict, list[dict]]:
         try:
             query = json.loads(line)
             jsonschema.validate(query, QUERY_SCHEMA)
-        except (ValueError, jsonschema.ValidationError) as exc:
+        except (ValueError, RecursionError, jsonschema.ValidationError) as exc:
             raise VlmgridError(
                 f"{where}: not a DANCE query ({getattr(exc, 'message', exc)}); see {FORMAT_DOC}"
             ) from None

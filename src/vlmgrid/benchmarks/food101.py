@@ -61,7 +61,7 @@ def _read_meta(archive: Path) -> tuple[dict, list[str] | None]:
                 if name == TEST_JSON:
                     try:
                         test = json.loads(data)
-                    except ValueError as exc:
+                    except (ValueError, RecursionError) as exc:
                         raise VlmgridError(
                             f"{archive}: {TEST_JSON} is not readable JSON ({exc}); re-download the archive"
                         ) from None

@@ -41,7 +41,7 @@ def _questions(path: Path) -> list[tuple[dict, str]]:
         where = f"{path} line {n}"
         try:
             question = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise VlmgridError(
                 f"{where}: not a JSON object; the label file is damaged: download it again"
             ) from None

@@ -93,7 +93,7 @@ RESTORE = "restore it from lupantech/ScienceQA's data/scienceqa"
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(read_text(path, RESTORE))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise VlmgridError(f"{path}: not readable JSON ({exc}); {RESTORE}") from None
 
 

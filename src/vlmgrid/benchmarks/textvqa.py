@@ -105,7 +105,7 @@ RESTORE = "restore it from textvqa.org's release"
 def _data(path: Path) -> list:
     try:
         data = json.loads(read_text(path, RESTORE)).get("data")
-    except (ValueError, AttributeError) as exc:
+    except (ValueError, AttributeError, RecursionError) as exc:
         raise VlmgridError(f"{path}: not readable TextVQA JSON ({exc}); {RESTORE}") from None
     if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
         raise VlmgridError(
