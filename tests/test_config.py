@@ -434,6 +434,33 @@ def test_a_served_model_holds_its_gpus_an_api_model_none(default_config_data):
     assert [gpus(config, model) for model in config.models] == [1, 4, 0]
 
 
+def test_a_config_whose_aliases_expand_to_billions_of_values_is_refused_at_once(
+    tmp_path, default_config_data
+):
+    """Aliases of aliases (the "billion laughs"): a few lines that every later walk of the config would expand
+    to billions of values; and one that refers to itself. A config that uses aliases plainly still loads."""
+    laughs = ["lol0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"lol{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]" for n in range(1, 9)]
+    for text in ("\n".join(laughs) + "\n", "loop: &me [*me]\n"):
+        path = tmp_path / "bomb.yaml"
+        path.write_text(text)
+        with pytest.raises(VlmgridError, match=rf"^{path} expands to over 1,000,000 values through its YAML"):
+            load_config(path)
+    shared = {**default_config_data, "models": dict(default_config_data["models"])}
+    shared["models"]["random-again"] = shared["models"]["random"]  # one object: the dump writes an alias
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump(shared, sort_keys=False))
+    assert "*id001" in plain.read_text()
+    assert load_config(plain).model("random-again") == load_config(plain).model("random")
+
+
+def test_a_config_nested_too_deeply_is_one_sentence_naming_it(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(VlmgridError, match=rf"^{path} nests its YAML deeper than a grid config does"):
+        load_config(path)
+
+
 def test_a_config_that_cannot_be_read_is_one_sentence_naming_it(tmp_path):
     """Mode 000 for real; as root, under capsh with the permission bypass dropped (helpers.permissions)."""
     from helpers.permissions import vlmgrid_held_back

@@ -62,6 +62,28 @@ def _parse_yaml(text: str) -> Any:
         return yaml.safe_load(text)
 
 
+#: more values than any grid config holds written out (thousands of models and benchmarks stay far below)
+_MAX_VALUES = 1_000_000
+
+
+def _within(data: Any, limit: int) -> bool:
+    """Whether `data`, its YAML aliases expanded, holds at most `limit` values: a few aliases of aliases (the
+    "billion laughs") make a short file stand for billions of values, which every later walk of the config
+    (the checks, the fingerprints) would visit; one that refers to itself never ends."""
+    count, stack = 0, [data]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            return False
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
+
+
 def load_schema() -> dict:
     text = resources.files("vlmgrid").joinpath("schemas/config.schema.yaml").read_text(encoding="utf-8")
     return _parse_yaml(text)
@@ -175,10 +197,17 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> Config:
         data = _parse_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise VlmgridError(yaml_error(path, exc)) from None
+    except RecursionError:
+        raise VlmgridError(f"{path} nests its YAML deeper than a grid config does; check the file") from None
     except UnicodeDecodeError:
         raise VlmgridError(f"{path} is not UTF-8 text; save it as UTF-8") from None
     except OSError as exc:
         raise VlmgridError(f"config file {unreadable(path, exc)}") from None
+    if not _within(data, _MAX_VALUES):
+        raise VlmgridError(
+            f"{path} expands to over {_MAX_VALUES:,} values through its YAML aliases (*name), or refers to "
+            "itself: write the repeated settings out, or alias fewer levels deep"
+        )
     return validate_config(data, source=path)
 
 
