@@ -2,7 +2,9 @@
 imported into prepared fixture benchmarks, read by each benchmark's own parser, refused in one sentence when
 they do not answer exactly the benchmark's items, and scored like a local run."""
 
+import errno
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -191,6 +193,29 @@ def test_pope_answers_without_the_question_file_are_refused(grid, tmp_path, caps
     assert "--questions" in message and "llava_pope_test.jsonl" in message
 
 
+@pytest.mark.parametrize("value", [[2], True], ids=["a list", "true"])
+@pytest.mark.parametrize("where", ["question file", "answers"])
+def test_a_pope_question_id_neither_a_whole_number_nor_a_text_is_refused_naming_its_line(
+    grid, tmp_path, capsys, where, value
+):
+    """A list cannot key a question, and true would be taken for question 1."""
+    config, records = grid
+    questions, answers = pope_files(tmp_path, records["pope-fixture"], ["yes"] * 6)
+    file = questions if where == "question file" else answers
+    lines = [json.loads(line) for line in Path(file).read_text().splitlines()]
+    lines[1]["question_id"] = value
+    write_jsonl(Path(file), lines)
+    out = tmp_path / "p.parquet"
+    message = refused(
+        capsys, config, MODEL_ID, "pope-fixture", answers, "--questions", questions, "--out", str(out)
+    )
+    assert message == (
+        f"vlmgrid: error: {file} line 2 has the question_id {value!r}, which is neither a whole number nor a "
+        "text, so it names no question; give the files LLaVA wrote"
+    )
+    assert not out.exists()
+
+
 def test_textvqa_answers_match_by_image_id_and_question(grid, tmp_path):
     config, records = grid
     textvqa = records["textvqa-fixture"]
@@ -309,6 +334,78 @@ def test_a_scorer_output_file_cut_short_is_named(grid, tmp_path, capsys):
         str(tmp_path / "o.parquet"),
     )
     assert f"{path} is cut short" in message
+
+
+def test_a_scorer_output_problem_id_of_a_superscript_digit_imports(grid, tmp_path):
+    """ "²" is a digit to str.isdigit, which int() refuses: the analyses are ordered without it."""
+    config, records = grid
+    sqa = records["scienceqa-fixture"]
+    texts = ["A", "B", "C", "A", "B", "C"]
+    lines = sqa_answers(sqa, texts)
+    lines[2]["question_id"] = "²"
+    path = tmp_path / "llava-v1.5-13b_output.jsonl"
+    path.write_text(json.dumps(sqa_output(lines, {}), indent=2))
+    out = tmp_path / "o.parquet"
+    assert run(config, "llava-tiny", "scienceqa-fixture", str(path), "--out", str(out)) == 0
+    assert list(imported(out)["raw"]) == texts
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["guessed", "given"])
+def test_a_scorer_output_file_not_in_utf8_is_one_sentence_naming_it_and_its_line(
+    grid, tmp_path, capsys, given
+):
+    config, records = grid
+    lines = sqa_answers(records["scienceqa-fixture"], ["A"] * 6)
+    lines[0]["text"] = "A, évidemment"
+    path = tmp_path / "llava-v1.5-13b_output.jsonl"
+    text = json.dumps(sqa_output(lines, {}), indent=2, ensure_ascii=False)
+    path.write_bytes(text.encode("latin-1"))  # saved in Latin-1
+    line = text[: text.index("évidemment")].count("\n") + 1
+    choice = ["--format", "llava-scienceqa-eval"] if given else []
+    out = str(tmp_path / "o.parquet")
+    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), *choice, "--out", out)
+    assert message == (
+        f"vlmgrid: error: {path} line {line} is not UTF-8 text (byte 0xe9); save the file as UTF-8"
+    )
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["guessed", "given"])
+def test_a_scorer_output_file_that_cannot_be_read_is_one_sentence_naming_it(
+    grid, tmp_path, capsys, monkeypatch, given
+):
+    config, records = grid
+    path = tmp_path / "llava-v1.5-13b_output.jsonl"
+    lines = sqa_answers(records["scienceqa-fixture"], ["A"] * 6)
+    path.write_text(json.dumps(sqa_output(lines, {}), indent=2))
+    opened = Path.open
+
+    def open_unless_locked(self, *args, **kwargs):  # mode 000: the tests run as root, who reads anything
+        if self == path:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return opened(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_unless_locked)
+    choice = ["--format", "llava-scienceqa-eval"] if given else []
+    out = str(tmp_path / "o.parquet")
+    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), *choice, "--out", out)
+    assert message == (
+        f"vlmgrid: error: {path} cannot be read: permission denied; make it readable by this user "
+        f"(chmod u+r) and run again"
+    )
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["guessed", "given"])
+def test_a_scorer_output_file_nested_too_deeply_is_one_sentence_naming_it(grid, tmp_path, capsys, given):
+    config, records = grid
+    path = tmp_path / "llava-v1.5-13b_output.jsonl"
+    path.write_text('{\n  "correct": ' + "[" * 100_000 + "]" * 100_000 + ',\n  "incorrect": []\n}')
+    choice = ["--format", "llava-scienceqa-eval"] if given else []
+    out = str(tmp_path / "o.parquet")
+    message = refused(capsys, config, "llava-tiny", "scienceqa-fixture", str(path), *choice, "--out", out)
+    assert message == (
+        f"vlmgrid: error: {path} nests its JSON arrays or objects too deeply to be read (about a thousand "
+        "levels), as no tool's answers do; check that it is the file meant"
+    )
 
 
 def test_a_grid_model_is_written_to_its_predictions_file(grid, tmp_path):

@@ -4,6 +4,7 @@ or tsv / json with PRED_FORMAT), built from the prepared fixture benchmarks in e
 imported, matched by the texts both keep, refused in one sentence when they do not answer exactly the
 benchmark's items, and scored like a local run."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -297,11 +298,13 @@ def test_mmvp_pairs_are_matched_in_order_and_scored_by_pair(grid, tmp_path):
 
 
 def test_an_empty_prediction_is_a_format_error_row(grid, tmp_path):
+    """An empty text in the `prediction` field, the last row's too, is an empty answer, never a row cut
+    short."""
     config, records = grid
     rows = mme_rows(records["mme-fixture"])
     answers = gold_text(rows)
-    answers[1] = ""
-    for fmt in ("xlsx", "tsv"):
+    answers[1] = answers[-1] = ""
+    for fmt in ("xlsx", "tsv", "json"):
         out = tmp_path / f"mme-{fmt}.parquet"
         assert (
             run(
@@ -316,7 +319,7 @@ def test_an_empty_prediction_is_a_format_error_row(grid, tmp_path):
         )
         frame = imported(out)
         assert len(frame) == len(rows) and frame["raw"][1] == "" and frame["prediction"].isna().tolist()[1]
-        assert frame["prediction"].isna().sum() == 1
+        assert frame["raw"].tolist()[-1] == "" and frame["prediction"].isna().sum() == 2
 
 
 def test_a_prediction_written_as_a_formula_before_63a279f1_reads_as_the_models_text(grid, tmp_path):
@@ -351,6 +354,51 @@ def test_a_file_without_prediction_or_index_is_refused(grid, tmp_path, capsys):
     pd.read_csv(path, sep="\t").drop(columns=["index"]).to_csv(path, sep="\t", index=False)
     message = refused(capsys, config, MODEL_ID, "mme-fixture", path, "--format", "vlmevalkit", "--out", out)
     assert f"{path} has no `index` column" in message
+
+
+@pytest.mark.parametrize("damage", ["cut before the last prediction", "a field more in the first row"])
+def test_a_tsv_row_with_other_than_the_headers_fields_is_refused_naming_it(grid, tmp_path, capsys, damage):
+    """pandas would read the row cut short as an empty prediction, and the first row with a field more as the
+    header shifted by one."""
+    config, records = grid
+    rows = mmbench_rows(records["mmbench-fixture"])
+    path = Path(dump(rows, gold_text(rows), tmp_path, "MMBench_DEV_EN", "tsv"))
+    lines = path.read_text().splitlines()
+    header = len(rows[0]) + 1  # and the prediction
+    if damage == "cut before the last prediction":
+        n, fields = len(rows), header - 1
+        path.write_text("\n".join(lines[:-1] + [lines[-1].rsplit("\t", 1)[0]]))
+    else:
+        n, fields = 1, header + 1
+        path.write_text("\n".join(lines[:1] + [lines[1] + '\t"B"'] + lines[2:]) + "\n")
+    out = tmp_path / "o.parquet"
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(out))
+    assert message == (
+        f"vlmgrid: error: {path} row {n} has {fields} tab-separated fields where the header has {header}: "
+        "the row is cut short or damaged, so its prediction cannot be told; copy the whole file again"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("change", ["prediction lost", "prediction misspelt", "index lost"])
+def test_a_json_row_without_index_or_prediction_is_refused_naming_it(grid, tmp_path, capsys, change):
+    """Such a row would read as an empty answer (or an item the benchmark lacks)."""
+    config, records = grid
+    rows = mmbench_rows(records["mmbench-fixture"])
+    path = Path(dump(rows, gold_text(rows), tmp_path, "MMBench_DEV_EN", "json"))
+    data = json.loads(path.read_text())
+    key = change.split()[0]
+    value = data[1].pop(key)
+    if change == "prediction misspelt":
+        data[1]["predicton"] = value
+    path.write_text(json.dumps(data, indent=4))
+    out = tmp_path / "o.parquet"
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), "--out", str(out))
+    assert message == (
+        f"vlmgrid: error: {path} row 2 has no `{key}` key, which the other rows have (it has "
+        f"{', '.join(data[1])}): its answer cannot be told; write the key again or copy the whole file again"
+    )
+    assert not out.exists()
 
 
 def test_rows_that_match_no_item_are_refused_with_their_count_and_the_first(grid, tmp_path, capsys):

@@ -4,6 +4,7 @@ with a byte-order mark, an eval-tool file that cannot be read or is not UTF-8. E
 or refused in one sentence naming it."""
 
 import errno
+import json
 import pathlib
 import struct
 import zipfile
@@ -14,9 +15,11 @@ from helpers.imports import (
     dump,
     gold_text,
     imported,
+    mmbench_answers,
     mmbench_rows,
     mme_answers,
     mme_rows,
+    mme_samples,
     mme_tool_folder,
     refused,
     run,
@@ -24,6 +27,8 @@ from helpers.imports import (
     small_grid,
     textvqa_rows,
     write_jsonl,
+    write_logs_json,
+    write_samples,
 )
 from helpers.permissions import vlmgrid_held_back
 
@@ -43,13 +48,17 @@ def grid(tmp_path_factory):
 # ------------------------------------------------------------------------------------------ hostile workbooks
 
 
-def rewrite(path: pathlib.Path, member: str, change) -> None:
-    """The workbook with `member`'s bytes replaced by change(bytes), packed as zipfile packs it."""
+def rewrite(path: pathlib.Path, member: str, change=lambda data: data, method=zipfile.ZIP_DEFLATED) -> None:
+    """The workbook with `member`'s bytes replaced by change(bytes) and packed by `method` (zipfile's
+    compress_type), the others deflated as zipfile packs them."""
     with zipfile.ZipFile(path) as source:
         members = [(info.filename, source.read(info)) for info in source.infolist()]
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
         for name, data in members:
-            out.writestr(name, change(data) if name == member else data)
+            if name == member:
+                out.writestr(name, change(data), compress_type=method)
+            else:
+                out.writestr(name, data)
 
 
 def declare_size(path: pathlib.Path, member: str, size: int) -> None:
@@ -109,6 +118,24 @@ def test_a_workbook_whose_cell_inflates_a_thousand_times_is_refused(grid, tmp_pa
         assert (
             "), as no spreadsheet program packs a workbook, so it is not read; save it again from the "
             "program that made it (or give the answers as .tsv)" in message
+        )
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA], ids=["bzip2", "lzma"])
+def test_a_workbook_member_packed_with_bzip2_or_lzma_is_refused_before_it_is_inflated(
+    grid, tmp_path, capsys, method
+):
+    """zipfile inflates such a member whole before cutting it to the size the zip declares (a 7 kB workbook
+    whose bzip2 member declared 785 bytes took 4.2 GB), so no declared size bounds it."""
+    config, records = grid
+    path = mmbench_workbook(records["mmbench-fixture"], tmp_path)
+    rewrite(path, "xl/sharedStrings.xml", method=method)
+    name = zipfile.compressor_names[method]
+    for message in refused_in_every_format(capsys, config, path, tmp_path):
+        assert message == (
+            f"vlmgrid: error: {path} holds xl/sharedStrings.xml, packed with {name} (zip method {method}), "
+            f"as no spreadsheet program packs a workbook, so it is not read; save it again from the program "
+            f"that made it (or give the answers as .tsv)"
         )
 
 
@@ -314,3 +341,131 @@ def test_an_eval_tool_file_that_is_not_utf8_is_one_sentence_naming_it_and_its_li
         capsys, config, MODEL_ID, "mme-fixture", str(folder), "--out", str(tmp_path / "o.parquet")
     )
     assert message == f"vlmgrid: error: {file} line 2 is not UTF-8 text (byte 0xed); save the file as UTF-8"
+
+
+def locked(monkeypatch, path: pathlib.Path, method: str) -> None:
+    """`path` as mode 000 makes it for `Path.<method>` (open, iterdir): the tests run as root, who reads
+    anything."""
+    original = getattr(pathlib.Path, method)
+
+    def unless_locked(self, *args, **kwargs):
+        if self == path:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, method, unless_locked)
+
+
+# The answer folders of each format that reads one, for MME: made in `folder` from the records.
+FOLDERS = {
+    "vlmevalkit": lambda folder, mme: dump(mme_rows(mme), gold_text(mme_rows(mme)), folder, "MME"),
+    "lmms-eval-samples": lambda folder, mme: write_samples(
+        folder, "mme", mme_samples(mme, list(mme["answer"]))
+    ),
+    "mme-eval-tool": lambda folder, mme: mme_tool_folder(folder, mme, list(mme["answer"])),
+}
+FOLDER_DENIED = "cannot be read: permission denied; make it readable by this user (chmod u+rx) and run again"
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["guessed", "given"])
+@pytest.mark.parametrize("fmt", FOLDERS)
+def test_an_answer_folder_that_cannot_be_listed_is_one_sentence_naming_it(
+    grid, tmp_path, capsys, monkeypatch, fmt, given
+):
+    config, records = grid
+    folder = tmp_path / fmt
+    FOLDERS[fmt](folder, records["mme-fixture"])
+    locked(monkeypatch, folder, "iterdir")
+    out = tmp_path / "o.parquet"
+    choice = ["--format", fmt] if given else []
+    message = refused(capsys, config, MODEL_ID, "mme-fixture", str(folder), *choice, "--out", str(out))
+    assert message == f"vlmgrid: error: {folder} {FOLDER_DENIED}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", FOLDERS)
+def test_an_answer_folder_of_mode_000_is_one_sentence_naming_it(grid, tmp_path, fmt):
+    """Mode 000 for real, the format guessed; as root, under capsh (helpers.permissions)."""
+    config, records = grid
+    folder = tmp_path / fmt
+    FOLDERS[fmt](folder, records["mme-fixture"])
+    out = tmp_path / "o.parquet"
+    folder.chmod(0)
+    try:
+        result = vlmgrid_held_back(
+            "import-predictions", MODEL_ID, "mme-fixture", str(folder), "--out", str(out), "--config", config
+        )
+    finally:
+        folder.chmod(0o755)
+    assert (result.returncode, result.stderr) == (2, f"vlmgrid: error: {folder} {FOLDER_DENIED}\n")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["given", "in a folder"])
+def test_an_lmms_eval_logs_json_that_cannot_be_read_is_one_sentence_naming_it(
+    grid, tmp_path, capsys, monkeypatch, where
+):
+    config, records = grid
+    mme = records["mme-fixture"]
+    lines = mme_samples(mme, list(mme["answer"]), "0.2.0")
+    path = pathlib.Path(write_logs_json(tmp_path / "run", "mme", lines))
+    locked(monkeypatch, path, "open")
+    given = path if where == "given" else path.parent
+    message = refused(
+        capsys,
+        config,
+        MODEL_ID,
+        "mme-fixture",
+        str(given),
+        "--format",
+        "lmms-eval-samples",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
+    assert message == (
+        f"vlmgrid: error: {path} cannot be read: permission denied; make it readable by this user "
+        f"(chmod u+r) and run again"
+    )
+
+
+# ---------------------------------------------------------------------------------------- nested too deeply
+
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON that Python's parser gives up on (RecursionError)
+TOO_DEEP = (
+    "nests its JSON arrays or objects too deeply to be read (about a thousand levels), as no tool's answers "
+    "do; check that it is the file meant"
+)
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["guessed", "given"])
+@pytest.mark.parametrize("line", [1, 3])
+def test_an_answer_line_nested_too_deeply_is_one_sentence_naming_it_and_its_line(
+    grid, tmp_path, capsys, line, given
+):
+    config, records = grid
+    lines = [json.dumps(item) for item in mmbench_answers(records["mmbench-fixture"])]
+    lines[line - 1] = lines[line - 1].replace('"metadata": {}', f'"metadata": {DEEP}')
+    path = tmp_path / "llava_mmbench.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    choice = ["--format", "llava-answers"] if given else []
+    out = tmp_path / "o.parquet"
+    message = refused(capsys, config, MODEL_ID, "mmbench-fixture", str(path), *choice, "--out", str(out))
+    assert message == f"vlmgrid: error: {path} line {line} {TOO_DEEP}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["guessed", "given"])
+@pytest.mark.parametrize("fmt", ["vlmevalkit", "lmms-eval-samples"])
+def test_an_answer_document_nested_too_deeply_is_one_sentence_naming_it(grid, tmp_path, capsys, fmt, given):
+    config, records = grid
+    if fmt == "vlmevalkit":
+        bench, path = "mmbench-fixture", tmp_path / "llava_v1.5_7b_MMBench_DEV_EN.json"
+        path.write_text(f'[\n    {{"index": 1, "prediction": {DEEP}}}\n]')
+    else:
+        bench, path = "mme-fixture", tmp_path / "mme.json"
+        path.write_text(f'{{\n    "model_configs": {{"task": "mme"}},\n    "logs": {DEEP}\n}}')
+    choice = ["--format", fmt] if given else []
+    out = tmp_path / "o.parquet"
+    message = refused(capsys, config, MODEL_ID, bench, str(path), *choice, "--out", str(out))
+    assert message == f"vlmgrid: error: {path} {TOO_DEEP}"
+    assert not out.exists()

@@ -215,6 +215,16 @@ def cut_short(error: json.JSONDecodeError, text: str) -> bool:
     return _TOKEN_START.fullmatch(text[error.pos :].rstrip()) is not None
 
 
+def too_deep(path: Path, line: int | None = None) -> VlmgridError:
+    """The one sentence for JSON nested deeper than Python's parser goes (its recursion limit, about a
+    thousand levels), which no tool writes, at the file's `line` where it is known."""
+    at = f"{path} line {line}" if line is not None else str(path)
+    return VlmgridError(
+        f"{at} nests its JSON arrays or objects too deeply to be read (about a thousand levels), as no "
+        "tool's answers do; check that it is the file meant"
+    )
+
+
 def _cut_short_sentence(path: Path, n: int) -> str:
     return f"{path} line {n} is cut short (its JSON object does not end); copy the whole file again"
 
@@ -239,7 +249,8 @@ def _text_lines(path: Path) -> list[str]:
 
 def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tuple[int, dict]]:
     """The file's JSON objects with their line numbers (blank lines skipped); a line that is not one, or lacks
-    a `required` key, is refused in one sentence saying the file is not `what`; a line cut short is named."""
+    a `required` key, is refused in one sentence saying the file is not `what`; a line cut short, or nested
+    too deeply to parse, is named."""
     if not path.is_file():
         raise VlmgridError(f"{path} is not a file; {what} is one JSON object a line")
     lines = []
@@ -252,6 +263,8 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
             if cut_short(error, line):
                 raise VlmgridError(_cut_short_sentence(path, n)) from None
             item = None
+        except RecursionError:
+            raise too_deep(path, n) from None
         if not isinstance(item, dict):
             raise VlmgridError(
                 f"{path} line {n} is not a JSON object: the file is not {what} (give the right --format)"
@@ -268,8 +281,8 @@ def read_json_lines(path: Path, required: Sequence[str], what: str) -> list[tupl
 def first_json_object(path: Path) -> dict | None:
     """The object on the file's first non-blank line (None when that line is not a JSON object): enough to
     tell a JSON-lines format by its keys without reading the whole file. A file of that one line, cut short,
-    is refused naming it (no format could be told from it, and the cause is the copy), and so is a file that
-    cannot be read."""
+    is refused naming it (no format could be told from it, and the cause is the copy), and so are a line
+    nested too deeply to parse and a file that cannot be read."""
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
             numbered = ((n, line) for n, line in enumerate(handle, start=1) if line.strip())
@@ -285,4 +298,6 @@ def first_json_object(path: Path) -> dict | None:
         return None
     except ValueError:
         return None
+    except RecursionError:
+        raise too_deep(path, n) from None
     return item if isinstance(item, dict) else None

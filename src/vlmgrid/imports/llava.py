@@ -155,6 +155,17 @@ def _textvqa(path, lines, records, questions) -> list[Answer]:
     return _by_question(path, keyed, index, "image")
 
 
+def _pope_id(path: Path, n: int, item: dict) -> str | int:
+    """The line's question_id, a number or a text as LLaVA writes it; any other value names no question."""
+    value = item["question_id"]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):  # True would be taken for 1
+        raise VlmgridError(
+            f"{path} line {n} has the question_id {value!r}, which is neither a whole number nor a text, so "
+            "it names no question; give the files LLaVA wrote"
+        )
+    return value
+
+
 def _pope(path, lines, records, questions) -> list[Answer]:
     if questions is None:
         raise VlmgridError(
@@ -162,8 +173,8 @@ def _pope(path, lines, records, questions) -> list[Answer]:
             "file; give that file with --questions (llava_pope_test.jsonl)"
         )
     asked = {
-        item["question_id"]: item
-        for _, item in read_line_breaks(
+        _pope_id(questions, n, item): item
+        for n, item in read_line_breaks(
             questions,
             read_json_lines(
                 questions, ("question_id", "image", "text", "category"), "LLaVA's POPE question file"
@@ -178,7 +189,7 @@ def _pope(path, lines, records, questions) -> list[Answer]:
     )
     keyed = []
     for n, item in lines:
-        question = asked.get(item["question_id"])
+        question = asked.get(_pope_id(path, n, item))
         if question is None:
             raise VlmgridError(
                 f"{path} {_where(n, item)} is not a question of {questions}: give the question file the "

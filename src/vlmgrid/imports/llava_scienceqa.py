@@ -24,8 +24,10 @@ from pathlib import Path
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, cut_short
+from vlmgrid.filehashes import unreadable
+from vlmgrid.imports.base import Answer, Importer, cut_short, too_deep
 from vlmgrid.imports.llava import Asked, match_scienceqa
+from vlmgrid.imports.reading import DENIED, read_text
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +36,15 @@ ANALYSIS = ("question_id", "question", "pred")
 
 
 def _load(path: Path) -> object:
-    """The file's JSON document; a file cut short or not JSON is refused naming the file."""
+    """The file's JSON document; a file that cannot be read, is not UTF-8, is cut short or is not JSON is
+    refused naming the file."""
     if not path.is_file():
         raise VlmgridError(f"{path} is not a file; LLaVA's ScienceQA scorer writes one JSON document")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         return json.loads(text)
+    except RecursionError:
+        raise too_deep(path) from None
     except json.JSONDecodeError as error:
         if cut_short(error, text):
             raise VlmgridError(
@@ -71,11 +76,18 @@ def _is_result(data: object) -> bool:
 def looks_like(path: Path) -> bool:
     if not path.is_file() or path.suffix not in (".json", ".jsonl"):
         return False
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        if handle.read(1) != "{" or handle.readline().strip():  # the scorer's indent=2: "{" alone on line 1
-            return False
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            # the scorer's indent=2: "{" alone on line 1
+            if handle.read(1) != "{" or handle.readline().strip():
+                return False
+    except OSError as error:
+        raise unreadable(path, error, DENIED) from None
+    try:
+        # opened as the scorer's, a file that is not UTF-8 is refused naming its line, not taken for no format
+        data = json.loads(read_text(path))
+    except RecursionError:
+        raise too_deep(path) from None
     except ValueError:
         return False
     return _is_output(data) or _is_result(data)
@@ -101,9 +113,10 @@ def _from_output(path: Path, data: dict) -> list[Asked]:
                     f"{where} (question_id {item['question_id']!r})",
                 )
             )
-    # The scorer lists the correct answers first; the split's order (by problem id) is the answers file's.
+    # The scorer lists the correct answers first; the split's order (by problem id) is the answers file's. A
+    # superscript "²" is a digit (str.isdigit) that int() refuses; a decimal is one it takes.
     return sorted(
-        asked, key=lambda a: (not a.problem.isdigit(), int(a.problem) if a.problem.isdigit() else 0)
+        asked, key=lambda a: (not a.problem.isdecimal(), int(a.problem) if a.problem.isdecimal() else 0)
     )
 
 

@@ -70,6 +70,7 @@ from typing import Any
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
+from vlmgrid.filehashes import unreadable
 from vlmgrid.imports.base import (
     Answer,
     Importer,
@@ -78,8 +79,10 @@ from vlmgrid.imports.base import (
     first_json_object,
     read_json_lines,
     squeeze,
+    too_deep,
 )
 from vlmgrid.imports.llava import mme_question
+from vlmgrid.imports.reading import DENIED, files_in
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +194,14 @@ def _check(file: Path, where: str, item: Any) -> dict:
 
 
 def _json(file: Path) -> Any:
+    """The file's JSON document, None where it is not UTF-8 JSON; a file that cannot be read, or nests its
+    JSON too deeply to parse, is refused naming it."""
     try:
         return json.loads(file.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise unreadable(file, error, DENIED) from None
+    except RecursionError:
+        raise too_deep(file) from None
     except ValueError:
         return None
 
@@ -245,7 +254,7 @@ def _is_samples_file(path: Path) -> bool:
 
 def looks_like(path: Path) -> bool:
     if path.is_dir():
-        return any(p.is_file() and SAMPLES_FILE.search(p.name) for p in path.iterdir())
+        return any(SAMPLES_FILE.search(p.name) for p in files_in(path))
     if not path.is_file():
         return False
     if path.suffix == ".json":
@@ -533,7 +542,7 @@ def _tasks_for(kind: str) -> str:
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and _is_samples_file(p))
+        files = [p for p in files_in(path) if _is_samples_file(p)]
     else:
         files = [path]
     found: list[str] = []

@@ -24,14 +24,14 @@ from vlmgrid.benchmarks.mme import CATEGORIES
 from vlmgrid.errors import VlmgridError
 from vlmgrid.imports.base import Answer, Importer, stem
 from vlmgrid.imports.llava import mme_index, mme_question
-from vlmgrid.imports.reading import read_text
+from vlmgrid.imports.reading import files_in, read_text
 
 # MME's 14 subtasks: the release and the tool name their folders and result files so.
 SUBTASKS = CATEGORIES
 
 
 def looks_like(path: Path) -> bool:
-    return path.is_dir() and any((path / f"{subtask}.txt").is_file() for subtask in SUBTASKS)
+    return path.is_dir() and any(p.suffix == ".txt" and p.stem in SUBTASKS for p in files_in(path))
 
 
 def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -> list[Answer]:
@@ -40,7 +40,8 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
             f"{path} is not a folder: an MME eval-tool result is a folder of <subtask>.txt files "
             f"(give the right --format)"
         )
-    others = sorted(p.name for p in path.glob("*.txt") if p.stem not in SUBTASKS)
+    files = {p.name: p for p in files_in(path)}
+    others = sorted(p.name for p in files.values() if p.suffix == ".txt" and p.stem not in SUBTASKS)
     if others:
         raise VlmgridError(
             f"{path}/{others[0]} is not named after one of MME's 14 subtasks "
@@ -50,8 +51,8 @@ def read(path: Path, records: pd.DataFrame, kind: str, questions: Path | None) -
     gold = dict(zip(records["id"].astype(str), records["answer"].astype(str)))
     answers = []
     for subtask in SUBTASKS:
-        file = path / f"{subtask}.txt"
-        if not file.is_file():
+        file = files.get(f"{subtask}.txt")
+        if file is None:
             continue
         for n, line in enumerate(read_text(file).splitlines(), start=1):
             if not line.strip():

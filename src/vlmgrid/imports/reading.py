@@ -3,7 +3,9 @@ known to unpack to a bounded size and to declare no DTD.
 
 An `.xlsx` is a zip of XML files, so a file of a few hundred kilobytes can unpack to gigabytes (a 414 kB
 workbook whose one cell inflates to 400 MB took 3.7 GB to read), and its XML can declare entities, which no
-spreadsheet program writes; such a workbook is refused before openpyxl opens it. Cells are read as text: a
+spreadsheet program writes; such a workbook is refused before openpyxl opens it. So is a member packed other
+than stored or deflated: zipfile inflates a bzip2 or LZMA member whole before it cuts it to its declared size
+(a 7 kB workbook took 4.2 GB), and Excel, openpyxl and xlsxwriter deflate. Cells are read as text: a
 prediction "None", "NA" or "null" is that text, never a missing value.
 
 A cell that holds a formula reads as the text it was written from, never as its stored value: xlsxwriter
@@ -35,11 +37,16 @@ MAX_UNPACKED = 128 << 20
 # Excel, openpyxl or xlsxwriter inflate 3 to 20 times; a bomb inflates about a thousand times.
 MAX_RATIO = 100
 MAX_RATIO_FROM = 1 << 20
+# The zip methods a workbook's members are read in: zipfile inflates deflated members a chunk at a time, as
+# far as their declared size, and a stored member is as large as it is packed.
+_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 _DTD = tuple("<!DOCTYPE".encode(encoding) for encoding in ("utf-8", "utf-16-le", "utf-16-be"))
 _CHUNK = 1 << 20
 # An answer file this user may not read: what follows its path in the sentence
 # (vlmgrid.filehashes.unreadable's `denied`), the fix for the one file rather than a whole release
 DENIED = "cannot be read: permission denied; make it readable by this user (chmod u+r) and run again"
+# The same for a folder of answer files, which must be entered as well as listed
+FOLDER_DENIED = "cannot be read: permission denied; make it readable by this user (chmod u+rx) and run again"
 
 
 def _size(n: int) -> str:
@@ -65,16 +72,27 @@ def _declares_dtd(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bool:
 
 
 def check_workbook(path: Path) -> None:
-    """Refuse, naming the file and the member, a workbook that would unpack beyond MAX_UNPACKED, a member that
-    inflates more than MAX_RATIO times, or XML that declares a DTD. The sizes are those the zip declares,
-    checked before anything is inflated; they bound every later read too, because zipfile never inflates a
-    member past its declared size (a member that holds more fails its CRC check). A file that is not a zip
-    passes: reading it says so."""
+    """Refuse, naming the file and the member, a workbook with a member packed other than stored or deflated,
+    one that would unpack beyond MAX_UNPACKED, a member that inflates more than MAX_RATIO times, or XML that
+    declares a DTD. The methods and sizes are those the zip declares, checked before anything is inflated; the
+    sizes bound every later read too, because zipfile inflates a deflated member only as far as its declared
+    size (a member that holds more fails its CRC check). A file that is not a zip passes: reading it says so;
+    one that cannot be read is refused naming it."""
     try:
         archive = zipfile.ZipFile(path)
+    except PermissionError as error:
+        raise unreadable(path, error, DENIED) from None
     except (zipfile.BadZipFile, OSError, ValueError):
         return
     with archive:
+        other = next((member for member in archive.infolist() if member.compress_type not in _METHODS), None)
+        if other is not None:
+            method = zipfile.compressor_names.get(other.compress_type, "an unknown method")
+            raise _refused(
+                path,
+                f"holds {other.filename}, packed with {method} (zip method {other.compress_type}), as no "
+                f"spreadsheet program packs a workbook",
+            )
         members = [member for member in archive.infolist() if not member.is_dir()]
         total = sum(member.file_size for member in members)
         if total > MAX_UNPACKED:
@@ -179,6 +197,15 @@ def _formulas(path: Path) -> dict[tuple[int, int], tuple[str, str | None, str]]:
         return found
     finally:
         book.close()
+
+
+def files_in(folder: Path) -> list[Path]:
+    """The folder's files (not its subfolders), by name; a folder this user may not list or enter is refused
+    in one sentence naming it."""
+    try:
+        return sorted(entry for entry in folder.iterdir() if entry.is_file())
+    except OSError as error:
+        raise unreadable(folder, error, FOLDER_DENIED) from None
 
 
 def read_text(path: Path) -> str:

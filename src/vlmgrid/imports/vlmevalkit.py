@@ -42,7 +42,9 @@ Where VLMEvalKit's judge file lies beside a ScienceQA prediction file
 
 Cells are text: a prediction or option "None", "NA" or "null" is that text; a `.tsv` or `.json` saved with a
 byte-order mark (Excel on Windows) reads as without one; a workbook is read only once `imports.reading` has
-checked how far it unpacks.
+checked how far it unpacks. A `.tsv` row with other than its header's number of fields, or a `.json` row
+without the `index` or `prediction` that other rows have, is refused: read as empty, it would be an empty
+answer (an empty text in a present `prediction` field is one).
 
 Releases (VLMEvalKit's history, first commit to 2026-08): the file name `<model>_<dataset>.xlsx` is the same
 since 1711b013 (2023-11); since 4ff78b62 (2024-11) it lies in `<work_dir>/<model>/<eval id>/`, linked from
@@ -58,6 +60,7 @@ its "=" put back, the text the model wrote (`reading.read_workbook`), or, where 
 from __future__ import annotations
 
 import ast
+import csv
 import io
 import json
 import logging
@@ -70,9 +73,9 @@ from typing import Any
 import pandas as pd
 
 from vlmgrid.errors import VlmgridError
-from vlmgrid.imports.base import Answer, Importer, Verdict, squeeze, stem
+from vlmgrid.imports.base import Answer, Importer, Verdict, squeeze, stem, too_deep
 from vlmgrid.imports.llava import mme_question
-from vlmgrid.imports.reading import check_workbook, read_text, read_workbook
+from vlmgrid.imports.reading import check_workbook, files_in, read_text, read_workbook
 from vlmgrid.imports.vlmevalkit_judge import JUDGED, judge_file, read_verdicts
 
 log = logging.getLogger(__name__)
@@ -133,9 +136,43 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _tsv(path: Path, **kwargs) -> pd.DataFrame:
+def _tsv(text: str, **kwargs) -> pd.DataFrame:
     """The TSV's cells as text: a prediction "None" or "NA" is that text, an empty cell ""."""
-    return pd.read_csv(io.StringIO(read_text(path)), sep="\t", dtype=str, keep_default_na=False, **kwargs)
+    return pd.read_csv(io.StringIO(text), sep="\t", dtype=str, keep_default_na=False, **kwargs)
+
+
+def _check_fields(path: Path, text: str) -> None:
+    """Refuse a TSV row whose fields are not as many as the header's. pandas fills a row cut short with ""
+    (an empty prediction, scored as a format error) and takes a first row with a field more as the header
+    shifted by one, so the fields are counted here, as csv parses them."""
+    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a prediction may pass 128 kB
+    try:
+        rows = (row for row in csv.reader(io.StringIO(text), delimiter="\t") if row)  # pandas skips blanks
+        header = next(rows, [])
+        for n, row in enumerate(rows, start=1):
+            if len(row) != len(header):
+                raise VlmgridError(
+                    f"{path} row {n} has {len(row)} tab-separated fields where the header has "
+                    f"{len(header)}: the row is cut short or damaged, so its prediction cannot be told; copy "
+                    "the whole file again"
+                )
+    finally:
+        csv.field_size_limit(limit)  # the process's limit as it was
+
+
+def _check_keys(path: Path, data: list[dict]) -> None:
+    """Refuse a JSON row without the `index` or `prediction` that other rows have (a key lost or misspelt):
+    read as an empty cell, it would be an empty answer. A file whose rows all lack it is another format, which
+    `read_rows` says."""
+    keys = set().union(*data)
+    for n, item in enumerate(data, start=1):
+        lost = [key for key in REQUIRED if key in keys and key not in item]
+        if lost:
+            raise VlmgridError(
+                f"{path} row {n} has no `{lost[0]}` key, which the other rows have (it has "
+                f"{', '.join(item) or 'none'}): its answer cannot be told; write the key again or copy the "
+                "whole file again"
+            )
 
 
 def _frame(path: Path) -> pd.DataFrame:
@@ -144,9 +181,14 @@ def _frame(path: Path) -> pd.DataFrame:
         return read_workbook(path)
     try:
         if path.suffix == ".tsv":
-            return _tsv(path)
+            text = read_text(path)
+            frame = _tsv(text)  # first: it refuses a field whose quote never closes, which csv takes
+            _check_fields(path, text)
+            return frame
         data = json.loads(read_text(path))
-    except ValueError as error:  # parser and JSON errors
+    except RecursionError:
+        raise too_deep(path) from None
+    except (ValueError, csv.Error) as error:  # parser and JSON errors
         raise VlmgridError(
             f"{path} cannot be read as {path.suffix[1:]} ({error}): the file is not {WHAT}"
         ) from None
@@ -154,6 +196,7 @@ def _frame(path: Path) -> pd.DataFrame:
         raise VlmgridError(
             f"{path} is not a JSON list of objects: the file is not {WHAT} (give the right --format)"
         )
+    _check_keys(path, data)
     return pd.DataFrame(data)
 
 
@@ -204,10 +247,12 @@ def looks_like(path: Path) -> bool:
         if path.suffix == ".xlsx":
             columns = set(read_workbook(path, nrows=0).columns)
         elif path.suffix == ".tsv":
-            columns = set(_tsv(path, nrows=0).columns)
+            columns = set(_tsv(read_text(path), nrows=0).columns)
         else:
             data = json.loads(read_text(path))
             columns = set(data[0]) if isinstance(data, list) and data and isinstance(data[0], dict) else set()
+    except RecursionError:
+        raise too_deep(path) from None
     except (VlmgridError, ValueError):
         return False
     return all(column in columns for column in REQUIRED)
@@ -424,8 +469,8 @@ def prediction_files(folder: Path) -> dict[Path, str]:
     """{file: dataset} of a folder's prediction files, told by their names (VLMEvalKit's other files there,
     `<model>_<dataset>_<suffix>.xlsx` and `.csv` scores, are not)."""
     found = {}
-    for path in sorted(folder.iterdir()):
-        if path.is_file() and path.suffix in SUFFIXES:
+    for path in files_in(folder):
+        if path.suffix in SUFFIXES:
             try:
                 found[path] = dataset_name(path)
             except VlmgridError:
