@@ -250,6 +250,8 @@ def test_generation_preset_fills_the_keys_the_model_does_not_set():
         "do_sample": True,
         "temperature": 0.7,
         "top_p": 0.9,
+        "top_k": 0,  # vLLM's SamplingParams default, where transformers' own is 50
+        "repetition_penalty": 1.0,
         "max_new_tokens": 1024,
         "seed": 2,
     }

@@ -492,6 +492,8 @@ def test_generation_preset_is_what_runs_and_what_the_provenance_says(checkpoints
         "do_sample": True,
         "temperature": 0.7,
         "top_p": 0.9,
+        "top_k": 0,
+        "repetition_penalty": 1.0,
         "max_new_tokens": 4,
         "seed": 1,
     }
@@ -500,6 +502,36 @@ def test_generation_preset_is_what_runs_and_what_the_provenance_says(checkpoints
     assert model.generate_token_ids(requests) == sampled  # seeded
     greedy = Hf.load(_settings("llava", generation={"max_new_tokens": 4}), checkpoints("llava"), "cpu")
     assert greedy.provenance().generation == {"max_new_tokens": 4, "do_sample": False}
+
+
+@pytest.mark.parametrize(
+    "generation, passed",
+    [
+        ({"do_sample": True, "top_k": 0, "repetition_penalty": 1.0}, {"top_k": 0, "repetition_penalty": 1.0}),
+        ({"do_sample": False, "repetition_penalty": 1.0}, {"top_k": None, "repetition_penalty": 1.0}),
+        ({"do_sample": False}, {"top_k": None}),  # unset: the checkpoint's generation_config decides
+    ],
+)
+def test_top_k_and_repetition_penalty_reach_generate_over_the_checkpoints_own(
+    checkpoints, monkeypatch, generation, passed
+):
+    """A checkpoint's generation_config.json may set top_k 1 or a repetition penalty (Qwen2.5-VL's does); an
+    entry that names them gets them in every generate call, greedy decoding included."""
+    model = Hf.load(
+        _settings("llava", generation={**generation, "max_new_tokens": 2}), checkpoints("llava"), "cpu"
+    )
+    seen = []
+    original = model.model.generate
+
+    def generate(**kwargs):
+        seen.append(kwargs)
+        return original(**kwargs)
+
+    monkeypatch.setattr(model.model, "generate", generate)
+    model.generate([GenerateRequest("q", _image(0), "What is it?")])
+    assert {key: seen[0].get(key, "absent") for key in passed} == passed
+    if "repetition_penalty" not in generation:
+        assert "repetition_penalty" not in seen[0]
 
 
 def test_a_job_holding_several_gpus_spreads_the_model_over_them(checkpoints, monkeypatch):

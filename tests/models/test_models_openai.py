@@ -142,6 +142,15 @@ def test_sampling_settings_are_passed(make, server):
     assert "seed" not in body
 
 
+def test_a_top_k_or_repetition_penalty_that_changes_decoding_is_sent_as_vllm_takes_it(make, server):
+    sampling = {"do_sample": True, "temperature": 0.7, "top_k": 20, "repetition_penalty": 1.05}
+    make(generation=sampling).generate(requests_for(1))
+    assert server.requests[0].body["top_k"] == 20 and server.requests[0].body["repetition_penalty"] == 1.05
+    make(generation={"top_k": 20, "repetition_penalty": 1.05}, cache=False).generate(requests_for(1))
+    greedy = server.requests[1].body
+    assert "top_k" not in greedy and greedy["repetition_penalty"] == 1.05  # a penalty changes greedy too
+
+
 def test_image_encoding_is_deterministic_and_keeps_size_without_image_size():
     picture = image(33, 21)
     assert encode_image(picture, None) == encode_image(picture.copy(), None)
@@ -601,8 +610,12 @@ def test_the_kaleidoscope_preset_samples_and_resizes_and_says_so(make, server):
         "do_sample": True,
         "temperature": 0.7,
         "top_p": 0.9,
+        "top_k": 0,
+        "repetition_penalty": 1.0,
         "max_new_tokens": 1024,
     }
+    # no top-k limit and no penalty are what OpenAI's API does anyway, and it refuses both keys: not sent
+    assert "top_k" not in body and "repetition_penalty" not in body
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,11 @@ def conversation(model: str, user: str) -> str:
 
 
 def lmms_eval(kind: str, record: dict) -> str:
-    """lmms-eval v0.1.0's prompt of an item (its tasks' doc_to_text with the default post_prompt)."""
+    """lmms-eval v0.1.0's prompt of an item (its tasks' doc_to_text, with the default post_prompt where the
+    task has one). MMBench has none: at that release (EvolvingLMMs-Lab/lmms-eval@39d1dad2) the letter
+    instruction is in lmms_eval/tasks/mmbench/mmbench_en.yaml, a group file whose keys the mmbench_en_dev task
+    does not get (lmms_eval/tasks/__init__.py register_configurable_group records only the group's task
+    names), so mmbench_doc_to_text returns "hint question options" alone; commit 6bf31ea2 added it later."""
     options = list(record["options"])
     if kind == "pope":
         return f"{record['question'].strip()}\nAnswer the question using a single word or phrase."
@@ -46,7 +50,7 @@ def lmms_eval(kind: str, record: dict) -> str:
         query = f"{record['question']} There are several options:\n{lines}"
         if record["hint"]:
             query = f"{record['hint']} {query}"
-        return f"{query}\n\nAnswer with the option's letter from the given choices directly."
+        return query
     context = f"Context: {record['hint']}\n" if record["hint"] else ""
     lines = "\n".join(f"{'ABCDE'[i]}. {option}" for i, option in enumerate(options))
     return (

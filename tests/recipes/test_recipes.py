@@ -63,6 +63,38 @@ def test_a_recipe_fills_the_entry_and_the_cell_takes_its_kind():
     assert "kinds" not in cell and cell["prompt"]["user"].endswith("directly.")
 
 
+def test_llava_1_5_asks_mmvp_with_the_image_cropped_as_mmvps_script_did():
+    # tsb0601/MMVP@763500597e65c3446f09047837ceda76f4e264bf scripts/evaluate_mllm.py hands the image to the
+    # processor itself, no expand2square: "image_tensor = image_processor.preprocess(image,
+    # return_tensors='pt')['pixel_values'][0]"
+    config = validate_config(_grid(_hf(recipe="llava-1.5"), kind="mmvp"))
+    assert config.model("m")["pad_to_square"] is True
+    cell = config.cell_settings("m", "b")
+    assert cell["pad_to_square"] is False
+    assert cell["generation"] == {"do_sample": True, "temperature": 0.2, "max_new_tokens": 1024, "seed": 0}
+
+
+def test_instructblip_runs_in_fp16_as_lavis_loads_it():
+    # salesforce/LAVIS@506965b9c4a18c1e565bd32acaccabe0198433f7: blip2_vicuna_instruct.py
+    # "LlamaForCausalLM.from_pretrained(llm_model, torch_dtype=torch.float16)", and
+    # lavis/configs/models/blip2/blip2_instruct_vicuna7b.yaml `vit_precision: "fp16"`
+    model = {
+        "backend": "hf",
+        "source": {"type": "fixture", "family": "instructblip"},
+        "recipe": "instructblip",
+    }
+    assert validate_config(_grid(model, kind="textvqa")).model("m")["precision"] == "fp16"
+
+
+def test_mblip_cites_its_pope_config_at_the_commit_that_holds_it():
+    # gregor-ge/mBLIP: configs/datamodule/mblip_halu_pope.yaml is added by 9e06ad15 ("Updated for version 2 on
+    # arxiv"); the initial commit a190ce5a has mblip_vqa2.yaml but no POPE config
+    commits = {entry["path"]: entry["commit"] for entry in load_recipe("mblip").follows}
+    pope = [commit for path, commit in commits.items() if "mblip_halu_pope.yaml" in path]
+    assert pope == ["9e06ad152a04bcbfe84eb583b9402b4e7adc9f83"]
+    assert commits["configs/datamodule/mblip_vqa2.yaml"] == "a190ce5ae9729f1e2ef265034484169e355e3d93"
+
+
 def test_settings_for_kind_merges_mappings_and_leaves_other_kinds_alone():
     settings = {
         "generation": {"do_sample": False, "max_new_tokens": 8},

@@ -66,11 +66,19 @@ class GenerationPreset:
 GENERATION_PRESETS: Registry[GenerationPreset] = Registry(
     "generation preset",
     [
-        # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): sampling at temperature 0.7 and
-        # top-p 0.9, up to 1,024 new tokens, images resized to 512 x 512.
+        # Kaleidoscope's authors (israfelsr/kaleidoscope model_utils.py): vLLM's SamplingParams at temperature
+        # 0.7 and top-p 0.9, up to 1,024 new tokens, its defaults for the rest (no top-k limit, no repetition
+        # penalty, which transformers would otherwise take from the checkpoint), images resized to 512 x 512.
         GenerationPreset(
             name="kaleidoscope",
-            generation={"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 1024},
+            generation={
+                "do_sample": True,
+                "temperature": 0.7,
+                "top_p": 0.9,
+                "top_k": 0,
+                "repetition_penalty": 1.0,
+                "max_new_tokens": 1024,
+            },
             image_size=512,
         ),
     ],

@@ -234,11 +234,14 @@ class Hf(HfOptionScoring, HfBatching, Backend):
         }
         if kwargs["do_sample"]:
             torch.manual_seed(int(settings.get("seed", 0)))
-            for key in ("temperature", "top_p"):
+            for key in ("temperature", "top_p", "top_k"):
                 if settings.get(key) is not None:
                     kwargs[key] = settings[key]
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
+        # a penalty changes greedy decoding too; unset, the checkpoint's generation_config.json decides
+        if settings.get("repetition_penalty") is not None:
+            kwargs["repetition_penalty"] = settings["repetition_penalty"]
         with torch.inference_mode():
             output = self.model.generate(**inputs, **kwargs)
         new = output[:, inputs["input_ids"].shape[1] :]

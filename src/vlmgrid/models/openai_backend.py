@@ -241,6 +241,12 @@ class OpenAI(ApiClient, Backend):
             body["temperature"] = 0
         if generation.get("top_p") is not None:
             body["top_p"] = generation["top_p"]
+        # vLLM and SGLang take these; OpenAI's API refuses them, and applies neither: their neutral values
+        # (no top-k limit, no penalty) are what it does anyway, so they are not sent
+        if generation.get("do_sample") and generation.get("top_k") not in (None, 0):
+            body["top_k"] = generation["top_k"]
+        if generation.get("repetition_penalty") not in (None, 1.0):
+            body["repetition_penalty"] = generation["repetition_penalty"]
         if generation.get("seed") is not None:
             body["seed"] = generation["seed"]
         return body

@@ -96,6 +96,8 @@ def decoding_label(strategy: str | None, generation: Mapping[str, Any]) -> str |
         for key, label in (("temperature", "temperature"), ("top_p", "top-p"))
         if generation.get(key) is not None
     ]
+    if generation.get("top_k"):  # 0 is no limit, as unset reads
+        parts.append(f"top-k {generation['top_k']}")
     return "sampled" + (": " + ", ".join(parts) if parts else "")
 
 
