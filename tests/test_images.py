@@ -34,6 +34,48 @@ def test_transparent_pixels_become_white(tmp_path):
     assert open_rgb(_save(tmp_path, clear, "a.png")).getpixel((0, 0)) == (255, 255, 255)
 
 
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P"])
+def test_transparency_is_composited_onto_white_or_dropped_as_the_models_evaluation_did(tmp_path, mode):
+    """A transparent pixel whose stored colour is dark red: "white" shows white (transformers' processors
+    today), "drop" shows the stored colour, as PIL's convert("RGB") does (LLaVA's own code)."""
+    if mode == "P":
+        source = Image.new("P", (2, 2), 1)
+        source.putpalette([255, 255, 255, 120, 0, 0] + [0] * 762)
+        source.info["transparency"] = 1
+        stored = (120, 0, 0)
+    else:
+        source = Image.new("RGBA", (2, 2), (120, 0, 0, 0)).convert(mode)
+        stored = (120, 0, 0) if mode == "RGBA" else (36, 36, 36)  # LA keeps the grey of dark red
+    path = _save(tmp_path, source, "t.png")
+    assert open_rgb(path).getpixel((0, 0)) == (255, 255, 255)
+    assert open_rgb(path, "white").getpixel((0, 0)) == (255, 255, 255)
+    assert open_rgb(path, "drop").getpixel((0, 0)) == stored
+    with pytest.raises(ValueError, match="image_alpha 'black'"):
+        open_rgb(path, "black")
+
+
+def test_each_model_opens_its_images_as_its_entry_or_backend_says(tmp_path):
+    from vlmgrid.models.base import Backend
+    from vlmgrid.models.open_clip_backend import OpenClip
+    from vlmgrid.protocols.base import image_alpha, load_images
+
+    _save(tmp_path, Image.new("RGBA", (2, 2), (120, 0, 0, 0)), "t.png")
+    bench = type("Bench", (), {"root": tmp_path})()
+    records = pd.DataFrame({"id": ["q"], "image": ["t.png"]})
+
+    def model(cls, **settings):
+        backend = cls.__new__(cls)
+        backend.settings = settings
+        return backend
+
+    assert image_alpha(model(Backend)) == "white"
+    assert image_alpha(model(Backend, image_alpha="drop")) == "drop"
+    assert image_alpha(model(OpenClip)) == "drop"  # open_clip's own preprocessing: convert("RGB")
+    assert image_alpha(object()) == "white"
+    (image,), _ = load_images(bench, records, image_alpha(model(Backend, image_alpha="drop")))
+    assert image.getpixel((0, 0)) == (120, 0, 0)
+
+
 def test_truncated_jpeg_is_an_image_error(tmp_path):
     path = _save(tmp_path, Image.new("RGB", (64, 64), (1, 2, 3)), "t.jpg")
     path.write_bytes(path.read_bytes()[:100])

@@ -13,6 +13,11 @@ from vlmgrid.errors import VlmgridError
 MAX_PIXELS = 178_956_970
 #: The key of an opened image's `info` that names the file it was read from.
 SOURCE_KEY = "vlmgrid_source"
+#: How transparency becomes RGB, as a model entry's `image_alpha` says, following its authors' evaluation:
+#: "white" composites the image onto white (transformers' processors today, qwen-vl-utils); "drop" discards
+#: the alpha channel and keeps the colours stored under it, as PIL's convert("RGB") does (LLaVA's own code,
+#: torchvision's loaders, transformers before 4.42).
+ALPHA_MODES = ("white", "drop")
 
 
 class ImageError(Exception):
@@ -25,8 +30,11 @@ class ImageReadFailed(VlmgridError):
     image again."""
 
 
-def open_rgb(path: Path) -> Image.Image:
-    """Decode `path` fully and return an RGB image (palette, alpha, CMYK and 16-bit modes converted)."""
+def open_rgb(path: Path, alpha: str = "white") -> Image.Image:
+    """Decode `path` fully and return an RGB image (palette, alpha, CMYK and 16-bit modes converted; a
+    transparent one as `alpha` says: ALPHA_MODES)."""
+    if alpha not in ALPHA_MODES:
+        raise ValueError(f"image_alpha {alpha!r}: one of {', '.join(ALPHA_MODES)}")
     if not path.is_file():
         raise ImageError(f"image missing: {path}")
     try:
@@ -39,7 +47,7 @@ def open_rgb(path: Path) -> Image.Image:
                         f"image too large ({image.width}x{image.height} pixels, over {MAX_PIXELS}): {path}"
                     )
                 image.load()
-                rgb = _to_rgb(image)
+                rgb = _to_rgb(image, alpha)
                 rgb.info[SOURCE_KEY] = str(path)  # which file it is, for `vlmgrid inputs` (copies keep it)
                 return rgb
     except ImageError:
@@ -56,12 +64,14 @@ def open_rgb(path: Path) -> Image.Image:
         raise ImageError(f"image unreadable: {path}: {exc}") from None
 
 
-def _to_rgb(image: Image.Image) -> Image.Image:
+def _to_rgb(image: Image.Image, alpha: str) -> Image.Image:
     if image.mode == "RGB":
         return image.copy()
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
         # 16/32-bit greyscale: scale to 8 bits instead of clipping everything to white.
         image = image.point(lambda value: value / 256).convert("L")
+    if alpha == "drop":
+        return image.convert("RGB")
     if image.mode == "P" and "transparency" in image.info:
         image = image.convert("RGBA")
     if image.mode in ("RGBA", "LA"):

@@ -33,7 +33,7 @@ from vlmgrid.fileio import create_temporary, sha256_json, write_json
 log = logging.getLogger(__name__)
 
 PIXELS_DIR = "pixels"
-_LAYOUT = 1  # bump when the entry's layout or the pixels' meaning changes
+_LAYOUT = 2  # bump when the entry's layout or the pixels' meaning changes (2: transparency dropped)
 
 
 def describe_steps(steps: Sequence) -> str:

@@ -52,11 +52,25 @@ def pictures(tmp_path_factory):
     png = _photo(folder / "picture.png", 40, 52, 10)
     cmyk = _photo(folder / "cmyk.jpg", 45, 40, 11, "CMYK")
     grey = _photo(folder / "grey.jpg", 45, 40, 12, "L")
+    # transparent where its colour is dark: open_clip drops the alpha (convert("RGB")), never whitens it
+    clear = np.dstack([np.asarray(Image.open(png)), np.tile(np.arange(52)[:, None] * 5, (1, 40))])
+    Image.fromarray(clear.astype(np.uint8), "RGBA").save(folder / "clear.png")
     broken = folder / "broken.JPEG"
     broken.write_bytes(b"not a jpeg at all")
     truncated = folder / "truncated.JPEG"
     truncated.write_bytes(jpegs[0].read_bytes()[:400])
-    return [*jpegs[:2], png, broken, cmyk, truncated, jpegs[2], grey, folder / "missing.JPEG", *jpegs[2:]]
+    return [
+        *jpegs[:2],
+        png,
+        broken,
+        cmyk,
+        truncated,
+        jpegs[2],
+        grey,
+        folder / "clear.png",
+        folder / "missing.JPEG",
+        *jpegs[2:],
+    ]
 
 
 @pytest.fixture
@@ -80,9 +94,11 @@ def test_files_decoded_in_workers_embed_exactly_as_opened_images(model_dir, pict
     assert problems == [open_problem(path) for path in pictures]
     assert [problem is not None for problem in problems].count(True) == 3  # broken, truncated, missing
     readable = [i for i, problem in enumerate(problems) if problem is None]
-    np.testing.assert_allclose(
-        features[readable], clip.embed_images([open_rgb(pictures[i]) for i in readable]), rtol=1e-5, atol=1e-6
-    )
+    opened = [open_rgb(pictures[i], "drop") for i in readable]  # as open_clip's preprocessing converts
+    np.testing.assert_allclose(features[readable], clip.embed_images(opened), rtol=1e-5, atol=1e-6)
+    assert pictures[8].name == "clear.png" and 8 in readable
+    whitened = clip.embed_images([open_rgb(pictures[8], "white")])
+    assert not np.allclose(whitened, features[8:9], atol=1e-4)  # the transparent picture: not whitened
     assert not features[[i for i in range(len(pictures)) if i not in readable]].any()
     in_process, in_process_problems = _load(model_dir, decode_workers=0).embed_image_files(pictures)
     assert in_process_problems == problems

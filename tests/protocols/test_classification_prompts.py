@@ -134,7 +134,7 @@ def test_open_world_generates_and_matches_closed_world_scores_the_class_names(tm
     bench = _bench(tmp_path)
     monkeypatch.setattr(
         "vlmgrid.protocols.classification.load_images",
-        lambda bench, records: (["img"] * len(records), [None] * len(records)),
+        lambda bench, records, alpha: (["img"] * len(records), [None] * len(records)),
     )
     model = Both(answers={"a": "It is a sunflower.", "b": "A rose, probably."})
     runner, strategy = make_runner("classification", model, bench)
@@ -177,7 +177,7 @@ def test_a_limited_closed_world_question_maps_its_answers_back_to_class_indices(
     )
     monkeypatch.setattr(
         "vlmgrid.protocols.classification.load_images",
-        lambda bench, records: (["img"] * len(records), [None] * len(records)),
+        lambda bench, records, alpha: (["img"] * len(records), [None] * len(records)),
     )
     model = Both()
     row = make_runner("classification", model, bench)[0](bench.records)[0]
@@ -193,7 +193,7 @@ def test_a_broken_image_and_a_failed_request_are_error_rows_in_every_variant(tmp
     bench = _bench(tmp_path, ids=("a", "down", "broken"))
     monkeypatch.setattr(
         "vlmgrid.protocols.classification.load_images",
-        lambda bench, records: (["img", "img", None], [None, None, "image is truncated"]),
+        lambda bench, records, alpha: (["img", "img", None], [None, None, "image is truncated"]),
     )
     rows = make_runner("classification", Both({"answer_mode": "generate"}), bench)[0](bench.records)
     assert len(rows) == 9

@@ -167,6 +167,9 @@ class Backend:
     #: counts, caches of identical values, retries): not part of a cell's identity (`answer_settings`), so
     #: changing one reruns no cell and keeps the parts made before.
     run_only: ClassVar[frozenset[str]] = frozenset()
+    #: How a transparent image becomes RGB where the entry's `image_alpha` does not say (vlmgrid.images
+    #: ALPHA_MODES): onto white, as transformers' processors do today.
+    image_alpha: ClassVar[str] = "white"
 
     def __init__(self, settings: dict) -> None:
         self.settings = {**self.defaults, **resolve_generation(settings)}

@@ -124,25 +124,32 @@ def _no_image(relative) -> bool:
     return relative is None or (isinstance(relative, float) and pd.isna(relative))
 
 
-def _open_image(bench, relative) -> tuple[Any, str | None]:
+def image_alpha(model) -> str:
+    """How the model's images lose their transparency: its entry's `image_alpha`, else its backend's
+    (vlmgrid.images.ALPHA_MODES)."""
+    return getattr(model, "settings", {}).get("image_alpha") or getattr(model, "image_alpha", "white")
+
+
+def _open_image(bench, relative, alpha: str) -> tuple[Any, str | None]:
     if _no_image(relative):
         return None, None
     try:
-        return open_rgb(bench.root / relative), None
+        return open_rgb(bench.root / relative, alpha), None
     except ImageError as exc:
         return None, image_problem(bench, relative, str(exc))
 
 
-def load_images(bench, records: pd.DataFrame) -> tuple[list, list[str | None]]:
-    """The chunk's images (None where there is none or it is broken) and, per item, why it is unusable."""
+def load_images(bench, records: pd.DataFrame, alpha: str = "white") -> tuple[list, list[str | None]]:
+    """The chunk's images (None where there is none or it is broken) and, per item, why it is unusable;
+    `alpha`: how a transparent one becomes RGB (image_alpha)."""
     relatives = list(records["image"])
     with ThreadPoolExecutor(max_workers=max(1, min(IMAGE_THREADS, len(relatives)))) as pool:
-        opened = list(pool.map(lambda relative: _open_image(bench, relative), relatives))
+        opened = list(pool.map(lambda relative: _open_image(bench, relative, alpha), relatives))
     return [image for image, _ in opened], [problem for _, problem in opened]
 
 
-def _opened(bench, relative):
-    image, problem = _open_image(bench, relative)
+def _opened(bench, relative, alpha: str):
+    image, problem = _open_image(bench, relative, alpha)
     if problem is not None:
         raise ImageError(problem)
     return image
@@ -161,7 +168,7 @@ def _answered(model, bench, records: pd.DataFrame, answer, request_of) -> tuple[
         relatives = list(records["image"])
         with ThreadPoolExecutor(max_workers=max(1, min(IMAGE_THREADS, len(relatives)))) as pool:
             futures = [
-                None if _no_image(relative) else pool.submit(_opened, bench, relative)
+                None if _no_image(relative) else pool.submit(_opened, bench, relative, image_alpha(model))
                 for relative in relatives
             ]
             requests = [request_of(i, future) for i, future in enumerate(futures)]
@@ -174,7 +181,7 @@ def _answered(model, bench, records: pd.DataFrame, answer, request_of) -> tuple[
         if results is not None and all(problem is None for problem in problems):
             return results, problems
     else:
-        images, problems = load_images(bench, records)
+        images, problems = load_images(bench, records, image_alpha(model))
     usable = [i for i, problem in enumerate(problems) if problem is None]
     requests = [request_of(i, images[i]) for i in usable]
     return (dict(zip(usable, answer(requests))) if requests else {}), problems

@@ -21,6 +21,7 @@ from vlmgrid.protocols.base import (
     answers_as_written,
     error_row,
     generate_items,
+    image_alpha,
     load_images,
     own_prompt,
     parsed_rows,
@@ -42,7 +43,7 @@ def _choice_row(item_id: str, options, scores) -> dict:
 
 def embed_strategy(model, bench):
     def run(records: pd.DataFrame) -> list[dict]:
-        images, problems = load_images(bench, records)
+        images, problems = load_images(bench, records, image_alpha(model))
         usable = [i for i, image in enumerate(images) if image is not None]
         image_features = model.embed_images([images[i] for i in usable]) if usable else None
         row_of = {i: k for k, i in enumerate(usable)}

@@ -36,6 +36,7 @@ from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
 from vlmgrid.protocols.base import (
     Protocol,
     error_row,
+    image_alpha,
     image_problem,
     load_images,
     prediction_row,
@@ -91,7 +92,7 @@ def _embedded_images(model, bench, records: pd.DataFrame) -> tuple[list[int], np
     """
     read_files = getattr(model, "embed_image_files", None)
     if read_files is None:
-        images, problems = load_images(bench, records)
+        images, problems = load_images(bench, records, image_alpha(model))
         usable = [i for i, image in enumerate(images) if image is not None]
         return usable, (model.embed_images([images[i] for i in usable]) if usable else None), problems
     relatives = list(records["image"])  # once: a column's .iloc per item costs more than the item's copy
@@ -232,7 +233,7 @@ def templated_strategy(model, bench):
     continuation = {k: f" {name}" for k, name in enumerate(classes)}
 
     def run(records: pd.DataFrame) -> list[dict]:
-        images, problems = load_images(bench, records)
+        images, problems = load_images(bench, records, image_alpha(model))
         ids = list(records["id"])
         for i, image in enumerate(images):
             if image is None and problems[i] is None:

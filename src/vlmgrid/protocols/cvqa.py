@@ -31,6 +31,7 @@ from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
 from vlmgrid.protocols.base import (
     Protocol,
     error_row,
+    image_alpha,
     load_images,
     parser_for,
     prediction_row,
@@ -164,7 +165,7 @@ def _prepared(model, bench, records: pd.DataFrame):
             f"benchmark {bench.name}: records lack `{missing[0]}`; the cvqa protocol reads CVQA records only"
         )
     prompts = cvqa_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
-    images, problems = load_images(bench, records)
+    images, problems = load_images(bench, records, image_alpha(model))
     for i, image in enumerate(images):
         if image is None and problems[i] is None:
             problems[i] = "item has no image"

@@ -40,6 +40,7 @@ from vlmgrid.protocols.base import (
     Protocol,
     Scope,
     error_row,
+    image_alpha,
     load_images,
     own_prompt,
     prediction_row,
@@ -283,7 +284,7 @@ def generate_strategy(model, bench):
     def run(records: pd.DataFrame) -> list[dict]:
         _require_language(records)
         items = [_item(records, i) for i in range(len(records))]
-        images, problems = load_images(bench, records)
+        images, problems = load_images(bench, records, image_alpha(model))
         usable = [i for i, problem in enumerate(problems) if problem is None]
         requests = [request(records, i, images[i], items[i]) for i in usable]
         results = dict(zip(usable, model.generate_results(requests))) if requests else {}

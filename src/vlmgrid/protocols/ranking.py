@@ -28,7 +28,14 @@ import pandas as pd
 from vlmgrid.errors import VlmgridError
 from vlmgrid.images import ImageError, open_rgb
 from vlmgrid.prompts import DEFAULT_PROMPTS_DIR, load_prompts, prompts_file
-from vlmgrid.protocols.base import Protocol, error_row, image_problem, prediction_row, refuse_own_prompt
+from vlmgrid.protocols.base import (
+    Protocol,
+    error_row,
+    image_alpha,
+    image_problem,
+    prediction_row,
+    refuse_own_prompt,
+)
 
 PROMPT_SET = "dance_relations"
 TO_IMAGE = "riddle-to-image"
@@ -51,10 +58,10 @@ def ranking_prompt(prompts_dir: Path | str = DEFAULT_PROMPTS_DIR) -> str:
 PICTURE_BATCH = 64
 
 
-def _open(bench, relative: str, broken: dict):
-    """The picture, or None after noting in `broken` why it cannot be read."""
+def _open(bench, relative: str, broken: dict, alpha: str):
+    """The picture, or None after noting in `broken` why it cannot be read; `alpha`: image_alpha."""
     try:
-        return open_rgb(bench.root / relative)
+        return open_rgb(bench.root / relative, alpha)
     except ImageError as exc:
         broken[relative] = image_problem(bench, relative, str(exc))
         return None
@@ -98,7 +105,9 @@ def _picture_features(model, bench, paths: list[str]) -> tuple[dict, dict]:
                     broken[p] = image_problem(bench, p, problem)
         return picture_features, broken
     for start in range(0, len(paths), PICTURE_BATCH):
-        opened = {p: _open(bench, p, broken) for p in paths[start : start + PICTURE_BATCH]}
+        opened = {
+            p: _open(bench, p, broken, image_alpha(model)) for p in paths[start : start + PICTURE_BATCH]
+        }
         usable = [p for p, picture in opened.items() if picture is not None]
         if usable:
             picture_features.update(zip(usable, model.embed_images([opened[p] for p in usable])))
@@ -156,13 +165,20 @@ def likelihood_strategy(model, bench):
             # One request per picture (its own prefix); the ids differ so that seeded baselines differ. The
             # riddle is the answer's continuation; the space is the one that follows the assistant's turn
             # marker, which byte-level tokenizers fold into the first word.
-            pictures = [_open(bench, p, broken) for p in options]
+            pictures = [_open(bench, p, broken, image_alpha(model)) for p in options]
             return [
                 OptionRequest(f"{item_id}#{k}", picture, prompt, [f" {question}"])
                 for k, picture in enumerate(pictures)
             ]
         # One request: the riddles continue one shared picture + prompt prefix.
-        return [OptionRequest(item_id, _open(bench, image, broken), prompt, [f" {text}" for text in options])]
+        return [
+            OptionRequest(
+                item_id,
+                _open(bench, image, broken, image_alpha(model)),
+                prompt,
+                [f" {text}" for text in options],
+            )
+        ]
 
     def answer(queries: list[tuple]) -> list[dict]:
         """The rows of queries whose requests are made: their requests in one model call, so that the backend

@@ -38,6 +38,7 @@ OWNED = frozenset(
         "system",
         "pad_to_square",
         "image_size",
+        "image_alpha",
         "image_detail",
         "processor_kwargs",
         "precision",
