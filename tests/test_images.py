@@ -29,15 +29,11 @@ def test_sixteen_bit_grey_is_scaled_not_clipped(tmp_path):
     assert result.getpixel((0, 0)) == (128, 128, 128)
 
 
-def test_transparent_pixels_become_white(tmp_path):
-    clear = Image.new("RGBA", (2, 2), (0, 0, 0, 0))
-    assert open_rgb(_save(tmp_path, clear, "a.png")).getpixel((0, 0)) == (255, 255, 255)
-
-
 @pytest.mark.parametrize("mode", ["RGBA", "LA", "P"])
 def test_transparency_is_composited_onto_white_or_dropped_as_the_models_evaluation_did(tmp_path, mode):
-    """A transparent pixel whose stored colour is dark red: "white" shows white (transformers' processors
-    today), "drop" shows the stored colour, as PIL's convert("RGB") does (LLaVA's own code)."""
+    """A transparent pixel whose stored colour is dark red: "drop", the default, shows the stored colour, as
+    PIL's convert("RGB") does in the authors' evaluations; "white" shows white (transformers' processors from
+    5.21)."""
     if mode == "P":
         source = Image.new("P", (2, 2), 1)
         source.putpalette([255, 255, 255, 120, 0, 0] + [0] * 762)
@@ -47,7 +43,7 @@ def test_transparency_is_composited_onto_white_or_dropped_as_the_models_evaluati
         source = Image.new("RGBA", (2, 2), (120, 0, 0, 0)).convert(mode)
         stored = (120, 0, 0) if mode == "RGBA" else (36, 36, 36)  # LA keeps the grey of dark red
     path = _save(tmp_path, source, "t.png")
-    assert open_rgb(path).getpixel((0, 0)) == (255, 255, 255)
+    assert open_rgb(path).getpixel((0, 0)) == stored
     assert open_rgb(path, "white").getpixel((0, 0)) == (255, 255, 255)
     assert open_rgb(path, "drop").getpixel((0, 0)) == stored
     with pytest.raises(ValueError, match="image_alpha 'black'"):
@@ -68,11 +64,11 @@ def test_each_model_opens_its_images_as_its_entry_or_backend_says(tmp_path):
         backend.settings = settings
         return backend
 
-    assert image_alpha(model(Backend)) == "white"
-    assert image_alpha(model(Backend, image_alpha="drop")) == "drop"
-    assert image_alpha(model(OpenClip)) == "drop"  # open_clip's own preprocessing: convert("RGB")
-    assert image_alpha(object()) == "white"
-    (image,), _ = load_images(bench, records, image_alpha(model(Backend, image_alpha="drop")))
+    assert image_alpha(model(Backend)) == image_alpha(model(OpenClip)) == image_alpha(object()) == "drop"
+    assert image_alpha(model(Backend, image_alpha="white")) == "white"
+    (image,), _ = load_images(bench, records, image_alpha(model(Backend, image_alpha="white")))
+    assert image.getpixel((0, 0)) == (255, 255, 255)
+    (image,), _ = load_images(bench, records, image_alpha(model(Backend)))
     assert image.getpixel((0, 0)) == (120, 0, 0)
 
 

@@ -13,11 +13,11 @@ from vlmgrid.errors import VlmgridError
 MAX_PIXELS = 178_956_970
 #: The key of an opened image's `info` that names the file it was read from.
 SOURCE_KEY = "vlmgrid_source"
-#: How transparency becomes RGB, as a model entry's `image_alpha` says, following its authors' evaluation:
-#: "white" composites the image onto white (transformers' processors today, qwen-vl-utils); "drop" discards
-#: the alpha channel and keeps the colours stored under it, as PIL's convert("RGB") does (LLaVA's own code,
-#: torchvision's loaders, transformers before 4.42).
-ALPHA_MODES = ("white", "drop")
+#: How transparency becomes RGB, as a model entry's `image_alpha` says: "drop" discards the alpha channel and
+#: keeps the colours stored under it, as PIL's convert("RGB") does, which is what the evaluations vlmgrid
+#: reproduces did (LLaVA's, lmms-eval's, VLMEvalKit's, LAVIS's, CLIP_benchmark's loaders; transformers'
+#: processors before 5.21); "white" composites the image onto white (transformers' processors from 5.21).
+ALPHA_MODES = ("drop", "white")
 
 
 class ImageError(Exception):
@@ -30,7 +30,7 @@ class ImageReadFailed(VlmgridError):
     image again."""
 
 
-def open_rgb(path: Path, alpha: str = "white") -> Image.Image:
+def open_rgb(path: Path, alpha: str = "drop") -> Image.Image:
     """Decode `path` fully and return an RGB image (palette, alpha, CMYK and 16-bit modes converted; a
     transparent one as `alpha` says: ALPHA_MODES)."""
     if alpha not in ALPHA_MODES:

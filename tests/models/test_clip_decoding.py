@@ -94,7 +94,7 @@ def test_files_decoded_in_workers_embed_exactly_as_opened_images(model_dir, pict
     assert problems == [open_problem(path) for path in pictures]
     assert [problem is not None for problem in problems].count(True) == 3  # broken, truncated, missing
     readable = [i for i, problem in enumerate(problems) if problem is None]
-    opened = [open_rgb(pictures[i], "drop") for i in readable]  # as open_clip's preprocessing converts
+    opened = [open_rgb(pictures[i]) for i in readable]  # transparency dropped, as convert("RGB") does
     np.testing.assert_allclose(features[readable], clip.embed_images(opened), rtol=1e-5, atol=1e-6)
     assert pictures[8].name == "clear.png" and 8 in readable
     whitened = clip.embed_images([open_rgb(pictures[8], "white")])

@@ -168,8 +168,8 @@ class Backend:
     #: changing one reruns no cell and keeps the parts made before.
     run_only: ClassVar[frozenset[str]] = frozenset()
     #: How a transparent image becomes RGB where the entry's `image_alpha` does not say (vlmgrid.images
-    #: ALPHA_MODES): onto white, as transformers' processors do today.
-    image_alpha: ClassVar[str] = "white"
+    #: ALPHA_MODES): its transparency dropped, as the authors' evaluations did.
+    image_alpha: ClassVar[str] = "drop"
 
     def __init__(self, settings: dict) -> None:
         self.settings = {**self.defaults, **resolve_generation(settings)}

@@ -85,7 +85,7 @@ def load_pixels(path, geometric) -> tuple[np.ndarray | None, str | None]:
     """The image at `path` after the PIL steps, as uint8 (height, width, 3), or None and why it is
     unusable."""
     try:
-        image = open_rgb(Path(path), "drop")  # open_clip's own preprocessing: image.convert("RGB")
+        image = open_rgb(Path(path))  # transparency dropped, as CLIP_benchmark's loaders' convert("RGB")
     except ImageError as exc:
         return None, str(exc)
     for step in geometric:

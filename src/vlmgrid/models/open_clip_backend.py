@@ -27,8 +27,6 @@ from vlmgrid.models.open_clip_loading import in_place_checkpoint, load_model
 
 class OpenClip(Backend):
     name = "open_clip"
-    # open_clip's own preprocessing starts with image.convert("RGB"), as CLIP_benchmark's loaders do
-    image_alpha = "drop"
     capabilities = frozenset({"embed"})
     uses_gpu = True
     # Images are resized to one size and texts padded to the fixed context length, so nothing a batch pads
@@ -244,7 +242,7 @@ class OpenClip(Backend):
         images, problems = [], []
         for path in paths:
             try:
-                images.append(open_rgb(Path(path), self.image_alpha))
+                images.append(open_rgb(Path(path)))  # transparency dropped, as convert("RGB") does
                 problems.append(None)
             except ImageError as exc:
                 images.append(None)

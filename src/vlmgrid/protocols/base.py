@@ -127,7 +127,7 @@ def _no_image(relative) -> bool:
 def image_alpha(model) -> str:
     """How the model's images lose their transparency: its entry's `image_alpha`, else its backend's
     (vlmgrid.images.ALPHA_MODES)."""
-    return getattr(model, "settings", {}).get("image_alpha") or getattr(model, "image_alpha", "white")
+    return getattr(model, "settings", {}).get("image_alpha") or getattr(model, "image_alpha", "drop")
 
 
 def _open_image(bench, relative, alpha: str) -> tuple[Any, str | None]:
@@ -139,7 +139,7 @@ def _open_image(bench, relative, alpha: str) -> tuple[Any, str | None]:
         return None, image_problem(bench, relative, str(exc))
 
 
-def load_images(bench, records: pd.DataFrame, alpha: str = "white") -> tuple[list, list[str | None]]:
+def load_images(bench, records: pd.DataFrame, alpha: str = "drop") -> tuple[list, list[str | None]]:
     """The chunk's images (None where there is none or it is broken) and, per item, why it is unusable;
     `alpha`: how a transparent one becomes RGB (image_alpha)."""
     relatives = list(records["image"])
