@@ -48,6 +48,9 @@ class Protocol:
     # capability, or (capability, answer_mode) where the model's answer_mode changes it -> how its strategy
     # answers, in a reader's words, where it differs from ANSWERS_BY's
     methods: Mapping[str | tuple[str, str], str] = field(default_factory=dict)
+    # bench -> the sets of prediction variants a whole answer of the benchmark holds (any one of them), where
+    # its headline is a mean over variants: a file that holds some of one set is not that headline
+    variant_sets: Callable[[Any], list[frozenset[str]]] | None = None
 
     def method(self, capability: str, answer_mode: str | None = None) -> str:
         """How a model with this capability (and answer_mode) answers this protocol's items (`vlmgrid plan`

@@ -306,10 +306,17 @@ def templated_strategy(model, bench):
     return run
 
 
+def _variant_sets(bench) -> list[frozenset[str]]:
+    """An embedding model's one classifier ("default"), or a generative model's every template."""
+    prompt_set = classification_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR))
+    return [frozenset({"default"}), frozenset([*prompt_set.open, *prompt_set.closed])]
+
+
 CLASSIFICATION = Protocol(
     name="classification",
     description="zero-shot classification over the benchmark's class names",
     strategies={"embed": embed_strategy, "generate": templated_strategy, "score_options": templated_strategy},
+    variant_sets=_variant_sets,
     # the templates answer half by generation (open-world) and half by the class names' likelihood
     # (closed-world), unless the model's answer_mode puts one way first for both (answer_methods)
     methods={

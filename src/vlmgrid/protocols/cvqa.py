@@ -290,4 +290,8 @@ CVQA = Protocol(
         "CVQA multiple choice in four prompt settings (location-aware or not, English or local language)"
     ),
     strategies={"score_options": option_strategy, "generate": generate_strategy, "embed": embed_strategy},
+    # the headline is the mean over the prompt set's settings, every one of them
+    variant_sets=lambda bench: [
+        frozenset(cvqa_prompts(getattr(bench, "prompts_dir", DEFAULT_PROMPTS_DIR)).settings)
+    ],
 )

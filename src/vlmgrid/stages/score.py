@@ -216,6 +216,34 @@ def _write_submission(metric, records, predictions, out_path: Path, hidden: Labe
     return files
 
 
+def check_variants(bench, predictions: pd.DataFrame, path: Path, hint: str) -> None:
+    """Refuse a file that holds some of the prediction variants whose mean is the benchmark's headline (its
+    protocol's variant_sets) but not all: its mean over those would stand for the benchmark's, unmarked."""
+    from vlmgrid.protocols import PROTOCOLS
+
+    sets = PROTOCOLS.get(bench.kind.protocol).variant_sets
+    if sets is None or not len(predictions):
+        return
+    held = frozenset(
+        predictions["variant"].fillna("default").astype(str)
+        if "variant" in predictions.columns
+        else ["default"]
+    )
+    whole = sets(bench)
+    if held in whole:
+        return
+    closest = max(whole, key=lambda variants: len(variants & held))
+    missing, other = sorted(closest - held), sorted(held - closest)
+    said = " and ".join(
+        [f"lacks the variant(s) {', '.join(missing)}"] * bool(missing)
+        + [f"holds the variant(s) {', '.join(other)}"] * bool(other)
+    )
+    raise VlmgridError(
+        f"predictions file {path} {said} of {bench.kind.name}, whose headline is the mean over "
+        f"{', '.join(sorted(closest))}; a part of them is never scored as the whole: {hint}"
+    )
+
+
 def applicable_items(
     bench, strategy: str | None, records: pd.DataFrame, predictions: pd.DataFrame, coverage: dict | None
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
@@ -318,6 +346,7 @@ def score_cell(
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), predictions_path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, predictions_path)
     check_against_records(predictions, records, predictions_path, given)
+    check_variants(bench, predictions, predictions_path, hint)
     records, predictions, coverage = applicable_items(
         bench, metadata.get("strategy"), records, predictions, coverage
     )
