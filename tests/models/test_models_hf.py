@@ -356,6 +356,40 @@ def test_option_scores_that_are_not_finite_stop_the_job_naming_the_item(checkpoi
     assert "overflowed at its precision (fp32; bf16 or fp32 avoid that)" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "fault, said",
+    [
+        (torch.cuda.OutOfMemoryError("CUDA out of memory"), "ran out of GPU memory on the prefix of item q0"),
+        (
+            RuntimeError("CUDA error: an illegal memory access was encountered"),
+            r"hit a CUDA error \(CUDA error",
+        ),
+    ],
+)
+def test_a_device_failure_on_a_ranking_prefix_stops_the_job_in_one_sentence(checkpoints, fault, said):
+    """The prefix's forward runs outside the batches: its out-of-memory or CUDA error stops the job as a
+    batch's does, never a traceback."""
+    from vlmgrid.errors import InferenceFailed
+
+    family = FAMILY_NAMES[0]
+    model = Hf.load(_settings(family), checkpoints(family), "cpu")
+
+    class Failing:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __call__(self, *args, **kwargs):
+            raise fault
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    model.model = Failing(model.model)
+    with pytest.raises(InferenceFailed, match=said) as caught:
+        model.score_options([OptionRequest("q0", _image(0), "Which one?", ["a red ball", "a blue cube"])])
+    assert caught.value.stop
+
+
 def test_many_candidates_in_chunks_equal_one_batch(models):
     """DANCE's path: 50 candidate texts for one image, in one batch or in chunks of 7, score the same."""
     words = ["cat", "dog", "car", "tree", "house", "red", "blue", "bird", "man", "woman"]

@@ -135,6 +135,24 @@ class HfBatching:
             stop=True,
         )
 
+    def _on_device(self, call: Callable[[], object], what: str):
+        """`call()`: a forward outside the batches (a ranking request's prefix, `what`); running out of GPU
+        memory or a CUDA error stops the job in one sentence, as in `_batched`."""
+        import torch
+
+        try:
+            return call()
+        except torch.cuda.OutOfMemoryError:
+            raise InferenceFailed(
+                f"{self._model_id()} ran out of GPU memory on {what}; use a smaller precision, fewer image "
+                "tokens or a GPU with more memory",
+                stop=True,
+            ) from None
+        except RuntimeError as exc:
+            if not _is_cuda_error(exc):
+                raise
+            raise self._cuda_failure(exc) from None
+
     def _read_back(self, read: Callable[[], object]):
         """`read()`: results read back after later calls were launched. A CUDA error that their wait
         reports is the device's failure, as in `_batched`."""

@@ -309,7 +309,9 @@ class HfOptionScoring:
         if mrope:
             rope_owner.rope_deltas = None
         with torch.inference_mode():
-            prefix = self.model(**inputs, use_cache=True)
+            prefix = self._on_device(
+                lambda: self.model(**inputs, use_cache=True), f"the prefix of item {request.id}"
+            )
         prefix_length = inputs["input_ids"].shape[1]
         cache = _cache_of(prefix)
         first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)
