@@ -503,3 +503,40 @@ def test_an_unreadable_subtask_folder_of_a_local_mme_release_is_one_sentence_nam
         f"vlmgrid: error: {tmp_path / 'mme' / 'count' / 'images'} cannot be read by this user (permission "
         f"denied); make the release readable (`chmod -R a+rX {tmp_path / 'mme'}`) and run again\n",
     )
+
+
+def test_an_archive_member_larger_than_any_release_file_is_refused_unread(tmp_path, monkeypatch):
+    """A member's declared size is checked before it is read: a gzip bomb's would be read whole."""
+    import io
+    import tarfile
+
+    from vlmgrid.benchmarks import rawio
+
+    archive = tmp_path / "images.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        data = b"x" * 100
+        member = tarfile.TarInfo("images/a.jpg")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    monkeypatch.setattr(rawio, "MAX_MEMBER", 99)
+    with pytest.raises(VlmgridError, match=r"its member images/a.jpg declares 100 bytes, more than any file"):
+        rawio.extract_images(archive, "r:gz", {"images/a.jpg": "a.jpg"}, tmp_path / "bench", "archive", "x")
+    assert not (tmp_path / "bench").exists()
+
+
+def test_a_zip_member_packed_with_bzip2_is_refused_before_it_is_inflated(tmp_path):
+    """zipfile inflates a bzip2 or LZMA member whole before cutting it to its declared size."""
+    import zipfile
+
+    from vlmgrid.benchmarks import rawio
+
+    path = tmp_path / "release.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(zipfile.ZipInfo("deflated.png"), b"png" * 10, compress_type=zipfile.ZIP_DEFLATED)
+        zf.writestr(zipfile.ZipInfo("packed.png"), b"png" * 10, compress_type=zipfile.ZIP_BZIP2)
+    with zipfile.ZipFile(path) as zf:
+        assert rawio.zip_file(path, zf, "deflated.png") == b"png" * 10
+        with pytest.raises(
+            VlmgridError, match=r"its member packed.png is packed with bzip2, as the published"
+        ):
+            rawio.zip_file(path, zf, "packed.png")

@@ -92,11 +92,26 @@ def _refuse_link(archive: Path | str, name: str, kind: str, target: str) -> None
     )
 
 
+# Larger than any file a release's archive holds (images of a few MB, lists and metadata of less): a member
+# that declares more is refused before it is read, where reading it whole would exhaust memory (a gzip bomb).
+MAX_MEMBER = 1 << 30
+
+
+def _refuse_huge(archive: Path | str, name: str, size: int) -> None:
+    if size > MAX_MEMBER:
+        raise VlmgridError(
+            f"{archive}: its member {name} declares {size:,} bytes, more than any file of a benchmark's "
+            f"release ({MAX_MEMBER:,}), so it is not read; re-download the archive"
+        )
+
+
 def archive_file(archive: Path | str, member: tarfile.TarInfo) -> bool:
     """Whether a tar member the reader wants is a regular file to read (False for a folder); a symbolic or
-    hard link is refused, naming the member: links are not followed."""
+    hard link is refused, naming the member: links are not followed; so is a member larger than MAX_MEMBER."""
     if member.issym() or member.islnk():
         _refuse_link(archive, member.name, "symbolic" if member.issym() else "hard", member.linkname)
+    if member.isfile():
+        _refuse_huge(archive, member.name, member.size)
     return member.isfile()
 
 
@@ -134,6 +149,14 @@ def zip_file(archive: Path | str, zf: zipfile.ZipFile, name: str) -> bytes:
     info = zf.getinfo(name)
     if stat.S_ISLNK(info.external_attr >> 16):
         _refuse_link(archive, name, "symbolic", zf.read(name).decode("utf-8", "replace"))
+    # zipfile stops a deflated member at its declared size, but inflates a bzip2 or LZMA one whole first
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        method = zipfile.compressor_names.get(info.compress_type, "an unknown method")
+        raise VlmgridError(
+            f"{archive}: its member {name} is packed with {method}, as the published archive's are not, so "
+            "it is not read; re-download the archive"
+        )
+    _refuse_huge(archive, name, info.file_size)
     return zf.read(name)
 
 
