@@ -4,6 +4,7 @@ the folders a finished job leaves behind."""
 import copy
 import dataclasses
 
+import pyarrow as pa
 import pytest
 
 from vlmgrid import paths
@@ -178,6 +179,35 @@ def test_a_part_saved_without_its_run_is_redone(small_config, tmp_path):
     write_table(run.store.path(0), rows_to_table(rows))  # a part written before parts recorded their run
     run.store.save(1, rows_to_table(rows), {"strategy": "score_options", "provenance": {"backend": "random"}})
     assert CellRun(cell, job, config.model("random")).pending[:2] == [0, 2]
+
+
+def test_a_part_edited_after_it_was_written_is_redone_never_merged(small_config):
+    """A part whose rows are not the ones the model wrote (an answer set by hand, its metadata kept) is
+    answered again: a resumed job never merges it into the predictions as the model's."""
+    import pyarrow.parquet as pq
+
+    config = _setup(small_config)
+    job = open_job(
+        model_settings=config.model("random"),
+        bench_dir=paths.bench_dir(config.data_dir, BENCH),
+        part_size=16,
+        prompts_dir=config.prompts_dir,
+    )
+    cell = Cell.in_results(config.results_dir, "random", BENCH)
+    run = CellRun(cell, job, config.model("random"))
+    rows = [{"id": item, "prediction": "yes", "prediction_index": 0} for item in job.chunk(0)["id"]]
+    made_by = {"strategy": "score_options", "provenance": {"backend": "random"}}
+    for index in (0, 1):
+        run.store.save(index, rows_to_table(rows), made_by)
+    saved = pq.read_table(run.store.path(1))
+    edited = saved.set_column(
+        saved.schema.get_field_index("prediction_index"),
+        "prediction_index",
+        pa.array([1] * saved.num_rows, pa.int64()),
+    )
+    pq.write_table(edited, run.store.path(1))  # its metadata, the run and the rows' hash, kept
+    assert CellRun(cell, job, config.model("random")).pending[:2] == [1, 2]
+    assert not run.store.path(1).exists()
 
 
 def test_a_finished_job_leaves_no_empty_parts_folder(small_config):

@@ -18,12 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from vlmgrid.fileio import write_json
-from vlmgrid.predictions import SCHEMA, write_table
+from vlmgrid.predictions import SCHEMA, rows_digest, write_table
 
 log = logging.getLogger(__name__)
 
 # the schema metadata key of a part file holding the run that made it (its strategy and provenance)
 PART_RUN_KEY = b"vlmgrid.part.run"
+# ... and the one holding the SHA-256 of its rows as written (vlmgrid.predictions.rows_digest)
+PART_ROWS_KEY = b"vlmgrid.part.rows_sha256"
 
 
 @dataclass
@@ -52,7 +54,8 @@ class PartStore:
 
     def load(self, index: int, expected_rows_min: int) -> tuple[pa.Table, dict] | None:
         """The part's table and the run that made it, or None when the part is absent or unreadable (a torn
-        write is redone, not trusted), or was saved without its run."""
+        write is redone, not trusted), was saved without its run, or holds other rows than were written (an
+        edited part is redone, never merged as the model's answers)."""
         path = self.path(index)
         if not path.is_file():
             return None
@@ -74,11 +77,18 @@ class PartStore:
             log.info(f"part {path} is incomplete; redoing it")
             path.unlink()
             return None
+        if recorded.get(PART_ROWS_KEY, b"").decode() != rows_digest(table):
+            log.warning(f"part {path} holds other rows than the model wrote (edited since); redoing it")
+            path.unlink()
+            return None
         return table, made_by
 
     def save(self, index: int, table: pa.Table, made_by: dict) -> None:
         """`made_by`: the strategy and provenance of the model run that answered the part, saved with it."""
-        metadata = {PART_RUN_KEY: json.dumps(made_by, sort_keys=True).encode()}
+        metadata = {
+            PART_RUN_KEY: json.dumps(made_by, sort_keys=True).encode(),
+            PART_ROWS_KEY: rows_digest(table).encode(),
+        }
         write_table(self.path(index), table.replace_schema_metadata(metadata))
 
     def save_fallback(self, note: str) -> None:
