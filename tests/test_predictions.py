@@ -79,3 +79,19 @@ def test_records_check_names_missing_duplicate_and_unknown_ids(tmp_path):
         check_against_records(pd.DataFrame(rows + [prediction_row("a")]), _records(["a", "b"]), "p")
     with pytest.raises(VlmgridError, match='id\\(s\\) that the benchmark does not have, e.g. "b"'):
         check_against_records(frame, _records(["a"]), "p")
+
+
+def test_a_class_index_the_benchmark_does_not_have_is_refused_not_a_wrong_answer():
+    """A classification item has no options; its prediction_index is a class index, bounded by the
+    benchmark's classes: 1000 on a benchmark of 1000 classes is no class, never a valid wrong answer."""
+    records = pd.DataFrame({"id": ["a", "b"], "options": [[], []], "answer_index": [3, 999]})
+    rows = [
+        prediction_row("a", prediction="goldfish", prediction_index=1),
+        prediction_row("b", prediction_index=-1),
+    ]
+    check_against_records(pd.DataFrame(rows), records, "p", classes=1000)
+    rows[0] = prediction_row("a", prediction="?", prediction_index=1000)
+    with pytest.raises(
+        VlmgridError, match='item "a" .* prediction_index 1000, but it has 1000 classes; the index'
+    ):
+        check_against_records(pd.DataFrame(rows), records, "p", classes=1000)

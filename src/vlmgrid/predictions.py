@@ -221,10 +221,15 @@ def answered_records(
 
 
 def check_against_records(
-    predictions: pd.DataFrame, records: pd.DataFrame, path: Path, given: bool = False
+    predictions: pd.DataFrame,
+    records: pd.DataFrame,
+    path: Path,
+    given: bool = False,
+    classes: int | None = None,
 ) -> None:
     """Every record id exactly once per variant, no id that the benchmark does not have, and no option index
-    that the item does not have (it would count as a valid wrong answer instead of a format error).
+    that the item does not have (it would count as a valid wrong answer instead of a format error): an
+    item's options, or for a classification item, which has none, the benchmark's `classes`.
     `given`: a file the user made or named, which the errors ask to fix, not to rebuild by inference."""
     rerun = GIVEN_HINT if given else "rerun inference"
     expected = set(records["id"])
@@ -249,14 +254,16 @@ def check_against_records(
                 f'"{sorted(missing)[0]}" (missing rows are never scored as if absent); {rerun}'
             )
     if len(predictions) and "options" in records.columns and "prediction_index" in predictions.columns:
-        n_options = predictions["id"].map(records.set_index("id")["options"].map(len)).astype("int64")
+        options = predictions["id"].map(records.set_index("id")["options"].map(len)).astype("int64")
+        n_options = options.where(options > 0, classes or 0)  # a classification item: the classes
         index = pd.to_numeric(predictions["prediction_index"]).fillna(-1)
         bad = (n_options > 0) & ((index < -1) | (index >= n_options))
         if bad.any():
             row = predictions[bad].iloc[0]
+            listed = "options" if options[bad].iloc[0] else "classes"
             raise VlmgridError(
                 f'predictions file {path} gives item "{row["id"]}" (variant "{row["variant"]}") '
                 f"prediction_index {row['prediction_index']}, but it has {int(n_options[bad].iloc[0])} "
-                "options; the index is 0-based (-1 for none): fix the file"
+                f"{listed}; the index is 0-based (-1 for none): fix the file"
                 f"{'' if given else ' or rerun inference'}"
             )

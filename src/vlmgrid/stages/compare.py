@@ -114,7 +114,7 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
         return None, f"{model} cannot run {bench.name}: {reason}", dependent
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, path)
-    check_against_records(predictions, records, path)
+    check_against_records(predictions, records, path, classes=len(bench.classes or []))
     records, predictions, coverage = applicable_items(
         bench, metadata.get("strategy"), records, predictions, coverage
     )

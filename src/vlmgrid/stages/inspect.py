@@ -265,7 +265,7 @@ def _read_model(config: Config, model: str, bench) -> pd.DataFrame | str:
         return reason
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, path)
-    check_against_records(predictions, records, path)
+    check_against_records(predictions, records, path, classes=len(bench.classes or []))
     predictions.attrs["coverage"] = coverage
     # the batch check's items whose answers changed one at a time (the page can filter them)
     check = metadata.get("invariance")

@@ -345,7 +345,7 @@ def score_cell(
         return score
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), predictions_path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, predictions_path)
-    check_against_records(predictions, records, predictions_path, given)
+    check_against_records(predictions, records, predictions_path, given, len(bench.classes or []))
     check_variants(bench, predictions, predictions_path, hint)
     records, predictions, coverage = applicable_items(
         bench, metadata.get("strategy"), records, predictions, coverage
