@@ -164,7 +164,8 @@ def test_merge_runs_joins_touching_ranges_and_keeps_distinct_runs_apart():
     ]
 
 
-def test_a_part_saved_without_its_run_is_redone(small_config, tmp_path):
+def _random_run(small_config):
+    """The random baseline's job on BENCH in parts of 16 requests: (config, job, cell, its run)."""
     config = _setup(small_config)
     job = open_job(
         model_settings=config.model("random"),
@@ -173,7 +174,11 @@ def test_a_part_saved_without_its_run_is_redone(small_config, tmp_path):
         prompts_dir=config.prompts_dir,
     )
     cell = Cell.in_results(config.results_dir, "random", BENCH)
-    run = CellRun(cell, job, config.model("random"))
+    return config, job, cell, CellRun(cell, job, config.model("random"))
+
+
+def test_a_part_saved_without_its_run_is_redone(small_config, tmp_path):
+    config, job, cell, run = _random_run(small_config)
     chunk = job.chunk(0)
     rows = [{"id": item} for item in chunk["id"]]
     write_table(run.store.path(0), rows_to_table(rows))  # a part written before parts recorded their run
@@ -186,15 +191,7 @@ def test_a_part_edited_after_it_was_written_is_redone_never_merged(small_config)
     answered again: a resumed job never merges it into the predictions as the model's."""
     import pyarrow.parquet as pq
 
-    config = _setup(small_config)
-    job = open_job(
-        model_settings=config.model("random"),
-        bench_dir=paths.bench_dir(config.data_dir, BENCH),
-        part_size=16,
-        prompts_dir=config.prompts_dir,
-    )
-    cell = Cell.in_results(config.results_dir, "random", BENCH)
-    run = CellRun(cell, job, config.model("random"))
+    config, job, cell, run = _random_run(small_config)
     rows = [{"id": item, "prediction": "yes", "prediction_index": 0} for item in job.chunk(0)["id"]]
     made_by = {"strategy": "score_options", "provenance": {"backend": "random"}}
     for index in (0, 1):

@@ -18,6 +18,7 @@ from PIL import Image
 
 from vlmgrid.errors import CapabilityMissing, InferenceFailed, VlmgridError
 from vlmgrid.model_requests import GenerateRequest, OptionRequest
+from vlmgrid.models.base import GENERATION_PRESETS
 from vlmgrid.models.openai_backend import (
     ABSENT_LETTER_LOGPROB,
     ApiItemErrors,
@@ -605,15 +606,8 @@ def test_the_kaleidoscope_preset_samples_and_resizes_and_says_so(make, server):
     assert body["temperature"] == 0.7 and body["top_p"] == 0.9 and body["max_tokens"] == 1024
     url = body["messages"][0]["content"][0]["image_url"]["url"]
     assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (512, 512)
-    assert model.provenance().generation == {
-        "preset": "kaleidoscope",
-        "do_sample": True,
-        "temperature": 0.7,
-        "top_p": 0.9,
-        "top_k": 0,
-        "repetition_penalty": 1.0,
-        "max_new_tokens": 1024,
-    }
+    preset = GENERATION_PRESETS.get("kaleidoscope").generation  # its values: tests/models/test_models.py
+    assert model.provenance().generation == {"preset": "kaleidoscope", **preset}
     # no top-k limit and no penalty are what OpenAI's API does anyway, and it refuses both keys: not sent
     assert "top_k" not in body and "repetition_penalty" not in body
 
