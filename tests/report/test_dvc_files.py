@@ -79,8 +79,9 @@ def test_metrics_give_each_cell_its_headline_or_its_status_never_a_zero(tmp_path
         "pope-fixture": {"metric": "f1", "clip": 61.2346, "vlm": 40.0},
         "sqa": {"metric": "accuracy", "clip": "n/a", "vlm": "failed"},
         "cvqa": {"metric": "accuracy", "clip": "hidden", "vlm": "missing"},
-        # no model has a number on every benchmark: no average, said as the main table says it
-        "Average": {"metric": "mean", "clip": "-", "vlm": "-"},
+        # no model has a number on every benchmark: no average, said as the main table says it (a cell n/a
+        # first, then hidden, missing, failed)
+        "Average": {"metric": "mean", "clip": "n/a", "vlm": "missing"},
     }
 
 
@@ -135,9 +136,14 @@ def partial_grid(tmp_path, partial_cells: str):
 def test_a_partial_cell_gives_its_headline_and_its_models_average_follows_partial_cells(tmp_path):
     tree = metrics(partial_grid(tmp_path, "exclude"))
     assert tree["pope-fixture"] == {"metric": "f1", "clip": 61.0, "vlm": 80.0}
-    # exclude: vlm's average is its sqa alone; include: (80 + 70) / 2
-    assert tree["Average"] == {"metric": "mean", "clip": 55.5, "vlm": 70.0}
-    assert metrics(partial_grid(tmp_path, "include"))["Average"]["vlm"] == 75.0
+    # exclude: vlm's average is its sqa alone; include: (80 + 70) / 2; either way `partial` names vlm
+    assert tree["Average"] == {"metric": "mean", "clip": 55.5, "vlm": 70.0, "partial": "vlm"}
+    assert metrics(partial_grid(tmp_path, "include"))["Average"] == {
+        "metric": "mean",
+        "clip": 55.5,
+        "vlm": 75.0,
+        "partial": "vlm",
+    }
 
 
 def test_the_metrics_files_name_the_models_whose_answers_depend_on_the_batch(tmp_path):
@@ -163,3 +169,16 @@ def test_the_metrics_files_name_the_models_whose_answers_depend_on_the_batch(tmp
         "vlm": 40.0,
         "batch_dependent": "vlm",
     }
+
+
+def test_a_failed_cell_leaves_its_model_no_average_even_where_it_answers_part_of_the_benchmark(tmp_path):
+    """As the main table: a failed cell's model reads failed, never a mean over its other cells (with
+    partial_cells: exclude, a failed partial cell was left out and the rest averaged)."""
+    partial_grid(tmp_path, "exclude")
+    path = tmp_path / "vlm-pope-fixture.json"
+    obj = json.loads(path.read_text())
+    obj.update(format_error_rate=100.0, n_valid=0)
+    path.write_text(json.dumps(obj))
+    files = {(m, b): tmp_path / f"{m}-{b}.json" for m in MODELS for b in ("pope-fixture", "sqa")}
+    averages = metrics(load_grid(files, MODELS, ["pope-fixture", "sqa"], partial_cells="exclude"))["Average"]
+    assert averages == {"metric": "mean", "clip": 55.5, "vlm": "failed"}

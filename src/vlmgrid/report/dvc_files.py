@@ -6,12 +6,14 @@ headline}, and one of the models' averages, `metrics/Average.json` = {"metric": 
 prints a metrics file as a row and its keys as columns, so `dvc metrics show` reads as a table of benchmarks
 by models. The headline alone: the CI, n, error rate and coverage of a cell are in the report's tables
 (cells.csv). A cell without a number (n/a, hidden, failed, missing) gives its status instead and never a
-value, which a 0 would hide; a model without an average gives "-", as the main table. A mark of the main table
+value, which a 0 would hide; a model without an average gives the main table's word for it (failed, missing,
+n/a, hidden) or "-". A mark of the main table
 that says a number is not what it seems is a key of its own, the numbers staying numbers for
 `dvc metrics diff`: `batch_dependent` names the models whose cell (in `Average.json`, whose average) the main
 table marks with the not-equal sign, and `items` and `published` count a benchmark's copy where it holds fewer
 items than the published benchmark (short names: `dvc metrics show` makes each key a column, and the default
-grid's table stays within 120 columns).
+grid's table stays within 120 columns); in `Average.json`, `partial` names the models whose average leaves out
+or takes in a cell that answers part of its benchmark.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from vlmgrid import fileio
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.score_file import PartialCopy
+from vlmgrid.report.tables.format import model_status
 
 METRICS_DIR = Path("metrics")
 AVERAGE = "Average"  # the averages' file: no benchmark can be called that (the config's names are lower case)
@@ -42,9 +45,9 @@ def _rounded(number: float | None) -> float | None:
     return None if number is None else round(float(number), 4)
 
 
-def _models(models: list[str]) -> dict[str, str]:
-    """The `batch_dependent` key naming these models ("a, b"); none when there are none."""
-    return {"batch_dependent": ", ".join(models)} if models else {}
+def _models(models: list[str], key: str = "batch_dependent") -> dict[str, str]:
+    """The `key` naming these models ("a, b"); none when there are none."""
+    return {key: ", ".join(models)} if models else {}
 
 
 def _copy(copies: list[PartialCopy]) -> dict[str, int]:
@@ -93,18 +96,16 @@ def metrics(grid: Grid) -> dict[str, dict]:
         )
         files[benchmark] = row
     averages: dict = {"metric": "mean"}
+    averaged = []
     for model in grid.models:
-        average = grid.average(model)
-        averages[model] = NO_AVERAGE if average is None else _rounded(average.value)
-    averages.update(
-        _models(
-            [
-                model
-                for model in grid.models
-                if grid.average(model) is not None and grid.model_batch_dependent(model)
-            ]
-        )
-    )
+        # as the main table: a cell without a number (failed, missing, n/a, hidden) leaves no average
+        status, average = model_status(grid, model), grid.average(model)
+        if status is None and average is not None:
+            averaged.append(model)
+        averages[model] = status or (NO_AVERAGE if average is None else _rounded(average.value))
+    averages.update(_models([model for model in averaged if grid.model_batch_dependent(model)]))
+    # the averages that leave out (partial_cells: exclude) or take in a cell answering part of its benchmark
+    averages.update(_models([model for model in averaged if grid.model_coverage(model)], "partial"))
     files[AVERAGE] = averages
     return files
 
