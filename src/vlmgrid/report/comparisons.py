@@ -275,6 +275,19 @@ def read_comparisons(
                 f"{path} is not a valid comparison file ({exc}); rerun `vlmgrid compare "
                 f"{benchmark}` to rebuild it"
             ) from None
+        unscored = [
+            model
+            for model in shas
+            if score_files is not None
+            and (score := score_files.get((model, benchmark))) is not None
+            and not Path(score).is_file()
+        ]
+        if unscored:  # its cell reads "missing": no number of it is compared
+            unavailable[benchmark] = (
+                f"{', '.join(unscored)} {'has' if len(unscored) == 1 else 'have'} no score file here, so "
+                f"{'its' if len(unscored) == 1 else 'their'} comparisons are not shown (run `vlmgrid score`)"
+            )
+            continue
         recorded = {
             model: recorded_predictions_sha((score_files or {}).get((model, benchmark))) for model in shas
         }

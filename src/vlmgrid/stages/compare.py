@@ -35,7 +35,7 @@ from vlmgrid.predictions import (
     recorded_not_applicable,
 )
 from vlmgrid.report.comparisons import comparison_pairs
-from vlmgrid.stages.score import applicable_items, partial_copy
+from vlmgrid.stages.score import applicable_items, check_variants, partial_copy
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,7 @@ def _cell(model: str, bench, path: Path, partial_cells: str) -> tuple[pd.DataFra
     check_data_fingerprint(metadata, bench.manifest.get("fingerprint"), path, hint)
     records, coverage = answered_records(metadata, predictions, bench.records, path)
     check_against_records(predictions, records, path, classes=len(bench.classes or []))
+    check_variants(bench, predictions, path, hint)
     records, predictions, coverage = applicable_items(
         bench, metadata.get("strategy"), records, predictions, coverage
     )
