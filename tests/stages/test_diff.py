@@ -623,3 +623,22 @@ def test_an_error_naming_a_hostile_item_is_one_line_with_the_item_escaped(
     err = capsys.readouterr().err
     assert err.startswith("vlmgrid: error: ") and err.endswith("\n") and not RAW.search(err[:-1]), repr(err)
     assert f'"test-99{SHOWN}"' in err
+
+
+def test_items_a_sets_strategy_cannot_answer_are_left_out_as_the_score_leaves_them(small_config, tmp_path):
+    """A contrastive model's Kaleidoscope set leaves the text-only questions out (not applicable): the diff
+    pairs the items both answer, and A's number is its score file's, not one with error rows for the rest."""
+    from helpers.chain import infer_cell, prepared_grid, score_of
+
+    bench = "kaleidoscope-fixture"
+    config = prepared_grid(small_config, {bench: small_config["benchmarks"][bench]}, ["clip-tiny", "random"])
+    scores = {
+        model: score_of(config, model, bench, infer_cell(config, model, bench, 64), 50)
+        for model in ("clip-tiny", "random")
+    }
+    assert scores["clip-tiny"]["coverage"]["answered"] < scores["clip-tiny"]["coverage"]["total"]
+    out = tmp_path / "diff.json"
+    diff_sets(config, bench, "clip-tiny", "random", json_out=str(out), limit=0)
+    document = json.loads(out.read_text())
+    assert document["n_common"] == scores["clip-tiny"]["coverage"]["answered"]
+    assert document["a"]["value"] == pytest.approx(scores["clip-tiny"]["value"])

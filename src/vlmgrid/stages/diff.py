@@ -115,7 +115,11 @@ def _read_set(bench, path: Path) -> pd.DataFrame:
     check_data_fingerprint(
         metadata, bench.manifest.get("fingerprint"), path, "diff predictions of the benchmark as prepared now"
     )
-    return predictions
+    # as the score leaves them out: the items its strategy cannot answer (a contrastive model's text-only
+    # questions) are not applicable, never its wrong answers
+    from vlmgrid.stages.score import applicable_items
+
+    return applicable_items(bench, metadata.get("strategy"), bench.records, predictions, None)[1]
 
 
 def headline_parsers(kind) -> dict[str, str]:
