@@ -23,7 +23,6 @@ from pathlib import Path
 from vlmgrid import fileio
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.score_file import PartialCopy
-from vlmgrid.report.tables.format import model_status
 
 METRICS_DIR = Path("metrics")
 AVERAGE = "Average"  # the averages' file: no benchmark can be called that (the config's names are lower case)
@@ -95,6 +94,8 @@ def metrics(grid: Grid) -> dict[str, dict]:
             )
         )
         files[benchmark] = row
+    from vlmgrid.report.tables.format import model_status  # pandas: not when the report's files are listed
+
     averages: dict = {"metric": "mean"}
     averaged = []
     for model in grid.models:
