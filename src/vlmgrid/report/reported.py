@@ -176,6 +176,13 @@ class Comparison:
         return self.row.method.same_as(self.method)
 
     @property
+    def coverage(self) -> tuple[int, int] | None:
+        """(answered, total) where the reproduced cell answers a subset of its benchmark (its number is over
+        the answered items, the published one over the benchmark); None when it answers every item or was not
+        compared."""
+        return None if self.reproduced is None else self.reproduced.coverage
+
+    @property
     def difference(self) -> float | None:
         if self.reproduced is None or self.reproduced.value is None:
             return None

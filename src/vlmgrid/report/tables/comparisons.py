@@ -13,19 +13,21 @@ from vlmgrid.report.labels import metric_label
 from vlmgrid.report.tables.format import (
     BATCH_MARK,
     COPY_MARK,
+    DAGGER,
     DASH,
     NA,
     PARTIAL,
     batch_flag,
     copy_columns,
     fmt,
+    is_flagged,
     latex_escape,
     latex_name,
     latex_stack,
     latex_table,
     md_table,
 )
-from vlmgrid.report.tables.notes import batch_note, copy_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, flag_note
 
 HEADER = [
     "Model A",
@@ -77,12 +79,15 @@ def reasons(comparisons: Comparisons) -> list[str]:
 
 
 def _value(grid: Grid | None, model: str, benchmark: str, value: float | None) -> str:
-    """A model's value with its cell's marks, as in the main table: the not-equal sign where its answers
-    depend on the batch, the pilcrow where its copy of the benchmark is partial."""
-    if grid is None:
+    """A model's value with its cell's marks, as in the main table: the dagger where its format error rate is
+    above the report's flag_error_rate, the not-equal sign where its answers depend on the batch, the pilcrow
+    where its copy of the benchmark is partial (the double dagger of a partial cell marks the difference: the
+    pair is compared on the items both answered)."""
+    if grid is None or value is None:
         return fmt(value)
     return (
         fmt(value)
+        + (DAGGER if grid.flag(model, benchmark) is not None else "")
         + (BATCH_MARK if grid.batch_dependent(model, benchmark) else "")
         + (COPY_MARK if grid.partial_copy(model, benchmark) is not None else "")
     )
@@ -188,6 +193,7 @@ def legend(comparisons: Comparisons, grid: Grid | None = None) -> str:
     if grid is not None:
         shown = _compared_cells(comparisons)
         for note in (
+            flag_note(grid, [entry for entry in grid.flagged() if entry[:2] in shown]),
             batch_note([entry for entry in grid.batch_dependents() if entry[:2] in shown]),
             copy_note([entry for entry in grid.partial_copies() if entry[:2] in shown]),
         ):
@@ -253,13 +259,20 @@ def comparisons_latex(comparisons: Comparisons, title: str, grid: Grid | None = 
     )
 
 
+def _flagged(grid: Grid | None, row: Comparison, model: str) -> bool | None:
+    """Whether the cell of `model` in the pair is marked with the dagger (`is_flagged`); None without a grid,
+    a comparison or a format error rate."""
+    return None if grid is None or row.difference is None else is_flagged(grid, model, row.benchmark)
+
+
 def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.DataFrame:
     """One row per pair and benchmark; the numbers are empty and `reason` says why where there is no
-    comparison; `coverage_answered` and `coverage_total` are the items a pair with a partial cell was compared
-    on, of all. Where a cell of the `grid` is batch-dependent, `batch_dependent_a` and `batch_dependent_b` say
-    whether each side's is (empty without a batch check or a comparison), as main.csv does; where one was
-    scored on a partial copy, `copy_items` and `published_items` give the pair's copy (empty where both are
-    whole)."""
+    comparison; `coverage_answered` and `coverage_total` are the items a pair with a partial cell was
+    compared on, of all; `flagged_a` and `flagged_b` say whether each side's cell is above the report's
+    flag_error_rate, as main.csv's `<bench>_flagged` does (empty without a comparison or a format error rate).
+    Where a cell of the `grid` is batch-dependent, `batch_dependent_a` and `batch_dependent_b` say whether
+    each side's is (empty without a batch check or a comparison), as main.csv does; where one was scored on a
+    partial copy, `copy_items` and `published_items` give the pair's copy (empty where both are whole)."""
     columns = [
         "model_a",
         "model_b",
@@ -282,8 +295,10 @@ def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.
         "reason",
         "coverage_answered",
         "coverage_total",
+        "flagged_a",
+        "flagged_b",
     ]
-    derived = ("significant", "coverage_answered", "coverage_total")
+    derived = ("significant", "coverage_answered", "coverage_total", "flagged_a", "flagged_b")
     frame = pd.DataFrame(
         [
             {name: getattr(row, name, None) for name in columns if name not in derived}
@@ -291,6 +306,8 @@ def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.
                 "significant": row.significant,
                 "coverage_answered": row.coverage[0] if row.coverage else None,
                 "coverage_total": row.coverage[1] if row.coverage else None,
+                "flagged_a": _flagged(grid, row, row.model_a),
+                "flagged_b": _flagged(grid, row, row.model_b),
             }
             for row in comparisons.rows
         ],
@@ -308,7 +325,8 @@ def comparisons_frame(comparisons: Comparisons, grid: Grid | None = None) -> pd.
         "mcnemar_p",
     ):
         frame[name] = frame[name].astype("float64")
-    frame["significant"] = frame["significant"].astype("boolean")
+    for name in ("significant", "flagged_a", "flagged_b"):
+        frame[name] = frame[name].astype("boolean")
     for name in ("permutations", "coverage_answered", "coverage_total"):
         frame[name] = frame[name].astype("Int64")
     if grid is not None and grid.batch_dependents():

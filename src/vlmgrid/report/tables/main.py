@@ -51,14 +51,32 @@ DECIMALS = 4
 BETTER, WORSE = "\u207a", "\u207b"
 
 
+def _has_number(grid: Grid, model: str, benchmark: str) -> bool:
+    """Whether the cell shows a number (not a status word such as missing or failed, nor a dash)."""
+    return entry_value(cell_entry(grid, model, benchmark)) is not None
+
+
+def versus_reference(grid: Grid, comparisons: Comparisons, model: str, benchmark: str) -> int:
+    """`Comparisons.versus_reference`, but 0 where the model's cell or the reference model's has no number in
+    the grid: a cell without a number is never marked better or worse, and none is marked against one."""
+    side = comparisons.versus_reference(model, benchmark)
+    if side and not (
+        _has_number(grid, model, benchmark) and _has_number(grid, comparisons.reference_model, benchmark)
+    ):
+        return 0
+    return side
+
+
 def reference_marks(grid: Grid, comparisons: Comparisons | None, model: str) -> list[str]:
     """Per benchmark of the row, then its average: BETTER / WORSE where the model is significantly better /
     worse than the reference model (Holm-adjusted p < 0.05 over the pair's benchmarks, and a difference of at
-    least the minimum detectable one), else ""."""
+    least the minimum detectable one) and both cells have a number, else ""."""
     if comparisons is None:
         return [""] * (len(grid.benchmarks) + 1)
     marks = {1: BETTER, -1: WORSE, 0: ""}
-    return [marks[comparisons.versus_reference(model, benchmark)] for benchmark in grid.benchmarks] + [""]
+    return [marks[versus_reference(grid, comparisons, model, benchmark)] for benchmark in grid.benchmarks] + [
+        ""
+    ]
 
 
 def reference_note(comparisons: Comparisons | None) -> str:
@@ -257,7 +275,7 @@ def main_frame(grid: Grid, comparisons: Comparisons | None = None) -> pd.DataFra
         words = {1: "better", -1: "worse", 0: None}
         for benchmark in grid.benchmarks:
             frame[f"{benchmark}_vs_reference"] = pd.array(
-                [words[comparisons.versus_reference(model, benchmark)] for model in grid.models],
+                [words[versus_reference(grid, comparisons, model, benchmark)] for model in grid.models],
                 dtype="string",
             )
     return frame

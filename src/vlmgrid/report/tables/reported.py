@@ -3,7 +3,9 @@ CI, the difference and whether the published value lies inside the CI (Markdown,
 notes are footnotes under the table. A cell without a number is never compared: it reads its word (n/a,
 hidden, failed, missing, not in the score file). A comparison whose two sides answered by different methods
 (generation or likelihood, greedy or sampled) carries the section sign, and a note under the table names both
-methods. With nothing to compare, the table is one sentence saying so."""
+methods. A cell that answers a subset of its benchmark carries the double dagger, and its comparison says it
+is partial (the published figure is over the benchmark, the reproduced one over the answered items). With
+nothing to compare, the table is one sentence saying so."""
 
 from __future__ import annotations
 
@@ -23,12 +25,13 @@ from vlmgrid.report.tables.format import (
     latex_cell,
     latex_escape,
     latex_name,
+    latex_stack,
     latex_table,
     md_table,
     typed_frame,
     write_csv,
 )
-from vlmgrid.report.tables.notes import batch_note, copy_note, flag_note
+from vlmgrid.report.tables.notes import batch_note, copy_note, coverage_note, flag_note
 
 CSV_COLUMNS = [
     "paper",
@@ -47,6 +50,8 @@ CSV_COLUMNS = [
     "inside_ci",
     "status",
     "flagged",
+    "answered",
+    "items",
     "reported_method",
     "reported_prompt_suffix",
     "reproduced_method",
@@ -66,6 +71,10 @@ HEADER = [
     "Inside CI",
 ]
 NOT_COMPARED = "not compared"
+# A compared row whose cell answers a subset of its benchmark: the Inside CI verdict says so, and the CSV's
+# status reads PARTIAL_STATUS instead of "compared".
+PARTIAL_WORDS = "(partial)"
+PARTIAL_STATUS = "partial"
 
 
 def no_match_sentence(published: Published) -> str:
@@ -97,11 +106,17 @@ def _difference(comparison: Comparison) -> str:
     return text if text.startswith("-") or text == "0.0" else f"+{text}"
 
 
-def _inside(comparison: Comparison) -> str:
-    if comparison.reproduced is None:
-        return NOT_COMPARED
+def _verdict(comparison: Comparison) -> str:
     inside = comparison.inside
     return "no CI" if inside is None else ("yes" if inside else "no")
+
+
+def _inside(comparison: Comparison) -> str:
+    """yes / no / no CI; followed by "(partial)" where the cell answers a subset of its benchmark, so the
+    verdict is not read as a match of the same figure."""
+    if comparison.reproduced is None:
+        return NOT_COMPARED
+    return _verdict(comparison) + (f" {PARTIAL_WORDS}" if comparison.coverage is not None else "")
 
 
 def _method_words(method: Method | None) -> str:
@@ -171,6 +186,14 @@ def _legend(grid: Grid, comparisons: list[Comparison]) -> str:
     )
     if flagged:
         notes.append(flag_note(grid, [(m, b, rate) for m, b, rate in flagged]))
+    covered = {(c.model, c.benchmark) for c in comparisons if c.coverage is not None}
+    if covered:
+        notes.append(
+            coverage_note(grid, [entry for entry in grid.partial() if entry[:2] in covered])
+            + " Such a cell's number is over the items it answers, the published one over the whole "
+            f"benchmark, so the two are not the same figure: its Inside CI reads {PARTIAL_WORDS}, and its "
+            f"status in the CSV {PARTIAL_STATUS}, the answered and items columns giving the counts."
+        )
     batched = {(c.model, c.benchmark) for c in comparisons if c.reproduced is not None and c.reproduced.batch}
     if batched:
         notes.append(batch_note([entry for entry in grid.batch_dependents() if entry[:2] in batched]))
@@ -240,6 +263,11 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
         model = rf"{latex_name(row.model)} ({latex_name(comparison.model)})"
         benchmark = rf"{latex_name(comparison.benchmark)}: {cells[4]} [{footnote}]"
         words = ["--" if cell == NOT_COMPARED else cell for cell in cells[7:]]
+        if comparison.coverage is not None:
+            # "(partial)" under the verdict, as the narrow column has no room for both on one line
+            words[-1] = latex_stack(
+                [latex_escape(_verdict(comparison)), rf"{{\scriptsize {latex_escape(PARTIAL_WORDS)}}}"]
+            )
         body.append([model, benchmark, *cells[5:7], *words])
     footnotes = [
         r"\par\smallskip{\footnotesize "
@@ -269,9 +297,10 @@ def reported_latex(grid: Grid, published: Published, title: str) -> str:
 
 def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
     """One row per comparison (CSV_COLUMNS); the reproduced columns, difference and inside_ci are empty where
-    the cell was not compared, and `status` says why (`compared` otherwise). Where a cell of the grid was
-    scored on a partial copy of its benchmark, `copy_items` and `published_items` follow (empty for a whole
-    copy)."""
+    the cell was not compared, and `status` says why (`compared` otherwise, `partial` where the cell answers
+    a subset of its benchmark, `answered` and `items` then giving how many of how many). Where a cell of the
+    grid was scored on a partial copy of its benchmark, `copy_items` and `published_items` follow (empty for
+    a whole copy)."""
     comparisons = compare(grid, published)
     records = []
     for c in comparisons:
@@ -292,8 +321,10 @@ def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
                 c.row.value,
                 c.difference,
                 c.inside,
-                c.status or "compared",
+                c.status or (PARTIAL_STATUS if c.coverage is not None else "compared"),
                 None if est is None else est.flag is not None,
+                None if c.coverage is None else c.coverage[0],
+                None if c.coverage is None else c.coverage[1],
                 None if c.row.method is None else c.row.method.words(),
                 None if c.row.method is None else c.row.method.prompt_suffix,
                 None if c.method is None else c.method.words(),
@@ -305,6 +336,7 @@ def reported_frame(grid: Grid, published: Published) -> pd.DataFrame:
     frame = typed_frame(
         pd.DataFrame(records, columns=CSV_COLUMNS),
         floats=("reproduced", "ci_low", "ci_high", "reported", "difference"),
+        ints=("answered", "items"),
         booleans=("inside_ci", "flagged", "same_method"),
     )
     if grid.partial_copies():
