@@ -236,6 +236,7 @@ def test_breakdown(report):
         "ci_low",
         "ci_high",
         "n",
+        "n_valid",
         "format_error_rate",
         "flagged",
     ]
@@ -251,6 +252,7 @@ def test_breakdown(report):
         "ci_low": "31.0",
         "ci_high": "56.5",
         "n": "30",
+        "n_valid": "29",
         "format_error_rate": "3.3",
         "flagged": "False",
     }
@@ -595,7 +597,7 @@ def test_variants_files_exist_when_no_cell_has_variants(report):
     text = (root / "tables" / "variants.md").read_text(encoding="utf-8")
     assert "No cell of this grid has more than one prompt variant." in text
     lines = (root / "tables" / "variants.csv").read_text(encoding="utf-8").splitlines()
-    assert lines == ["model,benchmark,variant,metric,value,ci_low,ci_high,format_error_rate,flagged"]
+    assert lines == ["model,benchmark,variant,metric,value,ci_low,ci_high,n_valid,format_error_rate,flagged"]
 
 
 def test_variant_without_value_is_invalid(tmp_path):

@@ -98,6 +98,7 @@ def make_copy(files: dict, model: str, bench: str, items: int, published: int, s
     path = files[(model, bench)]
     obj = json.loads(path.read_text())
     obj["partial_copy"], obj["n"] = {"items": items, "published_items": published, "source": source}, items
+    obj["n_valid"] = min(obj["n_valid"], items)  # a score file's n_valid is never above its n
     path.write_text(json.dumps(obj))
 
 

@@ -109,6 +109,19 @@ def _entry(value: float, draws: np.ndarray) -> dict[str, Any]:
     return {"value": _r(value), "ci95": [_r(lo), _r(hi)]}
 
 
+def _errors(valid: dict[str, np.ndarray], positions: np.ndarray | None = None) -> dict[str, Any]:
+    """`n_valid` (the items whose prediction is valid in every variant) and `format_error_rate` (the percent
+    of their prediction rows, over all variants, that are format errors) of the items at `positions` (all of
+    them when None); `valid` holds each variant's validity per item."""
+    masks = [v if positions is None else v[positions] for v in valid.values()]
+    rows = sum(len(mask) for mask in masks)
+    invalid = sum(int((~mask).sum()) for mask in masks)
+    return {
+        "n_valid": int(np.logical_and.reduce(masks).sum()),
+        "format_error_rate": _r(100.0 * invalid / rows),
+    }
+
+
 def _group_key(value: Any) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
         return "null"
@@ -140,7 +153,9 @@ def score_predictions(
     breakdown, variants, bootstrap. `n` counts items; `n_errors` counts prediction rows with an `error`
     (over all variants); `format_error_rate` is the percent of prediction rows that are format errors
     (null prediction, error rows, and whatever else the metric treats as unparsable); `n_valid` counts
-    the items whose prediction is valid in every variant.
+    the items whose prediction is valid in every variant. Each breakdown group and each variant carries its
+    own `n_valid` and `format_error_rate` (a variant's over its own rows), so a part whose every row is a
+    format error is told from one answered wrong.
     """
     from vlmgrid.metrics import (
         METRICS,  # the package's registry, built from the metric modules beside this one
@@ -160,10 +175,8 @@ def score_predictions(
     data = {v: m.prepare(records, aligned[v]) for v in variants}
 
     n = len(records)
-    rows = n * len(variants)
     n_errors = sum(int(aligned[v]["error"].notna().sum()) for v in variants if "error" in aligned[v].columns)
-    n_invalid_rows = sum(int((~valid[v]).sum()) for v in variants)
-    n_valid = int(np.logical_and.reduce([valid[v] for v in variants]).sum())
+    errors = _errors(valid)
 
     strata = _strata(m, records)
     point, draws = _evaluate(m, data, strata, samples, seed)
@@ -186,6 +199,7 @@ def score_predictions(
             key = _group_key(records[col].iloc[int(positions[0])])
             groups[key] = {
                 "n": int(len(positions)),
+                **_errors(valid, positions),
                 "metrics": {k: _entry(sub_value[k], sub_mean[k]) for k in m.names},
             }
         breakdown[col] = groups
@@ -196,13 +210,16 @@ def score_predictions(
         "value": headline["value"],
         "ci95": headline["ci95"],
         "n": int(n),
-        "n_valid": n_valid,
+        "n_valid": errors["n_valid"],
         "n_errors": int(n_errors),
-        "format_error_rate": _r(100.0 * n_invalid_rows / rows),
+        "format_error_rate": errors["format_error_rate"],
         "metrics": {k: _entry(value[k], mean_draws[k]) for k in m.names},
         "breakdown": breakdown,
         "variants": (
-            {v: _entry(point[v][m.headline], draws[v][m.headline]) for v in variants}
+            {
+                v: {**_entry(point[v][m.headline], draws[v][m.headline]), **_errors({v: valid[v]})}
+                for v in variants
+            }
             if len(variants) > 1
             else {}
         ),

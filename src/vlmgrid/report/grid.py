@@ -12,11 +12,13 @@ import numpy as np
 from vlmgrid.errors import VlmgridError
 from vlmgrid.report.score_file import (
     Estimate,
+    Group,
     Hidden,
     NotApplicable,
     PartialCopy,
     ScoreCell,
     ToolFigure,
+    Variant,
     read_score,
 )
 
@@ -30,10 +32,10 @@ FLAG_ERROR_RATE = 10.0
 PARTIAL_CELLS = ("exclude", "include")
 
 
-def is_failed(cell: ScoreCell) -> bool:
-    """Every prediction row is an error or unparsable: the cell has no number (its value only counts
-    failures)."""
-    return cell.format_error_rate is not None and cell.format_error_rate >= 100.0
+def is_failed(cell: ScoreCell | Group | Variant) -> bool:
+    """Every prediction row is an error or unparsable, or no item has a readable answer in every prompt
+    variant (`n_valid` 0): the cell, or the part of one, has no number (its value only counts failures)."""
+    return (cell.format_error_rate is not None and cell.format_error_rate >= 100.0) or cell.n_valid == 0
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class Grid:
     hidden: dict[tuple[str, str], Hidden] = field(default_factory=dict)
     # {benchmark: kind}; empty when the caller does not say (then no paper tables are written)
     kinds: dict[str, str] = field(default_factory=dict)
-    # Cells whose every prediction row is an error or unparsable (format_error_rate 100): no number.
+    # Cells whose every prediction row is an error or unparsable (format_error_rate 100), or without an item
+    # readable in every prompt variant (n_valid 0): no number.
     failed: dict[tuple[str, str], ScoreCell] = field(default_factory=dict)
     # Cells whose score file does not exist or is outdated, read with allow_missing: {cell: its score file}.
     missing: dict[tuple[str, str], Path] = field(default_factory=dict)
@@ -77,6 +80,26 @@ class Grid:
         if cell is None or cell.format_error_rate is None:
             return None
         return cell.format_error_rate if cell.format_error_rate > self.flag_error_rate else None
+
+    def part_rate(self, model: str, benchmark: str, part: Group | Variant) -> float | None:
+        """A part's (a breakdown group's, a prompt variant's) own format error rate, or its cell's where the
+        score gives the part none (a score file written before parts had one)."""
+        if part.format_error_rate is not None:
+            return part.format_error_rate
+        cell = self.cells.get((model, benchmark)) or self.failed.get((model, benchmark))
+        return None if cell is None else cell.format_error_rate
+
+    def part_flag(self, model: str, benchmark: str, part: Group | Variant) -> float | None:
+        """`part_rate` when it exceeds the threshold; None otherwise."""
+        rate = self.part_rate(model, benchmark, part)
+        return rate if rate is not None and rate > self.flag_error_rate else None
+
+    def part_failed(self, model: str, benchmark: str, part: Group | Variant) -> bool:
+        """Whether a part has no number (`is_failed`), by its own counts where the score gives them, else as
+        its cell."""
+        if part.format_error_rate is not None or part.n_valid is not None:
+            return is_failed(part)
+        return self.is_failed(model, benchmark)
 
     def flagged(self) -> list[tuple[str, str, float]]:
         """(model, benchmark, format error rate) of every marked cell, failed ones included, in grid order."""
@@ -287,9 +310,10 @@ def load_grid(
     """Read every score file of the grid (keys outside models x benchmarks are ignored); `kinds` gives each
     benchmark's kind ({benchmark: kind}).
 
-    A cell whose format error rate exceeds `flag_error_rate` (percent) is marked; one at 100% is failed (no
-    number). With `allow_missing`, a score file that does not exist makes its cell missing instead of an
-    error, and so does one in `outdated` (made from predictions the cell no longer has: its rerun failed).
+    A cell whose format error rate exceeds `flag_error_rate` (percent) is marked; one at 100%, or without an
+    item readable in every prompt variant (`n_valid` 0), is failed (no number). With `allow_missing`, a score
+    file that does not exist makes its cell missing instead of an error, and so does one in `outdated` (made
+    from predictions the cell no longer has: its rerun failed).
     `partial_cells` (exclude / include): whether a model's average takes in its cells that answer a subset.
     """
     if partial_cells not in PARTIAL_CELLS:

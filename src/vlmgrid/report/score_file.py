@@ -1,5 +1,5 @@
-"""One score file (docs/formats.md), read and checked: a `ScoreCell` with its `Estimate`s and breakdown
-`Group`s, or a `NotApplicable` or `Hidden` cell without numbers (`read_score`)."""
+"""One score file (docs/formats.md), read and checked: a `ScoreCell` with its `Estimate`s, breakdown `Group`s
+and prompt `Variant`s, or a `NotApplicable` or `Hidden` cell without numbers (`read_score`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,23 @@ from typing import Any
 
 from vlmgrid.dvc_outputs import or_pull
 from vlmgrid.errors import VlmgridError
+
+# The headline metric of every metric the scorer has (`vlmgrid.metrics`), all in percent (0-100): a score file
+# naming one of them with a headline value, CI bound, bootstrap draw or variant value outside 0-100 is
+# refused. No other number is checked (MME's subtask scores and totals are points, up to 200 and 2800).
+PERCENT_HEADLINES = frozenset(
+    {
+        "top1",
+        "accuracy",
+        "f1",
+        "scaled",
+        "circular_accuracy",
+        "cvbench",
+        "pair_accuracy",
+        "vqa_accuracy",
+        "acc_at_50",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +78,8 @@ class ToolFigure:
 
 @dataclass(frozen=True)
 class Group:
-    """One group of a breakdown column (e.g. POPE split "random")."""
+    """One group of a breakdown column (e.g. POPE split "random"); `n_valid` and `format_error_rate` are the
+    group's own (None in score files written before they were recorded)."""
 
     name: str
     metric: str
@@ -69,6 +87,18 @@ class Group:
     n: int | None
     n_valid: int | None
     format_error_rate: float | None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One prompt variant of a cell: its headline alone, the items with a readable answer in it (`n_valid`)
+    and the percent of its rows that are format errors (both None in score files written before they were
+    recorded)."""
+
+    name: str
+    estimate: Estimate
+    n_valid: int | None = None
+    format_error_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +117,7 @@ class ScoreCell:
     format_error_rate: float | None
     breakdown: dict[str, list[Group]] = field(default_factory=dict)
     # Per prompt variant, when the protocol ran several (the headline is then their mean).
-    variants: dict[str, Estimate] = field(default_factory=dict)
+    variants: dict[str, Variant] = field(default_factory=dict)
     # Every number the metric reports (headline included), by name.
     metrics: dict[str, Estimate] = field(default_factory=dict)
     # How the model answered (a capability name, or "open-world: generate; closed-world: score_options").
@@ -162,11 +192,48 @@ def _count(obj: Any, where: str) -> int | None:
 
 
 def _ci(obj: Any, where: str, *, allow_none: bool = False) -> tuple[float | None, float | None]:
+    """A [low, high] pair, low not above high (a value need not lie inside it: a percentile bootstrap can
+    miss its point estimate)."""
     if obj is None and allow_none:
         return None, None
     if not isinstance(obj, (list, tuple)) or len(obj) != 2:
         raise _Invalid(f"{where} is {obj!r}, not a [low, high] pair")
-    return _number(obj[0], f"{where}[0]"), _number(obj[1], f"{where}[1]")
+    low, high = _number(obj[0], f"{where}[0]"), _number(obj[1], f"{where}[1]")
+    if low > high:
+        raise _Invalid(f"{where} is {list(obj)!r}, its low above its high")
+    return low, high
+
+
+def _rate(obj: Any, where: str) -> float | None:
+    """A format error rate: a percent from 0 to 100, or None where the score has none."""
+    rate = _number(obj, where, allow_none=True)
+    if rate is not None and not 0.0 <= rate <= 100.0:
+        raise _Invalid(f"{where} is {obj!r}, not a percent from 0 to 100")
+    return rate
+
+
+def _valid_count(obj: Any, where: str, n: int | None, n_where: str) -> int | None:
+    """`n_valid`: a count not above the items it counts among (`n`, where the score gives it)."""
+    count = _count(obj, where)
+    if count is not None and n is not None and count > n:
+        raise _Invalid(f"{where} is {count}, above {n_where} ({n})")
+    return count
+
+
+def _percent(metric: str, numbers: Mapping[str, float | None]) -> None:
+    """Refuse a number ({key: number}) of a percent headline metric outside 0-100 (`PERCENT_HEADLINES`)."""
+    if metric not in PERCENT_HEADLINES:
+        return
+    for where, number in numbers.items():
+        if number is not None and not 0.0 <= number <= 100.0:
+            raise _Invalid(f"{where} is {number!r}, outside 0-100 for the percent metric {metric!r}")
+
+
+def _estimate_percent(
+    metric: str, where: str, value: float | None, low: float | None, high: float | None
+) -> None:
+    """`_percent` of a value (`<where>.value`) and its CI (`<where>.ci95`)."""
+    _percent(metric, {f"{where}.value": value, f"{where}.ci95[0]": low, f"{where}.ci95[1]": high})
 
 
 def _group(name: str, entry: Any, headline: str, where: str) -> Group:
@@ -181,19 +248,20 @@ def _group(name: str, entry: Any, headline: str, where: str) -> Group:
         raise _Invalid(f"{where}.metrics.{metric} is not an object")
     value = _number(result.get("value"), f"{where}.metrics.{metric}.value", allow_none=True)
     low, high = _ci(result.get("ci95"), f"{where}.metrics.{metric}.ci95", allow_none=True)
-    fer = entry.get("format_error_rate")
+    n = _count(entry.get("n"), f"{where}.n")
     return Group(
         name=str(name),
         metric=str(metric),
         estimate=Estimate(value, low, high),
-        n=_count(entry.get("n"), f"{where}.n"),
-        n_valid=_count(entry.get("n_valid"), f"{where}.n_valid"),
-        format_error_rate=_number(fer, f"{where}.format_error_rate", allow_none=True),
+        n=n,
+        n_valid=_valid_count(entry.get("n_valid"), f"{where}.n_valid", n, f"{where}.n"),
+        format_error_rate=_rate(entry.get("format_error_rate"), f"{where}.format_error_rate"),
     )
 
 
-def _variants(raw: Any) -> dict[str, Estimate]:
-    """Each variant's headline value and CI."""
+def _variants(raw: Any, headline: str, n: int | None) -> dict[str, Variant]:
+    """Each variant's headline value and CI, with its own `n_valid` and format error rate where the score
+    gives them."""
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -205,7 +273,13 @@ def _variants(raw: Any) -> dict[str, Estimate]:
             raise _Invalid(f"{where} is not an object")
         value = _number(entry.get("value"), f"{where}.value")
         low, high = _ci(entry.get("ci95"), f"{where}.ci95", allow_none=True)
-        variants[str(name)] = Estimate(value, low, high)
+        _estimate_percent(headline, where, value, low, high)
+        variants[str(name)] = Variant(
+            str(name),
+            Estimate(value, low, high),
+            _valid_count(entry.get("n_valid"), f"{where}.n_valid", n, "n"),
+            _rate(entry.get("format_error_rate"), f"{where}.format_error_rate"),
+        )
     return variants
 
 
@@ -240,7 +314,7 @@ def _name(data: Mapping, key: str) -> str | None:
     return value
 
 
-def _metrics(raw: Any) -> dict[str, Estimate]:
+def _metrics(raw: Any, headline: str) -> dict[str, Estimate]:
     """Each reported number's value and CI."""
     if raw is None:
         return {}
@@ -253,6 +327,8 @@ def _metrics(raw: Any) -> dict[str, Estimate]:
             raise _Invalid(f"{where} is not an object")
         value = _number(entry.get("value"), f"{where}.value", allow_none=True)
         low, high = _ci(entry.get("ci95"), f"{where}.ci95", allow_none=True)
+        if name == headline:
+            _estimate_percent(headline, where, value, low, high)
         metrics[str(name)] = Estimate(value, low, high)
     return metrics
 
@@ -288,13 +364,15 @@ def _partial_copy(raw: Any) -> PartialCopy | None:
     return PartialCopy(items, published, raw.get("source") == "fixture")
 
 
-def _tool_reading(raw: Any) -> ToolFigure | None:
-    """The tool's own figure; None when the score has no `tool_reading`."""
+def _tool_reading(raw: Any, headline: str) -> ToolFigure | None:
+    """The tool's own figure (the headline metric on the tool's reading); None when the score has no
+    `tool_reading`."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping) or not isinstance(raw.get("tool"), str) or not raw["tool"]:
         raise _Invalid("tool_reading is not an object naming its tool")
     value = _number(raw.get("value"), "tool_reading.value")
+    _percent(headline, {"tool_reading.value": value})
     judged = _count(raw.get("n_read_by_judge"), "tool_reading.n_read_by_judge")
     return ToolFigure(raw["tool"], value, judged or 0)
 
@@ -358,6 +436,10 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         raise _Invalid(f"metric is {metric!r}, not a name")
     value = _number(data["value"], "value")
     low, high = _ci(data["ci95"], "ci95")
+    _percent(metric, {"value": value, "ci95[0]": low, "ci95[1]": high})
+    n = _count(data.get("n"), "n")
+    n_valid = _valid_count(data.get("n_valid"), "n_valid", n, "n")
+    _count(data.get("n_errors"), "n_errors")
     bootstrap = data["bootstrap"]
     if not isinstance(bootstrap, Mapping) or "draws" not in bootstrap:
         raise _Invalid("missing key 'bootstrap.draws'")
@@ -365,6 +447,7 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
     if not isinstance(raw_draws, list):
         raise _Invalid("bootstrap.draws is not a list")
     draws = tuple(_number(draw, f"bootstrap.draws[{i}]") for i, draw in enumerate(raw_draws))
+    _percent(metric, {f"bootstrap.draws[{i}]": draw for i, draw in enumerate(draws)})
     samples = bootstrap.get("samples", len(draws))
     samples = _count(samples, "bootstrap.samples")
     breakdown: dict[str, list[Group]] = {}
@@ -385,12 +468,12 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         estimate=Estimate(value, low, high),
         draws=draws,
         samples=samples if samples is not None else len(draws),
-        n=_count(data.get("n"), "n"),
-        n_valid=_count(data.get("n_valid"), "n_valid"),
-        format_error_rate=_number(data.get("format_error_rate"), "format_error_rate", allow_none=True),
+        n=n,
+        n_valid=n_valid,
+        format_error_rate=_rate(data.get("format_error_rate"), "format_error_rate"),
         breakdown=breakdown,
-        variants=_variants(data.get("variants")),
-        metrics=_metrics(data.get("metrics")),
+        variants=_variants(data.get("variants"), metric, n),
+        metrics=_metrics(data.get("metrics"), metric),
         strategy=_strategy(data),
         generation=_generation(data),
         backend=_name(data, "backend"),
@@ -399,7 +482,7 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
         coverage_reason=_coverage_reason(data.get("coverage")),
         invariance=_invariance(data.get("invariance")),
         partial_copy=_partial_copy(data.get("partial_copy")),
-        tool_reading=_tool_reading(data.get("tool_reading")),
+        tool_reading=_tool_reading(data.get("tool_reading"), metric),
     )
 
 

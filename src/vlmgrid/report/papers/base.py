@@ -5,7 +5,7 @@ figures."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +14,7 @@ from vlmgrid.escaping import markdown_text
 from vlmgrid.fileio import write_text
 from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import answered_label, decoding_label, interval_label
-from vlmgrid.report.score_file import Estimate, PartialCopy, ScoreCell
+from vlmgrid.report.score_file import Group, PartialCopy, ScoreCell, Variant
 from vlmgrid.report.tables.format import (
     BATCH_MARK,
     COPY_MARK,
@@ -36,6 +36,7 @@ from vlmgrid.report.tables.format import (
     latex_name,
     latex_table,
     md_table,
+    part_entry,
     status,
     threshold,
     write_csv,
@@ -189,11 +190,64 @@ def model_rows(
     return rows
 
 
-def group_estimate(cell: ScoreCell, column: str, name: str) -> Estimate | None:
+def group_part(cell: ScoreCell, column: str, name: str) -> Group | None:
+    """The group `name` of the breakdown column; None when the score lacks it."""
     for group in cell.breakdown.get(column, []):
         if group.name == name:
-            return group.estimate
+            return group
     return None
+
+
+# (model, what the table calls the part, the part): the parts of cells a paper table shows
+Shown = tuple[str, str, Group | Variant]
+
+
+def part_value(grid: Grid, model: str, benchmark: str, part: Group | Variant | None) -> Entry:
+    """A part of a cell (a breakdown group, a prompt variant) in a paper table: None where the score lacks it,
+    "failed" where it has no number, else its estimate; the dagger only by the part's own format error rate
+    (the row or column name carries the cell's marks)."""
+    return None if part is None else part_entry(grid, model, benchmark, part, cell_marks=False)
+
+
+def shown_groups(grid: Grid, benchmark: str, column: str, names: Sequence[str]) -> list[Shown]:
+    """The groups `names` of the breakdown column, of each scored cell of the benchmark, in grid order."""
+    return [
+        (model, name, group)
+        for model in grid.models
+        if (cell := grid.cell(model, benchmark)) is not None
+        for name in names
+        if (group := group_part(cell, column, name)) is not None
+    ]
+
+
+def part_notes(grid: Grid, benchmark: str, parts: Sequence[Shown], what: str) -> list[str]:
+    """The notes on the parts a table shows (`what` they are, "language") that their own format error rate
+    marks (above the threshold) or that have no number ("failed")."""
+    own = [
+        (model, name, part)
+        for model, name, part in parts
+        if part.format_error_rate is not None and grid.part_flag(model, benchmark, part) is not None
+    ]
+    failed = [(model, name) for model, name, part in parts if grid.part_failed(model, benchmark, part)]
+    notes = []
+    if own:
+        listed = ", ".join(
+            f"{model} {name} {part.format_error_rate:.1f}%"
+            + (f" ({FAILED})" if grid.part_failed(model, benchmark, part) else "")
+            for model, name, part in own
+        )
+        notes.append(
+            f"{DAGGER} after a {what}'s value: more than {threshold(grid)} of that {what}'s prediction rows "
+            f"are errors or unparsable answers: {listed}."
+        )
+    if failed:
+        listed = ", ".join(f"{model} {name}" for model, name in failed)
+        notes.append(
+            f"{FAILED} in a {what}'s column: every prediction row of the {what} is an error or unparsable "
+            f"(with several prompt variants: no item has a readable answer in all of them), so it has no "
+            f"number: {listed}."
+        )
+    return notes
 
 
 def group_names(grid: Grid, benchmark: str, column: str) -> list[str]:
@@ -226,7 +280,8 @@ def answered_note(grid: Grid, benchmark: str) -> str:
     return "How each model answered: " + "; ".join(parts) + "." if parts else ""
 
 
-def cell_notes(grid: Grid, benchmark: str) -> str:
+def cell_notes(grid: Grid, benchmark: str, parts: Sequence[Shown] = (), what: str = "group") -> str:
+    """The notes on the benchmark's cells, and on the `parts` of them the table shows (`part_notes`)."""
     notes = []
     if any(grid.is_not_applicable(m, benchmark) for m in grid.models):
         notes.append(f"{NA}: the model cannot run this benchmark.")
@@ -243,6 +298,7 @@ def cell_notes(grid: Grid, benchmark: str) -> str:
             f"answers (format errors, counted as the benchmark's rule says, usually as wrong), so its "
             f"numbers are built on them: {listed}."
         )
+    notes += part_notes(grid, benchmark, parts, what)
     batched = batch_note([entry for entry in grid.batch_dependents() if entry[1] == benchmark])
     if batched:
         notes.append(batched)
@@ -250,7 +306,10 @@ def cell_notes(grid: Grid, benchmark: str) -> str:
     if copied:
         notes.append(copied)
     if any(grid.is_failed(m, benchmark) for m in grid.models):
-        notes.append(f"{FAILED}: every prediction row is an error or unparsable, so the cell has no number.")
+        notes.append(
+            f"{FAILED}: every prediction row is an error or unparsable (with several prompt variants: no "
+            f"item has a readable answer in all of them), so the cell has no number."
+        )
     if any(grid.is_missing(m, benchmark) for m in grid.models):
         notes.append(f"{MISSING}: the cell has no score file (it failed or has not run).")
     return " ".join(notes)
@@ -275,30 +334,29 @@ def write_table(table: Table, tables_dir: Path, stem: str, formats: Sequence[str
 
 
 def group_series(grid: Grid, benchmark: str, groups: Sequence[str], column: str) -> list:
-    """Per model (its name marked when its cell is), its estimate per group (hatched when the cell is
-    marked)."""
+    """Per model (its name marked when its cell is), its estimate per group (hatched when the cell is marked,
+    or the group by its own format error rate), "failed" where the group has no number."""
     series = []
     marks = Marks.of(grid, benchmark, grid.models)
     for i, model in enumerate(grid.models):
         cell = grid.cell(model, benchmark)
         word = status(grid, model, benchmark)  # written where the bars would stand
-        series.append(
-            (
-                marks.name(i, model),
-                [
-                    grid.marked(model, benchmark, group_estimate(cell, column, g))
-                    if cell is not None
-                    else word
-                    for g in groups
-                ],
-            )
-        )
+        entries: list[Entry] = []
+        for name in groups:
+            group = None if cell is None else group_part(cell, column, name)
+            own = part_value(grid, model, benchmark, group)
+            if cell is None or isinstance(own, str):
+                entries.append(word if cell is None else own)
+                continue
+            est = grid.marked(model, benchmark, None if group is None else group.estimate)
+            entries.append(est if own is None or own.flag is None else replace(est, flag=own.flag))
+        series.append((marks.name(i, model), entries))
     return series
 
 
-def figure_note(grid: Grid, benchmark: str) -> str:
+def figure_note(grid: Grid, benchmark: str, parts: Sequence[Shown] = (), what: str = "group") -> str:
     """What the figure's whiskers and marks mean: the interval, then the table's notes on marked, failed and
-    missing cells."""
+    missing cells, and on the `parts` (the groups the bars show) that their own rate marks or that failed."""
     samples = [cell.samples for m in grid.models if (cell := grid.cell(m, benchmark)) is not None]
     notes = [f"Whiskers: {interval_label(samples)}."]
     marked = [
@@ -322,10 +380,29 @@ def figure_note(grid: Grid, benchmark: str) -> str:
     copied = copy_note([entry for entry in grid.partial_copies() if entry[1] == benchmark])
     if copied:
         notes.append(copied)
+    own = [
+        f"{m} {name} {part.format_error_rate:.1f}%"
+        for m, name, part in parts
+        if part.format_error_rate is not None
+        and grid.part_flag(m, benchmark, part) is not None
+        and not grid.part_failed(m, benchmark, part)
+    ]
+    if own:
+        notes.append(
+            f"{DAGGER} and hatched bars of a {what}: format errors above {threshold(grid)} of that {what}'s "
+            f"prediction rows ({', '.join(own)})."
+        )
     failed = [m for m in grid.models if grid.is_failed(m, benchmark)]
     if failed:
         notes.append(
-            f"No bar, {FAILED}: every prediction row is an error or unparsable ({', '.join(failed)})."
+            f"No bar, {FAILED}: every prediction row is an error or unparsable (with several prompt "
+            f"variants: no item has a readable answer in all of them) ({', '.join(failed)})."
+        )
+    gone = [f"{m} {name}" for m, name, part in parts if grid.part_failed(m, benchmark, part)]
+    if gone:
+        notes.append(
+            f"No bar, {FAILED}: every prediction row of the {what} is an error or unparsable (with several "
+            f"prompt variants: no item has a readable answer in all of them) ({', '.join(gone)})."
         )
     missing = [m for m in grid.models if grid.is_missing(m, benchmark)]
     if missing:

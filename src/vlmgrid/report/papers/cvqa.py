@@ -15,11 +15,13 @@ from vlmgrid.report.papers.base import (
     cell_notes,
     entry_status,
     figure_note,
-    group_estimate,
     group_names,
+    group_part,
     group_series,
     join_caption,
     model_rows,
+    part_value,
+    shown_groups,
     write_table,
 )
 from vlmgrid.report.tables.format import Entry, natural_key
@@ -57,8 +59,18 @@ def cvqa_table(grid: Grid, benchmark: str) -> Table:
         grid,
         benchmark,
         len(settings) + 1,
-        lambda cell: [cell.variants.get(s) for s in settings] + [cell.estimate],
+        lambda cell: (
+            [part_value(grid, cell.model, benchmark, cell.variants.get(s)) for s in settings]
+            + [cell.estimate]
+        ),
     )
+    shown = [
+        (model, name, cell.variants[name])
+        for model in grid.models
+        if (cell := grid.cell(model, benchmark)) is not None
+        for name in settings
+        if name in cell.variants
+    ]
     legend = "; ".join(f"{s}: {CVQA_SETTINGS[s]}" for s in settings if s in CVQA_SETTINGS)
     caption = join_caption(
         f"Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting ({legend}); "
@@ -66,7 +78,7 @@ def cvqa_table(grid: Grid, benchmark: str) -> Table:
         if legend
         else f"Accuracy in percent, 95% bootstrap CI in brackets, per prompt setting; {MEAN}: their mean.",
         answered_note(grid, benchmark),
-        cell_notes(grid, benchmark),
+        cell_notes(grid, benchmark, shown, "prompt setting"),
     )
     return Table(
         title=f"CVQA: {benchmark}",
@@ -92,12 +104,16 @@ def cvqa_pairs_table(grid: Grid, benchmark: str) -> Table:
             if status is not None:
                 entries.append(status)
             else:
-                entries.append(cell.estimate if pair == ALL else group_estimate(cell, PAIR, pair))
+                entries.append(
+                    cell.estimate
+                    if pair == ALL
+                    else part_value(grid, model, benchmark, group_part(cell, PAIR, pair))
+                )
         rows.append((pair, entries))
     caption = join_caption(
         f"Accuracy in percent per country-language pair, 95% bootstrap CI in brackets: the mean over "
         f"the prompt settings, as the score file's breakdown gives it; {ALL}: every item (the headline).",
-        cell_notes(grid, benchmark),
+        cell_notes(grid, benchmark, shown_groups(grid, benchmark, PAIR, pairs), "country-language pair"),
     )
     return Table(
         title=f"CVQA per country-language pair: {benchmark}",
@@ -125,6 +141,8 @@ def write_cvqa(
         pairs,
         group_series(grid, benchmark, pairs, PAIR),
         f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
-        note=figure_note(grid, benchmark),
+        note=figure_note(
+            grid, benchmark, shown_groups(grid, benchmark, PAIR, pairs), "country-language pair"
+        ),
     )
     return written

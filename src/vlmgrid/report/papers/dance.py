@@ -10,10 +10,12 @@ from vlmgrid.report.papers.base import (
     Table,
     answered_note,
     cell_notes,
-    group_estimate,
     group_names,
+    group_part,
     join_caption,
     model_rows,
+    part_value,
+    shown_groups,
     write_table,
 )
 from vlmgrid.report.tables.format import natural_key
@@ -31,7 +33,10 @@ def dance_table(grid: Grid, benchmark: str) -> Table:
         grid,
         benchmark,
         len(subsets) + 1,
-        lambda cell: [group_estimate(cell, "subset", s) for s in subsets] + [cell.estimate],
+        lambda cell: (
+            [part_value(grid, cell.model, benchmark, group_part(cell, "subset", s)) for s in subsets]
+            + [cell.estimate]
+        ),
     )
     caption = join_caption(
         "Acc@50 in percent, 95% bootstrap CI in brackets: per query with n positives among its 50 "
@@ -42,7 +47,7 @@ def dance_table(grid: Grid, benchmark: str) -> Table:
         "first / within the top 5), recall@5 (the share of a query's positives ranked within its top 5, "
         "averaged over queries) and MRR (of the best-ranked positive).",
         answered_note(grid, benchmark),
-        cell_notes(grid, benchmark),
+        cell_notes(grid, benchmark, shown_groups(grid, benchmark, "subset", subsets), "subset"),
     )
     return Table(
         title=f"DANCE: {benchmark}",

@@ -10,15 +10,18 @@ from vlmgrid.report.grid import Grid
 from vlmgrid.report.labels import metric_label
 from vlmgrid.report.papers.base import (
     Marks,
+    Shown,
     Table,
     answered_note,
     cell_notes,
     figure_note,
-    group_estimate,
     group_names,
+    group_part,
     group_series,
     join_caption,
     model_rows,
+    part_value,
+    shown_groups,
     write_table,
 )
 from vlmgrid.report.score_file import Estimate, ScoreCell
@@ -35,8 +38,8 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
         errors = cell.metrics.get("format_error_rate") or Estimate(cell.format_error_rate)
         return (
             [cell.estimate, errors]
-            + [group_estimate(cell, "modality", m) for m in MODALITIES]
-            + [group_estimate(cell, "language", lang) for lang in languages]
+            + [part_value(grid, cell.model, benchmark, group_part(cell, "modality", m)) for m in MODALITIES]
+            + [part_value(grid, cell.model, benchmark, group_part(cell, "language", g)) for g in languages]
         )
 
     rows = model_rows(grid, benchmark, 2 + len(MODALITIES) + len(languages), entries_of)
@@ -46,7 +49,7 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
         f"errors: the share of all questions without a valid answer; {', '.join(MODALITIES)} and the "
         f"language columns: accuracy within that group. {DASH}: not reported.",
         answered_note(grid, benchmark),
-        cell_notes(grid, benchmark),
+        cell_notes(grid, benchmark, _shown(grid, benchmark, languages), "group"),
     )
     return Table(
         title=f"Kaleidoscope: {benchmark}",
@@ -57,6 +60,13 @@ def kaleidoscope_table(grid: Grid, benchmark: str) -> Table:
         caption=caption,
         row_marks=Marks.of(grid, benchmark, grid.models),
         lower_is_better=["Format errors"],
+    )
+
+
+def _shown(grid: Grid, benchmark: str, languages: list[str]) -> list[Shown]:
+    """The modality and language groups the table shows."""
+    return shown_groups(grid, benchmark, "modality", MODALITIES) + shown_groups(
+        grid, benchmark, "language", languages
     )
 
 
@@ -74,6 +84,6 @@ def write_kaleidoscope(
         languages,
         group_series(grid, benchmark, languages, "language"),
         f"{metric_label(grid.metric(benchmark) or 'accuracy')} (%)",
-        note=figure_note(grid, benchmark),
+        note=figure_note(grid, benchmark, shown_groups(grid, benchmark, "language", languages), "language"),
     )
     return written

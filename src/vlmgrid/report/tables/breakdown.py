@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 
 from vlmgrid.escaping import markdown_text
@@ -14,11 +12,12 @@ from vlmgrid.report.tables.format import (
     DAGGER,
     DASH,
     FAILED,
-    error_rate,
     fmt,
     fmt_count,
     fmt_estimate,
     md_table,
+    part_entry,
+    status,
     threshold,
     typed_frame,
     with_batch_column,
@@ -36,18 +35,10 @@ BREAKDOWN_COLUMNS = [
     "ci_low",
     "ci_high",
     "n",
+    "n_valid",
     "format_error_rate",
     "flagged",
 ]
-
-
-def _group_flag(grid: Grid, model: str, benchmark: str, group) -> tuple[float | None, float | None]:
-    """(rate, flag) of a breakdown group: by its own format error rate where the score gives one, else by the
-    cell's."""
-    rate = group.format_error_rate
-    if rate is None:
-        return error_rate(grid, model, benchmark), grid.flag(model, benchmark)
-    return rate, rate if rate > grid.flag_error_rate else None
 
 
 def _breakdown_benchmarks(grid: Grid) -> list[tuple[str, list[str]]]:
@@ -73,8 +64,9 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
                 if cell is None:
                     continue
                 for group in cell.breakdown.get(column, []):
-                    est = group.estimate
-                    rate, flag = _group_flag(grid, model, benchmark, group)
+                    # a failed group's value columns are empty, as a failed cell's are in main.csv
+                    est = None if grid.part_failed(model, benchmark, group) else group.estimate
+                    rate = grid.part_rate(model, benchmark, group)
                     records.append(
                         [
                             model,
@@ -82,18 +74,17 @@ def breakdown_frame(grid: Grid) -> pd.DataFrame:
                             column,
                             group.name,
                             group.metric,
-                            est.value,
-                            est.ci_low,
-                            est.ci_high,
+                            *((None, None, None) if est is None else (est.value, est.ci_low, est.ci_high)),
                             group.n,
+                            group.n_valid,
                             rate,
-                            None if rate is None else flag is not None,
+                            None if rate is None else grid.part_flag(model, benchmark, group) is not None,
                         ]
                     )
     frame = typed_frame(
         pd.DataFrame(records, columns=BREAKDOWN_COLUMNS),
         floats=("value", "ci_low", "ci_high", "format_error_rate"),
-        ints=("n",),
+        ints=("n", "n_valid"),
         booleans=("flagged",),
     )
     return with_copy_columns(grid, with_batch_column(grid, frame))
@@ -105,7 +96,7 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
     if not found:
         parts.append("No benchmark of this grid has a breakdown.\n")
         return "\n".join(parts)
-    marked = failed = False
+    marked = failed = failed_part = False
     for benchmark, columns in found:
         metric = grid.metric(benchmark) or ""
         parts.append(f"## {benchmark}\n")
@@ -116,12 +107,13 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
                 gone = grid.failed.get((model, benchmark))
                 if gone is not None:  # no number, but its rate says why
                     failed = True
+                    marked = marked or grid.flag(model, benchmark) is not None
                     rows.append(
                         [
                             model,
                             "(all)",
                             metric_label(gone.metric),
-                            FAILED + DAGGER,
+                            status(grid, model, benchmark),
                             fmt_count(gone.n),
                             fmt_count(gone.n_valid),
                             fmt(gone.format_error_rate),
@@ -143,15 +135,15 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
                     ]
                 )
                 for group in cell.breakdown.get(column, []):
-                    _, flag = _group_flag(grid, model, benchmark, group)
-                    marked = marked or flag is not None
+                    # the group's own rate where it has one, the cell's other marks; "failed" without a number
+                    marked = marked or grid.part_flag(model, benchmark, group) is not None
+                    failed_part = failed_part or grid.part_failed(model, benchmark, group)
                     rows.append(
                         [
                             model,
                             group.name,
                             metric_label(group.metric),
-                            # the group's own rate where it has one, the cell's other marks
-                            fmt_estimate(replace(grid.marked(model, benchmark, group.estimate), flag=flag)),
+                            fmt_estimate(part_entry(grid, model, benchmark, group)),
                             fmt_count(group.n),
                             fmt_count(group.n_valid),
                             fmt(group.format_error_rate),
@@ -161,7 +153,7 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
             parts.append(f"### by {markdown_text(column)} (headline: {metric_label(metric)})\n")
             parts.append(md_table(header, rows, align) + "\n")
     notes = ""
-    if marked or failed:
+    if marked:
         notes += (
             f" {DAGGER}: more than {threshold(grid)} of the prediction rows are errors or unparsable answers "
             f"(format errors: the group's own rate where the score gives one, else the cell's; a group row "
@@ -177,9 +169,11 @@ def breakdown_markdown(grid: Grid, title: str) -> str:
     copied = copy_note([entry for entry in grid.partial_copies() if entry[1] in shown])
     if copied:
         notes += f" {copied}"
-    if failed:
+    if failed or failed_part:
         notes += (
-            f" {FAILED}: every prediction row of the cell is an error or unparsable, so it has no number."
+            f" {FAILED}: every prediction row of the {'cell' if failed else 'group'}"
+            f"{' or group' if failed and failed_part else ''} is an error or unparsable (with several prompt "
+            f"variants: no item has a readable answer in all of them), so it has no number."
         )
     parts.append(
         f"Values in percent; 95% bootstrap CI in brackets; (all): the benchmark's headline; {DASH}: not "

@@ -13,7 +13,7 @@ import pandas as pd
 from vlmgrid.escaping import markdown_text, spreadsheet_frame
 from vlmgrid.fileio import atomic_path
 from vlmgrid.report.grid import Grid
-from vlmgrid.report.score_file import Estimate, PartialCopy
+from vlmgrid.report.score_file import Estimate, Group, PartialCopy, Variant
 
 DASH = "\u2013"  # en dash: a cell that is not in the grid
 NA = "n/a"  # a cell whose model cannot run the benchmark (and that model's average)
@@ -33,7 +33,9 @@ PARTIAL = (
 COPY_MARK = (
     "\u00b6"  # marks a number of a cell scored on a copy holding fewer items than the published benchmark
 )
-FAILED = "failed"  # a cell whose every prediction row is an error or unparsable: no number (nor an average)
+# a cell (or a part of one) whose every prediction row is an error or unparsable, or without an item readable
+# in every prompt variant: no number (nor an average)
+FAILED = "failed"
 MISSING = "missing"  # a cell without a score file, reported with allow_missing (and that model's average)
 
 # A main-table entry: an estimate (its `flag` set when it is marked), None (not in the grid) or a status word.
@@ -91,8 +93,8 @@ def flagged(
 
 
 def status(grid: Grid, model: str, benchmark: str) -> str | None:
-    """The word a cell without a number reads (n/a, hidden, missing, failed†); None for a scored cell or one
-    that is not in the grid."""
+    """The word a cell without a number reads (n/a, hidden, missing, failed† where its rate is above the
+    threshold, else failed); None for a scored cell or one that is not in the grid."""
     if grid.is_not_applicable(model, benchmark):
         return NA
     if grid.is_hidden(model, benchmark):
@@ -100,8 +102,25 @@ def status(grid: Grid, model: str, benchmark: str) -> str | None:
     if grid.is_missing(model, benchmark):
         return MISSING
     if grid.is_failed(model, benchmark):
-        return FAILED + DAGGER
+        return FAILED + (DAGGER if grid.flag(model, benchmark) is not None else "")
     return None
+
+
+def part_entry(
+    grid: Grid, model: str, benchmark: str, part: Group | Variant, *, cell_marks: bool = True
+) -> Entry:
+    """How a part of a cell (a breakdown group, a prompt variant) reads: FAILED when it has no number
+    (`Grid.part_failed`), else its estimate; either marked with the dagger by the part's own format error rate
+    (`Grid.part_flag`: the cell's where the score gives the part none). With `cell_marks` the estimate carries
+    the cell's other marks too (`Grid.marked`); without (a paper table, whose row or column names carry the
+    cell's marks) only a rate of the part's own marks it."""
+    own = cell_marks or part.format_error_rate is not None
+    flag = grid.part_flag(model, benchmark, part) if own else None
+    if grid.part_failed(model, benchmark, part):
+        return FAILED + (DAGGER if flag is not None else "")
+    if cell_marks:
+        return replace(grid.marked(model, benchmark, part.estimate), flag=flag)
+    return flagged(part.estimate, flag)
 
 
 def model_status(grid: Grid, model: str) -> str | None:
