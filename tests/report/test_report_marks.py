@@ -234,11 +234,15 @@ def _main_outputs(grid, comparisons, tmp_path: Path):
     return md_rows_of(md), tex, html, read_csv(tmp_path / "main.csv")
 
 
-def test_a_missing_cell_carries_no_comparison_mark(tmp_path):
+def _outputs_without(tmp_path: Path, model: str, benchmark: str):
+    """The main table's outputs with the cell's score file gone (it reads missing)."""
     files = write_scores(tmp_path)
-    files[("big-vlm", "sqa_img")].unlink()
-    grid = _grid(files, allow_missing=True)
-    rows, tex, html, csv_rows = _main_outputs(grid, _reference_comparisons(), tmp_path)
+    files[(model, benchmark)].unlink()
+    return _main_outputs(_grid(files, allow_missing=True), _reference_comparisons(), tmp_path)
+
+
+def test_a_missing_cell_carries_no_comparison_mark(tmp_path):
+    rows, tex, html, csv_rows = _outputs_without(tmp_path, "big-vlm", "sqa_img")
     assert rows["big-vlm"][1] == "missing"
     assert rows["big-vlm"][0].endswith(BETTER) and rows["big-vlm"][2].endswith(WORSE)  # numbers keep theirs
     assert "missing$^{+}$" not in tex and "missing\u207a" not in html
@@ -261,10 +265,7 @@ def test_a_failed_cell_carries_no_comparison_mark(tmp_path):
 
 
 def test_no_cell_is_marked_against_a_reference_cell_without_a_number(tmp_path):
-    files = write_scores(tmp_path)
-    files[("clip_tiny", "sqa_img")].unlink()
-    grid = _grid(files, allow_missing=True)
-    rows, _, _, csv_rows = _main_outputs(grid, _reference_comparisons(), tmp_path)
+    rows, _, _, csv_rows = _outputs_without(tmp_path, "clip_tiny", "sqa_img")
     assert rows["clip_tiny"][1] == "missing"
     assert rows["big-vlm"][1] == "20.0 [15.5, 25.0]"  # its number, but nothing to be better than
     assert rows["big-vlm"][0].endswith(BETTER)
