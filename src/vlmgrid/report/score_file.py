@@ -447,7 +447,10 @@ def _parse(data: Any, model: str, benchmark: str, path: Path) -> ScoreCell | Not
     if not isinstance(raw_draws, list):
         raise _Invalid("bootstrap.draws is not a list")
     draws = tuple(_number(draw, f"bootstrap.draws[{i}]") for i, draw in enumerate(raw_draws))
-    _percent(metric, {f"bootstrap.draws[{i}]": draw for i, draw in enumerate(draws)})
+    # the first draw outside 0-100 named, without a key made for each of thousands of draws
+    outside = next((i for i, draw in enumerate(draws) if not 0.0 <= draw <= 100.0), None)
+    if outside is not None:
+        _percent(metric, {f"bootstrap.draws[{outside}]": draws[outside]})
     samples = bootstrap.get("samples", len(draws))
     samples = _count(samples, "bootstrap.samples")
     breakdown: dict[str, list[Group]] = {}
